@@ -1,0 +1,3 @@
+from gitscale.cli import main
+
+raise SystemExit(main())

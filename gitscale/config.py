@@ -1,0 +1,213 @@
+"""gitscale.yaml: the runner sets, their manifests, demand sources and policies."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import jsonschema
+from dateutil.rrule import rrulestr
+
+from gitscale import schemas
+from gitscale.core.policy import Policy, Schedule
+from gitscale.errors import ConfigError
+from gitscale.timeutil import parse_duration, parse_time
+from gitscale.yamlread import Document, check_schema, load_single
+
+SourceKind = Literal["file", "github", "buildkite"]
+_CONFIG_VALIDATOR = jsonschema.Draft202012Validator(schemas.CONFIG)
+_POLICY_VALIDATOR = jsonschema.Draft202012Validator(schemas.POLICY)
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: SourceKind
+    settings: Any  # the file path for "file", the mapping for the others
+
+
+@dataclass(frozen=True)
+class RunnerSetConfig:
+    name: str
+    manifest: str  # POSIX path relative to the repo root
+    object: ObjectRef
+    source: Source
+    policy: Policy
+    line: int | None  # where the set is declared, for error messages
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    sets: tuple[RunnerSetConfig, ...]
+
+    def get(self, name: str) -> RunnerSetConfig:
+        for runner_set in self.sets:
+            if runner_set.name == name:
+                return runner_set
+        known = ", ".join(s.name for s in self.sets) or "none"
+        raise ConfigError(self.path, f"no runner set named {name!r} (known: {known})")
+
+
+def load_config(root: Path, config_path: str = "gitscale.yaml") -> Config:
+    """Read and validate ``config_path`` inside the checkout at ``root``."""
+    path = safe_repo_path(root, config_path, config_path, ConfigError)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(config_path, "not found in the config repo (run `gitscale init`?)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(config_path, f"cannot be read: {exc}") from None
+    document = load_single(text, config_path, ConfigError)
+
+    def describe(p: list[Any]) -> str:
+        if len(p) >= 2 and p[0] == "runnerSets" and isinstance(p[1], int):
+            items = document.data.get("runnerSets") or []
+            item = items[p[1]] if p[1] < len(items) else None
+            name = item.get("name") if isinstance(item, dict) else None
+            label = f"runner set {name!r}" if isinstance(name, str) else f"runnerSets[{p[1]}]"
+            rest = ".".join(str(x) for x in p[2:])
+            return f"{label} {rest}".strip() if rest else label
+        return ".".join(str(x) for x in p) or "(top level)"
+
+    check_schema(document, _CONFIG_VALIDATOR, config_path, ConfigError, describe)
+    sets: list[RunnerSetConfig] = []
+    seen: dict[str, int | None] = {}
+    for index, item in enumerate(document.data["runnerSets"]):
+        at = ["runnerSets", index]
+        line = document.line_of(at)
+        name = item["name"]
+        if name in seen:
+            raise ConfigError(config_path, f"runner set {name!r} is declared twice "
+                              f"(first at line {seen[name]})", document.line_of([*at, "name"]))
+        seen[name] = line
+        manifest = item["manifest"]
+        safe_repo_path(root, manifest, config_path, ConfigError, document.line_of([*at, "manifest"]))
+        (kind, settings), = item["source"].items()
+        policy = _policy(root, item["policy"], document, [*at, "policy"], config_path)
+        ref = item.get("object") or {}
+        sets.append(RunnerSetConfig(
+            name=name,
+            manifest=str(PurePosixPath(manifest)),
+            object=ObjectRef(ref.get("kind"), ref.get("name"), ref.get("namespace")),
+            source=Source(kind, settings),
+            policy=policy,
+            line=line,
+        ))
+    return Config(config_path, tuple(sets))
+
+
+def _policy(root: Path, value: Any, document: Document, at: list[Any], source: str) -> Policy:
+    if isinstance(value, str):
+        return load_preset(root, value, source, document.line_of(at))
+    return build_policy(value, document, at, source)
+
+
+def load_preset(root: Path, name: str, source: str, line: int | None) -> Policy:
+    """A named policy: the config repo's ``policies/NAME.yaml`` first, then gitscale's own."""
+    local = root / "policies" / f"{name}.yaml"
+    if local.is_file() and not local.is_symlink():
+        label = f"policies/{name}.yaml"
+        text = local.read_text(encoding="utf-8")
+    else:
+        shipped = resources.files("gitscale.presets").joinpath(f"{name}.yaml")
+        if not shipped.is_file():
+            raise ConfigError(source, f"unknown policy preset {name!r} (shipped: "
+                              f"{', '.join(preset_names())})", line)
+        label = f"preset {name}"
+        text = shipped.read_text(encoding="utf-8")
+    document = load_single(text, label, ConfigError)
+    check_schema(document, _POLICY_VALIDATOR, label, ConfigError)
+    return build_policy(document.data, document, [], label)
+
+
+def preset_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("gitscale.presets").iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def build_policy(raw: dict[str, Any], document: Document, at: list[Any], source: str) -> Policy:
+    """Turn a schema-valid policy mapping into a Policy, checking what a schema cannot."""
+    def fail(key: list[Any], message: str) -> ConfigError:
+        return ConfigError(source, message, document.line_of([*at, *key]))
+
+    lo = raw.get("minReplicas", 0)
+    hi = raw.get("maxReplicas", max(lo, 10))
+    if lo > hi:
+        raise fail(["minReplicas"], f"minReplicas {lo} is greater than maxReplicas {hi}")
+    delay = raw.get("scaleDownDelay", "0s")
+    try:
+        scale_down_delay = parse_duration(delay)
+    except ValueError as exc:
+        raise fail(["scaleDownDelay"], str(exc)) from None
+    schedules = []
+    for i, item in enumerate(raw.get("schedules", [])):
+        schedules.append(_schedule(item, lambda k, m, i=i: fail(["schedules", i, k], m)))
+    return Policy(
+        min_replicas=lo,
+        max_replicas=hi,
+        buffer=raw.get("buffer", 0),
+        scale_down_delay=scale_down_delay,
+        max_step_up=raw.get("maxStepUp"),
+        max_step_down=raw.get("maxStepDown"),
+        schedules=tuple(schedules),
+    )
+
+
+def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
+    try:
+        start = parse_time(item["start"])
+    except ValueError as exc:
+        raise fail("start", f"schedule start: {exc}") from None
+    try:
+        duration = parse_duration(item["duration"])
+    except ValueError as exc:
+        raise fail("duration", f"schedule duration: {exc}") from None
+    zone = item.get("timezone")
+    if zone is not None:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise fail("timezone", f"unknown timezone {zone!r} (use an IANA name such as "
+                       "Europe/Berlin)") from None
+    recurrence = item.get("recurrence")
+    if recurrence is not None:
+        try:
+            rrulestr(recurrence, dtstart=start)
+        except (ValueError, TypeError) as exc:
+            raise fail("recurrence", f"not an RRULE ({exc}); e.g. "
+                       "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR") from None
+    lo, hi = item.get("minReplicas"), item.get("maxReplicas")
+    if lo is not None and hi is not None and lo > hi:
+        raise fail("minReplicas", f"minReplicas {lo} is greater than maxReplicas {hi}")
+    return Schedule(item["name"], start, duration, recurrence, zone, lo, hi)
+
+
+def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigError] | Any,
+                   line: int | None = None) -> Path:
+    """``root/relative``, refusing absolute paths, ``..`` escapes and symlinks on the way.
+
+    A manifest reached through a symlink could point anywhere on the machine running gitscale;
+    git would also commit the link, not the file we edited.
+    """
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or "\\" in relative or ".." in pure.parts or relative.startswith("~"):
+        raise error(source, f"{relative!r} must be a path inside the config repo", line)
+    current = root
+    for part in pure.parts:
+        current = current / part
+        if current.is_symlink():
+            raise error(source, f"{relative!r} goes through a symlink ({current.relative_to(root)}); "
+                        "gitscale edits only regular files inside the config repo", line)
+    if os.path.commonpath([root.resolve(), current.resolve()]) != str(root.resolve()):
+        raise error(source, f"{relative!r} is outside the config repo", line)
+    return current

@@ -1,0 +1,73 @@
+"""Domain values shared by the sources, the policy and the engine."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+PATCH_ID_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Jobs a runner of one set could take: waiting for a runner, and running on one."""
+
+    queued: int
+    running: int
+    jobs: frozenset[str] | None = None
+
+    @property
+    def assigned(self) -> int:
+        return self.queued + self.running
+
+    @property
+    def fingerprint(self) -> str:
+        """A short digest of what the jobs are; a change means jobs started or completed."""
+        if self.jobs is not None:
+            basis = "jobs:" + ",".join(sorted(self.jobs))
+        else:
+            basis = f"counts:{self.queued}/{self.running}"
+        return hashlib.sha256(basis.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Current:
+    """What the manifest says now. ``None`` means the field is absent."""
+
+    replicas: int | None
+    patch_id: int | None
+    last_scale_up: datetime | None = None
+    fingerprint: str | None = None
+    drained: bool = False
+
+
+class Reason(str, Enum):
+    FIRST_WRITE = "first-write"
+    SCALE_UP = "scale-up"
+    SCALE_DOWN = "scale-down"
+    REAFFIRM = "reaffirm"
+    QUIET_RESET = "quiet-reset"
+    DRAIN = "drain"
+    RESUME = "resume"
+    UNCHANGED = "unchanged"
+    DEMAND_UNKNOWN = "demand-unknown"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to write for one set. ``write`` False means leave the manifest alone."""
+
+    write: bool
+    replicas: int
+    patch_id: int | None
+    reason: Reason
+    detail: str
+    scaled_up: bool = False
+
+
+def next_patch_id(previous: int | None) -> int:
+    """previous + 1, wrapping 2³¹−1 → 1 (0 is reserved for "force the state")."""
+    if previous is None or previous >= PATCH_ID_MAX or previous < 0:
+        return 1
+    return previous + 1

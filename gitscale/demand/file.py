@@ -1,0 +1,66 @@
+"""The ``file`` source and ``--demand FILE``: ``set name → {queued, running, jobs}``."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import jsonschema
+
+from gitscale import schemas
+from gitscale.config import RunnerSetConfig
+from gitscale.core.model import Demand
+from gitscale.demand import DemandReading
+from gitscale.errors import DemandError
+from gitscale.yamlread import check_schema, load_documents
+
+_VALIDATOR = jsonschema.Draft202012Validator(schemas.DEMAND)
+
+
+def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
+    """Read and validate one demand file. Raises DemandError naming ``label`` and the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DemandError(label, "demand file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DemandError(label, f"cannot be read: {exc}") from None
+    documents = [d for d in load_documents(text, label, DemandError) if d.data is not None]
+    if len(documents) != 1:
+        raise DemandError(label, "expected one YAML or JSON mapping of set name → "
+                          "{queued, running, jobs}")
+    document = documents[0]
+    check_schema(document, _VALIDATOR, label, DemandError)
+    data: dict[str, Any] = document.data
+    return {
+        name: Demand(
+            queued=entry["queued"],
+            running=entry["running"],
+            jobs=frozenset(str(j) for j in entry["jobs"]) if "jobs" in entry else None,
+        )
+        for name, entry in data.items()
+    }
+
+
+class FileSource:
+    """Demand from a file. ``strict`` (``--demand``) also rejects names that match no set."""
+
+    def __init__(self, path: Path, label: str, *, strict: bool = False) -> None:
+        self.path = path
+        self.label = label
+        self.strict = strict
+
+    def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
+        demands = parse_demand_file(self.path, self.label)
+        if self.strict:
+            known = {s.name for s in sets}
+            unknown = sorted(set(demands) - known)
+            if unknown:
+                raise DemandError(self.label, f"names runner sets that gitscale.yaml does not "
+                                  f"declare: {', '.join(unknown)}")
+        reading = DemandReading()
+        for runner_set in sets:
+            if runner_set.name in demands:
+                reading.demands[runner_set.name] = demands[runner_set.name]
+            else:
+                reading.errors[runner_set.name] = f"{self.label}: no entry for this set"
+        return reading

@@ -1,0 +1,58 @@
+"""One error family. Every user-facing failure is a GitscaleError carrying its exit code.
+
+Messages name the source (a file and line, a URL without credentials, a command) and say what to
+do. Anything that is *not* a GitscaleError reaching the CLI is a bug and is reported as such.
+"""
+from __future__ import annotations
+
+
+class GitscaleError(Exception):
+    """A failure the user can act on. ``exit_code`` is what the CLI returns."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(GitscaleError):
+    """Bad input: a config file, manifest, demand file or option. ``source`` names where."""
+
+    def __init__(self, source: str, message: str, line: int | None = None) -> None:
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {message}")
+        self.source = source
+        self.line = line
+        self.detail = message
+
+
+class ConfigError(InputError):
+    """gitscale.yaml or a policy preset is invalid."""
+
+
+class ManifestError(InputError):
+    """A managed manifest cannot be read or edited."""
+
+
+class DemandError(InputError):
+    """Demand for a set could not be read; the set must not be scaled down on a guess."""
+
+
+class ValidationError(GitscaleError):
+    """An edited manifest fails schema validation; nothing is committed."""
+
+
+class GitError(GitscaleError):
+    """A git command failed. The message shows the command (credentials redacted) and output."""
+
+
+class PushRejected(GitError):
+    """The remote refused the push for a reason retrying cannot fix (hook, branch protection)."""
+
+
+class PushRaced(GitError):
+    """The remote moved (non-fast-forward): fetch, recompute and retry."""

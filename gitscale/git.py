@@ -1,0 +1,208 @@
+"""All of gitscale's git knowledge: small verbs over one subprocess wrapper.
+
+git is driven through its CLI (as pre-commit does): no repository object outlives a call, and
+credentials reach git only through the environment (GIT_ASKPASS), never argv or a URL.
+Errors show the command and git's output with any credentials redacted.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from gitscale.errors import GitError, InputError, PushRaced, PushRejected
+
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
+_SECRET_ENV = ("GITSCALE_GIT_TOKEN",)
+BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
+
+
+def redact(text: str) -> str:
+    """Remove userinfo from URLs and any configured secret values from ``text``."""
+    text = _USERINFO.sub(r"\g<scheme>***@", text)
+    for secret in _secrets():
+        text = text.replace(secret, "***")
+    return text
+
+
+def _secrets() -> list[str]:
+    values = [os.environ.get(name, "") for name in _SECRET_ENV]
+    token_file = os.environ.get("GITSCALE_GIT_TOKEN_FILE")
+    if token_file:
+        try:
+            values.append(Path(token_file).read_text().strip())
+        except OSError:
+            pass
+    return [v for v in values if len(v) >= 4]
+
+
+def is_url(location: str) -> bool:
+    return "://" in location or bool(re.match(r"^[\w.-]+@[\w.-]+:", location))
+
+
+def check_url(url: str) -> None:
+    """Refuse URLs that carry credentials: they would end up in .git/config and in logs."""
+    if _USERINFO.search(url) and re.search(r"://[^/@]*:[^/@]*@", url):
+        raise InputError("--repo", f"{redact(url)} has credentials in it; pass them through "
+                         "GITSCALE_GIT_TOKEN (or a git credential helper) instead")
+
+
+@dataclass(frozen=True)
+class Result:
+    stdout: str
+    stderr: str
+    code: int
+
+
+class Git:
+    """git in one directory, with gitscale's environment (identity, credentials, dates)."""
+
+    def __init__(self, cwd: Path, env: Mapping[str, str] | None = None) -> None:
+        self.cwd = cwd
+        self.env = dict(env or {})
+
+    def run(self, *args: str, check: bool = True, extra_env: Mapping[str, str] | None = None,
+            input: str | None = None) -> Result:
+        env = {**os.environ, **git_env(), **self.env, **(extra_env or {})}
+        proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
+                              capture_output=True, text=True, errors="replace")
+        result = Result(proc.stdout, proc.stderr, proc.returncode)
+        if check and proc.returncode != 0:
+            raise GitError(describe_failure(args, result))
+        return result
+
+    def out(self, *args: str) -> str:
+        return self.run(*args).stdout.strip()
+
+    # -- reading -------------------------------------------------------------------------
+    def head(self) -> str:
+        return self.out("rev-parse", "HEAD")
+
+    def current_branch(self) -> str | None:
+        result = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        return result.stdout.strip() or None
+
+    def upstream(self, branch: str) -> tuple[str, str] | None:
+        """(remote name, remote branch) that ``branch`` tracks, if any."""
+        remote = self.run("config", f"branch.{branch}.remote", check=False).stdout.strip()
+        merge = self.run("config", f"branch.{branch}.merge", check=False).stdout.strip()
+        if not remote or remote == "." or not merge:
+            return None
+        return remote, merge.removeprefix("refs/heads/")
+
+    def dirty_tracked(self) -> list[str]:
+        out = self.run("status", "--porcelain", "--untracked-files=no").stdout
+        return [line[3:] for line in out.splitlines() if line.strip()]
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        return self.run("merge-base", "--is-ancestor", older, newer, check=False).code == 0
+
+    # -- writing -------------------------------------------------------------------------
+    def fetch(self, remote: str, branch: str, depth: int | None = None) -> str:
+        args = ["fetch", "--quiet", "--no-tags", remote, f"refs/heads/{branch}"]
+        if depth:
+            args[1:1] = [f"--depth={depth}"]
+        self.run(*args)
+        return self.out("rev-parse", "FETCH_HEAD")
+
+    def reset_hard(self, rev: str) -> None:
+        self.run("reset", "--quiet", "--hard", rev)
+
+    def commit(self, message: str, paths: Sequence[str], date: str | None = None) -> str:
+        self.run("add", "--", *paths)
+        dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
+        self.run("commit", "--quiet", "--no-verify", "--file=-", input=message, extra_env=dates)
+        return self.head()
+
+    def push(self, remote: str, branch: str) -> None:
+        """Push HEAD to ``remote``'s ``branch``. Raises PushRaced or PushRejected."""
+        result = self.run("push", "--porcelain", remote, f"HEAD:refs/heads/{branch}",
+                          check=False)
+        if result.code == 0:
+            return
+        text = result.stdout + result.stderr
+        if "[remote rejected]" in text:
+            reason = re.search(r"\[remote rejected\]\s*\(([^)]*)\)", text)
+            hook_says = [line for line in result.stderr.splitlines() if line.startswith("remote:")]
+            raise PushRejected(
+                "the remote refused the push"
+                + (f" ({reason.group(1)})" if reason else "")
+                + " — branch protection or a server hook; not retried.\n"
+                + redact("\n".join(hook_says)).strip())
+        if "[rejected]" in text and re.search(r"fetch first|non-fast-forward|stale info", text):
+            raise PushRaced("the branch moved while we were working (non-fast-forward)")
+        raise GitError(describe_failure(("push", remote, branch), result))
+
+
+def git_env() -> dict[str, str]:
+    """Identity and non-interactive settings for every git call gitscale makes."""
+    name, email = BOT
+    configured = os.environ.get("GITSCALE_AUTHOR", "")
+    match = re.match(r"^\s*(.+?)\s*<([^>]+)>\s*$", configured)
+    if match:
+        name, email = match.group(1), match.group(2)
+    env = {
+        "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+    }
+    env.update(_askpass_env())
+    return env
+
+
+_ASKPASS_SCRIPT = """#!/bin/sh
+# Written by gitscale. Holds no secret: git passes the prompt, the secret comes from the env.
+case "$1" in
+  Username*) printf '%s\\n' "${GITSCALE_GIT_USERNAME:-x-access-token}" ;;
+  *) if [ -n "$GITSCALE_GIT_TOKEN_FILE" ]; then cat "$GITSCALE_GIT_TOKEN_FILE";
+     else printf '%s\\n' "$GITSCALE_GIT_TOKEN"; fi ;;
+esac
+"""
+_askpass_path: str | None = None
+
+
+def _askpass_env() -> dict[str, str]:
+    """Point GIT_ASKPASS at a secret-free script when a token is configured."""
+    global _askpass_path
+    if not (os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE")):
+        return {}
+    if _askpass_path is None or not Path(_askpass_path).exists():
+        directory = tempfile.mkdtemp(prefix="gitscale-askpass-")
+        path = Path(directory) / "askpass.sh"
+        path.write_text(_ASKPASS_SCRIPT)
+        path.chmod(0o700)
+        _askpass_path = str(path)
+    return {"GIT_ASKPASS": _askpass_path}
+
+
+def describe_failure(args: Sequence[str], result: Result) -> str:
+    output = (result.stderr or result.stdout).strip()
+    lines = output.splitlines()
+    if len(lines) > 20:
+        lines = lines[:20] + [f"... ({len(lines) - 20} more lines)"]
+    return redact(f"git {' '.join(args)} failed (exit {result.code}):\n" + "\n".join(lines))
+
+
+def clone(url: str, dest: Path, branch: str | None, depth: int | None) -> None:
+    check_url(url)
+    args = ["clone", "--quiet", "--no-tags", "--single-branch"]
+    if depth:
+        args.append(f"--depth={depth}")
+    if branch:
+        args += ["--branch", branch]
+    Git(dest.parent).run(*args, "--", url, str(dest))
+
+
+def is_bare(path: Path) -> bool:
+    result = Git(path).run("rev-parse", "--is-bare-repository", check=False)
+    return result.code == 0 and result.stdout.strip() == "true"
+
+
+def is_work_tree(path: Path) -> bool:
+    result = Git(path).run("rev-parse", "--show-toplevel", check=False)
+    return result.code == 0 and Path(result.stdout.strip()).resolve() == path.resolve()

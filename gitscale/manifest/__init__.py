@@ -1,0 +1,1 @@
+"""Managed manifests: find the target object, read its owned fields, edit them in place."""

@@ -1,0 +1,217 @@
+"""Surgical edits of owned fields: every byte outside the changed values stays as it was.
+
+ruamel.yaml's round trip keeps comments but still re-emits the document (it normalises spacing
+in flow mappings, indentation, some quoting), so a dump would show up in review as noise. We use
+ruamel.yaml only to *parse*: its node marks give the exact character span of each value. New
+values are spliced into the original text; missing keys are inserted next to their siblings with
+the file's own indentation and line ending. The result is re-read and compared with the intended
+object before anything is written, so a splice bug can never produce a silently wrong manifest.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode
+
+from gitscale.errors import ManifestError
+from gitscale.yamlread import load_documents
+
+FieldPath = tuple[str, ...]
+Value = int | str
+
+# Where a new key goes: after the first of these siblings that exists as a one-line scalar.
+_AFTER: dict[str, tuple[str, ...]] = {
+    "patchID": ("replicas",),
+    "effectiveTime": ("patchID", "replicas"),
+    "replicas": (),
+    "annotations": ("namespace", "name"),
+}
+
+
+@dataclass(frozen=True)
+class _Splice:
+    start: int
+    end: int
+    text: str
+    order: int
+
+
+def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value]) -> str:
+    """Return ``text`` with each path in document ``doc_index`` set to its value."""
+    try:
+        roots = list(YAML().compose_all(text))
+    except YAMLError as exc:
+        raise ManifestError(source, f"not valid YAML: {exc}") from None
+    docs = [r for r in roots]
+    root = _document_root(docs, doc_index, text, source)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    splices: list[_Splice] = []
+    pending: dict[tuple[int, str], dict[FieldPath, Value]] = {}
+    parents: dict[int, MappingNode] = {}
+    for order, (path, value) in enumerate(values.items()):
+        node: Node = root
+        for depth, key in enumerate(path):
+            if not isinstance(node, MappingNode):
+                raise ManifestError(source, f"{'.'.join(path[:depth])} is not a mapping")
+            child = _lookup(node, key)
+            if child is None:
+                # Group everything missing under this mapping into one insertion.
+                pending.setdefault((id(node), key), {})[path[depth + 1:]] = value
+                parents[id(node)] = node
+                break
+            if depth == len(path) - 1:
+                if not isinstance(child[1], ScalarNode):
+                    raise ManifestError(source, f"{'.'.join(path)} is not a scalar",
+                                        child[1].start_mark.line + 1)
+                splices.append(_replace(text, child[1], value, order))
+            node = child[1]
+    for order, ((parent_id, key), subtree) in enumerate(pending.items(), start=len(values)):
+        splices.append(_insert(text, parents[parent_id], key, subtree, newline, order))
+    result = text
+    for splice in sorted(splices, key=lambda s: (s.start, s.order), reverse=True):
+        result = result[: splice.start] + splice.text + result[splice.end:]
+    _verify(text, result, source, doc_index, values)
+    return result
+
+
+def _document_root(docs: list[Node], doc_index: int, text: str, source: str) -> Node:
+    # PyYAML (used for reading) skips empty documents the same way; map indexes by position.
+    if doc_index >= len(docs):
+        raise ManifestError(source, "the document to edit is missing (file changed while editing?)")
+    return docs[doc_index]
+
+
+def _lookup(node: MappingNode, key: str) -> tuple[Node, Node] | None:
+    for k, v in node.value:
+        if isinstance(k, ScalarNode) and k.value == key:
+            return k, v
+    return None
+
+
+def render(value: Value, like: ScalarNode | None = None) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if like is not None and like.style == "'":
+        return "'" + value.replace("'", "''") + "'"
+    return json.dumps(value)
+
+
+def _replace(text: str, node: ScalarNode, value: Value, order: int) -> _Splice:
+    start, end = node.start_mark.index, node.end_mark.index
+    rendered = render(value, node)
+    if start == end and start > 0 and text[start - 1] == ":":
+        rendered = " " + rendered  # `replicas:` with no value
+    return _Splice(start, end, rendered, order)
+
+
+def _insert(text: str, mapping: MappingNode, key: str, subtree: dict[FieldPath, Value],
+            newline: str, order: int) -> _Splice:
+    if mapping.flow_style:
+        return _insert_flow(text, mapping, key, subtree, order)
+    if not mapping.value:
+        raise ManifestError("", "cannot insert into an empty block mapping")
+    indent = mapping.value[0][0].start_mark.column
+    step = _indent_step(mapping)
+    lines = _render_block(key, subtree, indent, step)
+    anchor = _anchor(mapping, key)
+    if anchor is not None:
+        line_end = text.find("\n", anchor.end_mark.index)
+        if line_end == -1:
+            line_end = len(text)
+            if not text.endswith("\n"):
+                return _Splice(line_end, line_end, newline + newline.join(lines), order)
+        if line_end > 0 and text[line_end - 1] == "\r":
+            line_end -= 1
+        return _Splice(line_end, line_end, newline + newline.join(lines), order)
+    first_key = mapping.value[0][0]
+    at = first_key.start_mark.index
+    body = newline.join(lines)[indent:]  # the first line is already indented in place
+    return _Splice(at, at, body + newline + " " * indent, order)
+
+
+def _anchor(mapping: MappingNode, key: str) -> ScalarNode | None:
+    for sibling in _AFTER.get(key, ()):
+        found = _lookup(mapping, sibling)
+        if found and isinstance(found[1], ScalarNode):
+            value = found[1]
+            if value.start_mark.line == value.end_mark.line == found[0].start_mark.line:
+                return value
+    return None
+
+
+def _indent_step(mapping: MappingNode) -> int:
+    for _, value in mapping.value:
+        if isinstance(value, MappingNode) and not value.flow_style and value.value:
+            step = value.value[0][0].start_mark.column - mapping.value[0][0].start_mark.column
+            if step > 0:
+                return step
+    return 2
+
+
+def _render_block(key: str, subtree: dict[FieldPath, Value], indent: int, step: int) -> list[str]:
+    pad = " " * indent
+    if () in subtree:
+        return [f"{pad}{render_key(key)}: {render(subtree[()])}"]
+    lines = [f"{pad}{render_key(key)}:"]
+    children: dict[str, dict[FieldPath, Value]] = {}
+    for path, value in subtree.items():
+        children.setdefault(path[0], {})[path[1:]] = value
+    for child, rest in children.items():
+        lines.extend(_render_block(child, rest, indent + step, step))
+    return lines
+
+
+def _render_flow(key: str, subtree: dict[FieldPath, Value]) -> str:
+    if () in subtree:
+        return f"{render_key(key)}: {render(subtree[()])}"
+    children: dict[str, dict[FieldPath, Value]] = {}
+    for path, value in subtree.items():
+        children.setdefault(path[0], {})[path[1:]] = value
+    inner = ", ".join(_render_flow(child, rest) for child, rest in children.items())
+    return f"{render_key(key)}: {{{inner}}}"
+
+
+def _insert_flow(text: str, mapping: MappingNode, key: str, subtree: dict[FieldPath, Value],
+                 order: int) -> _Splice:
+    close = mapping.end_mark.index - 1
+    while close > 0 and text[close] != "}":
+        close -= 1
+    entry = _render_flow(key, subtree)
+    if mapping.value:
+        last = mapping.value[-1][1]
+        at = last.end_mark.index
+        return _Splice(at, at, ", " + entry, order)
+    return _Splice(close, close, entry, order)
+
+
+def render_key(key: str) -> str:
+    plain = key.replace("-", "").replace("_", "").replace(".", "").replace("/", "").isalnum()
+    return key if plain and not key[0].isdigit() else json.dumps(key)
+
+
+def _verify(before: str, after: str, source: str, doc_index: int,
+            values: dict[FieldPath, Value]) -> None:
+    """Re-read the result: the target document must equal the old one with ``values`` set."""
+    old = [d.data for d in load_documents(before, source, ManifestError)]
+    try:
+        new = [d.data for d in load_documents(after, source, ManifestError)]
+    except ManifestError as exc:
+        raise ManifestError(source, f"editing produced invalid YAML ({exc.detail}); nothing was "
+                            "written. This is a gitscale bug: please report it") from None
+    expected = copy.deepcopy(old)
+    for path, value in values.items():
+        _set(expected[doc_index], path, value)
+    if new != expected:
+        raise ManifestError(source, "editing changed more than the owned fields; nothing was "
+                            "written. This is a gitscale bug: please report it")
+
+
+def _set(obj: Any, path: Sequence[str], value: Value) -> None:
+    for key in path[:-1]:
+        obj = obj.setdefault(key, {})
+    obj[path[-1]] = value

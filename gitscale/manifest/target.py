@@ -1,0 +1,143 @@
+"""Find a set's object in its manifest file and read the fields gitscale owns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gitscale.config import ObjectRef
+from gitscale.core.model import PATCH_ID_MAX, Current
+from gitscale.errors import ManifestError
+from gitscale.schemas import LIMIT
+from gitscale.timeutil import parse_time
+from gitscale.yamlread import Document, load_documents
+
+GROUP = "gitscale.dev"
+ANNOTATION_PREFIX = "gitscale.dev/"
+A_PATCH_ID = "gitscale.dev/patch-id"
+A_JOBS = "gitscale.dev/jobs"
+A_LAST_SCALE_UP = "gitscale.dev/last-scale-up"
+A_DRAINED = "gitscale.dev/drained"
+LEGACY_GROUP = "actions.summerwind.dev"
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which owned fields this kind of object carries in its spec."""
+
+    patch_id: bool
+    effective_time: bool
+
+
+def fields_for(api_version: str, kind: str) -> Fields:
+    group = api_version.split("/")[0] if "/" in api_version else ""
+    if group == GROUP and kind == "RunnerSet":
+        return Fields(patch_id=True, effective_time=True)
+    if group == LEGACY_GROUP and kind in ("RunnerDeployment", "RunnerSet"):
+        return Fields(patch_id=False, effective_time=True)
+    return Fields(patch_id=False, effective_time=False)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One object inside one file, as read at the start of a pass."""
+
+    path: str
+    text: str
+    documents: tuple[Document, ...]
+    index: int  # which YAML document
+    kind: str
+    name: str
+    fields: Fields
+    current: Current
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.documents[self.index].data
+        return data
+
+
+def read_target(path: str, text: str, ref: ObjectRef) -> Target:
+    documents = load_documents(text, path, ManifestError)
+    candidates = []
+    for index, doc in enumerate(documents):
+        data = doc.data
+        if data is None:
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+            raise ManifestError(path, "a document is not a Kubernetes object (no kind)",
+                                doc.line_of([]))
+        meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+        if ref.kind is not None and data["kind"] != ref.kind:
+            continue
+        if ref.name is not None and meta.get("name") != ref.name:
+            continue
+        if ref.namespace is not None and meta.get("namespace") != ref.namespace:
+            continue
+        candidates.append(index)
+    wanted = _describe(ref)
+    if not candidates:
+        raise ManifestError(path, f"no object matches {wanted}")
+    if len(candidates) > 1:
+        raise ManifestError(path, f"{len(candidates)} objects match {wanted}; set `object: "
+                            "{kind: ..., name: ...}` for this set in gitscale.yaml")
+    index = candidates[0]
+    doc = documents[index]
+    data = doc.data
+    meta = data.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        raise ManifestError(path, "object has no metadata.name", doc.line_of([]))
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        raise ManifestError(path, f"{data['kind']} {meta['name']} has no spec mapping",
+                            doc.line_of(["spec"]))
+    fields = fields_for(str(data.get("apiVersion", "")), data["kind"])
+    current = _current(path, doc, spec, meta, fields)
+    return Target(path, text, tuple(documents), index, data["kind"], meta["name"], fields, current)
+
+
+def _describe(ref: ObjectRef) -> str:
+    parts = [f"{k}={v}" for k, v in (("kind", ref.kind), ("name", ref.name),
+                                      ("namespace", ref.namespace)) if v]
+    return "{" + ", ".join(parts) + "}" if parts else "any object"
+
+
+def _int_field(path: str, doc: Document, at: list[Any], value: Any, hi: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= hi:
+        raise ManifestError(path, f"{'.'.join(at)} must be an integer from 0 to {hi}, "
+                            f"found {value!r}", doc.line_of(at))
+    return value
+
+
+def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any],
+             fields: Fields) -> Current:
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        raise ManifestError(path, "metadata.annotations must be a mapping",
+                            doc.line_of(["metadata", "annotations"]))
+    replicas = _int_field(path, doc, ["spec", "replicas"], spec.get("replicas"), LIMIT)
+    if fields.patch_id:
+        patch_id = _int_field(path, doc, ["spec", "patchID"], spec.get("patchID"), PATCH_ID_MAX)
+    else:
+        raw = annotations.get(A_PATCH_ID)
+        patch_id = int(raw) if isinstance(raw, str) and raw.isdigit() else None
+        if patch_id is not None and patch_id > PATCH_ID_MAX:
+            patch_id = None
+    last_up = annotations.get(A_LAST_SCALE_UP)
+    last_scale_up: datetime | None = None
+    if last_up is not None:
+        try:
+            last_scale_up = parse_time(str(last_up))
+        except ValueError as exc:
+            raise ManifestError(path, f"annotation {A_LAST_SCALE_UP}: {exc}",
+                                doc.line_of(["metadata", "annotations", A_LAST_SCALE_UP])) from None
+    jobs = annotations.get(A_JOBS)
+    return Current(
+        replicas=replicas,
+        patch_id=patch_id,
+        last_scale_up=last_scale_up,
+        fingerprint=str(jobs) if jobs is not None else None,
+        drained=str(annotations.get(A_DRAINED, "")).lower() == "true",
+    )

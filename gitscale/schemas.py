@@ -1,0 +1,105 @@
+"""JSON Schemas for the files people write: gitscale.yaml, policy presets, demand files."""
+from __future__ import annotations
+
+from typing import Any
+
+LIMIT = 10_000  # replicas, buffers and steps above this are typos, not plans
+JOB_LIMIT = 1_000_000
+
+DURATION = {"type": "string", "pattern": r"^(\d+h)?(\d+m)?(\d+s)?$", "minLength": 2}
+COUNT = {"type": "integer", "minimum": 0, "maximum": LIMIT}
+NAME = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
+
+SCHEDULE: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "start", "duration"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 100},
+        "start": {"type": "string", "minLength": 1},
+        "duration": DURATION,
+        "recurrence": {"type": "string", "minLength": 1},
+        "timezone": {"type": "string", "minLength": 1},
+        "minReplicas": COUNT,
+        "maxReplicas": COUNT,
+    },
+    "anyOf": [{"required": ["minReplicas"]}, {"required": ["maxReplicas"]}],
+}
+
+POLICY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "minReplicas": COUNT,
+        "maxReplicas": COUNT,
+        "buffer": COUNT,
+        "scaleDownDelay": DURATION,
+        "maxStepUp": {"type": "integer", "minimum": 1, "maximum": LIMIT},
+        "maxStepDown": {"type": "integer", "minimum": 1, "maximum": LIMIT},
+        "schedules": {"type": "array", "items": SCHEDULE, "maxItems": 100},
+    },
+}
+
+SOURCE: dict[str, Any] = {
+    "type": "object",
+    "minProperties": 1,
+    "maxProperties": 1,
+    "additionalProperties": False,
+    "properties": {
+        "file": {"type": "string", "minLength": 1},
+        "github": {"type": "object"},
+        "buildkite": {"type": "object"},
+    },
+}
+
+CONFIG: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["runnerSets"],
+    "properties": {
+        "runnerSets": {
+            "type": "array",
+            "maxItems": 100_000,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "manifest", "source", "policy"],
+                "properties": {
+                    "name": NAME,
+                    "manifest": {"type": "string", "minLength": 1, "maxLength": 1024},
+                    "object": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "kind": {"type": "string", "minLength": 1},
+                            "name": {"type": "string", "minLength": 1},
+                            "namespace": {"type": "string", "minLength": 1},
+                        },
+                    },
+                    "source": SOURCE,
+                    "policy": {"oneOf": [{"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"},
+                                         POLICY]},
+                },
+            },
+        },
+    },
+}
+
+DEMAND: dict[str, Any] = {
+    "type": "object",
+    "propertyNames": NAME,
+    "additionalProperties": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["queued", "running"],
+        "properties": {
+            "queued": {"type": "integer", "minimum": 0, "maximum": JOB_LIMIT},
+            "running": {"type": "integer", "minimum": 0, "maximum": JOB_LIMIT},
+            "jobs": {
+                "type": "array",
+                "maxItems": JOB_LIMIT,
+                "items": {"type": ["string", "integer"]},
+            },
+        },
+    },
+}

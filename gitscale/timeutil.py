@@ -1,0 +1,42 @@
+"""Times and durations as gitscale reads and writes them: RFC 3339 in UTC, durations like ``90s``."""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+from dateutil.parser import isoparse
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+MAX_DURATION = timedelta(days=366)
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``90s``, ``10m``, ``1h``, ``1h30m``. Raises ValueError with a readable message."""
+    match = _DURATION.fullmatch(text.strip())
+    if not text.strip() or not match or not any(match.groups()):
+        raise ValueError(f"{text!r} is not a duration (use forms like 90s, 10m, 1h, 1h30m)")
+    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    value = timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    if value > MAX_DURATION:
+        raise ValueError(f"{text!r} is longer than a year")
+    return value
+
+
+def parse_time(text: str) -> datetime:
+    """Parse an RFC 3339 time. A time without an offset is refused: the clock must be unambiguous."""
+    try:
+        value = isoparse(text.strip())
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"{text!r} is not an RFC 3339 time (e.g. 2026-11-21T09:00:00Z)") from exc
+    if value.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset (add Z or +01:00)")
+    return value.astimezone(timezone.utc)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with a ``Z``, second precision: what gitscale writes into manifests."""
+    return value.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,160 @@
+"""Fast, read-only YAML loading that remembers where every value came from.
+
+Reading is the hot path (a pass may read a thousand manifests), so it uses libyaml through
+PyYAML's C loader. Writing never goes through here: see ``gitscale.manifest.edit``.
+Errors name the file and the 1-based line of the offending key or value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import jsonschema
+import yaml
+
+from gitscale.errors import InputError
+
+try:  # libyaml is the fast path; the pure loader gives identical results, only slower
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _Loader = yaml.SafeLoader
+
+Path = Sequence["str | int"]
+
+
+@dataclass(frozen=True)
+class Document:
+    """One YAML document: its plain data and its node tree (for line numbers)."""
+
+    data: Any
+    node: yaml.Node | None
+
+    def line_of(self, path: Path) -> int | None:
+        """1-based line of the value at ``path`` (or of the deepest ancestor that exists)."""
+        node = self.node
+        line = node.start_mark.line + 1 if node is not None else None
+        for part in path:
+            child = _child(node, part)
+            if child is None:
+                break
+            key_node, node = child
+            line = (key_node or node).start_mark.line + 1
+        return line
+
+    def key_line(self, path: Path, key: str) -> int | None:
+        """1-based line of ``key`` inside the mapping at ``path``."""
+        node = self.node
+        for part in path:
+            child = _child(node, part)
+            if child is None:
+                return self.line_of(path)
+            node = child[1]
+        found = _child(node, key)
+        if found is None:
+            return self.line_of(path)
+        return (found[0] or found[1]).start_mark.line + 1
+
+
+def _child(node: yaml.Node | None, part: "str | int") -> tuple[yaml.Node | None, yaml.Node] | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                return key, value
+    elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+        if 0 <= part < len(node.value):
+            return None, node.value[part]
+    return None
+
+
+def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
+    """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
+    loader = _Loader(text)
+    documents = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            _check_duplicate_keys(node, source, error)
+            documents.append(Document(loader.construct_document(node), node))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise error(source, f"not valid YAML: {problem}", line) from None
+    except yaml.YAMLError as exc:
+        raise error(source, f"not valid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+    return documents
+
+
+def load_single(text: str, source: str, error: type[InputError] = InputError) -> Document:
+    documents = [d for d in load_documents(text, source, error) if d.data is not None]
+    if len(documents) != 1:
+        raise error(source, f"expected one YAML document, found {len(documents)}")
+    return documents[0]
+
+
+def _check_duplicate_keys(node: yaml.Node, source: str, error: type[InputError]) -> None:
+    for mapping in _mappings(node):
+        seen: set[str] = set()
+        for key, _ in mapping.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    raise error(source, f"duplicate key {key.value!r}", key.start_mark.line + 1)
+                seen.add(key.value)
+
+
+def _mappings(node: yaml.Node) -> Iterator[yaml.MappingNode]:
+    stack = [node]
+    visited: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if id(current) in visited:  # aliases share nodes; visit each once
+            continue
+        visited.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            yield current
+            stack.extend(value for _, value in current.value)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+
+
+def format_path(path: Path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def check_schema(
+    document: Document,
+    validator: jsonschema.protocols.Validator,
+    source: str,
+    error: type[InputError],
+    describe: Any = None,
+) -> None:
+    """Validate ``document.data``; raise ``error`` at the line of the most relevant problem.
+
+    ``describe(path)`` may turn a data path into a friendlier label (e.g. a set's name).
+    """
+    problem = jsonschema.exceptions.best_match(validator.iter_errors(document.data))
+    if problem is None:
+        return
+    path = list(problem.absolute_path)
+    label = describe(path) if describe else format_path(path)
+    if problem.validator == "additionalProperties" and isinstance(problem.instance, dict):
+        allowed = sorted(problem.schema.get("properties", {}))
+        extra = sorted(k for k in problem.instance if k not in allowed)
+        key = str(extra[0]) if extra else "?"
+        line = document.key_line(path, key)
+        where = f"{label}: " if path else ""
+        raise error(source, f"{where}unknown key {key!r} (allowed: {', '.join(allowed)})", line)
+    raise error(source, f"{label}: {_explain(problem)}", document.line_of(path))
+
+
+def _explain(problem: jsonschema.exceptions.ValidationError) -> str:
+    if problem.validator == "required":
+        return problem.message.replace("is a required property", "is required")
+    if problem.validator == "type":
+        return f"{problem.instance!r} is not of type {problem.validator_value}"
+    return problem.message

@@ -1,0 +1,142 @@
+"""Command-line wiring only: options → a command function → an exit code."""
+from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+from typing import Any, Callable
+
+import click
+
+from gitscale import __version__
+from gitscale.commands import EXIT_ERROR, RepoOptions
+from gitscale.errors import GitscaleError
+from gitscale.git import redact
+
+EXIT_CRASH = 70  # EX_SOFTWARE: a bug in gitscale, never a user error
+
+
+def repo_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--config", default="gitscale.yaml", show_default=True,
+                        help="Config file, relative to the repo root.")(func)
+    func = click.option("--branch", default=None, help="Branch to read and commit to.")(func)
+    func = click.option("--repo", default=".", show_default=True,
+                        help="Config repo: a checkout path, a bare repo path or a URL.")(func)
+    return func
+
+
+def _opts(kw: dict[str, Any]) -> RepoOptions:
+    return RepoOptions(kw.pop("repo"), kw.pop("branch"), kw.pop("config"))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gitscale")
+def cli() -> None:
+    """Scale self-hosted CI runners on Kubernetes through reviewable git commits."""
+
+
+@cli.command()
+@repo_options
+@click.option("--demand", type=str, help="Demand file replacing every source.")
+@click.option("--now", help="Pin the clock (RFC 3339).")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def plan(**kw: Any) -> int:
+    """Show what the next pass would change. Exit 0 none, 2 pending, 1 error."""
+    from gitscale.commands.plan import run_plan
+
+    return run_plan(_opts(kw), **kw)
+
+
+@cli.command()
+@repo_options
+@click.option("--demand", type=str, help="Demand file replacing every source.")
+@click.option("--now", help="Pin the clock (RFC 3339); commits are dated with it too.")
+@click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
+def reconcile(no_push: bool, **kw: Any) -> int:
+    """Plan, edit, validate, commit and push one pass."""
+    from gitscale.commands.reconcile import run_reconcile
+
+    return run_reconcile(_opts(kw), push=not no_push, **kw)
+
+
+@cli.command()
+@repo_options
+@click.option("--set", "only", help="Only this runner set.")
+@click.option("--since", help="Only commits after this time (RFC 3339).")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--chart", help="Also write an SVG chart of replicas and demand to this file.")
+def history(**kw: Any) -> int:
+    """The scaling commits: time, commit, set, old→new, patch, demand, reason."""
+    from gitscale.commands.history import run_history
+
+    return run_history(_opts(kw), **kw)
+
+
+@cli.command()
+@repo_options
+@click.argument("name")
+@click.option("--resume", is_flag=True, help="Undo a drain: let the loop scale the set again.")
+@click.option("--now", help="Pin the clock (RFC 3339).")
+@click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
+def drain(name: str, no_push: bool, **kw: Any) -> int:
+    """Write replicas 0 and patch ID 0 for NAME, and hold it there."""
+    from gitscale.commands.drain import run_drain
+
+    return run_drain(_opts(kw), name, push=not no_push, **kw)
+
+
+@cli.command()
+@repo_options
+def validate(**kw: Any) -> int:
+    """Validate every managed manifest (kubeconform if on PATH, else in-process)."""
+    from gitscale.commands.validate import run_validate
+
+    return run_validate(_opts(kw))
+
+
+@cli.command()
+def crd() -> int:
+    """Print the RunnerSet CustomResourceDefinition."""
+    from gitscale.resource import crd_yaml
+
+    click.echo(crd_yaml(), nl=False)
+    return 0
+
+
+@cli.command()
+@click.option("--dir", "directory", type=click.Path(file_okay=False),
+              help="Where to build the demo (default: a new temporary directory).")
+def demo(directory: str | None) -> int:
+    """Build a local config repo and a bare remote, then run plan, reconcile and history."""
+    from gitscale.commands.demo import run_demo
+
+    return run_demo(directory)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        result = cli.main(args=argv, prog_name="gitscale", standalone_mode=False)
+    except GitscaleError as exc:
+        click.echo(f"error: {redact(str(exc))}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return EXIT_ERROR
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_ERROR  # not click's 2: plan uses 2 for "changes pending"
+    except KeyboardInterrupt:
+        return 130
+    except Exception:  # noqa: BLE001 - the last line of defence
+        report = tempfile.NamedTemporaryFile("w", prefix="gitscale-crash-", suffix=".txt",
+                                             delete=False)
+        with report:
+            report.write(redact(traceback.format_exc()))
+        click.echo(f"gitscale crashed: this is a bug, please report it with {report.name}",
+                   err=True)
+        return EXIT_CRASH
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""`gitscale demo`: a config repo with a bare remote and a demand file, then a full cycle.
+
+Everything is local: no token, no cluster. The demo shows exactly what a user would run.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import click
+
+from gitscale.commands import EXIT_ERROR, RepoOptions
+from gitscale.commands.history import run_history
+from gitscale.commands.plan import run_plan
+from gitscale.commands.reconcile import run_reconcile
+from gitscale.errors import InputError
+from gitscale.git import Git
+
+
+def build_demo_repo(directory: Path) -> tuple[Path, Path]:
+    """Create ``remote.git`` (bare) and ``config`` (its clone) with the embedded example."""
+    remote, checkout = directory / "remote.git", directory / "config"
+    Git(directory).run("init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    Git(directory).run("init", "--quiet", "--initial-branch=main", str(checkout))
+    _copy_tree(resources.files("gitscale.data").joinpath("demo"), checkout)
+    repo = Git(checkout)
+    repo.run("add", "--all")
+    repo.run("commit", "--quiet", "-m", "Add runner sets")
+    repo.run("remote", "add", "origin", str(remote))
+    repo.run("push", "--quiet", "--set-upstream", "origin", "main")
+    return remote, checkout
+
+
+def _copy_tree(source: resources.abc.Traversable, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in source.iterdir():
+        if item.name.startswith("__"):
+            continue
+        if item.is_dir():
+            _copy_tree(item, dest / item.name)
+        else:
+            (dest / item.name).write_bytes(item.read_bytes())
+
+
+def run_demo(directory: str | None) -> int:
+    base = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitscale-demo-"))
+    if base.exists() and any(base.iterdir()):
+        raise InputError(str(base), "is not empty; pick a new directory for the demo")
+    base.mkdir(parents=True, exist_ok=True)
+    _, checkout = build_demo_repo(base)
+    demand = str(checkout / "demand.yaml")
+    opts = RepoOptions(str(checkout), None, "gitscale.yaml")
+
+    def step(title: str) -> None:
+        click.secho(f"\n$ {title}", bold=True)
+
+    click.echo(f"demo config repo: {checkout} (remote: {base / 'remote.git'})")
+    step(f"gitscale plan --repo {checkout} --demand {demand}")
+    code = run_plan(opts, demand=demand, now=None, output="text")
+    click.echo(f"(exit {code}: 2 means changes are pending)")
+    step(f"gitscale reconcile --repo {checkout} --demand {demand}")
+    if run_reconcile(opts, demand=demand, now=None, push=True) != 0:
+        return EXIT_ERROR
+    step(f"gitscale reconcile --repo {checkout} --demand {demand}   # again: nothing to do")
+    run_reconcile(opts, demand=demand, now=None, push=True)
+    step(f"gitscale history --repo {checkout}")
+    run_history(opts, only=None, since=None, output="text", chart=None)
+    step(f"git -C {checkout} show HEAD")
+    click.echo(Git(checkout).run("show", "--format=fuller", "HEAD").stdout)
+    click.echo(f"Try it yourself: edit {demand} and run "
+               f"`gitscale plan --repo {checkout}` (files are kept in {base}).")
+    if directory is None:
+        click.echo(f"Remove it with: rm -rf {shutil.os.path.abspath(base)}")
+    return 0

@@ -1,0 +1,45 @@
+"""`gitscale drain SET`: replicas 0, patch ID 0, and hold it there until `--resume`."""
+from __future__ import annotations
+
+import click
+
+from gitscale.commands import EXIT_OK, RepoOptions, resolve_now
+from gitscale.commands.plan import plan_text
+from gitscale.config import RunnerSetConfig, load_config
+from gitscale.core.model import Current, Decision, Demand, Reason
+from gitscale.demand import DemandReading
+from gitscale.engine import Plan, compute_plan
+from gitscale.landing import describe_landing, land
+from gitscale.workspace import open_workspace
+
+
+def _drain(_: RunnerSetConfig, current: Current, __: Demand | None) -> Decision:
+    if current.replicas == 0 and current.patch_id == 0 and current.drained:
+        return Decision(False, 0, 0, Reason.UNCHANGED, "already drained")
+    return Decision(True, 0, 0, Reason.DRAIN, "drained by hand: replicas 0, patch 0; held "
+                    "until `gitscale drain --resume`")
+
+
+def _resume(_: RunnerSetConfig, current: Current, __: Demand | None) -> Decision:
+    if not current.drained:
+        return Decision(False, current.replicas or 0, current.patch_id, Reason.UNCHANGED,
+                        "not drained")
+    return Decision(True, current.replicas or 0, 0, Reason.RESUME,
+                    "resumed: the next pass scales from demand again")
+
+
+def run_drain(opts: RepoOptions, name: str, *, now: str | None, push: bool,
+              resume: bool) -> int:
+    clock, date = resolve_now(now)
+    with open_workspace(opts.repo, opts.branch, push=push) as ws:
+
+        def make_plan() -> Plan:
+            config = load_config(ws.root, opts.config)
+            config.get(name)  # a clear error for an unknown set
+            return compute_plan(ws.root, config, DemandReading(), clock, ws.base(),
+                                decider=_resume if resume else _drain, only={name})
+
+        landed = land(ws, make_plan, date=date)
+        click.echo(plan_text(landed.plan).split("\n--- a/")[0].rstrip("\n"))
+        click.echo(describe_landing(landed, ws))
+    return EXIT_OK

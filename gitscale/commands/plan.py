@@ -1,0 +1,103 @@
+"""`gitscale plan`: compute the next pass and show it; write nothing."""
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+import click
+
+from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, \
+    resolve_now
+from gitscale.config import load_config
+from gitscale.demand.resolve import read_demand
+from gitscale.engine import Plan, SetChange, compute_plan
+from gitscale.manifest.target import A_PATCH_ID
+from gitscale.timeutil import format_time
+from gitscale.workspace import open_workspace
+
+FORMAT_VERSION = 1
+
+
+def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: str) -> int:
+    clock, _ = resolve_now(now)
+    with open_workspace(opts.repo, opts.branch) as ws:
+        config = load_config(ws.root, opts.config)
+        reading = read_demand(ws.root, config, demand_path(demand))
+        plan = compute_plan(ws.root, config, reading, clock, ws.base())
+    if output == "json":
+        click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))
+    else:
+        click.echo(plan_text(plan), nl=False)
+    if plan.errors:
+        return EXIT_ERROR
+    return EXIT_CHANGES if plan.changes else EXIT_OK
+
+
+def owned(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec") or {}
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    patch = spec.get("patchID", annotations.get(A_PATCH_ID))
+    return {
+        "replicas": spec.get("replicas"),
+        "patchID": int(patch) if isinstance(patch, (int, str)) and str(patch).isdigit() else None,
+        "effectiveTime": spec.get("effectiveTime"),
+    }
+
+
+def change_json(change: SetChange) -> dict[str, Any]:
+    demand = change.demand
+    return {
+        "set": change.name,
+        "file": change.path,
+        "object": {"kind": change.kind, "name": change.object_name},
+        "from": owned(change.old_object),
+        "to": owned(change.new_object),
+        "reason": change.decision.reason.value,
+        "detail": change.decision.detail,
+        "demand": None if demand is None else {"queued": demand.queued,
+                                               "running": demand.running},
+        "patch": change.patch,
+    }
+
+
+def plan_json(plan: Plan, now: str) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "base_commit": plan.base,
+        "now": now,
+        "changes": [change_json(c) for c in plan.changes],
+        "unchanged": [{"set": name, "replicas": d.replicas, "patchID": d.patch_id,
+                       "detail": d.detail} for name, d in plan.unchanged
+                      if name not in plan.errors],
+        "errors": [{"set": name, "message": msg} for name, msg in plan.errors.items()],
+    }
+
+
+def plan_text(plan: Plan) -> str:
+    width = max([len(c.name) for c in plan.changes] + [len(n) for n, _ in plan.unchanged] + [4])
+    out = []
+    for change in plan.changes:
+        before, after = owned(change.old_object), owned(change.new_object)
+        arrow = f"{_n(before['replicas'])} → {after['replicas']}"
+        patch = f"patch {_n(before['patchID'])} → {_n(after['patchID'])}"
+        out.append(f"~ {change.name:<{width}}  {arrow:<9} {patch:<16} "
+                   f"{change.decision.reason.value}: {change.decision.detail}")
+    for name, decision in plan.unchanged:
+        if name in plan.errors:
+            continue
+        out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} unchanged")
+    for name, message in plan.errors.items():
+        out.append(f"! {name:<{width}}  error: {message}")
+    for path, (old, new) in plan.files.items():
+        diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                    f"a/{path}", f"b/{path}")
+        out.append("".join(diff).rstrip("\n"))
+    out.append(f"Plan: {len(plan.changes)} to change, "
+               f"{len([n for n, _ in plan.unchanged if n not in plan.errors])} unchanged, "
+               f"{len(plan.errors)} with errors (base {plan.base[:12]}).")
+    return "\n".join(out) + "\n"
+
+
+def _n(value: object) -> str:
+    return "-" if value is None else str(value)

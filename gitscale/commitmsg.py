@@ -1,0 +1,85 @@
+"""The scaling commit: subject, a body line per set, and trailers that `history` parses.
+
+    gitscale: linux-x64 3→5, gpu 2→0
+
+    - linux-x64: demand 4 (queued 3, running 1) + buffer 1
+    - gpu: demand 0 (queued 0, running 0)
+
+    Gitscale-Set: linux-x64 replicas=5 previous=3 patch=12 queued=3 running=1 reason=scale-up
+    Gitscale-Set: gpu replicas=0 previous=2 patch=0 queued=0 running=0 reason=scale-down
+    Gitscale-Base: 1f0c3a9…
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+SUBJECT_SETS = 6
+_FIELD = re.compile(r"(\w+)=(\S+)")
+
+
+@dataclass(frozen=True)
+class SetLine:
+    """One set's entry in a scaling commit (what a Gitscale-Set trailer holds)."""
+
+    name: str
+    replicas: int
+    previous: int | None
+    patch: int | None
+    queued: int | None
+    running: int | None
+    reason: str
+    detail: str = ""
+
+    def trailer(self) -> str:
+        fields = [f"replicas={self.replicas}", f"previous={_n(self.previous)}",
+                  f"patch={_n(self.patch)}", f"queued={_n(self.queued)}",
+                  f"running={_n(self.running)}", f"reason={self.reason}"]
+        return f"Gitscale-Set: {self.name} " + " ".join(fields)
+
+    def summary(self) -> str:
+        if self.previous is not None and self.previous != self.replicas:
+            return f"{self.name} {self.previous}→{self.replicas}"
+        return f"{self.name} {self.replicas} (patch {_n(self.patch)})"
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def format_message(lines: Sequence[SetLine], base: str) -> str:
+    shown = ", ".join(line.summary() for line in lines[:SUBJECT_SETS])
+    if len(lines) > SUBJECT_SETS:
+        shown += f" and {len(lines) - SUBJECT_SETS} more"
+    body = "\n".join(f"- {line.name}: {line.detail}" for line in lines)
+    trailers = "\n".join(line.trailer() for line in lines)
+    return f"gitscale: {shown}\n\n{body}\n\n{trailers}\nGitscale-Base: {base}\n"
+
+
+def parse_trailer(value: str, detail: str = "") -> SetLine | None:
+    """Parse the value of one Gitscale-Set trailer; None if it is not ours."""
+    name, _, rest = value.strip().partition(" ")
+    fields = dict(_FIELD.findall(rest))
+    if not name or "replicas" not in fields:
+        return None
+
+    def num(key: str) -> int | None:
+        raw = fields.get(key, "-")
+        return int(raw) if raw.isdigit() else None
+
+    replicas = num("replicas")
+    if replicas is None:
+        return None
+    return SetLine(name, replicas, num("previous"), num("patch"), num("queued"), num("running"),
+                   fields.get("reason", "unknown"), detail)
+
+
+def body_details(body: str) -> dict[str, str]:
+    """``- name: detail`` lines of a commit body, by set name."""
+    found = {}
+    for line in body.splitlines():
+        match = re.match(r"^- ([a-z0-9][-a-z0-9]*): (.*)$", line)
+        if match:
+            found.setdefault(match.group(1), match.group(2))
+    return found

@@ -1,0 +1,138 @@
+"""One pass, without side effects on git: read manifests, decide, produce edited texts.
+
+``compute_plan`` is what `plan` shows and what `reconcile` commits. It never writes a file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import jsonpatch
+
+from gitscale.config import Config, RunnerSetConfig, safe_repo_path
+from gitscale.core.decide import decide
+from gitscale.core.model import Current, Decision, Demand, Reason
+from gitscale.demand import DemandReading
+from gitscale.errors import ManifestError
+from gitscale.manifest import target as tgt
+from gitscale.manifest.edit import FieldPath, Value, set_fields
+from gitscale.timeutil import format_time
+from gitscale.yamlread import load_documents
+
+Decider = Callable[[RunnerSetConfig, Current, "Demand | None"], Decision]
+
+
+@dataclass(frozen=True)
+class SetChange:
+    name: str
+    path: str
+    kind: str
+    object_name: str
+    before: Current
+    decision: Decision
+    demand: Demand | None
+    old_object: dict[str, Any]
+    new_object: dict[str, Any]
+
+    @property
+    def patch(self) -> list[dict[str, Any]]:
+        return list(jsonpatch.make_patch(self.old_object, self.new_object))
+
+
+@dataclass
+class Plan:
+    base: str
+    changes: list[SetChange] = field(default_factory=list)
+    unchanged: list[tuple[str, Decision]] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    files: dict[str, tuple[str, str]] = field(default_factory=dict)  # path → (old, new)
+
+    @property
+    def changed_paths(self) -> list[str]:
+        return [p for p, (old, new) in self.files.items() if old != new]
+
+
+def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
+                 decider: Decider | None = None, only: set[str] | None = None) -> Plan:
+    plan = Plan(base=base)
+    texts: dict[str, str] = {}
+    targets: list[tuple[RunnerSetConfig, tgt.Target]] = []
+    for runner_set in config.sets:
+        if only is not None and runner_set.name not in only:
+            continue
+        if runner_set.manifest not in texts:
+            texts[runner_set.manifest] = _read(root, runner_set, config.path)
+        targets.append((runner_set, tgt.read_target(runner_set.manifest,
+                                                     texts[runner_set.manifest],
+                                                     runner_set.object)))
+    edited = dict(texts)
+    stamp = format_time(now)
+    for runner_set, target in targets:
+        demand = reading.demands.get(runner_set.name)
+        if runner_set.name in reading.errors and decider is None:
+            plan.errors[runner_set.name] = reading.errors[runner_set.name]
+        if decider is not None:
+            decision = decider(runner_set, target.current, demand)
+        else:
+            decision = decide(target.current, demand, runner_set.policy, now)
+        values = _values(target, decision, demand, stamp)
+        if not decision.write or not values:
+            plan.unchanged.append((runner_set.name, decision))
+            continue
+        before_text = edited[runner_set.manifest]
+        edited[runner_set.manifest] = set_fields(before_text, runner_set.manifest,
+                                                 target.index, values)
+        old_obj = target.obj
+        new_docs = load_documents(edited[runner_set.manifest], runner_set.manifest, ManifestError)
+        plan.changes.append(SetChange(
+            name=runner_set.name, path=runner_set.manifest, kind=target.kind,
+            object_name=target.name, before=target.current, decision=decision, demand=demand,
+            old_object=old_obj, new_object=new_docs[target.index].data,
+        ))
+    plan.files = {p: (texts[p], edited[p]) for p in texts if texts[p] != edited[p]}
+    return plan
+
+
+def _read(root: Path, runner_set: RunnerSetConfig, config_path: str) -> str:
+    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError, runner_set.line)
+    try:
+        # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ManifestError(runner_set.manifest, f"not found (manifest of runner set "
+                            f"{runner_set.name!r} in {config_path})") from None
+    except IsADirectoryError:
+        raise ManifestError(runner_set.manifest, "is a directory, not a manifest file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(runner_set.manifest, f"cannot be read: {exc}") from None
+
+
+def _values(target: tgt.Target, decision: Decision, demand: Demand | None,
+            stamp: str) -> dict[FieldPath, Value]:
+    """The owned fields to write for ``decision``; empty when nothing would change."""
+    fields = target.fields
+    if not decision.write:
+        return {}
+    if not (fields.patch_id or fields.effective_time) and decision.reason in (
+            Reason.REAFFIRM, Reason.QUIET_RESET):
+        return {}  # a plain Deployment has nothing to re-affirm: no commit for it
+    annotations = ("metadata", "annotations")
+    values: dict[FieldPath, Value] = {("spec", "replicas"): decision.replicas}
+    patch = decision.patch_id if decision.patch_id is not None else 0
+    if fields.patch_id:
+        values[("spec", "patchID")] = patch
+    else:
+        values[(*annotations, tgt.A_PATCH_ID)] = str(patch)
+    if fields.effective_time:
+        values[("spec", "effectiveTime")] = stamp
+    if demand is not None:
+        values[(*annotations, tgt.A_JOBS)] = demand.fingerprint
+    if decision.scaled_up:
+        values[(*annotations, tgt.A_LAST_SCALE_UP)] = stamp
+    if decision.reason == Reason.DRAIN:
+        values[(*annotations, tgt.A_DRAINED)] = "true"
+    elif decision.reason == Reason.RESUME:
+        values[(*annotations, tgt.A_DRAINED)] = "false"
+    return values

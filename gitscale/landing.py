@@ -1,0 +1,111 @@
+"""Write, validate, commit and push one pass, retrying when another writer got there first.
+
+On a non-fast-forward rejection we fetch, reset to the new head and recompute the plan from the
+*same* demand (the caller's ``make_plan`` closes over it), so the commit that lands always
+describes the tree it lands on. A rejection by a hook or branch protection is final.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from gitscale import git
+from gitscale.commitmsg import SetLine, format_message
+from gitscale.engine import Plan, SetChange
+from gitscale.errors import GitError, PushRaced, ValidationError
+from gitscale.validate import Problem, SchemaValidator, crds_in_repo, kubeconform_path, \
+    run_kubeconform
+from gitscale.workspace import Workspace
+
+ATTEMPTS = 6
+BACKOFF = 0.25  # seconds; doubled per attempt, full jitter
+
+
+@dataclass(frozen=True)
+class Landed:
+    plan: Plan
+    commit: str | None
+    pushed: bool
+    attempts: int
+
+
+def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = None,
+         sleep: Callable[[float], None] = time.sleep) -> Landed:
+    ws.prepare_write()
+    for attempt in range(1, ATTEMPTS + 1):
+        plan = make_plan()
+        if not plan.changed_paths:
+            return Landed(plan, None, False, attempt)
+        check_plan(ws, plan)
+        sha = _commit(ws, plan, date)
+        if ws.remote is None:
+            return Landed(plan, sha, False, attempt)
+        try:
+            ws.push()
+            return Landed(plan, sha, True, attempt)
+        except PushRaced:
+            if attempt == ATTEMPTS:
+                raise GitError(f"gave up after {ATTEMPTS} attempts: {ws.label} kept moving "
+                               "(another writer?); nothing was pushed") from None
+            sleep(random.uniform(0, BACKOFF * 2 ** (attempt - 1)))
+            ws.sync()
+    raise AssertionError("unreachable")
+
+
+def check_plan(ws: Workspace, plan: Plan) -> None:
+    """Refuse to commit a manifest that fails schema validation."""
+    validator = SchemaValidator()
+    binary = kubeconform_path()
+    problems: list[str] = []
+    scanned = False
+    for change in plan.changes:
+        if binary is None and not validator.knows(change.new_object) and not scanned:
+            for crd in crds_in_repo(ws.root, ws.git.out("ls-files").splitlines()):
+                validator.add_crd(crd)
+            scanned = True
+    for path, (_, new) in plan.files.items():
+        if binary is not None:
+            found: list[Problem] = run_kubeconform(binary, new, validator)
+        else:
+            found = [p for c in plan.changes if c.path == path
+                     for p in validator.check(c.new_object)]
+        problems.extend(f"{path}: {p}" for p in found)
+    if problems:
+        raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "
+                              + "\n  ".join(problems))
+
+
+def set_lines(changes: list[SetChange]) -> list[SetLine]:
+    return [SetLine(
+        name=c.name, replicas=c.decision.replicas, previous=c.before.replicas,
+        patch=c.decision.patch_id, queued=c.demand.queued if c.demand else None,
+        running=c.demand.running if c.demand else None, reason=c.decision.reason.value,
+        detail=c.decision.detail) for c in changes]
+
+
+def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
+    paths = plan.changed_paths
+    for path in paths:
+        (ws.root / path).write_bytes(plan.files[path][1].encode("utf-8"))
+    try:
+        return ws.git.commit(format_message(set_lines(plan.changes), plan.base), paths, date)
+    except Exception:
+        # Nothing half-done is left behind: put the files back as they were.
+        for path in paths:
+            (ws.root / path).write_bytes(plan.files[path][0].encode("utf-8"))
+        ws.git.run("reset", "--quiet", "--", *paths, check=False)
+        raise
+
+
+def describe_landing(landed: Landed, ws: Workspace) -> str:
+    if landed.commit is None:
+        return "no change: nothing to commit"
+    short = landed.commit[:12]
+    retried = f" after {landed.attempts - 1} retries" if landed.attempts > 1 else ""
+    if landed.pushed:
+        where = f"{ws.remote}/{ws.remote_branch}" if ws.mode == "checkout" else \
+            f"{git.redact(ws.label)} ({ws.remote_branch})"
+        return f"committed {short} and pushed to {where}{retried}"
+    return f"committed {short} on {ws.branch} (not pushed: no upstream, or --no-push)"

@@ -1,0 +1,156 @@
+"""The RunnerSet resource (gitscale.dev/v1alpha1): the one source of truth for its schema.
+
+The CRD file in ``deploy/crds/`` is generated from here (``gitscale crd``) and a test checks
+that the committed file matches. In-process validation derives its JSON Schema from the same
+CRD, exactly as it does for any other CRD found in a config repo.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+GROUP = "gitscale.dev"
+VERSION = "v1alpha1"
+KIND = "RunnerSet"
+PLURAL = "runnersets"
+PATCH_ID_MAX = 2**31 - 1
+
+
+SPEC: dict[str, Any] = {
+    "type": "object",
+    "required": ["platform", "template"],
+    "properties": {
+        "replicas": {
+            "type": "integer", "minimum": 0, "maximum": 10000,
+            "description": "Runners wanted. Owned by gitscale.",
+        },
+        "patchID": {
+            "type": "integer", "minimum": 0, "maximum": PATCH_ID_MAX,
+            "description": "Sequence of the write (0 = force the state, the only value that "
+                           "allows scale-down). Owned by gitscale.",
+        },
+        "effectiveTime": {
+            "type": "string", "format": "date-time", "nullable": True,
+            "description": "When gitscale last wrote this spec. Slots freed by runners that "
+                           "finished after it are refilled only once the spec is re-affirmed.",
+        },
+        "platform": {"type": "string", "enum": ["github", "buildkite"]},
+        "github": {
+            "type": "object",
+            "required": ["configURL"],
+            "properties": {
+                "configURL": {"type": "string", "pattern": "^https?://",
+                              "description": "Org, repo or enterprise URL runners register to."},
+                "labels": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                "runnerGroup": {"type": "string"},
+                "credentialsSecret": {"type": "string", "minLength": 1},
+            },
+        },
+        "buildkite": {
+            "type": "object",
+            "required": ["queue"],
+            "properties": {
+                "queue": {"type": "string", "minLength": 1},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "agentTokenSecret": {"type": "string", "minLength": 1},
+            },
+        },
+        "template": {
+            "type": "object",
+            "description": "Pod template of one ephemeral runner (a core/v1 PodTemplateSpec).",
+            "required": ["spec"],
+            "properties": {
+                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "spec": {
+                    "type": "object",
+                    "required": ["containers"],
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "properties": {
+                        "containers": {
+                            "type": "array", "minItems": 1,
+                            "items": {
+                                "type": "object",
+                                "required": ["name", "image"],
+                                "x-kubernetes-preserve-unknown-fields": True,
+                                "properties": {
+                                    "name": {"type": "string", "minLength": 1},
+                                    "image": {"type": "string", "minLength": 1},
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+STATUS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **{k: {"type": "integer", "minimum": 0}
+           for k in ("replicas", "pending", "idle", "busy", "failed")},
+        "observedPatchID": {"type": "integer", "minimum": 0},
+        "conditions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["type", "status"],
+                "properties": {
+                    "type": {"type": "string"},
+                    "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                    "reason": {"type": "string"},
+                    "message": {"type": "string"},
+                    "lastTransitionTime": {"type": "string", "format": "date-time"},
+                },
+            },
+        },
+    },
+}
+
+
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition, as applied to a cluster."""
+    column = lambda name, path, kind="integer": {"name": name, "type": kind, "jsonPath": path}  # noqa: E731
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL,
+                      "singular": "runnerset", "shortNames": ["grs"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    column("Desired", ".spec.replicas"),
+                    column("Patch", ".spec.patchID"),
+                    column("Pending", ".status.pending"),
+                    column("Idle", ".status.idle"),
+                    column("Busy", ".status.busy"),
+                    column("Age", ".metadata.creationTimestamp", "date"),
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "required": ["spec"],
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": SPEC,
+                        "status": STATUS,
+                    },
+                }},
+            }],
+        },
+    }
+
+
+def crd_yaml() -> str:
+    import yaml
+
+    header = ("# Generated by `gitscale crd` from gitscale/resource.py. Do not edit by hand.\n")
+    return header + yaml.safe_dump(crd(), sort_keys=False, width=100)

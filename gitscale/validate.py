@@ -1,0 +1,155 @@
+"""Schema validation of managed manifests: kubeconform when on PATH, else in-process.
+
+In-process validation builds JSON Schemas from CRDs (gitscale's own RunnerSet CRD, plus every
+CustomResourceDefinition committed in the config repo), the way kubeconform's openapi2jsonschema
+does, including kubeconform's ``-strict`` rule: unknown fields are errors, so ``replica: 3`` is
+caught in review rather than silently pruned by the API server.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+
+from gitscale import resource
+from gitscale.timeutil import parse_time
+from gitscale.yamlread import load_documents
+
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks("date-time", raises=ValueError)
+def _date_time(value: object) -> bool:
+    if isinstance(value, str):
+        parse_time(value)
+    return True
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def openapi_to_jsonschema(schema: Any, strict: bool = True) -> Any:
+    """OpenAPI v3 (Kubernetes structural schema) → JSON Schema."""
+    if isinstance(schema, list):
+        return [openapi_to_jsonschema(s, strict) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
+    for key, value in schema.items():
+        if key.startswith("x-kubernetes-") or key == "nullable":
+            continue
+        if key in ("properties", "patternProperties", "definitions"):
+            out[key] = {k: openapi_to_jsonschema(v, strict) for k, v in value.items()}
+        else:
+            out[key] = openapi_to_jsonschema(value, strict)
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    if strict and out.get("type") == "object" and "properties" in out and not preserve:
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+class SchemaValidator:
+    """Validators keyed by (apiVersion, kind), from CRDs."""
+
+    def __init__(self, crds: Iterable[dict[str, Any]] = ()) -> None:
+        self.validators: dict[tuple[str, str], jsonschema.protocols.Validator] = {}
+        for crd in [resource.crd(), *crds]:
+            self.add_crd(crd)
+
+    def add_crd(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
+        for version in spec.get("versions") or []:
+            raw = ((version.get("schema") or {}).get("openAPIV3Schema"))
+            if not (group and kind and raw):
+                continue
+            schema = openapi_to_jsonschema(copy.deepcopy(raw))
+            props = schema.setdefault("properties", {})
+            props["metadata"] = {"type": "object", "required": ["name"],
+                                 "properties": {"name": {"type": "string", "minLength": 1}}}
+            props.setdefault("apiVersion", {"type": "string"})
+            props.setdefault("kind", {"type": "string"})
+            self.validators[(f"{group}/{version['name']}", kind)] = \
+                jsonschema.Draft4Validator(schema, format_checker=_FORMATS)
+
+    def knows(self, obj: dict[str, Any]) -> bool:
+        return (str(obj.get("apiVersion")), str(obj.get("kind"))) in self.validators
+
+    def check(self, obj: dict[str, Any]) -> list[Problem]:
+        validator = self.validators.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+        if validator is None:
+            return []
+        problems = []
+        for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
+            path = ".".join(str(p) for p in error.absolute_path) or "(object)"
+            problems.append(Problem(path, error.message))
+        return problems
+
+
+def crds_in_repo(root: Path, paths: Iterable[str]) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in the given repo files."""
+    found = []
+    for rel in paths:
+        try:
+            text = (root / rel).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "CustomResourceDefinition" not in text:
+            continue
+        try:
+            docs = load_documents(text, rel)
+        except Exception:  # a broken unrelated file is not ours to report here
+            continue
+        found.extend(d.data for d in docs if isinstance(d.data, dict)
+                     and d.data.get("kind") == "CustomResourceDefinition")
+    return found
+
+
+def kubeconform_path() -> str | None:
+    return shutil.which("kubeconform")
+
+
+def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[Problem]:
+    """Validate one manifest with kubeconform (strict), giving it schemas for our CRDs."""
+    with tempfile.TemporaryDirectory(prefix="gitscale-schemas-") as schemas:
+        for (api_version, kind), v in validator.validators.items():
+            group, version = api_version.split("/")
+            target = Path(schemas) / group / f"{kind.lower()}_{version}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(v.schema))
+        template = schemas + "/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
+        proc = subprocess.run(
+            [binary, "-strict", "-output", "json", "-schema-location", "default",
+             "-schema-location", template, "-"],
+            input=text, capture_output=True, text=True, timeout=120)
+    try:
+        report = json.loads(proc.stdout or "{}")
+    except json.JSONDecodeError:
+        return [Problem("kubeconform", (proc.stderr or proc.stdout).strip()[:500]
+                        or f"exit {proc.returncode}")]
+    problems = []
+    for item in report.get("resources") or []:
+        if item.get("status") in ("statusInvalid", "statusError"):
+            name = f"{item.get('kind', '?')}/{item.get('name', '?')}"
+            problems.append(Problem(name, str(item.get("msg", "invalid"))))
+    if not problems and proc.returncode != 0:
+        problems.append(Problem("kubeconform", (proc.stderr or "failed").strip()[:500]))
+    return problems

@@ -41,7 +41,8 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
         if target - current > policy.max_step_up:
             target = min(current + policy.max_step_up, hi)
             why += f"; step limited to +{policy.max_step_up}"
-    return target, why
+    # Bounds are hard; delays and step limits only act inside them.
+    return min(max(target, lo), hi), why
 
 
 def decide(current: Current, demand: Demand | None, policy: Policy, now: datetime) -> Decision:

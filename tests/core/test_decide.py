@@ -1,0 +1,212 @@
+"""The pure policy: targets, delays, steps, schedules and the patch-ID rules (PRODUCT §3)."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gitscale.core.decide import decide
+from gitscale.core.model import PATCH_ID_MAX, Current, Demand, Reason, next_patch_id
+from gitscale.core.policy import Policy, Schedule
+
+NOW = datetime(2026, 11, 23, 9, 30, tzinfo=timezone.utc)  # a Monday
+D = Demand
+
+
+def current_after(decision, demand, now=NOW, previous=None):  # type: ignore[no-untyped-def]
+    """What the manifest holds after a decision is written (as the engine records it)."""
+    last_up = now if decision.scaled_up else (previous.last_scale_up if previous else None)
+    return Current(decision.replicas, decision.patch_id, last_up, demand.fingerprint)
+
+
+def test_listener_sequence_min1_max3_buffer1() -> None:
+    """actions-runner-controller listener's sequence, adapted: PRODUCT §3 / issue 2."""
+    policy = Policy(min_replicas=1, max_replicas=3, buffer=1)
+    state = Current(replicas=1, patch_id=None)
+    steps = [
+        (D(0, 0), 1, 0, Reason.FIRST_WRITE),
+        (D(1, 1), 3, 1, Reason.SCALE_UP),  # demand 2
+        (D(0, 0), 1, 2, Reason.SCALE_DOWN),  # jobs completed
+        (D(0, 0), 1, 0, Reason.QUIET_RESET),  # nothing changed: self-correct
+        (D(5, 0), 3, 1, Reason.SCALE_UP),  # capped at max
+    ]
+    for demand, replicas, patch, reason in steps:
+        decision = decide(state, demand, policy, NOW)
+        assert decision.write
+        assert (decision.replicas, decision.patch_id, decision.reason) == (replicas, patch, reason)
+        state = current_after(decision, demand, previous=state)
+    # A further quiet pass at max writes nothing.
+    assert not decide(state, D(5, 0), policy, NOW).write
+
+
+@pytest.mark.parametrize(
+    ("policy", "demand", "have", "want"),
+    [
+        pytest.param(Policy(0, 10, 0), D(0, 0), 3, 0, id="zero-demand-to-min"),
+        pytest.param(Policy(0, 10, 0), D(4, 2), 0, 6, id="queued-plus-running"),
+        pytest.param(Policy(0, 10, 2), D(4, 2), 0, 8, id="buffer-added"),
+        pytest.param(Policy(0, 5, 2), D(4, 2), 0, 5, id="capped-at-max"),
+        pytest.param(Policy(3, 10, 0), D(1, 0), 0, 3, id="raised-to-min"),
+        pytest.param(Policy(2, 10, 2), D(0, 0), 0, 2, id="buffer-equals-min-arc-behaviour"),
+        pytest.param(Policy(2, 10, 2), D(5, 0), 0, 7, id="arc-min-plus-assigned"),
+        pytest.param(Policy(0, 0, 0), D(9, 9), 4, 0, id="max-zero"),
+        pytest.param(Policy(0, 20, 0, max_step_up=3), D(10, 0), 2, 5, id="step-up-limit"),
+        pytest.param(Policy(0, 20, 0, max_step_down=2), D(0, 0), 10, 8, id="step-down-limit"),
+        pytest.param(Policy(0, 20, 0, max_step_down=5), D(0, 0), 3, 0, id="step-down-not-binding"),
+        pytest.param(Policy(0, 4, 0, max_step_down=1), D(0, 0), 9, 4, id="max-beats-step-limit"),
+    ],
+)
+def test_target(policy: Policy, demand: Demand, have: int, want: int) -> None:
+    decision = decide(Current(have, 7, None, "x"), demand, policy, NOW)
+    assert decision.replicas == want
+    assert decision.write == (want != have) or decision.reason == Reason.QUIET_RESET
+
+
+def test_scale_down_held_by_delay_then_released() -> None:
+    policy = Policy(0, 10, 0, scale_down_delay=timedelta(minutes=10))
+    state = Current(5, 3, NOW - timedelta(minutes=4), D(5, 0).fingerprint)
+    held = decide(state, D(0, 0), policy, NOW)
+    assert held.replicas == 5
+    assert "held until" in held.detail
+    later = decide(state, D(0, 0), policy, NOW + timedelta(minutes=6, seconds=1))
+    assert (later.replicas, later.patch_id, later.reason) == (0, 4, Reason.SCALE_DOWN)
+
+
+def test_delay_never_holds_above_max() -> None:
+    weekday = Schedule("day", datetime(2026, 11, 23, 8, tzinfo=timezone.utc), timedelta(hours=1),
+                       max_replicas=2)
+    policy = Policy(0, 10, 0, scale_down_delay=timedelta(hours=1), schedules=(weekday,))
+    state = Current(6, 3, NOW - timedelta(minutes=1), D(6, 0).fingerprint)
+    decision = decide(state, D(6, 0), policy, datetime(2026, 11, 23, 8, 30, tzinfo=timezone.utc))
+    assert decision.replicas == 2
+
+
+def test_scale_up_is_never_delayed() -> None:
+    policy = Policy(0, 10, 0, scale_down_delay=timedelta(hours=1))
+    state = Current(1, 3, NOW, "x")
+    assert decide(state, D(4, 0), policy, NOW).replicas == 4
+
+
+def test_dirty_reaffirm_and_quiet_reset_happen_once() -> None:
+    policy = Policy(0, 10, 0)
+    jobs_a = D(1, 1, frozenset({"1", "2"}))
+    jobs_b = D(1, 1, frozenset({"2", "3"}))  # same counts, one job finished, one started
+    state = Current(2, 9, None, jobs_a.fingerprint)
+    decision = decide(state, jobs_b, policy, NOW)
+    assert (decision.replicas, decision.patch_id, decision.reason) == (2, 10, Reason.REAFFIRM)
+    state = current_after(decision, jobs_b)
+    assert not decide(state, jobs_b, policy, NOW).write  # not at min: nothing to do
+
+
+def test_quiet_reset_only_at_min_and_only_once() -> None:
+    policy = Policy(1, 10, 0)
+    state = Current(1, 5, None, D(0, 0).fingerprint)
+    first = decide(state, D(0, 0), policy, NOW)
+    assert (first.write, first.patch_id, first.reason) == (True, 0, Reason.QUIET_RESET)
+    second = decide(current_after(first, D(0, 0)), D(0, 0), policy, NOW)
+    assert not second.write
+
+
+def test_first_write_even_when_replicas_match() -> None:
+    decision = decide(Current(2, None), D(2, 0), Policy(0, 10, 0), NOW)
+    assert (decision.write, decision.replicas, decision.patch_id) == (True, 2, 0)
+    assert decision.reason == Reason.FIRST_WRITE
+
+
+def test_missing_replicas_is_a_first_write() -> None:
+    decision = decide(Current(None, 4), D(1, 0), Policy(0, 10, 0), NOW)
+    assert (decision.write, decision.replicas, decision.patch_id) == (True, 1, 0)
+
+
+def test_unknown_demand_never_scales() -> None:
+    decision = decide(Current(5, 3, None, "x"), None, Policy(0, 10, 0), NOW)
+    assert not decision.write
+    assert decision.reason == Reason.DEMAND_UNKNOWN
+
+
+def test_drained_set_is_held_at_zero() -> None:
+    state = Current(3, 4, None, "x", drained=True)
+    decision = decide(state, D(9, 0), Policy(1, 10, 1), NOW)
+    assert (decision.write, decision.replicas, decision.patch_id) == (True, 0, 0)
+    assert not decide(Current(0, 0, None, "x", drained=True), D(9, 0), Policy(), NOW).write
+
+
+@pytest.mark.parametrize(
+    ("previous", "expected"),
+    [
+        pytest.param(None, 1, id="none"),
+        pytest.param(0, 1, id="zero"),
+        pytest.param(41, 42, id="plus-one"),
+        pytest.param(PATCH_ID_MAX - 1, PATCH_ID_MAX, id="to-max"),
+        pytest.param(PATCH_ID_MAX, 1, id="wraps-to-one"),
+    ],
+)
+def test_next_patch_id(previous: int | None, expected: int) -> None:
+    assert next_patch_id(previous) == expected
+
+
+def test_change_at_max_patch_id_wraps() -> None:
+    decision = decide(Current(1, PATCH_ID_MAX, None, "x"), D(3, 0), Policy(0, 10, 0), NOW)
+    assert decision.patch_id == 1
+
+
+class TestSchedules:
+    weekdays = Schedule(
+        "weekdays", datetime(2026, 1, 5, 8, 0, tzinfo=timezone(timedelta(hours=1))),
+        timedelta(hours=10), "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", "Europe/Berlin",
+        min_replicas=2, max_replicas=30)
+    night = Schedule("night", datetime(2026, 1, 1, 22, tzinfo=timezone.utc), timedelta(hours=8),
+                     "FREQ=DAILY", max_replicas=1)
+
+    @pytest.mark.parametrize(
+        ("when", "bounds"),
+        [
+            pytest.param("2026-11-23T09:30:00+00:00", (2, 30, "weekdays"), id="monday-morning"),
+            pytest.param("2026-11-23T06:59:00+00:00", (0, 10, None), id="before-window"),
+            pytest.param("2026-11-23T17:00:00+00:00", (0, 10, None), id="after-18h-berlin"),
+            pytest.param("2026-11-22T10:00:00+00:00", (0, 10, None), id="sunday"),
+            pytest.param("2026-07-06T06:30:00+00:00", (2, 30, "weekdays"), id="summer-time"),
+            pytest.param("2026-11-24T23:00:00+00:00", (0, 1, "night"), id="night-window"),
+        ],
+    )
+    def test_bounds(self, when: str, bounds: tuple[int, int, str | None]) -> None:
+        policy = Policy(0, 10, 0, schedules=(self.weekdays, self.night))
+        assert policy.bounds(datetime.fromisoformat(when)) == bounds
+
+    def test_first_active_window_wins(self) -> None:
+        always = Schedule("always", datetime(2026, 1, 1, tzinfo=timezone.utc),
+                          timedelta(hours=24), "FREQ=DAILY", min_replicas=7)
+        policy = Policy(0, 10, 0, schedules=(always, self.weekdays))
+        assert policy.bounds(NOW)[2] == "always"
+
+    def test_one_off_window(self) -> None:
+        freeze = Schedule("freeze", NOW, timedelta(hours=1), max_replicas=0)
+        policy = Policy(0, 10, 0, schedules=(freeze,))
+        assert policy.bounds(NOW + timedelta(minutes=59))[:2] == (0, 0)
+        assert policy.bounds(NOW + timedelta(hours=1))[2] is None
+        assert policy.bounds(NOW - timedelta(seconds=1))[2] is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lo=st.integers(0, 20), span=st.integers(0, 20), buffer=st.integers(0, 5),
+    have=st.integers(0, 60), patch=st.one_of(st.none(), st.integers(0, PATCH_ID_MAX)),
+    queued=st.integers(0, 100), running=st.integers(0, 100),
+    step_up=st.one_of(st.none(), st.integers(1, 10)),
+    step_down=st.one_of(st.none(), st.integers(1, 10)),
+)
+def test_invariants(lo: int, span: int, buffer: int, have: int, patch: int | None, queued: int,
+                    running: int, step_up: int | None, step_down: int | None) -> None:
+    policy = Policy(lo, lo + span, buffer, max_step_up=step_up, max_step_down=step_down)
+    decision = decide(Current(have, patch, None, "old"), D(queued, running), policy, NOW)
+    assert lo <= decision.replicas <= lo + span  # bounds are hard
+    if decision.write:
+        assert decision.patch_id is not None and 0 <= decision.patch_id <= PATCH_ID_MAX
+        if decision.replicas != have and patch is not None:
+            assert decision.patch_id != 0  # only quiet/first/drain writes may say 0
+    if step_up is not None and have >= lo and decision.replicas > have:
+        assert decision.replicas - have <= step_up
+    if step_down is not None and have <= lo + span and decision.replicas < have:
+        assert have - decision.replicas <= step_down

@@ -1,0 +1,108 @@
+"""`plan`: exit codes, text, JSON with RFC 6902 patches that jsonpatch can apply."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonpatch
+import yaml
+
+from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+
+NOW = "2026-11-21T09:00:00Z"
+
+
+def two_sets(tmp_path: Path) -> Path:
+    return make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 1, maxReplicas: 3, buffer: 1}",
+                                        "gpu": "default"}),
+        "sets/linux.yaml": "# keep me\n" + RUNNERSET.format(name="linux", replicas=1),
+        "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0),
+        "demand.yaml": "linux: {queued: 2, running: 0}\ngpu: {queued: 0, running: 0}\n",
+    })
+
+
+def test_plan_json_patch_applies_to_old_object(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = two_sets(tmp_path)
+    head = git(checkout, "rev-parse", "HEAD")
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", NOW, "--output", "json")
+    assert code == 2, err
+    doc = json.loads(out)
+    assert doc["format_version"] == 1
+    assert doc["base_commit"] == head
+    assert doc["now"] == NOW
+    by_set = {c["set"]: c for c in doc["changes"]}
+    assert set(by_set) == {"linux", "gpu"}  # gpu: first write forces the state
+    linux = by_set["linux"]
+    assert linux["file"] == "sets/linux.yaml"
+    assert linux["from"] == {"replicas": 1, "patchID": None, "effectiveTime": None}
+    assert linux["to"] == {"replicas": 3, "patchID": 0, "effectiveTime": NOW}
+    assert linux["reason"] == "first-write"
+    assert linux["demand"] == {"queued": 2, "running": 0}
+    old = yaml.safe_load((checkout / "sets/linux.yaml").read_text())
+    new = jsonpatch.apply_patch(old, linux["patch"])
+    assert new["spec"]["replicas"] == 3 and new["spec"]["patchID"] == 0
+    assert new["spec"]["template"] == old["spec"]["template"]
+    assert {op["path"] for op in linux["patch"]} >= {"/spec/replicas", "/spec/patchID",
+                                                     "/spec/effectiveTime"}
+    # plan wrote nothing
+    assert git(checkout, "status", "--porcelain") == ""
+    assert git(checkout, "rev-parse", "HEAD") == head
+
+
+def test_plan_patch_after_reconcile_changes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = two_sets(tmp_path)
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0
+    demand = tmp_path / "d.yaml"
+    demand.write_text("linux: {queued: 0, running: 0}\ngpu: {queued: 4, running: 1}\n")
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),
+                       "--now", "2026-11-21T10:00:00Z", "--output", "json")
+    assert code == 2
+    doc = json.loads(out)
+    for change in doc["changes"]:
+        old = yaml.safe_load((checkout / change["file"]).read_text())
+        new = jsonpatch.apply_patch(old, change["patch"])
+        assert new["spec"]["replicas"] == change["to"]["replicas"]
+        assert new["spec"]["patchID"] == change["to"]["patchID"]
+    gpu = next(c for c in doc["changes"] if c["set"] == "gpu")
+    assert (gpu["from"]["replicas"], gpu["to"]["replicas"]) == (0, 5)
+    assert (gpu["from"]["patchID"], gpu["to"]["patchID"]) == (0, 1)
+
+
+def test_plan_exit_codes_and_text(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = two_sets(tmp_path)
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--now", NOW)
+    assert code == 2
+    assert "~ linux" in out and "1 → 3" in out
+    assert "--- a/sets/linux.yaml" in out and "+  replicas: 3" in out
+    assert "Plan: 2 to change" in out
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--now", NOW)
+    assert code == 0, out
+    assert "Plan: 0 to change, 2 unchanged" in out
+
+
+def test_plan_on_bare_repo_url_path(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    two_sets(tmp_path)
+    code, out, _ = run(capsys, "plan", "--repo", str(tmp_path / "remote.git"), "--now", NOW,
+                       "--output", "json")
+    assert code == 2
+    assert len(json.loads(out)["changes"]) == 2
+
+
+def test_what_if_at_nine(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """"What if 40 jobs queue at 9:00?" with a business-hours schedule raising max."""
+    policy = ("{minReplicas: 0, maxReplicas: 10, schedules: [{name: day, "
+              "start: '2026-11-23T08:00:00Z', duration: 10h, recurrence: 'FREQ=DAILY', "
+              "maxReplicas: 50}]}")
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": policy}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 40, running: 0}\n",
+    })
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
+                       "--now", "2026-11-23T09:00:00Z")
+    assert json.loads(out)["changes"][0]["to"]["replicas"] == 40
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
+                       "--now", "2026-11-23T06:00:00Z")
+    assert json.loads(out)["changes"][0]["to"]["replicas"] == 10

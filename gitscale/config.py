@@ -82,6 +82,7 @@ def load_config(root: Path, config_path: str = "gitscale.yaml") -> Config:
     check_schema(document, _CONFIG_VALIDATOR, config_path, ConfigError, describe)
     sets: list[RunnerSetConfig] = []
     seen: dict[str, int | None] = {}
+    presets: dict[str, Policy] = {}  # a thousand sets naming one preset read it once
     for index, item in enumerate(document.data["runnerSets"]):
         at = ["runnerSets", index]
         line = document.line_of(at)
@@ -93,7 +94,14 @@ def load_config(root: Path, config_path: str = "gitscale.yaml") -> Config:
         manifest = item["manifest"]
         safe_repo_path(root, manifest, config_path, ConfigError, document.line_of([*at, "manifest"]))
         (kind, settings), = item["source"].items()
-        policy = _policy(root, item["policy"], document, [*at, "policy"], config_path)
+        raw_policy = item["policy"]
+        if isinstance(raw_policy, str):
+            if raw_policy not in presets:
+                presets[raw_policy] = load_preset(root, raw_policy, config_path,
+                                                  document.line_of([*at, "policy"]))
+            policy = presets[raw_policy]
+        else:
+            policy = build_policy(raw_policy, document, [*at, "policy"], config_path)
         ref = item.get("object") or {}
         sets.append(RunnerSetConfig(
             name=name,
@@ -104,12 +112,6 @@ def load_config(root: Path, config_path: str = "gitscale.yaml") -> Config:
             line=line,
         ))
     return Config(config_path, tuple(sets))
-
-
-def _policy(root: Path, value: Any, document: Document, at: list[Any], source: str) -> Policy:
-    if isinstance(value, str):
-        return load_preset(root, value, source, document.line_of(at))
-    return build_policy(value, document, at, source)
 
 
 def load_preset(root: Path, name: str, source: str, line: int | None) -> Policy:

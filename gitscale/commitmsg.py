@@ -77,7 +77,7 @@ def parse_trailer(value: str, detail: str = "") -> SetLine | None:
 
 def body_details(body: str) -> dict[str, str]:
     """``- name: detail`` lines of a commit body, by set name."""
-    found = {}
+    found: dict[str, str] = {}
     for line in body.splitlines():
         match = re.match(r"^- ([a-z0-9][-a-z0-9]*): (.*)$", line)
         if match:

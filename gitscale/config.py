@@ -84,7 +84,7 @@ def load_config(root: Path, config_path: str = "gitscale.yaml") -> Config:
     seen: dict[str, int | None] = {}
     presets: dict[str, Policy] = {}  # a thousand sets naming one preset read it once
     for index, item in enumerate(document.data["runnerSets"]):
-        at = ["runnerSets", index]
+        at: list[str | int] = ["runnerSets", index]
         line = document.line_of(at)
         name = item["name"]
         if name in seen:

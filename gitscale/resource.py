@@ -108,9 +108,12 @@ STATUS: dict[str, Any] = {
 }
 
 
+def _column(name: str, path: str, kind: str = "integer") -> dict[str, str]:
+    return {"name": name, "type": kind, "jsonPath": path}
+
+
 def crd() -> dict[str, Any]:
     """The CustomResourceDefinition, as applied to a cluster."""
-    column = lambda name, path, kind="integer": {"name": name, "type": kind, "jsonPath": path}  # noqa: E731
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -126,12 +129,12 @@ def crd() -> dict[str, Any]:
                 "storage": True,
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
-                    column("Desired", ".spec.replicas"),
-                    column("Patch", ".spec.patchID"),
-                    column("Pending", ".status.pending"),
-                    column("Idle", ".status.idle"),
-                    column("Busy", ".status.busy"),
-                    column("Age", ".metadata.creationTimestamp", "date"),
+                    _column("Desired", ".spec.replicas"),
+                    _column("Patch", ".spec.patchID"),
+                    _column("Pending", ".status.pending"),
+                    _column("Idle", ".status.idle"),
+                    _column("Busy", ".status.busy"),
+                    _column("Age", ".metadata.creationTimestamp", "date"),
                 ],
                 "schema": {"openAPIV3Schema": {
                     "type": "object",

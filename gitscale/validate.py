@@ -106,7 +106,7 @@ class SchemaValidator:
 
 def crds_in_repo(root: Path, paths: Iterable[str]) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition in the given repo files."""
-    found = []
+    found: list[dict[str, Any]] = []
     for rel in paths:
         try:
             text = (root / rel).read_text(encoding="utf-8")

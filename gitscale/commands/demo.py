@@ -4,7 +4,6 @@ Everything is local: no token, no cluster. The demo shows exactly what a user wo
 """
 from __future__ import annotations
 
-import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -72,5 +71,5 @@ def run_demo(directory: str | None) -> int:
     click.echo(f"Try it yourself: edit {demand} and run "
                f"`gitscale plan --repo {checkout}` (files are kept in {base}).")
     if directory is None:
-        click.echo(f"Remove it with: rm -rf {shutil.os.path.abspath(base)}")
+        click.echo(f"Remove it with: rm -rf {base.resolve()}")
     return 0

@@ -68,10 +68,10 @@ def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, V
                 if not isinstance(child[1], ScalarNode):
                     raise ManifestError(source, f"{'.'.join(path)} is not a scalar",
                                         child[1].start_mark.line + 1)
-                splices.append(_replace(text, child[1], value, order))
+                splices.append(_replace(text, child[0], child[1], value, order))
             node = child[1]
     for order, ((parent_id, key), subtree) in enumerate(pending.items(), start=len(values)):
-        splices.append(_insert(text, parents[parent_id], key, subtree, newline, order))
+        splices.append(_insert(text, root, parents[parent_id], key, subtree, newline, order))
     result = text
     for splice in sorted(splices, key=lambda s: (s.start, s.order), reverse=True):
         result = result[: splice.start] + splice.text + result[splice.end:]
@@ -96,27 +96,38 @@ def _lookup(node: MappingNode, key: str) -> tuple[Node, Node] | None:
 def render(value: Value, like: ScalarNode | None = None) -> str:
     if isinstance(value, int):
         return str(value)
-    if like is not None and like.style == "'":
+    # Single quotes have no escapes (and fold line breaks): keep them only for printable text.
+    if like is not None and like.style == "'" and value.isprintable():
         return "'" + value.replace("'", "''") + "'"
-    return json.dumps(value)
+    if all(ord(c) <= 0xFFFF for c in value):
+        return json.dumps(value)
+    # json.dumps writes U+10000 and up as a surrogate pair, which YAML reads as two characters
+    return '"' + "".join(json.dumps(c)[1:-1] if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+                         for c in value) + '"'
 
 
-def _replace(text: str, node: ScalarNode, value: Value, order: int) -> _Splice:
+def _replace(text: str, key: Node, node: ScalarNode, value: Value, order: int) -> _Splice:
     start, end = node.start_mark.index, node.end_mark.index
     rendered = render(value, node)
-    if start == end and start > 0 and text[start - 1] == ":":
-        rendered = " " + rendered  # `replicas:` with no value
+    if start == end:  # an empty (null) value: `replicas:`; its mark may be on the next line
+        colon = key.end_mark.index
+        while colon < len(text) and text[colon] in " \t":
+            colon += 1
+        if colon < len(text) and text[colon] == ":":
+            return _Splice(colon + 1, colon + 1, " " + rendered, order)
+        if start > 0 and text[start - 1] == ":":
+            rendered = " " + rendered
     return _Splice(start, end, rendered, order)
 
 
-def _insert(text: str, mapping: MappingNode, key: str, subtree: dict[FieldPath, Value],
-            newline: str, order: int) -> _Splice:
+def _insert(text: str, root: Node, mapping: MappingNode, key: str,
+            subtree: dict[FieldPath, Value], newline: str, order: int) -> _Splice:
     if mapping.flow_style:
         return _insert_flow(text, mapping, key, subtree, order)
     if not mapping.value:
         raise ManifestError("", "cannot insert into an empty block mapping")
     indent = mapping.value[0][0].start_mark.column
-    step = _indent_step(mapping)
+    step = _indent_step(mapping, root)
     lines = _render_block(key, subtree, indent, step)
     anchor = _anchor(mapping, key)
     if anchor is not None:
@@ -144,12 +155,22 @@ def _anchor(mapping: MappingNode, key: str) -> ScalarNode | None:
     return None
 
 
-def _indent_step(mapping: MappingNode) -> int:
-    for _, value in mapping.value:
-        if isinstance(value, MappingNode) and not value.flow_style and value.value:
-            step = value.value[0][0].start_mark.column - mapping.value[0][0].start_mark.column
-            if step > 0:
-                return step
+def _indent_step(mapping: MappingNode, root: Node) -> int:
+    """The file's indentation step: from ``mapping``'s own nested mappings if it has any, else
+    from the first nested block mapping in the document (``metadata`` with only a name in a
+    4-space file must get a 4-space ``annotations`` block, not 2)."""
+    queue: list[Node] = [mapping, root]
+    while queue:
+        parent = queue.pop(0)
+        if not isinstance(parent, MappingNode) or parent.flow_style or not parent.value:
+            continue
+        for _, value in parent.value:
+            if isinstance(value, MappingNode) and not value.flow_style and value.value:
+                step = value.value[0][0].start_mark.column - parent.value[0][0].start_mark.column
+                if step > 0:
+                    return step
+        if parent is not mapping:
+            queue.extend(value for _, value in parent.value)
     return 2
 
 

@@ -166,7 +166,8 @@ def _indent_step(mapping: MappingNode, root: Node) -> int:
             continue
         for _, value in parent.value:
             if isinstance(value, MappingNode) and not value.flow_style and value.value:
-                step = value.value[0][0].start_mark.column - parent.value[0][0].start_mark.column
+                first: int = parent.value[0][0].start_mark.column
+                step = value.value[0][0].start_mark.column - first
                 if step > 0:
                     return step
         if parent is not mapping:

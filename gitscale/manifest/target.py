@@ -67,7 +67,8 @@ def read_target(path: str, text: str, ref: ObjectRef) -> Target:
         if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
             raise ManifestError(path, "a document is not a Kubernetes object (no kind)",
                                 doc.line_of([]))
-        meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+        raw_meta = data.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         if ref.kind is not None and data["kind"] != ref.kind:
             continue
         if ref.name is not None and meta.get("name") != ref.name:

@@ -167,7 +167,7 @@ def _indent_step(mapping: MappingNode, root: Node) -> int:
         for _, value in parent.value:
             if isinstance(value, MappingNode) and not value.flow_style and value.value:
                 first: int = parent.value[0][0].start_mark.column
-                step = value.value[0][0].start_mark.column - first
+                step: int = value.value[0][0].start_mark.column - first
                 if step > 0:
                     return step
         if parent is not mapping:

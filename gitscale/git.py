@@ -6,8 +6,10 @@ Errors show the command and git's output with any credentials redacted.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -18,6 +20,10 @@ from gitscale.errors import GitError, InputError, PushRaced, PushRejected
 
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
 _SECRET_ENV = ("GITSCALE_GIT_TOKEN",)
+# receive-pack's status when the ref moved between its advertisement and the update ("failed to
+# update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
+# "cannot lock ref 'refs/heads/main': is at X but expected Y"). A lost race, not a refusal.
+_LOST_RACE = re.compile(r"^(failed to update ref|failed to lock|cannot lock ref\b)")
 BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
 
 
@@ -127,6 +133,11 @@ class Git:
         text = result.stdout + result.stderr
         if "[remote rejected]" in text:
             reason = re.search(r"\[remote rejected\]\s*\(([^)]*)\)", text)
+            if reason and _LOST_RACE.search(reason.group(1)):
+                # Another push moved the ref after the server advertised it to us: a race lost
+                # on the server side, not a refusal (a declining hook says "hook declined").
+                raise PushRaced("the branch moved while we were pushing (the remote could not "
+                                "update the ref: another writer got there first)")
             hook_says = [line for line in result.stderr.splitlines() if line.startswith("remote:")]
             raise PushRejected(
                 "the remote refused the push"
@@ -173,6 +184,7 @@ def _askpass_env() -> dict[str, str]:
         return {}
     if _askpass_path is None or not Path(_askpass_path).exists():
         directory = tempfile.mkdtemp(prefix="gitscale-askpass-")
+        atexit.register(shutil.rmtree, directory, True)  # one per process, not one per run
         path = Path(directory) / "askpass.sh"
         path.write_text(_ASKPASS_SCRIPT)
         path.chmod(0o700)
@@ -185,7 +197,19 @@ def describe_failure(args: Sequence[str], result: Result) -> str:
     lines = output.splitlines()
     if len(lines) > 20:
         lines = lines[:20] + [f"... ({len(lines) - 20} more lines)"]
-    return redact(f"git {' '.join(args)} failed (exit {result.code}):\n" + "\n".join(lines))
+    return redact(f"git {' '.join(args)} failed (exit {result.code}):\n" + "\n".join(lines)
+                  + _auth_hint(output))
+
+
+def _auth_hint(output: str) -> str:
+    """Say what to do when the server wanted credentials that git could not give it."""
+    if not re.search(r"Authentication failed|could not read (Username|Password)", output):
+        return ""
+    if os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE"):
+        return ("\nhint: the server refused the token from GITSCALE_GIT_TOKEN / "
+                "GITSCALE_GIT_TOKEN_FILE (wrong, expired, or without access to this repo)")
+    return ("\nhint: the server wants credentials: set GITSCALE_GIT_TOKEN (or "
+            "GITSCALE_GIT_TOKEN_FILE) to a token that may push, or configure a credential helper")
 
 
 def clone(url: str, dest: Path, branch: str | None, depth: int | None) -> None:

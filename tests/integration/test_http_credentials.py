@@ -1,0 +1,168 @@
+"""Credentials: a token reaches git only through GIT_ASKPASS, never argv, URLs, logs or commits.
+
+The remote is ``git http-backend`` behind HTTP Basic auth (tests/integration/git_http.py): every
+request without the right ``x-access-token:<token>`` gets a 401.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.integration import seed
+from tests.integration.conftest import CliResult, make_bare, rev, run_cli
+from tests.integration.git_http import GitHTTPServer
+from tests.integration.seed import NOW
+
+
+class ArgvWatch:
+    """Snapshots every process's argv while the server handles a request (the client is alive)."""
+
+    def __init__(self, secret: str, server_url: str) -> None:
+        self.secret = secret.encode()
+        self.server_url = server_url.encode()
+        self.scans = 0
+        self.saw_client = False
+        self.leaks: list[str] = []
+
+    def __call__(self) -> None:
+        self.scans += 1
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    argv = handle.read()
+            except OSError:
+                continue
+            if self.server_url in argv:
+                self.saw_client = True
+            if self.secret in argv:
+                self.leaks.append(argv.replace(b"\0", b" ").decode(errors="replace"))
+
+
+def _assert_no_secret(secret: str, *texts: str) -> None:
+    for text in texts:
+        assert secret not in text, f"the token leaked into:\n{text}"
+
+
+def _remote(server: GitHTTPServer) -> Path:
+    return make_bare(server.project_root, "config.git", seed.FILES)
+
+
+def _reconcile(server: GitHTTPServer, tmp_path: Path, demand: tuple[int, int],
+               env: dict[str, str], url: str | None = None) -> CliResult:
+    path = tmp_path / f"demand-{demand[0]}-{demand[1]}.yaml"
+    path.write_text(seed.demand_text(demand))
+    return run_cli("reconcile", "--repo", url or server.url(), "--demand", str(path),
+                   "--now", NOW, cwd=tmp_path, env=env)
+
+
+def test_token_from_the_environment_pushes_over_authenticated_http(
+        http_git_server: GitHTTPServer, tmp_path: Path) -> None:
+    server, token = http_git_server, http_git_server.token
+    bare = _remote(server)
+    original = rev(bare)
+    watch = ArgvWatch(token, f"127.0.0.1:{server.port}")
+    server.on_request = watch
+
+    result = _reconcile(server, tmp_path, (4, 0), {"GITSCALE_GIT_TOKEN": token})
+    assert result.code == 0, result
+    assert "pushed" in result.out
+    assert seed.commits(bare)[1:] == [original]
+    assert seed.runner_set(seed.show(bare, "HEAD", seed.RUNNERS), "linux-x64")["spec"][
+        "replicas"] == 4
+
+    # Auth was required and used: an anonymous 401 first, then authenticated fetch and push.
+    assert any(" 401 anonymous" in line for line in server.log), server.log
+    assert any(line.startswith("GET /config.git/info/refs?service=git-upload-pack ")
+               and " 200 user=x-access-token" in line for line in server.log), server.log
+    assert any(line.startswith("POST /config.git/git-receive-pack ")
+               and " 200 " in line for line in server.log), server.log
+    # The URLs the server saw carry no credentials.
+    assert all("@" not in line.split(" ")[1] for line in server.log), server.log
+
+    # The token was in no process's argv while git talked to the server.
+    assert watch.scans > 0 and watch.saw_client, "the argv scan never saw the git client"
+    assert watch.leaks == []
+
+    commit = seed.git(bare, "cat-file", "-p", "HEAD")
+    config = (bare / "config").read_text()
+    _assert_no_secret(token, result.out, result.err, commit, config, "\n".join(server.log))
+
+    # A token file works the same way, and history reads over the same auth.
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    by_file = _reconcile(server, tmp_path, (6, 1), {"GITSCALE_GIT_TOKEN_FILE": str(token_file)})
+    assert by_file.code == 0, by_file
+    assert len(seed.commits(bare)) == 3
+    history = run_cli("history", "--repo", server.url(), "--output", "json", cwd=tmp_path,
+                      env={"GITSCALE_GIT_TOKEN_FILE": str(token_file)})
+    assert history.code == 0, history
+    assert '"replicas": 7' in history.out
+    _assert_no_secret(token, by_file.out, by_file.err, history.out, history.err,
+                      seed.git(bare, "log", "--format=%B", "refs/heads/main"))
+    assert watch.leaks == []
+
+
+@pytest.mark.parametrize("env", [{"GITSCALE_GIT_TOKEN": "wrong-token-0123456789"}, {}],
+                         ids=["wrong-token", "no-token"])
+def test_a_wrong_or_missing_token_fails_clearly(http_git_server: GitHTTPServer, tmp_path: Path,
+                                                env: dict[str, str]) -> None:
+    server = http_git_server
+    bare = _remote(server)
+    original = rev(bare)
+
+    result = _reconcile(server, tmp_path, (4, 0), env)
+    assert result.code == 1, result
+    assert result.err.startswith("error: "), result
+    assert "Authentication failed" in result.err or "could not read Username" in result.err, \
+        result
+    assert f"127.0.0.1:{server.port}/config.git" in result.err, result
+    hint = "refused the token" if env else "wants credentials: set GITSCALE_GIT_TOKEN"
+    assert hint in result.err, result
+    assert "Traceback" not in result.out + result.err
+    _assert_no_secret(server.token, result.out, result.err)
+    for secret in env.values():
+        _assert_no_secret(secret, result.out, result.err)
+    assert all(" 200 " not in line for line in server.log), server.log
+    assert seed.commits(bare) == [original]
+
+
+@pytest.mark.parametrize("command", ["reconcile", "history", "plan"])
+def test_a_url_with_credentials_is_refused_before_any_request(
+        http_git_server: GitHTTPServer, tmp_path: Path, command: str) -> None:
+    server, token = http_git_server, http_git_server.token
+    bare = _remote(server)
+    original = rev(bare)
+    url = f"http://x-access-token:{token}@127.0.0.1:{server.port}/config.git"
+    demand = tmp_path / "demand.yaml"
+    demand.write_text(seed.demand_text((4, 0)))
+    args = ["--repo", url] + (["--demand", str(demand)] if command != "history" else [])
+
+    result = run_cli(command, *args, cwd=tmp_path)
+    assert result.code == 1, result
+    assert "credentials" in result.err and "GITSCALE_GIT_TOKEN" in result.err, result
+    assert "Traceback" not in result.out + result.err
+    _assert_no_secret(token, result.out, result.err)
+    assert server.log == [], "nothing may be sent to a URL that carries credentials"
+    assert seed.commits(bare) == [original]
+
+
+def test_nothing_is_left_in_the_temporary_directory(http_git_server: GitHTTPServer,
+                                                    tmp_path: Path) -> None:
+    """Neither the scratch clone nor the askpass helper outlives the process (a loop running
+    every minute must not fill /tmp)."""
+    server = http_git_server
+    bare = _remote(server)
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    env = {"GITSCALE_GIT_TOKEN": server.token, "TMPDIR": str(scratch)}
+    ok = _reconcile(server, tmp_path, (4, 0), env)
+    assert ok.code == 0, ok
+    failed = _reconcile(server, tmp_path, (5, 0), {**env, "GITSCALE_GIT_TOKEN": "wrong-0123456"})
+    assert failed.code == 1, failed
+    assert len(seed.commits(bare)) == 2
+    assert sorted(p.name for p in scratch.iterdir()) == []

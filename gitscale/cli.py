@@ -95,6 +95,21 @@ def validate(**kw: Any) -> int:
 
 
 @cli.command()
+@click.option("--kubeconfig", default=None, help="Kubeconfig file (default: in-cluster config, "
+              "then $KUBECONFIG / ~/.kube/config).")
+@click.option("--namespace", default=None, help="Only watch this namespace (default: all).")
+@click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1, 256),
+              help="Pod creations in flight at once.")
+@click.option("--health-port", default=8081, show_default=True, type=int,
+              help="Port of the /healthz and /readyz endpoints (0: off).")
+def controller(**kw: Any) -> int:
+    """Turn each RunnerSet into ephemeral runner pods (runs in the cluster)."""
+    from gitscale.commands.controller import run_controller
+
+    return run_controller(**kw)
+
+
+@cli.command()
 def crd() -> int:
     """Print the RunnerSet CustomResourceDefinition."""
     from gitscale.resource import crd_yaml

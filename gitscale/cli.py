@@ -1,6 +1,7 @@
 """Command-line wiring only: options → a command function → an exit code."""
 from __future__ import annotations
 
+import gc
 import sys
 import tempfile
 import traceback
@@ -129,6 +130,7 @@ def demo(directory: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    gc.freeze()  # what is imported by now lives for the whole run: keep it out of collections
     try:
         result = cli.main(args=argv, prog_name="gitscale", standalone_mode=False)
     except GitscaleError as exc:

@@ -1,15 +1,12 @@
 """gitscale.yaml: the runner sets, their manifests, demand sources and policies."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Callable, Literal, Optional, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import jsonschema
-from dateutil.rrule import rrulestr
 
 from gitscale import schemas
 from gitscale.core.policy import Policy, Schedule
@@ -18,8 +15,6 @@ from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import Document, check_schema, load_single
 
 SourceKind = Literal["file", "github", "buildkite"]
-_CONFIG_VALIDATOR = jsonschema.Draft202012Validator(schemas.CONFIG)
-_POLICY_VALIDATOR = jsonschema.Draft202012Validator(schemas.POLICY)
 
 
 @dataclass(frozen=True)
@@ -42,7 +37,6 @@ class RunnerSetConfig:
     object: ObjectRef
     source: Source
     policy: Policy
-    line: int | None  # where the set is declared, for error messages
 
 
 @dataclass(frozen=True)
@@ -79,26 +73,27 @@ def load_config(root: Path, config_path: str = "gitscale.yaml") -> Config:
             return f"{label} {rest}".strip() if rest else label
         return ".".join(str(x) for x in p) or "(top level)"
 
-    check_schema(document, _CONFIG_VALIDATOR, config_path, ConfigError, describe)
+    check_schema(document, schemas.validator("CONFIG"), config_path, ConfigError, describe)
     sets: list[RunnerSetConfig] = []
-    seen: dict[str, int | None] = {}
+    seen: dict[str, int] = {}
     presets: dict[str, Policy] = {}  # a thousand sets naming one preset read it once
     for index, item in enumerate(document.data["runnerSets"]):
         at: list[str | int] = ["runnerSets", index]
-        line = document.line_of(at)
         name = item["name"]
         if name in seen:
+            first = document.line_of(["runnerSets", seen[name]])
             raise ConfigError(config_path, f"runner set {name!r} is declared twice "
-                              f"(first at line {seen[name]})", document.line_of([*at, "name"]))
-        seen[name] = line
+                              f"(first at line {first})", document.line_of([*at, "name"]))
+        seen[name] = index
         manifest = item["manifest"]
-        safe_repo_path(root, manifest, config_path, ConfigError, document.line_of([*at, "manifest"]))
+        safe_repo_path(root, manifest, config_path, ConfigError,
+                       lambda at=at: document.line_of([*at, "manifest"]))
         (kind, settings), = item["source"].items()
         raw_policy = item["policy"]
         if isinstance(raw_policy, str):
             if raw_policy not in presets:
                 presets[raw_policy] = load_preset(root, raw_policy, config_path,
-                                                  document.line_of([*at, "policy"]))
+                                                  lambda at=at: document.line_of([*at, "policy"]))
             policy = presets[raw_policy]
         else:
             policy = build_policy(raw_policy, document, [*at, "policy"], config_path)
@@ -109,12 +104,18 @@ def load_config(root: Path, config_path: str = "gitscale.yaml") -> Config:
             object=ObjectRef(ref.get("kind"), ref.get("name"), ref.get("namespace")),
             source=Source(kind, settings),
             policy=policy,
-            line=line,
         ))
     return Config(config_path, tuple(sets))
 
 
-def load_preset(root: Path, name: str, source: str, line: int | None) -> Policy:
+LineRef = Union[int, None, Callable[[], Optional[int]]]
+
+
+def _line(line: LineRef) -> int | None:
+    return line() if callable(line) else line
+
+
+def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
     """A named policy: the config repo's ``policies/NAME.yaml`` first, then gitscale's own."""
     local = root / "policies" / f"{name}.yaml"
     if local.is_file() and not local.is_symlink():
@@ -124,11 +125,11 @@ def load_preset(root: Path, name: str, source: str, line: int | None) -> Policy:
         shipped = resources.files("gitscale.presets").joinpath(f"{name}.yaml")
         if not shipped.is_file():
             raise ConfigError(source, f"unknown policy preset {name!r} (shipped: "
-                              f"{', '.join(preset_names())})", line)
+                              f"{', '.join(preset_names())})", _line(line))
         label = f"preset {name}"
         text = shipped.read_text(encoding="utf-8")
     document = load_single(text, label, ConfigError)
-    check_schema(document, _POLICY_VALIDATOR, label, ConfigError)
+    check_schema(document, schemas.validator("POLICY"), label, ConfigError)
     return build_policy(document.data, document, [], label)
 
 
@@ -183,6 +184,8 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
                        "Europe/Berlin)") from None
     recurrence = item.get("recurrence")
     if recurrence is not None:
+        from dateutil.rrule import rrulestr
+
         try:
             rrulestr(recurrence, dtstart=start)
         except (ValueError, TypeError) as exc:
@@ -195,7 +198,7 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
 
 
 def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigError] | Any,
-                   line: int | None = None) -> Path:
+                   line: LineRef = None) -> Path:
     """``root/relative``, refusing absolute paths, ``..`` escapes and symlinks on the way.
 
     A manifest reached through a symlink could point anywhere on the machine running gitscale;
@@ -203,13 +206,12 @@ def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigErr
     """
     pure = PurePosixPath(relative)
     if pure.is_absolute() or "\\" in relative or ".." in pure.parts or relative.startswith("~"):
-        raise error(source, f"{relative!r} must be a path inside the config repo", line)
+        raise error(source, f"{relative!r} must be a path inside the config repo", _line(line))
+    # Relative, no "..", no symlink on the way: the path cannot leave the repo.
     current = root
     for part in pure.parts:
         current = current / part
         if current.is_symlink():
             raise error(source, f"{relative!r} goes through a symlink ({current.relative_to(root)}); "
-                        "gitscale edits only regular files inside the config repo", line)
-    if os.path.commonpath([root.resolve(), current.resolve()]) != str(root.resolve()):
-        raise error(source, f"{relative!r} is outside the config repo", line)
+                        "gitscale edits only regular files inside the config repo", _line(line))
     return current

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import jsonpatch
 
+from gitscale.cache import StateCache, gc_paused
 from gitscale.config import Config, RunnerSetConfig, safe_repo_path
 from gitscale.core.decide import decide
 from gitscale.core.model import Current, Decision, Demand, Reason
@@ -55,48 +56,60 @@ class Plan:
 
 
 def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
-                 decider: Decider | None = None, only: set[str] | None = None) -> Plan:
+                 decider: Decider | None = None, only: set[str] | None = None,
+                 cache: StateCache | None = None) -> Plan:
+    with gc_paused():
+        return _compute(root, config, reading, now, base, decider, only, cache or StateCache())
+
+
+def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
+             decider: Decider | None, only: set[str] | None, cache: StateCache) -> Plan:
     plan = Plan(base=base)
     texts: dict[str, str] = {}
-    targets: list[tuple[RunnerSetConfig, tgt.Target]] = []
+    edited: dict[str, str] = {}
+    pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []
+    stamp = format_time(now)
     for runner_set in config.sets:
         if only is not None and runner_set.name not in only:
             continue
-        if runner_set.manifest not in texts:
-            texts[runner_set.manifest] = _read(root, runner_set, config.path)
-        targets.append((runner_set, tgt.read_target(runner_set.manifest,
-                                                     texts[runner_set.manifest],
-                                                     runner_set.object)))
-    edited = dict(texts)
-    stamp = format_time(now)
-    for runner_set, target in targets:
+        path = runner_set.manifest
+        if path not in texts:
+            texts[path] = _read(root, runner_set, config.path)
+            edited[path] = texts[path]
+        located = cache.located(path, texts[path], runner_set.object)
         demand = reading.demands.get(runner_set.name)
-        if runner_set.name in reading.errors and decider is None:
-            plan.errors[runner_set.name] = reading.errors[runner_set.name]
         if decider is not None:
-            decision = decider(runner_set, target.current, demand)
+            decision = decider(runner_set, located.current, demand)
         else:
-            decision = decide(target.current, demand, runner_set.policy, now)
-        values = _values(target, decision, demand, stamp)
+            if runner_set.name in reading.errors:
+                plan.errors[runner_set.name] = reading.errors[runner_set.name]
+            decision = decide(located.current, demand, runner_set.policy, now)
+        values = _values(located, decision, demand, stamp)
         if not decision.write or not values:
             plan.unchanged.append((runner_set.name, decision))
             continue
-        before_text = edited[runner_set.manifest]
-        edited[runner_set.manifest] = set_fields(before_text, runner_set.manifest,
-                                                 target.index, values)
-        old_obj = target.obj
-        new_docs = load_documents(edited[runner_set.manifest], runner_set.manifest, ManifestError)
+        # Only files that change are parsed for editing; several sets may share one file.
+        edited[path] = set_fields(edited[path], path, located.index, values)
+        pending.append((runner_set, located, decision, demand))
+    parsed_old: dict[str, list[Any]] = {}
+    parsed_new: dict[str, list[Any]] = {}
+    for runner_set, located, decision, demand in pending:
+        path = runner_set.manifest
+        if path not in parsed_old:
+            parsed_old[path] = [d.data for d in load_documents(texts[path], path, ManifestError)]
+            parsed_new[path] = [d.data for d in load_documents(edited[path], path, ManifestError)]
         plan.changes.append(SetChange(
-            name=runner_set.name, path=runner_set.manifest, kind=target.kind,
-            object_name=target.name, before=target.current, decision=decision, demand=demand,
-            old_object=old_obj, new_object=new_docs[target.index].data,
+            name=runner_set.name, path=path, kind=located.kind, object_name=located.name,
+            before=located.current, decision=decision, demand=demand,
+            old_object=parsed_old[path][located.index],
+            new_object=parsed_new[path][located.index],
         ))
     plan.files = {p: (texts[p], edited[p]) for p in texts if texts[p] != edited[p]}
     return plan
 
 
 def _read(root: Path, runner_set: RunnerSetConfig, config_path: str) -> str:
-    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError, runner_set.line)
+    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError)
     try:
         # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
         return path.read_bytes().decode("utf-8")
@@ -109,7 +122,7 @@ def _read(root: Path, runner_set: RunnerSetConfig, config_path: str) -> str:
         raise ManifestError(runner_set.manifest, f"cannot be read: {exc}") from None
 
 
-def _values(target: tgt.Target, decision: Decision, demand: Demand | None,
+def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
             stamp: str) -> dict[FieldPath, Value]:
     """The owned fields to write for ``decision``; empty when nothing would change."""
     fields = target.fields

@@ -1,6 +1,7 @@
 """JSON Schemas for the files people write: gitscale.yaml, policy presets, demand files."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 LIMIT = 10_000  # replicas, buffers and steps above this are typos, not plans
@@ -40,6 +41,52 @@ POLICY: dict[str, Any] = {
     },
 }
 
+SECRET_REF: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "minProperties": 1,
+    "maxProperties": 1,
+    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                   "file": {"type": "string", "minLength": 1}},
+}
+API_URL = {"type": "string", "pattern": r"^https?://[^\s@]+$"}
+
+GITHUB: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["labels"],
+    "oneOf": [{"required": ["org"]}, {"required": ["repos"]}],
+    "properties": {
+        "apiUrl": API_URL,
+        "org": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9-]*$"},
+        "repos": {"type": "array", "minItems": 1, "maxItems": 10_000, "uniqueItems": True,
+                  "items": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"}},
+        "labels": {"type": "array", "minItems": 1, "maxItems": 100,
+                   "items": {"type": "string", "minLength": 1, "maxLength": 256}},
+        "token": SECRET_REF,
+        "app": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["appId", "installationId", "privateKey"],
+            "properties": {"appId": {"type": ["integer", "string"]},
+                           "installationId": {"type": ["integer", "string"]},
+                           "privateKey": SECRET_REF},
+        },
+    },
+}
+
+BUILDKITE: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["queue"],
+    "properties": {
+        "apiUrl": API_URL,
+        "queue": {"type": "string", "minLength": 1, "maxLength": 256},
+        "token": SECRET_REF,
+        "countWaiting": {"type": "boolean"},
+    },
+}
+
 SOURCE: dict[str, Any] = {
     "type": "object",
     "minProperties": 1,
@@ -47,8 +94,8 @@ SOURCE: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "file": {"type": "string", "minLength": 1},
-        "github": {"type": "object"},
-        "buildkite": {"type": "object"},
+        "github": GITHUB,
+        "buildkite": BUILDKITE,
     },
 }
 
@@ -103,3 +150,12 @@ DEMAND: dict[str, Any] = {
         },
     },
 }
+
+
+@functools.cache
+def validator(name: str) -> Any:
+    """A compiled validator for one of the schemas above (jsonschema is imported on first use:
+    it is the slowest import of the CLI, and most passes never need it)."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(globals()[name])

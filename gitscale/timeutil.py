@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-from dateutil.parser import isoparse
 
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 MAX_DURATION = timedelta(days=366)
@@ -25,7 +24,7 @@ def parse_duration(text: str) -> timedelta:
 def parse_time(text: str) -> datetime:
     """Parse an RFC 3339 time. A time without an offset is refused: the clock must be unambiguous."""
     try:
-        value = isoparse(text.strip())
+        value = datetime.fromisoformat(text.strip())
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"{text!r} is not an RFC 3339 time (e.g. 2026-11-21T09:00:00Z)") from exc
     if value.tzinfo is None:

@@ -16,20 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import jsonschema
-
 from gitscale import resource
 from gitscale.timeutil import parse_time
 from gitscale.yamlread import load_documents
 
-_FORMATS = jsonschema.FormatChecker(formats=())
-
-
-@_FORMATS.checks("date-time", raises=ValueError)
 def _date_time(value: object) -> bool:
     if isinstance(value, str):
         parse_time(value)
     return True
+
+
+def _format_checker() -> Any:
+    import jsonschema
+
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checks("date-time", raises=ValueError)(_date_time)
+    return checker
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class SchemaValidator:
     """Validators keyed by (apiVersion, kind), from CRDs."""
 
     def __init__(self, crds: Iterable[dict[str, Any]] = ()) -> None:
-        self.validators: dict[tuple[str, str], jsonschema.protocols.Validator] = {}
+        self.validators: dict[tuple[str, str], Any] = {}
         for crd in [resource.crd(), *crds]:
             self.add_crd(crd)
 
@@ -87,8 +89,10 @@ class SchemaValidator:
                                  "properties": {"name": {"type": "string", "minLength": 1}}}
             props.setdefault("apiVersion", {"type": "string"})
             props.setdefault("kind", {"type": "string"})
+            import jsonschema
+
             self.validators[(f"{group}/{version['name']}", kind)] = \
-                jsonschema.Draft4Validator(schema, format_checker=_FORMATS)
+                jsonschema.Draft4Validator(schema, format_checker=_format_checker())
 
     def knows(self, obj: dict[str, Any]) -> bool:
         return (str(obj.get("apiVersion")), str(obj.get("kind"))) in self.validators

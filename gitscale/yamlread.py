@@ -6,10 +6,8 @@ Errors name the file and the 1-based line of the offending key or value.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
-import jsonschema
 import yaml
 
 from gitscale.errors import InputError
@@ -22,12 +20,44 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
 Path = Sequence["str | int"]
 
 
-@dataclass(frozen=True)
-class Document:
-    """One YAML document: its plain data and its node tree (for line numbers)."""
+class _StrictLoader(_Loader):  # type: ignore[misc, valid-type]
+    """libyaml's loader, refusing duplicate keys (PyYAML would silently keep the last one)."""
 
-    data: Any
-    node: yaml.Node | None
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[str] = set()
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key.value!r}", key.start_mark)
+                seen.add(key.value)
+        return super().construct_mapping(node, deep)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:map", _StrictLoader.construct_yaml_map)
+
+
+class Document:
+    """One YAML document's plain data. Line numbers are found on demand: building and keeping
+    node trees for every file costs more than parsing them, and only errors need them."""
+
+    __slots__ = ("data", "_text", "_index", "_node")
+
+    def __init__(self, data: Any, text: str, index: int) -> None:
+        self.data = data
+        self._text = text
+        self._index = index
+        self._node: yaml.Node | None = None
+
+    @property
+    def node(self) -> yaml.Node | None:
+        if self._node is None:
+            try:
+                nodes = list(yaml.compose_all(self._text, Loader=_Loader))
+            except yaml.YAMLError:
+                return None
+            self._node = nodes[self._index] if self._index < len(nodes) else None
+        return self._node
 
     def line_of(self, path: Path) -> int | None:
         """1-based line of the value at ``path`` (or of the deepest ancestor that exists)."""
@@ -68,23 +98,17 @@ def _child(node: yaml.Node | None, part: "str | int") -> tuple[yaml.Node | None,
 
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
     """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
-    loader = _Loader(text)
-    documents = []
     try:
-        while loader.check_node():
-            node = loader.get_node()
-            _check_duplicate_keys(node, source, error)
-            documents.append(Document(loader.construct_document(node), node))
+        datas = list(yaml.load_all(text, Loader=_StrictLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         problem = exc.problem or exc.context or "invalid YAML"
-        raise error(source, f"not valid YAML: {problem}", line) from None
+        raise error(source, f"not valid YAML: {problem}" if "duplicate key" not in problem
+                    else problem, line) from None
     except yaml.YAMLError as exc:
         raise error(source, f"not valid YAML: {exc}") from None
-    finally:
-        loader.dispose()
-    return documents
+    return [Document(data, text, index) for index, data in enumerate(datas)]
 
 
 def load_single(text: str, source: str, error: type[InputError] = InputError) -> Document:
@@ -92,31 +116,6 @@ def load_single(text: str, source: str, error: type[InputError] = InputError) ->
     if len(documents) != 1:
         raise error(source, f"expected one YAML document, found {len(documents)}")
     return documents[0]
-
-
-def _check_duplicate_keys(node: yaml.Node, source: str, error: type[InputError]) -> None:
-    for mapping in _mappings(node):
-        seen: set[str] = set()
-        for key, _ in mapping.value:
-            if isinstance(key, yaml.ScalarNode):
-                if key.value in seen:
-                    raise error(source, f"duplicate key {key.value!r}", key.start_mark.line + 1)
-                seen.add(key.value)
-
-
-def _mappings(node: yaml.Node) -> Iterator[yaml.MappingNode]:
-    stack = [node]
-    visited: set[int] = set()
-    while stack:
-        current = stack.pop()
-        if id(current) in visited:  # aliases share nodes; visit each once
-            continue
-        visited.add(id(current))
-        if isinstance(current, yaml.MappingNode):
-            yield current
-            stack.extend(value for _, value in current.value)
-        elif isinstance(current, yaml.SequenceNode):
-            stack.extend(current.value)
 
 
 def format_path(path: Path) -> str:
@@ -128,7 +127,7 @@ def format_path(path: Path) -> str:
 
 def check_schema(
     document: Document,
-    validator: jsonschema.protocols.Validator,
+    validator: Any,
     source: str,
     error: type[InputError],
     describe: Any = None,
@@ -137,6 +136,8 @@ def check_schema(
 
     ``describe(path)`` may turn a data path into a friendlier label (e.g. a set's name).
     """
+    import jsonschema  # imported on first use: it is the slowest import of the CLI
+
     problem = jsonschema.exceptions.best_match(validator.iter_errors(document.data))
     if problem is None:
         return
@@ -152,7 +153,7 @@ def check_schema(
     raise error(source, f"{label}: {_explain(problem)}", document.line_of(path))
 
 
-def _explain(problem: jsonschema.exceptions.ValidationError) -> str:
+def _explain(problem: Any) -> str:
     if problem.validator == "required":
         return problem.message.replace("is a required property", "is required")
     if problem.validator == "type":

@@ -10,7 +10,8 @@ import click
 from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, \
     resolve_now
 from gitscale.config import load_config
-from gitscale.demand.resolve import read_demand
+from gitscale.cache import StateCache, default_cache_dir
+from gitscale.demand.resolve import Sources, read_demand
 from gitscale.engine import Plan, SetChange, compute_plan
 from gitscale.manifest.target import A_PATCH_ID
 from gitscale.timeutil import format_time
@@ -21,10 +22,12 @@ FORMAT_VERSION = 1
 
 def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: str) -> int:
     clock, _ = resolve_now(now)
+    cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch) as ws:
         config = load_config(ws.root, opts.config)
-        reading = read_demand(ws.root, config, demand_path(demand))
-        plan = compute_plan(ws.root, config, reading, clock, ws.base())
+        reading = read_demand(ws.root, config, demand_path(demand), Sources(default_cache_dir()))
+        plan = compute_plan(ws.root, config, reading, clock, ws.base(), cache=cache)
+    cache.save()
     if output == "json":
         click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))
     else:

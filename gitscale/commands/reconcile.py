@@ -7,7 +7,8 @@ from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, res
 from gitscale.commands.plan import plan_text
 from gitscale.config import load_config
 from gitscale.demand import DemandReading
-from gitscale.demand.resolve import read_demand
+from gitscale.cache import StateCache, default_cache_dir
+from gitscale.demand.resolve import Sources, read_demand
 from gitscale.engine import Plan, compute_plan
 from gitscale.landing import describe_landing, land
 from gitscale.workspace import open_workspace
@@ -17,6 +18,7 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
                   push: bool) -> int:
     clock, date = resolve_now(now)
     reading: DemandReading | None = None
+    cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, push=push) as ws:
 
         def make_plan() -> Plan:
@@ -25,10 +27,14 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
             nonlocal reading
             config = load_config(ws.root, opts.config)
             if reading is None:
-                reading = read_demand(ws.root, config, demand_path(demand))
-            return compute_plan(ws.root, config, reading, clock, ws.base())
+                reading = read_demand(ws.root, config, demand_path(demand),
+                                      Sources(default_cache_dir()))
+            return compute_plan(ws.root, config, reading, clock, ws.base(), cache=cache)
 
-        landed = land(ws, make_plan, date=date)
+        try:
+            landed = land(ws, make_plan, date=date)
+        finally:
+            cache.save()
         click.echo(plan_text(landed.plan).split("\n--- a/")[0].rstrip("\n"))
         click.echo(describe_landing(landed, ws))
     for name, message in landed.plan.errors.items():

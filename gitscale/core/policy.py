@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from dateutil.rrule import rrulestr
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,8 @@ class Schedule:
         start = self.start.astimezone(ZoneInfo(self.timezone)) if self.timezone else self.start
         if self.recurrence is None:
             return start <= now < start + self.duration
+        from dateutil.rrule import rrulestr  # only sets with schedules pay for the import
+
         rule = rrulestr(self.recurrence, dtstart=start)
         occurrence = rule.before(now.astimezone(start.tzinfo), inc=True)
         return occurrence is not None and now < occurrence + self.duration

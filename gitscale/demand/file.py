@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-import jsonschema
 
 from gitscale import schemas
 from gitscale.config import RunnerSetConfig
@@ -13,7 +12,6 @@ from gitscale.demand import DemandReading
 from gitscale.errors import DemandError
 from gitscale.yamlread import check_schema, load_documents
 
-_VALIDATOR = jsonschema.Draft202012Validator(schemas.DEMAND)
 
 
 def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
@@ -29,7 +27,7 @@ def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
         raise DemandError(label, "expected one YAML or JSON mapping of set name → "
                           "{queued, running, jobs}")
     document = documents[0]
-    check_schema(document, _VALIDATOR, label, DemandError)
+    check_schema(document, schemas.validator("DEMAND"), label, DemandError)
     data: dict[str, Any] = document.data
     return {
         name: Demand(

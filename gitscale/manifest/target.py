@@ -142,3 +142,19 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
         fingerprint=str(jobs) if jobs is not None else None,
         drained=str(annotations.get(A_DRAINED, "")).lower() == "true",
     )
+
+
+@dataclass(frozen=True)
+class Located:
+    """What a pass needs to decide about one object, without the parsed file (cacheable)."""
+
+    index: int
+    kind: str
+    name: str
+    fields: Fields
+    current: Current
+
+
+def locate(path: str, text: str, ref: ObjectRef) -> Located:
+    target = read_target(path, text, ref)
+    return Located(target.index, target.kind, target.name, target.fields, target.current)

@@ -1,0 +1,178 @@
+"""GitHub Actions demand by polling the REST API: queued and in-progress jobs per runner set.
+
+For the repos in scope (a list, or every repo of an org), list queued and in-progress workflow
+runs, then their jobs (``filter=latest``), following pagination to the end. A job counts for a
+set when every job label other than ``self-hosted`` is among the set's labels. Sets that share an
+API, scope and credential share one poll.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import jwt
+
+from gitscale.config import RunnerSetConfig
+from gitscale.core.model import Demand
+from gitscale.demand import DemandReading
+from gitscale.demand.http import JsonClient, RateLimited, SourceError
+from gitscale.demand.secrets import SecretError, read_secret
+
+DEFAULT_API = "https://api.github.com"
+QUEUED = frozenset({"queued", "requested", "pending"})
+RUNNING = frozenset({"in_progress"})
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    status: str
+    labels: tuple[str, ...]
+
+
+def matches(job_labels: Iterable[str], runner_labels: Iterable[str]) -> bool:
+    """PRODUCT §3: every job label other than ``self-hosted`` is among the runner's labels."""
+    have = {label.lower() for label in runner_labels}
+    return all(label.lower() in have for label in job_labels if label.lower() != "self-hosted")
+
+
+def count(jobs: Iterable[Job], labels: Sequence[str]) -> Demand:
+    queued = running = 0
+    ids = []
+    for job in jobs:
+        if not matches(job.labels, labels):
+            continue
+        if job.status in QUEUED:
+            queued += 1
+        elif job.status in RUNNING:
+            running += 1
+        else:
+            continue
+        ids.append(str(job.id))
+    return Demand(queued, running, frozenset(ids))
+
+
+class GitHubAuth:
+    """A token, or a GitHub App's installation token (JWT → access token, refreshed early)."""
+
+    def __init__(self, settings: dict[str, Any], api: str) -> None:
+        self.settings = settings
+        self.api = api
+        self._token: str | None = None
+        self._expires = 0.0
+        self.exchange: JsonClient | None = None
+
+    def header(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token()}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28"}
+
+    def token(self) -> str:
+        app = self.settings.get("app")
+        if app is None:
+            if self._token is None:
+                self._token = read_secret(self.settings.get("token", {"env": "GITHUB_TOKEN"}),
+                                          "github token")
+            return self._token
+        if self._token is None or time.time() > self._expires - 300:
+            self._token, self._expires = self._installation_token(app)
+        return self._token
+
+    def _installation_token(self, app: dict[str, Any]) -> tuple[str, float]:
+        import httpx
+
+        key = read_secret(app["privateKey"], "github app private key")
+        now = int(time.time())
+        try:
+            assertion = jwt.encode({"iat": now - 60, "exp": now + 540, "iss": str(app["appId"])},
+                                   key, algorithm="RS256")
+        except (ValueError, TypeError, jwt.PyJWTError) as exc:
+            raise SecretError(f"github app private key: cannot sign a JWT "
+                              f"({type(exc).__name__})") from None
+        url = f"{self.api}/app/installations/{app['installationId']}/access_tokens"
+        try:
+            response = httpx.post(url, timeout=10, headers={
+                "Authorization": f"Bearer {assertion}", "Accept": "application/vnd.github+json"})
+        except httpx.HTTPError as exc:
+            raise SourceError(f"github: POST {url} failed: {type(exc).__name__}") from None
+        if response.status_code != 201:
+            raise SourceError(f"github: POST {url} answered {response.status_code}: could not "
+                              "get an installation token for the app")
+        body = response.json()
+        return str(body["token"]), now + 3600.0
+
+
+class GitHubPoller:
+    """One API + scope + credential: every relevant job, once per pass."""
+
+    def __init__(self, client: JsonClient, api: str, settings: dict[str, Any]) -> None:
+        self.client = client
+        self.api = api.rstrip("/")
+        self.settings = settings
+
+    def repos(self) -> list[str]:
+        if "repos" in self.settings:
+            return list(self.settings["repos"])
+        org = self.settings["org"]
+        listed = self.client.paginate(f"{self.api}/orgs/{org}/repos",
+                                      {"per_page": 100, "type": "all"}, "")
+        return [r["full_name"] for r in listed if isinstance(r, dict) and not r.get("archived")]
+
+    def jobs(self) -> list[Job]:
+        found: dict[int, Job] = {}
+        for repo in self.repos():
+            for status in ("queued", "in_progress"):
+                runs = self.client.paginate(f"{self.api}/repos/{repo}/actions/runs",
+                                            {"status": status, "per_page": 100}, "workflow_runs")
+                for run in runs:
+                    for raw in self.client.paginate(
+                            f"{self.api}/repos/{repo}/actions/runs/{run['id']}/jobs",
+                            {"filter": "latest", "per_page": 100}, "jobs"):
+                        job = _job(raw, f"{repo} run {run['id']}")
+                        found[job.id] = job
+        return list(found.values())
+
+
+def _job(raw: Any, where: str) -> Job:
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), int):
+        raise SourceError(f"github: a job of {where} has no numeric id")
+    labels = raw.get("labels") or []
+    return Job(raw["id"], str(raw.get("status", "")), tuple(str(label) for label in labels))
+
+
+def read_github(sets: Sequence[RunnerSetConfig], pollers: dict[tuple[str, str], GitHubPoller],
+                make_poller: Any) -> DemandReading:
+    """Demand for ``sets`` (all with a github source), polling each distinct scope once."""
+    reading = DemandReading()
+    groups: dict[tuple[str, str], list[RunnerSetConfig]] = defaultdict(list)
+    for runner_set in sets:
+        settings = runner_set.source.settings
+        groups[scope_key(settings)].append(runner_set)
+    for key, members in groups.items():
+        settings = members[0].source.settings
+        try:
+            poller = pollers.get(key) or make_poller(settings)
+            pollers[key] = poller
+            jobs = poller.jobs()
+        except RateLimited as exc:
+            reading.merge(DemandReading(retry_at=exc.until))
+            for runner_set in members:
+                reading.errors[runner_set.name] = str(exc)
+            continue
+        except (SourceError, SecretError) as exc:
+            for runner_set in members:
+                reading.errors[runner_set.name] = str(exc)
+            continue
+        for runner_set in members:
+            reading.demands[runner_set.name] = count(jobs, runner_set.source.settings["labels"])
+    return reading
+
+
+def scope_key(settings: dict[str, Any]) -> tuple[str, str]:
+    api = str(settings.get("apiUrl", DEFAULT_API)).rstrip("/")
+    scope = f"org:{settings['org']}" if "org" in settings else \
+        "repos:" + ",".join(sorted(settings.get("repos", [])))
+    auth = repr(sorted((settings.get("app") or settings.get("token") or {}).items()))
+    return api, f"{scope}|{auth}"

@@ -1,0 +1,203 @@
+"""The HTTP side of the polling sources: JSON GETs with ETag revalidation, pagination,
+rate-limit awareness and errors that name the URL (never a credential).
+
+One ``JsonClient`` per API and credential. Its ``EtagCache`` is keyed by the full URL and can be
+kept on disk between runs (a cron job's second pass then costs 304s, which GitHub does not count
+against the rate limit).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import httpx
+
+from gitscale.timeutil import format_time
+
+USER_AGENT = "gitscale (+https://gitscale.dev)"
+
+
+class SourceError(Exception):
+    """A source could not be read. ``str()`` names the URL and what went wrong."""
+
+
+class RateLimited(SourceError):
+    """The API refused because of a rate limit; ``until`` is when it lifts (if known)."""
+
+    def __init__(self, message: str, until: datetime | None) -> None:
+        super().__init__(message)
+        self.until = until
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    not_modified: int = 0
+    retries: int = 0
+
+
+@dataclass
+class EtagCache:
+    """URL → (ETag, JSON body). Bodies of public API responses only: no credential is stored."""
+
+    path: Path | None = None
+    entries: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    dirty: bool = False
+
+    @classmethod
+    def load(cls, path: Path | None) -> "EtagCache":
+        cache = cls(path)
+        if path is not None and path.is_file():
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+                cache.entries = {k: (v[0], v[1]) for k, v in raw.items()}
+            except (OSError, ValueError, TypeError, IndexError, AttributeError):
+                cache.entries = {}  # a corrupt cache is only a slower pass
+        return cache
+
+    def save(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({k: list(v) for k, v in self.entries.items()}),
+                       encoding="utf-8")
+        os.replace(tmp, self.path)
+        self.dirty = False
+
+
+def cache_file(cache_dir: Path | None, api: str, identity: str) -> Path | None:
+    """Where one API+credential's cache lives; the credential only enters as a hash."""
+    if cache_dir is None:
+        return None
+    digest = hashlib.sha256(f"{api}\0{identity}".encode()).hexdigest()[:16]
+    return cache_dir / f"etags-{digest}.json"
+
+
+class JsonClient:
+    def __init__(self, *, name: str, headers: Callable[[], Mapping[str, str]],
+                 cache: EtagCache, timeout: float = 10.0, retries: int = 2,
+                 transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.name = name
+        self.headers = headers
+        self.cache = cache
+        self.retries = retries
+        self.sleep = sleep
+        self.stats = Stats()
+        self.http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=True,
+                                 headers={"User-Agent": USER_AGENT})
+
+    def close(self) -> None:
+        self.http.close()
+
+    def get(self, url: str, params: Mapping[str, Any] | None = None) -> tuple[Any, httpx.Headers]:
+        """GET ``url`` as JSON, revalidating a cached copy. Raises SourceError / RateLimited."""
+        full = str(httpx.URL(url, params=params)) if params else url
+        for attempt in range(self.retries + 1):
+            headers = dict(self.headers())
+            cached = self.cache.entries.get(full)
+            if cached:
+                headers["If-None-Match"] = cached[0]
+            self.stats.requests += 1
+            try:
+                response = self.http.get(full, headers=headers)
+            except httpx.TimeoutException:
+                problem = "timed out"
+            except httpx.HTTPError as exc:
+                problem = f"failed: {type(exc).__name__}"
+            else:
+                if response.status_code == 304 and cached:
+                    self.stats.not_modified += 1
+                    return cached[1], response.headers
+                if response.status_code < 300:
+                    body = _json(response, self.name, full)
+                    etag = response.headers.get("etag")
+                    if etag:
+                        self.cache.entries[full] = (etag, body)
+                        self.cache.dirty = True
+                    return body, response.headers
+                _raise_for_limits(response, self.name, full)
+                if response.status_code < 500:
+                    raise SourceError(f"{self.name}: GET {full} answered {response.status_code}"
+                                      f"{_message(response)}")
+                problem = f"answered {response.status_code}"
+            if attempt < self.retries:
+                self.stats.retries += 1
+                self.sleep(0.2 * 2 ** attempt)
+        raise SourceError(f"{self.name}: GET {full} {problem} (after {self.retries + 1} tries)")
+
+    def paginate(self, url: str, params: Mapping[str, Any] | None, key: str,
+                 limit: int = 1000) -> list[Any]:
+        """Every item of a paginated list, following ``Link: rel="next"`` to the end."""
+        items: list[Any] = []
+        next_url: str | None = str(httpx.URL(url, params=params)) if params else url
+        pages = 0
+        while next_url:
+            body, headers = self.get(next_url)
+            page = body.get(key) if isinstance(body, dict) else body
+            if not isinstance(page, list):
+                raise SourceError(f"{self.name}: GET {next_url}: expected a list"
+                                  f"{f' under {key!r}' if key else ''}")
+            items.extend(page)
+            pages += 1
+            if pages >= limit:
+                raise SourceError(f"{self.name}: GET {url}: more than {limit} pages")
+            next_url = _next_link(headers.get("link", ""), next_url)
+        return items
+
+
+def _next_link(link: str, base: str) -> str | None:
+    for part in link.split(","):
+        section = part.split(";")
+        if len(section) < 2:
+            continue
+        target = section[0].strip().strip("<>")
+        if any(p.strip().replace(" ", "") in ('rel="next"', "rel=next") for p in section[1:]):
+            return str(httpx.URL(base).join(target))
+    return None
+
+
+def _json(response: httpx.Response, name: str, url: str) -> Any:
+    kind = response.headers.get("content-type", "")
+    try:
+        return response.json()
+    except ValueError:
+        what = "an HTML page" if "html" in kind or response.text.lstrip().startswith("<") \
+            else "invalid or truncated JSON"
+        raise SourceError(f"{name}: GET {url} returned {what} "
+                          f"(status {response.status_code}, {len(response.content)} bytes)") from None
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    message = body.get("message") if isinstance(body, dict) else None
+    return f": {str(message)[:200]}" if message else ""
+
+
+def _raise_for_limits(response: httpx.Response, name: str, url: str) -> None:
+    status = response.status_code
+    if status not in (403, 429):
+        return
+    remaining = response.headers.get("x-ratelimit-remaining")
+    reset = response.headers.get("x-ratelimit-reset")
+    retry_after = response.headers.get("retry-after")
+    if status == 403 and remaining != "0" and retry_after is None:
+        return  # a plain permission error, not a limit
+    until: datetime | None = None
+    if retry_after and retry_after.isdigit():
+        until = datetime.fromtimestamp(time.time() + int(retry_after), timezone.utc)
+    elif reset and reset.isdigit():
+        until = datetime.fromtimestamp(int(reset), timezone.utc)
+    when = f"until {format_time(until)}" if until else "(no reset time given)"
+    raise RateLimited(f"{name}: rate limited {when} (GET {url} answered {status}); "
+                      "sets fed by it are not scaled this pass", until)

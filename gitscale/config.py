@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Literal, Optional, Union
@@ -87,13 +88,13 @@ def load_config(root: Path, config_path: str = "gitscale.yaml") -> Config:
         seen[name] = index
         manifest = item["manifest"]
         safe_repo_path(root, manifest, config_path, ConfigError,
-                       lambda at=at: document.line_of([*at, "manifest"]))
+                       partial(document.line_of, [*at, "manifest"]))
         (kind, settings), = item["source"].items()
         raw_policy = item["policy"]
         if isinstance(raw_policy, str):
             if raw_policy not in presets:
                 presets[raw_policy] = load_preset(root, raw_policy, config_path,
-                                                  lambda at=at: document.line_of([*at, "policy"]))
+                                                  partial(document.line_of, [*at, "policy"]))
             policy = presets[raw_policy]
         else:
             policy = build_policy(raw_policy, document, [*at, "policy"], config_path)

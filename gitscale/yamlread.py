@@ -20,7 +20,7 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
 Path = Sequence["str | int"]
 
 
-class _StrictLoader(_Loader):  # type: ignore[misc, valid-type]
+class _StrictLoader(_Loader):  # type: ignore[misc]
     """libyaml's loader, refusing duplicate keys (PyYAML would silently keep the last one)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -155,7 +155,7 @@ def check_schema(
 
 def _explain(problem: Any) -> str:
     if problem.validator == "required":
-        return problem.message.replace("is a required property", "is required")
+        return str(problem.message).replace("is a required property", "is required")
     if problem.validator == "type":
         return f"{problem.instance!r} is not of type {problem.validator_value}"
-    return problem.message
+    return str(problem.message)

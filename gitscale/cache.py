@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Iterator
 
 from gitscale import __version__
-from gitscale.config import ObjectRef
+from gitscale.config import Config, ObjectRef
 from gitscale.manifest.target import Located, locate
 
 FORMAT = 1
-LIMIT = 50_000  # entries kept on disk
+LIMIT = 50_000  # manifest entries kept on disk
+CONFIGS = 8  # parsed gitscale.yaml versions kept
 
 
 def default_cache_dir() -> Path | None:
@@ -37,8 +38,10 @@ class StateCache:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self.entries: dict[str, Located] = {}
+        self.configs: dict[str, Config] = {}
         self.dirty = False
         self.hits = self.misses = 0
+        self._configs_seen = 0
 
     @classmethod
     def load(cls, directory: Path | None) -> "StateCache":
@@ -46,9 +49,10 @@ class StateCache:
         if cache.path is not None and cache.path.is_file():
             try:
                 with cache.path.open("rb") as handle:
-                    stamp, entries = pickle.load(handle)
+                    stamp, entries, configs = pickle.load(handle)
                 if stamp == (FORMAT, __version__) and isinstance(entries, dict):
-                    cache.entries = entries
+                    cache.entries, cache.configs = entries, configs
+                    cache._configs_seen = len(configs)
             except Exception:  # noqa: BLE001 - a broken cache is only a slower pass
                 cache.entries = {}
         return cache
@@ -66,7 +70,7 @@ class StateCache:
         return found
 
     def save(self) -> None:
-        if self.path is None or not self.dirty:
+        if self.path is None or not (self.dirty or len(self.configs) != self._configs_seen):
             return
         entries = self.entries
         if len(entries) > LIMIT:
@@ -76,9 +80,11 @@ class StateCache:
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
             with tmp.open("wb") as handle:
                 os.chmod(tmp, 0o600)
-                pickle.dump(((FORMAT, __version__), entries), handle, protocol=5)
+                configs = dict(list(self.configs.items())[-CONFIGS:])
+                pickle.dump(((FORMAT, __version__), entries, configs), handle, protocol=5)
             os.replace(tmp, self.path)
             self.dirty = False
+            self._configs_seen = len(self.configs)
         except OSError:
             pass  # a read-only home: run without a disk cache
 

@@ -69,12 +69,13 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     edited: dict[str, str] = {}
     pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []
     stamp = format_time(now)
+    checked: set[Path] = set()
     for runner_set in config.sets:
         if only is not None and runner_set.name not in only:
             continue
         path = runner_set.manifest
         if path not in texts:
-            texts[path] = _read(root, runner_set, config.path)
+            texts[path] = _read(root, runner_set, config.path, checked)
             edited[path] = texts[path]
         located = cache.located(path, texts[path], runner_set.object)
         demand = reading.demands.get(runner_set.name)
@@ -108,8 +109,10 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     return plan
 
 
-def _read(root: Path, runner_set: RunnerSetConfig, config_path: str) -> str:
-    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError)
+def _read(root: Path, runner_set: RunnerSetConfig, config_path: str,
+          checked: set[Path] | None = None) -> str:
+    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError,
+                          checked=checked)
     try:
         # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
         return path.read_bytes().decode("utf-8")

@@ -153,6 +153,15 @@ DEMAND: dict[str, Any] = {
 
 
 @functools.cache
+def fast_check(name: str) -> Any:
+    """fastjsonschema's compiled check (10-50x faster): a thousand sets validate in milliseconds.
+    It only answers valid/invalid well; jsonschema explains an invalid document."""
+    import fastjsonschema
+
+    return fastjsonschema.compile(globals()[name])
+
+
+@functools.cache
 def validator(name: str) -> Any:
     """A compiled validator for one of the schemas above (jsonschema is imported on first use:
     it is the slowest import of the CLI, and most passes never need it)."""

@@ -127,18 +127,25 @@ def format_path(path: Path) -> str:
 
 def check_schema(
     document: Document,
-    validator: Any,
+    schema: str,
     source: str,
     error: type[InputError],
     describe: Any = None,
 ) -> None:
-    """Validate ``document.data``; raise ``error`` at the line of the most relevant problem.
-
-    ``describe(path)`` may turn a data path into a friendlier label (e.g. a set's name).
+    """Validate ``document.data`` against ``schemas.<schema>``; raise ``error`` at the line of
+    the most relevant problem. ``describe(path)`` may turn a data path into a friendlier label.
     """
-    import jsonschema  # imported on first use: it is the slowest import of the CLI
+    import fastjsonschema
+    import jsonschema
 
-    problem = jsonschema.exceptions.best_match(validator.iter_errors(document.data))
+    from gitscale import schemas
+
+    try:
+        schemas.fast_check(schema)(document.data)
+        return
+    except fastjsonschema.JsonSchemaException:
+        pass  # explain it with jsonschema, which finds the most relevant error and its path
+    problem = jsonschema.exceptions.best_match(schemas.validator(schema).iter_errors(document.data))
     if problem is None:
         return
     path = list(problem.absolute_path)

@@ -24,7 +24,7 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     clock, _ = resolve_now(now)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch) as ws:
-        config = load_config(ws.root, opts.config)
+        config = load_config(ws.root, opts.config, cache.configs)
         reading = read_demand(ws.root, config, demand_path(demand), Sources(default_cache_dir()))
         plan = compute_plan(ws.root, config, reading, clock, ws.base(), cache=cache)
     cache.save()

@@ -25,7 +25,7 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
             # Config and manifests are re-read on every attempt (the branch may have moved);
             # demand is read once, so every attempt decides from the same numbers.
             nonlocal reading
-            config = load_config(ws.root, opts.config)
+            config = load_config(ws.root, opts.config, cache.configs)
             if reading is None:
                 reading = read_demand(ws.root, config, demand_path(demand),
                                       Sources(default_cache_dir()))

@@ -27,7 +27,7 @@ def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
         raise DemandError(label, "expected one YAML or JSON mapping of set name → "
                           "{queued, running, jobs}")
     document = documents[0]
-    check_schema(document, schemas.validator("DEMAND"), label, DemandError)
+    check_schema(document, "DEMAND", label, DemandError)
     data: dict[str, Any] = document.data
     return {
         name: Demand(

@@ -60,6 +60,19 @@ def reconcile(no_push: bool, **kw: Any) -> int:
     return run_reconcile(_opts(kw), push=not no_push, **kw)
 
 
+@cli.command("run")
+@repo_options
+@click.option("--interval", default="30s", show_default=True, help="Time between passes.")
+@click.option("--demand", type=str, help="Demand file replacing every source.")
+@click.option("--max-passes", type=click.IntRange(1), default=None,
+              help="Stop after this many passes (default: until SIGTERM).")
+def run_command(**kw: Any) -> int:
+    """Reconcile in a loop: one pass per interval, until SIGTERM."""
+    from gitscale.commands.run import run_loop
+
+    return run_loop(_opts(kw), **kw)
+
+
 @cli.command()
 @repo_options
 @click.option("--set", "only", help="Only this runner set.")

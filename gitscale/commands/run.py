@@ -1,0 +1,131 @@
+"""`gitscale run --interval 30s`: the reconcile pass, repeated, until SIGTERM.
+
+Between passes it keeps only plain data: the workspace's path, the ETag caches of the sources
+and the manifest state cache. A failing pass (network, a bad config pushed by someone) is
+logged and retried with exponential backoff; a rate limit or a Buildkite poll interval pushes
+the next pass back. SIGTERM or SIGINT ends the loop after the pass in progress.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from types import FrameType
+from typing import Callable
+
+import click
+
+from gitscale.cache import StateCache, default_cache_dir
+from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path
+from gitscale.config import load_config
+from gitscale.demand import DemandReading
+from gitscale.demand.resolve import Sources, read_demand
+from gitscale.engine import Plan, compute_plan
+from gitscale.errors import GitscaleError, InputError
+from gitscale.git import redact
+from gitscale.landing import describe_landing, land
+from gitscale.timeutil import format_time, parse_duration, utcnow
+from gitscale.workspace import Workspace, open_workspace
+
+MAX_BACKOFF = 600.0
+
+
+@dataclass
+class LoopState:
+    """What decides when the next pass starts."""
+
+    interval: float
+    failures: int = 0
+    not_before: float = 0.0  # a monotonic deadline (rate limits, poll intervals)
+
+    def delay(self) -> float:
+        base = self.interval if self.failures == 0 else min(
+            MAX_BACKOFF, self.interval * 2 ** self.failures)
+        return max(base, self.not_before - time.monotonic())
+
+
+def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes: int | None,
+             stop: threading.Event | None = None,
+             clock: Callable[[], datetime] = utcnow) -> int:
+    try:
+        seconds = parse_duration(interval).total_seconds()
+    except ValueError as exc:
+        raise InputError("--interval", str(exc)) from None
+    if seconds < 1:
+        raise InputError("--interval", "must be at least 1s")
+    stop = stop or _stop_on_signals()
+    state = LoopState(seconds)
+    cache = StateCache.load(default_cache_dir())
+    sources = Sources(default_cache_dir())
+    passes = 0
+    last_code = EXIT_OK
+    try:
+        with open_workspace(opts.repo, opts.branch) as ws:
+            while not stop.is_set():
+                started = time.monotonic()
+                last_code = _one_pass(ws, opts, demand, cache, sources, state, clock, passes)
+                passes += 1
+                if max_passes is not None and passes >= max_passes:
+                    break
+                wait = max(0.0, state.delay() - (time.monotonic() - started))
+                _log(f"next pass in {wait:.0f}s")
+                stop.wait(wait)
+    finally:
+        sources.close()
+        cache.save()
+    _log(f"stopped after {passes} passes")
+    return last_code if max_passes is not None else EXIT_OK
+
+
+def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: StateCache,
+              sources: Sources, state: LoopState, clock: Callable[[], datetime],
+              number: int) -> int:
+    now = clock()
+    reading: DemandReading | None = None
+
+    def make_plan() -> Plan:
+        nonlocal reading
+        config = load_config(ws.root, opts.config, cache.configs)
+        if reading is None:
+            reading = read_demand(ws.root, config, demand_path(demand), sources)
+        return compute_plan(ws.root, config, reading, now, ws.base(), cache=cache)
+
+    try:
+        if number > 0 and ws.mode == "clone":
+            ws.sync()  # a clone kept between passes moves to the remote's newest commit
+        landed = land(ws, make_plan)
+    except GitscaleError as exc:
+        state.failures += 1
+        _log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
+        return exc.exit_code
+    state.failures = 0
+    if reading is not None:
+        if reading.retry_at is not None:
+            state.not_before = time.monotonic() + max(0.0, (reading.retry_at - now).total_seconds())
+            _log(f"rate limited: no pass before {format_time(reading.retry_at)}")
+        if reading.min_interval:
+            state.interval = max(state.interval, reading.min_interval)
+    changed = ", ".join(f"{c.name} {c.before.replicas}→{c.decision.replicas}"
+                        for c in landed.plan.changes) or "no change"
+    _log(f"pass at {format_time(now)}: {changed}; {describe_landing(landed, ws)}")
+    for name, message in landed.plan.errors.items():
+        _log(f"{name}: {message} (left untouched)")
+    return EXIT_ERROR if landed.plan.errors else EXIT_OK
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        _log(f"{signal.Signals(signum).name}: stopping after the pass in progress")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _log(message: str) -> None:
+    click.echo(f"{format_time(utcnow())} {message}", err=True)

@@ -1,0 +1,95 @@
+"""`gitscale run`: passes on an interval, a clean stop on SIGTERM, backoff on errors."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gitscale.commands.run import MAX_BACKOFF, LoopState
+from tests.helpers import RUNNERSET, git, make_repo, simple_config
+
+
+def setup(tmp_path: Path) -> Path:
+    return make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+
+
+def wait_for(predicate, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("target", ["checkout", "url"])
+def test_loop_follows_demand_and_stops_on_sigterm(tmp_path: Path, target: str) -> None:
+    checkout = setup(tmp_path)
+    remote = tmp_path / "remote.git"
+    repo = str(checkout) if target == "checkout" else str(remote)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitscale", "run", "--repo", repo, "--interval", "1s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        assert wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"))
+        # demand changes in the repo (a human or a script commits it): the loop follows
+        other = tmp_path / "other"
+        git(tmp_path, "clone", "-q", str(remote), str(other))
+        (other / "demand.yaml").write_text("linux: {queued: 5, running: 1}\n")
+        git(other, "commit", "-qam", "more demand")
+        git(other, "push", "-q")
+        assert wait_for(lambda: "replicas: 6" in git(remote, "show", "main:sets/linux.yaml"))
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "SIGTERM: stopping after the pass in progress" in err
+    assert "stopped after" in err and "Traceback" not in err
+    log = git(remote, "log", "--format=%s", "main").splitlines()
+    assert log[0] == "gitscale: linux 3→6"
+    assert "gitscale: linux 0→3" in log
+
+
+def test_loop_survives_a_bad_pass(tmp_path: Path) -> None:
+    checkout = setup(tmp_path)
+    bad = checkout / "demand.yaml"
+    bad.write_text("linux: {queued: -1, running: 0}\n")
+    git(checkout, "commit", "-qam", "bad demand")
+    git(checkout, "push", "-q")
+    result = subprocess.run(
+        [sys.executable, "-m", "gitscale", "run", "--repo", str(checkout), "--interval", "1s",
+         "--max-passes", "2"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.count("demand.yaml:1") >= 2  # logged on each pass, loop kept going
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("failures", "expected"),
+    [pytest.param(0, 30.0, id="ok"), pytest.param(1, 60.0, id="one-failure"),
+     pytest.param(3, 240.0, id="three"), pytest.param(10, MAX_BACKOFF, id="capped")],
+)
+def test_backoff(failures: int, expected: float) -> None:
+    assert LoopState(30.0, failures).delay() == expected
+
+
+def test_rate_limit_pushes_the_next_pass_back() -> None:
+    state = LoopState(30.0, 0, time.monotonic() + 500)
+    assert 499 < state.delay() <= 500
+
+
+def test_bad_interval(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "gitscale", "run", "--interval", "soon"],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "--interval" in result.stderr

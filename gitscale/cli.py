@@ -75,6 +75,26 @@ def run_command(**kw: Any) -> int:
 
 @cli.command()
 @repo_options
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT.")
+@click.option("--path", default="/webhook", show_default=True, help="Webhook URL path.")
+@click.option("--window", default="10s", show_default=True,
+              help="Events in one window land as one commit.")
+@click.option("--reservation", default="10m", show_default=True,
+              help="How long a queued job's reservation lasts once it has capacity.")
+@click.option("--secret-env", default="GITHUB_WEBHOOK_SECRET", show_default=True,
+              help="Environment variable holding the webhook secret.")
+@click.option("--secret-file", default=None, help="File holding the webhook secret instead.")
+@click.option("--state-file", default=".gitscale/reservations.yaml", show_default=True,
+              help="Reservations file in the config repo.")
+def serve(**kw: Any) -> int:
+    """Receive workflow_job webhooks; land reservations and scaling as one commit per window."""
+    from gitscale.commands.serve import run_serve
+
+    return run_serve(_opts(kw), **kw)
+
+
+@cli.command()
+@repo_options
 @click.option("--set", "only", help="Only this runner set.")
 @click.option("--since", help="Only commits after this time (RFC 3339).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 SUBJECT_SETS = 6
 _FIELD = re.compile(r"(\w+)=(\S+)")
@@ -48,13 +48,23 @@ def _n(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def format_message(lines: Sequence[SetLine], base: str) -> str:
+def format_message(lines: Sequence[SetLine], base: str,
+                   events: Mapping[str, int] | None = None) -> str:
+    """The commit message. ``events`` (webhook mode) counts the deliveries recorded with it."""
     shown = ", ".join(line.summary() for line in lines[:SUBJECT_SETS])
     if len(lines) > SUBJECT_SETS:
         shown += f" and {len(lines) - SUBJECT_SETS} more"
-    body = "\n".join(f"- {line.name}: {line.detail}" for line in lines)
-    trailers = "\n".join(line.trailer() for line in lines)
-    return f"gitscale: {shown}\n\n{body}\n\n{trailers}\nGitscale-Base: {base}\n"
+    body = [f"- {line.name}: {line.detail}" for line in lines]
+    trailers = [line.trailer() for line in lines]
+    if events:
+        total = sum(events.values())
+        counted = " ".join(f"{k}={v}" for k, v in sorted(events.items()))
+        if not lines:
+            shown = f"record {total} workflow_job event{'s' if total != 1 else ''}"
+        body.append(f"- reservations updated from {total} workflow_job events ({counted})")
+        trailers.append(f"Gitscale-Events: {counted}")
+    return (f"gitscale: {shown}\n\n" + "\n".join(body) + "\n\n" + "\n".join(trailers)
+            + f"\nGitscale-Base: {base}\n")
 
 
 def parse_trailer(value: str, detail: str = "") -> SetLine | None:

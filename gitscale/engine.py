@@ -49,6 +49,7 @@ class Plan:
     unchanged: list[tuple[str, Decision]] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     files: dict[str, tuple[str, str]] = field(default_factory=dict)  # path → (old, new)
+    events: dict[str, int] = field(default_factory=dict)  # webhook deliveries recorded
 
     @property
     def changed_paths(self) -> list[str]:

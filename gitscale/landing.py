@@ -65,7 +65,10 @@ def check_plan(ws: Workspace, plan: Plan) -> None:
             for crd in crds_in_repo(ws.root, ws.git.out("ls-files").splitlines()):
                 validator.add_crd(crd)
             scanned = True
+    manifests = {c.path for c in plan.changes}
     for path, (_, new) in plan.files.items():
+        if path not in manifests:
+            continue  # gitscale's own bookkeeping (the reservations file) is not a manifest
         if binary is not None:
             found: list[Problem] = run_kubeconform(binary, new, validator)
         else:
@@ -87,14 +90,21 @@ def set_lines(changes: list[SetChange]) -> list[SetLine]:
 
 def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
     paths = plan.changed_paths
+    existed = {path: (ws.root / path).exists() for path in paths}
     for path in paths:
-        (ws.root / path).write_bytes(plan.files[path][1].encode("utf-8"))
+        target = ws.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)  # .gitscale/ on the first write
+        target.write_bytes(plan.files[path][1].encode("utf-8"))
     try:
-        return ws.git.commit(format_message(set_lines(plan.changes), plan.base), paths, date)
+        message = format_message(set_lines(plan.changes), plan.base, plan.events)
+        return ws.git.commit(message, paths, date)
     except Exception:
         # Nothing half-done is left behind: put the files back as they were.
         for path in paths:
-            (ws.root / path).write_bytes(plan.files[path][0].encode("utf-8"))
+            if existed[path]:
+                (ws.root / path).write_bytes(plan.files[path][0].encode("utf-8"))
+            else:
+                (ws.root / path).unlink(missing_ok=True)
         ws.git.run("reset", "--quiet", "--", *paths, check=False)
         raise
 

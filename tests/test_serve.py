@@ -1,0 +1,234 @@
+"""`gitscale serve` end to end: real HTTP deliveries, real commits on a bare remote."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import json
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from gitscale.commands import RepoOptions
+from gitscale.commands.serve import run_serve
+from tests.helpers import RUNNERSET, git, make_repo
+
+SECRET = "s3cret-webhook-key"
+PAYLOADS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "payloads"
+CONFIG = """\
+runnerSets:
+  - name: linux
+    manifest: sets/linux.yaml
+    source: {github: {org: octo-org, labels: [self-hosted, linux], token: {env: GH_TOKEN}}}
+    policy: {minReplicas: 0, maxReplicas: 150}
+  - name: gpu
+    manifest: sets/gpu.yaml
+    source: {github: {org: octo-org, labels: [self-hosted, gpu], token: {env: GH_TOKEN}}}
+    policy: {minReplicas: 0, maxReplicas: 2}
+"""
+
+
+class Server:
+    def __init__(self, checkout: Path, window: str = "2s") -> None:
+        self.stop = threading.Event()
+        self.port: int | None = None
+        self.ready = threading.Event()
+        self.result: list[Any] = []
+
+        def ready(port: int) -> None:
+            self.port = port
+            self.ready.set()
+
+        def target() -> None:
+            try:
+                self.result.append(run_serve(
+                    RepoOptions(str(checkout), None, "gitscale.yaml"), listen="127.0.0.1:0",
+                    path="/webhook", window=window, reservation="10m",
+                    secret_env="TEST_WEBHOOK_SECRET", secret_file=None,
+                    state_file=".gitscale/reservations.yaml", stop=self.stop, ready=ready))
+            except BaseException as exc:  # noqa: BLE001 - surfaced by the test
+                self.result.append(exc)
+                self.ready.set()
+
+        self.thread = threading.Thread(target=target, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(20), "server did not start"
+        assert self.port, self.result
+
+    def post(self, body: bytes, *, signature: str | None = "good", event: str = "workflow_job",
+             delivery: str | None = None, conn: http.client.HTTPConnection | None = None
+             ) -> tuple[int, dict[str, Any]]:
+        headers = {"Content-Type": "application/json", "X-GitHub-Event": event,
+                   "X-GitHub-Delivery": delivery or str(uuid.uuid4())}
+        if signature == "good":
+            digest = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+            headers["X-Hub-Signature-256"] = f"sha256={digest}"
+        elif signature is not None:
+            headers["X-Hub-Signature-256"] = signature
+        own = conn is None
+        conn = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("POST", "/webhook", body=body, headers=headers)
+        response = conn.getresponse()
+        data = json.loads(response.read() or b"{}")
+        if own:
+            conn.close()
+        return response.status, data
+
+    def health(self) -> dict[str, Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("GET", "/healthz")
+        return json.loads(conn.getresponse().read())  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+        assert self.result == [0], self.result
+
+
+def job(job_id: int, action: str, labels: list[str], repo: str = "octo-org/octo-repo") -> bytes:
+    base = json.loads((PAYLOADS / "queued.payload.json").read_text())
+    base["action"] = action
+    base["workflow_job"]["id"] = job_id
+    base["workflow_job"]["status"] = action
+    base["workflow_job"]["labels"] = labels
+    base["repository"]["full_name"] = repo
+    base["repository"]["owner"]["login"] = repo.split("/")[0]
+    return json.dumps(base).encode()
+
+
+@pytest.fixture()
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
+    yield make_repo(tmp_path, {
+        "gitscale.yaml": CONFIG,
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0),
+    })
+
+
+def remote_state(checkout: Path) -> tuple[int, dict[str, Any]]:
+    remote = checkout.parent / "remote.git"
+    commits = int(git(remote, "rev-list", "--count", "main"))
+    spec = yaml.safe_load(git(remote, "show", "main:sets/linux.yaml"))["spec"]
+    return commits, spec
+
+
+def wait_for_commit(server: Server, checkout: Path, commits: int, timeout: float = 30) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if remote_state(checkout)[0] > commits and server.health()["pending_events"] == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no commit; health {server.health()}")
+
+
+def test_hundred_events_in_one_window_make_one_commit(repo: Path) -> None:
+    server = Server(repo, window="4s")
+    try:
+        before, _ = remote_state(repo)
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        for job_id in range(1, 101):
+            status, _ = server.post(job(job_id, "queued", ["self-hosted", "linux"]), conn=conn)
+            assert status == 202
+        conn.close()
+        wait_for_commit(server, repo, before)
+        commits, spec = remote_state(repo)
+        assert commits == before + 1
+        assert spec["replicas"] == 100
+        remote = repo.parent / "remote.git"
+        message = git(remote, "log", "-1", "--format=%B", "main")
+        assert message.startswith("gitscale: linux 0→100")
+        assert "Gitscale-Events: queued=100" in message
+        book = yaml.safe_load(git(remote, "show", "main:.gitscale/reservations.yaml"))
+        assert len(book["sets"]["linux"]["reservations"]) == 100
+    finally:
+        server.close()
+
+
+def test_signatures_replays_and_order(repo: Path) -> None:
+    server = Server(repo, window="1s")
+    try:
+        before, _ = remote_state(repo)
+        body = job(7, "queued", ["self-hosted", "linux"])
+        assert server.post(body, signature=None)[0] == 401
+        assert server.post(body, signature="sha256=" + "0" * 64)[0] == 401
+        assert server.post(body, signature="sha1=abc")[0] == 401
+        assert server.post(b"{not json", signature="good")[0] == 400
+        assert server.post(body, event="ping")[0] == 200
+        assert server.health()["pending_events"] == 0  # nothing accepted so far
+        # a completed whose queued was missed never drives reservations below zero
+        assert server.post(job(99, "completed", ["self-hosted", "linux"]))[0] == 202
+        # out of order: in_progress before its queued
+        assert server.post(job(5, "in_progress", ["self-hosted", "linux"]))[0] == 202
+        assert server.post(job(5, "queued", ["self-hosted", "linux"]))[0] == 202
+        # the same delivery twice counts once, even with another job in it
+        assert server.post(job(6, "queued", ["self-hosted", "linux"]), delivery="d-1")[0] == 202
+        status, reply = server.post(job(8, "queued", ["self-hosted", "linux"]), delivery="d-1")
+        assert status == 200 and "duplicate" in reply["ignored"]
+        # GitHub-hosted jobs and other orgs match no set
+        server.post(job(10, "queued", ["ubuntu-latest"]))
+        server.post(job(11, "queued", ["self-hosted", "linux"], repo="other-org/x"))
+        # the late queued of the completed job is ignored
+        server.post(job(99, "queued", ["self-hosted", "linux"]))
+        wait_for_commit(server, repo, before)
+        _, spec = remote_state(repo)
+        assert spec["replicas"] == 2  # jobs 5 (running) and 6 (queued)
+        book = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                                  "main:.gitscale/reservations.yaml"))
+        jobs = {r["job"]: r["running"] for r in book["sets"]["linux"]["reservations"]}
+        assert jobs == {5: True, 6: False}
+    finally:
+        server.close()
+
+
+def test_reservations_survive_a_restart(repo: Path) -> None:
+    server = Server(repo, window="1s")
+    try:
+        before, _ = remote_state(repo)
+        for job_id in (1, 2, 3):
+            server.post(job(job_id, "queued", ["self-hosted", "linux"]))
+        wait_for_commit(server, repo, before)
+    finally:
+        server.close()
+    git(repo, "pull", "-q")
+    server = Server(repo, window="1s")
+    try:
+        before, spec = remote_state(repo)
+        assert spec["replicas"] == 3
+        server.post(job(2, "completed", ["self-hosted", "linux"]))
+        wait_for_commit(server, repo, before)
+        _, spec = remote_state(repo)
+        assert spec["replicas"] == 2
+    finally:
+        server.close()
+
+
+def test_starved_reservations_are_capped_by_max(repo: Path) -> None:
+    server = Server(repo, window="1s")
+    try:
+        before, _ = remote_state(repo)
+        for job_id in range(20, 25):
+            server.post(job(job_id, "queued", ["self-hosted", "gpu"]))
+        wait_for_commit(server, repo, before)
+        gpu = yaml.safe_load(git(repo.parent / "remote.git", "show", "main:sets/gpu.yaml"))
+        assert gpu["spec"]["replicas"] == 2  # max 2; the other 3 reservations wait
+        book = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                                  "main:.gitscale/reservations.yaml"))
+        assert len(book["sets"]["gpu"]["reservations"]) == 5
+    finally:
+        server.close()
+
+
+def test_missing_secret_refuses_to_start(repo: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import run
+
+    monkeypatch.delenv("GITHUB_WEBHOOK_SECRET", raising=False)
+    code, _, err = run(capsys, "serve", "--repo", str(repo), "--listen", "127.0.0.1:0")
+    assert code == 1 and "GITHUB_WEBHOOK_SECRET is not set" in err

@@ -55,7 +55,9 @@ class Workspace:
             return
         tip = self.git.fetch(self.remote, self.remote_branch)
         head = self.git.head()
-        if head == tip or self.git.is_ancestor(head, tip):
+        if head == tip:
+            return
+        if self.git.is_ancestor(head, tip):
             self.git.reset_hard(tip)  # fast-forward; the tree is clean
             return
         raise InputError(self.label, f"branch {self.branch} has commits that are not on "

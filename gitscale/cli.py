@@ -144,6 +144,21 @@ def controller(**kw: Any) -> int:
 
 
 @cli.command()
+@click.argument("directory")
+@click.option("--gitops", type=click.Choice(["argocd", "flux"]), required=True,
+              help="Which GitOps tool applies the repo.")
+@click.option("--repo-url", default=None, help="The URL the config repo will be pushed to.")
+@click.option("--branch", default="main", show_default=True)
+@click.option("--path", default="clusters/prod", show_default=True,
+              help="Folder of the cluster's manifests inside the repo.")
+def init(directory: str, **kw: Any) -> int:
+    """Scaffold a config repo: gitscale.yaml, a RunnerSet, the CRD, the controller, GitOps."""
+    from gitscale.commands.init import run_init
+
+    return run_init(directory, **kw)
+
+
+@cli.command()
 def crd() -> int:
     """Print the RunnerSet CustomResourceDefinition."""
     from gitscale.resource import crd_yaml

@@ -1,0 +1,67 @@
+"""`gitscale init`: a config repo that validates, plans, and whose GitOps objects match the real
+Argo CD and Flux CRDs (shared/reference/crds)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gitscale.validate import SchemaValidator
+from tests.helpers import git, run
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "crds"
+
+
+def reference_validator(*names: str) -> SchemaValidator:
+    if not REFERENCE.exists():
+        pytest.skip("shared/reference not present")
+    return SchemaValidator([yaml.safe_load((REFERENCE / n).read_text()) for n in names])
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "config"
+    code, out, err = run(capsys, "init", str(root), "--gitops", gitops,
+                         "--repo-url", "https://git.example.com/ci/config.git")
+    assert code == 0, err
+    assert git(root, "status", "--porcelain") == ""
+    assert "gitscale init" in git(root, "log", "-1", "--format=%s")
+    # the kustomization lists files that exist
+    kustomization = yaml.safe_load((root / "clusters/prod/kustomization.yaml").read_text())
+    for resource in kustomization["resources"]:
+        assert (root / "clusters/prod" / resource).is_file(), resource
+    assert any("crd" in r for r in kustomization["resources"])
+    # it validates and plans
+    assert run(capsys, "validate", "--repo", str(root))[0] == 0
+    code, out, _ = run(capsys, "plan", "--repo", str(root))
+    assert code == 2 and "first-write" in out
+    # the GitOps objects are valid against the real CRDs
+    if gitops == "argocd":
+        validator = reference_validator("application-crd.yaml")
+        docs = [yaml.safe_load((root / "argocd/application.yaml").read_text())]
+    else:
+        validator = reference_validator("source.toolkit.fluxcd.io_gitrepositories.yaml",
+                                        "kustomize.toolkit.fluxcd.io_kustomizations.yaml")
+        docs = list(yaml.safe_load_all((root / "flux/gitscale.yaml").read_text()))
+    for doc in docs:
+        assert validator.knows(doc), doc["kind"]
+        assert validator.check(doc) == [], doc["kind"]
+    assert "git.example.com/ci/config.git" in yaml.safe_dump(docs[0])
+
+
+def test_init_never_overwrites(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "config"
+    root.mkdir()
+    (root / "gitscale.yaml").write_text("mine\n")
+    code, _, err = run(capsys, "init", str(root), "--gitops", "flux")
+    assert code == 1 and "already has gitscale.yaml" in err and "nothing was written" in err
+    assert (root / "gitscale.yaml").read_text() == "mine\n"
+    assert sorted(p.name for p in root.iterdir()) == ["gitscale.yaml"]
+
+
+def test_init_refuses_credentials_in_url(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run(capsys, "init", str(tmp_path / "c"), "--gitops", "argocd",
+                         "--repo-url", "https://bot:hunter22@git.example.com/c.git")
+    assert code == 1 and "hunter22" not in out + err
+    assert not (tmp_path / "c").exists()

@@ -1,5 +1,5 @@
 """`gitscale init`: a config repo that validates, plans, and whose GitOps objects match the real
-Argo CD and Flux CRDs (shared/reference/crds)."""
+Argo CD and Flux CRDs (fixtures/reference/crds)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,15 +8,13 @@ import pytest
 import yaml
 
 from gitscale.validate import SchemaValidator
-from tests.helpers import git, run
+from tests.helpers import REFERENCE, git, run
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "crds"
+CRDS = REFERENCE / "crds"
 
 
 def reference_validator(*names: str) -> SchemaValidator:
-    if not REFERENCE.exists():
-        pytest.skip("shared/reference not present")
-    return SchemaValidator([yaml.safe_load((REFERENCE / n).read_text()) for n in names])
+    return SchemaValidator([yaml.safe_load((CRDS / n).read_text()) for n in names])
 
 
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])

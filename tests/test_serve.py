@@ -15,10 +15,10 @@ import yaml
 
 from gitscale.commands import RepoOptions
 from gitscale.commands.serve import run_serve
-from tests.helpers import RUNNERSET, git, make_repo
+from tests.helpers import REFERENCE, RUNNERSET, git, make_repo
 
 SECRET = "s3cret-webhook-key"
-PAYLOADS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "payloads"
+PAYLOADS = REFERENCE / "payloads"
 CONFIG = """\
 runnerSets:
   - name: linux

@@ -11,10 +11,10 @@ import yaml
 
 from gitscale import resource
 from gitscale.validate import SchemaValidator, crds_in_repo
-from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+from tests.helpers import REFERENCE, RUNNERSET, git, make_repo, run, simple_config
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT.parent / "shared" / "reference" / "crds"
+CRDS = REFERENCE / "crds"
 
 
 def test_committed_crd_is_generated_from_the_source_of_truth() -> None:
@@ -64,13 +64,12 @@ def test_template_is_required() -> None:
     assert any("template" in p.message for p in SchemaValidator().check(obj))
 
 
-@pytest.mark.skipif(not REFERENCE.exists(), reason="shared/reference not present")
 def test_legacy_arc_crds_from_the_repo(tmp_path: Path) -> None:
     """CRDs committed in a config repo (here: actions-runner-controller's) validate objects."""
     (tmp_path / "crds").mkdir()
     for name in ("actions.summerwind.dev_runnerdeployments.yaml",
                  "actions.summerwind.dev_runnersets.yaml"):
-        (tmp_path / "crds" / name).write_bytes((REFERENCE / name).read_bytes())
+        (tmp_path / "crds" / name).write_bytes((CRDS / name).read_bytes())
     crds = crds_in_repo(tmp_path, ["crds/actions.summerwind.dev_runnerdeployments.yaml",
                                    "crds/actions.summerwind.dev_runnersets.yaml"])
     validator = SchemaValidator(crds)

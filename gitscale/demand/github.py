@@ -19,6 +19,7 @@ from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
 from gitscale.demand.http import JsonClient, RateLimited, SourceError
 from gitscale.demand.secrets import SecretError, read_secret
+from gitscale.timeutil import parse_time
 
 DEFAULT_API = "https://api.github.com"
 QUEUED = frozenset({"queued", "requested", "pending"})
@@ -100,8 +101,19 @@ class GitHubAuth:
         if response.status_code != 201:
             raise SourceError(f"github: POST {url} answered {response.status_code}: could not "
                               "get an installation token for the app")
-        body = response.json()
-        return str(body["token"]), now + 3600.0
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        token = body.get("token") if isinstance(body, dict) else None
+        if not isinstance(token, str) or not token:
+            raise SourceError(f"github: POST {url} answered {response.status_code} with no token "
+                              "in its body: could not get an installation token for the app")
+        try:
+            expires = parse_time(str(body["expires_at"])).timestamp()
+        except (KeyError, ValueError):
+            expires = now + 3600.0  # GitHub's installation tokens live an hour
+        return token, expires
 
 
 class GitHubPoller:
@@ -118,7 +130,14 @@ class GitHubPoller:
         org = self.settings["org"]
         listed = self.client.paginate(f"{self.api}/orgs/{org}/repos",
                                       {"per_page": 100, "type": "all"}, "")
-        return [r["full_name"] for r in listed if isinstance(r, dict) and not r.get("archived")]
+        names = []
+        for repo in listed:
+            if not isinstance(repo, dict) or not isinstance(repo.get("full_name"), str):
+                raise SourceError(f"github: GET {self.api}/orgs/{org}/repos: "
+                                  "a repo without a full_name")
+            if not repo.get("archived"):
+                names.append(repo["full_name"])
+        return names
 
     def jobs(self) -> list[Job]:
         found: dict[int, Job] = {}
@@ -127,10 +146,15 @@ class GitHubPoller:
                 runs = self.client.paginate(f"{self.api}/repos/{repo}/actions/runs",
                                             {"status": status, "per_page": 100}, "workflow_runs")
                 for run in runs:
+                    run_id = run.get("id") if isinstance(run, dict) else None
+                    if not isinstance(run_id, int) or isinstance(run_id, bool):
+                        raise SourceError(f"github: GET {self.api}/repos/{repo}/actions/runs"
+                                          f"?status={status}: a workflow run without a "
+                                          "numeric id")
                     for raw in self.client.paginate(
-                            f"{self.api}/repos/{repo}/actions/runs/{run['id']}/jobs",
+                            f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs",
                             {"filter": "latest", "per_page": 100}, "jobs"):
-                        job = _job(raw, f"{repo} run {run['id']}")
+                        job = _job(raw, f"{repo} run {run_id}")
                         found[job.id] = job
         return list(found.values())
 

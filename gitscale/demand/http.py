@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -42,13 +43,22 @@ class Stats:
     retries: int = 0
 
 
+MAX_AGE = 86_400.0  # seconds: an entry no pass has used for a day is dropped on save
+
+
 @dataclass
 class EtagCache:
-    """URL → (ETag, JSON body). Bodies of public API responses only: no credential is stored."""
+    """URL → (ETag, JSON body). No credential is stored, but the bodies may describe private
+    repos, so the file is written owner-only (0600).
+
+    Every workflow run that ever queued leaves its jobs URL behind; entries no pass has used
+    for ``max_age`` are dropped on save, so the file stays the size of what is polled."""
 
     path: Path | None = None
     entries: dict[str, tuple[str, Any]] = field(default_factory=dict)
     dirty: bool = False
+    used: dict[str, float] = field(default_factory=dict)  # URL → when a pass last used it
+    max_age: float = MAX_AGE
 
     @classmethod
     def load(cls, path: Path | None) -> "EtagCache":
@@ -56,18 +66,46 @@ class EtagCache:
         if path is not None and path.is_file():
             try:
                 raw = json.loads(path.read_text(encoding="utf-8"))
+                now = time.time()
                 cache.entries = {k: (v[0], v[1]) for k, v in raw.items()}
+                cache.used = {k: float(v[2]) if len(v) > 2 else now for k, v in raw.items()}
             except (OSError, ValueError, TypeError, IndexError, AttributeError):
-                cache.entries = {}  # a corrupt cache is only a slower pass
+                cache.entries, cache.used = {}, {}  # a corrupt cache is only a slower pass
         return cache
 
+    def store(self, url: str, etag: str, body: Any) -> None:
+        self.entries[url] = (etag, body)
+        self.used[url] = time.time()
+        self.dirty = True
+
+    def touch(self, url: str) -> None:
+        """``url`` was revalidated. The file is rewritten for this only now and then, so a pass
+        of nothing but 304s usually writes nothing."""
+        now = time.time()
+        if now - self.used.get(url, 0.0) > self.max_age / 24:
+            self.used[url] = now
+            self.dirty = True
+
+    def prune(self) -> None:
+        oldest = time.time() - self.max_age
+        for url in [u for u in self.entries if self.used.get(u, 0.0) < oldest]:
+            del self.entries[url]
+            self.used.pop(url, None)
+            self.dirty = True
+
     def save(self) -> None:
+        self.prune()
         if self.path is None or not self.dirty:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({k: list(v) for k, v in self.entries.items()}),
-                       encoding="utf-8")
+        # The bodies are private repos' run lists (names, branches, commit titles, actors):
+        # readable by the owner only, whatever the umask.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # an old tmp file left by a crash keeps its mode otherwise
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps({k: [*v, round(self.used.get(k, 0.0))]
+                                  for k, v in self.entries.items()}))
         os.replace(tmp, self.path)
         self.dirty = False
 
@@ -115,13 +153,13 @@ class JsonClient:
             else:
                 if response.status_code == 304 and cached:
                     self.stats.not_modified += 1
+                    self.cache.touch(full)
                     return cached[1], response.headers
                 if response.status_code < 300:
                     body = _json(response, self.name, full)
                     etag = response.headers.get("etag")
                     if etag:
-                        self.cache.entries[full] = (etag, body)
-                        self.cache.dirty = True
+                        self.cache.store(full, etag, body)
                     return body, response.headers
                 _raise_for_limits(response, self.name, full)
                 if response.status_code < 500:
@@ -185,19 +223,31 @@ def _message(response: httpx.Response) -> str:
 
 
 def _raise_for_limits(response: httpx.Response, name: str, url: str) -> None:
+    """GitHub's rules: ``retry-after`` if given; else the reset time when no requests remain;
+    else (a secondary limit) at least a minute. A 403 that is none of these is a permission
+    error, not a limit."""
     status = response.status_code
     if status not in (403, 429):
         return
     remaining = response.headers.get("x-ratelimit-remaining")
     reset = response.headers.get("x-ratelimit-reset")
-    retry_after = response.headers.get("retry-after")
-    if status == 403 and remaining != "0" and retry_after is None:
+    retry_after = (response.headers.get("retry-after") or "").strip()
+    secondary = "rate limit" in _message(response).lower()
+    if status == 403 and remaining != "0" and not retry_after and not secondary:
         return  # a plain permission error, not a limit
     until: datetime | None = None
-    if retry_after and retry_after.isdigit():
+    if retry_after.isdigit():
         until = datetime.fromtimestamp(time.time() + int(retry_after), timezone.utc)
-    elif reset and reset.isdigit():
+    elif retry_after:
+        try:
+            parsed = parsedate_to_datetime(retry_after)
+            until = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)) \
+                .astimezone(timezone.utc)
+        except (TypeError, ValueError):
+            until = None
+    if until is None and remaining == "0" and reset and reset.isdigit():
         until = datetime.fromtimestamp(int(reset), timezone.utc)
-    when = f"until {format_time(until)}" if until else "(no reset time given)"
-    raise RateLimited(f"{name}: rate limited {when} (GET {url} answered {status}); "
-                      "sets fed by it are not scaled this pass", until)
+    if until is None:
+        until = datetime.fromtimestamp(time.time() + 60, timezone.utc)
+    raise RateLimited(f"{name}: rate limited until {format_time(until)} (GET {url} answered "
+                      f"{status}); sets fed by it are not scaled this pass", until)

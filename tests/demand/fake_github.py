@@ -1,0 +1,536 @@
+"""A fake GitHub REST API on 127.0.0.1: real HTTP, real sockets, GitHub's shapes.
+
+Serves what the polling source reads:
+
+    GET  /orgs/{org}/repos                                (a JSON array, paginated)
+    GET  /repos/{o}/{r}/actions/runs?status=…&per_page=N  {"total_count", "workflow_runs": [...]}
+    GET  /repos/{o}/{r}/actions/runs/{id}/jobs?filter=latest   {"total_count", "jobs": [...]}
+    POST /app/installations/{id}/access_tokens            (a GitHub App's JWT → installation token)
+
+like GitHub does it: ``Link: <…>; rel="next"`` pagination with ``page``/``per_page`` (capped at
+``max_per_page``), ETags with 304 on ``If-None-Match`` (the ETag covers the body only; a 304
+still carries the fresh ``Link`` header, as GitHub's do), ``x-ratelimit-*`` headers (a 304 does
+not count against the limit), 401 without a valid ``Authorization`` header.
+
+Jobs are built from the ``workflow_job`` objects of the reference webhook payloads, runs and
+repos from their ``repository``, so bodies have GitHub's size and shape.
+
+Faults (``server.fail(...)``): rate limit (403, remaining 0), secondary limit (429 with
+retry-after), 5xx (JSON or an HTML page), slow answers, a 200 HTML page, truncated JSON, and a
+connection cut mid-body, or any body you like. Every request is logged (method, path with query, status, the
+Authorization header as received), so tests can check what was sent.
+
+Used by tests/demand and by benchmarks/bench_github.py.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+PAYLOADS = Path(__file__).resolve().parents[2] / "fixtures" / "reference" / "payloads"
+
+
+def _load(name: str) -> dict[str, Any]:
+    return json.loads((PAYLOADS / name).read_text(encoding="utf-8"))
+
+
+_QUEUED = _load("queued.payload.json")
+JOB_TEMPLATE: dict[str, Any] = _QUEUED["workflow_job"]
+REPO_TEMPLATE: dict[str, Any] = _QUEUED["repository"]
+SENDER_TEMPLATE: dict[str, Any] = _QUEUED["sender"]
+RESET_DEFAULT = 4_102_444_800  # 2100-01-01T00:00:00Z
+
+HTML_PAGE = b"""<!DOCTYPE html>
+<html><head><title>Unicorn! &middot; GitHub</title></head>
+<body><h1>No server is currently available to service your request.</h1>
+<p>Sorry about that. Please try refreshing and contact us if the problem persists.</p>
+</body></html>
+"""
+
+
+@dataclass
+class Request:
+    method: str
+    path: str  # with the query string
+    status: int
+    authorization: str | None
+    if_none_match: str | None
+
+    @property
+    def route(self) -> str:
+        return urlsplit(self.path).path
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(parse_qsl(urlsplit(self.path).query))
+
+
+@dataclass
+class Fault:
+    kind: str  # ratelimit secondary forbidden error slow html truncated cut body
+    match: str = ""  # a substring of the path (with query); "" matches every request
+    times: int | None = None  # None: every matching request
+    status: int | None = None  # kind error: default 502; kind body: default 200
+    delay: float = 0.0
+    retry_after: int | str | None = 60  # kind secondary: None sends no retry-after
+    html: bool = False
+    body: bytes = b""  # kind "body": a 200 with exactly this JSON text
+
+
+@dataclass
+class Run:
+    id: int
+    repo: str
+    status: str  # queued | in_progress | completed
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+
+class QuietServer(ThreadingHTTPServer):
+    """A threading server that does not print the broken pipes of clients that gave up."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
+class FakeGitHub:
+    """``with FakeGitHub(token=...) as gh:`` … ``gh.url`` is the apiUrl."""
+
+    def __init__(self, *, token: str | None = "ghp_fake_token", max_per_page: int = 30,
+                 app: dict[str, Any] | None = None, link_on_304: bool = True) -> None:
+        self.tokens: set[str] = {token} if token else set()
+        self.max_per_page = max_per_page
+        self.app = app  # {"id": int, "installation": int, "public_key": PEM}
+        self.link_on_304 = link_on_304
+        self.lock = threading.Lock()
+        self.log: list[Request] = []
+        self.faults: list[Fault] = []
+        self.orgs: dict[str, list[str]] = {}
+        self.archived: set[str] = set()
+        self.runs: dict[str, list[Run]] = {}  # repo → runs, newest first
+        self.issued: list[dict[str, Any]] = []  # installation tokens handed out
+        self.rate_limit = 5000
+        self.remaining = 5000
+        self.reset = RESET_DEFAULT
+        self._next_id = 1_000
+        self.server = QuietServer(("127.0.0.1", 0), _handler(self))
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> "FakeGitHub":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> "FakeGitHub":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- data ---------------------------------------------------------------------------------
+    def new_id(self) -> int:
+        with self.lock:
+            self._next_id += 1
+            return self._next_id
+
+    def add_repo(self, org: str, name: str, *, archived: bool = False) -> str:
+        full = f"{org}/{name}"
+        with self.lock:
+            self.orgs.setdefault(org, []).append(full)
+            self.runs.setdefault(full, [])
+            if archived:
+                self.archived.add(full)
+        return full
+
+    def add_run(self, repo: str, status: str, jobs: Iterable[tuple[str, list[str]]]) -> Run:
+        """A run of ``repo`` with jobs given as (job status, labels), newest run first."""
+        run = Run(self.new_id(), repo, status)
+        for job_status, labels in jobs:
+            run.jobs.append(self.make_job(run, job_status, labels))
+        with self.lock:
+            self.runs.setdefault(repo, []).insert(0, run)
+        return run
+
+    def make_job(self, run: Run, status: str, labels: list[str]) -> dict[str, Any]:
+        job = copy.deepcopy(JOB_TEMPLATE)
+        job_id = self.new_id() * 10
+        base = f"https://api.github.com/repos/{run.repo}"
+        job.update({
+            "id": job_id, "run_id": run.id, "run_url": f"{base}/actions/runs/{run.id}",
+            "url": f"{base}/actions/jobs/{job_id}", "status": status, "labels": list(labels),
+            "html_url": f"https://github.com/{run.repo}/actions/runs/{run.id}/job/{job_id}",
+            "check_run_url": f"{base}/check-runs/{job_id}", "name": f"build-{job_id}",
+        })
+        if status == "queued":
+            job.update({"runner_id": None, "runner_name": None, "runner_group_id": None,
+                        "runner_group_name": None})
+        if status == "completed":
+            job["conclusion"] = "success"
+        return job
+
+    def set_job_status(self, job_id: int, status: str) -> None:
+        with self.lock:
+            for runs in self.runs.values():
+                for run in runs:
+                    for job in run.jobs:
+                        if job["id"] == job_id:
+                            job["status"] = status
+                            return
+        raise KeyError(job_id)
+
+    def fail(self, kind: str, match: str = "", times: int | None = None, **options: Any) -> Fault:
+        fault = Fault(kind, match, times, **options)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self.faults.clear()
+
+    def clear_log(self) -> None:
+        with self.lock:
+            self.log.clear()
+
+    # -- shapes -------------------------------------------------------------------------------
+    def repo_object(self, full: str) -> dict[str, Any]:
+        owner, name = full.split("/")
+        repo = copy.deepcopy(REPO_TEMPLATE)
+        repo.update({"id": zlib.crc32(full.encode()), "name": name, "full_name": full,
+                     "archived": full in self.archived, "private": True,
+                     "url": f"https://api.github.com/repos/{full}",
+                     "html_url": f"https://github.com/{full}"})
+        repo["owner"] = dict(repo["owner"], login=owner)
+        return repo
+
+    def run_object(self, run: Run) -> dict[str, Any]:
+        base = f"https://api.github.com/repos/{run.repo}"
+        repo = self.repo_object(run.repo)
+        return {
+            "id": run.id, "name": "CI", "node_id": f"WFR_{run.id}", "head_branch": "main",
+            "head_sha": JOB_TEMPLATE["head_sha"], "path": ".github/workflows/ci.yml",
+            "display_title": f"Build {run.id}", "run_number": run.id % 1000, "event": "push",
+            "status": run.status, "conclusion": None, "workflow_id": 161335,
+            "check_suite_id": run.id * 3, "url": f"{base}/actions/runs/{run.id}",
+            "html_url": f"https://github.com/{run.repo}/actions/runs/{run.id}",
+            "jobs_url": f"{base}/actions/runs/{run.id}/jobs",
+            "created_at": "2021-09-13T02:21:13Z", "updated_at": "2021-09-13T02:21:13Z",
+            "run_attempt": 1, "run_started_at": "2021-09-13T02:21:13Z",
+            "actor": SENDER_TEMPLATE, "triggering_actor": SENDER_TEMPLATE,
+            "repository": repo, "head_repository": repo,
+        }
+
+    # -- request handling (called from the handler threads) -----------------------------------
+    def take_fault(self, path: str) -> Fault | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.match in path and (fault.times is None or fault.times > 0):
+                    if fault.times is not None:
+                        fault.times -= 1
+                    return fault
+        return None
+
+    def authorized(self, header: str | None) -> bool:
+        if not header:
+            return False
+        scheme, _, value = header.partition(" ")
+        return scheme.lower() in ("bearer", "token") and value in self.tokens
+
+    def route(self, path: str, query: dict[str, str]) -> Any:
+        """The full (unpaginated) list at ``path``, its envelope key, or None (404)."""
+        with self.lock:
+            if m := re.fullmatch(r"/orgs/([^/]+)/repos", path):
+                if m.group(1) not in self.orgs:
+                    return None
+                return [self.repo_object(r) for r in self.orgs[m.group(1)]], None
+            if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/runs", path):
+                if m.group(1) not in self.runs:
+                    return None
+                status = query.get("status")
+                runs = [r for r in self.runs[m.group(1)] if status is None or r.status == status]
+                return [self.run_object(r) for r in runs], "workflow_runs"
+            if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/runs/(\d+)/jobs", path):
+                for run in self.runs.get(m.group(1), []):
+                    if run.id == int(m.group(2)):
+                        return copy.deepcopy(run.jobs), "jobs"
+            return None
+
+    def count_200(self) -> tuple[int, int]:
+        with self.lock:
+            self.remaining = max(0, self.remaining - 1)
+            return self.remaining, self.reset
+
+    def issue_token(self, installation: str, authorization: str | None) -> tuple[int, Any]:
+        import jwt
+
+        if self.app is None or str(self.app["installation"]) != installation:
+            return 404, {"message": "Not Found"}
+        scheme, _, assertion = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer":
+            return 401, {"message": "A JSON web token could not be decoded"}
+        try:
+            claims = jwt.decode(assertion, self.app["public_key"], algorithms=["RS256"],
+                                options={"require": ["iat", "exp", "iss"]}, leeway=60)
+        except jwt.PyJWTError as exc:
+            return 401, {"message": f"A JSON web token could not be decoded ({exc})"}
+        if str(claims["iss"]) != str(self.app["id"]) or claims["exp"] - claims["iat"] > 660:
+            return 401, {"message": "'Issued at' or 'Expiration' time is invalid, or wrong issuer"}
+        token = f"ghs_installation_{len(self.issued) + 1:04d}"
+        expires = datetime.fromtimestamp(time.time() + 3600, timezone.utc)
+        body = {"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "permissions": {"actions": "read", "metadata": "read"},
+                "repository_selection": "all"}
+        with self.lock:
+            self.tokens.add(token)
+            self.issued.append({"claims": claims, **body})
+        return 201, body
+
+
+def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, like api.github.com
+        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms stall
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            pass
+
+        def _record(self, status: int) -> None:
+            with fake.lock:
+                fake.log.append(Request(self.command, self.path, status,
+                                        self.headers.get("Authorization"),
+                                        self.headers.get("If-None-Match")))
+
+        def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
+                  *, content_type: str = "application/json; charset=utf-8",
+                  length: int | None = None) -> None:
+            self._record(status)
+            self.send_response(status)
+            self.send_header("Server", "GitHub.com")
+            self.send_header("Date", self.date_time_string())
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            if status != 304:
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body) if length is None else length))
+            self.end_headers()
+            if status != 304:
+                self.wfile.write(body)
+
+        def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
+            self._send(status, json.dumps(data).encode(), headers)
+
+        def _limits(self, remaining: int | None = None) -> dict[str, str]:
+            return {"x-ratelimit-limit": str(fake.rate_limit),
+                    "x-ratelimit-remaining": str(fake.remaining if remaining is None
+                                                 else remaining),
+                    "x-ratelimit-reset": str(fake.reset), "x-ratelimit-resource": "core",
+                    "x-ratelimit-used": str(fake.rate_limit - fake.remaining)}
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            fault = fake.take_fault(self.path)
+            if fault and self._fault(fault):
+                return
+            m = re.fullmatch(r"/app/installations/([^/]+)/access_tokens", urlsplit(self.path).path)
+            if not m:
+                self._json(404, {"message": "Not Found"})
+                return
+            status, body = fake.issue_token(m.group(1), self.headers.get("Authorization"))
+            self._json(status, body)
+
+        def do_GET(self) -> None:  # noqa: N802
+            split = urlsplit(self.path)
+            pairs = parse_qsl(split.query, keep_blank_values=True)
+            query = dict(pairs)
+            fault = fake.take_fault(self.path)
+            if fault and fault.kind == "slow":
+                time.sleep(fault.delay)
+                fault = None
+            if not fake.authorized(self.headers.get("Authorization")):
+                self._json(401, {"message": "Bad credentials",
+                                 "documentation_url": "https://docs.github.com/rest"})
+                return
+            if fault and self._fault(fault):
+                return
+            found = fake.route(split.path, query)
+            if found is None:
+                self._json(404, {"message": "Not Found",
+                                 "documentation_url": "https://docs.github.com/rest"})
+                return
+            items, key = found
+            try:
+                per_page = max(1, min(int(query.get("per_page", 30)), fake.max_per_page))
+                page = max(1, int(query.get("page", 1)))
+            except ValueError:
+                self._json(422, {"message": "Validation Failed"})
+                return
+            last = max(1, -(-len(items) // per_page))
+            chunk = items[(page - 1) * per_page: page * per_page]
+            data: Any = chunk if key is None else {"total_count": len(items), key: chunk}
+            body = json.dumps(data).encode()
+            etag = f'W/"{hashlib.sha256(body).hexdigest()[:40]}"'
+            headers = {"ETag": etag, "Cache-Control": "private, max-age=60, s-maxage=60",
+                       "Vary": "Accept, Authorization, Cookie, X-GitHub-OTP",
+                       "X-GitHub-Media-Type": "github.v3; format=json"}
+            link = self._link(split.path, pairs, page, last)
+            if link:
+                headers["Link"] = link
+            sent = [t.strip() for t in (self.headers.get("If-None-Match") or "").split(",")]
+            if etag in sent:
+                if not fake.link_on_304:
+                    headers.pop("Link", None)
+                self._send(304, b"", {**headers, **self._limits()})
+                return
+            fake.count_200()
+            if fault and fault.kind == "truncated":
+                self._send(200, body[: len(body) // 2], {**headers, **self._limits()})
+                return
+            if fault and fault.kind == "cut":  # promise the whole body, send half, hang up
+                self.close_connection = True
+                self._send(200, body[: len(body) // 2], {**self._limits()}, length=len(body))
+                return
+            self._send(200, body, {**headers, **self._limits()})
+
+        def _link(self, path: str, pairs: list[tuple[str, str]], page: int, last: int) -> str:
+            def url(n: int) -> str:
+                kept = [(k, v) for k, v in pairs if k != "page"] + [("page", str(n))]
+                return f"<{fake.url}{path}?{urlencode(kept)}>"
+
+            parts = []
+            if page > 1:
+                parts += [f'{url(page - 1)}; rel="prev"', f'{url(1)}; rel="first"']
+            if page < last:
+                parts += [f'{url(page + 1)}; rel="next"', f'{url(last)}; rel="last"']
+            return ", ".join(parts)
+
+        def _fault(self, fault: Fault) -> bool:
+            """Answer with ``fault``; False when it only changes a normal answer."""
+            if fault.kind == "ratelimit":
+                self._json(403, {"message": "API rate limit exceeded for installation ID 1.",
+                                 "documentation_url": "https://docs.github.com/rest/"
+                                 "overview/rate-limits-for-the-rest-api"},
+                           self._limits(remaining=0))
+            elif fault.kind == "secondary":
+                headers = self._limits()
+                if fault.retry_after is not None:
+                    headers["retry-after"] = str(fault.retry_after)
+                self._json(fault.status or 429, {
+                    "message": "You have exceeded a secondary rate limit. Please wait a few "
+                               "minutes before you try again."}, headers)
+            elif fault.kind == "forbidden":
+                self._json(403, {"message": "Resource not accessible by integration"},
+                           self._limits())
+            elif fault.kind == "error":
+                if fault.html:
+                    self._send(fault.status or 502, HTML_PAGE,
+                               content_type="text/html; charset=utf-8")
+                else:
+                    self._json(fault.status or 502, {"message": "Server Error"})
+            elif fault.kind == "body":
+                self._send(fault.status or 200, fault.body, self._limits())
+            elif fault.kind == "html":
+                self._send(200, HTML_PAGE, content_type="text/html; charset=utf-8")
+            else:
+                return False
+            return True
+
+    return Handler
+
+
+# -- a realistic org, for the end-to-end tests and the benchmark ----------------------------
+@dataclass
+class OrgFixture:
+    """What was put on the server: every job as (status, labels), for an independent oracle."""
+
+    org: str
+    repos: list[str]
+    jobs: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+
+    def expected(self, runner_labels: Iterable[str]) -> tuple[int, int]:
+        """(queued, running) of the jobs a runner with ``runner_labels`` could take."""
+        have = {label.lower() for label in runner_labels}
+        queued = running = 0
+        for status, labels in self.jobs:
+            if not {label.lower() for label in labels} - {"self-hosted"} <= have:
+                continue
+            queued += status == "queued"
+            running += status == "in_progress"
+        return queued, running
+
+
+LABEL_MIX: list[list[str]] = [
+    ["self-hosted", "linux", "x64"],
+    ["self-hosted", "linux", "x64"],
+    ["self-hosted", "Linux", "X64"],      # labels are case-insensitive
+    ["self-hosted", "linux", "gpu"],
+    ["self-hosted", "linux", "arm64"],
+    ["ubuntu-latest"],                    # GitHub-hosted: no set of ours
+    ["linux"],                            # no self-hosted label: still ours by the rule
+    ["self-hosted"],                      # matches every set
+]
+
+
+def populate_org(fake: FakeGitHub, org: str, repos: int, *, busy_repo_runs: int = 0,
+                 matrix_jobs: int = 0, archived: int = 1) -> OrgFixture:
+    """``repos`` repos with a few queued/in-progress runs each; repo 0 has ``busy_repo_runs``
+    queued runs (several pages), repo 1 one run with ``matrix_jobs`` jobs; ``archived`` extra
+    archived repos whose runs must not count."""
+    fixture = OrgFixture(org, [])
+    mix = 0
+
+    def labels() -> list[str]:
+        nonlocal mix
+        mix += 1
+        return LABEL_MIX[mix % len(LABEL_MIX)]
+
+    def add(repo: str, status: str, jobs: list[tuple[str, list[str]]], counted: bool) -> None:
+        fake.add_run(repo, status, jobs)
+        if counted:
+            fixture.jobs += [(s, tuple(l)) for s, l in jobs]
+
+    for i in range(repos):
+        repo = fake.add_repo(org, f"service-{i:03d}")
+        fixture.repos.append(repo)
+        add(repo, "completed", [("completed", labels())], True)
+        for _ in range(i % 3):
+            add(repo, "queued", [("queued", labels()), ("queued", labels())], True)
+        if i % 2:
+            add(repo, "in_progress", [("in_progress", labels()), ("queued", labels()),
+                                      ("completed", labels())], True)
+        if i == 0:
+            for _ in range(busy_repo_runs):
+                add(repo, "queued", [("queued", labels())], True)
+        if i == 1 and matrix_jobs:
+            add(repo, "in_progress", [("in_progress" if n % 2 else "queued", labels())
+                                      for n in range(matrix_jobs)], True)
+    for i in range(archived):
+        repo = fake.add_repo(org, f"old-{i}", archived=True)
+        add(repo, "queued", [("queued", ["self-hosted"])], False)
+    return fixture

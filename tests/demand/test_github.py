@@ -1,0 +1,341 @@
+"""The GitHub polling source against a fake GitHub on loopback: label matching, the org poll,
+ETag revalidation across passes, rate limits, credentials and GitHub App auth."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from gitscale.cache import default_cache_dir
+from gitscale.config import Config, load_config
+from gitscale.demand import DemandReading
+from gitscale.demand.github import Job, count, matches
+from gitscale.demand.resolve import Sources, read_demand
+from gitscale.demand.secrets import SecretError, read_secret
+from gitscale.timeutil import format_time
+
+from tests.demand.conftest import GH_TOKEN
+from tests.demand.fake_github import FakeGitHub, populate_org
+
+
+# -- label matching: PRODUCT §3 -----------------------------------------------------------------
+# "every job label other than self-hosted is among the set's labels". So a job asking only for
+# [self-hosted], or for nothing at all, can run on a runner of ANY set (and counts for each).
+NONE: list[str] = []
+SH = ["self-hosted"]
+CUSTOM = ["custom"]
+SH_CUSTOM = ["self-hosted", "custom"]
+
+LABEL_TABLE = [
+    # runner labels   job labels     matches
+    (NONE,            SH,            True),
+    (NONE,            SH_CUSTOM,     False),
+    (NONE,            NONE,          True),
+    (SH,              SH,            True),
+    (SH,              SH_CUSTOM,     False),
+    (SH,              NONE,          True),
+    (CUSTOM,          SH,            True),
+    (CUSTOM,          SH_CUSTOM,     True),
+    (CUSTOM,          NONE,          True),
+    (SH_CUSTOM,       SH,            True),
+    (SH_CUSTOM,       SH_CUSTOM,     True),
+    (SH_CUSTOM,       NONE,          True),
+    # beyond the brief's grid
+    (SH_CUSTOM,       ["custom"],                       True),   # no self-hosted on the job
+    (SH_CUSTOM,       ["Self-Hosted", "CUSTOM"],        True),   # labels are case-insensitive
+    (SH_CUSTOM,       ["self-hosted", "custom", "gpu"], False),  # one label the set lacks
+    (SH_CUSTOM,       ["ubuntu-latest"],                False),  # a GitHub-hosted job
+    (["self-hosted", "custom", "gpu"], SH_CUSTOM,       True),   # a set may have more labels
+]
+
+
+@pytest.mark.parametrize("runner,job,expected", LABEL_TABLE,
+                         ids=[f"runner={r or 'none'}-job={j or 'none'}" for r, j, _ in LABEL_TABLE])
+def test_label_matching_table(runner: list[str], job: list[str], expected: bool) -> None:
+    assert matches(job, runner) is expected
+
+
+def test_count_takes_queued_and_in_progress_jobs_of_matching_labels() -> None:
+    jobs = [Job(1, "queued", ("self-hosted", "linux")), Job(2, "in_progress", ("linux",)),
+            Job(3, "completed", ("linux",)), Job(4, "queued", ("gpu",)),
+            Job(5, "waiting", ("linux",)),  # held by an environment's protection rule
+            Job(6, "requested", ()), Job(7, "pending", ("self-hosted",))]
+    demand = count(jobs, ["self-hosted", "linux"])
+    assert (demand.queued, demand.running) == (3, 1)
+    assert demand.jobs == frozenset({"1", "2", "6", "7"})
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def write_config(root: Path, sets: list[dict[str, Any]]) -> Config:
+    """gitscale.yaml with ``sets`` (name + source settings), validated by load_config."""
+    root.mkdir(parents=True, exist_ok=True)
+    doc = {"runnerSets": [
+        {"name": s["name"], "manifest": f"sets/{s['name']}.yaml", "source": s["source"],
+         "policy": {"minReplicas": 0, "maxReplicas": 100}} for s in sets]}
+    (root / "gitscale.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return load_config(root)
+
+
+def github_source(github: FakeGitHub, labels: list[str], **extra: Any) -> dict[str, Any]:
+    settings: dict[str, Any] = {"org": "acme", "labels": labels, "apiUrl": github.url,
+                                "token": {"env": "GH_TOKEN"}}
+    settings.update(extra)
+    return {"github": settings}
+
+
+def read(root: Path, config: Config, sources: Sources | None = None) -> DemandReading:
+    return read_demand(root, config, None, sources or Sources(default_cache_dir(), timeout=5))
+
+
+def pair(reading: DemandReading, name: str) -> tuple[int, int]:
+    demand = reading.demands[name]
+    return demand.queued, demand.running
+
+
+# -- the org poll -------------------------------------------------------------------------------
+def test_org_poll_counts_each_sets_matching_jobs(github: FakeGitHub, tmp_path: Path) -> None:
+    fixture = populate_org(github, "acme", 12, busy_repo_runs=35, matrix_jobs=40)
+    linux = ["self-hosted", "linux", "x64"]
+    gpu = ["self-hosted", "linux", "gpu"]
+    config = write_config(tmp_path, [
+        {"name": "linux", "source": github_source(github, linux)},
+        {"name": "gpu", "source": github_source(github, gpu)}])
+    reading = read(tmp_path, config)
+    assert reading.errors == {}
+    assert pair(reading, "linux") == fixture.expected(linux)
+    assert pair(reading, "gpu") == fixture.expected(gpu)
+    assert fixture.expected(linux)[0] > 10 and fixture.expected(linux)[1] > 5
+    # the two sets share one poll: every URL once; the archived repo is never asked about
+    paths = [r.path for r in github.log]
+    assert len(paths) == len(set(paths))
+    assert not any("/old-" in p for p in paths)
+    # pagination was followed everywhere it was offered
+    assert any("service-000/actions/runs?status=queued" in p and "page=2" in p for p in paths)
+    assert any("/jobs?" in p and "page=2" in p for p in paths)
+    for request in github.log:
+        assert request.status == 200
+        assert request.authorization == f"Bearer {GH_TOKEN}" and GH_TOKEN not in request.path
+    jobs = [r for r in github.log if r.route.endswith("/jobs")]
+    assert jobs and all(r.query["filter"] == "latest" for r in jobs)
+
+
+def test_a_list_of_repos_is_polled_without_listing_the_org(github: FakeGitHub,
+                                                           tmp_path: Path) -> None:
+    a, b = github.add_repo("acme", "a"), github.add_repo("acme", "b")
+    github.add_repo("acme", "c")
+    github.add_run(a, "queued", [("queued", ["self-hosted", "linux"])] * 2)
+    github.add_run(b, "in_progress", [("in_progress", ["linux"]), ("completed", ["linux"])])
+    github.add_run("acme/c", "queued", [("queued", ["linux"])])  # not in scope
+    settings = github_source(github, ["self-hosted", "linux"])
+    del settings["github"]["org"]
+    settings["github"]["repos"] = [a, b]
+    reading = read(tmp_path, write_config(tmp_path, [{"name": "linux", "source": settings}]))
+    assert pair(reading, "linux") == (2, 1)
+    assert not any(r.route.startswith("/orgs/") for r in github.log)
+    assert not any("acme/c" in r.path for r in github.log)
+
+
+def test_loop_passes_revalidate_and_see_a_job_start(github: FakeGitHub, tmp_path: Path) -> None:
+    repo = github.add_repo("acme", "app")
+    run = github.add_run(repo, "in_progress", [("queued", ["linux"]), ("in_progress", ["linux"]),
+                                               ("queued", ["linux"])])
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    sources = Sources(default_cache_dir(), timeout=5)  # what a loop keeps between passes
+    try:
+        assert pair(read(tmp_path, config, sources), "linux") == (2, 1)
+        github.clear_log()
+        assert pair(read(tmp_path, config, sources), "linux") == (2, 1)
+        assert {r.status for r in github.log} == {304}
+        github.clear_log()
+        github.set_job_status(run.jobs[0]["id"], "in_progress")
+        reading = read(tmp_path, config, sources)
+        assert pair(reading, "linux") == (1, 2)
+        changed = [r.route for r in github.log if r.status == 200]
+        assert changed == [f"/repos/{repo}/actions/runs/{run.id}/jobs"]
+    finally:
+        sources.close()
+
+
+def test_rate_limited_sets_get_an_error_naming_the_reset(github: FakeGitHub,
+                                                         tmp_path: Path) -> None:
+    populate_org(github, "acme", 3)
+    github.reset = int(time.time()) + 900
+    github.fail("ratelimit", match="/actions/runs")
+    config = write_config(tmp_path, [
+        {"name": "linux", "source": github_source(github, ["linux"])},
+        {"name": "gpu", "source": github_source(github, ["gpu"])}])
+    reading = read(tmp_path, config)
+    reset = datetime.fromtimestamp(github.reset, timezone.utc)
+    assert reading.demands == {}
+    assert reading.retry_at == reset
+    for name in ("linux", "gpu"):
+        assert f"rate limited until {format_time(reset)}" in reading.errors[name]
+    assert [r.status for r in github.log] == [200, 403]  # the org list, then stop
+
+
+def test_a_run_without_an_id_is_a_clear_error(github: FakeGitHub, tmp_path: Path) -> None:
+    github.add_repo("acme", "app")
+    github.fail("body", match="/actions/runs?status=queued",
+                body=json.dumps({"total_count": 1, "workflow_runs": [{"name": "CI"}]}).encode())
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    reading = read(tmp_path, config)
+    assert "linux" not in reading.demands
+    error = reading.errors["linux"]
+    assert "acme/app" in error and "run" in error and "id" in error
+
+
+def test_a_repo_without_a_name_is_a_clear_error(github: FakeGitHub, tmp_path: Path) -> None:
+    github.add_repo("acme", "app")
+    github.fail("body", match="/orgs/acme/repos", body=b'[{"id": 1}]')
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    error = read(tmp_path, config).errors["linux"]
+    assert "/orgs/acme/repos" in error and "full_name" in error
+
+
+# -- credentials --------------------------------------------------------------------------------
+def test_read_secret_from_env_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_TOKEN", "  value-from-env \n")
+    assert read_secret({"env": "SOME_TOKEN"}, "x") == "value-from-env"
+    path = tmp_path / "token"
+    path.write_text("value-from-file\n")
+    assert read_secret({"file": str(path)}, "x") == "value-from-file"
+
+
+@pytest.mark.parametrize("ref,expected", [
+    ({"env": "NOT_SET_ANYWHERE"}, "github token: environment variable NOT_SET_ANYWHERE is not set"),
+    ({"env": "EMPTY_TOKEN"}, "github token: environment variable EMPTY_TOKEN is not set"),
+    ({"file": "/nonexistent/token"}, "github token: cannot read /nonexistent/token: "
+                                     "FileNotFoundError"),
+])
+def test_a_missing_secret_is_a_clear_error_that_leaks_nothing(
+        ref: dict[str, str], expected: str, github: FakeGitHub, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMPTY_TOKEN", "   ")
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    populate_org(github, "acme", 2)
+    config = write_config(tmp_path, [{"name": "linux", "source": github_source(
+        github, ["linux"], token=ref)}])
+    reading = read(tmp_path, config)
+    assert reading.errors == {"linux": expected}
+    assert GH_TOKEN not in expected
+    assert github.log == []  # nothing was sent without a credential
+
+
+def test_a_token_from_a_file_is_sent_as_bearer(github: FakeGitHub, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GH_TOKEN")
+    secret = tmp_path / "gh-token"
+    secret.write_text(GH_TOKEN + "\n")
+    repo = github.add_repo("acme", "app")
+    github.add_run(repo, "queued", [("queued", ["linux"])])
+    config = write_config(tmp_path / "repo", [{"name": "linux", "source": github_source(
+        github, ["linux"], token={"file": str(secret)})}])
+    assert pair(read(tmp_path / "repo", config), "linux") == (1, 0)
+    assert {r.authorization for r in github.log} == {f"Bearer {GH_TOKEN}"}
+
+
+# -- GitHub App ---------------------------------------------------------------------------------
+def _app_key(tmp_path: Path) -> tuple[Path, bytes]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    path = tmp_path / "app.pem"
+    path.write_bytes(pem)
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return path, public
+
+
+@pytest.fixture
+def app_github(tmp_path: Path) -> Any:
+    path, public = _app_key(tmp_path)
+    with FakeGitHub(token=None, app={"id": 4242, "installation": 77, "public_key": public}) as gh:
+        gh.key_path = path  # type: ignore[attr-defined]
+        yield gh
+
+
+def app_source(github: FakeGitHub, key: Path, installation: int = 77) -> dict[str, Any]:
+    return {"github": {"org": "acme", "labels": ["linux"], "apiUrl": github.url,
+                       "app": {"appId": 4242, "installationId": installation,
+                               "privateKey": {"file": str(key)}}}}
+
+
+def test_github_app_jwt_is_exchanged_for_an_installation_token(app_github: FakeGitHub,
+                                                               tmp_path: Path) -> None:
+    fixture = populate_org(app_github, "acme", 4)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path)}])  # type: ignore[attr-defined]
+    reading = read(tmp_path / "repo", config)
+    assert reading.errors == {}
+    assert pair(reading, "linux") == fixture.expected(["linux"])
+    first, *rest = app_github.log
+    assert (first.method, first.route, first.status) == (
+        "POST", "/app/installations/77/access_tokens", 201)
+    assert first.authorization and first.authorization.startswith("Bearer ey")  # a JWT
+    assert len(app_github.issued) == 1  # once per pass, not once per request
+    assert app_github.issued[0]["claims"]["iss"] == "4242"
+    token = app_github.issued[0]["token"]
+    assert len(rest) > 5
+    assert all(r.method == "GET" and r.status == 200 and r.authorization == f"Bearer {token}"
+               and token not in r.path for r in rest)
+
+
+def test_github_app_with_the_wrong_key_is_a_clear_error(app_github: FakeGitHub,
+                                                        tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    other, _ = _app_key(tmp_path / "other")  # a key, but not the app's
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, other)}])
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert f"POST {app_github.url}/app/installations/77/access_tokens answered 401" in error
+    assert "BEGIN" not in error and [r.method for r in app_github.log] == ["POST"]
+
+
+def test_github_app_with_a_key_that_is_not_a_key_is_a_clear_error(app_github: FakeGitHub,
+                                                                  tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.pem"
+    bogus.write_text("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n")
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, bogus)}])
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert error.startswith("github app private key: cannot sign a JWT")
+    assert "not a key" not in error and app_github.log == []
+
+
+def test_github_app_token_endpoint_answering_html_is_a_clear_error(app_github: FakeGitHub,
+                                                                   tmp_path: Path) -> None:
+    app_github.fail("html", match="/access_tokens")
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path)}])  # type: ignore[attr-defined]
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert f"POST {app_github.url}/app/installations/77/access_tokens" in error
+    assert "installation token" in error
+
+
+def test_secret_error_type_names_where_not_what(tmp_path: Path) -> None:
+    with pytest.raises(SecretError) as caught:
+        read_secret({"file": str(tmp_path)}, "buildkite agent token")
+    assert str(caught.value) == f"buildkite agent token: cannot read {tmp_path}: " \
+                                "IsADirectoryError"
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"expires_at": "2030-01-01T00:00:00Z"}',
+                                  b'["ghs_x"]'])
+def test_github_app_token_answer_without_a_token_is_a_clear_error(
+        body: bytes, app_github: FakeGitHub, tmp_path: Path) -> None:
+    app_github.fail("body", match="/access_tokens", status=201, body=body)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path)}])  # type: ignore[attr-defined]
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert f"POST {app_github.url}/app/installations/77/access_tokens" in error
+    assert "no token" in error

@@ -64,6 +64,7 @@ GITHUB: dict[str, Any] = {
         "labels": {"type": "array", "minItems": 1, "maxItems": 100,
                    "items": {"type": "string", "minLength": 1, "maxLength": 256}},
         "token": SECRET_REF,
+        "concurrency": {"type": "integer", "minimum": 1, "maximum": 64},
         "app": {
             "type": "object",
             "additionalProperties": False,

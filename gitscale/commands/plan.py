@@ -11,7 +11,7 @@ from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, de
     resolve_now
 from gitscale.config import load_config
 from gitscale.cache import StateCache, default_cache_dir
-from gitscale.demand.resolve import Sources, read_demand
+from gitscale.demand.resolve import read_demand
 from gitscale.engine import Plan, SetChange, compute_plan
 from gitscale.manifest.target import A_PATCH_ID
 from gitscale.timeutil import format_time
@@ -25,7 +25,7 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch) as ws:
         config = load_config(ws.root, opts.config, cache.configs)
-        reading = read_demand(ws.root, config, demand_path(demand), Sources(default_cache_dir()))
+        reading = read_demand(ws.root, config, demand_path(demand))  # closes its clients
         plan = compute_plan(ws.root, config, reading, clock, ws.base(), cache=cache)
     cache.save()
     if output == "json":

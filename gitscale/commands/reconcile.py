@@ -8,7 +8,7 @@ from gitscale.commands.plan import plan_text
 from gitscale.config import load_config
 from gitscale.demand import DemandReading
 from gitscale.cache import StateCache, default_cache_dir
-from gitscale.demand.resolve import Sources, read_demand
+from gitscale.demand.resolve import read_demand
 from gitscale.engine import Plan, compute_plan
 from gitscale.landing import describe_landing, land
 from gitscale.workspace import open_workspace
@@ -27,8 +27,7 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
             nonlocal reading
             config = load_config(ws.root, opts.config, cache.configs)
             if reading is None:
-                reading = read_demand(ws.root, config, demand_path(demand),
-                                      Sources(default_cache_dir()))
+                reading = read_demand(ws.root, config, demand_path(demand))
             return compute_plan(ws.root, config, reading, clock, ws.base(), cache=cache)
 
         try:

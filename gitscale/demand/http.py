@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -129,6 +130,8 @@ class JsonClient:
         self.retries = retries
         self.sleep = sleep
         self.stats = Stats()
+        self.lock = threading.Lock()  # repos are polled from several threads at once
+        self.limited: RateLimited | None = None  # set once the API says stop
         self.http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=True,
                                  headers={"User-Agent": USER_AGENT})
 
@@ -138,12 +141,17 @@ class JsonClient:
     def get(self, url: str, params: Mapping[str, Any] | None = None) -> tuple[Any, httpx.Headers]:
         """GET ``url`` as JSON, revalidating a cached copy. Raises SourceError / RateLimited."""
         full = str(httpx.URL(url, params=params)) if params else url
+        limited = self.limited
+        if limited is not None and (limited.until is None
+                                    or limited.until > datetime.now(timezone.utc)):
+            raise limited  # other threads already hit the limit: send nothing more
         for attempt in range(self.retries + 1):
             headers = dict(self.headers())
             cached = self.cache.entries.get(full)
             if cached:
                 headers["If-None-Match"] = cached[0]
-            self.stats.requests += 1
+            with self.lock:
+                self.stats.requests += 1
             try:
                 response = self.http.get(full, headers=headers)
             except httpx.TimeoutException:
@@ -152,22 +160,29 @@ class JsonClient:
                 problem = f"failed: {type(exc).__name__}"
             else:
                 if response.status_code == 304 and cached:
-                    self.stats.not_modified += 1
-                    self.cache.touch(full)
+                    with self.lock:
+                        self.stats.not_modified += 1
+                        self.cache.touch(full)
                     return cached[1], response.headers
                 if response.status_code < 300:
                     body = _json(response, self.name, full)
                     etag = response.headers.get("etag")
                     if etag:
-                        self.cache.store(full, etag, body)
+                        with self.lock:
+                            self.cache.store(full, etag, body)
                     return body, response.headers
-                _raise_for_limits(response, self.name, full)
+                try:
+                    _raise_for_limits(response, self.name, full)
+                except RateLimited as exc:
+                    self.limited = exc
+                    raise
                 if response.status_code < 500:
                     raise SourceError(f"{self.name}: GET {full} answered {response.status_code}"
                                       f"{_message(response)}")
                 problem = f"answered {response.status_code}"
             if attempt < self.retries:
-                self.stats.retries += 1
+                with self.lock:
+                    self.stats.retries += 1
                 self.sleep(0.2 * 2 ** attempt)
         raise SourceError(f"{self.name}: GET {full} {problem} (after {self.retries + 1} tries)")
 

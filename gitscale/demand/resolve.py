@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitscale.cache import default_cache_dir
 from gitscale.config import Config, RunnerSetConfig, safe_repo_path
 from gitscale.demand import DemandReading
 from gitscale.demand.file import FileSource
@@ -78,7 +79,7 @@ def read_demand(root: Path, config: Config, demand_file: Path | None,
     if demand_file is not None:
         return FileSource(demand_file, str(demand_file), strict=True).read(config.sets)
     own = sources is None
-    sources = sources or Sources()
+    sources = sources or Sources(default_cache_dir())
     reading = DemandReading()
     by_kind: dict[str, list[RunnerSetConfig]] = defaultdict(list)
     for runner_set in config.sets:

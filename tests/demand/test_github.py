@@ -172,13 +172,19 @@ def test_rate_limited_sets_get_an_error_naming_the_reset(github: FakeGitHub,
     config = write_config(tmp_path, [
         {"name": "linux", "source": github_source(github, ["linux"])},
         {"name": "gpu", "source": github_source(github, ["gpu"])}])
-    reading = read(tmp_path, config)
+    sources = Sources(default_cache_dir(), timeout=5)  # kept between passes, as in loop mode
+    reading = read(tmp_path, config, sources)
     reset = datetime.fromtimestamp(github.reset, timezone.utc)
     assert reading.demands == {}
     assert reading.retry_at == reset
     for name in ("linux", "gpu"):
         assert f"rate limited until {format_time(reset)}" in reading.errors[name]
-    assert [r.status for r in github.log] == [200, 403]  # the org list, then stop
+    statuses = [r.status for r in github.log]
+    assert statuses[0] == 200 and set(statuses[1:]) == {403}  # the org list, then stop
+    assert len(statuses) <= 1 + 3  # at most the requests already in flight (3 repos)
+    again = read(tmp_path, config, sources)  # before the reset: not a single request is sent
+    assert "rate limited until" in again.errors["linux"]
+    assert len(github.log) == len(statuses)
 
 
 def test_a_run_without_an_id_is_a_clear_error(github: FakeGitHub, tmp_path: Path) -> None:

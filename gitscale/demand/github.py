@@ -144,33 +144,38 @@ class GitHubPoller:
         return names
 
     def jobs(self) -> list[Job]:
-        """Every queued or in-progress job in scope. Repos are polled by a few threads: at
-        real API latency a sequential poll of 100 repos takes half a minute."""
+        """Every queued or in-progress job in scope. Requests run on a few threads, first the
+        runs of every repo, then the jobs of every run: at real API latency a sequential poll
+        of 100 repos takes half a minute, and one busy repo must not serialise the rest."""
         found: dict[int, Job] = {}
         repos = self.repos()
-        workers = max(1, min(int(self.settings.get("concurrency", 8)), len(repos) or 1))
+        workers = max(1, int(self.settings.get("concurrency", 8)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="github") as pool:
-            for jobs in pool.map(self._repo_jobs, repos):
+            runs = [run for listed in pool.map(self._runs, repos) for run in listed]
+            for jobs in pool.map(self._run_jobs, runs):
                 for job in jobs:
                     found[job.id] = job
         return list(found.values())
 
-    def _repo_jobs(self, repo: str) -> list[Job]:
-        jobs: list[Job] = []
+    def _runs(self, repo: str) -> list[tuple[str, int]]:
+        found = []
         for status in ("queued", "in_progress"):
-            runs = self.client.paginate(f"{self.api}/repos/{repo}/actions/runs",
-                                        {"status": status, "per_page": 100}, "workflow_runs")
-            for run in runs:
+            for run in self.client.paginate(f"{self.api}/repos/{repo}/actions/runs",
+                                            {"status": status, "per_page": 100},
+                                            "workflow_runs"):
                 run_id = run.get("id") if isinstance(run, dict) else None
                 if not isinstance(run_id, int) or isinstance(run_id, bool):
                     raise SourceError(f"github: GET {self.api}/repos/{repo}/actions/runs"
                                       f"?status={status}: a workflow run without a "
                                       "numeric id")
-                for raw in self.client.paginate(
-                        f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs",
-                        {"filter": "latest", "per_page": 100}, "jobs"):
-                    jobs.append(_job(raw, f"{repo} run {run_id}"))
-        return jobs
+                found.append((repo, run_id))
+        return found
+
+    def _run_jobs(self, run: tuple[str, int]) -> list[Job]:
+        repo, run_id = run
+        return [_job(raw, f"{repo} run {run_id}") for raw in self.client.paginate(
+            f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs",
+            {"filter": "latest", "per_page": 100}, "jobs")]
 
 
 def _job(raw: Any, where: str) -> Job:

@@ -4,9 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitscale.errors import InputError
 from gitscale.timeutil import format_time, parse_time, utcnow
+
+if TYPE_CHECKING:
+    import threading
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -35,3 +39,26 @@ def resolve_now(now: str | None) -> tuple[datetime, str | None]:
 
 def demand_path(demand: str | None) -> Path | None:
     return Path(demand).expanduser().resolve() if demand else None
+
+
+def log(message: str) -> None:
+    """One timestamped line on stderr: what the long-running commands (run, serve) report."""
+    import click
+
+    click.echo(f"{format_time(utcnow())} {message}", err=True)
+
+
+def stop_on_signals(what: str) -> "threading.Event":
+    """An event set by SIGTERM or SIGINT: the loop finishes ``what`` and stops."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: object) -> None:
+        log(f"{signal.Signals(signum).name}: {what}, then stopping")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop

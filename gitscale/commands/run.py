@@ -7,18 +7,16 @@ the next pass back. SIGTERM or SIGINT ends the loop after the pass in progress.
 """
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from types import FrameType
 from typing import Callable
 
-import click
 
 from gitscale.cache import StateCache, default_cache_dir
-from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path
+from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, log,
+                               stop_on_signals)
 from gitscale.config import load_config
 from gitscale.demand import DemandReading
 from gitscale.demand.resolve import Sources, read_demand
@@ -55,7 +53,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
         raise InputError("--interval", str(exc)) from None
     if seconds < 1:
         raise InputError("--interval", "must be at least 1s")
-    stop = stop or _stop_on_signals()
+    stop = stop or stop_on_signals("finishing the pass in progress")
     state = LoopState(seconds)
     cache = StateCache.load(default_cache_dir())
     sources = Sources(default_cache_dir())
@@ -70,12 +68,12 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                 if max_passes is not None and passes >= max_passes:
                     break
                 wait = max(0.0, state.delay() - (time.monotonic() - started))
-                _log(f"next pass in {wait:.0f}s")
+                log(f"next pass in {wait:.0f}s")
                 stop.wait(wait)
     finally:
         sources.close()
         cache.save()
-    _log(f"stopped after {passes} passes")
+    log(f"stopped after {passes} passes")
     return last_code if max_passes is not None else EXIT_OK
 
 
@@ -98,34 +96,18 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
         landed = land(ws, make_plan)
     except GitscaleError as exc:
         state.failures += 1
-        _log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
+        log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
         return exc.exit_code
     state.failures = 0
     if reading is not None:
         if reading.retry_at is not None:
             state.not_before = time.monotonic() + max(0.0, (reading.retry_at - now).total_seconds())
-            _log(f"rate limited: no pass before {format_time(reading.retry_at)}")
+            log(f"rate limited: no pass before {format_time(reading.retry_at)}")
         if reading.min_interval:
             state.interval = max(state.interval, reading.min_interval)
     changed = ", ".join(f"{c.name} {c.before.replicas}→{c.decision.replicas}"
                         for c in landed.plan.changes) or "no change"
-    _log(f"pass at {format_time(now)}: {changed}; {describe_landing(landed, ws)}")
+    log(f"pass at {format_time(now)}: {changed}; {describe_landing(landed, ws)}")
     for name, message in landed.plan.errors.items():
-        _log(f"{name}: {message} (left untouched)")
+        log(f"{name}: {message} (left untouched)")
     return EXIT_ERROR if landed.plan.errors else EXIT_OK
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        _log(f"{signal.Signals(signum).name}: stopping after the pass in progress")
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
-
-
-def _log(message: str) -> None:
-    click.echo(f"{format_time(utcnow())} {message}", err=True)

@@ -9,20 +9,17 @@ retried with backoff. ``GET /healthz`` reports the queue and the last batch.
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType
 from typing import Any, Callable
 
-import click
 
 from gitscale.cache import StateCache, default_cache_dir
-from gitscale.commands import EXIT_OK, RepoOptions
+from gitscale.commands import EXIT_OK, RepoOptions, log, stop_on_signals
 from gitscale.config import Config, load_config
 from gitscale.core.reservations import Book, apply
 from gitscale.demand import DemandReading
@@ -31,7 +28,7 @@ from gitscale.engine import Plan, compute_plan
 from gitscale.errors import GitscaleError, InputError
 from gitscale.git import redact
 from gitscale.landing import describe_landing, land
-from gitscale.reservations_file import DEFAULT_PATH, read_books, render_books
+from gitscale.reservations_file import read_books, render_books
 from gitscale.timeutil import format_time, parse_duration, utcnow
 from gitscale.webhook import (MAX_BODY, Deliveries, JobEvent, Rejected, parse, route,
                               to_event, verify)
@@ -46,7 +43,6 @@ class Batcher:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[JobEvent] = field(default_factory=list)
-    wake: threading.Event = field(default_factory=threading.Event)
     last_batch: str | None = None
     last_error: str | None = None
     failures: int = 0
@@ -172,14 +168,14 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     host, _, port = listen.rpartition(":")
     if not port.isdigit():
         raise InputError("--listen", f"{listen!r} is not HOST:PORT")
-    stop = stop or _stop_on_signals()
+    stop = stop or stop_on_signals("writing the last batch")
     batcher = Batcher()
     server = ThreadingHTTPServer((host or "127.0.0.1", int(port)),
                                  make_handler(secret, batcher, Deliveries(), path, utcnow))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="webhooks", daemon=True)
     thread.start()
-    _log(f"listening on {host or '127.0.0.1'}:{server.server_address[1]}{path}; "
+    log(f"listening on {host or '127.0.0.1'}:{server.server_address[1]}{path}; "
          f"one commit per {window} window")
     if ready:
         ready(server.server_address[1])
@@ -203,7 +199,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
         server.shutdown()
         server.server_close()
         cache.save()
-    _log("stopped")
+    log("stopped")
     return EXIT_OK
 
 
@@ -219,7 +215,7 @@ def _batch(ws: Workspace, opts: RepoOptions, batcher: Batcher, events: list[JobE
         with batcher.lock:
             batcher.failures += 1
             batcher.last_error = redact(str(exc))
-        _log(f"batch of {len(events)} events failed ({batcher.failures} in a row, kept for the "
+        log(f"batch of {len(events)} events failed ({batcher.failures} in a row, kept for the "
              f"next try): {redact(str(exc))}")
         return
     with batcher.lock:
@@ -228,23 +224,4 @@ def _batch(ws: Workspace, opts: RepoOptions, batcher: Batcher, events: list[JobE
         batcher.last_batch = format_time(now)
         batcher.commits += 1 if landed.commit else 0
     if events or landed.commit:
-        _log(f"batch of {len(events)} events: {describe_landing(landed, ws)}")
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        _log(f"{signal.Signals(signum).name}: writing the last batch, then stopping")
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
-
-
-def _log(message: str) -> None:
-    click.echo(f"{format_time(utcnow())} {message}", err=True)
-
-
-
+        log(f"batch of {len(events)} events: {describe_landing(landed, ws)}")

@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-from gitscale import schemas
 from gitscale.config import RunnerSetConfig
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading

@@ -1,0 +1,261 @@
+"""HTTP plumbing: URL → (kind, namespace, name, subresource) → verb → store call → JSON.
+
+Paths served (as the real API server lays them out)::
+
+    /api/v1/namespaces/{ns}/{plural}[/{name}[/status]]
+    /api/v1/{plural}[/{name}[/status]]                  cluster-wide list/watch, cluster kinds
+    /apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}[/status]]
+    /apis/{group}/{version}/{plural}[/{name}[/status]]
+    .../watch/...                                       the legacy watch prefix
+    /api, /apis, /api/v1, /apis/{group}[/{version}], /version   discovery
+
+Every answer is JSON; every failure is a ``Status`` with the real code and reason.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.kubeapi import discovery
+from tests.kubeapi.errors import APIError, bad_request, method_not_allowed, no_route
+from tests.kubeapi.resources import Registry, ResourceType
+from tests.kubeapi.selectors import matcher
+from tests.kubeapi.watch import serve_watch
+
+if TYPE_CHECKING:
+    from tests.kubeapi.server import KubeAPIServer
+
+
+@dataclass(frozen=True)
+class Route:
+    rt: ResourceType
+    namespace: str | None  # None: all namespaces (or a cluster-scoped kind)
+    name: str | None
+    subresource: str | None
+    watch_path: bool
+
+    @property
+    def resource(self) -> str:
+        """How calls are counted: ``pods``, ``pods/status``, ``runnersets.gitscale.dev``…"""
+        return f"{self.rt.key}/{self.subresource}" if self.subresource else self.rt.key
+
+    def verb(self, method: str, params: dict[str, str]) -> str:
+        watching = self.watch_path or params.get("watch") in ("true", "1")
+        if method == "GET":
+            return "watch" if watching else ("get" if self.name else "list")
+        verbs = {("POST", False): "create", ("PUT", True): "update", ("PATCH", True): "patch",
+                 ("DELETE", True): "delete", ("DELETE", False): "deletecollection"}
+        verb = verbs.get((method, self.name is not None))
+        if verb is None or (self.subresource and verb not in ("update", "patch")):
+            raise method_not_allowed(method)
+        if self.rt.namespaced and self.namespace is None and verb != "watch":
+            raise method_not_allowed(method)
+        return verb
+
+
+def parse_path(registry: Registry, path: str) -> Route:
+    parts = [unquote(p) for p in path.strip("/").split("/")]
+    if len(parts) >= 2 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise no_route()
+    watch_path = bool(rest) and rest[0] == "watch"
+    if watch_path:
+        rest = rest[1:]
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        raise no_route()
+    rt = registry.by_url(group, version, rest[0])
+    if rt is None or (namespace is not None and not rt.namespaced):
+        raise no_route()
+    name = rest[1] if len(rest) > 1 else None
+    subresource = rest[2] if len(rest) > 2 else None
+    if subresource is not None and (subresource != "status" or not rt.has_status):
+        raise no_route()
+    if name is not None and rt.namespaced and namespace is None:
+        raise no_route()
+    return Route(rt, namespace, name, subresource, watch_path)
+
+
+def _dry_run(params: dict[str, str], options: dict[str, Any]) -> bool:
+    return params.get("dryRun") == "All" or "All" in (options.get("dryRun") or [])
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: KubeAPIServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.track_connection(self.connection, open_=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.track_connection(self.connection, open_=False)
+
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it "format"
+        pass  # the call counters and server.log are the record
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def _handle(self, method: str) -> None:
+        url = urlsplit(self.path)
+        params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        status = streaming = 0
+        try:
+            raw = self._read_body()
+            doc = discovery.document(self.server, url.path) if method == "GET" else None
+            if doc is not None:
+                self.server.count("discover", url.path)
+                status = self._send_json(200, doc)
+                return
+            try:
+                route = parse_path(self.server.registry, url.path)
+                verb = route.verb(method, params)
+            except APIError:
+                self.server.count(method.lower(), "unknown")
+                raise
+            self.server.count(verb, route.resource)
+            self.server.before_call(verb, route.resource)
+            if verb == "watch":
+                status = streaming = 200
+                serve_watch(self, self.server, route.rt, route.namespace, route.name, params)
+                return
+            status = self._dispatch(verb, route, params, raw)
+        except APIError as exc:
+            status = self._send_json(exc.code, exc.status())
+        except Exception as exc:  # a bug in the fake must still answer
+            if streaming:
+                raise
+            status = self._send_json(500, APIError(500, "InternalError",
+                                                   f"kubeapi fake crashed: {exc!r}").status())
+            raise
+        finally:
+            self.server.record(f"{method} {self.path}", status)
+
+    def _dispatch(self, verb: str, route: Route, params: dict[str, str], raw: bytes) -> int:
+        store, rt, ns = self.server.store, route.rt, route.namespace or ""
+        if verb == "get":
+            assert route.name is not None
+            return self._send_json(200, store.get(rt, ns, route.name))
+        if verb == "list":
+            match = matcher(rt, route.namespace, params.get("labelSelector"),
+                            params.get("fieldSelector"))
+            try:
+                limit = int(params.get("limit") or 0)
+            except ValueError:
+                raise bad_request(f"invalid limit {params['limit']!r}") from None
+            items, rv, token, remaining = store.list_objects(rt, match, limit=limit,
+                                                     continue_token=params.get("continue"))
+            meta: dict[str, Any] = {"resourceVersion": str(rv)}
+            if token:
+                meta.update({"continue": token, "remainingItemCount": remaining})
+            return self._send_json(200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
+                                         "metadata": meta, "items": items})
+        if verb == "create":
+            body = self._json(raw)
+            return self._send_json(201, store.create(rt, ns, body, dry_run=_dry_run(params, {})))
+        if verb == "update":
+            assert route.name is not None
+            return self._send_json(200, store.update(rt, ns, route.name, self._json(raw),
+                                                     subresource=route.subresource,
+                                                     dry_run=_dry_run(params, {})))
+        if verb == "patch":
+            assert route.name is not None
+            content_type = self.headers.get("Content-Type", "")
+            return self._send_json(200, store.patch(rt, ns, route.name, raw, content_type,
+                                                    subresource=route.subresource,
+                                                    dry_run=_dry_run(params, {})))
+        options = self._delete_options(params, raw)
+        if verb == "delete":
+            assert route.name is not None
+            obj, gone = store.delete(rt, ns, route.name, options,
+                                     dry_run=_dry_run(params, options))
+            if not gone:  # the real server says 202 only for an explicit orphanDependents=false
+                return self._send_json(202 if options.get("orphanDependents") is False else 200,
+                                       obj)
+            if rt.return_deleted_object:
+                return self._send_json(200, obj)
+            return self._send_json(200, _success(rt, obj))
+        match = matcher(rt, route.namespace, params.get("labelSelector"),
+                        params.get("fieldSelector"))
+        store.delete_collection(rt, match, options)
+        return self._send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                     "status": "Success"})
+
+    # -- I/O ---------------------------------------------------------------------------------
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    @staticmethod
+    def _json(raw: bytes) -> Any:
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise bad_request(f"the request body is not valid JSON: {exc}") from None
+
+    def _delete_options(self, params: dict[str, str], raw: bytes) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if params.get("gracePeriodSeconds"):
+            options["gracePeriodSeconds"] = int(params["gracePeriodSeconds"])
+        if params.get("propagationPolicy"):
+            options["propagationPolicy"] = params["propagationPolicy"]
+        if params.get("orphanDependents"):
+            options["orphanDependents"] = params["orphanDependents"] == "true"
+        if raw.strip():
+            body = self._json(raw)
+            if not isinstance(body, dict):
+                raise bad_request("DeleteOptions must be an object")
+            options.update({k: v for k, v in body.items() if v is not None})
+        return options
+
+    def _send_json(self, code: int, body: Any) -> int:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return code
+
+
+def _success(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata", {})
+    details: dict[str, Any] = {"name": meta.get("name"), "kind": rt.plural, "uid": meta.get("uid")}
+    if rt.group:
+        details["group"] = rt.group
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": details}

@@ -2,11 +2,20 @@
 from __future__ import annotations
 
 import logging
-import signal
-import threading
-from types import FrameType
+import time
 
-from gitscale.commands import EXIT_OK
+from gitscale.commands import EXIT_OK, stop_on_signals
+
+
+def _logging() -> None:
+    """The controller logs through ``logging``, in the line format of `run` and `serve`."""
+    handler = logging.StreamHandler()
+    formatter = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    root = logging.getLogger("gitscale")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
 
 
 def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: int,
@@ -14,17 +23,10 @@ def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: i
     from gitscale.controller import kube
     from gitscale.controller.loop import Controller, serve_health
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    _logging()
     api = kube.Kube(kube.load(kubeconfig, pool_size=concurrency + 8))
     controller = Controller(api, namespace=namespace, concurrency=concurrency)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _: FrameType | None) -> None:
-        logging.getLogger("gitscale.controller").info("signal %d: stopping", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals("finishing the passes in flight")
     health = serve_health(controller, health_port) if health_port else None
     controller.start()
     logging.getLogger("gitscale.controller").info(

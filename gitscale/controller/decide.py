@@ -1,0 +1,201 @@
+"""decide(): what one reconcile pass does to one RunnerSet. Pure: values in, values out.
+
+No Kubernetes, HTTP or clock here: the runners' observed state and ``now`` are passed in, and the
+result is a list of effects for ``reconcile.py`` to apply. PRODUCT §4 and the seeds it cites:
+
+- the patch-ID gate (seed 000): act only when ``spec.patchID == 0`` or it differs from the
+  highest patch ID carried by the set's runners;
+- an acting pass creates *every* missing runner at once (seed 002), removes finished runners, and
+  scales down only on patch 0: failed and idle runners first, pending runners last, busy never;
+- a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
+  spec is re-affirmed (seed 003). The finished runner is kept as the marker of that slot, so the
+  rule survives controller restarts without any bookkeeping outside the cluster;
+- a failed runner is replaced after a backoff that grows with the failures of the runners it
+  descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+
+BACKOFF_SECONDS = (0, 5, 10, 20, 40, 80)
+FAILING_AFTER = 3  # failures in a row that raise the RunnersFailing condition
+
+
+class Phase(str, Enum):
+    PENDING = "pending"  # created, not yet taking jobs (scheduling, pulling, registering)
+    IDLE = "idle"  # connected and waiting for a job
+    BUSY = "busy"  # running a job: never deleted
+    FINISHED = "finished"  # exited after its job (do-once)
+    FAILED = "failed"  # exited with an error before doing its job
+    TERMINATING = "terminating"  # being deleted: only its patch ID still counts
+
+
+class DeleteReason(str, Enum):
+    FINISHED = "finished"
+    FAILED = "failed"  # replaced after its backoff, or no longer wanted
+    SURPLUS = "surplus"  # scale-down on patch 0
+
+
+@dataclass(frozen=True)
+class Spec:
+    replicas: int
+    patch_id: int
+    effective_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One runner pod as observed. ``failures`` counts the failed runners it replaced, in a row."""
+
+    name: str
+    patch_id: int
+    phase: Phase
+    runner_id: int | None = None  # the platform's registration (GitHub runner id), if any
+    finished_at: datetime | None = None  # FINISHED/FAILED: when it stopped
+    failures: int = 0
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Remove one runner: unregister it first when ``runner_id`` is set, then delete its pod.
+
+    Deletes run in waves (0: clean-up, 1: failed and idle surplus, 2: pending surplus): a wave
+    starts when the previous one is done, so idle runners always go before pending ones.
+    """
+
+    name: str
+    reason: DeleteReason
+    runner_id: int | None
+    wave: int
+
+
+@dataclass(frozen=True)
+class Status:
+    replicas: int
+    pending: int
+    idle: int
+    busy: int
+    failed: int
+    observed_patch_id: int
+
+
+@dataclass(frozen=True)
+class Actions:
+    acting: bool  # the patch-ID gate was open
+    create: int  # new runners, all labelled ``create_patch_id``
+    create_patch_id: int
+    retries: tuple[int, ...]  # replacements of failed runners: the failure count each carries
+    deletes: tuple[Delete, ...]  # in execution order (by wave)
+    held: tuple[str, ...]  # finished after effectiveTime: kept, their slots not refilled
+    status: Status
+    requeue_after: float | None  # seconds until a backoff expires, if one is running
+    failing: tuple[tuple[str, int], ...]  # (runner, failures in a row) at or past FAILING_AFTER
+
+    @property
+    def unregister_first(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.deletes if d.runner_id is not None)
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.create or self.retries or self.deletes)
+
+
+def backoff(failures: int) -> timedelta:
+    """How long a runner that failed after ``failures`` earlier failures waits for its successor."""
+    return timedelta(seconds=BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)])
+
+
+def latest_patch_id(runners: Sequence[Runner]) -> int | None:
+    return max((r.patch_id for r in runners), default=None)
+
+
+def _oldest_first(runners: Sequence[Runner]) -> list[Runner]:
+    return sorted(runners, key=lambda r: (r.created_at is None, r.created_at or 0, r.name))
+
+
+def _newest_first(runners: Sequence[Runner]) -> list[Runner]:
+    # Pending runners are removed newest first: the oldest is the closest to taking a job.
+    return sorted(runners, key=lambda r: (r.created_at is not None, r.created_at or 0, r.name),
+                  reverse=True)
+
+
+def decide(spec: Spec, runners: Sequence[Runner], now: datetime) -> Actions:
+    """The effects of one pass for one set. Has no side effects; ``now`` is the pass clock."""
+    of = {phase: [r for r in runners if r.phase is phase] for phase in Phase}
+    pending, idle, busy = of[Phase.PENDING], of[Phase.IDLE], of[Phase.BUSY]
+    failed = sorted(of[Phase.FAILED], key=lambda r: (r.finished_at is not None,
+                                                     r.finished_at or 0, r.name))
+    acting = spec.patch_id == 0 or spec.patch_id != latest_patch_id(runners)
+    deletes: list[Delete] = []
+    gone: set[str] = set()
+
+    # Scale-down: patch 0 only, never a busy runner; failed and idle first, pending last.
+    total = len(pending) + len(idle) + len(busy) + len(failed)
+    if acting and spec.patch_id == 0 and total > spec.replicas:
+        order = ([(r, 1) for r in failed] + [(r, 1) for r in _oldest_first(idle)]
+                 + [(r, 2) for r in _newest_first(pending)])
+        for runner, wave in order[:total - spec.replicas]:
+            deletes.append(Delete(runner.name, DeleteReason.SURPLUS, runner.runner_id, wave))
+            gone.add(runner.name)
+
+    # Failed runners wait out their backoff, then make way for a successor if the slot is wanted.
+    live = [r for r in pending + idle + busy if r.name not in gone]
+    waiting = [r for r in failed if r.name not in gone and not _due(r, now)]
+    due = [r for r in failed if r.name not in gone and _due(r, now)]
+    occupied = len(live) + len(waiting)
+    retries: list[int] = []
+    for runner in due:
+        deletes.append(Delete(runner.name, DeleteReason.FAILED, runner.runner_id, 0))
+        if occupied < spec.replicas:
+            retries.append(runner.failures + 1)
+            occupied += 1
+
+    create, held = 0, []
+    if acting:
+        missing = max(spec.replicas - occupied, 0)
+        finished = sorted(of[Phase.FINISHED], key=lambda r: (r.finished_at is not None,
+                                                             r.finished_at or 0, r.name))
+        held = [r for r in finished if _after(r.finished_at, spec.effective_time)][:missing]
+        kept = {r.name for r in held}
+        deletes += [Delete(r.name, DeleteReason.FINISHED, r.runner_id, 0)
+                    for r in finished if r.name not in kept]
+        create = missing - len(held)
+
+    wakeups = [r.finished_at + backoff(r.failures) for r in waiting if r.finished_at]
+    requeue = max((min(wakeups) - now).total_seconds(), 0.0) if wakeups else None
+    status = _status(spec, pending, idle, busy, failed, gone, create)
+    failing = sorted((r.name, r.failures + (r.phase is Phase.FAILED))
+                     for r in runners if r.phase is not Phase.TERMINATING)
+    return Actions(
+        acting=acting, create=create, create_patch_id=spec.patch_id, retries=tuple(retries),
+        deletes=tuple(sorted(deletes, key=lambda d: d.wave)),
+        held=tuple(r.name for r in held), status=status, requeue_after=requeue,
+        failing=tuple((name, n) for name, n in failing if n >= FAILING_AFTER),
+    )
+
+
+def _due(runner: Runner, now: datetime) -> bool:
+    return runner.finished_at is None or now >= runner.finished_at + backoff(runner.failures)
+
+
+def _after(finished_at: datetime | None, effective_time: datetime | None) -> bool:
+    """Finished after the spec was written? Unknown times never hold a slot."""
+    return finished_at is not None and effective_time is not None and finished_at > effective_time
+
+
+def _status(spec: Spec, pending: list[Runner], idle: list[Runner], busy: list[Runner],
+            failed: list[Runner], gone: set[str], created: int) -> Status:
+    """The set at the end of the pass: observed, minus surplus removed, plus new runners.
+
+    A failed runner replaced in this pass is still reported as failed (its successor shows up
+    as pending from the next pass on), so every failure is visible in status at least once.
+    """
+    def left(runners: list[Runner]) -> int:
+        return sum(r.name not in gone for r in runners)
+
+    counts = (left(pending) + created, left(idle), len(busy), left(failed))
+    return Status(sum(counts), *counts, observed_patch_id=spec.patch_id)

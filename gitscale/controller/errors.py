@@ -1,0 +1,58 @@
+"""The controller's errors: what the Kubernetes and CI APIs said, as our types.
+
+``kube.py`` and ``github.py`` translate their client's exceptions into these at the boundary, so
+the loop branches on a class (``NotFound``, ``Conflict``, ``RunnerBusy``…) and never on a status
+code. Messages name the object or URL, never a credential.
+"""
+from __future__ import annotations
+
+from gitscale.errors import GitscaleError
+
+
+class ControllerError(GitscaleError):
+    """Anything the controller could not do to an object; the pass records it and moves on."""
+
+
+class InvalidRunnerSet(ControllerError):
+    """A RunnerSet the controller cannot act on (no template, negative replicas, …)."""
+
+
+class KubeError(ControllerError):
+    """The Kubernetes API refused or failed. ``status`` is the HTTP code (0: no answer)."""
+
+    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(KubeError):
+    """404: the object is gone (often fine: someone else deleted it first)."""
+
+
+class Conflict(KubeError):
+    """409: a stale resourceVersion, or a name already taken (``reason`` AlreadyExists)."""
+
+
+class Invalid(KubeError):
+    """422: the object was rejected by validation."""
+
+
+class Gone(KubeError):
+    """410: a watch resumed from a version the server no longer has: list again."""
+
+
+class PlatformError(ControllerError):
+    """GitHub or Buildkite refused or failed; the message names the URL, never a token."""
+
+
+class RunnerBusy(PlatformError):
+    """GitHub answered 422 to an unregister: the runner is still running a job."""
+
+
+class RunnerNameTaken(PlatformError):
+    """GitHub answered 409 to generate-jitconfig: a runner with that name already exists."""
+
+
+class CredentialsError(PlatformError):
+    """The credentials Secret is missing, incomplete or refused by the platform."""

@@ -1,0 +1,251 @@
+"""The Kubernetes API, behind a few verbs. The only module that imports ``kubernetes``.
+
+Bodies travel as plain dicts (``RawObject``): every call asks the client for the raw response
+(``_preload_content=False``) and parses the JSON itself, so 500 pods are not turned into model
+objects and back. ``ApiException`` and connection failures become ``KubeError`` subclasses here
+(``NotFound``, ``Conflict``, ``Invalid``, ``Gone``); nothing above this module sees the client.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable, TypeVar, cast
+
+import kubernetes.client
+import kubernetes.config
+import pydantic
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from gitscale.controller.errors import (
+    Conflict,
+    CredentialsError,
+    Gone,
+    Invalid,
+    KubeError,
+    NotFound,
+)
+from gitscale.controller.observe import LABEL_SET, RawObject
+from gitscale.resource import GROUP, PLURAL, VERSION
+
+T = TypeVar("T")
+JSON = "application/json"
+WatchEvent = tuple[str, RawObject]  # (ADDED|MODIFIED|DELETED|BOOKMARK, object)
+
+
+def load(kubeconfig: str | None, pool_size: int = 32) -> kubernetes.client.ApiClient:
+    """In-cluster config when running in a pod (and no kubeconfig is given), else a kubeconfig:
+    ``--kubeconfig``, then $KUBECONFIG, then ~/.kube/config."""
+    config = kubernetes.client.Configuration()
+    try:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=config)
+        else:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=config)
+    except (kubernetes.config.ConfigException, OSError) as exc:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise KubeError(f"no usable Kubernetes configuration (in-cluster or {where}): "
+                        f"{exc}") from None
+    config.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(config)
+
+
+def client_for(url: str, pool_size: int = 32) -> kubernetes.client.ApiClient:
+    """An ApiClient for a plain URL (tests and benchmarks against a local API server)."""
+    config = kubernetes.client.Configuration(host=url)
+    config.proxy = None
+    config.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(config)
+
+
+class Kube:
+    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+        self.api = api
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.custom = kubernetes.client.CustomObjectsApi(api)
+        self._streams: set[urllib3.HTTPResponse] = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.stop_watches()
+        self.api.close()  # type: ignore[no-untyped-call]
+
+    # -- RunnerSets -------------------------------------------------------------------------
+    def list_runnersets(self, namespace: str | None) -> tuple[list[RawObject], str]:
+        if namespace:
+            raw = _call(f"list RunnerSets in {namespace}", lambda: self.custom.
+                        list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                      _preload_content=False))
+        else:
+            raw = _call("list RunnerSets", lambda: self.custom.list_cluster_custom_object(
+                GROUP, VERSION, PLURAL, _preload_content=False))
+        return _items(raw, "RunnerSet", f"{GROUP}/{VERSION}")
+
+    def watch_runnersets(self, namespace: str | None, version: str,
+                         timeout: int) -> Iterator[WatchEvent]:
+        kw = _watch_args(version, timeout)
+        if namespace:
+            return self._stream("watch RunnerSets", lambda: self.custom.
+                                list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                              **kw))
+        return self._stream("watch RunnerSets", lambda: self.custom.list_cluster_custom_object(
+            GROUP, VERSION, PLURAL, **kw))
+
+    def patch_runnerset_status(self, namespace: str, name: str,
+                               status: Mapping[str, Any]) -> RawObject:
+        """A JSON merge patch of ``status`` through the status subresource."""
+        raw = _call(f"update status of RunnerSet {namespace}/{name}", lambda: self.custom.
+                    patch_namespaced_custom_object_status(
+                        GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)},
+                        _content_type="application/merge-patch+json", _preload_content=False))
+        updated: RawObject = _json(raw)
+        return updated
+
+    # -- pods and secrets ---------------------------------------------------------------------
+    def list_pods(self, namespace: str | None) -> tuple[list[RawObject], str]:
+        if namespace:
+            raw = _call("list runner pods", lambda: self.core.list_namespaced_pod(
+                namespace, label_selector=LABEL_SET, _preload_content=False))
+        else:
+            raw = _call("list runner pods", lambda: self.core.list_pod_for_all_namespaces(
+                label_selector=LABEL_SET, _preload_content=False))
+        return _items(raw, "Pod", "v1")
+
+    def watch_pods(self, namespace: str | None, version: str,
+                   timeout: int) -> Iterator[WatchEvent]:
+        kw = _watch_args(version, timeout)
+        if namespace:
+            return self._stream("watch runner pods", lambda: self.core.list_namespaced_pod(
+                namespace, label_selector=LABEL_SET, **kw))
+        return self._stream("watch runner pods", lambda: self.core.list_pod_for_all_namespaces(
+            label_selector=LABEL_SET, **kw))
+
+    def create_pod(self, body: RawObject) -> RawObject:
+        meta, raw_body = body["metadata"], cast(Any, body)  # the client takes dicts too
+        created: RawObject = _json(_call(
+            f"create pod {meta['namespace']}/{meta['name']}", lambda: self.core.
+            create_namespaced_pod(meta["namespace"], raw_body, _content_type=JSON,
+                                  _preload_content=False)))
+        return created
+
+    def delete_pod(self, namespace: str, name: str) -> RawObject | None:
+        """The pod as it now is (terminating), or None once it is gone. NotFound if it was."""
+        raw: RawObject = _json(_call(f"delete pod {namespace}/{name}", lambda: self.core.
+                                     delete_namespaced_pod(name, namespace,
+                                                           _preload_content=False)))
+        return raw if raw.get("kind") == "Pod" else None
+
+    def create_secret(self, body: RawObject) -> RawObject:
+        meta, raw_body = body["metadata"], cast(Any, body)
+        _call(f"create Secret {meta['namespace']}/{meta['name']}", lambda: self.core.
+              create_namespaced_secret(meta["namespace"], raw_body, _content_type=JSON,
+                                       _preload_content=False))
+        return body
+
+    def read_secret(self, namespace: str, name: str) -> dict[str, str]:
+        """A Secret's data, decoded. Its values are credentials: never log them."""
+        try:
+            raw = _json(_call(f"read Secret {namespace}/{name}", lambda: self.core.
+                              read_namespaced_secret(name, namespace, _preload_content=False)))
+        except NotFound:
+            raise CredentialsError(f"Secret {namespace}/{name} does not exist") from None
+        try:
+            return {k: base64.b64decode(v).decode() for k, v in (raw.get("data") or {}).items()}
+        except (ValueError, UnicodeDecodeError):
+            raise CredentialsError(f"Secret {namespace}/{name} holds undecodable data") from None
+
+    # -- watch plumbing -----------------------------------------------------------------------
+    def stop_watches(self) -> None:
+        """End every open watch stream (shutdown): their iterators then simply stop."""
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            try:
+                stream.shutdown()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                stream.close()
+
+    def _stream(self, what: str, open_: Callable[[], Any]) -> Iterator[WatchEvent]:
+        response = _call(what, open_)
+        with self._lock:
+            self._streams.add(response)
+        try:
+            buffer = b""
+            for chunk in response.stream(amt=None, decode_content=False):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield _event(what, line)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError):
+            return  # the stream broke (or was shut down): the caller watches again
+        finally:
+            with self._lock:
+                self._streams.discard(response)
+            response.release_conn()
+
+
+def _watch_args(version: str, timeout: int) -> dict[str, Any]:
+    return {"watch": True, "resource_version": version, "allow_watch_bookmarks": True,
+            "timeout_seconds": timeout, "_preload_content": False,
+            "_request_timeout": (10, timeout + 30)}
+
+
+def _event(what: str, line: bytes) -> WatchEvent:
+    try:
+        event = json.loads(line)
+        kind, obj = event["type"], event["object"]
+    except (ValueError, KeyError, TypeError):
+        raise KubeError(f"{what}: the stream sent something that is not a watch event") from None
+    if kind == "ERROR":
+        code = int(obj.get("code", 0))
+        cls = Gone if code == 410 else KubeError
+        raise cls(f"{what}: {obj.get('message', 'error')}", code, str(obj.get("reason", "")))
+    return kind, obj
+
+
+def _call(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except ApiException as exc:
+        raise _translate(what, exc) from None
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}"
+                             for e in exc.errors()[:5])
+        raise Invalid(f"{what}: the object is not valid: {problems}", 422, "Invalid") from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise KubeError(f"{what}: the API server did not answer ({type(exc).__name__})") from None
+
+
+def _translate(what: str, exc: ApiException) -> KubeError:
+    status = int(exc.status or 0)
+    reason, message = str(exc.reason or ""), ""
+    try:
+        body = json.loads(exc.body or "{}")
+        reason, message = str(body.get("reason") or reason), str(body.get("message") or "")
+    except (ValueError, TypeError, AttributeError):
+        pass
+    text = f"{what}: {status} {reason}" + (f": {message}" if message else "")
+    cls = {404: NotFound, 409: Conflict, 410: Gone, 422: Invalid}.get(status, KubeError)
+    return cls(text, status, reason)
+
+
+def _json(response: Any) -> Any:
+    try:
+        return json.loads(response.data or b"{}")
+    except ValueError:
+        raise KubeError("the API server answered something that is not JSON") from None
+
+
+def _items(response: Any, kind: str, api_version: str) -> tuple[list[RawObject], str]:
+    body = _json(response)
+    items: list[RawObject] = body.get("items") or []
+    for item in items:  # list items carry neither kind nor apiVersion
+        item.setdefault("kind", kind)
+        item.setdefault("apiVersion", api_version)
+    return items, str((body.get("metadata") or {}).get("resourceVersion", ""))

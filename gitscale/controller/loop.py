@@ -1,0 +1,154 @@
+"""The controller process: informers feed a work queue, workers run passes, /healthz answers.
+
+Watch-driven: every RunnerSet event and every runner-pod event queues its set; a periodic
+resync queues every set (a missed event costs at most one resync period). A pass may ask to be
+run again later (a failed runner's backoff, the 30 s unregister retry, an error).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from gitscale.controller.cache import Informer, Store, set_of_pod
+from gitscale.controller.kube import Kube
+from gitscale.controller.observe import RawObject, key_of
+from gitscale.controller.platforms import Platforms
+from gitscale.controller.reconcile import Context, Memory, Report, reconcile
+from gitscale.controller.workqueue import WorkQueue
+from gitscale.timeutil import utcnow
+
+log = logging.getLogger("gitscale.controller")
+
+
+class Controller:
+    def __init__(self, kube: Kube, *, namespace: str | None = None, concurrency: int = 16,
+                 workers: int = 2, resync: float = 60.0, watch_timeout: int = 300,
+                 clock: Callable[[], datetime] = utcnow,
+                 platforms: Platforms | None = None) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.resync = resync
+        self.stop_event = threading.Event()
+        self.queue = WorkQueue()
+        self.runnersets = Store()
+        self.pods = Store(index=set_of_pod)
+        self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="runner-io")
+        self.reports: collections.deque[Report] = collections.deque(maxlen=1000)
+        self.ctx = Context(kube, self.runnersets, self.pods,
+                           platforms or Platforms(kube.read_secret), self.pool, Memory(), clock)
+        self._workers = workers
+        self._threads: list[threading.Thread] = []
+        self.informers = [
+            Informer("runnersets", self.runnersets, lambda: kube.list_runnersets(namespace),
+                     lambda v, t: kube.watch_runnersets(namespace, v, t), self._set_changed,
+                     self.stop_event, watch_timeout=watch_timeout),
+            Informer("pods", self.pods, lambda: kube.list_pods(namespace),
+                     lambda v, t: kube.watch_pods(namespace, v, t), self._pod_changed,
+                     self.stop_event, watch_timeout=watch_timeout),
+        ]
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self, *, workers: bool = True) -> Controller:
+        """Start the informers and, unless ``workers`` is False (a test drives passes), the
+        workers and the resync timer."""
+        for informer in self.informers:
+            informer.start()
+        if workers:
+            for n in range(self._workers):
+                self._spawn(self._work, f"reconcile-{n}")
+            self._spawn(self._resync, "resync")
+        return self
+
+    def synced(self, timeout: float | None = None) -> bool:
+        return all(i.synced.wait(timeout) for i in self.informers)
+
+    def healthy(self) -> bool:
+        return all(i.thread.is_alive() and i.healthy for i in self.informers) and all(
+            t.is_alive() for t in self._threads)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.queue.close()
+        self.kube.stop_watches()
+        for thread in self._threads + [i.thread for i in self.informers]:
+            if thread.is_alive():
+                thread.join(5)
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.ctx.platforms.close()
+
+    # -- passes -------------------------------------------------------------------------------
+    def reconcile(self, key: str) -> Report:
+        """One pass over one set, now (also what the workers run)."""
+        started = time.perf_counter()
+        report = reconcile(self.ctx, key)
+        report.seconds = time.perf_counter() - started
+        self.reports.append(report)
+        if report.requeue_after is not None:
+            self.queue.add_after(key, report.requeue_after)
+        return report
+
+    def _work(self) -> None:
+        while not self.stop_event.is_set():
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self.reconcile(key)
+            except Exception:  # noqa: BLE001 - one bad pass must not stop the controller
+                log.exception("%s: the pass crashed (a bug: please report it)", key)
+                self.queue.add_after(key, 30.0)
+            finally:
+                self.queue.done(key)
+
+    def _resync(self) -> None:
+        while not self.stop_event.wait(self.resync):
+            for key in self.runnersets.keys():
+                self.queue.add(key)
+
+    def _set_changed(self, obj: RawObject) -> None:
+        self.queue.add(key_of(obj))
+
+    def _pod_changed(self, obj: RawObject) -> None:
+        key = set_of_pod(obj)
+        if key is not None:
+            self.queue.add(key)
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+
+def serve_health(controller: Controller, port: int,
+                 host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - probed by kubelet
+    """/healthz: informers and workers alive. /readyz: also, the first lists are done."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            if self.path == "/healthz":
+                ok = controller.healthy()
+            elif self.path == "/readyz":
+                ok = controller.healthy() and controller.synced(0)
+            else:
+                self.send_error(404)
+                return
+            body = b"ok\n" if ok else b"not ok\n"
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    return server

@@ -1,0 +1,230 @@
+"""Raw API objects → the decision's values. Pure: dicts in, frozen dataclasses out.
+
+A RunnerSet that cannot be acted on raises ``InvalidRunnerSet`` with a message naming the field,
+which the loop records as a condition (and then serves the other sets). A pod becomes a
+``Runner`` whose phase comes from its runner container and, for a running pod, from what the
+platform knows (GitHub's runner list, or the ``gitscale.dev/busy`` annotation for Buildkite).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypedDict
+
+from gitscale.controller.decide import Phase, Runner, Spec
+from gitscale.controller.errors import InvalidRunnerSet
+from gitscale.resource import PATCH_ID_MAX
+from gitscale.timeutil import parse_time
+
+LABEL_SET = "gitscale.dev/runnerset"
+LABEL_PATCH = "gitscale.dev/patch-id"
+ANNOTATION_FAILURES = "gitscale.dev/failures"
+ANNOTATION_RUNNER_ID = "gitscale.dev/runner-id"
+ANNOTATION_BUSY = "gitscale.dev/busy"  # Buildkite: set by the agent's hooks (optional)
+RUNNER_CONTAINER = "runner"
+
+Platform = Literal["github", "buildkite"]
+
+
+class RawObject(TypedDict, total=False):
+    """An API object as JSON: a RunnerSet, a Pod or a Secret."""
+
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+    status: dict[str, Any]
+    type: str  # Secret
+    data: dict[str, str]  # Secret
+
+
+@dataclass(frozen=True)
+class GitHubSettings:
+    config_url: str
+    labels: tuple[str, ...]
+    runner_group: str | None
+    credentials_secret: str
+
+
+@dataclass(frozen=True)
+class BuildkiteSettings:
+    queue: str
+    tags: tuple[str, ...]
+    agent_token_secret: str | None
+
+
+@dataclass(frozen=True)
+class RunnerSetView:
+    namespace: str
+    name: str
+    uid: str
+    spec: Spec
+    platform: Platform
+    template: dict[str, Any] = field(repr=False)
+    github: GitHubSettings | None = None
+    buildkite: BuildkiteSettings | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise InvalidRunnerSet("spec is missing")
+    replicas = _int(spec, "replicas", 0, 10_000)
+    patch_id = _int(spec, "patchID", 0, PATCH_ID_MAX)
+    effective = spec.get("effectiveTime")
+    try:
+        when = parse_time(effective) if isinstance(effective, str) and effective else None
+    except ValueError as exc:
+        raise InvalidRunnerSet(f"spec.effectiveTime: {exc}") from None
+    platform = spec.get("platform")
+    if platform not in ("github", "buildkite"):
+        raise InvalidRunnerSet(f"spec.platform {platform!r} is not one of github, buildkite")
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        raise InvalidRunnerSet("spec.template is missing: a pod template for one runner")
+    containers = (template.get("spec") or {}).get("containers")
+    if not isinstance(containers, list) or not containers or not all(
+            isinstance(c, dict) and c.get("name") and c.get("image") for c in containers):
+        raise InvalidRunnerSet("spec.template.spec.containers needs at least one container "
+                               "with a name and an image")
+    view = RunnerSetView(str(meta.get("namespace", "")), str(meta.get("name", "")),
+                         str(meta.get("uid", "")), Spec(replicas, patch_id, when), platform,
+                         template)
+    if platform == "github":
+        return _with_github(view, spec.get("github"))
+    return _with_buildkite(view, spec.get("buildkite"))
+
+
+def _with_github(view: RunnerSetView, raw: Any) -> RunnerSetView:
+    if not isinstance(raw, dict) or not isinstance(raw.get("configURL"), str):
+        raise InvalidRunnerSet("spec.github.configURL is required for platform github")
+    if not raw.get("credentialsSecret"):
+        raise InvalidRunnerSet("spec.github.credentialsSecret is required: the Secret with "
+                               "github_token or the github_app_* keys")
+    labels = tuple(str(x) for x in raw.get("labels") or ()) or (view.name,)
+    group = raw.get("runnerGroup") or None
+    settings = GitHubSettings(raw["configURL"], labels, group, str(raw["credentialsSecret"]))
+    return RunnerSetView(**{**view.__dict__, "github": settings})
+
+
+def _with_buildkite(view: RunnerSetView, raw: Any) -> RunnerSetView:
+    if not isinstance(raw, dict) or not raw.get("queue"):
+        raise InvalidRunnerSet("spec.buildkite.queue is required for platform buildkite")
+    settings = BuildkiteSettings(str(raw["queue"]), tuple(str(t) for t in raw.get("tags") or ()),
+                                 raw.get("agentTokenSecret") or None)
+    return RunnerSetView(**{**view.__dict__, "buildkite": settings})
+
+
+def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
+    value = spec.get(name, 0)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRunnerSet(f"spec.{name}: {value!r} is not an integer")
+    if not lo <= value <= hi:
+        raise InvalidRunnerSet(f"spec.{name}: {value} is out of range ({lo}..{hi})")
+    return value
+
+
+# -- pods -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Registered:
+    """What the platform says about a running runner (GitHub's list). None: unknown."""
+
+    online: bool
+    busy: bool
+
+
+def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | None,
+              busy_until: datetime | None, now: datetime) -> Runner:
+    """A pod as the decision sees it.
+
+    ``registered`` is GitHub's view by runner id (None for Buildkite, or when GitHub could not
+    be asked: then a running runner counts as busy, so nothing is deleted on a guess).
+    ``busy_until``: a recent 422 said this runner is busy; it stays busy until then.
+    """
+    meta = pod.get("metadata") or {}
+    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    status = pod.get("status") or {}
+    runner_id = _maybe_int(notes.get(ANNOTATION_RUNNER_ID))
+
+    def make(phase: Phase, finished_at: datetime | None = None) -> Runner:
+        return Runner(str(meta.get("name")), _maybe_int(labels.get(LABEL_PATCH)) or 0, phase,
+                      runner_id, finished_at, _maybe_int(notes.get(ANNOTATION_FAILURES)) or 0,
+                      _time(meta.get("creationTimestamp")))
+
+    if meta.get("deletionTimestamp"):
+        return make(Phase.TERMINATING)
+    terminated = _runner_terminated(pod)
+    if terminated is not None:
+        code, finished = terminated
+        return make(Phase.FINISHED if code == 0 else Phase.FAILED, finished or _ended(status))
+    phase = status.get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return make(Phase.FINISHED if phase == "Succeeded" else Phase.FAILED, _ended(status))
+    if phase != "Running":
+        return make(Phase.PENDING)
+    if busy_until is not None and now < busy_until:
+        return make(Phase.BUSY)
+    if runner_id is None:  # Buildkite: the agent's hooks may say so; else it is taking jobs
+        return make(Phase.BUSY if str(notes.get(ANNOTATION_BUSY)).lower() == "true"
+                    else Phase.IDLE)
+    if registered is None:
+        return make(Phase.BUSY)
+    seen = registered.get(runner_id)
+    if seen is None or not seen.online:
+        return make(Phase.PENDING)  # started, not connected yet (or already gone after a job)
+    return make(Phase.BUSY if seen.busy else Phase.IDLE)
+
+
+def runner_container(template: Mapping[str, Any]) -> str:
+    containers = (template.get("spec") or {}).get("containers") or [{}]
+    names = [c.get("name") for c in containers]
+    return RUNNER_CONTAINER if RUNNER_CONTAINER in names else str(names[0])
+
+
+def _runner_terminated(pod: Mapping[str, Any]) -> tuple[int, datetime | None] | None:
+    """(exit code, finish time) once the runner container has stopped (sidecars may not have)."""
+    spec_containers = (pod.get("spec") or {}).get("containers") or []
+    name = runner_container({"spec": {"containers": spec_containers}}) if spec_containers \
+        else RUNNER_CONTAINER
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == name:
+            done = (cs.get("state") or {}).get("terminated")
+            if isinstance(done, dict):
+                return int(done.get("exitCode", 1)), _time(done.get("finishedAt"))
+    return None
+
+
+def _ended(status: Mapping[str, Any]) -> datetime | None:
+    times = [_time(cs.get("state", {}).get("terminated", {}).get("finishedAt"))
+             for cs in status.get("containerStatuses") or [] if isinstance(cs, dict)]
+    times += [_time(c.get("lastTransitionTime")) for c in status.get("conditions") or []
+              if isinstance(c, dict)]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        return parse_time(value) if isinstance(value, str) and value else None
+    except ValueError:
+        return None
+
+
+def _maybe_int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

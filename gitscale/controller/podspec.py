@@ -1,0 +1,75 @@
+"""The runner pod and its Secret, built from a RunnerSet. Pure: values in, manifests out.
+
+Every pod carries ``gitscale.dev/runnerset`` and ``gitscale.dev/patch-id`` labels, an
+ownerReference to its RunnerSet (garbage-collected with it) and ``restartPolicy: Never``: a runner
+does one job and is never restarted in place (seed 004: one pod per runner, no mutated Job).
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import secrets
+from typing import Any
+
+from gitscale.controller.observe import (
+    ANNOTATION_FAILURES,
+    ANNOTATION_RUNNER_ID,
+    LABEL_PATCH,
+    LABEL_SET,
+    RawObject,
+    RunnerSetView,
+    runner_container,
+)
+from gitscale.resource import GROUP, KIND, VERSION
+
+JIT_KEY = "jitconfig"
+NAME_MAX = 57  # room for GitHub's runner-name limit (64) and Kubernetes' hostname limit (63)
+
+
+def new_name(set_name: str) -> str:
+    return f"{set_name[:NAME_MAX - 7].rstrip('-.')}-{secrets.token_hex(3)}"
+
+
+def owner_reference(rs: RunnerSetView) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": rs.name, "uid": rs.uid,
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
+               env: list[dict[str, Any]], runner_id: int | None = None) -> RawObject:
+    """One runner's pod: the template, our labels and annotations, and the platform's env."""
+    template = copy.deepcopy(rs.template)
+    meta = template.get("metadata") or {}
+    labels = {**(meta.get("labels") or {}), LABEL_SET: rs.name, LABEL_PATCH: str(patch_id)}
+    notes = {**(meta.get("annotations") or {}), ANNOTATION_FAILURES: str(failures)}
+    if runner_id is not None:
+        notes[ANNOTATION_RUNNER_ID] = str(runner_id)
+    spec = template["spec"]
+    spec["restartPolicy"] = "Never"
+    target = runner_container(template)
+    container = next(c for c in spec["containers"] if c.get("name") == target)
+    container["env"] = _merge_env(container.get("env") or [], env)
+    if rs.platform == "buildkite":
+        # SIGTERM makes the agent finish its job before exiting: give it the time to.
+        spec.setdefault("terminationGracePeriodSeconds", 3600)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": rs.namespace, "labels": labels,
+                         "annotations": notes, "ownerReferences": [owner_reference(rs)]},
+            "spec": spec}
+
+
+def jit_secret(pod: RawObject, jit_config: str) -> RawObject:
+    """The JIT config of one GitHub runner, owned by its pod (deleted with it)."""
+    meta = pod["metadata"]
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                         "labels": {LABEL_SET: meta["labels"][LABEL_SET]},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                              "name": meta["name"], "uid": meta["uid"],
+                                              "blockOwnerDeletion": True}]},
+            "data": {JIT_KEY: base64.b64encode(jit_config.encode()).decode()}}
+
+
+def _merge_env(existing: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    names = {e["name"] for e in ours}
+    return [e for e in existing if e.get("name") not in names] + ours

@@ -1,0 +1,203 @@
+"""A GitHub-shaped REST server on 127.0.0.1 for the controller's runner API calls.
+
+Serves, under ``/api/v3`` (the GitHub Enterprise Server layout, so a RunnerSet's ``configURL``
+of ``http://127.0.0.1:PORT/acme`` reaches it): generate-jitconfig (org, repo and enterprise
+scopes; 409 when the name exists), the runner list (``name``, ``per_page``/``page``), GET and
+DELETE of one runner (404 when gone, 422 "still running a job" when busy), runner groups, and
+GitHub App installation tokens (the JWT is verified with the app's public key).
+
+Test seams: ``runners`` (by id), ``set_state(name, online=, busy=)``, ``refuse_delete(name)``
+(answer 422 though the list says idle: a job was picked up between the two calls), ``calls``
+(method and path of each request), ``tokens`` (accepted bearer tokens).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jwt
+
+SCOPE = r"(?P<scope>orgs/[^/]+|repos/[^/]+/[^/]+|enterprises/[^/]+)"
+
+
+@dataclass
+class FakeRunner:
+    id: int
+    name: str
+    scope: str
+    labels: list[str]
+    group_id: int
+    online: bool = False
+    busy: bool = False
+
+    def json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "os": "Linux", "ephemeral": True,
+                "status": "online" if self.online else "offline", "busy": self.busy,
+                "labels": [{"name": n, "type": "custom"} for n in self.labels],
+                "runner_group_id": self.group_id}
+
+
+class FakeGitHub(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, token: str = "ghp-test-token", app: tuple[str, str] | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.runners: dict[int, FakeRunner] = {}
+        self.ids = itertools.count(1000)
+        self.calls: list[tuple[str, str]] = []
+        self.tokens = {token}
+        self.app = app  # (app id, PEM public key)
+        self.groups = {"Default": 1, "gpu": 7}
+        self.refused: set[str] = set()
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def start(self) -> FakeGitHub:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients closing kept-alive connections at shutdown is not worth a traceback
+
+    def by_name(self, name: str) -> FakeRunner | None:
+        with self.lock:
+            return next((r for r in self.runners.values() if r.name == name), None)
+
+    def set_state(self, name: str, *, online: bool = True, busy: bool = False) -> None:
+        runner = self.by_name(name)
+        assert runner is not None, f"no runner {name}"
+        with self.lock:
+            runner.online, runner.busy = online, busy
+
+    def refuse_delete(self, name: str) -> None:
+        with self.lock:
+            self.refused.add(name)
+
+    def count(self, method: str, pattern: str = "") -> int:
+        with self.lock:
+            return sum(m == method and re.search(pattern, p) is not None for m, p in self.calls)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeGitHub
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _reply(self, code: int, body: Any = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict[str, Any]:
+        n = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(n) or b"{}")
+
+    def _route(self, method: str) -> None:
+        url = urlsplit(self.path)
+        path, query = url.path.removeprefix("/api/v3"), parse_qs(url.query)
+        srv = self.server
+        with srv.lock:
+            srv.calls.append((method, path))
+        auth = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        if method == "POST" and (m := re.fullmatch(r"/app/installations/(\d+)/access_tokens",
+                                                   path)):
+            return self._installation_token(auth, m.group(1))
+        if auth not in srv.tokens:
+            return self._reply(401, {"message": "Bad credentials"})
+        if method == "POST" and (m := re.fullmatch(f"/{SCOPE}/actions/runners/generate-jitconfig",
+                                                   path)):
+            return self._jit(m.group("scope"), self._body())
+        if method == "GET" and (m := re.fullmatch(f"/{SCOPE}/actions/runners", path)):
+            return self._list(m.group("scope"), query)
+        if m := re.fullmatch(f"/{SCOPE}/actions/runners/(?P<id>\\d+)", path):
+            return self._one(method, m.group("scope"), int(m.group("id")))
+        if method == "GET" and re.fullmatch(r"/(orgs|enterprises)/[^/]+/actions/runner-groups",
+                                            path):
+            groups = [{"id": i, "name": n} for n, i in srv.groups.items()]
+            return self._reply(200, {"total_count": len(groups), "runner_groups": groups})
+        return self._reply(404, {"message": "Not Found"})
+
+    def _jit(self, scope: str, body: dict[str, Any]) -> None:
+        srv = self.server
+        with srv.lock:
+            if any(r.name == body["name"] and r.scope == scope for r in srv.runners.values()):
+                return self._reply(409, {"message": "Already exists - A runner with the name "
+                                                    f"{body['name']} already exists."})
+            if body.get("runner_group_id") not in srv.groups.values() or not body.get("labels"):
+                return self._reply(422, {"message": "Validation Failed"})
+            runner = FakeRunner(next(srv.ids), body["name"], scope, list(body["labels"]),
+                                body["runner_group_id"])
+            srv.runners[runner.id] = runner
+        self._reply(201, {"runner": runner.json(),
+                          "encoded_jit_config": f"jit-{runner.name}-{runner.id}"})
+
+    def _list(self, scope: str, query: dict[str, list[str]]) -> None:
+        with self.server.lock:
+            found = [r for r in self.server.runners.values() if r.scope == scope]
+        if "name" in query:
+            found = [r for r in found if r.name == query["name"][0]]
+        per_page = int(query.get("per_page", ["30"])[0])
+        page = int(query.get("page", ["1"])[0])
+        chunk = found[(page - 1) * per_page: page * per_page]
+        self._reply(200, {"total_count": len(found), "runners": [r.json() for r in chunk]})
+
+    def _one(self, method: str, scope: str, runner_id: int) -> None:
+        srv = self.server
+        with srv.lock:
+            runner = srv.runners.get(runner_id)
+            if runner is None or runner.scope != scope:
+                return self._reply(404, {"message": "Not Found"})
+            if method == "GET":
+                return self._reply(200, runner.json())
+            if method != "DELETE":
+                return self._reply(405, {"message": "Method Not Allowed"})
+            if runner.busy or runner.name in srv.refused:
+                return self._reply(422, {"message": f'Bad request - Runner "{runner.name}" is '
+                                                    "still running a job\""})
+            del srv.runners[runner_id]
+        self._reply(204)
+
+    def _installation_token(self, assertion: str, installation: str) -> None:
+        srv = self.server
+        if srv.app is None:
+            return self._reply(404, {"message": "Not Found"})
+        try:
+            claims = jwt.decode(assertion, srv.app[1], algorithms=["RS256"])
+        except jwt.PyJWTError:
+            return self._reply(401, {"message": "A JSON web token could not be decoded"})
+        if str(claims.get("iss")) != srv.app[0]:
+            return self._reply(401, {"message": "Integration not found"})
+        token = f"ghs-installation-{installation}"
+        with srv.lock:
+            srv.tokens.add(token)
+        expires = datetime.now(timezone.utc) + timedelta(hours=1)
+        self._reply(201, {"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._route("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._route("POST")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._route("DELETE")

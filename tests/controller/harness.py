@@ -1,0 +1,169 @@
+"""The controller against the local Kubernetes-shaped API server and the GitHub fake.
+
+The test plays Argo CD (spec writes), the kubelet (pod phases) and GitHub (idle or busy). The
+controller's informers run for real (list + watch over HTTP); passes are run by the test, after
+the controller's caches have caught up with the server, so each step is deterministic.
+"""
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator
+
+from gitscale.controller.cache import Store
+from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.loop import Controller
+from gitscale.controller.observe import LABEL_SET
+from gitscale.controller.platforms import Platforms
+from gitscale.controller.reconcile import Report
+from gitscale.timeutil import format_time
+from tests.controller.github_fake import FakeGitHub, FakeRunner
+from tests.kubeapi.server import KubeAPIServer, start_api_server
+
+T0 = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
+TOKEN = "ghp-harness-token"
+NS = "default"
+
+
+@dataclass
+class Clock:
+    now: datetime = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+def github_spec(github_url: str, **extra: Any) -> dict[str, Any]:
+    return {"platform": "github",
+            "github": {"configURL": f"{github_url}/acme", "labels": ["linux"],
+                       "credentialsSecret": "gh-creds", **extra},
+            "template": {"spec": {"containers": [
+                {"name": "runner", "image": "ghcr.io/actions/actions-runner:2.321.0",
+                 "command": ["/home/runner/run.sh"]}]}}}
+
+
+def buildkite_spec() -> dict[str, Any]:
+    return {"platform": "buildkite",
+            "buildkite": {"queue": "linux", "tags": ["arch=x64"], "agentTokenSecret": "bk-token"},
+            "template": {"spec": {"containers": [
+                {"name": "agent", "image": "buildkite/agent:3"}]}}}
+
+
+@dataclass
+class Harness:
+    api: KubeAPIServer
+    github: FakeGitHub
+    controller: Controller
+    clock: Clock
+    sets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    # -- Argo CD ------------------------------------------------------------------------------
+    def write(self, name: str, replicas: int, patch: int, *, spec: dict[str, Any] | None = None,
+              effective: datetime | None = None) -> None:
+        """A spec write (r, p): replicas, patch ID and effectiveTime = now, as gitscale writes."""
+        owned = {"replicas": replicas, "patchID": patch,
+                 "effectiveTime": format_time(effective or self.clock.now)}
+        if self.api.get_object("runnersets", name, NS) is None:
+            body = spec or github_spec(self.github.url)
+            self.api.create_object("runnersets", {
+                "apiVersion": "gitscale.dev/v1alpha1", "kind": "RunnerSet",
+                "metadata": {"name": name, "namespace": NS}, "spec": {**body, **owned}}, NS)
+        else:
+            self.api.mutate_object("runnersets", name, lambda o: o["spec"].update(owned), NS)
+
+    # -- the controller -----------------------------------------------------------------------
+    def sync(self, name: str) -> Report:
+        self.catch_up()
+        return self.controller.reconcile(f"{NS}/{name}")
+
+    def catch_up(self, timeout: float = 5.0) -> None:
+        """Wait until the controller's caches hold what the server holds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            want = {**_versions(self.api.objects("pods", NS, label_selector=LABEL_SET), "p"),
+                    **_versions(self.api.objects("runnersets", NS), "r")}
+            have = {**_cached(self.controller.pods, "p"),
+                    **_cached(self.controller.runnersets, "r")}
+            if want == have:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the controller's caches did not catch up: {want} {have}")
+            time.sleep(0.01)
+
+    # -- the kubelet and GitHub ---------------------------------------------------------------
+    def pods(self, name: str) -> list[dict[str, Any]]:
+        return [p for p in self.api.objects("pods", NS, label_selector=f"{LABEL_SET}={name}")
+                if not p["metadata"].get("deletionTimestamp")]
+
+    def status(self, name: str) -> dict[str, Any]:
+        obj = self.api.get_object("runnersets", name, NS)
+        assert obj is not None, f"no RunnerSet {name}"
+        return dict(obj.get("status") or {})
+
+    def pod(self, name: str) -> dict[str, Any]:
+        obj = self.api.get_object("pods", name, NS)
+        assert obj is not None, f"no pod {name}"
+        return obj
+
+    def names(self, name: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in self.pods(name))
+
+    def runner(self, pod: str) -> FakeRunner | None:
+        return self.github.by_name(pod)
+
+    def running(self, pod: str, *, busy: bool = False) -> None:
+        self.api.set_pod_phase(NS, pod, "Running", [
+            {"name": "runner", "ready": True, "state": {"running": {}}}])
+        if self.github.by_name(pod) is not None:
+            self.github.set_state(pod, online=True, busy=busy)
+
+    def stop(self, pod: str, exit_code: int = 0) -> None:
+        """The runner exits (0: did its job; else failed), now."""
+        runner = self.github.by_name(pod)
+        if runner is not None and exit_code == 0:
+            with self.github.lock:  # an ephemeral runner unregisters itself after its job
+                del self.github.runners[runner.id]
+        self.api.set_pod_phase(NS, pod, "Succeeded" if exit_code == 0 else "Failed", [
+            {"name": "runner", "ready": False, "state": {"terminated": {
+                "exitCode": exit_code, "finishedAt": format_time(self.clock.now)}}}])
+
+    def pod_deletes(self) -> list[str]:
+        return [line.split("/pods/")[1].split(" ")[0].split("?")[0] for line in self.api.log
+                if line.startswith("DELETE") and "/pods/" in line]
+
+
+def _versions(objects: list[dict[str, Any]], prefix: str) -> dict[str, str]:
+    return {f"{prefix}:{o['metadata']['name']}": o["metadata"]["resourceVersion"] for o in objects}
+
+
+def _cached(store: Store, prefix: str) -> dict[str, str]:
+    objects = [store.get(key) for key in store.keys()]
+    return _versions([dict(o) for o in objects if o is not None], prefix)
+
+
+def start(clock: Clock | None = None, *, workers: bool = False,
+          **controller_options: Any) -> Iterator[Harness]:
+    clock = clock or Clock()
+    api = start_api_server(clock=clock)
+    github = FakeGitHub(TOKEN).start()
+    kube = Kube(client_for(api.url))
+    controller = Controller(kube, clock=clock, concurrency=8,
+                            platforms=Platforms(kube.read_secret, list_max_age=0),
+                            **controller_options)
+    api.create_object("secrets", {"metadata": {"name": "gh-creds"}, "type": "Opaque", "data": {
+        "github_token": base64.b64encode(TOKEN.encode()).decode()}}, NS)
+    try:
+        controller.start(workers=workers)
+        assert controller.synced(5), "informers did not list"
+        yield Harness(api, github, controller, clock)
+    finally:
+        controller.stop()
+        kube.close()
+        github.stop()
+        api.stop()

@@ -1,0 +1,244 @@
+"""The controller's pure decision (PRODUCT §4): the issue's scenarios as a table, then properties."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gitscale.controller.decide import (
+    BACKOFF_SECONDS,
+    Actions,
+    DeleteReason,
+    Phase,
+    Runner,
+    Spec,
+    backoff,
+    decide,
+)
+
+T0 = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
+P, I, B, F, X = Phase.PENDING, Phase.IDLE, Phase.BUSY, Phase.FINISHED, Phase.FAILED
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def r(name: str, patch: int, phase: Phase, *, rid: int | None = None, ended: float | None = None,
+      failures: int = 0, created: float | None = None) -> Runner:
+    stopped = at(ended) if ended is not None else (at(1) if phase in (F, X) else None)
+    return Runner(name, patch, phase, rid, stopped, failures,
+                  at(created) if created is not None else None)
+
+
+def summary(actions: Actions) -> tuple[int, list[str], list[str]]:
+    return actions.create, [d.name for d in actions.deletes], list(actions.held)
+
+
+# (spec, runners, now) -> (create, deletes in order, held), and the status counts
+# (replicas, pending, idle, busy, failed). Times are seconds after T0; effectiveTime 0 unless set.
+SCENARIOS = [
+    pytest.param(Spec(5, 0, at(0)), [], 10, (5, [], []), (5, 5, 0, 0, 0),
+                 id="from-nothing-5-0"),
+    pytest.param(Spec(1, 0, at(0)), [], 10, (1, [], []), (1, 1, 0, 0, 0), id="1-0"),
+    pytest.param(Spec(2, 1, at(20)), [r("a", 0, P)], 30, (1, [], []), (2, 2, 0, 0, 0),
+                 id="1-0-then-2-1"),
+    pytest.param(Spec(2, 1, at(0)), [r("a", 1, F, ended=50), r("b", 1, B)], 60,
+                 (0, [], []), (1, 0, 0, 1, 0), id="same-patch-finished-not-replaced"),
+    pytest.param(Spec(1, 2, at(70)), [r("a", 1, F, ended=50), r("b", 1, B)], 80,
+                 (0, ["a"], []), (1, 0, 0, 1, 0), id="then-1-2-finished-removed-running-kept"),
+    pytest.param(Spec(2, 1, at(0)), [r("a", 1, F, ended=50), r("b", 1, P)], 60,
+                 (0, [], []), (1, 1, 0, 0, 0), id="no-write-no-replacement-no-deletion"),
+    pytest.param(Spec(3, 2, at(70)), [r("a", 1, F, ended=50), r("b", 1, B)], 80,
+                 (2, ["a"], []), (3, 2, 0, 1, 0), id="3-2-three-live-none-finished"),
+    pytest.param(Spec(0, 2, at(70)), [r("a", 1, F, ended=50), r("b", 1, P)], 80,
+                 (0, ["a"], []), (1, 1, 0, 0, 0), id="0-2-pending-stays"),
+    pytest.param(Spec(0, 2, at(70)), [r("b", 1, F, ended=90)], 100,
+                 (0, ["b"], []), (0, 0, 0, 0, 0), id="0-2-then-it-finishes-to-0"),
+    pytest.param(Spec(0, 0, at(70)), [r("p", 1, P, rid=1), r("i", 1, I, rid=2)], 80,
+                 (0, ["i", "p"], []), (0, 0, 0, 0, 0), id="0-0-idle-first-then-pending"),
+    pytest.param(Spec(1, 0, at(70)), [r("i1", 0, I), r("b", 0, B), r("i2", 0, I)], 80,
+                 (0, ["i1", "i2"], []), (1, 0, 0, 1, 0), id="1-0-idle-deleted-busy-stays"),
+    pytest.param(Spec(1, 0, at(70)), [r("p", 0, P), r("i", 0, I)], 80,
+                 (0, ["i"], []), (1, 1, 0, 0, 0), id="1-0-idle-deleted-pending-stays"),
+    pytest.param(Spec(3, 1, at(0)), [r("p", 1, P), r("b", 1, B), r("x", 1, X, ended=5)], 10,
+                 (0, ["x"], []), (3, 1, 0, 1, 1), id="status-pending-running-failed"),
+    # Seed 003: a runner that finished after effectiveTime holds its slot until re-affirmed.
+    pytest.param(Spec(2, 0, at(0)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
+                 (0, [], ["f"]), (1, 0, 1, 0, 0), id="finished-after-write-holds-slot"),
+    pytest.param(Spec(2, 0, at(55)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
+                 (1, ["f"], []), (2, 1, 1, 0, 0), id="re-affirmed-slot-refilled"),
+    pytest.param(Spec(2, 0, None), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
+                 (1, ["f"], []), (2, 1, 1, 0, 0), id="no-effective-time-refills"),
+    pytest.param(Spec(1, 0, at(0)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
+                 (0, ["f"], []), (1, 0, 1, 0, 0), id="no-slot-to-hold-finished-removed"),
+    pytest.param(Spec(1, 3, at(0)), [r("a", 2, I), r("b", 2, I), r("c", 2, P)], 10,
+                 (0, [], []), (3, 1, 2, 0, 0), id="patch-above-0-never-scales-down"),
+    pytest.param(Spec(0, 0, at(0)), [r("b1", 0, B), r("b2", 0, B)], 10,
+                 (0, [], []), (2, 0, 0, 2, 0), id="busy-never-deleted"),
+    pytest.param(Spec(1, 0, at(0)), [r("i", 0, I), r("x", 0, X, ended=5, failures=2)], 8,
+                 (0, ["x"], []), (1, 0, 1, 0, 0), id="failed-surplus-goes-first"),
+    pytest.param(Spec(2, 1, at(0)), [r("a", 1, Phase.TERMINATING), r("b", 1, I)], 10,
+                 (0, [], []), (1, 0, 1, 0, 0), id="terminating-runner-counts-for-the-gate"),
+]
+
+
+@pytest.mark.parametrize(("spec", "runners", "now", "expected", "status"), SCENARIOS)
+def test_scenarios(spec: Spec, runners: list[Runner], now: float,
+                   expected: tuple[int, list[str], list[str]],
+                   status: tuple[int, int, int, int, int]) -> None:
+    actions = decide(spec, runners, at(now))
+    assert summary(actions) == expected
+    s = actions.status
+    assert (s.replicas, s.pending, s.idle, s.busy, s.failed) == status
+    assert s.observed_patch_id == spec.patch_id
+    assert actions.create_patch_id == spec.patch_id
+
+
+def test_gate_open_only_on_patch_0_or_a_new_patch() -> None:
+    runners = [r("a", 4, I)]
+    assert not decide(Spec(1, 4), runners, T0).acting
+    assert decide(Spec(1, 5), runners, T0).acting
+    assert decide(Spec(1, 0), [r("a", 0, I)], T0).acting
+    assert decide(Spec(1, 1), [], T0).acting
+
+
+def test_scale_down_waves_and_unregister_list() -> None:
+    actions = decide(Spec(0, 0), [r("p", 0, P, rid=7), r("i", 0, I, rid=8), r("j", 0, I)], T0)
+    assert [(d.name, d.wave, d.reason) for d in actions.deletes] == [
+        ("i", 1, DeleteReason.SURPLUS), ("j", 1, DeleteReason.SURPLUS),
+        ("p", 2, DeleteReason.SURPLUS)]
+    assert actions.unregister_first == ("i", "p")
+
+
+def test_pending_runners_removed_newest_first() -> None:
+    runners = [r("old", 0, P, created=1), r("new", 0, P, created=9), r("mid", 0, P, created=5)]
+    assert [d.name for d in decide(Spec(1, 0), runners, at(10)).deletes] == ["new", "mid"]
+
+
+@pytest.mark.parametrize("failures", range(len(BACKOFF_SECONDS) + 2))
+def test_failed_runner_backs_off_then_is_replaced(failures: int) -> None:
+    wait = backoff(failures).total_seconds()
+    assert wait == BACKOFF_SECONDS[min(failures, 5)]
+    runners = [r("x", 1, X, ended=100, failures=failures)]
+    if wait:
+        early = decide(Spec(1, 1), runners, at(100 + wait - 1))
+        assert not early.changes
+        assert early.requeue_after == pytest.approx(1.0)
+        assert early.status.failed == 1
+    due = decide(Spec(1, 1), runners, at(100 + wait))
+    assert due.retries == (failures + 1,)
+    assert [(d.name, d.reason) for d in due.deletes] == [("x", DeleteReason.FAILED)]
+    assert due.create == 0
+    assert bool(due.failing) == (failures + 1 >= 3)
+
+
+def test_failed_runner_not_replaced_when_its_slot_is_not_wanted() -> None:
+    actions = decide(Spec(1, 2), [r("a", 1, B), r("x", 1, X, ended=0)], at(10))
+    assert actions.retries == ()
+    assert [d.name for d in actions.deletes] == ["x"]
+
+
+# -- properties -----------------------------------------------------------------------------
+# A small world: spec writes and runner state changes in random order, with a controller pass
+# (decide, then apply its effects) after some of them. Creations are counted per spec write.
+TRANSITIONS = {P: (I, X), I: (F, B, X), B: (F,)}
+
+change = st.tuples(st.just("change"), st.integers(0, 8), st.integers(0, 2))
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 4), st.booleans()),
+        change, change, change,  # state changes are the common event
+        st.tuples(st.just("tick"), st.integers(1, 90), st.just(0)),
+    ),
+    min_size=10, max_size=40,
+)
+
+
+class World:
+    def __init__(self) -> None:
+        self.now = T0
+        self.spec = Spec(0, 0, None)
+        self.write = 0
+        self.runners: dict[str, Runner] = {}
+        self.created: dict[int, int] = {0: 0}  # spec write -> fresh runners it created
+        self.names = (f"r{n}" for n in itertools.count())
+
+    def apply(self, event: tuple[str, int, int]) -> None:
+        kind, a, b = event
+        self.now += timedelta(seconds=1)
+        if kind == "write":
+            patch = self.spec.patch_id % 2**31 + 1 if b else 0
+            self.spec = Spec(a, patch, self.now)
+            self.write += 1
+            self.created[self.write] = 0
+        elif kind == "change" and self.runners:
+            runner = sorted(self.runners.values(), key=lambda x: x.name)[a % len(self.runners)]
+            options = TRANSITIONS.get(runner.phase, ())
+            if options:
+                phase = options[b % len(options)]
+                ended = self.now if phase in (F, X) else None
+                self.runners[runner.name] = replace(runner, phase=phase, finished_at=ended)
+        elif kind == "tick":
+            self.now += timedelta(seconds=a)
+
+    def reconcile(self) -> Actions:
+        actions = decide(self.spec, list(self.runners.values()), self.now)
+        for delete in actions.deletes:
+            assert self.runners[delete.name].phase is not B, "a busy runner was deleted"
+            del self.runners[delete.name]
+        for failures in [0] * actions.create + list(actions.retries):
+            name = next(self.names)
+            self.runners[name] = Runner(name, actions.create_patch_id, P, failures=failures,
+                                        created_at=self.now)
+        self.created[self.write] += actions.create
+        return actions
+
+
+@settings(max_examples=400, deadline=None)
+@given(events, st.lists(st.booleans(), min_size=40, max_size=40))
+def test_property_busy_kept_patch_bounded_and_converges(
+        sequence: list[tuple[str, int, int]], passes: list[bool]) -> None:
+    world = World()
+    for event, run_pass in zip(sequence, passes):
+        world.apply(event)
+        if run_pass:
+            world.reconcile()
+        # One spec write never creates more runners than it asks for.
+        assert world.created[world.write] <= world.spec.replicas or world.write == 0
+
+    # Events stop: within a few passes (time moving past any backoff) nothing is left to do.
+    for _ in range(4):
+        world.now += timedelta(seconds=BACKOFF_SECONDS[-1] + 1)
+        if not world.reconcile().changes:
+            break
+    final = decide(world.spec, list(world.runners.values()), world.now)
+    assert not final.changes, "did not converge"
+    assert world.created[world.write] <= world.spec.replicas or world.write == 0
+    phases = [x.phase for x in world.runners.values()]
+    total = sum(p in (P, I, B, X) for p in phases)
+    if final.acting:
+        if total > world.spec.replicas:
+            # Only patch > 0 (never scales down) or busy runners keep a set above its spec.
+            assert world.spec.patch_id > 0 or all(p in (B, F) for p in phases)
+        else:
+            assert total + len(final.held) == world.spec.replicas
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 50), st.integers(0, 3), st.lists(st.sampled_from([P, I, B, F, X]),
+                                                      max_size=30))
+def test_property_one_pass_creates_every_missing_runner(replicas: int, patch: int,
+                                                        phases: list[Phase]) -> None:
+    runners = [r(f"r{n}", patch + 1, phase, ended=-5 if phase in (F, X) else None)
+               for n, phase in enumerate(phases)]
+    actions = decide(Spec(replicas, patch, at(0)), runners, at(10))
+    live = sum(phase in (P, I, B) for phase in phases)
+    after = live + actions.create + len(actions.retries)
+    # Finished runners ended before effectiveTime: nothing holds a slot, so one pass fills all.
+    assert after >= min(replicas, max(replicas, live)) and not actions.held
+    assert all(d.name not in {x.name for x in runners if x.phase is B} for d in actions.deletes)

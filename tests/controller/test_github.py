@@ -1,0 +1,131 @@
+"""gitscale.controller.github against a GitHub-shaped server on loopback."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from gitscale.controller.errors import (
+    CredentialsError,
+    InvalidRunnerSet,
+    RunnerBusy,
+)
+from gitscale.controller.github import Credentials, GitHub, Scope, credentials_from, scope_of
+from tests.controller.github_fake import FakeGitHub
+
+TOKEN = "ghp-test-token"
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    server = FakeGitHub(TOKEN).start()
+    yield server
+    server.stop()
+
+
+def client(server: FakeGitHub, path: str = "orgs/acme", **creds: str) -> GitHub:
+    return GitHub(Scope(f"{server.url}/api/v3", path), Credentials(**(creds or {"token": TOKEN})))
+
+
+@pytest.mark.parametrize(("url", "api", "path"), [
+    pytest.param("https://github.com/acme", "https://api.github.com", "orgs/acme", id="org"),
+    pytest.param("https://github.com/acme/app/", "https://api.github.com", "repos/acme/app",
+                 id="repo"),
+    pytest.param("https://github.com/enterprises/big", "https://api.github.com",
+                 "enterprises/big", id="enterprise"),
+    pytest.param("https://ghe.example.com/acme", "https://ghe.example.com/api/v3", "orgs/acme",
+                 id="ghes"),
+    pytest.param("https://acme.ghe.com/acme", "https://api.acme.ghe.com", "orgs/acme",
+                 id="ghe-com"),
+])
+def test_scope_of_config_url(url: str, api: str, path: str) -> None:
+    assert scope_of(url) == Scope(api, path)
+
+
+def test_scope_of_rejects_other_urls() -> None:
+    with pytest.raises(InvalidRunnerSet, match="configURL"):
+        scope_of("https://github.com/a/b/c")
+
+
+def test_credentials_from_secret_never_show_the_secret() -> None:
+    creds = credentials_from({"github_token": "ghp-very-secret\n"}, "Secret ns/creds")
+    assert creds.token == "ghp-very-secret" and "very-secret" not in repr(creds)
+    app = credentials_from({"github_app_id": "12", "github_app_private_key": "PEM"}, "s")
+    assert app.app_id == "12" and "PEM" not in repr(app)
+    with pytest.raises(CredentialsError, match="Secret ns/creds: needs the key github_token"):
+        credentials_from({"github_app_id": "12"}, "Secret ns/creds")
+
+
+def test_register_unregister_and_list(github: FakeGitHub) -> None:
+    gh = client(github)
+    reg = gh.register("set-abc123", ["linux", "x64"], None)
+    assert reg.jit_config == f"jit-set-abc123-{reg.runner_id}"
+    assert "jit-" not in repr(reg)
+    runner = github.runners[reg.runner_id]
+    assert (runner.labels, runner.group_id, runner.scope) == (["linux", "x64"], 1, "orgs/acme")
+    github.set_state("set-abc123", online=True, busy=True)
+    listed = gh.runners(max_age=0)
+    assert listed[reg.runner_id].busy and listed[reg.runner_id].online
+    with pytest.raises(RunnerBusy, match="422 .*still running a job"):
+        gh.unregister(reg.runner_id)
+    github.set_state("set-abc123", online=True, busy=False)
+    gh.unregister(reg.runner_id)
+    gh.unregister(reg.runner_id)  # already gone: fine
+    assert github.runners == {}
+
+
+def test_name_taken_by_a_stale_registration_is_replaced(github: FakeGitHub) -> None:
+    gh = client(github)
+    first = gh.register("set-1", ["l"], None)
+    second = gh.register("set-1", ["l"], None)  # 409 → found, removed, registered again
+    assert second.runner_id != first.runner_id
+    assert list(github.runners) == [second.runner_id]
+    github.set_state("set-1", busy=True)
+    with pytest.raises(RunnerBusy):  # a live runner owns the name: it is left alone
+        gh.register("set-1", ["l"], None)
+
+
+def test_runner_list_is_paginated_and_reused(github: FakeGitHub) -> None:
+    gh = client(github)
+    for n in range(150):
+        gh.register(f"r-{n}", ["l"], None)
+    before = github.count("GET", r"/actions/runners$")
+    assert len(gh.runners()) == 150
+    assert len(gh.runners()) == 150  # within max_age: no new request
+    assert github.count("GET", r"/actions/runners$") - before == 2
+
+
+def test_runner_group_by_name(github: FakeGitHub) -> None:
+    gh = client(github)
+    reg = gh.register("g-1", ["l"], "gpu")
+    assert github.runners[reg.runner_id].group_id == 7
+    with pytest.raises(InvalidRunnerSet, match="runnerGroup 'nope'"):
+        gh.register("g-2", ["l"], "nope")
+
+
+def test_bad_token_is_a_credentials_error_without_the_token(github: FakeGitHub) -> None:
+    gh = client(github, token="ghp-wrong-and-secret")
+    with pytest.raises(CredentialsError) as err:
+        gh.register("x", ["l"], None)
+    assert "401" in str(err.value) and "secret" not in str(err.value)
+
+
+def test_github_app_credentials() -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    server = FakeGitHub(app=("4242", public.decode())).start()
+    try:
+        gh = client(server, app_id="4242", installation_id="77", private_key=pem)
+        gh.register("a-1", ["l"], None)
+        gh.register("a-2", ["l"], None)
+        assert server.count("POST", "access_tokens") == 1  # the token is reused
+        wrong = client(server, app_id="1", installation_id="77", private_key=pem)
+        with pytest.raises(CredentialsError, match="access_tokens: 401"):
+            wrong.register("a-3", ["l"], None)
+    finally:
+        server.stop()

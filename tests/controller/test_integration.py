@@ -1,0 +1,259 @@
+"""The issue's scenarios through the real ``kubernetes`` client against the local API server.
+
+(r, p) is a spec write of replicas r and patch ID p, at the harness clock's "now".
+"""
+from __future__ import annotations
+
+import base64
+import logging
+
+import pytest
+
+from tests.controller.harness import NS, Harness
+
+
+def test_from_nothing_5_0_creates_5_in_one_pass(harness: Harness) -> None:
+    harness.write("rs", 5, 0)
+    report = harness.sync("rs")
+    assert len(report.created) == 5 and report.errors == []
+    pods = harness.pods("rs")
+    assert len(pods) == 5
+    for pod in pods:
+        meta = pod["metadata"]
+        assert meta["labels"] == {"gitscale.dev/runnerset": "rs", "gitscale.dev/patch-id": "0"}
+        assert meta["ownerReferences"][0]["kind"] == "RunnerSet"
+        runner = harness.runner(meta["name"])  # registered with GitHub under the pod's name
+        assert runner is not None and runner.labels == ["linux"]
+        assert meta["annotations"]["gitscale.dev/runner-id"] == str(runner.id)
+        secret = harness.api.get_object("secrets", meta["name"], NS)
+        assert secret is not None
+        assert secret["metadata"]["ownerReferences"][0]["uid"] == meta["uid"]
+        assert base64.b64decode(secret["data"]["jitconfig"]).decode().startswith("jit-")
+        env = pod["spec"]["containers"][0]["env"]
+        assert env[-1]["valueFrom"]["secretKeyRef"] == {"name": meta["name"], "key": "jitconfig"}
+    assert harness.sync("rs").created == []  # settled: nothing more
+
+
+def test_1_0_then_2_1(harness: Harness) -> None:
+    harness.write("rs", 1, 0)
+    harness.sync("rs")
+    harness.write("rs", 2, 1)
+    harness.sync("rs")
+    patches = sorted(p["metadata"]["labels"]["gitscale.dev/patch-id"] for p in harness.pods("rs"))
+    assert patches == ["0", "1"]
+
+
+def test_finished_not_replaced_under_same_patch_then_removed_on_1_2(harness: Harness) -> None:
+    harness.write("rs", 2, 1)
+    harness.sync("rs")
+    done, running = harness.names("rs")
+    harness.clock.advance(60)
+    harness.running(running, busy=True)
+    harness.running(done)
+    harness.stop(done)
+    report = harness.sync("rs")
+    assert not report.created and not report.deleted
+    assert harness.names("rs") == sorted([done, running])  # still 2 objects
+    harness.clock.advance(10)
+    harness.write("rs", 1, 2)
+    report = harness.sync("rs")
+    assert report.deleted == [done] and not report.created
+    assert harness.names("rs") == [running]
+
+
+def test_finished_and_pending_without_a_new_write_nothing_happens(harness: Harness) -> None:
+    harness.write("rs", 2, 1)
+    harness.sync("rs")
+    done, _ = harness.names("rs")
+    harness.clock.advance(30)
+    harness.stop(done)
+    calls = harness.api.call_count("create") + harness.api.call_count("delete")
+    report = harness.sync("rs")
+    assert (report.created, report.deleted) == ([], [])
+    assert harness.api.call_count("create") + harness.api.call_count("delete") == calls
+
+
+def test_3_2_after_one_finished_one_running_gives_3_live(harness: Harness) -> None:
+    harness.write("rs", 2, 1)
+    harness.sync("rs")
+    done, running = harness.names("rs")
+    harness.clock.advance(30)
+    harness.running(running, busy=True)
+    harness.stop(done)
+    harness.sync("rs")
+    harness.clock.advance(30)
+    harness.write("rs", 3, 2)
+    report = harness.sync("rs")
+    assert report.deleted == [done] and len(report.created) == 2
+    pods = harness.pods("rs")
+    assert len(pods) == 3 and done not in harness.names("rs")
+    assert all(p["status"].get("phase") in ("Pending", "Running") for p in pods)
+
+
+def test_0_2_keeps_the_pending_runner_until_it_finishes(harness: Harness) -> None:
+    harness.write("rs", 2, 1)
+    harness.sync("rs")
+    done, pending = harness.names("rs")
+    harness.clock.advance(30)
+    harness.stop(done)
+    harness.sync("rs")
+    harness.clock.advance(30)
+    harness.write("rs", 0, 2)
+    assert harness.sync("rs").deleted == [done]
+    assert harness.names("rs") == [pending]  # patch > 0 never scales down
+    harness.clock.advance(30)
+    harness.running(pending, busy=True)
+    harness.stop(pending)
+    harness.sync("rs")
+    assert harness.names("rs") == []
+    status = harness.status("rs")
+    assert (status["replicas"], status["observedPatchID"]) == (0, 2)
+
+
+def test_0_0_deletes_idle_first_then_pending(harness: Harness) -> None:
+    harness.write("rs", 2, 1)
+    harness.sync("rs")
+    idle, pending = harness.names("rs")
+    harness.running(idle)  # online, not busy
+    harness.sync("rs")
+    harness.api.reset_calls()
+    harness.write("rs", 0, 0)
+    report = harness.sync("rs")
+    assert report.deleted == [idle, pending]
+    assert harness.pod_deletes() == [idle, pending]  # the order the API server saw
+    unregistered = [p for m, p in harness.github.calls if m == "DELETE"]
+    assert len(unregistered) == 2 and harness.github.runners == {}
+    assert harness.names("rs") == []
+
+
+def test_1_0_deletes_the_two_idle_and_keeps_the_busy(harness: Harness) -> None:
+    harness.write("rs", 3, 0)
+    harness.sync("rs")
+    a, b, c = harness.names("rs")
+    harness.running(a)
+    harness.running(b, busy=True)
+    harness.running(c)
+    harness.write("rs", 1, 0)
+    report = harness.sync("rs")
+    assert sorted(report.deleted) == sorted([a, c])
+    assert harness.names("rs") == [b]
+    status = harness.status("rs")
+    assert (status["busy"], status["idle"], status["replicas"]) == (1, 0, 1)
+
+
+def test_1_0_deletes_the_idle_and_keeps_the_pending(harness: Harness) -> None:
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    idle, pending = harness.names("rs")
+    harness.running(idle)
+    harness.write("rs", 1, 0)
+    assert harness.sync("rs").deleted == [idle]
+    assert harness.names("rs") == [pending]
+
+
+def test_unregister_422_keeps_the_pod_says_so_once_and_waits_30s(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    harness.write("rs", 1, 0)
+    harness.sync("rs")
+    (pod,) = harness.names("rs")
+    harness.running(pod)  # GitHub's list says idle ...
+    harness.github.refuse_delete(pod)  # ... but it took a job just before the DELETE
+    harness.write("rs", 0, 0)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    report = harness.sync("rs")
+    assert report.busy == [pod] and report.deleted == []
+    assert report.requeue_after == pytest.approx(30)
+    for _ in range(3):  # passes within 30 s do not ask GitHub again
+        harness.clock.advance(9)
+        harness.sync("rs")
+    assert harness.github.count("DELETE") == 1
+    assert harness.names("rs") == [pod]
+    harness.clock.advance(4)  # 31 s after the 422
+    assert harness.sync("rs").busy == [pod]
+    assert harness.github.count("DELETE") == 2
+    said = [r for r in caplog.records if "still running a job" in r.getMessage()]
+    assert len(said) == 1 and pod in said[0].getMessage()
+    status = harness.status("rs")
+    assert (status["busy"], status["replicas"]) == (1, 1)
+
+
+def test_status_counts_pending_running_failed(harness: Harness) -> None:
+    harness.write("rs", 3, 1)
+    harness.sync("rs")
+    pending, running, failed = harness.names("rs")
+    harness.running(running, busy=True)
+    harness.clock.advance(5)
+    harness.stop(failed, exit_code=1)
+    report = harness.sync("rs")
+    status = harness.status("rs")
+    assert (status["pending"], status["idle"] + status["busy"], status["failed"]) == (1, 1, 1)
+    assert status["replicas"] == 3 and status["observedPatchID"] == 1
+    assert len(report.created) == 1 and report.deleted == [failed]  # replaced at once (0 s)
+
+
+def test_failed_runners_back_off_5_10_s(harness: Harness) -> None:
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (first,) = harness.names("rs")
+    harness.stop(first, exit_code=1)
+    (second,) = harness.sync("rs").created
+    pod = harness.pod(second)
+    assert pod["metadata"]["annotations"]["gitscale.dev/failures"] == "1"
+    harness.stop(second, exit_code=1)
+    report = harness.sync("rs")
+    assert report.created == [] and report.requeue_after == pytest.approx(5)
+    harness.clock.advance(5)
+    (third,) = harness.sync("rs").created
+    assert harness.pod(third)["metadata"]["annotations"][
+        "gitscale.dev/failures"] == "2"
+    assert harness.names("rs") == [third]
+
+
+def test_slot_freed_after_effective_time_waits_for_reaffirmation(harness: Harness) -> None:
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    a, b = harness.names("rs")
+    harness.running(a, busy=True)
+    harness.running(b, busy=True)
+    harness.clock.advance(60)
+    harness.stop(a)  # finished after effectiveTime
+    report = harness.sync("rs")
+    assert report.created == [] and report.actions is not None and report.actions.held == (a,)
+    harness.clock.advance(30)
+    harness.write("rs", 2, 0)  # re-affirmed
+    report = harness.sync("rs")
+    assert report.deleted == [a] and len(report.created) == 1
+
+
+def test_buildkite_agents_do_once_and_keep_busy_ones(harness: Harness) -> None:
+    from tests.controller.harness import buildkite_spec
+
+    harness.write("bk", 2, 0, spec=buildkite_spec())
+    report = harness.sync("bk")
+    assert len(report.created) == 2
+    busy, idle = harness.names("bk")
+    pod = harness.pod(busy)
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    assert env["BUILDKITE_AGENT_DISCONNECT_AFTER_JOB"]["value"] == "true"
+    assert env["BUILDKITE_AGENT_TAGS"]["value"] == "queue=linux,arch=x64"
+    assert env["BUILDKITE_AGENT_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "bk-token", "key": "token"}
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 3600
+    assert harness.api.objects("secrets", NS, label_selector="gitscale.dev/runnerset") == []
+    for name in (busy, idle):
+        harness.api.set_pod_phase(NS, name, "Running")
+    harness.api.mutate_object("pods", busy, lambda p: p["metadata"].setdefault(
+        "annotations", {}).update({"gitscale.dev/busy": "true"}), NS)
+    harness.write("bk", 0, 0)
+    assert harness.sync("bk").deleted == [idle]
+    assert harness.names("bk") == [busy]
+
+
+def test_a_set_deleted_and_recreated_ignores_the_old_pods(harness: Harness) -> None:
+    harness.write("rs", 1, 0)
+    harness.sync("rs")
+    (old,) = harness.names("rs")
+    harness.api.mutate_object("pods", old, lambda p: p["metadata"]["ownerReferences"][0].update(
+        uid="someone-else"), NS)
+    report = harness.sync("rs")
+    assert len(report.created) == 1 and report.deleted == []

@@ -1,0 +1,59 @@
+"""deploy/controller/: the RBAC allows exactly what the controller does, and the Deployment
+runs the real command with probes on the endpoints it serves."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gitscale.cli import cli
+from tests.controller.harness import Harness
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "controller"
+
+
+def manifests() -> dict[str, dict[str, Any]]:
+    docs = [d for f in sorted(DEPLOY.glob("*.yaml"))
+            for d in yaml.safe_load_all(f.read_text()) if d]
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in docs}
+
+
+def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) -> None:
+    # Exercise every verb: create (pods, JIT secrets), credentials, scale-down, status.
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    for pod in harness.names("rs"):
+        harness.running(pod)
+    harness.write("rs", 0, 0)
+    harness.sync("rs")
+    used = {(verb, resource.replace(".gitscale.dev", "")) for (verb, resource), n
+            in harness.api.calls_snapshot().items() if n}
+    role = manifests()["Role/gitscale-controller"]
+    allowed = {(verb, resource) for rule in role["rules"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert used == allowed
+
+
+def test_deployment_runs_the_controller_with_probes() -> None:
+    objects = manifests()
+    deployment = objects["Deployment/gitscale-controller"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    ctx = cli.make_context("gitscale", list(container["args"]))
+    sub = cli.get_command(ctx, container["args"][0])
+    assert sub is not None
+    params = sub.make_context("controller", list(container["args"][1:])).params
+    assert params["namespace"] == "ci-runners" and params["health_port"] == 8081
+    assert container["ports"][0]["containerPort"] == 8081
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    account = objects["ServiceAccount/gitscale-controller"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    binding = objects["RoleBinding/gitscale-controller"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gitscale-controller",
+                                    "namespace": account["metadata"]["namespace"]}]
+    assert binding["metadata"]["namespace"] == params["namespace"]
+    assert {"Namespace/gitscale-system", "Namespace/ci-runners"} <= set(objects)

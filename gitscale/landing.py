@@ -47,10 +47,17 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = Non
             return Landed(plan, sha, True, attempt)
         except PushRaced:
             if attempt == ATTEMPTS:
+                ws.git.reset_hard(plan.base)
                 raise GitError(f"gave up after {ATTEMPTS} attempts: {ws.label} kept moving "
                                "(another writer?); nothing was pushed") from None
-            sleep(random.uniform(0, BACKOFF * 2 ** (attempt - 1)))
-            ws.sync()
+        except GitError:
+            # Refused (a hook, protection) or unreachable: take our commit back so the checkout
+            # is as we found it and the next run starts cleanly. Nothing else can be lost: the
+            # tree was clean and the commit was ours (prepare_write checked both).
+            ws.git.reset_hard(plan.base)
+            raise
+        sleep(random.uniform(0, BACKOFF * 2 ** (attempt - 1)))
+        ws.sync()
     raise AssertionError("unreachable")
 
 

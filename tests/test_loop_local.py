@@ -102,3 +102,24 @@ def test_dirty_checkout_is_refused(tmp_path: Path, capsys) -> None:  # type: ign
     (checkout / "gitscale.yaml").write_text((checkout / "gitscale.yaml").read_text() + "\n")
     code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
     assert code == 1 and "uncommitted changes" in err and "gitscale.yaml" in err
+
+
+def test_refused_push_leaves_the_checkout_as_it_was(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A hook refuses: exit 1, our commit is taken back, and the next run works."""
+    import os
+
+    checkout, remote = setup(tmp_path)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'frozen for the release' >&2\nexit 1\n")
+    os.chmod(hook, 0o755)
+    head = git(checkout, "rev-parse", "HEAD")
+    demand = tmp_path / "d.yaml"
+    demand.write_text("linux: {queued: 2, running: 0}\n")
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 1 and "frozen for the release" in err and "not retried" in err
+    assert git(checkout, "rev-parse", "HEAD") == head
+    assert git(checkout, "status", "--porcelain") == ""
+    hook.unlink()
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0, err
+    assert spec(remote)["replicas"] == 3

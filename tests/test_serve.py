@@ -232,3 +232,35 @@ def test_missing_secret_refuses_to_start(repo: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("GITHUB_WEBHOOK_SECRET", raising=False)
     code, _, err = run(capsys, "serve", "--repo", str(repo), "--listen", "127.0.0.1:0")
     assert code == 1 and "GITHUB_WEBHOOK_SECRET is not set" in err
+
+
+def test_a_failed_push_keeps_the_events_for_the_next_window(repo: Path) -> None:
+    """The remote refuses (a hook): health says degraded, nothing is lost; once it accepts
+    again, the kept events land."""
+    import os
+    import time
+
+    hook = repo.parent / "remote.git" / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'maintenance window' >&2\nexit 1\n")
+    os.chmod(hook, 0o755)
+    server = Server(repo, window="1s")
+    try:
+        before, _ = remote_state(repo)
+        for job_id in (1, 2):
+            server.post(job(job_id, "queued", ["self-hosted", "linux"]))
+        deadline = time.monotonic() + 20
+        while server.health()["status"] != "degraded" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        health = server.health()
+        assert health["status"] == "degraded"
+        assert "maintenance window" in health["last_error"]
+        assert health["pending_events"] == 2  # kept for the next try
+        assert remote_state(repo)[0] == before
+        hook.unlink()
+        server.post(job(3, "queued", ["self-hosted", "linux"]))
+        wait_for_commit(server, repo, before, timeout=40)
+        commits, spec = remote_state(repo)
+        assert spec["replicas"] == 3 and commits == before + 1
+        assert server.health()["status"] == "ok"
+    finally:
+        server.close()

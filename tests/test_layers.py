@@ -1,0 +1,39 @@
+"""The loop's layering (STYLE.md): the decision core is pure, and each outside system has one
+owner module."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gitscale"
+IO = {"yaml", "ruamel", "httpx", "jwt", "kubernetes", "subprocess", "socket", "http", "os",
+      "threading", "time", "pathlib", "click"}
+OWNERS = {
+    "subprocess": {"git.py", "validate.py"},  # git, and kubeconform when on PATH
+    "kubernetes": {"controller/kube.py"},
+    "httpx": {"demand/http.py", "demand/github.py", "controller/github.py",
+              "controller/buildkite.py", "controller/platforms.py"},
+}
+
+
+def imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in (PACKAGE / "core").glob("*.py")))
+def test_the_core_does_no_io(module: str) -> None:
+    assert not imports(PACKAGE / "core" / module) & IO
+
+
+@pytest.mark.parametrize("library", sorted(OWNERS))
+def test_one_owner_per_outside_system(library: str) -> None:
+    users = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if library in imports(p)}
+    assert users <= OWNERS[library], users - OWNERS[library]

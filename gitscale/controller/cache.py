@@ -88,16 +88,26 @@ class Store:
                 return  # a newer object took the name
             self._unindex(key, self._objects.pop(key, None))
 
-    def replace(self, objects: list[RawObject]) -> set[str]:
-        """After a (re)list: exactly these objects. Returns the keys that changed or went."""
+    def replace(self, objects: list[RawObject], version: str = "") -> list[RawObject]:
+        """After a (re)list at ``version``: exactly these objects, plus what is stored with a
+        newer version (the controller's own writes after the list's snapshot: the watch, resumed
+        from ``version``, will deliver them, and until it does a pass must still see them).
+        Returns the objects that changed or went (a gone one as it was last stored)."""
+        snapshot = int(version) if version.isdigit() else None
         with self._lock:
             before = dict(self._objects)
             self._objects, self._groups = {}, {}
         for obj in objects:
             self.put(obj)
+        if snapshot is not None:
+            for obj in before.values():
+                stored = _version(obj)
+                if stored is not None and stored > snapshot:
+                    self.put(obj)
         with self._lock:
-            after = self._objects
-            return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+            after = dict(self._objects)
+        return [after.get(key) or before[key] for key in before.keys() | after.keys()
+                if before.get(key) != after.get(key)]
 
     def _unindex(self, key: str, old: RawObject | None) -> None:
         if old is not None and self._index is not None and (group := self._index(old)):
@@ -144,12 +154,11 @@ class Informer:
 
     def _relist(self) -> str:
         objects, version = self._list()
-        changed = self.store.replace(objects)
+        changed = self.store.replace(objects, version)
         self.synced.set()
         self.healthy = True
-        by_key = {key_of(o): o for o in objects}
-        for key in changed:
-            self._on_change(by_key.get(key) or _stub(key))
+        for obj in changed:
+            self._on_change(obj)
         return version
 
     def _watch_once(self, version: str) -> str:
@@ -166,8 +175,3 @@ class Informer:
             if self._stop.is_set():
                 break
         return version
-
-
-def _stub(key: str) -> RawObject:
-    namespace, _, name = key.partition("/")
-    return {"metadata": {"namespace": namespace, "name": name}}

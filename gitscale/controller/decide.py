@@ -4,7 +4,8 @@ No Kubernetes, HTTP or clock here: the runners' observed state and ``now`` are p
 result is a list of effects for ``reconcile.py`` to apply. PRODUCT §4 and the seeds it cites:
 
 - the patch-ID gate (seed 000): act only when ``spec.patchID == 0`` or it differs from the
-  highest patch ID carried by the set's runners;
+  latest patch ID on the set's runners: that of the newest runner, not the highest number (the
+  sequence restarts after patch 0 and wraps), and of the same write (``applied``);
 - an acting pass creates *every* missing runner at once (seed 002), removes finished runners, and
   scales down only on patch 0: failed and idle runners first, pending runners last, busy never;
 - a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
@@ -57,6 +58,7 @@ class Runner:
     finished_at: datetime | None = None  # FINISHED/FAILED: when it stopped
     failures: int = 0
     created_at: datetime | None = None
+    spec_time: datetime | None = None  # effectiveTime of the spec that created it, if known
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,33 @@ def backoff(failures: int) -> timedelta:
     return timedelta(seconds=BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)])
 
 
-def latest_patch_id(runners: Sequence[Runner]) -> int | None:
-    return max((r.patch_id for r in runners), default=None)
+def applied(spec: Spec, runners: Sequence[Runner]) -> bool:
+    """Has a pass already acted on this very spec write? The gate is shut when it has.
+
+    "latest" is the patch of the newest runner, not the highest number: the sequence restarts
+    at 1 after every patch 0 and wraps 2³¹−1 → 1, and a busy runner of an old, higher patch
+    outlives both; with the maximum it would hold the gate open while it runs, and shut it when
+    the new sequence reaches its number again (a scale-up ignored). creationTimestamp has 1 s
+    resolution, so the newest may be a tie: any tied runner of this spec means it was applied.
+    And a write is its patch ID *and* its effectiveTime (every write sets both), since the
+    newest runner may carry the same number from a write before the restart. Runners and specs
+    without a time compare by patch ID alone.
+    """
+    return any(r.patch_id == spec.patch_id and _same_write(r.spec_time, spec.effective_time)
+               for r in _newest(runners))
+
+
+def _newest(runners: Sequence[Runner]) -> list[Runner]:
+    """The runners created last (a tie at 1 s resolution); all of them when none has a time."""
+    stamped = [r.created_at for r in runners if r.created_at is not None]
+    newest_at = max(stamped) if stamped else None
+    return [r for r in runners if r.created_at == newest_at]
+
+
+def _same_write(runner_time: datetime | None, spec_time: datetime | None) -> bool:
+    if runner_time is None or spec_time is None:
+        return True
+    return runner_time.replace(microsecond=0) == spec_time.replace(microsecond=0)
 
 
 def _oldest_first(runners: Sequence[Runner]) -> list[Runner]:
@@ -129,7 +156,7 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime) -> Actions:
     pending, idle, busy = of[Phase.PENDING], of[Phase.IDLE], of[Phase.BUSY]
     failed = sorted(of[Phase.FAILED], key=lambda r: (r.finished_at is not None,
                                                      r.finished_at or 0, r.name))
-    acting = spec.patch_id == 0 or spec.patch_id != latest_patch_id(runners)
+    acting = spec.patch_id == 0 or not applied(spec, runners)
     deletes: list[Delete] = []
     gone: set[str] = set()
 

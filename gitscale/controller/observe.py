@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict
+from urllib.parse import urlsplit
 
 from gitscale.controller.decide import Phase, Runner, Spec
 from gitscale.controller.errors import InvalidRunnerSet
@@ -21,6 +22,7 @@ LABEL_SET = "gitscale.dev/runnerset"
 LABEL_PATCH = "gitscale.dev/patch-id"
 ANNOTATION_FAILURES = "gitscale.dev/failures"
 ANNOTATION_RUNNER_ID = "gitscale.dev/runner-id"
+ANNOTATION_SPEC_TIME = "gitscale.dev/effective-time"  # of the spec that created the pod
 ANNOTATION_BUSY = "gitscale.dev/busy"  # Buildkite: set by the agent's hooks (optional)
 RUNNER_CONTAINER = "runner"
 
@@ -109,6 +111,13 @@ def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
 def _with_github(view: RunnerSetView, raw: Any) -> RunnerSetView:
     if not isinstance(raw, dict) or not isinstance(raw.get("configURL"), str):
         raise InvalidRunnerSet("spec.github.configURL is required for platform github")
+    try:
+        netloc = urlsplit(raw["configURL"]).netloc
+    except ValueError:
+        raise InvalidRunnerSet("spec.github.configURL is not a URL") from None
+    if "@" in netloc:  # the URL is logged and shown in status: never echo a credential
+        raise InvalidRunnerSet("spec.github.configURL must not carry credentials (user:token@): "
+                               "put them in the Secret named by spec.github.credentialsSecret")
     if not raw.get("credentialsSecret"):
         raise InvalidRunnerSet("spec.github.credentialsSecret is required: the Secret with "
                                "github_token or the github_app_* keys")
@@ -162,7 +171,7 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | Non
     def make(phase: Phase, finished_at: datetime | None = None) -> Runner:
         return Runner(str(meta.get("name")), _maybe_int(labels.get(LABEL_PATCH)) or 0, phase,
                       runner_id, finished_at, _maybe_int(notes.get(ANNOTATION_FAILURES)) or 0,
-                      _time(meta.get("creationTimestamp")))
+                      _time(meta.get("creationTimestamp")), _time(notes.get(ANNOTATION_SPEC_TIME)))
 
     if meta.get("deletionTimestamp"):
         return make(Phase.TERMINATING)

@@ -14,6 +14,7 @@ from typing import Any
 from gitscale.controller.observe import (
     ANNOTATION_FAILURES,
     ANNOTATION_RUNNER_ID,
+    ANNOTATION_SPEC_TIME,
     LABEL_PATCH,
     LABEL_SET,
     RawObject,
@@ -21,6 +22,7 @@ from gitscale.controller.observe import (
     runner_container,
 )
 from gitscale.resource import GROUP, KIND, VERSION
+from gitscale.timeutil import format_time
 
 JIT_KEY = "jitconfig"
 NAME_MAX = 57  # room for GitHub's runner-name limit (64) and Kubernetes' hostname limit (63)
@@ -31,8 +33,12 @@ def new_name(set_name: str) -> str:
 
 
 def owner_reference(rs: RunnerSetView) -> dict[str, Any]:
+    # No blockOwnerDeletion, here or on the Secret's reference to its pod: where the
+    # OwnerReferencesPermissionEnforcement admission plugin runs (OpenShift), setting it needs
+    # update on the owner's finalizers, which least privilege does not grant; garbage
+    # collection (background, the default) does not need it.
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": rs.name, "uid": rs.uid,
-            "controller": True, "blockOwnerDeletion": True}
+            "controller": True}
 
 
 def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
@@ -44,6 +50,8 @@ def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
     notes = {**(meta.get("annotations") or {}), ANNOTATION_FAILURES: str(failures)}
     if runner_id is not None:
         notes[ANNOTATION_RUNNER_ID] = str(runner_id)
+    if rs.spec.effective_time is not None:  # with the patch label: which write made this pod
+        notes[ANNOTATION_SPEC_TIME] = format_time(rs.spec.effective_time)
     spec = template["spec"]
     spec["restartPolicy"] = "Never"
     target = runner_container(template)
@@ -65,8 +73,7 @@ def jit_secret(pod: RawObject, jit_config: str) -> RawObject:
             "metadata": {"name": meta["name"], "namespace": meta["namespace"],
                          "labels": {LABEL_SET: meta["labels"][LABEL_SET]},
                          "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
-                                              "name": meta["name"], "uid": meta["uid"],
-                                              "blockOwnerDeletion": True}]},
+                                              "name": meta["name"], "uid": meta["uid"]}]},
             "data": {JIT_KEY: base64.b64encode(jit_config.encode()).decode()}}
 
 

@@ -51,13 +51,27 @@ ERROR_RETRY = 10.0
 
 
 class Memory:
-    """What a pass learns that the cluster does not hold: runners GitHub called busy (422).
-    Keyed by set, then pod name."""
+    """What a pass learns that the cluster does not hold: runners GitHub called busy (422),
+    keyed by set, then pod name; and the sets whose last creations were refused."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._busy: dict[str, dict[str, datetime]] = {}
         self._said: dict[str, set[str]] = {}
+        self._refused: set[str] = set()
+
+    def refused(self, set_key: str) -> bool:
+        with self._lock:
+            return set_key in self._refused
+
+    def set_refused(self, set_key: str, refused: bool) -> None:
+        with self._lock:
+            (self._refused.add if refused else self._refused.discard)(set_key)
+
+    def forget(self, set_key: str) -> None:
+        """The set is gone."""
+        self.keep_only(set_key, set())
+        self.set_refused(set_key, False)
 
     def busy_until(self, set_key: str, pod: str) -> datetime | None:
         with self._lock:
@@ -116,7 +130,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     report = Report(key)
     obj = ctx.runnersets.get(key)
     if obj is None:  # deleted: its pods go with it (ownerReferences)
-        ctx.memory.keep_only(key, set())
+        ctx.memory.forget(key)
         return report
     now = ctx.clock()
     try:
@@ -163,7 +177,13 @@ def reconcile(ctx: Context, key: str) -> Report:
 
 def _create(ctx: Context, view: RunnerSetView, platform: Platform, actions: Actions,
             report: Report) -> None:
-    lineage = [0] * actions.create + list(actions.retries)
+    """Every missing runner at once (seed 002). After a pass whose creations were refused
+    (a quota, an admission webhook, GitHub down), in slow-start batches of 1, 2, 4… that stop
+    at the first failure, like the ReplicaSet controller: each runner tried costs a GitHub
+    registration (and its removal when the pod is refused), and a set stuck on its quota must
+    not spend the rate limit every pass."""
+    # Replacements of failed runners first: a slow start that stops early keeps their lineage.
+    lineage = list(actions.retries) + [0] * actions.create
     if not lineage:
         return
     taken = {p["metadata"]["name"] for p in ctx.pods.group(view.key)}
@@ -173,18 +193,30 @@ def _create(ctx: Context, view: RunnerSetView, platform: Platform, actions: Acti
         if name not in taken:
             taken.add(name)
             names.append(name)
-    futures: list[Future[str]] = [
-        ctx.pool.submit(_create_one, ctx, view, platform, name, actions.create_patch_id, failures)
-        for name, failures in zip(names, lineage)]
-    wait(futures)
-    for future in futures:
-        try:
-            report.created.append(future.result())
-        except CredentialsError as exc:
-            ctx.platforms.forget(view)  # read the Secret again next pass: it may be fixed
-            report.errors.append(str(exc))
-        except ControllerError as exc:
-            report.errors.append(str(exc))
+    todo = list(zip(names, lineage))
+    batch = 1 if ctx.memory.refused(view.key) else len(todo)
+    failed = False
+    while todo and not failed:
+        tried, todo = todo[:batch], todo[batch:]
+        batch *= 2
+        futures: list[Future[str]] = [
+            ctx.pool.submit(_create_one, ctx, view, platform, name, actions.create_patch_id,
+                            failures)
+            for name, failures in tried]
+        wait(futures)
+        for future in futures:
+            try:
+                report.created.append(future.result())
+            except CredentialsError as exc:
+                ctx.platforms.forget(view)  # read the Secret again next pass: it may be fixed
+                report.errors.append(str(exc))
+                failed = True
+            except ControllerError as exc:
+                report.errors.append(str(exc))
+                failed = True
+    if todo:
+        report.errors.append(f"{len(todo)} more runner(s) not tried after that: next pass")
+    ctx.memory.set_refused(view.key, failed)
     if report.created:
         log.info("%s: created %d runner(s) for patch %d", view.key, len(report.created),
                  actions.create_patch_id)

@@ -237,8 +237,54 @@ def test_property_one_pass_creates_every_missing_runner(replicas: int, patch: in
     runners = [r(f"r{n}", patch + 1, phase, ended=-5 if phase in (F, X) else None)
                for n, phase in enumerate(phases)]
     actions = decide(Spec(replicas, patch, at(0)), runners, at(10))
-    live = sum(phase in (P, I, B) for phase in phases)
-    after = live + actions.create + len(actions.retries)
-    # Finished runners ended before effectiveTime: nothing holds a slot, so one pass fills all.
-    assert after >= min(replicas, max(replicas, live)) and not actions.held
-    assert all(d.name not in {x.name for x in runners if x.phase is B} for d in actions.deletes)
+    live = {x.name for x in runners if x.phase in (P, I, B)}
+    busy = {x.name for x in runners if x.phase is B}
+    after = len(live - {d.name for d in actions.deletes}) + actions.create + len(actions.retries)
+    # Finished runners ended before effectiveTime: nothing holds a slot, so one pass fills all;
+    # patch > 0 never scales down; patch 0 scales down to replicas, or to the busy runners.
+    assert not actions.held
+    assert after == (max(replicas, len(busy)) if patch == 0 else max(replicas, len(live)))
+    assert not busy & {d.name for d in actions.deletes}
+
+
+# -- the patch-ID sequence restarts (0 → 1) and wraps (2³¹−1 → 1) --------------------------------
+# "latest" must be the patch of the newest runner, not the numerically highest: a busy runner of
+# an old, higher patch outlives the restart of the sequence and would otherwise hold the gate.
+MAX = 2**31 - 1
+
+
+def test_gate_opens_for_a_new_patch_equal_to_an_old_busy_runners() -> None:
+    # 7 → 0 → 1 … 6 → 7: the patch-7 runner from before the restart is still busy.
+    runners = [r("old", 7, B, created=0), r("c", 6, I, created=50)]
+    actions = decide(Spec(4, 7, at(100)), runners, at(110))
+    assert actions.acting
+    assert actions.create == 2
+
+
+def test_gate_stays_shut_after_the_sequence_wrapped() -> None:
+    # 2³¹−1 → 1 applied: the newest runner carries 1, an old busy one 2³¹−1. Without
+    # effectiveTime nothing else stops the finished runner's slot from being refilled.
+    runners = [r("old", MAX, B, created=0), r("b", 1, I, created=50),
+               r("c", 1, F, created=50, ended=60)]
+    actions = decide(Spec(3, 1, None), runners, at(70))
+    assert not actions.acting
+    assert (actions.create, actions.deletes) == (0, ())
+
+
+def test_gate_with_runners_created_in_the_same_second() -> None:
+    # Two passes within one second (creationTimestamp has 1 s resolution): a tie at the newest
+    # time that includes the spec's patch means that patch was applied.
+    tied = [r("a", 4, I, created=10), r("b", 5, I, created=10), r("o", 9, B, created=1)]
+    assert not decide(Spec(2, 5), tied, at(20)).acting
+    assert not decide(Spec(2, 4), tied, at(20)).acting
+    assert decide(Spec(2, 6), tied, at(20)).acting
+    assert decide(Spec(2, 9), tied, at(20)).acting  # 9 is only on an old runner
+
+
+def test_same_patch_number_from_an_earlier_write_opens_the_gate() -> None:
+    # 1 → 0 → 1: the newest runner carries 1 from the write before the restart.
+    old = replace(r("x", 1, B, created=0), spec_time=at(0))
+    assert decide(Spec(3, 1, at(100)), [old], at(110)).create == 2
+    assert not decide(Spec(3, 1, at(0)), [old], at(110)).acting  # the same write: applied
+    assert not decide(Spec(3, 1, None), [old], at(110)).acting  # no time: patch ID alone
+    assert not decide(Spec(3, 1, at(100)), [r("x", 1, B, created=0)], at(110)).acting

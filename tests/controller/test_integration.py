@@ -257,3 +257,96 @@ def test_a_set_deleted_and_recreated_ignores_the_old_pods(harness: Harness) -> N
         uid="someone-else"), NS)
     report = harness.sync("rs")
     assert len(report.created) == 1 and report.deleted == []
+
+
+def test_patch_sequence_restarted_by_0_does_not_shut_the_gate(harness: Harness) -> None:
+    """7 → 0 → 6 → 7 while a patch-7 runner stays busy: the second 7 is a new spec and acts."""
+    harness.write("rs", 2, 7)
+    harness.sync("rs")
+    long_job, done = harness.names("rs")
+    harness.running(long_job, busy=True)
+    harness.clock.advance(30)
+    harness.stop(done)
+    harness.clock.advance(30)
+    harness.write("rs", 1, 0)  # quiet at min: self-correct
+    assert harness.sync("rs").deleted == [done]
+    harness.clock.advance(30)
+    harness.write("rs", 2, 6)  # the sequence restarted at 1 and is at 6
+    assert len(harness.sync("rs").created) == 1
+    harness.clock.advance(30)
+    harness.write("rs", 4, 7)
+    report = harness.sync("rs")
+    assert report.actions is not None and report.actions.acting
+    assert len(report.created) == 2
+    assert len(harness.pods("rs")) == 4
+
+
+def test_patch_wrap_keeps_the_gate_shut_once_applied(harness: Harness) -> None:
+    """2³¹−1 → 1: once 1 is applied, a later pass under 1 does not act again."""
+    harness.write("rs", 1, 2**31 - 1)
+    harness.sync("rs")
+    (old,) = harness.names("rs")
+    harness.running(old, busy=True)
+    harness.clock.advance(30)
+    harness.write("rs", 2, 1)
+    assert len(harness.sync("rs").created) == 1
+    harness.clock.advance(30)
+    report = harness.sync("rs")
+    assert report.actions is not None and not report.actions.acting
+
+
+def test_same_patch_number_after_a_restart_is_a_new_spec(harness: Harness) -> None:
+    """1 → 0 → 1 while the patch-1 runner is busy and still the newest: the second 1 is another
+    write (another effectiveTime), so it acts."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (busy,) = harness.names("rs")
+    harness.running(busy, busy=True)
+    harness.clock.advance(30)
+    harness.write("rs", 1, 0)  # quiet at min: nothing to do
+    assert not harness.sync("rs").created
+    harness.clock.advance(30)
+    harness.write("rs", 3, 1)  # the next burst restarts the sequence at 1
+    report = harness.sync("rs")
+    assert report.actions is not None and report.actions.acting
+    assert len(report.created) == 2
+    harness.clock.advance(30)
+    again = harness.sync("rs")  # and once applied, the gate is shut again
+    assert again.actions is not None and not again.actions.acting
+
+
+def test_credentials_in_config_url_are_refused_and_never_shown(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    from tests.controller.harness import github_spec
+
+    spec = github_spec(harness.github.url.replace("://", "://x-access-token:ghp-in-the-url@"))
+    harness.write("rs", 1, 0, spec=spec)
+    caplog.set_level(logging.INFO, "gitscale")
+    report = harness.sync("rs")
+    assert report.created == [] and harness.github.calls == []
+    (ready,) = [c for c in harness.status("rs")["conditions"] if c["type"] == "Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "configURL" in ready["message"]
+    assert "ghp-in-the-url" not in str(harness.status("rs")) + caplog.text
+
+
+def test_refused_pod_creations_do_not_burn_the_github_rate_limit(harness: Harness) -> None:
+    """A quota refusing pods costs GitHub a registration and an unregistration per runner tried.
+    After one refused pass, the next passes try one runner first (the ReplicaSet controller's
+    slow start), so a set stuck on its quota costs two GitHub calls per pass, not 2 × missing."""
+    harness.api.inject_error("create", "pods", code=403, reason="Forbidden",
+                             message="exceeded quota: pods", times=23)
+    harness.write("rs", 20, 0)
+    first = harness.sync("rs")
+    assert first.created == [] and len(first.errors) == 20  # unknown until tried: all at once
+    for _ in range(3):
+        harness.clock.advance(10)
+        before = len(harness.github.calls)
+        report = harness.sync("rs")
+        assert len(harness.github.calls) - before == 2  # one register, one unregister
+        assert report.created == [] and report.requeue_after == pytest.approx(10)
+    status = harness.status("rs")
+    assert (status["pending"], status["replicas"]) == (0, 0)
+    harness.clock.advance(10)  # the quota was raised: every missing runner in one pass again
+    assert len(harness.sync("rs").created) == 20
+    assert len(harness.pods("rs")) == 20 and len(harness.github.runners) == 20

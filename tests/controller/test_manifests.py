@@ -49,6 +49,12 @@ def test_deployment_runs_the_controller_with_probes() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert deployment["spec"]["replicas"] == 1
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    hardened = container["securityContext"]
+    assert hardened["readOnlyRootFilesystem"] is True
+    assert hardened["allowPrivilegeEscalation"] is False
+    assert hardened["capabilities"]["drop"] == ["ALL"]
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
     account = objects["ServiceAccount/gitscale-controller"]
     assert pod["serviceAccountName"] == account["metadata"]["name"]
@@ -57,3 +63,24 @@ def test_deployment_runs_the_controller_with_probes() -> None:
                                     "namespace": account["metadata"]["namespace"]}]
     assert binding["metadata"]["namespace"] == params["namespace"]
     assert {"Namespace/gitscale-system", "Namespace/ci-runners"} <= set(objects)
+
+
+def test_owner_references_need_no_more_than_the_role_grants(harness: Harness) -> None:
+    # Where the OwnerReferencesPermissionEnforcement admission plugin runs (OpenShift enables it),
+    # an ownerReference with blockOwnerDeletion: true may only be set by whoever may update the
+    # owner's finalizers: the Role grants no such thing, so every create would be refused.
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    role = manifests()["Role/gitscale-controller"]
+    allowed = {(resource, verb) for rule in role["rules"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    plural = {"RunnerSet": "runnersets", "Pod": "pods"}
+    created = harness.pods("rs") + harness.api.objects("secrets", "default",
+                                                       label_selector="gitscale.dev/runnerset")
+    assert len(created) == 4
+    for obj in created:
+        for ref in obj["metadata"]["ownerReferences"]:
+            if ref.get("blockOwnerDeletion"):
+                assert (f"{plural[ref['kind']]}/finalizers", "update") in allowed, (
+                    f"{obj['kind']} {obj['metadata']['name']}: blockOwnerDeletion on its "
+                    f"{ref['kind']} owner needs update on {plural[ref['kind']]}/finalizers")

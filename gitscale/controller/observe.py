@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
@@ -183,6 +183,9 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | Non
     if phase in ("Succeeded", "Failed"):
         return make(Phase.FINISHED if phase == "Succeeded" else Phase.FAILED, _ended(status))
     if phase != "Running":
+        stuck_since = _stuck(pod, now)
+        if stuck_since is not None:  # it would hold its slot forever: back off and replace it
+            return make(Phase.FAILED, stuck_since)
         return make(Phase.PENDING)
     if busy_until is not None and now < busy_until:
         return make(Phase.BUSY)
@@ -195,6 +198,28 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | Non
     if seen is None or not seen.online:
         return make(Phase.PENDING)  # started, not connected yet (or already gone after a job)
     return make(Phase.BUSY if seen.busy else Phase.IDLE)
+
+
+# Waiting reasons that do not clear by themselves: a pod in one of them for longer than
+# STUCK_AFTER is a failed runner (a missing JIT Secret after a crash, a bad image, ...).
+STUCK_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName",
+                           "CreateContainerConfigError", "CreateContainerError"})
+STUCK_AFTER = timedelta(minutes=5)
+
+
+def _stuck(pod: Mapping[str, Any], now: datetime) -> datetime | None:
+    """When the pod counts as failed (creation + STUCK_AFTER: a fixed time, so the backoff
+    that follows runs from it), or None while it may still start."""
+    created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
+    if created is None or now - created < STUCK_AFTER:
+        return None
+    status = pod.get("status") or {}
+    for cs in [*(status.get("initContainerStatuses") or []),
+               *(status.get("containerStatuses") or [])]:
+        waiting = (cs.get("state") or {}).get("waiting") if isinstance(cs, dict) else None
+        if isinstance(waiting, dict) and waiting.get("reason") in STUCK_REASONS:
+            return created + STUCK_AFTER
+    return None
 
 
 def runner_container(template: Mapping[str, Any]) -> str:

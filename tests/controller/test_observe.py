@@ -42,6 +42,5 @@ def test_stuck_pending_pods_are_failed_runners(age: timedelta, reason: str | Non
     assert runner.phase == phase
     if phase == Phase.FAILED:  # a fixed time, so the backoff after it can run out
         assert runner.finished_at == NOW - age + timedelta(minutes=5)
-        later = runner_of(pod(age + timedelta(minutes=1), reason), None, None,
-                          NOW + timedelta(minutes=1))
+        later = runner_of(pod(age, reason), None, None, NOW + timedelta(minutes=1))
         assert later.finished_at == runner.finished_at

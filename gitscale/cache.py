@@ -59,13 +59,18 @@ class StateCache:
 
     def located(self, path: str, text: str, ref: ObjectRef) -> Located:
         key = hashlib.sha256(f"{ref.kind}\0{ref.name}\0{ref.namespace}\0{text}".encode()).hexdigest()
-        found = self.entries.get(key)
+        found = self.entries.pop(key, None)
         if found is not None:
+            self.entries[key] = found  # most recently used last: what the bound keeps
             self.hits += 1
             return found
         self.misses += 1
         found = locate(path, text, ref)  # raises on a bad manifest: errors are never cached
         self.entries[key] = found
+        if len(self.entries) > LIMIT:
+            # `run` and `serve` live for months and every write makes a new text: without a
+            # bound the cache would grow by each changed manifest on every pass
+            del self.entries[next(iter(self.entries))]
         self.dirty = True
         return found
 

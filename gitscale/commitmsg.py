@@ -76,7 +76,7 @@ def parse_trailer(value: str, detail: str = "") -> SetLine | None:
 
     def num(key: str) -> int | None:
         raw = fields.get(key, "-")
-        return int(raw) if raw.isdigit() else None
+        return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
 
     replicas = num("replicas")
     if replicas is None:

@@ -82,6 +82,8 @@ def _cache_key(root: Path, config_path: str, text: str) -> str:
     policies = root / "policies"
     if policies.is_dir():
         for preset in sorted(policies.glob("*.yaml")):
+            if preset.is_symlink() or not preset.is_file():
+                continue  # load_preset reads neither (a link to /dev/zero would never end)
             digest.update(f"\0{preset.name}\0".encode())
             digest.update(preset.read_bytes())
     return digest.hexdigest()
@@ -147,7 +149,10 @@ def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
     local = root / "policies" / f"{name}.yaml"
     if local.is_file() and not local.is_symlink():
         label = f"policies/{name}.yaml"
-        text = local.read_text(encoding="utf-8")
+        try:
+            text = local.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(label, f"cannot be read: {exc}") from None
     else:
         shipped = resources.files("gitscale.presets").joinpath(f"{name}.yaml")
         if not shipped.is_file():
@@ -214,7 +219,10 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
         from dateutil.rrule import rrulestr
 
         try:
-            rrulestr(recurrence, dtstart=start)
+            # Evaluated once as Schedule.active will: a DTSTART or EXDATE without a zone in
+            # the text parses, then fails comparing itself with an aware clock.
+            first = start.astimezone(ZoneInfo(zone)) if zone else start
+            rrulestr(recurrence, dtstart=first).after(first, inc=True)
         except (ValueError, TypeError) as exc:
             raise fail("recurrence", f"not an RRULE ({exc}); e.g. "
                        "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR") from None

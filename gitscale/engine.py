@@ -71,6 +71,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []
     stamp = format_time(now)
     checked: set[Path] = set()
+    owners: dict[tuple[str, int], str] = {}
     for runner_set in config.sets:
         if only is not None and runner_set.name not in only:
             continue
@@ -79,6 +80,13 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             texts[path] = _read(root, runner_set, config.path, checked)
             edited[path] = texts[path]
         located = cache.located(path, texts[path], runner_set.object)
+        # Two sets on one object would both be written, the last one winning, while the commit
+        # described both: refuse, as for any manifest that cannot be edited as asked.
+        other = owners.setdefault((path, located.index), runner_set.name)
+        if other != runner_set.name:
+            raise ManifestError(path, f"runner sets {other!r} and {runner_set.name!r} both "
+                                f"resolve to {located.kind} {located.name}; give each its own "
+                                f"object (`object: {{kind: ..., name: ...}}` in {config.path})")
         demand = reading.demands.get(runner_set.name)
         if decider is not None:
             decision = decider(runner_set, located.current, demand)

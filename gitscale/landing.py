@@ -57,7 +57,13 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = Non
             ws.git.reset_hard(plan.base)
             raise
         sleep(random.uniform(0, BACKOFF * 2 ** (attempt - 1)))
-        ws.sync()
+        try:
+            ws.sync()
+        except GitError:
+            # The fetch failed: our unpushed commit must not stay, or every later run in this
+            # checkout refuses ("commits that are not on origin") until someone resets by hand.
+            ws.git.reset_hard(plan.base)
+            raise
     raise AssertionError("unreachable")
 
 

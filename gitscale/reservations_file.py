@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from gitscale.config import safe_repo_path
 from gitscale.core.reservations import Book, Reservation
 from gitscale.errors import InputError
 from gitscale.timeutil import format_time, parse_time
@@ -27,10 +28,14 @@ class ReservationsError(InputError):
 
 def read_books(root: Path, rel: str) -> tuple[str, dict[str, Book]]:
     """(file text, books by set). A missing file is an empty book."""
-    path = root / rel
+    # No symlink on the way: the file is written back, and must be the one that is committed.
+    path = safe_repo_path(root, rel, "--state-file", ReservationsError)
     if not path.exists():
         return "", {}
-    text = path.read_bytes().decode("utf-8")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReservationsError(rel, f"cannot be read: {exc}") from None
     docs = [d for d in load_documents(text, rel, ReservationsError) if d.data is not None]
     if not docs:
         return text, {}
@@ -50,6 +55,8 @@ def read_books(root: Path, rel: str) -> tuple[str, dict[str, Book]]:
 
 
 def _time(value: Any) -> datetime:
+    if isinstance(value, datetime) and value.tzinfo is None:
+        raise ValueError(f"{value} has no UTC offset")  # compared with an aware clock later
     return value if isinstance(value, datetime) else parse_time(str(value))
 
 

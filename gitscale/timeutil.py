@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 MAX_DURATION = timedelta(days=366)
+FIRST_YEAR, LAST_YEAR = 1970, 9000
 
 
 def parse_duration(text: str) -> timedelta:
@@ -15,7 +16,10 @@ def parse_duration(text: str) -> timedelta:
     if not text.strip() or not match or not any(match.groups()):
         raise ValueError(f"{text!r} is not a duration (use forms like 90s, 10m, 1h, 1h30m)")
     hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    value = timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        value = timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError:
+        value = timedelta.max
     if value > MAX_DURATION:
         raise ValueError(f"{text!r} is longer than a year")
     return value
@@ -29,6 +33,9 @@ def parse_time(text: str) -> datetime:
         raise ValueError(f"{text!r} is not an RFC 3339 time (e.g. 2026-11-21T09:00:00Z)") from exc
     if value.tzinfo is None:
         raise ValueError(f"{text!r} has no UTC offset (add Z or +01:00)")
+    # Far from now, adding a delay or a duration (at most a year) would overflow later.
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise ValueError(f"{text!r} is not between the years {FIRST_YEAR} and {LAST_YEAR}")
     return value.astimezone(timezone.utc)
 
 

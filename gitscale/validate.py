@@ -112,8 +112,11 @@ def crds_in_repo(root: Path, paths: Iterable[str]) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition in the given repo files."""
     found: list[dict[str, Any]] = []
     for rel in paths:
+        path = root / rel
+        if path.is_symlink() or not path.is_file():
+            continue  # a link to /dev/zero would be read forever
         try:
-            text = (root / rel).read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
         if "CustomResourceDefinition" not in text:

@@ -80,7 +80,8 @@ def parse(body: bytes, at: datetime) -> JobEvent | None:
         kind = Action(action)
     except ValueError:
         return None  # e.g. "requested": nothing to count yet
-    owner = (payload.get("organization") or {}).get("login") or repo.split("/")[0]
+    org = payload.get("organization")
+    owner = (org.get("login") if isinstance(org, dict) else None) or repo.split("/")[0]
     return JobEvent(job_id, kind, tuple(str(label) for label in labels), repo, str(owner), at)
 
 

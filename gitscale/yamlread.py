@@ -96,8 +96,33 @@ def _child(node: yaml.Node | None, part: "str | int") -> tuple[yaml.Node | None,
     return None
 
 
+MAX_DEPTH = 1000  # libyaml's C composer recurses per level: far deeper overflows the C stack
+
+
+def check_depth(text: str, source: str, error: type[InputError] = InputError) -> None:
+    """Refuse YAML nested deeper than ``MAX_DEPTH`` before anything composes it: a line of
+    200,000 ``[`` takes the process down with a segfault, not an exception."""
+    # Every level opens with one of these characters, so a text with few of them is shallow.
+    if sum(text.count(c) for c in "[{-:?") <= MAX_DEPTH:
+        return
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):  # libyaml's parser does not recurse
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    raise error(source, f"nested more than {MAX_DEPTH} levels deep",
+                                mark.line + 1 if mark is not None else None)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # not YAML at all: the loader reports it with its line
+
+
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
     """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
+    check_depth(text, source, error)
     try:
         datas = list(yaml.load_all(text, Loader=_StrictLoader))
     except yaml.MarkedYAMLError as exc:
@@ -107,6 +132,10 @@ def load_documents(text: str, source: str, error: type[InputError] = InputError)
         raise error(source, f"not valid YAML: {problem}" if "duplicate key" not in problem
                     else problem, line) from None
     except yaml.YAMLError as exc:
+        raise error(source, f"not valid YAML: {exc}") from None
+    except (ValueError, OverflowError) as exc:
+        # a constructor refusing a value the scanner accepted: a 5,000-digit integer, the
+        # timestamp 2026-02-30
         raise error(source, f"not valid YAML: {exc}") from None
     return [Document(data, text, index) for index, data in enumerate(datas)]
 

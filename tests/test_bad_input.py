@@ -1,7 +1,10 @@
 """Bad config, manifests and demand: a clear error with file and line, exit 1, nothing written."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,6 +101,28 @@ CONFIG_CASES = [
                  "           recurrence: 'FREQ=SOMETIMES', minReplicas: 1}\n",
                  "gitscale.yaml:8", ["RRULE"], id="bad-rrule"),
     pytest.param("[1, 2]\n", "gitscale.yaml:1", ["not of type"], id="not-a-mapping"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n"
+                 "    policy: {scaleDownDelay: 99999999999999999h}\n",
+                 "gitscale.yaml:5", ["longer than a year"], id="duration-overflow"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                 "        - {name: x, start: '9999-12-31T23:59:59-23:59', duration: 1h,\n"
+                 "           minReplicas: 1}\n",
+                 "gitscale.yaml:7", ["between the years"], id="schedule-start-overflow"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                 "        - {name: x, start: '2026-01-01T09:00:00Z', duration: 1h,\n"
+                 "           recurrence: \"RRULE:FREQ=DAILY\\nEXDATE:20260102T090000\",\n"
+                 "           minReplicas: 1}\n",
+                 "gitscale.yaml:8", ["RRULE"], id="rrule-exdate-without-zone"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                 "        - {name: x, start: 2026-02-30T09:00:00Z, duration: 1h, minReplicas: 1}\n",
+                 "gitscale.yaml", ["not valid YAML", "day is out of range"], id="impossible-date"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy: {maxReplicas: " + "9" * 5000 + "}\n",
+                 "gitscale.yaml", ["not valid YAML"], id="5000-digit-integer"),
 ]
 
 
@@ -105,6 +130,36 @@ CONFIG_CASES = [
 def test_bad_config(tmp_path: Path, capsys, config: str, where: str, words: list[str]) -> None:  # type: ignore[no-untyped-def]
     checkout = repo_with(tmp_path, config=config)
     assert_refused(capsys, checkout, where, *words)
+
+
+def test_a_preset_that_is_not_utf_8(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = repo_with(tmp_path, config=simple_config({"linux": "mine"}))
+    (checkout / "policies").mkdir()
+    (checkout / "policies" / "mine.yaml").write_bytes(b"maxReplicas: 3  # \xff\n")
+    git(checkout, "add", "policies")
+    git(checkout, "commit", "-qm", "preset")
+    git(checkout, "push", "-q")
+    assert_refused(capsys, checkout, "policies/mine.yaml", "cannot be read", "utf-8")
+
+
+def test_a_folder_named_like_a_preset_is_not_a_crash(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = repo_with(tmp_path)
+    (checkout / "policies" / "default.yaml").mkdir(parents=True)
+    code, _, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 2, err  # the shipped preset is used, as for any non-file
+
+
+def test_two_sets_on_one_object_are_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Both would be written, the last one winning, while the commit described both."""
+    config = ("runnerSets:\n"
+              "  - {name: linux, manifest: sets/linux.yaml, source: {file: demand.yaml}, "
+              "policy: default}\n"
+              "  - {name: linux-big, manifest: ./sets//linux.yaml, source: {file: demand.yaml}, "
+              "policy: {maxReplicas: 50}}\n")
+    checkout = repo_with(tmp_path, config=config,
+                         demand="linux: {queued: 1, running: 0}\nlinux-big: {queued: 9, running: 0}\n")
+    assert_refused(capsys, checkout, "sets/linux.yaml", "'linux' and 'linux-big'",
+                   "RunnerSet linux")
 
 
 def test_manifest_through_symlink(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -140,6 +195,19 @@ MANIFEST_CASES = [
     pytest.param(RUNNERSET.format(name="linux", replicas=2) + "---\n"
                  + RUNNERSET.format(name="linux2", replicas=2), "sets/linux.yaml",
                  ["2 objects match"], id="ambiguous-multi-doc"),
+    pytest.param(RUNNERSET.format(name="linux", replicas="9" * 5000), "sets/linux.yaml",
+                 ["not valid YAML"], id="5000-digit-replicas"),
+    pytest.param(RUNNERSET.format(name="linux", replicas=2).replace(
+        "  name: linux\n", "  name: linux\n  labels: {size: &size 2}\n").replace(
+        "replicas: 2", "replicas: *size"), "sets/linux.yaml:7",
+                 ["spec.replicas", "anchor or alias"], id="replicas-alias"),
+    pytest.param(RUNNERSET.format(name="linux", replicas=2).replace(
+        "spec:\n", "spec:\n  timeout: 2026-02-30\n", 1), "sets/linux.yaml",
+                 ["not valid YAML", "day is out of range"], id="impossible-date"),
+    pytest.param(RUNNERSET.format(name="linux", replicas=2).replace(
+        "  name: linux\n", "  name: linux\n  annotations:\n"
+        "    gitscale.dev/last-scale-up: '9999-12-31T23:59:59-23:59'\n"),
+                 "sets/linux.yaml:6", ["between the years"], id="last-scale-up-overflow"),
 ]
 
 
@@ -177,6 +245,8 @@ DEMAND_CASES = [
     pytest.param("linux: {queued: 1, running: 0\n", "demand.yaml:", ["not valid YAML"],
                  id="unparsable"),
     pytest.param("linus: {queued: 1, running: 0}\n", "demand.yaml", ["linus"], id="unknown-set"),
+    pytest.param("linux: {queued: 1, running: 0, jobs: [2026-02-30]}\n", "demand.yaml:",
+                 ["not valid YAML"], id="impossible-date"),
 ]
 
 
@@ -231,3 +301,53 @@ def test_bad_options(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped
     assert code == 1  # a usage error is 1, never plan's 2
     code, _, err = run(capsys, "drain", "--repo", str(checkout), "nonesuch")
     assert code == 1 and "no runner set named 'nonesuch'" in err
+
+
+@pytest.mark.parametrize("file", ["gitscale.yaml", "sets/linux.yaml", "demand.yaml"])
+def test_deep_nesting_is_an_error_not_a_segfault(tmp_path: Path, file: str) -> None:
+    """libyaml's composer recurses per level: 200,000 `[` overflowed the C stack (SIGSEGV)."""
+    checkout = repo_with(tmp_path)
+    path = checkout / file
+    path.write_text(path.read_text() + "deep: " + "[" * 200_000 + "]" * 200_000 + "\n")
+    git(checkout, "commit", "-qam", "deep")
+    git(checkout, "push", "-q")
+    # in a child process: a regression must fail this test, not kill the test run
+    result = subprocess.run([sys.executable, "-m", "gitscale", "plan", "--repo", str(checkout)],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 1, result
+    said = result.stdout + result.stderr  # a demand file's error is that set's line in the plan
+    assert f"{file}:" in said and "nested more than 1000 levels deep" in said
+
+
+def test_odd_numbers_in_owned_annotations_and_trailers_are_not_crashes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """"²".isdigit() is true and int("²") fails; so does int() of 5,000 digits."""
+    deployment = ("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: linux\n"
+                  "  annotations:\n    gitscale.dev/patch-id: \"\u00b2\"\n"
+                  "spec:\n  replicas: 2\n")
+    checkout = repo_with(tmp_path, manifest=deployment)
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--output", "json")
+    assert code == 2, err
+    assert json.loads(out)["changes"][0]["from"]["patchID"] is None
+    git(checkout, "commit", "--allow-empty", "-qm",
+        "by hand\n\nGitscale-Set: linux replicas=\u00b2 previous=" + "9" * 5000)
+    code, out, err = run(capsys, "history", "--repo", str(checkout))
+    assert code == 0, err
+    assert "(no scaling commits)" in out
+
+
+def test_out_of_range_options(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = repo_with(tmp_path)
+    for argv in (["plan", "--now", "9999-12-31T23:59:59-01:00"],
+                 ["plan", "--now", "0001-01-01T00:00:00+01:00"],
+                 ["run", "--interval", "99999999999999999h", "--max-passes", "1"]):
+        code, out, err = run(capsys, *argv, "--repo", str(checkout))
+        assert code == 1 and "Traceback" not in out + err and "crashed" not in err, (argv, err)
+
+
+def test_a_demand_file_with_many_unknown_sets_gives_a_short_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = repo_with(tmp_path)
+    demand = tmp_path / "big.yaml"
+    demand.write_text("".join(f"s{i}: {{queued: 1, running: 0}}\n" for i in range(20_000)))
+    code, _, err = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 1 and "s0, s1, s10," in err and "and 19990 more" in err
+    assert len(err) < 1000

@@ -73,3 +73,18 @@ def test_bad_manifest_errors_every_time(tmp_path: Path, capsys) -> None:  # type
     for _ in range(2):
         code, _, err = run(capsys, "plan", "--repo", str(checkout))
         assert code == 1 and "sets/linux.yaml:6" in err
+
+
+def test_memory_stays_bounded_in_a_long_running_loop(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`run` and `serve` keep one cache for months; each write makes a new text to remember."""
+    import gitscale.cache
+
+    monkeypatch.setattr(gitscale.cache, "LIMIT", 3)
+    cache = StateCache()
+    ref = ObjectRef()
+    steady = RUNNERSET.format(name="steady", replicas=1)
+    for replicas in range(10):
+        cache.located("steady.yaml", steady, ref)  # read on every pass, never changed
+        cache.located("busy.yaml", RUNNERSET.format(name="busy", replicas=replicas), ref)
+    assert len(cache.entries) == 3
+    assert cache.misses == 11  # the unchanged manifest was parsed once: it stays in the cache

@@ -63,3 +63,34 @@ def test_init_refuses_credentials_in_url(tmp_path: Path, capsys) -> None:  # typ
                          "--repo-url", "https://bot:hunter22@git.example.com/c.git")
     assert code == 1 and "hunter22" not in out + err
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(("option", "value", "words"), [
+    pytest.param("--branch", "ma in", "not a valid git branch name", id="bad-branch"),
+    pytest.param("--path", "prod: {x", "use letters, digits", id="yaml-in-path"),
+])
+def test_init_refuses_bad_options_before_writing(tmp_path: Path, capsys, option: str,  # type: ignore[no-untyped-def]
+                                                 value: str, words: str) -> None:
+    """A bad branch failed at `git init`, after every file was written; a path with YAML in it
+    made a gitscale.yaml that does not parse."""
+    code, _, err = run(capsys, "init", str(tmp_path / "c"), "--gitops", "flux", option, value)
+    assert code == 1 and err.startswith(f"error: {option}") and words in err, err
+    assert not (tmp_path / "c").exists()
+
+
+def test_init_onto_a_file_is_an_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c").write_text("a file\n")
+    code, _, err = run(capsys, "init", str(tmp_path / "c"), "--gitops", "flux")
+    assert code == 1 and err.startswith("error: ") and "crashed" not in err, err
+
+
+def test_init_inside_a_repo_commits_only_the_scaffold(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """DIR inside an existing checkout: someone's staged work must stay staged, not be swept
+    into the `gitscale init` commit."""
+    git(tmp_path, "init", "--quiet", "--initial-branch=main")
+    (tmp_path / "work.txt").write_text("half done\n")
+    git(tmp_path, "add", "work.txt")
+    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux")
+    assert code == 0, err
+    assert "work.txt" not in git(tmp_path, "show", "--stat", "--format=", "HEAD")
+    assert git(tmp_path, "status", "--porcelain") == "A  work.txt"

@@ -123,3 +123,47 @@ def test_refused_push_leaves_the_checkout_as_it_was(tmp_path: Path, capsys) -> N
     code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
     assert code == 0, err
     assert spec(remote)["replicas"] == 3
+
+
+def test_a_failed_fetch_after_a_push_race_leaves_the_checkout_as_it_was(tmp_path: Path) -> None:
+    """Lost the race, then the fetch failed: the unpushed commit stayed in the checkout, and
+    every later run refused it ("commits that are not on origin/main")."""
+    from datetime import datetime, timezone
+
+    import pytest
+
+    from gitscale.config import load_config
+    from gitscale.demand.resolve import read_demand
+    from gitscale.engine import compute_plan
+    from gitscale.errors import GitError
+    from gitscale.landing import land
+    from gitscale.workspace import open_workspace
+
+    checkout, remote = setup(tmp_path)
+    (checkout / "demand.yaml").write_text("linux: {queued: 2, running: 0}\n")
+    git(checkout, "commit", "-qam", "demand")
+    git(checkout, "push", "-q")
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(remote), str(other))
+    head = git(checkout, "rev-parse", "HEAD")
+
+    def another_writer_lands_first() -> None:
+        (other / "README").write_text("hello\n")
+        git(other, "add", "README")
+        git(other, "commit", "-qm", "someone else")
+        git(other, "push", "-q")
+
+    def remote_goes_away(_: float) -> None:
+        remote.rename(tmp_path / "gone.git")
+
+    with open_workspace(str(checkout), None) as ws:
+        def make_plan():  # type: ignore[no-untyped-def]
+            another_writer_lands_first()
+            config = load_config(ws.root)
+            return compute_plan(ws.root, config, read_demand(ws.root, config, None),
+                                datetime(2026, 11, 21, 9, tzinfo=timezone.utc), ws.base())
+
+        with pytest.raises(GitError):
+            land(ws, make_plan, sleep=remote_goes_away)
+    assert git(checkout, "rev-parse", "HEAD") == head
+    assert git(checkout, "status", "--porcelain") == ""

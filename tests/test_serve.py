@@ -163,6 +163,9 @@ def test_signatures_replays_and_order(repo: Path) -> None:
         assert server.post(b"{not json", signature="good")[0] == 400
         assert server.post(body, event="ping")[0] == 200
         assert server.health()["pending_events"] == 0  # nothing accepted so far
+        odd = json.loads(job(12, "queued", ["ubuntu-latest"]))  # matches no set
+        odd["organization"] = "octo-org"  # not an object: was a traceback and no answer
+        assert server.post(json.dumps(odd).encode())[0] == 202
         # a completed whose queued was missed never drives reservations below zero
         assert server.post(job(99, "completed", ["self-hosted", "linux"]))[0] == 202
         # out of order: in_progress before its queued
@@ -264,3 +267,125 @@ def test_a_failed_push_keeps_the_events_for_the_next_window(repo: Path) -> None:
         assert server.health()["status"] == "ok"
     finally:
         server.close()
+
+
+def test_bad_content_length_and_slow_clients(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capfd: pytest.CaptureFixture[str]) -> None:
+    """A Content-Length that is not a number was a traceback and a dropped connection; a client
+    that stops sending held its thread forever; one that hangs up early was a traceback."""
+    import socket
+    import struct
+    import time
+
+    import gitscale.commands.serve
+
+    monkeypatch.setattr(gitscale.commands.serve, "CLIENT_TIMEOUT", 1.0, raising=False)
+    server = Server(repo, window="1s")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+            assert sock.makefile("rb").read().startswith(b"HTTP/1.0 411")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            started = time.monotonic()
+            assert sock.recv(100) == b""  # closed by the server, not left hanging
+            assert time.monotonic() - started < 5
+        for _ in range(50):  # clients that hang up (RST) before reading the answer
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        assert server.health()["status"] == "ok"
+    finally:
+        server.close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_reservations_file_edited_into_nonsense_is_reported_not_a_crash(repo: Path) -> None:
+    """A time without an offset was a TypeError that killed the server (and its events)."""
+    (repo / ".gitscale").mkdir()
+    (repo / ".gitscale/reservations.yaml").write_text(
+        "sets:\n  linux:\n    reservations:\n"
+        "    - {job: 1, running: false, created: 2026-01-01 00:00:00,"
+        " expires: 2099-01-01 00:00:00}\n")
+    git(repo, "add", ".gitscale")
+    git(repo, "commit", "-qm", "by hand")
+    git(repo, "push", "-q")
+    server = Server(repo, window="1s")
+    try:
+        assert server.post(job(5, "queued", ["self-hosted", "linux"]))[0] == 202
+        import time
+
+        deadline = time.monotonic() + 20
+        while server.health()["status"] != "degraded" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        health = server.health()
+        assert health["pending_events"] == 1  # kept until the file is fixed
+        assert ".gitscale/reservations.yaml" in health["last_error"]
+        assert "no UTC offset" in health["last_error"]
+    finally:
+        server.close()
+
+
+def test_a_symlinked_reservations_file_is_never_written_through(repo: Path) -> None:
+    """The write followed the link out of the repo, and the commit (holding only the link)
+    said the reservations were updated."""
+    outside = repo.parent / "outside.yaml"
+    outside.write_text("# not gitscale's\n")
+    (repo / ".gitscale").mkdir()
+    (repo / ".gitscale/reservations.yaml").symlink_to(outside)
+    git(repo, "add", ".gitscale")
+    git(repo, "commit", "-qm", "link")
+    git(repo, "push", "-q")
+    before, _ = remote_state(repo)
+    server = Server(repo, window="1s")
+    try:
+        server.post(job(5, "queued", ["self-hosted", "linux"]))
+        import time
+
+        deadline = time.monotonic() + 20
+        while server.health()["status"] != "degraded" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "symlink" in server.health()["last_error"]
+    finally:
+        server.close()
+    assert outside.read_text() == "# not gitscale's\n"
+    assert remote_state(repo)[0] == before
+
+
+def test_reservations_of_a_removed_set_are_dropped(repo: Path) -> None:
+    """Nothing would ever expire them: they stayed in the file for good."""
+    (repo / ".gitscale").mkdir()
+    (repo / ".gitscale/reservations.yaml").write_text(
+        "sets:\n  retired:\n    reservations:\n"
+        "    - {job: 1, running: false, created: '2026-01-01T00:00:00Z',"
+        " expires: '2026-01-01T00:10:00Z'}\n    completed: []\n")
+    git(repo, "add", ".gitscale")
+    git(repo, "commit", "-qm", "a set that is gone")
+    git(repo, "push", "-q")
+    server = Server(repo, window="1s")
+    try:
+        before, _ = remote_state(repo)
+        server.post(job(5, "queued", ["self-hosted", "linux"]))
+        wait_for_commit(server, repo, before)
+    finally:
+        server.close()
+    book = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                              "main:.gitscale/reservations.yaml"))
+    assert set(book["sets"]) == {"linux"}
+
+
+@pytest.mark.parametrize("listen", ["256.0.0.1:8080", "127.0.0.1:99999", "127.0.0.1:\u00b2",
+                                    "in-use"])
+def test_a_bad_listen_address_is_an_error(repo: Path, capsys, listen: str) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    from tests.helpers import run
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        if listen == "in-use":
+            listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        code, _, err = run(capsys, "serve", "--repo", str(repo), "--listen", listen,
+                             "--secret-env", "TEST_WEBHOOK_SECRET")
+    assert code == 1 and err.startswith("error: --listen:"), err

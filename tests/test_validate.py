@@ -84,6 +84,18 @@ def test_legacy_arc_crds_from_the_repo(tmp_path: Path) -> None:
     assert [p.path for p in validator.check(bad)] == ["spec.replicas"]
 
 
+def test_crds_are_not_read_through_symlinks(tmp_path: Path) -> None:
+    """A committed link to /dev/zero was read forever (and into memory) by every reconcile of a
+    kind the validator did not know yet."""
+    (tmp_path / "crds").mkdir()
+    name = "actions.summerwind.dev_runnersets.yaml"
+    (tmp_path / "crds" / name).write_bytes((CRDS / name).read_bytes())
+    (tmp_path / "crds" / "zero.yaml").symlink_to("/dev/zero")
+    (tmp_path / "crds" / "link.yaml").symlink_to(tmp_path / "crds" / name)
+    crds = crds_in_repo(tmp_path, [f"crds/{name}", "crds/zero.yaml", "crds/link.yaml"])
+    assert len(crds) == 1
+
+
 def test_reconcile_refuses_an_invalid_result(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """The edited manifest is checked before committing: a human typo blocks the commit."""
     manifest = RUNNERSET.format(name="linux", replicas=1).replace("  platform: github",

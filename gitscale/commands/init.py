@@ -6,6 +6,7 @@ GitRepository + Kustomization that applies it. Refuses to overwrite anything.
 """
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -136,20 +137,29 @@ def run_init(directory: str, *, gitops: str, repo_url: str | None, branch: str,
         check_url(url)
     if path.startswith("/") or ".." in Path(path).parts:
         raise InputError("--path", f"{path!r} must be a relative path inside the repo")
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", path):
+        # it is written unquoted into gitscale.yaml and the kustomizations
+        raise InputError("--path", f"{path!r}: use letters, digits, '.', '_', '-' and '/'")
+    if Git(Path.cwd()).run("check-ref-format", "--branch", branch, check=False).code != 0:
+        raise InputError("--branch", f"{branch!r} is not a valid git branch name")
     files = scaffold(root, gitops, url, branch, path.strip("/"))
     clashes = sorted(rel for rel in files if (root / rel).exists())
     if clashes:
         raise InputError(str(root), "already has " + ", ".join(clashes[:5])
                          + (" …" if len(clashes) > 5 else "") + "; nothing was written")
-    for rel, text in files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    try:
+        for rel, text in files.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    except OSError as exc:  # DIR is a file, or not writable
+        raise InputError(str(root), f"cannot be written: {exc}") from None
     repo = Git(root)
     if repo.run("rev-parse", "--show-toplevel", check=False).code != 0:
         repo.run("init", "--quiet", f"--initial-branch={branch}")
     repo.run("add", "--", *files)
-    repo.run("commit", "--quiet", "-m", f"gitscale init ({gitops})")
+    # Only the scaffold: DIR may sit in a repo whose index holds someone's staged work.
+    repo.run("commit", "--quiet", "-m", f"gitscale init ({gitops})", "--", *files)
     click.echo(f"wrote {len(files)} files to {root} and committed them:")
     for rel in files:
         click.echo(f"  {rel}")

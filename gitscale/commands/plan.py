@@ -13,7 +13,7 @@ from gitscale.config import load_config
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.demand.resolve import read_demand
 from gitscale.engine import Plan, SetChange, compute_plan
-from gitscale.manifest.target import A_PATCH_ID
+from gitscale.manifest.target import A_PATCH_ID, is_digits
 from gitscale.timeutil import format_time
 from gitscale.workspace import open_workspace
 
@@ -43,7 +43,7 @@ def owned(obj: dict[str, Any]) -> dict[str, Any]:
     patch = spec.get("patchID", annotations.get(A_PATCH_ID))
     return {
         "replicas": spec.get("replicas"),
-        "patchID": int(patch) if isinstance(patch, (int, str)) and str(patch).isdigit() else None,
+        "patchID": int(patch) if isinstance(patch, (int, str)) and is_digits(str(patch)) else None,
         "effectiveTime": spec.get("effectiveTime"),
     }
 

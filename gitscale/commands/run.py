@@ -28,6 +28,7 @@ from gitscale.timeutil import format_time, parse_duration, utcnow
 from gitscale.workspace import Workspace, open_workspace
 
 MAX_BACKOFF = 600.0
+MAX_RATE_WAIT = 3600.0
 
 
 @dataclass
@@ -101,7 +102,10 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     state.failures = 0
     if reading is not None:
         if reading.retry_at is not None:
-            state.not_before = time.monotonic() + max(0.0, (reading.retry_at - now).total_seconds())
+            # at most an hour (GitHub's limits reset within one): a Retry-After years ahead
+            # would stop the loop, and past threading's limit make the wait itself fail
+            wait = min(MAX_RATE_WAIT, max(0.0, (reading.retry_at - now).total_seconds()))
+            state.not_before = time.monotonic() + wait
             log(f"rate limited: no pass before {format_time(reading.retry_at)}")
         if reading.min_interval:
             state.interval = max(state.interval, reading.min_interval)

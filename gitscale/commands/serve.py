@@ -35,6 +35,7 @@ from gitscale.webhook import (MAX_BODY, Deliveries, JobEvent, Rejected, parse, r
 from gitscale.workspace import Workspace, open_workspace
 
 MAX_BACKOFF = 300.0
+CLIENT_TIMEOUT = 30.0  # seconds a client may stall: a silent one would hold its thread forever
 
 
 @dataclass
@@ -72,6 +73,7 @@ def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
                  path: str, clock: Callable[[], datetime]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "gitscale"
+        timeout = CLIENT_TIMEOUT
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             if self.path.split("?")[0] in ("/healthz", "/readyz"):
@@ -84,7 +86,8 @@ def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
                 self._reply(404, {"error": "not found"})
                 return
             try:
-                length = int(self.headers.get("Content-Length", "-1"))
+                raw_length = self.headers.get("Content-Length", "-1").strip()
+                length = int(raw_length) if raw_length.isascii() and raw_length.isdigit() else -1
                 if not 0 <= length <= MAX_BODY:
                     raise Rejected(413 if length > MAX_BODY else 411, "bad Content-Length")
                 body = self.rfile.read(length)
@@ -109,11 +112,14 @@ def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
 
         def _reply(self, status: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client hung up: no one to tell, no traceback
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass  # one line per batch is logged instead of one per delivery
@@ -135,6 +141,9 @@ def batch_plan(ws: Workspace, opts: RepoOptions, events: list[JobEvent], now: da
             counts[event.action.value] += 1
     reading = DemandReading()
     webhook_sets = {s.name for s in config.sets if s.source.kind == "github"}
+    # A set removed from gitscale.yaml (or fed otherwise now) takes its reservations with it:
+    # nothing would ever expire them.
+    books = {name: book for name, book in books.items() if name in webhook_sets}
     for runner_set in config.sets:
         if runner_set.name not in webhook_sets:
             continue
@@ -166,12 +175,15 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     except SecretError as exc:
         raise InputError("webhook secret", str(exc)) from None
     host, _, port = listen.rpartition(":")
-    if not port.isdigit():
+    if not (port.isascii() and port.isdigit() and len(port) <= 5):
         raise InputError("--listen", f"{listen!r} is not HOST:PORT")
     stop = stop or stop_on_signals("writing the last batch")
     batcher = Batcher()
-    server = ThreadingHTTPServer((host or "127.0.0.1", int(port)),
-                                 make_handler(secret, batcher, Deliveries(), path, utcnow))
+    try:
+        server = ThreadingHTTPServer((host or "127.0.0.1", int(port)),
+                                     make_handler(secret, batcher, Deliveries(), path, utcnow))
+    except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
+        raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="webhooks", daemon=True)
     thread.start()

@@ -18,6 +18,7 @@ from gitscale.timeutil import parse_duration
 
 DEFAULT_API = "https://agent.buildkite.com/v3"
 POLL_HEADER = "Buildkite-Agent-Metrics-Poll-Duration"
+MAX_POLL_INTERVAL = 3600.0  # seconds
 
 
 def queue_demand(body: Any, count_waiting: bool, where: str) -> Demand:
@@ -43,13 +44,14 @@ def poll_interval(header: str | None) -> float | None:
         return None
     text = header.strip()
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        pass
-    try:
-        return parse_duration(text).total_seconds()
-    except ValueError:
-        return None
+        try:
+            seconds = parse_duration(text).total_seconds()
+        except ValueError:
+            return None
+    # "inf", "nan" or a day would stop the loop (an infinite wait even crashes it): ignored
+    return seconds if 0 < seconds <= MAX_POLL_INTERVAL else None
 
 
 def read_buildkite(sets: Sequence[RunnerSetConfig], client_for: Any) -> DemandReading:

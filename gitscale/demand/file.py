@@ -52,8 +52,10 @@ class FileSource:
             known = {s.name for s in sets}
             unknown = sorted(set(demands) - known)
             if unknown:
+                listed = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more"
+                                                     if len(unknown) > 10 else "")
                 raise DemandError(self.label, f"names runner sets that gitscale.yaml does not "
-                                  f"declare: {', '.join(unknown)}")
+                                  f"declare: {listed}")
         reading = DemandReading()
         for runner_set in sets:
             if runner_set.name in demands:

@@ -251,8 +251,8 @@ def _raise_for_limits(response: httpx.Response, name: str, url: str) -> None:
     if status == 403 and remaining != "0" and not retry_after and not secondary:
         return  # a plain permission error, not a limit
     until: datetime | None = None
-    if retry_after.isdigit():
-        until = datetime.fromtimestamp(time.time() + int(retry_after), timezone.utc)
+    if retry_after.isascii() and retry_after.isdigit():
+        until = _timestamp(time.time() + _number(retry_after))
     elif retry_after:
         try:
             parsed = parsedate_to_datetime(retry_after)
@@ -260,9 +260,23 @@ def _raise_for_limits(response: httpx.Response, name: str, url: str) -> None:
                 .astimezone(timezone.utc)
         except (TypeError, ValueError):
             until = None
-    if until is None and remaining == "0" and reset and reset.isdigit():
-        until = datetime.fromtimestamp(int(reset), timezone.utc)
+    if until is None and remaining == "0" and reset and reset.isascii() and reset.isdigit():
+        until = _timestamp(_number(reset))
     if until is None:
         until = datetime.fromtimestamp(time.time() + 60, timezone.utc)
     raise RateLimited(f"{name}: rate limited until {format_time(until)} (GET {url} answered "
                       f"{status}); sets fed by it are not scaled this pass", until)
+
+
+def _number(digits: str) -> int:
+    """A header's digits as an int; one too long to be real (int() refuses 4,300 digits) is
+    simply very large."""
+    return int(digits) if len(digits) <= 15 else 10**15
+
+
+def _timestamp(seconds: float) -> datetime | None:
+    """None for a time datetime cannot hold: the caller falls back to its default wait."""
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None

@@ -45,6 +45,9 @@ class _Splice:
 
 def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value]) -> str:
     """Return ``text`` with each path in document ``doc_index`` set to its value."""
+    if text.startswith("\ufeff"):
+        # libyaml's marks count from after a byte-order mark: edit without it, then put it back
+        return "\ufeff" + set_fields(text[1:], source, doc_index, values)
     try:
         roots = list(yaml.compose_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
@@ -66,14 +69,25 @@ def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, V
                 pending.setdefault((id(node), key), {})[path[depth + 1:]] = value
                 parents[id(node)] = node
                 break
+            key_node, value_node = child
+            if value_node.start_mark.index < key_node.end_mark.index or \
+                    text.startswith("&", value_node.start_mark.index):
+                # An alias's node sits at its anchor, elsewhere in the file: splicing there
+                # would change every other use of it too.
+                raise ManifestError(source, f"{'.'.join(path[:depth + 1])} is a YAML anchor "
+                                    "or alias; gitscale edits only plain values there",
+                                    key_node.start_mark.line + 1)
             if depth == len(path) - 1:
                 if not isinstance(child[1], ScalarNode):
                     raise ManifestError(source, f"{'.'.join(path)} is not a scalar",
                                         child[1].start_mark.line + 1)
                 splices.append(_replace(text, child[0], child[1], value, order))
             node = child[1]
+    inserted: set[int] = set()
     for order, ((parent_id, key), subtree) in enumerate(pending.items(), start=len(values)):
-        splices.append(_insert(text, root, parents[parent_id], key, subtree, newline, order))
+        splices.append(_insert(text, root, parents[parent_id], key, subtree, newline, order,
+                               first=parent_id not in inserted))
+        inserted.add(parent_id)
     result = text
     for splice in sorted(splices, key=lambda s: (s.start, s.order), reverse=True):
         result = result[: splice.start] + splice.text + result[splice.end:]
@@ -123,9 +137,10 @@ def _replace(text: str, key: Node, node: ScalarNode, value: Value, order: int) -
 
 
 def _insert(text: str, root: Node, mapping: MappingNode, key: str,
-            subtree: dict[FieldPath, Value], newline: str, order: int) -> _Splice:
+            subtree: dict[FieldPath, Value], newline: str, order: int,
+            first: bool = True) -> _Splice:
     if mapping.flow_style:
-        return _insert_flow(text, mapping, key, subtree, order)
+        return _insert_flow(text, mapping, key, subtree, order, first)
     if not mapping.value:
         raise ManifestError("", "cannot insert into an empty block mapping")
     indent = mapping.value[0][0].start_mark.column
@@ -201,7 +216,7 @@ def _render_flow(key: str, subtree: dict[FieldPath, Value]) -> str:
 
 
 def _insert_flow(text: str, mapping: MappingNode, key: str, subtree: dict[FieldPath, Value],
-                 order: int) -> _Splice:
+                 order: int, first: bool = True) -> _Splice:
     close = mapping.end_mark.index - 1
     while close > 0 and text[close] != "}":
         close -= 1
@@ -210,7 +225,8 @@ def _insert_flow(text: str, mapping: MappingNode, key: str, subtree: dict[FieldP
         last = mapping.value[-1][1]
         at = last.end_mark.index
         return _Splice(at, at, ", " + entry, order)
-    return _Splice(close, close, entry, order)
+    # `spec: {}` getting several keys: every insertion after the first needs its comma
+    return _Splice(close, close, entry if first else ", " + entry, order)
 
 
 def render_key(key: str) -> str:

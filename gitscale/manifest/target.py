@@ -103,6 +103,11 @@ def _describe(ref: ObjectRef) -> str:
     return "{" + ", ".join(parts) + "}" if parts else "any object"
 
 
+def is_digits(text: str) -> bool:
+    """ASCII digits only, and few enough for int(): "²".isdigit() is true, int("²") fails."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 def _int_field(path: str, doc: Document, at: list[Any], value: Any, hi: int) -> int | None:
     if value is None:
         return None
@@ -123,7 +128,7 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
         patch_id = _int_field(path, doc, ["spec", "patchID"], spec.get("patchID"), PATCH_ID_MAX)
     else:
         raw = annotations.get(A_PATCH_ID)
-        patch_id = int(raw) if isinstance(raw, str) and raw.isdigit() else None
+        patch_id = int(raw) if isinstance(raw, str) and is_digits(raw) else None
         if patch_id is not None and patch_id > PATCH_ID_MAX:
             patch_id = None
     last_up = annotations.get(A_LAST_SCALE_UP)

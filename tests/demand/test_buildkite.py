@@ -139,7 +139,11 @@ def test_a_bad_count_is_a_clear_error(body: bytes, problem: str, buildkite: Fake
 
 
 @pytest.mark.parametrize("header,seconds", [("15s", 15.0), ("10", 10.0), ("1m30s", 90.0),
-                                            ("", None), (None, None), ("soon", None)])
+                                            ("", None), (None, None), ("soon", None),
+                                            # would stop the loop, or crash its wait
+                                            ("inf", None), ("nan", None), ("1e308", None),
+                                            ("-5", None), ("0", None), ("48h", None),
+                                            ("99999999999999999h", None)])
 def test_poll_duration_header(header: str | None, seconds: float | None) -> None:
     assert poll_interval(header) == seconds
 

@@ -340,6 +340,17 @@ def test_retry_after_as_an_http_date(github: FakeGitHub) -> None:
     assert "until 2065-10-21T07:28:00Z" in str(caught.value)
 
 
+@pytest.mark.parametrize("retry_after", ["1" + "0" * 20, "9" * 5000])
+def test_an_absurd_retry_after_is_a_rate_limit_not_a_crash(github: FakeGitHub,
+                                                           retry_after: str) -> None:
+    add_runs(github, 1)
+    github.fail("secondary", retry_after=retry_after)
+    client = make_client(github)
+    with pytest.raises(RateLimited) as caught:
+        client.get(runs_url(github), {"status": "queued"})
+    assert caught.value.until is not None  # past what a date can hold: the one-minute default
+
+
 # -- the cache stays the size of what is polled --------------------------------------------------
 def test_entries_unused_for_a_day_are_dropped_and_quiet_passes_write_nothing(
         github: FakeGitHub) -> None:

@@ -176,3 +176,41 @@ def test_a_file_set_lands_while_the_github_sets_are_rate_limited(
     assert f"rate limited until {reset}" in err
     assert [r.status for r in fake.log] == [403]  # one poll for the three sets, not retried
     assert_no_secret(fake, out, err)
+
+
+def test_the_loop_waits_at_most_an_hour_for_a_rate_limit(
+        org: tuple[FakeGitHub, OrgFixture], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A reset centuries away (a broken header or clock) stopped the loop: the wait for it
+    overflowed threading's timeout and the loop died."""
+    import threading
+
+    from gitscale.commands import RepoOptions
+    from gitscale.commands.run import run_loop
+
+    fake, _ = org
+    checkout = config_repo(tmp_path, fake)
+    fake.reset = int(time.time()) + 10**11
+    fake.fail("ratelimit", match="/actions/runs")
+    stop = threading.Event()
+    result: list[object] = []
+
+    def loop() -> None:
+        try:
+            result.append(run_loop(RepoOptions(str(checkout), None, "gitscale.yaml"),
+                                   interval="1s", demand=None, max_passes=None, stop=stop))
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            result.append(exc)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    err = ""
+    deadline = time.monotonic() + 30
+    while "next pass in" not in err and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+        err += capsys.readouterr().err
+    stop.set()
+    thread.join(30)
+    err += capsys.readouterr().err
+    assert result == [0], (result, err)
+    assert "next pass in 3600s" in err

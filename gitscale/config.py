@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from functools import partial
 from importlib import resources
@@ -218,6 +219,12 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
     if recurrence is not None:
         from dateutil.rrule import rrulestr
 
+        if re.search(r"(?i)FREQ=(SECONDLY|MINUTELY)", recurrence):
+            # dateutil walks every occurrence since `start` on each pass: minutely windows
+            # started a few years ago cost seconds per set. Scaling windows are hourly or
+            # coarser; write a window of an hour with FREQ=HOURLY instead.
+            raise fail("recurrence", "FREQ=SECONDLY and FREQ=MINUTELY are not supported for "
+                       "schedules (use FREQ=HOURLY or coarser)")
         try:
             # Evaluated once as Schedule.active will: a DTSTART or EXDATE without a zone in
             # the text parses, then fails comparing itself with an aware clock.

@@ -51,8 +51,10 @@ def is_url(location: str) -> bool:
 
 
 def check_url(url: str) -> None:
-    """Refuse URLs that carry credentials: they would end up in .git/config and in logs."""
-    if _USERINFO.search(url) and re.search(r"://[^/@]*:[^/@]*@", url):
+    """Refuse URLs that carry credentials: they would end up in argv, .git/config and logs.
+    Over HTTP(S) even a bare user name may be a token (``https://TOKEN@github.com/...``);
+    ``ssh://git@host`` and ``git@host:org/repo`` name a user, not a secret, and are fine."""
+    if re.match(r"(?i)^https?://[^/]*@", url) or re.search(r"://[^/@]*:[^/@]*@", url):
         raise InputError("--repo", f"{redact(url)} has credentials in it; pass them through "
                          "GITSCALE_GIT_TOKEN (or a git credential helper) instead")
 

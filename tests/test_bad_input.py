@@ -351,3 +351,22 @@ def test_a_demand_file_with_many_unknown_sets_gives_a_short_error(tmp_path: Path
     code, _, err = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand))
     assert code == 1 and "s0, s1, s10," in err and "and 19990 more" in err
     assert len(err) < 1000
+
+
+def test_minutely_schedules_are_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+              "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+              "        - {name: x, start: '2020-01-01T00:00:00Z', duration: 30s,\n"
+              "           recurrence: 'FREQ=MINUTELY', minReplicas: 1}\n")
+    checkout = repo_with(tmp_path, config=config)
+    assert_refused(capsys, checkout, "gitscale.yaml:8", "FREQ=MINUTELY")
+
+
+@pytest.mark.parametrize("url", [
+    "https://ghp_abcdefSECRET@github.com/o/r.git",
+    "http://user:SECRETpass@example.com/r.git",
+])
+def test_credentials_in_a_url_are_refused(capsys, url: str) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run(capsys, "plan", "--repo", url)
+    assert code == 1 and "has credentials in it" in err
+    assert "SECRET" not in out + err

@@ -160,6 +160,33 @@ def batch_plan(ws: Workspace, opts: RepoOptions, events: list[JobEvent], now: da
     return plan
 
 
+class BoundedServer(ThreadingHTTPServer):
+    """At most MAX_CONNECTIONS deliveries in flight: each may hold up to 25 MB before its
+    signature can be checked, so unauthenticated clients must not get unlimited threads."""
+
+    MAX_CONNECTIONS = 32
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(timeout=5):
+            self.shutdown_request(request)  # busy: GitHub redelivers failed deliveries
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,
               secret_env: str, secret_file: str | None, state_file: str,
               stop: threading.Event | None = None,
@@ -177,11 +204,13 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     host, _, port = listen.rpartition(":")
     if not (port.isascii() and port.isdigit() and len(port) <= 5):
         raise InputError("--listen", f"{listen!r} is not HOST:PORT")
+    if state_file.startswith("/") or ".." in state_file.split("/"):
+        raise InputError("--state-file", f"{state_file!r} must be a path inside the config repo")
     stop = stop or stop_on_signals("writing the last batch")
     batcher = Batcher()
     try:
-        server = ThreadingHTTPServer((host or "127.0.0.1", int(port)),
-                                     make_handler(secret, batcher, Deliveries(), path, utcnow))
+        server = BoundedServer((host or "127.0.0.1", int(port)),
+                               make_handler(secret, batcher, Deliveries(), path, utcnow))
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
     server.daemon_threads = True
@@ -222,13 +251,17 @@ def _batch(ws: Workspace, opts: RepoOptions, batcher: Batcher, events: list[JobE
         if ws.mode == "clone":
             ws.sync()
         landed = land(ws, lambda: batch_plan(ws, opts, events, now, duration, state_file, cache))
-    except GitscaleError as exc:
+    except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
+        # Keep the events whatever went wrong (a full disk is not a GitscaleError) and retry
+        # with backoff; an unexpected error is a bug and says so.
         batcher.give_back(events)
+        what = str(exc) if isinstance(exc, GitscaleError) else \
+            f"unexpected {type(exc).__name__}: {exc} (a bug: please report it)"
         with batcher.lock:
             batcher.failures += 1
-            batcher.last_error = redact(str(exc))
+            batcher.last_error = redact(what)
         log(f"batch of {len(events)} events failed ({batcher.failures} in a row, kept for the "
-             f"next try): {redact(str(exc))}")
+            f"next try): {redact(what)}")
         return
     with batcher.lock:
         batcher.failures = 0

@@ -165,7 +165,6 @@ def check_schema(
     the most relevant problem. ``describe(path)`` may turn a data path into a friendlier label.
     """
     import fastjsonschema
-    import jsonschema
 
     from gitscale import schemas
 
@@ -174,6 +173,8 @@ def check_schema(
         return
     except fastjsonschema.JsonSchemaException:
         pass  # explain it with jsonschema, which finds the most relevant error and its path
+    import jsonschema  # only now: importing it costs more than most passes
+
     problem = jsonschema.exceptions.best_match(schemas.validator(schema).iter_errors(document.data))
     if problem is None:
         return

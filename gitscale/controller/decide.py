@@ -12,7 +12,9 @@ result is a list of effects for ``reconcile.py`` to apply. PRODUCT §4 and the s
   spec is re-affirmed (seed 003). The finished runner is kept as the marker of that slot, so the
   rule survives controller restarts without any bookkeeping outside the cluster;
 - a failed runner is replaced after a backoff that grows with the failures of the runners it
-  descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate.
+  descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate;
+- a set being deleted is decided with ``effective()``: replicas 0 on patch 0, so the same path
+  removes its runners (never a busy one) and creates none.
 """
 from __future__ import annotations
 
@@ -104,6 +106,12 @@ class Actions:
     @property
     def changes(self) -> bool:
         return bool(self.create or self.retries or self.deletes)
+
+
+def effective(spec: Spec, deleting: bool) -> Spec:
+    """The spec a pass acts on: that of a set being deleted is (0, 0), a scale-down to nothing
+    (idle first, pending last, busy never, each unregistered first) that creates no runner."""
+    return Spec(0, 0, spec.effective_time) if deleting else spec
 
 
 def backoff(failures: int) -> timedelta:

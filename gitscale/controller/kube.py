@@ -106,6 +106,20 @@ class Kube:
         updated: RawObject = _json(raw)
         return updated
 
+    def patch_runnerset_finalizers(self, namespace: str, name: str, finalizers: list[str],
+                                   resource_version: str) -> RawObject:
+        """A JSON merge patch of ``metadata.finalizers`` (a list: replaced whole), only on
+        ``resource_version`` (Conflict otherwise), so another controller's finalizer written
+        meanwhile is never overwritten."""
+        patch = {"metadata": {"finalizers": finalizers or None,
+                              "resourceVersion": resource_version}}
+        raw = _call(f"update finalizers of RunnerSet {namespace}/{name}", lambda: self.custom.
+                    patch_namespaced_custom_object(
+                        GROUP, VERSION, namespace, PLURAL, name, patch,
+                        _content_type="application/merge-patch+json", _preload_content=False))
+        updated: RawObject = _json(raw)
+        return updated
+
     # -- pods and secrets ---------------------------------------------------------------------
     def list_pods(self, namespace: str | None) -> tuple[list[RawObject], str]:
         if namespace:

@@ -25,6 +25,7 @@ ANNOTATION_RUNNER_ID = "gitscale.dev/runner-id"
 ANNOTATION_SPEC_TIME = "gitscale.dev/effective-time"  # of the spec that created the pod
 ANNOTATION_BUSY = "gitscale.dev/busy"  # Buildkite: set by the agent's hooks (optional)
 RUNNER_CONTAINER = "runner"
+FINALIZER = "gitscale.dev/runners"  # held until the set's runners are unregistered and gone
 
 Platform = Literal["github", "buildkite"]
 
@@ -66,6 +67,7 @@ class RunnerSetView:
     template: dict[str, Any] = field(repr=False)
     github: GitHubSettings | None = None
     buildkite: BuildkiteSettings | None = None
+    deleting: bool = False  # metadata.deletionTimestamp is set
 
     @property
     def key(self) -> str:
@@ -102,7 +104,7 @@ def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
                                "with a name and an image")
     view = RunnerSetView(str(meta.get("namespace", "")), str(meta.get("name", "")),
                          str(meta.get("uid", "")), Spec(replicas, patch_id, when), platform,
-                         template)
+                         template, deleting=bool(meta.get("deletionTimestamp")))
     if platform == "github":
         return _with_github(view, spec.get("github"))
     return _with_buildkite(view, spec.get("buildkite"))

@@ -4,6 +4,10 @@ Everything the pass reads comes from the stores; everything it writes goes throu
 and the platform adapter, in bulk: all creations of a pass are submitted to the shared thread
 pool at once (seed 002), and deletions run wave by wave (idle before pending). A failure to
 create or delete one runner does not stop the others; it becomes the ``Ready`` condition.
+
+Every set served carries the ``gitscale.dev/runners`` finalizer, so deleting it (by hand, or
+Argo CD / Flux pruning it) does not garbage-collect busy runners: a set being deleted is scaled
+to (0, 0) like any other, and the finalizer goes once none of its runner pods remain.
 """
 from __future__ import annotations
 
@@ -24,8 +28,10 @@ from gitscale.controller.decide import (
     Runner,
     Status,
     decide,
+    effective,
 )
 from gitscale.controller.errors import (
+    Conflict,
     ControllerError,
     CredentialsError,
     InvalidRunnerSet,
@@ -36,6 +42,7 @@ from gitscale.controller.errors import (
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.observe import (
+    FINALIZER,
     RawObject,
     Registered,
     RunnerSetView,
@@ -129,7 +136,7 @@ class Report:
 def reconcile(ctx: Context, key: str) -> Report:
     report = Report(key)
     obj = ctx.runnersets.get(key)
-    if obj is None:  # deleted: its pods go with it (ownerReferences)
+    if obj is None:  # gone: the finalizer saw its runners out first
         ctx.memory.forget(key)
         return report
     now = ctx.clock()
@@ -137,12 +144,18 @@ def reconcile(ctx: Context, key: str) -> Report:
         view = parse_runnerset(obj)
         platform = ctx.platforms.for_set(view)
     except InvalidRunnerSet as exc:
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and not any(
+                _owned_by(p, str(meta.get("uid", ""))) for p in ctx.pods.group(key)):
+            return _release(ctx, obj, report)  # nothing to see out: do not hold the deletion
         return _finish(ctx, obj, report, None, [st.not_ready("InvalidSpec", str(exc))], now)
     except ControllerError as exc:
         report.requeue_after = ERROR_RETRY * 3
         return _finish(ctx, obj, report, None,
                        [st.not_ready("PlatformUnavailable", str(exc))], now)
 
+    if not view.deleting:
+        obj = _hold(ctx, obj, report)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     registered: dict[int, Registered] | None = None
     if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
@@ -160,10 +173,12 @@ def reconcile(ctx: Context, key: str) -> Report:
         by_name[runner.name] = runner
     ctx.memory.keep_only(key, set(by_name))
 
-    actions = decide(view.spec, runners, now)
+    actions = decide(effective(view.spec, view.deleting), runners, now)
     report.actions = actions
     _create(ctx, view, platform, actions, report)
     _delete(ctx, view, platform, actions, report, now)
+    if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
+        return _release(ctx, obj, report)
 
     counts = _adjust(actions, by_name, report)
     conditions = [st.not_ready("ApplyFailed", "; ".join(report.errors[:3]))
@@ -173,6 +188,48 @@ def reconcile(ctx: Context, key: str) -> Report:
                          ERROR_RETRY if report.errors else None) if w is not None]
     report.requeue_after = min(waits) if waits else None
     return _finish(ctx, obj, report, counts, conditions, now)
+
+
+def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
+    """Add the finalizer, before any runner is created. A failure is an error of the pass (it
+    is tried again); the pass goes on, since not serving the set would help no one."""
+    meta = obj["metadata"]
+    finalizers = list(meta.get("finalizers") or [])
+    if FINALIZER in finalizers:
+        return obj
+    try:
+        updated = ctx.kube.patch_runnerset_finalizers(
+            meta["namespace"], meta["name"], finalizers + [FINALIZER], meta["resourceVersion"])
+    except NotFound:
+        return obj
+    except KubeError as exc:
+        report.errors.append(str(exc))
+        return obj
+    ctx.runnersets.put(updated)
+    return updated
+
+
+def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
+    """Remove the finalizer of a set being deleted whose runners are all gone: the set goes."""
+    meta = obj["metadata"]
+    finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+    if FINALIZER in (meta.get("finalizers") or []):
+        try:
+            updated = ctx.kube.patch_runnerset_finalizers(
+                meta["namespace"], meta["name"], finalizers, meta["resourceVersion"])
+        except NotFound:
+            updated = None
+        except KubeError as exc:
+            report.errors.append(str(exc))
+            report.requeue_after = ERROR_RETRY
+            return report
+        if finalizers and updated is not None:
+            ctx.runnersets.put(updated)  # someone else's finalizer still holds it
+        else:
+            ctx.runnersets.remove(obj)
+        log.info("%s: no runners left: finalizer %s removed", report.key, FINALIZER)
+    ctx.memory.forget(report.key)
+    return report
 
 
 def _create(ctx: Context, view: RunnerSetView, platform: Platform, actions: Actions,
@@ -321,6 +378,8 @@ def _finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
     except NotFound:
         return report
     except KubeError as exc:
+        if isinstance(exc, Conflict) and meta.get("deletionTimestamp"):
+            return report  # being deleted: its status no longer matters
         report.errors.append(str(exc))
         report.requeue_after = min(report.requeue_after or ERROR_RETRY, ERROR_RETRY)
         return report

@@ -18,6 +18,7 @@ from gitscale.controller.decide import (
     Spec,
     backoff,
     decide,
+    effective,
 )
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
@@ -113,6 +114,22 @@ def test_scale_down_waves_and_unregister_list() -> None:
         ("i", 1, DeleteReason.SURPLUS), ("j", 1, DeleteReason.SURPLUS),
         ("p", 2, DeleteReason.SURPLUS)]
     assert actions.unregister_first == ("i", "p")
+
+
+def test_a_set_being_deleted_is_decided_as_0_0() -> None:
+    spec = Spec(3, 5, at(0))
+    assert effective(spec, False) == spec
+    assert effective(spec, True) == Spec(0, 0, at(0))
+    # Patch 5 never scales down, but a set being deleted does: idle and failed first, pending
+    # last, busy never (each unregistered first), finished ones removed, nothing created or held.
+    runners = [r("p", 5, P, rid=1), r("i", 5, I, rid=2), r("b", 5, B, rid=3),
+               r("f", 5, F, ended=50), r("x", 5, X, ended=55, failures=1)]
+    actions = decide(effective(spec, True), runners, at(56))
+    assert actions.acting and (actions.create, actions.retries, actions.held) == (0, (), ())
+    assert [(d.name, d.wave) for d in actions.deletes] == [("f", 0), ("x", 1), ("i", 1),
+                                                           ("p", 2)]
+    assert actions.unregister_first == ("i", "p")
+    assert (actions.status.replicas, actions.status.busy) == (1, 1)
 
 
 def test_pending_runners_removed_newest_first() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import logging
 
+import kubernetes.client
 import pytest
 
 from tests.controller.harness import NS, Harness
@@ -350,3 +351,33 @@ def test_refused_pod_creations_do_not_burn_the_github_rate_limit(harness: Harnes
     harness.clock.advance(10)  # the quota was raised: every missing runner in one pass again
     assert len(harness.sync("rs").created) == 20
     assert len(harness.pods("rs")) == 20 and len(harness.github.runners) == 20
+
+
+def test_deleting_a_set_keeps_its_busy_runner_until_done_then_lets_it_go(
+        harness: Harness) -> None:
+    """Argo CD prunes a set: the finalizer holds it while a runner is busy; the idle one goes
+    (unregistered first), the busy one finishes its job, then the finalizer goes, then the set."""
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    idle, busy = harness.names("rs")
+    harness.running(idle)
+    harness.running(busy, busy=True)
+    harness.sync("rs")
+    obj = harness.api.get_object("runnersets", "rs", NS)
+    assert obj is not None and obj["metadata"]["finalizers"] == ["gitscale.dev/runners"]
+    custom = kubernetes.client.CustomObjectsApi(harness.controller.kube.api)
+    custom.delete_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", "rs")
+    report = harness.sync("rs")
+    assert report.deleted == [idle] and report.created == []
+    assert harness.names("rs") == [busy] and harness.runner(idle) is None
+    obj = harness.api.get_object("runnersets", "rs", NS)
+    assert obj is not None and obj["metadata"]["deletionTimestamp"]
+    assert obj["metadata"]["finalizers"] == ["gitscale.dev/runners"]
+    harness.clock.advance(60)
+    harness.stop(busy)  # the job is done
+    report = harness.sync("rs")
+    assert report.deleted == [busy] and report.created == []
+    assert harness.names("rs") == []
+    assert harness.api.get_object("runnersets", "rs", NS) is None
+    harness.catch_up()
+    assert harness.sync("rs").actions is None  # gone: nothing more to do

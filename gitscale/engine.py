@@ -77,7 +77,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             continue
         path = runner_set.manifest
         if path not in texts:
-            texts[path] = _read(root, runner_set, config.path, checked)
+            texts[path] = read_manifest(root, runner_set, config.path, checked)
             edited[path] = texts[path]
         located = cache.located(path, texts[path], runner_set.object)
         # Two sets on one object would both be written, the last one winning, while the commit
@@ -118,7 +118,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     return plan
 
 
-def _read(root: Path, runner_set: RunnerSetConfig, config_path: str,
+def read_manifest(root: Path, runner_set: RunnerSetConfig, config_path: str,
           checked: set[Path] | None = None) -> str:
     path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError,
                           checked=checked)

@@ -1,6 +1,7 @@
 """Test helpers: real git repos in temporary directories, and the CLI run in-process."""
 from __future__ import annotations
 
+import ast
 import subprocess
 import textwrap
 from pathlib import Path
@@ -72,3 +73,14 @@ def simple_config(sets: dict[str, str], source: str = "demand.yaml") -> str:
 # Real CRDs and API payloads written by others (copied byte-exact from shared/reference, with
 # their SOURCES.md), kept in the repo so the suite runs on a clone with nothing beside it.
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "reference"
+
+
+def imports(path: Path) -> set[str]:
+    """Top-level packages a module imports (for the layering tests)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found

@@ -2,10 +2,11 @@
 owner module."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import imports
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gitscale"
 IO = {"yaml", "ruamel", "httpx", "jwt", "kubernetes", "subprocess", "socket", "http", "os",
@@ -16,16 +17,6 @@ OWNERS = {
     "httpx": {"demand/http.py", "demand/github.py", "controller/github.py",
               "controller/buildkite.py", "controller/platforms.py"},
 }
-
-
-def imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module.split(".")[0])
-    return found
 
 
 @pytest.mark.parametrize("module", sorted(p.name for p in (PACKAGE / "core").glob("*.py")))

@@ -40,6 +40,6 @@ def run_drain(opts: RepoOptions, name: str, *, now: str | None, push: bool,
                                 decider=_resume if resume else _drain, only={name})
 
         landed = land(ws, make_plan, date=date)
-        click.echo(plan_text(landed.plan).split("\n--- a/")[0].rstrip("\n"))
+        click.echo(plan_text(landed.plan, diffs=False))
         click.echo(describe_landing(landed, ws))
     return EXIT_OK

@@ -77,7 +77,10 @@ def plan_json(plan: Plan, now: str) -> dict[str, Any]:
     }
 
 
-def plan_text(plan: Plan) -> str:
+def plan_text(plan: Plan, *, diffs: bool = True) -> str:
+    """A line per set, each file's unified diff and a summary. ``diffs=False`` (commands that
+    commit, and then print the commit) leaves out the diffs, and the summary too unless
+    nothing changed."""
     width = max([len(c.name) for c in plan.changes] + [len(n) for n, _ in plan.unchanged] + [4])
     out = []
     for change in plan.changes:
@@ -92,14 +95,22 @@ def plan_text(plan: Plan) -> str:
         out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} unchanged")
     for name, message in plan.errors.items():
         out.append(f"! {name:<{width}}  error: {message}")
+    if not diffs:
+        if not plan.files:
+            out.append(_summary(plan))
+        return "\n".join(out)
     for path, (old, new) in plan.files.items():
         diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                     f"a/{path}", f"b/{path}")
         out.append("".join(diff).rstrip("\n"))
-    out.append(f"Plan: {len(plan.changes)} to change, "
-               f"{len([n for n, _ in plan.unchanged if n not in plan.errors])} unchanged, "
-               f"{len(plan.errors)} with errors (base {plan.base[:12]}).")
+    out.append(_summary(plan))
     return "\n".join(out) + "\n"
+
+
+def _summary(plan: Plan) -> str:
+    return (f"Plan: {len(plan.changes)} to change, "
+            f"{len([n for n, _ in plan.unchanged if n not in plan.errors])} unchanged, "
+            f"{len(plan.errors)} with errors (base {plan.base[:12]}).")
 
 
 def _n(value: object) -> str:

@@ -1,6 +1,8 @@
 """`gitscale reconcile`: plan, edit, validate, commit and push one pass."""
 from __future__ import annotations
 
+from datetime import datetime
+
 import click
 
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, resolve_now
@@ -8,33 +10,42 @@ from gitscale.commands.plan import plan_text
 from gitscale.config import load_config
 from gitscale.demand import DemandReading
 from gitscale.cache import StateCache, default_cache_dir
-from gitscale.demand.resolve import read_demand
+from gitscale.demand.resolve import Sources, read_demand
 from gitscale.engine import Plan, compute_plan
 from gitscale.landing import describe_landing, land
-from gitscale.workspace import open_workspace
+from gitscale.workspace import Workspace, open_workspace
+
+
+class Planner:
+    """``make_plan`` for `land`, shared by `reconcile` and `run`. Config and manifests are
+    re-read on every attempt (the branch may have moved); demand is read once, so every
+    attempt decides from the same numbers."""
+
+    def __init__(self, ws: Workspace, opts: RepoOptions, demand: str | None, now: datetime,
+                 cache: StateCache, sources: Sources | None = None) -> None:
+        self.ws, self.opts, self.demand, self.now = ws, opts, demand, now
+        self.cache, self.sources = cache, sources
+        self.reading: DemandReading | None = None
+
+    def __call__(self) -> Plan:
+        root = self.ws.root
+        config = load_config(root, self.opts.config, self.cache.configs)
+        if self.reading is None:
+            self.reading = read_demand(root, config, demand_path(self.demand), self.sources)
+        return compute_plan(root, config, self.reading, self.now, self.ws.base(),
+                            cache=self.cache)
 
 
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
                   push: bool) -> int:
     clock, date = resolve_now(now)
-    reading: DemandReading | None = None
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, push=push) as ws:
-
-        def make_plan() -> Plan:
-            # Config and manifests are re-read on every attempt (the branch may have moved);
-            # demand is read once, so every attempt decides from the same numbers.
-            nonlocal reading
-            config = load_config(ws.root, opts.config, cache.configs)
-            if reading is None:
-                reading = read_demand(ws.root, config, demand_path(demand))
-            return compute_plan(ws.root, config, reading, clock, ws.base(), cache=cache)
-
         try:
-            landed = land(ws, make_plan, date=date)
+            landed = land(ws, Planner(ws, opts, demand, clock, cache), date=date)
         finally:
             cache.save()
-        click.echo(plan_text(landed.plan).split("\n--- a/")[0].rstrip("\n"))
+        click.echo(plan_text(landed.plan, diffs=False))
         click.echo(describe_landing(landed, ws))
     for name, message in landed.plan.errors.items():
         click.echo(f"error: {name}: {message} (left untouched)", err=True)

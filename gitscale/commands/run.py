@@ -15,12 +15,10 @@ from typing import Callable
 
 
 from gitscale.cache import StateCache, default_cache_dir
-from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, log,
+from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, log,
                                stop_on_signals)
-from gitscale.config import load_config
-from gitscale.demand import DemandReading
-from gitscale.demand.resolve import Sources, read_demand
-from gitscale.engine import Plan, compute_plan
+from gitscale.commands.reconcile import Planner
+from gitscale.demand.resolve import Sources
 from gitscale.errors import GitscaleError, InputError
 from gitscale.git import redact
 from gitscale.landing import describe_landing, land
@@ -82,24 +80,17 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
               sources: Sources, state: LoopState, clock: Callable[[], datetime],
               number: int) -> int:
     now = clock()
-    reading: DemandReading | None = None
-
-    def make_plan() -> Plan:
-        nonlocal reading
-        config = load_config(ws.root, opts.config, cache.configs)
-        if reading is None:
-            reading = read_demand(ws.root, config, demand_path(demand), sources)
-        return compute_plan(ws.root, config, reading, now, ws.base(), cache=cache)
-
+    planner = Planner(ws, opts, demand, now, cache, sources)
     try:
         if number > 0 and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
-        landed = land(ws, make_plan)
+        landed = land(ws, planner)
     except GitscaleError as exc:
         state.failures += 1
         log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
         return exc.exit_code
     state.failures = 0
+    reading = planner.reading
     if reading is not None:
         if reading.retry_at is not None:
             # at most an hour (GitHub's limits reset within one): a Retry-After years ahead

@@ -1,26 +1,17 @@
 """The controller's layering: the decision is pure and only kube.py knows the kubernetes client."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import imports
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gitscale" / "controller"
 CLIENT = {"kubernetes", "pydantic", "urllib3"}
 IO = CLIENT | {"httpx", "socket", "http", "subprocess", "threading", "time", "yaml",
                "concurrent", "jwt", "logging", "os"}
 PURE = ["decide.py", "observe.py", "podspec.py", "status.py"]
-
-
-def imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module.split(".")[0])
-    return found
 
 
 @pytest.mark.parametrize("module", sorted(p.name for p in PACKAGE.glob("*.py")))

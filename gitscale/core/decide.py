@@ -1,19 +1,47 @@
 """decide(): one set, one pass. Pure: no I/O, the clock passed in.
 
-PRODUCT §3: target = clamp(queued + running + buffer, min, max), with scheduled overrides,
-a scale-down delay and step limits, then the patch-ID rules of actions-runner-controller's
-listener adapted to git (the sequence lives in the manifest, so restarts cannot collide).
+The target is clamp(queued + running + buffer, min, max), with scheduled overrides, a scale-down
+delay and step limits. Then the patch-ID rules of actions-runner-controller's listener, adapted
+to git (the sequence lives in the manifest, so restarts cannot collide) and to what the
+controller does with each write (README, "The controller"):
+
+- a write with patch ID > 0 makes the controller create the runners missing up to ``replicas``
+  (finished runners no longer hold their slots) and never removes a runner; a write with patch
+  ID 0 may also remove idle surplus. So a write is only worth a commit when it changes the count
+  the controller fills to, when jobs wait for runners the last write did not provide, or when
+  patch 0 lets the controller remove idle runners nobody needs.
+- Runners are ephemeral: one finishes with its job, and its slot is not refilled until the next
+  write. A completed job therefore needs no commit of its own; a lower count is written when a
+  scale-down is due (after the delay) or when waiting jobs need a write anyway.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from gitscale.core.model import Current, Decision, Demand, Reason, next_patch_id
 from gitscale.core.policy import Policy
 
 
+@dataclass(frozen=True)
+class Target:
+    """The count this pass aims for: ``value`` (with the scale-down delay) and ``unheld``."""
+
+    value: int
+    unheld: int  # what value would be without the scale-down delay
+    reasoning: str  # how ``unheld`` was reached
+    held_until: datetime | None = None  # set while the delay holds a scale-down
+
+    @property
+    def why(self) -> str:
+        if self.held_until is None:
+            return self.reasoning
+        return f"{self.reasoning}; scale-down held until {self.held_until.isoformat()} " \
+               "(scaleDownDelay)"
+
+
 def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
-                    last_scale_up: datetime | None) -> tuple[int, str]:
+                    last_scale_up: datetime | None) -> Target:
     """The replica count this pass aims for, and a one-line explanation of how it was reached."""
     lo, hi, window = policy.bounds(now)
     wanted = demand.assigned + policy.buffer
@@ -28,13 +56,8 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
     if window:
         why += f" (schedule {window!r})"
 
-    if target < current:
-        held_until = last_scale_up + policy.scale_down_delay if last_scale_up else None
-        if held_until is not None and now < held_until:
-            # The delay never holds a set above its (possibly scheduled) max.
-            target = min(current, hi)
-            why += f"; scale-down held until {held_until.isoformat()} (scaleDownDelay)"
-        elif policy.max_step_down is not None and current - target > policy.max_step_down:
+    if target < current and policy.max_step_down is not None:
+        if current - target > policy.max_step_down:
             target = max(current - policy.max_step_down, lo)
             why += f"; step limited to -{policy.max_step_down}"
     elif target > current and policy.max_step_up is not None:
@@ -42,11 +65,33 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
             target = min(current + policy.max_step_up, hi)
             why += f"; step limited to +{policy.max_step_up}"
     # Bounds are hard; delays and step limits only act inside them.
-    return min(max(target, lo), hi), why
+    unheld = min(max(target, lo), hi)
+    held_until = last_scale_up + policy.scale_down_delay if last_scale_up else None
+    if unheld < current and held_until is not None and now < held_until:
+        # The delay never holds a set above its (possibly scheduled) max.
+        value = min(current, hi)
+        if value > unheld:
+            return Target(value, unheld, why, held_until)
+    return Target(unheld, unheld, why)
 
 
 def decide(current: Current, demand: Demand | None, policy: Policy, now: datetime) -> Decision:
-    """What to write for one set this pass (``write`` False: leave it alone)."""
+    """What to write for one set this pass (``write`` False: leave it alone).
+
+    In order, the first that applies:
+
+    1. never written by gitscale → the target with patch 0 (force the state);
+    2. target above the current count → scale up, patch + 1;
+    3. jobs wait (queued > 0) and jobs started or completed since the last write → write the
+       target *without* the scale-down delay, patch + 1: the controller refills the slots of
+       finished runners up to that count, and a count held above demand would refill slots no
+       job needs;
+    4. target below the current count (the delay has run out) → scale down, patch + 1;
+    5. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
+       the controller may now remove idle runners beyond the count (buffer runners left over,
+       runners whose job was cancelled);
+    6. otherwise nothing: a completed job needs no commit (its runner is gone with it).
+    """
     have = current.replicas
     if current.drained:
         if have != 0 or current.patch_id != 0:
@@ -56,26 +101,30 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         return Decision(False, have or 0, current.patch_id, Reason.DEMAND_UNKNOWN,
                         "demand unknown: left untouched (never scaled down on a guess)")
 
-    target, why = target_replicas(have or 0, demand, policy, now, current.last_scale_up)
-    scaled_up = have is not None and target > have
-
+    target = target_replicas(have or 0, demand, policy, now, current.last_scale_up)
+    why = target.why
     if current.patch_id is None or have is None:
-        return Decision(True, target, 0, Reason.FIRST_WRITE,
-                        f"{why}; first write forces the state (patch 0)", scaled_up=scaled_up)
-    if target != have:
-        reason = Reason.SCALE_UP if target > have else Reason.SCALE_DOWN
-        return Decision(True, target, next_patch_id(current.patch_id), reason, why,
-                        scaled_up=scaled_up)
+        return Decision(True, target.value, 0, Reason.FIRST_WRITE,
+                        f"{why}; first write forces the state (patch 0)",
+                        scaled_up=have is not None and target.value > have)
+    patch = next_patch_id(current.patch_id)
+    if target.value > have:
+        return Decision(True, target.value, patch, Reason.SCALE_UP, why, scaled_up=True)
     dirty = current.fingerprint is not None and current.fingerprint != demand.fingerprint
-    if dirty:
-        return Decision(True, target, next_patch_id(current.patch_id), Reason.REAFFIRM,
-                        f"{why}; jobs started or completed: re-affirm so finished slots refill")
-    lo, _, _ = policy.bounds(now)
-    if target == lo and current.patch_id != 0:
-        return Decision(True, target, 0, Reason.QUIET_RESET,
-                        f"{why}; quiet at min: patch 0 lets the controller self-correct")
-    return Decision(False, target, current.patch_id, Reason.UNCHANGED, why)
-
-
-def drain_decision(current: Current) -> Decision:
-    return Decision(True, 0, 0, Reason.DRAIN, "drained by hand: replicas 0, patch 0")
+    if dirty and demand.queued > 0:
+        if target.unheld < have:
+            return Decision(True, target.unheld, patch, Reason.SCALE_DOWN,
+                            f"{target.reasoning}; jobs wait: written at demand, not held at "
+                            f"{have}, so no idle runner is refilled")
+        return Decision(True, have, patch, Reason.REAFFIRM,
+                        f"{why}; jobs wait and others started or completed: re-affirm so "
+                        "finished slots refill")
+    if target.value < have:
+        return Decision(True, target.value, patch, Reason.SCALE_DOWN, why)
+    delayed = current.last_scale_up is not None and now < (current.last_scale_up
+                                                           + policy.scale_down_delay)
+    if demand.queued == 0 and current.patch_id != 0 and not delayed:
+        return Decision(True, have, 0, Reason.QUIET_RESET,
+                        f"{why}; nothing waits: patch 0 lets the controller remove idle "
+                        "runners beyond the count")
+    return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why)

@@ -41,6 +41,20 @@ class Current:
     fingerprint: str | None = None
     drained: bool = False
 
+    def after(self, decision: Decision, demand: Demand | None, now: datetime) -> Current:
+        """What the manifest holds once ``decision`` is written at ``now`` (as the engine
+        writes it): what the next pass reads back. ``simulate`` replays passes with it."""
+        if not decision.write:
+            return self
+        drained = {Reason.DRAIN: True, Reason.RESUME: False}.get(decision.reason, self.drained)
+        return Current(
+            replicas=decision.replicas,
+            patch_id=decision.patch_id if decision.patch_id is not None else 0,
+            last_scale_up=now if decision.scaled_up else self.last_scale_up,
+            fingerprint=demand.fingerprint if demand is not None else self.fingerprint,
+            drained=drained,
+        )
+
 
 class Reason(str, Enum):
     FIRST_WRITE = "first-write"

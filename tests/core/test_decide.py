@@ -17,8 +17,7 @@ D = Demand
 
 def current_after(decision, demand, now=NOW, previous=None):  # type: ignore[no-untyped-def]
     """What the manifest holds after a decision is written (as the engine records it)."""
-    last_up = now if decision.scaled_up else (previous.last_scale_up if previous else None)
-    return Current(decision.replicas, decision.patch_id, last_up, demand.fingerprint)
+    return (previous or Current(None, None)).after(decision, demand, now)
 
 
 def test_listener_sequence_min1_max3_buffer1() -> None:
@@ -100,13 +99,87 @@ def test_dirty_reaffirm_and_quiet_reset_happen_once() -> None:
     assert not decide(state, jobs_b, policy, NOW).write  # not at min: nothing to do
 
 
-def test_quiet_reset_only_at_min_and_only_once() -> None:
+def test_quiet_reset_only_once() -> None:
     policy = Policy(1, 10, 0)
     state = Current(1, 5, None, D(0, 0).fingerprint)
     first = decide(state, D(0, 0), policy, NOW)
     assert (first.write, first.patch_id, first.reason) == (True, 0, Reason.QUIET_RESET)
     second = decide(current_after(first, D(0, 0)), D(0, 0), policy, NOW)
     assert not second.write
+
+
+def at(clock: str) -> datetime:
+    return datetime.fromisoformat(f"2026-11-23T{clock}+00:00")
+
+
+def replay(policy: Policy, steps: list[tuple[str, Demand]]) -> list[tuple[int, int | None, str]]:
+    """Each pass's (replicas, patch ID, reason) as written, or the state left when no write."""
+    state, seen = Current(0, None), []
+    for clock, demand in steps:
+        decision = decide(state, demand, policy, at(clock))
+        state = state.after(decision, demand, at(clock))
+        seen.append((state.replicas or 0, state.patch_id,
+                     decision.reason.value if decision.write else "-"))
+    return seen
+
+
+def test_defect_scale_down_is_not_refilled_during_the_delay() -> None:
+    """Issue 7, defect 1: 50 runners for a burst, jobs draining during the scale-down delay.
+
+    Before: 09:04 re-affirmed 50 (patch 3) while only 30 jobs ran, so the controller refilled
+    ~20 finished slots with idle runners, and the scale-down at 09:06 was written with patch 4,
+    which never removes them; they lived until 09:31:30. Now no write refills a slot no job
+    needs, and patch 0 follows as soon as nothing waits and the delay has run out.
+    """
+    policy = Policy(0, 100, 0, scale_down_delay=timedelta(minutes=5))
+    seen = replay(policy, [("09:00:00", D(0, 0)), ("09:00:30", D(50, 0)),
+                           ("09:02:00", D(0, 50)), ("09:04:00", D(0, 30)),
+                           ("09:06:00", D(0, 3)), ("09:06:30", D(0, 3)),
+                           ("09:31:00", D(0, 0)), ("09:31:30", D(0, 0))])
+    assert seen == [(0, 0, "first-write"), (50, 1, "scale-up"),
+                    (50, 1, "-"),  # the jobs started: they have their runners, no commit
+                    (50, 1, "-"),  # 20 finished: held, and their slots are NOT refilled
+                    (3, 2, "scale-down"), (3, 0, "quiet-reset"),
+                    (0, 1, "scale-down"), (0, 0, "quiet-reset")]
+
+
+def test_defect_jobs_waiting_during_the_delay_get_runners_not_the_held_count() -> None:
+    """A job queued while a scale-down is held: the write is at demand, not at the held 50."""
+    policy = Policy(0, 100, 0, scale_down_delay=timedelta(minutes=5))
+    seen = replay(policy, [("09:00:00", D(0, 0)), ("09:00:30", D(50, 0)),
+                           ("09:04:00", D(0, 30)), ("09:04:10", D(2, 30))])
+    assert seen[-2] == (50, 1, "-")
+    assert seen[-1] == (32, 2, "scale-down")
+
+
+def test_defect_buffer_above_min_still_gets_patch_zero() -> None:
+    """Issue 7, defect 2: with buffer > min the quiet reset tested ``target == min`` and never
+    fired again, so the controller never removed a runner. Now quiet means "nothing waits"."""
+    policy = Policy(0, 100, 2, scale_down_delay=timedelta(minutes=5))
+    seen = replay(policy, [("09:00:00", D(0, 0)), ("09:00:30", D(40, 0)),
+                           ("09:06:00", D(0, 0)), ("09:06:30", D(0, 0)),
+                           ("09:07:00", D(0, 0)), ("10:07:00", D(0, 0))])
+    assert seen == [(2, 0, "first-write"), (42, 1, "scale-up"), (2, 2, "scale-down"),
+                    (2, 0, "quiet-reset"), (2, 0, "-"), (2, 0, "-")]
+
+
+def test_quiet_reset_waits_for_the_scale_down_delay() -> None:
+    policy = Policy(0, 100, 2, scale_down_delay=timedelta(minutes=5))
+    seen = replay(policy, [("09:00:00", D(0, 0)), ("09:00:30", D(3, 0)),
+                           ("09:01:30", D(0, 3)), ("09:05:40", D(0, 3))])
+    assert seen[2] == (5, 1, "-")  # started, nothing waits, but within the delay
+    assert seen[3] == (5, 0, "quiet-reset")
+
+
+def test_completed_job_alone_needs_no_commit() -> None:
+    policy = Policy(0, 100, 0)
+    state = Current(5, 4, None, D(0, 5).fingerprint)
+    assert decide(state, D(0, 5), policy, NOW).reason == Reason.QUIET_RESET
+    state = Current(5, 0, None, D(0, 5).fingerprint)
+    decision = decide(state, D(0, 4), policy, NOW)
+    assert (decision.write, decision.replicas, decision.patch_id) == (True, 4, 1)
+    held = Policy(0, 100, 0, scale_down_delay=timedelta(minutes=5))
+    assert not decide(Current(5, 3, NOW, D(0, 5).fingerprint), D(0, 4), held, NOW).write
 
 
 def test_first_write_even_when_replicas_match() -> None:

@@ -21,9 +21,10 @@ from gitscale import __version__
 from gitscale.config import Config, ObjectRef
 from gitscale.manifest.target import Located, locate
 
-FORMAT = 1
+FORMAT = 2
 LIMIT = 50_000  # manifest entries kept on disk
 CONFIGS = 8  # parsed gitscale.yaml versions kept
+JOB_SETS = 20_000  # job-id sets kept (one per set and write)
 
 
 def default_cache_dir() -> Path | None:
@@ -39,6 +40,9 @@ class StateCache:
         self.path = path
         self.entries: dict[str, Located] = {}
         self.configs: dict[str, Config] = {}
+        # job-id fingerprint written to a manifest → the ids behind it: lets the decision tell
+        # jobs that arrived since the last write from jobs that only started or completed
+        self.jobs: dict[str, frozenset[str]] = {}
         self.dirty = False
         self.hits = self.misses = 0
         self._configs_seen = 0
@@ -49,9 +53,9 @@ class StateCache:
         if cache.path is not None and cache.path.is_file():
             try:
                 with cache.path.open("rb") as handle:
-                    stamp, entries, configs = pickle.load(handle)
+                    stamp, entries, configs, jobs = pickle.load(handle)
                 if stamp == (FORMAT, __version__) and isinstance(entries, dict):
-                    cache.entries, cache.configs = entries, configs
+                    cache.entries, cache.configs, cache.jobs = entries, configs, jobs
                     cache._configs_seen = len(configs)
             except Exception:  # noqa: BLE001 - a broken cache is only a slower pass
                 cache.entries = {}
@@ -74,6 +78,14 @@ class StateCache:
         self.dirty = True
         return found
 
+    def remember_jobs(self, fingerprint: str, jobs: frozenset[str]) -> None:
+        if self.jobs.get(fingerprint) != jobs:
+            self.jobs.pop(fingerprint, None)
+            self.jobs[fingerprint] = jobs
+            while len(self.jobs) > JOB_SETS:
+                del self.jobs[next(iter(self.jobs))]
+            self.dirty = True
+
     def save(self) -> None:
         if self.path is None or not (self.dirty or len(self.configs) != self._configs_seen):
             return
@@ -86,7 +98,8 @@ class StateCache:
             with tmp.open("wb") as handle:
                 os.chmod(tmp, 0o600)
                 configs = dict(list(self.configs.items())[-CONFIGS:])
-                pickle.dump(((FORMAT, __version__), entries, configs), handle, protocol=5)
+                pickle.dump(((FORMAT, __version__), entries, configs, self.jobs), handle,
+                            protocol=5)
             os.replace(tmp, self.path)
             self.dirty = False
             self._configs_seen = len(self.configs)

@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -88,16 +88,21 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
                                 f"resolve to {located.kind} {located.name}; give each its own "
                                 f"object (`object: {{kind: ..., name: ...}}` in {config.path})")
         demand = reading.demands.get(runner_set.name)
+        current = located.current
+        if current.fingerprint is not None and current.fingerprint in cache.jobs:
+            current = replace(current, jobs=cache.jobs[current.fingerprint])
         if decider is not None:
-            decision = decider(runner_set, located.current, demand)
+            decision = decider(runner_set, current, demand)
         else:
             if runner_set.name in reading.errors:
                 plan.errors[runner_set.name] = reading.errors[runner_set.name]
-            decision = decide(located.current, demand, runner_set.policy, now)
+            decision = decide(current, demand, runner_set.policy, now)
         values = _values(located, decision, demand, stamp)
         if not decision.write or not values:
             plan.unchanged.append((runner_set.name, decision))
             continue
+        if demand is not None and demand.jobs is not None:
+            cache.remember_jobs(demand.fingerprint, demand.jobs)
         # Only files that change are parsed for editing; several sets may share one file.
         edited[path] = set_fields(edited[path], path, located.index, values)
         pending.append((runner_set, located, decision, demand))

@@ -82,10 +82,11 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
 
     1. never written by gitscale → the target with patch 0 (force the state);
     2. target above the current count → scale up, patch + 1;
-    3. jobs wait (queued > 0) and jobs started or completed since the last write → write the
-       target *without* the scale-down delay, patch + 1: the controller refills the slots of
-       finished runners up to that count, and a count held above demand would refill slots no
-       job needs;
+    3. jobs wait (queued > 0) and jobs arrived since the last write → write the target
+       *without* the scale-down delay, patch + 1: the controller refills the slots of finished
+       runners up to that count, and a count held above demand would refill slots no job
+       needs. When the ids of the last write's jobs are not known (a cold state cache, a
+       source without job ids), any change of the jobs counts as an arrival;
     4. target below the current count (the delay has run out) → scale down, patch + 1;
     5. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
        the controller may now remove idle runners beyond the count (buffer runners left over,
@@ -111,7 +112,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     if target.value > have:
         return Decision(True, target.value, patch, Reason.SCALE_UP, why, scaled_up=True)
     dirty = current.fingerprint is not None and current.fingerprint != demand.fingerprint
-    if dirty and demand.queued > 0:
+    arrived = current.arrivals(demand)
+    if dirty and demand.queued > 0 and (arrived is None or arrived > 0):
         if target.unheld < have:
             return Decision(True, target.unheld, patch, Reason.SCALE_DOWN,
                             f"{target.reasoning}; jobs wait: written at demand, not held at "

@@ -40,6 +40,18 @@ class Current:
     last_scale_up: datetime | None = None
     fingerprint: str | None = None
     drained: bool = False
+    # The job ids behind ``fingerprint`` when known (kept in memory by `run`/`serve` and in the
+    # state cache): then a write is needed only for jobs that arrived since, not for every job
+    # that merely started or completed.
+    jobs: frozenset[str] | None = None
+
+    def arrivals(self, demand: Demand) -> int | None:
+        """How many of ``demand``'s jobs are new since the last write; None when unknown."""
+        if self.jobs is None or demand.jobs is None or self.fingerprint is None:
+            return None
+        if Demand(0, 0, self.jobs).fingerprint != self.fingerprint:
+            return None  # the ids remembered are not those of the last write
+        return len(demand.jobs - self.jobs)
 
     def after(self, decision: Decision, demand: Demand | None, now: datetime) -> Current:
         """What the manifest holds once ``decision`` is written at ``now`` (as the engine
@@ -53,6 +65,7 @@ class Current:
             last_scale_up=now if decision.scaled_up else self.last_scale_up,
             fingerprint=demand.fingerprint if demand is not None else self.fingerprint,
             drained=drained,
+            jobs=demand.jobs if demand is not None else self.jobs,
         )
 
 

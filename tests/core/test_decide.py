@@ -283,3 +283,19 @@ def test_invariants(lo: int, span: int, buffer: int, have: int, patch: int | Non
         assert decision.replicas - have <= step_up
     if step_down is not None and have <= lo + span and decision.replicas < have:
         assert have - decision.replicas <= step_down
+
+
+def test_a_job_completing_while_others_wait_needs_no_write_when_ids_are_known() -> None:
+    """Known ids: only arrivals need runners. Unknown (cold cache): any change counts."""
+    policy = Policy(0, 100, 0, scale_down_delay=timedelta(minutes=5))
+    before = D(2, 1, frozenset({"1", "2", "3"}))
+    state = Current(3, 5, NOW, before.fingerprint, jobs=before.jobs)
+    churn = D(2, 1, frozenset({"2", "3", "4"}))  # job 1 completed, job 4 arrived
+    finished = D(1, 1, frozenset({"2", "3"}))  # job 1 completed, nothing new
+    assert not decide(state, finished, policy, NOW).write  # held, and job 2 has its runner
+    assert decide(state, churn, policy, NOW).reason == Reason.REAFFIRM
+    cold = Current(3, 5, NOW, before.fingerprint)  # ids not remembered
+    decision = decide(cold, finished, policy, NOW)
+    assert (decision.write, decision.replicas, decision.reason) == (True, 2, Reason.SCALE_DOWN)
+    wrong = Current(3, 5, NOW, before.fingerprint, jobs=frozenset({"9"}))
+    assert wrong.arrivals(churn) is None  # ids that do not match the fingerprint are ignored

@@ -1,0 +1,268 @@
+"""gitscale and the baselines it is measured against, each driving the same cluster model.
+
+- ``gitscale``: every ``interval`` the decision ``reconcile`` runs (``gitscale.core.decide``)
+  reads the queue, each write is a commit, applied ``sync_delay`` later (or at the GitOps
+  engine's next poll), and gitscale's controller acts on it (``model.controller_pass``).
+- ``arc-listener``: actions-runner-controller's scale-set listener: on every job event,
+  desired = min(minRunners + queued + running, max), patched at once with the next patch ID
+  (patch 0 after a quiet minute, its "empty batch"), applied by the same controller rules.
+- ``arc-hra``: legacy actions-runner-controller with a HorizontalRunnerAutoscaler on
+  TotalNumberOfQueuedAndInProgressWorkflowRuns: polled every 60 s, scale-up at once, scale-down
+  10 minutes after the last scale-up; the RunnerDeployment keeps ``replicas`` runners,
+  replacing each one that finishes, and removes idle runners first when scaled down.
+- ``pod-per-job``: a pod created when each job arrives (Buildkite agent-stack-k8s).
+- ``oracle``: a runner ready exactly when each job arrives (computed, not simulated).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gitscale.controller.decide import Phase, Spec
+from gitscale.core.decide import decide
+from gitscale.core.model import Current, Demand, next_patch_id
+from gitscale.core.policy import Policy
+from gitscale.simulate.model import Clock, Pool, controller_pass
+from gitscale.simulate.trace import Trace
+
+DRAIN_AFTER = 1800.0  # simulated time after the last job could end: runners left are charged
+
+
+@dataclass(frozen=True)
+class Settings:
+    interval: float = 10.0
+    sync_delay: float = 10.0
+    sync_poll: float | None = None  # GitOps engine polling instead of a push notification
+    pod_start: float = 45.0
+    sample_every: float = 30.0
+
+
+@dataclass
+class Outcome:
+    """One strategy's run over a trace (all sets together)."""
+
+    name: str
+    policy: str
+    waits: list[float]
+    runner_seconds: float
+    idle_seconds: float
+    pods: int
+    commits: int | None = None
+    patch_only_commits: int | None = None
+    series: dict[str, list[tuple[float, int, int, int]]] = field(default_factory=dict)
+
+
+def end_of(trace: Trace) -> float:
+    last = max((j.arrival + j.duration for j in trace.jobs), default=0.0)
+    return max(trace.hours * 3600, last) + DRAIN_AFTER
+
+
+def _pools(trace: Trace, clock: Clock, settings: Settings) -> dict[str, Pool]:
+    pools = {name: Pool(clock, name, settings.pod_start) for name in trace.sets}
+    for job in trace.jobs:
+        clock.at(job.arrival, pools[job.set].arrive, job)
+    return pools
+
+
+def _sampler(clock: Clock, pools: dict[str, Pool], every: float, end: float) -> None:
+    def tick() -> None:
+        for pool in pools.values():
+            pool.sample()
+        if clock.now + every <= end:
+            clock.at(clock.now + every, tick)
+    clock.at(0.0, tick)
+
+
+def _finish(name: str, policy: str, pools: dict[str, Pool], end: float) -> Outcome:
+    waits: list[float] = []
+    for pool in pools.values():
+        pool.close(end)
+        waits += pool.waits.values()
+    return Outcome(name, policy, waits, sum(p.runner_seconds for p in pools.values()),
+                   sum(p.idle_seconds for p in pools.values()),
+                   sum(p.created for p in pools.values()),
+                   series={n: [(s.at, s.runners, s.queued, s.running) for s in p.samples]
+                           for n, p in pools.items()})
+
+
+def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
+                 label: str) -> Outcome:
+    clock = Clock(trace.start)
+    end = end_of(trace)
+    pools = _pools(trace, clock, settings)
+    current = {name: Current(0, None) for name in pools}
+    specs: dict[str, Spec] = {}
+    counts = {"commits": 0, "patch_only": 0}
+
+    def apply(name: str, spec: Spec) -> None:
+        if specs.get(name) is not None and specs[name].effective_time and spec.effective_time \
+                and specs[name].effective_time > spec.effective_time:
+            return  # a poll already applied a newer commit
+        specs[name] = spec
+        controller_pass(pools[name], spec)
+
+    def changed(pool: Pool) -> None:
+        spec = specs.get(pool.name)
+        if spec is not None:
+            controller_pass(pool, spec)
+
+    def tick() -> None:
+        now = clock.time(clock.now)
+        wrote, patch_only = False, True
+        for name, pool in pools.items():
+            queued, running, ids = pool.demand()
+            demand = Demand(queued, running, ids)
+            decision = decide(current[name], demand, policies[name], now)
+            if not decision.write:
+                continue
+            before = current[name]
+            current[name] = before.after(decision, demand, now)
+            wrote = True
+            patch_only = patch_only and before.replicas == decision.replicas
+            spec = Spec(decision.replicas, decision.patch_id or 0, now)
+            clock.at(_synced(clock.now, settings), apply, name, spec)
+        if wrote:
+            counts["commits"] += 1
+            counts["patch_only"] += patch_only
+        if clock.now + settings.interval <= end:
+            clock.at(clock.now + settings.interval, tick)
+
+    for pool in pools.values():
+        pool.on_change = changed
+    clock.at(0.0, tick)
+    _sampler(clock, pools, settings.sample_every, end)
+    clock.run(end)
+    outcome = _finish("gitscale", label, pools, end)
+    outcome.commits, outcome.patch_only_commits = counts["commits"], counts["patch_only"]
+    return outcome
+
+
+def _synced(committed: float, settings: Settings) -> float:
+    if settings.sync_poll:
+        return math.floor(committed / settings.sync_poll + 1) * settings.sync_poll
+    return committed + settings.sync_delay
+
+
+QUIET_BATCH = 50.0  # the listener's long poll: a batch with no job message is "empty"
+
+
+def run_listener(trace: Trace, policies: dict[str, Policy], settings: Settings) -> Outcome:
+    clock = Clock(trace.start)
+    end = end_of(trace)
+    pools = _pools(trace, clock, settings)
+    state = {name: {"desired": -1, "patch": 0, "last": 0.0, "jobs": 0} for name in pools}
+    specs: dict[str, Spec] = {}
+
+    def patch(pool: Pool, desired: int, patch_id: int) -> None:
+        specs[pool.name] = Spec(desired, patch_id, clock.time(clock.now))
+        controller_pass(pool, specs[pool.name])
+
+    def changed(pool: Pool) -> None:
+        seen = state[pool.name]
+        queued, running, _ = pool.demand()
+        policy = policies[pool.name]
+        desired = min(policy.min_replicas + queued + running, policy.max_replicas)
+        jobs = queued + running
+        if desired != seen["desired"] or jobs < seen["jobs"]:  # a change, or a job completed
+            seen["patch"] = next_patch_id(int(seen["patch"])) if seen["desired"] >= 0 else 0
+            seen["desired"], seen["last"] = desired, clock.now
+            patch(pool, desired, int(seen["patch"]))
+            clock.at(clock.now + QUIET_BATCH, quiet, pool)
+        elif pool.name in specs:
+            controller_pass(pool, specs[pool.name])
+        seen["jobs"] = jobs
+
+    def quiet(pool: Pool) -> None:
+        seen = state[pool.name]
+        if clock.now - seen["last"] >= QUIET_BATCH and seen["patch"] != 0:
+            seen["patch"] = 0
+            patch(pool, int(seen["desired"]), 0)
+
+    for pool in pools.values():
+        pool.on_change = changed
+        clock.at(0.0, changed, pool)
+    _sampler(clock, pools, settings.sample_every, end)
+    clock.run(end)
+    return _finish("arc-listener", "minRunners = min", pools, end)
+
+
+def run_hra(trace: Trace, policies: dict[str, Policy], settings: Settings) -> Outcome:
+    clock = Clock(trace.start)
+    end = end_of(trace)
+    pools = _pools(trace, clock, settings)
+    replicas = {name: policies[name].min_replicas for name in pools}
+    last_up = {name: -1e9 for name in pools}
+
+    def deployment(pool: Pool) -> None:
+        for pod in [p for p in pool.pods.values() if p.phase is Phase.FINISHED]:
+            pool.delete(pod.name)  # an ephemeral runner that finished is replaced
+        live = pool.live()
+        want = replicas[pool.name]
+        for _ in range(want - len(live)):
+            pool.create()
+        surplus = len(live) - want
+        if surplus > 0:
+            idle = sorted((p for p in live if p.phase is Phase.IDLE), key=lambda p: p.created)
+            pending = sorted((p for p in live if p.phase is Phase.PENDING),
+                             key=lambda p: -p.created)
+            for pod in (idle + pending)[:surplus]:
+                pool.delete(pod.name)
+
+    def poll() -> None:
+        for name, pool in pools.items():
+            queued, running, _ = pool.demand()
+            policy = policies[name]
+            desired = min(max(queued + running, policy.min_replicas), policy.max_replicas)
+            if desired > replicas[name]:
+                replicas[name], last_up[name] = desired, clock.now
+            elif desired < replicas[name] and clock.now - last_up[name] >= 600:
+                replicas[name] = desired
+            deployment(pool)
+        if clock.now + 60 <= end:
+            clock.at(clock.now + 60, poll)
+
+    for pool in pools.values():
+        pool.on_change = deployment
+    clock.at(0.0, poll)
+    _sampler(clock, pools, settings.sample_every, end)
+    clock.run(end)
+    return _finish("arc-hra", "60 s poll, 10 min scale-down delay", pools, end)
+
+
+def run_pod_per_job(trace: Trace, settings: Settings) -> Outcome:
+    clock = Clock(trace.start)
+    end = end_of(trace)
+    pools = _pools(trace, clock, settings)
+
+    def changed(pool: Pool) -> None:
+        queued = len(pool.queue)
+        for pod in [p for p in pool.pods.values() if p.phase is Phase.FINISHED]:
+            pool.delete(pod.name)
+        pending = sum(p.phase is Phase.PENDING for p in pool.pods.values())
+        for _ in range(queued - pending):
+            pool.create()
+
+    for pool in pools.values():
+        pool.on_change = changed
+    _sampler(clock, pools, settings.sample_every, end)
+    clock.run(end)
+    return _finish("pod-per-job", "a pod per job on arrival", pools, end)
+
+
+def oracle(trace: Trace, settings: Settings) -> Outcome:
+    seconds = sum(settings.pod_start + j.duration for j in trace.jobs)
+    return Outcome("oracle", "a runner ready as each job arrives", [0.0] * len(trace.jobs),
+                   seconds, 0.0, len(trace.jobs))
+
+
+def run_all(trace: Trace, policies: Sequence[tuple[str, dict[str, Policy]]],
+            settings: Settings, baselines: bool = True) -> list[Outcome]:
+    """Every policy through gitscale, then the baselines (with the first policy's bounds)."""
+    outcomes = [run_gitscale(trace, by_set, settings, label) for label, by_set in policies]
+    if baselines:
+        first = policies[0][1]
+        outcomes += [run_listener(trace, first, settings), run_hra(trace, first, settings),
+                     run_pod_per_job(trace, settings)]
+    outcomes.append(oracle(trace, settings))
+    return outcomes

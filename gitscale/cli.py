@@ -107,6 +107,44 @@ def history(**kw: Any) -> int:
 
 
 @cli.command()
+@click.option("--repo", default=None, help="Config repo whose gitscale.yaml gives the sets and "
+              "policies (default: . when it has one, else one set on the default preset).")
+@click.option("--branch", default=None, help="Branch to read (with --from-history).")
+@click.option("--config", default="gitscale.yaml", show_default=True)
+@click.option("--trace", type=str, help="CSV of jobs: arrival,duration[,set].")
+@click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst"]),
+              help="A seeded synthetic trace of this shape.")
+@click.option("--from-history", is_flag=True,
+              help="Jobs rebuilt from the repo's Gitscale-Set trailers.")
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--hours", default=4.0, show_default=True, type=float,
+              help="Length of a synthetic trace.")
+@click.option("--since", help="With --from-history: commits after this time (RFC 3339).")
+@click.option("--set", "only", multiple=True, help="Only this runner set (repeatable).")
+@click.option("--policy", multiple=True,
+              help="A preset name or an inline policy {buffer: 2, ...} to try instead of "
+                   "gitscale.yaml's (repeatable: compared side by side).")
+@click.option("--interval", default="10s", show_default=True, help="Time between passes.")
+@click.option("--sync-delay", default="10s", show_default=True,
+              help="Commit → applied in the cluster (a GitOps engine notified on push).")
+@click.option("--sync-poll", default=None,
+              help="Instead: the GitOps engine polls every DURATION (Argo CD's default: 3m).")
+@click.option("--pod-start", default="45s", show_default=True,
+              help="Pod creation → runner ready.")
+@click.option("--baselines/--no-baselines", default=True, show_default=True,
+              help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--chart", help="Also write a chart (SVG or PNG) of runners and jobs over time.")
+def simulate(**kw: Any) -> int:
+    """Replay a job trace through the policy and the controller; compare with baselines."""
+    from gitscale.commands.simulate import run_simulate
+
+    repo_given = kw["repo"] is not None
+    kw["repo"] = kw["repo"] or "."
+    return run_simulate(_opts(kw), repo_given=repo_given, **kw)
+
+
+@cli.command()
 @repo_options
 @click.argument("name")
 @click.option("--resume", is_flag=True, help="Undo a drain: let the loop scale the set again.")

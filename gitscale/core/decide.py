@@ -82,11 +82,11 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
 
     1. never written by gitscale → the target with patch 0 (force the state);
     2. target above the current count → scale up, patch + 1;
-    3. jobs wait (queued > 0) and jobs arrived since the last write → write the target
-       *without* the scale-down delay, patch + 1: the controller refills the slots of finished
-       runners up to that count, and a count held above demand would refill slots no job
-       needs. When the ids of the last write's jobs are not known (a cold state cache, a
-       source without job ids), any change of the jobs counts as an arrival;
+    3. jobs wait (queued > 0) for runners the last write did not provide, and finished runners
+       left slots to refill → write the target *without* the scale-down delay, patch + 1:
+       the controller refills the slots of finished runners up to that count, and a count held
+       above demand would refill slots no job needs. When the ids of the last write's jobs are
+       not known (a cold state cache, a source without job ids), any change of the jobs counts;
     4. target below the current count (the delay has run out) → scale down, patch + 1;
     5. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
        the controller may now remove idle runners beyond the count (buffer runners left over,
@@ -112,8 +112,7 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     if target.value > have:
         return Decision(True, target.value, patch, Reason.SCALE_UP, why, scaled_up=True)
     dirty = current.fingerprint is not None and current.fingerprint != demand.fingerprint
-    arrived = current.arrivals(demand)
-    if dirty and demand.queued > 0 and (arrived is None or arrived > 0):
+    if dirty and demand.queued > 0 and _runners_needed(current, demand, have):
         if target.unheld < have:
             return Decision(True, target.unheld, patch, Reason.SCALE_DOWN,
                             f"{target.reasoning}; jobs wait: written at demand, not held at "
@@ -130,3 +129,20 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                         f"{why}; nothing waits: patch 0 lets the controller remove idle "
                         "runners beyond the count")
     return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why)
+
+
+def _runners_needed(current: Current, demand: Demand, have: int) -> bool:
+    """Do waiting jobs lack runners that only a write can give them?
+
+    The last write left ``have`` runners for its jobs J (any beyond them idle). Since then
+    ``arrived`` jobs came; starts and completions cancel out of the count, so the jobs without
+    a pending or idle runner number |J| + arrived − have. A write fills the slots that
+    ``completed`` jobs' runners left, so it helps only if some completed: otherwise (at max)
+    nothing can, and a commit would only repeat the last one.
+    """
+    changes = current.job_changes(demand)
+    if changes is None:
+        return True  # unknown ids: any change may be a new job
+    arrived, completed = changes
+    assert current.jobs is not None
+    return len(current.jobs) + arrived > have and completed > 0

@@ -45,13 +45,13 @@ class Current:
     # that merely started or completed.
     jobs: frozenset[str] | None = None
 
-    def arrivals(self, demand: Demand) -> int | None:
-        """How many of ``demand``'s jobs are new since the last write; None when unknown."""
+    def job_changes(self, demand: Demand) -> tuple[int, int] | None:
+        """(arrived, completed) jobs since the last write; None when the ids are unknown."""
         if self.jobs is None or demand.jobs is None or self.fingerprint is None:
             return None
         if Demand(0, 0, self.jobs).fingerprint != self.fingerprint:
             return None  # the ids remembered are not those of the last write
-        return len(demand.jobs - self.jobs)
+        return len(demand.jobs - self.jobs), len(self.jobs - demand.jobs)
 
     def after(self, decision: Decision, demand: Demand | None, now: datetime) -> Current:
         """What the manifest holds once ``decision`` is written at ``now`` (as the engine

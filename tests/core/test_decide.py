@@ -298,4 +298,15 @@ def test_a_job_completing_while_others_wait_needs_no_write_when_ids_are_known() 
     decision = decide(cold, finished, policy, NOW)
     assert (decision.write, decision.replicas, decision.reason) == (True, 2, Reason.SCALE_DOWN)
     wrong = Current(3, 5, NOW, before.fingerprint, jobs=frozenset({"9"}))
-    assert wrong.arrivals(churn) is None  # ids that do not match the fingerprint are ignored
+    assert wrong.job_changes(churn) is None  # ids that do not match the fingerprint are ignored
+
+
+def test_at_max_a_completion_refills_for_waiting_jobs_but_nothing_else_does() -> None:
+    """Jobs starved at max: a completion frees a slot only a write refills; a pass with no
+    completion writes nothing (a commit could create no runner)."""
+    policy = Policy(0, 3, 0)
+    at_write = D(3, 3, frozenset("abcdef"))  # 3 running, 3 waiting, max 3
+    state = Current(3, 7, None, at_write.fingerprint, jobs=at_write.jobs)
+    assert not decide(state, D(4, 3, frozenset("abcdefg")), policy, NOW).write  # arrival
+    refill = decide(state, D(3, 2, frozenset("bcdef")), policy, NOW)  # a completed
+    assert (refill.write, refill.replicas, refill.patch_id) == (True, 3, 8)

@@ -1,0 +1,135 @@
+"""`gitscale simulate`: what a policy would have cost, before going live.
+
+Demand comes from a CSV trace, a seeded synthetic shape or the config repo's own history; each
+set's policy from gitscale.yaml (or ``--policy``, repeatable, to compare several). Every policy
+runs through the decision that `reconcile` runs and the controller's own rules; the baselines
+and the oracle run on the same trace.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from gitscale.commands import EXIT_OK, RepoOptions
+from gitscale.config import build_policy, load_config, load_preset
+from gitscale.errors import ConfigError
+from gitscale.core.policy import Policy
+from gitscale.errors import InputError
+from gitscale.simulate import trace as traces
+from gitscale.simulate.report import as_json, as_text, metrics
+from gitscale.simulate.strategies import Outcome, Settings, run_all
+from gitscale.timeutil import parse_duration, parse_time
+from gitscale.yamlread import check_schema, load_single
+
+DEFAULT_SET = "default"
+
+
+def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
+                 from_history: bool, seed: int, hours: float, since: str | None,
+                 only: tuple[str, ...], policy: tuple[str, ...], interval: str,
+                 sync_delay: str, sync_poll: str | None, pod_start: str, baselines: bool,
+                 output: str, chart: str | None, repo_given: bool) -> int:
+    if sum((trace is not None, synthetic is not None, from_history)) != 1:
+        raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
+                         "--from-history")
+    settings = Settings(
+        interval=_seconds("--interval", interval, minimum=1),
+        sync_delay=_seconds("--sync-delay", sync_delay),
+        sync_poll=_seconds("--sync-poll", sync_poll, minimum=1) if sync_poll else None,
+        pod_start=_seconds("--pod-start", pod_start),
+    )
+    root = Path(opts.repo).expanduser()
+    set_policies = _set_policies(opts, root, repo_given or from_history)
+    if only:
+        unknown = [name for name in only if name not in set_policies]
+        if unknown:
+            raise InputError("--set", f"unknown runner set {unknown[0]!r} (known: "
+                             f"{', '.join(set_policies)})")
+        set_policies = {name: set_policies[name] for name in only}
+
+    if trace is not None:
+        job_trace = traces.load_csv(Path(trace), next(iter(set_policies)), list(set_policies))
+    elif synthetic is not None:
+        if not 0 < hours <= 24 * 14:
+            raise InputError("--hours", f"{hours:g} is not between 0 and 336")
+        job_trace = traces.synthetic(synthetic, seed=seed, hours=hours, sets=list(set_policies))
+    else:
+        job_trace = _from_history(opts, since, set(set_policies))
+    used = set(job_trace.sets)
+    candidates = _candidates(root, policy, {n: p for n, p in set_policies.items() if n in used})
+    outcomes = run_all(job_trace, candidates, settings, baselines=baselines)
+    rows = metrics(outcomes, job_trace)
+    if chart:
+        _chart(outcomes, rows, job_trace, Path(chart))
+    click.echo(as_json(rows, job_trace, settings) if output == "json"
+               else as_text(rows, job_trace, settings))
+    return EXIT_OK
+
+
+def _seconds(option: str, text: str, minimum: float = 0) -> float:
+    try:
+        value = parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise InputError(option, str(exc)) from None
+    if value < minimum:
+        raise InputError(option, f"must be at least {minimum:g}s")
+    return value
+
+
+def _set_policies(opts: RepoOptions, root: Path, required: bool) -> dict[str, Policy]:
+    """Each set's policy from gitscale.yaml; without a config repo, one set on the default."""
+    if not required and not (root / opts.config).is_file():
+        return {DEFAULT_SET: load_preset(root, "default", "--policy", None)}
+    config = load_config(root, opts.config)
+    return {s.name: s.policy for s in config.sets}
+
+
+def _candidates(root: Path, given: Sequence[str],
+                set_policies: dict[str, Policy]) -> list[tuple[str, dict[str, Policy]]]:
+    """The policies to compare: each set's own, or each ``--policy`` applied to every set."""
+    if not given:
+        return [("gitscale.yaml" if len(set_policies) > 1 or DEFAULT_SET not in set_policies
+                 else "preset default", set_policies)]
+    found = []
+    for text in given:
+        one = _policy(root, text)
+        found.append((text, {name: one for name in set_policies}))
+    return found
+
+
+def _policy(root: Path, text: str) -> Policy:
+    source = f"--policy {text!r}"
+    if not text.lstrip().startswith("{"):
+        return load_preset(root, text.strip(), source, None)
+    document = load_single(text, source, ConfigError)
+    if not isinstance(document.data, dict):
+        raise ConfigError(source, "expected a mapping such as {buffer: 2, maxReplicas: 50}")
+    check_schema(document, "POLICY", source, ConfigError)
+    return build_policy(document.data, document, [], source)
+
+
+def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> traces.Trace:
+    from gitscale.commands.history import read_history
+    from gitscale.workspace import open_workspace
+
+    stamp = None
+    if since is not None:
+        try:
+            stamp = parse_time(since).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError as exc:
+            raise InputError("--since", str(exc)) from None
+    with open_workspace(opts.repo, opts.branch, history=True) as ws:
+        entries = read_history(ws.git, since=stamp)
+    observed = [traces.Observation(parse_time(e.time), e.set, e.queued, e.running)
+                for e in entries if e.queued is not None and e.running is not None
+                and e.set in sets]
+    return traces.from_observations(observed, "history")
+
+
+def _chart(outcomes: Sequence[Outcome], rows: Sequence[object], trace: traces.Trace,
+           path: Path) -> None:
+    from gitscale.simulate.chart import write_chart
+
+    write_chart(outcomes, rows, trace, path)

@@ -131,6 +131,9 @@ def history(**kw: Any) -> int:
               help="Instead: the GitOps engine polls every DURATION (Argo CD's default: 3m).")
 @click.option("--pod-start", default="45s", show_default=True,
               help="Pod creation → runner ready.")
+@click.option("--cold-cache", is_flag=True,
+              help="Model a CLI run whose state cache is not kept between runs: the decision "
+                   "does not know the last write's job ids.")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
               help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)

@@ -29,7 +29,8 @@ DEFAULT_SET = "default"
 def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
                  from_history: bool, seed: int, hours: float, since: str | None,
                  only: tuple[str, ...], policy: tuple[str, ...], interval: str,
-                 sync_delay: str, sync_poll: str | None, pod_start: str, baselines: bool,
+                 sync_delay: str, sync_poll: str | None, pod_start: str, cold_cache: bool,
+                 baselines: bool,
                  output: str, chart: str | None, repo_given: bool) -> int:
     if sum((trace is not None, synthetic is not None, from_history)) != 1:
         raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
@@ -39,6 +40,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         sync_delay=_seconds("--sync-delay", sync_delay),
         sync_poll=_seconds("--sync-poll", sync_poll, minimum=1) if sync_poll else None,
         pod_start=_seconds("--pod-start", pod_start),
+        job_memory=not cold_cache,
     )
     root = Path(opts.repo).expanduser()
     set_policies = _set_policies(opts, root, repo_given or from_history)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gitscale.controller.decide import Phase, Spec
 from gitscale.core.decide import decide
@@ -36,6 +36,7 @@ class Settings:
     sync_poll: float | None = None  # GitOps engine polling instead of a push notification
     pod_start: float = 45.0
     sample_every: float = 30.0
+    job_memory: bool = True  # the last write's job ids known (`run`, or a kept state cache)
 
 
 @dataclass
@@ -113,7 +114,8 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
         for name, pool in pools.items():
             queued, running, ids = pool.demand()
             demand = Demand(queued, running, ids)
-            decision = decide(current[name], demand, policies[name], now)
+            known = current[name] if settings.job_memory else replace(current[name], jobs=None)
+            decision = decide(known, demand, policies[name], now)
             if not decision.write:
                 continue
             before = current[name]

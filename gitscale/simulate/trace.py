@@ -196,8 +196,9 @@ def from_observations(observations: Iterable[Observation], name: str) -> Trace:
     """Jobs rebuilt from the demand counts of scaling commits (oldest first).
 
     Between two commits of a set, a rise of queued + running is that many jobs arriving at the
-    later commit, a fall is that many of the oldest open jobs completing then; jobs still open at
-    the last commit complete at it. Churn between two commits (a job that came and went, or one
+    later commit, a fall is that many of the oldest open jobs completing then; jobs still open
+    at the last commit run for the median duration of the jobs rebuilt before them (5 minutes
+    when there are none). Churn between two commits (a job that came and went, or one
     arriving as another completed) is invisible, and times are those of the commits: the trace
     is coarser than the real one, and says so in its name.
     """
@@ -217,8 +218,10 @@ def from_observations(observations: Iterable[Observation], name: str) -> Trace:
             arrived = queue.popleft()
             jobs.append((arrived, max(at - arrived, 1.0), obs.set))
     end = (seen[-1].time - start).total_seconds()
+    durations = sorted(d for _, d, _ in jobs)
+    typical = durations[len(durations) // 2] if durations else 300.0
     for set_name, queue in open_jobs.items():
-        jobs += [(arrived, max(end - arrived, 1.0), set_name) for arrived in queue]
+        jobs += [(arrived, max(end - arrived, typical), set_name) for arrived in queue]
     jobs.sort()
     return Trace(f"{name} (rebuilt from {len(seen)} trailers)", start,
                  tuple(Job(i, s, a, d) for i, (a, d, s) in enumerate(jobs)), max(end / 3600, 0.1))

@@ -46,6 +46,7 @@ class RunnerSetConfig:
 class Config:
     path: str
     sets: tuple[RunnerSetConfig, ...]
+    max_total_replicas: int | None = None  # limits.maxTotalReplicas: shared by all sets
 
     def get(self, name: str) -> RunnerSetConfig:
         for runner_set in self.sets:
@@ -135,7 +136,12 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
             source=Source(kind, settings),
             policy=policy,
         ))
-    return Config(config_path, tuple(sets))
+    total = (document.data.get("limits") or {}).get("maxTotalReplicas")
+    if total is not None and sum(s.policy.min_replicas for s in sets) > total:
+        raise ConfigError(config_path, f"limits.maxTotalReplicas {total} is less than the sets' "
+                          f"minReplicas together ({sum(s.policy.min_replicas for s in sets)})",
+                          document.line_of(["limits", "maxTotalReplicas"]))
+    return Config(config_path, tuple(sets), total)
 
 
 LineRef = Union[int, None, Callable[[], Optional[int]]]

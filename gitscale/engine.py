@@ -13,7 +13,8 @@ import jsonpatch
 
 from gitscale.cache import StateCache, gc_paused
 from gitscale.config import Config, RunnerSetConfig, safe_repo_path
-from gitscale.core.decide import decide
+from gitscale.core.decide import decide, wanted
+from gitscale.core.limits import share
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
@@ -72,6 +73,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     stamp = format_time(now)
     checked: set[Path] = set()
     owners: dict[tuple[str, int], str] = {}
+    found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
     for runner_set in config.sets:
         if only is not None and runner_set.name not in only:
             continue
@@ -91,12 +93,17 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         current = located.current
         if current.fingerprint is not None and current.fingerprint in cache.jobs:
             current = replace(current, jobs=cache.jobs[current.fingerprint])
+        if decider is None and runner_set.name in reading.errors:
+            plan.errors[runner_set.name] = reading.errors[runner_set.name]
+        found.append((runner_set, located, current, demand))
+    caps = _caps(config, found, now) if decider is None else {}
+    for runner_set, located, current, demand in found:
+        path = runner_set.manifest
         if decider is not None:
             decision = decider(runner_set, current, demand)
         else:
-            if runner_set.name in reading.errors:
-                plan.errors[runner_set.name] = reading.errors[runner_set.name]
-            decision = decide(current, demand, runner_set.policy, now)
+            decision = decide(current, demand, runner_set.policy, now,
+                              caps.get(runner_set.name))
         values = _values(located, decision, demand, stamp)
         if not decision.write or not values:
             plan.unchanged.append((runner_set.name, decision))
@@ -121,6 +128,23 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         ))
     plan.files = {p: (texts[p], edited[p]) for p in texts if texts[p] != edited[p]}
     return plan
+
+
+def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Current,
+                                           Demand | None]], now: datetime) -> dict[str, int]:
+    """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none).
+    Sets the pass leaves alone (paused, drained, demand unknown) keep what they have, and that
+    counts against the total."""
+    if config.max_total_replicas is None:
+        return {}
+    wants: dict[str, tuple[int, int]] = {}
+    fixed = 0
+    for runner_set, _, current, demand in found:
+        if current.paused or current.drained or demand is None:
+            fixed += 0 if current.drained else (current.replicas or 0)
+        else:
+            wants[runner_set.name] = wanted(current, demand, runner_set.policy, now)
+    return share(config.max_total_replicas, wants, fixed)
 
 
 def read_manifest(root: Path, runner_set: RunnerSetConfig, config_path: str,

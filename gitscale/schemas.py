@@ -105,6 +105,12 @@ CONFIG: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["runnerSets"],
     "properties": {
+        "limits": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"maxTotalReplicas": {"type": "integer", "minimum": 0,
+                                                "maximum": 10_000_000}},
+        },
         "runnerSets": {
             "type": "array",
             "maxItems": 100_000,

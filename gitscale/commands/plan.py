@@ -12,6 +12,7 @@ from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, de
 from gitscale.config import load_config
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.demand.resolve import read_demand
+from gitscale.core.model import Reason
 from gitscale.engine import Plan, SetChange, compute_plan
 from gitscale.manifest.target import A_PATCH_ID, is_digits
 from gitscale.timeutil import format_time
@@ -71,6 +72,7 @@ def plan_json(plan: Plan, now: str) -> dict[str, Any]:
         "now": now,
         "changes": [change_json(c) for c in plan.changes],
         "unchanged": [{"set": name, "replicas": d.replicas, "patchID": d.patch_id,
+                       "reason": d.reason.value,
                        "detail": d.detail} for name, d in plan.unchanged
                       if name not in plan.errors],
         "errors": [{"set": name, "message": msg} for name, msg in plan.errors.items()],
@@ -92,7 +94,8 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
     for name, decision in plan.unchanged:
         if name in plan.errors:
             continue
-        out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} unchanged")
+        state = "unchanged" if decision.reason is Reason.UNCHANGED else decision.reason.value
+        out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} {state}")
     for name, message in plan.errors.items():
         out.append(f"! {name:<{width}}  error: {message}")
     if not diffs:

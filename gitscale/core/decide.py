@@ -41,20 +41,27 @@ class Target:
 
 
 def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
-                    last_scale_up: datetime | None) -> Target:
-    """The replica count this pass aims for, and a one-line explanation of how it was reached."""
+                    last_scale_up: datetime | None, cap: int | None = None) -> Target:
+    """The replica count this pass aims for, and a one-line explanation of how it was reached.
+
+    ``cap`` is the set's share of ``limits.maxTotalReplicas`` this pass, if the sets together
+    want more than it.
+    """
     lo, hi, window = policy.bounds(now)
     wanted = demand.assigned + policy.buffer
-    target = min(max(wanted, lo), hi)
     why = f"demand {demand.assigned} (queued {demand.queued}, running {demand.running})"
     if policy.buffer:
         why += f" + buffer {policy.buffer}"
-    if wanted > hi:
+    if cap is not None and cap < min(max(wanted, lo), hi):
+        lo, hi = min(lo, cap), cap  # the global limit is harder than a set's minimum
+        why += f", capped at {hi} by limits.maxTotalReplicas (shared in proportion to demand)"
+    elif wanted > hi:
         why += f", capped at max {hi}"
     elif wanted < lo:
         why += f", raised to min {lo}"
     if window:
         why += f" (schedule {window!r})"
+    target = min(max(wanted, lo), hi)
 
     if target < current and policy.max_step_down is not None:
         if current - target > policy.max_step_down:
@@ -75,7 +82,15 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
     return Target(unheld, unheld, why)
 
 
-def decide(current: Current, demand: Demand | None, policy: Policy, now: datetime) -> Decision:
+def wanted(current: Current, demand: Demand, policy: Policy, now: datetime) -> tuple[int, int]:
+    """(minimum, count) this set would aim for without a global cap: what limits share out."""
+    lo = policy.bounds(now)[0]
+    return lo, target_replicas(current.replicas or 0, demand, policy, now,
+                               current.last_scale_up).value
+
+
+def decide(current: Current, demand: Demand | None, policy: Policy, now: datetime,
+           cap: int | None = None) -> Decision:
     """What to write for one set this pass (``write`` False: leave it alone).
 
     In order, the first that applies:
@@ -94,6 +109,9 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     6. otherwise nothing: a completed job needs no commit (its runner is gone with it).
     """
     have = current.replicas
+    if current.paused:
+        return Decision(False, have or 0, current.patch_id, Reason.PAUSED,
+                        "paused (annotation gitscale.dev/paused: \"true\"): left alone")
     if current.drained:
         if have != 0 or current.patch_id != 0:
             return Decision(True, 0, 0, Reason.DRAIN, "drained: held at 0 until resumed")
@@ -102,7 +120,7 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         return Decision(False, have or 0, current.patch_id, Reason.DEMAND_UNKNOWN,
                         "demand unknown: left untouched (never scaled down on a guess)")
 
-    target = target_replicas(have or 0, demand, policy, now, current.last_scale_up)
+    target = target_replicas(have or 0, demand, policy, now, current.last_scale_up, cap)
     why = target.why
     if current.patch_id is None or have is None:
         return Decision(True, target.value, 0, Reason.FIRST_WRITE,

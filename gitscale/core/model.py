@@ -40,6 +40,7 @@ class Current:
     last_scale_up: datetime | None = None
     fingerprint: str | None = None
     drained: bool = False
+    paused: bool = False  # gitscale.dev/paused: "true": a person holds the set; leave it alone
     # The job ids behind ``fingerprint`` when known (kept in memory by `run`/`serve` and in the
     # state cache): then a write is needed only for jobs that arrived since, not for every job
     # that merely started or completed.
@@ -65,6 +66,7 @@ class Current:
             last_scale_up=now if decision.scaled_up else self.last_scale_up,
             fingerprint=demand.fingerprint if demand is not None else self.fingerprint,
             drained=drained,
+            paused=self.paused,
             jobs=demand.jobs if demand is not None else self.jobs,
         )
 
@@ -79,6 +81,7 @@ class Reason(str, Enum):
     RESUME = "resume"
     UNCHANGED = "unchanged"
     DEMAND_UNKNOWN = "demand-unknown"
+    PAUSED = "paused"
 
 
 @dataclass(frozen=True)

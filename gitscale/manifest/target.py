@@ -18,6 +18,7 @@ A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"
 A_LAST_SCALE_UP = "gitscale.dev/last-scale-up"
 A_DRAINED = "gitscale.dev/drained"
+A_PAUSED = "gitscale.dev/paused"  # set by people: gitscale leaves the object alone
 LEGACY_GROUP = "actions.summerwind.dev"
 
 
@@ -146,6 +147,7 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
         last_scale_up=last_scale_up,
         fingerprint=str(jobs) if jobs is not None else None,
         drained=str(annotations.get(A_DRAINED, "")).lower() == "true",
+        paused=str(annotations.get(A_PAUSED, "")).lower() == "true",
     )
 
 

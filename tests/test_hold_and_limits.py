@@ -1,0 +1,83 @@
+"""Holding a set (gitscale.dev/paused) and sharing limits.maxTotalReplicas (issue 11, item 5)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gitscale.core.limits import share
+from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+
+PAUSED = RUNNERSET.replace("metadata:\n  name: {name}\n",
+                           "metadata:\n  name: {name}\n  annotations:\n"
+                           "    gitscale.dev/paused: \"true\"\n")
+
+
+def test_paused_set_is_left_alone_and_plan_says_so(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"a": "default", "b": "default"}),
+        "sets/a.yaml": PAUSED.format(name="a", replicas=1),
+        "sets/b.yaml": RUNNERSET.format(name="b", replicas=1),
+        "demand.yaml": "a: {queued: 7, running: 0}\nb: {queued: 2, running: 0}\n",
+    })
+    before = (checkout / "sets/a.yaml").read_text()
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--output", "json")
+    assert code == 2
+    document = json.loads(out)
+    assert [c["set"] for c in document["changes"]] == ["b"]
+    assert {"set": "a", "reason": "paused"}.items() <= document["unchanged"][0].items()
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout))
+    assert any(line.split()[:1] == ["a"] and line.rstrip().endswith("paused")
+               for line in out.splitlines())
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert (checkout / "sets/a.yaml").read_text() == before
+    assert "a:" not in git(checkout, "log", "-1", "--format=%s")
+
+
+@pytest.mark.parametrize(("total", "wants", "fixed", "expected"), [
+    pytest.param(20, {"a": (0, 30), "b": (0, 10)}, 0, {"a": 15, "b": 5}, id="proportional"),
+    pytest.param(50, {"a": (0, 30), "b": (0, 10)}, 0, {"a": 30, "b": 10}, id="under-cap"),
+    pytest.param(10, {"a": (2, 30), "b": (2, 10)}, 0, {"a": 7, "b": 3}, id="mins-kept-first"),
+    pytest.param(10, {"a": (0, 5), "b": (0, 5)}, 4, {"a": 3, "b": 3}, id="fixed-counts"),
+    pytest.param(3, {"a": (0, 1), "b": (0, 1), "c": (0, 1), "d": (0, 1)}, 0,
+                 {"a": 1, "b": 1, "c": 1, "d": 0}, id="remainders-by-name"),
+])
+def test_share(total: int, wants: dict[str, tuple[int, int]], fixed: int,
+               expected: dict[str, int]) -> None:
+    caps = share(total, wants, fixed)
+    assert caps == expected
+    assert sum(caps.values()) <= max(total - fixed, sum(lo for lo, _ in wants.values()))
+
+
+def test_total_cap_is_shared_and_the_commit_says_so(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = "limits: {maxTotalReplicas: 20}\n" + simple_config(
+        {"a": "{maxReplicas: 100}", "b": "{maxReplicas: 100}"})
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config,
+        "sets/a.yaml": RUNNERSET.format(name="a", replicas=0),
+        "sets/b.yaml": RUNNERSET.format(name="b", replicas=0),
+        "demand.yaml": "a: {queued: 30, running: 0}\nb: {queued: 10, running: 0}\n",
+    })
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    replicas = {n: yaml.safe_load((checkout / f"sets/{n}.yaml").read_text())["spec"]["replicas"]
+                for n in "ab"}
+    assert replicas == {"a": 15, "b": 5}
+    message = git(checkout, "log", "-1", "--format=%B")
+    assert message.count("limits.maxTotalReplicas") == 2
+
+
+def test_total_cap_below_the_minimums_is_a_config_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = "limits:\n  maxTotalReplicas: 3\n" + simple_config(
+        {"a": "{minReplicas: 2, maxReplicas: 9}", "b": "{minReplicas: 2, maxReplicas: 9}"})
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config,
+                                    "sets/a.yaml": RUNNERSET.format(name="a", replicas=0),
+                                    "sets/b.yaml": RUNNERSET.format(name="b", replicas=0),
+                                    "demand.yaml": "a: {queued: 0, running: 0}\n"})
+    code, _, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 1
+    assert "gitscale.yaml:2: limits.maxTotalReplicas 3 is less than" in err
+    assert "Traceback" not in err

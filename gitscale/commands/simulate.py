@@ -18,7 +18,7 @@ from gitscale.errors import ConfigError
 from gitscale.core.policy import Policy
 from gitscale.errors import InputError
 from gitscale.simulate import trace as traces
-from gitscale.simulate.report import as_json, as_text, metrics
+from gitscale.simulate.report import Metrics, as_json, as_text, metrics
 from gitscale.simulate.strategies import Outcome, Settings, run_all
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import check_schema, load_single
@@ -130,7 +130,7 @@ def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> trace
     return traces.from_observations(observed, "history")
 
 
-def _chart(outcomes: Sequence[Outcome], rows: Sequence[object], trace: traces.Trace,
+def _chart(outcomes: Sequence[Outcome], rows: Sequence[Metrics], trace: traces.Trace,
            path: Path) -> None:
     from gitscale.simulate.chart import write_chart
 

@@ -97,8 +97,10 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
     counts = {"commits": 0, "patch_only": 0}
 
     def apply(name: str, spec: Spec) -> None:
-        if specs.get(name) is not None and specs[name].effective_time and spec.effective_time \
-                and specs[name].effective_time > spec.effective_time:
+        applied = specs.get(name)
+        if applied is not None and applied.effective_time is not None \
+                and spec.effective_time is not None \
+                and applied.effective_time > spec.effective_time:
             return  # a poll already applied a newer commit
         specs[name] = spec
         controller_pass(pools[name], spec)

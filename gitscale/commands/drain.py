@@ -6,7 +6,8 @@ import click
 from gitscale.commands import EXIT_OK, RepoOptions, resolve_now
 from gitscale.commands.plan import plan_text
 from gitscale.config import RunnerSetConfig, load_config
-from gitscale.core.model import Current, Decision, Demand, Reason
+from gitscale.core.decide import drain, resume
+from gitscale.core.model import Current, Decision, Demand
 from gitscale.demand import DemandReading
 from gitscale.engine import Plan, compute_plan
 from gitscale.landing import describe_landing, land
@@ -14,18 +15,11 @@ from gitscale.workspace import open_workspace
 
 
 def _drain(_: RunnerSetConfig, current: Current, __: Demand | None) -> Decision:
-    if current.replicas == 0 and current.patch_id == 0 and current.drained:
-        return Decision(False, 0, 0, Reason.UNCHANGED, "already drained")
-    return Decision(True, 0, 0, Reason.DRAIN, "drained by hand: replicas 0, patch 0; held "
-                    "until `gitscale drain --resume`")
+    return drain(current)
 
 
 def _resume(_: RunnerSetConfig, current: Current, __: Demand | None) -> Decision:
-    if not current.drained:
-        return Decision(False, current.replicas or 0, current.patch_id, Reason.UNCHANGED,
-                        "not drained")
-    return Decision(True, current.replicas or 0, 0, Reason.RESUME,
-                    "resumed: the next pass scales from demand again")
+    return resume(current)
 
 
 def run_drain(opts: RepoOptions, name: str, *, now: str | None, push: bool,

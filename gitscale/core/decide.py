@@ -149,6 +149,24 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why)
 
 
+def drain(current: Current) -> Decision:
+    """`gitscale drain`: replicas 0 with patch 0 (the controller removes every idle runner and
+    lets busy ones finish), held there until resumed."""
+    if current.replicas == 0 and current.patch_id == 0 and current.drained:
+        return Decision(False, 0, 0, Reason.UNCHANGED, "already drained")
+    return Decision(True, 0, 0, Reason.DRAIN, "drained by hand: replicas 0, patch 0; held "
+                    "until `gitscale drain --resume`")
+
+
+def resume(current: Current) -> Decision:
+    """`gitscale drain --resume`: hand the set back to the loop, which scales it from demand."""
+    if not current.drained:
+        return Decision(False, current.replicas or 0, current.patch_id, Reason.UNCHANGED,
+                        "not drained")
+    return Decision(True, current.replicas or 0, 0, Reason.RESUME,
+                    "resumed: the next pass scales from demand again")
+
+
 def _runners_needed(current: Current, demand: Demand, have: int) -> bool:
     """Do waiting jobs lack runners that only a write can give them?
 

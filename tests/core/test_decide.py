@@ -310,3 +310,14 @@ def test_at_max_a_completion_refills_for_waiting_jobs_but_nothing_else_does() ->
     assert not decide(state, D(4, 3, frozenset("abcdefg")), policy, NOW).write  # arrival
     refill = decide(state, D(3, 2, frozenset("bcdef")), policy, NOW)  # a completed
     assert (refill.write, refill.replicas, refill.patch_id) == (True, 3, 8)
+
+
+def test_drain_and_resume_decisions() -> None:
+    from gitscale.core.decide import drain, resume
+
+    busy = Current(4, 9, None, "x")
+    assert (drain(busy).write, drain(busy).replicas, drain(busy).patch_id) == (True, 0, 0)
+    assert not drain(Current(0, 0, None, "x", drained=True)).write
+    assert not resume(busy).write
+    back = resume(Current(0, 0, None, "x", drained=True))
+    assert (back.write, back.reason) == (True, Reason.RESUME)

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitscale.core.policy import Policy, Schedule
 from gitscale.errors import ConfigError
+from gitscale.notify.targets import Target, parse_targets
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import Document, check_schema, load_single
 
@@ -46,6 +47,7 @@ class RunnerSetConfig:
 class Config:
     path: str
     sets: tuple[RunnerSetConfig, ...]
+    notify: tuple[Target, ...] = ()  # GitOps engines to tell after a push
 
     def get(self, name: str) -> RunnerSetConfig:
         for runner_set in self.sets:
@@ -94,6 +96,8 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
     document = load_single(text, config_path, ConfigError)
 
     def describe(p: list[Any]) -> str:
+        if len(p) >= 2 and p[0] == "notify" and isinstance(p[1], int):
+            return f"notify[{p[1]}] " + ".".join(str(x) for x in p[2:])
         if len(p) >= 2 and p[0] == "runnerSets" and isinstance(p[1], int):
             items = document.data.get("runnerSets") or []
             item = items[p[1]] if p[1] < len(items) else None
@@ -135,7 +139,7 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
             source=Source(kind, settings),
             policy=policy,
         ))
-    return Config(config_path, tuple(sets))
+    return Config(config_path, tuple(sets), parse_targets(document, config_path))
 
 
 LineRef = Union[int, None, Callable[[], Optional[int]]]

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitscale.core.policy import Policy, Schedule
 from gitscale.errors import ConfigError
+from gitscale.notify.targets import Target, parse_targets
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import Document, check_schema, load_single
 
@@ -47,6 +48,7 @@ class Config:
     path: str
     sets: tuple[RunnerSetConfig, ...]
     max_total_replicas: int | None = None  # limits.maxTotalReplicas: shared by all sets
+    notify: tuple[Target, ...] = ()  # GitOps engines to tell after a push
 
     def get(self, name: str) -> RunnerSetConfig:
         for runner_set in self.sets:
@@ -95,6 +97,8 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
     document = load_single(text, config_path, ConfigError)
 
     def describe(p: list[Any]) -> str:
+        if len(p) >= 2 and p[0] == "notify" and isinstance(p[1], int):
+            return f"notify[{p[1]}] " + ".".join(str(x) for x in p[2:])
         if len(p) >= 2 and p[0] == "runnerSets" and isinstance(p[1], int):
             items = document.data.get("runnerSets") or []
             item = items[p[1]] if p[1] < len(items) else None
@@ -141,7 +145,7 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
         raise ConfigError(config_path, f"limits.maxTotalReplicas {total} is less than the sets' "
                           f"minReplicas together ({sum(s.policy.min_replicas for s in sets)})",
                           document.line_of(["limits", "maxTotalReplicas"]))
-    return Config(config_path, tuple(sets), total)
+    return Config(config_path, tuple(sets), total, parse_targets(document, config_path))
 
 
 LineRef = Union[int, None, Callable[[], Optional[int]]]

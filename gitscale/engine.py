@@ -20,6 +20,7 @@ from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
 from gitscale.manifest import target as tgt
 from gitscale.manifest.edit import FieldPath, Value, set_fields
+from gitscale.notify.targets import Target
 from gitscale.timeutil import format_time
 from gitscale.yamlread import load_documents
 
@@ -51,6 +52,7 @@ class Plan:
     errors: dict[str, str] = field(default_factory=dict)
     files: dict[str, tuple[str, str]] = field(default_factory=dict)  # path → (old, new)
     events: dict[str, int] = field(default_factory=dict)  # webhook deliveries recorded
+    notify: tuple[Target, ...] = ()  # whom to tell once this plan's commit is pushed
 
     @property
     def changed_paths(self) -> list[str]:
@@ -66,7 +68,7 @@ def compute_plan(root: Path, config: Config, reading: DemandReading, now: dateti
 
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
              decider: Decider | None, only: set[str] | None, cache: StateCache) -> Plan:
-    plan = Plan(base=base)
+    plan = Plan(base=base, notify=config.notify)
     texts: dict[str, str] = {}
     edited: dict[str, str] = {}
     pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []

@@ -102,6 +102,15 @@ class Git:
             return None
         return remote, merge.removeprefix("refs/heads/")
 
+    def remote_url(self, remote: str) -> str | None:
+        result = self.run("remote", "get-url", remote, check=False)
+        return result.stdout.strip() or None
+
+    def commit_facts(self, rev: str) -> tuple[str, str]:
+        """(committer date in strict ISO 8601, subject) of ``rev``."""
+        date, _, subject = self.out("show", "-s", "--format=%cI%n%s", rev).partition("\n")
+        return date, subject
+
     def dirty_tracked(self) -> list[str]:
         out = self.run("status", "--porcelain", "--untracked-files=no").stdout
         return [line[3:] for line in out.splitlines() if line.strip()]

@@ -3,6 +3,10 @@
 On a non-fast-forward rejection we fetch, reset to the new head and recompute the plan from the
 *same* demand (the caller's ``make_plan`` closes over it), so the commit that lands always
 describes the tree it lands on. A rejection by a hook or branch protection is final.
+
+Once a commit is pushed — and only then — the ``notify:`` targets of the config are told, so the
+GitOps engine syncs now rather than at its next poll. Every command that lands (reconcile, run,
+serve, drain) goes through here; a failed notification is logged and never fails the pass.
 """
 from __future__ import annotations
 
@@ -15,6 +19,9 @@ from gitscale import git
 from gitscale.commitmsg import SetLine, format_message
 from gitscale.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
+from gitscale.notify.payloads import Pushed
+from gitscale.notify.targets import without_credentials
+from gitscale.notify.send import notify_all
 from gitscale.validate import Problem, SchemaValidator, crds_in_repo, kubeconform_path, \
     run_kubeconform
 from gitscale.workspace import Workspace
@@ -29,6 +36,7 @@ class Landed:
     commit: str | None
     pushed: bool
     attempts: int
+    notified: tuple[str, ...] = ()  # the notify targets that accepted (kind and host)
 
 
 def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = None,
@@ -44,7 +52,6 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = Non
             return Landed(plan, sha, False, attempt)
         try:
             ws.push()
-            return Landed(plan, sha, True, attempt)
         except PushRaced:
             if attempt == ATTEMPTS:
                 ws.git.reset_hard(plan.base)
@@ -56,6 +63,8 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = Non
             # tree was clean and the commit was ours (prepare_write checked both).
             ws.git.reset_hard(plan.base)
             raise
+        else:
+            return Landed(plan, sha, True, attempt, notify(ws, plan, sha))
         sleep(random.uniform(0, BACKOFF * 2 ** (attempt - 1)))
         try:
             ws.sync()
@@ -65,6 +74,27 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = Non
             ws.git.reset_hard(plan.base)
             raise
     raise AssertionError("unreachable")
+
+
+def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
+    """Tell the config's notify targets about the commit just pushed; never raises."""
+    if not plan.notify or ws.remote_branch is None:
+        return ()
+    try:
+        date, subject = ws.git.commit_facts(sha)
+        url = ws.label if ws.mode == "clone" else ws.git.remote_url(ws.remote or "origin")
+    except GitError:
+        date, subject, url = "", "", None
+    old = {path: texts[0] for path, texts in plan.files.items()}
+    pushed = Pushed(
+        repo_url=without_credentials(url) if url and git.is_url(url) else None,
+        branch=ws.remote_branch, before=plan.base, after=sha, subject=subject, time=date,
+        added=tuple(p for p in plan.changed_paths if not old[p]),
+        modified=tuple(p for p in plan.changed_paths if old[p]),
+        sets=tuple({"name": c.name, "replicas": c.decision.replicas,
+                    "previous": c.before.replicas, "patch": c.decision.patch_id,
+                    "reason": c.decision.reason.value} for c in plan.changes))
+    return notify_all(plan.notify, pushed)
 
 
 def check_plan(ws: Workspace, plan: Plan) -> None:
@@ -130,5 +160,6 @@ def describe_landing(landed: Landed, ws: Workspace) -> str:
     if landed.pushed:
         where = f"{ws.remote}/{ws.remote_branch}" if ws.mode == "checkout" else \
             f"{git.redact(ws.label)} ({ws.remote_branch})"
-        return f"committed {short} and pushed to {where}{retried}"
+        told = f"; notified {', '.join(landed.notified)}" if landed.notified else ""
+        return f"committed {short} and pushed to {where}{retried}{told}"
     return f"committed {short} on {ws.branch} (not pushed: no upstream, or --no-push)"

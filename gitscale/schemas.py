@@ -100,6 +100,57 @@ SOURCE: dict[str, Any] = {
     },
 }
 
+# Where to tell a GitOps engine that a push landed (see gitscale/notify/). URLs carry no
+# credentials; the secrets are {env: NAME} or {file: PATH} like every other credential.
+NOTIFY_URL = {"type": "string", "pattern": r"^https?://[^\s@/]+(/[^\s@]*)?$", "maxLength": 2048}
+NOTIFY_TIMEOUT = {"type": "string", "pattern": r"^([1-9]|[1-5][0-9]|60)s$"}
+NOTIFY: dict[str, Any] = {
+    "type": "array",
+    "maxItems": 20,
+    "items": {
+        "type": "object",
+        "minProperties": 1,
+        "maxProperties": 1,
+        "additionalProperties": False,
+        "properties": {
+            "flux": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["url", "token"],
+                "properties": {
+                    "url": NOTIFY_URL,
+                    "token": SECRET_REF,
+                    "receiver": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "namespace"],
+                        "properties": {"name": NAME, "namespace": NAME},
+                    },
+                    "timeout": NOTIFY_TIMEOUT,
+                },
+            },
+            "argocd": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["url"],
+                "properties": {
+                    "url": NOTIFY_URL,
+                    "secret": SECRET_REF,
+                    "repoURL": {"type": "string", "minLength": 1, "maxLength": 2048},
+                    "timeout": NOTIFY_TIMEOUT,
+                },
+            },
+            "webhook": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["url"],
+                "properties": {"url": NOTIFY_URL, "secret": SECRET_REF,
+                               "timeout": NOTIFY_TIMEOUT},
+            },
+        },
+    },
+}
+
 CONFIG: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -111,6 +162,7 @@ CONFIG: dict[str, Any] = {
             "properties": {"maxTotalReplicas": {"type": "integer", "minimum": 0,
                                                 "maximum": 10_000_000}},
         },
+        "notify": NOTIFY,
         "runnerSets": {
             "type": "array",
             "maxItems": 100_000,

@@ -15,7 +15,7 @@ OWNERS = {
     "subprocess": {"git.py", "validate.py"},  # git, and kubeconform when on PATH
     "kubernetes": {"controller/kube.py"},
     "httpx": {"demand/http.py", "demand/github.py", "controller/github.py",
-              "controller/buildkite.py", "controller/platforms.py"},
+              "controller/buildkite.py", "controller/platforms.py", "notify/send.py"},
 }
 
 

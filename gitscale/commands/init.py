@@ -15,6 +15,8 @@ import click
 import yaml
 
 from gitscale.commands import EXIT_OK
+from gitscale.commands.init_notify import notify_block, notify_files, notify_next_steps
+from gitscale.commands.init_schedules import schedule_files, schedule_next_steps
 from gitscale.errors import InputError
 from gitscale.git import Git, check_url, is_url
 from gitscale.resource import crd_yaml
@@ -90,6 +92,9 @@ def scaffold(directory: Path, gitops: str, repo_url: str, branch: str,
     else:
         source, kustomization = flux_objects(repo_url, branch, path)
         files["flux/gitscale.yaml"] = _dump(source) + "---\n" + _dump(kustomization)
+    files["gitscale.yaml"] += notify_block(gitops, repo_url)
+    files.update(notify_files(gitops))
+    files.update(schedule_files(repo_url, branch, gitops))
     return files
 
 
@@ -167,4 +172,5 @@ def run_init(directory: str, *, gitops: str, repo_url: str | None, branch: str,
              else "kubectl apply -f flux/gitscale.yaml")
     click.echo(f"\nnext: push {root} to {url} ({branch}), then `{apply}`;\n"
                f"try `gitscale plan --repo {root}` and `gitscale validate --repo {root}`.")
+    click.echo(f"\n{notify_next_steps(gitops)}\n\n{schedule_next_steps()}")
     return EXIT_OK

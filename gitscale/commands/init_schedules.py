@@ -1,0 +1,279 @@
+"""`gitscale init`: the ways to run gitscale itself, written into the scaffold.
+
+- ``.github/workflows/gitscale.yml``: a reconcile pass every 5 minutes (GitHub's shortest
+  schedule), never two at once, the state cache kept between runs, ``contents: write`` only;
+- ``.gitlab-ci.yml``: the same for a GitLab pipeline schedule;
+- ``deploy/scaler/``: gitscale in a cluster, outside the GitOps path (apply it by hand): a
+  CronJob for ``reconcile`` (``concurrencyPolicy: Forbid``) or a Deployment for ``run`` / ``serve``.
+  The scaler needs no Kubernetes permission at all (no RBAC, no service account token): it only
+  pushes to git, with a token from a Secret (``GITSCALE_GIT_TOKEN_FILE``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gitscale import __version__
+from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, FLUX_TOKEN_ENV
+
+NAMESPACE = "gitscale-system"  # the controller's namespace (gitscale-system/namespace.yaml)
+IMAGE = f"ghcr.io/gitscale/gitscale:{__version__}"
+GIT_SECRET = "gitscale-git"  # key `token`: a token that may push to the config repo
+NOTIFY_SECRET = "gitscale-notify"  # keys named like the env variables gitscale.yaml reads
+WEBHOOK_SECRET = "gitscale-webhook"  # key `secret`: GitHub's workflow_job webhook secret
+TOKEN_DIR = "/var/run/secrets/gitscale/git"
+
+WORKFLOW = """\
+# gitscale on a schedule: one reconcile pass every 5 minutes. That is GitHub's shortest
+# schedule, and runs often start a few minutes late; when jobs must not wait that long, run
+# `gitscale serve` (webhooks) or `gitscale run` in the cluster instead (deploy/scaler/).
+name: gitscale
+
+on:
+  schedule:
+    - cron: "*/5 * * * *"
+  workflow_dispatch: {{}}
+
+# One pass at a time: a run that starts while another is going waits for it (never cancels it).
+concurrency:
+  group: gitscale
+  cancel-in-progress: false
+
+# Least privilege: push the scaling commit, nothing else.
+permissions:
+  contents: write
+
+jobs:
+  reconcile:
+    runs-on: ubuntu-latest
+    timeout-minutes: 10
+    env:
+      GITSCALE_VERSION: "{version}"
+      GITSCALE_CACHE_DIR: ${{{{ github.workspace }}}}/.gitscale-cache
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          path: config
+      - name: Track the branch, so gitscale pushes the commit it makes
+        run: git -C config branch --set-upstream-to="origin/${{{{ github.ref_name }}}}"
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - run: python -m pip install "gitscale==${{GITSCALE_VERSION}}"
+      # The state cache makes a pass parse only the manifests that changed; a new key per run
+      # and a prefix to restore from keeps the newest one.
+      - uses: actions/cache@v4
+        with:
+          path: ${{{{ env.GITSCALE_CACHE_DIR }}}}
+          key: gitscale-state-${{{{ github.run_id }}}}
+          restore-keys: gitscale-state-
+      - name: Reconcile
+        run: gitscale reconcile --repo config
+        env:
+          {notify_env}: ${{{{ secrets.{notify_env} }}}}
+          # A `github` source reads its token from the variable gitscale.yaml names, e.g.:
+          # GITHUB_TOKEN: ${{{{ secrets.GITSCALE_SOURCE_TOKEN }}}}
+"""
+
+GITLAB = """\
+# gitscale on a GitLab pipeline schedule. Create the schedule under Build > Pipeline schedules
+# with the cron "*/5 * * * *" (how soon GitLab really starts it depends on the instance), and a
+# project access token with write_repository as the masked CI/CD variable GITSCALE_GIT_TOKEN:
+# gitscale hands it to git through GIT_ASKPASS, never in a URL or a log.
+gitscale:
+  image: python:3.11
+  rules:
+    - if: $CI_PIPELINE_SOURCE == "schedule"
+    - if: $CI_PIPELINE_SOURCE == "web"
+  resource_group: gitscale   # one pass at a time: never two overlapping
+  variables:
+    GIT_STRATEGY: none       # gitscale clones the config repo itself
+    GITSCALE_VERSION: "{version}"
+    GITSCALE_GIT_USERNAME: oauth2
+    GITSCALE_CACHE_DIR: $CI_PROJECT_DIR/.gitscale-cache
+    # {notify_env}: set it as a masked CI/CD variable
+  cache:
+    key: gitscale-state
+    paths:
+      - .gitscale-cache/
+  script:
+    - pip install --quiet "gitscale==$GITSCALE_VERSION"
+    - gitscale reconcile --repo "$CI_PROJECT_URL.git" --branch "$CI_COMMIT_REF_NAME"
+"""
+
+SCALER_README = """\
+# gitscale in the cluster
+
+Apply one of these by hand (they are outside the folder Argo CD / Flux applies):
+
+- `kubectl apply -k deploy/scaler/` — a CronJob running `gitscale reconcile` every minute
+  (`concurrencyPolicy: Forbid`: never two passes at once);
+- or swap `cronjob.yaml` in `kustomization.yaml` for `deployment-run.yaml` (`gitscale run`,
+  a pass every 30 s) or `deployment-serve.yaml` + `service-serve.yaml` (`gitscale serve`:
+  GitHub `workflow_job` webhooks, one commit per 10 s window). Run one of the three, not two.
+
+gitscale needs no Kubernetes permission: the pods run under a ServiceAccount whose token is
+not mounted, and no Role is bound. It only pushes to git. Create its Secrets first:
+
+```sh
+kubectl -n {namespace} create secret generic {git_secret} --from-literal=token=TOKEN_THAT_MAY_PUSH
+kubectl -n {namespace} create secret generic {notify_secret} --from-literal={notify_env}=…   # optional
+kubectl -n {namespace} create secret generic {webhook_secret} --from-literal=secret=…        # serve only
+```
+"""
+
+
+def schedule_files(repo_url: str, branch: str, gitops: str) -> dict[str, str]:
+    """path → text of the CI schedules and the in-cluster scaler manifests."""
+    notify_env = FLUX_TOKEN_ENV if gitops == "flux" else ARGOCD_SECRET_ENV
+    files = {
+        ".github/workflows/gitscale.yml": WORKFLOW.format(version=__version__,
+                                                          notify_env=notify_env),
+        ".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env),
+        "deploy/scaler/README.md": SCALER_README.format(
+            namespace=NAMESPACE, git_secret=GIT_SECRET, notify_secret=NOTIFY_SECRET,
+            notify_env=notify_env, webhook_secret=WEBHOOK_SECRET),
+    }
+    repo = ["--repo", repo_url, "--branch", branch]
+    manifests = {
+        "serviceaccount.yaml": (
+            "# gitscale's identity in the cluster: it has no permission and mounts no token.\n",
+            [service_account()]),
+        "cronjob.yaml": (
+            "# `gitscale reconcile` every minute; a pass still running holds the next one back.\n",
+            [cronjob(["reconcile", *repo])]),
+        "deployment-run.yaml": (
+            "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n",
+            [deployment("gitscale-run", ["run", *repo, "--interval", "30s"])]),
+        "deployment-serve.yaml": (
+            "# `gitscale serve`: GitHub workflow_job webhooks at /webhook, one commit per 10 s\n"
+            "# window. Point the webhook at the Service (through your Ingress).\n",
+            [deployment("gitscale-serve", ["serve", *repo, "--listen", "0.0.0.0:8080"],
+                        serve=True)]),
+        "service-serve.yaml": ("# Where GitHub's webhooks reach `gitscale serve`.\n",
+                               [service()]),
+    }
+    for name, (comment, objects) in manifests.items():
+        files[f"deploy/scaler/{name}"] = comment + "---\n".join(_dump(o) for o in objects)
+    files["deploy/scaler/kustomization.yaml"] = (
+        "# The CronJob by default; for `run` or `serve` swap cronjob.yaml for deployment-run.yaml,\n"
+        "# or for deployment-serve.yaml + service-serve.yaml (one of the three, never two).\n"
+        + _dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                 "namespace": NAMESPACE,
+                 "resources": ["serviceaccount.yaml", "cronjob.yaml"]}))
+    return files
+
+
+def service_account() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "gitscale-scaler", "namespace": NAMESPACE},
+            "automountServiceAccountToken": False}
+
+
+def pod_spec(args: list[str], *, restart: str, serve: bool = False) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [
+        {"name": "GITSCALE_GIT_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
+        {"name": "GITSCALE_CACHE_DIR", "value": "/var/cache/gitscale"},
+        {"name": "HOME", "value": "/tmp"},
+    ]
+    env_from = [{"secretRef": {"name": NOTIFY_SECRET, "optional": True}}]
+    if serve:
+        env.append({"name": "GITHUB_WEBHOOK_SECRET", "valueFrom": {"secretKeyRef": {
+            "name": WEBHOOK_SECRET, "key": "secret"}}})
+    container: dict[str, Any] = {
+        "name": "gitscale",
+        "image": IMAGE,
+        "args": args,
+        "env": env,
+        "envFrom": env_from,
+        "volumeMounts": [
+            {"name": "git-token", "mountPath": TOKEN_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "cache", "mountPath": "/var/cache/gitscale"},
+        ],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                      "limits": {"memory": "512Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    if serve:
+        container["ports"] = [{"name": "http", "containerPort": 8080}]
+        probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
+        container["readinessProbe"] = probe
+        container["livenessProbe"] = {**probe, "initialDelaySeconds": 10, "failureThreshold": 3}
+    return {
+        "serviceAccountName": "gitscale-scaler",
+        "automountServiceAccountToken": False,
+        "restartPolicy": restart,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [
+            {"name": "git-token", "secret": {"secretName": GIT_SECRET}},
+            {"name": "tmp", "emptyDir": {}},
+            {"name": "cache", "emptyDir": {}},
+        ],
+    }
+
+
+def _labels(name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "gitscale"}
+
+
+def cronjob(args: list[str]) -> dict[str, Any]:
+    name = "gitscale-reconcile"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": _labels(name)},
+        "spec": {
+            "schedule": "* * * * *",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 50,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "backoffLimit": 0,  # the next minute's pass is the retry
+                "activeDeadlineSeconds": 300,
+                "ttlSecondsAfterFinished": 3600,
+                "template": {"metadata": {"labels": _labels(name)},
+                             "spec": pod_spec(args, restart="Never")},
+            }},
+        },
+    }
+
+
+def deployment(name: str, args: list[str], *, serve: bool = False) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": _labels(name)},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},  # two loops on one repo would race each push
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "template": {"metadata": {"labels": _labels(name)},
+                         "spec": pod_spec(args, restart="Always", serve=serve)},
+        },
+    }
+
+
+def service() -> dict[str, Any]:
+    name = "gitscale-serve"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": _labels(name)},
+        "spec": {"selector": {"app.kubernetes.io/name": name},
+                 "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+    }
+
+
+def _dump(obj: dict[str, Any]) -> str:
+    return yaml.safe_dump(obj, sort_keys=False, width=100)
+
+
+def schedule_next_steps() -> str:
+    return ("run gitscale: .github/workflows/gitscale.yml (every 5 minutes), .gitlab-ci.yml, or "
+            "in the cluster: deploy/scaler/README.md.")

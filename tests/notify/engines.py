@@ -1,0 +1,287 @@
+"""Fake GitOps webhook endpoints on 127.0.0.1 that check what the real engines check.
+
+``FakeFlux`` follows notification-controller's receiver server (internal/server/
+receiver_handlers.go): the Receiver is found by its webhook path, ``/hook/`` + hex SHA-256 of
+token + name + namespace (api/v1 ``GetWebhookPath``), 404 otherwise; a ``generic-hmac``
+Receiver then validates ``X-Signature`` as go-github's ``ValidateSignature`` does
+(``<sha1|sha256|sha512>=<hex HMAC of the raw body keyed by the token>``), 400 when it fails,
+and answers 200 after requesting a reconcile of its resources.
+
+``FakeArgoCD`` follows Argo CD's ``/api/webhook`` (util/webhook/webhook.go) with
+go-playground/webhooks v6 for GitHub: an ``X-GitHub-Event`` header or 400 "Unknown webhook
+event"; POST only; the event must be ``push`` or ``ping``; with ``webhook.github.secret`` set,
+``X-Hub-Signature-256`` must be ``sha256=<hex HMAC-SHA256 of the raw body>``; the body is decoded
+into typed structs (a JSON value of the wrong type fails the request). Then, as
+``HandleEvent``: the revision is the ref after ``refs/heads/``; ``touchedHead`` is
+``repository.default_branch == revision``; each Application whose targetRevision matches
+(HEAD/empty → touchedHead) and whose repoURL matches ``GetWebURLRegex(repository.html_url)`` is
+refreshed, unless it has ``manifest-generate-paths`` and no changed file lies under them.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from tests.demand.fake_github import QuietServer
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    status: int
+    error: str = ""
+
+
+class _Fake:
+    def __init__(self) -> None:
+        self.seen: list[Seen] = []
+        self.lock = threading.Lock()
+        self.fail_with: int | None = None  # answer every request with this status
+        self.hold = threading.Event()  # while clear and ``stall`` is set, requests hang
+        self.stall = False
+        self.server = QuietServer(("127.0.0.1", 0), _handler(self))
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Any:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.hold.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def answer(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+        raise NotImplementedError
+
+
+def _handler(fake: _Fake) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            if fake.stall:
+                fake.hold.wait(10)
+                return
+            if fake.fail_with is not None:
+                status, error = fake.fail_with, "failing on purpose"
+            else:
+                status, error = fake.answer(self.path, headers, body)
+            with fake.lock:
+                fake.seen.append(Seen(self.path, headers, body, status, error))
+            data = error.encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    return Handler
+
+
+# -- Flux ---------------------------------------------------------------------------------------
+@dataclass
+class Receiver:
+    name: str
+    namespace: str
+    token: str
+    resources: list[str] = field(default_factory=lambda: ["GitRepository/gitscale"])
+
+    @property
+    def webhook_path(self) -> str:
+        digest = hashlib.sha256(f"{self.token}{self.name}{self.namespace}".encode()).hexdigest()
+        return f"/hook/{digest}"
+
+
+class FakeFlux(_Fake):
+    def __init__(self, *receivers: Receiver) -> None:
+        super().__init__()
+        self.receivers = list(receivers)
+        self.reconciled: list[str] = []
+
+    def answer(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+        receiver = next((r for r in self.receivers if r.webhook_path == path), None)
+        if receiver is None:
+            return 404, ""
+        problem = _validate_signature(headers.get("x-signature", ""), body, receiver.token)
+        if problem:
+            return 400, f"unable to validate HMAC signature: {problem}"
+        with self.lock:
+            self.reconciled.extend(receiver.resources)
+        return 200, ""
+
+
+def _validate_signature(signature: str, body: bytes, key: str) -> str:
+    """go-github's ValidateSignature: ``<hash>=<hex>`` with sha1, sha256 or sha512."""
+    algo, sep, hexmac = signature.partition("=")
+    if not sep:
+        return "missing signature"
+    if algo not in ("sha1", "sha256", "sha512"):
+        return f"unknown hash type prefix: {algo}"
+    try:
+        given = bytes.fromhex(hexmac)
+    except ValueError:
+        return "error decoding signature"
+    if not hmac.compare_digest(given, hmac.new(key.encode(), body, algo).digest()):
+        return "payload signature check failed"
+    return ""
+
+
+# -- Argo CD ------------------------------------------------------------------------------------
+@dataclass
+class Application:
+    name: str
+    repo_url: str
+    target_revision: str = "HEAD"
+    generate_paths: list[str] | None = None  # argocd.argoproj.io/manifest-generate-paths
+
+
+class FakeArgoCD(_Fake):
+    def __init__(self, secret: str | None, *apps: Application) -> None:
+        super().__init__()
+        self.secret = secret
+        self.apps = list(apps)
+        self.refreshed: list[str] = []
+        self.events: list[dict[str, Any]] = []
+
+    def answer(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+        if path != "/api/webhook":
+            return 404, ""
+        event = headers.get("x-github-event", "")
+        if not event:
+            return 400, "Unknown webhook event"
+        if event not in ("push", "ping"):
+            return 400, "Webhook processing failed: event not defined to be parsed"
+        if not body:
+            return 400, "Webhook processing failed: error parsing payload"
+        if self.secret:
+            signature = headers.get("x-hub-signature-256", "")
+            if not signature:
+                return 400, "Webhook processing failed: missing X-Hub-Signature-256 Header"
+            signature = signature.removeprefix("sha256=")
+            if len(signature) < 6:
+                return 400, "Webhook processing failed: Invalid Github signature"
+            expected = hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(signature.encode(), expected.encode()):
+                return 400, "Webhook processing failed: HMAC verification failed"
+        try:
+            payload = json.loads(body)
+            _typecheck(payload, PUSH_PAYLOAD, "")
+        except (ValueError, TypeError) as exc:
+            return 400, f"Webhook processing failed: {exc}"
+        with self.lock:
+            self.events.append(payload)
+        if event == "push":
+            self._handle_push(payload)
+        return 200, ""
+
+    def _handle_push(self, payload: dict[str, Any]) -> None:
+        repository = payload.get("repository") or {}
+        web_url = repository.get("html_url") or ""
+        revision = parse_revision(payload.get("ref") or "")
+        touched_head = repository.get("default_branch") == revision
+        changed = [f for c in payload.get("commits") or []
+                   for key in ("added", "modified", "removed") for f in c.get(key) or []]
+        pattern = web_url_regex(web_url)
+        for app in self.apps:
+            if not (revision_has_changed(app.target_revision, revision, touched_head)
+                    and pattern.match(app.repo_url)):
+                continue
+            if app.generate_paths is not None and not any(
+                    f.startswith(p.strip("/") + "/") for p in app.generate_paths for f in changed):
+                continue
+            with self.lock:
+                self.refreshed.append(app.name)
+
+
+def parse_revision(ref: str) -> str:
+    return ref.split("/", 2)[-1]
+
+
+def revision_has_changed(target: str, revision: str, touched_head: bool) -> bool:
+    short = parse_revision(target)
+    if short in ("HEAD", ""):
+        return touched_head
+    if target.startswith(("refs/heads/", "refs/tags/")):
+        return revision == short
+    return target == revision
+
+
+USERNAME = r"[\w\.][\w\.-]{0,30}[\w\.\$-]?"
+
+
+def web_url_regex(web_url: str) -> re.Pattern[str]:
+    """Argo CD's GetWebURLRegex: any http(s)/ssh/scp spelling of the same host and path."""
+    parts = urlsplit(web_url)
+    host = re.escape(parts.hostname or "")
+    path = re.escape(quote(parts.path)[1:])
+    return re.compile(rf"(?i)^((https?|ssh)://)?({USERNAME}@)?((alt)?ssh\.)?{host}(:\d+)?[:/]"
+                      rf"{path}(\.git)?$")
+
+
+# go-playground/webhooks v6 github.PushPayload, as the JSON types Go's decoder accepts
+# (null is accepted anywhere; "time" is a time.Time: an RFC 3339 string).
+USER = {"login": str, "id": int, "node_id": str, "type": str, "site_admin": bool,
+        "html_url": str, "url": str}
+PERSON = {"name": str, "email": str, "username": str}
+COMMIT = {"sha": str, "id": str, "node_id": str, "tree_id": str, "distinct": bool,
+          "message": str, "timestamp": str, "url": str, "author": PERSON, "committer": PERSON,
+          "added": [str], "removed": [str], "modified": [str]}
+REPOSITORY = {"id": int, "node_id": str, "name": str, "full_name": str, "owner": USER,
+              "private": bool, "archived": bool, "disabled": bool, "html_url": str,
+              "description": str, "fork": bool, "url": str, "created_at": "time",
+              "updated_at": "time", "pushed_at": "time", "git_url": str, "ssh_url": str,
+              "clone_url": str, "svn_url": str, "size": int, "default_branch": str}
+PUSH_PAYLOAD = {"ref": str, "before": str, "after": str, "created": bool, "deleted": bool,
+                "forced": bool, "base_ref": str, "compare": str, "commits": [COMMIT],
+                "head_commit": COMMIT, "repository": REPOSITORY,
+                "pusher": {"name": str, "email": str}, "sender": USER,
+                "installation": {"id": int, "node_id": str}}
+
+
+def _typecheck(value: Any, spec: Any, where: str) -> None:
+    if value is None:
+        return
+    if spec == "time":
+        if not isinstance(value, str):
+            raise TypeError(f"json: cannot unmarshal into {where} of type time.Time")
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    elif isinstance(spec, dict):
+        if not isinstance(value, dict):
+            raise TypeError(f"json: cannot unmarshal {type(value).__name__} into {where}")
+        for key, sub in spec.items():
+            if key in value:
+                _typecheck(value[key], sub, f"{where}.{key}")
+    elif isinstance(spec, list):
+        if not isinstance(value, list):
+            raise TypeError(f"json: cannot unmarshal {type(value).__name__} into {where} (array)")
+        for i, item in enumerate(value):
+            _typecheck(item, spec[0], f"{where}[{i}]")
+    elif spec is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"json: cannot unmarshal {type(value).__name__} into {where} (int64)")
+    elif not isinstance(value, spec):
+        raise TypeError(f"json: cannot unmarshal {type(value).__name__} into {where} "
+                        f"({spec.__name__})")

@@ -1,0 +1,322 @@
+"""After a push, gitscale tells Flux / Argo CD / a plain URL to sync now: the exact request each
+engine verifies, and a failing notification that never fails the pass."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import RUNNERSET, git, make_repo, run
+from tests.notify.engines import Application, FakeArgoCD, FakeFlux, Receiver
+
+TOKEN = "flux-receiver-token-9f2c71"
+ARGO_SECRET = "argocd-github-secret-41d0"
+HOOK_SECRET = "plain-hook-secret-77aa"
+SECRETS = (TOKEN, ARGO_SECRET, HOOK_SECRET)
+SETS = """\
+runnerSets:
+  - name: linux
+    manifest: clusters/prod/linux.yaml
+    source: {file: demand.yaml}
+    policy: {minReplicas: 0, maxReplicas: 20}
+"""
+
+
+def repo(tmp_path: Path, notify: str, demand: int = 3) -> Path:
+    return make_repo(tmp_path, {
+        "gitscale.yaml": SETS + notify,
+        "clusters/prod/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": f"linux: {{queued: {demand}, running: 0}}\n",
+    })
+
+
+@pytest.fixture(autouse=True)
+def secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUX_RECEIVER_TOKEN", TOKEN)
+    monkeypatch.setenv("ARGOCD_WEBHOOK_SECRET", ARGO_SECRET)
+    monkeypatch.setenv("HOOK_SECRET", HOOK_SECRET)
+
+
+def pushed_head(checkout: Path) -> str:
+    return git(checkout.parent / "remote.git", "rev-parse", "main")
+
+
+def no_secret_in(*texts: str) -> None:
+    for text in texts:
+        for secret in SECRETS:
+            assert secret not in text
+
+
+def test_flux_receiver_gets_a_signed_request_it_accepts(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Both spellings: the Receiver's full /hook/ URL, and the base URL plus the Receiver's
+    name and namespace (gitscale derives the same path the controller publishes)."""
+    receiver = Receiver("gitscale", "flux-system", TOKEN)
+    with FakeFlux(receiver) as flux:
+        checkout = repo(tmp_path, f"""\
+notify:
+  - flux: {{url: "{flux.base}{receiver.webhook_path}", token: {{env: FLUX_RECEIVER_TOKEN}}}}
+  - flux:
+      url: {flux.base}
+      receiver: {{name: gitscale, namespace: flux-system}}
+      token: {{env: FLUX_RECEIVER_TOKEN}}
+""")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert [s.status for s in flux.seen] == [200, 200], [s.error for s in flux.seen]
+    assert flux.reconciled == ["GitRepository/gitscale"] * 2
+    head = pushed_head(checkout)
+    for seen in flux.seen:
+        assert seen.path == receiver.webhook_path
+        digest = hmac.new(TOKEN.encode(), seen.body, hashlib.sha256).hexdigest()
+        assert seen.headers["x-signature"] == f"sha256={digest}"
+        body = json.loads(seen.body)
+        assert body["after"] == head and body["branch"] == "main"
+        assert body["files"] == ["clusters/prod/linux.yaml"]
+        assert body["sets"][0]["name"] == "linux" and body["sets"][0]["replicas"] == 3
+    assert f"notified flux ({flux.base}), flux ({flux.base})" in out
+    assert receiver.webhook_path not in out + err
+    no_secret_in(out, err)
+
+
+def test_argocd_refreshes_the_applications_of_the_pushed_repo_and_branch(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    apps = [
+        Application("https-git", "https://git.example.com/ci/config.git", "main"),
+        Application("https-bare", "https://git.example.com/ci/config"),  # HEAD
+        Application("scp", "git@git.example.com:ci/config.git", "refs/heads/main"),
+        Application("ssh", "ssh://git@git.example.com/ci/config.git", "main"),
+        Application("paths", "https://git.example.com/ci/config.git", "main",
+                    generate_paths=["/clusters/prod"]),
+        Application("other-paths", "https://git.example.com/ci/config.git", "main",
+                    generate_paths=["/clusters/staging"]),
+        Application("other-branch", "https://git.example.com/ci/config.git", "staging"),
+        Application("other-repo", "https://git.example.com/ci/config-two.git", "main"),
+    ]
+    with FakeArgoCD(ARGO_SECRET, *apps) as argo:
+        checkout = repo(tmp_path, f"""\
+notify:
+  - argocd:
+      url: {argo.base}
+      secret: {{env: ARGOCD_WEBHOOK_SECRET}}
+      repoURL: https://git.example.com/ci/config.git
+""")
+        base = git(checkout, "rev-parse", "HEAD")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert [(s.status, s.error) for s in argo.seen] == [(200, "")]
+    seen = argo.seen[0]
+    assert seen.path == "/api/webhook"
+    assert seen.headers["x-github-event"] == "push"
+    assert seen.headers["x-hub-signature-256"] == "sha256=" + hmac.new(
+        ARGO_SECRET.encode(), seen.body, hashlib.sha256).hexdigest()
+    assert seen.headers["x-hub-signature"] == "sha1=" + hmac.new(
+        ARGO_SECRET.encode(), seen.body, hashlib.sha1).hexdigest()
+    assert sorted(argo.refreshed) == ["https-bare", "https-git", "paths", "scp", "ssh"]
+    event: dict[str, Any] = argo.events[0]
+    assert event["ref"] == "refs/heads/main"
+    assert (event["before"], event["after"]) == (base, pushed_head(checkout))
+    assert event["repository"]["html_url"] == "https://git.example.com/ci/config"
+    assert event["repository"]["clone_url"] == "https://git.example.com/ci/config.git"
+    assert event["commits"][0]["modified"] == ["clusters/prod/linux.yaml"]
+    assert event["commits"][0]["message"] == "gitscale: linux 0→3"
+    assert f"notified argocd ({argo.base})" in out
+    no_secret_in(out, err)
+
+
+def test_argocd_with_a_wrong_secret_is_one_line_and_exit_0(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    with FakeArgoCD("the-secret-argo-cd-really-holds",
+                    Application("app", "https://git.example.com/ci/config.git")) as argo:
+        checkout = repo(tmp_path, f"""\
+notify:
+  - argocd: {{url: {argo.base}/api/webhook, secret: {{env: ARGOCD_WEBHOOK_SECRET}},
+              repoURL: "https://git.example.com/ci/config.git"}}
+""")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0 and argo.refreshed == []
+    lines = [line for line in err.splitlines() if "notify" in line]
+    assert len(lines) == 1, err
+    assert f"notify argocd ({argo.base}) failed: HTTP 400" in lines[0]
+    assert "HMAC verification failed" in lines[0] and "poll still applies" in lines[0]
+    assert "committed" in out and "pushed" in out
+    no_secret_in(out, err)
+
+
+def test_plain_webhook_gets_small_signed_json(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    with FakeFlux() as hook:  # any path that is not a Receiver's answers 404 …
+        hook.answer = lambda path, headers, body: (204, "")  # type: ignore[method-assign]
+        checkout = repo(tmp_path, f"""\
+notify:
+  - webhook: {{url: "{hook.base}/gitscale/pushed?team=ci", secret: {{env: HOOK_SECRET}}}}
+  - webhook: {{url: "{hook.base}/unsigned"}}
+""")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    signed, unsigned = hook.seen
+    assert signed.path == "/gitscale/pushed?team=ci" and unsigned.path == "/unsigned"
+    assert signed.headers["content-type"] == "application/json"
+    assert signed.headers["x-gitscale-signature-256"] == "sha256=" + hmac.new(
+        HOOK_SECRET.encode(), signed.body, hashlib.sha256).hexdigest()
+    assert "x-gitscale-signature-256" not in unsigned.headers
+    body = json.loads(signed.body)
+    assert body["event"] == "push" and body["after"] == pushed_head(checkout)
+    assert body["sets"] == [{"name": "linux", "replicas": 3, "previous": 0, "patch": 0,
+                             "reason": "first-write"}]
+    assert len(signed.body) < 1000
+    no_secret_in(out, err)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again when this returns
+
+
+@pytest.mark.parametrize("failure", ["refused", "http-500", "timeout", "no-secret"])
+def test_a_failing_notify_is_one_log_line_and_the_pass_still_succeeds(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
+    receiver = Receiver("gitscale", "flux-system", TOKEN)
+    with FakeFlux(receiver) as flux:
+        base = f"http://127.0.0.1:{closed_port()}" if failure == "refused" else flux.base
+        if failure == "http-500":
+            flux.fail_with = 500
+        if failure == "timeout":
+            flux.stall = True
+        if failure == "no-secret":
+            monkeypatch.delenv("FLUX_RECEIVER_TOKEN")
+        checkout = repo(tmp_path, f"""\
+notify:
+  - flux:
+      url: {base}
+      receiver: {{name: gitscale, namespace: flux-system}}
+      token: {{env: FLUX_RECEIVER_TOKEN}}
+      timeout: 1s
+""")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert "committed" in out and "pushed" in out and "notified" not in out
+    assert git(checkout.parent / "remote.git", "log", "-1", "--format=%s", "main") == \
+        "gitscale: linux 0→3"
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert f"notify flux ({base}) failed: " in lines[0]
+    assert {"refused": "cannot connect", "http-500": "HTTP 500", "timeout": "no answer within 1s",
+            "no-secret": "environment variable FLUX_RECEIVER_TOKEN is not set"}[failure] \
+        in lines[0]
+    assert receiver.webhook_path not in err and "/hook/" not in err
+    no_secret_in(out, err)
+
+
+def test_no_notification_without_a_push(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Not for --no-push, not when nothing was committed; once for the pass that pushed."""
+    receiver = Receiver("gitscale", "flux-system", TOKEN)
+    with FakeFlux(receiver) as flux:
+        checkout = repo(tmp_path, f"""\
+notify:
+  - flux: {{url: {flux.base}, receiver: {{name: gitscale, namespace: flux-system}},
+            token: {{env: FLUX_RECEIVER_TOKEN}}}}
+""")
+        assert run(capsys, "reconcile", "--repo", str(checkout), "--no-push")[0] == 0
+        assert flux.seen == []
+        git(checkout, "reset", "--quiet", "--hard", "origin/main")
+        assert run(capsys, "reconcile", "--repo", str(checkout))[0] == 0
+        assert len(flux.seen) == 1
+        code, out, _ = run(capsys, "reconcile", "--repo", str(checkout))
+        assert code == 0 and "no change" in out
+        assert len(flux.seen) == 1
+
+
+def test_drain_and_run_notify_too(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    receiver = Receiver("gitscale", "flux-system", TOKEN)
+    with FakeFlux(receiver) as flux:
+        checkout = repo(tmp_path, f"""\
+notify:
+  - flux: {{url: {flux.base}, receiver: {{name: gitscale, namespace: flux-system}},
+            token: {{env: FLUX_RECEIVER_TOKEN}}}}
+""")
+        code, _, err = run(capsys, "run", "--repo", str(checkout), "--interval", "1s",
+                           "--max-passes", "1")
+        assert code == 0, err
+        assert len(flux.seen) == 1 and f"notified flux ({flux.base})" in err
+        code, out, err = run(capsys, "drain", "linux", "--repo", str(checkout))
+        assert code == 0, err
+        assert len(flux.seen) == 2 and f"notified flux ({flux.base})" in out
+        assert json.loads(flux.seen[1].body)["sets"][0]["reason"] == "drain"
+    assert all(s.status == 200 for s in flux.seen)
+
+
+def test_serve_notifies_after_its_batch_lands(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_serve import CONFIG, SECRET, Server, job
+
+    monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
+    with FakeArgoCD(ARGO_SECRET, Application("app", "https://git.example.com/ci/config.git")) \
+            as argo:
+        checkout = make_repo(tmp_path, {
+            "gitscale.yaml": CONFIG + f"notify:\n  - argocd: {{url: {argo.base}, secret: "
+            "{env: ARGOCD_WEBHOOK_SECRET}, repoURL: 'git@git.example.com:ci/config.git'}\n",
+            "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+            "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0),
+        })
+        server = Server(checkout, window="1s")
+        try:
+            assert server.post(job(1, "queued", ["self-hosted", "linux"]))[0] == 202
+            deadline = time.monotonic() + 30
+            while not argo.refreshed and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            server.close()
+    assert argo.refreshed == ["app"]
+    event = argo.events[0]
+    assert event["after"] == pushed_head(checkout)
+    assert "sets/linux.yaml" in event["commits"][0]["modified"]
+    assert ".gitscale/reservations.yaml" in event["commits"][0]["added"]
+
+
+def test_argocd_without_a_url_to_announce_says_what_to_set(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The checkout's remote is a local path: no web URL for Argo CD to match."""
+    with FakeArgoCD(ARGO_SECRET) as argo:
+        checkout = repo(tmp_path, f"notify:\n  - argocd: {{url: {argo.base}}}\n")
+        code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0 and argo.seen == []
+    assert "no repository URL to announce" in err and "repoURL" in err
+
+
+BAD_NOTIFY = [
+    pytest.param("  - flux: {url: 'http://flux.example.com', token: {env: T}}\n",
+                 ":7:", ["notify[0] flux", "/hook/", "receiver"], id="flux-no-hook-path"),
+    pytest.param("  - flux: {url: 'http://h/hook/abc', token: {env: T},\n"
+                 "            receiver: {name: a, namespace: b}}\n",
+                 ":7:", ["not both"], id="flux-path-and-receiver"),
+    pytest.param("  - flux: {url: 'http://h/hook/abc'}\n", ":7:", ["token", "required"],
+                 id="flux-no-token"),
+    pytest.param("  - argocd: {url: 'https://bot:pw@argocd.example.com'}\n", ":7:",
+                 ["notify[0] argocd.url", "does not match"], id="credentials-in-url"),
+    pytest.param("  - argocd: {url: 'https://argocd', repoURL: '/srv/git/config'}\n", ":7:",
+                 ["repoURL", "not a git URL"], id="argocd-bad-repo-url"),
+    pytest.param("  - argocd: {url: 'https://argocd', secret: {env: S}, timout: 2s}\n", ":7:",
+                 ["unknown key 'timout'"], id="typo"),
+    pytest.param("  - slack: {url: 'https://hooks.example.com'}\n", ":7:",
+                 ["unknown key 'slack'", "allowed: argocd, flux, webhook"], id="unknown-kind"),
+    pytest.param("  - webhook: {url: 'https://h', timeout: 5m}\n", ":7:",
+                 ["notify[0] webhook.timeout"], id="timeout-too-long"),
+]
+
+
+@pytest.mark.parametrize(("notify", "where", "words"), BAD_NOTIFY)
+def test_bad_notify_entries_are_refused_with_file_and_line(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, notify: str, where: str, words: list[str]) -> None:
+    checkout = repo(tmp_path, "notify:\n" + notify)
+    before = git(checkout, "rev-parse", "HEAD")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "Traceback" not in out + err
+    assert err.startswith(f"error: gitscale.yaml{where}"), err
+    for word in words:
+        assert word in err, err
+    assert git(checkout, "rev-parse", "HEAD") == before
+    assert run(capsys, "validate", "--repo", str(checkout))[0] == 1

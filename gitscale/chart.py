@@ -77,6 +77,8 @@ def require(path: Path) -> None:
     """Fail early (before any other work) when ``path`` cannot be a chart or matplotlib is
     missing."""
     chart_format(path)
+    if not path.parent.is_dir():
+        raise ChartError(f"{path}: cannot be written: {path.parent} is not a directory")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -91,8 +93,8 @@ def render(panels: Sequence[Panel], path: Path, *, title: str | None = None,
 
     ``start``/``end`` set the time window (default: the first and the last time of any series);
     ``note`` is shown at the top right, e.g. to say that the window is zoomed."""
-    fmt = chart_format(path)
     require(path)
+    fmt = chart_format(path)
     figure = build_figure(panels, title=title, tz=tz, start=start, end=end, note=note)
     _save(figure, path, fmt)
 
@@ -125,9 +127,9 @@ def build_figure(panels: Sequence[Panel], *, title: str | None = None,
                      "axes.spines.right": False}):
         figure = Figure(figsize=(10, 1.3 + each * len(panels)), layout="constrained")
         FigureCanvasAgg(figure)
-        axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-        for ax, panel in zip(axes, panels):
-            _draw_panel(ax, panel, lo, hi)
+        axes = list(figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0])
+        for n, (ax, panel) in enumerate(zip(axes, panels), start=1):
+            _draw_panel(ax, panel, lo, hi, n)
             ax.set_title(panel.title, loc="left", fontweight="bold")
             time_axis(ax, lo, hi, tz)
         axes[-1].set_xlabel(f"time ({zone_name(tz, hi)})")
@@ -137,7 +139,8 @@ def build_figure(panels: Sequence[Panel], *, title: str | None = None,
     return figure
 
 
-def _draw_panel(ax: "Axes", panel: Panel, lo: datetime, hi: datetime) -> None:
+def _draw_panel(ax: "Axes", panel: Panel, lo: datetime, hi: datetime, n: int) -> None:
+    """Draw every series; each is an SVG group ``panelN-seriesI`` (both from 1)."""
     from gitscale.chart_axis import value_axis
 
     top = 0.0
@@ -145,16 +148,17 @@ def _draw_panel(ax: "Axes", panel: Panel, lo: datetime, hi: datetime) -> None:
         times, values = list(series.times), [float(v) for v in series.values]
         if series.step and times and times[-1] < hi and not math.isnan(values[-1]):
             times, values = times + [hi], values + [values[-1]]  # the last value holds
-        colour = COLOURS[i % len(COLOURS)]
+        colour, gid = COLOURS[i % len(COLOURS)], f"panel{n}-series{i + 1}"
         if series.style == "area":
             known = [not math.isnan(v) for v in values]
             ax.fill_between(times, 0, values, where=known,  # type: ignore[arg-type]
                             step="post" if series.step else None, color=colour, alpha=0.22,
-                            linewidth=0, label=series.label, zorder=2)
+                            linewidth=0, label=series.label, zorder=2, gid=gid)
         else:
             ax.plot(times, values, label=series.label,  # type: ignore[arg-type]
                     drawstyle="steps-post" if series.step else "default", color=colour,
-                    linewidth=WIDTHS[series.style], linestyle=DASHES[series.style], zorder=3 + i)
+                    linewidth=WIDTHS[series.style], linestyle=DASHES[series.style], zorder=3 + i,
+                    gid=gid)
         top = max([top] + _visible(times, values, lo, hi, series.step))
     value_axis(ax, top, panel.ylabel)
 
@@ -191,16 +195,15 @@ def _legends(figure: "Figure", axes: Sequence["Axes"], panels: Sequence[Panel],
 def _save(figure: "Figure", path: Path, fmt: str) -> None:
     from matplotlib import rc_context
 
-    directory = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{fmt}", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{fmt}", dir=path.parent)
     except OSError as exc:
         raise ChartError(f"{path}: cannot be written: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as handle, rc_context({"svg.hashsalt": "gitscale"}):
             metadata = {"Date": None} if fmt == "svg" else {"Software": None}
             figure.savefig(handle, format=fmt, dpi=150, metadata=metadata)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the chart from a web server or a CI artifact
+        os.chmod(tmp, 0o644)  # not mkstemp's 0600: a chart is for others to read
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Sequence
 
-from matplotlib import dates as mdates
+from matplotlib import dates as mdates  # its locators are not annotated: no-untyped-call below
 from matplotlib.axes import Axes
 from matplotlib.ticker import Formatter, Locator, MaxNLocator
 
@@ -19,13 +19,18 @@ _STEPS = [(1, None), (2, 1), (5, 1), (10, 5), (15, 5), (30, 10), (60, 15), (120,
 
 
 def _locator(minutes: int, tz: tzinfo) -> Locator:
+    made: Locator
     if minutes < 60:
-        return mdates.MinuteLocator(byminute=range(0, 60, minutes), tz=tz)
-    if minutes < 1440:
-        return mdates.HourLocator(byhour=range(0, 24, minutes // 60), tz=tz)
-    if minutes == 10080:
-        return mdates.WeekdayLocator(byweekday=mdates.MO, tz=tz)
-    return mdates.DayLocator(interval=minutes // 1440, tz=tz)
+        every = range(0, 60, minutes)
+        made = mdates.MinuteLocator(byminute=every, tz=tz)  # type: ignore[no-untyped-call]
+    elif minutes < 1440:
+        hours = range(0, 24, minutes // 60)
+        made = mdates.HourLocator(byhour=hours, tz=tz)  # type: ignore[no-untyped-call]
+    elif minutes == 10080:
+        made = mdates.WeekdayLocator(byweekday=mdates.MO, tz=tz)  # type: ignore[no-untyped-call]
+    else:
+        made = mdates.DayLocator(interval=minutes // 1440, tz=tz)  # type: ignore[no-untyped-call]
+    return made
 
 
 class TimeFormatter(Formatter):
@@ -38,7 +43,7 @@ class TimeFormatter(Formatter):
         return self.format_ticks([x])[0]
 
     def format_ticks(self, values: Sequence[float]) -> list[str]:
-        times = [mdates.num2date(v, tz=self.tz) for v in values]
+        times = [mdates.num2date(v, tz=self.tz) for v in values]  # type: ignore[no-untyped-call]
         steps = [b - a for a, b in zip(times, times[1:])]
         daily = all(t.hour == t.minute == 0 for t in times) and min(steps, default=timedelta(
             days=1)) >= timedelta(days=1)
@@ -66,7 +71,8 @@ def time_axis(ax: Axes, lo: datetime, hi: datetime, tz: tzinfo) -> None:
                 ax.xaxis.set_minor_locator(_locator(minor, tz))
             break
     else:
-        ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=tz, maxticks=MAX_TICKS))
+        auto = mdates.AutoDateLocator(tz=tz, maxticks=MAX_TICKS)  # type: ignore[no-untyped-call]
+        ax.xaxis.set_major_locator(auto)
     ax.xaxis.set_major_formatter(TimeFormatter(tz))
     ax.set_xlim(lo, hi)  # type: ignore[arg-type]
     ax.grid(True, which="major", axis="both", color="#d0d0d0", linewidth=0.8)
@@ -75,8 +81,8 @@ def time_axis(ax: Axes, lo: datetime, hi: datetime, tz: tzinfo) -> None:
 
 def value_axis(ax: Axes, top: float, label: str) -> None:
     """Whole-number ticks from 0 with some headroom above the highest visible value."""
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=6, min_n_ticks=3))
-    ax.set_ylim(0, max(top, 1.0) * 1.15 + 0.2)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=6, min_n_ticks=2))
+    ax.set_ylim(0, max(top * 1.15 + 0.2, 2.5))
     ax.set_ylabel(label)
 
 

@@ -70,7 +70,8 @@ def resolve_zone(name: str) -> tzinfo:
     if name.lower() == "local":
         from dateutil.tz import tzlocal
 
-        return tzlocal()
+        local: tzinfo = tzlocal()  # asks the C library, so it follows daylight saving
+        return local
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:

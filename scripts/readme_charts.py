@@ -6,6 +6,8 @@ one `gitscale reconcile --now T --demand F` per minute, then
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 import tempfile
 from datetime import datetime, timedelta, timezone
@@ -34,12 +36,19 @@ def demand_at(minute: datetime) -> str:
             f"gpu: {{queued: {gpu[0]}, running: {gpu[1]}}}\n")
 
 
+def gitscale(*argv: str) -> None:
+    """Run one gitscale command in-process; its output is shown only when it fails."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(list(argv))
+    if code != 0:
+        sys.exit(f"gitscale {' '.join(argv)} failed with exit {code}:\n{out.getvalue()}")
+
+
 def reconcile(checkout: Path, demand: Path, now: datetime, text: str) -> None:
     demand.write_text(text)
-    code = main(["reconcile", "--repo", str(checkout), "--demand", str(demand),
-                 "--now", now.strftime("%Y-%m-%dT%H:%M:%SZ")])
-    if code != 0:
-        sys.exit(f"reconcile at {now} failed with exit {code}")
+    gitscale("reconcile", "--repo", str(checkout), "--demand", str(demand),
+             "--now", now.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def history_chart(out: Path) -> None:
@@ -53,9 +62,7 @@ def history_chart(out: Path) -> None:
         while minute <= datetime(2026, 11, 23, 10, 15, tzinfo=timezone.utc):
             reconcile(checkout, demand, minute, demand_at(minute))
             minute += timedelta(minutes=1)
-        code = main(["history", "--repo", str(checkout), "--chart", str(out)])
-        if code != 0:
-            sys.exit(f"history --chart failed with exit {code}")
+        gitscale("history", "--repo", str(checkout), "--chart", str(out))
 
 
 if __name__ == "__main__":

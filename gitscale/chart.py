@@ -19,7 +19,9 @@ from gitscale.errors import GitscaleError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.text import Text
 
 Style = Literal["solid", "dashed", "dotted", "area"]
 FORMATS = {".svg": "svg", ".png": "png"}
@@ -126,17 +128,30 @@ def build_figure(panels: Sequence[Panel], *, title: str | None = None,
     with rc_context({"font.size": 10, "axes.titlesize": 11, "axes.spines.top": False,
                      "axes.spines.right": False}):
         figure = Figure(figsize=(10, 1.3 + each * len(panels)), layout="constrained")
-        FigureCanvasAgg(figure)
+        canvas = FigureCanvasAgg(figure)
         axes = list(figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0])
+        names = []
         for n, (ax, panel) in enumerate(zip(axes, panels), start=1):
             _draw_panel(ax, panel, lo, hi, n)
-            ax.set_title(panel.title, loc="left", fontweight="bold")
+            names.append(ax.set_title(panel.title, loc="left", fontweight="bold"))
             time_axis(ax, lo, hi, tz)
         axes[-1].set_xlabel(f"time ({zone_name(tz, hi)})")
-        if note:
-            axes[0].set_title(note, loc="right", fontsize=9, color="#555555")
         _legends(figure, axes, panels, title)
+        if note:
+            _place_note(canvas, axes, names[0], note)
     return figure
+
+
+def _place_note(canvas: "FigureCanvasAgg", axes: Sequence["Axes"], beside: "Text",
+                note: str) -> None:
+    """Top right, beside the first panel's title; under the time axis if it would touch it."""
+    noted = axes[0].set_title(note, loc="right", fontsize=9, color="#555555")
+    canvas.figure.draw_without_rendering()
+    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
+    if beside.get_window_extent(renderer).expanded(1.04, 1.0).overlaps(
+            noted.get_window_extent(renderer)):
+        noted.set_text("")
+        axes[-1].set_xlabel(f"{axes[-1].get_xlabel()}\n{note}")
 
 
 def _draw_panel(ax: "Axes", panel: Panel, lo: datetime, hi: datetime, n: int) -> None:

@@ -234,3 +234,14 @@ def test_matplotlib_is_imported_only_to_draw() -> None:
     code = ("import sys, gitscale.cli, gitscale.chart, gitscale.history_chart, "
             "gitscale.commands.history; sys.exit('matplotlib' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_a_note_never_covers_the_first_panel_title() -> None:
+    note = "zoomed on the busiest stretch, 08:41–09:48: 24 of 25 commits (--since/--until ...)"
+    short = build_figure([Panel("gpu  (9 scaling commits)", [replicas()])], note=note)
+    assert short.axes[0].get_title(loc="right") == note
+    name = "linux-x64-" + "large-" * 10 + " (23 scaling commits)"
+    long = build_figure([Panel(name, [replicas()]), Panel("gpu", [replicas()])], note=note)
+    assert long.axes[0].get_title(loc="right") == ""
+    assert long.axes[-1].get_xlabel() == f"time (UTC)\n{note}"
+    assert texts_outside(long) == []

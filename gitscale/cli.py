@@ -96,9 +96,13 @@ def serve(**kw: Any) -> int:
 @cli.command()
 @repo_options
 @click.option("--set", "only", help="Only this runner set.")
-@click.option("--since", help="Only commits after this time (RFC 3339).")
+@click.option("--since", help="Only commits at or after this time (RFC 3339).")
+@click.option("--until", help="Only commits at or before this time (RFC 3339).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--chart", help="Also write an SVG chart of replicas and demand to this file.")
+@click.option("--chart", help="Also draw replicas and demand over time into this .svg or .png "
+              "(needs gitscale[charts]).")
+@click.option("--tz", default="utc", show_default=True,
+              help="Times of the table and the chart: utc, local or a zone like Europe/Berlin.")
 def history(**kw: Any) -> int:
     """The scaling commits: time, commit, set, old→new, patch, demand, reason."""
     from gitscale.commands.history import run_history

@@ -14,6 +14,7 @@ IO = {"yaml", "ruamel", "httpx", "jwt", "kubernetes", "subprocess", "socket", "h
 OWNERS = {
     "subprocess": {"git.py", "validate.py"},  # git, and kubeconform when on PATH
     "kubernetes": {"controller/kube.py"},
+    "matplotlib": {"chart.py", "chart_axis.py"},  # the optional extra, imported lazily
     "httpx": {"demand/http.py", "demand/github.py", "controller/github.py",
               "controller/buildkite.py", "controller/platforms.py", "notify/send.py"},
 }

@@ -1,0 +1,61 @@
+"""The scaling history: gitscale's commits read back from their ``Gitscale-Set`` trailers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from gitscale.commitmsg import body_details, parse_trailer
+from gitscale.git import Git
+from gitscale.timeutil import format_time, parse_time
+
+_FORMAT = "%H%x1f%cI%x1f%B%x1f%(trailers:key=Gitscale-Set,valueonly,separator=%x1d)%x1e"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One set's line in one scaling commit. ``time`` is RFC 3339 UTC (the commit date)."""
+
+    commit: str
+    time: str
+    set: str
+    previous: int | None
+    replicas: int
+    patch: int | None
+    queued: int | None
+    running: int | None
+    reason: str
+    detail: str
+
+    @property
+    def when(self) -> datetime:
+        return parse_time(self.time)
+
+
+def read_history(repo_git: Git, *, only: str | None = None) -> list[Entry]:
+    """Every scaling commit reachable from HEAD, newest first; ``only`` keeps one set."""
+    out = repo_git.run("log", f"--format={_FORMAT}", "--grep=^Gitscale-Set: ").stdout
+    entries = []
+    for record in out.split("\x1e"):
+        fields = record.strip("\n").split("\x1f")
+        if len(fields) != 4:
+            continue
+        sha, when, body, trailers = fields
+        details = body_details(body)
+        for value in trailers.split("\x1d"):
+            line = parse_trailer(value, "")
+            if line is None or (only and line.name != only):
+                continue
+            entries.append(Entry(sha, format_time(parse_time(when)), line.name, line.previous,
+                                 line.replicas, line.patch, line.queued, line.running,
+                                 line.reason, details.get(line.name, "")))
+    return entries
+
+
+def between(entries: list[Entry], since: datetime | None, until: datetime | None) -> list[Entry]:
+    """The entries dated within [since, until] (both ends included, either may be open).
+
+    Filtered here rather than by ``git log --since``, which stops walking at the first older
+    commit and so can miss commits whose dates are out of order.
+    """
+    return [e for e in entries
+            if (since is None or e.when >= since) and (until is None or e.when <= until)]

@@ -3,6 +3,9 @@
 history.png: the demo config repo (`gitscale demo`'s) after an evening and a busy Monday morning,
 one `gitscale reconcile --now T --demand F` per minute, then
 `gitscale history --chart docs/img/history.png`.
+
+simulate.png: `gitscale simulate --synthetic spiky --hours 3` with buffer 0 and buffer 2 and the
+baselines, `--chart docs/img/simulate.png`.
 """
 from __future__ import annotations
 
@@ -65,8 +68,17 @@ def history_chart(out: Path) -> None:
         gitscale("history", "--repo", str(checkout), "--chart", str(out))
 
 
+def simulate_chart(out: Path) -> None:
+    gitscale("simulate", "--synthetic", "spiky", "--hours", "3", "--seed", "1",
+             "--policy", "{maxReplicas: 200, scaleDownDelay: 5m}",
+             "--policy", "{maxReplicas: 200, buffer: 2, scaleDownDelay: 5m}",
+             "--chart", str(out))
+
+
 if __name__ == "__main__":
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "img"
     target.mkdir(parents=True, exist_ok=True)
     history_chart(target / "history.png")
     print(f"wrote {target / 'history.png'}", file=sys.stderr)
+    simulate_chart(target / "simulate.png")
+    print(f"wrote {target / 'simulate.png'}", file=sys.stderr)

@@ -27,11 +27,13 @@ def write_chart(outcomes: Sequence[Outcome], rows: Sequence[Metrics], trace: Tra
                 running[at] = running.get(at, 0) + busy
         times = sorted(runners)
         stamps = [trace.time(t) for t in times]
-        name = f"{outcome.name} ({outcome.policy})" if outcome.name == "gitscale" \
-            else outcome.name
+        name = outcome.name
+        if name == "gitscale":
+            policy = outcome.policy if len(outcome.policy) <= 44 else outcome.policy[:43] + "…"
+            name = f"gitscale {policy}"
         panels.append(Panel(
-            title=f"{name}: wait p95 {row.wait_p95:.0f}s, {row.runner_minutes:.0f} "
-                  f"runner-min ({row.vs_oracle:.2f}× oracle)",
+            title=f"{name}: p95 wait {row.wait_p95:.0f}s, {row.runner_minutes:.0f} runner-min "
+                  f"({row.vs_oracle:.2f}× oracle)",
             series=[Series("runners", stamps, [runners[t] for t in times], step=True),
                     Series("queued", stamps, [queued[t] for t in times], step=True,
                            style="dotted"),

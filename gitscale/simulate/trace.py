@@ -111,6 +111,14 @@ def load_csv(path: Path, default_set: str, known_sets: Sequence[str] | None = No
     return Trace(path.name, start, tuple(jobs), max(max(j.arrival for j in jobs) / 3600, 0.1))
 
 
+def only(trace: Trace, sets: set[str], source: str) -> Trace:
+    """The trace's jobs of ``sets`` only; refused (naming ``source``) when none is left."""
+    jobs = tuple(job for job in trace.jobs if job.set in sets)
+    if not jobs:
+        raise TraceError(source, f"holds no jobs of {', '.join(sorted(sets))}")
+    return Trace(trace.name, trace.start, jobs, trace.hours)
+
+
 def _arrival(cell: str, name: str, line: int) -> datetime | float:
     try:
         return float(cell) if _numeric(cell) else parse_time(cell)

@@ -44,6 +44,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
     )
     root = Path(opts.repo).expanduser()
     set_policies = _set_policies(opts, root, repo_given or from_history)
+    configured = list(set_policies)
     if only:
         unknown = [name for name in only if name not in set_policies]
         if unknown:
@@ -52,7 +53,9 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         set_policies = {name: set_policies[name] for name in only}
 
     if trace is not None:
-        job_trace = traces.load_csv(Path(trace), next(iter(set_policies)), list(set_policies))
+        # Rows of a configured set that --set leaves out are skipped, not refused as unknown.
+        job_trace = traces.only(traces.load_csv(Path(trace), next(iter(set_policies)),
+                                                configured), set(set_policies), trace)
     elif synthetic is not None:
         if not 0 < hours <= 24 * 14:
             raise InputError("--hours", f"{hours:g} is not between 0 and 336")

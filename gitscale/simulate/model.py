@@ -99,11 +99,12 @@ class Pool:
 
     def delete(self, name: str) -> None:
         """Remove a pod: a busy one is never deleted (callers must not ask)."""
-        pod = self.pods.pop(name, None)
+        pod = self.pods.get(name)
+        if pod is not None and pod.phase is Phase.BUSY:
+            raise AssertionError(f"{name} is busy: the rules never delete a busy runner")
+        self.pods.pop(name, None)
         if pod is None or pod.phase in (Phase.FINISHED, Phase.FAILED):
             return
-        if pod.phase is Phase.BUSY:
-            raise AssertionError(f"{name} is busy: the rules never delete a busy runner")
         self._account(pod, self.clock.now)
 
     def live(self) -> list[Pod]:

@@ -116,20 +116,21 @@ def _policy(root: Path, text: str) -> Policy:
 
 
 def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> traces.Trace:
-    from gitscale.commands.history import read_history
+    from gitscale.history import read_history
     from gitscale.workspace import open_workspace
 
-    stamp = None
+    start = None
     if since is not None:
         try:
-            stamp = parse_time(since).strftime("%Y-%m-%dT%H:%M:%SZ")
+            start = parse_time(since)
         except ValueError as exc:
             raise InputError("--since", str(exc)) from None
     with open_workspace(opts.repo, opts.branch, history=True) as ws:
-        entries = read_history(ws.git, since=stamp)
+        entries = read_history(ws.git)
     observed = [traces.Observation(parse_time(e.time), e.set, e.queued, e.running)
                 for e in entries if e.queued is not None and e.running is not None
                 and e.set in sets]
+    observed = [o for o in observed if start is None or o.time >= start]
     return traces.from_observations(observed, "history")
 
 

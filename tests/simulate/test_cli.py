@@ -37,7 +37,7 @@ def test_json_output(capsys, tmp_path: Path, monkeypatch) -> None:  # type: igno
     assert trace["sets"] == ["default"] and 60 <= trace["jobs"] <= 130
     assert trace["start"] == "2026-01-05T08:00:00+00:00"
     assert doc["settings"] == {"interval": 15.0, "sync_delay": 5.0, "sync_poll": None,
-                               "pod_start": 30.0, "sample_every": 30.0}
+                               "pod_start": 30.0, "sample_every": 30.0, "job_memory": True}
     results = doc["results"]
     assert [r["name"] for r in results] == STRATEGIES
     assert results[0]["policy"] == "preset default"

@@ -241,11 +241,25 @@ def main(argv: list[str] | None = None) -> int:
         report = tempfile.NamedTemporaryFile("w", prefix="gitscale-crash-", suffix=".txt",
                                              delete=False)
         with report:
-            report.write(redact(traceback.format_exc()))
+            report.write(_versions() + "\n\n" + redact(traceback.format_exc()))
         click.echo(f"gitscale crashed: this is a bug, please report it with {report.name}",
                    err=True)
         return EXIT_CRASH
     return result if isinstance(result, int) else 0
+
+
+def _versions() -> str:
+    """What a bug report needs besides the traceback: gitscale's, git's and Python's versions."""
+    import platform
+    import subprocess
+
+    try:
+        git = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
+                             check=False).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        git = "git: not found"
+    return (f"gitscale {__version__}\n{git}\nPython {platform.python_version()} "
+            f"({platform.platform()})\nargv: {redact(' '.join(sys.argv[1:]))}")
 
 
 if __name__ == "__main__":

@@ -279,12 +279,12 @@ def test_bad_content_length_and_slow_clients(repo: Path, monkeypatch: pytest.Mon
 
     import gitscale.commands.serve
 
-    monkeypatch.setattr(gitscale.commands.serve, "CLIENT_TIMEOUT", 1.0, raising=False)
+    monkeypatch.setattr(gitscale.commands.serve, "REQUEST_DEADLINE", 1.0)
     server = Server(repo, window="1s")
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
-            assert sock.makefile("rb").read().startswith(b"HTTP/1.0 411")
+            assert sock.makefile("rb").read().startswith(b"HTTP/1.1 400")
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
             started = time.monotonic()
@@ -389,30 +389,3 @@ def test_a_bad_listen_address_is_an_error(repo: Path, capsys, listen: str) -> No
         code, _, err = run(capsys, "serve", "--repo", str(repo), "--listen", listen,
                              "--secret-env", "TEST_WEBHOOK_SECRET")
     assert code == 1 and err.startswith("error: --listen:"), err
-
-
-def test_connections_are_bounded(repo: Path) -> None:
-    """Unauthenticated clients cannot take unlimited threads (each may hold 25 MB)."""
-    import socket
-
-    from gitscale.commands.serve import BoundedServer
-
-    server = Server(repo, window="1s")
-    idle = []
-    try:
-        for _ in range(BoundedServer.MAX_CONNECTIONS):
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-            s.sendall(b"POST /webhook HTTP/1.1\r\nContent-Length: 10\r\n\r\n")  # and stall
-            idle.append(s)
-        extra = socket.create_connection(("127.0.0.1", server.port), timeout=15)
-        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert extra.recv(100) == b""  # closed unanswered once no slot came free in time
-        extra.close()
-        for s in idle:
-            s.close()
-        idle = []
-        assert server.health()["status"] == "ok"  # slots are given back
-    finally:
-        for s in idle:
-            s.close()
-        server.close()

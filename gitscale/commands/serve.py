@@ -8,15 +8,12 @@ retried with backoff. ``GET /healthz`` reports the queue and the last batch.
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
-
 
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.commands import EXIT_OK, RepoOptions, log, stop_on_signals
@@ -32,10 +29,15 @@ from gitscale.reservations_file import read_books, render_books
 from gitscale.timeutil import format_time, parse_duration, utcnow
 from gitscale.webhook import (MAX_BODY, Deliveries, JobEvent, Rejected, parse, route,
                               to_event, verify)
+from gitscale.webhook_http import Handler, HttpServer, Limits, Request, Response
 from gitscale.workspace import Workspace, open_workspace
 
 MAX_BACKOFF = 300.0
-CLIENT_TIMEOUT = 30.0  # seconds a client may stall: a silent one would hold its thread forever
+# GitHub gives up on a delivery after 10 s and does not redeliver it by itself: a request (from
+# waiting for it to its last byte) gets no longer than that, so a slow or silent client cannot
+# keep a connection for longer.
+REQUEST_DEADLINE = 10.0
+MAX_CONNECTIONS = 2048  # or fewer, as the open-files limit allows; beyond it: 503 at once
 
 
 @dataclass
@@ -70,61 +72,39 @@ class Batcher:
 
 
 def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
-                 path: str, clock: Callable[[], datetime]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "gitscale"
-        timeout = CLIENT_TIMEOUT
+                 path: str, clock: Callable[[], datetime]) -> Handler:
+    """What a request gets. The event is queued before the 202 goes out: an accepted delivery
+    is in the next batch, or in the last one written on shutdown."""
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            if self.path.split("?")[0] in ("/healthz", "/readyz"):
-                self._reply(200, batcher.health())
-            else:
-                self._reply(404, {"error": "not found"})
+    def handle(request: Request) -> Response:
+        if request.method in ("GET", "HEAD"):
+            if request.path in ("/healthz", "/readyz"):
+                return Response(200, batcher.health())
+            return Response(404, {"error": "not found"})
+        if request.method != "POST" or request.path != path:
+            return Response(404, {"error": "not found"})
+        try:
+            verify(secret, request.body, request.headers.get("x-hub-signature-256"))
+            kind = request.headers.get("x-github-event", "")
+            if kind == "ping":
+                return Response(200, {"ok": "pong"})
+            if kind != "workflow_job":
+                return Response(202, {"ignored": f"event {kind!r}"})
+            event = parse(request.body, clock())
+            delivery = request.headers.get("x-github-delivery", "")
+            if delivery and not deliveries.first_time(delivery):
+                return Response(200, {"ignored": "duplicate delivery"})
+            if event is not None:
+                batcher.add(event)
+            return Response(202, {"accepted": event is not None})
+        except Rejected as exc:
+            return Response(exc.status, {"error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - one bad delivery must not take the server
+            log(f"delivery failed: unexpected {type(exc).__name__}: {redact(str(exc))} "
+                "(a bug: please report it)")
+            return Response(500, {"error": "internal error"})
 
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path.split("?")[0] != path:
-                self._reply(404, {"error": "not found"})
-                return
-            try:
-                raw_length = self.headers.get("Content-Length", "-1").strip()
-                length = int(raw_length) if raw_length.isascii() and raw_length.isdigit() else -1
-                if not 0 <= length <= MAX_BODY:
-                    raise Rejected(413 if length > MAX_BODY else 411, "bad Content-Length")
-                body = self.rfile.read(length)
-                verify(secret, body, self.headers.get("X-Hub-Signature-256"))
-                kind = self.headers.get("X-GitHub-Event", "")
-                if kind == "ping":
-                    self._reply(200, {"ok": "pong"})
-                    return
-                if kind != "workflow_job":
-                    self._reply(202, {"ignored": f"event {kind!r}"})
-                    return
-                delivery = self.headers.get("X-GitHub-Delivery", "")
-                if delivery and not deliveries.first_time(delivery):
-                    self._reply(200, {"ignored": "duplicate delivery"})
-                    return
-                event = parse(body, clock())
-                if event is not None:
-                    batcher.add(event)
-                self._reply(202, {"accepted": event is not None})
-            except Rejected as exc:
-                self._reply(exc.status, {"error": str(exc)})
-
-        def _reply(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True  # the client hung up: no one to tell, no traceback
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass  # one line per batch is logged instead of one per delivery
-
-    return Handler
+    return handle
 
 
 def batch_plan(ws: Workspace, opts: RepoOptions, events: list[JobEvent], now: datetime,
@@ -160,33 +140,6 @@ def batch_plan(ws: Workspace, opts: RepoOptions, events: list[JobEvent], now: da
     return plan
 
 
-class BoundedServer(ThreadingHTTPServer):
-    """At most MAX_CONNECTIONS deliveries in flight: each may hold up to 25 MB before its
-    signature can be checked, so unauthenticated clients must not get unlimited threads."""
-
-    MAX_CONNECTIONS = 32
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(timeout=5):
-            self.shutdown_request(request)  # busy: GitHub redelivers failed deliveries
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-
 def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,
               secret_env: str, secret_file: str | None, state_file: str,
               stop: threading.Event | None = None,
@@ -208,18 +161,18 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
         raise InputError("--state-file", f"{state_file!r} must be a path inside the config repo")
     stop = stop or stop_on_signals("writing the last batch")
     batcher = Batcher()
+    handler = make_handler(secret, batcher, Deliveries(), path, utcnow)
     try:
-        server = BoundedServer((host or "127.0.0.1", int(port)),
-                               make_handler(secret, batcher, Deliveries(), path, utcnow))
+        server = HttpServer(host or "127.0.0.1", int(port), handler,
+                            Limits(deadline=REQUEST_DEADLINE, max_body=MAX_BODY,
+                                   connections=MAX_CONNECTIONS))
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="webhooks", daemon=True)
-    thread.start()
-    log(f"listening on {host or '127.0.0.1'}:{server.server_address[1]}{path}; "
-         f"one commit per {window} window")
+    server.start()
+    log(f"listening on {host or '127.0.0.1'}:{server.port}{path}; "
+        f"one commit per {window} window")
     if ready:
-        ready(server.server_address[1])
+        ready(server.port)
     cache = StateCache.load(default_cache_dir())
     try:
         with open_workspace(opts.repo, opts.branch) as ws:
@@ -233,12 +186,14 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                     continue
                 next_expiry_check = time.monotonic() + 60
                 _batch(ws, opts, batcher, events, duration, state_file, cache)
-            leftover = batcher.take()  # a last batch so accepted deliveries are not lost
+            # Stop taking deliveries (those in flight finish), then write a last batch: an
+            # accepted delivery is never left behind.
+            server.stop()
+            leftover = batcher.take()
             if leftover:
                 _batch(ws, opts, batcher, leftover, duration, state_file, cache)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
         cache.save()
     log("stopped")
     return EXIT_OK

@@ -389,3 +389,36 @@ def test_a_bad_listen_address_is_an_error(repo: Path, capsys, listen: str) -> No
         code, _, err = run(capsys, "serve", "--repo", str(repo), "--listen", listen,
                              "--secret-env", "TEST_WEBHOOK_SECRET")
     assert code == 1 and err.startswith("error: --listen:"), err
+
+
+def test_a_job_waiting_for_an_environment_approval_reserves_no_runner(repo: Path) -> None:
+    """GitHub delivers a protected environment's job as `queued` with status `waiting`, then
+    `waiting`, then `queued` again once a person approves it: only then does it need a runner
+    (as in polling, which counts no waiting job)."""
+    def example(name: str) -> bytes:
+        payload = json.loads((PAYLOADS / f"{name}.payload.json").read_text())
+        payload["workflow_job"]["labels"] = ["self-hosted", "linux"]
+        payload["repository"]["full_name"] = "octo-org/octo-repo"
+        return json.dumps(payload).encode()
+
+    waiting_job = json.loads(example("waiting"))["workflow_job"]["id"]
+    server = Server(repo, window="1s")
+    try:
+        before, _ = remote_state(repo)
+        assert server.post(example("queued.with-deployment"))[0] == 202
+        assert server.post(example("waiting"))[0] == 202
+        server.post(job(1, "queued", ["self-hosted", "linux"]))
+        wait_for_commit(server, repo, before)
+        book = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                                  "main:.gitscale/reservations.yaml"))
+        assert [r["job"] for r in book["sets"]["linux"]["reservations"]] == [1]
+        before, _ = remote_state(repo)
+        approved = json.loads(example("queued.with-deployment"))
+        approved["workflow_job"]["status"] = "queued"
+        server.post(json.dumps(approved).encode())
+        wait_for_commit(server, repo, before)
+        book = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                                  "main:.gitscale/reservations.yaml"))
+        assert {r["job"] for r in book["sets"]["linux"]["reservations"]} == {1, waiting_job}
+    finally:
+        server.close()

@@ -50,6 +50,8 @@ class Plan:
     errors: dict[str, str] = field(default_factory=dict)
     files: dict[str, tuple[str, str]] = field(default_factory=dict)  # path → (old, new)
     events: dict[str, int] = field(default_factory=dict)  # webhook deliveries recorded
+    notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
+    left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
 
     @property
     def changed_paths(self) -> list[str]:

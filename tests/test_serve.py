@@ -33,7 +33,8 @@ runnerSets:
 
 
 class Server:
-    def __init__(self, checkout: Path, window: str = "2s") -> None:
+    def __init__(self, checkout: Path, window: str = "2s", resync: str = "0",
+                 config: str = "gitscale.yaml") -> None:
         self.stop = threading.Event()
         self.port: int | None = None
         self.ready = threading.Event()
@@ -46,10 +47,11 @@ class Server:
         def target() -> None:
             try:
                 self.result.append(run_serve(
-                    RepoOptions(str(checkout), None, "gitscale.yaml"), listen="127.0.0.1:0",
+                    RepoOptions(str(checkout), None, config), listen="127.0.0.1:0",
                     path="/webhook", window=window, reservation="10m",
                     secret_env="TEST_WEBHOOK_SECRET", secret_file=None,
-                    state_file=".gitscale/reservations.yaml", stop=self.stop, ready=ready))
+                    state_file=".gitscale/reservations.yaml", resync=resync, stop=self.stop,
+                    ready=ready))
             except BaseException as exc:  # noqa: BLE001 - surfaced by the test
                 self.result.append(exc)
                 self.ready.set()

@@ -63,8 +63,10 @@ class HttpServer:
     """``start()`` binds (raising OSError on a bad address) and serves on its own thread;
     ``stop()`` stops accepting, lets the requests in flight finish, and returns."""
 
-    def __init__(self, host: str, port: int, handler: Handler, limits: Limits = Limits()) -> None:
+    def __init__(self, host: str, port: int, handler: Handler, limits: Limits = Limits(),
+                 report: Callable[[str], None] = lambda message: None) -> None:
         self.handler = handler
+        self.report = report  # told of unexpected errors (bugs), once each
         self.limits = limits
         self.max_connections = min(limits.connections, _open_files() - 64)
         self.sock = socket.create_server((host, port), backlog=limits.backlog)
@@ -125,6 +127,9 @@ class HttpServer:
                 conn.start_next_cycle()
         except (ConnectionError, asyncio.CancelledError):
             pass  # the client hung up, or the server is stopping
+        except Exception as exc:  # noqa: BLE001 - one connection must not take the server
+            self.report(f"webhook connection failed: unexpected {type(exc).__name__}: {exc} "
+                        "(a bug: please report it)")
         finally:
             self.active -= 1
             self.tasks.discard(task)
@@ -146,8 +151,8 @@ class HttpServer:
         except Refused as exc:
             await _close(writer, _raw(exc.status, str(exc)))
             return False
-        except h11.RemoteProtocolError as exc:
-            await _close(writer, _raw(exc.error_status_hint, f"bad request: {exc}"))
+        except h11.RemoteProtocolError as exc:  # the message would echo what the client sent
+            await _close(writer, _raw(exc.error_status_hint, "malformed HTTP request"))
             return False
         if request is None:
             return False
@@ -159,11 +164,13 @@ class HttpServer:
         self.busy.discard(task)
         data = json.dumps(response.body).encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        events: list[Any] = [h11.Response(status_code=response.status, headers=headers,
+                                          reason=_reason(response.status))]
+        if request.method != "HEAD":
+            events.append(h11.Data(data=data))
+        events.append(h11.EndOfMessage())
         # One write: a response split in segments meets the client's delayed ACK (40 ms).
-        writer.write(b"".join(conn.send(event) or b"" for event in (
-            h11.Response(status_code=response.status, headers=headers,
-                         reason=_reason(response.status)),
-            h11.Data(data=data), h11.EndOfMessage())))
+        writer.write(b"".join(conn.send(event) or b"" for event in events))
         try:
             async with asyncio.timeout(self.limits.deadline):
                 await writer.drain()
@@ -189,7 +196,9 @@ class HttpServer:
                 if length is not None and length > self.limits.max_body:
                     raise Refused(413, "payload too large")
                 if conn.they_are_waiting_for_100_continue:
-                    writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])) or b"")
+                    go_on = h11.InformationalResponse(status_code=100, headers=[],
+                                                      reason=b"Continue")
+                    writer.write(conn.send(go_on) or b"")
             elif isinstance(event, h11.Data):
                 held[0] += len(event.data)
                 self.buffered += len(event.data)

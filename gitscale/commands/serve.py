@@ -140,7 +140,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     try:
         server = HttpServer(host or "127.0.0.1", int(port), handler,
                             Limits(deadline=REQUEST_DEADLINE, max_body=MAX_BODY,
-                                   connections=MAX_CONNECTIONS))
+                                   connections=MAX_CONNECTIONS), report=log)
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
     server.start()

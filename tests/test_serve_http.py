@@ -145,3 +145,19 @@ def test_a_request_in_flight_at_shutdown_is_answered_and_lands(repo: Path) -> No
         closer.join(30)
     assert answer.startswith(b"HTTP/1.1 202"), answer
     assert reservations(repo) == {4: False}
+
+
+def test_events_the_last_batch_cannot_write_are_named(repo: Path,
+                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    """A remote that refuses at shutdown: the last batch is retried, then the events it could
+    not write are named (the resync at the next start corrects them), not dropped in silence."""
+    import os
+
+    hook = repo.parent / "remote.git" / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    os.chmod(hook, 0o755)
+    server = Server(repo, window="1h")
+    assert server.post(job(77, "queued", LINUX))[0] == 202
+    server.close()
+    err = capfd.readouterr().err
+    assert "1 accepted events could not be written (jobs 77)" in err

@@ -169,15 +169,28 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             # Stop taking deliveries (those in flight finish), then write a last batch: an
             # accepted delivery is never left behind.
             server.stop()
-            leftover = batcher.take()
-            if leftover:
-                batch.run(leftover, None)
+            _last_batch(batch, batcher)
     finally:
         server.stop()
         resyncer.close()
         cache.save()
     log("stopped")
     return EXIT_OK
+
+
+def _last_batch(batch: "Batch", batcher: Batcher, attempts: int = 3) -> None:
+    """The events still queued at shutdown, with a few quick retries; what cannot be written
+    is named, for the resync at the next start corrects it."""
+    for attempt in range(attempts):
+        events = batcher.take()
+        if not events or batch.run(events, None):
+            return
+        if attempt + 1 < attempts:
+            time.sleep(2 ** attempt)
+    lost = batcher.take()
+    jobs = ", ".join(str(e.job) for e in lost[:20]) + (", …" if len(lost) > 20 else "")
+    log(f"{len(lost)} accepted events could not be written (jobs {jobs}); the resync at the "
+        "next start corrects their reservations")
 
 
 @dataclass

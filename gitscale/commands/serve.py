@@ -49,6 +49,7 @@ class Batcher:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[JobEvent] = field(default_factory=list)
+    writing: int = 0  # taken by the batch being written
     last_batch: str | None = None
     last_error: str | None = None
     failures: int = 0
@@ -61,17 +62,22 @@ class Batcher:
     def take(self) -> list[JobEvent]:
         with self.lock:
             taken, self.pending = self.pending, []
+            self.writing = len(taken)
             return taken
 
     def give_back(self, events: list[JobEvent]) -> None:
         with self.lock:
             self.pending = events + self.pending  # keep delivery order
+            self.writing = 0
 
     def health(self) -> dict[str, Any]:
+        """``pending_events``: accepted and not yet landed (queued, or in the batch being
+        written)."""
         with self.lock:
             return {"status": "degraded" if self.failures else "ok",
-                    "pending_events": len(self.pending), "last_batch": self.last_batch,
-                    "last_error": self.last_error, "commits": self.commits}
+                    "pending_events": len(self.pending) + self.writing,
+                    "last_batch": self.last_batch, "last_error": self.last_error,
+                    "commits": self.commits}
 
 
 def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
@@ -281,6 +287,7 @@ class Batch:
                 f"for the next try): {redact(what)}")
             return False
         with self.batcher.lock:
+            self.batcher.writing = 0
             self.batcher.failures = 0
             self.batcher.last_error = None
             self.batcher.last_batch = format_time(now)

@@ -85,7 +85,10 @@ def run_command(**kw: Any) -> int:
               help="Environment variable holding the webhook secret.")
 @click.option("--secret-file", default=None, help="File holding the webhook secret instead.")
 @click.option("--state-file", default=".gitscale/reservations.yaml", show_default=True,
-              help="Reservations file in the config repo.")
+              help="Reservations file in the config repo (directly under .gitscale/).")
+@click.option("--resync", default="5m", show_default=True,
+              help="How often to correct the reservations from GitHub's API (lost webhooks); "
+                   "0 turns it off.")
 def serve(**kw: Any) -> int:
     """Receive workflow_job webhooks; land reservations and scaling as one commit per window."""
     from gitscale.commands.serve import run_serve

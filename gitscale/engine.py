@@ -53,6 +53,8 @@ class Plan:
     files: dict[str, tuple[str, str]] = field(default_factory=dict)  # path → (old, new)
     events: dict[str, int] = field(default_factory=dict)  # webhook deliveries recorded
     notify: tuple[Target, ...] = ()  # whom to tell once this plan's commit is pushed
+    notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
+    left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
 
     @property
     def changed_paths(self) -> list[str]:

@@ -139,7 +139,7 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)  # .gitscale/ on the first write
         target.write_bytes(plan.files[path][1].encode("utf-8"))
     try:
-        message = format_message(set_lines(plan.changes), plan.base, plan.events)
+        message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes)
         return ws.git.commit(message, paths, date)
     except Exception:
         # Nothing half-done is left behind: put the files back as they were.

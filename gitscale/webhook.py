@@ -80,6 +80,10 @@ def parse(body: bytes, at: datetime) -> JobEvent | None:
         kind = Action(action)
     except ValueError:
         return None  # e.g. "requested": nothing to count yet
+    if kind == Action.QUEUED and job.get("status") == "waiting":
+        # A job of a protected environment is delivered as `queued` while it waits for its
+        # approval, then as `queued` again once approved: only the second needs a runner.
+        kind = Action.WAITING
     org = payload.get("organization")
     owner = (org.get("login") if isinstance(org, dict) else None) or repo.split("/")[0]
     return JobEvent(job_id, kind, tuple(str(label) for label in labels), repo, str(owner), at)

@@ -15,6 +15,7 @@ from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
 from gitscale.engine import Plan, SetChange, compute_plan
 from gitscale.manifest.target import A_PATCH_ID, is_digits
+from gitscale.reservations_file import leave_served
 from gitscale.timeutil import format_time
 from gitscale.workspace import open_workspace
 
@@ -26,8 +27,11 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch) as ws:
         config = load_config(ws.root, opts.config, cache.configs)
-        reading = read_demand(ws.root, config, demand_path(demand))  # closes its clients
-        plan = compute_plan(ws.root, config, reading, clock, ws.base(), cache=cache)
+        ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
+        reading = read_demand(ws.root, config if demand else ours,
+                              demand_path(demand))  # closes its clients
+        plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache)
+        plan.left = left
     cache.save()
     if output == "json":
         click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))
@@ -76,6 +80,7 @@ def plan_json(plan: Plan, now: str) -> dict[str, Any]:
                        "detail": d.detail} for name, d in plan.unchanged
                       if name not in plan.errors],
         "errors": [{"set": name, "message": msg} for name, msg in plan.errors.items()],
+        "left": [{"set": name, "reason": why} for name, why in plan.left.items()],
     }
 
 
@@ -83,7 +88,8 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
     """A line per set, each file's unified diff and a summary. ``diffs=False`` (commands that
     commit, and then print the commit) leaves out the diffs, and the summary too unless
     nothing changed."""
-    width = max([len(c.name) for c in plan.changes] + [len(n) for n, _ in plan.unchanged] + [4])
+    width = max([len(c.name) for c in plan.changes] + [len(n) for n, _ in plan.unchanged]
+                + [len(n) for n in plan.left] + [4])
     out = []
     for change in plan.changes:
         before, after = owned(change.old_object), owned(change.new_object)
@@ -98,6 +104,8 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
         out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} {state}")
     for name, message in plan.errors.items():
         out.append(f"! {name:<{width}}  error: {message}")
+    for name, why in plan.left.items():
+        out.append(f"= {name:<{width}}  {why}")
     if not diffs:
         if not plan.files:
             out.append(_summary(plan))
@@ -111,9 +119,10 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
 
 
 def _summary(plan: Plan) -> str:
+    served = f", {len(plan.left)} left to `gitscale serve`" if plan.left else ""
     return (f"Plan: {len(plan.changes)} to change, "
             f"{len([n for n, _ in plan.unchanged if n not in plan.errors])} unchanged, "
-            f"{len(plan.errors)} with errors (base {plan.base[:12]}).")
+            f"{len(plan.errors)} with errors{served} (base {plan.base[:12]}).")
 
 
 def _n(value: object) -> str:

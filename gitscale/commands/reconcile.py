@@ -13,6 +13,7 @@ from gitscale.cache import StateCache, default_cache_dir
 from gitscale.demand.resolve import Sources, read_demand
 from gitscale.engine import Plan, compute_plan
 from gitscale.landing import describe_landing, land
+from gitscale.reservations_file import leave_served
 from gitscale.workspace import Workspace, open_workspace
 
 
@@ -30,10 +31,13 @@ class Planner:
     def __call__(self) -> Plan:
         root = self.ws.root
         config = load_config(root, self.opts.config, self.cache.configs)
+        ours, left = leave_served(root, config)  # sets `gitscale serve` scales
         if self.reading is None:
-            self.reading = read_demand(root, config, demand_path(self.demand), self.sources)
-        return compute_plan(root, config, self.reading, self.now, self.ws.base(),
-                            cache=self.cache)
+            self.reading = read_demand(root, config if self.demand else ours,
+                                       demand_path(self.demand), self.sources)
+        plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(), cache=self.cache)
+        plan.left = left
+        return plan
 
 
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,

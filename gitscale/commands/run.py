@@ -105,4 +105,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     log(f"pass at {format_time(now)}: {changed}; {describe_landing(landed, ws)}")
     for name, message in landed.plan.errors.items():
         log(f"{name}: {message} (left untouched)")
+    if number == 0:
+        for name, why in landed.plan.left.items():
+            log(f"{name}: {why}")
     return EXIT_ERROR if landed.plan.errors else EXIT_OK

@@ -26,6 +26,10 @@ from gitscale.timeutil import parse_time
 DEFAULT_API = "https://api.github.com"
 QUEUED = frozenset({"queued", "requested", "pending"})
 RUNNING = frozenset({"in_progress"})
+# A run is `waiting` while any of its jobs waits for an environment approval; its other jobs
+# may be queued for a runner all the same. A job that is itself `waiting` is not counted: a job
+# waiting for a person needs no runner yet (webhook mode follows the same rule).
+RUN_STATUSES = ("queued", "in_progress", "waiting")
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,7 @@ class GitHubPoller:
 
     def _runs(self, repo: str) -> list[tuple[str, int]]:
         found = []
-        for status in ("queued", "in_progress"):
+        for status in RUN_STATUSES:
             for run in self.client.paginate(f"{self.api}/repos/{repo}/actions/runs",
                                             {"status": status, "per_page": 100},
                                             "workflow_runs"):

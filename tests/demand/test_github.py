@@ -142,6 +142,17 @@ def test_a_list_of_repos_is_polled_without_listing_the_org(github: FakeGitHub,
     assert not any("acme/c" in r.path for r in github.log)
 
 
+def test_a_run_waiting_for_an_approval_still_counts_its_queued_jobs(github: FakeGitHub,
+                                                                   tmp_path: Path) -> None:
+    """A run is `waiting` while one job waits for an environment approval: its other jobs,
+    queued for a runner, were never seen. The waiting job itself needs no runner yet."""
+    repo = github.add_repo("acme", "app")
+    github.add_run(repo, "waiting", [("queued", ["linux"]), ("waiting", ["linux"])])
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    assert pair(read(tmp_path, config), "linux") == (1, 0)
+
+
 def test_loop_passes_revalidate_and_see_a_job_start(github: FakeGitHub, tmp_path: Path) -> None:
     repo = github.add_repo("acme", "app")
     run = github.add_run(repo, "in_progress", [("queued", ["linux"]), ("in_progress", ["linux"]),

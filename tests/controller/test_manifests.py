@@ -2,6 +2,7 @@
 runs the real command with probes on the endpoints it serves."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,15 @@ def test_owner_references_need_no_more_than_the_role_grants(harness: Harness) ->
                 assert (f"{plural[ref['kind']]}/finalizers", "update") in allowed, (
                     f"{obj['kind']} {obj['metadata']['name']}: blockOwnerDeletion on its "
                     f"{ref['kind']} owner needs update on {plural[ref['kind']]}/finalizers")
+
+
+def test_readme_permission_table_matches_the_role() -> None:
+    """deploy/controller/README.md tells people what they grant: every verb, no more, no less."""
+    rows = re.findall(r"^\| `([a-z/]+)` \| ([a-z, ]+) \|", (DEPLOY / "README.md").read_text(),
+                      re.MULTILINE)
+    documented = {(resource, verb.strip()) for resource, verbs in rows
+                  for verb in verbs.split(",")}
+    granted = {(resource, verb) for kind in ("Role",) for name, obj in manifests().items()
+               if name.startswith(f"{kind}/") for rule in obj["rules"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert documented == granted

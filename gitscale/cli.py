@@ -136,6 +136,12 @@ def validate(**kw: Any) -> int:
               help="Pod creations in flight at once.")
 @click.option("--health-port", default=8081, show_default=True, type=int,
               help="Port of the /healthz and /readyz endpoints (0: off).")
+@click.option("--shutdown-timeout", default=20.0, show_default=True,
+              type=click.FloatRange(0, 3600),
+              help="Seconds to finish the passes in flight on SIGTERM; creations not started "
+                   "by then are left to the next start.")
+@click.option("--leftover-grace", default=60.0, type=click.FloatRange(0, 86400), hidden=True,
+              help="Seconds a GitHub registration must stay without a pod before it is removed.")
 def controller(**kw: Any) -> int:
     """Turn each RunnerSet into ephemeral runner pods (runs in the cluster)."""
     from gitscale.commands.controller import run_controller

@@ -90,6 +90,14 @@ STATUS: dict[str, Any] = {
         **{k: {"type": "integer", "minimum": 0}
            for k in ("replicas", "pending", "idle", "busy", "failed")},
         "observedPatchID": {"type": "integer", "minimum": 0},
+        "observedGeneration": {"type": "integer", "minimum": 0},
+        "appliedPatchID": {
+            "type": "integer", "minimum": 0,
+            "description": "Patch ID of the last spec write the controller fully applied "
+                           "(every runner it wanted created). Until the spec's write is this "
+                           "one, the controller keeps acting on it.",
+        },
+        "appliedEffectiveTime": {"type": "string", "format": "date-time"},
         "conditions": {
             "type": "array",
             "items": {
@@ -101,6 +109,7 @@ STATUS: dict[str, Any] = {
                     "reason": {"type": "string"},
                     "message": {"type": "string"},
                     "lastTransitionTime": {"type": "string", "format": "date-time"},
+                    "observedGeneration": {"type": "integer", "minimum": 0},
                 },
             },
         },
@@ -129,6 +138,7 @@ def crd() -> dict[str, Any]:
                 "storage": True,
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
+                    _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
                     _column("Desired", ".spec.replicas"),
                     _column("Patch", ".spec.patchID"),
                     _column("Pending", ".status.pending"),

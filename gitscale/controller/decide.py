@@ -12,6 +12,8 @@ result is a list of effects for ``reconcile.py`` to apply. PRODUCT §4 and the s
   write (``applied``);
 - an acting pass creates *every* missing runner at once (seed 002), removes finished runners, and
   scales down only on patch 0: failed and idle runners first, pending runners last, busy never;
+  a pass whose gate is shut removes only the finished runners beyond the slots ``replicas``
+  wants (the others mark their slots until the next write);
 - a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
   spec is re-affirmed (seed 003). The finished runner is kept as the marker of that slot, so the
   rule survives controller restarts without any bookkeeping outside the cluster;
@@ -132,9 +134,6 @@ class Actions:
     status: Status
     requeue_after: float | None  # seconds until a backoff expires, if one is running
     failing: tuple[tuple[str, int], ...]  # (runner, failures in a row) at or past FAILING_AFTER
-    # The write this pass fully applies if every creation it decides succeeds (the caller then
-    # records it as ``last_applied`` for the next pass); None when the gate was shut.
-    completes: Write | None = None
     # The failed runners that ``retries`` replace, in the same order. Each goes (its delete is
     # in ``deletes``) once its successor exists: a replacement that could not be created keeps
     # its failed runner, so the next pass tries again instead of losing the slot.
@@ -158,6 +157,20 @@ def effective(spec: Spec, deleting: bool) -> Spec:
 def backoff(failures: int) -> timedelta:
     """How long a runner that failed after ``failures`` earlier failures waits for its successor."""
     return timedelta(seconds=BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)])
+
+
+NOTHING_APPLIED = Write(0, None)  # a record that shuts no gate: patch 0 always acts anyway
+
+
+def record(spec: Spec, last_applied: Write | None, all_created: bool) -> Write:
+    """What the caller keeps (in status) as ``last_applied`` after a pass on ``spec``.
+
+    The spec's write once every creation the pass decided succeeded (a pass with nothing to
+    create counts, so does one whose gate was shut); otherwise what was kept before, and for a
+    set with no record yet ``NOTHING_APPLIED``, so the next pass acts on the write again."""
+    if all_created:
+        return spec.write
+    return last_applied if last_applied is not None else NOTHING_APPLIED
 
 
 def gate_open(spec: Spec, runners: Sequence[Runner], last_applied: Write | None) -> bool:
@@ -216,8 +229,8 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
            last_applied: Write | None = None) -> Actions:
     """The effects of one pass for one set. Has no side effects; ``now`` is the pass clock.
 
-    ``last_applied`` is the last write a pass fully applied (``Actions.completes`` of that pass,
-    kept by the caller once all its creations succeeded); None: unknown (see ``gate_open``).
+    ``last_applied`` is the last write a pass fully applied, as the caller kept it with
+    ``record`` after each pass; None: no record (see ``gate_open``).
     """
     of = {phase: [r for r in runners if r.phase is phase] for phase in Phase}
     pending, idle, busy = of[Phase.PENDING], of[Phase.IDLE], of[Phase.BUSY]
@@ -251,20 +264,25 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
             occupied += 1
 
     create, held = 0, []
+    missing = max(spec.replicas - occupied, 0)
+    finished = sorted(of[Phase.FINISHED], key=lambda r: (r.finished_at is not None,
+                                                         r.finished_at or 0, r.name))
     if acting:
-        missing = max(spec.replicas - occupied, 0)
-        finished = sorted(of[Phase.FINISHED], key=lambda r: (r.finished_at is not None,
-                                                             r.finished_at or 0, r.name))
         held = [r for r in finished if _after(r.finished_at, spec.effective_time)][:missing]
-        kept = {r.name for r in held}
-        deletes += [Delete(r.name, DeleteReason.FINISHED, r.runner_id, 0)
-                    for r in finished if r.name not in kept]
+        markers = held
         create = missing - len(held)
+    else:
+        # Gate shut: a finished runner marks its slot until the next write; those beyond the
+        # slots wanted mark nothing (a scale-down) and go (the latest to finish are kept).
+        markers = finished[len(finished) - missing:] if missing else []
+    kept = {r.name for r in markers}
+    deletes += [Delete(r.name, DeleteReason.FINISHED, r.runner_id, 0)
+                for r in finished if r.name not in kept]
 
     wakeups = [r.finished_at + backoff(r.failures) for r in waiting if r.finished_at]
     requeue = max((min(wakeups) - now).total_seconds(), 0.0) if wakeups else None
-    markers = len(held) if acting else len(of[Phase.FINISHED])
-    status = _status(spec, pending, idle, busy, failed, gone, create, markers, len(waiting))
+    status = _status(spec, pending, idle, busy, failed, gone, create, len(markers),
+                     len(waiting))
     failing = sorted((r.name, r.failures + (r.phase is Phase.FAILED))
                      for r in runners if r.phase is not Phase.TERMINATING)
     return Actions(
@@ -272,7 +290,7 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
         deletes=tuple(sorted(deletes, key=lambda d: d.wave)),
         held=tuple(r.name for r in held), status=status, requeue_after=requeue,
         failing=tuple((name, n) for name, n in failing if n >= FAILING_AFTER),
-        completes=spec.write if acting else None, replaced=tuple(replaced),
+        replaced=tuple(replaced),
     )
 
 

@@ -161,6 +161,22 @@ class Kube:
                                        _preload_content=False))
         return body
 
+    def own_secret(self, namespace: str, name: str, owners: list[dict[str, Any]]) -> None:
+        """Replace a Secret's ownerReferences (a JIT config handed from its set to its pod)."""
+        patch = {"metadata": {"ownerReferences": owners}}
+        _call(f"update owner of Secret {namespace}/{name}", lambda: self.core.
+              patch_namespaced_secret(name, namespace, patch,
+                                      _content_type="application/merge-patch+json",
+                                      _preload_content=False))
+
+    def delete_secret(self, namespace: str, name: str) -> None:
+        """Delete a Secret; already gone is fine."""
+        try:
+            _call(f"delete Secret {namespace}/{name}", lambda: self.core.
+                  delete_namespaced_secret(name, namespace, _preload_content=False))
+        except NotFound:
+            pass
+
     def read_secret(self, namespace: str, name: str) -> dict[str, str]:
         """A Secret's data, decoded. Its values are credentials: never log them."""
         try:

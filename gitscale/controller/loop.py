@@ -19,7 +19,8 @@ from gitscale.controller.cache import Informer, Store, set_of_pod
 from gitscale.controller.kube import Kube
 from gitscale.controller.observe import RawObject, key_of
 from gitscale.controller.platforms import Platforms
-from gitscale.controller.reconcile import Context, Memory, Report, reconcile
+from gitscale.controller.memory import Memory
+from gitscale.controller.reconcile import Context, Report, reconcile
 from gitscale.controller.workqueue import WorkQueue
 from gitscale.timeutil import utcnow
 
@@ -30,10 +31,11 @@ class Controller:
     def __init__(self, kube: Kube, *, namespace: str | None = None, concurrency: int = 16,
                  workers: int = 2, resync: float = 60.0, watch_timeout: int = 300,
                  clock: Callable[[], datetime] = utcnow,
-                 platforms: Platforms | None = None) -> None:
+                 platforms: Platforms | None = None, shutdown_timeout: float = 20.0) -> None:
         self.kube = kube
         self.namespace = namespace
         self.resync = resync
+        self.shutdown_timeout = shutdown_timeout
         self.stop_event = threading.Event()
         self.queue = WorkQueue()
         self.runnersets = Store()
@@ -73,13 +75,23 @@ class Controller:
             t.is_alive() for t in self._threads)
 
     def stop(self) -> None:
+        """Start no new pass; let the passes in flight finish their creations for up to
+        ``shutdown_timeout`` seconds, then skip the creations not yet started (each pass then
+        records its write as not applied, so the next start completes it)."""
         self.stop_event.set()
         self.queue.close()
         self.kube.stop_watches()
+        deadline = time.monotonic() + self.shutdown_timeout
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        if any(t.is_alive() for t in self._threads):
+            log.warning("passes still creating runners after %gs: the rest is left to the next "
+                        "start", self.shutdown_timeout)
+            self.ctx.halt.set()
         for thread in self._threads + [i.thread for i in self.informers]:
             if thread.is_alive():
                 thread.join(5)
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool.shutdown(wait=True)  # what is still queued sees ``halt`` and returns at once
         self.ctx.platforms.close()
 
     # -- passes -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
-from gitscale.controller.decide import Phase, Runner, Spec
+from gitscale.controller.decide import Phase, Runner, Spec, Write
 from gitscale.controller.errors import InvalidRunnerSet
 from gitscale.resource import PATCH_ID_MAX
 from gitscale.timeutil import parse_time
@@ -68,6 +68,8 @@ class RunnerSetView:
     github: GitHubSettings | None = None
     buildkite: BuildkiteSettings | None = None
     deleting: bool = False  # metadata.deletionTimestamp is set
+    applied: Write | None = None  # status: the last write a pass fully applied (None: unknown)
+    generation: int | None = None  # metadata.generation, reported back as observedGeneration
 
     @property
     def key(self) -> str:
@@ -104,10 +106,24 @@ def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
                                "with a name and an image")
     view = RunnerSetView(str(meta.get("namespace", "")), str(meta.get("name", "")),
                          str(meta.get("uid", "")), Spec(replicas, patch_id, when), platform,
-                         template, deleting=bool(meta.get("deletionTimestamp")))
+                         template, deleting=bool(meta.get("deletionTimestamp")),
+                         applied=applied_write(obj.get("status")),
+                         generation=_maybe_int(meta.get("generation")))
     if platform == "github":
         return _with_github(view, spec.get("github"))
     return _with_buildkite(view, spec.get("buildkite"))
+
+
+def applied_write(status: Any) -> Write | None:
+    """``status.appliedPatchID`` and ``appliedEffectiveTime``: what the controller recorded as
+    the last write it fully applied. Missing or unreadable: None (the gate then falls back to
+    the runners' labels), never an error: status is the controller's own field."""
+    if not isinstance(status, dict):
+        return None
+    patch_id = status.get("appliedPatchID")
+    if isinstance(patch_id, bool) or not isinstance(patch_id, int) or patch_id < 0:
+        return None
+    return Write(patch_id, _time(status.get("appliedEffectiveTime")))
 
 
 def _with_github(view: RunnerSetView, raw: Any) -> RunnerSetView:
@@ -145,16 +161,18 @@ def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
         raise InvalidRunnerSet(f"spec.{name}: {value!r} is not an integer")
     if not lo <= value <= hi:
         raise InvalidRunnerSet(f"spec.{name}: {value} is out of range ({lo}..{hi})")
-    return value
+    return int(value)
 
 
 # -- pods -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Registered:
-    """What the platform says about a running runner (GitHub's list). None: unknown."""
+    """What the platform says about a registered runner (GitHub's list). None: unknown."""
 
     online: bool
     busy: bool
+    name: str = ""
+    labels: tuple[str, ...] = ()
 
 
 def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | None,

@@ -55,7 +55,7 @@ class GitHubRunners:
         self.client.unregister(runner_id)
 
     def registered(self) -> Mapping[int, Registered]:
-        return {i: Registered(r.online, r.busy)
+        return {i: Registered(r.online, r.busy, r.name, r.labels)
                 for i, r in self.client.runners(self.list_max_age).items()}
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from gitscale.controller.decide import (
     BACKOFF_SECONDS,
+    NOTHING_APPLIED,
     Actions,
     DeleteReason,
     Phase,
@@ -21,6 +22,7 @@ from gitscale.controller.decide import (
     decide,
     effective,
     gate_open,
+    record,
 )
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
@@ -221,8 +223,7 @@ class World:
             self.runners[name] = Runner(name, actions.create_patch_id, P, failures=failures,
                                         created_at=self.now, spec_time=self.spec.effective_time)
         self.created[self.write] += sum(f == 0 for f in made)
-        if actions.completes is not None and len(made) == len(wanted):
-            self.applied = actions.completes
+        self.applied = record(self.spec, self.applied, len(made) == len(wanted))
         return actions
 
 
@@ -331,12 +332,24 @@ def test_gate_stays_open_until_a_pass_fully_applied_the_write() -> None:
     # The record says patch 4 was the last write fully applied: act, and create the rest only.
     actions = decide(spec, some, at(10), last_applied=Write(4, at(-60)))
     assert actions.acting and actions.create == 300 - 82
-    assert actions.completes == Write(5, at(0))
     assert actions.status.short == 0
+    # Recorded only once every creation succeeded: a pass cut short keeps the old record.
+    assert record(spec, Write(4, at(-60)), all_created=False) == Write(4, at(-60))
+    assert record(spec, Write(4, at(-60)), all_created=True) == Write(5, at(0))
     # Once recorded, the gate is shut: nothing is created even though runners went missing.
     shut = decide(spec, some, at(20), last_applied=Write(5, at(0)))
-    assert not shut.acting and shut.create == 0 and shut.completes is None
+    assert not shut.acting and shut.create == 0
     assert shut.status.short == 300 - 82
+
+
+def test_a_first_pass_cut_short_leaves_a_record_that_keeps_the_gate_open() -> None:
+    spec = Spec(3, 1, at(0))
+    one = [replace(r("a", 1, P, created=1), spec_time=at(0))]
+    assert record(spec, None, all_created=False) == NOTHING_APPLIED
+    assert decide(spec, one, at(10), NOTHING_APPLIED).create == 2
+    # A set with no record whose runners carry the write (a controller upgrade): as before.
+    assert not decide(spec, one, at(10), None).acting
+    assert record(spec, None, all_created=True) == spec.write
 
 
 @pytest.mark.parametrize(("spec", "record", "expected"), [

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from gitscale.cli import cli
+from tests.controller.github_fake import FakeRunner
 from tests.controller.harness import Harness
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "controller"
@@ -28,6 +29,15 @@ def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) ->
         harness.running(pod)
     harness.write("rs", 0, 0)
     harness.sync("rs")
+    # A registration a crash left without a pod: removed with its Secret after the grace.
+    with harness.github.lock:
+        runner_id = next(harness.github.ids)
+        harness.github.runners[runner_id] = FakeRunner(runner_id, "rs-0a1b2c", "orgs/acme",
+                                                       ["linux"], 1)
+    harness.clock.advance(301)
+    harness.sync("rs")
+    harness.clock.advance(61)
+    assert harness.sync("rs").leftovers == ["rs-0a1b2c"]
     used = {(verb, resource.replace(".gitscale.dev", "")) for (verb, resource), n
             in harness.api.calls_snapshot().items() if n}
     role = manifests()["Role/gitscale-controller"]

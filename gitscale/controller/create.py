@@ -24,7 +24,12 @@ from typing import Any, Callable
 
 from gitscale.controller.cache import Store
 from gitscale.controller.decide import Actions
-from gitscale.controller.errors import ControllerError, CredentialsError, KubeError
+from gitscale.controller.errors import (
+    ControllerError,
+    CredentialsError,
+    Interrupted,
+    KubeError,
+)
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import RunnerSetView
@@ -32,10 +37,6 @@ from gitscale.controller.platforms import Platform, Platforms
 from gitscale.controller.podspec import jit_secret, new_name, pod_owner, runner_pod
 
 log = logging.getLogger("gitscale.controller")
-
-
-class Interrupted(ControllerError):
-    """The controller is stopping (or lost its leadership): this runner was not created."""
 
 
 @dataclass

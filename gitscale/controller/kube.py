@@ -68,6 +68,7 @@ class Kube:
         self.api = api
         self.core = kubernetes.client.CoreV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.coordination = kubernetes.client.CoordinationV1Api(api)
         self._streams: set[urllib3.HTTPResponse] = set()
         self._lock = threading.Lock()
 
@@ -188,6 +189,34 @@ class Kube:
             return {k: base64.b64decode(v).decode() for k, v in (raw.get("data") or {}).items()}
         except (ValueError, UnicodeDecodeError):
             raise CredentialsError(f"Secret {namespace}/{name} holds undecodable data") from None
+
+    # -- leader election ----------------------------------------------------------------------
+    def read_lease(self, namespace: str, name: str) -> RawObject | None:
+        try:
+            lease: RawObject = _json(_call(f"read Lease {namespace}/{name}", lambda: self.
+                                           coordination.read_namespaced_lease(
+                                               name, namespace, _preload_content=False)))
+        except NotFound:
+            return None
+        return lease
+
+    def create_lease(self, body: RawObject) -> RawObject:
+        """Conflict (AlreadyExists) when another candidate created it first."""
+        meta, raw_body = body["metadata"], cast(Any, body)
+        lease: RawObject = _json(_call(
+            f"create Lease {meta['namespace']}/{meta['name']}", lambda: self.coordination.
+            create_namespaced_lease(meta["namespace"], raw_body, _content_type=JSON,
+                                    _preload_content=False)))
+        return lease
+
+    def replace_lease(self, body: RawObject) -> RawObject:
+        """An update on ``metadata.resourceVersion``: Conflict when someone wrote it since."""
+        meta, raw_body = body["metadata"], cast(Any, body)
+        lease: RawObject = _json(_call(
+            f"update Lease {meta['namespace']}/{meta['name']}", lambda: self.coordination.
+            replace_namespaced_lease(meta["name"], meta["namespace"], raw_body,
+                                     _content_type=JSON, _preload_content=False)))
+        return lease
 
     # -- watch plumbing -----------------------------------------------------------------------
     def stop_watches(self) -> None:

@@ -36,6 +36,7 @@ from gitscale.controller.decide import (
 from gitscale.controller.errors import (
     Conflict,
     ControllerError,
+    Interrupted,
     InvalidRunnerSet,
     KubeError,
     NotFound,
@@ -87,6 +88,7 @@ class Report:
     before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
     status_written: bool = False
     requeue_after: float | None = None
+    started: float = 0.0  # time.monotonic() at the start of the pass
     seconds: float = 0.0
 
 
@@ -257,6 +259,9 @@ def _delete(ctx: Context, view: RunnerSetView, platform: Platform, actions: Acti
 
 
 def _delete_one(ctx: Context, view: RunnerSetView, platform: Platform, delete: Delete) -> None:
+    if ctx.halt.is_set():
+        raise Interrupted("the controller is stopping: runner not removed, left to the next "
+                          "pass (or the next leader)")
     if delete.runner_id is not None:
         try:
             platform.unregister(delete.runner_id)

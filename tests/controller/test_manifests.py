@@ -10,7 +10,8 @@ import yaml
 
 from gitscale.cli import cli
 from tests.controller.github_fake import FakeRunner
-from tests.controller.harness import Harness
+from gitscale.controller.leader import LeaderElector, LeaseConfig
+from tests.controller.harness import NS, Harness
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "controller"
 
@@ -38,12 +39,21 @@ def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) ->
     harness.sync("rs")
     harness.clock.advance(61)
     assert harness.sync("rs").leftovers == ["rs-0a1b2c"]
-    used = {(verb, resource.replace(".gitscale.dev", "")) for (verb, resource), n
-            in harness.api.calls_snapshot().items() if n}
-    role = manifests()["Role/gitscale-controller"]
-    allowed = {(verb, resource) for rule in role["rules"]
+    # Leader election: take the Lease, renew it, give it up.
+    elector = LeaderElector(harness.controller.kube, LeaseConfig(NS, "me"),
+                            on_start=lambda: None, on_stop=lambda: None)
+    assert elector._try() == "ours" and elector._try() == "ours"
+    elector._release()
+    used = {(verb, resource.replace(".gitscale.dev", "").replace(".coordination.k8s.io", ""))
+            for (verb, resource), n in harness.api.calls_snapshot().items() if n}
+    objects = manifests()
+    allowed = {(verb, resource) for name in ("Role/gitscale-controller",
+                                             "Role/gitscale-controller-leader-election")
+               for rule in objects[name]["rules"]
                for resource in rule["resources"] for verb in rule["verbs"]}
     assert used == allowed
+    lease_role = objects["Role/gitscale-controller-leader-election"]
+    assert lease_role["rules"][0]["resources"] == ["leases"]
 
 
 def test_deployment_runs_the_controller_with_probes() -> None:
@@ -59,14 +69,21 @@ def test_deployment_runs_the_controller_with_probes() -> None:
     assert container["ports"][0]["containerPort"] == 8081
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["replicas"] == 2 and params["leader_elect"] is True
+    (env,) = container["env"]
+    assert env == {"name": "POD_NAMESPACE",
+                   "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    assert deployment["metadata"]["namespace"] == "gitscale-system"
+    binding = objects["RoleBinding/gitscale-controller-leader-election"]
+    assert binding["metadata"]["namespace"] == "gitscale-system"
+    assert pod["terminationGracePeriodSeconds"] > params["shutdown_timeout"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
     hardened = container["securityContext"]
     assert hardened["readOnlyRootFilesystem"] is True
     assert hardened["allowPrivilegeEscalation"] is False
     assert hardened["capabilities"]["drop"] == ["ALL"]
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     account = objects["ServiceAccount/gitscale-controller"]
     assert pod["serviceAccountName"] == account["metadata"]["name"]
     binding = objects["RoleBinding/gitscale-controller"]
@@ -103,7 +120,7 @@ def test_readme_permission_table_matches_the_role() -> None:
                       re.MULTILINE)
     documented = {(resource, verb.strip()) for resource, verbs in rows
                   for verb in verbs.split(",")}
-    granted = {(resource, verb) for kind in ("Role",) for name, obj in manifests().items()
-               if name.startswith(f"{kind}/") for rule in obj["rules"]
+    granted = {(resource, verb) for name, obj in manifests().items()
+               if name.startswith("Role/") for rule in obj["rules"]
                for resource in rule["resources"] for verb in rule["verbs"]}
     assert documented == granted

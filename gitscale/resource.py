@@ -52,6 +52,14 @@ SPEC: dict[str, Any] = {
                 "queue": {"type": "string", "minLength": 1},
                 "tags": {"type": "array", "items": {"type": "string"}},
                 "agentTokenSecret": {"type": "string", "minLength": 1},
+                "organization": {"type": "string", "minLength": 1,
+                                 "description": "Organization slug, for the agents REST API "
+                                                "(which agent runs a job)."},
+                "apiTokenSecret": {"type": "string", "minLength": 1,
+                                   "description": "Secret with key token: a REST API token "
+                                                  "with the read_agents scope."},
+                "apiURL": {"type": "string", "pattern": "^https?://",
+                           "description": "Default https://api.buildkite.com."},
             },
         },
         "template": {

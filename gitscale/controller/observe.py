@@ -50,11 +50,19 @@ class GitHubSettings:
     credentials_secret: str
 
 
+BUILDKITE_API = "https://api.buildkite.com"
+
+
 @dataclass(frozen=True)
 class BuildkiteSettings:
     queue: str
     tags: tuple[str, ...]
     agent_token_secret: str | None
+    # The agents REST API (which agent runs a job): an organization slug and a Secret with a
+    # REST API token (key ``token``, scope read_agents). Without them: the graceful-stop rule.
+    organization: str | None = None
+    api_token_secret: str | None = None
+    api_url: str = BUILDKITE_API
 
 
 @dataclass(frozen=True)
@@ -148,8 +156,22 @@ def _with_github(view: RunnerSetView, raw: Any) -> RunnerSetView:
 def _with_buildkite(view: RunnerSetView, raw: Any) -> RunnerSetView:
     if not isinstance(raw, dict) or not raw.get("queue"):
         raise InvalidRunnerSet("spec.buildkite.queue is required for platform buildkite")
+    organization, secret = raw.get("organization") or None, raw.get("apiTokenSecret") or None
+    if (organization is None) != (secret is None):
+        raise InvalidRunnerSet("spec.buildkite.organization and spec.buildkite.apiTokenSecret "
+                               "go together: the agents API needs both (or leave both out)")
+    api_url = str(raw.get("apiURL") or BUILDKITE_API).rstrip("/")
+    try:
+        parts = urlsplit(api_url)
+    except ValueError:
+        raise InvalidRunnerSet("spec.buildkite.apiURL is not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
+        raise InvalidRunnerSet("spec.buildkite.apiURL must be an http(s) URL without "
+                               "credentials (the token goes in spec.buildkite.apiTokenSecret)")
     settings = BuildkiteSettings(str(raw["queue"]), tuple(str(t) for t in raw.get("tags") or ()),
-                                 raw.get("agentTokenSecret") or None)
+                                 raw.get("agentTokenSecret") or None,
+                                 str(organization) if organization else None,
+                                 str(secret) if secret else None, api_url)
     return RunnerSetView(**{**view.__dict__, "buildkite": settings})
 
 
@@ -175,13 +197,15 @@ class Registered:
     labels: tuple[str, ...] = ()
 
 
-def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | None,
+def runner_of(pod: Mapping[str, Any], registered: Mapping[int | str, Registered] | None,
               busy_until: datetime | None, now: datetime) -> Runner:
     """A pod as the decision sees it.
 
-    ``registered`` is GitHub's view by runner id (None for Buildkite, or when GitHub could not
-    be asked: then a running runner counts as busy, so nothing is deleted on a guess).
-    ``busy_until``: a recent 422 said this runner is busy; it stays busy until then.
+    ``registered`` is the platform's view: GitHub's runner list by runner id (None when GitHub
+    could not be asked: then a running runner counts as busy, so nothing is deleted on a
+    guess); Buildkite's connected agents by name (None without the agents API: then an agent
+    is idle unless its pod says ``gitscale.dev/busy``, and a scale-down relies on the agent
+    finishing its job on SIGTERM). ``busy_until``: a recent 422 said this runner is busy.
     """
     meta = pod.get("metadata") or {}
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
@@ -209,9 +233,15 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | Non
         return make(Phase.PENDING)
     if busy_until is not None and now < busy_until:
         return make(Phase.BUSY)
-    if runner_id is None:  # Buildkite: the agent's hooks may say so; else it is taking jobs
-        return make(Phase.BUSY if str(notes.get(ANNOTATION_BUSY)).lower() == "true"
-                    else Phase.IDLE)
+    if runner_id is None:  # Buildkite
+        if str(notes.get(ANNOTATION_BUSY)).lower() == "true":
+            return make(Phase.BUSY)  # the agent's hooks say so
+        if registered is None:
+            return make(Phase.IDLE)  # taking jobs, as far as anyone can tell
+        agent = registered.get(str(meta.get("name")))
+        if agent is None or not agent.online:
+            return make(Phase.PENDING)  # not connected yet (or gone after its job)
+        return make(Phase.BUSY if agent.busy else Phase.IDLE)
     if registered is None:
         return make(Phase.BUSY)
     seen = registered.get(runner_id)

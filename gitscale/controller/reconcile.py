@@ -85,6 +85,7 @@ class Report:
     busy: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
+    unheard: str | None = None  # why the platform could not say who is idle or busy
     before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
     status_written: bool = False
     requeue_after: float | None = None
@@ -158,6 +159,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     trouble = st.Problem(created.reason or "ApplyFailed",
                          "; ".join(report.errors[:3])) if report.errors else None
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
+    configured, why = platform.busy_source()
+    conditions.append(st.busy_known(view.platform, configured, report.unheard or why))
     waits = [w for w in (actions.requeue_after,
                          BUSY_RETRY.total_seconds() if report.busy else None,
                          ERROR_RETRY if report.errors else None,
@@ -168,7 +171,7 @@ def reconcile(ctx: Context, key: str) -> Report:
 
 
 def _registered(ctx: Context, view: RunnerSetView, platform: Platform, pods: list[RawObject],
-                now: datetime, report: Report) -> dict[int, Registered] | None:
+                now: datetime, report: Report) -> dict[Any, Registered] | None:
     """The platform's view of the set's runners, when a pass needs it: some runner is running
     (idle or busy?), or it is time to look for registrations left without a pod."""
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
@@ -179,7 +182,9 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Platform, pods: lis
     try:
         found = platform.registered()
     except ControllerError as exc:
-        report.errors.append(str(exc))  # running runners count as busy: nothing deleted
+        # GitHub: running runners count as busy (nothing deleted); Buildkite: graceful stop.
+        report.errors.append(str(exc))
+        report.unheard = str(exc)
         return None
     registered = dict(found) if found is not None else None
     if registered is not None and sweeping:

@@ -14,7 +14,9 @@ generation of the spec the status describes:
 - ``Reconciling``: True while Ready is False and the controller keeps working on it;
 - ``Stalled``: True when it cannot get there by itself: an invalid spec at once, any other
   failure once Ready has been False for ``STALLED_AFTER`` (a progress deadline);
-- ``RunnersFailing``: runners failing again and again (each replaced after its backoff).
+- ``RunnersFailing``: runners failing again and again (each replaced after its backoff);
+- ``BusyKnown``: whether the platform says which runners run a job (GitHub's runner list,
+  Buildkite's agents API), or the controller goes by the graceful-stop rule.
 
 A condition keeps its ``lastTransitionTime`` while its status stays the same, and the status is
 written only when something in it changed.
@@ -30,6 +32,9 @@ from gitscale.controller.decide import Status, Write
 from gitscale.timeutil import format_time, parse_time
 
 READY, RECONCILING, STALLED, FAILING = "Ready", "Reconciling", "Stalled", "RunnersFailing"
+BUSY = "BusyKnown"
+GRACEFUL = ("an agent counts as idle unless its pod says gitscale.dev/busy=true; a scale-down "
+            "stops it with SIGTERM, on which it finishes its job first")
 STALLED_AFTER = timedelta(minutes=5)
 COUNTS = ("replicas", "pending", "idle", "busy", "failed")
 KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime",
@@ -96,6 +101,21 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int) -> Con
     if counts.replicas + counts.held > counts.wanted:
         message += "; the surplus goes on the next patch-0 write (never a busy runner)"
     return Condition(READY, True, "Reconciled", message)
+
+
+def busy_known(platform: str, configured: bool, failure: str | None) -> Condition:
+    """Where idle and busy come from this pass. ``failure``: why the platform was not heard."""
+    if platform == "github":
+        if failure:
+            return Condition(BUSY, False, "RunnerListUnavailable",
+                             f"{failure}: running runners count as busy (none is removed)")
+        return Condition(BUSY, True, "RunnerList", "idle and busy from GitHub's runner list")
+    if not configured:
+        return Condition(BUSY, False, "NoAgentsAPIToken",
+                         f"spec.buildkite.organization and apiTokenSecret are not set: {GRACEFUL}")
+    if failure:
+        return Condition(BUSY, False, "AgentsAPIUnavailable", f"{failure}: {GRACEFUL}")
+    return Condition(BUSY, True, "AgentsAPI", "idle and busy from Buildkite's agents API")
 
 
 def _failing(runners: tuple[tuple[str, int], ...]) -> Condition:

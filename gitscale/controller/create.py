@@ -1,4 +1,4 @@
-"""Creating a pass's runners: all at once (seed 002), in an order a crash cannot break.
+"""Creating a pass's runners: all at once, in an order a crash cannot break.
 
 One runner is: register it with the platform (GitHub: a JIT config), create its Secret (owned
 by the set), create its pod (which reads the Secret), then hand the Secret to the pod (deleted

@@ -1,24 +1,26 @@
 """decide(): what one reconcile pass does to one RunnerSet. Pure: values in, values out.
 
 No Kubernetes, HTTP or clock here: the runners' observed state and ``now`` are passed in, and the
-result is a list of effects for ``reconcile.py`` to apply. PRODUCT §4 and the seeds it cites:
+result is a list of effects for ``reconcile.py`` to apply. The rules (actions-runner-controller's
+patch-ID model, adapted so that a write applied in part is completed):
 
-- the patch-ID gate (seed 000), see ``gate_open``: act when ``spec.patchID == 0``, or when the
+- the patch-ID gate, see ``gate_open``: act when ``spec.patchID == 0``, or when the
   spec's write (patch ID and effectiveTime) is not the last write a pass *fully* applied, as
-  recorded in the set's status (``last_applied``). A pass that created only some runners
-  (killed midway, creations refused) records nothing, so the next pass acts on the same write
-  and creates the rest, never beyond ``replicas``. Without a record (a status written by an
+  recorded in the set's status (``last_applied``, kept with ``record``). A pass that created
+  only some runners (killed midway, creations refused) keeps the previous record, so the next
+  pass acts on the same write and creates the rest, never beyond ``replicas``. Without a record (a status written by an
   older controller) the gate falls back to the runners: shut once the newest runner carries the
   write (``applied``);
-- an acting pass creates *every* missing runner at once (seed 002), removes finished runners, and
+- an acting pass creates *every* missing runner at once (no requeue per pod), removes finished runners, and
   scales down only on patch 0: failed and idle runners first, pending runners last, busy never;
   a pass whose gate is shut removes only the finished runners beyond the slots ``replicas``
   wants (the others mark their slots until the next write);
 - a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
-  spec is re-affirmed (seed 003). The finished runner is kept as the marker of that slot, so the
+  spec is re-affirmed (no churn from completed ephemeral runners). The finished runner is kept as the marker of that slot, so the
   rule survives controller restarts without any bookkeeping outside the cluster;
 - a failed runner is replaced after a backoff that grows with the failures of the runners it
-  descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate;
+  descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate,
+  and the failed runner goes only once its successor exists (``Actions.replaced``);
 - a set being deleted is decided with ``effective()``: replicas 0 on patch 0, so the same path
   removes its runners (never a busy one) and creates none.
 """

@@ -2,7 +2,7 @@
 
 Every pod carries ``gitscale.dev/runnerset`` and ``gitscale.dev/patch-id`` labels, an
 ownerReference to its RunnerSet (garbage-collected with it) and ``restartPolicy: Never``: a runner
-does one job and is never restarted in place (seed 004: one pod per runner, no mutated Job).
+does one job and is never restarted in place (one pod per runner, never a Job whose parallelism is mutated).
 """
 from __future__ import annotations
 

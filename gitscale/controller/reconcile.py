@@ -2,7 +2,7 @@
 
 Everything the pass reads comes from the stores; everything it writes goes through ``kube``
 and the platform adapter, in bulk: all creations of a pass are submitted to the shared thread
-pool at once (seed 002), and deletions run wave by wave (idle before pending). A failure to
+pool at once, and deletions run wave by wave (idle before pending). A failure to
 create or delete one runner does not stop the others; it becomes the ``Ready`` condition.
 
 Every set served carries the ``gitscale.dev/runners`` finalizer, so deleting it (by hand, or

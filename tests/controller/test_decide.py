@@ -1,4 +1,4 @@
-"""The controller's pure decision (PRODUCT §4): the issue's scenarios as a table, then properties."""
+"""The controller's pure decision (the patch-ID rules): the issue's scenarios as a table, then properties."""
 from __future__ import annotations
 
 import itertools
@@ -72,7 +72,7 @@ SCENARIOS = [
                  (0, ["i"], []), (1, 1, 0, 0, 0), id="1-0-idle-deleted-pending-stays"),
     pytest.param(Spec(3, 1, at(0)), [r("p", 1, P), r("b", 1, B), r("x", 1, X, ended=5)], 10,
                  (0, ["x"], []), (3, 1, 0, 1, 1), id="status-pending-running-failed"),
-    # Seed 003: a runner that finished after effectiveTime holds its slot until re-affirmed.
+    # A runner that finished after effectiveTime holds its slot until re-affirmed.
     pytest.param(Spec(2, 0, at(0)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
                  (0, [], ["f"]), (1, 0, 1, 0, 0), id="finished-after-write-holds-slot"),
     pytest.param(Spec(2, 0, at(55)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
@@ -367,7 +367,7 @@ def test_gate_by_the_record(spec: Spec, record: Write, expected: bool) -> None:
 
 
 def test_status_counts_held_and_waiting_slots_as_not_short() -> None:
-    # A finished runner holds its slot (seed 003), a failed one waits out its backoff: neither
+    # A finished runner holds its slot until the next write, a failed one waits out its backoff: neither
     # is a shortfall; a slot with no runner at all is.
     runners = [r("i", 1, I, created=1), r("f", 1, F, ended=50),
                r("x", 1, X, ended=55, failures=2)]

@@ -1,6 +1,6 @@
 """Two controllers, one Lease: only the holder acts, the other takes over when it dies, and a
 leader that cannot renew stops acting. Real controllers (informers, workers, the elector)
-against the Kubernetes-shaped API server, with short lease timings (1 s / 0.6 s / 0.1 s)."""
+against the Kubernetes-shaped API server, with short lease timings (2 s / 1.4 s / 0.2 s)."""
 from __future__ import annotations
 
 import os
@@ -20,7 +20,7 @@ from gitscale.controller.reconcile import Report
 from tests.controller.harness import NS, buildkite_spec
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 
-FAST = {"duration": 1, "renew_deadline": 0.6, "retry": 0.1}
+FAST = {"duration": 2, "renew_deadline": 1.4, "retry": 0.2}
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
@@ -156,7 +156,7 @@ def test_cli_replicas_elect_one_and_fail_over_on_sigkill(tmp_path: Path) -> None
             procs[name] = (subprocess.Popen(
                 [sys.executable, "-m", "gitscale", "controller", "--kubeconfig",
                  str(kubeconfig), "--namespace", NS, "--health-port", "0", "--leader-elect",
-                 "--lease-duration", "1", "--renew-deadline", "0.6", "--retry-period", "0.1"],
+                 "--lease-duration", "2", "--renew-deadline", "1.4", "--retry-period", "0.2"],
                 stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env, text=True), log)
 
         def holder() -> str:

@@ -184,11 +184,32 @@ def validate(**kw: Any) -> int:
               help="Pod creations in flight at once.")
 @click.option("--health-port", default=8081, show_default=True, type=int,
               help="Port of the /healthz and /readyz endpoints (0: off).")
-def controller(**kw: Any) -> int:
+@click.option("--shutdown-timeout", default=20.0, show_default=True,
+              type=click.FloatRange(0, 3600),
+              help="Seconds to finish the passes in flight on SIGTERM; creations not started "
+                   "by then are left to the next start.")
+@click.option("--leftover-grace", default=60.0, type=click.FloatRange(0, 86400), hidden=True,
+              help="Seconds a GitHub registration must stay without a pod before it is removed.")
+@click.option("--leader-elect", is_flag=True,
+              help="Act only while holding a coordination.k8s.io Lease (run 2 replicas).")
+@click.option("--leader-election-namespace", default=None,
+              help="Namespace of the Lease (default: the controller's own).")
+@click.option("--lease-duration", default=15, show_default=True, type=click.IntRange(1, 3600),
+              help="Seconds a replica waits after the leader's last renewal to take over.")
+@click.option("--renew-deadline", default=10.0, show_default=True,
+              type=click.FloatRange(0, 3600, min_open=True),
+              help="Seconds a leader unable to renew keeps acting (< lease duration).")
+@click.option("--retry-period", default=2.0, show_default=True,
+              type=click.FloatRange(0, 3600, min_open=True),
+              help="Seconds between attempts to take or renew the Lease.")
+def controller(leader_elect: bool, leader_election_namespace: str | None, lease_duration: int,
+               renew_deadline: float, retry_period: float, **kw: Any) -> int:
     """Turn each RunnerSet into ephemeral runner pods (runs in the cluster)."""
-    from gitscale.commands.controller import run_controller
+    from gitscale.commands.controller import Election, run_controller
 
-    return run_controller(**kw)
+    election = Election(leader_elect, leader_election_namespace, lease_duration,
+                        renew_deadline, retry_period)
+    return run_controller(**kw, election=election)
 
 
 @cli.command()

@@ -52,6 +52,14 @@ SPEC: dict[str, Any] = {
                 "queue": {"type": "string", "minLength": 1},
                 "tags": {"type": "array", "items": {"type": "string"}},
                 "agentTokenSecret": {"type": "string", "minLength": 1},
+                "organization": {"type": "string", "minLength": 1,
+                                 "description": "Organization slug, for the agents REST API "
+                                                "(which agent runs a job)."},
+                "apiTokenSecret": {"type": "string", "minLength": 1,
+                                   "description": "Secret with key token: a REST API token "
+                                                  "with the read_agents scope."},
+                "apiURL": {"type": "string", "pattern": "^https?://",
+                           "description": "Default https://api.buildkite.com."},
             },
         },
         "template": {
@@ -90,6 +98,14 @@ STATUS: dict[str, Any] = {
         **{k: {"type": "integer", "minimum": 0}
            for k in ("replicas", "pending", "idle", "busy", "failed")},
         "observedPatchID": {"type": "integer", "minimum": 0},
+        "observedGeneration": {"type": "integer", "minimum": 0},
+        "appliedPatchID": {
+            "type": "integer", "minimum": 0,
+            "description": "Patch ID of the last spec write the controller fully applied "
+                           "(every runner it wanted created). Until the spec's write is this "
+                           "one, the controller keeps acting on it.",
+        },
+        "appliedEffectiveTime": {"type": "string", "format": "date-time"},
         "conditions": {
             "type": "array",
             "items": {
@@ -101,6 +117,7 @@ STATUS: dict[str, Any] = {
                     "reason": {"type": "string"},
                     "message": {"type": "string"},
                     "lastTransitionTime": {"type": "string", "format": "date-time"},
+                    "observedGeneration": {"type": "integer", "minimum": 0},
                 },
             },
         },
@@ -129,6 +146,7 @@ def crd() -> dict[str, Any]:
                 "storage": True,
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
+                    _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
                     _column("Desired", ".spec.replicas"),
                     _column("Patch", ".spec.patchID"),
                     _column("Pending", ".status.pending"),

@@ -56,3 +56,8 @@ class RunnerNameTaken(PlatformError):
 
 class CredentialsError(PlatformError):
     """The credentials Secret is missing, incomplete or refused by the platform."""
+
+
+class Interrupted(ControllerError):
+    """The controller is stopping (or lost its leadership): the runner was left alone, for the
+    next pass (or the next leader)."""

@@ -98,6 +98,7 @@ class RegisteredRunner:
     name: str
     online: bool
     busy: bool
+    labels: tuple[str, ...] = ()
 
 
 class GitHub:
@@ -256,8 +257,11 @@ def _runners(data: Mapping[str, Any]) -> list[RegisteredRunner]:
     out = []
     for raw in data.get("runners", []):
         if isinstance(raw, dict) and isinstance(raw.get("id"), int):
+            labels = tuple(str(label.get("name")) for label in raw.get("labels") or []
+                           if isinstance(label, dict) and label.get("name"))
             out.append(RegisteredRunner(raw["id"], str(raw.get("name", "")),
-                                        raw.get("status") == "online", bool(raw.get("busy"))))
+                                        raw.get("status") == "online", bool(raw.get("busy")),
+                                        labels))
     return out
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
-from gitscale.controller.decide import Phase, Runner, Spec
+from gitscale.controller.decide import Phase, Runner, Spec, Write
 from gitscale.controller.errors import InvalidRunnerSet
 from gitscale.resource import PATCH_ID_MAX
 from gitscale.timeutil import parse_time
@@ -50,11 +50,19 @@ class GitHubSettings:
     credentials_secret: str
 
 
+BUILDKITE_API = "https://api.buildkite.com"
+
+
 @dataclass(frozen=True)
 class BuildkiteSettings:
     queue: str
     tags: tuple[str, ...]
     agent_token_secret: str | None
+    # The agents REST API (which agent runs a job): an organization slug and a Secret with a
+    # REST API token (key ``token``, scope read_agents). Without them: the graceful-stop rule.
+    organization: str | None = None
+    api_token_secret: str | None = None
+    api_url: str = BUILDKITE_API
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,8 @@ class RunnerSetView:
     github: GitHubSettings | None = None
     buildkite: BuildkiteSettings | None = None
     deleting: bool = False  # metadata.deletionTimestamp is set
+    applied: Write | None = None  # status: the last write a pass fully applied (None: unknown)
+    generation: int | None = None  # metadata.generation, reported back as observedGeneration
 
     @property
     def key(self) -> str:
@@ -104,10 +114,24 @@ def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
                                "with a name and an image")
     view = RunnerSetView(str(meta.get("namespace", "")), str(meta.get("name", "")),
                          str(meta.get("uid", "")), Spec(replicas, patch_id, when), platform,
-                         template, deleting=bool(meta.get("deletionTimestamp")))
+                         template, deleting=bool(meta.get("deletionTimestamp")),
+                         applied=applied_write(obj.get("status")),
+                         generation=_maybe_int(meta.get("generation")))
     if platform == "github":
         return _with_github(view, spec.get("github"))
     return _with_buildkite(view, spec.get("buildkite"))
+
+
+def applied_write(status: Any) -> Write | None:
+    """``status.appliedPatchID`` and ``appliedEffectiveTime``: what the controller recorded as
+    the last write it fully applied. Missing or unreadable: None (the gate then falls back to
+    the runners' labels), never an error: status is the controller's own field."""
+    if not isinstance(status, dict):
+        return None
+    patch_id = status.get("appliedPatchID")
+    if isinstance(patch_id, bool) or not isinstance(patch_id, int) or patch_id < 0:
+        return None
+    return Write(patch_id, _time(status.get("appliedEffectiveTime")))
 
 
 def _with_github(view: RunnerSetView, raw: Any) -> RunnerSetView:
@@ -132,8 +156,22 @@ def _with_github(view: RunnerSetView, raw: Any) -> RunnerSetView:
 def _with_buildkite(view: RunnerSetView, raw: Any) -> RunnerSetView:
     if not isinstance(raw, dict) or not raw.get("queue"):
         raise InvalidRunnerSet("spec.buildkite.queue is required for platform buildkite")
+    organization, secret = raw.get("organization") or None, raw.get("apiTokenSecret") or None
+    if (organization is None) != (secret is None):
+        raise InvalidRunnerSet("spec.buildkite.organization and spec.buildkite.apiTokenSecret "
+                               "go together: the agents API needs both (or leave both out)")
+    api_url = str(raw.get("apiURL") or BUILDKITE_API).rstrip("/")
+    try:
+        parts = urlsplit(api_url)
+    except ValueError:
+        raise InvalidRunnerSet("spec.buildkite.apiURL is not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
+        raise InvalidRunnerSet("spec.buildkite.apiURL must be an http(s) URL without "
+                               "credentials (the token goes in spec.buildkite.apiTokenSecret)")
     settings = BuildkiteSettings(str(raw["queue"]), tuple(str(t) for t in raw.get("tags") or ()),
-                                 raw.get("agentTokenSecret") or None)
+                                 raw.get("agentTokenSecret") or None,
+                                 str(organization) if organization else None,
+                                 str(secret) if secret else None, api_url)
     return RunnerSetView(**{**view.__dict__, "buildkite": settings})
 
 
@@ -145,25 +183,29 @@ def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
         raise InvalidRunnerSet(f"spec.{name}: {value!r} is not an integer")
     if not lo <= value <= hi:
         raise InvalidRunnerSet(f"spec.{name}: {value} is out of range ({lo}..{hi})")
-    return value
+    return int(value)
 
 
 # -- pods -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Registered:
-    """What the platform says about a running runner (GitHub's list). None: unknown."""
+    """What the platform says about a registered runner (GitHub's list). None: unknown."""
 
     online: bool
     busy: bool
+    name: str = ""
+    labels: tuple[str, ...] = ()
 
 
-def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | None,
+def runner_of(pod: Mapping[str, Any], registered: Mapping[int | str, Registered] | None,
               busy_until: datetime | None, now: datetime) -> Runner:
     """A pod as the decision sees it.
 
-    ``registered`` is GitHub's view by runner id (None for Buildkite, or when GitHub could not
-    be asked: then a running runner counts as busy, so nothing is deleted on a guess).
-    ``busy_until``: a recent 422 said this runner is busy; it stays busy until then.
+    ``registered`` is the platform's view: GitHub's runner list by runner id (None when GitHub
+    could not be asked: then a running runner counts as busy, so nothing is deleted on a
+    guess); Buildkite's connected agents by name (None without the agents API: then an agent
+    is idle unless its pod says ``gitscale.dev/busy``, and a scale-down relies on the agent
+    finishing its job on SIGTERM). ``busy_until``: a recent 422 said this runner is busy.
     """
     meta = pod.get("metadata") or {}
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
@@ -191,9 +233,15 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | Non
         return make(Phase.PENDING)
     if busy_until is not None and now < busy_until:
         return make(Phase.BUSY)
-    if runner_id is None:  # Buildkite: the agent's hooks may say so; else it is taking jobs
-        return make(Phase.BUSY if str(notes.get(ANNOTATION_BUSY)).lower() == "true"
-                    else Phase.IDLE)
+    if runner_id is None:  # Buildkite
+        if str(notes.get(ANNOTATION_BUSY)).lower() == "true":
+            return make(Phase.BUSY)  # the agent's hooks say so
+        if registered is None:
+            return make(Phase.IDLE)  # taking jobs, as far as anyone can tell
+        agent = registered.get(str(meta.get("name")))
+        if agent is None or not agent.online:
+            return make(Phase.PENDING)  # not connected yet (or gone after its job)
+        return make(Phase.BUSY if agent.busy else Phase.IDLE)
     if registered is None:
         return make(Phase.BUSY)
     seen = registered.get(runner_id)

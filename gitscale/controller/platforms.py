@@ -1,8 +1,9 @@
 """One adapter per platform behind the same four verbs, and where the loop gets them.
 
 ``env`` (what the runner container needs), ``register`` (GitHub: a JIT config; Buildkite: none),
-``unregister`` (GitHub: DELETE the runner; ``RunnerBusy`` on 422) and ``registered`` (GitHub's
-runner list by id, for idle and busy; None when the platform cannot say).
+``unregister`` (GitHub: DELETE the runner; ``RunnerBusy`` on 422) and ``registered`` (idle and
+busy: GitHub's runner list by runner id, Buildkite's connected agents by name; None when the
+platform cannot say).
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable, Protocol
 
-from gitscale.controller.buildkite import Buildkite
+from gitscale.controller.buildkite import TOKEN_KEY, Buildkite, BuildkiteAgents
+from gitscale.controller.errors import ControllerError, CredentialsError
 from gitscale.controller.github import (
     LIST_MAX_AGE,
     GitHub,
@@ -19,7 +21,12 @@ from gitscale.controller.github import (
     credentials_from,
     scope_of,
 )
-from gitscale.controller.observe import GitHubSettings, Registered, RunnerSetView
+from gitscale.controller.observe import (
+    BuildkiteSettings,
+    GitHubSettings,
+    Registered,
+    RunnerSetView,
+)
 
 CREDENTIALS_MAX_AGE = 300.0  # seconds before a credentials Secret is read again
 
@@ -31,7 +38,11 @@ class Platform(Protocol):
 
     def unregister(self, runner_id: int) -> None: ...
 
-    def registered(self) -> Mapping[int, Registered] | None: ...
+    def registered(self) -> Mapping[Any, Registered] | None: ...
+
+    def busy_source(self) -> tuple[bool, str | None]:
+        """(is the platform set up to say who is busy, why it cannot this time)"""
+        ...
 
 
 class GitHubRunners:
@@ -54,8 +65,11 @@ class GitHubRunners:
     def unregister(self, runner_id: int) -> None:
         self.client.unregister(runner_id)
 
-    def registered(self) -> Mapping[int, Registered]:
-        return {i: Registered(r.online, r.busy)
+    def busy_source(self) -> tuple[bool, str | None]:
+        return True, None
+
+    def registered(self) -> Mapping[int, Registered]:  # by runner id
+        return {i: Registered(r.online, r.busy, r.name, r.labels)
                 for i, r in self.client.runners(self.list_max_age).items()}
 
 
@@ -63,7 +77,7 @@ SecretReader = Callable[[str, str], Mapping[str, str]]
 
 
 class Platforms:
-    """Adapters by RunnerSet, with GitHub clients (and their tokens) reused across passes."""
+    """Adapters by RunnerSet, with API clients (and their tokens) reused across passes."""
 
     def __init__(self, read_secret: SecretReader, *, list_max_age: float = LIST_MAX_AGE,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -71,42 +85,74 @@ class Platforms:
         self._list_max_age = list_max_age
         self._clock = clock
         self._lock = threading.Lock()
-        self._github: dict[tuple[str, str, str], tuple[float, GitHub]] = {}
+        self._clients: dict[tuple[str, ...], tuple[float, GitHub | BuildkiteAgents]] = {}
 
     def for_set(self, rs: RunnerSetView) -> Platform:
         if rs.buildkite is not None:
-            return Buildkite(rs.buildkite)
+            return self._buildkite(rs.namespace, rs.buildkite)
         assert rs.github is not None
-        return GitHubRunners(self._client(rs.namespace, rs.github), rs.github, self._list_max_age)
+        key = ("github", rs.namespace, rs.github.credentials_secret, rs.github.config_url)
+        client = self._cached(key, lambda: self._github(rs.namespace, rs.github))
+        assert isinstance(client, GitHub)
+        return GitHubRunners(client, rs.github, self._list_max_age)
 
     def forget(self, rs: RunnerSetView) -> None:
-        """Drop a set's client, e.g. after GitHub refused its credentials: read them again."""
-        if rs.github is not None:
-            with self._lock:
-                old = self._github.pop(self._key(rs.namespace, rs.github), None)
-            if old is not None:
-                old[1].close()
+        """Drop a set's clients, e.g. after its credentials were refused: read them again."""
+        with self._lock:
+            gone = [self._clients.pop(k) for k in list(self._clients)
+                    if k[1] == rs.namespace and k[2] in _secrets(rs)]
+        for _, client in gone:
+            client.close()
 
     def close(self) -> None:
         with self._lock:
-            clients, self._github = list(self._github.values()), {}
+            clients, self._clients = list(self._clients.values()), {}
         for _, client in clients:
             client.close()
 
-    @staticmethod
-    def _key(namespace: str, settings: GitHubSettings) -> tuple[str, str, str]:
-        return (namespace, settings.credentials_secret, settings.config_url)
-
-    def _client(self, namespace: str, settings: GitHubSettings) -> GitHub:
-        key = self._key(namespace, settings)
+    def _cached(self, key: tuple[str, ...],
+                make: Callable[[], GitHub | BuildkiteAgents]) -> GitHub | BuildkiteAgents:
         with self._lock:
-            cached = self._github.get(key)
+            cached = self._clients.get(key)
         if cached is not None and self._clock() - cached[0] < CREDENTIALS_MAX_AGE:
             return cached[1]
-        source = f"Secret {namespace}/{settings.credentials_secret}"
-        data = self._read_secret(namespace, settings.credentials_secret)
-        client = GitHub(scope_of(settings.config_url), credentials_from(data, source))
+        client = make()
         with self._lock:
             # A replaced client may still serve a pass in flight: it is left to the GC.
-            self._github[key] = (self._clock(), client)
+            self._clients[key] = (self._clock(), client)
         return client
+
+    def _github(self, namespace: str, settings: GitHubSettings | None) -> GitHub:
+        assert settings is not None
+        source = f"Secret {namespace}/{settings.credentials_secret}"
+        data = self._read_secret(namespace, settings.credentials_secret)
+        return GitHub(scope_of(settings.config_url), credentials_from(data, source))
+
+    def _buildkite(self, namespace: str, settings: BuildkiteSettings) -> Buildkite:
+        """Without the agents API settings, or when its token cannot be read: no busy signal
+        (the set is still served, under the graceful-stop rule; ``problem`` says why)."""
+        if settings.organization is None or settings.api_token_secret is None:
+            return Buildkite(settings, None, self._list_max_age)
+        secret, org = settings.api_token_secret, settings.organization
+        source = f"Secret {namespace}/{secret}"
+
+        def make() -> BuildkiteAgents:
+            token = self._read_secret(namespace, secret).get(TOKEN_KEY, "").strip()
+            if not token:
+                raise CredentialsError(f"{source}: needs the key {TOKEN_KEY} (a Buildkite REST "
+                                       "API token with the read_agents scope)")
+            return BuildkiteAgents(settings.api_url, org, token)
+
+        try:
+            client = self._cached(("buildkite", namespace, secret, settings.api_url, org), make)
+        except ControllerError as exc:
+            return Buildkite(settings, None, self._list_max_age, problem=str(exc))
+        assert isinstance(client, BuildkiteAgents)
+        return Buildkite(settings, client, self._list_max_age)
+
+
+def _secrets(rs: RunnerSetView) -> set[str]:
+    names = {rs.github.credentials_secret} if rs.github else set()
+    if rs.buildkite is not None and rs.buildkite.api_token_secret:
+        names.add(rs.buildkite.api_token_secret)
+    return names

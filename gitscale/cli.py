@@ -275,14 +275,10 @@ def main(argv: list[str] | None = None) -> int:
 def _versions() -> str:
     """What a bug report needs besides the traceback: gitscale's, git's and Python's versions."""
     import platform
-    import subprocess
 
-    try:
-        git = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
-                             check=False).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        git = "git: not found"
-    return (f"gitscale {__version__}\n{git}\nPython {platform.python_version()} "
+    from gitscale.git import version
+
+    return (f"gitscale {__version__}\n{version()}\nPython {platform.python_version()} "
             f"({platform.platform()})\nargv: {redact(' '.join(sys.argv[1:]))}")
 
 

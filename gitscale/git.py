@@ -233,6 +233,16 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None) -> None:
     Git(dest.parent).run(*args, "--", url, str(dest))
 
 
+def version() -> str:
+    """``git version 2.39.5``, for crash reports; never raises."""
+    try:
+        out = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
+                             check=False, env=git_env()).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "git: not found"
+    return out or "git: unknown version"
+
+
 def is_bare(path: Path) -> bool:
     result = Git(path).run("rev-parse", "--is-bare-repository", check=False)
     return result.code == 0 and result.stdout.strip() == "true"

@@ -32,7 +32,7 @@ def queue_demand(body: Any, count_waiting: bool, where: str) -> Demand:
         value = jobs.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SourceError(f"buildkite: {where}: jobs.{key} is not a count: {value!r}")
-        return value
+        return int(value)
 
     queued = number("scheduled") + (number("waiting") if count_waiting else 0)
     return Demand(queued=queued, running=number("running"))

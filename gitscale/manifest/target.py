@@ -115,7 +115,7 @@ def _int_field(path: str, doc: Document, at: list[Any], value: Any, hi: int) -> 
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= hi:
         raise ManifestError(path, f"{'.'.join(at)} must be an integer from 0 to {hi}, "
                             f"found {value!r}", doc.line_of(at))
-    return value
+    return int(value)
 
 
 def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any],

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass
 from functools import partial
 from importlib import resources
@@ -13,6 +12,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
 from gitscale.core.policy import Policy, Schedule
+from gitscale.core.recurrence import RecurrenceError
+from gitscale.core.recurrence import check as check_recurrence
 from gitscale.errors import ConfigError
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import Document, check_schema, load_single
@@ -217,22 +218,10 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
                        "Europe/Berlin)") from None
     recurrence = item.get("recurrence")
     if recurrence is not None:
-        from dateutil.rrule import rrulestr
-
-        if re.search(r"(?i)FREQ=(SECONDLY|MINUTELY)", recurrence):
-            # dateutil walks every occurrence since `start` on each pass: minutely windows
-            # started a few years ago cost seconds per set. Scaling windows are hourly or
-            # coarser; write a window of an hour with FREQ=HOURLY instead.
-            raise fail("recurrence", "FREQ=SECONDLY and FREQ=MINUTELY are not supported for "
-                       "schedules (use FREQ=HOURLY or coarser)")
         try:
-            # Evaluated once as Schedule.active will: a DTSTART or EXDATE without a zone in
-            # the text parses, then fails comparing itself with an aware clock.
-            first = start.astimezone(ZoneInfo(zone)) if zone else start
-            rrulestr(recurrence, dtstart=first).after(first, inc=True)
-        except (ValueError, TypeError) as exc:
-            raise fail("recurrence", f"not an RRULE ({exc}); e.g. "
-                       "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR") from None
+            check_recurrence(recurrence, start, zone)
+        except RecurrenceError as exc:
+            raise fail("recurrence", f"schedule recurrence: {exc}") from None
     lo, hi = item.get("minReplicas"), item.get("maxReplicas")
     if lo is not None and hi is not None and lo > hi:
         raise fail("minReplicas", f"minReplicas {lo} is greater than maxReplicas {hi}")

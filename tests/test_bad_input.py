@@ -120,6 +120,19 @@ CONFIG_CASES = [
                  "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
                  "        - {name: x, start: 2026-02-30T09:00:00Z, duration: 1h, minReplicas: 1}\n",
                  "gitscale.yaml", ["not valid YAML", "day is out of range"], id="impossible-date"),
+    *[pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                   "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                   "        - name: x\n          start: '2026-01-01T09:00:00Z'\n"
+                   "          duration: 1h\n          minReplicas: 1\n"
+                   f"          recurrence: '{rule}'\n",
+                   "gitscale.yaml:11", ["schedule recurrence", *words], id=f"rrule-{name}")
+      for name, rule, words in [
+          ("count-negative", "FREQ=DAILY;COUNT=-1", ["COUNT=-1"]),
+          ("absurd-interval", "FREQ=DAILY;INTERVAL=1000000000", ["INTERVAL=1000000000"]),
+          ("february-30", "FREQ=DAILY;BYMONTHDAY=30;BYMONTH=2", ["never fires"]),
+          ("until-before-start", "FREQ=DAILY;UNTIL=20250101T000000Z",
+           ["UNTIL", "before the schedule's start"]),
+      ]],
     pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
                  "    source: {file: demand.yaml}\n    policy: {maxReplicas: " + "9" * 5000 + "}\n",
                  "gitscale.yaml", ["not valid YAML"], id="5000-digit-integer"),
@@ -360,6 +373,22 @@ def test_minutely_schedules_are_refused(tmp_path: Path, capsys) -> None:  # type
               "           recurrence: 'FREQ=MINUTELY', minReplicas: 1}\n")
     checkout = repo_with(tmp_path, config=config)
     assert_refused(capsys, checkout, "gitscale.yaml:8", "FREQ=MINUTELY")
+
+
+def test_a_schedule_with_interval_0_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """dateutil never advances with INTERVAL=0: plan spun at 100 % CPU for ever."""
+    config = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+              "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+              "        - {name: x, start: '2026-01-01T09:00:00Z', duration: 1h,\n"
+              "           recurrence: 'FREQ=DAILY;INTERVAL=0', minReplicas: 1}\n")
+    checkout = repo_with(tmp_path, config=config)
+    # in a child process: a regression must fail this test, not hang the test run
+    result = subprocess.run([sys.executable, "-m", "gitscale", "plan", "--repo", str(checkout),
+                             "--now", "2026-11-23T09:30:00Z"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1, result
+    assert result.stderr.startswith("error: gitscale.yaml:8: "), result.stderr
+    assert "INTERVAL=0" in result.stderr
 
 
 @pytest.mark.parametrize("url", [

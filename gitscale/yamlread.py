@@ -170,9 +170,11 @@ def check_schema(
 
     try:
         schemas.fast_check(schema)(document.data)
-        return
     except fastjsonschema.JsonSchemaException:
         pass  # explain it with jsonschema, which finds the most relevant error and its path
+    else:
+        _refuse_floats(document, source, error, describe)
+        return
     import jsonschema  # only now: importing it costs more than most passes
 
     problem = jsonschema.exceptions.best_match(schemas.validator(schema).iter_errors(document.data))
@@ -188,6 +190,32 @@ def check_schema(
         where = f"{label}: " if path else ""
         raise error(source, f"{where}unknown key {key!r} (allowed: {', '.join(allowed)})", line)
     raise error(source, f"{label}: {_explain(problem)}", document.line_of(path))
+
+
+def _refuse_floats(document: Document, source: str, error: type[InputError],
+                   describe: Any) -> None:
+    """JSON Schema counts 2.0 as an integer; gitscale's files have no fractional numbers at
+    all, and a float that got this far crashed the manifest edit (``replicas: 2.0``)."""
+    found = _first_float(document.data, [])
+    if found is None:
+        return
+    path, value = found
+    label = describe(path) if describe else format_path(path)
+    hint = f" (write {int(value)})" if value.is_integer() else ""
+    raise error(source, f"{label}: {value!r} is not an integer{hint}", document.line_of(path))
+
+
+def _first_float(data: Any, path: list[Any]) -> tuple[list[Any], float] | None:
+    stack: list[tuple[Any, list[Any]]] = [(data, path)]
+    while stack:
+        value, at = stack.pop()
+        if isinstance(value, float):
+            return at, value
+        if isinstance(value, dict):
+            stack.extend((v, [*at, k]) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, [*at, i]) for i, v in reversed(list(enumerate(value))))
+    return None
 
 
 def _explain(problem: Any) -> str:

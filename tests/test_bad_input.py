@@ -120,6 +120,15 @@ CONFIG_CASES = [
                  "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
                  "        - {name: x, start: 2026-02-30T09:00:00Z, duration: 1h, minReplicas: 1}\n",
                  "gitscale.yaml", ["not valid YAML", "day is out of range"], id="impossible-date"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      maxReplicas: 2.0\n",
+                 "gitscale.yaml:6", ["maxReplicas", "2.0 is not an integer", "write 2"],
+                 id="float-max"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                 "        - {name: x, start: '2026-01-01T00:00:00Z', duration: 1h,\n"
+                 "           minReplicas: 1.0}\n",
+                 "gitscale.yaml:8", ["minReplicas", "1.0 is not an integer"], id="float-schedule-min"),
     *[pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
                    "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
                    "        - name: x\n          start: '2026-01-01T09:00:00Z'\n"
@@ -258,6 +267,8 @@ DEMAND_CASES = [
     pytest.param("linux: {queued: 1, running: 0\n", "demand.yaml:", ["not valid YAML"],
                  id="unparsable"),
     pytest.param("linus: {queued: 1, running: 0}\n", "demand.yaml", ["linus"], id="unknown-set"),
+    pytest.param("linux: {queued: 2.0, running: 0}\n", "demand.yaml:1",
+                 ["queued", "2.0 is not an integer"], id="float"),
     pytest.param("linux: {queued: 1, running: 0, jobs: [2026-02-30]}\n", "demand.yaml:",
                  ["not valid YAML"], id="impossible-date"),
 ]

@@ -265,7 +265,7 @@ def _until(value: str, first: datetime) -> datetime:
     from dateutil.parser import parse
 
     try:
-        until = parse(value)
+        until: datetime = parse(value)
     except (ValueError, OverflowError):
         raise RecurrenceError(f"UNTIL={value} is not a date (e.g. 20261231T000000Z)") from None
     return until if until.tzinfo is not None else until.replace(tzinfo=first.tzinfo)

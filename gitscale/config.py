@@ -11,6 +11,7 @@ from typing import Any, Callable, Literal, Optional, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
+from gitscale import files
 from gitscale.core.policy import Policy, Schedule
 from gitscale.core.recurrence import RecurrenceError
 from gitscale.core.recurrence import check as check_recurrence
@@ -65,7 +66,7 @@ def load_config(root: Path, config_path: str = "gitscale.yaml",
     """
     path = safe_repo_path(root, config_path, config_path, ConfigError)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(path, config_path, ConfigError)
     except FileNotFoundError:
         raise ConfigError(config_path, "not found in the config repo (run `gitscale init`?)") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -152,7 +153,7 @@ def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
     if local.is_file() and not local.is_symlink():
         label = f"policies/{name}.yaml"
         try:
-            text = local.read_bytes().decode("utf-8")
+            text = files.read_text(local, label, ConfigError)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(label, f"cannot be read: {exc}") from None
     else:

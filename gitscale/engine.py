@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import jsonpatch
 
+from gitscale import files
 from gitscale.cache import StateCache, gc_paused
 from gitscale.config import Config, RunnerSetConfig, safe_repo_path
 from gitscale.core.decide import decide
@@ -124,7 +125,7 @@ def read_manifest(root: Path, runner_set: RunnerSetConfig, config_path: str,
                           checked=checked)
     try:
         # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
-        return path.read_bytes().decode("utf-8")
+        return files.read_text(path, runner_set.manifest, ManifestError)
     except FileNotFoundError:
         raise ManifestError(runner_set.manifest, f"not found (manifest of runner set "
                             f"{runner_set.name!r} in {config_path})") from None

@@ -6,6 +6,7 @@ Errors name the file and the 1-based line of the offending key or value.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import yaml
@@ -120,9 +121,52 @@ def check_depth(text: str, source: str, error: type[InputError] = InputError) ->
         return  # not YAML at all: the loader reports it with its line
 
 
+MAX_ALIAS_NODES = 100_000  # values aliases may add: a shared policy used by a thousand sets fits
+_ALIAS = re.compile(r"(?:^|[\s,\[{])\*[^\s,\]}]")
+
+
+def check_aliases(text: str, source: str, error: type[InputError] = InputError) -> None:
+    """Refuse YAML whose aliases expand to more than ``MAX_ALIAS_NODES`` values (a "billion
+    laughs": nine lines that every later step — schema checks, diffs — would walk as billions
+    of values). Counted on parser events, so the count itself costs one pass over the text."""
+    if not _ALIAS.search(text):
+        return
+    sizes: dict[str, int] = {}  # anchor → the values it stands for
+    open_nodes: list[list[Any]] = []  # [anchor, values so far] per open mapping/sequence
+    added = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.AliasEvent):
+                size = sizes.get(event.anchor or "", 1)
+                added += size
+                if added > MAX_ALIAS_NODES:
+                    mark = event.start_mark
+                    raise error(source, f"aliases expand to more than {MAX_ALIAS_NODES:,} "
+                                "values; write the values out, or use fewer aliases",
+                                mark.line + 1 if mark is not None else None)
+            elif isinstance(event, yaml.ScalarEvent):
+                size = 1
+                if event.anchor:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                open_nodes.append([event.anchor, 1])
+                continue
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                anchor, size = open_nodes.pop()
+                if anchor:
+                    sizes[anchor] = size
+            else:
+                continue
+            if open_nodes:
+                open_nodes[-1][1] += size
+    except yaml.YAMLError:
+        return  # not YAML at all: the loader reports it with its line
+
+
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
     """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
     check_depth(text, source, error)
+    check_aliases(text, source, error)
     try:
         datas = list(yaml.load_all(text, Loader=_StrictLoader))
     except yaml.MarkedYAMLError as exc:

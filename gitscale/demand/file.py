@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
+from gitscale import files
 from gitscale.config import RunnerSetConfig
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
@@ -16,7 +17,7 @@ from gitscale.yamlread import check_schema, load_documents
 def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
     """Read and validate one demand file. Raises DemandError naming ``label`` and the line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(path, label, DemandError)
     except FileNotFoundError:
         raise DemandError(label, "demand file not found") from None
     except (OSError, UnicodeDecodeError) as exc:

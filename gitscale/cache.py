@@ -21,7 +21,7 @@ from gitscale import __version__
 from gitscale.config import Config, ObjectRef
 from gitscale.manifest.target import Located, locate
 
-FORMAT = 1
+FORMAT = 2  # 2: manifests of unknown kinds and RRULEs that cannot fire are refused
 LIMIT = 50_000  # manifest entries kept on disk
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 

@@ -233,6 +233,18 @@ MANIFEST_CASES = [
 ]
 
 
+MANIFEST_CASES += [
+    pytest.param(RUNNERSET.format(name="linux", replicas=2).replace("v1alpha1", "v9"),
+                 "sets/linux.yaml:1", ["gitscale.dev/v9 RunnerSet linux", "not a kind gitscale "
+                                       "scales", "gitscale.dev/v1alpha1 RunnerSet"], id="v9"),
+    pytest.param("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: linux}\n"
+                 "spec: {replicas: 2}\n", "sets/linux.yaml:1",
+                 ["v1 ConfigMap linux", "not a kind gitscale scales"], id="configmap-with-spec"),
+    pytest.param("kind: RunnerSet\nmetadata: {name: linux}\nspec: {replicas: 2}\n",
+                 "sets/linux.yaml:1", ["(no apiVersion) RunnerSet"], id="no-api-version"),
+]
+
+
 @pytest.mark.parametrize(("manifest", "where", "words"), MANIFEST_CASES)
 def test_bad_manifest(tmp_path: Path, capsys, manifest: str, where: str, words: list[str]) -> None:  # type: ignore[no-untyped-def]
     checkout = repo_with(tmp_path, manifest=manifest)

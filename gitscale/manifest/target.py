@@ -29,13 +29,33 @@ class Fields:
     effective_time: bool
 
 
-def fields_for(api_version: str, kind: str) -> Fields:
-    group = api_version.split("/")[0] if "/" in api_version else ""
-    if group == GROUP and kind == "RunnerSet":
-        return Fields(patch_id=True, effective_time=True)
-    if group == LEGACY_GROUP and kind in ("RunnerDeployment", "RunnerSet"):
-        return Fields(patch_id=False, effective_time=True)
-    return Fields(patch_id=False, effective_time=False)
+GITSCALE = Fields(patch_id=True, effective_time=True)
+LEGACY = Fields(patch_id=False, effective_time=True)
+REPLICAS_ONLY = Fields(patch_id=False, effective_time=False)
+
+# Every kind gitscale writes, by apiVersion and kind: one table, so adding a kind is one line.
+# Anything else is refused: `replicas` written into an object that does not mean it by
+# `spec.replicas` (a ConfigMap, an unknown version of our own CRD) would be committed, applied
+# and ignored.
+KINDS: dict[tuple[str, str], Fields] = {
+    (f"{GROUP}/v1alpha1", "RunnerSet"): GITSCALE,
+    (f"{LEGACY_GROUP}/v1alpha1", "RunnerDeployment"): LEGACY,
+    (f"{LEGACY_GROUP}/v1alpha1", "RunnerSet"): LEGACY,
+    ("apps/v1", "Deployment"): REPLICAS_ONLY,
+    ("apps/v1", "StatefulSet"): REPLICAS_ONLY,
+    ("apps/v1", "ReplicaSet"): REPLICAS_ONLY,
+    ("v1", "ReplicationController"): REPLICAS_ONLY,
+    ("argoproj.io/v1alpha1", "Rollout"): REPLICAS_ONLY,
+}
+
+
+def fields_for(api_version: str, kind: str) -> Fields | None:
+    """The owned fields of this kind of object; None for a kind gitscale does not scale."""
+    return KINDS.get((api_version, kind))
+
+
+def known_kinds() -> str:
+    return ", ".join(f"{api} {kind}" for api, kind in KINDS)
 
 
 @dataclass(frozen=True)
@@ -92,7 +112,13 @@ def read_target(path: str, text: str, ref: ObjectRef) -> Target:
     if not isinstance(spec, dict):
         raise ManifestError(path, f"{data['kind']} {meta['name']} has no spec mapping",
                             doc.line_of(["spec"]))
-    fields = fields_for(str(data.get("apiVersion", "")), data["kind"])
+    api_version = data.get("apiVersion")
+    fields = fields_for(api_version, data["kind"]) if isinstance(api_version, str) else None
+    if fields is None:
+        at = ["apiVersion"] if "apiVersion" in data else ["kind"]
+        raise ManifestError(path, f"{api_version or '(no apiVersion)'} {data['kind']} "
+                            f"{meta['name']} is not a kind gitscale scales (it writes "
+                            f"spec.replicas of: {known_kinds()})", doc.line_of(at))
     current = _current(path, doc, spec, meta, fields)
     return Target(path, text, tuple(documents), index, data["kind"], meta["name"], fields, current)
 

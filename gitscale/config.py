@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -48,6 +48,20 @@ class RunnerSetConfig:
 class Config:
     path: str
     sets: tuple[RunnerSetConfig, ...]
+    text: str = field(default="", repr=False, compare=False)  # for line numbers in errors
+    document: int = 0  # which YAML document of ``text``
+
+    def line(self, name: str, key: str) -> int | None:
+        """The line of runner set ``name``'s ``key`` (or of the set). Errors only: it parses
+        the text again, which a pass without errors never pays for."""
+        index = next((i for i, s in enumerate(self.sets) if s.name == name), None)
+        if index is None or not self.text:
+            return None
+        return Document(None, self.text, self.document).line_of(["runnerSets", index, key])
+
+    def blame(self, name: str, key: str, message: str) -> ConfigError:
+        """An error about runner set ``name``, at the line of its ``key`` in the config."""
+        return ConfigError(self.path, f"runner set {name!r}: {message}", self.line(name, key))
 
     def get(self, name: str) -> RunnerSetConfig:
         for runner_set in self.sets:
@@ -137,7 +151,7 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
             source=Source(kind, settings),
             policy=policy,
         ))
-    return Config(config_path, tuple(sets))
+    return Config(config_path, tuple(sets), text, document.index)
 
 
 LineRef = Union[int, None, Callable[[], Optional[int]]]
@@ -239,6 +253,11 @@ def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigErr
     pure = PurePosixPath(relative)
     if pure.is_absolute() or "\\" in relative or ".." in pure.parts or relative.startswith("~"):
         raise error(source, f"{relative!r} must be a path inside the config repo", _line(line))
+    if not pure.parts:
+        raise error(source, f"{relative!r} is the repo's top folder, not a file", _line(line))
+    if ".git" in pure.parts:
+        raise error(source, f"{relative!r} is inside .git (git's own files); name a file the "
+                    "repo tracks", _line(line))
     # Relative, no "..", no symlink on the way: the path cannot leave the repo.
     current = root
     for depth, part in enumerate(pure.parts, start=1):

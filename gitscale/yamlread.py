@@ -60,6 +60,11 @@ class Document:
             self._node = nodes[self._index] if self._index < len(nodes) else None
         return self._node
 
+    @property
+    def index(self) -> int:
+        """Which document of its text this is."""
+        return self._index
+
     def line_of(self, path: Path) -> int | None:
         """1-based line of the value at ``path`` (or of the deepest ancestor that exists)."""
         node = self.node

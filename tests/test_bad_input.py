@@ -256,14 +256,46 @@ def test_object_not_in_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-
         "    source:", "    object: {kind: RunnerSet, name: linux}\n    source:")
     checkout = repo_with(tmp_path, config=config,
                          manifest=RUNNERSET.format(name="other", replicas=2))
-    assert_refused(capsys, checkout, "sets/linux.yaml", "no object matches",
-                   "name=linux")
+    assert_refused(capsys, checkout, "gitscale.yaml:4", "no object matches",
+                   "name=linux", "sets/linux.yaml")
 
 
 def test_missing_manifest(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     checkout = make_repo(tmp_path, {"gitscale.yaml": simple_config({"linux": "default"}),
                                     "demand.yaml": GOOD_DEMAND})
     assert_refused(capsys, checkout, "sets/linux.yaml", "not found")
+
+
+@pytest.mark.parametrize(("manifest", "where", "words"), [
+    pytest.param(".", "gitscale.yaml:3", ["'.'", "top folder"], id="dot"),
+    pytest.param("sets", "gitscale.yaml:3", ["'sets'", "is a directory"], id="directory"),
+    pytest.param(".git/config", "gitscale.yaml:3", ["'.git/config'", "inside .git"],
+                 id="git-config"),
+    pytest.param(".git/HEAD", "gitscale.yaml:3", ["'.git/HEAD'", "inside .git"], id="git-head"),
+    pytest.param("sets/nonesuch.yaml", "gitscale.yaml:3", ["sets/nonesuch.yaml", "not found"],
+                 id="missing"),
+])
+def test_a_bad_manifest_path_names_the_config_line(tmp_path: Path, capsys, manifest: str,  # type: ignore[no-untyped-def]
+                                                   where: str, words: list[str]) -> None:
+    config = simple_config({"linux": "default"}).replace("sets/linux.yaml", manifest)
+    assert_refused(capsys, repo_with(tmp_path, config=config), where, *words)
+
+
+def test_objects_that_match_several_name_the_config_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    manifest = (RUNNERSET.format(name="linux", replicas=2) + "---\n"
+                + RUNNERSET.format(name="linux2", replicas=2))
+    assert_refused(capsys, repo_with(tmp_path, manifest=manifest), "gitscale.yaml:3",
+                   "2 objects match", "sets/linux.yaml")
+
+
+def test_a_missing_demand_file_names_the_config_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = simple_config({"linux": "default"}, source="nonesuch.yaml")
+    checkout = repo_with(tmp_path, config=config)
+    code, out, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 1 and "gitscale.yaml:4: runner set 'linux': nonesuch.yaml: demand file not " \
+        "found" in out, out
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "gitscale.yaml:4: " in err and "left untouched" in err, err
 
 
 DEMAND_CASES = [

@@ -21,6 +21,11 @@ A_DRAINED = "gitscale.dev/drained"
 LEGACY_GROUP = "actions.summerwind.dev"
 
 
+class NoSuchObject(ManifestError):
+    """The set's ``object`` matches no object, or several, in its manifest: what to fix is
+    the config's ``object:``, so callers name its line (``Config.blame``)."""
+
+
 @dataclass(frozen=True)
 class Fields:
     """Which owned fields this kind of object carries in its spec."""
@@ -98,10 +103,10 @@ def read_target(path: str, text: str, ref: ObjectRef) -> Target:
         candidates.append(index)
     wanted = _describe(ref)
     if not candidates:
-        raise ManifestError(path, f"no object matches {wanted}")
+        raise NoSuchObject(path, f"no object matches {wanted}")
     if len(candidates) > 1:
-        raise ManifestError(path, f"{len(candidates)} objects match {wanted}; set `object: "
-                            "{kind: ..., name: ...}` for this set in gitscale.yaml")
+        raise NoSuchObject(path, f"{len(candidates)} objects match {wanted}; set `object: "
+                           "{kind: ..., name: ...}` for this set")
     index = candidates[0]
     doc = documents[index]
     data = doc.data
@@ -184,6 +189,12 @@ class Located:
     name: str
     fields: Fields
     current: Current
+
+
+def object_key(ref: ObjectRef) -> str:
+    """The config key to blame for an object that cannot be found: ``object`` when the set
+    names one, else ``manifest`` (the file holds none, or several)."""
+    return "object" if ref != ObjectRef() else "manifest"
 
 
 def locate(path: str, text: str, ref: ObjectRef) -> Located:

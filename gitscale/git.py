@@ -75,7 +75,7 @@ class Git:
 
     def run(self, *args: str, check: bool = True, extra_env: Mapping[str, str] | None = None,
             input: str | None = None) -> Result:
-        env = {**os.environ, **git_env(), **self.env, **(extra_env or {})}
+        env = {**no_git_env(os.environ), **git_env(), **self.env, **(extra_env or {})}
         proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
                               capture_output=True, text=True, errors="replace")
         result = Result(proc.stdout, proc.stderr, proc.returncode)
@@ -151,6 +151,27 @@ class Git:
         raise GitError(describe_failure(("push", remote, branch), result))
 
 
+# What the caller's GIT_* variables may still say: how to reach a server (SSH, TLS, proxies,
+# credentials) and configuration given on the command line. Everything else (GIT_DIR,
+# GIT_WORK_TREE, GIT_INDEX_FILE, GIT_OBJECT_DIRECTORY, GIT_NAMESPACE, GIT_AUTHOR_DATE, ...) is
+# dropped: a git hook or `git rebase -x` exports them, and they would point our git at another
+# repository (GIT_DIR=/other/.git made a reconcile commit the manifests into /other).
+_KEPT_GIT_ENV = frozenset({
+    "GIT_EXEC_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH", "GIT_SSL_NO_VERIFY", "GIT_SSL_CERT", "GIT_SSL_KEY",
+    "GIT_HTTP_PROXY_AUTHMETHOD", "GIT_PROXY_COMMAND", "GIT_ALLOW_PROTOCOL", "GIT_ASKPASS",
+    "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+})
+
+
+def no_git_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the GIT_* variables that would steer which repository, index or
+    work tree git uses (as pre-commit's ``no_git_env``)."""
+    return {k: v for k, v in environ.items()
+            if not k.startswith("GIT_") or k in _KEPT_GIT_ENV
+            or k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))}
+
+
 def git_env() -> dict[str, str]:
     """Identity and non-interactive settings for every git call gitscale makes."""
     name, email = BOT
@@ -216,7 +237,8 @@ def _auth_hint(output: str) -> str:
 
 def clone(url: str, dest: Path, branch: str | None, depth: int | None) -> None:
     check_url(url)
-    args = ["clone", "--quiet", "--no-tags", "--single-branch"]
+    # --template=: no hooks or other files from the machine's git templates in our clone
+    args = ["clone", "--quiet", "--no-tags", "--single-branch", "--template="]
     if depth:
         args.append(f"--depth={depth}")
     if branch:

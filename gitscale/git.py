@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
+from gitscale.redact import has_credentials
+from gitscale.redact import redact as redact_text
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
 _SECRET_ENV = ("GITSCALE_GIT_TOKEN",)
 # receive-pack's status when the ref moved between its advertisement and the update ("failed to
 # update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
@@ -28,11 +29,8 @@ BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
 
 
 def redact(text: str) -> str:
-    """Remove userinfo from URLs and any configured secret values from ``text``."""
-    text = _USERINFO.sub(r"\g<scheme>***@", text)
-    for secret in _secrets():
-        text = text.replace(secret, "***")
-    return text
+    """Remove user info and credential query values from URLs, and the git token's value."""
+    return redact_text(text, _secrets())
 
 
 def _secrets() -> list[str]:
@@ -47,14 +45,16 @@ def _secrets() -> list[str]:
 
 
 def is_url(location: str) -> bool:
-    return "://" in location or bool(re.match(r"^[\w.-]+@[\w.-]+:", location))
+    """A URL, or git's scp-style ``[user[:password]@]host:path`` with a user."""
+    return "://" in location or bool(re.match(r"^[^@/\s]+@[\w.-]+:", location))
 
 
 def check_url(url: str) -> None:
     """Refuse URLs that carry credentials: they would end up in argv, .git/config and logs.
-    Over HTTP(S) even a bare user name may be a token (``https://TOKEN@github.com/...``);
-    ``ssh://git@host`` and ``git@host:org/repo`` name a user, not a secret, and are fine."""
-    if re.match(r"(?i)^https?://[^/]*@", url) or re.search(r"://[^/@]*:[^/@]*@", url):
+    Over HTTP(S) even a bare user name may be a token (``https://TOKEN@github.com/...``), and
+    so may a query parameter (``?token=``, ``?access_token=``); ``ssh://git@host`` and
+    ``git@host:org/repo`` name a user, not a secret, and are fine."""
+    if has_credentials(url):
         raise InputError("--repo", f"{redact(url)} has credentials in it; pass them through "
                          "GITSCALE_GIT_TOKEN (or a git credential helper) instead")
 

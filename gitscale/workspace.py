@@ -72,6 +72,8 @@ class Workspace:
 def open_workspace(repo: str, branch: str | None, *, push: bool = True,
                    history: bool = False) -> Iterator[Workspace]:
     """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens."""
+    if git.is_url(repo):
+        git.check_url(repo)  # before anything can echo it or hand it to git
     path = Path(repo).expanduser()
     if not git.is_url(repo) and path.is_dir() and not git.is_bare(path):
         if not git.is_work_tree(path):
@@ -80,7 +82,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         yield _checkout(path, branch, push)
         return
     if not git.is_url(repo) and not path.exists():
-        raise InputError(repo, "no such directory, and not a URL")
+        raise InputError(git.redact(repo), "no such directory, and not a URL")
     if not push:
         raise InputError("--no-push", "needs --repo to be a local checkout (a temporary clone "
                          "of a URL would be thrown away); use `gitscale plan` to preview")

@@ -20,9 +20,11 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
+from gitscale.redact import redact
 from gitscale.timeutil import format_time
 
 USER_AGENT = "gitscale (+https://gitscale.dev)"
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "private-token"})
 
 
 class SourceError(Exception):
@@ -132,6 +134,8 @@ class JsonClient:
         self.stats = Stats()
         self.lock = threading.Lock()  # repos are polled from several threads at once
         self.limited: RateLimited | None = None  # set once the API says stop
+        # masked in every message built from an answer; the last few (an app's token changes)
+        self.sent_secrets: dict[str, None] = {}
         self.http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=True,
                                  headers={"User-Agent": USER_AGENT})
 
@@ -139,7 +143,29 @@ class JsonClient:
         self.http.close()
 
     def get(self, url: str, params: Mapping[str, Any] | None = None) -> tuple[Any, httpx.Headers]:
-        """GET ``url`` as JSON, revalidating a cached copy. Raises SourceError / RateLimited."""
+        """GET ``url`` as JSON, revalidating a cached copy. Raises SourceError / RateLimited,
+        their messages cleared of the credentials this client sends (a server or a proxy in
+        front of it may echo them: ``{"message": "Bad credentials: <token>"}``)."""
+        try:
+            return self._get(url, params)
+        except SourceError as exc:
+            exc.args = (redact(str(exc), self.credentials()),)
+            raise
+
+    def credentials(self) -> list[str]:
+        """The credentials this client has sent (an app's tokens change: all of them)."""
+        return list(self.sent_secrets)
+
+    def _remember_secrets(self, headers: Mapping[str, str]) -> None:
+        for name, value in headers.items():
+            if name.lower() in SECRET_HEADERS:
+                for secret in (value, value.split(None, 1)[-1]):
+                    self.sent_secrets.pop(secret, None)
+                    self.sent_secrets[secret] = None
+        while len(self.sent_secrets) > 16:
+            self.sent_secrets.pop(next(iter(self.sent_secrets)), None)
+
+    def _get(self, url: str, params: Mapping[str, Any] | None) -> tuple[Any, httpx.Headers]:
         full = str(httpx.URL(url, params=params)) if params else url
         limited = self.limited
         if limited is not None and (limited.until is None
@@ -147,6 +173,7 @@ class JsonClient:
             raise limited  # other threads already hit the limit: send nothing more
         for attempt in range(self.retries + 1):
             headers = dict(self.headers())
+            self._remember_secrets(headers)
             cached = self.cache.entries.get(full)
             if cached:
                 headers["If-None-Match"] = cached[0]
@@ -189,6 +216,14 @@ class JsonClient:
     def paginate(self, url: str, params: Mapping[str, Any] | None, key: str,
                  limit: int = 1000) -> list[Any]:
         """Every item of a paginated list, following ``Link: rel="next"`` to the end."""
+        try:
+            return self._paginate(url, params, key, limit)
+        except SourceError as exc:
+            exc.args = (redact(str(exc), self.credentials()),)
+            raise
+
+    def _paginate(self, url: str, params: Mapping[str, Any] | None, key: str,
+                  limit: int) -> list[Any]:
         items: list[Any] = []
         next_url: str | None = str(httpx.URL(url, params=params)) if params else url
         pages = 0

@@ -11,11 +11,11 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from gitscale import scratch
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
 from gitscale.redact import has_credentials
 from gitscale.redact import redact as redact_text
@@ -206,7 +206,7 @@ def _askpass_env() -> dict[str, str]:
     if not (os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE")):
         return {}
     if _askpass_path is None or not Path(_askpass_path).exists():
-        directory = tempfile.mkdtemp(prefix="gitscale-askpass-")
+        directory = str(scratch.make("askpass"))
         atexit.register(shutil.rmtree, directory, True)  # one per process, not one per run
         path = Path(directory) / "askpass.sh"
         path.write_text(_ASKPASS_SCRIPT)

@@ -9,13 +9,13 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal
 
 from gitscale import git
+from gitscale import scratch as scratch_dirs
 from gitscale.errors import GitError, InputError
 
 Mode = Literal["checkout", "clone"]
@@ -86,7 +86,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     if not push:
         raise InputError("--no-push", "needs --repo to be a local checkout (a temporary clone "
                          "of a URL would be thrown away); use `gitscale plan` to preview")
-    scratch = Path(tempfile.mkdtemp(prefix="gitscale-"))
+    scratch = scratch_dirs.make("clone")  # named after this process: see gitscale.scratch
     try:
         dest = scratch / "repo"
         url = str(path.resolve()) if not git.is_url(repo) else repo

@@ -109,6 +109,39 @@ class Git:
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self.run("merge-base", "--is-ancestor", older, newer, check=False).code == 0
 
+    def git_path(self, name: str) -> Path:
+        """Where ``name`` lives in this checkout's git directory (a worktree has its own)."""
+        return self.cwd / self.out("rev-parse", "--git-path", name)
+
+    def messages(self, revisions: str, limit: int) -> list[tuple[str, str]]:
+        """(commit, message) of at most ``limit`` commits in ``revisions`` (``A..B``)."""
+        out = self.run("log", f"--max-count={limit}", "--format=%H%x1f%B%x1e", revisions).stdout
+        found = []
+        for record in out.split("\x1e"):
+            sha, sep, message = record.strip("\n").partition("\x1f")
+            if sep:
+                found.append((sha, message))
+        return found
+
+    def blob(self, spec: str) -> bytes | None:
+        """The bytes of ``spec`` (``:path`` in the index, ``REV:path`` in a commit), or None."""
+        proc = subprocess.run(["git", "show", spec], cwd=self.cwd, capture_output=True,
+                              env={**no_git_env(os.environ), **git_env(), **self.env})
+        return proc.stdout if proc.returncode == 0 else None
+
+    def parents(self, rev: str) -> list[str]:
+        return self.out("rev-list", "--parents", "-n", "1", rev).split()[1:]
+
+    def restore(self, paths: Sequence[str]) -> None:
+        """Put ``paths`` back as HEAD has them, in the index and the work tree (a path HEAD
+        does not have is removed from both)."""
+        for path in paths:
+            if self.run("cat-file", "-e", f"HEAD:{path}", check=False).code == 0:
+                self.run("checkout", "--quiet", "HEAD", "--", path)
+            else:
+                self.run("rm", "--quiet", "--cached", "--ignore-unmatch", "--", path)
+                (self.cwd / path).unlink(missing_ok=True)
+
     # -- writing -------------------------------------------------------------------------
     def fetch(self, remote: str, branch: str, depth: int | None = None) -> str:
         args = ["fetch", "--quiet", "--no-tags", remote, f"refs/heads/{branch}"]

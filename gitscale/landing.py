@@ -17,10 +17,14 @@ from gitscale.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
 from gitscale.validate import Problem, SchemaValidator, crds_in_repo, kubeconform_path, \
     run_kubeconform
-from gitscale.workspace import Workspace
+from gitscale.workspace import Workspace, write_atomic
 
-ATTEMPTS = 6
-BACKOFF = 0.25  # seconds; doubled per attempt, full jitter
+# Lost push races are retried until this many seconds have passed since the first attempt (a
+# deadline, not a count: with many writers on one branch a run may lose several races in a
+# row, and each attempt costs a fetch and a push). Backoff: full jitter, exponential, capped.
+DEADLINE = 60.0
+BACKOFF = 0.1  # seconds: the first backoff's ceiling, doubled per attempt up to BACKOFF_CAP
+BACKOFF_CAP = 2.0
 
 
 @dataclass(frozen=True)
@@ -32,39 +36,52 @@ class Landed:
 
 
 def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = None,
-         sleep: Callable[[float], None] = time.sleep) -> Landed:
+         sleep: Callable[[float], None] = time.sleep,
+         clock: Callable[[], float] = time.monotonic, deadline: float = DEADLINE) -> Landed:
     ws.prepare_write()
-    for attempt in range(1, ATTEMPTS + 1):
+    started = clock()
+    attempt = 0
+    while True:
+        attempt += 1
         plan = make_plan()
         if not plan.changed_paths:
             return Landed(plan, None, False, attempt)
         check_plan(ws, plan)
         sha = _commit(ws, plan, date)
         if ws.remote is None:
+            ws.end_write()
             return Landed(plan, sha, False, attempt)
         try:
             ws.push()
-            return Landed(plan, sha, True, attempt)
         except PushRaced:
-            if attempt == ATTEMPTS:
-                ws.git.reset_hard(plan.base)
-                raise GitError(f"gave up after {ATTEMPTS} attempts: {ws.label} kept moving "
-                               "(another writer?); nothing was pushed") from None
+            pass
         except GitError:
             # Refused (a hook, protection) or unreachable: take our commit back so the checkout
             # is as we found it and the next run starts cleanly. Nothing else can be lost: the
             # tree was clean and the commit was ours (prepare_write checked both).
-            ws.git.reset_hard(plan.base)
+            _take_back(ws, plan)
             raise
-        sleep(random.uniform(0, BACKOFF * 2 ** (attempt - 1)))
+        else:
+            ws.end_write()
+            return Landed(plan, sha, True, attempt)
+        wait = random.uniform(0, min(BACKOFF_CAP, BACKOFF * 2 ** (attempt - 1)))
+        if clock() - started + wait > deadline:
+            _take_back(ws, plan)
+            raise GitError(f"gave up after {attempt} attempts in {clock() - started:.0f} s: "
+                           f"{ws.label} kept moving (another writer?); nothing was pushed")
+        sleep(wait)
         try:
             ws.sync()
         except GitError:
             # The fetch failed: our unpushed commit must not stay, or every later run in this
             # checkout refuses ("commits that are not on origin") until someone resets by hand.
-            ws.git.reset_hard(plan.base)
+            _take_back(ws, plan)
             raise
-    raise AssertionError("unreachable")
+
+
+def _take_back(ws: Workspace, plan: Plan) -> None:
+    ws.git.reset_hard(plan.base)
+    ws.end_write()
 
 
 def check_plan(ws: Workspace, plan: Plan) -> None:
@@ -104,25 +121,34 @@ def set_lines(changes: list[SetChange]) -> list[SetLine]:
 def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
     paths = plan.changed_paths
     existed = {path: (ws.root / path).exists() for path in paths}
-    for path in paths:
-        target = ws.root / path
-        target.parent.mkdir(parents=True, exist_ok=True)  # .gitscale/ on the first write
-        target.write_bytes(plan.files[path][1].encode("utf-8"))
+    # Recorded first: if this process is killed before the commit, the next run knows these
+    # edits for its own and discards them (Workspace.prepare_write).
+    ws.begin_write({path: plan.files[path] for path in paths}, plan.base)
     try:
+        for path in paths:
+            write_atomic(ws.root / path, plan.files[path][1].encode("utf-8"))
         message = format_message(set_lines(plan.changes), plan.base, plan.events)
-        return ws.git.commit(message, paths, date)
+        sha = ws.git.commit(message, paths, date)
     except Exception:
         # Nothing half-done is left behind: put the files back as they were.
         for path in paths:
             if existed[path]:
-                (ws.root / path).write_bytes(plan.files[path][0].encode("utf-8"))
+                write_atomic(ws.root / path, plan.files[path][0].encode("utf-8"))
             else:
                 (ws.root / path).unlink(missing_ok=True)
         ws.git.run("reset", "--quiet", "--", *paths, check=False)
+        ws.end_write()
         raise
+    return sha
 
 
 def describe_landing(landed: Landed, ws: Workspace) -> str:
+    recovered = "".join(f"discarded the leftovers of an interrupted gitscale run: {what}\n"
+                        for what in ws.recovered)
+    return recovered + _describe(landed, ws)
+
+
+def _describe(landed: Landed, ws: Workspace) -> str:
     if landed.commit is None:
         return "no change: nothing to commit"
     short = landed.commit[:12]

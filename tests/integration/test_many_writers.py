@@ -19,7 +19,7 @@ from gitscale.config import load_config
 from gitscale.demand.resolve import read_demand
 from gitscale.engine import Plan, compute_plan
 from gitscale.errors import GitError
-from gitscale.landing import DEADLINE, land
+from gitscale.landing import BACKOFF, BACKOFF_CAP, DEADLINE, PRIORITY_AFTER, backoff, land
 from gitscale.timeutil import parse_time
 from gitscale.workspace import open_workspace
 from tests.integration import seed
@@ -29,17 +29,33 @@ from tests.integration.seed import NOW
 WRITERS, ROUNDS = 8, 5
 
 
-class Clock:
-    """A clock the test moves: every backoff "sleeps" by advancing it."""
+@pytest.mark.parametrize(("attempt", "waited", "ceiling"), [
+    pytest.param(1, 0.0, BACKOFF, id="first-loss"),
+    pytest.param(4, 0.0, BACKOFF * 8, id="exponential"),
+    pytest.param(20, 0.0, BACKOFF_CAP, id="capped"),
+    pytest.param(20, PRIORITY_AFTER / 2, BACKOFF_CAP / 2, id="older-waits-less"),
+    pytest.param(20, PRIORITY_AFTER, 0.0, id="oldest-retries-at-once"),
+])
+def test_backoff_favours_the_writers_that_waited_longest(attempt: int, waited: float,
+                                                          ceiling: float) -> None:
+    waits = [backoff(attempt, waited) for _ in range(200)]
+    assert all(0 <= w <= ceiling for w in waits)
+    assert max(waits) > ceiling * 0.8 or ceiling == 0  # full jitter: the range is used
 
-    def __init__(self) -> None:
+
+class Clock:
+    """A clock the test moves: every backoff "sleeps" by advancing it, plus what an attempt
+    (fetch, commit, push) takes."""
+
+    def __init__(self, attempt_seconds: float = 1.0) -> None:
         self.now = 0.0
+        self.attempt_seconds = attempt_seconds
 
     def __call__(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
-        self.now += seconds + 1.0  # and the attempt itself took a second
+        self.now += seconds + self.attempt_seconds
 
 
 def _racing_plan(ws, demand: Path, other: Path, races: int) -> tuple[list[str], object]:  # type: ignore[no-untyped-def]
@@ -92,12 +108,13 @@ def test_a_run_gives_up_at_the_deadline_and_leaves_nothing(git_server: GitDaemon
     demand = tmp_path / "demand.yaml"
     demand.write_text(seed.demand_text((6, 0)))
     bare = git_server.base / "config.git"
-    clock = Clock()
+    clock = Clock(attempt_seconds=2.0)
     with open_workspace(git_server.url(), None) as ws:
         bases, make_plan = _racing_plan(ws, demand, other, races=10_000)
         with pytest.raises(GitError, match=r"gave up after \d+ attempts in \d+ s"):
-            land(ws, make_plan, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
-    assert DEADLINE - 10 < clock.now <= DEADLINE + 1
+            land(ws, make_plan, sleep=clock.sleep, clock=clock,  # type: ignore[arg-type]
+                 deadline=40.0)
+    assert 40.0 - 10 < clock.now <= 40.0 + 2
     assert len(bases) > 6  # the old budget was 6 attempts, whatever the time
     assert all(seed.message(bare, sha).subject.startswith("other")
                for sha in seed.commits(bare)[:-1])  # nothing of ours was pushed

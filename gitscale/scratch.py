@@ -31,7 +31,7 @@ def sweep(directory: str | None = None) -> list[Path]:
     """Remove the scratch directories of this host's dead gitscale processes; return them."""
     parent = Path(directory or tempfile.gettempdir())
     host = _host()
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(parent)
     except OSError:

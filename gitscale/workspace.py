@@ -44,6 +44,7 @@ class Workspace:
     remote_branch: str | None
     label: str  # what to call the repo in messages (credentials redacted)
     recovered: list[str] = field(default_factory=list)  # leftovers of a killed run, discarded
+    marker: Path | None = None  # where the record of a write in progress lives (see begin_write)
 
     def base(self) -> str:
         return self.git.head()
@@ -99,7 +100,7 @@ class Workspace:
             return
         record = {"base": base, "files": {path: [_digest(old.encode()), _digest(new.encode())]
                                           for path, (old, new) in files.items()}}
-        marker = self.git.git_path(PENDING)
+        marker = self._marker()
         tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, marker)
@@ -107,7 +108,7 @@ class Workspace:
     def end_write(self) -> None:
         """The edit is pushed, or committed without a push, or was taken back."""
         if self.mode == "checkout":
-            self.git.git_path(PENDING).unlink(missing_ok=True)
+            self._marker().unlink(missing_ok=True)
 
     def _is_own_commit(self, head: str, tip: str, pending: dict[str, Any]) -> bool:
         """Is ``head`` the recorded edit, committed by gitscale on the recorded base and not
@@ -128,9 +129,14 @@ class Workspace:
                 return False
         return True
 
+    def _marker(self) -> Path:
+        if self.marker is None:  # one git call per workspace, not one per write
+            self.marker = self.git.git_path(PENDING)
+        return self.marker
+
     def _pending(self) -> dict[str, Any]:
         try:
-            record = json.loads(self.git.git_path(PENDING).read_text())
+            record = json.loads(self._marker().read_text())
         except (OSError, ValueError):
             return {}  # no write was interrupted (or the record is not ours to read)
         return record if isinstance(record, dict) else {}

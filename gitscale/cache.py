@@ -21,7 +21,7 @@ from gitscale import __version__
 from gitscale.config import Config, ObjectRef
 from gitscale.manifest.target import Located, locate
 
-FORMAT = 2
+FORMAT = 2  # 2: manifests of unknown kinds and RRULEs that cannot fire are refused
 LIMIT = 50_000  # manifest entries kept on disk
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)

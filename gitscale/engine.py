@@ -11,13 +11,14 @@ from typing import Any, Callable
 
 import jsonpatch
 
+from gitscale import files
 from gitscale.cache import StateCache, gc_paused
 from gitscale.config import Config, RunnerSetConfig, safe_repo_path
 from gitscale.core.decide import decide, wanted
 from gitscale.core.limits import share
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
-from gitscale.errors import ManifestError
+from gitscale.errors import ConfigError, ManifestError
 from gitscale.manifest import target as tgt
 from gitscale.manifest.edit import FieldPath, Value, set_fields
 from gitscale.notify.targets import Target
@@ -83,9 +84,13 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             continue
         path = runner_set.manifest
         if path not in texts:
-            texts[path] = read_manifest(root, runner_set, config.path, checked)
+            texts[path] = read_manifest(root, runner_set, config, checked)
             edited[path] = texts[path]
-        located = cache.located(path, texts[path], runner_set.object)
+        try:
+            located = cache.located(path, texts[path], runner_set.object)
+        except tgt.NoSuchObject as exc:
+            raise config.blame(runner_set.name, tgt.object_key(runner_set.object),
+                               f"{exc.detail} in {path}") from None
         # Two sets on one object would both be written, the last one winning, while the commit
         # described both: refuse, as for any manifest that cannot be edited as asked.
         other = owners.setdefault((path, located.index), runner_set.name)
@@ -151,18 +156,21 @@ def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Curren
     return share(config.max_total_replicas, wants, fixed)
 
 
-def read_manifest(root: Path, runner_set: RunnerSetConfig, config_path: str,
-          checked: set[Path] | None = None) -> str:
-    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError,
-                          checked=checked)
+def read_manifest(root: Path, runner_set: RunnerSetConfig, config: Config,
+                  checked: set[Path] | None = None) -> str:
+    """The manifest's text. A manifest that is missing or not a file is the config's mistake
+    (or the repo's): the error names the set's line in the config."""
+    path = safe_repo_path(root, runner_set.manifest, config.path, ConfigError,
+                          lambda: config.line(runner_set.name, "manifest"), checked=checked)
     try:
         # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
-        return path.read_bytes().decode("utf-8")
+        return files.read_text(path, runner_set.manifest, ManifestError)
     except FileNotFoundError:
-        raise ManifestError(runner_set.manifest, f"not found (manifest of runner set "
-                            f"{runner_set.name!r} in {config_path})") from None
+        raise config.blame(runner_set.name, "manifest", f"manifest {runner_set.manifest} not "
+                           "found in the config repo") from None
     except IsADirectoryError:
-        raise ManifestError(runner_set.manifest, "is a directory, not a manifest file") from None
+        raise config.blame(runner_set.name, "manifest", f"manifest {runner_set.manifest!r} "
+                           "is a directory, not a manifest file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(runner_set.manifest, f"cannot be read: {exc}") from None
 

@@ -6,7 +6,7 @@ import click
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
 from gitscale.config import load_config
 from gitscale.engine import read_manifest
-from gitscale.manifest.target import read_target
+from gitscale.manifest.target import NoSuchObject, object_key, read_target
 from gitscale.validate import SchemaValidator, crds_in_repo, kubeconform_path, run_kubeconform
 from gitscale.workspace import open_workspace
 
@@ -20,8 +20,12 @@ def run_validate(opts: RepoOptions) -> int:
         binary = kubeconform_path()
         seen_files: set[str] = set()
         for runner_set in config.sets:
-            text = read_manifest(ws.root, runner_set, config.path)
-            target = read_target(runner_set.manifest, text, runner_set.object)
+            text = read_manifest(ws.root, runner_set, config)
+            try:
+                target = read_target(runner_set.manifest, text, runner_set.object)
+            except NoSuchObject as exc:
+                raise config.blame(runner_set.name, object_key(runner_set.object),
+                                   f"{exc.detail} in {runner_set.manifest}") from None
             if binary is not None:
                 if runner_set.manifest not in seen_files:
                     seen_files.add(runner_set.manifest)

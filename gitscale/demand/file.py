@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
+from gitscale import files
 from gitscale.config import RunnerSetConfig
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
@@ -13,12 +14,18 @@ from gitscale.yamlread import check_schema, load_documents
 
 
 
+class MissingDemandFile(DemandError):
+    """The demand file is not there (or is a folder): the config that names it is to blame."""
+
+
 def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
     """Read and validate one demand file. Raises DemandError naming ``label`` and the line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(path, label, DemandError)
     except FileNotFoundError:
-        raise DemandError(label, "demand file not found") from None
+        raise MissingDemandFile(label, "demand file not found") from None
+    except IsADirectoryError:
+        raise MissingDemandFile(label, "is a directory, not a demand file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DemandError(label, f"cannot be read: {exc}") from None
     documents = [d for d in load_documents(text, label, DemandError) if d.data is not None]

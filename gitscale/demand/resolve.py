@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from gitscale.cache import default_cache_dir
 from gitscale.config import Config, RunnerSetConfig, safe_repo_path
 from gitscale.demand import DemandReading
-from gitscale.demand.file import FileSource
+from gitscale.demand.file import FileSource, MissingDemandFile
 from gitscale.errors import DemandError
 
 if TYPE_CHECKING:  # the HTTP sources (httpx, PyJWT) load only when a set uses them
@@ -89,8 +89,13 @@ def read_demand(root: Path, config: Config, demand_file: Path | None,
         by_file[str(runner_set.source.settings)].append(runner_set)
     for rel, sets in by_file.items():
         try:
-            path = safe_repo_path(root, rel, config.path, DemandError)
+            path = safe_repo_path(root, rel, config.path, DemandError,
+                                  lambda: config.line(sets[0].name, "source"))
             reading.merge(FileSource(path, rel).read(sets))
+        except MissingDemandFile as exc:
+            for runner_set in sets:  # each set's own `source:` line
+                reading.errors[runner_set.name] = str(config.blame(
+                    runner_set.name, "source", f"{rel}: {exc.detail}"))
         except DemandError as exc:
             for runner_set in sets:
                 reading.errors[runner_set.name] = str(exc)

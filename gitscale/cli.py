@@ -12,7 +12,7 @@ import click
 from gitscale import __version__
 from gitscale.commands import EXIT_ERROR, RepoOptions
 from gitscale.errors import GitscaleError
-from gitscale.git import redact
+from gitscale.git import redact, version
 
 EXIT_CRASH = 70  # EX_SOFTWARE: a bug in gitscale, never a user error
 
@@ -275,14 +275,8 @@ def main(argv: list[str] | None = None) -> int:
 def _versions() -> str:
     """What a bug report needs besides the traceback: gitscale's, git's and Python's versions."""
     import platform
-    import subprocess
 
-    try:
-        git = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
-                             check=False).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        git = "git: not found"
-    return (f"gitscale {__version__}\n{git}\nPython {platform.python_version()} "
+    return (f"gitscale {__version__}\n{version()}\nPython {platform.python_version()} "
             f"({platform.platform()})\nargv: {redact(' '.join(sys.argv[1:]))}")
 
 

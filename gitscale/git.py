@@ -160,6 +160,15 @@ class Git:
         raise GitError(describe_failure(("push", remote, branch), result))
 
 
+def version() -> str:
+    """``git --version``'s line, or what went wrong (for crash reports: never raises)."""
+    try:
+        return subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
+                              check=False).stdout.strip() or "git: unknown version"
+    except (OSError, subprocess.SubprocessError):
+        return "git: not found"
+
+
 def git_env() -> dict[str, str]:
     """Identity and non-interactive settings for every git call gitscale makes."""
     name, email = BOT

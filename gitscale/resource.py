@@ -1,18 +1,15 @@
 """The RunnerSet resource (gitscale.dev/v1alpha1): the one source of truth for its schema.
 
-The CRD file in ``deploy/crds/`` is generated from here (``gitscale crd``) and a test checks
-that the committed file matches. In-process validation derives its JSON Schema from the same
+The API's names and bounds live in ``gitscale.runnerset_api`` (the scaler and the controller use
+the same values). The CRD file in ``deploy/crds/`` is generated from here (``gitscale crd``) and
+a test checks that the committed file matches. In-process validation derives its JSON Schema from the same
 CRD, exactly as it does for any other CRD found in a config repo.
 """
 from __future__ import annotations
 
 from typing import Any
 
-GROUP = "gitscale.dev"
-VERSION = "v1alpha1"
-KIND = "RunnerSet"
-PLURAL = "runnersets"
-PATCH_ID_MAX = 2**31 - 1
+from gitscale.runnerset_api import GROUP, KIND, PATCH_ID_MAX, PLURAL, REPLICAS_MAX, VERSION
 
 
 SPEC: dict[str, Any] = {
@@ -20,7 +17,7 @@ SPEC: dict[str, Any] = {
     "required": ["platform", "template"],
     "properties": {
         "replicas": {
-            "type": "integer", "minimum": 0, "maximum": 10000,
+            "type": "integer", "minimum": 0, "maximum": REPLICAS_MAX,
             "description": "Runners wanted. Owned by gitscale.",
         },
         "patchID": {

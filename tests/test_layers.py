@@ -2,6 +2,7 @@
 owner module."""
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,14 @@ OWNERS = {
 @pytest.mark.parametrize("module", sorted(p.name for p in (PACKAGE / "core").glob("*.py")))
 def test_the_core_does_no_io(module: str) -> None:
     assert not imports(PACKAGE / "core" / module) & IO
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in (PACKAGE / "core").glob("*.py")))
+def test_the_core_uses_only_the_core_and_the_api_constants(module: str) -> None:
+    tree = ast.parse((PACKAGE / "core" / module).read_text())
+    used = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and node.module and node.module.startswith("gitscale")}
+    assert {m for m in used if not m.startswith("gitscale.core")} <= {"gitscale.runnerset_api"}
 
 
 @pytest.mark.parametrize("library", sorted(OWNERS))

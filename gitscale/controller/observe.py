@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from gitscale.controller.decide import Phase, Runner, Spec, Write
 from gitscale.controller.errors import InvalidRunnerSet
-from gitscale.resource import PATCH_ID_MAX
+from gitscale.runnerset_api import PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 
 LABEL_SET = "gitscale.dev/runnerset"
@@ -94,7 +94,7 @@ def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise InvalidRunnerSet("spec is missing")
-    replicas = _int(spec, "replicas", 0, 10_000)
+    replicas = _int(spec, "replicas", 0, REPLICAS_MAX)
     patch_id = _int(spec, "patchID", 0, PATCH_ID_MAX)
     effective = spec.get("effectiveTime")
     try:

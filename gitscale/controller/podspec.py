@@ -22,7 +22,7 @@ from gitscale.controller.observe import (
     RunnerSetView,
     runner_container,
 )
-from gitscale.resource import GROUP, KIND, VERSION
+from gitscale.runnerset_api import API_VERSION, KIND
 from gitscale.timeutil import format_time
 
 JIT_KEY = "jitconfig"
@@ -47,7 +47,7 @@ def owner_reference(rs: RunnerSetView) -> dict[str, Any]:
     # OwnerReferencesPermissionEnforcement admission plugin runs (OpenShift), setting it needs
     # update on the owner's finalizers, which least privilege does not grant; garbage
     # collection (background, the default) does not need it.
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": rs.name, "uid": rs.uid,
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": rs.name, "uid": rs.uid,
             "controller": True}
 
 

@@ -6,14 +6,12 @@ from datetime import datetime
 from typing import Any
 
 from gitscale.config import ObjectRef
-from gitscale.core.model import PATCH_ID_MAX, Current
+from gitscale.core.model import Current
 from gitscale.errors import ManifestError
-from gitscale.schemas import LIMIT
+from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlread import Document, load_documents
 
-GROUP = "gitscale.dev"
-ANNOTATION_PREFIX = "gitscale.dev/"
 A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"
 A_LAST_SCALE_UP = "gitscale.dev/last-scale-up"
@@ -115,7 +113,7 @@ def _int_field(path: str, doc: Document, at: list[Any], value: Any, hi: int) -> 
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= hi:
         raise ManifestError(path, f"{'.'.join(at)} must be an integer from 0 to {hi}, "
                             f"found {value!r}", doc.line_of(at))
-    return value
+    return int(value)
 
 
 def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any],
@@ -124,7 +122,8 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
     if not isinstance(annotations, dict):
         raise ManifestError(path, "metadata.annotations must be a mapping",
                             doc.line_of(["metadata", "annotations"]))
-    replicas = _int_field(path, doc, ["spec", "replicas"], spec.get("replicas"), LIMIT)
+    replicas = _int_field(path, doc, ["spec", "replicas"], spec.get("replicas"),
+                           REPLICAS_MAX)
     if fields.patch_id:
         patch_id = _int_field(path, doc, ["spec", "patchID"], spec.get("patchID"), PATCH_ID_MAX)
     else:

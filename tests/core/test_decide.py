@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitscale.core.decide import decide
-from gitscale.core.model import PATCH_ID_MAX, Current, Demand, Reason, next_patch_id
+from gitscale.core.model import Current, Demand, Reason, next_patch_id
 from gitscale.core.policy import Policy, Schedule
+from gitscale.runnerset_api import PATCH_ID_MAX
 
 NOW = datetime(2026, 11, 23, 9, 30, tzinfo=timezone.utc)  # a Monday
 D = Demand

@@ -8,22 +8,20 @@ API, scope and credential share one poll.
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
-
-import jwt
 
 from gitscale.config import RunnerSetConfig
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
 from gitscale.demand.http import JsonClient, RateLimited, SourceError
 from gitscale.demand.secrets import SecretError, read_secret
-from gitscale.timeutil import parse_time
+from gitscale.github_app import InstallationToken
 
 DEFAULT_API = "https://api.github.com"
+KEY_NAME = "github app private key"
 QUEUED = frozenset({"queued", "requested", "pending"})
 RUNNING = frozenset({"in_progress"})
 # A run is `waiting` while any of its jobs waits for an environment approval; its other jobs
@@ -62,15 +60,17 @@ def count(jobs: Iterable[Job], labels: Sequence[str]) -> Demand:
 
 
 class GitHubAuth:
-    """A token, or a GitHub App's installation token (JWT → access token, refreshed early)."""
+    """A token, or a GitHub App's installation token (``gitscale.github_app``)."""
 
     def __init__(self, settings: dict[str, Any], api: str) -> None:
         self.settings = settings
         self.api = api
         self._token: str | None = None
-        self._expires = 0.0
         self._lock = threading.Lock()
-        self.exchange: JsonClient | None = None
+        app = settings.get("app")
+        self._app = None if app is None else InstallationToken(
+            api, str(app["appId"]), lambda: read_secret(app["privateKey"], KEY_NAME),
+            installation=str(app["installationId"]), error=SecretError, key_name=KEY_NAME)
 
     def header(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token()}",
@@ -78,50 +78,13 @@ class GitHubAuth:
                 "X-GitHub-Api-Version": "2022-11-28"}
 
     def token(self) -> str:
-        with self._lock:  # one token exchange, however many threads ask at once
-            app = self.settings.get("app")
-            if app is None:
-                if self._token is None:
-                    self._token = read_secret(
-                        self.settings.get("token", {"env": "GITHUB_TOKEN"}), "github token")
-                return self._token
-            if self._token is None or time.time() > self._expires - 300:
-                self._token, self._expires = self._installation_token(app)
+        if self._app is not None:
+            return self._app.get()
+        with self._lock:
+            if self._token is None:
+                self._token = read_secret(
+                    self.settings.get("token", {"env": "GITHUB_TOKEN"}), "github token")
             return self._token
-
-    def _installation_token(self, app: dict[str, Any]) -> tuple[str, float]:
-        import httpx
-
-        key = read_secret(app["privateKey"], "github app private key")
-        now = int(time.time())
-        try:
-            assertion = jwt.encode({"iat": now - 60, "exp": now + 540, "iss": str(app["appId"])},
-                                   key, algorithm="RS256")
-        except (ValueError, TypeError, jwt.PyJWTError) as exc:
-            raise SecretError(f"github app private key: cannot sign a JWT "
-                              f"({type(exc).__name__})") from None
-        url = f"{self.api}/app/installations/{app['installationId']}/access_tokens"
-        try:
-            response = httpx.post(url, timeout=10, headers={
-                "Authorization": f"Bearer {assertion}", "Accept": "application/vnd.github+json"})
-        except httpx.HTTPError as exc:
-            raise SourceError(f"github: POST {url} failed: {type(exc).__name__}") from None
-        if response.status_code != 201:
-            raise SourceError(f"github: POST {url} answered {response.status_code}: could not "
-                              "get an installation token for the app")
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        token = body.get("token") if isinstance(body, dict) else None
-        if not isinstance(token, str) or not token:
-            raise SourceError(f"github: POST {url} answered {response.status_code} with no token "
-                              "in its body: could not get an installation token for the app")
-        try:
-            expires = parse_time(str(body["expires_at"])).timestamp()
-        except (KeyError, ValueError):
-            expires = now + 3600.0  # GitHub's installation tokens live an hour
-        return token, expires
 
 
 class GitHubPoller:

@@ -5,8 +5,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gitscale.errors import GitscaleError
 
-class SecretError(Exception):
+
+class SecretError(GitscaleError):
     """A credential could not be read. The message names where it was looked for, not its value."""
 
 

@@ -17,7 +17,7 @@ OWNERS = {
     "kubernetes": {"controller/kube.py"},
     "matplotlib": {"chart.py", "chart_axis.py"},  # the optional extra, imported lazily
     "httpx": {"demand/http.py", "demand/github.py", "controller/github.py",
-              "controller/buildkite.py", "controller/platforms.py", "notify/send.py",
+              "controller/buildkite.py", "notify/send.py",
               "github_app.py"},
     "jwt": {"github_app.py"},  # a GitHub App's token: one module for the source and controller
 }

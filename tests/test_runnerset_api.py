@@ -12,6 +12,7 @@ from gitscale import resource
 from gitscale.config import ObjectRef
 from gitscale.controller.errors import InvalidRunnerSet
 from gitscale.controller.observe import parse_runnerset
+from gitscale.controller.platforms import kind_of
 from gitscale.core.model import next_patch_id
 from gitscale.errors import ManifestError
 from gitscale.manifest.target import fields_for, read_target
@@ -54,7 +55,7 @@ def everyone_accepts(text: str) -> list[str]:
     except ManifestError:
         refused.append("scaler")
     try:
-        parse_runnerset(obj)
+        parse_runnerset(obj, kind_of)
     except InvalidRunnerSet:
         refused.append("controller")
     return refused

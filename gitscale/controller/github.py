@@ -26,11 +26,11 @@ from gitscale.controller.errors import (
     RunnerBusy,
     RunnerNameTaken,
 )
+from gitscale.controller.platform import LIST_MAX_AGE, Registration
 from gitscale.github_app import InstallationToken
 
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
            "User-Agent": "gitscale-controller"}
-LIST_MAX_AGE = 15.0  # seconds a runner list is reused: it serves idle/busy for every pass
 
 
 @dataclass(frozen=True)
@@ -84,12 +84,6 @@ def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
                            private_key=app["private_key"])
     raise CredentialsError(f"{source}: needs the key github_token, or github_app_id and "
                            "github_app_private_key (and optionally github_app_installation_id)")
-
-
-@dataclass(frozen=True)
-class Registration:
-    runner_id: int
-    jit_config: str = field(repr=False)
 
 
 @dataclass(frozen=True)

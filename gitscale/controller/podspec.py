@@ -67,9 +67,8 @@ def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
     target = runner_container(template)
     container = next(c for c in spec["containers"] if c.get("name") == target)
     container["env"] = _merge_env(container.get("env") or [], env)
-    if rs.platform == "buildkite":
-        # SIGTERM makes the agent finish its job before exiting: give it the time to.
-        spec.setdefault("terminationGracePeriodSeconds", 3600)
+    for key, value in rs.kind.pod_defaults.items():  # what the platform's runners need
+        spec.setdefault(key, copy.deepcopy(value))
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": rs.namespace, "labels": labels,
                          "annotations": notes, "ownerReferences": [owner_reference(rs)]},

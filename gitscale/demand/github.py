@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from gitscale.config import RunnerSetConfig
 from gitscale.core.model import Demand
-from gitscale.demand import DemandReading
-from gitscale.demand.http import JsonClient, RateLimited, SourceError
+from gitscale.demand import DemandReading, SourceError
+from gitscale.demand.http import EtagCache, JsonClient, cache_file
 from gitscale.demand.secrets import SecretError, read_secret
+from gitscale.demand.settings import GitHubSettings
 from gitscale.github_app import InstallationToken
 
-DEFAULT_API = "https://api.github.com"
+if TYPE_CHECKING:
+    from gitscale.demand.registry import Where
+    from gitscale.demand.resolve import Sources
+
 KEY_NAME = "github app private key"
 QUEUED = frozenset({"queued", "requested", "pending"})
 RUNNING = frozenset({"in_progress"})
@@ -62,15 +65,14 @@ def count(jobs: Iterable[Job], labels: Sequence[str]) -> Demand:
 class GitHubAuth:
     """A token, or a GitHub App's installation token (``gitscale.github_app``)."""
 
-    def __init__(self, settings: dict[str, Any], api: str) -> None:
+    def __init__(self, settings: GitHubSettings) -> None:
         self.settings = settings
-        self.api = api
         self._token: str | None = None
         self._lock = threading.Lock()
-        app = settings.get("app")
+        app = settings.app
         self._app = None if app is None else InstallationToken(
-            api, str(app["appId"]), lambda: read_secret(app["privateKey"], KEY_NAME),
-            installation=str(app["installationId"]), error=SecretError, key_name=KEY_NAME)
+            settings.api_url, app.app_id, lambda: read_secret(app.private_key, KEY_NAME),
+            installation=app.installation_id, error=SecretError, key_name=KEY_NAME)
 
     def header(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token()}",
@@ -82,23 +84,47 @@ class GitHubAuth:
             return self._app.get()
         with self._lock:
             if self._token is None:
-                self._token = read_secret(
-                    self.settings.get("token", {"env": "GITHUB_TOKEN"}), "github token")
+                self._token = read_secret(self.settings.token, "github token")
             return self._token
+
+
+def poller(sources: Sources, settings: GitHubSettings) -> GitHubPoller:
+    """A poller of ``settings``' scope, on the client ``sources`` keeps for its API and
+    credential (its ETag cache and token outlive the pass in loop mode)."""
+
+    def make() -> JsonClient:
+        api = settings.api_url
+        cache = EtagCache.load(cache_file(sources.cache_dir, api, settings.credential))
+        return JsonClient(name=f"github ({api})", headers=GitHubAuth(settings).header,
+                          cache=cache, timeout=sources.timeout, transport=sources.transport)
+
+    client = sources.client(("github", settings.api_url, settings.credential), make)
+    return GitHubPoller(client, settings)
+
+
+def source(where: Where, settings: GitHubSettings) -> GitHubPoller:
+    """The registry's client factory."""
+    return poller(where.sources, settings)
 
 
 class GitHubPoller:
     """One API + scope + credential: every relevant job, once per pass."""
 
-    def __init__(self, client: JsonClient, api: str, settings: dict[str, Any]) -> None:
+    def __init__(self, client: JsonClient, settings: GitHubSettings) -> None:
         self.client = client
-        self.api = api.rstrip("/")
+        self.api = settings.api_url
         self.settings = settings
 
+    def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
+        """Demand for each of ``sets`` (of this scope), from one poll."""
+        jobs = self.jobs()
+        return DemandReading(demands={s.name: count(jobs, s.source.settings.labels)
+                                      for s in sets})
+
     def repos(self) -> list[str]:
-        if "repos" in self.settings:
-            return list(self.settings["repos"])
-        org = self.settings["org"]
+        if self.settings.org is None:
+            return list(self.settings.repos)
+        org = self.settings.org
         listed = self.client.paginate(f"{self.api}/orgs/{org}/repos",
                                       {"per_page": 100, "type": "all"}, "")
         names = []
@@ -116,7 +142,7 @@ class GitHubPoller:
         of 100 repos takes half a minute, and one busy repo must not serialise the rest."""
         found: dict[int, Job] = {}
         repos = self.repos()
-        workers = max(1, int(self.settings.get("concurrency", 8)))
+        workers = max(1, self.settings.concurrency)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="github") as pool:
             runs = [run for listed in pool.map(self._runs, repos) for run in listed]
             for jobs in pool.map(self._run_jobs, runs):
@@ -150,39 +176,3 @@ def _job(raw: Any, where: str) -> Job:
         raise SourceError(f"github: a job of {where} has no numeric id")
     labels = raw.get("labels") or []
     return Job(raw["id"], str(raw.get("status", "")), tuple(str(label) for label in labels))
-
-
-def read_github(sets: Sequence[RunnerSetConfig], pollers: dict[tuple[str, str], GitHubPoller],
-                make_poller: Any) -> DemandReading:
-    """Demand for ``sets`` (all with a github source), polling each distinct scope once."""
-    reading = DemandReading()
-    groups: dict[tuple[str, str], list[RunnerSetConfig]] = defaultdict(list)
-    for runner_set in sets:
-        settings = runner_set.source.settings
-        groups[scope_key(settings)].append(runner_set)
-    for key, members in groups.items():
-        settings = members[0].source.settings
-        try:
-            poller = pollers.get(key) or make_poller(settings)
-            pollers[key] = poller
-            jobs = poller.jobs()
-        except RateLimited as exc:
-            reading.merge(DemandReading(retry_at=exc.until))
-            for runner_set in members:
-                reading.errors[runner_set.name] = str(exc)
-            continue
-        except (SourceError, SecretError) as exc:
-            for runner_set in members:
-                reading.errors[runner_set.name] = str(exc)
-            continue
-        for runner_set in members:
-            reading.demands[runner_set.name] = count(jobs, runner_set.source.settings["labels"])
-    return reading
-
-
-def scope_key(settings: dict[str, Any]) -> tuple[str, str]:
-    api = str(settings.get("apiUrl", DEFAULT_API)).rstrip("/")
-    scope = f"org:{settings['org']}" if "org" in settings else \
-        "repos:" + ",".join(sorted(settings.get("repos", [])))
-    auth = repr(sorted((settings.get("app") or settings.get("token") or {}).items()))
-    return api, f"{scope}|{auth}"

@@ -20,21 +20,11 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
+from gitscale.demand import RateLimited as RateLimited
+from gitscale.demand import SourceError as SourceError
 from gitscale.timeutil import format_time
 
 USER_AGENT = "gitscale (+https://gitscale.dev)"
-
-
-class SourceError(Exception):
-    """A source could not be read. ``str()`` names the URL and what went wrong."""
-
-
-class RateLimited(SourceError):
-    """The API refused because of a rate limit; ``until`` is when it lifts (if known)."""
-
-    def __init__(self, message: str, until: datetime | None) -> None:
-        super().__init__(message)
-        self.until = until
 
 
 @dataclass

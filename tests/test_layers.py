@@ -1,5 +1,5 @@
-"""The loop's layering (STYLE.md): the decision core is pure, and each outside system has one
-owner module."""
+"""The loop's layering: the decision core is pure (no git, YAML, HTTP or Kubernetes imports,
+only the core and the RunnerSet API constants), and each outside system has one owner module."""
 from __future__ import annotations
 
 import ast

@@ -59,7 +59,7 @@ def test_sequence_lands_as_commits_and_history(tmp_path: Path, capsys) -> None: 
     assert out.count("linux") == 2 and "TIME" in out
     assert (tmp_path / "c.svg").read_text().count('<g id="axes_') == 1
 
-    # the commit message follows PRODUCT §2
+    # the commit message: subject `gitscale: SET old→new`, then Gitscale-Set/-Base trailers
     message = git(remote, "log", "-1", "--format=%B", "main")
     assert message.splitlines()[0] == "gitscale: linux 1→3"
     assert "Gitscale-Set: linux replicas=3 previous=1 patch=1 queued=5 running=0" in message

@@ -41,7 +41,9 @@ class Job:
 
 
 def matches(job_labels: Iterable[str], runner_labels: Iterable[str]) -> bool:
-    """PRODUCT §3: every job label other than ``self-hosted`` is among the runner's labels."""
+    """A runner can take the job when every job label other than ``self-hosted`` is among
+    its labels (case-insensitive), as GitHub matches ``runs-on`` to self-hosted runners: a job
+    asking for ``[self-hosted]`` only, or for nothing, can run on any runner."""
     have = {label.lower() for label in runner_labels}
     return all(label.lower() in have for label in job_labels if label.lower() != "self-hosted")
 

@@ -1,4 +1,4 @@
-"""The pure policy: targets, delays, steps, schedules and the patch-ID rules (PRODUCT §3)."""
+"""The pure policy: targets, delays, steps, schedules and the patch-ID rules."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -22,7 +22,8 @@ def current_after(decision, demand, now=NOW, previous=None):  # type: ignore[no-
 
 
 def test_listener_sequence_min1_max3_buffer1() -> None:
-    """actions-runner-controller listener's sequence, adapted: PRODUCT §3 / issue 2."""
+    """actions-runner-controller's scale-set listener sequence (min 1, max 3, buffer 1:
+    target = min(min + assigned, max)), with patch IDs written to git."""
     policy = Policy(min_replicas=1, max_replicas=3, buffer=1)
     state = Current(replicas=1, patch_id=None)
     steps = [

@@ -33,6 +33,14 @@ def test_every_source_in_the_schema_has_one_registry_entry() -> None:
     assert all(kind.name == name for name, kind in SOURCES.items())
 
 
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_each_client_factory_named_in_the_registry_exists(name: str) -> None:
+    import importlib
+
+    module, _, function = SOURCES[name].client.partition(":")
+    assert callable(getattr(importlib.import_module(module), function))
+
+
 def write_config(root: Path, sources: dict[str, Any]) -> None:
     root.mkdir(parents=True, exist_ok=True)
     doc = {"runnerSets": [

@@ -3,18 +3,15 @@ from __future__ import annotations
 
 import gc
 import sys
-import tempfile
-import traceback
 from typing import Any, Callable
 
 import click
 
-from gitscale import __version__
+from gitscale import __version__, crash
 from gitscale.commands import EXIT_ERROR, RepoOptions
 from gitscale.errors import GitscaleError
 from gitscale.git import redact
 
-EXIT_CRASH = 70  # EX_SOFTWARE: a bug in gitscale, never a user error
 
 
 def repo_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -261,25 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR  # not click's 2: plan uses 2 for "changes pending"
     except KeyboardInterrupt:
         return 130
-    except Exception:  # noqa: BLE001 - the last line of defence
-        report = tempfile.NamedTemporaryFile("w", prefix="gitscale-crash-", suffix=".txt",
-                                             delete=False)
-        with report:
-            report.write(_versions() + "\n\n" + redact(traceback.format_exc()))
-        click.echo(f"gitscale crashed: this is a bug, please report it with {report.name}",
-                   err=True)
-        return EXIT_CRASH
+    except Exception:  # noqa: BLE001 - the last line of defence: a bug (gitscale/crash.py)
+        click.echo("gitscale crashed: this is a bug, please report it with "
+                   f"{crash.write_report()}", err=True)
+        return crash.EXIT_CRASH
     return result if isinstance(result, int) else 0
-
-
-def _versions() -> str:
-    """What a bug report needs besides the traceback: gitscale's, git's and Python's versions."""
-    import platform
-
-    from gitscale.git import version
-
-    return (f"gitscale {__version__}\n{version()}\nPython {platform.python_version()} "
-            f"({platform.platform()})\nargv: {redact(' '.join(sys.argv[1:]))}")
 
 
 if __name__ == "__main__":

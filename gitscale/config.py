@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Optional, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
@@ -15,12 +15,13 @@ from gitscale import files
 from gitscale.core.policy import Policy, Schedule
 from gitscale.core.recurrence import RecurrenceError
 from gitscale.core.recurrence import check as check_recurrence
+from gitscale.demand.registry import SOURCES
 from gitscale.errors import ConfigError
 from gitscale.notify.targets import Target, parse_targets
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import Document, check_schema, load_single
 
-SourceKind = Literal["file", "github", "buildkite"]
+SourceKind = str  # a key of gitscale.demand.registry.SOURCES
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class ObjectRef:
 @dataclass(frozen=True)
 class Source:
     kind: SourceKind
-    settings: Any  # the file path for "file", the mapping for the others
+    settings: Any  # the source's frozen dataclass (gitscale.demand.settings)
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
             name=name,
             manifest=str(PurePosixPath(manifest)),
             object=ObjectRef(ref.get("kind"), ref.get("name"), ref.get("namespace")),
-            source=Source(kind, settings),
+            source=Source(kind, SOURCES[kind].settings(settings)),
             policy=policy,
         ))
     total = (document.data.get("limits") or {}).get("maxTotalReplicas")

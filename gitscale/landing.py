@@ -22,8 +22,7 @@ from gitscale.errors import GitError, PushRaced, ValidationError
 from gitscale.notify.payloads import Pushed
 from gitscale.notify.targets import without_credentials
 from gitscale.notify.send import notify_all
-from gitscale.validate import Problem, SchemaValidator, crds_in_repo, kubeconform_path, \
-    run_kubeconform
+from gitscale.validate import Validation
 from gitscale.workspace import Workspace, write_atomic
 
 # Lost push races are retried until this many seconds have passed since the first attempt (a
@@ -128,25 +127,12 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
 
 def check_plan(ws: Workspace, plan: Plan) -> None:
     """Refuse to commit a manifest that fails schema validation."""
-    validator = SchemaValidator()
-    binary = kubeconform_path()
+    validation = Validation(ws.root, lambda: ws.git.out("ls-files").splitlines())
     problems: list[str] = []
-    scanned = False
-    for change in plan.changes:
-        if binary is None and not validator.knows(change.new_object) and not scanned:
-            for crd in crds_in_repo(ws.root, ws.git.out("ls-files").splitlines()):
-                validator.add_crd(crd)
-            scanned = True
-    manifests = {c.path for c in plan.changes}
     for path, (_, new) in plan.files.items():
-        if path not in manifests:
-            continue  # gitscale's own bookkeeping (the reservations file) is not a manifest
-        if binary is not None:
-            found: list[Problem] = run_kubeconform(binary, new, validator)
-        else:
-            found = [p for c in plan.changes if c.path == path
-                     for p in validator.check(c.new_object)]
-        problems.extend(f"{path}: {p}" for p in found)
+        objects = [c.new_object for c in plan.changes if c.path == path]
+        if objects:  # gitscale's own bookkeeping (the reservations file) is not a manifest
+            problems += validation.check(path, new, objects).problems
     if problems:
         raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "
                               + "\n  ".join(problems))

@@ -23,7 +23,6 @@ from gitscale.timeutil import format_time, parse_time
 from gitscale.yamlread import load_documents
 
 DIRECTORY = ".gitscale"
-DEFAULT_PATH = f"{DIRECTORY}/reservations.yaml"
 HEADER = ("# Written by `gitscale serve`: capacity reservations from workflow_job webhooks.\n"
           "# One entry per job; removed when the job completes or the reservation expires.\n"
           "# `gitscale run` and `reconcile` leave the sets under `served` to serve: to hand them\n"

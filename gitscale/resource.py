@@ -1,18 +1,17 @@
 """The RunnerSet resource (gitscale.dev/v1alpha1): the one source of truth for its schema.
 
-The CRD file in ``deploy/crds/`` is generated from here (``gitscale crd``) and a test checks
-that the committed file matches. In-process validation derives its JSON Schema from the same
-CRD, exactly as it does for any other CRD found in a config repo.
+The API's names and bounds live in ``gitscale.runnerset_api`` (the scaler and the controller use
+the same values), the platforms and their settings in the controller's registry
+(``gitscale.controller.platforms``). The CRD file in ``deploy/crds/`` is generated from here
+(``gitscale crd``) and a test checks that the committed file matches. In-process validation
+derives its JSON Schema from the same CRD, as it does for any other CRD in a config repo.
 """
 from __future__ import annotations
 
 from typing import Any
 
-GROUP = "gitscale.dev"
-VERSION = "v1alpha1"
-KIND = "RunnerSet"
-PLURAL = "runnersets"
-PATCH_ID_MAX = 2**31 - 1
+from gitscale.controller.platforms import PLATFORMS
+from gitscale.runnerset_api import GROUP, KIND, PATCH_ID_MAX, PLURAL, REPLICAS_MAX, VERSION
 
 
 SPEC: dict[str, Any] = {
@@ -20,7 +19,7 @@ SPEC: dict[str, Any] = {
     "required": ["platform", "template"],
     "properties": {
         "replicas": {
-            "type": "integer", "minimum": 0, "maximum": 10000,
+            "type": "integer", "minimum": 0, "maximum": REPLICAS_MAX,
             "description": "Runners wanted. Owned by gitscale.",
         },
         "patchID": {
@@ -33,35 +32,9 @@ SPEC: dict[str, Any] = {
             "description": "When gitscale last wrote this spec. Slots freed by runners that "
                            "finished after it are refilled only once the spec is re-affirmed.",
         },
-        "platform": {"type": "string", "enum": ["github", "buildkite"]},
-        "github": {
-            "type": "object",
-            "required": ["configURL"],
-            "properties": {
-                "configURL": {"type": "string", "pattern": "^https?://",
-                              "description": "Org, repo or enterprise URL runners register to."},
-                "labels": {"type": "array", "items": {"type": "string", "minLength": 1}},
-                "runnerGroup": {"type": "string"},
-                "credentialsSecret": {"type": "string", "minLength": 1},
-            },
-        },
-        "buildkite": {
-            "type": "object",
-            "required": ["queue"],
-            "properties": {
-                "queue": {"type": "string", "minLength": 1},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "agentTokenSecret": {"type": "string", "minLength": 1},
-                "organization": {"type": "string", "minLength": 1,
-                                 "description": "Organization slug, for the agents REST API "
-                                                "(which agent runs a job)."},
-                "apiTokenSecret": {"type": "string", "minLength": 1,
-                                   "description": "Secret with key token: a REST API token "
-                                                  "with the read_agents scope."},
-                "apiURL": {"type": "string", "pattern": "^https?://",
-                           "description": "Default https://api.buildkite.com."},
-            },
-        },
+        # The platforms of the controller's registry: the enum, and each one's settings.
+        "platform": {"type": "string", "enum": list(PLATFORMS)},
+        **{name: kind.schema for name, kind in PLATFORMS.items()},
         "template": {
             "type": "object",
             "description": "Pod template of one ephemeral runner (a core/v1 PodTemplateSpec).",

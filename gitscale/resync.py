@@ -11,12 +11,14 @@ labels can take it, as webhook routing does: a job is one runner, not one per ma
 """
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
 from gitscale.config import RunnerSetConfig
 from gitscale.demand.resolve import Sources
+from gitscale.errors import GitscaleError
 
 
 @dataclass(frozen=True)
@@ -31,32 +33,28 @@ class Listing:
 def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: datetime) -> Listing:
     """One poll per scope and credential. All or nothing: a job of a scope that could not be
     read might belong to an earlier set, so a partial list could move it to the wrong one."""
-    from gitscale.demand.github import QUEUED, RUNNING, Job, matches, scope_key
-    from gitscale.demand.http import SourceError
-    from gitscale.demand.secrets import SecretError
+    from gitscale.demand.github import QUEUED, RUNNING, Job, matches, poller
 
     github = [s for s in sets if s.source.kind == "github"]
-    polled: dict[tuple[str, str], list[Job]] = {}
+    polled: dict[Hashable, list[Job]] = {}
     try:
         for runner_set in github:
             settings = runner_set.source.settings
-            key = scope_key(settings)
+            key = settings.group()
             if key in polled:
                 continue
             try:
-                poller = sources.pollers.get(key) or sources.github_poller(settings)
-                sources.pollers[key] = poller
-                polled[key] = poller.jobs()
-            except (SourceError, SecretError) as exc:
+                polled[key] = poller(sources, settings).jobs()
+            except GitscaleError as exc:
                 return Listing(started, error=f"{runner_set.name}: {exc}")
     finally:
         sources.save()
     claimed: set[int] = set()
     jobs: dict[str, dict[int, bool]] = {}
     for runner_set in github:
-        labels = runner_set.source.settings["labels"]
+        labels = runner_set.source.settings.labels
         mine: dict[int, bool] = {}
-        for job in polled[scope_key(runner_set.source.settings)]:
+        for job in polled[runner_set.source.settings.group()]:
             if job.id in claimed or not matches(job.labels, labels):
                 continue
             if job.status in QUEUED or job.status in RUNNING:

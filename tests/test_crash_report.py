@@ -5,7 +5,7 @@ import platform
 import subprocess
 
 from gitscale import __version__
-from gitscale.cli import _versions
+from gitscale.crash import versions as _versions
 
 
 def test_crash_report_header_names_gitscale_git_and_python() -> None:

@@ -2,7 +2,8 @@
 
 Between passes it keeps only plain data: the workspace's path, the ETag caches of the sources
 and the manifest state cache. A failing pass (network, a bad config pushed by someone) is
-logged and retried with exponential backoff; a rate limit or a Buildkite poll interval pushes
+logged and retried with exponential backoff, and so is a pass that crashed on a bug in
+gitscale (logged with a crash report, exit code 70 for that pass); a rate limit or a Buildkite poll interval pushes
 the next pass back. SIGTERM or SIGINT ends the loop after the pass in progress.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime
 from typing import Callable
 
 
+from gitscale import crash
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, log,
                                stop_on_signals)
@@ -89,6 +91,10 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
         state.failures += 1
         log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
         return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the loop outlives a bug too (gitscale/crash.py)
+        state.failures += 1
+        log(f"pass crashed ({state.failures} in a row): {crash.summary(exc)}\n{crash.report()}")
+        return crash.EXIT_CRASH
     state.failures = 0
     reading = planner.reading
     if reading is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
+from gitscale import crash
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.commands import EXIT_OK, RepoOptions, log, stop_on_signals
 from gitscale.config import load_config
@@ -109,8 +110,7 @@ def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
         except Rejected as exc:
             return Response(exc.status, {"error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - one bad delivery must not take the server
-            log(f"delivery failed: unexpected {type(exc).__name__}: {redact(str(exc))} "
-                "(a bug: please report it)")
+            log(f"delivery failed: {crash.summary(exc)}\n{crash.report()}")
             return Response(500, {"error": "internal error"})
 
     return handle
@@ -232,8 +232,7 @@ class Resyncer:
             try:
                 polled = future.result()
             except Exception as exc:  # noqa: BLE001 - the server outlives a failed poll
-                log(f"resync failed: unexpected {type(exc).__name__}: {redact(str(exc))} "
-                    "(a bug: please report it)")
+                log(f"resync failed: {crash.summary(exc)}\n{crash.report()}")
                 return None
             if polled.error is not None:
                 log(f"resync skipped, reservations left as they are: {redact(polled.error)}")
@@ -278,13 +277,13 @@ class Batch:
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.
             self.batcher.give_back(events)
-            what = str(exc) if isinstance(exc, GitscaleError) else \
-                f"unexpected {type(exc).__name__}: {exc} (a bug: please report it)"
+            bug = not isinstance(exc, GitscaleError)
+            what = crash.summary(exc) if bug else redact(str(exc))
             with self.batcher.lock:
                 self.batcher.failures += 1
-                self.batcher.last_error = redact(what)
+                self.batcher.last_error = what
             log(f"batch of {len(events)} events failed ({self.batcher.failures} in a row, kept "
-                f"for the next try): {redact(what)}")
+                f"for the next try): {what}" + (f"\n{crash.report()}" if bug else ""))
             return False
         with self.batcher.lock:
             self.batcher.writing = 0

@@ -33,7 +33,8 @@ from gitscale.controller.errors import (
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import RunnerSetView
-from gitscale.controller.platforms import Platform, Platforms
+from gitscale.controller.platform import Adapter
+from gitscale.controller.platforms import Platforms
 from gitscale.controller.podspec import jit_secret, new_name, pod_owner, runner_pod
 
 log = logging.getLogger("gitscale.controller")
@@ -52,7 +53,7 @@ class Created:
 
 def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory,
                    pool: Executor, halt: threading.Event, view: RunnerSetView,
-                   platform: Platform, actions: Actions) -> Created:
+                   platform: Adapter, actions: Actions) -> Created:
     out = Created()
     # Replacements of failed runners first: a slow start that stops early keeps their lineage.
     lineage = list(actions.retries) + [0] * actions.create
@@ -110,7 +111,7 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
 
 
 def _create_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetView,
-                platform: Platform, name: str, patch_id: int, failures: int) -> str:
+                platform: Adapter, name: str, patch_id: int, failures: int) -> str:
     if halt.is_set():
         raise Interrupted("the controller is stopping: runner not created, left to the next "
                           "pass (or the next leader)")

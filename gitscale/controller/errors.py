@@ -17,6 +17,10 @@ class InvalidRunnerSet(ControllerError):
     """A RunnerSet the controller cannot act on (no template, negative replicas, …)."""
 
 
+class UnsupportedPlatform(InvalidRunnerSet):
+    """``spec.platform`` names no platform of the registry (``platforms.py``)."""
+
+
 class KubeError(ControllerError):
     """The Kubernetes API refused or failed. ``status`` is the HTTP code (0: no answer)."""
 

@@ -29,7 +29,7 @@ from gitscale.controller.errors import (
     NotFound,
 )
 from gitscale.controller.observe import LABEL_SET, RawObject
-from gitscale.resource import GROUP, PLURAL, VERSION
+from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 
 T = TypeVar("T")
 JSON = "application/json"
@@ -85,7 +85,7 @@ class Kube:
         else:
             raw = _call("list RunnerSets", lambda: self.custom.list_cluster_custom_object(
                 GROUP, VERSION, PLURAL, _preload_content=False))
-        return _items(raw, "RunnerSet", f"{GROUP}/{VERSION}")
+        return _items(raw, KIND, API_VERSION)
 
     def watch_runnersets(self, namespace: str | None, version: str,
                          timeout: int) -> Iterator[WatchEvent]:

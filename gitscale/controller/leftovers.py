@@ -19,8 +19,8 @@ from gitscale.controller.cache import Store
 from gitscale.controller.errors import ControllerError
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory
-from gitscale.controller.observe import ANNOTATION_RUNNER_ID, Registered, RunnerSetView
-from gitscale.controller.platforms import Platform
+from gitscale.controller.observe import ANNOTATION_RUNNER_ID, RunnerSetView
+from gitscale.controller.platform import Adapter, Registered
 from gitscale.controller.podspec import is_runner_name
 
 log = logging.getLogger("gitscale.controller")
@@ -38,9 +38,9 @@ class Swept:
 def leftovers(view: RunnerSetView, registered: Mapping[int, Registered],
               pods: Store) -> dict[int, str]:
     """The set's registrations that no known pod uses: id → name."""
-    if view.github is None:
+    if view.kind.registration_labels is None:
         return {}
-    labels = set(view.github.labels)
+    labels = view.kind.registration_labels(view.settings)
     known_ids, known_names = set(), set()
     for key in pods.keys():
         pod = pods.get(key)
@@ -55,7 +55,7 @@ def leftovers(view: RunnerSetView, registered: Mapping[int, Registered],
             and r.name not in known_names}
 
 
-def sweep(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView, platform: Platform,
+def sweep(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView, platform: Adapter,
           registered: Mapping[int, Registered], now: datetime,
           grace: timedelta = GRACE) -> Swept:
     """Remove the leftovers seen for ``grace``; remember the others for a later pass."""

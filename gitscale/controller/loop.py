@@ -19,6 +19,7 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from gitscale import crash
 from gitscale.controller.cache import Informer, Store, set_of_pod
 from gitscale.controller.kube import Kube
 from gitscale.controller.leader import LeaderElector, LeaseConfig
@@ -154,8 +155,8 @@ class Controller:
             try:
                 if self.acting.is_set():
                     self.reconcile(key)
-            except Exception:  # noqa: BLE001 - one bad pass must not stop the controller
-                log.exception("%s: the pass crashed (a bug: please report it)", key)
+            except Exception as exc:  # noqa: BLE001 - one bad pass must not stop the controller
+                log.error("%s: the pass crashed: %s\n%s", key, crash.summary(exc), crash.report())
                 self.queue.add_after(key, 30.0)
             finally:
                 self.queue.done(key)

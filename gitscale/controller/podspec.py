@@ -22,7 +22,7 @@ from gitscale.controller.observe import (
     RunnerSetView,
     runner_container,
 )
-from gitscale.resource import GROUP, KIND, VERSION
+from gitscale.runnerset_api import API_VERSION, KIND
 from gitscale.timeutil import format_time
 
 JIT_KEY = "jitconfig"
@@ -47,7 +47,7 @@ def owner_reference(rs: RunnerSetView) -> dict[str, Any]:
     # OwnerReferencesPermissionEnforcement admission plugin runs (OpenShift), setting it needs
     # update on the owner's finalizers, which least privilege does not grant; garbage
     # collection (background, the default) does not need it.
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": rs.name, "uid": rs.uid,
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": rs.name, "uid": rs.uid,
             "controller": True}
 
 
@@ -67,9 +67,8 @@ def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
     target = runner_container(template)
     container = next(c for c in spec["containers"] if c.get("name") == target)
     container["env"] = _merge_env(container.get("env") or [], env)
-    if rs.platform == "buildkite":
-        # SIGTERM makes the agent finish its job before exiting: give it the time to.
-        spec.setdefault("terminationGracePeriodSeconds", 3600)
+    for key, value in rs.kind.pod_defaults.items():  # what the platform's runners need
+        spec.setdefault(key, copy.deepcopy(value))
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": rs.namespace, "labels": labels,
                          "annotations": notes, "ownerReferences": [owner_reference(rs)]},

@@ -49,12 +49,12 @@ from gitscale.controller.memory import Memory
 from gitscale.controller.observe import (
     FINALIZER,
     RawObject,
-    Registered,
     RunnerSetView,
     parse_runnerset,
     runner_of,
 )
-from gitscale.controller.platforms import Platform, Platforms
+from gitscale.controller.platform import Adapter, Registered
+from gitscale.controller.platforms import Platforms, kind_of
 
 log = logging.getLogger("gitscale.controller")
 BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked again sooner
@@ -103,7 +103,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     generation = _generation(obj)
     report.before = obj.get("status") or {}
     try:
-        view = parse_runnerset(obj)
+        view = parse_runnerset(obj, kind_of)
         platform = ctx.platforms.for_set(view)
     except InvalidRunnerSet as exc:
         meta = obj["metadata"]
@@ -127,7 +127,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     runners: list[Runner] = []
     for pod in pods:
         busy_until = ctx.memory.busy_until(key, pod["metadata"]["name"])
-        runner = runner_of(pod, registered, busy_until, now)
+        runner = runner_of(pod, registered, busy_until, now, view.kind.running)
         runners.append(runner)
         by_name[runner.name] = runner
     ctx.memory.keep_only(key, set(by_name))
@@ -160,7 +160,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                          "; ".join(report.errors[:3])) if report.errors else None
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
     configured, why = platform.busy_source()
-    conditions.append(st.busy_known(view.platform, configured, report.unheard or why))
+    conditions.append(view.kind.busy_known(configured, report.unheard or why))
     waits = [w for w in (actions.requeue_after,
                          BUSY_RETRY.total_seconds() if report.busy else None,
                          ERROR_RETRY if report.errors else None,
@@ -170,21 +170,23 @@ def reconcile(ctx: Context, key: str) -> Report:
                    generation=generation)
 
 
-def _registered(ctx: Context, view: RunnerSetView, platform: Platform, pods: list[RawObject],
+def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
                 now: datetime, report: Report) -> dict[Any, Registered] | None:
     """The platform's view of the set's runners, when a pass needs it: some runner is running
     (idle or busy?), or it is time to look for registrations left without a pod."""
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
-    sweeping = view.github is not None and not view.deleting and ctx.memory.sweep_due(
+    registers = view.kind.registration_labels is not None
+    sweeping = registers and not view.deleting and ctx.memory.sweep_due(
         view.key, now, EVERY)
     if not running and not sweeping:
         return None
     try:
         found = platform.registered()
     except ControllerError as exc:
-        # GitHub: running runners count as busy (nothing removed: an error of the pass).
-        # Buildkite: the graceful-stop rule still holds; BusyKnown says so.
-        if view.github is not None:
+        # A platform that registers its runners (GitHub): running runners count as busy
+        # (nothing removed: an error of the pass). Buildkite: the graceful-stop rule still
+        # holds; BusyKnown says so.
+        if registers:
             report.errors.append(str(exc))
         report.unheard = str(exc)
         return None
@@ -242,7 +244,7 @@ def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
     return report
 
 
-def _delete(ctx: Context, view: RunnerSetView, platform: Platform, actions: Actions,
+def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
             report: Report, now: datetime, keep: set[str]) -> None:
     """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
     next pass tries again) rather than leave their slot empty."""
@@ -265,7 +267,7 @@ def _delete(ctx: Context, view: RunnerSetView, platform: Platform, actions: Acti
         log.info("%s: removed %s", view.key, ", ".join(report.deleted))
 
 
-def _delete_one(ctx: Context, view: RunnerSetView, platform: Platform, delete: Delete) -> None:
+def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: Delete) -> None:
     if ctx.halt.is_set():
         raise Interrupted("the controller is stopping: runner not removed, left to the next "
                           "pass (or the next leader)")

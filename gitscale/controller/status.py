@@ -16,7 +16,8 @@ generation of the spec the status describes:
   failure once Ready has been False for ``STALLED_AFTER`` (a progress deadline);
 - ``RunnersFailing``: runners failing again and again (each replaced after its backoff);
 - ``BusyKnown``: whether the platform says which runners run a job (GitHub's runner list,
-  Buildkite's agents API), or the controller goes by the graceful-stop rule.
+  Buildkite's agents API), or the controller goes by the graceful-stop rule; each platform
+  writes its own (``Kind.busy_known``).
 
 A condition keeps its ``lastTransitionTime`` while its status stays the same, and the status is
 written only when something in it changed.
@@ -33,8 +34,6 @@ from gitscale.timeutil import format_time, parse_time
 
 READY, RECONCILING, STALLED, FAILING = "Ready", "Reconciling", "Stalled", "RunnersFailing"
 BUSY = "BusyKnown"
-GRACEFUL = ("an agent counts as idle unless its pod says gitscale.dev/busy=true; a scale-down "
-            "stops it with SIGTERM, on which it finishes its job first")
 STALLED_AFTER = timedelta(minutes=5)
 COUNTS = ("replicas", "pending", "idle", "busy", "failed")
 KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime",
@@ -101,21 +100,6 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int) -> Con
     if counts.replicas + counts.held > counts.wanted:
         message += "; the surplus goes on the next patch-0 write (never a busy runner)"
     return Condition(READY, True, "Reconciled", message)
-
-
-def busy_known(platform: str, configured: bool, failure: str | None) -> Condition:
-    """Where idle and busy come from this pass. ``failure``: why the platform was not heard."""
-    if platform == "github":
-        if failure:
-            return Condition(BUSY, False, "RunnerListUnavailable",
-                             f"{failure}: running runners count as busy (none is removed)")
-        return Condition(BUSY, True, "RunnerList", "idle and busy from GitHub's runner list")
-    if not configured:
-        return Condition(BUSY, False, "NoAgentsAPIToken",
-                         f"spec.buildkite.organization and apiTokenSecret are not set: {GRACEFUL}")
-    if failure:
-        return Condition(BUSY, False, "AgentsAPIUnavailable", f"{failure}: {GRACEFUL}")
-    return Condition(BUSY, True, "AgentsAPI", "idle and busy from Buildkite's agents API")
 
 
 def _failing(runners: tuple[tuple[str, int], ...]) -> Condition:

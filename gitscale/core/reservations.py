@@ -1,4 +1,9 @@
-"""Capacity reservations from workflow_job webhooks (seed 001, adapted). Pure: clock passed in.
+"""Capacity reservations from workflow_job webhooks. Pure: the clock is passed in.
+
+The model is actions-runner-controller's webhook-driven autoscaler: a HorizontalRunnerAutoscaler's
+``capacityReservations``, one per event, applied in batches (its batch scaler,
+controllers/actions.summerwind.net/horizontal_runner_autoscaler_batch_scale.go in
+https://github.com/actions/actions-runner-controller), adapted:
 
 Each ``queued`` event reserves one replica for its job until it expires; ``in_progress`` marks
 it running, and a running job holds its runner until its ``completed`` (or a resync) removes it,

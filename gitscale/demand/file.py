@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 
 from gitscale import files
-from gitscale.config import RunnerSetConfig
+from gitscale.config import RunnerSetConfig, safe_repo_path
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
 from gitscale.errors import DemandError
 from gitscale.yamlread import check_schema, load_documents
+
+if TYPE_CHECKING:
+    from gitscale.demand.registry import Where
+    from gitscale.demand.settings import FileSettings
 
 
 
@@ -70,3 +74,9 @@ class FileSource:
             else:
                 reading.errors[runner_set.name] = f"{self.label}: no entry for this set"
         return reading
+
+
+def source(where: Where, settings: FileSettings) -> FileSource:
+    """The registry's client factory: the file, inside the checkout the pass reads."""
+    path = safe_repo_path(where.root, settings.path, where.config_path, DemandError)
+    return FileSource(path, settings.path)

@@ -21,22 +21,12 @@ from typing import Any, Callable, Mapping
 import httpx
 
 from gitscale.redact import redact
+from gitscale.demand import RateLimited as RateLimited
+from gitscale.demand import SourceError as SourceError
 from gitscale.timeutil import format_time
 
 USER_AGENT = "gitscale (+https://gitscale.dev)"
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "private-token"})
-
-
-class SourceError(Exception):
-    """A source could not be read. ``str()`` names the URL and what went wrong."""
-
-
-class RateLimited(SourceError):
-    """The API refused because of a rate limit; ``until`` is when it lifts (if known)."""
-
-    def __init__(self, message: str, until: datetime | None) -> None:
-        super().__init__(message)
-        self.until = until
 
 
 @dataclass

@@ -6,14 +6,12 @@ from datetime import datetime
 from typing import Any
 
 from gitscale.config import ObjectRef
-from gitscale.core.model import PATCH_ID_MAX, Current
+from gitscale.core.model import Current
 from gitscale.errors import ManifestError
-from gitscale.schemas import LIMIT
+from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlread import Document, load_documents
 
-GROUP = "gitscale.dev"
-ANNOTATION_PREFIX = "gitscale.dev/"
 A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"
 A_LAST_SCALE_UP = "gitscale.dev/last-scale-up"
@@ -155,7 +153,8 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
     if not isinstance(annotations, dict):
         raise ManifestError(path, "metadata.annotations must be a mapping",
                             doc.line_of(["metadata", "annotations"]))
-    replicas = _int_field(path, doc, ["spec", "replicas"], spec.get("replicas"), LIMIT)
+    replicas = _int_field(path, doc, ["spec", "replicas"], spec.get("replicas"),
+                           REPLICAS_MAX)
     if fields.patch_id:
         patch_id = _int_field(path, doc, ["spec", "patchID"], spec.get("patchID"), PATCH_ID_MAX)
     else:

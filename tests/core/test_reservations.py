@@ -1,4 +1,4 @@
-"""Capacity reservations (seed 001): by job id, never below zero, starved ones wait."""
+"""Capacity reservations from webhooks: by job id, never below zero, starved ones wait."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone

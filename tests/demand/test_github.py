@@ -25,7 +25,7 @@ from tests.demand.conftest import GH_TOKEN
 from tests.demand.fake_github import FakeGitHub, populate_org
 
 
-# -- label matching: PRODUCT §3 -----------------------------------------------------------------
+# -- label matching ------------------------------------------------------------------------------
 # "every job label other than self-hosted is among the set's labels". So a job asking only for
 # [self-hosted], or for nothing at all, can run on a runner of ANY set (and counts for each).
 NONE: list[str] = []

@@ -11,6 +11,7 @@ import pytest
 
 from gitscale.cache import default_cache_dir
 from gitscale.demand.github import GitHubAuth
+from gitscale.demand.settings import GitHubSettings
 from gitscale.demand.http import EtagCache, JsonClient, RateLimited, SourceError, cache_file
 from gitscale.timeutil import format_time
 
@@ -21,7 +22,8 @@ from tests.demand.fake_github import FakeGitHub
 def make_client(github: FakeGitHub, *, timeout: float = 5.0, retries: int = 2,
                 sleeps: list[float] | None = None) -> JsonClient:
     """A client as the GitHub source builds one, its ETag cache in $GITSCALE_CACHE_DIR."""
-    auth = GitHubAuth({"token": {"env": "GH_TOKEN"}, "org": "acme", "labels": ["x"]}, github.url)
+    auth = GitHubAuth(GitHubSettings.parse({"token": {"env": "GH_TOKEN"}, "org": "acme",
+                                            "labels": ["x"], "apiUrl": github.url}))
     cache = EtagCache.load(cache_file(default_cache_dir(), github.url, "env=GH_TOKEN"))
     record = sleeps if sleeps is not None else []
     return JsonClient(name=f"github ({github.url})", headers=auth.header, cache=cache,

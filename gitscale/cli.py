@@ -66,6 +66,8 @@ def reconcile(no_push: bool, **kw: Any) -> int:
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--max-passes", type=click.IntRange(1), default=None,
               help="Stop after this many passes (default: until SIGTERM).")
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (default: off).")
 def run_command(**kw: Any) -> int:
     """Reconcile in a loop: one pass per interval, until SIGTERM."""
     from gitscale.commands.run import run_loop
@@ -89,6 +91,9 @@ def run_command(**kw: Any) -> int:
 @click.option("--resync", default="5m", show_default=True,
               help="How often to correct the reservations from GitHub's API (lost webhooks); "
                    "0 turns it off.")
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics instead of at "
+                   "/metrics on --listen's port.")
 def serve(**kw: Any) -> int:
     """Receive workflow_job webhooks; land reservations and scaling as one commit per window."""
     from gitscale.commands.serve import run_serve
@@ -183,7 +188,7 @@ def validate(**kw: Any) -> int:
 @click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1, 256),
               help="Pod creations in flight at once.")
 @click.option("--health-port", default=8081, show_default=True, type=int,
-              help="Port of the /healthz and /readyz endpoints (0: off).")
+              help="Port of the /healthz, /readyz and /metrics (Prometheus) endpoints (0: off).")
 @click.option("--shutdown-timeout", default=20.0, show_default=True,
               type=click.FloatRange(0, 3600),
               help="Seconds to finish the passes in flight on SIGTERM; creations not started "

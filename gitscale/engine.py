@@ -55,6 +55,7 @@ class Plan:
     notify: tuple[Target, ...] = ()  # whom to tell once this plan's commit is pushed
     notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
     left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
+    demands: dict[str, Demand] = field(default_factory=dict)  # what the pass read, by set
 
     @property
     def changed_paths(self) -> list[str]:
@@ -65,7 +66,9 @@ def compute_plan(root: Path, config: Config, reading: DemandReading, now: dateti
                  decider: Decider | None = None, only: set[str] | None = None,
                  cache: StateCache | None = None) -> Plan:
     with gc_paused():
-        return _compute(root, config, reading, now, base, decider, only, cache or StateCache())
+        plan = _compute(root, config, reading, now, base, decider, only, cache or StateCache())
+    plan.demands = reading.demands
+    return plan
 
 
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,

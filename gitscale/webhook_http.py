@@ -45,7 +45,9 @@ class Request:
 @dataclass(frozen=True)
 class Response:
     status: int
-    body: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, Any] = field(default_factory=dict)  # sent as JSON, unless ``raw`` is set
+    raw: bytes | None = None  # sent as it is (e.g. /metrics)
+    content_type: str = "application/json"
 
 
 Handler = Callable[[Request], Response]
@@ -162,8 +164,8 @@ class HttpServer:
         else:
             response = self.handler(request)
         self.busy.discard(task)
-        data = json.dumps(response.body).encode()
-        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        data = response.raw if response.raw is not None else json.dumps(response.body).encode()
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(data)))]
         events: list[Any] = [h11.Response(status_code=response.status, headers=headers,
                                           reason=_reason(response.status))]
         if request.method != "HEAD":

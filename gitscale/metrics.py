@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from gitscale.webhook_http import HttpServer
 
 # `*_created` series double every counter for nothing a dashboard reads.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -244,6 +244,12 @@ def start_listener(listen: str, registry: CollectorRegistry) -> "HttpServer":
         raise InputError("--metrics-listen", f"cannot listen on {listen}: {exc}") from None
     server.start()
     return server
+
+
+def url_of(server: "HttpServer") -> str:
+    """Where a listener serves the metrics, for the log."""
+    host, port = server.sock.getsockname()[:2]
+    return f"http://{host}:{port}/metrics"
 
 
 def listen_address(option: str, listen: str) -> tuple[str, int]:

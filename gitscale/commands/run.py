@@ -50,7 +50,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
              clock: Callable[[], datetime] = utcnow,
              ready: Callable[[int], None] | None = None) -> int:
     """``ready`` is told the metrics port once it listens (tests pass port 0)."""
-    from gitscale.metrics import LoopMetrics, start_listener
+    from gitscale.metrics import LoopMetrics, start_listener, url_of
 
     try:
         seconds = parse_duration(interval).total_seconds()
@@ -61,7 +61,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     metrics = LoopMetrics()
     listener = start_listener(metrics_listen, metrics.registry) if metrics_listen else None
     if listener is not None:
-        log(f"metrics at http://{metrics_listen.rpartition(':')[0]}:{listener.port}/metrics")
+        log(f"metrics at {url_of(listener)}")
         if ready:
             ready(listener.port)
     stop = stop or stop_on_signals("finishing the pass in progress")

@@ -26,7 +26,8 @@ from gitscale.demand.secrets import SecretError, read_secret
 from gitscale.errors import GitscaleError, InputError
 from gitscale.git import redact
 from gitscale.landing import describe_landing, land
-from gitscale.metrics import LoopMetrics, exposition, listen_address, start_listener
+from gitscale.metrics import (LoopMetrics, exposition, listen_address, start_listener,
+                              url_of)
 from gitscale.reservations_file import check_path
 from gitscale.resync import Listing, list_jobs
 from gitscale.timeutil import format_time, parse_duration, utcnow
@@ -177,8 +178,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
         server.stop()
         raise
     if metrics_server is not None:
-        log(f"metrics at http://{metrics_listen.rpartition(':')[0]}:{metrics_server.port}"
-            "/metrics")
+        log(f"metrics at {url_of(metrics_server)}")
     cache = StateCache.load(default_cache_dir())
     resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache)
     try:

@@ -280,3 +280,27 @@ def test_serve_metrics_on_a_port_of_their_own(serve_repo: Path) -> None:
 ])
 def test_error_kinds(exc: BaseException, kind: str) -> None:
     assert error_kind(exc) == kind
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_the_readme_documents_every_metric_and_its_alerts_parse() -> None:
+    import re
+
+    import yaml
+
+    from gitscale.metrics import ControllerMetrics, LoopMetrics
+
+    text = README.read_text()
+    documented = {name.removesuffix("_total")
+                  for name in re.findall(r"^\| `(gitscale_\w+)` \|", text, re.MULTILINE)}
+    defined = {family.name for metrics in (LoopMetrics(webhooks=True), ControllerMetrics())
+               for family in metrics.registry.collect()}
+    assert documented == defined
+    block = text.split("kind: PodMonitor", 1)[1].split("```", 1)[0]
+    rule = list(yaml.safe_load_all("kind: PodMonitor" + block))[1]
+    exprs = [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    used = {n.removesuffix("_total") for e in exprs for n in re.findall(r"gitscale_\w+", e)}
+    assert used and used <= defined
+    assert any("gitscale_controller_runners_missing" in e for e in exprs)

@@ -21,6 +21,7 @@ from gitscale.errors import ManifestError
 from gitscale.manifest import target as tgt
 from gitscale.manifest.edit import FieldPath, Value, set_fields
 from gitscale.notify.targets import Target
+from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time
 from gitscale.yamlread import load_documents
 
@@ -64,15 +65,17 @@ class Plan:
 
 def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
                  decider: Decider | None = None, only: set[str] | None = None,
-                 cache: StateCache | None = None) -> Plan:
+                 cache: StateCache | None = None, progress: Progress | None = None) -> Plan:
     with gc_paused():
-        plan = _compute(root, config, reading, now, base, decider, only, cache or StateCache())
+        plan = _compute(root, config, reading, now, base, decider, only, cache or StateCache(),
+                        progress)
     plan.demands = reading.demands
     return plan
 
 
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
-             decider: Decider | None, only: set[str] | None, cache: StateCache) -> Plan:
+             decider: Decider | None, only: set[str] | None, cache: StateCache,
+             progress: Progress | None = None) -> Plan:
     plan = Plan(base=base, notify=config.notify)
     texts: dict[str, str] = {}
     edited: dict[str, str] = {}
@@ -81,7 +84,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     checked: set[Path] = set()
     owners: dict[tuple[str, int], str] = {}
     found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
-    for runner_set in config.sets:
+    for runner_set in steps(config.sets, progress, "planning"):
         if only is not None and runner_set.name not in only:
             continue
         path = runner_set.manifest
@@ -122,7 +125,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         pending.append((runner_set, located, decision, demand))
     parsed_old: dict[str, list[Any]] = {}
     parsed_new: dict[str, list[Any]] = {}
-    for runner_set, located, decision, demand in pending:
+    for runner_set, located, decision, demand in steps(pending, progress, "checking edits"):
         path = runner_set.manifest
         if path not in parsed_old:
             parsed_old[path] = [d.data for d in load_documents(texts[path], path, ManifestError)]

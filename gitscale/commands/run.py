@@ -95,7 +95,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
               sources: Sources, state: LoopState, clock: Callable[[], datetime],
               number: int, metrics: "LoopMetrics") -> int:
     now, started = clock(), time.monotonic()
-    planner = Planner(ws, opts, demand, now, cache, sources)
+    planner = Planner(ws, opts, demand, now, cache, sources, progress=number == 0)
     try:
         if number > 0 and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Iterable
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from gitscale.errors import (ConfigError, DemandError, GitError, GitscaleError, InputError,
@@ -55,15 +57,8 @@ class LoopMetrics:
 
     def __init__(self, *, webhooks: bool = False) -> None:
         reg = self.registry = CollectorRegistry()
-        self.queued = Gauge("gitscale_set_queued_jobs", "Jobs waiting for a runner of the set, "
-                            "as the last pass read them", ["set"], registry=reg)
-        self.running = Gauge("gitscale_set_running_jobs", "Jobs running on a runner of the set, "
-                             "as the last pass read them", ["set"], registry=reg)
-        self.desired = Gauge("gitscale_set_desired_replicas", "spec.replicas of the set after "
-                             "the last pass (written by it, or left as it was)", ["set"],
-                             registry=reg)
-        self.patch = Gauge("gitscale_set_patch_id", "spec.patchID of the set after the last "
-                           "pass", ["set"], registry=reg)
+        self.sets = SetGauges()
+        reg.register(self.sets)
         self.writes = Counter("gitscale_set_writes", "Writes of the set's manifest, by reason "
                               "(scale-up, scale-down, reaffirm, quiet-reset, ...)",
                               ["set", "reason"], registry=reg)
@@ -86,7 +81,6 @@ class LoopMetrics:
                                      registry=reg)
         self.deliveries = Counter("gitscale_webhook_deliveries", "Webhook deliveries to "
                                   "`serve`, by result", ["result"], registry=reg)
-        self._sets: set[str] = set()
         for result in ("ok", "error"):
             self.passes.labels(result)
         for kind in ERROR_KINDS:
@@ -103,19 +97,17 @@ class LoopMetrics:
         if landed.commit is not None:
             self.commits.inc()
         self.retries.inc(landed.attempts - 1)
-        seen: set[str] = set()
+        # A new snapshot each pass: a set no longer in this process's care (removed from
+        # gitscale.yaml, now served by webhooks) goes with the old one.
+        values = {name: (decision.replicas, decision.patch_id, plan.demands.get(name))
+                  for name, decision in plan.unchanged}
         for change in plan.changes:
-            self._set(change.name, change.decision.replicas, change.decision.patch_id,
-                      change.demand)
+            values[change.name] = (change.decision.replicas, change.decision.patch_id,
+                                   change.demand)
             self.writes.labels(change.name, change.decision.reason.value).inc()
-            seen.add(change.name)
-        for name, decision in plan.unchanged:
-            self._set(name, decision.replicas, decision.patch_id, plan.demands.get(name))
-            seen.add(name)
+        self.sets.values = values
         for _ in plan.errors:
             self.errors.labels("demand").inc()
-        self._forget(self._sets - seen)
-        self._sets = seen
         if landed.pushed:
             told = Tally(landed.notified)
             for target in plan.notify:
@@ -132,22 +124,40 @@ class LoopMetrics:
     def delivery(self, result: str) -> None:
         self.deliveries.labels(result).inc()
 
-    def _set(self, name: str, replicas: int, patch: int | None, demand: "Demand | None") -> None:
-        self.desired.labels(name).set(replicas)
-        if patch is not None:
-            self.patch.labels(name).set(patch)
-        if demand is not None:
-            self.queued.labels(name).set(demand.queued)
-            self.running.labels(name).set(demand.running)
-        else:  # unknown this pass: no value rather than a stale one
-            _remove(self.queued, name)
-            _remove(self.running, name)
 
-    def _forget(self, names: Iterable[str]) -> None:
-        """Sets no longer in this process's care (removed from gitscale.yaml, now served)."""
-        for name in names:
-            for gauge in (self.queued, self.running, self.desired, self.patch):
-                _remove(gauge, name)
+
+class SetGauges(Collector):
+    """The per-set gauges of the last pass, kept as plain values and turned into samples only
+    when scraped: recording a pass over thousands of sets costs a dict, not a metric update
+    (with its lock) per set and gauge."""
+
+    FAMILIES = (
+        ("gitscale_set_queued_jobs", "Jobs waiting for a runner of the set, as the last pass "
+         "read them (absent while its demand cannot be read)"),
+        ("gitscale_set_running_jobs", "Jobs running on a runner of the set, as the last pass "
+         "read them"),
+        ("gitscale_set_desired_replicas", "spec.replicas of the set after the last pass "
+         "(written by it, or left as it was)"),
+        ("gitscale_set_patch_id", "spec.patchID of the set after the last pass"),
+    )
+
+    def __init__(self) -> None:
+        # set → (replicas, patch ID, demand); replaced whole by each pass
+        self.values: dict[str, tuple[int, int | None, "Demand | None"]] = {}
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(name, text, labels=["set"]) for name, text in self.FAMILIES]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        queued, running, desired, patch = self.describe()
+        for name, (replicas, patch_id, demand) in self.values.items():
+            desired.add_metric([name], replicas)
+            if patch_id is not None:
+                patch.add_metric([name], patch_id)
+            if demand is not None:
+                queued.add_metric([name], demand.queued)
+                running.add_metric([name], demand.running)
+        return [queued, running, desired, patch]
 
 
 class ControllerMetrics:
@@ -239,7 +249,7 @@ def start_listener(listen: str, registry: CollectorRegistry) -> "HttpServer":
         return Response(404, {"error": "not found"})
 
     try:
-        server = HttpServer(host, port, handle)
+        server = HttpServer(host, port, handle, offload=frozenset({"/metrics"}))
     except (OSError, OverflowError) as exc:
         raise InputError("--metrics-listen", f"cannot listen on {listen}: {exc}") from None
     server.start()

@@ -66,8 +66,10 @@ class HttpServer:
     ``stop()`` stops accepting, lets the requests in flight finish, and returns."""
 
     def __init__(self, host: str, port: int, handler: Handler, limits: Limits = Limits(),
-                 report: Callable[[str], None] = lambda message: None) -> None:
+                 report: Callable[[str], None] = lambda message: None,
+                 offload: frozenset[str] = frozenset()) -> None:
         self.handler = handler
+        self.offload = offload  # paths answered on a worker thread (slow to build: /metrics)
         self.report = report  # told of unexpected errors (bugs), once each
         self.limits = limits
         self.max_connections = min(limits.connections, _open_files() - 64)
@@ -158,7 +160,7 @@ class HttpServer:
             return False
         if request is None:
             return False
-        if len(request.body) > OFFLOAD:
+        if len(request.body) > OFFLOAD or request.path in self.offload:
             response = await asyncio.get_running_loop().run_in_executor(
                 None, self.handler, request)
         else:

@@ -165,7 +165,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     try:
         server = HttpServer(host, port, handler,
                             Limits(deadline=REQUEST_DEADLINE, max_body=MAX_BODY,
-                                   connections=MAX_CONNECTIONS), report=log)
+                                   connections=MAX_CONNECTIONS), report=log,
+                            offload=frozenset({"/metrics"}))
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
     server.start()

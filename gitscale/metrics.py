@@ -32,7 +32,7 @@ prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 ERROR_KINDS = ("config", "manifest", "demand", "input", "validation", "push_rejected", "git",
-               "other", "unexpected")
+               "other", "unexpected", "resync")
 DELIVERY_RESULTS = ("accepted", "ignored", "duplicate", "ping", "unauthorized", "bad_request",
                     "error")
 RUNNER_STATES = ("pending", "idle", "busy", "failed")
@@ -120,6 +120,10 @@ class LoopMetrics:
         self.passes.labels("error").inc()
         self.duration.observe(seconds)
         self.errors.labels(error_kind(exc)).inc()
+
+    def error(self, kind: str) -> None:
+        """An error outside a pass (serve's resync poll: ``resync``)."""
+        self.errors.labels(kind).inc()
 
     def delivery(self, result: str) -> None:
         self.deliveries.labels(result).inc()

@@ -304,3 +304,19 @@ def test_the_readme_documents_every_metric_and_its_alerts_parse() -> None:
     used = {n.removesuffix("_total") for e in exprs for n in re.findall(r"gitscale_\w+", e)}
     assert used and used <= defined
     assert any("gitscale_controller_runners_missing" in e for e in exprs)
+
+
+def test_the_scaffolded_deployments_serve_metrics_off_the_service(tmp_path: Path,
+                                                                 capsys) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    assert run(capsys, "init", str(tmp_path / "c"), "--gitops", "flux")[0] == 0
+    scaler = tmp_path / "c" / "deploy" / "scaler"
+    for name in ("deployment-run.yaml", "deployment-serve.yaml"):
+        pod = yaml.safe_load((scaler / name).read_text())["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        args = container["args"]
+        assert args[args.index("--metrics-listen") + 1] == "0.0.0.0:9090"
+        assert {"name": "metrics", "containerPort": 9090} in container["ports"]
+    service = yaml.safe_load((scaler / "service-serve.yaml").read_text())
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]

@@ -181,7 +181,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     if metrics_server is not None:
         log(f"metrics at {url_of(metrics_server)}")
     cache = StateCache.load(default_cache_dir())
-    resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache)
+    resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache, metrics)
     try:
         with open_workspace(opts.repo, opts.branch) as ws:
             batch = Batch(ws, opts, batcher, duration, state_file, cache, metrics)
@@ -238,6 +238,7 @@ class Resyncer:
     sources: Sources
     config_path: str
     cache: StateCache
+    metrics: LoopMetrics
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
         1, thread_name_prefix="resync"))
     future: "Future[Listing] | None" = None
@@ -262,10 +263,12 @@ class Resyncer:
             try:
                 polled = future.result()
             except Exception as exc:  # noqa: BLE001 - the server outlives a failed poll
+                self.metrics.error("resync")
                 log(f"resync failed: unexpected {type(exc).__name__}: {redact(str(exc))} "
                     "(a bug: please report it)")
                 return None
             if polled.error is not None:
+                self.metrics.error("resync")
                 log(f"resync skipped, reservations left as they are: {redact(polled.error)}")
                 return None
             self.ready = polled

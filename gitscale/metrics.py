@@ -14,11 +14,19 @@ from typing import TYPE_CHECKING, Iterable
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
 
-from gitscale.errors import (ConfigError, DemandError, GitError, GitscaleError, InputError,
-                             ManifestError, PushRejected, ValidationError)
+from gitscale.errors import (
+    ConfigError,
+    DemandError,
+    GitError,
+    GitscaleError,
+    InputError,
+    ManifestError,
+    PushRejected,
+    ValidationError,
+)
 
 if TYPE_CHECKING:
     from gitscale.controller.reconcile import Report

@@ -23,7 +23,7 @@ def commits(repo: Path) -> int:
 
 def test_init_takes_repo_as_its_directory(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    code, out, err = run(capsys, "init", "--repo", str(tmp_path / "a"), "--gitops", "flux")
+    code, _, err = run(capsys, "init", "--repo", str(tmp_path / "a"), "--gitops", "flux")
     assert code == 0, err
     assert (tmp_path / "a" / SCAFFOLD_CRD).read_text() == crd_yaml()
     code, _, err = run(capsys, "init", str(tmp_path / "b"), "--repo", str(tmp_path / "c"),

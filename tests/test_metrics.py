@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gitscale.commands import RepoOptions
 from gitscale.commands.run import run_loop
-from gitscale.metrics import error_kind
 from gitscale.errors import ConfigError, DemandError, GitError, PushRejected
+from gitscale.metrics import error_kind
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 from tests.notify.engines import Application, FakeArgoCD
 from tests.test_serve import CONFIG, SECRET, Server, job
@@ -203,8 +203,8 @@ def test_run_metrics_listen_refuses_a_bad_address(tmp_path: Path, capsys) -> Non
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code, out, err = run(capsys, "run", "--repo", str(checkout), "--max-passes", "1",
-                             "--metrics-listen", f"127.0.0.1:{port}")
+        code, _, err = run(capsys, "run", "--repo", str(checkout), "--max-passes", "1",
+                           "--metrics-listen", f"127.0.0.1:{port}")
     assert code == 1 and f"error: --metrics-listen: cannot listen on 127.0.0.1:{port}" in err
     code, _, err = run(capsys, "run", "--repo", str(checkout), "--max-passes", "1",
                        "--metrics-listen", "nowhere")
@@ -261,7 +261,7 @@ def test_serve_metrics_on_a_port_of_their_own(serve_repo: Path) -> None:
     try:
         assert server.port is not None
         assert scrape(server.port)[0] == 404  # no longer on the webhook port
-        status, text, samples = scrape(port)
+        status, _, samples = scrape(port)
         assert status == 200
         assert value(samples, "gitscale_webhook_deliveries_total", result="accepted") == 0
         assert value(samples, "gitscale_set_desired_replicas", set="linux") == 0

@@ -22,6 +22,7 @@ from gitscale.errors import ConfigError, ManifestError
 from gitscale.manifest import target as tgt
 from gitscale.manifest.edit import FieldPath, Value, set_fields
 from gitscale.notify.targets import Target
+from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time
 from gitscale.yamlread import load_documents
 
@@ -56,6 +57,7 @@ class Plan:
     notify: tuple[Target, ...] = ()  # whom to tell once this plan's commit is pushed
     notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
     left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
+    demands: dict[str, Demand] = field(default_factory=dict)  # what the pass read, by set
 
     @property
     def changed_paths(self) -> list[str]:
@@ -64,13 +66,17 @@ class Plan:
 
 def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
                  decider: Decider | None = None, only: set[str] | None = None,
-                 cache: StateCache | None = None) -> Plan:
+                 cache: StateCache | None = None, progress: Progress | None = None) -> Plan:
     with gc_paused():
-        return _compute(root, config, reading, now, base, decider, only, cache or StateCache())
+        plan = _compute(root, config, reading, now, base, decider, only, cache or StateCache(),
+                        progress)
+    plan.demands = reading.demands
+    return plan
 
 
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
-             decider: Decider | None, only: set[str] | None, cache: StateCache) -> Plan:
+             decider: Decider | None, only: set[str] | None, cache: StateCache,
+             progress: Progress | None = None) -> Plan:
     plan = Plan(base=base, notify=config.notify)
     texts: dict[str, str] = {}
     edited: dict[str, str] = {}
@@ -79,7 +85,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     checked: set[Path] = set()
     owners: dict[tuple[str, int], str] = {}
     found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
-    for runner_set in config.sets:
+    for runner_set in steps(config.sets, progress, "planning"):
         if only is not None and runner_set.name not in only:
             continue
         path = runner_set.manifest
@@ -124,7 +130,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         pending.append((runner_set, located, decision, demand))
     parsed_old: dict[str, list[Any]] = {}
     parsed_new: dict[str, list[Any]] = {}
-    for runner_set, located, decision, demand in pending:
+    for runner_set, located, decision, demand in steps(pending, progress, "checking edits"):
         path = runner_set.manifest
         if path not in parsed_old:
             parsed_old[path] = [d.data for d in load_documents(texts[path], path, ManifestError)]

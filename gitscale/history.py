@@ -6,6 +6,7 @@ from datetime import datetime
 
 from gitscale.commitmsg import body_details, parse_trailer
 from gitscale.git import Git
+from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time, parse_time
 
 _FORMAT = "%H%x1f%cI%x1f%B%x1f%(trailers:key=Gitscale-Set,valueonly,separator=%x1d)%x1e"
@@ -31,11 +32,13 @@ class Entry:
         return parse_time(self.time)
 
 
-def read_history(repo_git: Git, *, only: str | None = None) -> list[Entry]:
+def read_history(repo_git: Git, *, only: str | None = None,
+                 progress: Progress | None = None) -> list[Entry]:
     """Every scaling commit reachable from HEAD, newest first; ``only`` keeps one set."""
     out = repo_git.run("log", f"--format={_FORMAT}", "--grep=^Gitscale-Set: ").stdout
     entries = []
-    for record in out.split("\x1e"):
+    records = [r for r in out.split("\x1e") if r.strip()]
+    for record in steps(records, progress, "reading scaling commits"):
         fields = record.strip("\n").split("\x1f")
         if len(fields) != 4:
             continue

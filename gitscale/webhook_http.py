@@ -45,7 +45,9 @@ class Request:
 @dataclass(frozen=True)
 class Response:
     status: int
-    body: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, Any] = field(default_factory=dict)  # sent as JSON, unless ``raw`` is set
+    raw: bytes | None = None  # sent as it is (e.g. /metrics)
+    content_type: str = "application/json"
 
 
 Handler = Callable[[Request], Response]
@@ -64,8 +66,10 @@ class HttpServer:
     ``stop()`` stops accepting, lets the requests in flight finish, and returns."""
 
     def __init__(self, host: str, port: int, handler: Handler, limits: Limits = Limits(),
-                 report: Callable[[str], None] = lambda message: None) -> None:
+                 report: Callable[[str], None] = lambda message: None,
+                 offload: frozenset[str] = frozenset()) -> None:
         self.handler = handler
+        self.offload = offload  # paths answered on a worker thread (slow to build: /metrics)
         self.report = report  # told of unexpected errors (bugs), once each
         self.limits = limits
         self.max_connections = min(limits.connections, _open_files() - 64)
@@ -156,14 +160,14 @@ class HttpServer:
             return False
         if request is None:
             return False
-        if len(request.body) > OFFLOAD:
+        if len(request.body) > OFFLOAD or request.path in self.offload:
             response = await asyncio.get_running_loop().run_in_executor(
                 None, self.handler, request)
         else:
             response = self.handler(request)
         self.busy.discard(task)
-        data = json.dumps(response.body).encode()
-        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        data = response.raw if response.raw is not None else json.dumps(response.body).encode()
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(data)))]
         events: list[Any] = [h11.Response(status_code=response.status, headers=headers,
                                           reason=_reason(response.status))]
         if request.method != "HEAD":

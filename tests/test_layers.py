@@ -16,6 +16,7 @@ OWNERS = {
     "subprocess": {"git.py", "validate.py"},  # git, and kubeconform when on PATH
     "kubernetes": {"controller/kube.py"},
     "matplotlib": {"chart.py", "chart_axis.py"},  # the optional extra, imported lazily
+    "prometheus_client": {"metrics.py"},
     "httpx": {"demand/http.py", "demand/github.py", "controller/github.py",
               "controller/buildkite.py", "notify/send.py",
               "github_app.py"},

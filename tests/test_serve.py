@@ -34,7 +34,7 @@ runnerSets:
 
 class Server:
     def __init__(self, checkout: Path, window: str = "2s", resync: str = "0",
-                 config: str = "gitscale.yaml") -> None:
+                 config: str = "gitscale.yaml", **extra: Any) -> None:
         self.stop = threading.Event()
         self.port: int | None = None
         self.ready = threading.Event()
@@ -51,7 +51,7 @@ class Server:
                     path="/webhook", window=window, reservation="10m",
                     secret_env="TEST_WEBHOOK_SECRET", secret_file=None,
                     state_file=".gitscale/reservations.yaml", resync=resync, stop=self.stop,
-                    ready=ready))
+                    ready=ready, **extra))
             except BaseException as exc:  # noqa: BLE001 - surfaced by the test
                 self.result.append(exc)
                 self.ready.set()

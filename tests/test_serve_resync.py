@@ -11,6 +11,7 @@ import yaml
 from tests.demand.conftest import GH_TOKEN
 from tests.demand.fake_github import FakeGitHub
 from tests.helpers import RUNNERSET, git, make_repo
+from tests.test_metrics import scrape, value
 from tests.test_serve import SECRET, Server, job, remote_state, wait_for_commit
 
 LINUX = ["self-hosted", "linux"]
@@ -117,6 +118,9 @@ def test_a_failed_resync_changes_nothing(github: FakeGitHub, tmp_path: Path,
             assert time.monotonic() < deadline, err
             time.sleep(0.2)
             err += capfd.readouterr().err
+        assert server.port is not None
+        samples = scrape(server.port)[2]
+        assert value(samples, "gitscale_errors_total", kind="resync") == 1
         server.post(job(9, "queued", LINUX))
         wait_for_commit(server, repo, before)
     finally:

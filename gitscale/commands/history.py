@@ -12,6 +12,7 @@ import click
 from gitscale.commands import EXIT_OK, RepoOptions
 from gitscale.errors import InputError
 from gitscale.history import Entry, between, read_history
+from gitscale.progress import Progress
 from gitscale.timeutil import parse_time
 from gitscale.workspace import open_workspace
 
@@ -27,8 +28,9 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
         from gitscale.chart import require
 
         require(chart_path)  # a bad suffix or a missing matplotlib fails before any git work
-    with open_workspace(opts.repo, opts.branch, history=True) as ws:
-        everything = read_history(ws.git, only=only)
+    with open_workspace(opts.repo, opts.branch, history=True) as ws, \
+            Progress("reading scaling commits", None, show=output == "text") as bar:
+        everything = read_history(ws.git, only=only, progress=bar.if_shown())
     entries = between(everything, start, end)
     if chart_path is not None:
         _write_chart(everything, chart_path, only, start, end, zone)

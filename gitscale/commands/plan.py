@@ -15,6 +15,7 @@ from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
 from gitscale.engine import Plan, SetChange, compute_plan
 from gitscale.manifest.target import A_PATCH_ID, is_digits
+from gitscale.progress import Progress
 from gitscale.reservations_file import leave_served
 from gitscale.timeutil import format_time
 from gitscale.workspace import open_workspace
@@ -30,7 +31,9 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
         ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
         reading = read_demand(ws.root, config if demand else ours,
                               demand_path(demand))  # closes its clients
-        plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache)
+        with Progress("planning", None, show=output == "text") as bar:
+            plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
+                                progress=bar.if_shown())
         plan.left = left
     cache.save()
     if output == "json":

@@ -27,6 +27,8 @@ from gitscale.demand.secrets import SecretError, read_secret
 from gitscale.errors import GitscaleError, InputError
 from gitscale.git import redact
 from gitscale.landing import describe_landing, land
+from gitscale.metrics import (LoopMetrics, exposition, listen_address, start_listener,
+                              url_of)
 from gitscale.reservations_file import check_path
 from gitscale.resync import Listing, list_jobs
 from gitscale.timeutil import format_time, parse_duration, utcnow
@@ -82,36 +84,50 @@ class Batcher:
 
 
 def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
-                 path: str, clock: Callable[[], datetime]) -> Handler:
+                 path: str, clock: Callable[[], datetime],
+                 metrics: LoopMetrics | None = None, expose: bool = True) -> Handler:
     """What a request gets. The event is queued before the 202 goes out: an accepted delivery
-    is in the next batch, or in the last one written on shutdown."""
+    is in the next batch, or in the last one written on shutdown. Deliveries are counted in
+    ``metrics``, which GET /metrics shows when ``expose`` (``--metrics-listen`` not given)."""
 
     def handle(request: Request) -> Response:
         if request.method in ("GET", "HEAD"):
             if request.path in ("/healthz", "/readyz"):
                 return Response(200, batcher.health())
+            if request.path == "/metrics" and metrics is not None and expose:
+                body, content_type = exposition(metrics.registry)
+                return Response(200, raw=body, content_type=content_type)
             return Response(404, {"error": "not found"})
         if request.method != "POST" or request.path != path:
             return Response(404, {"error": "not found"})
+        result, response = deliver(request)
+        if metrics is not None:
+            metrics.delivery(result)
+        return response
+
+    def deliver(request: Request) -> tuple[str, Response]:
+        """A delivery's answer, and its ``result`` label in gitscale_webhook_deliveries_total."""
         try:
             verify(secret, request.body, request.headers.get("x-hub-signature-256"))
             kind = request.headers.get("x-github-event", "")
             if kind == "ping":
-                return Response(200, {"ok": "pong"})
+                return "ping", Response(200, {"ok": "pong"})
             if kind != "workflow_job":
-                return Response(202, {"ignored": f"event {kind!r}"})
+                return "ignored", Response(202, {"ignored": f"event {kind!r}"})
             event = parse(request.body, clock())
             delivery = request.headers.get("x-github-delivery", "")
             if delivery and not deliveries.first_time(delivery):
-                return Response(200, {"ignored": "duplicate delivery"})
+                return "duplicate", Response(200, {"ignored": "duplicate delivery"})
             if event is not None:
                 batcher.add(event)
-            return Response(202, {"accepted": event is not None})
+            return ("accepted" if event is not None else "ignored",
+                    Response(202, {"accepted": event is not None}))
         except Rejected as exc:
-            return Response(exc.status, {"error": str(exc)})
+            result = "unauthorized" if exc.status == 401 else "bad_request"
+            return result, Response(exc.status, {"error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - one bad delivery must not take the server
             log(f"delivery failed: {crash.summary(exc)}\n{crash.report()}")
-            return Response(500, {"error": "internal error"})
+            return "error", Response(500, {"error": "internal error"})
 
     return handle
 
@@ -128,35 +144,47 @@ def _durations(window: str, reservation: str, resync: str) -> tuple[float, timed
 
 def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,
               secret_env: str, secret_file: str | None, state_file: str, resync: str = "5m",
-              stop: threading.Event | None = None,
+              metrics_listen: str | None = None, stop: threading.Event | None = None,
               ready: Callable[[int], None] | None = None) -> int:
+    """``ready`` is told the webhook port once deliveries are taken (tests pass port 0)."""
     window_s, duration, resync_s = _durations(window, reservation, resync)
     ref = {"file": secret_file} if secret_file else {"env": secret_env}
     try:
         secret = read_secret(ref, "webhook secret").encode()
     except SecretError as exc:
         raise InputError("webhook secret", str(exc)) from None
-    host, _, port = listen.rpartition(":")
-    if not (port.isascii() and port.isdigit() and len(port) <= 5):
-        raise InputError("--listen", f"{listen!r} is not HOST:PORT")
+    host, port = listen_address("--listen", listen)
+    if metrics_listen is not None:
+        listen_address("--metrics-listen", metrics_listen)
     check_path(state_file)
     stop = stop or stop_on_signals("writing the last batch")
     batcher = Batcher()
-    handler = make_handler(secret, batcher, Deliveries(), path, utcnow)
+    metrics = LoopMetrics(webhooks=True)
+    handler = make_handler(secret, batcher, Deliveries(), path, utcnow, metrics,
+                           expose=metrics_listen is None)
     try:
-        server = HttpServer(host or "127.0.0.1", int(port), handler,
+        server = HttpServer(host, port, handler,
                             Limits(deadline=REQUEST_DEADLINE, max_body=MAX_BODY,
-                                   connections=MAX_CONNECTIONS), report=log)
+                                   connections=MAX_CONNECTIONS), report=log,
+                            offload=frozenset({"/metrics"}))
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
     server.start()
-    log(f"listening on {host or '127.0.0.1'}:{server.port}{path}; one commit per {window} "
+    log(f"listening on {host}:{server.port}{path}; one commit per {window} "
         f"window; " + (f"resync with GitHub every {resync}" if resync_s else "no resync"))
+    try:
+        metrics_server = start_listener(metrics_listen, metrics.registry) \
+            if metrics_listen else None
+    except InputError:
+        server.stop()
+        raise
+    if metrics_server is not None:
+        log(f"metrics at {url_of(metrics_server)}")
     cache = StateCache.load(default_cache_dir())
-    resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache)
+    resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache, metrics)
     try:
         with open_workspace(opts.repo, opts.branch) as ws:
-            batch = Batch(ws, opts, batcher, duration, state_file, cache)
+            batch = Batch(ws, opts, batcher, duration, state_file, cache, metrics)
             batch.run([], None)  # at once: claims the sets, applies expiry
             if ready:
                 ready(server.port)
@@ -178,6 +206,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             _last_batch(batch, batcher)
     finally:
         server.stop()
+        if metrics_server is not None:
+            metrics_server.stop()
         resyncer.close()
         cache.save()
     log("stopped")
@@ -208,6 +238,7 @@ class Resyncer:
     sources: Sources
     config_path: str
     cache: StateCache
+    metrics: LoopMetrics
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
         1, thread_name_prefix="resync"))
     future: "Future[Listing] | None" = None
@@ -232,9 +263,11 @@ class Resyncer:
             try:
                 polled = future.result()
             except Exception as exc:  # noqa: BLE001 - the server outlives a failed poll
+                self.metrics.error("resync")
                 log(f"resync failed: {crash.summary(exc)}\n{crash.report()}")
                 return None
             if polled.error is not None:
+                self.metrics.error("resync")
                 log(f"resync skipped, reservations left as they are: {redact(polled.error)}")
                 return None
             self.ready = polled
@@ -261,10 +294,11 @@ class Batch:
     duration: timedelta
     state_file: str
     cache: StateCache
+    metrics: LoopMetrics
 
     def run(self, events: list[JobEvent], listing: Listing | None) -> bool:
         """True when it landed; a failed batch keeps its events for the next one."""
-        now = utcnow()
+        now, started = utcnow(), time.monotonic()
         corrected: dict[str, Correction] = {}
         ws = self.ws
         try:
@@ -276,6 +310,7 @@ class Batch:
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.
+            self.metrics.failed(exc, time.monotonic() - started)
             self.batcher.give_back(events)
             bug = not isinstance(exc, GitscaleError)
             what = crash.summary(exc) if bug else redact(str(exc))
@@ -285,6 +320,7 @@ class Batch:
             log(f"batch of {len(events)} events failed ({self.batcher.failures} in a row, kept "
                 f"for the next try): {what}" + (f"\n{crash.report()}" if bug else ""))
             return False
+        self.metrics.landed(landed, time.monotonic() - started)
         with self.batcher.lock:
             self.batcher.writing = 0
             self.batcher.failures = 0

@@ -19,7 +19,8 @@ from gitscale.core.policy import Policy
 from gitscale.errors import InputError
 from gitscale.simulate import trace as traces
 from gitscale.simulate.report import Metrics, as_json, as_text, metrics
-from gitscale.simulate.strategies import Outcome, Settings, run_all
+from gitscale.progress import Progress
+from gitscale.simulate.strategies import BASELINES, Outcome, Settings, run_all
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import check_schema, load_single
 
@@ -64,7 +65,10 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         job_trace = _from_history(opts, since, set(set_policies))
     used = set(job_trace.sets)
     candidates = _candidates(root, policy, {n: p for n, p in set_policies.items() if n in used})
-    outcomes = run_all(job_trace, candidates, settings, baselines=baselines)
+    runs = len(candidates) + (BASELINES if baselines else 0)
+    with Progress("simulating", runs, show=output == "text") as bar:
+        outcomes = run_all(job_trace, candidates, settings, baselines=baselines,
+                           done=lambda name: bar.advance())
     rows = metrics(outcomes, job_trace)
     if chart:
         _chart(outcomes, rows, job_trace, Path(chart))

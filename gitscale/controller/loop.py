@@ -28,6 +28,7 @@ from gitscale.controller.platforms import Platforms
 from gitscale.controller.memory import Memory
 from gitscale.controller.reconcile import Context, Report, reconcile
 from gitscale.controller.workqueue import WorkQueue
+from gitscale.metrics import ControllerMetrics, exposition
 from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")
@@ -38,8 +39,10 @@ class Controller:
                  workers: int = 2, resync: float = 60.0, watch_timeout: int = 300,
                  clock: Callable[[], datetime] = utcnow,
                  platforms: Platforms | None = None, shutdown_timeout: float = 20.0,
-                 election: LeaseConfig | None = None) -> None:
+                 election: LeaseConfig | None = None,
+                 metrics: ControllerMetrics | None = None) -> None:
         self.kube = kube
+        self.metrics = metrics or ControllerMetrics()
         self.namespace = namespace
         self.resync = resync
         self.shutdown_timeout = shutdown_timeout
@@ -75,6 +78,7 @@ class Controller:
             informer.start()
         if self.elector is None:
             self.acting.set()
+        self.metrics.leading(self.acting.is_set())
         if workers:
             for n in range(self._workers):
                 self._spawn(self._work, f"reconcile-{n}")
@@ -131,6 +135,7 @@ class Controller:
         report = reconcile(self.ctx, key)
         report.started, report.seconds = started, time.monotonic() - started
         self.reports.append(report)
+        self.metrics.reconciled(report, gone=self.runnersets.get(key) is None)
         if report.requeue_after is not None:
             self.queue.add_after(key, report.requeue_after)
         return report
@@ -138,12 +143,14 @@ class Controller:
     def _lead(self) -> None:
         self.ctx.halt.clear()
         self.acting.set()
+        self.metrics.leading(True)
         for key in self.runnersets.keys():  # complete whatever the last leader left
             self.queue.add(key)
 
     def _follow(self) -> None:
         self.acting.clear()
         self.ctx.halt.set()  # passes in flight start no more creations
+        self.metrics.leading(False, self.runnersets.keys())
 
     def _work(self) -> None:
         while not self.stop_event.is_set():
@@ -182,7 +189,8 @@ class Controller:
 
 def serve_health(controller: Controller, port: int,
                  host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - probed by kubelet
-    """/healthz: informers and workers alive. /readyz: also, the first lists are done."""
+    """/healthz: informers and workers alive. /readyz: also, the first lists are done.
+    /metrics: the controller's Prometheus metrics."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
@@ -190,12 +198,17 @@ def serve_health(controller: Controller, port: int,
                 ok = controller.healthy()
             elif self.path == "/readyz":
                 ok = controller.healthy() and controller.synced(0)
+            elif self.path == "/metrics":
+                self._send(200, *exposition(controller.metrics.registry))
+                return
             else:
                 self.send_error(404)
                 return
-            body = b"ok\n" if ok else b"not ok\n"
-            self.send_response(200 if ok else 503)
-            self.send_header("Content-Type", "text/plain")
+            self._send(200 if ok else 503, b"ok\n" if ok else b"not ok\n", "text/plain")
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -86,6 +86,7 @@ class Report:
     errors: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
     unheard: str | None = None  # why the platform could not say who is idle or busy
+    counts: Status | None = None  # the set at the end of the pass (None: it could not count)
     before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
     status_written: bool = False
     requeue_after: float | None = None
@@ -152,7 +153,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return _release(ctx, obj, report)
 
-    counts = _adjust(actions, by_name, report, created)
+    counts = report.counts = _adjust(actions, by_name, report, created)
     # The write is recorded as applied only when all of its creations were made.
     applied = view.applied if view.deleting else record(view.spec, view.applied,
                                                          not created.failed)

@@ -60,13 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     lock = threading.Lock()
     try:
-        bare = daemon.create(seed.FILES)
+        files = dict(seed.FILES)  # room for a count of its own per run
+        files["gitscale.yaml"] = files["gitscale.yaml"].replace("maxReplicas: 20",
+                                                              "maxReplicas: 10000")
+        bare = daemon.create(files)
         original = seed.git(bare, "rev-parse", "refs/heads/main")
 
         def writer(number: int) -> None:
             for round_no in range(args.rounds):
                 demand = work / f"demand-{number}-{round_no}.yaml"
-                demand.write_text(seed.demand_text((number + 3, 0),
+                # a count of its own: every run has a change to make, whoever landed last
+                demand.write_text(seed.demand_text((3 + number * args.rounds + round_no, 0),
                                                    jobs=[number * 1000 + round_no]))
                 started = time.perf_counter()
                 proc = subprocess.run([sys.executable, "-m", "gitscale", "reconcile", "--repo",

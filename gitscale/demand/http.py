@@ -119,6 +119,12 @@ def cache_file(cache_dir: Path | None, api: str, identity: str) -> Path | None:
     return cache_dir / f"etags-{digest}.json"
 
 
+def _mask(exc: SourceError, secrets: list[str]) -> None:
+    """Clear ``secrets`` from the error's message (what ``str()`` shows) and its args."""
+    exc.message = redact(exc.message, secrets)
+    exc.args = (exc.message,)
+
+
 class JsonClient:
     def __init__(self, *, name: str, headers: Callable[[], Mapping[str, str]],
                  cache: EtagCache, timeout: float = 10.0, retries: int = 2,
@@ -147,7 +153,7 @@ class JsonClient:
         try:
             return self._get(url, params)
         except SourceError as exc:
-            exc.args = (redact(str(exc), self.credentials()),)
+            _mask(exc, self.credentials())
             raise
 
     def credentials(self) -> list[str]:
@@ -225,7 +231,7 @@ class JsonClient:
         try:
             return self._paginate(url, params, key, limit)
         except SourceError as exc:
-            exc.args = (redact(str(exc), self.credentials()),)
+            _mask(exc, self.credentials())
             raise
 
     def _paginate(self, url: str, params: Mapping[str, Any] | None, key: str,

@@ -121,9 +121,12 @@ def test_a_run_gives_up_at_the_deadline_and_leaves_nothing(git_server: GitDaemon
 
 
 def test_many_writers_many_rounds_every_run_lands(git_server: GitDaemon, tmp_path: Path) -> None:
-    """WRITERS processes at once, ROUNDS runs each; every run has a change to make (new job
-    ids), so every run must land exactly one commit, in one linear history."""
-    bare = git_server.create(seed.FILES)
+    """WRITERS processes at once, ROUNDS runs each; every run has a change to make (a count of
+    its own), so every run must land exactly one commit, in one linear history."""
+    files = dict(seed.FILES)  # room for a count of its own per run (40 > the seed's max of 20)
+    files["gitscale.yaml"] = files["gitscale.yaml"].replace("maxReplicas: 20", "maxReplicas: 500")
+    assert files["gitscale.yaml"] != seed.FILES["gitscale.yaml"]
+    bare = git_server.create(files)
     original = rev(bare)
     failures: list[str] = []
     attempts: list[int] = []
@@ -132,8 +135,9 @@ def test_many_writers_many_rounds_every_run_lands(git_server: GitDaemon, tmp_pat
     def writer(number: int) -> None:
         for round_no in range(ROUNDS):
             demand = tmp_path / f"demand-{number}-{round_no}.yaml"
-            # never the seed's 2: the first run to land changes linux-x64 and records its jobs
-            demand.write_text(seed.demand_text((number + 3, 0),
+            # a count no other run asks for (never the seed's 2): whichever run landed last,
+            # this one has a change to make
+            demand.write_text(seed.demand_text((3 + number * ROUNDS + round_no, 0),
                                                jobs=[number * 1000 + round_no]))
             proc = subprocess.run(cli_argv("reconcile", "--repo", git_server.url(),
                                            "--demand", str(demand), "--now", NOW),

@@ -12,12 +12,14 @@ from typing import Any, Callable
 import jsonpatch
 
 from gitscale.cache import StateCache, gc_paused
-from gitscale.config import Config, RunnerSetConfig, safe_repo_path
+from gitscale.manifest.files import ManifestFiles
+from gitscale.config import Config, RunnerSetConfig
 from gitscale.core.decide import decide, wanted
 from gitscale.core.limits import share
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
+from gitscale.gitindex import Tree
 from gitscale.manifest import target as tgt
 from gitscale.manifest.edit import FieldPath, Value, set_fields
 from gitscale.notify.targets import Target
@@ -61,29 +63,30 @@ class Plan:
 
 def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
                  decider: Decider | None = None, only: set[str] | None = None,
-                 cache: StateCache | None = None) -> Plan:
+                 cache: StateCache | None = None, tree: Tree | None = None) -> Plan:
+    """``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread."""
     with gc_paused():
-        return _compute(root, config, reading, now, base, decider, only, cache or StateCache())
+        return _compute(root, config, reading, now, base, decider, only, cache or StateCache(),
+                        tree)
 
 
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
-             decider: Decider | None, only: set[str] | None, cache: StateCache) -> Plan:
+             decider: Decider | None, only: set[str] | None, cache: StateCache,
+             tree: Tree | None) -> Plan:
     plan = Plan(base=base, notify=config.notify)
-    texts: dict[str, str] = {}
+    sets = [s for s in config.sets if only is None or s.name in only]
+    cache.floor = max(cache.floor, len(config.sets))
+    files = ManifestFiles(root, config.path, tree)
+    files.prefetch(sets, cache)
+    texts = files.texts
     edited: dict[str, str] = {}
     pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []
     stamp = format_time(now)
-    checked: set[Path] = set()
     owners: dict[tuple[str, int], str] = {}
     found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
-    for runner_set in config.sets:
-        if only is not None and runner_set.name not in only:
-            continue
+    for runner_set in sets:
         path = runner_set.manifest
-        if path not in texts:
-            texts[path] = read_manifest(root, runner_set, config.path, checked)
-            edited[path] = texts[path]
-        located = cache.located(path, texts[path], runner_set.object)
+        located = files.located(runner_set, cache)
         # Two sets on one object would both be written, the last one winning, while the commit
         # described both: refuse, as for any manifest that cannot be edited as asked.
         other = owners.setdefault((path, located.index), runner_set.name)
@@ -113,7 +116,8 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         if demand is not None and demand.jobs is not None:
             cache.remember_jobs(demand.fingerprint, demand.jobs)
         # Only files that change are parsed for editing; several sets may share one file.
-        edited[path] = set_fields(edited[path], path, located.index, values)
+        edited[path] = set_fields(edited[path] if path in edited else files.text(runner_set), path,
+                                  located.index, values)
         pending.append((runner_set, located, decision, demand))
     parsed_old: dict[str, list[Any]] = {}
     parsed_new: dict[str, list[Any]] = {}
@@ -128,7 +132,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             old_object=parsed_old[path][located.index],
             new_object=parsed_new[path][located.index],
         ))
-    plan.files = {p: (texts[p], edited[p]) for p in texts if texts[p] != edited[p]}
+    plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
     return plan
 
 
@@ -147,22 +151,6 @@ def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Curren
         else:
             wants[runner_set.name] = wanted(current, demand, runner_set.policy, now)
     return share(config.max_total_replicas, wants, fixed)
-
-
-def read_manifest(root: Path, runner_set: RunnerSetConfig, config_path: str,
-          checked: set[Path] | None = None) -> str:
-    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError,
-                          checked=checked)
-    try:
-        # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
-        return path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ManifestError(runner_set.manifest, f"not found (manifest of runner set "
-                            f"{runner_set.name!r} in {config_path})") from None
-    except IsADirectoryError:
-        raise ManifestError(runner_set.manifest, "is a directory, not a manifest file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(runner_set.manifest, f"cannot be read: {exc}") from None
 
 
 def _values(target: tgt.Located, decision: Decision, demand: Demand | None,

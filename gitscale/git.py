@@ -86,6 +86,17 @@ class Git:
     def out(self, *args: str) -> str:
         return self.run(*args).stdout.strip()
 
+    def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
+        """``run`` for binary input and output (file contents, NUL-separated listings)."""
+        env = {**os.environ, **git_env(), **self.env}
+        proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
+                              capture_output=True)
+        if proc.returncode != 0:
+            result = Result(proc.stdout.decode(errors="replace"),
+                            proc.stderr.decode(errors="replace"), proc.returncode)
+            raise GitError(describe_failure(args, result))
+        return proc.stdout
+
     # -- reading -------------------------------------------------------------------------
     def head(self) -> str:
         return self.out("rev-parse", "HEAD")
@@ -130,7 +141,9 @@ class Git:
         self.run("reset", "--quiet", "--hard", rev)
 
     def commit(self, message: str, paths: Sequence[str], date: str | None = None) -> str:
-        self.run("add", "--", *paths)
+        """Commit ``paths`` as they are in the working tree (none: the index as it is)."""
+        if paths:
+            self.run("add", "--", *paths)
         dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
         self.run("commit", "--quiet", "--no-verify", "--file=-", input=message, extra_env=dates)
         return self.head()
@@ -223,11 +236,14 @@ def _auth_hint(output: str) -> str:
             "GITSCALE_GIT_TOKEN_FILE) to a token that may push, or configure a credential helper")
 
 
-def clone(url: str, dest: Path, branch: str | None, depth: int | None) -> None:
+def clone(url: str, dest: Path, branch: str | None, depth: int | None,
+          sparse: bool = False) -> None:
     check_url(url)
     args = ["clone", "--quiet", "--no-tags", "--single-branch"]
     if depth:
         args.append(f"--depth={depth}")
+    if sparse:
+        args.append("--sparse")  # only the top-level files are checked out
     if branch:
         args += ["--branch", branch]
     Git(dest.parent).run(*args, "--", url, str(dest))

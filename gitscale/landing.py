@@ -19,10 +19,11 @@ from gitscale import git
 from gitscale.commitmsg import SetLine, format_message
 from gitscale.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
+from gitscale.gitindex import files_containing, stage_files
 from gitscale.notify.payloads import Pushed
 from gitscale.notify.targets import without_credentials
 from gitscale.notify.send import notify_all
-from gitscale.validate import Problem, SchemaValidator, crds_in_repo, kubeconform_path, \
+from gitscale.validate import Problem, SchemaValidator, crds_in_texts, kubeconform_path, \
     run_kubeconform
 from gitscale.workspace import Workspace
 
@@ -105,7 +106,8 @@ def check_plan(ws: Workspace, plan: Plan) -> None:
     scanned = False
     for change in plan.changes:
         if binary is None and not validator.knows(change.new_object) and not scanned:
-            for crd in crds_in_repo(ws.root, ws.git.out("ls-files").splitlines()):
+            for crd in crds_in_texts(files_containing(ws.git, ws.root, "CustomResourceDefinition",
+                                                      sparse=ws.sparse)):
                 validator.add_crd(crd)
             scanned = True
     manifests = {c.path for c in plan.changes}
@@ -133,6 +135,8 @@ def set_lines(changes: list[SetChange]) -> list[SetLine]:
 
 def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
     paths = plan.changed_paths
+    if ws.sparse:
+        return _commit_index(ws, plan, date)
     existed = {path: (ws.root / path).exists() for path in paths}
     for path in paths:
         target = ws.root / path
@@ -148,6 +152,18 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
                 (ws.root / path).write_bytes(plan.files[path][0].encode("utf-8"))
             else:
                 (ws.root / path).unlink(missing_ok=True)
+        ws.git.run("reset", "--quiet", "--", *paths, check=False)
+        raise
+
+
+def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
+    """A sparse clone: the edited manifests go into the index as blobs, never onto disk."""
+    paths = plan.changed_paths
+    try:
+        stage_files(ws.git, {path: plan.files[path][1].encode("utf-8") for path in paths})
+        message = format_message(set_lines(plan.changes), plan.base, plan.events)
+        return ws.git.commit(message, [], date)
+    except Exception:
         ws.git.run("reset", "--quiet", "--", *paths, check=False)
         raise
 

@@ -110,15 +110,22 @@ class SchemaValidator:
 
 def crds_in_repo(root: Path, paths: Iterable[str]) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition in the given repo files."""
-    found: list[dict[str, Any]] = []
+    texts = []
     for rel in paths:
         path = root / rel
         if path.is_symlink() or not path.is_file():
             continue  # a link to /dev/zero would be read forever
         try:
-            text = path.read_text(encoding="utf-8")
+            texts.append((rel, path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError):
             continue
+    return crds_in_texts(texts)
+
+
+def crds_in_texts(texts: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in the given (path, text) files."""
+    found: list[dict[str, Any]] = []
+    for rel, text in texts:
         if "CustomResourceDefinition" not in text:
             continue
         try:

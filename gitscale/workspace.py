@@ -30,6 +30,7 @@ class Workspace:
     remote: str | None  # remote to push to; None: commit locally only
     remote_branch: str | None
     label: str  # what to call the repo in messages (credentials redacted)
+    sparse: bool = False  # a clone with only top-level files checked out (gitscale.gitindex)
 
     def base(self) -> str:
         return self.git.head()
@@ -70,8 +71,10 @@ class Workspace:
 
 @contextmanager
 def open_workspace(repo: str, branch: str | None, *, push: bool = True,
-                   history: bool = False) -> Iterator[Workspace]:
-    """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens."""
+                   history: bool = False, sparse: bool = False) -> Iterator[Workspace]:
+    """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
+    ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
+    git: ``gitscale.gitindex``)."""
     path = Path(repo).expanduser()
     if not git.is_url(repo) and path.is_dir() and not git.is_bare(path):
         if not git.is_work_tree(path):
@@ -88,12 +91,13 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     try:
         dest = scratch / "repo"
         url = str(path.resolve()) if not git.is_url(repo) else repo
-        git.clone(url, dest, branch, depth=None if history else 1)
+        git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse)
         repo_git = git.Git(dest)
         current = repo_git.current_branch()
         if current is None:
             raise GitError(f"{git.redact(repo)} has no branch to work on")
-        yield Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo))
+        yield Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo),
+                        sparse)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

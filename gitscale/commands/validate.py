@@ -5,7 +5,7 @@ import click
 
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
 from gitscale.config import load_config
-from gitscale.engine import read_manifest
+from gitscale.manifest.files import read_manifest
 from gitscale.manifest.target import read_target
 from gitscale.validate import SchemaValidator, crds_in_repo, kubeconform_path, run_kubeconform
 from gitscale.workspace import open_workspace

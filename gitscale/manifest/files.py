@@ -1,0 +1,94 @@
+"""Where a pass gets each manifest: its state from the cache when git vouches for the file,
+its text only when the state is unknown or the file is about to be edited.
+
+- No ``Tree``, or a file git cannot vouch for (untracked, modified in the checkout): the file
+  is read from disk, safely (no symlinks, no escape from the repo), and keyed by its content.
+- A checkout: the index's blob id is the key; a file is read from disk only on a cache miss
+  or to edit it.
+- A sparse clone (``Tree.sparse``): manifests are not checked out; the blobs the cache does
+  not know are read from git in one batch, and so are the files to edit.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from gitscale.cache import StateCache
+from gitscale.config import RunnerSetConfig, safe_repo_path
+from gitscale.errors import ManifestError
+from gitscale.gitindex import REGULAR, Tree
+from gitscale.manifest.target import Located
+
+
+class ManifestFiles:
+    def __init__(self, root: Path, config_path: str, tree: Tree | None) -> None:
+        self.root, self.config_path, self.tree = root, config_path, tree
+        self.texts: dict[str, str] = {}  # path → text, for the files read this pass
+        self.checked: set[Path] = set()  # folders already checked for symlinks
+
+    def _blob(self, path: str) -> str | None:
+        if self.tree is None:
+            return None
+        mode = self.tree.mode(path)
+        if self.tree.sparse and mode is not None and mode not in REGULAR:
+            what = "a symlink" if mode == "120000" else f"not a regular file (mode {mode})"
+            raise ManifestError(path, f"is {what} in git; gitscale edits only regular files "
+                                "inside the config repo")
+        return self.tree.blob(path)
+
+    def prefetch(self, sets: Sequence[RunnerSetConfig], cache: StateCache) -> None:
+        """Sparse clone: read every blob the cache does not know in one ``cat-file``."""
+        if self.tree is None or not self.tree.sparse:
+            return
+        missing: dict[str, str] = {}
+        for runner_set in sets:
+            path = runner_set.manifest
+            blob = self._blob(path)
+            if blob is not None and path not in missing and not cache.knows(blob,
+                                                                            runner_set.object):
+                missing[path] = blob
+        contents = self.tree.read_blobs(missing.values())
+        for path, blob in missing.items():
+            self.texts[path] = _decode(path, contents[blob])
+
+    def located(self, runner_set: RunnerSetConfig, cache: StateCache) -> Located:
+        path, ref = runner_set.manifest, runner_set.object
+        blob = self._blob(path)
+        if blob is None:
+            return cache.located(path, self.text(runner_set), ref)
+        found = cache.cached(blob, ref)
+        return found if found is not None else cache.parse(path, blob, self.text(runner_set), ref)
+
+    def text(self, runner_set: RunnerSetConfig) -> str:
+        path = runner_set.manifest
+        if path not in self.texts:
+            blob = self._blob(path)
+            if self.tree is not None and self.tree.sparse and blob is not None:
+                self.texts[path] = _decode(path, self.tree.read_blobs([blob])[blob])
+            else:
+                self.texts[path] = read_manifest(self.root, runner_set, self.config_path,
+                                                 self.checked)
+        return self.texts[path]
+
+
+def _decode(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(path, f"cannot be read: {exc}") from None
+
+
+def read_manifest(root: Path, runner_set: RunnerSetConfig, config_path: str,
+                  checked: set[Path] | None = None) -> str:
+    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError,
+                          checked=checked)
+    try:
+        # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ManifestError(runner_set.manifest, f"not found (manifest of runner set "
+                            f"{runner_set.name!r} in {config_path})") from None
+    except IsADirectoryError:
+        raise ManifestError(runner_set.manifest, "is a directory, not a manifest file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(runner_set.manifest, f"cannot be read: {exc}") from None

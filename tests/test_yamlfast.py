@@ -20,10 +20,15 @@ def pyyaml(text: str) -> list[Any]:
 def same_or_unsupported(text: str) -> bool:
     """True when the fast loader answered (and agreed), False when it stepped aside."""
     try:
+        expected = pyyaml(text)
+    except (yaml.YAMLError, ValueError, TypeError):
+        with pytest.raises(yamlfast.Unsupported):
+            yamlfast.load_all(text)
+        return False
+    try:
         fast = yamlfast.load_all(text)
     except yamlfast.Unsupported:
         return False
-    expected = pyyaml(text)
     assert fast == expected
     assert [type(x) for x in fast] == [type(x) for x in expected]
     return True
@@ -105,3 +110,31 @@ def test_any_text_loads_the_same_or_steps_aside(text: str) -> None:
     except yamlfast.Unsupported:
         return
     assert fast == expected
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param('{"a": {"queued": 1, "running": 2, "jobs": ["x", 3]}}', id="demand"),
+    pytest.param('{"a": 1e3, "b": 1.5, "c": -0, "d": true, "e": null}', id="numbers"),
+    pytest.param('[1, "two", {"three": [3.0]}]\n', id="array"),
+    pytest.param('{"a":1,"b":"\\/\\n\\t"}', id="escapes"),
+])
+def test_json_agrees_with_pyyaml(text: str) -> None:
+    assert same_or_unsupported(text)
+
+
+def test_json_duplicates_and_constants_step_aside() -> None:
+    assert not same_or_unsupported('{"a": 1, "a": 2}')
+    with pytest.raises(yamlfast.Unsupported):
+        yamlfast.load_all('{"a": NaN}')
+
+
+@settings(max_examples=300, deadline=None)
+@given(DATA.filter(lambda d: isinstance(d, (dict, list))))
+def test_any_json_loads_the_same(data: Any) -> None:
+    import json
+
+    try:
+        text = json.dumps(data, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return
+    same_or_unsupported(text)

@@ -20,9 +20,6 @@ from gitscale.commitmsg import SetLine, format_message
 from gitscale.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
 from gitscale.gitindex import files_containing, stage_files
-from gitscale.notify.payloads import Pushed
-from gitscale.notify.targets import without_credentials
-from gitscale.notify.send import notify_all
 from gitscale.validate import Problem, SchemaValidator, crds_in_texts, kubeconform_path, \
     run_kubeconform
 from gitscale.workspace import Workspace
@@ -81,6 +78,10 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
     """Tell the config's notify targets about the commit just pushed; never raises."""
     if not plan.notify or ws.remote_branch is None:
         return ()
+    from gitscale.notify.payloads import Pushed  # only now: httpx is a slow import
+    from gitscale.notify.send import notify_all
+    from gitscale.notify.targets import without_credentials
+
     try:
         date, subject = ws.git.commit_facts(sha)
         url = ws.label if ws.mode == "clone" else ws.git.remote_url(ws.remote or "origin")

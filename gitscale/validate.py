@@ -69,10 +69,15 @@ def openapi_to_jsonschema(schema: Any, strict: bool = True) -> Any:
 
 
 class SchemaValidator:
-    """Validators keyed by (apiVersion, kind), from CRDs."""
+    """JSON Schemas keyed by (apiVersion, kind), from CRDs.
+
+    A manifest is checked with fastjsonschema first (compiled once per kind and process:
+    importing jsonschema alone costs more than a whole pass); only a manifest it refuses is
+    checked again with jsonschema, which lists every problem and has the final word."""
 
     def __init__(self, crds: Iterable[dict[str, Any]] = ()) -> None:
-        self.validators: dict[tuple[str, str], Any] = {}
+        self.schemas: dict[tuple[str, str], dict[str, Any]] = {}
+        self._fast: dict[tuple[str, str], Any] = {}
         for crd in [resource.crd(), *crds]:
             self.add_crd(crd)
 
@@ -89,23 +94,62 @@ class SchemaValidator:
                                  "properties": {"name": {"type": "string", "minLength": 1}}}
             props.setdefault("apiVersion", {"type": "string"})
             props.setdefault("kind", {"type": "string"})
-            import jsonschema
+            key = (f"{group}/{version['name']}", kind)
+            self.schemas[key] = schema
+            self._fast.pop(key, None)
 
-            self.validators[(f"{group}/{version['name']}", kind)] = \
-                jsonschema.Draft4Validator(schema, format_checker=_format_checker())
+    @property
+    def validators(self) -> dict[tuple[str, str], Any]:
+        """jsonschema validators (Draft 4, as Kubernetes' structural schemas), built on use."""
+        import jsonschema
+
+        return {key: jsonschema.Draft4Validator(schema, format_checker=_format_checker())
+                for key, schema in self.schemas.items()}
 
     def knows(self, obj: dict[str, Any]) -> bool:
-        return (str(obj.get("apiVersion")), str(obj.get("kind"))) in self.validators
+        return (str(obj.get("apiVersion")), str(obj.get("kind"))) in self.schemas
 
     def check(self, obj: dict[str, Any]) -> list[Problem]:
-        validator = self.validators.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
-        if validator is None:
+        key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+        schema = self.schemas.get(key)
+        if schema is None:
             return []
+        if key not in self._fast:
+            self._fast[key] = _fast_validator(schema)
+        try:
+            self._fast[key](obj)
+            return []
+        except Exception:  # noqa: BLE001 - refused (or unsure): jsonschema decides
+            pass
+        import jsonschema
+
+        validator = jsonschema.Draft4Validator(schema, format_checker=_format_checker())
         problems = []
         for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
             path = ".".join(str(p) for p in error.absolute_path) or "(object)"
             problems.append(Problem(path, error.message))
         return problems
+
+
+def _fast_validator(schema: dict[str, Any]) -> Any:
+    import fastjsonschema
+
+    def date_time(value: str) -> bool:
+        try:
+            parse_time(value)
+        except ValueError:
+            return False
+        return True
+
+    # Draft 4 as jsonschema checks it; no defaults written into the object; only the
+    # date-time format is checked (as by _format_checker), every other format is accepted.
+    formats: dict[str, Any] = {name: (lambda _value: True) for name in (
+        "date", "email", "hostname", "idn-email", "idn-hostname", "ipv4", "ipv6", "iri",
+        "iri-reference", "json-pointer", "regex", "relative-json-pointer", "time", "uri",
+        "uri-reference", "uri-template", "duration", "uuid")}
+    formats["date-time"] = date_time
+    return fastjsonschema.compile({**schema, "$schema": "http://json-schema.org/draft-04/schema#"},
+                                  formats=formats, use_default=False)
 
 
 def crds_in_repo(root: Path, paths: Iterable[str]) -> list[dict[str, Any]]:
@@ -144,11 +188,11 @@ def kubeconform_path() -> str | None:
 def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[Problem]:
     """Validate one manifest with kubeconform (strict), giving it schemas for our CRDs."""
     with tempfile.TemporaryDirectory(prefix="gitscale-schemas-") as schemas:
-        for (api_version, kind), v in validator.validators.items():
+        for (api_version, kind), schema in validator.schemas.items():
             group, version = api_version.split("/")
             target = Path(schemas) / group / f"{kind.lower()}_{version}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(v.schema))
+            target.write_text(json.dumps(schema))
         template = schemas + "/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
         proc = subprocess.run(
             [binary, "-strict", "-output", "json", "-schema-location", "default",

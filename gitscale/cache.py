@@ -26,16 +26,18 @@ from typing import Any, Iterator, MutableMapping
 from gitscale import __version__
 from gitscale.config import Config, ObjectRef
 from gitscale.core.model import Current
+from gitscale.errors import ManifestError
 from gitscale.manifest.target import Fields, Located, locate
+from gitscale.yamlread import Document
 
-FORMAT = 3
+FORMAT = 4
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
 STATE_FILE = "manifest-state.pickle"
 
-Row = tuple[int, str, str, bool, bool, "int | None", "int | None", "datetime | None",
-            "str | None", bool, bool]
+Row = tuple[int, str, str, bool, bool, "int | None", "int | None", "str | None",
+            "str | None", bool, bool]  # the time as ISO 8601: datetimes pickle 3× slower
 
 
 def default_cache_dir() -> Path | None:
@@ -57,16 +59,18 @@ def _key(blob: str, ref: ObjectRef) -> str:
 
 def _row(found: Located) -> Row:
     c = found.current
+    last_up = c.last_scale_up.isoformat() if c.last_scale_up is not None else None
     return (found.index, found.kind, found.name, found.fields.patch_id,
-            found.fields.effective_time, c.replicas, c.patch_id, c.last_scale_up,
+            found.fields.effective_time, c.replicas, c.patch_id, last_up,
             c.fingerprint, c.drained, c.paused)
 
 
 def _located(row: Row) -> Located:
     (index, kind, name, has_patch, has_time, replicas, patch_id, last_up, fingerprint,
      drained, paused) = row
+    when = datetime.fromisoformat(last_up) if last_up is not None else None
     return Located(index, kind, name, Fields(has_patch, has_time),
-                   Current(replicas, patch_id, last_up, fingerprint, drained, paused))
+                   Current(replicas, patch_id, when, fingerprint, drained, paused))
 
 
 class ConfigStore(MutableMapping[str, Config]):
@@ -190,6 +194,21 @@ class StateCache:
         self.dirty = True
         self._bound()
         return found
+
+    def remember(self, path: str, text: str, ref: ObjectRef, documents: list[Document]) -> None:
+        """Remember the state of a text this pass wrote (``documents``: it parsed), so the
+        next pass finds it without reading the file."""
+        key = _key(blob_id(text.encode("utf-8", "surrogateescape")), ref)
+        if key in self.rows:
+            return
+        try:
+            found = locate(path, text, ref, documents)
+        except ManifestError:
+            return  # not ours to report here: the next pass reads the file and says why
+        self.rows[key] = _row(found)
+        self.objects[key] = found
+        self.dirty = True
+        self._bound()
 
     def located(self, path: str, text: str, ref: ObjectRef) -> Located:
         """The state of ``ref`` in ``text``: from the cache, or parsed and remembered."""

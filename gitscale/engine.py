@@ -24,7 +24,7 @@ from gitscale.manifest import target as tgt
 from gitscale.manifest.edit import FieldPath, Value, set_fields
 from gitscale.notify.targets import Target
 from gitscale.timeutil import format_time
-from gitscale.yamlread import load_documents
+from gitscale.yamlread import Document, load_documents
 
 Decider = Callable[[RunnerSetConfig, Current, "Demand | None"], Decision]
 
@@ -55,6 +55,7 @@ class Plan:
     files: dict[str, tuple[str, str]] = field(default_factory=dict)  # path → (old, new)
     events: dict[str, int] = field(default_factory=dict)  # webhook deliveries recorded
     notify: tuple[Target, ...] = ()  # whom to tell once this plan's commit is pushed
+    modes: dict[str, str] = field(default_factory=dict)  # path → git file mode, when known
 
     @property
     def changed_paths(self) -> list[str]:
@@ -121,11 +122,15 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         pending.append((runner_set, located, decision, demand))
     parsed_old: dict[str, list[Any]] = {}
     parsed_new: dict[str, list[Any]] = {}
+    new_documents: dict[str, list[Document]] = {}
     for runner_set, located, decision, demand in pending:
         path = runner_set.manifest
         if path not in parsed_old:
             parsed_old[path] = [d.data for d in load_documents(texts[path], path, ManifestError)]
-            parsed_new[path] = [d.data for d in load_documents(edited[path], path, ManifestError)]
+            new_documents[path] = load_documents(edited[path], path, ManifestError)
+            parsed_new[path] = [d.data for d in new_documents[path]]
+        # what the next pass will read back: known now, so it reads no file
+        cache.remember(path, edited[path], runner_set.object, new_documents[path])
         plan.changes.append(SetChange(
             name=runner_set.name, path=path, kind=located.kind, object_name=located.name,
             before=located.current, decision=decision, demand=demand,
@@ -133,6 +138,8 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             new_object=parsed_new[path][located.index],
         ))
     plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
+    if tree is not None:
+        plan.modes = {p: tree.mode(p) or "100644" for p in plan.files}
     return plan
 
 

@@ -13,6 +13,7 @@ from git, and their edits are written back as blobs straight into the index
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Iterable, Mapping
 from gitscale.errors import GitError
 from gitscale.git import Git
 
+_ENTRY = re.compile(r"(\d{6}) ([0-9a-f]{40,64}) 0\t([^\0]*)\0")
 REGULAR = ("100644", "100755")  # modes of plain files; 120000 is a symlink, 160000 a submodule
 
 
@@ -35,16 +37,9 @@ class Tree:
 
     @classmethod
     def read(cls, repo: Git, *, sparse: bool = False) -> "Tree":
-        listed = repo.run_bytes("ls-files", "--stage", "-z")
-        entries: dict[str, tuple[str, str]] = {}
-        for record in listed.split(b"\0"):
-            if not record:
-                continue
-            meta, _, path = record.partition(b"\t")
-            mode, blob, stage = meta.decode().split(" ")
-            if stage != "0":
-                continue  # an unresolved merge: let the disk (and its error) speak
-            entries[path.decode("utf-8", "surrogateescape")] = (mode, blob)
+        listed = repo.run_bytes("ls-files", "--stage", "-z").decode("utf-8", "surrogateescape")
+        # stage 0 only: an unresolved merge is left to the disk (and its error)
+        entries = {path: (mode, blob) for mode, blob, path in _ENTRY.findall(listed)}
         # Files skipped by a sparse checkout are not compared (their index entry is the truth).
         changed = repo.run_bytes("diff-files", "--name-only", "-z")
         modified = frozenset(p.decode("utf-8", "surrogateescape")
@@ -84,19 +79,16 @@ class Tree:
         return found
 
 
-def stage_files(repo: Git, files: Mapping[str, bytes]) -> None:
+def stage_files(repo: Git, files: Mapping[str, bytes],
+                modes: Mapping[str, str] | None = None) -> None:
     """Stage new contents for ``files`` without touching the working tree: each becomes a
     blob, and its index entry points at it (keeping the file's mode). The contents were read
     from blobs and edited, so they are stored as they are (no clean filter)."""
     if not files:
         return
     paths = list(files)
-    listed = repo.run_bytes("--literal-pathspecs", "ls-files", "--stage", "-z", "--", *paths)
-    modes = {}
-    for record in listed.split(b"\0"):
-        meta, _, path = record.partition(b"\t")
-        if meta:
-            modes[path.decode("utf-8", "surrogateescape")] = meta.split(b" ")[0].decode()
+    if modes is None:  # the whole listing: ten thousand pathspecs would each scan it
+        modes = {p: m for p, (m, _) in Tree.read(repo).entries.items() if p in files}
     with tempfile.TemporaryDirectory(prefix="gitscale-blobs-") as scratch:
         names = []
         for number, path in enumerate(paths):

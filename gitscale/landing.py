@@ -161,7 +161,8 @@ def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
     """A sparse clone: the edited manifests go into the index as blobs, never onto disk."""
     paths = plan.changed_paths
     try:
-        stage_files(ws.git, {path: plan.files[path][1].encode("utf-8") for path in paths})
+        stage_files(ws.git, {path: plan.files[path][1].encode("utf-8") for path in paths},
+                    {path: plan.modes[path] for path in paths if path in plan.modes})
         message = format_message(set_lines(plan.changes), plan.base, plan.events)
         return ws.git.commit(message, [], date)
     except Exception:

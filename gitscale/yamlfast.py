@@ -23,6 +23,7 @@ STR = "tag:yaml.org,2002:str"
 PLAIN = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
          "tag:yaml.org,2002:null", "tag:yaml.org,2002:timestamp"}
 CACHED = 50_000  # distinct plain scalars remembered per process
+MAX_DEPTH = 1000  # deeper nesting is refused by yamlread.check_depth, with its line
 
 _resolver = yaml.resolver.Resolver()
 _constructor = yaml.constructor.SafeConstructor()
@@ -72,7 +73,7 @@ def _json(text: str) -> list[Any] | None:
     try:
         return [json.loads(text, object_pairs_hook=_pairs, parse_float=_scalar,
                            parse_int=_scalar, parse_constant=_constant)]
-    except ValueError:
+    except (ValueError, RecursionError):
         return None  # not JSON after all (several documents, comments, YAML flow style)
 
 
@@ -107,6 +108,8 @@ def load_all(text: str) -> list[Any]:
             elif kind is map_start or kind is seq_start:
                 if event.anchor is not None or event.tag not in (None, MAP, SEQ):
                     raise Unsupported("anchor or tag")
+                if len(stack) >= MAX_DEPTH:
+                    raise Unsupported("nested too deep")
                 stack.append({} if kind is map_start else [])
                 keys.append(_NO_KEY)
                 seen.append(set())

@@ -123,13 +123,13 @@ def check_depth(text: str, source: str, error: type[InputError] = InputError) ->
 
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
     """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
-    check_depth(text, source, error)
     try:
         datas = yamlfast.load_all(text)  # the common YAML, 3-6× faster; the same data
     except yamlfast.Unsupported:
-        pass
+        pass  # (nesting deeper than MAX_DEPTH included: check_depth words the error)
     else:
         return [Document(data, text, index) for index, data in enumerate(datas)]
+    check_depth(text, source, error)
     try:
         datas = list(yaml.load_all(text, Loader=_StrictLoader))
     except yaml.MarkedYAMLError as exc:

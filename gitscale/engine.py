@@ -21,10 +21,10 @@ from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
 from gitscale.gitindex import Tree
 from gitscale.manifest import target as tgt
-from gitscale.manifest.edit import FieldPath, Value, set_fields
+from gitscale.manifest.edit import FieldPath, Value, edit_fields
 from gitscale.notify.targets import Target
 from gitscale.timeutil import format_time
-from gitscale.yamlread import Document, load_documents
+from gitscale.yamlread import Document
 
 Decider = Callable[[RunnerSetConfig, Current, "Demand | None"], Decision]
 
@@ -82,6 +82,8 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     texts = files.texts
     edited: dict[str, str] = {}
     pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []
+    original: dict[str, list[Document]] = {}  # each edited file's documents, as read
+    documents: dict[str, list[Document]] = {}  # ... and as edited so far
     stamp = format_time(now)
     owners: dict[tuple[str, int], str] = {}
     found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
@@ -117,25 +119,21 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         if demand is not None and demand.jobs is not None:
             cache.remember_jobs(demand.fingerprint, demand.jobs)
         # Only files that change are parsed for editing; several sets may share one file.
-        edited[path] = set_fields(edited[path] if path in edited else files.text(runner_set), path,
-                                  located.index, values)
+        result = edit_fields(edited[path] if path in edited else files.text(runner_set), path,
+                             located.index, values, documents.get(path))
+        edited[path] = result.text
+        original.setdefault(path, result.before)
+        documents[path] = result.after
         pending.append((runner_set, located, decision, demand))
-    parsed_old: dict[str, list[Any]] = {}
-    parsed_new: dict[str, list[Any]] = {}
-    new_documents: dict[str, list[Document]] = {}
     for runner_set, located, decision, demand in pending:
         path = runner_set.manifest
-        if path not in parsed_old:
-            parsed_old[path] = [d.data for d in load_documents(texts[path], path, ManifestError)]
-            new_documents[path] = load_documents(edited[path], path, ManifestError)
-            parsed_new[path] = [d.data for d in new_documents[path]]
         # what the next pass will read back: known now, so it reads no file
-        cache.remember(path, edited[path], runner_set.object, new_documents[path])
+        cache.remember(path, edited[path], runner_set.object, documents[path])
         plan.changes.append(SetChange(
             name=runner_set.name, path=path, kind=located.kind, object_name=located.name,
             before=located.current, decision=decision, demand=demand,
-            old_object=parsed_old[path][located.index],
-            new_object=parsed_new[path][located.index],
+            old_object=original[path][located.index].data,
+            new_object=documents[path][located.index].data,
         ))
     plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
     if tree is not None:

@@ -89,16 +89,17 @@ def stage_files(repo: Git, files: Mapping[str, bytes],
     paths = list(files)
     if modes is None:  # the whole listing: ten thousand pathspecs would each scan it
         modes = {p: m for p, (m, _) in Tree.read(repo).entries.items() if p in files}
+    # every content in one `git fast-import` (a `hash-object` would need a file for each)
+    stream = bytearray()
+    for number, path in enumerate(paths, start=1):
+        stream += b"blob\nmark :%d\ndata %d\n" % (number, len(files[path]))
+        stream += files[path] + b"\n"
     with tempfile.TemporaryDirectory(prefix="gitscale-blobs-") as scratch:
-        names = []
-        for number, path in enumerate(paths):
-            name = os.path.join(scratch, str(number))
-            with open(name, "wb") as handle:
-                handle.write(files[path])
-            names.append(name)
-        hashed = repo.run_bytes("hash-object", "-w", "--no-filters", "--stdin-paths",
-                                input=("\n".join(names) + "\n").encode())
-    blobs = hashed.decode().split()
+        marks = os.path.join(scratch, "marks")
+        repo.run_bytes("fast-import", "--quiet", f"--export-marks={marks}", input=bytes(stream))
+        with open(marks, encoding="ascii") as handle:
+            ids = dict(line.split() for line in handle if line.strip())
+    blobs = [ids[f":{number}"] for number in range(1, len(paths) + 1)]
     lines = "".join(f"{modes.get(path, '100644')} {blob}\t{path}\0"
                     for path, blob in zip(paths, blobs))
     repo.run_bytes("update-index", "-z", "--index-info", input=lines.encode())

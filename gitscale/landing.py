@@ -111,15 +111,16 @@ def check_plan(ws: Workspace, plan: Plan) -> None:
                                                       sparse=ws.sparse)):
                 validator.add_crd(crd)
             scanned = True
-    manifests = {c.path for c in plan.changes}
+    by_path: dict[str, list[SetChange]] = {}  # (not a scan of every change per file)
+    for change in plan.changes:
+        by_path.setdefault(change.path, []).append(change)
     for path, (_, new) in plan.files.items():
-        if path not in manifests:
+        if path not in by_path:
             continue  # gitscale's own bookkeeping (the reservations file) is not a manifest
         if binary is not None:
             found: list[Problem] = run_kubeconform(binary, new, validator)
         else:
-            found = [p for c in plan.changes if c.path == path
-                     for p in validator.check(c.new_object)]
+            found = [p for c in by_path[path] for p in validator.check(c.new_object)]
         problems.extend(f"{path}: {p}" for p in found)
     if problems:
         raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "

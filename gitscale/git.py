@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
 
@@ -85,6 +85,31 @@ class Git:
 
     def out(self, *args: str) -> str:
         return self.run(*args).stdout.strip()
+
+    def records(self, *args: str, separator: str) -> Iterator[str]:
+        """``run``'s output as it comes, cut at ``separator``: a long ``git log`` is shown
+        while git is still walking it."""
+        env = {**os.environ, **git_env(), **self.env}
+        proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace")
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            pending = ""
+            while chunk := proc.stdout.read(65536):
+                pending += chunk
+                *complete, pending = pending.split(separator)
+                yield from complete
+            if pending:
+                yield pending
+            error = proc.stderr.read()
+        finally:
+            proc.stdout.close()
+            if proc.poll() is None:
+                proc.kill()  # the reader stopped early (a closed pipe, an exception)
+            code = proc.wait()
+            proc.stderr.close()
+        if code != 0:
+            raise GitError(describe_failure(args, Result("", error, code)))
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
@@ -237,13 +262,17 @@ def _auth_hint(output: str) -> str:
 
 
 def clone(url: str, dest: Path, branch: str | None, depth: int | None,
-          sparse: bool = False) -> None:
+          sparse: bool = False, commits_only: bool = False) -> None:
     check_url(url)
     args = ["clone", "--quiet", "--no-tags", "--single-branch"]
     if depth:
         args.append(f"--depth={depth}")
     if sparse:
         args.append("--sparse")  # only the top-level files are checked out
+    if commits_only:
+        # history reads commit messages only: no trees, no files (a server without partial
+        # clone support sends everything, which is only slower)
+        args += ["--bare", "--filter=tree:0"]
     if branch:
         args += ["--branch", branch]
     Git(dest.parent).run(*args, "--", url, str(dest))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Iterator
 
 from gitscale.commitmsg import body_details, parse_trailer
 from gitscale.git import Git
@@ -31,11 +32,11 @@ class Entry:
         return parse_time(self.time)
 
 
-def read_history(repo_git: Git, *, only: str | None = None) -> list[Entry]:
-    """Every scaling commit reachable from HEAD, newest first; ``only`` keeps one set."""
-    out = repo_git.run("log", f"--format={_FORMAT}", "--grep=^Gitscale-Set: ").stdout
-    entries = []
-    for record in out.split("\x1e"):
+def iter_history(repo_git: Git, *, only: str | None = None) -> Iterator[Entry]:
+    """Every scaling commit reachable from HEAD, newest first, as git walks them (the first
+    rows of a long history come at once); ``only`` keeps one set."""
+    for record in repo_git.records("log", f"--format={_FORMAT}", "--grep=^Gitscale-Set: ",
+                                   separator="\x1e"):
         fields = record.strip("\n").split("\x1f")
         if len(fields) != 4:
             continue
@@ -45,10 +46,16 @@ def read_history(repo_git: Git, *, only: str | None = None) -> list[Entry]:
             line = parse_trailer(value, "")
             if line is None or (only and line.name != only):
                 continue
-            entries.append(Entry(sha, format_time(parse_time(when)), line.name, line.previous,
-                                 line.replicas, line.patch, line.queued, line.running,
-                                 line.reason, details.get(line.name, "")))
-    return entries
+            yield Entry(sha, format_time(parse_time(when)), line.name, line.previous,
+                        line.replicas, line.patch, line.queued, line.running, line.reason,
+                        details.get(line.name, ""))
+
+
+def read_history(repo_git: Git, *, only: str | None = None,
+                 since: str | None = None) -> list[Entry]:
+    """``iter_history`` as a list; ``since`` (RFC 3339) keeps the entries from then on."""
+    entries = list(iter_history(repo_git, only=only))
+    return between(entries, parse_time(since), None) if since else entries
 
 
 def between(entries: list[Entry], since: datetime | None, until: datetime | None) -> list[Entry]:
@@ -57,5 +64,8 @@ def between(entries: list[Entry], since: datetime | None, until: datetime | None
     Filtered here rather than by ``git log --since``, which stops walking at the first older
     commit and so can miss commits whose dates are out of order.
     """
-    return [e for e in entries
-            if (since is None or e.when >= since) and (until is None or e.when <= until)]
+    return [e for e in entries if within(e, since, until)]
+
+
+def within(entry: Entry, since: datetime | None, until: datetime | None) -> bool:
+    return (since is None or entry.when >= since) and (until is None or entry.when <= until)

@@ -91,7 +91,8 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     try:
         dest = scratch / "repo"
         url = str(path.resolve()) if not git.is_url(repo) else repo
-        git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse)
+        git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
+                  commits_only=history)
         repo_git = git.Git(dest)
         current = repo_git.current_branch()
         if current is None:

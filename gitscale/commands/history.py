@@ -5,13 +5,13 @@ import json
 from dataclasses import asdict
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Iterable, Iterator
 
 import click
 
 from gitscale.commands import EXIT_OK, RepoOptions
 from gitscale.errors import InputError
-from gitscale.history import Entry, between, read_history
+from gitscale.history import Entry, between, iter_history, read_history, within
 from gitscale.timeutil import parse_time
 from gitscale.workspace import open_workspace
 
@@ -28,15 +28,35 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
 
         require(chart_path)  # a bad suffix or a missing matplotlib fails before any git work
     with open_workspace(opts.repo, opts.branch, history=True) as ws:
-        everything = read_history(ws.git, only=only)
-    entries = between(everything, start, end)
-    if chart_path is not None:
-        _write_chart(everything, chart_path, only, start, end, zone)
-    if output == "json":
-        click.echo(json.dumps([asdict(e) for e in entries], indent=2))
-    else:
-        click.echo(history_text(entries, zone), nl=False)
+        if chart_path is not None:  # a chart needs every entry first
+            everything = read_history(ws.git, only=only)
+            _write_chart(everything, chart_path, only, start, end, zone)
+            found: Iterable[Entry] = between(everything, start, end)
+        else:
+            found = (e for e in iter_history(ws.git, only=only) if within(e, start, end))
+        # Filtered here rather than by `git log --since`, which stops walking at the first
+        # older commit and so can miss commits whose dates are out of order.
+        lines = _json_lines(found) if output == "json" else history_lines(found, zone)
+        for line in lines:  # as git walks: the first rows show at once
+            click.echo(line)
     return EXIT_OK
+
+
+def _json_lines(entries: Iterable[Entry]) -> Iterator[str]:
+    """The lines of ``json.dumps(list, indent=2)``, an entry at a time."""
+    held: str | None = None
+    for entry in entries:
+        item = "  " + json.dumps(asdict(entry), indent=2).replace("\n", "\n  ")
+        if held is None:
+            yield "["
+        else:
+            yield held + ","
+        held = item
+    if held is None:
+        yield "[]"
+    else:
+        yield held
+        yield "]"
 
 
 def _write_chart(entries: list[Entry], path: Path, only: str | None, start: datetime | None,
@@ -81,16 +101,44 @@ def resolve_zone(name: str) -> tzinfo:
                                  "Europe/Berlin") from None
 
 
+HEADER = ["TIME", "COMMIT", "SET", "OLD→NEW", "PATCH", "DEMAND", "REASON"]
+ALIGNED = 200  # rows read before the first is shown: their widths set the columns
+
+
 def history_text(entries: list[Entry], zone: tzinfo = timezone.utc) -> str:
-    rows: list[list[Any]] = [["TIME", "COMMIT", "SET", "OLD→NEW", "PATCH", "DEMAND", "REASON"]]
+    return "".join(line + "\n" for line in history_lines(entries, zone))
+
+
+def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iterator[str]:
+    """The table a line at a time. Columns take the widths of the first ``ALIGNED`` rows, so
+    the first lines of a long history show at once; a wider row further down widens its cell
+    only."""
+    rows: list[list[str]] = [HEADER]
+    widths: list[int] | None = None
     for e in entries:
         demand = "-" if e.queued is None else f"{e.queued}q+{e.running}r"
         old = "-" if e.previous is None else str(e.previous)
         when = e.time if zone is timezone.utc else e.when.astimezone(zone).isoformat()
-        rows.append([when, e.commit[:10], e.set, f"{old}→{e.replicas}",
-                     "-" if e.patch is None else e.patch, demand, e.reason])
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
-    if len(rows) == 1:
-        lines.append("(no scaling commits)")
-    return "\n".join(lines) + "\n"
+        row = [when, e.commit[:10], e.set, f"{old}→{e.replicas}",
+               "-" if e.patch is None else str(e.patch), demand, e.reason]
+        if widths is None:
+            rows.append(row)
+            if len(rows) <= ALIGNED:
+                continue
+            widths = _widths(rows)
+            yield from (_line(r, widths) for r in rows)
+        else:
+            yield _line(row, widths)
+    if widths is None:
+        widths = _widths(rows)
+        yield from (_line(r, widths) for r in rows)
+        if len(rows) == 1:
+            yield "(no scaling commits)"
+
+
+def _widths(rows: list[list[str]]) -> list[int]:
+    return [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+
+
+def _line(row: list[str], widths: list[int]) -> str:
+    return "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()

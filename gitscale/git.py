@@ -262,9 +262,12 @@ def _auth_hint(output: str) -> str:
 
 
 def clone(url: str, dest: Path, branch: str | None, depth: int | None,
-          sparse: bool = False, commits_only: bool = False) -> None:
+          sparse: bool = False, commits_only: bool = False, since: str | None = None) -> None:
+    """``since`` (a git date): only the commits from then on (``--shallow-since``)."""
     check_url(url)
     args = ["clone", "--quiet", "--no-tags", "--single-branch"]
+    if since:
+        args.append(f"--shallow-since={since}")
     if depth:
         args.append(f"--depth={depth}")
     if sparse:

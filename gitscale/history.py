@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Iterator
 
 from gitscale.commitmsg import body_details, parse_trailer
 from gitscale.git import Git
 from gitscale.timeutil import format_time, parse_time
 
-_FORMAT = "%H%x1f%cI%x1f%B%x1f%(trailers:key=Gitscale-Set,valueonly,separator=%x1d)%x1e"
+_FORMAT = "%H%x1f%cI%x1f%B%x1e"  # trailers are read here: git's trailer parser is slower
+MARGIN = timedelta(days=1)  # history_since: commits dated this much out of order still show
 
 
 @dataclass(frozen=True)
@@ -38,17 +39,39 @@ def iter_history(repo_git: Git, *, only: str | None = None) -> Iterator[Entry]:
     for record in repo_git.records("log", f"--format={_FORMAT}", "--grep=^Gitscale-Set: ",
                                    separator="\x1e"):
         fields = record.strip("\n").split("\x1f")
-        if len(fields) != 4:
+        if len(fields) != 3:
             continue
-        sha, when, body, trailers = fields
+        sha, when, body = fields
         details = body_details(body)
-        for value in trailers.split("\x1d"):
+        for value in set_trailers(body):
             line = parse_trailer(value, "")
             if line is None or (only and line.name != only):
                 continue
             yield Entry(sha, format_time(parse_time(when)), line.name, line.previous,
                         line.replicas, line.patch, line.queued, line.running, line.reason,
                         details.get(line.name, ""))
+
+
+def set_trailers(message: str) -> list[str]:
+    """The values of the ``Gitscale-Set:`` trailers: lines of the message's last paragraph
+    (a value continued on an indented line is joined, as git does)."""
+    last = message.rstrip("\n").rsplit("\n\n", 1)[-1]
+    values: list[list[str]] = []
+    continues = False
+    for line in last.split("\n"):
+        if continues and line[:1] in (" ", "\t"):
+            values[-1].append(line.strip())
+            continue
+        key, colon, value = line.partition(":")
+        continues = bool(colon) and key.strip().lower() == "gitscale-set"
+        if continues:
+            values.append([value.strip()])
+    return [" ".join(parts) for parts in values]
+
+
+def history_since(since: datetime | None) -> str | None:
+    """The git date from which a clone fetches commits for ``since`` (with ``MARGIN``)."""
+    return None if since is None else format_time(since - MARGIN)
 
 
 def read_history(repo_git: Git, *, only: str | None = None,

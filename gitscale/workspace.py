@@ -71,7 +71,8 @@ class Workspace:
 
 @contextmanager
 def open_workspace(repo: str, branch: str | None, *, push: bool = True,
-                   history: bool = False, sparse: bool = False) -> Iterator[Workspace]:
+                   history: bool = False, sparse: bool = False,
+                   since: str | None = None) -> Iterator[Workspace]:
     """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
     ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
     git: ``gitscale.gitindex``)."""
@@ -91,8 +92,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     try:
         dest = scratch / "repo"
         url = str(path.resolve()) if not git.is_url(repo) else repo
-        git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
-                  commits_only=history)
+        _clone(url, dest, branch, history, sparse, since)
         repo_git = git.Git(dest)
         current = repo_git.current_branch()
         if current is None:
@@ -101,6 +101,20 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
                         sparse)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool,
+           since: str | None) -> None:
+    """A pass needs one commit; history needs commit messages only, and with ``since`` only
+    the recent ones (``history_since``). No commit that recent: the whole history."""
+    if history and since:
+        try:
+            git.clone(url, dest, branch, None, commits_only=True, since=since)
+            return
+        except GitError:
+            shutil.rmtree(dest, ignore_errors=True)
+    git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
+              commits_only=history)
 
 
 def _checkout(path: Path, branch: str | None, push: bool) -> Workspace:

@@ -11,7 +11,8 @@ import click
 
 from gitscale.commands import EXIT_OK, RepoOptions
 from gitscale.errors import InputError
-from gitscale.history import Entry, between, iter_history, read_history, within
+from gitscale.history import Entry, between, history_since, iter_history, read_history, \
+    within
 from gitscale.timeutil import parse_time
 from gitscale.workspace import open_workspace
 
@@ -27,7 +28,10 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
         from gitscale.chart import require
 
         require(chart_path)  # a bad suffix or a missing matplotlib fails before any git work
-    with open_workspace(opts.repo, opts.branch, history=True) as ws:
+    # over a URL, only commits from a day before --since are fetched (a chart draws the
+    # count that holds at the window's start, from before it: it needs them all)
+    recent = history_since(start) if chart_path is None else None
+    with open_workspace(opts.repo, opts.branch, history=True, since=recent) as ws:
         if chart_path is not None:  # a chart needs every entry first
             everything = read_history(ws.git, only=only)
             _write_chart(everything, chart_path, only, start, end, zone)

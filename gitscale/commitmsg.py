@@ -89,7 +89,10 @@ def body_details(body: str) -> dict[str, str]:
     """``- name: detail`` lines of a commit body, by set name."""
     found: dict[str, str] = {}
     for line in body.splitlines():
-        match = re.match(r"^- ([a-z0-9][-a-z0-9]*): (.*)$", line)
+        match = _DETAIL.match(line) if line.startswith("- ") else None
         if match:
             found.setdefault(match.group(1), match.group(2))
     return found
+
+
+_DETAIL = re.compile(r"^- ([a-z0-9][-a-z0-9]*): (.*)$")

@@ -41,9 +41,21 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
         # Filtered here rather than by `git log --since`, which stops walking at the first
         # older commit and so can miss commits whose dates are out of order.
         lines = _json_lines(found) if output == "json" else history_lines(found, zone)
-        for line in lines:  # as git walks: the first rows show at once
-            click.echo(line)
+        _stream(lines)
     return EXIT_OK
+
+
+def _stream(lines: Iterable[str]) -> None:
+    """Echo ``lines`` as they come: the first ones at once, then in blocks (one write per line
+    of a hundred thousand costs more than the formatting)."""
+    block: list[str] = []
+    for number, line in enumerate(lines):
+        block.append(line)
+        if number < 100 or len(block) >= 2000:
+            click.echo("\n".join(block))
+            block = []
+    if block:
+        click.echo("\n".join(block))
 
 
 def _json_lines(entries: Iterable[Entry]) -> Iterator[str]:

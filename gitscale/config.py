@@ -19,6 +19,7 @@ from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import Document, check_schema, load_single
 
 SourceKind = Literal["file", "github", "buildkite"]
+MAX_SETS = 100_000  # runnerSets' maxItems in schemas.CONFIG
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,12 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
             return f"{label} {rest}".strip() if rest else label
         return ".".join(str(x) for x in p) or "(top level)"
 
+    items = document.data.get("runnerSets") if isinstance(document.data, dict) else None
+    if isinstance(items, list) and len(items) > MAX_SETS:
+        # said before the schema check: explaining a schema error walks every item
+        raise ConfigError(config_path, f"{len(items):,} runner sets: gitscale handles at most "
+                          f"{MAX_SETS:,} in one config file (split them across config repos, "
+                          "or files with --config)", document.line_of(["runnerSets"]))
     check_schema(document, "CONFIG", config_path, ConfigError, describe)
     sets: list[RunnerSetConfig] = []
     seen: dict[str, int] = {}

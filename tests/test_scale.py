@@ -161,3 +161,15 @@ def test_history_shows_the_first_rows_before_reading_the_rest() -> None:
     assert next(lines).startswith("2026-11-21T09:00:00Z")
     with pytest.raises(AssertionError, match="read past"):
         list(lines)
+
+
+def test_too_many_sets_is_a_clear_error_not_a_long_wait(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                        monkeypatch) -> None:
+    import gitscale.config
+
+    monkeypatch.setattr(gitscale.config, "MAX_SETS", 3)
+    checkout = make_repo(tmp_path, {"gitscale.yaml": simple_config(
+        {f"s{n}": "{maxReplicas: 2}" for n in range(4)})})
+    code, _, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 1
+    assert "gitscale.yaml:1: 4 runner sets: gitscale handles at most 3" in err

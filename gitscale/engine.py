@@ -105,8 +105,8 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             plan.errors[runner_set.name] = reading.errors[runner_set.name]
         found.append((runner_set, located, current, demand))
     caps = _caps(config, found, now) if decider is None else {}
+    writes = []
     for runner_set, located, current, demand in found:
-        path = runner_set.manifest
         if decider is not None:
             decision = decider(runner_set, current, demand)
         else:
@@ -118,6 +118,10 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             continue
         if demand is not None and demand.jobs is not None:
             cache.remember_jobs(demand.fingerprint, demand.jobs)
+        writes.append((runner_set, located, decision, demand, values))
+    files.prefetch_texts([w[0] for w in writes])  # the files to edit, read in one batch
+    for runner_set, located, decision, demand, values in writes:
+        path = runner_set.manifest
         # Only files that change are parsed for editing; several sets may share one file.
         result = edit_fields(edited[path] if path in edited else files.text(runner_set), path,
                              located.index, values, documents.get(path))

@@ -40,7 +40,8 @@ class Tree:
         listed = repo.run_bytes("ls-files", "--stage", "-z").decode("utf-8", "surrogateescape")
         # stage 0 only: an unresolved merge is left to the disk (and its error)
         entries = {path: (mode, blob) for mode, blob, path in _ENTRY.findall(listed)}
-        # Files skipped by a sparse checkout are not compared (their index entry is the truth).
+        if sparse:  # a clone gitscale made and never edits on disk: nothing is modified
+            return cls(repo, entries, frozenset(), sparse)
         changed = repo.run_bytes("diff-files", "--name-only", "-z")
         modified = frozenset(p.decode("utf-8", "surrogateescape")
                              for p in changed.split(b"\0") if p)

@@ -51,6 +51,16 @@ class ManifestFiles:
         for path, blob in missing.items():
             self.texts[path] = _decode(path, contents[blob])
 
+    def prefetch_texts(self, sets: Sequence[RunnerSetConfig]) -> None:
+        """Sparse clone: read the texts of ``sets``' files (to edit them) in one batch."""
+        if self.tree is None or not self.tree.sparse:
+            return
+        wanted = {s.manifest: blob for s in sets if s.manifest not in self.texts
+                  and (blob := self._blob(s.manifest)) is not None}
+        contents = self.tree.read_blobs(wanted.values())
+        for path, blob in wanted.items():
+            self.texts[path] = _decode(path, contents[blob])
+
     def located(self, runner_set: RunnerSetConfig, cache: StateCache) -> Located:
         path, ref = runner_set.manifest, runner_set.object
         blob = self._blob(path)

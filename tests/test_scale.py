@@ -173,3 +173,31 @@ def test_too_many_sets_is_a_clear_error_not_a_long_wait(tmp_path: Path, capsys, 
     code, _, err = run(capsys, "plan", "--repo", str(checkout))
     assert code == 1
     assert "gitscale.yaml:1: 4 runner sets: gitscale handles at most 3" in err
+
+
+@pytest.mark.parametrize("data", [
+    pytest.param({"linux": {"queued": 1, "running": 2}}, id="counts"),
+    pytest.param({"a-1": {"queued": 0, "running": 0, "jobs": ["x", 7]}}, id="jobs"),
+    pytest.param({}, id="empty"),
+    pytest.param({"Linux": {"queued": 1, "running": 2}}, id="upper-case-name"),
+    pytest.param({"linux\n": {"queued": 1, "running": 2}}, id="newline-in-name"),
+    pytest.param({"linux": {"queued": True, "running": 2}}, id="boolean"),
+    pytest.param({"linux": {"queued": 1.0, "running": 2}}, id="float"),
+    pytest.param({"linux": {"queued": -1, "running": 2}}, id="negative"),
+    pytest.param({"linux": {"queued": 1, "running": 2, "extra": 1}}, id="unknown-key"),
+    pytest.param({"linux": {"queued": 1}}, id="missing-running"),
+    pytest.param({"linux": {"queued": 1, "running": 2, "jobs": [None]}}, id="null-job"),
+    pytest.param({"linux": {"queued": 1, "running": 2, "jobs": [True]}}, id="boolean-job"),
+    pytest.param({"x" * 64: {"queued": 1, "running": 2}}, id="long-name"),
+])
+def test_the_hand_check_of_demand_is_never_more_lenient_than_the_schema(data: dict) -> None:  # type: ignore[type-arg]
+    from gitscale import schemas
+    from gitscale.demand.file import plainly_valid
+
+    try:
+        schemas.fast_check("DEMAND")(data)
+        schema_accepts = True
+    except Exception:  # noqa: BLE001 - refused
+        schema_accepts = False
+    if plainly_valid(data):
+        assert schema_accepts

@@ -25,7 +25,8 @@ from typing import Any, Iterator, MutableMapping
 
 from gitscale import __version__
 from gitscale.config import Config, ObjectRef
-from gitscale.core.model import Current
+from gitscale.core.model import Current, Decision, Demand
+from gitscale.core.policy import Policy
 from gitscale.errors import ManifestError
 from gitscale.manifest.target import Fields, Located, locate
 from gitscale.yamlread import Document
@@ -146,6 +147,9 @@ class StateCache:
         # job-id fingerprint written to a manifest → the ids behind it: lets the decision tell
         # jobs that arrived since the last write from jobs that only started or completed
         self.jobs: dict[str, frozenset[str]] = {}
+        # set name → (state, demand, policy, time, decision) of a pass that wrote nothing and
+        # depended on no clock: `run` and `serve` decide again only what changed (memory only)
+        self.decisions: dict[str, tuple[Current, Demand | None, Policy, datetime, Decision]] = {}
         self.dirty = False
         self.hits = self.misses = 0
         self.floor = 0  # entries kept whatever LIMIT says: twice the sets of the config in use

@@ -109,9 +109,11 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     for runner_set, located, current, demand in found:
         if decider is not None:
             decision = decider(runner_set, current, demand)
+        elif caps:
+            decision = decide(current, demand, runner_set.policy, now, caps[runner_set.name]
+                              if runner_set.name in caps else None)
         else:
-            decision = decide(current, demand, runner_set.policy, now,
-                              caps.get(runner_set.name))
+            decision = _decide(cache, runner_set, current, demand, now)
         values = _values(located, decision, demand, stamp)
         if not decision.write or not values:
             plan.unchanged.append((runner_set.name, decision))
@@ -143,6 +145,26 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     if tree is not None:
         plan.modes = {p: tree.mode(p) or "100644" for p in plan.files}
     return plan
+
+
+def _decide(cache: StateCache, runner_set: RunnerSetConfig, current: Current,
+            demand: Demand | None, now: datetime) -> Decision:
+    """``decide``, or the same answer remembered from an earlier pass of this process when
+    nothing it depends on can have changed: the same state, demand and policy object, and no
+    clock in it (no schedule; no scale-down delay still running then, so none now)."""
+    policy = runner_set.policy
+    kept = cache.decisions.get(runner_set.name)
+    if kept is not None and kept[0] == current and kept[1] == demand and kept[2] is policy \
+            and kept[3] <= now:
+        return kept[4]
+    decision = decide(current, demand, policy, now)
+    settled = not policy.schedules and (
+        current.last_scale_up is None or now >= current.last_scale_up + policy.scale_down_delay)
+    if settled and not decision.write:
+        cache.decisions[runner_set.name] = (current, demand, policy, now, decision)
+    else:
+        cache.decisions.pop(runner_set.name, None)
+    return decision
 
 
 def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Current,

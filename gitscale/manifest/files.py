@@ -24,17 +24,24 @@ class ManifestFiles:
     def __init__(self, root: Path, config_path: str, tree: Tree | None) -> None:
         self.root, self.config_path, self.tree = root, config_path, tree
         self.texts: dict[str, str] = {}  # path → text, for the files read this pass
+        self.blobs: dict[str, str | None] = {}  # path → the blob id git vouches for
         self.checked: set[Path] = set()  # folders already checked for symlinks
 
     def _blob(self, path: str) -> str | None:
         if self.tree is None:
             return None
-        mode = self.tree.mode(path)
-        if self.tree.sparse and mode is not None and mode not in REGULAR:
+        if path in self.blobs:
+            return self.blobs[path]
+        self.blobs[path] = found = self._vouched(path, self.tree)
+        return found
+
+    def _vouched(self, path: str, tree: Tree) -> str | None:
+        mode = tree.mode(path)
+        if tree.sparse and mode is not None and mode not in REGULAR:
             what = "a symlink" if mode == "120000" else f"not a regular file (mode {mode})"
             raise ManifestError(path, f"is {what} in git; gitscale edits only regular files "
                                 "inside the config repo")
-        return self.tree.blob(path)
+        return tree.blob(path)
 
     def prefetch(self, sets: Sequence[RunnerSetConfig], cache: StateCache) -> None:
         """Sparse clone: read every blob the cache does not know in one ``cat-file``."""

@@ -89,7 +89,7 @@ class ConfigStore(MutableMapping[str, Config]):
         return isinstance(key, str) and self.get(key) is not None
 
     def __getitem__(self, key: str) -> Config:
-        found = self.get(key)
+        found: Config | None = self.get(key)
         if found is None:
             raise KeyError(key)
         return found

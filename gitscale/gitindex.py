@@ -125,7 +125,7 @@ def files_containing(repo: Git, root: Path, needle: str, *, sparse: bool) -> lis
         raise GitError(f"git grep failed: {result.stderr.strip()}")
     listed = [p for p in result.stdout.split("\0") if p]
     if not sparse:
-        texts = []
+        texts: list[tuple[str, str]] = []
         for rel in listed:
             path = root / rel
             if path.is_symlink() or not path.is_file():
@@ -140,9 +140,9 @@ def files_containing(repo: Git, root: Path, needle: str, *, sparse: bool) -> lis
         if paths else []
     contents = Tree(repo, {}, frozenset()).read_blobs(ids)
     out = []
-    for path, blob in zip(paths, ids):
+    for name, blob in zip(paths, ids):
         try:
-            out.append((path, contents[blob].decode("utf-8")))
+            out.append((name, contents[blob].decode("utf-8")))
         except UnicodeDecodeError:
             continue
     return out

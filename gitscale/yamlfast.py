@@ -39,7 +39,7 @@ class Unsupported(Exception):
 def _scalar(value: str) -> Any:
     found = _plain.get(value)
     if found is None:
-        tag = _resolver.resolve(yaml.ScalarNode, value, (True, False))
+        tag = _resolver.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
         if tag == STR:
             found = (value,)
         elif tag in PLAIN:

@@ -113,7 +113,7 @@ def _policy(root: Path, text: str) -> Policy:
 
 
 def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> traces.Trace:
-    from gitscale.commands.history import read_history
+    from gitscale.history import read_history
     from gitscale.workspace import open_workspace
 
     stamp = None

@@ -115,7 +115,10 @@ class SchemaValidator:
         if schema is None:
             return []
         if key not in self._fast:
-            self._fast[key] = _fast_validator(schema)
+            text = json.dumps(schema, sort_keys=True)
+            if text not in _COMPILED:  # once per process: `run` validates every pass
+                _COMPILED[text] = _fast_validator(schema)
+            self._fast[key] = _COMPILED[text]
         try:
             self._fast[key](obj)
             return []
@@ -129,6 +132,9 @@ class SchemaValidator:
             path = ".".join(str(p) for p in error.absolute_path) or "(object)"
             problems.append(Problem(path, error.message))
         return problems
+
+
+_COMPILED: dict[str, Any] = {}  # schema (as JSON) → its compiled fastjsonschema check
 
 
 def _fast_validator(schema: dict[str, Any]) -> Any:

@@ -1,6 +1,7 @@
 """The scaling history: gitscale's commits read back from their ``Gitscale-Set`` trailers."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterator
@@ -13,6 +14,7 @@ from gitscale.timeutil import format_time, parse_time
 # are read here: git's trailer parser took a third of the log.
 _FORMAT = "%H%x1f%cd%x1f%B%x1e"
 _DATE = "--date=format-local:%Y-%m-%dT%H:%M:%SZ"
+_SET_TRAILER = re.compile(r"^[ \t]*gitscale-set[ \t]*:(.*)$", re.MULTILINE | re.IGNORECASE)
 MARGIN = timedelta(days=1)  # history_since: commits dated this much out of order still show
 
 
@@ -60,6 +62,8 @@ def set_trailers(message: str) -> list[str]:
     """The values of the ``Gitscale-Set:`` trailers: lines of the message's last paragraph
     (a value continued on an indented line is joined, as git does)."""
     last = message.rstrip("\n").rsplit("\n\n", 1)[-1]
+    if "\n " not in last and "\n\t" not in last:  # no continued value: one regex
+        return [v.strip() for v in _SET_TRAILER.findall(last)]
     values: list[list[str]] = []
     continues = False
     for line in last.split("\n"):

@@ -114,7 +114,7 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
         # said before the schema check: explaining a schema error walks every item
         raise ConfigError(config_path, f"{len(items):,} runner sets: gitscale handles at most "
                           f"{MAX_SETS:,} in one config file (split them across config repos, "
-                          "or files with --config)", document.line_of(["runnerSets"]))
+                          "or files with --config)", _top_key_line(text, "runnerSets"))
     check_schema(document, "CONFIG", config_path, ConfigError, describe)
     sets: list[RunnerSetConfig] = []
     seen: dict[str, int] = {}
@@ -157,6 +157,13 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
                           f"minReplicas together ({sum(s.policy.min_replicas for s in sets)})",
                           document.line_of(["limits", "maxTotalReplicas"]))
     return Config(config_path, tuple(sets), total, parse_targets(document, config_path))
+
+
+def _top_key_line(text: str, key: str) -> int | None:
+    """The line of a top-level ``key:`` found in the text (Document.line_of would build the
+    node tree of the whole file: minutes and gigabytes for 200,000 sets)."""
+    found = re.search(rf"^{re.escape(key)}\s*:", text, re.MULTILINE)
+    return text.count("\n", 0, found.start()) + 1 if found else None
 
 
 LineRef = Union[int, None, Callable[[], Optional[int]]]

@@ -6,8 +6,10 @@
 Phases, each with the controller running as it does in a cluster (informers, workers, watch):
 1. 0 → N replicas (the set asks for N and has none when the controller starts): how many
    passes issued creates (must be 1), API calls in total from the controller's start (budget
-   N + 5: two lists, two watches, N creates, one status write; GitHub adds one Secret per
-   runner), and the time until N pods exist.
+   N + 7: two lists, two watches, the finalizer, N creates, two status writes — "Creating"
+   before the creations and the result after; GitHub adds per runner a JIT Secret created
+   before its pod and handed to it after, and one read of the credentials), and the time
+   until N pods exist.
 2. N idle → 0: passes that deleted (budget 2) and the time until none is left.
 3. Bad RunnerSets (no template, negative replicas, unknown platform) next to a good one: each
    gets a Ready=False condition and the good one is served.
@@ -99,8 +101,8 @@ def main() -> int:
         print(f"  passes that created: {len(creating)} "
               f"({', '.join(f'{len(r.created)} runners in {r.seconds:.2f}s' for r in creating)})")
         print("  API calls: " + ", ".join(f"{c} {v} {r}" for (v, r), c in sorted(calls.items())))
-        # GitHub: + one JIT Secret per runner and one read of the credentials Secret.
-        budget = n + 5 + (n + 1 if args.platform == "github" else 0)
+        # GitHub: + per runner a JIT Secret and its handover to the pod; the credentials.
+        budget = n + 7 + (2 * n + 1 if args.platform == "github" else 0)
         print(f"  API calls in total from the controller's start: {total} (budget {budget})")
         if args.platform == "github":
             print(f"  GitHub calls: {len(github.calls)} ({github.count('POST')} jitconfig)")

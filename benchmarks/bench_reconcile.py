@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -687,7 +688,7 @@ HOTSPOTS = [
     ("config.load_config (gitscale.yaml)", "gitscale/config.py", "load_config"),
     ("  yamlread.check_schema (jsonschema best_match)", "gitscale/yamlread.py", "check_schema"),
     ("  config.safe_repo_path (all callers)", "gitscale/config.py", "safe_repo_path"),
-    ("  config._policy / build_policy", "gitscale/config.py", "_policy"),
+    ("  config.build_policy", "gitscale/config.py", "build_policy"),
     ("  Document.line_of (all callers)", "gitscale/yamlread.py", "line_of"),
     ("demand.read_demand (demand file)", "gitscale/demand/resolve.py", "read_demand"),
     ("engine.compute_plan", "gitscale/engine.py", "compute_plan"),
@@ -698,13 +699,37 @@ HOTSPOTS = [
     ("    edit._verify (re-parse before/after)", "gitscale/manifest/edit.py", "_verify"),
     ("  core.decide", "gitscale/core/decide.py", "decide"),
     ("yamlread.load_documents (all callers)", "gitscale/yamlread.py", "load_documents"),
-    ("  yamlread._check_duplicate_keys", "gitscale/yamlread.py", "_check_duplicate_keys"),
+    ("  yamlread duplicate-key check", "gitscale/yamlread.py", "construct_mapping"),
     ("jsonschema iter_errors (all callers)", "jsonschema/validators.py", "iter_errors"),
     ("landing.check_plan (schema validation)", "gitscale/landing.py", "check_plan"),
     ("  validate.SchemaValidator.__init__", "gitscale/validate.py", "__init__"),
     ("commands.plan.plan_text (diff text, mostly discarded)", "gitscale/commands/plan.py",
      "plan_text"),
 ]
+
+
+def stale_names() -> list[str]:
+    """PHASES and HOTSPOTS entries that name nothing in gitscale any more. Checked before
+    anything is built: a renamed function must not cost a whole run and its results."""
+    import ast
+    import importlib
+
+    stale = []
+    for label, module_name, attr, _ in PHASES:
+        owner: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            owner = getattr(owner, part, None)
+        if owner is None:
+            stale.append(f"PHASES {label.strip()!r}: {module_name}.{attr}")
+    for label, suffix, func in HOTSPOTS:
+        if not suffix.startswith("gitscale/"):
+            continue
+        tree = ast.parse((PROJECT / suffix).read_text())
+        defined = {node.name for node in ast.walk(tree)
+                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if func not in defined:
+            stale.append(f"HOTSPOTS {label.strip()!r}: no function {func} in {suffix}")
+    return stale
 
 
 def profile_report(path: Path, passes: int, top: int = 15) -> dict[str, Any]:
@@ -861,6 +886,23 @@ def print_profile(title: str, report: dict[str, Any]) -> None:
 
 
 # -- main ---------------------------------------------------------------------------------------
+def save_results(results: dict[str, Any], directory: Path, stamp: str) -> Path:
+    """Ratios and verdicts from what was measured so far, written as JSON (and -latest)."""
+    base = results["modes"].get("baseline")
+    results["ratios_baseline_over_mode"] = {
+        k: base["wall"]["median"] / m["wall"]["median"]
+        for k, m in results["modes"].items() if base and k != "baseline"}
+    results["verdicts"] = {
+        k: {"median_le_0.5s": m["wall"]["median"] <= TARGET_SECONDS,
+            "ratio_ge_10x": (results["ratios_baseline_over_mode"].get(k, 0) >= TARGET_RATIO)
+            if base else None}
+        for k, m in results["modes"].items() if k != "baseline"}
+    out = directory / f"reconcile-{stamp}.json"
+    out.write_text(json.dumps(results, indent=2))
+    shutil.copyfile(out, directory / "reconcile-latest.json")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", type=int, default=1000)
@@ -877,10 +919,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep this shell's PYTHONDONTWRITEBYTECODE/PYTHONPYCACHEPREFIX for "
                              "the gitscale processes (default: bytecode is cached under the work "
                              "directory, as for an installed package)")
+    parser.add_argument("--import-repeats", type=int, default=5,
+                        help="interpreter starts per import-cost probe (0: no import costs)")
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help="where JSON and .prof files go (default: benchmarks/results/)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(Path(args.worker))
+    stale = stale_names()
+    if stale:
+        print("benchmark out of date with gitscale (fix the names in bench_reconcile.py):\n  "
+              + "\n  ".join(stale), file=sys.stderr)
+        return 2
+    results_dir: Path = args.results
     if args.changing < 1 or args.changing > args.sets:
         parser.error("--changing must be between 1 and --sets")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -890,7 +942,7 @@ def main(argv: list[str] | None = None) -> int:
     gitscale = [str(script)] if script.exists() else [python, "-m", "gitscale"]
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gitscale-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    results_dir.mkdir(parents=True, exist_ok=True)
     inherited_pyc = {k: os.environ.get(k)
                      for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
     if not args.inherit_pyc_env:
@@ -983,62 +1035,60 @@ def main(argv: list[str] | None = None) -> int:
 
         for key in order:
             results["modes"][key] = {**summarise(samples[key]), "first_pass_s": first[key]}
-        next_index = args.warmup + args.passes + 1
-        if "in-process" in runners:
-            worker = runners["in-process"]
-            ip = results["modes"]["in-process"]
-            ip["vmrss_kib_after_each_pass"] = [s["vmrss_kib"] for s in samples["in-process"]]
-            print("in-process: tracemalloc, cProfile, phase timing, GC what-if ...", flush=True)
-            prof_path = RESULTS / f"reconcile-{stamp}-inprocess.prof"
-            ip.update(worker.send({"cmd": "extras", "index": next_index,
-                                   "count": args.profile_passes, "profile_out": str(prof_path)}))
-            if args.profile_passes:
-                results["profile_in_process"] = profile_report(prof_path, args.profile_passes)
-        for key in order:
-            results["modes"][key].update(runners[key].close())
+        out = save_results(results, results_dir, stamp)  # the timed passes are kept from here on
+        try:
+            next_index = args.warmup + args.passes + 1
+            if "in-process" in runners:
+                worker = runners["in-process"]
+                ip = results["modes"]["in-process"]
+                ip["vmrss_kib_after_each_pass"] = [s["vmrss_kib"] for s in samples["in-process"]]
+                print("in-process: tracemalloc, cProfile, phase timing, GC what-if ...", flush=True)
+                prof_path = results_dir / f"reconcile-{stamp}-inprocess.prof"
+                ip.update(worker.send({"cmd": "extras", "index": next_index,
+                                       "count": args.profile_passes, "profile_out": str(prof_path)}))
+                if args.profile_passes:
+                    results["profile_in_process"] = profile_report(prof_path, args.profile_passes)
+            for key in order:
+                results["modes"][key].update(runners[key].close())
 
-        if "cli-checkout" in runners and args.profile_passes:
-            # Whole CLI processes under cProfile (imports included), on the same checkout.
-            print("cli-checkout: cProfile ...", flush=True)
-            prof_files = []
-            for n in range(args.profile_passes):
-                index = next_index + n
-                out = RESULTS / f"reconcile-{stamp}-cli-{n}.prof"
-                before = remote_head(cli_remote)
-                run = timed_child([python, "-m", "cProfile", "-o", str(out), "-m", "gitscale",
-                                   "reconcile", "--repo", str(cli_checkout), "--demand",
-                                   str(demand_files[index])], cwd=PROJECT)
-                check = verify_pass(cli_remote, before, expected[index])
-                if not check["ok"]:
-                    raise _failed("profiled cli-checkout", index, run["code"], check,
-                                  run["stdout"] + run["stderr"])
-                prof_files.append(out)
-            merged_path = RESULTS / f"reconcile-{stamp}-cli.prof"
-            pstats.Stats(*[str(p) for p in prof_files]).dump_stats(str(merged_path))
-            for p in prof_files:
-                p.unlink()
-            results["profile_cli"] = profile_report(merged_path, args.profile_passes)
+            if "cli-checkout" in runners and args.profile_passes:
+                # Whole CLI processes under cProfile (imports included), on the same checkout.
+                print("cli-checkout: cProfile ...", flush=True)
+                prof_files = []
+                for n in range(args.profile_passes):
+                    index = next_index + n
+                    out = results_dir / f"reconcile-{stamp}-cli-{n}.prof"
+                    before = remote_head(cli_remote)
+                    run = timed_child([python, "-m", "cProfile", "-o", str(out), "-m", "gitscale",
+                                       "reconcile", "--repo", str(cli_checkout), "--demand",
+                                       str(demand_files[index])], cwd=PROJECT)
+                    check = verify_pass(cli_remote, before, expected[index])
+                    if not check["ok"]:
+                        raise _failed("profiled cli-checkout", index, run["code"], check,
+                                      run["stdout"] + run["stderr"])
+                    prof_files.append(out)
+                merged_path = results_dir / f"reconcile-{stamp}-cli.prof"
+                pstats.Stats(*[str(p) for p in prof_files]).dump_stats(str(merged_path))
+                for p in prof_files:
+                    p.unlink()
+                results["profile_cli"] = profile_report(merged_path, args.profile_passes)
 
-        if "cli-checkout" in modes or "in-process" in modes:
-            print("import costs ...", flush=True)
-            results["imports"] = import_costs(python)
-            results["import_time_top"] = import_time_top(python)
+            if args.import_repeats and ("cli-checkout" in modes or "in-process" in modes):
+                print("import costs ...", flush=True)
+                results["imports"] = import_costs(python, args.import_repeats)
+                results["import_time_top"] = import_time_top(python)
+        except Exception:  # noqa: BLE001 - the timed results are saved; say what failed
+            results["error_after_timed_passes"] = traceback.format_exc()
+            print("the extras after the timed passes failed (timed results kept):\n"
+                  + results["error_after_timed_passes"], file=sys.stderr, flush=True)
+            for runner in runners.values():
+                with contextlib.suppress(Exception):
+                    runner.close()
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
-    base = results["modes"].get("baseline")
-    results["ratios_baseline_over_mode"] = {
-        k: base["wall"]["median"] / m["wall"]["median"]
-        for k, m in results["modes"].items() if base and k != "baseline"}
-    results["verdicts"] = {
-        k: {"median_le_0.5s": m["wall"]["median"] <= TARGET_SECONDS,
-            "ratio_ge_10x": (results["ratios_baseline_over_mode"].get(k, 0) >= TARGET_RATIO)
-            if base else None}
-        for k, m in results["modes"].items() if k != "baseline"}
-    out = RESULTS / f"reconcile-{stamp}.json"
-    out.write_text(json.dumps(results, indent=2))
-    shutil.copyfile(out, RESULTS / "reconcile-latest.json")
+    out = save_results(results, results_dir, stamp)
 
     print_table(results)
     phases = results["modes"].get("in-process", {}).get("phases")

@@ -173,6 +173,7 @@ def loop_worker(remote: str, demands_json: str) -> int:
     from gitscale.commands import RepoOptions
     from gitscale.commands.run import LoopState, _one_pass
     from gitscale.demand.resolve import Sources
+    from gitscale.metrics import LoopMetrics
     from gitscale.timeutil import utcnow
     from gitscale.workspace import open_workspace
 
@@ -181,6 +182,7 @@ def loop_worker(remote: str, demands_json: str) -> int:
     cache = StateCache.load(default_cache_dir())
     sources = Sources(None)
     state = LoopState(30.0)
+    metrics = LoopMetrics()  # as `run` keeps them (no listener)
     out = sys.stdout
     with open_workspace(remote, None, sparse=True) as ws:
         out.write(json.dumps({"ready": True}) + "\n")
@@ -195,7 +197,7 @@ def loop_worker(remote: str, demands_json: str) -> int:
                     usage0 = resource.getrusage(resource.RUSAGE_SELF)
                     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     code = _one_pass(ws, opts, demands[index], cache, sources, state, utcnow,
-                                     number)
+                                     number, metrics)
                     wall = time.perf_counter() - t0
                     usage1 = resource.getrusage(resource.RUSAGE_SELF)
                     kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -31,7 +31,7 @@ from gitscale.errors import ManifestError
 from gitscale.manifest.target import Fields, Located, locate
 from gitscale.yamlread import Document
 
-FORMAT = 4
+FORMAT = 5  # 5: manifests of unknown kinds and RRULEs that cannot fire are refused
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)

@@ -3,18 +3,15 @@ from __future__ import annotations
 
 import gc
 import sys
-import tempfile
-import traceback
 from typing import Any, Callable
 
 import click
 
-from gitscale import __version__
+from gitscale import __version__, crash
 from gitscale.commands import EXIT_ERROR, RepoOptions
 from gitscale.errors import GitscaleError
 from gitscale.git import redact
 
-EXIT_CRASH = 70  # EX_SOFTWARE: a bug in gitscale, never a user error
 
 
 def repo_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -66,6 +63,8 @@ def reconcile(no_push: bool, **kw: Any) -> int:
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--max-passes", type=click.IntRange(1), default=None,
               help="Stop after this many passes (default: until SIGTERM).")
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (default: off).")
 def run_command(**kw: Any) -> int:
     """Reconcile in a loop: one pass per interval, until SIGTERM."""
     from gitscale.commands.run import run_loop
@@ -85,7 +84,13 @@ def run_command(**kw: Any) -> int:
               help="Environment variable holding the webhook secret.")
 @click.option("--secret-file", default=None, help="File holding the webhook secret instead.")
 @click.option("--state-file", default=".gitscale/reservations.yaml", show_default=True,
-              help="Reservations file in the config repo.")
+              help="Reservations file in the config repo (directly under .gitscale/).")
+@click.option("--resync", default="5m", show_default=True,
+              help="How often to correct the reservations from GitHub's API (lost webhooks); "
+                   "0 turns it off.")
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics instead of at "
+                   "/metrics on --listen's port.")
 def serve(**kw: Any) -> int:
     """Receive workflow_job webhooks; land reservations and scaling as one commit per window."""
     from gitscale.commands.serve import run_serve
@@ -180,46 +185,88 @@ def validate(**kw: Any) -> int:
 @click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1, 256),
               help="Pod creations in flight at once.")
 @click.option("--health-port", default=8081, show_default=True, type=int,
-              help="Port of the /healthz and /readyz endpoints (0: off).")
-def controller(**kw: Any) -> int:
-    """Turn each RunnerSet into ephemeral runner pods (runs in the cluster)."""
-    from gitscale.commands.controller import run_controller
+              help="Port of the /healthz, /readyz and /metrics (Prometheus) endpoints (0: off).")
+@click.option("--shutdown-timeout", default=20.0, show_default=True,
+              type=click.FloatRange(0, 3600),
+              help="Seconds to finish the passes in flight on SIGTERM; creations not started "
+                   "by then are left to the next start.")
+@click.option("--leftover-grace", default=60.0, type=click.FloatRange(0, 86400), hidden=True,
+              help="Seconds a GitHub registration must stay without a pod before it is removed.")
+@click.option("--leader-elect", is_flag=True,
+              help="Act only while holding a coordination.k8s.io Lease (run 2 replicas).")
+@click.option("--leader-election-namespace", default=None,
+              help="Namespace of the Lease (default: the controller's own).")
+@click.option("--lease-duration", default=15, show_default=True, type=click.IntRange(1, 3600),
+              help="Seconds a replica waits after the leader's last renewal to take over.")
+@click.option("--renew-deadline", default=10.0, show_default=True,
+              type=click.FloatRange(0, 3600, min_open=True),
+              help="Seconds a leader unable to renew keeps acting (< lease duration).")
+@click.option("--retry-period", default=2.0, show_default=True,
+              type=click.FloatRange(0, 3600, min_open=True),
+              help="Seconds between attempts to take or renew the Lease.")
+@click.option("--repo", hidden=True, default=None)
+def controller(leader_elect: bool, leader_election_namespace: str | None, lease_duration: int,
+               renew_deadline: float, retry_period: float, repo: str | None, **kw: Any) -> int:
+    """Turn each RunnerSet into ephemeral runner pods (runs in the cluster).
 
-    return run_controller(**kw)
+    It takes no --repo: it reads RunnerSets from the cluster, where Argo CD or Flux applies
+    them from the config repo, and never reads or writes the repo itself."""
+    from gitscale.commands.controller import Election, run_controller
+    from gitscale.errors import InputError
+
+    if repo is not None:
+        raise InputError("--repo", "the controller reads RunnerSets from the cluster (Argo CD "
+                         "or Flux applies them from the config repo); it never reads the repo")
+
+    election = Election(leader_elect, leader_election_namespace, lease_duration,
+                        renew_deadline, retry_period)
+    return run_controller(**kw, election=election)
 
 
 @cli.command()
-@click.argument("directory")
+@click.argument("directory", required=False)
+@click.option("--repo", default=None, metavar="DIR",
+              help="The config repo to create (same as DIRECTORY; default: .). A new folder "
+                   "gets a new repo; in an existing checkout the scaffold is committed there.")
 @click.option("--gitops", type=click.Choice(["argocd", "flux"]), required=True,
               help="Which GitOps tool applies the repo.")
 @click.option("--repo-url", default=None, help="The URL the config repo will be pushed to.")
 @click.option("--branch", default="main", show_default=True)
 @click.option("--path", default="clusters/prod", show_default=True,
               help="Folder of the cluster's manifests inside the repo.")
-def init(directory: str, **kw: Any) -> int:
+def init(directory: str | None, repo: str | None, **kw: Any) -> int:
     """Scaffold a config repo: gitscale.yaml, a RunnerSet, the CRD, the controller, GitOps."""
     from gitscale.commands.init import run_init
+    from gitscale.errors import InputError
 
-    return run_init(directory, **kw)
+    if directory and repo and directory != repo:
+        raise InputError("--repo", f"{repo!r} and DIRECTORY {directory!r} differ: give one")
+    return run_init(directory or repo or ".", **kw)
 
 
 @cli.command()
-def crd() -> int:
-    """Print the RunnerSet CustomResourceDefinition."""
-    from gitscale.resource import crd_yaml
+@click.option("--repo", default=None, metavar="PATH",
+              help="Instead of printing it, write the CRD into this checkout of the config "
+                   "repo (over the file that holds it, else deploy/crds/) and commit it.")
+def crd(repo: str | None) -> int:
+    """Print the RunnerSet CustomResourceDefinition, or update the config repo's copy."""
+    from gitscale.commands.crd import run_crd
 
-    click.echo(crd_yaml(), nl=False)
-    return 0
+    return run_crd(repo)
 
 
 @cli.command()
 @click.option("--dir", "directory", type=click.Path(file_okay=False),
-              help="Where to build the demo (default: a new temporary directory).")
-def demo(directory: str | None) -> int:
+              help="Where to build the demo: DIR/config and its remote DIR/remote.git "
+                   "(default: a new temporary directory).")
+@click.option("--repo", default=None, metavar="PATH", type=click.Path(file_okay=False),
+              help="Build the demo's config repo at PATH instead (its bare remote beside it, "
+                   "at PATH.remote.git), to keep using it with --repo PATH afterwards.")
+def demo(directory: str | None, repo: str | None) -> int:
     """Build a local config repo and a bare remote, then run plan, reconcile and history."""
     from gitscale.commands.demo import run_demo
 
-    return run_demo(directory)
+    return run_demo(directory, repo)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,14 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR  # not click's 2: plan uses 2 for "changes pending"
     except KeyboardInterrupt:
         return 130
-    except Exception:  # noqa: BLE001 - the last line of defence
-        report = tempfile.NamedTemporaryFile("w", prefix="gitscale-crash-", suffix=".txt",
-                                             delete=False)
-        with report:
-            report.write(redact(traceback.format_exc()))
-        click.echo(f"gitscale crashed: this is a bug, please report it with {report.name}",
-                   err=True)
-        return EXIT_CRASH
+    except Exception:  # noqa: BLE001 - the last line of defence: a bug (gitscale/crash.py)
+        click.echo("gitscale crashed: this is a bug, please report it with "
+                   f"{crash.write_report()}", err=True)
+        return crash.EXIT_CRASH
     return result if isinstance(result, int) else 0
 
 

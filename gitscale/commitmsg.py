@@ -49,8 +49,10 @@ def _n(value: int | None) -> str:
 
 
 def format_message(lines: Sequence[SetLine], base: str,
-                   events: Mapping[str, int] | None = None) -> str:
-    """The commit message. ``events`` (webhook mode) counts the deliveries recorded with it."""
+                   events: Mapping[str, int] | None = None, notes: Sequence[str] = ()) -> str:
+    """The commit message. ``events`` (webhook mode) counts the deliveries recorded with it;
+    ``notes`` are further body lines (webhook mode: what a resync corrected), the first of
+    them the subject when nothing else is to say."""
     shown = ", ".join(line.summary() for line in lines[:SUBJECT_SETS])
     if len(lines) > SUBJECT_SETS:
         shown += f" and {len(lines) - SUBJECT_SETS} more"
@@ -63,6 +65,9 @@ def format_message(lines: Sequence[SetLine], base: str,
             shown = f"record {total} workflow_job event{'s' if total != 1 else ''}"
         body.append(f"- reservations updated from {total} workflow_job events ({counted})")
         trailers.append(f"Gitscale-Events: {counted}")
+    if notes and not shown:
+        shown = notes[0]
+    body += [f"- {note}" for note in notes]
     return (f"gitscale: {shown}\n\n" + "\n".join(body) + "\n\n" + "\n".join(trailers)
             + f"\nGitscale-Base: {base}\n")
 

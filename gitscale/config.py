@@ -4,21 +4,25 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Literal, MutableMapping, Optional, Union
+from typing import Any, Callable, MutableMapping, Optional, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
+from gitscale import files
 from gitscale.core.policy import Policy, Schedule
+from gitscale.core.recurrence import RecurrenceError
+from gitscale.core.recurrence import check as check_recurrence
+from gitscale.demand.registry import SOURCES
 from gitscale.errors import ConfigError
 from gitscale.notify.targets import Target, parse_targets
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import Document, check_schema, load_single
 
-SourceKind = Literal["file", "github", "buildkite"]
+SourceKind = str  # a key of gitscale.demand.registry.SOURCES
 MAX_SETS = 100_000  # runnerSets' maxItems in schemas.CONFIG
 
 
@@ -32,7 +36,7 @@ class ObjectRef:
 @dataclass(frozen=True)
 class Source:
     kind: SourceKind
-    settings: Any  # the file path for "file", the mapping for the others
+    settings: Any  # the source's frozen dataclass (gitscale.demand.settings)
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,20 @@ class Config:
     sets: tuple[RunnerSetConfig, ...]
     max_total_replicas: int | None = None  # limits.maxTotalReplicas: shared by all sets
     notify: tuple[Target, ...] = ()  # GitOps engines to tell after a push
+    text: str = field(default="", repr=False, compare=False)  # for line numbers in errors
+    document: int = 0  # which YAML document of ``text``
+
+    def line(self, name: str, key: str) -> int | None:
+        """The line of runner set ``name``'s ``key`` (or of the set). Errors only: it parses
+        the text again, which a pass without errors never pays for."""
+        index = next((i for i, s in enumerate(self.sets) if s.name == name), None)
+        if index is None or not self.text:
+            return None
+        return Document(None, self.text, self.document).line_of(["runnerSets", index, key])
+
+    def blame(self, name: str, key: str, message: str) -> ConfigError:
+        """An error about runner set ``name``, at the line of its ``key`` in the config."""
+        return ConfigError(self.path, f"runner set {name!r}: {message}", self.line(name, key))
 
     def get(self, name: str) -> RunnerSetConfig:
         for runner_set in self.sets:
@@ -68,7 +86,7 @@ def load_config(root: Path, config_path: str = "gitscale.yaml",
     """
     path = safe_repo_path(root, config_path, config_path, ConfigError)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(path, config_path, ConfigError)
     except FileNotFoundError:
         raise ConfigError(config_path, "not found in the config repo (run `gitscale init`?)") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -147,8 +165,10 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
             name=name,
             manifest=str(PurePosixPath(manifest)),
             object=ObjectRef(ref.get("kind"), ref.get("name"), ref.get("namespace")),
-            source=shared.setdefault((kind, settings), Source(kind, settings))
-            if isinstance(settings, str) else Source(kind, settings),
+            source=(shared[(kind, settings)] if (kind, settings) in shared
+                    else shared.setdefault((kind, settings),
+                                           Source(kind, SOURCES[kind].settings(settings))))
+            if isinstance(settings, str) else Source(kind, SOURCES[kind].settings(settings)),
             policy=policy,
         ))
     total = (document.data.get("limits") or {}).get("maxTotalReplicas")
@@ -156,7 +176,8 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
         raise ConfigError(config_path, f"limits.maxTotalReplicas {total} is less than the sets' "
                           f"minReplicas together ({sum(s.policy.min_replicas for s in sets)})",
                           document.line_of(["limits", "maxTotalReplicas"]))
-    return Config(config_path, tuple(sets), total, parse_targets(document, config_path))
+    return Config(config_path, tuple(sets), total, parse_targets(document, config_path), text,
+                  document.index)
 
 
 def _top_key_line(text: str, key: str) -> int | None:
@@ -179,7 +200,7 @@ def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
     if local.is_file() and not local.is_symlink():
         label = f"policies/{name}.yaml"
         try:
-            text = local.read_bytes().decode("utf-8")
+            text = files.read_text(local, label, ConfigError)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(label, f"cannot be read: {exc}") from None
     else:
@@ -245,22 +266,10 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
                        "Europe/Berlin)") from None
     recurrence = item.get("recurrence")
     if recurrence is not None:
-        from dateutil.rrule import rrulestr
-
-        if re.search(r"(?i)FREQ=(SECONDLY|MINUTELY)", recurrence):
-            # dateutil walks every occurrence since `start` on each pass: minutely windows
-            # started a few years ago cost seconds per set. Scaling windows are hourly or
-            # coarser; write a window of an hour with FREQ=HOURLY instead.
-            raise fail("recurrence", "FREQ=SECONDLY and FREQ=MINUTELY are not supported for "
-                       "schedules (use FREQ=HOURLY or coarser)")
         try:
-            # Evaluated once as Schedule.active will: a DTSTART or EXDATE without a zone in
-            # the text parses, then fails comparing itself with an aware clock.
-            first = start.astimezone(ZoneInfo(zone)) if zone else start
-            rrulestr(recurrence, dtstart=first).after(first, inc=True)
-        except (ValueError, TypeError) as exc:
-            raise fail("recurrence", f"not an RRULE ({exc}); e.g. "
-                       "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR") from None
+            check_recurrence(recurrence, start, zone)
+        except RecurrenceError as exc:
+            raise fail("recurrence", f"schedule recurrence: {exc}") from None
     lo, hi = item.get("minReplicas"), item.get("maxReplicas")
     if lo is not None and hi is not None and lo > hi:
         raise fail("minReplicas", f"minReplicas {lo} is greater than maxReplicas {hi}")
@@ -277,6 +286,11 @@ def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigErr
     pure = PurePosixPath(relative)
     if pure.is_absolute() or "\\" in relative or ".." in pure.parts or relative.startswith("~"):
         raise error(source, f"{relative!r} must be a path inside the config repo", _line(line))
+    if not pure.parts:
+        raise error(source, f"{relative!r} is the repo's top folder, not a file", _line(line))
+    if ".git" in pure.parts:
+        raise error(source, f"{relative!r} is inside .git (git's own files); name a file the "
+                    "repo tracks", _line(line))
     # Relative, no "..", no symlink on the way: the path cannot leave the repo.
     current = root
     for depth, part in enumerate(pure.parts, start=1):

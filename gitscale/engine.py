@@ -23,6 +23,7 @@ from gitscale.gitindex import Tree
 from gitscale.manifest import target as tgt
 from gitscale.manifest.edit import FieldPath, Value, edit_fields
 from gitscale.notify.targets import Target
+from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time
 from gitscale.yamlread import Document
 
@@ -56,6 +57,9 @@ class Plan:
     events: dict[str, int] = field(default_factory=dict)  # webhook deliveries recorded
     notify: tuple[Target, ...] = ()  # whom to tell once this plan's commit is pushed
     modes: dict[str, str] = field(default_factory=dict)  # path → git file mode, when known
+    notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
+    left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
+    demands: dict[str, Demand] = field(default_factory=dict)  # what the pass read, by set
 
     @property
     def changed_paths(self) -> list[str]:
@@ -64,20 +68,23 @@ class Plan:
 
 def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
                  decider: Decider | None = None, only: set[str] | None = None,
-                 cache: StateCache | None = None, tree: Tree | None = None) -> Plan:
+                 cache: StateCache | None = None, tree: Tree | None = None,
+                 progress: Progress | None = None) -> Plan:
     """``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread."""
     with gc_paused():
-        return _compute(root, config, reading, now, base, decider, only, cache or StateCache(),
-                        tree)
+        plan = _compute(root, config, reading, now, base, decider, only, cache or StateCache(),
+                        tree, progress)
+    plan.demands = reading.demands
+    return plan
 
 
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
              decider: Decider | None, only: set[str] | None, cache: StateCache,
-             tree: Tree | None) -> Plan:
+             tree: Tree | None, progress: Progress | None = None) -> Plan:
     plan = Plan(base=base, notify=config.notify)
     sets = [s for s in config.sets if only is None or s.name in only]
     cache.floor = max(cache.floor, len(config.sets))
-    files = ManifestFiles(root, config.path, tree)
+    files = ManifestFiles(root, config, tree)
     files.prefetch(sets, cache)
     texts = files.texts
     edited: dict[str, str] = {}
@@ -87,9 +94,13 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     stamp = format_time(now)
     owners: dict[tuple[str, int], str] = {}
     found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
-    for runner_set in sets:
+    for runner_set in steps(sets, progress, "planning"):
         path = runner_set.manifest
-        located = files.located(runner_set, cache)
+        try:
+            located = files.located(runner_set, cache)
+        except tgt.NoSuchObject as exc:
+            raise config.blame(runner_set.name, tgt.object_key(runner_set.object),
+                               f"{exc.detail} in {path}") from None
         # Two sets on one object would both be written, the last one winning, while the commit
         # described both: refuse, as for any manifest that cannot be edited as asked.
         other = owners.setdefault((path, located.index), runner_set.name)
@@ -131,7 +142,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         original.setdefault(path, result.before)
         documents[path] = result.after
         pending.append((runner_set, located, decision, demand))
-    for runner_set, located, decision, demand in pending:
+    for runner_set, located, decision, demand in steps(pending, progress, "checking edits"):
         path = runner_set.manifest
         # what the next pass will read back: known now, so it reads no file
         cache.remember(path, edited[path], runner_set.object, documents[path])

@@ -11,14 +11,15 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
+from gitscale import scratch
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
+from gitscale.redact import has_credentials
+from gitscale.redact import redact as redact_text
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
 _SECRET_ENV = ("GITSCALE_GIT_TOKEN",)
 # receive-pack's status when the ref moved between its advertisement and the update ("failed to
 # update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
@@ -28,11 +29,8 @@ BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
 
 
 def redact(text: str) -> str:
-    """Remove userinfo from URLs and any configured secret values from ``text``."""
-    text = _USERINFO.sub(r"\g<scheme>***@", text)
-    for secret in _secrets():
-        text = text.replace(secret, "***")
-    return text
+    """Remove user info and credential query values from URLs, and the git token's value."""
+    return redact_text(text, _secrets())
 
 
 def _secrets() -> list[str]:
@@ -47,14 +45,16 @@ def _secrets() -> list[str]:
 
 
 def is_url(location: str) -> bool:
-    return "://" in location or bool(re.match(r"^[\w.-]+@[\w.-]+:", location))
+    """A URL, or git's scp-style ``[user[:password]@]host:path`` with a user."""
+    return "://" in location or bool(re.match(r"^[^@/\s]+@[\w.-]+:", location))
 
 
 def check_url(url: str) -> None:
     """Refuse URLs that carry credentials: they would end up in argv, .git/config and logs.
-    Over HTTP(S) even a bare user name may be a token (``https://TOKEN@github.com/...``);
-    ``ssh://git@host`` and ``git@host:org/repo`` name a user, not a secret, and are fine."""
-    if re.match(r"(?i)^https?://[^/]*@", url) or re.search(r"://[^/@]*:[^/@]*@", url):
+    Over HTTP(S) even a bare user name may be a token (``https://TOKEN@github.com/...``), and
+    so may a query parameter (``?token=``, ``?access_token=``); ``ssh://git@host`` and
+    ``git@host:org/repo`` name a user, not a secret, and are fine."""
+    if has_credentials(url):
         raise InputError("--repo", f"{redact(url)} has credentials in it; pass them through "
                          "GITSCALE_GIT_TOKEN (or a git credential helper) instead")
 
@@ -75,7 +75,7 @@ class Git:
 
     def run(self, *args: str, check: bool = True, extra_env: Mapping[str, str] | None = None,
             input: str | None = None) -> Result:
-        env = {**os.environ, **git_env(), **self.env, **(extra_env or {})}
+        env = {**no_git_env(os.environ), **git_env(), **self.env, **(extra_env or {})}
         proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
                               capture_output=True, text=True, errors="replace")
         result = Result(proc.stdout, proc.stderr, proc.returncode)
@@ -89,7 +89,7 @@ class Git:
     def records(self, *args: str, separator: str) -> Iterator[str]:
         """``run``'s output as it comes, cut at ``separator``: a long ``git log`` is shown
         while git is still walking it."""
-        env = {**os.environ, **git_env(), **self.env}
+        env = {**no_git_env(os.environ), **git_env(), **self.env}
         proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace")
         assert proc.stdout is not None and proc.stderr is not None
@@ -113,7 +113,7 @@ class Git:
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
-        env = {**os.environ, **git_env(), **self.env}
+        env = {**no_git_env(os.environ), **git_env(), **self.env}
         proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
                               capture_output=True)
         if proc.returncode != 0:
@@ -153,6 +153,39 @@ class Git:
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self.run("merge-base", "--is-ancestor", older, newer, check=False).code == 0
+
+    def git_path(self, name: str) -> Path:
+        """Where ``name`` lives in this checkout's git directory (a worktree has its own)."""
+        return self.cwd / self.out("rev-parse", "--git-path", name)
+
+    def messages(self, revisions: str, limit: int) -> list[tuple[str, str]]:
+        """(commit, message) of at most ``limit`` commits in ``revisions`` (``A..B``)."""
+        out = self.run("log", f"--max-count={limit}", "--format=%H%x1f%B%x1e", revisions).stdout
+        found = []
+        for record in out.split("\x1e"):
+            sha, sep, message = record.strip("\n").partition("\x1f")
+            if sep:
+                found.append((sha, message))
+        return found
+
+    def blob(self, spec: str) -> bytes | None:
+        """The bytes of ``spec`` (``:path`` in the index, ``REV:path`` in a commit), or None."""
+        proc = subprocess.run(["git", "show", spec], cwd=self.cwd, capture_output=True,
+                              env={**no_git_env(os.environ), **git_env(), **self.env})
+        return proc.stdout if proc.returncode == 0 else None
+
+    def parents(self, rev: str) -> list[str]:
+        return self.out("rev-list", "--parents", "-n", "1", rev).split()[1:]
+
+    def restore(self, paths: Sequence[str]) -> None:
+        """Put ``paths`` back as HEAD has them, in the index and the work tree (a path HEAD
+        does not have is removed from both)."""
+        for path in paths:
+            if self.run("cat-file", "-e", f"HEAD:{path}", check=False).code == 0:
+                self.run("checkout", "--quiet", "HEAD", "--", path)
+            else:
+                self.run("rm", "--quiet", "--cached", "--ignore-unmatch", "--", path)
+                (self.cwd / path).unlink(missing_ok=True)
 
     # -- writing -------------------------------------------------------------------------
     def fetch(self, remote: str, branch: str, depth: int | None = None) -> str:
@@ -198,6 +231,27 @@ class Git:
         raise GitError(describe_failure(("push", remote, branch), result))
 
 
+# What the caller's GIT_* variables may still say: how to reach a server (SSH, TLS, proxies,
+# credentials) and configuration given on the command line. Everything else (GIT_DIR,
+# GIT_WORK_TREE, GIT_INDEX_FILE, GIT_OBJECT_DIRECTORY, GIT_NAMESPACE, GIT_AUTHOR_DATE, ...) is
+# dropped: a git hook or `git rebase -x` exports them, and they would point our git at another
+# repository (GIT_DIR=/other/.git made a reconcile commit the manifests into /other).
+_KEPT_GIT_ENV = frozenset({
+    "GIT_EXEC_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH", "GIT_SSL_NO_VERIFY", "GIT_SSL_CERT", "GIT_SSL_KEY",
+    "GIT_HTTP_PROXY_AUTHMETHOD", "GIT_PROXY_COMMAND", "GIT_ALLOW_PROTOCOL", "GIT_ASKPASS",
+    "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+})
+
+
+def no_git_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the GIT_* variables that would steer which repository, index or
+    work tree git uses (as pre-commit's ``no_git_env``)."""
+    return {k: v for k, v in environ.items()
+            if not k.startswith("GIT_") or k in _KEPT_GIT_ENV
+            or k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))}
+
+
 def git_env() -> dict[str, str]:
     """Identity and non-interactive settings for every git call gitscale makes."""
     name, email = BOT
@@ -232,7 +286,7 @@ def _askpass_env() -> dict[str, str]:
     if not (os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE")):
         return {}
     if _askpass_path is None or not Path(_askpass_path).exists():
-        directory = tempfile.mkdtemp(prefix="gitscale-askpass-")
+        directory = str(scratch.make("askpass"))
         atexit.register(shutil.rmtree, directory, True)  # one per process, not one per run
         path = Path(directory) / "askpass.sh"
         path.write_text(_ASKPASS_SCRIPT)
@@ -265,7 +319,8 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
           sparse: bool = False, commits_only: bool = False, since: str | None = None) -> None:
     """``since`` (a git date): only the commits from then on (``--shallow-since``)."""
     check_url(url)
-    args = ["clone", "--quiet", "--no-tags", "--single-branch"]
+    # --template=: no hooks or other files from the machine's git templates in our clone
+    args = ["clone", "--quiet", "--no-tags", "--single-branch", "--template="]
     if since:
         args.append(f"--shallow-since={since}")
     if depth:
@@ -279,6 +334,16 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
     if branch:
         args += ["--branch", branch]
     Git(dest.parent).run(*args, "--", url, str(dest))
+
+
+def version() -> str:
+    """``git version 2.39.5``, for crash reports; never raises."""
+    try:
+        out = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
+                             check=False, env=git_env()).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "git: not found"
+    return out or "git: unknown version"
 
 
 def is_bare(path: Path) -> bool:

@@ -8,6 +8,7 @@ from typing import Iterator
 
 from gitscale.commitmsg import body_details, parse_trailer
 from gitscale.git import Git
+from gitscale.progress import Progress
 from gitscale.timeutil import format_time, parse_time
 
 # The committer date as gitscale writes times (RFC 3339, UTC, "Z"), formatted by git; trailers
@@ -82,10 +83,15 @@ def history_since(since: datetime | None) -> str | None:
     return None if since is None else format_time(since - MARGIN)
 
 
-def read_history(repo_git: Git, *, only: str | None = None,
-                 since: str | None = None) -> list[Entry]:
-    """``iter_history`` as a list; ``since`` (RFC 3339) keeps the entries from then on."""
-    entries = list(iter_history(repo_git, only=only))
+def read_history(repo_git: Git, *, only: str | None = None, since: str | None = None,
+                 progress: Progress | None = None) -> list[Entry]:
+    """``iter_history`` as a list; ``since`` (RFC 3339) keeps the entries from then on;
+    ``progress`` counts the entries read."""
+    entries = []
+    for entry in iter_history(repo_git, only=only):
+        entries.append(entry)
+        if progress is not None:
+            progress.advance()
     return between(entries, parse_time(since), None) if since else entries
 
 

@@ -20,12 +20,28 @@ from gitscale.commitmsg import SetLine, format_message
 from gitscale.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
 from gitscale.gitindex import files_containing, stage_files
-from gitscale.validate import Problem, SchemaValidator, crds_in_texts, kubeconform_path, \
-    run_kubeconform
-from gitscale.workspace import Workspace
+from gitscale.validate import Validation
+from gitscale.workspace import Workspace, write_atomic
 
-ATTEMPTS = 6
-BACKOFF = 0.25  # seconds; doubled per attempt, full jitter
+# Lost push races are retried until this many seconds have passed since the first attempt (a
+# deadline, not a count: with many writers on one branch a run may lose many races in a row,
+# and each attempt costs a fetch, a commit and a push).
+DEADLINE = 120.0
+BACKOFF = 0.5  # seconds: the first backoff's ceiling, doubled per attempt up to BACKOFF_CAP
+BACKOFF_CAP = 4.0
+PRIORITY_AFTER = 30.0  # seconds: a run waiting this long retries at once
+
+
+def backoff(attempt: int, waited: float) -> float:
+    """Seconds to wait after losing race number ``attempt``, ``waited`` seconds into the run.
+
+    Full jitter, exponential, capped — and shrinking as the run ages, to nothing after
+    PRIORITY_AFTER: newcomers stand back, the writers that have waited longest retry first.
+    With plain exponential backoff the oldest runs waited longest between tries and kept losing
+    to newcomers: a lottery whose tail ran past any deadline (16 writers x 20 rounds on a loaded
+    2-core machine: 6 of 320 runs gave up at 60 s)."""
+    ceiling = min(BACKOFF_CAP, BACKOFF * 2 ** (attempt - 1))
+    return random.uniform(0, ceiling * max(0.0, 1 - waited / PRIORITY_AFTER))
 
 
 @dataclass(frozen=True)
@@ -38,40 +54,52 @@ class Landed:
 
 
 def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = None,
-         sleep: Callable[[float], None] = time.sleep) -> Landed:
+         sleep: Callable[[float], None] = time.sleep,
+         clock: Callable[[], float] = time.monotonic, deadline: float = DEADLINE) -> Landed:
     ws.prepare_write()
-    for attempt in range(1, ATTEMPTS + 1):
+    started = clock()
+    attempt = 0
+    while True:
+        attempt += 1
         plan = make_plan()
         if not plan.changed_paths:
             return Landed(plan, None, False, attempt)
         check_plan(ws, plan)
         sha = _commit(ws, plan, date)
         if ws.remote is None:
+            ws.end_write()
             return Landed(plan, sha, False, attempt)
         try:
             ws.push()
         except PushRaced:
-            if attempt == ATTEMPTS:
-                ws.git.reset_hard(plan.base)
-                raise GitError(f"gave up after {ATTEMPTS} attempts: {ws.label} kept moving "
-                               "(another writer?); nothing was pushed") from None
+            pass
         except GitError:
             # Refused (a hook, protection) or unreachable: take our commit back so the checkout
             # is as we found it and the next run starts cleanly. Nothing else can be lost: the
             # tree was clean and the commit was ours (prepare_write checked both).
-            ws.git.reset_hard(plan.base)
+            _take_back(ws, plan)
             raise
         else:
+            ws.end_write()
             return Landed(plan, sha, True, attempt, notify(ws, plan, sha))
-        sleep(random.uniform(0, BACKOFF * 2 ** (attempt - 1)))
+        wait = backoff(attempt, clock() - started)
+        if clock() - started + wait > deadline:
+            _take_back(ws, plan)
+            raise GitError(f"gave up after {attempt} attempts in {clock() - started:.0f} s: "
+                           f"{ws.label} kept moving (another writer?); nothing was pushed")
+        sleep(wait)
         try:
             ws.sync()
         except GitError:
             # The fetch failed: our unpushed commit must not stay, or every later run in this
             # checkout refuses ("commits that are not on origin") until someone resets by hand.
-            ws.git.reset_hard(plan.base)
+            _take_back(ws, plan)
             raise
-    raise AssertionError("unreachable")
+
+
+def _take_back(ws: Workspace, plan: Plan) -> None:
+    ws.git.reset_hard(plan.base)
+    ws.end_write()
 
 
 def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
@@ -101,27 +129,17 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
 
 def check_plan(ws: Workspace, plan: Plan) -> None:
     """Refuse to commit a manifest that fails schema validation."""
-    validator = SchemaValidator()
-    binary = kubeconform_path()
+    validation = Validation(ws.root, lambda: ws.git.out("ls-files").splitlines(),
+                            lambda: files_containing(ws.git, ws.root, "CustomResourceDefinition",
+                                                     sparse=ws.sparse))
     problems: list[str] = []
-    scanned = False
-    for change in plan.changes:
-        if binary is None and not validator.knows(change.new_object) and not scanned:
-            for crd in crds_in_texts(files_containing(ws.git, ws.root, "CustomResourceDefinition",
-                                                      sparse=ws.sparse)):
-                validator.add_crd(crd)
-            scanned = True
     by_path: dict[str, list[SetChange]] = {}  # (not a scan of every change per file)
     for change in plan.changes:
         by_path.setdefault(change.path, []).append(change)
     for path, (_, new) in plan.files.items():
-        if path not in by_path:
-            continue  # gitscale's own bookkeeping (the reservations file) is not a manifest
-        if binary is not None:
-            found: list[Problem] = run_kubeconform(binary, new, validator)
-        else:
-            found = [p for c in by_path[path] for p in validator.check(c.new_object)]
-        problems.extend(f"{path}: {p}" for p in found)
+        # gitscale's own bookkeeping (the reservations file) is not a manifest
+        if path in by_path:
+            problems += validation.check(path, new, [c.new_object for c in by_path[path]]).problems
     if problems:
         raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "
                               + "\n  ".join(problems))
@@ -140,22 +158,25 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
     if ws.sparse:
         return _commit_index(ws, plan, date)
     existed = {path: (ws.root / path).exists() for path in paths}
-    for path in paths:
-        target = ws.root / path
-        target.parent.mkdir(parents=True, exist_ok=True)  # .gitscale/ on the first write
-        target.write_bytes(plan.files[path][1].encode("utf-8"))
+    # Recorded first: if this process is killed before the commit, the next run knows these
+    # edits for its own and discards them (Workspace.prepare_write).
+    ws.begin_write({path: plan.files[path] for path in paths}, plan.base)
     try:
-        message = format_message(set_lines(plan.changes), plan.base, plan.events)
-        return ws.git.commit(message, paths, date)
+        for path in paths:
+            write_atomic(ws.root / path, plan.files[path][1].encode("utf-8"))
+        message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes)
+        sha = ws.git.commit(message, paths, date)
     except Exception:
         # Nothing half-done is left behind: put the files back as they were.
         for path in paths:
             if existed[path]:
-                (ws.root / path).write_bytes(plan.files[path][0].encode("utf-8"))
+                write_atomic(ws.root / path, plan.files[path][0].encode("utf-8"))
             else:
                 (ws.root / path).unlink(missing_ok=True)
         ws.git.run("reset", "--quiet", "--", *paths, check=False)
+        ws.end_write()
         raise
+    return sha
 
 
 def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
@@ -164,7 +185,7 @@ def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
     try:
         stage_files(ws.git, {path: plan.files[path][1].encode("utf-8") for path in paths},
                     {path: plan.modes[path] for path in paths if path in plan.modes})
-        message = format_message(set_lines(plan.changes), plan.base, plan.events)
+        message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes)
         return ws.git.commit(message, [], date)
     except Exception:
         ws.git.run("reset", "--quiet", "--", *paths, check=False)
@@ -172,6 +193,12 @@ def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
 
 
 def describe_landing(landed: Landed, ws: Workspace) -> str:
+    recovered = "".join(f"discarded the leftovers of an interrupted gitscale run: {what}\n"
+                        for what in ws.recovered)
+    return recovered + _describe(landed, ws)
+
+
+def _describe(landed: Landed, ws: Workspace) -> str:
     if landed.commit is None:
         return "no change: nothing to commit"
     short = landed.commit[:12]

@@ -1,18 +1,17 @@
 """The RunnerSet resource (gitscale.dev/v1alpha1): the one source of truth for its schema.
 
-The CRD file in ``deploy/crds/`` is generated from here (``gitscale crd``) and a test checks
-that the committed file matches. In-process validation derives its JSON Schema from the same
-CRD, exactly as it does for any other CRD found in a config repo.
+The API's names and bounds live in ``gitscale.runnerset_api`` (the scaler and the controller use
+the same values), the platforms and their settings in the controller's registry
+(``gitscale.controller.platforms``). The CRD file in ``deploy/crds/`` is generated from here
+(``gitscale crd``) and a test checks that the committed file matches. In-process validation
+derives its JSON Schema from the same CRD, as it does for any other CRD in a config repo.
 """
 from __future__ import annotations
 
 from typing import Any
 
-GROUP = "gitscale.dev"
-VERSION = "v1alpha1"
-KIND = "RunnerSet"
-PLURAL = "runnersets"
-PATCH_ID_MAX = 2**31 - 1
+from gitscale.controller.platforms import PLATFORMS
+from gitscale.runnerset_api import GROUP, KIND, PATCH_ID_MAX, PLURAL, REPLICAS_MAX, VERSION
 
 
 SPEC: dict[str, Any] = {
@@ -20,7 +19,7 @@ SPEC: dict[str, Any] = {
     "required": ["platform", "template"],
     "properties": {
         "replicas": {
-            "type": "integer", "minimum": 0, "maximum": 10000,
+            "type": "integer", "minimum": 0, "maximum": REPLICAS_MAX,
             "description": "Runners wanted. Owned by gitscale.",
         },
         "patchID": {
@@ -33,27 +32,9 @@ SPEC: dict[str, Any] = {
             "description": "When gitscale last wrote this spec. Slots freed by runners that "
                            "finished after it are refilled only once the spec is re-affirmed.",
         },
-        "platform": {"type": "string", "enum": ["github", "buildkite"]},
-        "github": {
-            "type": "object",
-            "required": ["configURL"],
-            "properties": {
-                "configURL": {"type": "string", "pattern": "^https?://",
-                              "description": "Org, repo or enterprise URL runners register to."},
-                "labels": {"type": "array", "items": {"type": "string", "minLength": 1}},
-                "runnerGroup": {"type": "string"},
-                "credentialsSecret": {"type": "string", "minLength": 1},
-            },
-        },
-        "buildkite": {
-            "type": "object",
-            "required": ["queue"],
-            "properties": {
-                "queue": {"type": "string", "minLength": 1},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "agentTokenSecret": {"type": "string", "minLength": 1},
-            },
-        },
+        # The platforms of the controller's registry: the enum, and each one's settings.
+        "platform": {"type": "string", "enum": list(PLATFORMS)},
+        **{name: kind.schema for name, kind in PLATFORMS.items()},
         "template": {
             "type": "object",
             "description": "Pod template of one ephemeral runner (a core/v1 PodTemplateSpec).",
@@ -90,6 +71,14 @@ STATUS: dict[str, Any] = {
         **{k: {"type": "integer", "minimum": 0}
            for k in ("replicas", "pending", "idle", "busy", "failed")},
         "observedPatchID": {"type": "integer", "minimum": 0},
+        "observedGeneration": {"type": "integer", "minimum": 0},
+        "appliedPatchID": {
+            "type": "integer", "minimum": 0,
+            "description": "Patch ID of the last spec write the controller fully applied "
+                           "(every runner it wanted created). Until the spec's write is this "
+                           "one, the controller keeps acting on it.",
+        },
+        "appliedEffectiveTime": {"type": "string", "format": "date-time"},
         "conditions": {
             "type": "array",
             "items": {
@@ -101,6 +90,7 @@ STATUS: dict[str, Any] = {
                     "reason": {"type": "string"},
                     "message": {"type": "string"},
                     "lastTransitionTime": {"type": "string", "format": "date-time"},
+                    "observedGeneration": {"type": "integer", "minimum": 0},
                 },
             },
         },
@@ -129,6 +119,7 @@ def crd() -> dict[str, Any]:
                 "storage": True,
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
+                    _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
                     _column("Desired", ".spec.replicas"),
                     _column("Patch", ".spec.patchID"),
                     _column("Pending", ".status.pending"),

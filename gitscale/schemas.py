@@ -4,7 +4,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-LIMIT = 10_000  # replicas, buffers and steps above this are typos, not plans
+from gitscale.runnerset_api import REPLICAS_MAX
+
+LIMIT = REPLICAS_MAX  # replicas, buffers and steps above this are typos, not plans
 JOB_LIMIT = 1_000_000
 
 DURATION = {"type": "string", "pattern": r"^(\d+h)?(\d+m)?(\d+s)?$", "minLength": 2}

@@ -1,5 +1,6 @@
 """Schema validation of managed manifests: kubeconform when on PATH, else in-process.
 
+``Validation`` is the one entry point (``reconcile`` before committing, ``validate`` on demand).
 In-process validation builds JSON Schemas from CRDs (gitscale's own RunnerSet CRD, plus every
 CustomResourceDefinition committed in the config repo), the way kubeconform's openapi2jsonschema
 does, including kubeconform's ``-strict`` rule: unknown fields are errors, so ``replica: 3`` is
@@ -14,7 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from gitscale import resource
 from gitscale.timeutil import parse_time
@@ -217,3 +218,46 @@ def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[
     if not problems and proc.returncode != 0:
         problems.append(Problem("kubeconform", (proc.stderr or "failed").strip()[:500]))
     return problems
+
+
+@dataclass(frozen=True)
+class Checked:
+    problems: list[str]  # "PATH: where: what"
+    unchecked: list[dict[str, Any]]  # objects no schema covers (in-process only)
+
+
+class Validation:
+    """How gitscale validates a manifest file, whichever command asks: kubeconform (strict) when
+    it is on PATH, else in-process JSON Schema. Schemas come from gitscale's RunnerSet CRD and,
+    read once the first time an object is not a RunnerSet, the CRDs committed in the repo
+    (``files``: the repo's files, relative to ``root``)."""
+
+    def __init__(self, root: Path, files: Callable[[], Iterable[str]],
+                 texts: Callable[[], Iterable[tuple[str, str]]] | None = None) -> None:
+        """``texts``, when given, replaces reading ``files``: the (path, text) of the files
+        that may hold a CRD (``gitindex.files_containing``: git grep, and a sparse clone's
+        files that are not on disk)."""
+        self.schemas = SchemaValidator()
+        self.binary = kubeconform_path()
+        self._root = root
+        self._files = files
+        self._texts = texts
+        self._scanned = False
+
+    @property
+    def how(self) -> str:
+        return "kubeconform" if self.binary else "in-process JSON Schema"
+
+    def check(self, path: str, text: str, objects: Sequence[dict[str, Any]]) -> Checked:
+        """``text`` is the file at ``path``; ``objects`` the ones gitscale manages in it."""
+        if not self._scanned and not all(self.schemas.knows(o) for o in objects):
+            self._scanned = True
+            crds = crds_in_texts(self._texts()) if self._texts is not None \
+                else crds_in_repo(self._root, self._files())
+            for crd in crds:
+                self.schemas.add_crd(crd)
+        if self.binary is not None:
+            found = run_kubeconform(self.binary, text, self.schemas)
+            return Checked([f"{path}: {p}" for p in found], [])
+        return Checked([f"{path}: {p}" for o in objects for p in self.schemas.check(o)],
+                       [o for o in objects if not self.schemas.knows(o)])

@@ -8,11 +8,12 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Sequence
 
 from gitscale.config import RunnerSetConfig
 from gitscale.core.reservations import Action, Event
 from gitscale.demand.github import matches
+from gitscale.demand.settings import GitHubSettings
 
 MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 
@@ -80,6 +81,10 @@ def parse(body: bytes, at: datetime) -> JobEvent | None:
         kind = Action(action)
     except ValueError:
         return None  # e.g. "requested": nothing to count yet
+    if kind == Action.QUEUED and job.get("status") == "waiting":
+        # A job of a protected environment is delivered as `queued` while it waits for its
+        # approval, then as `queued` again once approved: only the second needs a runner.
+        kind = Action.WAITING
     org = payload.get("organization")
     owner = (org.get("login") if isinstance(org, dict) else None) or repo.split("/")[0]
     return JobEvent(job_id, kind, tuple(str(label) for label in labels), repo, str(owner), at)
@@ -91,12 +96,12 @@ def route(event: JobEvent, sets: Sequence[RunnerSetConfig]) -> str | None:
     for runner_set in sets:
         if runner_set.source.kind != "github":
             continue
-        settings: dict[str, Any] = runner_set.source.settings
-        if "org" in settings and settings["org"].lower() != event.owner.lower():
+        settings: GitHubSettings = runner_set.source.settings
+        if settings.org is not None and settings.org.lower() != event.owner.lower():
             continue
-        if "repos" in settings and event.repo.lower() not in {r.lower() for r in settings["repos"]}:
+        if settings.repos and event.repo.lower() not in {r.lower() for r in settings.repos}:
             continue
-        if matches(event.labels, settings["labels"]):
+        if matches(event.labels, settings.labels):
             return runner_set.name
     return None
 

@@ -6,6 +6,7 @@ Errors name the file and the 1-based line of the offending key or value.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import yaml
@@ -59,6 +60,11 @@ class Document:
                 return None
             self._node = nodes[self._index] if self._index < len(nodes) else None
         return self._node
+
+    @property
+    def index(self) -> int:
+        """Which document of its text this is."""
+        return self._index
 
     def line_of(self, path: Path) -> int | None:
         """1-based line of the value at ``path`` (or of the deepest ancestor that exists)."""
@@ -121,6 +127,48 @@ def check_depth(text: str, source: str, error: type[InputError] = InputError) ->
         return  # not YAML at all: the loader reports it with its line
 
 
+MAX_ALIAS_NODES = 100_000  # values aliases may add: a shared policy used by a thousand sets fits
+_ALIAS = re.compile(r"(?:^|[\s,\[{])\*[^\s,\]}]")
+
+
+def check_aliases(text: str, source: str, error: type[InputError] = InputError) -> None:
+    """Refuse YAML whose aliases expand to more than ``MAX_ALIAS_NODES`` values (a "billion
+    laughs": nine lines that every later step — schema checks, diffs — would walk as billions
+    of values). Counted on parser events, so the count itself costs one pass over the text."""
+    if not _ALIAS.search(text):
+        return
+    sizes: dict[str, int] = {}  # anchor → the values it stands for
+    open_nodes: list[list[Any]] = []  # [anchor, values so far] per open mapping/sequence
+    added = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.AliasEvent):
+                size = sizes.get(event.anchor or "", 1)
+                added += size
+                if added > MAX_ALIAS_NODES:
+                    mark = event.start_mark
+                    raise error(source, f"aliases expand to more than {MAX_ALIAS_NODES:,} "
+                                "values; write the values out, or use fewer aliases",
+                                mark.line + 1 if mark is not None else None)
+            elif isinstance(event, yaml.ScalarEvent):
+                size = 1
+                if event.anchor:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                open_nodes.append([event.anchor, 1])
+                continue
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                anchor, size = open_nodes.pop()
+                if anchor:
+                    sizes[anchor] = size
+            else:
+                continue
+            if open_nodes:
+                open_nodes[-1][1] += size
+    except yaml.YAMLError:
+        return  # not YAML at all: the loader reports it with its line
+
+
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
     """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
     try:
@@ -130,6 +178,7 @@ def load_documents(text: str, source: str, error: type[InputError] = InputError)
     else:
         return [Document(data, text, index) for index, data in enumerate(datas)]
     check_depth(text, source, error)
+    check_aliases(text, source, error)
     try:
         datas = list(yaml.load_all(text, Loader=_StrictLoader))
     except yaml.MarkedYAMLError as exc:
@@ -177,9 +226,11 @@ def check_schema(
 
     try:
         schemas.fast_check(schema)(document.data)
-        return
     except fastjsonschema.JsonSchemaException:
         pass  # explain it with jsonschema, which finds the most relevant error and its path
+    else:
+        _refuse_floats(document, source, error, describe)
+        return
     import jsonschema  # only now: importing it costs more than most passes
 
     problem = jsonschema.exceptions.best_match(schemas.validator(schema).iter_errors(document.data))
@@ -195,6 +246,32 @@ def check_schema(
         where = f"{label}: " if path else ""
         raise error(source, f"{where}unknown key {key!r} (allowed: {', '.join(allowed)})", line)
     raise error(source, f"{label}: {_explain(problem)}", document.line_of(path))
+
+
+def _refuse_floats(document: Document, source: str, error: type[InputError],
+                   describe: Any) -> None:
+    """JSON Schema counts 2.0 as an integer; gitscale's files have no fractional numbers at
+    all, and a float that got this far crashed the manifest edit (``replicas: 2.0``)."""
+    found = _first_float(document.data, [])
+    if found is None:
+        return
+    path, value = found
+    label = describe(path) if describe else format_path(path)
+    hint = f" (write {int(value)})" if value.is_integer() else ""
+    raise error(source, f"{label}: {value!r} is not an integer{hint}", document.line_of(path))
+
+
+def _first_float(data: Any, path: list[Any]) -> tuple[list[Any], float] | None:
+    stack: list[tuple[Any, list[Any]]] = [(data, path)]
+    while stack:
+        value, at = stack.pop()
+        if isinstance(value, float):
+            return at, value
+        if isinstance(value, dict):
+            stack.extend((v, [*at, k]) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, [*at, i]) for i, v in reversed(list(enumerate(value))))
+    return None
 
 
 def _explain(problem: Any) -> str:

@@ -70,8 +70,8 @@ def simple_config(sets: dict[str, str], source: str = "demand.yaml") -> str:
                   f"    source: {{file: {source}}}", f"    policy: {policy}"]
     return "\n".join(lines) + "\n"
 
-# Real CRDs and API payloads written by others (copied byte-exact from shared/reference, with
-# their SOURCES.md), kept in the repo so the suite runs on a clone with nothing beside it.
+# Real CRDs and API payloads written by others, copied byte-exact from their projects (each
+# folder's SOURCES.md says from where), so the suite runs on a clone with nothing beside it.
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "reference"
 
 

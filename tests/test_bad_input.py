@@ -121,6 +121,28 @@ CONFIG_CASES = [
                  "        - {name: x, start: 2026-02-30T09:00:00Z, duration: 1h, minReplicas: 1}\n",
                  "gitscale.yaml", ["not valid YAML", "day is out of range"], id="impossible-date"),
     pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      maxReplicas: 2.0\n",
+                 "gitscale.yaml:6", ["maxReplicas", "2.0 is not an integer", "write 2"],
+                 id="float-max"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                 "        - {name: x, start: '2026-01-01T00:00:00Z', duration: 1h,\n"
+                 "           minReplicas: 1.0}\n",
+                 "gitscale.yaml:8", ["minReplicas", "1.0 is not an integer"], id="float-schedule-min"),
+    *[pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                   "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                   "        - name: x\n          start: '2026-01-01T09:00:00Z'\n"
+                   "          duration: 1h\n          minReplicas: 1\n"
+                   f"          recurrence: '{rule}'\n",
+                   "gitscale.yaml:11", ["schedule recurrence", *words], id=f"rrule-{name}")
+      for name, rule, words in [
+          ("count-negative", "FREQ=DAILY;COUNT=-1", ["COUNT=-1"]),
+          ("absurd-interval", "FREQ=DAILY;INTERVAL=1000000000", ["INTERVAL=1000000000"]),
+          ("february-30", "FREQ=DAILY;BYMONTHDAY=30;BYMONTH=2", ["never fires"]),
+          ("until-before-start", "FREQ=DAILY;UNTIL=20250101T000000Z",
+           ["UNTIL", "before the schedule's start"]),
+      ]],
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
                  "    source: {file: demand.yaml}\n    policy: {maxReplicas: " + "9" * 5000 + "}\n",
                  "gitscale.yaml", ["not valid YAML"], id="5000-digit-integer"),
 ]
@@ -211,6 +233,18 @@ MANIFEST_CASES = [
 ]
 
 
+MANIFEST_CASES += [
+    pytest.param(RUNNERSET.format(name="linux", replicas=2).replace("v1alpha1", "v9"),
+                 "sets/linux.yaml:1", ["gitscale.dev/v9 RunnerSet linux", "not a kind gitscale "
+                                       "scales", "gitscale.dev/v1alpha1 RunnerSet"], id="v9"),
+    pytest.param("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: linux}\n"
+                 "spec: {replicas: 2}\n", "sets/linux.yaml:1",
+                 ["v1 ConfigMap linux", "not a kind gitscale scales"], id="configmap-with-spec"),
+    pytest.param("kind: RunnerSet\nmetadata: {name: linux}\nspec: {replicas: 2}\n",
+                 "sets/linux.yaml:1", ["(no apiVersion) RunnerSet"], id="no-api-version"),
+]
+
+
 @pytest.mark.parametrize(("manifest", "where", "words"), MANIFEST_CASES)
 def test_bad_manifest(tmp_path: Path, capsys, manifest: str, where: str, words: list[str]) -> None:  # type: ignore[no-untyped-def]
     checkout = repo_with(tmp_path, manifest=manifest)
@@ -222,14 +256,46 @@ def test_object_not_in_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-
         "    source:", "    object: {kind: RunnerSet, name: linux}\n    source:")
     checkout = repo_with(tmp_path, config=config,
                          manifest=RUNNERSET.format(name="other", replicas=2))
-    assert_refused(capsys, checkout, "sets/linux.yaml", "no object matches",
-                   "name=linux")
+    assert_refused(capsys, checkout, "gitscale.yaml:4", "no object matches",
+                   "name=linux", "sets/linux.yaml")
 
 
 def test_missing_manifest(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     checkout = make_repo(tmp_path, {"gitscale.yaml": simple_config({"linux": "default"}),
                                     "demand.yaml": GOOD_DEMAND})
     assert_refused(capsys, checkout, "sets/linux.yaml", "not found")
+
+
+@pytest.mark.parametrize(("manifest", "where", "words"), [
+    pytest.param(".", "gitscale.yaml:3", ["'.'", "top folder"], id="dot"),
+    pytest.param("sets", "gitscale.yaml:3", ["'sets'", "is a directory"], id="directory"),
+    pytest.param(".git/config", "gitscale.yaml:3", ["'.git/config'", "inside .git"],
+                 id="git-config"),
+    pytest.param(".git/HEAD", "gitscale.yaml:3", ["'.git/HEAD'", "inside .git"], id="git-head"),
+    pytest.param("sets/nonesuch.yaml", "gitscale.yaml:3", ["sets/nonesuch.yaml", "not found"],
+                 id="missing"),
+])
+def test_a_bad_manifest_path_names_the_config_line(tmp_path: Path, capsys, manifest: str,  # type: ignore[no-untyped-def]
+                                                   where: str, words: list[str]) -> None:
+    config = simple_config({"linux": "default"}).replace("sets/linux.yaml", manifest)
+    assert_refused(capsys, repo_with(tmp_path, config=config), where, *words)
+
+
+def test_objects_that_match_several_name_the_config_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    manifest = (RUNNERSET.format(name="linux", replicas=2) + "---\n"
+                + RUNNERSET.format(name="linux2", replicas=2))
+    assert_refused(capsys, repo_with(tmp_path, manifest=manifest), "gitscale.yaml:3",
+                   "2 objects match", "sets/linux.yaml")
+
+
+def test_a_missing_demand_file_names_the_config_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = simple_config({"linux": "default"}, source="nonesuch.yaml")
+    checkout = repo_with(tmp_path, config=config)
+    code, out, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 1 and "gitscale.yaml:4: runner set 'linux': nonesuch.yaml: demand file not " \
+        "found" in out, out
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "gitscale.yaml:4: " in err and "left untouched" in err, err
 
 
 DEMAND_CASES = [
@@ -245,6 +311,8 @@ DEMAND_CASES = [
     pytest.param("linux: {queued: 1, running: 0\n", "demand.yaml:", ["not valid YAML"],
                  id="unparsable"),
     pytest.param("linus: {queued: 1, running: 0}\n", "demand.yaml", ["linus"], id="unknown-set"),
+    pytest.param("linux: {queued: 2.0, running: 0}\n", "demand.yaml:1",
+                 ["queued", "2.0 is not an integer"], id="float"),
     pytest.param("linux: {queued: 1, running: 0, jobs: [2026-02-30]}\n", "demand.yaml:",
                  ["not valid YAML"], id="impossible-date"),
 ]
@@ -360,6 +428,22 @@ def test_minutely_schedules_are_refused(tmp_path: Path, capsys) -> None:  # type
               "           recurrence: 'FREQ=MINUTELY', minReplicas: 1}\n")
     checkout = repo_with(tmp_path, config=config)
     assert_refused(capsys, checkout, "gitscale.yaml:8", "FREQ=MINUTELY")
+
+
+def test_a_schedule_with_interval_0_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """dateutil never advances with INTERVAL=0: plan spun at 100 % CPU for ever."""
+    config = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+              "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+              "        - {name: x, start: '2026-01-01T09:00:00Z', duration: 1h,\n"
+              "           recurrence: 'FREQ=DAILY;INTERVAL=0', minReplicas: 1}\n")
+    checkout = repo_with(tmp_path, config=config)
+    # in a child process: a regression must fail this test, not hang the test run
+    result = subprocess.run([sys.executable, "-m", "gitscale", "plan", "--repo", str(checkout),
+                             "--now", "2026-11-23T09:30:00Z"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1, result
+    assert result.stderr.startswith("error: gitscale.yaml:8: "), result.stderr
+    assert "INTERVAL=0" in result.stderr
 
 
 @pytest.mark.parametrize("url", [

@@ -94,3 +94,18 @@ def test_init_inside_a_repo_commits_only_the_scaffold(tmp_path: Path, capsys) ->
     assert code == 0, err
     assert "work.txt" not in git(tmp_path, "show", "--stat", "--format=", "HEAD")
     assert git(tmp_path, "status", "--porcelain") == "A  work.txt"
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_init_wires_runnerset_health(tmp_path: Path, capsys, gitops: str) -> None:  # type: ignore[no-untyped-def]
+    """Argo CD gets the RunnerSet health check (a Lua script for argocd-cm); Flux waits for
+    the objects' health (kstatus), so a set short of its runners shows on the Kustomization."""
+    root = tmp_path / "config"
+    assert run(capsys, "init", str(root), "--gitops", gitops)[0] == 0
+    if gitops == "argocd":
+        patch = yaml.safe_load((root / "argocd/argocd-cm-patch.yaml").read_text())
+        assert patch["metadata"]["name"] == "argocd-cm"
+        assert "obj.status" in patch["data"]["resource.customizations.health.gitscale.dev_RunnerSet"]
+    else:
+        kustomization = list(yaml.safe_load_all((root / "flux/gitscale.yaml").read_text()))[1]
+        assert kustomization["spec"]["wait"] is True and kustomization["spec"]["timeout"] == "5m"

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -93,3 +94,36 @@ def test_bad_interval(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "gitscale", "run", "--interval", "soon"],
                             capture_output=True, text=True)
     assert result.returncode == 1 and "--interval" in result.stderr
+
+
+def test_a_bug_in_a_pass_is_reported_and_the_loop_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """One rule for every long-running command: a pass that crashes on a bug (not a
+    GitscaleError) is logged with a crash report and tried again, like a failed pass."""
+    import gitscale.commands.run as run_module
+    from gitscale.commands import RepoOptions
+    from gitscale.crash import EXIT_CRASH
+
+    checkout = setup(tmp_path)
+    real_land = run_module.land
+    calls = []
+
+    def land_once_broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError("a bug")
+        return real_land(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "land", land_once_broken)
+    monkeypatch.setattr(run_module.LoopState, "delay", lambda self: 0.0)
+    code = run_module.run_loop(RepoOptions(str(checkout), None, "gitscale.yaml"),
+                               interval="1s", demand=None, max_passes=2,
+                               stop=threading.Event())
+    err = capsys.readouterr().err
+    assert code == 0 and len(calls) == 2
+    assert "pass crashed (1 in a row): unexpected KeyError: 'a bug' (a bug: please report it)" \
+        in err
+    assert "Traceback" in err and "Python " in err  # the crash report, in the log
+    assert "replicas: 3" in git(tmp_path / "remote.git", "show", "main:sets/linux.yaml")
+    assert EXIT_CRASH == 70

@@ -33,7 +33,8 @@ runnerSets:
 
 
 class Server:
-    def __init__(self, checkout: Path, window: str = "2s") -> None:
+    def __init__(self, checkout: Path, window: str = "2s", resync: str = "0",
+                 config: str = "gitscale.yaml", **extra: Any) -> None:
         self.stop = threading.Event()
         self.port: int | None = None
         self.ready = threading.Event()
@@ -46,10 +47,11 @@ class Server:
         def target() -> None:
             try:
                 self.result.append(run_serve(
-                    RepoOptions(str(checkout), None, "gitscale.yaml"), listen="127.0.0.1:0",
+                    RepoOptions(str(checkout), None, config), listen="127.0.0.1:0",
                     path="/webhook", window=window, reservation="10m",
                     secret_env="TEST_WEBHOOK_SECRET", secret_file=None,
-                    state_file=".gitscale/reservations.yaml", stop=self.stop, ready=ready))
+                    state_file=".gitscale/reservations.yaml", resync=resync, stop=self.stop,
+                    ready=ready, **extra))
             except BaseException as exc:  # noqa: BLE001 - surfaced by the test
                 self.result.append(exc)
                 self.ready.set()
@@ -279,12 +281,12 @@ def test_bad_content_length_and_slow_clients(repo: Path, monkeypatch: pytest.Mon
 
     import gitscale.commands.serve
 
-    monkeypatch.setattr(gitscale.commands.serve, "CLIENT_TIMEOUT", 1.0, raising=False)
+    monkeypatch.setattr(gitscale.commands.serve, "REQUEST_DEADLINE", 1.0)
     server = Server(repo, window="1s")
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
-            assert sock.makefile("rb").read().startswith(b"HTTP/1.0 411")
+            assert sock.makefile("rb").read().startswith(b"HTTP/1.1 400")
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
             started = time.monotonic()
@@ -391,28 +393,34 @@ def test_a_bad_listen_address_is_an_error(repo: Path, capsys, listen: str) -> No
     assert code == 1 and err.startswith("error: --listen:"), err
 
 
-def test_connections_are_bounded(repo: Path) -> None:
-    """Unauthenticated clients cannot take unlimited threads (each may hold 25 MB)."""
-    import socket
+def test_a_job_waiting_for_an_environment_approval_reserves_no_runner(repo: Path) -> None:
+    """GitHub delivers a protected environment's job as `queued` with status `waiting`, then
+    `waiting`, then `queued` again once a person approves it: only then does it need a runner
+    (as in polling, which counts no waiting job)."""
+    def example(name: str) -> bytes:
+        payload = json.loads((PAYLOADS / f"{name}.payload.json").read_text())
+        payload["workflow_job"]["labels"] = ["self-hosted", "linux"]
+        payload["repository"]["full_name"] = "octo-org/octo-repo"
+        return json.dumps(payload).encode()
 
-    from gitscale.commands.serve import BoundedServer
-
+    waiting_job = json.loads(example("waiting"))["workflow_job"]["id"]
     server = Server(repo, window="1s")
-    idle = []
     try:
-        for _ in range(BoundedServer.MAX_CONNECTIONS):
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-            s.sendall(b"POST /webhook HTTP/1.1\r\nContent-Length: 10\r\n\r\n")  # and stall
-            idle.append(s)
-        extra = socket.create_connection(("127.0.0.1", server.port), timeout=15)
-        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert extra.recv(100) == b""  # closed unanswered once no slot came free in time
-        extra.close()
-        for s in idle:
-            s.close()
-        idle = []
-        assert server.health()["status"] == "ok"  # slots are given back
+        before, _ = remote_state(repo)
+        assert server.post(example("queued.with-deployment"))[0] == 202
+        assert server.post(example("waiting"))[0] == 202
+        server.post(job(1, "queued", ["self-hosted", "linux"]))
+        wait_for_commit(server, repo, before)
+        book = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                                  "main:.gitscale/reservations.yaml"))
+        assert [r["job"] for r in book["sets"]["linux"]["reservations"]] == [1]
+        before, _ = remote_state(repo)
+        approved = json.loads(example("queued.with-deployment"))
+        approved["workflow_job"]["status"] = "queued"
+        server.post(json.dumps(approved).encode())
+        wait_for_commit(server, repo, before)
+        book = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                                  "main:.gitscale/reservations.yaml"))
+        assert {r["job"] for r in book["sets"]["linux"]["reservations"]} == {1, waiting_job}
     finally:
-        for s in idle:
-            s.close()
         server.close()

@@ -201,3 +201,52 @@ def test_the_fast_check_and_jsonschema_agree(change: dict) -> None:  # type: ign
     expected = sorted(e.message for e in reference.iter_errors(obj))
     assert sorted(p.message for p in validator.check(obj)) == expected
     assert bool(expected) == bool(change)
+
+
+LEGACY = """\
+apiVersion: actions.summerwind.dev/v1alpha1
+kind: RunnerDeployment
+metadata:
+  name: legacy
+spec:
+  replicas: 1
+  template:
+    spec:
+      repository: org/repo
+"""
+
+
+@pytest.mark.parametrize("kubeconform", [False, True], ids=["in-process", "kubeconform"])
+def test_reconcile_and_validate_check_with_the_same_schemas(
+        kubeconform: bool, tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """One entry point: a custom resource whose CRD is committed in the repo is checked with
+    that CRD by both commands, whichever checker runs (kubeconform was once given only
+    gitscale's own schema when reconcile ran it)."""
+    import sys
+
+    if kubeconform:
+        bindir = tmp_path / "bin"
+        bindir.mkdir()
+        fake = bindir / "kubeconform"
+        fake.write_text(FAKE_KUBECONFORM.format(python=sys.executable,
+                                                log=str(tmp_path / "args.json")))
+        fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+        monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    crd = "actions.summerwind.dev_runnerdeployments.yaml"
+    checkout = make_repo(tmp_path / "r", {
+        "gitscale.yaml": simple_config({"legacy": "default"}),
+        "sets/legacy.yaml": LEGACY,
+        f"crds/{crd}": (CRDS / crd).read_text(),
+        "demand.yaml": "legacy: {queued: 3, running: 0}\n",
+    })
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert (code, out.splitlines()[-1]) == (0, "1 checked with " + (
+        "kubeconform" if kubeconform else "in-process JSON Schema") + ", 0 skipped, 0 problems")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert yaml.safe_load((checkout / "sets/legacy.yaml").read_text())["spec"]["replicas"] == 3
+    typo = (checkout / "sets/legacy.yaml").read_text().replace("replicas:", "replica:")
+    (checkout / "sets/legacy.yaml").write_text(typo)
+    git(checkout, "commit", "-qam", "a typo")
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 1 and "invalid: sets/legacy.yaml" in err and "replica" in err

@@ -77,12 +77,14 @@ def pass_inputs(ws: "Workspace", config_path: str,
 
     from gitscale.config import load_config
     from gitscale.gitindex import Tree, check_out
+    from gitscale.reservations_file import DIRECTORY
 
     tree = Tree.read(ws.git, sparse=ws.sparse)
     if ws.sparse:
-        check_out(ws.git, ws.root, tree, ["policies", posixpath.dirname(config_path)])
+        # the presets, the config's folder, and .gitscale/ (which sets `gitscale serve` scales)
+        check_out(ws.git, ws.root, tree, ["policies", DIRECTORY, posixpath.dirname(config_path)])
     config = load_config(ws.root, config_path, cache.configs)
     if ws.sparse:
-        check_out(ws.git, ws.root, tree, {posixpath.dirname(str(s.source.settings))
+        check_out(ws.git, ws.root, tree, {posixpath.dirname(s.source.settings.path)
                                           for s in config.sets if s.source.kind == "file"})
     return tree, config

@@ -2,9 +2,29 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
 
 from gitscale.commands import EXIT_OK, stop_on_signals
+from gitscale.errors import InputError
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass(frozen=True)
+class Election:
+    """The `--leader-elect` options (timings in seconds, as controller-runtime names them)."""
+
+    enabled: bool = False
+    namespace: str | None = None
+    lease_duration: int = 15
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
 
 
 def _logging() -> None:
@@ -18,19 +38,49 @@ def _logging() -> None:
     root.setLevel(logging.INFO)
 
 
+def lease_namespace(option: str | None, watched: str | None) -> str:
+    """Where the Lease lives: the option, else the controller's own namespace (the downward
+    API's POD_NAMESPACE, or the service account's), else the watched one, else default."""
+    if option:
+        return option
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or watched or "default"
+    except OSError:
+        return watched or "default"
+
+
 def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: int,
-                   health_port: int) -> int:
+                   health_port: int, shutdown_timeout: float = 20.0,
+                   leftover_grace: float = 60.0, election: Election = Election()) -> int:
     from gitscale.controller import kube
+    from gitscale.controller.leader import LeaseConfig
     from gitscale.controller.loop import Controller, serve_health
 
+    lease = None
+    if election.enabled:
+        try:
+            lease = LeaseConfig(lease_namespace(election.namespace, namespace),
+                                f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+                                duration=election.lease_duration,
+                                renew_deadline=election.renew_deadline,
+                                retry=election.retry_period)
+        except ValueError as exc:
+            raise InputError("--lease-duration/--renew-deadline/--retry-period", str(exc)) \
+                from None
     _logging()
     api = kube.Kube(kube.load(kubeconfig, pool_size=concurrency + 8))
-    controller = Controller(api, namespace=namespace, concurrency=concurrency)
-    stop = stop_on_signals("finishing the passes in flight")
+    controller = Controller(api, namespace=namespace, concurrency=concurrency,
+                            shutdown_timeout=shutdown_timeout, election=lease)
+    controller.ctx.leftover_grace = timedelta(seconds=leftover_grace)
+    stop = stop_on_signals(f"finishing the passes in flight (up to {shutdown_timeout:g}s)")
     health = serve_health(controller, health_port) if health_port else None
     controller.start()
     logging.getLogger("gitscale.controller").info(
-        "watching RunnerSets in %s (concurrency %d)", namespace or "all namespaces", concurrency)
+        "watching RunnerSets in %s (concurrency %d%s)", namespace or "all namespaces",
+        concurrency, f", acting while it holds Lease {lease.namespace}/{lease.name} as "
+                     f"{lease.identity}" if lease else "")
     stop.wait()
     controller.stop()
     if health is not None:

@@ -18,9 +18,11 @@ from gitscale.errors import InputError
 from gitscale.git import Git
 
 
-def build_demo_repo(directory: Path) -> tuple[Path, Path]:
-    """Create ``remote.git`` (bare) and ``config`` (its clone) with the embedded example."""
-    remote, checkout = directory / "remote.git", directory / "config"
+def build_demo_repo(directory: Path, checkout: Path | None = None,
+                    remote: Path | None = None) -> tuple[Path, Path]:
+    """Create ``remote.git`` (bare) and ``config`` (its clone) with the embedded example, in
+    ``directory`` unless given."""
+    remote, checkout = remote or directory / "remote.git", checkout or directory / "config"
     Git(directory).run("init", "--quiet", "--bare", "--initial-branch=main", str(remote))
     Git(directory).run("init", "--quiet", "--initial-branch=main", str(checkout))
     _copy_tree(resources.files("gitscale.data").joinpath("demo"), checkout)
@@ -43,19 +45,32 @@ def _copy_tree(source: resources.abc.Traversable, dest: Path) -> None:
             (dest / item.name).write_bytes(item.read_bytes())
 
 
-def run_demo(directory: str | None) -> int:
-    base = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitscale-demo-"))
-    if base.exists() and any(base.iterdir()):
-        raise InputError(str(base), "is not empty; pick a new directory for the demo")
-    base.mkdir(parents=True, exist_ok=True)
-    _, checkout = build_demo_repo(base)
+def run_demo(directory: str | None, repo: str | None = None) -> int:
+    if directory and repo:
+        raise InputError("--repo", "give --dir or --repo, not both")
+    if repo:  # the checkout at REPO, its remote beside it
+        checkout = Path(repo).expanduser().absolute()
+        remote = checkout.parent / f"{checkout.name}.remote.git"
+        base = checkout.parent
+        for path in (checkout, remote):
+            if path.exists() and (not path.is_dir() or any(path.iterdir())):
+                raise InputError(str(path), "exists and is not empty; pick a new path for the "
+                                 "demo")
+        base.mkdir(parents=True, exist_ok=True)
+        build_demo_repo(base, checkout, remote)
+    else:
+        base = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitscale-demo-"))
+        if base.exists() and any(base.iterdir()):
+            raise InputError(str(base), "is not empty; pick a new directory for the demo")
+        base.mkdir(parents=True, exist_ok=True)
+        remote, checkout = build_demo_repo(base)
     demand = str(checkout / "demand.yaml")
     opts = RepoOptions(str(checkout), None, "gitscale.yaml")
 
     def step(title: str) -> None:
         click.secho(f"\n$ {title}", bold=True)
 
-    click.echo(f"demo config repo: {checkout} (remote: {base / 'remote.git'})")
+    click.echo(f"demo config repo: {checkout} (remote: {remote})")
     step(f"gitscale plan --repo {checkout} --demand {demand}")
     code = run_plan(opts, demand=demand, now=None, output="text")
     click.echo(f"(exit {code}: 2 means changes are pending)")
@@ -70,6 +85,8 @@ def run_demo(directory: str | None) -> int:
     click.echo(Git(checkout).run("show", "--format=fuller", "HEAD").stdout)
     click.echo(f"Try it yourself: edit {demand} and run "
                f"`gitscale plan --repo {checkout}` (files are kept in {base}).")
-    if directory is None:
+    if repo:
+        click.echo(f"Remove it with: rm -rf {checkout} {remote}")
+    elif directory is None:
         click.echo(f"Remove it with: rm -rf {base.resolve()}")
     return 0

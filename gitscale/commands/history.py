@@ -13,6 +13,7 @@ from gitscale.commands import EXIT_OK, RepoOptions
 from gitscale.errors import InputError
 from gitscale.history import Entry, between, history_since, iter_history, read_history, \
     within
+from gitscale.progress import Progress
 from gitscale.timeutil import parse_time
 from gitscale.workspace import open_workspace
 
@@ -33,10 +34,11 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     recent = history_since(start) if chart_path is None else None
     with open_workspace(opts.repo, opts.branch, history=True, since=recent) as ws:
         if chart_path is not None:  # a chart needs every entry first
-            everything = read_history(ws.git, only=only)
+            with Progress("reading scaling commits", None, show=output == "text") as bar:
+                everything = read_history(ws.git, only=only, progress=bar.if_shown())
             _write_chart(everything, chart_path, only, start, end, zone)
             found: Iterable[Entry] = between(everything, start, end)
-        else:
+        else:  # streamed: the first rows show while git still walks the history
             found = (e for e in iter_history(ws.git, only=only) if within(e, start, end))
         # Filtered here rather than by `git log --since`, which stops walking at the first
         # older commit and so can miss commits whose dates are out of order.

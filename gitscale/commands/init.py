@@ -89,6 +89,9 @@ def scaffold(directory: Path, gitops: str, repo_url: str, branch: str,
     })
     if gitops == "argocd":
         files["argocd/application.yaml"] = _dump(argocd_application(repo_url, branch, path))
+        # RunnerSet health for Argo CD (a Lua check on the status the controller writes).
+        files["argocd/argocd-cm-patch.yaml"] = resources.files("gitscale.deploy").joinpath(
+            "argocd", "argocd-cm-patch.yaml").read_text(encoding="utf-8")
     else:
         source, kustomization = flux_objects(repo_url, branch, path)
         files["flux/gitscale.yaml"] = _dump(source) + "---\n" + _dump(kustomization)
@@ -124,8 +127,10 @@ def flux_objects(repo_url: str, branch: str, path: str) -> tuple[dict[str, Any],
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
         "kind": "Kustomization",
         "metadata": {"name": "gitscale", "namespace": "flux-system"},
-        "spec": {"interval": "1m", "path": f"./{path}", "prune": True,
-                 "sourceRef": {"kind": "GitRepository", "name": "gitscale"}},
+        # wait: Flux checks every object's health (kstatus: a RunnerSet short of its runners
+        # is in progress, a stalled one failed) and says so on the Kustomization.
+        "spec": {"interval": "1m", "path": f"./{path}", "prune": True, "wait": True,
+                 "timeout": "5m", "sourceRef": {"kind": "GitRepository", "name": "gitscale"}},
     }
     return source, kustomization
 

@@ -112,6 +112,8 @@ Apply one of these by hand (they are outside the folder Argo CD / Flux applies):
 - or swap `cronjob.yaml` in `kustomization.yaml` for `deployment-run.yaml` (`gitscale run`,
   a pass every 30 s) or `deployment-serve.yaml` + `service-serve.yaml` (`gitscale serve`:
   GitHub `workflow_job` webhooks, one commit per 10 s window). Run one of the three, not two.
+  Both Deployments serve Prometheus metrics on their `metrics` port (9090, `/metrics`), which
+  the Service leaves out: scrape it with a PodMonitor.
 
 gitscale needs no Kubernetes permission: the pods run under a ServiceAccount whose token is
 not mounted, and no Role is bound. It only pushes to git. Create its Secrets first:
@@ -122,6 +124,10 @@ kubectl -n {namespace} create secret generic {notify_secret} --from-literal={not
 kubectl -n {namespace} create secret generic {webhook_secret} --from-literal=secret=…        # serve only
 ```
 """
+
+
+METRICS_PORT = 9090
+METRICS = ["--metrics-listen", f"0.0.0.0:{METRICS_PORT}"]  # noqa: S104 - scraped in the pod network
 
 
 def schedule_files(repo_url: str, branch: str, gitops: str) -> dict[str, str]:
@@ -145,12 +151,12 @@ def schedule_files(repo_url: str, branch: str, gitops: str) -> dict[str, str]:
             [cronjob(["reconcile", *repo])]),
         "deployment-run.yaml": (
             "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n",
-            [deployment("gitscale-run", ["run", *repo, "--interval", "30s"])]),
+            [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS])]),
         "deployment-serve.yaml": (
             "# `gitscale serve`: GitHub workflow_job webhooks at /webhook, one commit per 10 s\n"
             "# window. Point the webhook at the Service (through your Ingress).\n",
-            [deployment("gitscale-serve", ["serve", *repo, "--listen", "0.0.0.0:8080"],
-                        serve=True)]),
+            [deployment("gitscale-serve", ["serve", *repo, "--listen", "0.0.0.0:8080",
+                                           *METRICS], serve=True)]),
         "service-serve.yaml": ("# Where GitHub's webhooks reach `gitscale serve`.\n",
                                [service()]),
     }
@@ -197,8 +203,10 @@ def pod_spec(args: list[str], *, restart: str, serve: bool = False) -> dict[str,
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }
+    if restart == "Always":  # a Deployment: Prometheus metrics on a port the Service leaves out
+        container["ports"] = [{"name": "metrics", "containerPort": METRICS_PORT}]
     if serve:
-        container["ports"] = [{"name": "http", "containerPort": 8080}]
+        container["ports"].insert(0, {"name": "http", "containerPort": 8080})
         probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
         container["readinessProbe"] = probe
         container["livenessProbe"] = {**probe, "initialDelaySeconds": 10, "failureThreshold": 3}

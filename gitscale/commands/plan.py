@@ -14,6 +14,8 @@ from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
 from gitscale.engine import Plan, SetChange, compute_plan
 from gitscale.manifest.target import A_PATCH_ID, is_digits
+from gitscale.progress import Progress
+from gitscale.reservations_file import leave_served
 from gitscale.timeutil import format_time
 from gitscale.workspace import open_workspace
 
@@ -25,8 +27,13 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, sparse=True) as ws:
         tree, config = pass_inputs(ws, opts.config, cache)
-        reading = read_demand(ws.root, config, demand_path(demand))  # closes its clients
-        plan = compute_plan(ws.root, config, reading, clock, ws.base(), cache=cache, tree=tree)
+        ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
+        reading = read_demand(ws.root, config if demand else ours,
+                              demand_path(demand))  # closes its clients
+        with Progress("planning", None, show=output == "text") as bar:
+            plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
+                                tree=tree, progress=bar.if_shown())
+        plan.left = left
     cache.save()
     if output == "json":
         click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))
@@ -75,6 +82,7 @@ def plan_json(plan: Plan, now: str) -> dict[str, Any]:
                        "detail": d.detail} for name, d in plan.unchanged
                       if name not in plan.errors],
         "errors": [{"set": name, "message": msg} for name, msg in plan.errors.items()],
+        "left": [{"set": name, "reason": why} for name, why in plan.left.items()],
     }
 
 
@@ -82,7 +90,8 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
     """A line per set, each file's unified diff and a summary. ``diffs=False`` (commands that
     commit, and then print the commit) leaves out the diffs, and the summary too unless
     nothing changed."""
-    width = max([len(c.name) for c in plan.changes] + [len(n) for n, _ in plan.unchanged] + [4])
+    width = max([len(c.name) for c in plan.changes] + [len(n) for n, _ in plan.unchanged]
+                + [len(n) for n in plan.left] + [4])
     out = []
     for change in plan.changes:
         before, after = owned(change.old_object), owned(change.new_object)
@@ -97,6 +106,8 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
         out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} {state}")
     for name, message in plan.errors.items():
         out.append(f"! {name:<{width}}  error: {message}")
+    for name, why in plan.left.items():
+        out.append(f"= {name:<{width}}  {why}")
     if not diffs:
         if not plan.files:
             out.append(_summary(plan))
@@ -110,9 +121,10 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
 
 
 def _summary(plan: Plan) -> str:
+    served = f", {len(plan.left)} left to `gitscale serve`" if plan.left else ""
     return (f"Plan: {len(plan.changes)} to change, "
             f"{len([n for n, _ in plan.unchanged if n not in plan.errors])} unchanged, "
-            f"{len(plan.errors)} with errors (base {plan.base[:12]}).")
+            f"{len(plan.errors)} with errors{served} (base {plan.base[:12]}).")
 
 
 def _n(value: object) -> str:

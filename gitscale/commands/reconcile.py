@@ -13,27 +13,36 @@ from gitscale.cache import StateCache, default_cache_dir
 from gitscale.demand.resolve import Sources, read_demand
 from gitscale.engine import Plan, compute_plan
 from gitscale.landing import describe_landing, land
+from gitscale.progress import Progress
+from gitscale.reservations_file import leave_served
 from gitscale.workspace import Workspace, open_workspace
 
 
 class Planner:
     """``make_plan`` for `land`, shared by `reconcile` and `run`. Config and manifests are
     re-read on every attempt (the branch may have moved); demand is read once, so every
-    attempt decides from the same numbers."""
+    attempt decides from the same numbers. ``progress``: a bar on a terminal while it plans
+    (when that takes a while: thousands of sets on a first pass)."""
 
     def __init__(self, ws: Workspace, opts: RepoOptions, demand: str | None, now: datetime,
-                 cache: StateCache, sources: Sources | None = None) -> None:
+                 cache: StateCache, sources: Sources | None = None, *,
+                 progress: bool = False) -> None:
         self.ws, self.opts, self.demand, self.now = ws, opts, demand, now
-        self.cache, self.sources = cache, sources
+        self.cache, self.sources, self.progress = cache, sources, progress
         self.reading: DemandReading | None = None
 
     def __call__(self) -> Plan:
         root = self.ws.root
         tree, config = pass_inputs(self.ws, self.opts.config, self.cache)
+        ours, left = leave_served(root, config)  # sets `gitscale serve` scales
         if self.reading is None:
-            self.reading = read_demand(root, config, demand_path(self.demand), self.sources)
-        return compute_plan(root, config, self.reading, self.now, self.ws.base(),
-                            cache=self.cache, tree=tree)
+            self.reading = read_demand(root, config if self.demand else ours,
+                                       demand_path(self.demand), self.sources)
+        with Progress("planning", None, show=self.progress) as bar:
+            plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(),
+                                cache=self.cache, tree=tree, progress=bar.if_shown())
+        plan.left = left
+        return plan
 
 
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
@@ -42,7 +51,7 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, push=push, sparse=True) as ws:
         try:
-            landed = land(ws, Planner(ws, opts, demand, clock, cache), date=date)
+            landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True), date=date)
         finally:
             cache.save()
         click.echo(plan_text(landed.plan, diffs=False))

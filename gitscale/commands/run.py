@@ -2,7 +2,8 @@
 
 Between passes it keeps only plain data: the workspace's path, the ETag caches of the sources
 and the manifest state cache. A failing pass (network, a bad config pushed by someone) is
-logged and retried with exponential backoff; a rate limit or a Buildkite poll interval pushes
+logged and retried with exponential backoff, and so is a pass that crashed on a bug in
+gitscale (logged with a crash report, exit code 70 for that pass); a rate limit or a Buildkite poll interval pushes
 the next pass back. SIGTERM or SIGINT ends the loop after the pass in progress.
 """
 from __future__ import annotations
@@ -11,9 +12,9 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-
+from gitscale import crash
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, log,
                                stop_on_signals)
@@ -24,6 +25,9 @@ from gitscale.git import redact
 from gitscale.landing import describe_landing, land
 from gitscale.timeutil import format_time, parse_duration, utcnow
 from gitscale.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from gitscale.metrics import LoopMetrics
 
 MAX_BACKOFF = 600.0
 MAX_RATE_WAIT = 3600.0
@@ -44,14 +48,24 @@ class LoopState:
 
 
 def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes: int | None,
-             stop: threading.Event | None = None,
-             clock: Callable[[], datetime] = utcnow) -> int:
+             metrics_listen: str | None = None, stop: threading.Event | None = None,
+             clock: Callable[[], datetime] = utcnow,
+             ready: Callable[[int], None] | None = None) -> int:
+    """``ready`` is told the metrics port once it listens (tests pass port 0)."""
+    from gitscale.metrics import LoopMetrics, start_listener, url_of
+
     try:
         seconds = parse_duration(interval).total_seconds()
     except ValueError as exc:
         raise InputError("--interval", str(exc)) from None
     if seconds < 1:
         raise InputError("--interval", "must be at least 1s")
+    metrics = LoopMetrics()
+    listener = start_listener(metrics_listen, metrics.registry) if metrics_listen else None
+    if listener is not None:
+        log(f"metrics at {url_of(listener)}")
+        if ready:
+            ready(listener.port)
     stop = stop or stop_on_signals("finishing the pass in progress")
     state = LoopState(seconds)
     cache = StateCache.load(default_cache_dir())
@@ -62,7 +76,8 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
         with open_workspace(opts.repo, opts.branch, sparse=True) as ws:
             while not stop.is_set():
                 started = time.monotonic()
-                last_code = _one_pass(ws, opts, demand, cache, sources, state, clock, passes)
+                last_code = _one_pass(ws, opts, demand, cache, sources, state, clock, passes,
+                                      metrics)
                 passes += 1
                 if max_passes is not None and passes >= max_passes:
                     break
@@ -72,23 +87,32 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     finally:
         sources.close()
         cache.save()
+        if listener is not None:
+            listener.stop()
     log(f"stopped after {passes} passes")
     return last_code if max_passes is not None else EXIT_OK
 
 
 def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: StateCache,
               sources: Sources, state: LoopState, clock: Callable[[], datetime],
-              number: int) -> int:
-    now = clock()
-    planner = Planner(ws, opts, demand, now, cache, sources)
+              number: int, metrics: "LoopMetrics") -> int:
+    now, started = clock(), time.monotonic()
+    planner = Planner(ws, opts, demand, now, cache, sources, progress=number == 0)
     try:
         if number > 0 and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
         landed = land(ws, planner)
     except GitscaleError as exc:
+        metrics.failed(exc, time.monotonic() - started)
         state.failures += 1
         log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
         return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the loop outlives a bug too (gitscale/crash.py)
+        metrics.failed(exc, time.monotonic() - started)
+        state.failures += 1
+        log(f"pass crashed ({state.failures} in a row): {crash.summary(exc)}\n{crash.report()}")
+        return crash.EXIT_CRASH
+    metrics.landed(landed, time.monotonic() - started)
     state.failures = 0
     reading = planner.reading
     if reading is not None:
@@ -105,4 +129,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     log(f"pass at {format_time(now)}: {changed}; {describe_landing(landed, ws)}")
     for name, message in landed.plan.errors.items():
         log(f"{name}: {message} (left untouched)")
+    if number == 0:
+        for name, why in landed.plan.left.items():
+            log(f"{name}: {why}")
     return EXIT_ERROR if landed.plan.errors else EXIT_OK

@@ -1,41 +1,49 @@
 """`gitscale serve`: workflow_job webhooks → capacity reservations → one commit per window.
 
-Deliveries are verified, de-duplicated and queued by the HTTP thread; a batch thread wakes every
-``--window``, applies the queued events to the reservations file in the config repo, recomputes
-the webhook-fed sets from their reservations, and lands manifests and reservations in one commit
-(with the same push-race handling as `reconcile`). A failed batch keeps its events and is
-retried with backoff. ``GET /healthz`` reports the queue and the last batch.
+Deliveries are verified, de-duplicated and queued by the HTTP thread (``webhook_http``); a
+batch thread wakes every ``--window``, applies the queued events to the reservations file in the
+config repo, recomputes the webhook-fed sets from their reservations, and lands manifests and
+reservations in one commit (with the same push-race handling as `reconcile`). A failed batch
+keeps its events and is retried with backoff. Every ``--resync`` a worker thread reads the sets'
+jobs from GitHub's API, and the next batch corrects the reservations from that list (lost
+deliveries). ``GET /healthz`` reports the queue and the last batch.
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-
+from gitscale import crash
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.commands import EXIT_OK, RepoOptions, log, stop_on_signals
-from gitscale.config import Config, load_config
-from gitscale.core.reservations import Book, apply
-from gitscale.demand import DemandReading
+from gitscale.config import load_config
+from gitscale.core.reservations import Correction
+from gitscale.demand.resolve import Sources
 from gitscale.demand.secrets import SecretError, read_secret
-from gitscale.engine import Plan, compute_plan
 from gitscale.errors import GitscaleError, InputError
 from gitscale.git import redact
 from gitscale.landing import describe_landing, land
-from gitscale.reservations_file import read_books, render_books
+from gitscale.metrics import (LoopMetrics, exposition, listen_address, start_listener,
+                              url_of)
+from gitscale.reservations_file import check_path
+from gitscale.resync import Listing, list_jobs
 from gitscale.timeutil import format_time, parse_duration, utcnow
-from gitscale.webhook import (MAX_BODY, Deliveries, JobEvent, Rejected, parse, route,
-                              to_event, verify)
+from gitscale.webhook import MAX_BODY, Deliveries, JobEvent, Rejected, parse, verify
+from gitscale.webhook_batch import batch_plan
+from gitscale.webhook_http import Handler, HttpServer, Limits, Request, Response
 from gitscale.workspace import Workspace, open_workspace
 
 MAX_BACKOFF = 300.0
-CLIENT_TIMEOUT = 30.0  # seconds a client may stall: a silent one would hold its thread forever
+# GitHub gives up on a delivery after 10 s and does not redeliver it by itself: a request (from
+# waiting for it to its last byte) gets no longer than that, so a slow or silent client cannot
+# keep a connection for longer.
+REQUEST_DEADLINE = 10.0
+MAX_CONNECTIONS = 2048  # or fewer, as the open-files limit allows; beyond it: 503 at once
+EXPIRY_CHECK = 60.0  # seconds: a batch runs this often without events, so reservations expire
 
 
 @dataclass
@@ -44,6 +52,7 @@ class Batcher:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[JobEvent] = field(default_factory=list)
+    writing: int = 0  # taken by the batch being written
     last_batch: str | None = None
     last_error: str | None = None
     failures: int = 0
@@ -56,217 +65,272 @@ class Batcher:
     def take(self) -> list[JobEvent]:
         with self.lock:
             taken, self.pending = self.pending, []
+            self.writing = len(taken)
             return taken
 
     def give_back(self, events: list[JobEvent]) -> None:
         with self.lock:
             self.pending = events + self.pending  # keep delivery order
+            self.writing = 0
 
     def health(self) -> dict[str, Any]:
+        """``pending_events``: accepted and not yet landed (queued, or in the batch being
+        written)."""
         with self.lock:
             return {"status": "degraded" if self.failures else "ok",
-                    "pending_events": len(self.pending), "last_batch": self.last_batch,
-                    "last_error": self.last_error, "commits": self.commits}
+                    "pending_events": len(self.pending) + self.writing,
+                    "last_batch": self.last_batch, "last_error": self.last_error,
+                    "commits": self.commits}
 
 
 def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
-                 path: str, clock: Callable[[], datetime]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "gitscale"
-        timeout = CLIENT_TIMEOUT
+                 path: str, clock: Callable[[], datetime],
+                 metrics: LoopMetrics | None = None, expose: bool = True) -> Handler:
+    """What a request gets. The event is queued before the 202 goes out: an accepted delivery
+    is in the next batch, or in the last one written on shutdown. Deliveries are counted in
+    ``metrics``, which GET /metrics shows when ``expose`` (``--metrics-listen`` not given)."""
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            if self.path.split("?")[0] in ("/healthz", "/readyz"):
-                self._reply(200, batcher.health())
-            else:
-                self._reply(404, {"error": "not found"})
+    def handle(request: Request) -> Response:
+        if request.method in ("GET", "HEAD"):
+            if request.path in ("/healthz", "/readyz"):
+                return Response(200, batcher.health())
+            if request.path == "/metrics" and metrics is not None and expose:
+                body, content_type = exposition(metrics.registry)
+                return Response(200, raw=body, content_type=content_type)
+            return Response(404, {"error": "not found"})
+        if request.method != "POST" or request.path != path:
+            return Response(404, {"error": "not found"})
+        result, response = deliver(request)
+        if metrics is not None:
+            metrics.delivery(result)
+        return response
 
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path.split("?")[0] != path:
-                self._reply(404, {"error": "not found"})
-                return
-            try:
-                raw_length = self.headers.get("Content-Length", "-1").strip()
-                length = int(raw_length) if raw_length.isascii() and raw_length.isdigit() else -1
-                if not 0 <= length <= MAX_BODY:
-                    raise Rejected(413 if length > MAX_BODY else 411, "bad Content-Length")
-                body = self.rfile.read(length)
-                verify(secret, body, self.headers.get("X-Hub-Signature-256"))
-                kind = self.headers.get("X-GitHub-Event", "")
-                if kind == "ping":
-                    self._reply(200, {"ok": "pong"})
-                    return
-                if kind != "workflow_job":
-                    self._reply(202, {"ignored": f"event {kind!r}"})
-                    return
-                delivery = self.headers.get("X-GitHub-Delivery", "")
-                if delivery and not deliveries.first_time(delivery):
-                    self._reply(200, {"ignored": "duplicate delivery"})
-                    return
-                event = parse(body, clock())
-                if event is not None:
-                    batcher.add(event)
-                self._reply(202, {"accepted": event is not None})
-            except Rejected as exc:
-                self._reply(exc.status, {"error": str(exc)})
-
-        def _reply(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True  # the client hung up: no one to tell, no traceback
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass  # one line per batch is logged instead of one per delivery
-
-    return Handler
-
-
-def batch_plan(ws: Workspace, opts: RepoOptions, events: list[JobEvent], now: datetime,
-               duration: timedelta, state_path: str, cache: StateCache) -> Plan:
-    """Apply ``events`` to the reservations in the repo and plan the webhook-fed sets."""
-    config: Config = load_config(ws.root, opts.config, cache.configs)
-    old_text, books = read_books(ws.root, state_path)
-    routed: dict[str, list[Any]] = {}
-    counts: Counter[str] = Counter()
-    for event in events:
-        name = route(event, config.sets)
-        if name is not None:
-            routed.setdefault(name, []).append(to_event(event, name))
-            counts[event.action.value] += 1
-    reading = DemandReading()
-    webhook_sets = {s.name for s in config.sets if s.source.kind == "github"}
-    # A set removed from gitscale.yaml (or fed otherwise now) takes its reservations with it:
-    # nothing would ever expire them.
-    books = {name: book for name, book in books.items() if name in webhook_sets}
-    for runner_set in config.sets:
-        if runner_set.name not in webhook_sets:
-            continue
-        _, hi, _ = runner_set.policy.bounds(now)
-        books[runner_set.name] = apply(books.get(runner_set.name, Book()),
-                                       routed.get(runner_set.name, []), now, duration, hi)
-        reading.demands[runner_set.name] = books[runner_set.name].demand()
-    plan = compute_plan(ws.root, config, reading, now, ws.base(), only=webhook_sets, cache=cache)
-    new_text = render_books(books)
-    if new_text != old_text and (old_text or any(b.reservations or b.completed
-                                                 for b in books.values())):
-        plan.files[state_path] = (old_text, new_text)
-    plan.events = dict(counts)
-    return plan
-
-
-class BoundedServer(ThreadingHTTPServer):
-    """At most MAX_CONNECTIONS deliveries in flight: each may hold up to 25 MB before its
-    signature can be checked, so unauthenticated clients must not get unlimited threads."""
-
-    MAX_CONNECTIONS = 32
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(timeout=5):
-            self.shutdown_request(request)  # busy: GitHub redelivers failed deliveries
-            return
+    def deliver(request: Request) -> tuple[str, Response]:
+        """A delivery's answer, and its ``result`` label in gitscale_webhook_deliveries_total."""
         try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
+            verify(secret, request.body, request.headers.get("x-hub-signature-256"))
+            kind = request.headers.get("x-github-event", "")
+            if kind == "ping":
+                return "ping", Response(200, {"ok": "pong"})
+            if kind != "workflow_job":
+                return "ignored", Response(202, {"ignored": f"event {kind!r}"})
+            event = parse(request.body, clock())
+            delivery = request.headers.get("x-github-delivery", "")
+            if delivery and not deliveries.first_time(delivery):
+                return "duplicate", Response(200, {"ignored": "duplicate delivery"})
+            if event is not None:
+                batcher.add(event)
+            return ("accepted" if event is not None else "ignored",
+                    Response(202, {"accepted": event is not None}))
+        except Rejected as exc:
+            result = "unauthorized" if exc.status == 401 else "bad_request"
+            return result, Response(exc.status, {"error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - one bad delivery must not take the server
+            log(f"delivery failed: {crash.summary(exc)}\n{crash.report()}")
+            return "error", Response(500, {"error": "internal error"})
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+    return handle
 
 
-def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,
-              secret_env: str, secret_file: str | None, state_file: str,
-              stop: threading.Event | None = None,
-              ready: Callable[[int], None] | None = None) -> int:
+def _durations(window: str, reservation: str, resync: str) -> tuple[float, timedelta, float]:
     try:
         window_s = parse_duration(window).total_seconds()
         duration = parse_duration(reservation)
+        resync_s = 0.0 if resync.strip() == "0" else parse_duration(resync).total_seconds()
     except ValueError as exc:
-        raise InputError("--window/--reservation", str(exc)) from None
+        raise InputError("--window/--reservation/--resync", str(exc)) from None
+    return window_s, duration, resync_s
+
+
+def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,
+              secret_env: str, secret_file: str | None, state_file: str, resync: str = "5m",
+              metrics_listen: str | None = None, stop: threading.Event | None = None,
+              ready: Callable[[int], None] | None = None) -> int:
+    """``ready`` is told the webhook port once deliveries are taken (tests pass port 0)."""
+    window_s, duration, resync_s = _durations(window, reservation, resync)
     ref = {"file": secret_file} if secret_file else {"env": secret_env}
     try:
         secret = read_secret(ref, "webhook secret").encode()
     except SecretError as exc:
         raise InputError("webhook secret", str(exc)) from None
-    host, _, port = listen.rpartition(":")
-    if not (port.isascii() and port.isdigit() and len(port) <= 5):
-        raise InputError("--listen", f"{listen!r} is not HOST:PORT")
-    if state_file.startswith("/") or ".." in state_file.split("/"):
-        raise InputError("--state-file", f"{state_file!r} must be a path inside the config repo")
+    host, port = listen_address("--listen", listen)
+    if metrics_listen is not None:
+        listen_address("--metrics-listen", metrics_listen)
+    check_path(state_file)
     stop = stop or stop_on_signals("writing the last batch")
     batcher = Batcher()
+    metrics = LoopMetrics(webhooks=True)
+    handler = make_handler(secret, batcher, Deliveries(), path, utcnow, metrics,
+                           expose=metrics_listen is None)
     try:
-        server = BoundedServer((host or "127.0.0.1", int(port)),
-                               make_handler(secret, batcher, Deliveries(), path, utcnow))
+        server = HttpServer(host, port, handler,
+                            Limits(deadline=REQUEST_DEADLINE, max_body=MAX_BODY,
+                                   connections=MAX_CONNECTIONS), report=log,
+                            offload=frozenset({"/metrics"}))
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="webhooks", daemon=True)
-    thread.start()
-    log(f"listening on {host or '127.0.0.1'}:{server.server_address[1]}{path}; "
-         f"one commit per {window} window")
-    if ready:
-        ready(server.server_address[1])
+    server.start()
+    log(f"listening on {host}:{server.port}{path}; one commit per {window} "
+        f"window; " + (f"resync with GitHub every {resync}" if resync_s else "no resync"))
+    try:
+        metrics_server = start_listener(metrics_listen, metrics.registry) \
+            if metrics_listen else None
+    except InputError:
+        server.stop()
+        raise
+    if metrics_server is not None:
+        log(f"metrics at {url_of(metrics_server)}")
     cache = StateCache.load(default_cache_dir())
+    resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache, metrics)
     try:
         with open_workspace(opts.repo, opts.branch) as ws:
-            next_expiry_check = time.monotonic() + 60
+            batch = Batch(ws, opts, batcher, duration, state_file, cache, metrics)
+            batch.run([], None)  # at once: claims the sets, applies expiry
+            if ready:
+                ready(server.port)
+            next_batch = time.monotonic() + EXPIRY_CHECK
             while not stop.is_set():
                 delay = window_s if not batcher.failures else min(
                     MAX_BACKOFF, window_s * 2 ** batcher.failures)
                 stop.wait(delay)
+                resyncer.start_if_due(ws)
+                listing = resyncer.take()
                 events = batcher.take()
-                if not events and time.monotonic() < next_expiry_check:
-                    continue
-                next_expiry_check = time.monotonic() + 60
-                _batch(ws, opts, batcher, events, duration, state_file, cache)
-            leftover = batcher.take()  # a last batch so accepted deliveries are not lost
-            if leftover:
-                _batch(ws, opts, batcher, leftover, duration, state_file, cache)
+                if events or listing or time.monotonic() >= next_batch:
+                    next_batch = time.monotonic() + EXPIRY_CHECK
+                    if not batch.run(events, listing) and listing is not None:
+                        resyncer.give_back(listing)
+            # Stop taking deliveries (those in flight finish), then write a last batch: an
+            # accepted delivery is never left behind.
+            server.stop()
+            _last_batch(batch, batcher)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
+        if metrics_server is not None:
+            metrics_server.stop()
+        resyncer.close()
         cache.save()
     log("stopped")
     return EXIT_OK
 
 
-def _batch(ws: Workspace, opts: RepoOptions, batcher: Batcher, events: list[JobEvent],
-           duration: timedelta, state_file: str, cache: StateCache) -> None:
-    now = utcnow()
-    try:
-        if ws.mode == "clone":
-            ws.sync()
-        landed = land(ws, lambda: batch_plan(ws, opts, events, now, duration, state_file, cache))
-    except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
-        # Keep the events whatever went wrong (a full disk is not a GitscaleError) and retry
-        # with backoff; an unexpected error is a bug and says so.
-        batcher.give_back(events)
-        what = str(exc) if isinstance(exc, GitscaleError) else \
-            f"unexpected {type(exc).__name__}: {exc} (a bug: please report it)"
-        with batcher.lock:
-            batcher.failures += 1
-            batcher.last_error = redact(what)
-        log(f"batch of {len(events)} events failed ({batcher.failures} in a row, kept for the "
-            f"next try): {redact(what)}")
-        return
-    with batcher.lock:
-        batcher.failures = 0
-        batcher.last_error = None
-        batcher.last_batch = format_time(now)
-        batcher.commits += 1 if landed.commit else 0
-    if events or landed.commit:
-        log(f"batch of {len(events)} events: {describe_landing(landed, ws)}")
+def _last_batch(batch: "Batch", batcher: Batcher, attempts: int = 3) -> None:
+    """The events still queued at shutdown, with a few quick retries; what cannot be written
+    is named, for the resync at the next start corrects it."""
+    for attempt in range(attempts):
+        events = batcher.take()
+        if not events or batch.run(events, None):
+            return
+        if attempt + 1 < attempts:
+            time.sleep(2 ** attempt)
+    lost = batcher.take()
+    jobs = ", ".join(str(e.job) for e in lost[:20]) + (", …" if len(lost) > 20 else "")
+    log(f"{len(lost)} accepted events could not be written (jobs {jobs}); the resync at the "
+        "next start corrects their reservations")
+
+
+@dataclass
+class Resyncer:
+    """Polls GitHub for the webhook-fed sets' jobs on a worker thread, every ``every`` seconds
+    (0: never), so a slow API never holds a batch up."""
+
+    every: float
+    sources: Sources
+    config_path: str
+    cache: StateCache
+    metrics: LoopMetrics
+    pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
+        1, thread_name_prefix="resync"))
+    future: "Future[Listing] | None" = None
+    ready: Listing | None = None
+    due: float = 0.0  # time.monotonic() of the next poll: the first one at start
+
+    def start_if_due(self, ws: Workspace) -> None:
+        if not self.every or self.future is not None or time.monotonic() < self.due:
+            return
+        self.due = time.monotonic() + self.every
+        try:
+            config = load_config(ws.root, self.config_path, self.cache.configs)
+        except GitscaleError as exc:
+            log(f"resync skipped: {redact(str(exc))}")
+            return
+        self.future = self.pool.submit(list_jobs, config.sets, self.sources, utcnow())
+
+    def take(self) -> Listing | None:
+        """The newest listing, once its poll is done (None before)."""
+        if self.future is not None and self.future.done():
+            future, self.future = self.future, None
+            try:
+                polled = future.result()
+            except Exception as exc:  # noqa: BLE001 - the server outlives a failed poll
+                self.metrics.error("resync")
+                log(f"resync failed: {crash.summary(exc)}\n{crash.report()}")
+                return None
+            if polled.error is not None:
+                self.metrics.error("resync")
+                log(f"resync skipped, reservations left as they are: {redact(polled.error)}")
+                return None
+            self.ready = polled
+        listing, self.ready = self.ready, None
+        return listing
+
+    def give_back(self, listing: Listing) -> None:
+        """A batch failed: its listing is applied by the next one, unless a newer one came."""
+        if self.ready is None:
+            self.ready = listing
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.sources.close()
+
+
+@dataclass
+class Batch:
+    """Lands one batch: the events, a resync's listing, the expiry of reservations."""
+
+    ws: Workspace
+    opts: RepoOptions
+    batcher: Batcher
+    duration: timedelta
+    state_file: str
+    cache: StateCache
+    metrics: LoopMetrics
+
+    def run(self, events: list[JobEvent], listing: Listing | None) -> bool:
+        """True when it landed; a failed batch keeps its events for the next one."""
+        now, started = utcnow(), time.monotonic()
+        corrected: dict[str, Correction] = {}
+        ws = self.ws
+        try:
+            if ws.mode == "clone":
+                ws.sync()
+            landed = land(ws, lambda: batch_plan(
+                ws.root, ws.base(), self.opts.config, events, now, self.duration,
+                self.state_file, self.cache, listing, corrected))
+        except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
+            # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
+            # retry with backoff; an unexpected error is a bug and says so.
+            self.metrics.failed(exc, time.monotonic() - started)
+            self.batcher.give_back(events)
+            bug = not isinstance(exc, GitscaleError)
+            what = crash.summary(exc) if bug else redact(str(exc))
+            with self.batcher.lock:
+                self.batcher.failures += 1
+                self.batcher.last_error = what
+            log(f"batch of {len(events)} events failed ({self.batcher.failures} in a row, kept "
+                f"for the next try): {what}" + (f"\n{crash.report()}" if bug else ""))
+            return False
+        self.metrics.landed(landed, time.monotonic() - started)
+        with self.batcher.lock:
+            self.batcher.writing = 0
+            self.batcher.failures = 0
+            self.batcher.last_error = None
+            self.batcher.last_batch = format_time(now)
+            self.batcher.commits += 1 if landed.commit else 0
+        for name, correction in corrected.items():
+            log(f"resync {name}: {correction.describe()}")
+        if listing is not None and not corrected:
+            log(f"resync: reservations match GitHub ({len(listing.jobs)} sets)")
+        if events or landed.commit:
+            log(f"batch of {len(events)} events: {describe_landing(landed, ws)}")
+        return True

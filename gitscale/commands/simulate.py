@@ -19,7 +19,8 @@ from gitscale.core.policy import Policy
 from gitscale.errors import InputError
 from gitscale.simulate import trace as traces
 from gitscale.simulate.report import Metrics, as_json, as_text, metrics
-from gitscale.simulate.strategies import Outcome, Settings, run_all
+from gitscale.progress import Progress
+from gitscale.simulate.strategies import BASELINES, Outcome, Settings, run_all
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlread import check_schema, load_single
 
@@ -44,6 +45,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
     )
     root = Path(opts.repo).expanduser()
     set_policies = _set_policies(opts, root, repo_given or from_history)
+    configured = list(set_policies)
     if only:
         unknown = [name for name in only if name not in set_policies]
         if unknown:
@@ -52,7 +54,9 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         set_policies = {name: set_policies[name] for name in only}
 
     if trace is not None:
-        job_trace = traces.load_csv(Path(trace), next(iter(set_policies)), list(set_policies))
+        # Rows of a configured set that --set leaves out are skipped, not refused as unknown.
+        job_trace = traces.only(traces.load_csv(Path(trace), next(iter(set_policies)),
+                                                configured), set(set_policies), trace)
     elif synthetic is not None:
         if not 0 < hours <= 24 * 14:
             raise InputError("--hours", f"{hours:g} is not between 0 and 336")
@@ -61,7 +65,10 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         job_trace = _from_history(opts, since, set(set_policies))
     used = set(job_trace.sets)
     candidates = _candidates(root, policy, {n: p for n, p in set_policies.items() if n in used})
-    outcomes = run_all(job_trace, candidates, settings, baselines=baselines)
+    runs = len(candidates) + (BASELINES if baselines else 0)
+    with Progress("simulating", runs, show=output == "text") as bar:
+        outcomes = run_all(job_trace, candidates, settings, baselines=baselines,
+                           done=lambda name: bar.advance())
     rows = metrics(outcomes, job_trace)
     if chart:
         _chart(outcomes, rows, job_trace, Path(chart))
@@ -116,17 +123,18 @@ def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> trace
     from gitscale.history import read_history
     from gitscale.workspace import open_workspace
 
-    stamp = None
+    start = None
     if since is not None:
         try:
-            stamp = parse_time(since).strftime("%Y-%m-%dT%H:%M:%SZ")
+            start = parse_time(since)
         except ValueError as exc:
             raise InputError("--since", str(exc)) from None
     with open_workspace(opts.repo, opts.branch, history=True) as ws:
-        entries = read_history(ws.git, since=stamp)
+        entries = read_history(ws.git)
     observed = [traces.Observation(parse_time(e.time), e.set, e.queued, e.running)
                 for e in entries if e.queued is not None and e.running is not None
                 and e.set in sets]
+    observed = [o for o in observed if start is None or o.time >= start]
     return traces.from_observations(observed, "history")
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import click
 
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
-from gitscale.config import load_config
+from gitscale.config import RunnerSetConfig, load_config
 from gitscale.manifest.files import read_manifest
-from gitscale.manifest.target import read_target
-from gitscale.validate import SchemaValidator, crds_in_repo, kubeconform_path, run_kubeconform
+from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
+from gitscale.validate import Validation
 from gitscale.workspace import open_workspace
 
 
@@ -16,27 +16,31 @@ def run_validate(opts: RepoOptions) -> int:
     checked = skipped = 0
     with open_workspace(opts.repo, opts.branch) as ws:
         config = load_config(ws.root, opts.config)
-        validator = SchemaValidator(crds_in_repo(ws.root, ws.git.out("ls-files").splitlines()))
-        binary = kubeconform_path()
-        seen_files: set[str] = set()
+        validation = Validation(ws.root, lambda: ws.git.out("ls-files").splitlines())
+        files: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
+        texts: dict[str, str] = {}
         for runner_set in config.sets:
-            text = read_manifest(ws.root, runner_set, config.path)
-            target = read_target(runner_set.manifest, text, runner_set.object)
-            if binary is not None:
-                if runner_set.manifest not in seen_files:
-                    seen_files.add(runner_set.manifest)
-                    problems += [f"{runner_set.manifest}: {p}"
-                                 for p in run_kubeconform(binary, text, validator)]
-                checked += 1
-            elif validator.knows(target.obj):
-                problems += [f"{runner_set.manifest}: {p}" for p in validator.check(target.obj)]
-                checked += 1
-            else:
-                skipped += 1
-                click.echo(f"skipped {runner_set.name}: no schema for {target.obj.get('apiVersion')}"
-                           f" {target.kind} (install kubeconform to check built-in kinds)")
-    how = "kubeconform" if binary else "in-process JSON Schema"
+            text = read_manifest(ws.root, runner_set, config)
+            texts[runner_set.manifest] = text
+            try:
+                target = read_target(runner_set.manifest, text, runner_set.object)
+            except NoSuchObject as exc:
+                raise config.blame(runner_set.name, object_key(runner_set.object),
+                                   f"{exc.detail} in {runner_set.manifest}") from None
+            files.setdefault(runner_set.manifest, []).append((runner_set, target))
+        for path, sets in files.items():
+            result = validation.check(path, texts[path], [target.obj for _, target in sets])
+            problems += result.problems
+            for runner_set, target in sets:
+                if any(target.obj is o for o in result.unchecked):
+                    skipped += 1
+                    click.echo(f"skipped {runner_set.name}: no schema for "
+                               f"{target.obj.get('apiVersion')} {target.kind} "
+                               "(install kubeconform to check built-in kinds)")
+                else:
+                    checked += 1
     for problem in problems:
         click.echo(f"invalid: {problem}", err=True)
-    click.echo(f"{checked} checked with {how}, {skipped} skipped, {len(problems)} problems")
+    click.echo(f"{checked} checked with {validation.how}, {skipped} skipped, "
+               f"{len(problems)} problems")
     return EXIT_ERROR if problems else EXIT_OK

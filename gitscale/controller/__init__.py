@@ -1,9 +1,13 @@
-"""`gitscale controller`: RunnerSets in, ephemeral runner pods out (PRODUCT §4).
+"""`gitscale controller`: RunnerSets in, ephemeral runner pods out.
 
 The flow, one module per step:
   cache.py (list+watch stores) → observe.py (raw objects → values) → decide.py (pure: what to
-  create, delete and report) → reconcile.py (apply it: kube.py, platforms.py with github.py /
-  buildkite.py, podspec.py) → status.py (counts and conditions). loop.py runs it: informers,
-  a work queue (workqueue.py), workers, a periodic resync and /healthz /readyz.
+  create, delete and report, behind the patch-ID gate) → reconcile.py (apply it: create.py
+  makes runners, leftovers.py removes what a crash left; kube.py, podspec.py) → status.py
+  (counts, the last write applied, kstatus conditions). Everything platform-specific comes
+  from the registry, platforms.py: one entry (platform.py's ``Kind``) per platform, defined in
+  platform_github.py / platform_buildkite.py, whose API clients are github.py / buildkite.py.
+  loop.py runs it: informers, a work queue (workqueue.py), workers, a periodic resync,
+  /healthz /readyz, and leader election (leader.py). memory.py keeps what passes learn.
 Only kube.py imports the ``kubernetes`` client; errors.py holds the controller's error types.
 """

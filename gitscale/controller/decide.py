@@ -1,18 +1,26 @@
 """decide(): what one reconcile pass does to one RunnerSet. Pure: values in, values out.
 
 No Kubernetes, HTTP or clock here: the runners' observed state and ``now`` are passed in, and the
-result is a list of effects for ``reconcile.py`` to apply. PRODUCT §4 and the seeds it cites:
+result is a list of effects for ``reconcile.py`` to apply. The rules (actions-runner-controller's
+patch-ID model, adapted so that a write applied in part is completed):
 
-- the patch-ID gate (seed 000): act only when ``spec.patchID == 0`` or it differs from the
-  latest patch ID on the set's runners: that of the newest runner, not the highest number (the
-  sequence restarts after patch 0 and wraps), and of the same write (``applied``);
-- an acting pass creates *every* missing runner at once (seed 002), removes finished runners, and
+- the patch-ID gate, see ``gate_open``: act when ``spec.patchID == 0``, or when the
+  spec's write (patch ID and effectiveTime) is not the last write a pass *fully* applied, as
+  recorded in the set's status (``last_applied``, kept with ``record``). A pass that created
+  only some runners (killed midway, creations refused) keeps the previous record, so the next
+  pass acts on the same write and creates the rest, never beyond ``replicas``. Without a record (a status written by an
+  older controller) the gate falls back to the runners: shut once the newest runner carries the
+  write (``applied``);
+- an acting pass creates *every* missing runner at once (no requeue per pod), removes finished runners, and
   scales down only on patch 0: failed and idle runners first, pending runners last, busy never;
+  a pass whose gate is shut removes only the finished runners beyond the slots ``replicas``
+  wants (the others mark their slots until the next write);
 - a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
-  spec is re-affirmed (seed 003). The finished runner is kept as the marker of that slot, so the
+  spec is re-affirmed (no churn from completed ephemeral runners). The finished runner is kept as the marker of that slot, so the
   rule survives controller restarts without any bookkeeping outside the cluster;
 - a failed runner is replaced after a backoff that grows with the failures of the runners it
-  descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate;
+  descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate,
+  and the failed runner goes only once its successor exists (``Actions.replaced``);
 - a set being deleted is decided with ``effective()``: replicas 0 on patch 0, so the same path
   removes its runners (never a busy one) and creates none.
 """
@@ -43,10 +51,28 @@ class DeleteReason(str, Enum):
 
 
 @dataclass(frozen=True)
+class Write:
+    """One spec write, as gitscale makes it: a patch ID and an effectiveTime (every write sets
+    both; a hand-written spec may lack the time: then it is compared by patch ID alone)."""
+
+    patch_id: int
+    effective_time: datetime | None = None
+
+    def same(self, other: Write | None) -> bool:
+        """The same write? Times compare at 1 s resolution (status and labels keep seconds)."""
+        return (other is not None and other.patch_id == self.patch_id
+                and _same_write(other.effective_time, self.effective_time))
+
+
+@dataclass(frozen=True)
 class Spec:
     replicas: int
     patch_id: int
     effective_time: datetime | None = None
+
+    @property
+    def write(self) -> Write:
+        return Write(self.patch_id, self.effective_time)
 
 
 @dataclass(frozen=True)
@@ -79,12 +105,24 @@ class Delete:
 
 @dataclass(frozen=True)
 class Status:
+    """The set at the end of a pass. ``replicas`` counts pending, idle, busy and failed runners;
+    ``held`` the finished runners kept as the markers of their slots (not refilled until the
+    next write); ``waiting`` the failed runners waiting out their backoff; ``wanted`` is
+    ``spec.replicas``. ``short``: slots with no runner at all."""
+
     replicas: int
     pending: int
     idle: int
     busy: int
     failed: int
     observed_patch_id: int
+    wanted: int = 0
+    held: int = 0
+    waiting: int = 0
+
+    @property
+    def short(self) -> int:
+        return max(self.wanted - self.replicas - self.held, 0)
 
 
 @dataclass(frozen=True)
@@ -98,6 +136,10 @@ class Actions:
     status: Status
     requeue_after: float | None  # seconds until a backoff expires, if one is running
     failing: tuple[tuple[str, int], ...]  # (runner, failures in a row) at or past FAILING_AFTER
+    # The failed runners that ``retries`` replace, in the same order. Each goes (its delete is
+    # in ``deletes``) once its successor exists: a replacement that could not be created keeps
+    # its failed runner, so the next pass tries again instead of losing the slot.
+    replaced: tuple[str, ...] = ()
 
     @property
     def unregister_first(self) -> tuple[str, ...]:
@@ -119,8 +161,35 @@ def backoff(failures: int) -> timedelta:
     return timedelta(seconds=BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)])
 
 
+NOTHING_APPLIED = Write(0, None)  # a record that shuts no gate: patch 0 always acts anyway
+
+
+def record(spec: Spec, last_applied: Write | None, all_created: bool) -> Write:
+    """What the caller keeps (in status) as ``last_applied`` after a pass on ``spec``.
+
+    The spec's write once every creation the pass decided succeeded (a pass with nothing to
+    create counts, so does one whose gate was shut); otherwise what was kept before, and for a
+    set with no record yet ``NOTHING_APPLIED``, so the next pass acts on the write again."""
+    if all_created:
+        return spec.write
+    return last_applied if last_applied is not None else NOTHING_APPLIED
+
+
+def gate_open(spec: Spec, runners: Sequence[Runner], last_applied: Write | None) -> bool:
+    """Does a pass act on ``spec``? Always on patch 0 (force the state, the only write that
+    scales down). Otherwise when the spec's write is not ``last_applied``, the last write a pass
+    fully applied (all its creations succeeded); a write applied only in part keeps the gate
+    open until a pass completes it. With no record, by the runners' labels (``applied``)."""
+    if spec.patch_id == 0:
+        return True
+    if last_applied is not None:
+        return not spec.write.same(last_applied)
+    return not applied(spec, runners)
+
+
 def applied(spec: Spec, runners: Sequence[Runner]) -> bool:
-    """Has a pass already acted on this very spec write? The gate is shut when it has.
+    """Has a pass already acted on this very spec write? (The gate's fallback when no pass has
+    recorded what it fully applied: shut as soon as *any* runner of the write exists.)
 
     "latest" is the patch of the newest runner, not the highest number: the sequence restarts
     at 1 after every patch 0 and wraps 2³¹−1 → 1, and a busy runner of an old, higher patch
@@ -158,13 +227,18 @@ def _newest_first(runners: Sequence[Runner]) -> list[Runner]:
                   reverse=True)
 
 
-def decide(spec: Spec, runners: Sequence[Runner], now: datetime) -> Actions:
-    """The effects of one pass for one set. Has no side effects; ``now`` is the pass clock."""
+def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
+           last_applied: Write | None = None) -> Actions:
+    """The effects of one pass for one set. Has no side effects; ``now`` is the pass clock.
+
+    ``last_applied`` is the last write a pass fully applied, as the caller kept it with
+    ``record`` after each pass; None: no record (see ``gate_open``).
+    """
     of = {phase: [r for r in runners if r.phase is phase] for phase in Phase}
     pending, idle, busy = of[Phase.PENDING], of[Phase.IDLE], of[Phase.BUSY]
     failed = sorted(of[Phase.FAILED], key=lambda r: (r.finished_at is not None,
                                                      r.finished_at or 0, r.name))
-    acting = spec.patch_id == 0 or not applied(spec, runners)
+    acting = gate_open(spec, runners, last_applied)
     deletes: list[Delete] = []
     gone: set[str] = set()
 
@@ -183,26 +257,34 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime) -> Actions:
     due = [r for r in failed if r.name not in gone and _due(r, now)]
     occupied = len(live) + len(waiting)
     retries: list[int] = []
+    replaced: list[str] = []
     for runner in due:
         deletes.append(Delete(runner.name, DeleteReason.FAILED, runner.runner_id, 0))
         if occupied < spec.replicas:
             retries.append(runner.failures + 1)
+            replaced.append(runner.name)
             occupied += 1
 
     create, held = 0, []
+    missing = max(spec.replicas - occupied, 0)
+    finished = sorted(of[Phase.FINISHED], key=lambda r: (r.finished_at is not None,
+                                                         r.finished_at or 0, r.name))
     if acting:
-        missing = max(spec.replicas - occupied, 0)
-        finished = sorted(of[Phase.FINISHED], key=lambda r: (r.finished_at is not None,
-                                                             r.finished_at or 0, r.name))
         held = [r for r in finished if _after(r.finished_at, spec.effective_time)][:missing]
-        kept = {r.name for r in held}
-        deletes += [Delete(r.name, DeleteReason.FINISHED, r.runner_id, 0)
-                    for r in finished if r.name not in kept]
+        markers = held
         create = missing - len(held)
+    else:
+        # Gate shut: a finished runner marks its slot until the next write; those beyond the
+        # slots wanted mark nothing (a scale-down) and go (the latest to finish are kept).
+        markers = finished[len(finished) - missing:] if missing else []
+    kept = {r.name for r in markers}
+    deletes += [Delete(r.name, DeleteReason.FINISHED, r.runner_id, 0)
+                for r in finished if r.name not in kept]
 
     wakeups = [r.finished_at + backoff(r.failures) for r in waiting if r.finished_at]
     requeue = max((min(wakeups) - now).total_seconds(), 0.0) if wakeups else None
-    status = _status(spec, pending, idle, busy, failed, gone, create)
+    status = _status(spec, pending, idle, busy, failed, gone, create, len(markers),
+                     len(waiting))
     failing = sorted((r.name, r.failures + (r.phase is Phase.FAILED))
                      for r in runners if r.phase is not Phase.TERMINATING)
     return Actions(
@@ -210,6 +292,7 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime) -> Actions:
         deletes=tuple(sorted(deletes, key=lambda d: d.wave)),
         held=tuple(r.name for r in held), status=status, requeue_after=requeue,
         failing=tuple((name, n) for name, n in failing if n >= FAILING_AFTER),
+        replaced=tuple(replaced),
     )
 
 
@@ -223,7 +306,8 @@ def _after(finished_at: datetime | None, effective_time: datetime | None) -> boo
 
 
 def _status(spec: Spec, pending: list[Runner], idle: list[Runner], busy: list[Runner],
-            failed: list[Runner], gone: set[str], created: int) -> Status:
+            failed: list[Runner], gone: set[str], created: int, held: int,
+            waiting: int) -> Status:
     """The set at the end of the pass: observed, minus surplus removed, plus new runners.
 
     A failed runner replaced in this pass is still reported as failed (its successor shows up
@@ -233,4 +317,5 @@ def _status(spec: Spec, pending: list[Runner], idle: list[Runner], busy: list[Ru
         return sum(r.name not in gone for r in runners)
 
     counts = (left(pending) + created, left(idle), len(busy), left(failed))
-    return Status(sum(counts), *counts, observed_patch_id=spec.patch_id)
+    return Status(sum(counts), *counts, observed_patch_id=spec.patch_id, wanted=spec.replicas,
+                  held=held, waiting=waiting)

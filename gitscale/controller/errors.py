@@ -17,6 +17,10 @@ class InvalidRunnerSet(ControllerError):
     """A RunnerSet the controller cannot act on (no template, negative replicas, …)."""
 
 
+class UnsupportedPlatform(InvalidRunnerSet):
+    """``spec.platform`` names no platform of the registry (``platforms.py``)."""
+
+
 class KubeError(ControllerError):
     """The Kubernetes API refused or failed. ``status`` is the HTTP code (0: no answer)."""
 
@@ -56,3 +60,8 @@ class RunnerNameTaken(PlatformError):
 
 class CredentialsError(PlatformError):
     """The credentials Secret is missing, incomplete or refused by the platform."""
+
+
+class Interrupted(ControllerError):
+    """The controller is stopping (or lost its leadership): the runner was left alone, for the
+    next pass (or the next leader)."""

@@ -18,7 +18,6 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import httpx
-import jwt
 
 from gitscale.controller.errors import (
     CredentialsError,
@@ -27,10 +26,11 @@ from gitscale.controller.errors import (
     RunnerBusy,
     RunnerNameTaken,
 )
+from gitscale.controller.platform import LIST_MAX_AGE, Registration
+from gitscale.github_app import InstallationToken
 
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
            "User-Agent": "gitscale-controller"}
-LIST_MAX_AGE = 15.0  # seconds a runner list is reused: it serves idle/busy for every pass
 
 
 @dataclass(frozen=True)
@@ -87,17 +87,12 @@ def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
 
 
 @dataclass(frozen=True)
-class Registration:
-    runner_id: int
-    jit_config: str = field(repr=False)
-
-
-@dataclass(frozen=True)
 class RegisteredRunner:
     id: int
     name: str
     online: bool
     busy: bool
+    labels: tuple[str, ...] = ()
 
 
 class GitHub:
@@ -110,7 +105,11 @@ class GitHub:
         self._clock = clock
         self._http = httpx.Client(headers=HEADERS, timeout=timeout)
         self._lock = threading.Lock()
-        self._token: tuple[str, float] | None = None  # installation token, expiry
+        self._app = None if credentials.token else InstallationToken(
+            scope.api, credentials.app_id or "", lambda: credentials.private_key or "",
+            installation=credentials.installation_id, owner="/".join(scope.path.split("/")[:3]),
+            error=CredentialsError, key_name="github_app_private_key", timeout=timeout,
+            clock=clock)
         self._groups: dict[str, int] = {}
         self._listed: tuple[float, dict[int, RegisteredRunner]] | None = None
 
@@ -193,8 +192,9 @@ class GitHub:
         if "params" in kw:
             kw["params"] = {k: v for k, v in kw["params"].items() if v is not None}
         where = f"GitHub {method} {url}"
+        auth = self._auth()
         try:
-            response = self._http.request(method, url, headers=self._auth(), **kw)
+            response = self._http.request(method, url, headers=auth, **kw)
         except httpx.HTTPError as exc:
             raise PlatformError(f"{where}: {type(exc).__name__}: no answer") from None
         if response.status_code == 404 and missing_ok:
@@ -216,48 +216,21 @@ class GitHub:
         return data if isinstance(data, dict) else {"items": data}
 
     def _auth(self) -> dict[str, str]:
-        creds = self._credentials
-        if creds.token:
-            return {"Authorization": f"Bearer {creds.token}"}
-        with self._lock:
-            if self._token is not None and self._token[1] - self._clock() > 300:
-                return {"Authorization": f"Bearer {self._token[0]}"}
-        self._token = self._installation_token()
-        return {"Authorization": f"Bearer {self._token[0]}"}
-
-    def _installation_token(self) -> tuple[str, float]:
-        creds = self._credentials
-        now = int(self._clock())
-        try:
-            assertion = jwt.encode({"iat": now - 60, "exp": now + 540, "iss": creds.app_id},
-                                   creds.private_key or "", algorithm="RS256")
-        except (ValueError, TypeError, jwt.PyJWTError):
-            raise CredentialsError("github_app_private_key is not a PEM RSA private key") from None
-        app = {"Authorization": f"Bearer {assertion}"}
-        installation = creds.installation_id
-        if installation is None:
-            where = "/".join(self.scope.path.split("/")[:3])
-            found = self._http.get(f"{self.scope.api}/{where}/installation", headers=app)
-            if found.status_code != 200:
-                raise CredentialsError(f"GitHub App {creds.app_id} is not installed on "
-                                       f"{where} ({found.status_code})")
-            installation = str(found.json().get("id"))
-        url = f"{self.scope.api}/app/installations/{installation}/access_tokens"
-        response = self._http.post(url, headers=app)
-        if response.status_code != 201:
-            raise CredentialsError(f"GitHub POST {url}: {response.status_code} "
-                                   f"{_message(response)}")
-        data = response.json()
-        expires = _epoch(data.get("expires_at")) or self._clock() + 3600
-        return str(data["token"]), expires
+        if self._credentials.token:
+            return {"Authorization": f"Bearer {self._credentials.token}"}
+        assert self._app is not None
+        return {"Authorization": f"Bearer {self._app.get()}"}
 
 
 def _runners(data: Mapping[str, Any]) -> list[RegisteredRunner]:
     out = []
     for raw in data.get("runners", []):
         if isinstance(raw, dict) and isinstance(raw.get("id"), int):
+            labels = tuple(str(label.get("name")) for label in raw.get("labels") or []
+                           if isinstance(label, dict) and label.get("name"))
             out.append(RegisteredRunner(raw["id"], str(raw.get("name", "")),
-                                        raw.get("status") == "online", bool(raw.get("busy"))))
+                                        raw.get("status") == "online", bool(raw.get("busy")),
+                                        labels))
     return out
 
 
@@ -267,12 +240,3 @@ def _message(response: httpx.Response) -> str:
     except (ValueError, AttributeError):
         message = None
     return str(message or response.reason_phrase)[:200]
-
-
-def _epoch(text: Any) -> float | None:
-    from gitscale.timeutil import parse_time
-
-    try:
-        return parse_time(str(text)).timestamp() if text else None
-    except ValueError:
-        return None

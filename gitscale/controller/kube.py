@@ -29,7 +29,7 @@ from gitscale.controller.errors import (
     NotFound,
 )
 from gitscale.controller.observe import LABEL_SET, RawObject
-from gitscale.resource import GROUP, PLURAL, VERSION
+from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 
 T = TypeVar("T")
 JSON = "application/json"
@@ -68,6 +68,7 @@ class Kube:
         self.api = api
         self.core = kubernetes.client.CoreV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.coordination = kubernetes.client.CoordinationV1Api(api)
         self._streams: set[urllib3.HTTPResponse] = set()
         self._lock = threading.Lock()
 
@@ -84,7 +85,7 @@ class Kube:
         else:
             raw = _call("list RunnerSets", lambda: self.custom.list_cluster_custom_object(
                 GROUP, VERSION, PLURAL, _preload_content=False))
-        return _items(raw, "RunnerSet", f"{GROUP}/{VERSION}")
+        return _items(raw, KIND, API_VERSION)
 
     def watch_runnersets(self, namespace: str | None, version: str,
                          timeout: int) -> Iterator[WatchEvent]:
@@ -161,6 +162,22 @@ class Kube:
                                        _preload_content=False))
         return body
 
+    def own_secret(self, namespace: str, name: str, owners: list[dict[str, Any]]) -> None:
+        """Replace a Secret's ownerReferences (a JIT config handed from its set to its pod)."""
+        patch = {"metadata": {"ownerReferences": owners}}
+        _call(f"update owner of Secret {namespace}/{name}", lambda: self.core.
+              patch_namespaced_secret(name, namespace, patch,
+                                      _content_type="application/merge-patch+json",
+                                      _preload_content=False))
+
+    def delete_secret(self, namespace: str, name: str) -> None:
+        """Delete a Secret; already gone is fine."""
+        try:
+            _call(f"delete Secret {namespace}/{name}", lambda: self.core.
+                  delete_namespaced_secret(name, namespace, _preload_content=False))
+        except NotFound:
+            pass
+
     def read_secret(self, namespace: str, name: str) -> dict[str, str]:
         """A Secret's data, decoded. Its values are credentials: never log them."""
         try:
@@ -172,6 +189,34 @@ class Kube:
             return {k: base64.b64decode(v).decode() for k, v in (raw.get("data") or {}).items()}
         except (ValueError, UnicodeDecodeError):
             raise CredentialsError(f"Secret {namespace}/{name} holds undecodable data") from None
+
+    # -- leader election ----------------------------------------------------------------------
+    def read_lease(self, namespace: str, name: str) -> RawObject | None:
+        try:
+            lease: RawObject = _json(_call(f"read Lease {namespace}/{name}", lambda: self.
+                                           coordination.read_namespaced_lease(
+                                               name, namespace, _preload_content=False)))
+        except NotFound:
+            return None
+        return lease
+
+    def create_lease(self, body: RawObject) -> RawObject:
+        """Conflict (AlreadyExists) when another candidate created it first."""
+        meta, raw_body = body["metadata"], cast(Any, body)
+        lease: RawObject = _json(_call(
+            f"create Lease {meta['namespace']}/{meta['name']}", lambda: self.coordination.
+            create_namespaced_lease(meta["namespace"], raw_body, _content_type=JSON,
+                                    _preload_content=False)))
+        return lease
+
+    def replace_lease(self, body: RawObject) -> RawObject:
+        """An update on ``metadata.resourceVersion``: Conflict when someone wrote it since."""
+        meta, raw_body = body["metadata"], cast(Any, body)
+        lease: RawObject = _json(_call(
+            f"update Lease {meta['namespace']}/{meta['name']}", lambda: self.coordination.
+            replace_namespaced_lease(meta["name"], meta["namespace"], raw_body,
+                                     _content_type=JSON, _preload_content=False)))
+        return lease
 
     # -- watch plumbing -----------------------------------------------------------------------
     def stop_watches(self) -> None:

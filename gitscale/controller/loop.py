@@ -3,6 +3,10 @@
 Watch-driven: every RunnerSet event and every runner-pod event queues its set; a periodic
 resync queues every set (a missed event costs at most one resync period). A pass may ask to be
 run again later (a failed runner's backoff, the 30 s unregister retry, an error).
+
+With leader election (``election``), every replica keeps its caches warm but runs passes only
+while it holds the Lease (``leader.py``); on taking it, it queues every set, so what the last
+leader left undone is completed at once.
 """
 from __future__ import annotations
 
@@ -15,12 +19,16 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from gitscale import crash
 from gitscale.controller.cache import Informer, Store, set_of_pod
 from gitscale.controller.kube import Kube
+from gitscale.controller.leader import LeaderElector, LeaseConfig
 from gitscale.controller.observe import RawObject, key_of
 from gitscale.controller.platforms import Platforms
-from gitscale.controller.reconcile import Context, Memory, Report, reconcile
+from gitscale.controller.memory import Memory
+from gitscale.controller.reconcile import Context, Report, reconcile
 from gitscale.controller.workqueue import WorkQueue
+from gitscale.metrics import ControllerMetrics, exposition
 from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")
@@ -30,10 +38,14 @@ class Controller:
     def __init__(self, kube: Kube, *, namespace: str | None = None, concurrency: int = 16,
                  workers: int = 2, resync: float = 60.0, watch_timeout: int = 300,
                  clock: Callable[[], datetime] = utcnow,
-                 platforms: Platforms | None = None) -> None:
+                 platforms: Platforms | None = None, shutdown_timeout: float = 20.0,
+                 election: LeaseConfig | None = None,
+                 metrics: ControllerMetrics | None = None) -> None:
         self.kube = kube
+        self.metrics = metrics or ControllerMetrics()
         self.namespace = namespace
         self.resync = resync
+        self.shutdown_timeout = shutdown_timeout
         self.stop_event = threading.Event()
         self.queue = WorkQueue()
         self.runnersets = Store()
@@ -44,6 +56,11 @@ class Controller:
                            platforms or Platforms(kube.read_secret), self.pool, Memory(), clock)
         self._workers = workers
         self._threads: list[threading.Thread] = []
+        self.acting = threading.Event()  # leading (always, without leader election)
+        self.elector = None if election is None else LeaderElector(
+            kube, election, on_start=self._lead, on_stop=self._follow)
+        self._campaign_stop, self._release = threading.Event(), threading.Event()
+        self._campaign: threading.Thread | None = None
         self.informers = [
             Informer("runnersets", self.runnersets, lambda: kube.list_runnersets(namespace),
                      lambda v, t: kube.watch_runnersets(namespace, v, t), self._set_changed,
@@ -59,49 +76,94 @@ class Controller:
         workers and the resync timer."""
         for informer in self.informers:
             informer.start()
+        if self.elector is None:
+            self.acting.set()
+        self.metrics.leading(self.acting.is_set())
         if workers:
             for n in range(self._workers):
                 self._spawn(self._work, f"reconcile-{n}")
             self._spawn(self._resync, "resync")
+        if self.elector is not None:
+            elector = self.elector
+            self._campaign = threading.Thread(
+                target=lambda: elector.run(self._campaign_stop, self._release),
+                name="leader-election", daemon=True)
+            self._campaign.start()
         return self
 
     def synced(self, timeout: float | None = None) -> bool:
         return all(i.synced.wait(timeout) for i in self.informers)
 
     def healthy(self) -> bool:
+        campaign = [] if self._campaign is None else [self._campaign]
         return all(i.thread.is_alive() and i.healthy for i in self.informers) and all(
-            t.is_alive() for t in self._threads)
+            t.is_alive() for t in self._threads + campaign)
 
-    def stop(self) -> None:
+    def stop(self, *, release: bool = True) -> None:
+        """Start no new pass; let the passes in flight finish their creations for up to
+        ``shutdown_timeout`` seconds, then skip the creations not yet started (each pass then
+        records its write as not applied, so the next start completes it). Then give up the
+        Lease (unless ``release`` is False: tests playing a crashed leader)."""
+        if not release:  # a crash: act no more, at once
+            self.acting.clear()
+            self.ctx.halt.set()
         self.stop_event.set()
         self.queue.close()
         self.kube.stop_watches()
+        deadline = time.monotonic() + self.shutdown_timeout
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        if any(t.is_alive() for t in self._threads):
+            log.warning("passes still creating runners after %gs: the rest is left to the next "
+                        "start", self.shutdown_timeout)
+            self.ctx.halt.set()
         for thread in self._threads + [i.thread for i in self.informers]:
             if thread.is_alive():
                 thread.join(5)
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool.shutdown(wait=True)  # what is still queued sees ``halt`` and returns at once
+        if release:
+            self._release.set()
+        self._campaign_stop.set()
+        if self._campaign is not None:
+            self._campaign.join(5)
         self.ctx.platforms.close()
 
     # -- passes -------------------------------------------------------------------------------
     def reconcile(self, key: str) -> Report:
         """One pass over one set, now (also what the workers run)."""
-        started = time.perf_counter()
+        started = time.monotonic()
         report = reconcile(self.ctx, key)
-        report.seconds = time.perf_counter() - started
+        report.started, report.seconds = started, time.monotonic() - started
         self.reports.append(report)
+        self.metrics.reconciled(report, gone=self.runnersets.get(key) is None)
         if report.requeue_after is not None:
             self.queue.add_after(key, report.requeue_after)
         return report
 
+    def _lead(self) -> None:
+        self.ctx.halt.clear()
+        self.acting.set()
+        self.metrics.leading(True)
+        for key in self.runnersets.keys():  # complete whatever the last leader left
+            self.queue.add(key)
+
+    def _follow(self) -> None:
+        self.acting.clear()
+        self.ctx.halt.set()  # passes in flight start no more creations
+        self.metrics.leading(False, self.runnersets.keys())
+
     def _work(self) -> None:
         while not self.stop_event.is_set():
-            key = self.queue.get()
+            if not self.acting.wait(0.2):
+                continue
+            key = self.queue.get(timeout=0.5)
             if key is None:
-                return
+                continue
             try:
-                self.reconcile(key)
-            except Exception:  # noqa: BLE001 - one bad pass must not stop the controller
-                log.exception("%s: the pass crashed (a bug: please report it)", key)
+                if self.acting.is_set():
+                    self.reconcile(key)
+            except Exception as exc:  # noqa: BLE001 - one bad pass must not stop the controller
+                log.error("%s: the pass crashed: %s\n%s", key, crash.summary(exc), crash.report())
                 self.queue.add_after(key, 30.0)
             finally:
                 self.queue.done(key)
@@ -127,7 +189,8 @@ class Controller:
 
 def serve_health(controller: Controller, port: int,
                  host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - probed by kubelet
-    """/healthz: informers and workers alive. /readyz: also, the first lists are done."""
+    """/healthz: informers and workers alive. /readyz: also, the first lists are done.
+    /metrics: the controller's Prometheus metrics."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
@@ -135,12 +198,17 @@ def serve_health(controller: Controller, port: int,
                 ok = controller.healthy()
             elif self.path == "/readyz":
                 ok = controller.healthy() and controller.synced(0)
+            elif self.path == "/metrics":
+                self._send(200, *exposition(controller.metrics.registry))
+                return
             else:
                 self.send_error(404)
                 return
-            body = b"ok\n" if ok else b"not ok\n"
-            self.send_response(200 if ok else 503)
-            self.send_header("Content-Type", "text/plain")
+            self._send(200 if ok else 503, b"ok\n" if ok else b"not ok\n", "text/plain")
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -1,21 +1,22 @@
 """Raw API objects → the decision's values. Pure: dicts in, frozen dataclasses out.
 
 A RunnerSet that cannot be acted on raises ``InvalidRunnerSet`` with a message naming the field,
-which the loop records as a condition (and then serves the other sets). A pod becomes a
-``Runner`` whose phase comes from its runner container and, for a running pod, from what the
-platform knows (GitHub's runner list, or the ``gitscale.dev/busy`` annotation for Buildkite).
+which the loop records as a condition (and then serves the other sets); its platform's entry
+in the registry (``platforms.py``, passed in) parses ``spec.<platform>``. A pod becomes a
+``Runner`` whose phase comes from its runner container and, for a running pod, from its
+platform's rule (GitHub's runner list by runner id, Buildkite's agents or the pod's word).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypedDict
-from urllib.parse import urlsplit
+from typing import Any, Callable, TypedDict
 
-from gitscale.controller.decide import Phase, Runner, Spec
+from gitscale.controller.decide import Phase, Runner, Spec, Write
 from gitscale.controller.errors import InvalidRunnerSet
-from gitscale.resource import PATCH_ID_MAX
+from gitscale.controller.platform import Kind, Registered, RunningRule
+from gitscale.runnerset_api import PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 
 LABEL_SET = "gitscale.dev/runnerset"
@@ -23,11 +24,8 @@ LABEL_PATCH = "gitscale.dev/patch-id"
 ANNOTATION_FAILURES = "gitscale.dev/failures"
 ANNOTATION_RUNNER_ID = "gitscale.dev/runner-id"
 ANNOTATION_SPEC_TIME = "gitscale.dev/effective-time"  # of the spec that created the pod
-ANNOTATION_BUSY = "gitscale.dev/busy"  # Buildkite: set by the agent's hooks (optional)
 RUNNER_CONTAINER = "runner"
 FINALIZER = "gitscale.dev/runners"  # held until the set's runners are unregistered and gone
-
-Platform = Literal["github", "buildkite"]
 
 
 class RawObject(TypedDict, total=False):
@@ -43,31 +41,18 @@ class RawObject(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class GitHubSettings:
-    config_url: str
-    labels: tuple[str, ...]
-    runner_group: str | None
-    credentials_secret: str
-
-
-@dataclass(frozen=True)
-class BuildkiteSettings:
-    queue: str
-    tags: tuple[str, ...]
-    agent_token_secret: str | None
-
-
-@dataclass(frozen=True)
 class RunnerSetView:
     namespace: str
     name: str
     uid: str
     spec: Spec
-    platform: Platform
+    platform: str  # spec.platform: the name of ``kind``
+    kind: Kind = field(repr=False)  # the registry's entry for it
+    settings: Any  # spec.<platform>, as ``kind.settings`` parsed it
     template: dict[str, Any] = field(repr=False)
-    github: GitHubSettings | None = None
-    buildkite: BuildkiteSettings | None = None
     deleting: bool = False  # metadata.deletionTimestamp is set
+    applied: Write | None = None  # status: the last write a pass fully applied (None: unknown)
+    generation: int | None = None  # metadata.generation, reported back as observedGeneration
 
     @property
     def key(self) -> str:
@@ -79,12 +64,14 @@ def key_of(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
+def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -> RunnerSetView:
+    """``kind_of``: the registry's lookup (``platforms.kind_of``), which refuses a platform it
+    does not know."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise InvalidRunnerSet("spec is missing")
-    replicas = _int(spec, "replicas", 0, 10_000)
+    replicas = _int(spec, "replicas", 0, REPLICAS_MAX)
     patch_id = _int(spec, "patchID", 0, PATCH_ID_MAX)
     effective = spec.get("effectiveTime")
     try:
@@ -92,8 +79,7 @@ def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
     except ValueError as exc:
         raise InvalidRunnerSet(f"spec.effectiveTime: {exc}") from None
     platform = spec.get("platform")
-    if platform not in ("github", "buildkite"):
-        raise InvalidRunnerSet(f"spec.platform {platform!r} is not one of github, buildkite")
+    kind = kind_of(platform)
     template = spec.get("template")
     if not isinstance(template, dict):
         raise InvalidRunnerSet("spec.template is missing: a pod template for one runner")
@@ -102,39 +88,25 @@ def parse_runnerset(obj: Mapping[str, Any]) -> RunnerSetView:
             isinstance(c, dict) and c.get("name") and c.get("image") for c in containers):
         raise InvalidRunnerSet("spec.template.spec.containers needs at least one container "
                                "with a name and an image")
-    view = RunnerSetView(str(meta.get("namespace", "")), str(meta.get("name", "")),
-                         str(meta.get("uid", "")), Spec(replicas, patch_id, when), platform,
-                         template, deleting=bool(meta.get("deletionTimestamp")))
-    if platform == "github":
-        return _with_github(view, spec.get("github"))
-    return _with_buildkite(view, spec.get("buildkite"))
+    name = str(meta.get("name", ""))
+    return RunnerSetView(str(meta.get("namespace", "")), name, str(meta.get("uid", "")),
+                         Spec(replicas, patch_id, when), kind.name, kind,
+                         kind.settings(spec.get(kind.name), name), template,
+                         deleting=bool(meta.get("deletionTimestamp")),
+                         applied=applied_write(obj.get("status")),
+                         generation=_maybe_int(meta.get("generation")))
 
 
-def _with_github(view: RunnerSetView, raw: Any) -> RunnerSetView:
-    if not isinstance(raw, dict) or not isinstance(raw.get("configURL"), str):
-        raise InvalidRunnerSet("spec.github.configURL is required for platform github")
-    try:
-        netloc = urlsplit(raw["configURL"]).netloc
-    except ValueError:
-        raise InvalidRunnerSet("spec.github.configURL is not a URL") from None
-    if "@" in netloc:  # the URL is logged and shown in status: never echo a credential
-        raise InvalidRunnerSet("spec.github.configURL must not carry credentials (user:token@): "
-                               "put them in the Secret named by spec.github.credentialsSecret")
-    if not raw.get("credentialsSecret"):
-        raise InvalidRunnerSet("spec.github.credentialsSecret is required: the Secret with "
-                               "github_token or the github_app_* keys")
-    labels = tuple(str(x) for x in raw.get("labels") or ()) or (view.name,)
-    group = raw.get("runnerGroup") or None
-    settings = GitHubSettings(raw["configURL"], labels, group, str(raw["credentialsSecret"]))
-    return RunnerSetView(**{**view.__dict__, "github": settings})
-
-
-def _with_buildkite(view: RunnerSetView, raw: Any) -> RunnerSetView:
-    if not isinstance(raw, dict) or not raw.get("queue"):
-        raise InvalidRunnerSet("spec.buildkite.queue is required for platform buildkite")
-    settings = BuildkiteSettings(str(raw["queue"]), tuple(str(t) for t in raw.get("tags") or ()),
-                                 raw.get("agentTokenSecret") or None)
-    return RunnerSetView(**{**view.__dict__, "buildkite": settings})
+def applied_write(status: Any) -> Write | None:
+    """``status.appliedPatchID`` and ``appliedEffectiveTime``: what the controller recorded as
+    the last write it fully applied. Missing or unreadable: None (the gate then falls back to
+    the runners' labels), never an error: status is the controller's own field."""
+    if not isinstance(status, dict):
+        return None
+    patch_id = status.get("appliedPatchID")
+    if isinstance(patch_id, bool) or not isinstance(patch_id, int) or patch_id < 0:
+        return None
+    return Write(patch_id, _time(status.get("appliedEffectiveTime")))
 
 
 def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
@@ -145,25 +117,19 @@ def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
         raise InvalidRunnerSet(f"spec.{name}: {value!r} is not an integer")
     if not lo <= value <= hi:
         raise InvalidRunnerSet(f"spec.{name}: {value} is out of range ({lo}..{hi})")
-    return value
+    return int(value)
 
 
 # -- pods -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Registered:
-    """What the platform says about a running runner (GitHub's list). None: unknown."""
-
-    online: bool
-    busy: bool
-
-
-def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | None,
-              busy_until: datetime | None, now: datetime) -> Runner:
+def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | None,
+              busy_until: datetime | None, now: datetime,
+              running: RunningRule | None = None) -> Runner:
     """A pod as the decision sees it.
 
-    ``registered`` is GitHub's view by runner id (None for Buildkite, or when GitHub could not
-    be asked: then a running runner counts as busy, so nothing is deleted on a guess).
-    ``busy_until``: a recent 422 said this runner is busy; it stays busy until then.
+    ``registered`` is the platform's view (GitHub's runner list by runner id, Buildkite's
+    connected agents by name; None when it could not say) and ``running`` the platform's rule
+    that reads it for a running pod (``Kind.running``); without a rule a running pod counts as
+    busy, so nothing is deleted on a guess. ``busy_until``: a recent 422 said it is busy.
     """
     meta = pod.get("metadata") or {}
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
@@ -189,17 +155,9 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[int, Registered] | Non
         if stuck_since is not None:  # it would hold its slot forever: back off and replace it
             return make(Phase.FAILED, stuck_since)
         return make(Phase.PENDING)
-    if busy_until is not None and now < busy_until:
+    if (busy_until is not None and now < busy_until) or running is None:
         return make(Phase.BUSY)
-    if runner_id is None:  # Buildkite: the agent's hooks may say so; else it is taking jobs
-        return make(Phase.BUSY if str(notes.get(ANNOTATION_BUSY)).lower() == "true"
-                    else Phase.IDLE)
-    if registered is None:
-        return make(Phase.BUSY)
-    seen = registered.get(runner_id)
-    if seen is None or not seen.online:
-        return make(Phase.PENDING)  # started, not connected yet (or already gone after a job)
-    return make(Phase.BUSY if seen.busy else Phase.IDLE)
+    return make(running(str(meta.get("name")), notes, runner_id, registered))
 
 
 # Waiting reasons that do not clear by themselves: a pod in one of them for longer than

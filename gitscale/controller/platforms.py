@@ -1,112 +1,81 @@
-"""One adapter per platform behind the same four verbs, and where the loop gets them.
+"""The platform registry: ``spec.platform`` → everything the controller does differently for it.
 
-``env`` (what the runner container needs), ``register`` (GitHub: a JIT config; Buildkite: none),
-``unregister`` (GitHub: DELETE the runner; ``RunnerBusy`` on 422) and ``registered`` (GitHub's
-runner list by id, for idle and busy; None when the platform cannot say).
+One line per platform. The CRD's ``platform`` enum and its ``spec.<name>`` schemas, the parsing
+of a RunnerSet, the pod defaults, the busy rule, the ``BusyKnown`` condition and the adapter
+all come from this map; a platform not in it is an explicit "unsupported" error. Importing it
+imports no HTTP client: each platform imports its own when a set of it is served.
+
+``Platforms`` keeps the adapters' API clients (and their tokens) across passes.
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, Callable, Protocol
+from typing import Callable
 
-from gitscale.controller.buildkite import Buildkite
-from gitscale.controller.github import (
-    LIST_MAX_AGE,
-    GitHub,
-    Registration,
-    credentials_from,
-    scope_of,
-)
-from gitscale.controller.observe import GitHubSettings, Registered, RunnerSetView
+from gitscale.controller.errors import UnsupportedPlatform
+from gitscale.controller.observe import RunnerSetView
+from gitscale.controller.platform import LIST_MAX_AGE, Adapter, Client, Kind, SecretReader
+from gitscale.controller.platform_buildkite import BUILDKITE
+from gitscale.controller.platform_github import GITHUB
+
+PLATFORMS: Mapping[str, Kind] = {kind.name: kind for kind in (
+    GITHUB,
+    BUILDKITE,
+)}
 
 CREDENTIALS_MAX_AGE = 300.0  # seconds before a credentials Secret is read again
 
 
-class Platform(Protocol):
-    def env(self, name: str) -> list[dict[str, Any]]: ...
-
-    def register(self, name: str) -> Registration | None: ...
-
-    def unregister(self, runner_id: int) -> None: ...
-
-    def registered(self) -> Mapping[int, Registered] | None: ...
-
-
-class GitHubRunners:
-    def __init__(self, client: GitHub, settings: GitHubSettings,
-                 list_max_age: float = LIST_MAX_AGE) -> None:
-        self.client = client
-        self.settings = settings
-        self.list_max_age = list_max_age
-
-    def env(self, name: str) -> list[dict[str, Any]]:
-        from gitscale.controller.podspec import JIT_KEY
-
-        # The runner reads ACTIONS_RUNNER_INPUT_<ARG> as its --<arg> option.
-        return [{"name": "ACTIONS_RUNNER_INPUT_JITCONFIG",
-                 "valueFrom": {"secretKeyRef": {"name": name, "key": JIT_KEY}}}]
-
-    def register(self, name: str) -> Registration:
-        return self.client.register(name, self.settings.labels, self.settings.runner_group)
-
-    def unregister(self, runner_id: int) -> None:
-        self.client.unregister(runner_id)
-
-    def registered(self) -> Mapping[int, Registered]:
-        return {i: Registered(r.online, r.busy)
-                for i, r in self.client.runners(self.list_max_age).items()}
-
-
-SecretReader = Callable[[str, str], Mapping[str, str]]
+def kind_of(name: object) -> Kind:
+    """The registry's entry for ``spec.platform``; ``UnsupportedPlatform`` for any other."""
+    kind = PLATFORMS.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise UnsupportedPlatform(f"spec.platform {name!r} is not one of "
+                                  f"{', '.join(PLATFORMS)}: this platform is not supported")
+    return kind
 
 
 class Platforms:
-    """Adapters by RunnerSet, with GitHub clients (and their tokens) reused across passes."""
+    """Adapters by RunnerSet, with API clients (and their tokens) reused across passes."""
 
     def __init__(self, read_secret: SecretReader, *, list_max_age: float = LIST_MAX_AGE,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._read_secret = read_secret
-        self._list_max_age = list_max_age
+        self.list_max_age = list_max_age
         self._clock = clock
         self._lock = threading.Lock()
-        self._github: dict[tuple[str, str, str], tuple[float, GitHub]] = {}
+        self._clients: dict[tuple[str, ...], tuple[float, Client]] = {}
 
-    def for_set(self, rs: RunnerSetView) -> Platform:
-        if rs.buildkite is not None:
-            return Buildkite(rs.buildkite)
-        assert rs.github is not None
-        return GitHubRunners(self._client(rs.namespace, rs.github), rs.github, self._list_max_age)
+    def for_set(self, rs: RunnerSetView) -> Adapter:
+        return rs.kind.adapter(self, rs.namespace, rs.settings)
+
+    def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
+        return self._read_secret(namespace, name)
 
     def forget(self, rs: RunnerSetView) -> None:
-        """Drop a set's client, e.g. after GitHub refused its credentials: read them again."""
-        if rs.github is not None:
-            with self._lock:
-                old = self._github.pop(self._key(rs.namespace, rs.github), None)
-            if old is not None:
-                old[1].close()
+        """Drop a set's clients, e.g. after its credentials were refused: read them again."""
+        secrets = rs.kind.secrets(rs.settings)
+        with self._lock:
+            gone = [self._clients.pop(k) for k in list(self._clients)
+                    if k[1] == rs.namespace and k[2] in secrets]
+        for _, client in gone:
+            client.close()
 
     def close(self) -> None:
         with self._lock:
-            clients, self._github = list(self._github.values()), {}
+            clients, self._clients = list(self._clients.values()), {}
         for _, client in clients:
             client.close()
 
-    @staticmethod
-    def _key(namespace: str, settings: GitHubSettings) -> tuple[str, str, str]:
-        return (namespace, settings.credentials_secret, settings.config_url)
-
-    def _client(self, namespace: str, settings: GitHubSettings) -> GitHub:
-        key = self._key(namespace, settings)
+    def cached(self, key: tuple[str, ...], make: Callable[[], Client]) -> Client:
         with self._lock:
-            cached = self._github.get(key)
+            cached = self._clients.get(key)
         if cached is not None and self._clock() - cached[0] < CREDENTIALS_MAX_AGE:
             return cached[1]
-        source = f"Secret {namespace}/{settings.credentials_secret}"
-        data = self._read_secret(namespace, settings.credentials_secret)
-        client = GitHub(scope_of(settings.config_url), credentials_from(data, source))
+        client = make()
         with self._lock:
             # A replaced client may still serve a pass in flight: it is left to the GC.
-            self._github[key] = (self._clock(), client)
+            self._clients[key] = (self._clock(), client)
         return client

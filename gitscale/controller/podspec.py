@@ -2,12 +2,13 @@
 
 Every pod carries ``gitscale.dev/runnerset`` and ``gitscale.dev/patch-id`` labels, an
 ownerReference to its RunnerSet (garbage-collected with it) and ``restartPolicy: Never``: a runner
-does one job and is never restarted in place (seed 004: one pod per runner, no mutated Job).
+does one job and is never restarted in place (one pod per runner, never a Job whose parallelism is mutated).
 """
 from __future__ import annotations
 
 import base64
 import copy
+import re
 import secrets
 from typing import Any
 
@@ -21,7 +22,7 @@ from gitscale.controller.observe import (
     RunnerSetView,
     runner_container,
 )
-from gitscale.resource import GROUP, KIND, VERSION
+from gitscale.runnerset_api import API_VERSION, KIND
 from gitscale.timeutil import format_time
 
 JIT_KEY = "jitconfig"
@@ -29,7 +30,16 @@ NAME_MAX = 57  # room for GitHub's runner-name limit (64) and Kubernetes' hostna
 
 
 def new_name(set_name: str) -> str:
-    return f"{set_name[:NAME_MAX - 7].rstrip('-.')}-{secrets.token_hex(3)}"
+    return f"{_prefix(set_name)}-{secrets.token_hex(3)}"
+
+
+def is_runner_name(set_name: str, name: str) -> bool:
+    """Could ``name`` be one of ``new_name(set_name)``? (Finds a set's GitHub registrations.)"""
+    return re.fullmatch(re.escape(_prefix(set_name)) + "-[0-9a-f]{6}", name) is not None
+
+
+def _prefix(set_name: str) -> str:
+    return set_name[:NAME_MAX - 7].rstrip("-.")
 
 
 def owner_reference(rs: RunnerSetView) -> dict[str, Any]:
@@ -37,7 +47,7 @@ def owner_reference(rs: RunnerSetView) -> dict[str, Any]:
     # OwnerReferencesPermissionEnforcement admission plugin runs (OpenShift), setting it needs
     # update on the owner's finalizers, which least privilege does not grant; garbage
     # collection (background, the default) does not need it.
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": rs.name, "uid": rs.uid,
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": rs.name, "uid": rs.uid,
             "controller": True}
 
 
@@ -57,24 +67,27 @@ def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
     target = runner_container(template)
     container = next(c for c in spec["containers"] if c.get("name") == target)
     container["env"] = _merge_env(container.get("env") or [], env)
-    if rs.platform == "buildkite":
-        # SIGTERM makes the agent finish its job before exiting: give it the time to.
-        spec.setdefault("terminationGracePeriodSeconds", 3600)
+    for key, value in rs.kind.pod_defaults.items():  # what the platform's runners need
+        spec.setdefault(key, copy.deepcopy(value))
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": rs.namespace, "labels": labels,
                          "annotations": notes, "ownerReferences": [owner_reference(rs)]},
             "spec": spec}
 
 
-def jit_secret(pod: RawObject, jit_config: str) -> RawObject:
-    """The JIT config of one GitHub runner, owned by its pod (deleted with it)."""
-    meta = pod["metadata"]
+def jit_secret(rs: RunnerSetView, name: str, jit_config: str) -> RawObject:
+    """The JIT config of GitHub runner ``name``, created before its pod (so no pod ever waits
+    for it) and owned by the set until the pod exists: ``pod_owner`` then hands it to the pod,
+    and it is deleted with the pod."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": meta["name"], "namespace": meta["namespace"],
-                         "labels": {LABEL_SET: meta["labels"][LABEL_SET]},
-                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
-                                              "name": meta["name"], "uid": meta["uid"]}]},
+            "metadata": {"name": name, "namespace": rs.namespace, "labels": {LABEL_SET: rs.name},
+                         "ownerReferences": [owner_reference(rs)]},
             "data": {JIT_KEY: base64.b64encode(jit_config.encode()).decode()}}
+
+
+def pod_owner(pod: RawObject) -> list[dict[str, Any]]:
+    meta = pod["metadata"]
+    return [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}]
 
 
 def _merge_env(existing: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 Everything the pass reads comes from the stores; everything it writes goes through ``kube``
 and the platform adapter, in bulk: all creations of a pass are submitted to the shared thread
-pool at once (seed 002), and deletions run wave by wave (idle before pending). A failure to
+pool at once, and deletions run wave by wave (idle before pending). A failure to
 create or delete one runner does not stop the others; it becomes the ``Ready`` condition.
 
 Every set served carries the ``gitscale.dev/runners`` finalizer, so deleting it (by hand, or
@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from gitscale.controller import status as st
 from gitscale.controller.cache import Store
+from gitscale.controller.create import Created, create_runners
 from gitscale.controller.decide import (
     Actions,
     Delete,
@@ -27,13 +28,15 @@ from gitscale.controller.decide import (
     Phase,
     Runner,
     Status,
+    Write,
     decide,
     effective,
+    record,
 )
 from gitscale.controller.errors import (
     Conflict,
     ControllerError,
-    CredentialsError,
+    Interrupted,
     InvalidRunnerSet,
     KubeError,
     NotFound,
@@ -41,70 +44,21 @@ from gitscale.controller.errors import (
     RunnerBusy,
 )
 from gitscale.controller.kube import Kube
+from gitscale.controller.leftovers import EVERY, GRACE, sweep
+from gitscale.controller.memory import Memory
 from gitscale.controller.observe import (
     FINALIZER,
     RawObject,
-    Registered,
     RunnerSetView,
     parse_runnerset,
     runner_of,
 )
-from gitscale.controller.platforms import Platform, Platforms
-from gitscale.controller.podspec import jit_secret, new_name, runner_pod
+from gitscale.controller.platform import Adapter, Registered
+from gitscale.controller.platforms import Platforms, kind_of
 
 log = logging.getLogger("gitscale.controller")
 BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked again sooner
 ERROR_RETRY = 10.0
-
-
-class Memory:
-    """What a pass learns that the cluster does not hold: runners GitHub called busy (422),
-    keyed by set, then pod name; and the sets whose last creations were refused."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._busy: dict[str, dict[str, datetime]] = {}
-        self._said: dict[str, set[str]] = {}
-        self._refused: set[str] = set()
-
-    def refused(self, set_key: str) -> bool:
-        with self._lock:
-            return set_key in self._refused
-
-    def set_refused(self, set_key: str, refused: bool) -> None:
-        with self._lock:
-            (self._refused.add if refused else self._refused.discard)(set_key)
-
-    def forget(self, set_key: str) -> None:
-        """The set is gone."""
-        self.keep_only(set_key, set())
-        self.set_refused(set_key, False)
-
-    def busy_until(self, set_key: str, pod: str) -> datetime | None:
-        with self._lock:
-            return self._busy.get(set_key, {}).get(pod)
-
-    def mark_busy(self, set_key: str, pod: str, until: datetime) -> bool:
-        """Remember; True the first time for this runner (say it once)."""
-        with self._lock:
-            self._busy.setdefault(set_key, {})[pod] = until
-            said = self._said.setdefault(set_key, set())
-            first = pod not in said
-            said.add(pod)
-            return first
-
-    def keep_only(self, set_key: str, pods: set[str]) -> None:
-        """Forget runners that are gone (all of them when the set is gone)."""
-        with self._lock:
-            for table in (self._busy.get(set_key, {}), self._said.get(set_key, set())):
-                for pod in [p for p in table if p not in pods]:
-                    if isinstance(table, dict):
-                        table.pop(pod, None)
-                    else:
-                        table.discard(pod)
-            if not pods:
-                self._busy.pop(set_key, None)
-                self._said.pop(set_key, None)
 
 
 @dataclass
@@ -116,6 +70,8 @@ class Context:
     pool: Executor
     memory: Memory
     clock: Callable[[], datetime]
+    halt: threading.Event = field(default_factory=threading.Event)  # stop creating (shutdown)
+    leftover_grace: timedelta = GRACE
 
 
 @dataclass
@@ -128,8 +84,13 @@ class Report:
     deleted: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
+    unheard: str | None = None  # why the platform could not say who is idle or busy
+    counts: Status | None = None  # the set at the end of the pass (None: it could not count)
+    before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
     status_written: bool = False
     requeue_after: float | None = None
+    started: float = 0.0  # time.monotonic() at the start of the pass
     seconds: float = 0.0
 
 
@@ -140,54 +101,106 @@ def reconcile(ctx: Context, key: str) -> Report:
         ctx.memory.forget(key)
         return report
     now = ctx.clock()
+    generation = _generation(obj)
+    report.before = obj.get("status") or {}
     try:
-        view = parse_runnerset(obj)
+        view = parse_runnerset(obj, kind_of)
         platform = ctx.platforms.for_set(view)
     except InvalidRunnerSet as exc:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not any(
                 _owned_by(p, str(meta.get("uid", ""))) for p in ctx.pods.group(key)):
             return _release(ctx, obj, report)  # nothing to see out: do not hold the deletion
-        return _finish(ctx, obj, report, None, [st.not_ready("InvalidSpec", str(exc))], now)
+        problem = st.Problem("InvalidSpec", str(exc), person=True)
+        return _finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
+            "status"), now), now, generation=generation)
     except ControllerError as exc:
         report.requeue_after = ERROR_RETRY * 3
-        return _finish(ctx, obj, report, None,
-                       [st.not_ready("PlatformUnavailable", str(exc))], now)
+        problem = st.Problem("PlatformUnavailable", str(exc))
+        return _finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
+            "status"), now), now, generation=generation)
 
     if not view.deleting:
         obj = _hold(ctx, obj, report)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
-    registered: dict[int, Registered] | None = None
-    if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
-        try:
-            found = platform.registered()
-            registered = dict(found) if found is not None else None
-        except ControllerError as exc:
-            report.errors.append(str(exc))  # running runners count as busy: nothing deleted
+    registered = _registered(ctx, view, platform, pods, now, report)
     by_name = {}
     runners: list[Runner] = []
     for pod in pods:
         busy_until = ctx.memory.busy_until(key, pod["metadata"]["name"])
-        runner = runner_of(pod, registered, busy_until, now)
+        runner = runner_of(pod, registered, busy_until, now, view.kind.running)
         runners.append(runner)
         by_name[runner.name] = runner
     ctx.memory.keep_only(key, set(by_name))
 
-    actions = decide(effective(view.spec, view.deleting), runners, now)
+    actions = decide(effective(view.spec, view.deleting), runners, now, view.applied)
     report.actions = actions
-    _create(ctx, view, platform, actions, report)
-    _delete(ctx, view, platform, actions, report, now)
+    previous = obj.get("status")
+    if actions.create and (view.applied is None
+                           or st.ready_of(previous).get("status") != "False"):
+        # Say the set is short before creating, and that the write is not applied yet: a pass
+        # may be cut short (killed, stopped), and the next one must complete the write.
+        before = _adjust(actions, by_name, Report(key), Created(failed=actions.create))
+        obj = _write(ctx, obj, report, st.build(previous, before, st.conditions(
+            before, None, actions.failing, previous, now, creating=actions.create),
+            now, applied=record(view.spec, view.applied, all_created=False),
+            generation=generation), previous=None)
+    created = create_runners(ctx.kube, ctx.pods, ctx.platforms, ctx.memory, ctx.pool, ctx.halt,
+                             view, platform, actions)
+    report.created = created.names
+    report.errors += created.errors
+    _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return _release(ctx, obj, report)
 
-    counts = _adjust(actions, by_name, report)
-    conditions = [st.not_ready("ApplyFailed", "; ".join(report.errors[:3]))
-                  if report.errors else st.ready(), st.failing(actions.failing)]
+    counts = report.counts = _adjust(actions, by_name, report, created)
+    # The write is recorded as applied only when all of its creations were made.
+    applied = view.applied if view.deleting else record(view.spec, view.applied,
+                                                         not created.failed)
+    trouble = st.Problem(created.reason or "ApplyFailed",
+                         "; ".join(report.errors[:3])) if report.errors else None
+    conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
+    configured, why = platform.busy_source()
+    conditions.append(view.kind.busy_known(configured, report.unheard or why))
     waits = [w for w in (actions.requeue_after,
                          BUSY_RETRY.total_seconds() if report.busy else None,
-                         ERROR_RETRY if report.errors else None) if w is not None]
+                         ERROR_RETRY if report.errors else None,
+                         report.requeue_after) if w is not None]
     report.requeue_after = min(waits) if waits else None
-    return _finish(ctx, obj, report, counts, conditions, now)
+    return _finish(ctx, obj, report, counts, conditions, now, applied=applied,
+                   generation=generation)
+
+
+def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
+                now: datetime, report: Report) -> dict[Any, Registered] | None:
+    """The platform's view of the set's runners, when a pass needs it: some runner is running
+    (idle or busy?), or it is time to look for registrations left without a pod."""
+    running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+    registers = view.kind.registration_labels is not None
+    sweeping = registers and not view.deleting and ctx.memory.sweep_due(
+        view.key, now, EVERY)
+    if not running and not sweeping:
+        return None
+    try:
+        found = platform.registered()
+    except ControllerError as exc:
+        # A platform that registers its runners (GitHub): running runners count as busy
+        # (nothing removed: an error of the pass). Buildkite: the graceful-stop rule still
+        # holds; BusyKnown says so.
+        if registers:
+            report.errors.append(str(exc))
+        report.unheard = str(exc)
+        return None
+    registered = dict(found) if found is not None else None
+    if registered is not None and sweeping:
+        swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, registered, now,
+                      ctx.leftover_grace)
+        report.leftovers = swept.removed
+        report.errors += swept.errors
+        report.requeue_after = swept.wake_after
+        ids = {i for i, r in registered.items() if r.name in swept.removed}
+        registered = {i: r for i, r in registered.items() if i not in ids}
+    return registered
 
 
 def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
@@ -232,79 +245,12 @@ def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
     return report
 
 
-def _create(ctx: Context, view: RunnerSetView, platform: Platform, actions: Actions,
-            report: Report) -> None:
-    """Every missing runner at once (seed 002). After a pass whose creations were refused
-    (a quota, an admission webhook, GitHub down), in slow-start batches of 1, 2, 4… that stop
-    at the first failure, like the ReplicaSet controller: each runner tried costs a GitHub
-    registration (and its removal when the pod is refused), and a set stuck on its quota must
-    not spend the rate limit every pass."""
-    # Replacements of failed runners first: a slow start that stops early keeps their lineage.
-    lineage = list(actions.retries) + [0] * actions.create
-    if not lineage:
-        return
-    taken = {p["metadata"]["name"] for p in ctx.pods.group(view.key)}
-    names: list[str] = []
-    while len(names) < len(lineage):
-        name = new_name(view.name)
-        if name not in taken:
-            taken.add(name)
-            names.append(name)
-    todo = list(zip(names, lineage))
-    batch = 1 if ctx.memory.refused(view.key) else len(todo)
-    failed = False
-    while todo and not failed:
-        tried, todo = todo[:batch], todo[batch:]
-        batch *= 2
-        futures: list[Future[str]] = [
-            ctx.pool.submit(_create_one, ctx, view, platform, name, actions.create_patch_id,
-                            failures)
-            for name, failures in tried]
-        wait(futures)
-        for future in futures:
-            try:
-                report.created.append(future.result())
-            except CredentialsError as exc:
-                ctx.platforms.forget(view)  # read the Secret again next pass: it may be fixed
-                report.errors.append(str(exc))
-                failed = True
-            except ControllerError as exc:
-                report.errors.append(str(exc))
-                failed = True
-    if todo:
-        report.errors.append(f"{len(todo)} more runner(s) not tried after that: next pass")
-    ctx.memory.set_refused(view.key, failed)
-    if report.created:
-        log.info("%s: created %d runner(s) for patch %d", view.key, len(report.created),
-                 actions.create_patch_id)
-
-
-def _create_one(ctx: Context, view: RunnerSetView, platform: Platform, name: str,
-                patch_id: int, failures: int) -> str:
-    registration = platform.register(name)
-    runner_id = registration.runner_id if registration else None
-    body = runner_pod(view, name, patch_id, failures, platform.env(name), runner_id)
-    try:
-        pod = ctx.kube.create_pod(body)
-    except ControllerError:
-        if runner_id is not None:
-            _quietly(platform.unregister, runner_id)
-        raise
-    ctx.pods.put(pod)
-    if registration is not None:
-        try:
-            ctx.kube.create_secret(jit_secret(pod, registration.jit_config))
-        except ControllerError:
-            _quietly(ctx.kube.delete_pod, view.namespace, name)
-            _quietly(platform.unregister, registration.runner_id)
-            raise
-    return name
-
-
-def _delete(ctx: Context, view: RunnerSetView, platform: Platform, actions: Actions,
-            report: Report, now: datetime) -> None:
+def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
+            report: Report, now: datetime, keep: set[str]) -> None:
+    """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
+    next pass tries again) rather than leave their slot empty."""
     for wave in sorted({d.wave for d in actions.deletes}):
-        batch = [d for d in actions.deletes if d.wave == wave]
+        batch = [d for d in actions.deletes if d.wave == wave and d.name not in keep]
         futures = [(d, ctx.pool.submit(_delete_one, ctx, view, platform, d)) for d in batch]
         for delete, future in futures:
             try:
@@ -322,7 +268,10 @@ def _delete(ctx: Context, view: RunnerSetView, platform: Platform, actions: Acti
         log.info("%s: removed %s", view.key, ", ".join(report.deleted))
 
 
-def _delete_one(ctx: Context, view: RunnerSetView, platform: Platform, delete: Delete) -> None:
+def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: Delete) -> None:
+    if ctx.halt.is_set():
+        raise Interrupted("the controller is stopping: runner not removed, left to the next "
+                          "pass (or the next leader)")
     if delete.runner_id is not None:
         try:
             platform.unregister(delete.runner_id)
@@ -344,10 +293,11 @@ def _delete_one(ctx: Context, view: RunnerSetView, platform: Platform, delete: D
                                                        "name": delete.name}})
 
 
-def _adjust(actions: Actions, runners: dict[str, Runner], report: Report) -> Status:
+def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
+            created: Created) -> Status:
     """The decision's counts, corrected for what did not happen (failed creations, 422s)."""
     counts = actions.status
-    fresh_failed = max(actions.create + len(actions.retries) - len(report.created), 0)
+    fresh_failed = max(created.failed - len(created.unreplaced), 0)
     pending = counts.pending - min(fresh_failed, actions.create)
     idle, busy, failed = counts.idle, counts.busy, counts.failed
     surplus = {d.name for d in actions.deletes if d.reason is DeleteReason.SURPLUS}
@@ -362,39 +312,53 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report) -> Sta
         elif phase is Phase.FAILED:
             failed += 1
     return Status(pending + idle + busy + failed, pending, idle, busy, failed,
-                     counts.observed_patch_id)
+                  counts.observed_patch_id, counts.wanted, counts.held, counts.waiting)
 
 
 def _finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
-            conditions: list[st.Condition], now: datetime) -> Report:
-    new = st.build(obj.get("status"), counts, conditions, now)
+            conditions: list[st.Condition], now: datetime, *, applied: Write | None = None,
+            generation: int | None = None) -> Report:
+    """Write the status at the end of a pass (logging a new Ready=False once)."""
+    new = st.build(obj.get("status"), counts, conditions, now, applied=applied,
+                   generation=generation)
+    _write(ctx, obj, report, new, previous=report.before)
+    return report
+
+
+def _write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
+           previous: dict[str, Any] | None) -> RawObject:
+    """Patch the status if it changed; the object as it now is. A Ready=False whose reason or
+    message differs from ``previous`` (the status before the pass; None: say nothing) is
+    logged once: the condition stays until it changes."""
     if not st.changed(obj.get("status"), new):
-        return report
-    if not conditions[0].status:  # said once: the condition stays until it changes
-        log.warning("%s: %s", report.key, conditions[0].message)
+        return obj
+    ready = st.ready_of(new)
+    if previous is not None and ready.get("status") == "False":
+        said = st.ready_of(previous)
+        if (said.get("reason"), said.get("message")) != (ready.get("reason"),
+                                                         ready.get("message")):
+            log.warning("%s: %s", report.key, ready.get("message", ready.get("reason")))
     meta = obj["metadata"]
     try:
         updated = ctx.kube.patch_runnerset_status(meta["namespace"], meta["name"], new)
     except NotFound:
-        return report
+        return obj
     except KubeError as exc:
         if isinstance(exc, Conflict) and meta.get("deletionTimestamp"):
-            return report  # being deleted: its status no longer matters
+            return obj  # being deleted: its status no longer matters
         report.errors.append(str(exc))
         report.requeue_after = min(report.requeue_after or ERROR_RETRY, ERROR_RETRY)
-        return report
+        return obj
     ctx.runnersets.put(updated)
     report.status_written = True
-    return report
+    return updated
+
+
+def _generation(obj: RawObject) -> int | None:
+    value = (obj.get("metadata") or {}).get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _owned_by(pod: RawObject, uid: str) -> bool:
     refs = (pod.get("metadata") or {}).get("ownerReferences") or []
     return any(ref.get("uid") == uid for ref in refs) or not uid
-
-
-def _quietly(fn: Callable[..., Any], *args: Any) -> None:
-    try:
-        fn(*args)
-    except ControllerError as exc:
-        log.warning("clean-up failed: %s", exc)

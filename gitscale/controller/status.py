@@ -1,7 +1,24 @@
-"""The RunnerSet's status: counts from the decision and conditions from the pass.
+"""The RunnerSet's status: counts, the last write fully applied, and kstatus conditions.
 
-Conditions: ``Ready`` (the last pass did everything it decided, or why not: ``InvalidSpec``,
-``PlatformUnavailable``, ``CreateFailed``…) and ``RunnersFailing`` (runners failing in a row).
+Conditions follow kstatus (what ``kubectl wait``, Flux and Argo CD read), each with the
+``observedGeneration`` it was computed for, and ``status.observedGeneration`` says which
+generation of the spec the status describes:
+
+- ``Ready``: True when every slot the spec wants has a runner (pending ones count: they exist;
+  a finished runner holding its slot until the next write counts too). False while the set is
+  short, or a pass failed, with the reason: ``Creating``, ``CreateFailed``, ``QuotaExceeded``,
+  ``Interrupted`` (the controller stopped before it was done), ``RunnersMissing`` (runners
+  went away while the write was already applied: the next write brings them back),
+  ``Backoff`` (failed runners wait to be replaced), ``ApplyFailed``, ``InvalidSpec``,
+  ``PlatformUnavailable``;
+- ``Reconciling``: True while Ready is False and the controller keeps working on it;
+- ``Stalled``: True when it cannot get there by itself: an invalid spec at once, any other
+  failure once Ready has been False for ``STALLED_AFTER`` (a progress deadline);
+- ``RunnersFailing``: runners failing again and again (each replaced after its backoff);
+- ``BusyKnown``: whether the platform says which runners run a job (GitHub's runner list,
+  Buildkite's agents API), or the controller goes by the graceful-stop rule; each platform
+  writes its own (``Kind.busy_known``).
+
 A condition keeps its ``lastTransitionTime`` while its status stays the same, and the status is
 written only when something in it changed.
 """
@@ -9,11 +26,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from gitscale.controller.decide import Status
-from gitscale.timeutil import format_time
+from gitscale.controller.decide import Status, Write
+from gitscale.timeutil import format_time, parse_time
+
+READY, RECONCILING, STALLED, FAILING = "Ready", "Reconciling", "Stalled", "RunnersFailing"
+BUSY = "BusyKnown"
+STALLED_AFTER = timedelta(minutes=5)
+COUNTS = ("replicas", "pending", "idle", "busy", "failed")
+KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime",
+        "observedGeneration")
 
 
 @dataclass(frozen=True)
@@ -24,43 +48,113 @@ class Condition:
     message: str
 
 
-def ready(message: str = "runners reconciled") -> Condition:
-    return Condition("Ready", True, "Reconciled", message)
+@dataclass(frozen=True)
+class Problem:
+    """What went wrong in a pass. ``person``: nothing changes until someone fixes the spec."""
+
+    reason: str
+    message: str
+    person: bool = False
 
 
-def not_ready(reason: str, message: str) -> Condition:
-    return Condition("Ready", False, reason, message[:1000])
+def conditions(counts: Status | None, problem: Problem | None,
+               failing: tuple[tuple[str, int], ...], current: Mapping[str, Any] | None,
+               now: datetime, creating: int = 0) -> list[Condition]:
+    """Ready, Reconciling, Stalled and RunnersFailing after a pass (or, with ``creating``,
+    before a pass's creations: ``Creating``)."""
+    ready = _ready(counts, problem, creating)
+    stalled = not ready.status and problem is not None and (
+        problem.person or _false_since(current, now) >= STALLED_AFTER)
+    if stalled:
+        stall = Condition(STALLED, True, ready.reason,
+                          ready.message if problem is not None and problem.person else
+                          f"no progress for {_minutes(STALLED_AFTER)}: {ready.message}")
+    else:
+        stall = Condition(STALLED, False, "Progressing", "")
+    working = Condition(RECONCILING, not ready.status and not stalled, ready.reason,
+                        ready.message if not ready.status and not stalled else "")
+    return [ready, working, stall, _failing(failing)]
 
 
-def failing(runners: tuple[tuple[str, int], ...]) -> Condition:
+def _ready(counts: Status | None, problem: Problem | None, creating: int) -> Condition:
+    if counts is None:
+        assert problem is not None, "a pass that could not count has a problem"
+        return Condition(READY, False, problem.reason, problem.message[:1000])
+    missing = f"{counts.short} of {counts.wanted} runner(s) missing"
+    if creating:
+        return Condition(READY, False, "Creating", f"creating {creating} runner(s): {missing}")
+    if problem is not None:
+        message = f"{missing}: {problem.message}" if counts.short else problem.message
+        return Condition(READY, False, problem.reason, message[:1000])
+    if counts.short:
+        return Condition(READY, False, "RunnersMissing",
+                         f"{missing}: they went away after patch {counts.observed_patch_id} was "
+                         "applied (deleted or evicted?); the next spec write replaces them")
+    if counts.waiting:
+        return Condition(READY, False, "Backoff", f"{counts.waiting} runner(s) failed: each is "
+                         "replaced once its backoff has passed")
+    parts = [f"{counts.pending} pending", f"{counts.idle} idle", f"{counts.busy} busy"]
+    if counts.held:
+        parts.append(f"{counts.held} finished, their slots refilled on the next spec write")
+    message = f"{counts.replicas + counts.held} of {counts.wanted} runner(s): " + ", ".join(parts)
+    if counts.replicas + counts.held > counts.wanted:
+        message += "; the surplus goes on the next patch-0 write (never a busy runner)"
+    return Condition(READY, True, "Reconciled", message)
+
+
+def _failing(runners: tuple[tuple[str, int], ...]) -> Condition:
     if not runners:
-        return Condition("RunnersFailing", False, "NoRepeatedFailures", "")
+        return Condition(FAILING, False, "NoRepeatedFailures", "")
     named = ", ".join(f"{name} ({n} in a row)" for name, n in runners[:5])
-    return Condition("RunnersFailing", True, "RepeatedFailures",
+    return Condition(FAILING, True, "RepeatedFailures",
                      f"runners keep failing and are replaced with backoff: {named}")
 
 
+def _false_since(current: Mapping[str, Any] | None, now: datetime) -> timedelta:
+    """How long Ready has been False (zero if it is not)."""
+    for cond in (current or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == READY and cond.get("status") == "False":
+            try:
+                return now - parse_time(str(cond.get("lastTransitionTime")))
+            except ValueError:
+                return timedelta(0)
+    return timedelta(0)
+
+
+def _minutes(span: timedelta) -> str:
+    return f"{int(span.total_seconds() // 60)}m"
+
+
 def build(current: Mapping[str, Any] | None, counts: Status | None,
-          conditions: list[Condition], now: datetime) -> dict[str, Any]:
+          conds: list[Condition], now: datetime, *, applied: Write | None = None,
+          generation: int | None = None) -> dict[str, Any]:
     """The new status; counts None keeps the current ones (a pass that could not count)."""
     current = dict(current or {})
-    status: dict[str, Any] = {k: current[k] for k in
-                              ("replicas", "pending", "idle", "busy", "failed", "observedPatchID")
-                              if k in current}
+    status: dict[str, Any] = {k: current[k] for k in KEPT if k in current}
     if counts is not None:
         status.update(replicas=counts.replicas, pending=counts.pending, idle=counts.idle,
                       busy=counts.busy, failed=counts.failed,
                       observedPatchID=counts.observed_patch_id)
+    if applied is not None:
+        status["appliedPatchID"] = applied.patch_id
+        if applied.effective_time is not None:
+            status["appliedEffectiveTime"] = format_time(applied.effective_time)
+        else:
+            status.pop("appliedEffectiveTime", None)
+    if generation is not None:
+        status["observedGeneration"] = generation
     previous = {c.get("type"): c for c in current.get("conditions") or [] if isinstance(c, dict)}
     out = []
-    for cond in conditions:
+    for cond in conds:
         value = "True" if cond.status else "False"
         old = previous.get(cond.type) or {}
         since = old.get("lastTransitionTime") if old.get("status") == value else None
-        entry = {"type": cond.type, "status": value, "reason": cond.reason,
-                 "lastTransitionTime": since or format_time(now)}
+        entry: dict[str, Any] = {"type": cond.type, "status": value, "reason": cond.reason,
+                                 "lastTransitionTime": since or format_time(now)}
         if cond.message:
             entry["message"] = cond.message
+        if generation is not None:
+            entry["observedGeneration"] = generation
         out.append(entry)
     status["conditions"] = out
     return status
@@ -68,3 +162,9 @@ def build(current: Mapping[str, Any] | None, counts: Status | None,
 
 def changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     return dict(current or {}) != dict(new)
+
+
+def ready_of(status: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The Ready condition of a status ({} when there is none)."""
+    return next((c for c in (status or {}).get("conditions") or []
+                 if isinstance(c, dict) and c.get("type") == READY), {})

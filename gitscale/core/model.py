@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
-PATCH_ID_MAX = 2**31 - 1
+from gitscale.runnerset_api import PATCH_ID_MAX
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from gitscale.core.recurrence import last_start
 
 
 @dataclass(frozen=True)
@@ -28,11 +29,10 @@ class Schedule:
         start = self.start.astimezone(ZoneInfo(self.timezone)) if self.timezone else self.start
         if self.recurrence is None:
             return start <= now < start + self.duration
-        from dateutil.rrule import rrulestr  # only sets with schedules pay for the import
-
-        rule = rrulestr(self.recurrence, dtstart=start)
-        occurrence = rule.before(now.astimezone(start.tzinfo), inc=True)
-        return occurrence is not None and now < occurrence + self.duration
+        # Bounded: the walk starts at the last period before the window (the rule was
+        # checked when the config was read; see gitscale.core.recurrence).
+        return last_start(self.recurrence, self.start, self.timezone, now,
+                          self.duration) is not None
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,28 @@
-"""Capacity reservations from workflow_job webhooks (seed 001, adapted). Pure: clock passed in.
+"""Capacity reservations from workflow_job webhooks. Pure: the clock is passed in.
+
+The model is actions-runner-controller's webhook-driven autoscaler: a HorizontalRunnerAutoscaler's
+``capacityReservations``, one per event, applied in batches (its batch scaler,
+controllers/actions.summerwind.net/horizontal_runner_autoscaler_batch_scale.go in
+https://github.com/actions/actions-runner-controller), adapted:
 
 Each ``queued`` event reserves one replica for its job until it expires; ``in_progress`` marks
-it running; ``completed`` removes the reservation *of that job* — never the oldest one blindly,
-never below zero. A completion that arrives before its ``queued`` leaves a tombstone so the late
-``queued`` does not resurrect it. Reservations beyond the set's max are starved: they wait for
+it running, and a running job holds its runner until its ``completed`` (or a resync) removes it,
+however long it runs; ``completed`` removes the reservation *of that job* — never the oldest one
+blindly, never below zero. A completion that arrives before its ``queued`` leaves a tombstone so
+the late ``queued`` does not resurrect it. A job waiting for an environment approval needs no
+runner yet: ``waiting`` releases its queued reservation, and the ``queued`` GitHub sends after
+the approval reserves one again. Reservations beyond the set's max are starved: they wait for
 capacity, so their expiry is pushed back on every batch instead of running out in the queue.
+
+``resync`` corrects a book from what GitHub lists (the webhooks that were lost): missing queued
+or running jobs are added, reservations of jobs GitHub no longer lists are removed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from gitscale.core.model import Demand
 
@@ -20,7 +31,7 @@ class Action(str, Enum):
     QUEUED = "queued"
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
-    WAITING = "waiting"
+    WAITING = "waiting"  # for an environment approval: a human, not a runner
 
 
 @dataclass(frozen=True)
@@ -76,13 +87,75 @@ def apply(book: Book, events: Iterable[Event], now: datetime, duration: timedelt
                                                       event.at + duration)
             elif not found.running:
                 reservations[event.job] = replace(found, running=True)
-        # WAITING (an environment approval) needs no runner yet: nothing to reserve
+        elif event.action == Action.WAITING:
+            # Waiting for an approval needs no runner yet; no tombstone: the queued that
+            # follows the approval reserves one again.
+            found = reservations.get(event.job)
+            if found is not None and not found.running:
+                del reservations[event.job]
+    return _settle(reservations, tombstones, now, duration, max_replicas)
+
+
+def _settle(reservations: dict[int, Reservation], tombstones: dict[int, datetime],
+            now: datetime, duration: timedelta, max_replicas: int) -> Book:
+    """Expiry and the starvation rule, and the book in its order (oldest first)."""
     ordered = sorted(reservations.values(), key=lambda r: (r.created, r.job))
     kept = []
     for index, reservation in enumerate(ordered):
         if index >= max_replicas and not reservation.running:
             # starved: still waiting for capacity, so the clock has not started for it
             reservation = replace(reservation, expires=max(reservation.expires, now + duration))
-        if reservation.expires > now:
+        # A running job holds its runner until it completes, however long it runs: only
+        # queued reservations expire (a lost `completed` is the resync's to correct).
+        if reservation.running or reservation.expires > now:
             kept.append(reservation)
     return Book(tuple(kept), tuple(sorted(tombstones.items())))
+
+
+@dataclass(frozen=True)
+class Correction:
+    """What a resync changed in one book, by job id."""
+
+    added: tuple[int, ...] = ()
+    removed: tuple[int, ...] = ()
+    started: tuple[int, ...] = ()  # queued here, running on GitHub
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.started)
+
+    def describe(self) -> str:
+        parts = [f"{what} {len(jobs)} (job{'s' if len(jobs) > 1 else ''} "
+                 f"{', '.join(map(str, jobs[:10]))}{', …' if len(jobs) > 10 else ''})"
+                 for what, jobs in (("added", self.added), ("removed", self.removed),
+                                    ("marked running", self.started)) if jobs]
+        return "; ".join(parts) or "nothing to correct"
+
+
+def resync(book: Book, listed: Mapping[int, bool], before: datetime, now: datetime,
+           duration: timedelta, max_replicas: int) -> tuple[Book, Correction]:
+    """Correct ``book`` from GitHub's list of this set's jobs (job id → running).
+
+    A listed job without a reservation gets one (its queued was lost), unless its completion
+    was seen (the tombstone wins: the API lags behind the webhooks). A queued reservation of a
+    job listed as running is marked running. A reservation of a job GitHub does not list is
+    removed (its completion was lost) if it was made before ``before``: one made since may be
+    a job the API does not show yet.
+    """
+    reservations = {r.job: r for r in book.reservations}
+    tombstones = {job: until for job, until in book.completed if until > now}
+    added, removed, started = [], [], []
+    for job, running in sorted(listed.items()):
+        found = reservations.get(job)
+        if found is None and job not in tombstones:
+            reservations[job] = Reservation(job, running, now, now + duration)
+            added.append(job)
+        elif found is not None and running and not found.running:
+            reservations[job] = replace(found, running=True)
+            started.append(job)
+    for job, reservation in list(reservations.items()):
+        if job not in listed and reservation.created < before:
+            del reservations[job]
+            tombstones[job] = now + duration
+            removed.append(job)
+    settled = _settle(reservations, tombstones, now, duration, max_replicas)
+    return settled, Correction(tuple(added), tuple(removed), tuple(started))

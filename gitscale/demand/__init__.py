@@ -1,17 +1,32 @@
 """Where demand comes from. Every source answers one question per set: queued, running, jobs.
 
-A source returns a ``DemandReading``: a Demand per set it could read, and an error per set it
-could not. A set with an error is left untouched by the pass (never scaled down on a guess).
-The GitHub and Buildkite sources plug in behind the same ``DemandSource`` protocol.
+A pass reads each source once per group of sets (``demand/registry.py``) and gets a
+``DemandReading``: a Demand per set it could read, and an error per set it could not. A set with
+an error is left untouched by the pass (never scaled down on a guess).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
-from gitscale.config import RunnerSetConfig
 from gitscale.core.model import Demand
+from gitscale.errors import GitscaleError
+
+if TYPE_CHECKING:
+    from gitscale.config import RunnerSetConfig
+
+
+class SourceError(GitscaleError):
+    """A source could not be read. ``str()`` names the URL and what went wrong."""
+
+
+class RateLimited(SourceError):
+    """The API refused because of a rate limit; ``until`` is when it lifts (if known)."""
+
+    def __init__(self, message: str, until: datetime | None) -> None:
+        super().__init__(message)
+        self.until = until
 
 
 @dataclass
@@ -32,6 +47,12 @@ class DemandReading:
 
 
 class DemandSource(Protocol):
+    """What a source's client factory (in the registry) returns: a reader of its sets."""
+
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
-        """Demand for each of ``sets``; an error (not an exception) for a set it cannot read."""
+        """Demand for ``sets``, whose settings share one group key (one read serves them all):
+        a Demand for each set found in what was read, an error for each set that was not.
+        When nothing can be read (no answer, a refusal, a bad credential or file) it raises a
+        ``GitscaleError`` naming the source (``RateLimited`` says when to try again), and
+        ``read_demand`` gives every set of the group that error."""
         ...

@@ -7,16 +7,19 @@ count only when the source opts in with ``countWaiting: true``. The response's
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from gitscale.config import RunnerSetConfig
 from gitscale.core.model import Demand
-from gitscale.demand import DemandReading
-from gitscale.demand.http import JsonClient, RateLimited, SourceError
-from gitscale.demand.secrets import SecretError
+from gitscale.demand import DemandReading, SourceError
+from gitscale.demand.http import EtagCache, JsonClient, cache_file
+from gitscale.demand.secrets import read_secret
+from gitscale.demand.settings import BuildkiteSettings
 from gitscale.timeutil import parse_duration
 
-DEFAULT_API = "https://agent.buildkite.com/v3"
+if TYPE_CHECKING:
+    from gitscale.demand.registry import Where
+
 POLL_HEADER = "Buildkite-Agent-Metrics-Poll-Duration"
 MAX_POLL_INTERVAL = 3600.0  # seconds
 
@@ -32,7 +35,7 @@ def queue_demand(body: Any, count_waiting: bool, where: str) -> Demand:
         value = jobs.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SourceError(f"buildkite: {where}: jobs.{key} is not a count: {value!r}")
-        return value
+        return int(value)
 
     queued = number("scheduled") + (number("waiting") if count_waiting else 0)
     return Demand(queued=queued, running=number("running"))
@@ -54,22 +57,32 @@ def poll_interval(header: str | None) -> float | None:
     return seconds if 0 < seconds <= MAX_POLL_INTERVAL else None
 
 
-def read_buildkite(sets: Sequence[RunnerSetConfig], client_for: Any) -> DemandReading:
-    reading = DemandReading()
-    for runner_set in sets:
-        settings = runner_set.source.settings
-        api = str(settings.get("apiUrl", DEFAULT_API)).rstrip("/")
-        try:
-            client: JsonClient = client_for(settings)
-            body, headers = client.get(f"{api}/metrics/queue", {"name": settings["queue"]})
+class QueueSource:
+    """One queue's metrics, for the sets that scale on it (each counts waiting jobs or not)."""
+
+    def __init__(self, client: JsonClient, settings: BuildkiteSettings) -> None:
+        self.client = client
+        self.settings = settings
+
+    def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
+        queue = self.settings.queue
+        body, headers = self.client.get(f"{self.settings.api_url}/metrics/queue", {"name": queue})
+        reading = DemandReading(min_interval=poll_interval(headers.get(POLL_HEADER)))
+        for runner_set in sets:
             reading.demands[runner_set.name] = queue_demand(
-                body, bool(settings.get("countWaiting", False)), f"queue {settings['queue']}")
-            interval = poll_interval(headers.get(POLL_HEADER))
-            if interval:
-                reading.merge(DemandReading(min_interval=interval))
-        except RateLimited as exc:
-            reading.merge(DemandReading(retry_at=exc.until))
-            reading.errors[runner_set.name] = str(exc)
-        except (SourceError, SecretError) as exc:
-            reading.errors[runner_set.name] = str(exc)
-    return reading
+                body, runner_set.source.settings.count_waiting, f"queue {queue}")
+        return reading
+
+
+def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
+    """The registry's client factory: one client per API and agent token, kept across passes."""
+    sources, api = where.sources, settings.api_url
+
+    def make() -> JsonClient:
+        token = read_secret(settings.token, "buildkite agent token")
+        cache = EtagCache.load(cache_file(sources.cache_dir, api, settings.credential))
+        return JsonClient(name=f"buildkite ({api})",
+                          headers=lambda: {"Authorization": f"Token {token}"},
+                          cache=cache, timeout=sources.timeout, transport=sources.transport)
+
+    return QueueSource(sources.client(("buildkite", api, settings.credential), make), settings)

@@ -3,24 +3,35 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 
-from gitscale.config import RunnerSetConfig
+from gitscale import files
+from gitscale.config import RunnerSetConfig, safe_repo_path
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
 from gitscale.errors import DemandError
 from gitscale.schemas import JOB_LIMIT
 from gitscale.yamlread import check_schema, load_documents
 
+if TYPE_CHECKING:
+    from gitscale.demand.registry import Where
+    from gitscale.demand.settings import FileSettings
+
+
+
+class MissingDemandFile(DemandError):
+    """The demand file is not there (or is a folder): the config that names it is to blame."""
 
 
 def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
     """Read and validate one demand file. Raises DemandError naming ``label`` and the line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(path, label, DemandError)
     except FileNotFoundError:
-        raise DemandError(label, "demand file not found") from None
+        raise MissingDemandFile(label, "demand file not found") from None
+    except IsADirectoryError:
+        raise MissingDemandFile(label, "is a directory, not a demand file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DemandError(label, f"cannot be read: {exc}") from None
     documents = [d for d in load_documents(text, label, DemandError) if d.data is not None]
@@ -91,3 +102,9 @@ class FileSource:
             else:
                 reading.errors[runner_set.name] = f"{self.label}: no entry for this set"
         return reading
+
+
+def source(where: Where, settings: FileSettings) -> FileSource:
+    """The registry's client factory: the file, inside the checkout the pass reads."""
+    path = safe_repo_path(where.root, settings.path, where.config_path, DemandError)
+    return FileSource(path, settings.path)

@@ -8,24 +8,29 @@ API, scope and credential share one poll.
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
-
-import jwt
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from gitscale.config import RunnerSetConfig
 from gitscale.core.model import Demand
-from gitscale.demand import DemandReading
-from gitscale.demand.http import JsonClient, RateLimited, SourceError
+from gitscale.demand import DemandReading, SourceError
+from gitscale.demand.http import EtagCache, JsonClient, cache_file
 from gitscale.demand.secrets import SecretError, read_secret
-from gitscale.timeutil import parse_time
+from gitscale.demand.settings import GitHubSettings
+from gitscale.github_app import InstallationToken
 
-DEFAULT_API = "https://api.github.com"
+if TYPE_CHECKING:
+    from gitscale.demand.registry import Where
+    from gitscale.demand.resolve import Sources
+
+KEY_NAME = "github app private key"
 QUEUED = frozenset({"queued", "requested", "pending"})
 RUNNING = frozenset({"in_progress"})
+# A run is `waiting` while any of its jobs waits for an environment approval; its other jobs
+# may be queued for a runner all the same. A job that is itself `waiting` is not counted: a job
+# waiting for a person needs no runner yet (webhook mode follows the same rule).
+RUN_STATUSES = ("queued", "in_progress", "waiting")
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,9 @@ class Job:
 
 
 def matches(job_labels: Iterable[str], runner_labels: Iterable[str]) -> bool:
-    """PRODUCT §3: every job label other than ``self-hosted`` is among the runner's labels."""
+    """A runner can take the job when every job label other than ``self-hosted`` is among
+    its labels (case-insensitive), as GitHub matches ``runs-on`` to self-hosted runners: a job
+    asking for ``[self-hosted]`` only, or for nothing, can run on any runner."""
     have = {label.lower() for label in runner_labels}
     return all(label.lower() in have for label in job_labels if label.lower() != "self-hosted")
 
@@ -58,15 +65,16 @@ def count(jobs: Iterable[Job], labels: Sequence[str]) -> Demand:
 
 
 class GitHubAuth:
-    """A token, or a GitHub App's installation token (JWT → access token, refreshed early)."""
+    """A token, or a GitHub App's installation token (``gitscale.github_app``)."""
 
-    def __init__(self, settings: dict[str, Any], api: str) -> None:
+    def __init__(self, settings: GitHubSettings) -> None:
         self.settings = settings
-        self.api = api
         self._token: str | None = None
-        self._expires = 0.0
         self._lock = threading.Lock()
-        self.exchange: JsonClient | None = None
+        app = settings.app
+        self._app = None if app is None else InstallationToken(
+            settings.api_url, app.app_id, lambda: read_secret(app.private_key, KEY_NAME),
+            installation=app.installation_id, error=SecretError, key_name=KEY_NAME)
 
     def header(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token()}",
@@ -74,64 +82,51 @@ class GitHubAuth:
                 "X-GitHub-Api-Version": "2022-11-28"}
 
     def token(self) -> str:
-        with self._lock:  # one token exchange, however many threads ask at once
-            app = self.settings.get("app")
-            if app is None:
-                if self._token is None:
-                    self._token = read_secret(
-                        self.settings.get("token", {"env": "GITHUB_TOKEN"}), "github token")
-                return self._token
-            if self._token is None or time.time() > self._expires - 300:
-                self._token, self._expires = self._installation_token(app)
+        if self._app is not None:
+            return self._app.get()
+        with self._lock:
+            if self._token is None:
+                self._token = read_secret(self.settings.token, "github token")
             return self._token
 
-    def _installation_token(self, app: dict[str, Any]) -> tuple[str, float]:
-        import httpx
 
-        key = read_secret(app["privateKey"], "github app private key")
-        now = int(time.time())
-        try:
-            assertion = jwt.encode({"iat": now - 60, "exp": now + 540, "iss": str(app["appId"])},
-                                   key, algorithm="RS256")
-        except (ValueError, TypeError, jwt.PyJWTError) as exc:
-            raise SecretError(f"github app private key: cannot sign a JWT "
-                              f"({type(exc).__name__})") from None
-        url = f"{self.api}/app/installations/{app['installationId']}/access_tokens"
-        try:
-            response = httpx.post(url, timeout=10, headers={
-                "Authorization": f"Bearer {assertion}", "Accept": "application/vnd.github+json"})
-        except httpx.HTTPError as exc:
-            raise SourceError(f"github: POST {url} failed: {type(exc).__name__}") from None
-        if response.status_code != 201:
-            raise SourceError(f"github: POST {url} answered {response.status_code}: could not "
-                              "get an installation token for the app")
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        token = body.get("token") if isinstance(body, dict) else None
-        if not isinstance(token, str) or not token:
-            raise SourceError(f"github: POST {url} answered {response.status_code} with no token "
-                              "in its body: could not get an installation token for the app")
-        try:
-            expires = parse_time(str(body["expires_at"])).timestamp()
-        except (KeyError, ValueError):
-            expires = now + 3600.0  # GitHub's installation tokens live an hour
-        return token, expires
+def poller(sources: Sources, settings: GitHubSettings) -> GitHubPoller:
+    """A poller of ``settings``' scope, on the client ``sources`` keeps for its API and
+    credential (its ETag cache and token outlive the pass in loop mode)."""
+
+    def make() -> JsonClient:
+        api = settings.api_url
+        cache = EtagCache.load(cache_file(sources.cache_dir, api, settings.credential))
+        return JsonClient(name=f"github ({api})", headers=GitHubAuth(settings).header,
+                          cache=cache, timeout=sources.timeout, transport=sources.transport)
+
+    client = sources.client(("github", settings.api_url, settings.credential), make)
+    return GitHubPoller(client, settings)
+
+
+def source(where: Where, settings: GitHubSettings) -> GitHubPoller:
+    """The registry's client factory."""
+    return poller(where.sources, settings)
 
 
 class GitHubPoller:
     """One API + scope + credential: every relevant job, once per pass."""
 
-    def __init__(self, client: JsonClient, api: str, settings: dict[str, Any]) -> None:
+    def __init__(self, client: JsonClient, settings: GitHubSettings) -> None:
         self.client = client
-        self.api = api.rstrip("/")
+        self.api = settings.api_url
         self.settings = settings
 
+    def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
+        """Demand for each of ``sets`` (of this scope), from one poll."""
+        jobs = self.jobs()
+        return DemandReading(demands={s.name: count(jobs, s.source.settings.labels)
+                                      for s in sets})
+
     def repos(self) -> list[str]:
-        if "repos" in self.settings:
-            return list(self.settings["repos"])
-        org = self.settings["org"]
+        if self.settings.org is None:
+            return list(self.settings.repos)
+        org = self.settings.org
         listed = self.client.paginate(f"{self.api}/orgs/{org}/repos",
                                       {"per_page": 100, "type": "all"}, "")
         names = []
@@ -149,7 +144,7 @@ class GitHubPoller:
         of 100 repos takes half a minute, and one busy repo must not serialise the rest."""
         found: dict[int, Job] = {}
         repos = self.repos()
-        workers = max(1, int(self.settings.get("concurrency", 8)))
+        workers = max(1, self.settings.concurrency)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="github") as pool:
             runs = [run for listed in pool.map(self._runs, repos) for run in listed]
             for jobs in pool.map(self._run_jobs, runs):
@@ -159,7 +154,7 @@ class GitHubPoller:
 
     def _runs(self, repo: str) -> list[tuple[str, int]]:
         found = []
-        for status in ("queued", "in_progress"):
+        for status in RUN_STATUSES:
             for run in self.client.paginate(f"{self.api}/repos/{repo}/actions/runs",
                                             {"status": status, "per_page": 100},
                                             "workflow_runs"):
@@ -183,39 +178,3 @@ def _job(raw: Any, where: str) -> Job:
         raise SourceError(f"github: a job of {where} has no numeric id")
     labels = raw.get("labels") or []
     return Job(raw["id"], str(raw.get("status", "")), tuple(str(label) for label in labels))
-
-
-def read_github(sets: Sequence[RunnerSetConfig], pollers: dict[tuple[str, str], GitHubPoller],
-                make_poller: Any) -> DemandReading:
-    """Demand for ``sets`` (all with a github source), polling each distinct scope once."""
-    reading = DemandReading()
-    groups: dict[tuple[str, str], list[RunnerSetConfig]] = defaultdict(list)
-    for runner_set in sets:
-        settings = runner_set.source.settings
-        groups[scope_key(settings)].append(runner_set)
-    for key, members in groups.items():
-        settings = members[0].source.settings
-        try:
-            poller = pollers.get(key) or make_poller(settings)
-            pollers[key] = poller
-            jobs = poller.jobs()
-        except RateLimited as exc:
-            reading.merge(DemandReading(retry_at=exc.until))
-            for runner_set in members:
-                reading.errors[runner_set.name] = str(exc)
-            continue
-        except (SourceError, SecretError) as exc:
-            for runner_set in members:
-                reading.errors[runner_set.name] = str(exc)
-            continue
-        for runner_set in members:
-            reading.demands[runner_set.name] = count(jobs, runner_set.source.settings["labels"])
-    return reading
-
-
-def scope_key(settings: dict[str, Any]) -> tuple[str, str]:
-    api = str(settings.get("apiUrl", DEFAULT_API)).rstrip("/")
-    scope = f"org:{settings['org']}" if "org" in settings else \
-        "repos:" + ",".join(sorted(settings.get("repos", [])))
-    auth = repr(sorted((settings.get("app") or settings.get("token") or {}).items()))
-    return api, f"{scope}|{auth}"

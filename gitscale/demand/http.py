@@ -20,21 +20,13 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
+from gitscale.redact import redact
+from gitscale.demand import RateLimited as RateLimited
+from gitscale.demand import SourceError as SourceError
 from gitscale.timeutil import format_time
 
 USER_AGENT = "gitscale (+https://gitscale.dev)"
-
-
-class SourceError(Exception):
-    """A source could not be read. ``str()`` names the URL and what went wrong."""
-
-
-class RateLimited(SourceError):
-    """The API refused because of a rate limit; ``until`` is when it lifts (if known)."""
-
-    def __init__(self, message: str, until: datetime | None) -> None:
-        super().__init__(message)
-        self.until = until
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "private-token"})
 
 
 @dataclass
@@ -49,8 +41,10 @@ MAX_AGE = 86_400.0  # seconds: an entry no pass has used for a day is dropped on
 
 @dataclass
 class EtagCache:
-    """URL → (ETag, JSON body). No credential is stored, but the bodies may describe private
-    repos, so the file is written owner-only (0600).
+    """URL → (ETag, JSON body), and the page's ``Link`` header: a 304 need not repeat it
+    (GitHub's do; a proxy's may not), and without it the next pages would never be read. No
+    credential is stored, but the bodies may describe private repos, so the file is written
+    owner-only (0600).
 
     Every workflow run that ever queued leaves its jobs URL behind; entries no pass has used
     for ``max_age`` are dropped on save, so the file stays the size of what is polled."""
@@ -59,6 +53,7 @@ class EtagCache:
     entries: dict[str, tuple[str, Any]] = field(default_factory=dict)
     dirty: bool = False
     used: dict[str, float] = field(default_factory=dict)  # URL → when a pass last used it
+    links: dict[str, str] = field(default_factory=dict)  # URL → its Link header ("" if none)
     max_age: float = MAX_AGE
 
     @classmethod
@@ -70,12 +65,16 @@ class EtagCache:
                 now = time.time()
                 cache.entries = {k: (v[0], v[1]) for k, v in raw.items()}
                 cache.used = {k: float(v[2]) if len(v) > 2 else now for k, v in raw.items()}
+                # an entry saved without its Link is revalidated by a plain GET (see JsonClient)
+                cache.links = {k: v[3] for k, v in raw.items()
+                               if len(v) > 3 and isinstance(v[3], str)}
             except (OSError, ValueError, TypeError, IndexError, AttributeError):
-                cache.entries, cache.used = {}, {}  # a corrupt cache is only a slower pass
+                cache.entries, cache.used, cache.links = {}, {}, {}  # only a slower pass
         return cache
 
-    def store(self, url: str, etag: str, body: Any) -> None:
+    def store(self, url: str, etag: str, body: Any, link: str = "") -> None:
         self.entries[url] = (etag, body)
+        self.links[url] = link
         self.used[url] = time.time()
         self.dirty = True
 
@@ -92,6 +91,7 @@ class EtagCache:
         for url in [u for u in self.entries if self.used.get(u, 0.0) < oldest]:
             del self.entries[url]
             self.used.pop(url, None)
+            self.links.pop(url, None)
             self.dirty = True
 
     def save(self) -> None:
@@ -105,7 +105,7 @@ class EtagCache:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(fd, 0o600)  # an old tmp file left by a crash keeps its mode otherwise
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps({k: [*v, round(self.used.get(k, 0.0))]
+            out.write(json.dumps({k: [*v, round(self.used.get(k, 0.0)), self.links.get(k)]
                                   for k, v in self.entries.items()}))
         os.replace(tmp, self.path)
         self.dirty = False
@@ -117,6 +117,12 @@ def cache_file(cache_dir: Path | None, api: str, identity: str) -> Path | None:
         return None
     digest = hashlib.sha256(f"{api}\0{identity}".encode()).hexdigest()[:16]
     return cache_dir / f"etags-{digest}.json"
+
+
+def _mask(exc: SourceError, secrets: list[str]) -> None:
+    """Clear ``secrets`` from the error's message (what ``str()`` shows) and its args."""
+    exc.message = redact(exc.message, secrets)
+    exc.args = (exc.message,)
 
 
 class JsonClient:
@@ -132,6 +138,8 @@ class JsonClient:
         self.stats = Stats()
         self.lock = threading.Lock()  # repos are polled from several threads at once
         self.limited: RateLimited | None = None  # set once the API says stop
+        # masked in every message built from an answer; the last few (an app's token changes)
+        self.sent_secrets: dict[str, None] = {}
         self.http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=True,
                                  headers={"User-Agent": USER_AGENT})
 
@@ -139,7 +147,29 @@ class JsonClient:
         self.http.close()
 
     def get(self, url: str, params: Mapping[str, Any] | None = None) -> tuple[Any, httpx.Headers]:
-        """GET ``url`` as JSON, revalidating a cached copy. Raises SourceError / RateLimited."""
+        """GET ``url`` as JSON, revalidating a cached copy. Raises SourceError / RateLimited,
+        their messages cleared of the credentials this client sends (a server or a proxy in
+        front of it may echo them: ``{"message": "Bad credentials: <token>"}``)."""
+        try:
+            return self._get(url, params)
+        except SourceError as exc:
+            _mask(exc, self.credentials())
+            raise
+
+    def credentials(self) -> list[str]:
+        """The credentials this client has sent (an app's tokens change: all of them)."""
+        return list(self.sent_secrets)
+
+    def _remember_secrets(self, headers: Mapping[str, str]) -> None:
+        for name, value in headers.items():
+            if name.lower() in SECRET_HEADERS:
+                for secret in (value, value.split(None, 1)[-1]):
+                    self.sent_secrets.pop(secret, None)
+                    self.sent_secrets[secret] = None
+        while len(self.sent_secrets) > 16:
+            self.sent_secrets.pop(next(iter(self.sent_secrets)), None)
+
+    def _get(self, url: str, params: Mapping[str, Any] | None) -> tuple[Any, httpx.Headers]:
         full = str(httpx.URL(url, params=params)) if params else url
         limited = self.limited
         if limited is not None and (limited.until is None
@@ -147,7 +177,10 @@ class JsonClient:
             raise limited  # other threads already hit the limit: send nothing more
         for attempt in range(self.retries + 1):
             headers = dict(self.headers())
+            self._remember_secrets(headers)
             cached = self.cache.entries.get(full)
+            if cached and full not in self.cache.links:
+                cached = None  # its Link is unknown: a 304 could not say where the next page is
             if cached:
                 headers["If-None-Match"] = cached[0]
             with self.lock:
@@ -160,16 +193,22 @@ class JsonClient:
                 problem = f"failed: {type(exc).__name__}"
             else:
                 if response.status_code == 304 and cached:
+                    answer = httpx.Headers(response.headers)
                     with self.lock:
                         self.stats.not_modified += 1
                         self.cache.touch(full)
-                    return cached[1], response.headers
+                        if "link" in answer and answer["link"] != self.cache.links.get(full):
+                            self.cache.links[full] = answer["link"]
+                            self.cache.dirty = True
+                        elif self.cache.links.get(full):
+                            answer["link"] = self.cache.links[full]
+                    return cached[1], answer
                 if response.status_code < 300:
                     body = _json(response, self.name, full)
                     etag = response.headers.get("etag")
                     if etag:
                         with self.lock:
-                            self.cache.store(full, etag, body)
+                            self.cache.store(full, etag, body, response.headers.get("link", ""))
                     return body, response.headers
                 try:
                     _raise_for_limits(response, self.name, full)
@@ -189,6 +228,14 @@ class JsonClient:
     def paginate(self, url: str, params: Mapping[str, Any] | None, key: str,
                  limit: int = 1000) -> list[Any]:
         """Every item of a paginated list, following ``Link: rel="next"`` to the end."""
+        try:
+            return self._paginate(url, params, key, limit)
+        except SourceError as exc:
+            _mask(exc, self.credentials())
+            raise
+
+    def _paginate(self, url: str, params: Mapping[str, Any] | None, key: str,
+                  limit: int) -> list[Any]:
         items: list[Any] = []
         next_url: str | None = str(httpx.URL(url, params=params)) if params else url
         pages = 0

@@ -1,19 +1,18 @@
-"""Pick each set's source and read demand once per pass."""
+"""Read demand once per pass: each group of sets from its source (``registry.py``)."""
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from gitscale.cache import default_cache_dir
-from gitscale.config import Config, RunnerSetConfig, safe_repo_path
-from gitscale.demand import DemandReading
-from gitscale.demand.file import FileSource
-from gitscale.errors import DemandError
+from gitscale.config import Config, RunnerSetConfig
+from gitscale.demand import DemandReading, RateLimited
+from gitscale.demand.file import FileSource, MissingDemandFile
+from gitscale.demand.registry import SOURCES, Where
+from gitscale.errors import GitscaleError
 
 if TYPE_CHECKING:  # the HTTP sources (httpx, PyJWT) load only when a set uses them
-    from gitscale.demand.github import GitHubPoller
     from gitscale.demand.http import JsonClient
 
 
@@ -23,56 +22,29 @@ class Sources:
 
     cache_dir: Path | None = None
     timeout: float = 10.0
-    pollers: dict[tuple[str, str], "GitHubPoller"] = field(default_factory=dict)
-    buildkite: dict[str, "JsonClient"] = field(default_factory=dict)
     transport: Any = None  # an httpx transport, for tests that need one
+    clients: dict[tuple[str, ...], "JsonClient"] = field(default_factory=dict)
 
-    def clients(self) -> list["JsonClient"]:
-        return [p.client for p in self.pollers.values()] + list(self.buildkite.values())
+    def client(self, key: tuple[str, ...], make: Callable[[], "JsonClient"]) -> "JsonClient":
+        """The client kept under ``key`` (an API and a credential), made on first use."""
+        if key not in self.clients:
+            self.clients[key] = make()
+        return self.clients[key]
 
     def save(self) -> None:
-        for client in self.clients():
+        for client in self.clients.values():
             client.cache.save()
 
     def close(self) -> None:
         self.save()
-        for client in self.clients():
+        for client in self.clients.values():
             client.close()
-
-    def github_poller(self, settings: dict[str, Any]) -> "GitHubPoller":
-        from gitscale.demand.github import DEFAULT_API as GITHUB_API
-        from gitscale.demand.github import GitHubAuth, GitHubPoller
-        from gitscale.demand.http import EtagCache, JsonClient, cache_file
-        from gitscale.demand.secrets import identity
-
-        api = str(settings.get("apiUrl", GITHUB_API)).rstrip("/")
-        auth = GitHubAuth(settings, api)
-        ident = identity(settings.get("app") or settings.get("token") or {})
-        cache = EtagCache.load(cache_file(self.cache_dir, api, ident))
-        client = JsonClient(name=f"github ({api})", headers=auth.header, cache=cache,
-                            timeout=self.timeout, transport=self.transport)
-        return GitHubPoller(client, api, settings)
-
-    def buildkite_client(self, settings: dict[str, Any]) -> "JsonClient":
-        from gitscale.demand.buildkite import DEFAULT_API as BUILDKITE_API
-        from gitscale.demand.http import EtagCache, JsonClient, cache_file
-        from gitscale.demand.secrets import identity, read_secret
-
-        api = str(settings.get("apiUrl", BUILDKITE_API)).rstrip("/")
-        ref = settings.get("token", {"env": "BUILDKITE_AGENT_TOKEN"})
-        key = f"{api}|{identity(ref)}"
-        if key not in self.buildkite:
-            token = read_secret(ref, "buildkite agent token")
-            cache = EtagCache.load(cache_file(self.cache_dir, api, identity(ref)))
-            self.buildkite[key] = JsonClient(
-                name=f"buildkite ({api})", headers=lambda: {"Authorization": f"Token {token}"},
-                cache=cache, timeout=self.timeout, transport=self.transport)
-        return self.buildkite[key]
 
 
 def read_demand(root: Path, config: Config, demand_file: Path | None,
                 sources: Sources | None = None) -> DemandReading:
-    """``--demand FILE`` replaces every source; otherwise each set's own source is asked.
+    """``--demand FILE`` replaces every source; otherwise each set's own source is asked, once
+    per group of sets that one read serves.
 
     A broken source affects only its sets: they get an error and stay untouched.
     """
@@ -80,29 +52,16 @@ def read_demand(root: Path, config: Config, demand_file: Path | None,
         return FileSource(demand_file, str(demand_file), strict=True).read(config.sets)
     own = sources is None
     sources = sources or Sources(default_cache_dir())
-    reading = DemandReading()
-    by_kind: dict[str, list[RunnerSetConfig]] = defaultdict(list)
+    where = Where(root, config.path, sources, config)
+    groups: dict[tuple[str, Any], list[RunnerSetConfig]] = {}
     for runner_set in config.sets:
-        by_kind[runner_set.source.kind].append(runner_set)
-    by_file: dict[str, list[RunnerSetConfig]] = defaultdict(list)
-    for runner_set in by_kind.get("file", []):
-        by_file[str(runner_set.source.settings)].append(runner_set)
-    for rel, sets in by_file.items():
-        try:
-            path = safe_repo_path(root, rel, config.path, DemandError)
-            reading.merge(FileSource(path, rel).read(sets))
-        except DemandError as exc:
-            for runner_set in sets:
-                reading.errors[runner_set.name] = str(exc)
+        source = runner_set.source
+        key = (source.kind, SOURCES[source.kind].group(source.settings))
+        groups.setdefault(key, []).append(runner_set)
+    reading = DemandReading()
     try:
-        if by_kind.get("github"):
-            from gitscale.demand.github import read_github
-
-            reading.merge(read_github(by_kind["github"], sources.pollers, sources.github_poller))
-        if by_kind.get("buildkite"):
-            from gitscale.demand.buildkite import read_buildkite
-
-            reading.merge(read_buildkite(by_kind["buildkite"], sources.buildkite_client))
+        for sets in groups.values():
+            reading.merge(read_group(where, sets))
     finally:
         if own:
             sources.close()
@@ -110,3 +69,20 @@ def read_demand(root: Path, config: Config, demand_file: Path | None,
             sources.save()
     return reading
 
+
+def read_group(where: Where, sets: list[RunnerSetConfig]) -> DemandReading:
+    """One read for ``sets`` (one group of one source). The one place where a source that
+    cannot be read becomes a reading error for each of its sets."""
+    source = sets[0].source
+    try:
+        return SOURCES[source.kind].connect(where, source.settings).read(sets)
+    except MissingDemandFile as exc:
+        failed = DemandReading()
+        for runner_set in sets:  # each set's own `source:` line is to blame
+            failed.errors[runner_set.name] = str(exc) if where.config is None else str(
+                where.config.blame(runner_set.name, "source", f"{exc.source}: {exc.detail}"))
+        return failed
+    except GitscaleError as exc:
+        failed = DemandReading(retry_at=exc.until if isinstance(exc, RateLimited) else None)
+        failed.errors = {runner_set.name: str(exc) for runner_set in sets}
+        return failed

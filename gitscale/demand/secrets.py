@@ -2,15 +2,38 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from gitscale.errors import GitscaleError
 
 
-class SecretError(Exception):
+@dataclass(frozen=True)
+class SecretRef:
+    """``{env: NAME}`` or ``{file: PATH}`` as written in gitscale.yaml: where, not what."""
+
+    kind: Literal["env", "file"]
+    where: str
+
+    @classmethod
+    def parse(cls, raw: Any) -> "SecretRef":
+        """A schema-valid ``{env: NAME}`` or ``{file: PATH}`` mapping."""
+        ((kind, where),) = raw.items()
+        return cls(kind, str(where))
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        return {self.kind: self.where}
+
+
+class SecretError(GitscaleError):
     """A credential could not be read. The message names where it was looked for, not its value."""
 
 
 def read_secret(ref: Any, what: str) -> str:
+    if isinstance(ref, SecretRef):
+        ref = ref.mapping
     if isinstance(ref, dict) and "env" in ref:
         value = os.environ.get(str(ref["env"]), "").strip()
         if not value:

@@ -13,16 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from gitscale import files
 from gitscale.cache import StateCache
-from gitscale.config import RunnerSetConfig, safe_repo_path
-from gitscale.errors import ManifestError
+from gitscale.config import Config, RunnerSetConfig, safe_repo_path
+from gitscale.errors import ConfigError, ManifestError
 from gitscale.gitindex import REGULAR, Tree
 from gitscale.manifest.target import Located
 
 
 class ManifestFiles:
-    def __init__(self, root: Path, config_path: str, tree: Tree | None) -> None:
-        self.root, self.config_path, self.tree = root, config_path, tree
+    def __init__(self, root: Path, config: Config, tree: Tree | None) -> None:
+        self.root, self.config, self.tree = root, config, tree
         self.texts: dict[str, str] = {}  # path → text, for the files read this pass
         self.blobs: dict[str, str | None] = {}  # path → the blob id git vouches for
         self.checked: set[Path] = set()  # folders already checked for symlinks
@@ -83,7 +84,7 @@ class ManifestFiles:
             if self.tree is not None and self.tree.sparse and blob is not None:
                 self.texts[path] = _decode(path, self.tree.read_blobs([blob])[blob])
             else:
-                self.texts[path] = read_manifest(self.root, runner_set, self.config_path,
+                self.texts[path] = read_manifest(self.root, runner_set, self.config,
                                                  self.checked)
         return self.texts[path]
 
@@ -95,17 +96,20 @@ def _decode(path: str, data: bytes) -> str:
         raise ManifestError(path, f"cannot be read: {exc}") from None
 
 
-def read_manifest(root: Path, runner_set: RunnerSetConfig, config_path: str,
+def read_manifest(root: Path, runner_set: RunnerSetConfig, config: Config,
                   checked: set[Path] | None = None) -> str:
-    path = safe_repo_path(root, runner_set.manifest, config_path, ManifestError,
-                          checked=checked)
+    """The manifest's text. A manifest that is missing or not a file is the config's mistake
+    (or the repo's): the error names the set's line in the config."""
+    path = safe_repo_path(root, runner_set.manifest, config.path, ConfigError,
+                          lambda: config.line(runner_set.name, "manifest"), checked=checked)
     try:
         # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
-        return path.read_bytes().decode("utf-8")
+        return files.read_text(path, runner_set.manifest, ManifestError)
     except FileNotFoundError:
-        raise ManifestError(runner_set.manifest, f"not found (manifest of runner set "
-                            f"{runner_set.name!r} in {config_path})") from None
+        raise config.blame(runner_set.name, "manifest", f"manifest {runner_set.manifest} not "
+                           "found in the config repo") from None
     except IsADirectoryError:
-        raise ManifestError(runner_set.manifest, "is a directory, not a manifest file") from None
+        raise config.blame(runner_set.name, "manifest", f"manifest {runner_set.manifest!r} "
+                           "is a directory, not a manifest file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(runner_set.manifest, f"cannot be read: {exc}") from None

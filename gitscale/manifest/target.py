@@ -6,20 +6,23 @@ from datetime import datetime
 from typing import Any
 
 from gitscale.config import ObjectRef
-from gitscale.core.model import PATCH_ID_MAX, Current
+from gitscale.core.model import Current
 from gitscale.errors import ManifestError
-from gitscale.schemas import LIMIT
+from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlread import Document, load_documents
 
-GROUP = "gitscale.dev"
-ANNOTATION_PREFIX = "gitscale.dev/"
 A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"
 A_LAST_SCALE_UP = "gitscale.dev/last-scale-up"
 A_DRAINED = "gitscale.dev/drained"
 A_PAUSED = "gitscale.dev/paused"  # set by people: gitscale leaves the object alone
 LEGACY_GROUP = "actions.summerwind.dev"
+
+
+class NoSuchObject(ManifestError):
+    """The set's ``object`` matches no object, or several, in its manifest: what to fix is
+    the config's ``object:``, so callers name its line (``Config.blame``)."""
 
 
 @dataclass(frozen=True)
@@ -30,13 +33,33 @@ class Fields:
     effective_time: bool
 
 
-def fields_for(api_version: str, kind: str) -> Fields:
-    group = api_version.split("/")[0] if "/" in api_version else ""
-    if group == GROUP and kind == "RunnerSet":
-        return Fields(patch_id=True, effective_time=True)
-    if group == LEGACY_GROUP and kind in ("RunnerDeployment", "RunnerSet"):
-        return Fields(patch_id=False, effective_time=True)
-    return Fields(patch_id=False, effective_time=False)
+GITSCALE = Fields(patch_id=True, effective_time=True)
+LEGACY = Fields(patch_id=False, effective_time=True)
+REPLICAS_ONLY = Fields(patch_id=False, effective_time=False)
+
+# Every kind gitscale writes, by apiVersion and kind: one table, so adding a kind is one line.
+# Anything else is refused: `replicas` written into an object that does not mean it by
+# `spec.replicas` (a ConfigMap, an unknown version of our own CRD) would be committed, applied
+# and ignored.
+KINDS: dict[tuple[str, str], Fields] = {
+    (f"{GROUP}/v1alpha1", "RunnerSet"): GITSCALE,
+    (f"{LEGACY_GROUP}/v1alpha1", "RunnerDeployment"): LEGACY,
+    (f"{LEGACY_GROUP}/v1alpha1", "RunnerSet"): LEGACY,
+    ("apps/v1", "Deployment"): REPLICAS_ONLY,
+    ("apps/v1", "StatefulSet"): REPLICAS_ONLY,
+    ("apps/v1", "ReplicaSet"): REPLICAS_ONLY,
+    ("v1", "ReplicationController"): REPLICAS_ONLY,
+    ("argoproj.io/v1alpha1", "Rollout"): REPLICAS_ONLY,
+}
+
+
+def fields_for(api_version: str, kind: str) -> Fields | None:
+    """The owned fields of this kind of object; None for a kind gitscale does not scale."""
+    return KINDS.get((api_version, kind))
+
+
+def known_kinds() -> str:
+    return ", ".join(f"{api} {kind}" for api, kind in KINDS)
 
 
 @dataclass(frozen=True)
@@ -82,10 +105,10 @@ def read_target(path: str, text: str, ref: ObjectRef,
         candidates.append(index)
     wanted = _describe(ref)
     if not candidates:
-        raise ManifestError(path, f"no object matches {wanted}")
+        raise NoSuchObject(path, f"no object matches {wanted}")
     if len(candidates) > 1:
-        raise ManifestError(path, f"{len(candidates)} objects match {wanted}; set `object: "
-                            "{kind: ..., name: ...}` for this set in gitscale.yaml")
+        raise NoSuchObject(path, f"{len(candidates)} objects match {wanted}; set `object: "
+                           "{kind: ..., name: ...}` for this set")
     index = candidates[0]
     doc = documents[index]
     data = doc.data
@@ -96,7 +119,13 @@ def read_target(path: str, text: str, ref: ObjectRef,
     if not isinstance(spec, dict):
         raise ManifestError(path, f"{data['kind']} {meta['name']} has no spec mapping",
                             doc.line_of(["spec"]))
-    fields = fields_for(str(data.get("apiVersion", "")), data["kind"])
+    api_version = data.get("apiVersion")
+    fields = fields_for(api_version, data["kind"]) if isinstance(api_version, str) else None
+    if fields is None:
+        at = ["apiVersion"] if "apiVersion" in data else ["kind"]
+        raise ManifestError(path, f"{api_version or '(no apiVersion)'} {data['kind']} "
+                            f"{meta['name']} is not a kind gitscale scales (it writes "
+                            f"spec.replicas of: {known_kinds()})", doc.line_of(at))
     current = _current(path, doc, spec, meta, fields)
     return Target(path, text, tuple(documents), index, data["kind"], meta["name"], fields, current)
 
@@ -118,7 +147,7 @@ def _int_field(path: str, doc: Document, at: list[Any], value: Any, hi: int) -> 
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= hi:
         raise ManifestError(path, f"{'.'.join(at)} must be an integer from 0 to {hi}, "
                             f"found {value!r}", doc.line_of(at))
-    return value
+    return int(value)
 
 
 def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any],
@@ -127,7 +156,8 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
     if not isinstance(annotations, dict):
         raise ManifestError(path, "metadata.annotations must be a mapping",
                             doc.line_of(["metadata", "annotations"]))
-    replicas = _int_field(path, doc, ["spec", "replicas"], spec.get("replicas"), LIMIT)
+    replicas = _int_field(path, doc, ["spec", "replicas"], spec.get("replicas"),
+                           REPLICAS_MAX)
     if fields.patch_id:
         patch_id = _int_field(path, doc, ["spec", "patchID"], spec.get("patchID"), PATCH_ID_MAX)
     else:
@@ -163,6 +193,12 @@ class Located:
     name: str
     fields: Fields
     current: Current
+
+
+def object_key(ref: ObjectRef) -> str:
+    """The config key to blame for an object that cannot be found: ``object`` when the set
+    names one, else ``manifest`` (the file holds none, or several)."""
+    return "object" if ref != ObjectRef() else "manifest"
 
 
 def locate(path: str, text: str, ref: ObjectRef,

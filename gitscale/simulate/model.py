@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from gitscale.controller.decide import Phase, Runner, Spec, decide
+from gitscale.controller.decide import Phase, Runner, Spec, Write, decide, record
 from gitscale.simulate.trace import Job
 
 
@@ -78,6 +78,7 @@ class Pool:
     idle_seconds: float = 0.0
     created: int = 0
     samples: list[Sample] = field(default_factory=list)
+    last_applied: Write | None = None  # what the controller keeps in status.appliedPatchID
 
     # -- jobs ------------------------------------------------------------------------------
     def arrive(self, job: Job) -> None:
@@ -99,11 +100,12 @@ class Pool:
 
     def delete(self, name: str) -> None:
         """Remove a pod: a busy one is never deleted (callers must not ask)."""
-        pod = self.pods.pop(name, None)
+        pod = self.pods.get(name)
+        if pod is not None and pod.phase is Phase.BUSY:
+            raise AssertionError(f"{name} is busy: the rules never delete a busy runner")
+        self.pods.pop(name, None)
         if pod is None or pod.phase in (Phase.FINISHED, Phase.FAILED):
             return
-        if pod.phase is Phase.BUSY:
-            raise AssertionError(f"{name} is busy: the rules never delete a busy runner")
         self._account(pod, self.clock.now)
 
     def live(self) -> list[Pod]:
@@ -162,7 +164,9 @@ def controller_pass(pool: Pool, spec: Spec) -> None:
     """One pass of gitscale's controller over ``pool``: the pure decide(), its effects applied.
 
     Pods carry what the controller's pods carry: the patch ID and effectiveTime of the spec that
-    created them, a creationTimestamp at 1 s resolution, and when they finished.
+    created them, a creationTimestamp at 1 s resolution, and when they finished; the pool keeps
+    the last write a pass fully applied, as the controller keeps it in status (every creation
+    succeeds in the model, so each acting pass records its write).
     """
     clock = pool.clock
     runners = [Runner(name=p.name, patch_id=p.patch_id, phase=p.phase,
@@ -170,8 +174,9 @@ def controller_pass(pool: Pool, spec: Spec) -> None:
                       else None,
                       created_at=clock.time(int(p.created)), spec_time=p.spec_time)
                for p in pool.pods.values()]
-    actions = decide(spec, runners, clock.time(clock.now))
+    actions = decide(spec, runners, clock.time(clock.now), pool.last_applied)
     for delete in actions.deletes:
         pool.delete(delete.name)
     for _ in range(actions.create + len(actions.retries)):
         pool.create(actions.create_patch_id, spec.effective_time)
+    pool.last_applied = record(spec, pool.last_applied, all_created=True)

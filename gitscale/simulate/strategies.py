@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from gitscale.controller.decide import Phase, Spec
@@ -260,13 +260,26 @@ def oracle(trace: Trace, settings: Settings) -> Outcome:
                    seconds, 0.0, len(trace.jobs))
 
 
+BASELINES = 3  # listener, HRA, pod per job
+
+
 def run_all(trace: Trace, policies: Sequence[tuple[str, dict[str, Policy]]],
-            settings: Settings, baselines: bool = True) -> list[Outcome]:
-    """Every policy through gitscale, then the baselines (with the first policy's bounds)."""
-    outcomes = [run_gitscale(trace, by_set, settings, label) for label, by_set in policies]
+            settings: Settings, baselines: bool = True,
+            done: Callable[[str], None] = lambda name: None) -> list[Outcome]:
+    """Every policy through gitscale, then the baselines (with the first policy's bounds).
+    ``done`` is told the name of each strategy run (one per policy, then the baselines)."""
+    outcomes = []
+    for label, by_set in policies:
+        outcomes.append(run_gitscale(trace, by_set, settings, label))
+        done(f"gitscale {label}")
     if baselines:
         first = policies[0][1]
-        outcomes += [run_listener(trace, first, settings), run_hra(trace, first, settings),
-                     run_pod_per_job(trace, settings)]
+        runs: tuple[tuple[Callable[[], Outcome], str], ...] = (
+            (lambda: run_listener(trace, first, settings), "arc-listener"),
+            (lambda: run_hra(trace, first, settings), "arc-hra"),
+            (lambda: run_pod_per_job(trace, settings), "pod-per-job"))
+        for run, name in runs:
+            outcomes.append(run())
+            done(name)
     outcomes.append(oracle(trace, settings))
     return outcomes

@@ -7,7 +7,6 @@ Times are seconds from the trace's start; the start is a real time so that sched
 from __future__ import annotations
 
 import csv
-import io
 import math
 import random
 from collections import deque
@@ -55,11 +54,14 @@ class Trace:
 def load_csv(path: Path, default_set: str, known_sets: Sequence[str] | None = None) -> Trace:
     """``arrival,duration[,set]`` per line; a header line and ``#`` comments are allowed.
 
-    ``arrival`` is RFC 3339 or seconds from the first arrival; ``duration`` is seconds or a
-    duration such as ``90s``/``5m``. A missing set column means ``default_set``.
+    ``arrival`` is RFC 3339 (the earliest is the trace's start) or seconds from the trace's
+    start; ``duration`` is seconds or a duration such as ``90s``/``5m``. A missing set column
+    means ``default_set``. The header, if any, is the first line that is not a comment.
     """
     name = str(path)
     try:
+        if not path.exists():
+            raise TraceError(name, "no such file")
         if not path.is_file():
             raise TraceError(name, "not a regular file")
         if path.stat().st_size > MAX_TRACE_BYTES:
@@ -70,12 +72,17 @@ def load_csv(path: Path, default_set: str, known_sets: Sequence[str] | None = No
     except UnicodeDecodeError:
         raise TraceError(name, "is not UTF-8 text") from None
     rows: list[tuple[int, datetime | float, float, str]] = []
-    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
-        cells = [cell.strip() for cell in row]
+    header_allowed = True
+    # Line by line, so that a quote in a comment cannot swallow the lines after it and every
+    # error names the line it is on.
+    for number, line in enumerate(text.splitlines(), start=1):
+        cells = [cell.strip() for cell in next(csv.reader([line]), [])]
         if not cells or not any(cells) or cells[0].startswith("#"):
             continue
-        if number == 1 and cells[0].lower() == "arrival":
+        if header_allowed and cells[0].lower() == "arrival":
+            header_allowed = False
             continue
+        header_allowed = False
         if len(cells) not in (2, 3):
             raise TraceError(name, f"expected arrival,duration[,set], got {len(cells)} fields",
                              number)
@@ -85,13 +92,13 @@ def load_csv(path: Path, default_set: str, known_sets: Sequence[str] | None = No
         if known_sets is not None and set_name not in known_sets:
             raise TraceError(name, f"unknown runner set {set_name!r} (known: "
                              f"{', '.join(known_sets) or 'none'})", number)
+        if rows and isinstance(arrival, datetime) != isinstance(rows[0][1], datetime):
+            raise TraceError(name, f"mixes RFC 3339 arrivals and arrivals in seconds (line "
+                             f"{rows[0][0]} has the other kind)", number)
         rows.append((number, arrival, duration, set_name))
     if not rows:
         raise TraceError(name, "holds no jobs")
-    kinds = {isinstance(arrival, datetime) for _, arrival, _, _ in rows}
-    if len(kinds) > 1:
-        raise TraceError(name, "mixes RFC 3339 arrivals and arrivals in seconds", rows[0][0])
-    if True in kinds:
+    if isinstance(rows[0][1], datetime):
         start = min(arrival for _, arrival, _, _ in rows if isinstance(arrival, datetime))
         offsets = [((a - start).total_seconds() if isinstance(a, datetime) else 0.0)
                    for _, a, _, _ in rows]
@@ -100,8 +107,16 @@ def load_csv(path: Path, default_set: str, known_sets: Sequence[str] | None = No
         offsets = [float(a) for _, a, _, _ in rows if not isinstance(a, datetime)]
     jobs = sorted((Job(i, s, off, d) for i, ((_, _, d, s), off) in enumerate(zip(rows, offsets))),
                   key=lambda j: (j.arrival, j.id))
-    span = max(j.arrival for j in jobs) / 3600
-    return Trace(path.name, start, tuple(jobs), span)
+    # At least 0.1 h (as for a trace from history), so per-hour rates of a tiny trace stay sane.
+    return Trace(path.name, start, tuple(jobs), max(max(j.arrival for j in jobs) / 3600, 0.1))
+
+
+def only(trace: Trace, sets: set[str], source: str) -> Trace:
+    """The trace's jobs of ``sets`` only; refused (naming ``source``) when none is left."""
+    jobs = tuple(job for job in trace.jobs if job.set in sets)
+    if not jobs:
+        raise TraceError(source, f"holds no jobs of {', '.join(sorted(sets))}")
+    return Trace(trace.name, trace.start, jobs, trace.hours)
 
 
 def _arrival(cell: str, name: str, line: int) -> datetime | float:

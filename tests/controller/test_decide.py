@@ -1,4 +1,4 @@
-"""The controller's pure decision (PRODUCT §4): the issue's scenarios as a table, then properties."""
+"""The controller's pure decision (the patch-ID rules): the issue's scenarios as a table, then properties."""
 from __future__ import annotations
 
 import itertools
@@ -11,14 +11,18 @@ from hypothesis import strategies as st
 
 from gitscale.controller.decide import (
     BACKOFF_SECONDS,
+    NOTHING_APPLIED,
     Actions,
     DeleteReason,
     Phase,
     Runner,
     Spec,
+    Write,
     backoff,
     decide,
     effective,
+    gate_open,
+    record,
 )
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
@@ -68,7 +72,7 @@ SCENARIOS = [
                  (0, ["i"], []), (1, 1, 0, 0, 0), id="1-0-idle-deleted-pending-stays"),
     pytest.param(Spec(3, 1, at(0)), [r("p", 1, P), r("b", 1, B), r("x", 1, X, ended=5)], 10,
                  (0, ["x"], []), (3, 1, 0, 1, 1), id="status-pending-running-failed"),
-    # Seed 003: a runner that finished after effectiveTime holds its slot until re-affirmed.
+    # A runner that finished after effectiveTime holds its slot until re-affirmed.
     pytest.param(Spec(2, 0, at(0)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
                  (0, [], ["f"]), (1, 0, 1, 0, 0), id="finished-after-write-holds-slot"),
     pytest.param(Spec(2, 0, at(55)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
@@ -184,6 +188,7 @@ class World:
         self.runners: dict[str, Runner] = {}
         self.created: dict[int, int] = {0: 0}  # spec write -> fresh runners it created
         self.names = (f"r{n}" for n in itertools.count())
+        self.applied: Write | None = None  # what the controller records in status
 
     def apply(self, event: tuple[str, int, int]) -> None:
         kind, a, b = event
@@ -203,28 +208,36 @@ class World:
         elif kind == "tick":
             self.now += timedelta(seconds=a)
 
-    def reconcile(self) -> Actions:
-        actions = decide(self.spec, list(self.runners.values()), self.now)
+    def reconcile(self, refused: int = 0) -> Actions:
+        """One pass whose last ``refused`` creations fail (a quota, a 500, a kill midway)."""
+        actions = decide(self.spec, list(self.runners.values()), self.now, self.applied)
+        wanted = list(actions.retries) + [0] * actions.create
+        made = wanted[:max(len(wanted) - refused, 0)]
+        unreplaced = set(actions.replaced[len(made):])  # their successors were refused
         for delete in actions.deletes:
             assert self.runners[delete.name].phase is not B, "a busy runner was deleted"
-            del self.runners[delete.name]
-        for failures in [0] * actions.create + list(actions.retries):
+            if delete.name not in unreplaced:
+                del self.runners[delete.name]
+        for failures in made:
             name = next(self.names)
             self.runners[name] = Runner(name, actions.create_patch_id, P, failures=failures,
-                                        created_at=self.now)
-        self.created[self.write] += actions.create
+                                        created_at=self.now, spec_time=self.spec.effective_time)
+        self.created[self.write] += sum(f == 0 for f in made)
+        self.applied = record(self.spec, self.applied, len(made) == len(wanted))
         return actions
 
 
 @settings(max_examples=400, deadline=None)
-@given(events, st.lists(st.booleans(), min_size=40, max_size=40))
+@given(events, st.lists(st.booleans(), min_size=40, max_size=40),
+       st.lists(st.integers(0, 3), min_size=40, max_size=40))
 def test_property_busy_kept_patch_bounded_and_converges(
-        sequence: list[tuple[str, int, int]], passes: list[bool]) -> None:
+        sequence: list[tuple[str, int, int]], passes: list[bool], refused: list[int]) -> None:
+    """Some passes see some of their creations refused: later passes complete the write."""
     world = World()
-    for event, run_pass in zip(sequence, passes):
+    for event, run_pass, lost in zip(sequence, passes, refused):
         world.apply(event)
         if run_pass:
-            world.reconcile()
+            world.reconcile(lost)
         # One spec write never creates more runners than it asks for.
         assert world.created[world.write] <= world.spec.replicas or world.write == 0
 
@@ -233,8 +246,9 @@ def test_property_busy_kept_patch_bounded_and_converges(
         world.now += timedelta(seconds=BACKOFF_SECONDS[-1] + 1)
         if not world.reconcile().changes:
             break
-    final = decide(world.spec, list(world.runners.values()), world.now)
+    final = decide(world.spec, list(world.runners.values()), world.now, world.applied)
     assert not final.changes, "did not converge"
+    assert final.status.short == 0, "a write applied in part was left short"
     assert world.created[world.write] <= world.spec.replicas or world.write == 0
     phases = [x.phase for x in world.runners.values()]
     total = sum(p in (P, I, B, X) for p in phases)
@@ -305,3 +319,60 @@ def test_same_patch_number_from_an_earlier_write_opens_the_gate() -> None:
     assert not decide(Spec(3, 1, at(0)), [old], at(110)).acting  # the same write: applied
     assert not decide(Spec(3, 1, None), [old], at(110)).acting  # no time: patch ID alone
     assert not decide(Spec(3, 1, at(100)), [r("x", 1, B, created=0)], at(110)).acting
+
+
+# -- a write applied in part (issue: "the controller must converge") ---------------------------
+def test_gate_stays_open_until_a_pass_fully_applied_the_write() -> None:
+    spec = Spec(300, 5, at(0))
+    some = [r(f"r{n}", 5, P, created=1) for n in range(82)]  # killed at 82 of 300
+    for n in range(82):
+        some[n] = replace(some[n], spec_time=at(0))
+    # The runners' labels alone say "applied" (the old gate): stuck at 82 until the next write.
+    assert not decide(spec, some, at(10)).acting
+    # The record says patch 4 was the last write fully applied: act, and create the rest only.
+    actions = decide(spec, some, at(10), last_applied=Write(4, at(-60)))
+    assert actions.acting and actions.create == 300 - 82
+    assert actions.status.short == 0
+    # Recorded only once every creation succeeded: a pass cut short keeps the old record.
+    assert record(spec, Write(4, at(-60)), all_created=False) == Write(4, at(-60))
+    assert record(spec, Write(4, at(-60)), all_created=True) == Write(5, at(0))
+    # Once recorded, the gate is shut: nothing is created even though runners went missing.
+    shut = decide(spec, some, at(20), last_applied=Write(5, at(0)))
+    assert not shut.acting and shut.create == 0
+    assert shut.status.short == 300 - 82
+
+
+def test_a_first_pass_cut_short_leaves_a_record_that_keeps_the_gate_open() -> None:
+    spec = Spec(3, 1, at(0))
+    one = [replace(r("a", 1, P, created=1), spec_time=at(0))]
+    assert record(spec, None, all_created=False) == NOTHING_APPLIED
+    assert decide(spec, one, at(10), NOTHING_APPLIED).create == 2
+    # A set with no record whose runners carry the write (a controller upgrade): as before.
+    assert not decide(spec, one, at(10), None).acting
+    assert record(spec, None, all_created=True) == spec.write
+
+
+@pytest.mark.parametrize(("spec", "record", "expected"), [
+    pytest.param(Spec(1, 0, at(0)), Write(0, at(0)), True, id="patch-0-always"),
+    pytest.param(Spec(1, 3, at(5)), Write(3, at(5)), False, id="recorded-shut"),
+    pytest.param(Spec(1, 3, at(5)), Write(3, at(5).replace(microsecond=500)), False,
+                 id="same-second-shut"),
+    pytest.param(Spec(1, 3, at(9)), Write(3, at(5)), True, id="same-patch-later-write-acts"),
+    pytest.param(Spec(1, 4, at(9)), Write(3, at(5)), True, id="next-patch-acts"),
+    pytest.param(Spec(1, 3, None), Write(3, None), False, id="no-times-by-patch"),
+])
+def test_gate_by_the_record(spec: Spec, record: Write, expected: bool) -> None:
+    runners = [replace(r("a", spec.patch_id, I, created=1), spec_time=spec.effective_time)]
+    assert gate_open(spec, runners, record) is expected
+
+
+def test_status_counts_held_and_waiting_slots_as_not_short() -> None:
+    # A finished runner holds its slot until the next write, a failed one waits out its backoff: neither
+    # is a shortfall; a slot with no runner at all is.
+    runners = [r("i", 1, I, created=1), r("f", 1, F, ended=50),
+               r("x", 1, X, ended=55, failures=2)]
+    status = decide(Spec(4, 1, at(0)), runners, at(56), Write(0, None)).status
+    assert (status.replicas, status.held, status.waiting, status.wanted) == (3, 1, 1, 4)
+    assert status.short == 0
+    quiet = decide(Spec(5, 1, at(0)), runners, at(56), Write(1, at(0))).status
+    assert quiet.short == 2  # gate shut: two slots have nothing in them

@@ -125,7 +125,7 @@ def test_github_app_credentials() -> None:
         gh.register("a-2", ["l"], None)
         assert server.count("POST", "access_tokens") == 1  # the token is reused
         wrong = client(server, app_id="1", installation_id="77", private_key=pem)
-        with pytest.raises(CredentialsError, match="access_tokens: 401"):
+        with pytest.raises(CredentialsError, match="access_tokens answered 401"):
             wrong.register("a-3", ["l"], None)
     finally:
         server.stop()

@@ -2,13 +2,16 @@
 runs the real command with probes on the endpoints it serves."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gitscale.cli import cli
-from tests.controller.harness import Harness
+from tests.controller.github_fake import FakeRunner
+from gitscale.controller.leader import LeaderElector, LeaseConfig
+from tests.controller.harness import NS, Harness
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "controller"
 
@@ -27,12 +30,30 @@ def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) ->
         harness.running(pod)
     harness.write("rs", 0, 0)
     harness.sync("rs")
-    used = {(verb, resource.replace(".gitscale.dev", "")) for (verb, resource), n
-            in harness.api.calls_snapshot().items() if n}
-    role = manifests()["Role/gitscale-controller"]
-    allowed = {(verb, resource) for rule in role["rules"]
+    # A registration a crash left without a pod: removed with its Secret after the grace.
+    with harness.github.lock:
+        runner_id = next(harness.github.ids)
+        harness.github.runners[runner_id] = FakeRunner(runner_id, "rs-0a1b2c", "orgs/acme",
+                                                       ["linux"], 1)
+    harness.clock.advance(301)
+    harness.sync("rs")
+    harness.clock.advance(61)
+    assert harness.sync("rs").leftovers == ["rs-0a1b2c"]
+    # Leader election: take the Lease, renew it, give it up.
+    elector = LeaderElector(harness.controller.kube, LeaseConfig(NS, "me"),
+                            on_start=lambda: None, on_stop=lambda: None)
+    assert elector._try() == "ours" and elector._try() == "ours"
+    elector._release()
+    used = {(verb, resource.replace(".gitscale.dev", "").replace(".coordination.k8s.io", ""))
+            for (verb, resource), n in harness.api.calls_snapshot().items() if n}
+    objects = manifests()
+    allowed = {(verb, resource) for name in ("Role/gitscale-controller",
+                                             "Role/gitscale-controller-leader-election")
+               for rule in objects[name]["rules"]
                for resource in rule["resources"] for verb in rule["verbs"]}
     assert used == allowed
+    lease_role = objects["Role/gitscale-controller-leader-election"]
+    assert lease_role["rules"][0]["resources"] == ["leases"]
 
 
 def test_deployment_runs_the_controller_with_probes() -> None:
@@ -48,14 +69,21 @@ def test_deployment_runs_the_controller_with_probes() -> None:
     assert container["ports"][0]["containerPort"] == 8081
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["replicas"] == 2 and params["leader_elect"] is True
+    (env,) = container["env"]
+    assert env == {"name": "POD_NAMESPACE",
+                   "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    assert deployment["metadata"]["namespace"] == "gitscale-system"
+    binding = objects["RoleBinding/gitscale-controller-leader-election"]
+    assert binding["metadata"]["namespace"] == "gitscale-system"
+    assert pod["terminationGracePeriodSeconds"] > params["shutdown_timeout"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
     hardened = container["securityContext"]
     assert hardened["readOnlyRootFilesystem"] is True
     assert hardened["allowPrivilegeEscalation"] is False
     assert hardened["capabilities"]["drop"] == ["ALL"]
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     account = objects["ServiceAccount/gitscale-controller"]
     assert pod["serviceAccountName"] == account["metadata"]["name"]
     binding = objects["RoleBinding/gitscale-controller"]
@@ -84,3 +112,15 @@ def test_owner_references_need_no_more_than_the_role_grants(harness: Harness) ->
                 assert (f"{plural[ref['kind']]}/finalizers", "update") in allowed, (
                     f"{obj['kind']} {obj['metadata']['name']}: blockOwnerDeletion on its "
                     f"{ref['kind']} owner needs update on {plural[ref['kind']]}/finalizers")
+
+
+def test_readme_permission_table_matches_the_role() -> None:
+    """deploy/controller/README.md tells people what they grant: every verb, no more, no less."""
+    rows = re.findall(r"^\| `([a-z/]+)` \| ([a-z, ]+) \|", (DEPLOY / "README.md").read_text(),
+                      re.MULTILINE)
+    documented = {(resource, verb.strip()) for resource, verbs in rows
+                  for verb in verbs.split(",")}
+    granted = {(resource, verb) for name, obj in manifests().items()
+               if name.startswith("Role/") for rule in obj["rules"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert documented == granted

@@ -1,4 +1,4 @@
-"""The pure policy: targets, delays, steps, schedules and the patch-ID rules (PRODUCT §3)."""
+"""The pure policy: targets, delays, steps, schedules and the patch-ID rules."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitscale.core.decide import decide
-from gitscale.core.model import PATCH_ID_MAX, Current, Demand, Reason, next_patch_id
+from gitscale.core.model import Current, Demand, Reason, next_patch_id
 from gitscale.core.policy import Policy, Schedule
+from gitscale.runnerset_api import PATCH_ID_MAX
 
 NOW = datetime(2026, 11, 23, 9, 30, tzinfo=timezone.utc)  # a Monday
 D = Demand
@@ -21,7 +22,8 @@ def current_after(decision, demand, now=NOW, previous=None):  # type: ignore[no-
 
 
 def test_listener_sequence_min1_max3_buffer1() -> None:
-    """actions-runner-controller listener's sequence, adapted: PRODUCT §3 / issue 2."""
+    """actions-runner-controller's scale-set listener sequence (min 1, max 3, buffer 1:
+    target = min(min + assigned, max)), with patch IDs written to git."""
     policy = Policy(min_replicas=1, max_replicas=3, buffer=1)
     state = Current(replicas=1, patch_id=None)
     steps = [

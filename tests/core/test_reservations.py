@@ -1,11 +1,11 @@
-"""Capacity reservations (seed 001): by job id, never below zero, starved ones wait."""
+"""Capacity reservations from webhooks: by job id, never below zero, starved ones wait."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gitscale.core.reservations import Action, Book, Event, apply
+from gitscale.core.reservations import Action, Book, Event, Reservation, apply, resync
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
 TEN = timedelta(minutes=10)
@@ -28,6 +28,9 @@ def events(*spec: tuple[int, Action]) -> list[Event]:
         pytest.param([(1, Q), (1, Q), (1, Q)], 1, 0, id="replayed-queued"),
         pytest.param([(1, Q), (2, Q), (2, C)], 1, 0, id="completion-removes-its-own-job"),
         pytest.param([(1, W)], 0, 0, id="waiting-needs-no-runner"),
+        pytest.param([(1, Q), (1, W)], 0, 0, id="waiting-releases-its-queued-reservation"),
+        pytest.param([(1, Q), (1, W), (1, Q)], 1, 0, id="queued-again-after-the-approval"),
+        pytest.param([(1, Q), (1, P), (1, W)], 0, 1, id="waiting-never-releases-a-running-job"),
     ],
 )
 def test_events(spec: list[tuple[int, Action]], queued: int, running: int) -> None:
@@ -62,3 +65,64 @@ def test_tombstones_are_forgotten() -> None:
     book = apply(Book(), events((1, C)), T0, TEN, 100)
     assert book.completed == ((1, T0 + TEN),)
     assert apply(book, [], T0 + TEN, TEN, 100).completed == ()
+
+
+def test_a_running_job_holds_its_runner_until_it_completes() -> None:
+    """A reservation for an in_progress job expired after --reservation: a 40-minute job
+    dropped out of the count after 10 minutes."""
+    book = apply(Book(), events((1, Q), (1, P), (2, Q)), T0, TEN, 100)
+    later = apply(book, [], T0 + timedelta(minutes=40), TEN, 100)
+    assert [(r.job, r.running) for r in later.reservations] == [(1, True)]  # 2 expired queued
+    assert later.demand().running == 1
+    done = apply(later, [Event("s", 1, C, T0 + timedelta(minutes=41))],
+                 T0 + timedelta(minutes=41), TEN, 100)
+    assert done.reservations == ()
+
+
+def _book(*spec: tuple[int, bool, int]) -> Book:
+    """(job, running, created minutes after T0)."""
+    return Book(tuple(Reservation(job, running, T0 + timedelta(minutes=m),
+                                  T0 + timedelta(minutes=m) + TEN) for job, running, m in spec))
+
+
+NOW = T0 + timedelta(minutes=5)
+BEFORE = T0 + timedelta(minutes=3)  # the poll started at 4, with a minute's grace
+
+
+@pytest.mark.parametrize(
+    ("book", "listed", "jobs", "added", "removed", "started"),
+    [
+        pytest.param(_book((1, False, 0)), {1: False}, {1: False}, (), (), (), id="in-sync"),
+        pytest.param(_book(), {7: False, 8: True}, {7: False, 8: True}, (7, 8), (), (),
+                     id="lost-queued-adds-a-runner"),
+        pytest.param(_book((1, True, 0)), {}, {}, (), (1,), (), id="lost-completed-frees-it"),
+        pytest.param(_book((1, False, 0)), {1: True}, {1: True}, (), (), (1,),
+                     id="lost-in-progress-marks-running"),
+        pytest.param(_book((1, True, 0)), {1: False}, {1: True}, (), (), (),
+                     id="a-lagging-api-never-unmarks-running"),
+        pytest.param(_book((1, False, 4)), {}, {1: False}, (), (), (),
+                     id="a-reservation-newer-than-the-poll-stays"),
+    ],
+)
+def test_resync(book: Book, listed: dict[int, bool], jobs: dict[int, bool],
+                added: tuple[int, ...], removed: tuple[int, ...],
+                started: tuple[int, ...]) -> None:
+    corrected, correction = resync(book, listed, BEFORE, NOW, TEN, 100)
+    assert {r.job: r.running for r in corrected.reservations} == jobs
+    assert (correction.added, correction.removed, correction.started) == (added, removed, started)
+    assert bool(correction) == bool(added or removed or started)
+
+
+def test_resync_never_resurrects_a_completed_job() -> None:
+    """The API lags behind the webhooks: a job whose completion was seen stays gone, and a job
+    the resync removes cannot come back by a late replayed queued."""
+    book = apply(Book(), events((1, Q), (1, C)), T0, TEN, 100)
+    corrected, correction = resync(book, {1: True}, BEFORE, NOW, TEN, 100)
+    assert corrected.reservations == () and not correction
+    gone, _ = resync(_book((2, False, 0)), {}, BEFORE, NOW, TEN, 100)
+    assert apply(gone, [Event("s", 2, Q, NOW)], NOW, TEN, 100).reservations == ()
+
+
+def test_resync_describes_what_it_corrected() -> None:
+    _, correction = resync(_book((1, True, 0)), {7: False, 8: False}, BEFORE, NOW, TEN, 100)
+    assert correction.describe() == "added 2 (jobs 7, 8); removed 1 (job 1)"

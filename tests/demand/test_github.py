@@ -25,7 +25,7 @@ from tests.demand.conftest import GH_TOKEN
 from tests.demand.fake_github import FakeGitHub, populate_org
 
 
-# -- label matching: PRODUCT §3 -----------------------------------------------------------------
+# -- label matching ------------------------------------------------------------------------------
 # "every job label other than self-hosted is among the set's labels". So a job asking only for
 # [self-hosted], or for nothing at all, can run on a runner of ANY set (and counts for each).
 NONE: list[str] = []
@@ -140,6 +140,17 @@ def test_a_list_of_repos_is_polled_without_listing_the_org(github: FakeGitHub,
     assert pair(reading, "linux") == (2, 1)
     assert not any(r.route.startswith("/orgs/") for r in github.log)
     assert not any("acme/c" in r.path for r in github.log)
+
+
+def test_a_run_waiting_for_an_approval_still_counts_its_queued_jobs(github: FakeGitHub,
+                                                                   tmp_path: Path) -> None:
+    """A run is `waiting` while one job waits for an environment approval: its other jobs,
+    queued for a runner, were never seen. The waiting job itself needs no runner yet."""
+    repo = github.add_repo("acme", "app")
+    github.add_run(repo, "waiting", [("queued", ["linux"]), ("waiting", ["linux"])])
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    assert pair(read(tmp_path, config), "linux") == (1, 0)
 
 
 def test_loop_passes_revalidate_and_see_a_job_start(github: FakeGitHub, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """JsonClient against a real HTTP server on loopback: pagination, ETags, limits, failures."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from datetime import datetime, timedelta, timezone
@@ -10,6 +11,7 @@ import pytest
 
 from gitscale.cache import default_cache_dir
 from gitscale.demand.github import GitHubAuth
+from gitscale.demand.settings import GitHubSettings
 from gitscale.demand.http import EtagCache, JsonClient, RateLimited, SourceError, cache_file
 from gitscale.timeutil import format_time
 
@@ -20,7 +22,8 @@ from tests.demand.fake_github import FakeGitHub
 def make_client(github: FakeGitHub, *, timeout: float = 5.0, retries: int = 2,
                 sleeps: list[float] | None = None) -> JsonClient:
     """A client as the GitHub source builds one, its ETag cache in $GITSCALE_CACHE_DIR."""
-    auth = GitHubAuth({"token": {"env": "GH_TOKEN"}, "org": "acme", "labels": ["x"]}, github.url)
+    auth = GitHubAuth(GitHubSettings.parse({"token": {"env": "GH_TOKEN"}, "org": "acme",
+                                            "labels": ["x"], "apiUrl": github.url}))
     cache = EtagCache.load(cache_file(default_cache_dir(), github.url, "env=GH_TOKEN"))
     record = sleeps if sleeps is not None else []
     return JsonClient(name=f"github ({github.url})", headers=auth.header, cache=cache,
@@ -371,3 +374,41 @@ def test_entries_unused_for_a_day_are_dropped_and_quiet_passes_write_nothing(
     assert github.log[-1].status == 304
     quiet.cache.save()
     assert path.stat().st_mtime_ns == before  # nothing new to say: not rewritten
+
+
+# -- a 304 without a Link header ------------------------------------------------------------------
+def test_a_304_without_link_still_reads_every_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy (or a server) that leaves Link off its 304s: the cached page's links are used,
+    so the pages after the first are still read (they were silently dropped)."""
+    monkeypatch.setenv("GH_TOKEN", GH_TOKEN)
+    with FakeGitHub(token=GH_TOKEN, link_on_304=False) as github:
+        add_runs(github, 75)  # 30 + 30 + 15
+        for attempt in range(3):  # cold, then twice warm from the cache file
+            client = make_client(github)
+            github.clear_log()
+            runs = client.paginate(runs_url(github), {"status": "queued"}, "workflow_runs")
+            assert len(runs) == 75, attempt
+            assert [r.query.get("page") for r in github.log] == [None, "2", "3"]
+            assert [r.status for r in github.log] == [200] * 3 if attempt == 0 else [304] * 3
+            client.cache.save()
+            client.close()
+
+
+def test_a_cache_saved_without_links_revalidates_with_a_plain_get(github: FakeGitHub) -> None:
+    """An entry from a cache file that did not keep links cannot trust a 304: no If-None-Match
+    is sent for it, and the answer (with its Link) is cached for the next pass."""
+    add_runs(github, 45)
+    client = make_client(github)
+    client.paginate(runs_url(github), {"status": "queued"}, "workflow_runs")
+    client.cache.save()
+    path = client.cache.path
+    assert path is not None
+    raw = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v[:3] for k, v in raw.items()}))  # the old format
+    github.clear_log()
+    client = make_client(github)
+    assert len(client.paginate(runs_url(github), {"status": "queued"}, "workflow_runs")) == 45
+    assert [r.status for r in github.log] == [200, 200]
+    github.clear_log()
+    assert len(client.paginate(runs_url(github), {"status": "queued"}, "workflow_runs")) == 45
+    assert [r.status for r in github.log] == [304, 304]

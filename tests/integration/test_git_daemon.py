@@ -82,7 +82,7 @@ def _write(path: Path, text: str) -> str:
     return str(path)
 
 
-# -- 1. reconcile twice: one commit, only owned fields, the PRODUCT §2 commit -----------------
+# -- 1. reconcile twice: one commit, only owned fields, subject + reasons + trailers ---------
 def test_reconcile_twice_lands_one_commit_with_only_owned_fields(git_server: GitDaemon,
                                                                  tmp_path: Path) -> None:
     bare = git_server.create(seed.FILES)

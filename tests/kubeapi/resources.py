@@ -78,8 +78,10 @@ SECRETS = ResourceType("", "v1", "secrets", "Secret", field_selectors=("type",))
 EVENTS = ResourceType("", "v1", "events", "Event", field_selectors=EVENT_FIELDS)
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap")
 RUNNERSETS = custom_resource("gitscale.dev", "v1alpha1", "runnersets", kind="RunnerSet")
+#: leader election: an update carrying a stale resourceVersion is a 409, as for any kind
+LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 
-DEFAULT_RESOURCES = (PODS, SECRETS, EVENTS, CONFIGMAPS, RUNNERSETS)
+DEFAULT_RESOURCES = (PODS, SECRETS, EVENTS, CONFIGMAPS, RUNNERSETS, LEASES)
 
 
 class Registry:

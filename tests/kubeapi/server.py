@@ -9,13 +9,14 @@ The real ``kubernetes`` client talks to it over HTTP::
     assert server.call_count("create", "pods") == 1
     server.stop()                                   # also ends open watch streams
 
-Serves core/v1 pods, secrets, events and configmaps and gitscale.dev/v1alpha1 runnersets (with
-``/status``); ``register_resource`` adds another custom resource. Semantics live in store.py
+Serves core/v1 pods, secrets, events and configmaps, coordination.k8s.io/v1 leases (leader
+election) and gitscale.dev/v1alpha1 runnersets (with ``/status``); ``register_resource`` adds
+another custom resource. Semantics live in store.py
 (versions, conflicts, finalizers, GC), watch.py (streams) and handler.py (routes, verbs).
 
 Test seams: ``calls``/``call_count``/``reset_calls`` (API calls by verb and resource),
 ``latency`` (seconds slept before every call), ``inject_error`` (fail the next N matching
-calls), ``objects``/``get_object`` (read the store without counting), ``create_object``,
+calls; ``clear_errors`` ends them), ``objects``/``get_object`` (read the store without counting), ``create_object``,
 ``mutate_object``, ``set_pod_phase``, ``compact`` (force 410 for older watch resumes),
 ``drop_watches`` (end every open stream, as an apiserver restart would),
 ``graceful_pod_deletion`` (pods linger with deletionTimestamp until ``finish_pod_deletions``),
@@ -200,6 +201,11 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.lock:
             self._errors.append(_InjectedError(verb, resource, APIError(code, reason, message),
                                                times))
+
+    def clear_errors(self) -> None:
+        """Forget every injected failure still pending (the outage is over)."""
+        with self.store.lock:
+            self._errors.clear()
 
     # -- in-process hooks (not counted as API calls) ------------------------------------------
     @property

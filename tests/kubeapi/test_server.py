@@ -555,3 +555,26 @@ def test_dynamic_client_kubeconfig_and_informer(kube_api: KubeAPIServer, tmp_pat
         assert added.wait(5)
     finally:
         informer.stop()
+
+
+def test_leases_for_leader_election(kube_client: ApiClient) -> None:
+    """Two candidates race for one Lease: the create and every update are conditional, so only
+    one wins each round (409 for the loser), as client-go's leader election relies on."""
+    api: Any = kubernetes.client.CoordinationV1Api(kube_client)
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "gitscale-controller"},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                     "renewTime": "2026-11-23T09:00:00.000000Z", "leaseTransitions": 0}}
+    lease = api.create_namespaced_lease(NS, body)
+    with pytest.raises(ApiException) as exists:
+        api.create_namespaced_lease(NS, {**body, "spec": {**body["spec"], "holderIdentity": "b"}})
+    assert exists.value.status == 409
+    seen = lease.metadata.resource_version
+    renewed = {**body, "metadata": {"name": "gitscale-controller", "resourceVersion": seen}}
+    renewed["spec"] = {**body["spec"], "renewTime": "2026-11-23T09:00:02.000000Z"}
+    assert api.replace_namespaced_lease("gitscale-controller", NS, renewed).spec.holder_identity == "a"
+    taken = {**renewed, "spec": {**renewed["spec"], "holderIdentity": "b", "leaseTransitions": 1}}
+    with pytest.raises(ApiException) as stale:  # b read the lease before a renewed it
+        api.replace_namespaced_lease("gitscale-controller", NS, taken)
+    assert stale.value.status == 409
+    assert api.read_namespaced_lease("gitscale-controller", NS).spec.holder_identity == "a"

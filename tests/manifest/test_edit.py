@@ -292,7 +292,8 @@ ANNOTATION_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=
 @example(value="it's", quote="'")
 @example(value="", quote="'")
 def test_any_annotation_string_reads_back(value: str, quote: str) -> None:
-    text = ("kind: RunnerSet\n"
+    text = ("apiVersion: gitscale.dev/v1alpha1\n"
+            "kind: RunnerSet\n"
             "metadata:\n"
             "  name: any\n"
             "  annotations:\n"
@@ -303,7 +304,7 @@ def test_any_annotation_string_reads_back(value: str, quote: str) -> None:
     result = edit(text, "any.yaml", ObjectRef(), {path: value})
     assert yaml.safe_load(result)["metadata"]["annotations"]["gitscale.dev/jobs"] == value
     lines = result.split("\n")
-    assert lines[:4] == text.split("\n")[:4] and lines[-3:] == text.split("\n")[-3:]
-    assert lines[4].endswith("  # keep me")
+    assert lines[:5] == text.split("\n")[:5] and lines[-3:] == text.split("\n")[-3:]
+    assert lines[5].endswith("  # keep me")
     if all(c.isprintable() for c in value):
-        assert lines[4].startswith(f"    gitscale.dev/jobs: {quote}")  # the quoting style is kept
+        assert lines[5].startswith(f"    gitscale.dev/jobs: {quote}")  # the quoting style is kept

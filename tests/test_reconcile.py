@@ -1,85 +1,26 @@
-"""reconcile, history and drain on a checkout with a local bare remote."""
+"""`gitscale reconcile` on a checkout with a local bare remote: commits, pushes, refusals."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import yaml
-
-from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
-
-
-def setup(tmp_path: Path) -> tuple[Path, Path]:
-    checkout = make_repo(tmp_path, {
-        "gitscale.yaml": simple_config({"linux": "{minReplicas: 1, maxReplicas: 3, buffer: 1}"}),
-        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
-        "demand.yaml": "linux: {queued: 0, running: 0}\n",
-    })
-    return checkout, tmp_path / "remote.git"
+from tests.helpers import git, run
+from tests.one_set import land_sequence, reconcile, setup, spec
 
 
-def reconcile(capsys, checkout: Path, tmp_path: Path, queued: int, running: int,  # type: ignore[no-untyped-def]
-              now: str) -> int:
-    demand = tmp_path / f"demand-{queued}-{running}.yaml"
-    demand.write_text(f"linux: {{queued: {queued}, running: {running}}}\n")
-    code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
-                         "--now", now)
-    assert code == 0, err
-    return code
-
-
-def spec(remote: Path) -> dict:  # type: ignore[type-arg]
-    return yaml.safe_load(git(remote, "show", "main:sets/linux.yaml"))["spec"]
-
-
-def test_sequence_lands_as_commits_and_history(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_sequence_lands_as_one_commit_per_change(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     checkout, remote = setup(tmp_path)
-    steps = [((0, 0), 1, 0), ((2, 0), 3, 1), ((0, 0), 1, 2), ((0, 0), 1, 0), ((5, 0), 3, 1)]
-    for i, ((queued, running), replicas, patch) in enumerate(steps):
-        reconcile(capsys, checkout, tmp_path, queued, running, f"2026-11-21T09:0{i}:00Z")
-        assert (spec(remote)["replicas"], spec(remote)["patchID"]) == (replicas, patch)
-        assert spec(remote)["effectiveTime"] == f"2026-11-21T09:0{i}:00Z"
+    land_sequence(capsys, checkout, tmp_path)
     # the same demand again: no commit
     count = git(remote, "rev-list", "--count", "main")
     reconcile(capsys, checkout, tmp_path, 5, 0, "2026-11-21T09:09:00Z")
     assert git(remote, "rev-list", "--count", "main") == count
     assert count == "6"
-
-    code, out, _ = run(capsys, "history", "--repo", str(checkout), "--output", "json")
-    entries = json.loads(out)
-    assert [(e["previous"], e["replicas"], e["patch"]) for e in reversed(entries)] == [
-        (1, 1, 0), (1, 3, 1), (3, 1, 2), (1, 1, 0), (1, 3, 1)]
-    assert entries[0]["queued"] == 5 and entries[0]["running"] == 0
-    assert entries[0]["reason"] == "scale-up" and entries[0]["time"] == "2026-11-21T09:04:00Z"
-    assert entries[1]["reason"] == "quiet-reset"
-
-    code, out, _ = run(capsys, "history", "--repo", str(checkout), "--since",
-                       "2026-11-21T09:03:00Z", "--chart", str(tmp_path / "c.svg"))
-    assert code == 0
-    assert out.count("linux") == 2 and "TIME" in out
-    assert (tmp_path / "c.svg").read_text().count('<g id="axes_') == 1
-
-    # the commit message follows PRODUCT §2
+    # the commit message: subject `gitscale: SET old→new`, then Gitscale-Set/-Base trailers
     message = git(remote, "log", "-1", "--format=%B", "main")
     assert message.splitlines()[0] == "gitscale: linux 1→3"
     assert "Gitscale-Set: linux replicas=3 previous=1 patch=1 queued=5 running=0" in message
     parent = git(remote, "rev-parse", "main~1")
     assert message.rstrip().endswith(f"Gitscale-Base: {parent}")
-
-
-def test_drain_and_resume(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    checkout, remote = setup(tmp_path)
-    reconcile(capsys, checkout, tmp_path, 2, 0, "2026-11-21T09:00:00Z")
-    code, out, err = run(capsys, "drain", "--repo", str(checkout), "linux")
-    assert code == 0, err
-    assert (spec(remote)["replicas"], spec(remote)["patchID"]) == (0, 0)
-    assert "gitscale: linux 3→0" in git(remote, "log", "-1", "--format=%s", "main")
-    # a drained set stays at 0 whatever the demand
-    reconcile(capsys, checkout, tmp_path, 9, 0, "2026-11-21T09:05:00Z")
-    assert spec(remote)["replicas"] == 0
-    assert run(capsys, "drain", "--repo", str(checkout), "linux", "--resume")[0] == 0
-    reconcile(capsys, checkout, tmp_path, 1, 0, "2026-11-21T09:06:00Z")
-    assert spec(remote)["replicas"] == 2
 
 
 def test_no_push_commits_locally(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

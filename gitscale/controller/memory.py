@@ -1,0 +1,88 @@
+"""What passes learn that the cluster does not hold, kept in the controller process.
+
+Runners GitHub called busy (a 422 on unregister), the sets whose last creations were refused
+(slow start), and registrations suspected to be crash leftovers (seen with no pod; removed once
+they stay so for a grace period). All of it may be lost on a restart: each item only saves API
+calls or delays an action, and is learnt again.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+
+class Memory:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy: dict[str, dict[str, datetime]] = {}
+        self._said: dict[str, set[str]] = {}
+        self._refused: set[str] = set()
+        self._suspects: dict[str, dict[int, datetime]] = {}
+        self._swept: dict[str, datetime] = {}
+
+    # -- slow start after refused creations --------------------------------------------------
+    def refused(self, set_key: str) -> bool:
+        with self._lock:
+            return set_key in self._refused
+
+    def set_refused(self, set_key: str, refused: bool) -> None:
+        with self._lock:
+            (self._refused.add if refused else self._refused.discard)(set_key)
+
+    def forget(self, set_key: str) -> None:
+        """The set is gone."""
+        self.keep_only(set_key, set())
+        self.set_refused(set_key, False)
+        with self._lock:
+            self._suspects.pop(set_key, None)
+            self._swept.pop(set_key, None)
+
+    # -- runners GitHub called busy ----------------------------------------------------------
+    def busy_until(self, set_key: str, pod: str) -> datetime | None:
+        with self._lock:
+            return self._busy.get(set_key, {}).get(pod)
+
+    def mark_busy(self, set_key: str, pod: str, until: datetime) -> bool:
+        """Remember; True the first time for this runner (say it once)."""
+        with self._lock:
+            self._busy.setdefault(set_key, {})[pod] = until
+            said = self._said.setdefault(set_key, set())
+            first = pod not in said
+            said.add(pod)
+            return first
+
+    def keep_only(self, set_key: str, pods: set[str]) -> None:
+        """Forget runners that are gone (all of them when the set is gone)."""
+        with self._lock:
+            busy = self._busy.get(set_key, {})
+            for pod in [p for p in busy if p not in pods]:
+                busy.pop(pod, None)
+            said = self._said.get(set_key, set())
+            said.intersection_update(pods)
+            if not pods:
+                self._busy.pop(set_key, None)
+                self._said.pop(set_key, None)
+
+    # -- crash leftovers: registrations with no pod ------------------------------------------
+    def sweep_due(self, set_key: str, now: datetime, every: timedelta) -> bool:
+        """Look for leftovers now? On a set's first pass, every ``every``, and while suspects
+        wait for their grace period to end."""
+        with self._lock:
+            last = self._swept.get(set_key)
+            return last is None or now - last >= every or bool(self._suspects.get(set_key))
+
+    def suspect(self, set_key: str, runner_ids: Iterable[int], now: datetime,
+                grace: timedelta) -> tuple[list[int], float | None]:
+        """Record the registrations seen without a pod in this sweep. Returns those seen so for
+        ``grace`` (to remove now), and the seconds until the next one's grace ends (or None)."""
+        with self._lock:
+            self._swept[set_key] = now
+            seen = self._suspects.get(set_key, {})
+            current = {i: seen.get(i, now) for i in runner_ids}
+            ripe = sorted(i for i, first in current.items() if now - first >= grace)
+            waiting = {i: t for i, t in current.items() if i not in ripe}
+            self._suspects[set_key] = waiting
+            wake = min((t + grace - now).total_seconds() for t in waiting.values()) \
+                if waiting else None
+            return ripe, wake

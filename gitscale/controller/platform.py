@@ -1,0 +1,100 @@
+"""What a CI platform is to the controller: the shape of one entry of the registry
+(``platforms.py``) and of the adapter it makes per RunnerSet. Pure: types only.
+
+A platform is everything the controller does differently for it: the settings under
+``spec.<name>`` (their CRD schema and their parsing), the pod defaults its runners need, how a
+running pod is told idle from busy, what the ``BusyKnown`` condition says, and an adapter with
+four verbs — ``env`` (what the runner container needs), ``register`` (GitHub: a JIT config;
+Buildkite: none), ``unregister`` (GitHub: DELETE the runner; ``RunnerBusy`` on 422) and
+``registered`` (idle and busy as the platform sees them; None when it cannot say).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from gitscale.controller.decide import Phase
+from gitscale.controller.status import Condition
+
+LIST_MAX_AGE = 15.0  # seconds a platform's runner list is reused: it serves every pass
+
+
+@dataclass(frozen=True)
+class Registered:
+    """What the platform says about a registered runner (GitHub's list, Buildkite's agents)."""
+
+    online: bool
+    busy: bool
+    name: str = ""
+    labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A runner registered before its pod exists: its id, and the config the pod starts with
+    (kept in a Secret owned by the pod)."""
+
+    runner_id: int
+    jit_config: str = field(repr=False)
+
+
+class Adapter(Protocol):
+    """One RunnerSet's platform: the four verbs, and where idle and busy come from."""
+
+    def env(self, name: str) -> list[dict[str, Any]]: ...
+
+    def register(self, name: str) -> Registration | None: ...
+
+    def unregister(self, runner_id: int) -> None: ...
+
+    def registered(self) -> Mapping[Any, Registered] | None: ...
+
+    def busy_source(self) -> tuple[bool, str | None]:
+        """(is the platform set up to say who is busy, why it cannot this time)"""
+        ...
+
+
+class Client(Protocol):
+    def close(self) -> None: ...
+
+
+SecretReader = Callable[[str, str], Mapping[str, str]]
+
+
+class Clients(Protocol):
+    """API clients kept across passes (``platforms.Platforms``), for an adapter to reuse."""
+
+    list_max_age: float
+
+    def read_secret(self, namespace: str, name: str) -> Mapping[str, str]: ...
+
+    def cached(self, key: tuple[str, ...], make: Callable[[], Client]) -> Client:
+        """The client under ``key`` — ``(platform, namespace, Secret name, …)`` — made by
+        ``make`` when missing or older than the credentials' time to live."""
+        ...
+
+
+RunningRule = Callable[[str, Mapping[str, Any], "int | None", "Mapping[Any, Registered] | None"],
+                       Phase]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One platform: an entry of the registry. ``settings`` objects are the platform's own."""
+
+    name: str  # the value of spec.platform; its settings are under spec.<name>
+    schema: dict[str, Any]  # the CRD's schema of spec.<name>
+    # spec.<name> (None when absent) and the set's name → the platform's settings, or
+    # InvalidRunnerSet naming the field
+    settings: Callable[[Any, str], Any]
+    # a running pod's phase: (pod name, pod annotations, runner id, the platform's list)
+    running: RunningRule
+    adapter: Callable[[Clients, str, Any], Adapter]  # (clients, namespace, settings)
+    secrets: Callable[[Any], frozenset[str]]  # the Secrets its adapter reads (re-read on refusal)
+    busy_known: Callable[[bool, "str | None"], Condition]  # (configured, why not heard)
+    pod_defaults: Mapping[str, Any] = field(default_factory=dict)  # set in the pod spec if unset
+    # The controller registers each runner (GitHub): without the platform's list no running
+    # runner is known idle, so an unreadable list is an error of the pass; and registrations a
+    # crash left without a pod are swept, found by these labels of the set.
+    registration_labels: Callable[[Any], frozenset[str]] | None = None

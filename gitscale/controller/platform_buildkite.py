@@ -1,0 +1,178 @@
+"""Buildkite as a controller platform: ``spec.buildkite``, do-once agents, the agents API.
+
+The controller never reads the agent token: the pod takes it from the Secret named in
+``spec.buildkite.agentTokenSecret`` (key ``token``). Each agent runs with
+``--disconnect-after-job`` (``BUILDKITE_AGENT_DISCONNECT_AFTER_JOB``) and is named after its
+pod, so it exits after one job and its pod ends Succeeded (one pod per do-once agent).
+
+Idle or busy: with ``spec.buildkite.organization`` and ``apiTokenSecret`` (a REST API token
+with the read_agents scope, key ``token``), the agents API (``buildkite.py``) says which agents
+are connected and which run a job. Without them, or when the API cannot be read, a running
+agent is idle unless its pod says ``gitscale.dev/busy: "true"`` (the agent's ``environment``
+hook can set it and its ``pre-exit`` hook clear it). Scale-down stays safe either way: the pod
+is deleted with SIGTERM, on which buildkite-agent stops taking jobs and finishes the one it
+runs; runner pods get ``terminationGracePeriodSeconds: 3600`` unless the template sets its own.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from gitscale.controller.decide import Phase
+from gitscale.controller.errors import ControllerError, CredentialsError, InvalidRunnerSet
+from gitscale.controller.platform import Adapter, Clients, Kind, Registered
+from gitscale.controller.status import BUSY, Condition
+
+if TYPE_CHECKING:
+    from gitscale.controller.buildkite import BuildkiteAgents
+
+API = "https://api.buildkite.com"
+TOKEN_KEY = "token"  # the key of both tokens in their Secrets
+ANNOTATION_BUSY = "gitscale.dev/busy"  # set by the agent's hooks (optional)
+GRACEFUL = ("an agent counts as idle unless its pod says gitscale.dev/busy=true; a scale-down "
+            "stops it with SIGTERM, on which it finishes its job first")
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["queue"],
+    "properties": {
+        "queue": {"type": "string", "minLength": 1},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "agentTokenSecret": {"type": "string", "minLength": 1},
+        "organization": {"type": "string", "minLength": 1,
+                         "description": "Organization slug, for the agents REST API "
+                                        "(which agent runs a job)."},
+        "apiTokenSecret": {"type": "string", "minLength": 1,
+                           "description": "Secret with key token: a REST API token "
+                                          "with the read_agents scope."},
+        "apiURL": {"type": "string", "pattern": "^https?://",
+                   "description": f"Default {API}."},
+    },
+}
+
+
+@dataclass(frozen=True)
+class BuildkiteSettings:
+    queue: str
+    tags: tuple[str, ...]
+    agent_token_secret: str | None
+    # The agents REST API (which agent runs a job): an organization slug and a Secret with a
+    # REST API token (key ``token``, scope read_agents). Without them: the graceful-stop rule.
+    organization: str | None = None
+    api_token_secret: str | None = None
+    api_url: str = API
+
+
+def settings(raw: Any, set_name: str) -> BuildkiteSettings:
+    if not isinstance(raw, dict) or not raw.get("queue"):
+        raise InvalidRunnerSet("spec.buildkite.queue is required for platform buildkite")
+    organization, secret = raw.get("organization") or None, raw.get("apiTokenSecret") or None
+    if (organization is None) != (secret is None):
+        raise InvalidRunnerSet("spec.buildkite.organization and spec.buildkite.apiTokenSecret "
+                               "go together: the agents API needs both (or leave both out)")
+    api_url = str(raw.get("apiURL") or API).rstrip("/")
+    try:
+        parts = urlsplit(api_url)
+    except ValueError:
+        raise InvalidRunnerSet("spec.buildkite.apiURL is not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
+        raise InvalidRunnerSet("spec.buildkite.apiURL must be an http(s) URL without "
+                               "credentials (the token goes in spec.buildkite.apiTokenSecret)")
+    return BuildkiteSettings(str(raw["queue"]), tuple(str(t) for t in raw.get("tags") or ()),
+                             raw.get("agentTokenSecret") or None,
+                             str(organization) if organization else None,
+                             str(secret) if secret else None, api_url)
+
+
+def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,
+            registered: Mapping[Any, Registered] | None) -> Phase:
+    """By the agent's name in the agents API, or the pod's own word."""
+    if str(annotations.get(ANNOTATION_BUSY)).lower() == "true":
+        return Phase.BUSY  # the agent's hooks say so
+    if registered is None:
+        return Phase.IDLE  # taking jobs, as far as anyone can tell
+    agent = registered.get(name)
+    if agent is None or not agent.online:
+        return Phase.PENDING  # not connected yet (or gone after its job)
+    return Phase.BUSY if agent.busy else Phase.IDLE
+
+
+def busy_known(configured: bool, failure: str | None) -> Condition:
+    if not configured:
+        return Condition(BUSY, False, "NoAgentsAPIToken",
+                         f"spec.buildkite.organization and apiTokenSecret are not set: {GRACEFUL}")
+    if failure:
+        return Condition(BUSY, False, "AgentsAPIUnavailable", f"{failure}: {GRACEFUL}")
+    return Condition(BUSY, True, "AgentsAPI", "idle and busy from Buildkite's agents API")
+
+
+class BuildkiteAgentRunners:
+    def __init__(self, settings: BuildkiteSettings, api: BuildkiteAgents | None,
+                 list_max_age: float, problem: str | None = None) -> None:
+        self.settings = settings
+        self.api = api
+        self.list_max_age = list_max_age
+        self.problem = problem  # why the agents API is configured but not used
+
+    def env(self, name: str) -> list[dict[str, Any]]:
+        bk = self.settings
+        env: list[dict[str, Any]] = [
+            {"name": "BUILDKITE_AGENT_NAME", "value": name},
+            {"name": "BUILDKITE_AGENT_TAGS", "value": ",".join((f"queue={bk.queue}", *bk.tags))},
+            {"name": "BUILDKITE_AGENT_DISCONNECT_AFTER_JOB", "value": "true"},
+        ]
+        if bk.agent_token_secret:
+            env.append({"name": "BUILDKITE_AGENT_TOKEN", "valueFrom": {"secretKeyRef": {
+                "name": bk.agent_token_secret, "key": TOKEN_KEY}}})
+        return env
+
+    def register(self, name: str) -> None:
+        return None  # the agent registers itself with its token
+
+    def unregister(self, runner_id: int) -> None:
+        return None  # nothing to undo: an agent that never connected left no trace
+
+    def busy_source(self) -> tuple[bool, str | None]:
+        return self.api is not None or self.problem is not None, self.problem
+
+    def registered(self) -> Mapping[str, Registered] | None:
+        """Connected agents by name (None without the agents API: see the module docstring)."""
+        return None if self.api is None else self.api.agents(self.list_max_age)
+
+
+def adapter(clients: Clients, namespace: str, settings: BuildkiteSettings) -> Adapter:
+    """Without the agents API settings, or when its token cannot be read: no busy signal
+    (the set is still served, under the graceful-stop rule; ``problem`` says why)."""
+    if settings.organization is None or settings.api_token_secret is None:
+        return BuildkiteAgentRunners(settings, None, clients.list_max_age)
+    from gitscale.controller.buildkite import BuildkiteAgents
+
+    secret, org = settings.api_token_secret, settings.organization
+
+    def make() -> BuildkiteAgents:
+        token = clients.read_secret(namespace, secret).get(TOKEN_KEY, "").strip()
+        if not token:
+            raise CredentialsError(f"Secret {namespace}/{secret}: needs the key {TOKEN_KEY} (a "
+                                   "Buildkite REST API token with the read_agents scope)")
+        return BuildkiteAgents(settings.api_url, org, token)
+
+    try:
+        client = clients.cached(("buildkite", namespace, secret, settings.api_url, org), make)
+    except ControllerError as exc:
+        return BuildkiteAgentRunners(settings, None, clients.list_max_age, problem=str(exc))
+    assert isinstance(client, BuildkiteAgents)
+    return BuildkiteAgentRunners(settings, client, clients.list_max_age)
+
+
+def _secrets(settings: BuildkiteSettings) -> frozenset[str]:
+    return frozenset({settings.api_token_secret} if settings.api_token_secret else ())
+
+
+BUILDKITE = Kind(
+    name="buildkite", schema=SCHEMA, settings=settings, running=running, adapter=adapter,
+    secrets=_secrets, busy_known=busy_known,
+    # SIGTERM makes the agent finish its job before exiting: give it the time to.
+    pod_defaults={"terminationGracePeriodSeconds": 3600},
+)

@@ -1,0 +1,126 @@
+"""GitHub Actions as a controller platform: ``spec.github``, JIT runners, the runner list.
+
+Each runner is registered just in time (its config handed to the pod through a Secret) and
+unregistered before its pod is deleted. Idle or busy comes from GitHub's runner list, by the
+runner id the pod carries; without the list a running runner counts as busy, so nothing is
+deleted on a guess. The REST client is ``github.py``, imported only when a set is served.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from gitscale.controller.decide import Phase
+from gitscale.controller.errors import InvalidRunnerSet
+from gitscale.controller.platform import Adapter, Clients, Kind, Registered, Registration
+from gitscale.controller.podspec import JIT_KEY
+from gitscale.controller.status import BUSY, Condition
+
+if TYPE_CHECKING:
+    from gitscale.controller.github import GitHub
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["configURL"],
+    "properties": {
+        "configURL": {"type": "string", "pattern": "^https?://",
+                      "description": "Org, repo or enterprise URL runners register to."},
+        "labels": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        "runnerGroup": {"type": "string"},
+        "credentialsSecret": {"type": "string", "minLength": 1},
+    },
+}
+
+
+@dataclass(frozen=True)
+class GitHubSettings:
+    config_url: str
+    labels: tuple[str, ...]
+    runner_group: str | None
+    credentials_secret: str
+
+
+def settings(raw: Any, set_name: str) -> GitHubSettings:
+    if not isinstance(raw, dict) or not isinstance(raw.get("configURL"), str):
+        raise InvalidRunnerSet("spec.github.configURL is required for platform github")
+    try:
+        netloc = urlsplit(raw["configURL"]).netloc
+    except ValueError:
+        raise InvalidRunnerSet("spec.github.configURL is not a URL") from None
+    if "@" in netloc:  # the URL is logged and shown in status: never echo a credential
+        raise InvalidRunnerSet("spec.github.configURL must not carry credentials (user:token@): "
+                               "put them in the Secret named by spec.github.credentialsSecret")
+    if not raw.get("credentialsSecret"):
+        raise InvalidRunnerSet("spec.github.credentialsSecret is required: the Secret with "
+                               "github_token or the github_app_* keys")
+    labels = tuple(str(x) for x in raw.get("labels") or ()) or (set_name,)
+    group = raw.get("runnerGroup") or None
+    return GitHubSettings(raw["configURL"], labels, group, str(raw["credentialsSecret"]))
+
+
+def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,
+            registered: Mapping[Any, Registered] | None) -> Phase:
+    """By the runner id on the pod (by name if it has none) in GitHub's runner list."""
+    if registered is None:
+        return Phase.BUSY  # GitHub could not be asked: nothing is removed on a guess
+    seen = registered.get(runner_id) if runner_id is not None else next(
+        (r for r in registered.values() if r.name == name), None)
+    if seen is None or not seen.online:
+        return Phase.PENDING  # started, not connected yet (or already gone after a job)
+    return Phase.BUSY if seen.busy else Phase.IDLE
+
+
+def busy_known(configured: bool, failure: str | None) -> Condition:
+    if failure:
+        return Condition(BUSY, False, "RunnerListUnavailable",
+                         f"{failure}: running runners count as busy (none is removed)")
+    return Condition(BUSY, True, "RunnerList", "idle and busy from GitHub's runner list")
+
+
+class GitHubRunners:
+    def __init__(self, client: GitHub, settings: GitHubSettings, list_max_age: float) -> None:
+        self.client = client
+        self.settings = settings
+        self.list_max_age = list_max_age
+
+    def env(self, name: str) -> list[dict[str, Any]]:
+        # The runner reads ACTIONS_RUNNER_INPUT_<ARG> as its --<arg> option.
+        return [{"name": "ACTIONS_RUNNER_INPUT_JITCONFIG",
+                 "valueFrom": {"secretKeyRef": {"name": name, "key": JIT_KEY}}}]
+
+    def register(self, name: str) -> Registration:
+        return self.client.register(name, self.settings.labels, self.settings.runner_group)
+
+    def unregister(self, runner_id: int) -> None:
+        self.client.unregister(runner_id)
+
+    def busy_source(self) -> tuple[bool, str | None]:
+        return True, None
+
+    def registered(self) -> Mapping[int, Registered]:  # by runner id
+        return {i: Registered(r.online, r.busy, r.name, r.labels)
+                for i, r in self.client.runners(self.list_max_age).items()}
+
+
+def adapter(clients: Clients, namespace: str, settings: GitHubSettings) -> Adapter:
+    from gitscale.controller.github import GitHub, credentials_from, scope_of
+
+    secret = settings.credentials_secret
+
+    def make() -> GitHub:
+        data = clients.read_secret(namespace, secret)
+        return GitHub(scope_of(settings.config_url),
+                      credentials_from(data, f"Secret {namespace}/{secret}"))
+
+    client = clients.cached(("github", namespace, secret, settings.config_url), make)
+    assert isinstance(client, GitHub)
+    return GitHubRunners(client, settings, clients.list_max_age)
+
+
+GITHUB = Kind(
+    name="github", schema=SCHEMA, settings=settings, running=running, adapter=adapter,
+    secrets=lambda s: frozenset({s.credentials_secret}), busy_known=busy_known,
+    registration_labels=lambda s: frozenset(s.labels),
+)

@@ -1,0 +1,63 @@
+"""Reading the files people point gitscale at: regular files only, of a bounded size.
+
+``open()`` on a FIFO waits for a writer that may never come, and ``/dev/zero`` never ends: both
+hung or exhausted memory when given as ``--demand`` or as a manifest. The file is opened without
+blocking, checked with ``fstat`` on the open descriptor (no window between check and read), and
+read to at most ``MAX_BYTES``.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from gitscale.errors import InputError
+
+MAX_BYTES = 64 * 1024 * 1024  # a 100,000-set gitscale.yaml or a million-job demand file fit
+
+
+def read_bytes(path: Path, label: str, error: type[InputError], *,
+               limit: int = MAX_BYTES) -> bytes:
+    """The bytes of the regular file at ``path``. Raises ``error`` naming ``label`` for
+    anything else (a FIFO, a device, a socket, a file over ``limit``); FileNotFoundError and
+    IsADirectoryError are left to the caller, which knows what the file was for."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise error(label, f"is not a regular file ({_kind(info.st_mode)}); gitscale "
+                        "reads only regular files")
+        if info.st_size > limit:
+            raise error(label, f"is {info.st_size:,} bytes; gitscale reads files of at most "
+                        f"{limit:,} bytes")
+        chunks = []
+        size = 0
+        while size <= limit:  # the file may grow while we read it
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise error(label, f"is larger than {limit:,} bytes (gitscale's limit)")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path, label: str, error: type[InputError], *,
+              limit: int = MAX_BYTES) -> str:
+    """``read_bytes`` decoded as UTF-8 (newlines untouched: CRLF stays CRLF)."""
+    return read_bytes(path, label, error, limit=limit).decode("utf-8")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"

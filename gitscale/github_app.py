@@ -1,0 +1,119 @@
+"""A GitHub App's installation token, for the polling source and the controller alike.
+
+A JWT signed with the app's private key (RS256; issued 60 s in the past against clock drift,
+valid 9 minutes: GitHub refuses more than 10) is exchanged at
+``POST {api}/app/installations/{id}/access_tokens`` for an installation token, which is reused
+until 5 minutes before it expires. One exchange at a time, however many threads ask: the others
+wait for it and use its token. Anything wrong — a key that cannot sign, an installation that
+cannot be found, a refusal, an answer without a token — raises the caller's credentials error
+(a ``GitscaleError``) naming the URL, never the key or a token.
+
+https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-an-installation-access-token-for-a-github-app
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import httpx
+import jwt
+
+from gitscale.errors import GitscaleError
+from gitscale.timeutil import parse_time
+
+REFRESH_BEFORE = 300.0  # seconds before its expiry a token is replaced
+LIFETIME = 3600.0  # how long an installation token lives when the answer does not say
+HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
+           "User-Agent": "gitscale"}
+
+
+class InstallationToken:
+    """One app installation's token, cached and refreshed early. Thread-safe.
+
+    ``private_key`` is called for each exchange (a rotated key is picked up). Without
+    ``installation``, the installation is looked up once at ``GET {api}/{owner}/installation``
+    (``owner``: ``orgs/NAME`` or ``repos/OWNER/REPO``). ``error`` is the exception raised,
+    ``key_name`` names the key in its messages.
+    """
+
+    def __init__(self, api: str, app_id: str, private_key: Callable[[], str], *,
+                 installation: str | None, error: type[GitscaleError], key_name: str,
+                 owner: str | None = None, timeout: float = 10.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.api = api.rstrip("/")
+        self.app_id = app_id
+        self._private_key = private_key
+        self._installation = installation
+        self._owner = owner
+        self._error = error
+        self._key_name = key_name
+        self._timeout = timeout
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._token: tuple[str, float] | None = None  # token, expiry (epoch seconds)
+
+    def get(self) -> str:
+        """A token valid for at least 5 more minutes; exchanges a new one when needed."""
+        with self._lock:  # held through the exchange: one exchange, the others wait for it
+            if self._token is None or self._token[1] - self._clock() <= REFRESH_BEFORE:
+                self._token = self._exchange()
+            return self._token[0]
+
+    def _exchange(self) -> tuple[str, float]:
+        now = int(self._clock())
+        try:
+            assertion = jwt.encode({"iat": now - 60, "exp": now + 540, "iss": self.app_id},
+                                   self._private_key(), algorithm="RS256")
+        except (ValueError, TypeError, jwt.PyJWTError) as exc:
+            raise self._error(f"{self._key_name}: cannot sign a JWT ({type(exc).__name__}): "
+                              "not a PEM RSA private key") from None
+        headers = {**HEADERS, "Authorization": f"Bearer {assertion}"}
+        with httpx.Client(headers=headers, timeout=self._timeout) as http:
+            installation = self._installation or self._look_up(http)
+            self._installation = installation
+            url = f"{self.api}/app/installations/{installation}/access_tokens"
+            status, body = self._call(http, "POST", url)
+        if status != 201:
+            raise self._error(f"github app {self.app_id}: POST {url} answered {status}"
+                              f"{_message(body)}: could not get an installation token")
+        answer: dict[str, Any] = body if isinstance(body, dict) else {}
+        token = answer.get("token")
+        if not isinstance(token, str) or not token:
+            raise self._error(f"github app {self.app_id}: POST {url} answered {status} with no "
+                              "token in its body: could not get an installation token")
+        return token, _epoch(answer.get("expires_at")) or now + LIFETIME
+
+    def _look_up(self, http: httpx.Client) -> str:
+        if self._owner is None:
+            raise self._error(f"github app {self.app_id}: no installation id")
+        url = f"{self.api}/{self._owner}/installation"
+        status, body = self._call(http, "GET", url)
+        found = body.get("id") if isinstance(body, dict) else None
+        if status != 200 or not isinstance(found, int) or isinstance(found, bool):
+            raise self._error(f"github app {self.app_id} is not installed on {self._owner}: "
+                              f"GET {url} answered {status}{_message(body)}")
+        return str(found)
+
+    def _call(self, http: httpx.Client, method: str, url: str) -> tuple[int, Any]:
+        try:
+            response = http.request(method, url)
+        except httpx.HTTPError as exc:
+            raise self._error(f"github app {self.app_id}: {method} {url} failed: "
+                              f"{type(exc).__name__}") from None
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, None
+
+
+def _message(body: Any) -> str:
+    message = body.get("message") if isinstance(body, dict) else None
+    return f" ({str(message)[:200]})" if message else ""
+
+
+def _epoch(text: Any) -> float | None:
+    try:
+        return parse_time(str(text)).timestamp() if text else None
+    except ValueError:
+        return None

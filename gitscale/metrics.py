@@ -1,0 +1,282 @@
+"""Prometheus metrics of the long-running processes: `run`, `serve` and `controller`.
+
+Each process builds its own registry (never prometheus_client's global one, so several loops in
+one test process do not share counters) and records through the few verbs here. The call sites
+hand over what they already have — a landed pass, an exception, a controller ``Report`` — and
+never touch a metric themselves. The README lists every metric (section "Metrics").
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from typing import TYPE_CHECKING, Iterable
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from gitscale.errors import (
+    ConfigError,
+    DemandError,
+    GitError,
+    GitscaleError,
+    InputError,
+    ManifestError,
+    PushRejected,
+    ValidationError,
+)
+
+if TYPE_CHECKING:
+    from gitscale.controller.reconcile import Report
+    from gitscale.core.model import Demand
+    from gitscale.landing import Landed
+    from gitscale.webhook_http import HttpServer
+
+# `*_created` series double every counter for nothing a dashboard reads.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+ERROR_KINDS = ("config", "manifest", "demand", "input", "validation", "push_rejected", "git",
+               "other", "unexpected", "resync")
+DELIVERY_RESULTS = ("accepted", "ignored", "duplicate", "ping", "unauthorized", "bad_request",
+                    "error")
+RUNNER_STATES = ("pending", "idle", "busy", "failed")
+_KINDS: tuple[tuple[type[BaseException], str], ...] = (
+    (ConfigError, "config"), (ManifestError, "manifest"), (DemandError, "demand"),
+    (InputError, "input"), (ValidationError, "validation"), (PushRejected, "push_rejected"),
+    (GitError, "git"), (GitscaleError, "other"))
+
+
+def error_kind(exc: BaseException) -> str:
+    """The ``kind`` label of an error: its family, or ``unexpected`` for a bug."""
+    return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), "unexpected")
+
+
+def exposition(registry: CollectorRegistry) -> tuple[bytes, str]:
+    """The registry in Prometheus' text format, and its Content-Type."""
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+class LoopMetrics:
+    """`run` (a pass per interval) and `serve` (a batch per window: its "pass")."""
+
+    def __init__(self, *, webhooks: bool = False) -> None:
+        reg = self.registry = CollectorRegistry()
+        self.sets = SetGauges()
+        reg.register(self.sets)
+        self.writes = Counter("gitscale_set_writes", "Writes of the set's manifest, by reason "
+                              "(scale-up, scale-down, reaffirm, quiet-reset, ...)",
+                              ["set", "reason"], registry=reg)
+        self.passes = Counter("gitscale_passes", "Passes (serve: batches), by result",
+                              ["result"], registry=reg)
+        self.duration = Histogram("gitscale_pass_duration_seconds", "Wall time of a pass "
+                                  "(serve: a batch), failed ones included", registry=reg,
+                                  buckets=PASS_BUCKETS)
+        self.last_success = Gauge("gitscale_last_success_timestamp_seconds", "Unix time at "
+                                  "which the last pass (serve: batch) succeeded", registry=reg)
+        self.commits = Counter("gitscale_commits", "Commits made (and pushed, when the repo "
+                               "has a remote)", registry=reg)
+        self.retries = Counter("gitscale_push_retries", "Pushes retried because another "
+                               "writer pushed first", registry=reg)
+        self.errors = Counter("gitscale_errors", "Errors by kind: a failed pass counts once, a "
+                              "set whose demand could not be read once per pass", ["kind"],
+                              registry=reg)
+        self.notifications = Counter("gitscale_notifications", "GitOps notifications after a "
+                                     "push, by engine and result", ["engine", "result"],
+                                     registry=reg)
+        self.deliveries = Counter("gitscale_webhook_deliveries", "Webhook deliveries to "
+                                  "`serve`, by result", ["result"], registry=reg)
+        for result in ("ok", "error"):
+            self.passes.labels(result)
+        for kind in ERROR_KINDS:
+            self.errors.labels(kind)
+        for result in DELIVERY_RESULTS if webhooks else ():
+            self.deliveries.labels(result)
+
+    def landed(self, landed: "Landed", seconds: float) -> None:
+        """A pass that landed (with or without a commit)."""
+        plan = landed.plan
+        self.passes.labels("ok").inc()
+        self.duration.observe(seconds)
+        self.last_success.set(time.time())
+        if landed.commit is not None:
+            self.commits.inc()
+        self.retries.inc(landed.attempts - 1)
+        # A new snapshot each pass: a set no longer in this process's care (removed from
+        # gitscale.yaml, now served by webhooks) goes with the old one.
+        values = {name: (decision.replicas, decision.patch_id, plan.demands.get(name))
+                  for name, decision in plan.unchanged}
+        for change in plan.changes:
+            values[change.name] = (change.decision.replicas, change.decision.patch_id,
+                                   change.demand)
+            self.writes.labels(change.name, change.decision.reason.value).inc()
+        self.sets.values = values
+        for _ in plan.errors:
+            self.errors.labels("demand").inc()
+        if landed.pushed:
+            told = Tally(landed.notified)
+            for target in plan.notify:
+                sent = told[target.label] > 0
+                told[target.label] -= 1
+                self.notifications.labels(target.kind, "sent" if sent else "failed").inc()
+
+    def failed(self, exc: BaseException, seconds: float) -> None:
+        """A pass (serve: a batch) that raised; the set gauges keep their last values."""
+        self.passes.labels("error").inc()
+        self.duration.observe(seconds)
+        self.errors.labels(error_kind(exc)).inc()
+
+    def error(self, kind: str) -> None:
+        """An error outside a pass (serve's resync poll: ``resync``)."""
+        self.errors.labels(kind).inc()
+
+    def delivery(self, result: str) -> None:
+        self.deliveries.labels(result).inc()
+
+
+
+class SetGauges(Collector):
+    """The per-set gauges of the last pass, kept as plain values and turned into samples only
+    when scraped: recording a pass over thousands of sets costs a dict, not a metric update
+    (with its lock) per set and gauge."""
+
+    FAMILIES = (
+        ("gitscale_set_queued_jobs", "Jobs waiting for a runner of the set, as the last pass "
+         "read them (absent while its demand cannot be read)"),
+        ("gitscale_set_running_jobs", "Jobs running on a runner of the set, as the last pass "
+         "read them"),
+        ("gitscale_set_desired_replicas", "spec.replicas of the set after the last pass "
+         "(written by it, or left as it was)"),
+        ("gitscale_set_patch_id", "spec.patchID of the set after the last pass"),
+    )
+
+    def __init__(self) -> None:
+        # set → (replicas, patch ID, demand); replaced whole by each pass
+        self.values: dict[str, tuple[int, int | None, "Demand | None"]] = {}
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(name, text, labels=["set"]) for name, text in self.FAMILIES]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        queued, running, desired, patch = self.describe()
+        for name, (replicas, patch_id, demand) in self.values.items():
+            desired.add_metric([name], replicas)
+            if patch_id is not None:
+                patch.add_metric([name], patch_id)
+            if demand is not None:
+                queued.add_metric([name], demand.queued)
+                running.add_metric([name], demand.running)
+        return [queued, running, desired, patch]
+
+
+class ControllerMetrics:
+    """`gitscale controller`: per RunnerSet (labels ``namespace`` and ``set``)."""
+
+    def __init__(self) -> None:
+        reg = self.registry = CollectorRegistry()
+        per_set = ["namespace", "set"]
+        self.runners = Gauge("gitscale_controller_runners", "Runners of the set by state, "
+                             "after its last pass", [*per_set, "state"], registry=reg)
+        self.desired = Gauge("gitscale_controller_desired_replicas", "spec.replicas of the set",
+                             per_set, registry=reg)
+        self.missing = Gauge("gitscale_controller_runners_missing", "Slots of spec.replicas "
+                             "with no runner at all (what Ready=False reports)", per_set,
+                             registry=reg)
+        self.created = Counter("gitscale_controller_runner_creations", "Runners created",
+                               per_set, registry=reg)
+        self.deleted = Counter("gitscale_controller_runner_deletions", "Runners removed",
+                               per_set, registry=reg)
+        self.refusals = Counter("gitscale_controller_unregister_refusals", "Unregisters "
+                                "refused because the runner still runs a job (GitHub's 422)",
+                                per_set, registry=reg)
+        self.api_errors = Counter("gitscale_controller_api_errors", "Kubernetes, GitHub or "
+                                  "Buildkite calls of a pass that failed", per_set, registry=reg)
+        self.last_duration = Gauge("gitscale_controller_last_reconcile_seconds", "Wall time of "
+                                   "the set's last pass", per_set, registry=reg)
+        self.duration = Histogram("gitscale_controller_reconcile_duration_seconds", "Wall time "
+                                  "of a pass over one set", registry=reg,
+                                  buckets=RECONCILE_BUCKETS)
+        self.leader = Gauge("gitscale_controller_leader", "1 while this replica acts (holds the "
+                            "Lease, or runs without leader election)", registry=reg)
+
+    def reconciled(self, report: "Report", gone: bool) -> None:
+        """One pass over a set; ``gone``: the set no longer exists (its series go too)."""
+        namespace, _, name = report.key.partition("/")
+        self.duration.observe(report.seconds)
+        if gone:
+            self._forget(namespace, name)
+            return
+        self.last_duration.labels(namespace, name).set(report.seconds)
+        for counter, items in ((self.created, report.created), (self.deleted, report.deleted),
+                               (self.refusals, report.busy), (self.api_errors, report.errors)):
+            counter.labels(namespace, name).inc(len(items))
+        counts = report.counts
+        if counts is not None:
+            for state in RUNNER_STATES:
+                self.runners.labels(namespace, name, state).set(getattr(counts, state))
+            self.desired.labels(namespace, name).set(counts.wanted)
+            self.missing.labels(namespace, name).set(counts.short)
+
+    def leading(self, acting: bool, keys: Iterable[str] = ()) -> None:
+        """Leadership changed. A replica that stops acting drops its per-set gauges: the new
+        leader reports them, and two replicas must not both claim a set's runners."""
+        self.leader.set(1 if acting else 0)
+        if not acting:
+            for key in keys:
+                namespace, _, name = key.partition("/")
+                for gauge in (self.desired, self.missing, self.last_duration):
+                    _remove(gauge, namespace, name)
+                for state in RUNNER_STATES:
+                    _remove(self.runners, namespace, name, state)
+
+    def _forget(self, namespace: str, name: str) -> None:
+        for metric in (self.desired, self.missing, self.last_duration, self.created,
+                       self.deleted, self.refusals, self.api_errors):
+            _remove(metric, namespace, name)
+        for state in RUNNER_STATES:
+            _remove(self.runners, namespace, name, state)
+
+
+def _remove(metric: Gauge | Counter, *labels: str) -> None:
+    try:
+        metric.remove(*labels)
+    except KeyError:
+        pass  # never set
+
+
+def start_listener(listen: str, registry: CollectorRegistry) -> "HttpServer":
+    """``--metrics-listen HOST:PORT``: GET /metrics on a port of its own (the same asyncio
+    server as serve's webhooks: a slow scraper holds a socket, not a thread)."""
+    from gitscale.webhook_http import HttpServer, Request, Response
+
+    host, port = listen_address("--metrics-listen", listen)
+
+    def handle(request: Request) -> Response:
+        if request.method in ("GET", "HEAD") and request.path == "/metrics":
+            body, content_type = exposition(registry)
+            return Response(200, raw=body, content_type=content_type)
+        return Response(404, {"error": "not found"})
+
+    try:
+        server = HttpServer(host, port, handle, offload=frozenset({"/metrics"}))
+    except (OSError, OverflowError) as exc:
+        raise InputError("--metrics-listen", f"cannot listen on {listen}: {exc}") from None
+    server.start()
+    return server
+
+
+def url_of(server: "HttpServer") -> str:
+    """Where a listener serves the metrics, for the log."""
+    host, port = server.sock.getsockname()[:2]
+    return f"http://{host}:{port}/metrics"
+
+
+def listen_address(option: str, listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (HOST may be empty: 127.0.0.1) → (host, port), or an InputError."""
+    host, _, port = listen.rpartition(":")
+    if not (port.isascii() and port.isdigit() and len(port) <= 5):
+        raise InputError(option, f"{listen!r} is not HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)

@@ -1,0 +1,110 @@
+"""Buildkite busy from the agents REST API (against a fake built from its documentation), and
+the graceful-stop rule, said in status, without it."""
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any, Iterator
+
+import pytest
+
+from tests.controller.buildkite_fake import FakeBuildkite
+from tests.controller.harness import NS, Harness, buildkite_spec
+
+TOKEN = "bkua_rest_token_for_tests"
+
+
+@pytest.fixture
+def buildkite() -> Iterator[FakeBuildkite]:
+    server = FakeBuildkite(TOKEN).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def with_api(url: str, secret: str = "bk-api") -> dict[str, Any]:
+    spec = buildkite_spec()
+    spec["buildkite"].update(organization="acme", apiTokenSecret=secret, apiURL=url)
+    return spec
+
+
+def busy_known(harness: Harness, name: str) -> dict[str, Any]:
+    return next(c for c in harness.status(name)["conditions"] if c["type"] == "BusyKnown")
+
+
+def test_a_busy_agent_is_kept_on_scale_down_though_its_pod_says_nothing(
+        harness: Harness, buildkite: FakeBuildkite, caplog: pytest.LogCaptureFixture) -> None:
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
+        "token": base64.b64encode(TOKEN.encode()).decode()}}, NS)
+    for n in range(130):  # other agents of the org: the list takes two pages
+        buildkite.connect(f"elsewhere-{n:03}", busy=n % 2 == 0)
+    harness.write("bk", 3, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    busy, idle, starting = harness.names("bk")
+    for name in (busy, idle, starting):
+        harness.api.set_pod_phase(NS, name, "Running")
+    buildkite.connect(busy, busy=True)  # runs a job; its pod carries no annotation
+    buildkite.connect(idle)
+    caplog.set_level(logging.INFO, "gitscale")
+    harness.sync("bk")
+    status = harness.status("bk")
+    assert (status["busy"], status["idle"], status["pending"]) == (1, 1, 1)
+    assert busy_known(harness, "bk")["status"] == "True"
+    assert any("page=2" in call for call in buildkite.calls)
+    harness.write("bk", 0, 0)
+    report = harness.sync("bk")
+    assert report.deleted == [idle, starting]  # idle first, then the one not connected yet
+    assert harness.names("bk") == [busy]
+    assert TOKEN not in str(harness.status("bk")) + caplog.text
+
+
+def test_without_the_agents_api_status_says_scale_down_relies_on_graceful_stop(
+        harness: Harness) -> None:
+    harness.write("bk", 1, 0, spec=buildkite_spec())
+    harness.sync("bk")
+    cond = busy_known(harness, "bk")
+    assert (cond["status"], cond["reason"]) == ("False", "NoAgentsAPIToken")
+    assert "finishes its job first" in cond["message"]
+
+
+def test_a_refused_token_is_said_and_the_set_still_served(harness: Harness,
+                                                          buildkite: FakeBuildkite) -> None:
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
+        "token": base64.b64encode(b"wrong").decode()}}, NS)
+    harness.write("bk", 2, 0, spec=with_api(buildkite.url))
+    assert len(harness.sync("bk").created) == 2
+    pod = harness.names("bk")[0]
+    harness.api.set_pod_phase(NS, pod, "Running")
+    harness.sync("bk")
+    cond = busy_known(harness, "bk")
+    assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
+    assert "401" in cond["message"] and "wrong" not in str(harness.status("bk"))
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"  # served all the same, under the graceful-stop rule
+
+
+def test_a_missing_token_secret_does_not_stop_the_set(harness: Harness,
+                                                      buildkite: FakeBuildkite) -> None:
+    harness.write("bk", 1, 0, spec=with_api(buildkite.url, secret="nope"))
+    assert len(harness.sync("bk").created) == 1
+    cond = busy_known(harness, "bk")
+    assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
+    assert "Secret default/nope does not exist" in cond["message"]
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    pytest.param({"organization": "acme"}, "go together", id="org-without-token"),
+    pytest.param({"organization": "acme", "apiTokenSecret": "s",
+                  "apiURL": "https://u:p@api.buildkite.com"}, "without credentials",
+                 id="credentials-in-url"),
+])
+def test_bad_agents_api_settings_are_invalid(harness: Harness, change: dict[str, Any],
+                                             words: str) -> None:
+    spec = buildkite_spec()
+    spec["buildkite"].update(change)
+    harness.write("bk", 1, 0, spec=spec)
+    harness.sync("bk")
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec" and words in ready["message"]
+    assert "u:p@" not in ready["message"]

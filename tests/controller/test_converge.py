@@ -1,0 +1,181 @@
+"""The controller converges: a write applied in part (creations refused, the process killed or
+stopped midway) is completed by a later pass, never beyond ``replicas``, and what a crash
+leaves behind (registrations with no pod, their Secrets) is removed."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tests.controller.github_fake import FakeRunner
+from tests.controller.harness import NS, Harness, buildkite_spec
+
+
+def eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.02)
+
+
+def condition(harness: Harness, name: str, kind: str = "Ready") -> dict[str, Any]:
+    return next(c for c in harness.status(name)["conditions"] if c["type"] == kind)
+
+
+def controller_process(harness: Harness, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    kubeconfig = harness.api.write_kubeconfig(tmp_path / "kubeconfig")
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gitscale", "controller", "--kubeconfig", str(kubeconfig),
+         "--namespace", NS, "--health-port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+
+
+def test_creates_answered_500_are_completed_by_the_next_pass(harness: Harness) -> None:
+    harness.write("rs", 20, 3)
+    harness.api.inject_error("create", "pods", times=5)
+    first = harness.sync("rs")
+    assert len(first.created) == 15 and len(harness.pods("rs")) == 15
+    ready = condition(harness, "rs")
+    assert (ready["status"], ready["reason"]) == ("False", "CreateFailed")
+    assert ready["message"].startswith("5 of 20 runner(s) missing: ")
+    assert condition(harness, "rs", "Reconciling")["status"] == "True"
+    assert harness.status("rs").get("appliedPatchID") != 3
+    second = harness.sync("rs")  # the same write (patch 3): the gate is still open
+    assert len(second.created) == 5 and len(harness.pods("rs")) == 20
+    status = harness.status("rs")
+    assert status["appliedPatchID"] == 3 and status["replicas"] == 20
+    assert condition(harness, "rs")["status"] == "True"
+    assert condition(harness, "rs", "Reconciling")["status"] == "False"
+    third = harness.sync("rs")  # applied: the gate is shut, nothing beyond replicas
+    assert third.actions is not None and not third.actions.acting
+    assert third.created == [] and len(harness.pods("rs")) == 20
+    assert len(harness.github.runners) == 20  # the refused pods' registrations were removed
+
+
+def test_a_controller_killed_midway_is_completed_and_its_leftovers_removed(
+        harness: Harness, tmp_path: Path) -> None:
+    harness.write("rs", 30, 2)
+    harness.api.latency = 0.02
+    proc = controller_process(harness, tmp_path, "--concurrency", "2")
+    try:
+        eventually(lambda: len(harness.pods("rs")) >= 6 or proc.poll() is not None)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=20)
+    harness.api.latency = 0.0
+    cut = len(harness.pods("rs"))
+    assert 6 <= cut < 30, "the kill came too late to test anything"
+    ready = condition(harness, "rs")  # said before the creations started
+    assert (ready["status"], ready["reason"]) == ("False", "Creating")
+    assert "missing" in ready["message"]
+
+    report = harness.sync("rs")  # a new controller: the same write, completed
+    assert len(report.created) == 30 - cut and len(harness.pods("rs")) == 30
+    assert harness.sync("rs").created == []
+    assert harness.status("rs")["appliedPatchID"] == 2
+    # Registrations the kill left between "register" and "create the pod" go after the grace.
+    harness.clock.advance(61)
+    harness.sync("rs")
+    pods = harness.pods("rs")
+    ids = {int(p["metadata"]["annotations"]["gitscale.dev/runner-id"]) for p in pods}
+    assert set(harness.github.runners) == ids
+    secrets = {s["metadata"]["name"] for s in harness.api.objects(
+        "secrets", NS, label_selector="gitscale.dev/runnerset=rs")}
+    assert secrets == {p["metadata"]["name"] for p in pods}
+
+
+def test_sigterm_leaves_the_creations_not_started_to_the_next_start(
+        harness: Harness, tmp_path: Path) -> None:
+    harness.write("bk", 400, 1, spec=buildkite_spec())
+    harness.api.latency = 0.01
+    proc = controller_process(harness, tmp_path, "--concurrency", "1",
+                              "--shutdown-timeout", "0.5")
+    try:
+        eventually(lambda: len(harness.pods("bk")) >= 5 or proc.poll() is not None)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    harness.api.latency = 0.0
+    assert proc.returncode == 0, err
+    assert "crashed" not in err and "Traceback" not in err
+    assert "left to the next start" in err
+    cut = len(harness.pods("bk"))
+    assert cut < 400
+    ready = condition(harness, "bk")
+    assert (ready["status"], ready["reason"]) == ("False", "Interrupted")
+    assert ready["message"].startswith(f"{400 - cut} of 400 runner(s) missing")
+    report = harness.sync("bk")
+    assert len(report.created) == 400 - cut and len(harness.pods("bk")) == 400
+    assert condition(harness, "bk")["status"] == "True"
+
+
+def test_the_secret_comes_before_the_pod_and_then_belongs_to_it(harness: Harness) -> None:
+    harness.write("rs", 1, 0)
+    harness.api.reset_calls()
+    harness.sync("rs")
+    (pod,) = harness.names("rs")
+    writes = [line.split(" -> ")[0] for line in harness.api.log
+              if not line.startswith("GET") and f"/{pod}" in line or line.startswith("POST")]
+    assert [w.split("?")[0] for w in writes if "runnersets" not in w] == [
+        f"POST /api/v1/namespaces/{NS}/secrets", f"POST /api/v1/namespaces/{NS}/pods",
+        f"PATCH /api/v1/namespaces/{NS}/secrets/{pod}"]
+    secret = harness.api.get_object("secrets", pod, NS)
+    assert secret is not None
+    assert secret["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": harness.pod(pod)["metadata"]["uid"]}]
+
+
+def test_a_refused_pod_leaves_no_secret_and_no_registration(harness: Harness) -> None:
+    harness.write("rs", 1, 0)
+    harness.api.inject_error("create", "pods", code=403, reason="Forbidden",
+                             message="exceeded quota: pods")
+    report = harness.sync("rs")
+    assert report.created == []
+    assert harness.api.objects("secrets", NS, label_selector="gitscale.dev/runnerset") == []
+    assert harness.github.runners == {}
+    ready = condition(harness, "rs")
+    assert (ready["status"], ready["reason"]) == ("False", "QuotaExceeded")
+    assert "exceeded quota" in ready["message"]
+
+
+def test_leftover_registrations_are_removed_only_if_they_are_the_sets_and_have_no_pod(
+        harness: Harness) -> None:
+    harness.write("rs", 1, 0)
+    harness.sync("rs")
+    (pod,) = harness.names("rs")
+    gh = harness.github
+
+    def register(name: str, labels: list[str], **state: bool) -> int:
+        with gh.lock:
+            runner_id = next(gh.ids)
+            gh.runners[runner_id] = FakeRunner(runner_id, name, "orgs/acme", labels, 1, **state)
+        return runner_id
+
+    leftover = register("rs-0a1b2c", ["linux"])
+    harness.api.create_object("secrets", {"metadata": {"name": "rs-0a1b2c", "labels": {
+        "gitscale.dev/runnerset": "rs"}}, "data": {"jitconfig": "eA=="}}, NS)
+    kept = [register("rs-x64-0a1b2c", ["linux"]),  # another set's name
+            register("rs-9f9f9f", ["gpu"]),  # not the set's labels
+            register("rs-7e7e7e", ["linux"], online=True),  # a runner that is connected
+            register("other-1a2b3c", ["linux"])]
+    harness.clock.advance(301)  # the next look for leftovers
+    first = harness.sync("rs")
+    assert first.leftovers == [] and leftover in gh.runners  # suspected, not removed yet
+    assert first.requeue_after == pytest.approx(60)
+    harness.clock.advance(61)
+    second = harness.sync("rs")
+    assert second.leftovers == ["rs-0a1b2c"]
+    assert leftover not in gh.runners and all(k in gh.runners for k in kept)
+    assert gh.by_name(pod) is not None  # the runner with a pod stays
+    assert harness.api.get_object("secrets", "rs-0a1b2c", NS) is None

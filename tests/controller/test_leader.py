@@ -1,0 +1,186 @@
+"""Two controllers, one Lease: only the holder acts, the other takes over when it dies, and a
+leader that cannot renew stops acting. Real controllers (informers, workers, the elector)
+against the Kubernetes-shaped API server, with short lease timings (2 s / 1.4 s / 0.2 s)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.leader import LeaseConfig
+from gitscale.controller.loop import Controller
+from gitscale.controller.reconcile import Report
+from tests.controller.harness import NS, buildkite_spec
+from tests.kubeapi.server import KubeAPIServer, start_api_server
+
+FAST = {"duration": 2, "renew_deadline": 1.4, "retry": 0.2}
+
+
+def eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.02)
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.api = start_api_server()
+        self.controllers: dict[str, Controller] = {}
+        self._kubes: list[Kube] = []
+
+    def start(self, name: str, **timing: Any) -> Controller:
+        kube = Kube(client_for(self.api.url))
+        self._kubes.append(kube)
+        controller = Controller(kube, namespace=NS, resync=0.5, concurrency=4,
+                                election=LeaseConfig(NS, name, **{**FAST, **timing}))
+        self.controllers[name] = controller.start()
+        return controller
+
+    def write(self, name: str, replicas: int, patch: int) -> None:
+        owned = {"replicas": replicas, "patchID": patch}
+        if self.api.get_object("runnersets", name, NS) is None:
+            self.api.create_object("runnersets", {
+                "apiVersion": "gitscale.dev/v1alpha1", "kind": "RunnerSet",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {**buildkite_spec(), **owned}}, NS)
+        else:
+            self.api.mutate_object("runnersets", name, lambda o: o["spec"].update(owned), NS)
+
+    def pods(self, name: str) -> int:
+        return len(self.api.objects("pods", NS, label_selector=f"gitscale.dev/runnerset={name}"))
+
+    def holder(self) -> str:
+        lease = self.api.get_object("leases", "gitscale-controller", NS) or {}
+        return str((lease.get("spec") or {}).get("holderIdentity", ""))
+
+    def leaders(self) -> list[str]:
+        return [n for n, c in self.controllers.items() if c.acting.is_set()]
+
+    def passes(self, name: str) -> list[Report]:
+        return [r for r in self.controllers[name].reports if r.actions is not None]
+
+    def stop(self) -> None:
+        for controller in self.controllers.values():
+            if not controller.stop_event.is_set():
+                controller.stop()
+        for kube in self._kubes:
+            kube.close()
+        self.api.stop()
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    c = Cluster()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def overlap(a: list[Report], b: list[Report]) -> bool:
+    return any(x.started < y.started + y.seconds and y.started < x.started + x.seconds
+               for x in a for y in b)
+
+
+def test_one_acts_and_the_other_takes_over_when_it_dies(cluster: Cluster) -> None:
+    a, b = cluster.start("a"), cluster.start("b")
+    leader = eventually(lambda: cluster.holder())
+    eventually(lambda: cluster.leaders() == [leader])
+    follower = "b" if leader == "a" else "a"
+    cluster.write("bk", 3, 0)
+    eventually(lambda: any(r.created for r in cluster.passes(leader)))
+    time.sleep(0.3)  # a few more resyncs: the follower still does nothing
+    assert cluster.passes(leader) and not cluster.passes(follower)
+
+    died = time.monotonic()
+    cluster.controllers[leader].stop(release=False)  # killed: no release, no more renewals
+    cluster.write("bk", 5, 0)
+    eventually(lambda: any(r.created for r in cluster.passes(follower)))
+    assert cluster.pods("bk") == 5
+    assert cluster.holder() == follower and cluster.leaders() == [follower]
+    took_over = min(r.started for r in cluster.passes(follower))
+    assert took_over > died  # it waited for the lease to expire...
+    assert not overlap(cluster.passes(leader), cluster.passes(follower))  # ...never both
+    lease = cluster.api.get_object("leases", "gitscale-controller", NS)
+    assert lease is not None and lease["spec"]["leaseTransitions"] == 1
+    assert a is not b
+
+
+def test_a_clean_stop_hands_the_lease_over_at_once(cluster: Cluster) -> None:
+    slow = {"duration": 60, "renew_deadline": 40}  # a takeover after expiry would time out
+    cluster.start("a", **slow)
+    eventually(lambda: cluster.holder() == "a")
+    cluster.controllers["a"].stop()
+    assert cluster.holder() == ""  # released
+    cluster.start("b", **slow)
+    eventually(lambda: cluster.holder() == "b")  # at once, not after 60 s
+
+
+def test_a_leader_that_cannot_renew_stops_acting(cluster: Cluster) -> None:
+    cluster.start("a")
+    eventually(lambda: cluster.leaders() == ["a"])
+    cluster.write("bk", 1, 0)
+    eventually(lambda: cluster.pods("bk") == 1)
+    cluster.api.inject_error("get", "leases", times=10_000)  # the API fails for the Lease
+    eventually(lambda: cluster.leaders() == [])
+    passes = len(cluster.passes("a"))
+    cluster.write("bk", 4, 0)
+    time.sleep(0.5)  # resyncs come and go: nobody acts
+    assert cluster.pods("bk") == 1 and len(cluster.passes("a")) == passes
+    cluster.api.clear_errors()
+    eventually(lambda: cluster.pods("bk") == 4)
+    assert cluster.leaders() == ["a"]
+
+
+def test_cli_replicas_elect_one_and_fail_over_on_sigkill(tmp_path: Path) -> None:
+    api: KubeAPIServer = start_api_server()
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST",
+                                                             "POD_NAMESPACE")}
+    procs: dict[str, tuple[subprocess.Popen[str], Path]] = {}
+    try:
+        for name in ("one", "two"):
+            log = tmp_path / f"{name}.log"
+            procs[name] = (subprocess.Popen(
+                [sys.executable, "-m", "gitscale", "controller", "--kubeconfig",
+                 str(kubeconfig), "--namespace", NS, "--health-port", "0", "--leader-elect",
+                 "--lease-duration", "2", "--renew-deadline", "1.4", "--retry-period", "0.2"],
+                stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env, text=True), log)
+
+        def holder() -> str:
+            lease = api.get_object("leases", "gitscale-controller", NS) or {}
+            return str((lease.get("spec") or {}).get("holderIdentity", ""))
+
+        first = eventually(holder)
+        leader = eventually(lambda: next((n for n, (_, log) in procs.items()
+                                          if f"{first} leads" in log.read_text()), None))
+        api.create_object("runnersets", {
+            "apiVersion": "gitscale.dev/v1alpha1", "kind": "RunnerSet",
+            "metadata": {"name": "bk", "namespace": NS},
+            "spec": {**buildkite_spec(), "replicas": 2, "patchID": 0}}, NS)
+        eventually(lambda: len(api.objects("pods", NS)) == 2)
+        procs[leader][0].send_signal(signal.SIGKILL)
+        procs[leader][0].wait(10)
+        second = eventually(lambda: holder() not in ("", first) and holder())
+        api.mutate_object("runnersets", "bk", lambda o: o["spec"].update(replicas=3), NS)
+        eventually(lambda: len(api.objects("pods", NS)) == 3)
+        survivor = next(n for n in procs if n != leader)
+        assert f"{second} leads" in procs[survivor][1].read_text()
+    finally:
+        for proc, _ in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+        api.stop()

@@ -1,0 +1,122 @@
+"""RunnerSet status as kstatus reads it: Ready while every slot has a runner, Reconciling while
+short, Stalled when stuck past the progress deadline, observedGeneration everywhere."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from gitscale.controller import status as st
+from gitscale.controller.decide import Status
+from gitscale.timeutil import format_time
+from tests.controller.harness import NS, Harness
+
+T0 = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
+
+
+def counts(wanted: int, pending: int = 0, idle: int = 0, busy: int = 0, failed: int = 0,
+           held: int = 0, waiting: int = 0) -> Status:
+    return Status(pending + idle + busy + failed, pending, idle, busy, failed, 4, wanted, held,
+                  waiting)
+
+
+def by_type(conds: list[st.Condition]) -> dict[str, tuple[bool, str]]:
+    return {c.type: (c.status, c.reason) for c in conds}
+
+
+@pytest.mark.parametrize(("status", "problem", "creating", "ready", "reconciling"), [
+    pytest.param(counts(3, pending=1, idle=1, busy=1), None, 0, (True, "Reconciled"), False,
+                 id="all-slots-have-runners"),
+    pytest.param(counts(3, idle=1, held=2), None, 0, (True, "Reconciled"), False,
+                 id="finished-runners-hold-their-slots"),
+    pytest.param(counts(1, idle=3), None, 0, (True, "Reconciled"), False,
+                 id="above-replicas-on-patch-above-0"),
+    pytest.param(counts(300), None, 300, (False, "Creating"), True, id="creating"),
+    pytest.param(counts(300, pending=85), st.Problem("CreateFailed", "500"), 0,
+                 (False, "CreateFailed"), True, id="85-of-300"),
+    pytest.param(counts(3, idle=2), None, 0, (False, "RunnersMissing"), True,
+                 id="a-runner-deleted-from-outside"),
+    pytest.param(counts(3, idle=2, failed=1, waiting=1), None, 0, (False, "Backoff"), True,
+                 id="a-failed-runner-waits-its-backoff"),
+    pytest.param(None, st.Problem("InvalidSpec", "spec.template is missing", person=True), 0,
+                 (False, "InvalidSpec"), False, id="invalid-spec-stalls-at-once"),
+])
+def test_ready_and_reconciling(status: Status | None, problem: st.Problem | None,
+                               creating: int, ready: tuple[bool, str],
+                               reconciling: bool) -> None:
+    conds = by_type(st.conditions(status, problem, (), None, T0, creating=creating))
+    assert conds["Ready"] == ready
+    assert conds["Reconciling"][0] is reconciling
+    assert conds["Stalled"][0] is (problem is not None and problem.person)
+
+
+def test_short_message_says_how_many_and_why() -> None:
+    (ready, *_) = st.conditions(counts(300, pending=85), st.Problem(
+        "QuotaExceeded", "create pod: 403 Forbidden: exceeded quota"), (), None, T0)
+    assert ready.message == ("215 of 300 runner(s) missing: create pod: 403 Forbidden: "
+                             "exceeded quota")
+
+
+def test_stalled_after_the_progress_deadline() -> None:
+    short, problem = counts(3, idle=1), st.Problem("CreateFailed", "500")
+    failing_since = {"conditions": [{"type": "Ready", "status": "False", "reason": "CreateFailed",
+                                     "lastTransitionTime": format_time(T0)}]}
+    early = by_type(st.conditions(short, problem, (), failing_since, T0 + timedelta(minutes=4)))
+    assert early["Reconciling"][0] and not early["Stalled"][0]
+    late = st.conditions(short, problem, (), failing_since, T0 + timedelta(minutes=5))
+    assert by_type(late)["Stalled"] == (True, "CreateFailed")
+    assert not by_type(late)["Reconciling"][0]  # kstatus reads Reconciling first
+    assert late[2].message.startswith("no progress for 5m: 2 of 3 runner(s) missing")
+
+
+def test_conditions_and_status_carry_the_observed_generation() -> None:
+    new = st.build(None, counts(1, idle=1), st.conditions(counts(1, idle=1), None, (), None, T0),
+                   T0, generation=7)
+    assert new["observedGeneration"] == 7
+    assert {c["observedGeneration"] for c in new["conditions"]} == {7}
+
+
+def _kstatus(obj: dict[str, Any]) -> str:
+    """kstatus' generic rules for a custom resource (what Flux's health checks compute)."""
+    if obj["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    status = obj.get("status") or {}
+    if "observedGeneration" in status and status["observedGeneration"] != obj["metadata"][
+            "generation"]:
+        return "InProgress"
+    for cond in status.get("conditions") or []:
+        if cond["type"] == "Reconciling" and cond["status"] == "True":
+            return "InProgress"
+        if cond["type"] == "Stalled" and cond["status"] == "True":
+            return "Failed"
+    return "Current"
+
+
+def test_kstatus_follows_a_set_from_written_to_short_to_ready(harness: Harness) -> None:
+    harness.write("rs", 4, 1)
+    obj = harness.api.get_object("runnersets", "rs", NS)
+    assert obj is not None and _kstatus(obj) == "Current"  # no status yet: nothing to wait on
+    harness.api.inject_error("create", "pods", times=2)
+    harness.sync("rs")
+    obj = harness.api.get_object("runnersets", "rs", NS)
+    assert obj is not None and _kstatus(obj) == "InProgress"
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    harness.write("rs", 5, 2)  # a new generation the controller has not seen yet
+    obj = harness.api.get_object("runnersets", "rs", NS)
+    assert obj is not None and _kstatus(obj) == "InProgress"
+    assert obj["status"]["observedGeneration"] < obj["metadata"]["generation"]
+    harness.sync("rs")
+    obj = harness.api.get_object("runnersets", "rs", NS)
+    assert obj is not None and _kstatus(obj) == "Current"
+    assert obj["status"]["replicas"] == 5
+    # A runner deleted from outside while the write is applied: short until the next write.
+    victim = harness.names("rs")[0]
+    harness.api.store.delete(harness.api.registry.resolve("pods"), NS, victim, {})
+    harness.sync("rs")
+    ready = next(c for c in harness.status("rs")["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "RunnersMissing")
+    harness.clock.advance(10)
+    harness.write("rs", 5, 3)
+    harness.sync("rs")
+    assert _kstatus(harness.api.get_object("runnersets", "rs", NS) or {}) == "Current"

@@ -1,0 +1,1 @@
+"""Tests of `gitscale simulate`: traces, the cluster model, the strategies, the CLI."""

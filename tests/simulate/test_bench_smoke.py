@@ -1,0 +1,24 @@
+"""The simulate benchmark still runs (on one hour of jobs; its speed is not checked here)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_simulate.py"
+
+
+def test_bench_simulate_runs_on_a_short_trace() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--hours", "1", "--runs", "1",
+                           "--no-pin", "--budget", "600", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["trace"] == "steady (seed 7)" and figures["hours"] == 1
+    assert 60 <= figures["jobs"] <= 120
+    assert figures["cli_wall_median"] > 0 and figures["cli_cpu_median"] > 0
+    assert 5 < figures["cli_peak_rss_mib"] < 1024
+    assert list(figures["in_process"]) == ["gitscale", "arc-listener", "arc-hra", "pod-per-job",
+                                           "oracle"]
+    assert figures["within_budget"] is True and figures["cpu"] is None

@@ -1,0 +1,200 @@
+"""`gitscale simulate` through the CLI, in-process: outputs, history, --set and --policy."""
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from gitscale.simulate.report import Metrics
+from tests.helpers import run
+from tests.simulate.util import config_dir, config_repo
+
+STRATEGIES = ["gitscale", "arc-listener", "arc-hra", "pod-per-job", "oracle"]
+
+
+@pytest.fixture(scope="module")
+def two_sets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return config_dir(tmp_path_factory.mktemp("config"), {
+        "linux": "{minReplicas: 0, maxReplicas: 20, scaleDownDelay: 5m}",
+        "windows": "{minReplicas: 1, maxReplicas: 5, buffer: 1}"})
+
+
+def simulate_json(capsys, *argv: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    code, out, err = run(capsys, "simulate", *argv, "--output", "json")
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def test_json_output(capsys, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)  # no gitscale.yaml: one set on the shipped default preset
+    doc = simulate_json(capsys, "--synthetic", "steady", "--seed", "3", "--hours", "1",
+                        "--pod-start", "30s", "--sync-delay", "5s", "--interval", "15s")
+    assert doc["format_version"] == 1
+    trace = doc["trace"]
+    assert trace["name"] == "steady (seed 3)" and trace["hours"] == 1
+    assert trace["sets"] == ["default"] and 60 <= trace["jobs"] <= 130
+    assert trace["start"] == "2026-01-05T08:00:00+00:00"
+    assert doc["settings"] == {"interval": 15.0, "sync_delay": 5.0, "sync_poll": None,
+                               "pod_start": 30.0, "sample_every": 30.0, "job_memory": True}
+    results = doc["results"]
+    assert [r["name"] for r in results] == STRATEGIES
+    assert results[0]["policy"] == "preset default"
+    every = {f.name for f in fields(Metrics)}
+    for row in results:
+        assert set(row) == every
+        assert row["jobs"] == trace["jobs"]
+        assert row["wait_p50"] <= row["wait_p95"] <= row["wait_max"]
+        assert row["idle_runner_minutes"] <= row["runner_minutes"]
+        assert row["pods_created"] >= trace["jobs"] or row["name"] == "oracle"
+    oracle = results[-1]
+    assert (oracle["wait_max"], oracle["vs_oracle"], oracle["idle_runner_minutes"]) == (0, 1, 0)
+    assert results[3]["wait_max"] == 30  # a pod per job waits its pod start
+    gitscale = results[0]
+    assert gitscale["commits"] > 0 and gitscale["patch_only_commits"] <= gitscale["commits"]
+    assert gitscale["commits_per_hour"] == gitscale["commits"]  # a 1-hour trace
+    assert all(r["commits"] is None and r["commits_per_hour"] is None for r in results[1:])
+
+
+def test_text_output_has_a_row_per_strategy(capsys, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                            monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    doc = simulate_json(capsys, "--synthetic", "burst", "--hours", "2")
+    code, out, err = run(capsys, "simulate", "--synthetic", "burst", "--hours", "2")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == f"trace: burst (seed 1), {doc['trace']['jobs']} jobs over 2 h, " \
+                       "1 set(s): default"
+    assert lines[1] == "decisions every 10s, sync 10s, pod start 45s"
+    header, rows = lines[3], lines[4:]
+    assert header.split()[:4] == ["strategy", "wait", "p50", "p95"]
+    assert [row.split()[0] for row in rows] == STRATEGIES
+    assert rows[0].startswith("gitscale (preset default)")
+    for row, result in zip(rows, doc["results"]):
+        cells = row.split()
+        assert f"{result['wait_p95']:.0f}s" in cells and f"{result['vs_oracle']:.2f}" in cells
+    code, out, _ = run(capsys, "simulate", "--synthetic", "burst", "--hours", "2",
+                       "--no-baselines", "--sync-poll", "3m")
+    assert code == 0 and "GitOps poll 180s" in out.splitlines()[1]
+    assert [row.split()[0] for row in out.splitlines()[4:]] == ["gitscale", "oracle"]
+
+
+def test_sets_from_the_config_and_set(capsys, two_sets: Path) -> None:  # type: ignore[no-untyped-def]
+    both = simulate_json(capsys, "--repo", str(two_sets), "--synthetic", "spiky", "--hours",
+                         "1", "--no-baselines")
+    assert both["trace"]["sets"] == ["linux", "windows"]
+    assert both["results"][0]["policy"] == "gitscale.yaml"
+    linux = simulate_json(capsys, "--repo", str(two_sets), "--synthetic", "spiky", "--hours",
+                          "1", "--no-baselines", "--set", "linux")
+    assert linux["trace"]["sets"] == ["linux"]
+    assert linux["trace"]["jobs"] < both["trace"]["jobs"]
+    code, _, err = run(capsys, "simulate", "--repo", str(two_sets), "--synthetic", "spiky",
+                       "--set", "macos")
+    assert (code, err) == (1, "error: --set: unknown runner set 'macos' (known: linux, "
+                              "windows)\n")
+
+
+def test_set_on_a_csv_skips_the_other_sets_rows(capsys, two_sets: Path,  # type: ignore[no-untyped-def]
+                                                tmp_path: Path) -> None:
+    csv = tmp_path / "jobs.csv"
+    csv.write_text("arrival,duration,set\n0,60,linux\n10,60,windows\n20,60\n30,60,windows\n")
+    # without --set, a row with no set is on the first set of gitscale.yaml
+    doc = simulate_json(capsys, "--repo", str(two_sets), "--trace", str(csv))
+    assert (doc["trace"]["jobs"], doc["trace"]["sets"]) == (4, ["linux", "windows"])
+    doc = simulate_json(capsys, "--repo", str(two_sets), "--trace", str(csv), "--set",
+                        "windows")
+    # with --set, a row with no set is on the (first) set chosen
+    assert (doc["trace"]["jobs"], doc["trace"]["sets"]) == (3, ["windows"])
+    doc = simulate_json(capsys, "--repo", str(two_sets), "--trace", str(csv), "--set", "linux")
+    assert (doc["trace"]["jobs"], doc["trace"]["sets"]) == (2, ["linux"])
+    only_windows = tmp_path / "windows.csv"
+    only_windows.write_text("0,60,windows\n")
+    code, out, err = run(capsys, "simulate", "--repo", str(two_sets), "--trace",
+                         str(only_windows), "--set", "linux")
+    assert (code, out, err) == (1, "", f"error: {only_windows}: holds no jobs of linux\n")
+
+
+def test_repeated_policy_presets_and_inline(capsys, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                            monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    inline = "{minReplicas: 0, maxReplicas: 200, buffer: 2, scaleDownDelay: 5m}"
+    doc = simulate_json(capsys, "--synthetic", "steady", "--hours", "1", "--policy", "warm",
+                        "--policy", inline, "--policy", "default")
+    results = doc["results"]
+    assert [(r["name"], r["policy"]) for r in results[:3]] == [
+        ("gitscale", "warm"), ("gitscale", inline), ("gitscale", "default")]
+    assert [r["name"] for r in results[3:]] == STRATEGIES[1:]
+    # the buffer keeps idle runners: more idle minutes, shorter waits than buffer 0
+    buffer_0 = simulate_json(capsys, "--synthetic", "steady", "--hours", "1", "--policy",
+                             "{maxReplicas: 200, scaleDownDelay: 5m}", "--no-baselines")
+    assert results[1]["idle_runner_minutes"] > buffer_0["results"][0]["idle_runner_minutes"]
+    assert results[1]["wait_p50"] < buffer_0["results"][0]["wait_p50"]
+
+
+@pytest.mark.parametrize("policy, message", [
+    ("{buffer: -1}", "--policy '{buffer: -1}'"),
+    ("{maxReplicas: lots}", "--policy '{maxReplicas: lots}'"),
+    ("{minReplicas: 5, maxReplicas: 2}", "minReplicas 5 is greater than maxReplicas 2"),
+    ("{scaleDownDelay: soon}", "--policy '{scaleDownDelay: soon}'"),
+    ("{noSuchKey: 1}", "--policy '{noSuchKey: 1}'"),
+    ("{buffer: 2", "--policy '{buffer: 2'"),
+    ("no-such-preset", "unknown policy preset 'no-such-preset'"),
+])
+def test_bad_policy_exits_1_naming_policy(capsys, tmp_path: Path, monkeypatch,  # type: ignore[no-untyped-def]
+                                          policy: str, message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "simulate", "--synthetic", "steady", "--hours", "1",
+                         "--policy", "default", "--policy", policy)
+    assert (code, out) == (1, "")
+    assert err.startswith("error: --policy") and message in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "error: simulate: give one of --trace FILE, --synthetic SHAPE or --from-history"),
+    (["--synthetic", "steady", "--trace", "x.csv"], "error: simulate: give one of"),
+    (["--synthetic", "steady", "--hours", "0"], "error: --hours: 0 is not between 0 and 336"),
+    (["--synthetic", "steady", "--hours", "400"], "error: --hours: 400 is not between"),
+    (["--synthetic", "steady", "--interval", "0s"], "error: --interval: must be at least 1s"),
+    (["--synthetic", "steady", "--sync-poll", "0s"], "error: --sync-poll: must be at least 1s"),
+    (["--synthetic", "steady", "--sync-delay", "soon"], "error: --sync-delay: 'soon' is not a"),
+    (["--synthetic", "steady", "--pod-start", "-5s"], "error: --pod-start: '-5s' is not a"),
+    (["--synthetic", "wavy"], "Invalid value for '--synthetic'"),
+])
+def test_bad_options(capsys, tmp_path: Path, monkeypatch, argv: list[str],  # type: ignore[no-untyped-def]
+                     message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "simulate", *argv)
+    assert (code, out) == (1, "")
+    assert message in err and "Traceback" not in err
+
+
+def test_from_history(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10}"})
+    code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history")
+    assert (code, err) == (1, "error: --from-history: no scaling commits with demand counts "
+                              "found\n")
+    # queued + running: 0 → 3 (3 arrive) → 5 (2 more) → 2 (3 complete) → 0 → 0 (patch 0)
+    for clock, queued, running in [("09:00:00", 0, 0), ("09:01:00", 3, 0), ("09:02:00", 1, 4),
+                                   ("09:03:00", 0, 2), ("09:04:00", 0, 0), ("09:05:00", 0, 0)]:
+        demand = tmp_path / "demand.yaml"
+        demand.write_text(f"linux: {{queued: {queued}, running: {running}}}\n")
+        code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
+                           "--now", f"2026-11-23T{clock}Z")
+        assert code == 0, err
+    code, out, _ = run(capsys, "history", "--repo", str(checkout), "--output", "json")
+    assert len(json.loads(out)) == 6  # every pass wrote: one trailer each
+    doc = simulate_json(capsys, "--repo", str(checkout), "--from-history")
+    assert doc["trace"]["jobs"] == 5
+    assert doc["trace"]["name"] == "history (rebuilt from 6 trailers)"
+    assert doc["trace"]["start"] == "2026-11-23T09:00:00+00:00"
+    assert doc["trace"]["sets"] == ["linux"]
+    # since 09:02:30: 0 → 2 (two open jobs, from the first trailer seen) → 0 → 0
+    since = simulate_json(capsys, "--repo", str(checkout), "--from-history", "--since",
+                          "2026-11-23T09:02:30Z")
+    assert since["trace"]["jobs"] == 2
+    assert since["trace"]["name"] == "history (rebuilt from 3 trailers)"
+    code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history",
+                       "--since", "yesterday")
+    assert code == 1 and err.startswith("error: --since: 'yesterday' is not an RFC 3339 time")

@@ -1,0 +1,146 @@
+"""One table of controller passes, run against the pure decide() and against the model.
+
+The simulator's cluster follows gitscale's controller by calling the same
+``gitscale.controller.decide.decide``; these cases pin the rules themselves (patch gate, every
+missing runner created at once, scale-down on patch 0 only with idle before pending and never a
+busy runner, a runner that finished after effectiveTime holding its slot until a new spec) and
+check that the model applies exactly the effects decide() asks for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from gitscale.controller.decide import Phase, Runner, Spec, decide
+from gitscale.simulate.model import Clock, Pod, Pool, controller_pass
+from gitscale.simulate.trace import DEFAULT_START, Job
+
+P, I, B, F = Phase.PENDING, Phase.IDLE, Phase.BUSY, Phase.FINISHED
+
+
+def at(seconds: float | None):  # type: ignore[no-untyped-def]
+    return None if seconds is None else DEFAULT_START + timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class R:
+    """A runner: name, phase, created (s), patch ID, its spec's effectiveTime (s), finished."""
+
+    name: str
+    phase: Phase
+    created: float = 0
+    patch: int = 1
+    spec_at: float | None = 100
+    finished: float | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    spec: tuple[int, int, float]  # replicas, patch ID, effectiveTime (s)
+    runners: tuple[R, ...]
+    deletes: tuple[str, ...]  # in execution order
+    create: int
+    held: tuple[str, ...] = ()
+    now: float = 200
+
+
+CASES = {
+    "a new spec creates every missing runner at once": Case((3, 1, 100), (), (), 3),
+    "the spec already applied: the gate is shut, even with a finished runner": Case(
+        (3, 1, 100), (R("r1", I, 110), R("r2", B, 110), R("r3", F, 110, finished=150)), (), 0),
+    "a new patch clears runners finished before it and refills their slots": Case(
+        (3, 2, 180), (R("r1", I, 110), R("r2", B, 110), R("r3", F, 110, finished=150)),
+        ("r3",), 1),
+    "finished after effectiveTime: the slot stays held (patch 0 always acts)": Case(
+        (3, 0, 100), (R("r1", I, 100, 0), R("r2", B, 100, 0),
+                      R("r3", F, 100, 0, finished=150)), (), 0, ("r3",)),
+    "held only up to the missing count, oldest finished first": Case(
+        (2, 0, 100), (R("r1", B, 100, 0), R("r2", F, 100, 0, finished=150),
+                      R("r3", F, 100, 0, finished=160)), ("r3",), 0, ("r2",)),
+    "patch > 0 never scales down": Case(
+        (1, 5, 180), (R("i1", I, 50, 4), R("i2", I, 60, 4), R("p1", P, 150, 4)), (), 0),
+    "patch 0 scales down: idle oldest first, then pending newest first, never busy": Case(
+        (1, 0, 180), (R("i1", I, 50), R("i2", I, 40), R("p1", P, 150), R("p2", P, 160),
+                      R("b1", B, 10)), ("i2", "i1", "p2", "p1"), 0),
+    "patch 0 below the busy count removes only idle and pending": Case(
+        (0, 0, 180), (R("b1", B, 10), R("b2", B, 20), R("i1", I, 30), R("p1", P, 150)),
+        ("i1", "p1"), 0),
+    "patch 0: finished runners go first, then the idle surplus": Case(
+        (1, 0, 180), (R("i1", I, 50), R("i2", I, 60), R("f1", F, 40, finished=170)),
+        ("f1", "i1"), 0),
+    "the same patch number from an older write (after a restart) is a new write": Case(
+        (2, 1, 190), (R("r1", I, 110, 1, 100),), (), 1),
+    "creation times tie at 1 s: any tied runner of this write shuts the gate": Case(
+        (2, 2, 150), (R("old", I, 150.2, 1, 100), R("new", P, 150.7, 2, 150)), (), 0),
+    "the newest runner, not the highest patch, decides the gate": Case(
+        (3, 2, 150), (R("busy", B, 10, 7, 5), R("new", P, 151, 2, 150)), (), 0),
+}
+
+
+def spec_of(case: Case) -> Spec:
+    replicas, patch, effective = case.spec
+    return Spec(replicas, patch, at(effective))
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=list(CASES))
+def test_decide(case: Case) -> None:
+    runners = [Runner(r.name, r.patch, r.phase, finished_at=at(r.finished),
+                      created_at=at(int(r.created)),  # creationTimestamp: 1 s resolution
+                      spec_time=at(r.spec_at)) for r in case.runners]
+    actions = decide(spec_of(case), runners, at(case.now))
+    assert tuple(d.name for d in actions.deletes) == case.deletes
+    assert (actions.create, actions.retries, actions.held) == (case.create, (), case.held)
+    assert actions.create_patch_id == case.spec[1]
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=list(CASES))
+def test_model(case: Case) -> None:
+    clock = Clock(DEFAULT_START)
+    clock.run(case.now)
+    pool = Pool(clock, "set", pod_start=45.0)
+    for r in case.runners:
+        pool.pods[r.name] = Pod(r.name, r.patch, at(r.spec_at), r.created, r.phase,
+                                idle_since=r.created + 1 if r.phase is I else None,
+                                finished_at=r.finished)
+    before = dict(pool.pods)
+    controller_pass(pool, spec_of(case))
+    assert sorted(set(before) - set(pool.pods)) == sorted(case.deletes)
+    new = [pod for name, pod in pool.pods.items() if name not in before]
+    assert len(new) == case.create
+    spec = spec_of(case)
+    assert all((p.phase, p.created, p.patch_id, p.spec_time) ==
+               (P, case.now, spec.patch_id, spec.effective_time) for p in new)
+    assert all(pool.pods[name] is before[name] for name in case.held)
+    # what is left is what decide() said the set holds after the pass
+    live = [p for p in pool.pods.values() if p.phase in (P, I, B)]
+    assert len(live) == sum(r.phase in (P, I, B) for r in case.runners) - \
+        sum(r.phase is not F for r in case.runners if r.name in case.deletes) + case.create
+
+
+def test_a_slot_freed_after_effective_time_is_refilled_only_by_a_new_spec() -> None:
+    """The same rule over time, with jobs running on the model's runners."""
+    clock = Clock(DEFAULT_START)
+    pool = Pool(clock, "set", pod_start=45.0)
+    pool.on_change = lambda p: controller_pass(p, spec) if spec else None
+    spec: Spec | None = None
+
+    def write(replicas: int, patch: int) -> None:
+        nonlocal spec
+        spec = Spec(replicas, patch, clock.time(clock.now))
+        controller_pass(pool, spec)
+
+    clock.at(0, write, 2, 0)
+    for job in (Job(0, "set", 50, 100), Job(1, "set", 60, 500), Job(2, "set", 200, 60)):
+        clock.at(job.arrival, pool.arrive, job)
+    clock.at(300, write, 2, 1)
+    clock.run(299)
+    # job 0's runner finished at 150, after the spec's effectiveTime (0): nothing refilled it,
+    # so job 2 (at 200) still waits, although the spec says 2 and only 1 runner is busy
+    assert pool.created == 2 and [j.id for j in pool.queue] == [2]
+    assert sorted(p.phase.value for p in pool.pods.values()) == ["busy", "finished"]
+    clock.run(400)
+    # the write at 300 is newer than the finish: the finished runner is cleared, its slot
+    # refilled, and job 2 starts when the new runner is ready (345)
+    assert pool.created == 3 and pool.waits[2] == 145.0

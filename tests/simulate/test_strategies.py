@@ -1,0 +1,89 @@
+"""The strategies on a trace small enough to compute by hand.
+
+Three jobs of 60 s at 5 s, 100 s and 1003 s; pod start 45 s, decisions every 10 s, sync 10 s;
+policy {minReplicas: 0, maxReplicas: 200, scaleDownDelay: 5m}. Every job finds no idle runner,
+so under gitscale its wait is: until the next decision + sync + pod start.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gitscale.simulate.strategies import (Settings, oracle, run_gitscale, run_hra, run_listener,
+                                          run_pod_per_job)
+from tests.simulate.util import TARGET, trace_of
+
+TRACE = trace_of((5, 60), (100, 60), (1003, 60))
+SETTINGS = Settings(interval=10, sync_delay=10, pod_start=45)
+ORACLE_SECONDS = 3 * (45 + 60)
+
+
+def test_gitscale_waits_are_decision_delay_plus_sync_plus_pod_start() -> None:
+    outcome = run_gitscale(TRACE, {"default": TARGET}, SETTINGS, "target")
+    # job 0: decided at 10 (5 s later), synced at 20, ready at 65; job 1 arrives on a decision
+    # (100) and job 0 still runs, so the count goes 1 → 2; job 2 decided at 1010
+    assert outcome.waits == [5 + 10 + 45, 0 + 10 + 45, 7 + 10 + 45]
+    # each runner lives pod start + its job, no runner idles: exactly the oracle's cost
+    assert outcome.runner_seconds == ORACLE_SECONDS
+    assert outcome.idle_seconds == 0 and outcome.pods == 3
+    # commits: the first write (0, patch 0) at 0; 1 at 10; 2 at 100; the scale-down to 0 when
+    # the delay ends (400) and its patch 0 (410); 1 at 1010; 0 at 1310; patch 0 at 1320.
+    # Patch-only: the first write (0 → 0) and the two patch-0 resets.
+    assert (outcome.commits, outcome.patch_only_commits) == (8, 3)
+    assert (outcome.name, outcome.policy) == ("gitscale", "target")
+
+
+def test_commits_count_passes_not_sets() -> None:
+    """Two sets with the same jobs write in the same passes: one commit per pass, not two."""
+    twice = trace_of(*[(a, d, s) for s in ("a", "b") for a, d in ((5, 60), (100, 60), (1003, 60))])
+    outcome = run_gitscale(twice, {"a": TARGET, "b": TARGET}, SETTINGS, "target")
+    assert (outcome.commits, outcome.patch_only_commits) == (8, 3)
+    assert sorted(outcome.waits) == sorted(2 * [60.0, 55.0, 62.0])
+    # a pass where only one set writes still counts once
+    staggered = trace_of((5, 60, "a"), (100, 60, "b"))
+    one = run_gitscale(staggered, {"a": TARGET, "b": TARGET}, SETTINGS, "target")
+    # 0: both sets' first writes, one commit; 10: a → 1; 100: b → 1; a's delay (from 10) ends
+    # at 310: a → 0, then its patch 0 at 320; b's (from 100) at 400: b → 0, patch 0 at 410
+    assert one.commits == 7
+
+
+def test_oracle_is_pod_start_plus_duration_per_job() -> None:
+    outcome = oracle(TRACE, SETTINGS)
+    assert outcome.runner_seconds == ORACLE_SECONDS
+    assert outcome.waits == [0.0, 0.0, 0.0] and outcome.pods == 3
+    assert oracle(TRACE, replace(SETTINGS, pod_start=0)).runner_seconds == 180
+
+
+def test_pod_per_job_waits_pod_start() -> None:
+    outcome = run_pod_per_job(TRACE, SETTINGS)
+    assert outcome.waits == [45.0, 45.0, 45.0]
+    assert outcome.runner_seconds == ORACLE_SECONDS and outcome.pods == 3
+    assert outcome.commits is None
+
+
+def test_listener_patches_on_each_job_event() -> None:
+    outcome = run_listener(TRACE, {"default": TARGET}, SETTINGS)
+    assert outcome.waits == [45.0, 45.0, 45.0]  # a runner is asked for the moment a job comes
+    assert outcome.runner_seconds == ORACLE_SECONDS and outcome.idle_seconds == 0
+    # minRunners = the policy's min: with a min of 2, two runners are started at 0 (ready at
+    # 45, so job 0 waits 40 s), and min runners stay idle beside the running jobs after that
+    warm = run_listener(TRACE, {"default": replace(TARGET, min_replicas=2)}, SETTINGS)
+    assert warm.waits == [40.0, 0.0, 0.0]
+    assert warm.idle_seconds > 0 and warm.runner_seconds > ORACLE_SECONDS
+
+
+def test_hra_polls_every_minute() -> None:
+    outcome = run_hra(TRACE, {"default": TARGET}, SETTINGS)
+    # job 0 (at 5) is seen by the poll at 60, its runner is ready at 105
+    assert outcome.waits[0] == 60 - 5 + 45
+    assert len(outcome.waits) == 3 and all(w <= 60 + 45 for w in outcome.waits)
+    # replicas are kept 10 minutes after the last scale-up, finished runners replaced
+    assert outcome.idle_seconds > 0 and outcome.runner_seconds > ORACLE_SECONDS
+
+
+def test_a_gitops_poll_makes_waits_longer_than_a_notified_sync() -> None:
+    polled = run_gitscale(TRACE, {"default": TARGET}, replace(SETTINGS, sync_poll=180),
+                          "target")
+    # commits at 10, 100 and 1010 are applied at the next 3-minute poll: 180, 180, 1080
+    assert polled.waits == [180 + 45 - 5, 180 + 45 - 100, 1080 + 45 - 1003]
+    notified = run_gitscale(TRACE, {"default": TARGET}, SETTINGS, "target")
+    assert all(p > n for p, n in zip(polled.waits, notified.waits))

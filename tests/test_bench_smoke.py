@@ -1,0 +1,54 @@
+"""benchmarks/bench_reconcile.py keeps working as gitscale changes: its names for gitscale's
+functions are checked before anything is built, and a tiny run goes through every stage."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_reconcile.py"
+
+
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_reconcile", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_name_the_benchmark_times_exists() -> None:
+    assert bench().stale_names() == []
+
+
+def test_a_stale_name_stops_the_benchmark_before_it_builds_anything(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    module = bench()
+    monkeypatch.setattr(module, "PHASES", [*module.PHASES,
+                                           ("renamed", "gitscale.engine", "_read", False)])
+    code = module.main(["--workdir", str(tmp_path / "work"), "--results", str(tmp_path)])
+    assert code == 2
+    assert "gitscale.engine._read" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists() and not list(tmp_path.iterdir())
+
+
+def test_a_tiny_run_goes_through_every_stage(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--sets", "12", "--changing", "2",
+                           "--passes", "1", "--warmup", "0", "--profile-passes", "1",
+                           "--modes", "cli-checkout,in-process", "--import-repeats", "1",
+                           "--results", str(results)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((results / "reconcile-latest.json").read_text())
+    assert "error_after_timed_passes" not in data, data["error_after_timed_passes"]
+    assert set(data["modes"]) == {"cli-checkout", "in-process"}
+    phases = data["modes"]["in-process"]["phases"]["rows"]
+    timed = {row["what"].strip(): row["calls_per_pass"] for row in phases}
+    assert timed["files.read_manifest x misses (safe_repo_path + read)"] == 12
+    assert "profile_cli" in data and "profile_in_process" in data

@@ -1,0 +1,128 @@
+"""A reconcile killed half-way (SIGKILL) must not wedge the checkout: the next run recognises
+gitscale's own leftovers — files edited but not committed, a commit not yet pushed — discards
+them and lands a fresh decision. What a person did is still refused.
+
+The kill comes from a git hook in the checkout (gitscale skips pre-commit hooks, not these): it
+kills the gitscale process that is running git, once, at a precise point of the write.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+
+KILL_GITSCALE = """#!/bin/sh
+# Kill the gitscale process running this git command, the first time only.
+[ -e '{marker}' ] && exit 0
+{condition}
+touch '{marker}'
+read -r _ _ _ grandparent _ < /proc/$PPID/stat
+kill -9 "$grandparent"
+"""
+
+
+def setup(tmp_path: Path, hook: str) -> Path:
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "default", "arm": "default"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "sets/arm.yaml": RUNNERSET.format(name="arm", replicas=2),
+        "demand.yaml": "linux: {queued: 5, running: 0}\narm: {queued: 1, running: 0}\n",
+    })
+    path = checkout / ".git" / "hooks" / hook
+    # the index is also written by a refresh (`git status`): wait until our edit is staged
+    condition = "git diff --cached --quiet && exit 0" if hook == "post-index-change" else ""
+    path.write_text(KILL_GITSCALE.format(marker=tmp_path / "killed", condition=condition))
+    path.chmod(0o755)
+    return checkout
+
+
+def killed_reconcile(checkout: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "gitscale", "reconcile", "--repo",
+                             str(checkout)], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == -9, result  # SIGKILL, as planned
+
+
+def test_files_edited_but_not_committed_are_discarded(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = setup(tmp_path, "post-index-change")  # after `git add`, before `git commit`
+    before = git(checkout, "rev-parse", "HEAD")
+    killed_reconcile(checkout)
+    assert git(checkout, "rev-parse", "HEAD") == before
+    assert git(checkout, "status", "--porcelain", "--untracked-files=no")  # the leftovers
+
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, out + err
+    assert "discarded the leftovers of an interrupted gitscale run: uncommitted edits of " \
+           "sets/arm.yaml, sets/linux.yaml" in out
+    remote = tmp_path / "remote.git"
+    assert git(remote, "rev-parse", "main") == git(checkout, "rev-parse", "HEAD") != before
+    assert git(remote, "log", "-1", "--format=%s", "main") == "gitscale: linux 2→5, arm 2→1"
+    assert not git(checkout, "status", "--porcelain")
+    assert not (checkout / ".git" / "gitscale-pending-write.json").exists()
+
+
+def test_a_commit_not_yet_pushed_is_discarded(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = setup(tmp_path, "post-commit")  # after the commit, before the push
+    remote = tmp_path / "remote.git"
+    upstream = git(remote, "rev-parse", "main")
+    killed_reconcile(checkout)
+    stale = git(checkout, "rev-parse", "HEAD")
+    assert stale != upstream and git(remote, "rev-parse", "main") == upstream
+    # meanwhile another writer moved the branch: the stale commit is not on top of it
+    other = make_other_writer_commit(tmp_path, remote)
+
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, out + err
+    assert f"discarded the leftovers of an interrupted gitscale run: unpushed commit " \
+           f"{stale[:12]}" in out
+    history = git(remote, "rev-list", "main").splitlines()
+    assert history[1:] == [other, upstream] and stale not in history
+    assert git(checkout, "rev-parse", "HEAD") == history[0]
+
+
+def make_other_writer_commit(tmp_path: Path, remote: Path) -> str:
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "--quiet", str(remote), str(other))
+    (other / "README").write_text("someone else\n")
+    git(other, "add", "README")
+    git(other, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "--quiet", "-m", "docs")
+    git(other, "push", "--quiet")
+    return git(other, "rev-parse", "HEAD")
+
+
+def test_a_persons_edit_after_the_crash_is_still_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout = setup(tmp_path, "post-index-change")
+    killed_reconcile(checkout)
+    manifest = checkout / "sets" / "linux.yaml"
+    manifest.write_text(manifest.read_text() + "# a note\n")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "uncommitted changes (sets/linux.yaml)" in err, out + err
+    assert "# a note" in manifest.read_text()  # not touched
+
+
+@pytest.mark.parametrize("hook", ["post-commit"])
+def test_a_persons_commit_on_top_of_a_crash_is_still_refused(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                            hook: str) -> None:
+    checkout = setup(tmp_path, hook)
+    killed_reconcile(checkout)
+    (checkout / "README").write_text("mine\n")
+    git(checkout, "add", "README")
+    git(checkout, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "--quiet", "-m", "mine")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "push them first" in err, out + err
+    assert git(checkout, "log", "-1", "--format=%s") == "mine"
+
+
+def test_a_lone_gitscale_commit_made_with_no_push_is_kept(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--no-push commits are the user's to push: only an interrupted push is discarded."""
+    checkout = setup(tmp_path, "no-hook")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--no-push")
+    assert code == 0, out + err
+    mine = git(checkout, "rev-parse", "HEAD")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "push them first" in err
+    assert git(checkout, "rev-parse", "HEAD") == mine

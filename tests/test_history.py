@@ -1,0 +1,28 @@
+"""`gitscale history`: the scaling commits read back from their trailers, as JSON, text and a
+chart."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers import run
+from tests.one_set import land_sequence, setup
+
+
+def test_history_reads_back_the_scaling_commits(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout, _ = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+
+    code, out, _ = run(capsys, "history", "--repo", str(checkout), "--output", "json")
+    entries = json.loads(out)
+    assert [(e["previous"], e["replicas"], e["patch"]) for e in reversed(entries)] == [
+        (1, 1, 0), (1, 3, 1), (3, 1, 2), (1, 1, 0), (1, 3, 1)]
+    assert entries[0]["queued"] == 5 and entries[0]["running"] == 0
+    assert entries[0]["reason"] == "scale-up" and entries[0]["time"] == "2026-11-21T09:04:00Z"
+    assert entries[1]["reason"] == "quiet-reset"
+
+    code, out, _ = run(capsys, "history", "--repo", str(checkout), "--since",
+                       "2026-11-21T09:03:00Z", "--chart", str(tmp_path / "c.svg"))
+    assert code == 0
+    assert out.count("linux") == 2 and "TIME" in out
+    assert (tmp_path / "c.svg").read_text().count('<g id="axes_') == 1

@@ -1,0 +1,113 @@
+"""Files that would hang gitscale or eat the machine's memory: a FIFO, /dev/zero, a huge file,
+a YAML alias bomb. Each is refused with an error naming it; nothing is written.
+
+Each runs gitscale in a child process with a memory cap and a timeout: a regression must fail
+its test, not hang the test run or exhaust the machine.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitscale.files import MAX_BYTES
+from tests.helpers import RUNNERSET, git, make_repo, simple_config
+
+BOMB = "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
+    for prev, name in zip(["", *"abcdefgh"], "abcdefghi"))
+
+
+def _cap_memory() -> None:
+    limit = 1024 * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def gitscale(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gitscale", *argv], capture_output=True,
+                          text=True, timeout=60, check=False, preexec_fn=_cap_memory)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    return make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "default"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 1, running: 0}\n",
+    })
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def _huge(path: Path) -> Path:
+    with path.open("wb") as out:
+        out.truncate(MAX_BYTES + 1)  # sparse: costs no disk
+    return path
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    pytest.param(lambda d: d / "bomb.yaml", [":6: aliases expand to more than"], id="alias-bomb"),
+    pytest.param(lambda d: Path("/dev/zero"), ["not a regular file (a device)"], id="dev-zero"),
+    pytest.param(lambda d: _fifo(d / "fifo"), ["not a regular file (a FIFO)"], id="fifo"),
+    pytest.param(lambda d: _huge(d / "huge.yaml"), ["gitscale reads files of at most"],
+                 id="huge"),
+])
+def test_demand_option(tmp_path: Path, checkout: Path, make, words: list[str]) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "bomb.yaml").write_text(BOMB)
+    demand = make(tmp_path)
+    before = git(checkout, "rev-parse", "HEAD")
+    result = gitscale("reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert result.returncode == 1, result
+    assert result.stderr.startswith(f"error: {demand}"), result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+    assert git(checkout, "rev-parse", "HEAD") == before
+    assert not git(checkout, "status", "--porcelain", "--untracked-files=no")
+
+
+def test_a_fifo_as_manifest(checkout: Path) -> None:
+    manifest = checkout / "sets" / "linux.yaml"
+    manifest.unlink()
+    os.mkfifo(manifest)
+    result = gitscale("plan", "--repo", str(checkout))
+    assert result.returncode == 1, result
+    assert "sets/linux.yaml: is not a regular file (a FIFO)" in result.stderr, result.stderr
+
+
+def test_a_fifo_as_the_config(checkout: Path) -> None:
+    (checkout / "gitscale.yaml").unlink()
+    os.mkfifo(checkout / "gitscale.yaml")
+    result = gitscale("plan", "--repo", str(checkout))
+    assert result.returncode == 1, result
+    assert "gitscale.yaml: is not a regular file (a FIFO)" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("file", ["gitscale.yaml", "demand.yaml", "sets/linux.yaml"])
+def test_an_alias_bomb_in_the_repo(checkout: Path, file: str) -> None:
+    path = checkout / file
+    path.write_text(path.read_text() + "bomb:\n" + "".join(f"  {line}\n" for line in
+                                                          BOMB.splitlines()))
+    result = gitscale("plan", "--repo", str(checkout))
+    assert result.returncode == 1, result
+    said = result.stdout + result.stderr  # a demand file's error is that set's line in the plan
+    assert f"{file}:" in said and "aliases expand to more than 100,000 values" in said, said
+
+
+def test_a_shared_anchor_is_still_fine(checkout: Path) -> None:
+    """Anchors are how people share a policy between sets: a thousand uses stay well inside."""
+    sets = "".join(f"  - {{name: s{i}, manifest: sets/linux.yaml, source: {{file: demand.yaml}}, "
+                   f"policy: *p, object: {{name: linux}}}}\n" if i else
+                   "  - {name: s0, manifest: sets/linux.yaml, source: {file: demand.yaml}, "
+                   "policy: &p {minReplicas: 0, maxReplicas: 5, scaleDownDelay: 5m}}\n"
+                   for i in range(1000))
+    (checkout / "gitscale.yaml").write_text("runnerSets:\n" + sets)
+    result = gitscale("validate", "--repo", str(checkout))
+    assert result.returncode == 0, result
+    assert "1000 checked" in result.stdout, result

@@ -554,7 +554,7 @@ def worker_main(spec_path: Path) -> int:
 # top-level rows do not overlap each other, so "other" = pass wall - sum of top-level rows.
 PHASES = [
     ("git subprocesses (every Git.run)", "gitscale.git", "Git.run", True),
-    ("config.load_config", "gitscale.commands.reconcile", "load_config", True),
+    ("config.load_config", "gitscale.config", "load_config", True),
     ("  yamlread.load_single (parse gitscale.yaml)", "gitscale.config", "load_single", False),
     ("  check_schema (jsonschema, gitscale.yaml)", "gitscale.config", "check_schema", False),
     ("  safe_repo_path x N (in load_config)", "gitscale.config", "safe_repo_path", False),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from gitscale.commitmsg import body_details, parse_trailer
 from gitscale.git import Git
@@ -39,12 +39,17 @@ class Entry:
         return parse_time(self.time)
 
 
-def iter_history(repo_git: Git, *, only: str | None = None) -> Iterator[Entry]:
+def iter_history(repo_git: Git, *, only: str | None = None,
+                 progress: Progress | None = None) -> Iterator[Entry]:
     """Every scaling commit reachable from HEAD, newest first, as git walks them (the first
-    rows of a long history come at once); ``only`` keeps one set."""
+    rows of a long history come at once); ``only`` keeps one set. With ``progress`` the
+    commits are listed first, then read with a bar that knows their number."""
     utc = Git(repo_git.cwd, {**repo_git.env, "TZ": "UTC"})
-    for record in utc.records("log", f"--format={_FORMAT}", _DATE, "--grep=^Gitscale-Set: ",
-                              separator="\x1e"):
+    records: Iterable[str] = utc.records("log", f"--format={_FORMAT}", _DATE,
+                                         "--grep=^Gitscale-Set: ", separator="\x1e")
+    if progress is not None:
+        records = progress.each([r for r in records if r.strip()], "reading scaling commits")
+    for record in records:
         fields = record.strip("\n").split("\x1f")
         if len(fields) != 3:
             continue
@@ -85,13 +90,8 @@ def history_since(since: datetime | None) -> str | None:
 
 def read_history(repo_git: Git, *, only: str | None = None, since: str | None = None,
                  progress: Progress | None = None) -> list[Entry]:
-    """``iter_history`` as a list; ``since`` (RFC 3339) keeps the entries from then on;
-    ``progress`` counts the entries read."""
-    entries = []
-    for entry in iter_history(repo_git, only=only):
-        entries.append(entry)
-        if progress is not None:
-            progress.advance()
+    """``iter_history`` as a list; ``since`` (RFC 3339) keeps the entries from then on."""
+    entries = list(iter_history(repo_git, only=only, progress=progress))
     return between(entries, parse_time(since), None) if since else entries
 
 

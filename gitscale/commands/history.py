@@ -38,8 +38,15 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 everything = read_history(ws.git, only=only, progress=bar.if_shown())
             _write_chart(everything, chart_path, only, start, end, zone)
             found: Iterable[Entry] = between(everything, start, end)
-        else:  # streamed: the first rows show while git still walks the history
-            found = (e for e in iter_history(ws.git, only=only) if within(e, start, end))
+        else:
+            with Progress("reading scaling commits", None, show=output == "text") as bar:
+                shown = bar.if_shown()
+                # streamed: the first rows show while git still walks the history; with a
+                # bar on the terminal, read under the bar and shown once it is erased
+                found = (e for e in iter_history(ws.git, only=only, progress=shown)
+                         if within(e, start, end))
+                if shown is not None:
+                    found = list(found)
         # Filtered here rather than by `git log --since`, which stops walking at the first
         # older commit and so can miss commits whose dates are out of order.
         lines = _json_lines(found) if output == "json" else history_lines(found, zone)

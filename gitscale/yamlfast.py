@@ -79,6 +79,9 @@ def _json(text: str) -> list[Any] | None:
 
 def load_all(text: str) -> list[Any]:
     """Every document of ``text`` as PyYAML's SafeLoader would load it, or ``Unsupported``."""
+    if "\x85" in text or "\u2028" in text or "\u2029" in text:
+        # line breaks to YAML 1.1, not to JSON: PyYAML decides ('{"\x85": null}' is refused)
+        raise Unsupported("NEL or Unicode line separator")
     as_json = _json(text)
     if as_json is not None:
         return as_json

@@ -128,6 +128,13 @@ def test_json_duplicates_and_constants_step_aside() -> None:
         yamlfast.load_all('{"a": NaN}')
 
 
+def test_yaml_line_breaks_inside_json_are_left_to_pyyaml() -> None:
+    """JSON takes NEL in a string; YAML 1.1 counts it as a line break and refuses the text."""
+    with pytest.raises(yamlfast.Unsupported):
+        yamlfast.load_all('{"\x85": null}')
+    assert not same_or_unsupported('{"\x85": null}')
+
+
 @settings(max_examples=300, deadline=None)
 @given(DATA.filter(lambda d: isinstance(d, (dict, list))))
 def test_any_json_loads_the_same(data: Any) -> None:

@@ -72,8 +72,21 @@ def format_message(lines: Sequence[SetLine], base: str,
             + f"\nGitscale-Base: {base}\n")
 
 
+_WRITTEN = re.compile(r"(\S+) replicas=(\d{1,18}) previous=(\d{1,18}|-) patch=(\d{1,18}|-) "
+                      r"queued=(\d{1,18}|-) running=(\d{1,18}|-) reason=(\S+)")
+
+
+def _int(raw: str) -> int | None:
+    return None if raw == "-" else int(raw)
+
+
 def parse_trailer(value: str, detail: str = "") -> SetLine | None:
     """Parse the value of one Gitscale-Set trailer; None if it is not ours."""
+    written = _WRITTEN.fullmatch(value.strip())
+    if written:  # as gitscale writes it: read in one match
+        name, replicas, previous, patch, queued, running, reason = written.groups()
+        return SetLine(name, int(replicas), _int(previous), _int(patch), _int(queued),
+                       _int(running), reason, detail)
     name, _, rest = value.strip().partition(" ")
     fields = dict(_FIELD.findall(rest))
     if not name or "replicas" not in fields:
@@ -93,8 +106,9 @@ def parse_trailer(value: str, detail: str = "") -> SetLine | None:
 def body_details(body: str) -> dict[str, str]:
     """``- name: detail`` lines of a commit body, by set name."""
     found: dict[str, str] = {}
-    for line in body.splitlines():
-        match = re.match(r"^- ([a-z0-9][-a-z0-9]*): (.*)$", line)
-        if match:
-            found.setdefault(match.group(1), match.group(2))
+    for name, detail in _DETAIL.findall(body):
+        found.setdefault(name, detail.rstrip("\r"))
     return found
+
+
+_DETAIL = re.compile(r"^- ([a-z0-9][-a-z0-9]*): (.*)$", re.MULTILINE)

@@ -11,20 +11,21 @@ from typing import Any, Callable
 
 import jsonpatch
 
-from gitscale import files
 from gitscale.cache import StateCache, gc_paused
-from gitscale.config import Config, RunnerSetConfig, safe_repo_path
+from gitscale.manifest.files import ManifestFiles
+from gitscale.config import Config, RunnerSetConfig
 from gitscale.core.decide import decide, wanted
 from gitscale.core.limits import share
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
-from gitscale.errors import ConfigError, ManifestError
+from gitscale.errors import ManifestError
+from gitscale.gitindex import Tree
 from gitscale.manifest import target as tgt
-from gitscale.manifest.edit import FieldPath, Value, set_fields
+from gitscale.manifest.edit import FieldPath, Value, edit_fields
 from gitscale.notify.targets import Target
 from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time
-from gitscale.yamlread import load_documents
+from gitscale.yamlread import Document
 
 Decider = Callable[[RunnerSetConfig, Current, "Demand | None"], Decision]
 
@@ -55,6 +56,7 @@ class Plan:
     files: dict[str, tuple[str, str]] = field(default_factory=dict)  # path → (old, new)
     events: dict[str, int] = field(default_factory=dict)  # webhook deliveries recorded
     notify: tuple[Target, ...] = ()  # whom to tell once this plan's commit is pushed
+    modes: dict[str, str] = field(default_factory=dict)  # path → git file mode, when known
     notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
     left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
     demands: dict[str, Demand] = field(default_factory=dict)  # what the pass read, by set
@@ -66,34 +68,36 @@ class Plan:
 
 def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
                  decider: Decider | None = None, only: set[str] | None = None,
-                 cache: StateCache | None = None, progress: Progress | None = None) -> Plan:
+                 cache: StateCache | None = None, tree: Tree | None = None,
+                 progress: Progress | None = None) -> Plan:
+    """``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread."""
     with gc_paused():
         plan = _compute(root, config, reading, now, base, decider, only, cache or StateCache(),
-                        progress)
+                        tree, progress)
     plan.demands = reading.demands
     return plan
 
 
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
              decider: Decider | None, only: set[str] | None, cache: StateCache,
-             progress: Progress | None = None) -> Plan:
+             tree: Tree | None, progress: Progress | None = None) -> Plan:
     plan = Plan(base=base, notify=config.notify)
-    texts: dict[str, str] = {}
+    sets = [s for s in config.sets if only is None or s.name in only]
+    cache.floor = max(cache.floor, len(config.sets))
+    files = ManifestFiles(root, config, tree)
+    files.prefetch(sets, cache)
+    texts = files.texts
     edited: dict[str, str] = {}
     pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []
+    original: dict[str, list[Document]] = {}  # each edited file's documents, as read
+    documents: dict[str, list[Document]] = {}  # ... and as edited so far
     stamp = format_time(now)
-    checked: set[Path] = set()
     owners: dict[tuple[str, int], str] = {}
     found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
-    for runner_set in steps(config.sets, progress, "planning"):
-        if only is not None and runner_set.name not in only:
-            continue
+    for runner_set in steps(sets, progress, "planning"):
         path = runner_set.manifest
-        if path not in texts:
-            texts[path] = read_manifest(root, runner_set, config, checked)
-            edited[path] = texts[path]
         try:
-            located = cache.located(path, texts[path], runner_set.object)
+            located = files.located(runner_set, cache)
         except tgt.NoSuchObject as exc:
             raise config.blame(runner_set.name, tgt.object_key(runner_set.object),
                                f"{exc.detail} in {path}") from None
@@ -112,37 +116,66 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             plan.errors[runner_set.name] = reading.errors[runner_set.name]
         found.append((runner_set, located, current, demand))
     caps = _caps(config, found, now) if decider is None else {}
+    writes = []
     for runner_set, located, current, demand in found:
-        path = runner_set.manifest
         if decider is not None:
             decision = decider(runner_set, current, demand)
+        elif caps:
+            decision = decide(current, demand, runner_set.policy, now, caps[runner_set.name]
+                              if runner_set.name in caps else None)
         else:
-            decision = decide(current, demand, runner_set.policy, now,
-                              caps.get(runner_set.name))
+            decision = _decide(cache, runner_set, current, demand, now)
         values = _values(located, decision, demand, stamp)
         if not decision.write or not values:
             plan.unchanged.append((runner_set.name, decision))
             continue
         if demand is not None and demand.jobs is not None:
             cache.remember_jobs(demand.fingerprint, demand.jobs)
+        writes.append((runner_set, located, decision, demand, values))
+    files.prefetch_texts([w[0] for w in writes])  # the files to edit, read in one batch
+    for runner_set, located, decision, demand, values in writes:
+        path = runner_set.manifest
         # Only files that change are parsed for editing; several sets may share one file.
-        edited[path] = set_fields(edited[path], path, located.index, values)
+        result = edit_fields(edited[path] if path in edited else files.text(runner_set), path,
+                             located.index, values, documents.get(path))
+        edited[path] = result.text
+        original.setdefault(path, result.before)
+        documents[path] = result.after
         pending.append((runner_set, located, decision, demand))
-    parsed_old: dict[str, list[Any]] = {}
-    parsed_new: dict[str, list[Any]] = {}
     for runner_set, located, decision, demand in steps(pending, progress, "checking edits"):
         path = runner_set.manifest
-        if path not in parsed_old:
-            parsed_old[path] = [d.data for d in load_documents(texts[path], path, ManifestError)]
-            parsed_new[path] = [d.data for d in load_documents(edited[path], path, ManifestError)]
+        # what the next pass will read back: known now, so it reads no file
+        cache.remember(path, edited[path], runner_set.object, documents[path])
         plan.changes.append(SetChange(
             name=runner_set.name, path=path, kind=located.kind, object_name=located.name,
             before=located.current, decision=decision, demand=demand,
-            old_object=parsed_old[path][located.index],
-            new_object=parsed_new[path][located.index],
+            old_object=original[path][located.index].data,
+            new_object=documents[path][located.index].data,
         ))
-    plan.files = {p: (texts[p], edited[p]) for p in texts if texts[p] != edited[p]}
+    plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
+    if tree is not None:
+        plan.modes = {p: tree.mode(p) or "100644" for p in plan.files}
     return plan
+
+
+def _decide(cache: StateCache, runner_set: RunnerSetConfig, current: Current,
+            demand: Demand | None, now: datetime) -> Decision:
+    """``decide``, or the same answer remembered from an earlier pass of this process when
+    nothing it depends on can have changed: the same state, demand and policy object, and no
+    clock in it (no schedule; no scale-down delay still running then, so none now)."""
+    policy = runner_set.policy
+    kept = cache.decisions.get(runner_set.name)
+    if kept is not None and kept[0] == current and kept[1] == demand and kept[2] is policy \
+            and kept[3] <= now:
+        return kept[4]
+    decision = decide(current, demand, policy, now)
+    settled = not policy.schedules and (
+        current.last_scale_up is None or now >= current.last_scale_up + policy.scale_down_delay)
+    if settled and not decision.write:
+        cache.decisions[runner_set.name] = (current, demand, policy, now, decision)
+    else:
+        cache.decisions.pop(runner_set.name, None)
+    return decision
 
 
 def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Current,
@@ -160,25 +193,6 @@ def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Curren
         else:
             wants[runner_set.name] = wanted(current, demand, runner_set.policy, now)
     return share(config.max_total_replicas, wants, fixed)
-
-
-def read_manifest(root: Path, runner_set: RunnerSetConfig, config: Config,
-                  checked: set[Path] | None = None) -> str:
-    """The manifest's text. A manifest that is missing or not a file is the config's mistake
-    (or the repo's): the error names the set's line in the config."""
-    path = safe_repo_path(root, runner_set.manifest, config.path, ConfigError,
-                          lambda: config.line(runner_set.name, "manifest"), checked=checked)
-    try:
-        # bytes → str by hand: read_text() would turn CRLF into LF and rewrite every line
-        return files.read_text(path, runner_set.manifest, ManifestError)
-    except FileNotFoundError:
-        raise config.blame(runner_set.name, "manifest", f"manifest {runner_set.manifest} not "
-                           "found in the config repo") from None
-    except IsADirectoryError:
-        raise config.blame(runner_set.name, "manifest", f"manifest {runner_set.manifest!r} "
-                           "is a directory, not a manifest file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(runner_set.manifest, f"cannot be read: {exc}") from None
 
 
 def _values(target: tgt.Located, decision: Decision, demand: Demand | None,

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from gitscale import scratch
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
@@ -85,6 +85,42 @@ class Git:
 
     def out(self, *args: str) -> str:
         return self.run(*args).stdout.strip()
+
+    def records(self, *args: str, separator: str) -> Iterator[str]:
+        """``run``'s output as it comes, cut at ``separator``: a long ``git log`` is shown
+        while git is still walking it."""
+        env = {**no_git_env(os.environ), **git_env(), **self.env}
+        proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace")
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            pending = ""
+            while chunk := proc.stdout.read(65536):
+                pending += chunk
+                *complete, pending = pending.split(separator)
+                yield from complete
+            if pending:
+                yield pending
+            error = proc.stderr.read()
+        finally:
+            proc.stdout.close()
+            if proc.poll() is None:
+                proc.kill()  # the reader stopped early (a closed pipe, an exception)
+            code = proc.wait()
+            proc.stderr.close()
+        if code != 0:
+            raise GitError(describe_failure(args, Result("", error, code)))
+
+    def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
+        """``run`` for binary input and output (file contents, NUL-separated listings)."""
+        env = {**no_git_env(os.environ), **git_env(), **self.env}
+        proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
+                              capture_output=True)
+        if proc.returncode != 0:
+            result = Result(proc.stdout.decode(errors="replace"),
+                            proc.stderr.decode(errors="replace"), proc.returncode)
+            raise GitError(describe_failure(args, result))
+        return proc.stdout
 
     # -- reading -------------------------------------------------------------------------
     def head(self) -> str:
@@ -163,7 +199,9 @@ class Git:
         self.run("reset", "--quiet", "--hard", rev)
 
     def commit(self, message: str, paths: Sequence[str], date: str | None = None) -> str:
-        self.run("add", "--", *paths)
+        """Commit ``paths`` as they are in the working tree (none: the index as it is)."""
+        if paths:
+            self.run("add", "--", *paths)
         dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
         self.run("commit", "--quiet", "--no-verify", "--file=-", input=message, extra_env=dates)
         return self.head()
@@ -277,12 +315,22 @@ def _auth_hint(output: str) -> str:
             "GITSCALE_GIT_TOKEN_FILE) to a token that may push, or configure a credential helper")
 
 
-def clone(url: str, dest: Path, branch: str | None, depth: int | None) -> None:
+def clone(url: str, dest: Path, branch: str | None, depth: int | None,
+          sparse: bool = False, commits_only: bool = False, since: str | None = None) -> None:
+    """``since`` (a git date): only the commits from then on (``--shallow-since``)."""
     check_url(url)
     # --template=: no hooks or other files from the machine's git templates in our clone
     args = ["clone", "--quiet", "--no-tags", "--single-branch", "--template="]
+    if since:
+        args.append(f"--shallow-since={since}")
     if depth:
         args.append(f"--depth={depth}")
+    if sparse:
+        args.append("--sparse")  # only the top-level files are checked out
+    if commits_only:
+        # history reads commit messages only: no trees, no files (a server without partial
+        # clone support sends everything, which is only slower)
+        args += ["--bare", "--filter=tree:0"]
     if branch:
         args += ["--branch", branch]
     Git(dest.parent).run(*args, "--", url, str(dest))

@@ -19,9 +19,7 @@ from gitscale import git
 from gitscale.commitmsg import SetLine, format_message
 from gitscale.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
-from gitscale.notify.payloads import Pushed
-from gitscale.notify.targets import without_credentials
-from gitscale.notify.send import notify_all
+from gitscale.gitindex import files_containing, stage_files
 from gitscale.validate import Validation
 from gitscale.workspace import Workspace, write_atomic
 
@@ -108,6 +106,10 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
     """Tell the config's notify targets about the commit just pushed; never raises."""
     if not plan.notify or ws.remote_branch is None:
         return ()
+    from gitscale.notify.payloads import Pushed  # only now: httpx is a slow import
+    from gitscale.notify.send import notify_all
+    from gitscale.notify.targets import without_credentials
+
     try:
         date, subject = ws.git.commit_facts(sha)
         url = ws.label if ws.mode == "clone" else ws.git.remote_url(ws.remote or "origin")
@@ -127,12 +129,17 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
 
 def check_plan(ws: Workspace, plan: Plan) -> None:
     """Refuse to commit a manifest that fails schema validation."""
-    validation = Validation(ws.root, lambda: ws.git.out("ls-files").splitlines())
+    validation = Validation(ws.root, lambda: ws.git.out("ls-files").splitlines(),
+                            lambda: files_containing(ws.git, ws.root, "CustomResourceDefinition",
+                                                     sparse=ws.sparse))
     problems: list[str] = []
+    by_path: dict[str, list[SetChange]] = {}  # (not a scan of every change per file)
+    for change in plan.changes:
+        by_path.setdefault(change.path, []).append(change)
     for path, (_, new) in plan.files.items():
-        objects = [c.new_object for c in plan.changes if c.path == path]
-        if objects:  # gitscale's own bookkeeping (the reservations file) is not a manifest
-            problems += validation.check(path, new, objects).problems
+        # gitscale's own bookkeeping (the reservations file) is not a manifest
+        if path in by_path:
+            problems += validation.check(path, new, [c.new_object for c in by_path[path]]).problems
     if problems:
         raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "
                               + "\n  ".join(problems))
@@ -148,6 +155,8 @@ def set_lines(changes: list[SetChange]) -> list[SetLine]:
 
 def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
     paths = plan.changed_paths
+    if ws.sparse:
+        return _commit_index(ws, plan, date)
     existed = {path: (ws.root / path).exists() for path in paths}
     # Recorded first: if this process is killed before the commit, the next run knows these
     # edits for its own and discards them (Workspace.prepare_write).
@@ -168,6 +177,19 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
         ws.end_write()
         raise
     return sha
+
+
+def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
+    """A sparse clone: the edited manifests go into the index as blobs, never onto disk."""
+    paths = plan.changed_paths
+    try:
+        stage_files(ws.git, {path: plan.files[path][1].encode("utf-8") for path in paths},
+                    {path: plan.modes[path] for path in paths if path in plan.modes})
+        message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes)
+        return ws.git.commit(message, [], date)
+    except Exception:
+        ws.git.run("reset", "--quiet", "--", *paths, check=False)
+        raise
 
 
 def describe_landing(landed: Landed, ws: Workspace) -> str:

@@ -70,10 +70,15 @@ def openapi_to_jsonschema(schema: Any, strict: bool = True) -> Any:
 
 
 class SchemaValidator:
-    """Validators keyed by (apiVersion, kind), from CRDs."""
+    """JSON Schemas keyed by (apiVersion, kind), from CRDs.
+
+    A manifest is checked with fastjsonschema first (compiled once per kind and process:
+    importing jsonschema alone costs more than a whole pass); only a manifest it refuses is
+    checked again with jsonschema, which lists every problem and has the final word."""
 
     def __init__(self, crds: Iterable[dict[str, Any]] = ()) -> None:
-        self.validators: dict[tuple[str, str], Any] = {}
+        self.schemas: dict[tuple[str, str], dict[str, Any]] = {}
+        self._fast: dict[tuple[str, str], Any] = {}
         for crd in [resource.crd(), *crds]:
             self.add_crd(crd)
 
@@ -90,18 +95,39 @@ class SchemaValidator:
                                  "properties": {"name": {"type": "string", "minLength": 1}}}
             props.setdefault("apiVersion", {"type": "string"})
             props.setdefault("kind", {"type": "string"})
-            import jsonschema
+            key = (f"{group}/{version['name']}", kind)
+            self.schemas[key] = schema
+            self._fast.pop(key, None)
 
-            self.validators[(f"{group}/{version['name']}", kind)] = \
-                jsonschema.Draft4Validator(schema, format_checker=_format_checker())
+    @property
+    def validators(self) -> dict[tuple[str, str], Any]:
+        """jsonschema validators (Draft 4, as Kubernetes' structural schemas), built on use."""
+        import jsonschema
+
+        return {key: jsonschema.Draft4Validator(schema, format_checker=_format_checker())
+                for key, schema in self.schemas.items()}
 
     def knows(self, obj: dict[str, Any]) -> bool:
-        return (str(obj.get("apiVersion")), str(obj.get("kind"))) in self.validators
+        return (str(obj.get("apiVersion")), str(obj.get("kind"))) in self.schemas
 
     def check(self, obj: dict[str, Any]) -> list[Problem]:
-        validator = self.validators.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
-        if validator is None:
+        key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+        schema = self.schemas.get(key)
+        if schema is None:
             return []
+        if key not in self._fast:
+            text = json.dumps(schema, sort_keys=True)
+            if text not in _COMPILED:  # once per process: `run` validates every pass
+                _COMPILED[text] = _fast_validator(schema)
+            self._fast[key] = _COMPILED[text]
+        try:
+            self._fast[key](obj)
+            return []
+        except Exception:  # noqa: BLE001 - refused (or unsure): jsonschema decides
+            pass
+        import jsonschema
+
+        validator = jsonschema.Draft4Validator(schema, format_checker=_format_checker())
         problems = []
         for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
             path = ".".join(str(p) for p in error.absolute_path) or "(object)"
@@ -109,17 +135,48 @@ class SchemaValidator:
         return problems
 
 
+_COMPILED: dict[str, Any] = {}  # schema (as JSON) → its compiled fastjsonschema check
+
+
+def _fast_validator(schema: dict[str, Any]) -> Any:
+    import fastjsonschema
+
+    def date_time(value: str) -> bool:
+        try:
+            parse_time(value)
+        except ValueError:
+            return False
+        return True
+
+    # Draft 4 as jsonschema checks it; no defaults written into the object; only the
+    # date-time format is checked (as by _format_checker), every other format is accepted.
+    formats: dict[str, Any] = {name: (lambda _value: True) for name in (
+        "date", "email", "hostname", "idn-email", "idn-hostname", "ipv4", "ipv6", "iri",
+        "iri-reference", "json-pointer", "regex", "relative-json-pointer", "time", "uri",
+        "uri-reference", "uri-template", "duration", "uuid")}
+    formats["date-time"] = date_time
+    return fastjsonschema.compile({**schema, "$schema": "http://json-schema.org/draft-04/schema#"},
+                                  formats=formats, use_default=False)
+
+
 def crds_in_repo(root: Path, paths: Iterable[str]) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition in the given repo files."""
-    found: list[dict[str, Any]] = []
+    texts = []
     for rel in paths:
         path = root / rel
         if path.is_symlink() or not path.is_file():
             continue  # a link to /dev/zero would be read forever
         try:
-            text = path.read_text(encoding="utf-8")
+            texts.append((rel, path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError):
             continue
+    return crds_in_texts(texts)
+
+
+def crds_in_texts(texts: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in the given (path, text) files."""
+    found: list[dict[str, Any]] = []
+    for rel, text in texts:
         if "CustomResourceDefinition" not in text:
             continue
         try:
@@ -138,11 +195,11 @@ def kubeconform_path() -> str | None:
 def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[Problem]:
     """Validate one manifest with kubeconform (strict), giving it schemas for our CRDs."""
     with tempfile.TemporaryDirectory(prefix="gitscale-schemas-") as schemas:
-        for (api_version, kind), v in validator.validators.items():
+        for (api_version, kind), schema in validator.schemas.items():
             group, version = api_version.split("/")
             target = Path(schemas) / group / f"{kind.lower()}_{version}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(v.schema))
+            target.write_text(json.dumps(schema))
         template = schemas + "/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
         proc = subprocess.run(
             [binary, "-strict", "-output", "json", "-schema-location", "default",
@@ -175,11 +232,16 @@ class Validation:
     read once the first time an object is not a RunnerSet, the CRDs committed in the repo
     (``files``: the repo's files, relative to ``root``)."""
 
-    def __init__(self, root: Path, files: Callable[[], Iterable[str]]) -> None:
+    def __init__(self, root: Path, files: Callable[[], Iterable[str]],
+                 texts: Callable[[], Iterable[tuple[str, str]]] | None = None) -> None:
+        """``texts``, when given, replaces reading ``files``: the (path, text) of the files
+        that may hold a CRD (``gitindex.files_containing``: git grep, and a sparse clone's
+        files that are not on disk)."""
         self.schemas = SchemaValidator()
         self.binary = kubeconform_path()
         self._root = root
         self._files = files
+        self._texts = texts
         self._scanned = False
 
     @property
@@ -190,7 +252,9 @@ class Validation:
         """``text`` is the file at ``path``; ``objects`` the ones gitscale manages in it."""
         if not self._scanned and not all(self.schemas.knows(o) for o in objects):
             self._scanned = True
-            for crd in crds_in_repo(self._root, self._files()):
+            crds = crds_in_texts(self._texts()) if self._texts is not None \
+                else crds_in_repo(self._root, self._files())
+            for crd in crds:
                 self.schemas.add_crd(crd)
         if self.binary is not None:
             found = run_kubeconform(self.binary, text, self.schemas)

@@ -43,6 +43,7 @@ class Workspace:
     remote: str | None  # remote to push to; None: commit locally only
     remote_branch: str | None
     label: str  # what to call the repo in messages (credentials redacted)
+    sparse: bool = False  # a clone with only top-level files checked out (gitscale.gitindex)
     recovered: list[str] = field(default_factory=list)  # leftovers of a killed run, discarded
     marker: Path | None = None  # where the record of a write in progress lives (see begin_write)
 
@@ -187,8 +188,11 @@ def _digest(data: bytes) -> str:
 
 @contextmanager
 def open_workspace(repo: str, branch: str | None, *, push: bool = True,
-                   history: bool = False) -> Iterator[Workspace]:
-    """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens."""
+                   history: bool = False, sparse: bool = False,
+                   since: str | None = None) -> Iterator[Workspace]:
+    """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
+    ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
+    git: ``gitscale.gitindex``)."""
     if git.is_url(repo):
         git.check_url(repo)  # before anything can echo it or hand it to git
     path = Path(repo).expanduser()
@@ -207,14 +211,29 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     try:
         dest = scratch / "repo"
         url = str(path.resolve()) if not git.is_url(repo) else repo
-        git.clone(url, dest, branch, depth=None if history else 1)
+        _clone(url, dest, branch, history, sparse, since)
         repo_git = git.Git(dest)
         current = repo_git.current_branch()
         if current is None:
             raise GitError(f"{git.redact(repo)} has no branch to work on")
-        yield Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo))
+        yield Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo),
+                        sparse)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool,
+           since: str | None) -> None:
+    """A pass needs one commit; history needs commit messages only, and with ``since`` only
+    the recent ones (``history_since``). No commit that recent: the whole history."""
+    if history and since:
+        try:
+            git.clone(url, dest, branch, None, commits_only=True, since=since)
+            return
+        except GitError:
+            shutil.rmtree(dest, ignore_errors=True)
+    git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
+              commits_only=history)
 
 
 def _checkout(path: Path, branch: str | None, push: bool) -> Workspace:

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from gitscale import yamlfast
 from gitscale.errors import InputError
 
 try:  # libyaml is the fast path; the pure loader gives identical results, only slower
@@ -170,6 +171,12 @@ def check_aliases(text: str, source: str, error: type[InputError] = InputError) 
 
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
     """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
+    try:
+        datas = yamlfast.load_all(text)  # the common YAML, 3-6× faster; the same data
+    except yamlfast.Unsupported:
+        pass  # (nesting deeper than MAX_DEPTH included: check_depth words the error)
+    else:
+        return [Document(data, text, index) for index, data in enumerate(datas)]
     check_depth(text, source, error)
     check_aliases(text, source, error)
     try:

@@ -66,6 +66,18 @@ def test_reconcile_and_plan_leave_the_served_sets_to_serve(served: Path, capsys)
     assert replicas(served, "linux") == 0
 
 
+def test_a_pass_on_a_url_reads_the_served_sets_too(served: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Over a URL a pass works on a sparse clone (top-level files only): `.gitscale/` must be
+    checked out with the config, or the served sets would be scaled against serve."""
+    what_if = str(served.parent / "what-if.yaml")
+    remote = str(served.parent / "remote.git")
+    code, out, _ = run(capsys, "plan", "--repo", remote, "--demand", what_if)
+    assert code == 2 and "1 left to `gitscale serve`" in out
+    code, out, _ = run(capsys, "reconcile", "--repo", remote, "--demand", what_if)
+    assert code == 0, out
+    assert (replicas(served, "linux"), replicas(served, "batch")) == (0, 3)
+
+
 def test_deleting_the_reservations_file_hands_the_sets_back(served: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     git(served, "rm", "-q", ".gitscale/reservations.yaml")
     git(served, "commit", "-qm", "stop serving linux by webhooks")

@@ -175,6 +175,34 @@ def test_kubeconform_is_used_when_on_path(tmp_path: Path, capsys, monkeypatch) -
     assert code == 1 and "refusing to commit" in err
 
 
+@pytest.mark.parametrize("change", [
+    pytest.param({}, id="valid"),
+    pytest.param({"replicas": -1}, id="negative-replicas"),
+    pytest.param({"replica": 3}, id="unknown-field"),
+    pytest.param({"effectiveTime": "yesterday"}, id="bad-date-time"),
+    pytest.param({"patchID": "7"}, id="string-patch-id"),
+])
+def test_the_fast_check_and_jsonschema_agree(change: dict) -> None:  # type: ignore[type-arg]
+    """fastjsonschema answers first; jsonschema, the reference, must never disagree with it."""
+    import jsonschema
+
+    from gitscale.validate import _format_checker
+
+    obj = {"apiVersion": "gitscale.dev/v1alpha1", "kind": "RunnerSet",
+           "metadata": {"name": "linux"},
+           "spec": {"replicas": 2, "patchID": 1, "effectiveTime": "2026-11-21T09:00:00Z",
+                    "platform": "github", "github": {"configURL": "https://github.com/x"},
+                    "template": {"spec": {"containers": [{"name": "runner",
+                                                          "image": "runner:1"}]}}}}
+    obj["spec"].update(change)
+    validator = SchemaValidator()
+    schema = validator.schemas[("gitscale.dev/v1alpha1", "RunnerSet")]
+    reference = jsonschema.Draft4Validator(schema, format_checker=_format_checker())
+    expected = sorted(e.message for e in reference.iter_errors(obj))
+    assert sorted(p.message for p in validator.check(obj)) == expected
+    assert bool(expected) == bool(change)
+
+
 LEGACY = """\
 apiVersion: actions.summerwind.dev/v1alpha1
 kind: RunnerDeployment

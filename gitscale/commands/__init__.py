@@ -12,6 +12,11 @@ from gitscale.timeutil import format_time, parse_time, utcnow
 if TYPE_CHECKING:
     import threading
 
+    from gitscale.cache import StateCache
+    from gitscale.config import Config
+    from gitscale.gitindex import Tree
+    from gitscale.workspace import Workspace
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_CHANGES = 2
@@ -62,3 +67,24 @@ def stop_on_signals(what: str) -> "threading.Event":
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return stop
+
+
+def pass_inputs(ws: "Workspace", config_path: str,
+                cache: "StateCache") -> tuple["Tree", "Config"]:
+    """The index (blob ids of every tracked file) and the config of the commit a pass works
+    on. In a sparse clone, the folders the pass reads from disk are checked out first."""
+    import posixpath
+
+    from gitscale.config import load_config
+    from gitscale.gitindex import Tree, check_out
+    from gitscale.reservations_file import DIRECTORY
+
+    tree = Tree.read(ws.git, sparse=ws.sparse)
+    if ws.sparse:
+        # the presets, the config's folder, and .gitscale/ (which sets `gitscale serve` scales)
+        check_out(ws.git, ws.root, tree, ["policies", DIRECTORY, posixpath.dirname(config_path)])
+    config = load_config(ws.root, config_path, cache.configs)
+    if ws.sparse:
+        check_out(ws.git, ws.root, tree, {posixpath.dirname(s.source.settings.path)
+                                          for s in config.sets if s.source.kind == "file"})
+    return tree, config

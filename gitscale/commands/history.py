@@ -5,13 +5,14 @@ import json
 from dataclasses import asdict
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Iterable, Iterator
 
 import click
 
 from gitscale.commands import EXIT_OK, RepoOptions
 from gitscale.errors import InputError
-from gitscale.history import Entry, between, read_history
+from gitscale.history import Entry, between, history_since, iter_history, read_history, \
+    within
 from gitscale.progress import Progress
 from gitscale.timeutil import parse_time
 from gitscale.workspace import open_workspace
@@ -28,17 +29,59 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
         from gitscale.chart import require
 
         require(chart_path)  # a bad suffix or a missing matplotlib fails before any git work
-    with open_workspace(opts.repo, opts.branch, history=True) as ws, \
-            Progress("reading scaling commits", None, show=output == "text") as bar:
-        everything = read_history(ws.git, only=only, progress=bar.if_shown())
-    entries = between(everything, start, end)
-    if chart_path is not None:
-        _write_chart(everything, chart_path, only, start, end, zone)
-    if output == "json":
-        click.echo(json.dumps([asdict(e) for e in entries], indent=2))
-    else:
-        click.echo(history_text(entries, zone), nl=False)
+    # over a URL, only commits from a day before --since are fetched (a chart draws the
+    # count that holds at the window's start, from before it: it needs them all)
+    recent = history_since(start) if chart_path is None else None
+    with open_workspace(opts.repo, opts.branch, history=True, since=recent) as ws:
+        if chart_path is not None:  # a chart needs every entry first
+            with Progress("reading scaling commits", None, show=output == "text") as bar:
+                everything = read_history(ws.git, only=only, progress=bar.if_shown())
+            _write_chart(everything, chart_path, only, start, end, zone)
+            found: Iterable[Entry] = between(everything, start, end)
+        else:
+            with Progress("reading scaling commits", None, show=output == "text") as bar:
+                shown = bar.if_shown()
+                # streamed: the first rows show while git still walks the history; with a
+                # bar on the terminal, read under the bar and shown once it is erased
+                found = (e for e in iter_history(ws.git, only=only, progress=shown)
+                         if within(e, start, end))
+                if shown is not None:
+                    found = list(found)
+        # Filtered here rather than by `git log --since`, which stops walking at the first
+        # older commit and so can miss commits whose dates are out of order.
+        lines = _json_lines(found) if output == "json" else history_lines(found, zone)
+        _stream(lines)
     return EXIT_OK
+
+
+def _stream(lines: Iterable[str]) -> None:
+    """Echo ``lines`` as they come: the first ones at once, then in blocks (one write per line
+    of a hundred thousand costs more than the formatting)."""
+    block: list[str] = []
+    for number, line in enumerate(lines):
+        block.append(line)
+        if number < 100 or len(block) >= 2000:
+            click.echo("\n".join(block))
+            block = []
+    if block:
+        click.echo("\n".join(block))
+
+
+def _json_lines(entries: Iterable[Entry]) -> Iterator[str]:
+    """The lines of ``json.dumps(list, indent=2)``, an entry at a time."""
+    held: str | None = None
+    for entry in entries:
+        item = "  " + json.dumps(asdict(entry), indent=2).replace("\n", "\n  ")
+        if held is None:
+            yield "["
+        else:
+            yield held + ","
+        held = item
+    if held is None:
+        yield "[]"
+    else:
+        yield held
+        yield "]"
 
 
 def _write_chart(entries: list[Entry], path: Path, only: str | None, start: datetime | None,
@@ -83,16 +126,44 @@ def resolve_zone(name: str) -> tzinfo:
                                  "Europe/Berlin") from None
 
 
+HEADER = ["TIME", "COMMIT", "SET", "OLD→NEW", "PATCH", "DEMAND", "REASON"]
+ALIGNED = 200  # rows read before the first is shown: their widths set the columns
+
+
 def history_text(entries: list[Entry], zone: tzinfo = timezone.utc) -> str:
-    rows: list[list[Any]] = [["TIME", "COMMIT", "SET", "OLD→NEW", "PATCH", "DEMAND", "REASON"]]
+    return "".join(line + "\n" for line in history_lines(entries, zone))
+
+
+def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iterator[str]:
+    """The table a line at a time. Columns take the widths of the first ``ALIGNED`` rows, so
+    the first lines of a long history show at once; a wider row further down widens its cell
+    only."""
+    rows: list[list[str]] = [HEADER]
+    widths: list[int] | None = None
     for e in entries:
         demand = "-" if e.queued is None else f"{e.queued}q+{e.running}r"
         old = "-" if e.previous is None else str(e.previous)
         when = e.time if zone is timezone.utc else e.when.astimezone(zone).isoformat()
-        rows.append([when, e.commit[:10], e.set, f"{old}→{e.replicas}",
-                     "-" if e.patch is None else e.patch, demand, e.reason])
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
-    if len(rows) == 1:
-        lines.append("(no scaling commits)")
-    return "\n".join(lines) + "\n"
+        row = [when, e.commit[:10], e.set, f"{old}→{e.replicas}",
+               "-" if e.patch is None else str(e.patch), demand, e.reason]
+        if widths is None:
+            rows.append(row)
+            if len(rows) <= ALIGNED:
+                continue
+            widths = _widths(rows)
+            yield from (_line(r, widths) for r in rows)
+        else:
+            yield _line(row, widths)
+    if widths is None:
+        widths = _widths(rows)
+        yield from (_line(r, widths) for r in rows)
+        if len(rows) == 1:
+            yield "(no scaling commits)"
+
+
+def _widths(rows: list[list[str]]) -> list[int]:
+    return [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+
+
+def _line(row: list[str], widths: list[int]) -> str:
+    return "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()

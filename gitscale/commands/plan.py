@@ -8,8 +8,7 @@ from typing import Any
 import click
 
 from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, \
-    resolve_now
-from gitscale.config import load_config
+    pass_inputs, resolve_now
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
@@ -26,14 +25,14 @@ FORMAT_VERSION = 1
 def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: str) -> int:
     clock, _ = resolve_now(now)
     cache = StateCache.load(default_cache_dir())
-    with open_workspace(opts.repo, opts.branch) as ws:
-        config = load_config(ws.root, opts.config, cache.configs)
+    with open_workspace(opts.repo, opts.branch, sparse=True) as ws:
+        tree, config = pass_inputs(ws, opts.config, cache)
         ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
         reading = read_demand(ws.root, config if demand else ours,
                               demand_path(demand))  # closes its clients
         with Progress("planning", None, show=output == "text") as bar:
             plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
-                                progress=bar.if_shown())
+                                tree=tree, progress=bar.if_shown())
         plan.left = left
     cache.save()
     if output == "json":

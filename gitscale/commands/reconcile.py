@@ -5,9 +5,9 @@ from datetime import datetime
 
 import click
 
-from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, resolve_now
+from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, pass_inputs, \
+    resolve_now
 from gitscale.commands.plan import plan_text
-from gitscale.config import load_config
 from gitscale.demand import DemandReading
 from gitscale.cache import StateCache, default_cache_dir
 from gitscale.demand.resolve import Sources, read_demand
@@ -33,14 +33,14 @@ class Planner:
 
     def __call__(self) -> Plan:
         root = self.ws.root
-        config = load_config(root, self.opts.config, self.cache.configs)
+        tree, config = pass_inputs(self.ws, self.opts.config, self.cache)
         ours, left = leave_served(root, config)  # sets `gitscale serve` scales
         if self.reading is None:
             self.reading = read_demand(root, config if self.demand else ours,
                                        demand_path(self.demand), self.sources)
         with Progress("planning", None, show=self.progress) as bar:
             plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(),
-                                cache=self.cache, progress=bar.if_shown())
+                                cache=self.cache, tree=tree, progress=bar.if_shown())
         plan.left = left
         return plan
 
@@ -49,7 +49,7 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
                   push: bool) -> int:
     clock, date = resolve_now(now)
     cache = StateCache.load(default_cache_dir())
-    with open_workspace(opts.repo, opts.branch, push=push) as ws:
+    with open_workspace(opts.repo, opts.branch, push=push, sparse=True) as ws:
         try:
             landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True), date=date)
         finally:

@@ -5,7 +5,7 @@ import click
 
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
 from gitscale.config import RunnerSetConfig, load_config
-from gitscale.engine import read_manifest
+from gitscale.manifest.files import read_manifest
 from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
 from gitscale.validate import Validation
 from gitscale.workspace import open_workspace

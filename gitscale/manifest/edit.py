@@ -20,7 +20,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from gitscale.errors import ManifestError
-from gitscale.yamlread import load_documents
+from gitscale.yamlread import Document, load_documents
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 FieldPath = tuple[str, ...]
@@ -43,11 +43,28 @@ class _Splice:
     order: int
 
 
+@dataclass(frozen=True)
+class Edited:
+    """An edit's result, with both texts parsed (the verification parsed them anyway)."""
+
+    text: str
+    before: list[Document]
+    after: list[Document]
+
+
 def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value]) -> str:
     """Return ``text`` with each path in document ``doc_index`` set to its value."""
+    return edit_fields(text, source, doc_index, values).text
+
+
+def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value],
+                before: list[Document] | None = None) -> Edited:
+    """``set_fields``, also giving the documents of both texts (``before``: those of ``text``
+    when the caller has them)."""
     if text.startswith("\ufeff"):
         # libyaml's marks count from after a byte-order mark: edit without it, then put it back
-        return "\ufeff" + set_fields(text[1:], source, doc_index, values)
+        inner = edit_fields(text[1:], source, doc_index, values, before)
+        return Edited("\ufeff" + inner.text, inner.before, inner.after)
     try:
         roots = list(yaml.compose_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
@@ -91,8 +108,8 @@ def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, V
     result = text
     for splice in sorted(splices, key=lambda s: (s.start, s.order), reverse=True):
         result = result[: splice.start] + splice.text + result[splice.end:]
-    _verify(text, result, source, doc_index, values)
-    return result
+    old, new = _verify(text, result, source, doc_index, values, before)
+    return Edited(result, old, new)
 
 
 def _document_root(docs: list[Node], doc_index: int, text: str, source: str) -> Node:
@@ -235,11 +252,14 @@ def render_key(key: str) -> str:
 
 
 def _verify(before: str, after: str, source: str, doc_index: int,
-            values: dict[FieldPath, Value]) -> None:
+            values: dict[FieldPath, Value],
+            documents: list[Document] | None) -> tuple[list[Document], list[Document]]:
     """Re-read the result: the target document must equal the old one with ``values`` set."""
-    old = [d.data for d in load_documents(before, source, ManifestError)]
+    old_documents = documents or load_documents(before, source, ManifestError)
+    old = [d.data for d in old_documents]
     try:
-        new = [d.data for d in load_documents(after, source, ManifestError)]
+        new_documents = load_documents(after, source, ManifestError)
+        new = [d.data for d in new_documents]
     except ManifestError as exc:
         raise ManifestError(source, f"editing produced invalid YAML ({exc.detail}); nothing was "
                             "written. This is a gitscale bug: please report it") from None
@@ -249,6 +269,7 @@ def _verify(before: str, after: str, source: str, doc_index: int,
     if new != expected:
         raise ManifestError(source, "editing changed more than the owned fields; nothing was "
                             "written. This is a gitscale bug: please report it")
+    return old_documents, new_documents
 
 
 def _set(obj: Any, path: Sequence[str], value: Value) -> None:

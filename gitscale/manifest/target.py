@@ -81,8 +81,11 @@ class Target:
         return data
 
 
-def read_target(path: str, text: str, ref: ObjectRef) -> Target:
-    documents = load_documents(text, path, ManifestError)
+def read_target(path: str, text: str, ref: ObjectRef,
+                documents: list[Document] | None = None) -> Target:
+    """``ref``'s object in ``text`` (``documents``: the text already parsed)."""
+    if documents is None:
+        documents = load_documents(text, path, ManifestError)
     candidates = []
     for index, doc in enumerate(documents):
         data = doc.data
@@ -198,6 +201,7 @@ def object_key(ref: ObjectRef) -> str:
     return "object" if ref != ObjectRef() else "manifest"
 
 
-def locate(path: str, text: str, ref: ObjectRef) -> Located:
-    target = read_target(path, text, ref)
+def locate(path: str, text: str, ref: ObjectRef,
+           documents: list[Document] | None = None) -> Located:
+    target = read_target(path, text, ref, documents)
     return Located(target.index, target.kind, target.name, target.fields, target.current)

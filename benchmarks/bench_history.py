@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""`gitscale history` over a URL on a long history, and a pass on a long history.
+
+    .venv/bin/python benchmarks/bench_history.py [--commits 100000] [--sets 1000] [--passes 5]
+
+Builds with one `git fast-import` a config repo whose main branch has --commits scaling
+commits (one every 30 s up to now, each a real gitscale commit: subject, body, Gitscale-Set
+trailers, and the manifest it changed), plus a copy with the same final tree and only 100
+commits. Both are served by URL (file://, through git's upload-pack, with
+uploadpack.allowFilter on as on GitHub and GitLab). Interleaved, per pass:
+
+  history-since   `gitscale history --repo URL --since <2 hours ago>`: a recent window
+  history-all     `gitscale history --repo URL`: every row
+  first-row       the time until the first row of history-all reaches stdout (streaming)
+  pass-long       `gitscale reconcile --repo URL --demand FILE` on the long history
+  pass-short      the same pass on the 100-commit copy (the ratio long/short is the row)
+
+Every history run is checked (the row count against the fixture). JSON results go to
+benchmarks/results/history-<UTC time>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench_reconcile as br  # noqa: E402
+import bench_scale as bs  # noqa: E402
+
+PROJECT = HERE.parent
+RESULTS = HERE / "results"
+STEP = 30  # seconds between scaling commits
+
+
+def build_history(remote: Path, fx: br.Fixture, commits: int, end: int) -> dict[str, int]:
+    """``commits`` scaling commits on main, the last one at ``end`` (epoch seconds). Returns
+    the commit times (to count rows in a window)."""
+    br.git(remote.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    files = {fx.paths[n]: fx.texts[n] for n in fx.names}
+    files["gitscale.yaml"] = fx.config_text()
+    files["demand.yaml"] = fx.demand_text(0)
+    start = end - STEP * (commits - 1)
+    out = subprocess.Popen(["git", "fast-import", "--quiet"], cwd=remote, stdin=subprocess.PIPE,
+                           env=br.CHILD_ENV)
+    assert out.stdin is not None
+    write = out.stdin.write
+
+    def data(text: str) -> None:
+        raw = text.encode()
+        write(b"data %d\n" % len(raw) + raw + b"\n")
+
+    write(f"commit refs/heads/main\ncommitter bench <b@example.invalid> {start - STEP} "
+          "+0000\n".encode())
+    data("Add runner sets")
+    for path, text in files.items():
+        write(f"M 100644 inline {path}\n".encode())
+        data(text)
+    replicas = {n: 1 for n in fx.names}
+    for number in range(commits):
+        name = fx.names[number % len(fx.names)]
+        old, new = replicas[name], (replicas[name] % 9) + 1
+        replicas[name] = new
+        when = start + STEP * number
+        message = (f"gitscale: {name} {old}→{new}\n\n- {name}: demand {new} (queued {new - 1}, "
+                   f"running 1)\n\nGitscale-Set: {name} replicas={new} previous={old} "
+                   f"patch={number + 1} queued={new - 1} running=1 reason=scale-up\n"
+                   f"Gitscale-Base: {'0' * 40}\n")
+        write(f"commit refs/heads/main\ncommitter gitscale <g@example.invalid> {when} "
+              "+0000\n".encode())
+        data(message)
+        write(f"M 100644 inline {fx.paths[name]}\n".encode())
+        data(fx.texts[name].replace("replicas: ", f"replicas: {new} # ", 1))
+    out.stdin.close()
+    if out.wait() != 0:
+        raise RuntimeError("git fast-import failed")
+    br.git(remote, "config", "uploadpack.allowFilter", "true")
+    br.git(remote, "config", "uploadpack.allowAnySHA1InWant", "true")
+    br.git(remote, "gc", "--quiet")  # a served repo is packed (with bitmaps), as a host's is
+    return {"start": start, "end": end}
+
+
+def short_copy(long: Path, short: Path, keep: int) -> None:
+    """The same final tree with only the last ``keep`` commits (a fresh root below them)."""
+    shutil.copytree(long, short, symlinks=True)
+    tip = br.git(short, "rev-parse", "main")
+    cut = br.git(short, "rev-parse", f"main~{keep}")
+    tree = br.git(short, "rev-parse", f"{cut}^{{tree}}")
+    root = subprocess.run(["git", "commit-tree", tree, "-m", "history before"], cwd=short,
+                          env=br.CHILD_ENV, capture_output=True, text=True).stdout.strip()
+    # replay the last `keep` commits onto the new root
+    revs = br.git(short, "rev-list", "--reverse", f"{cut}..{tip}").split()
+    parent = root
+    for rev in revs:
+        message = br.git(short, "log", "-1", "--format=%B", rev)
+        date = br.git(short, "log", "-1", "--format=%cI", rev)
+        parent = subprocess.run(
+            ["git", "commit-tree", f"{rev}^{{tree}}", "-p", parent, "-m", message], cwd=short,
+            env={**br.CHILD_ENV, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date},
+            capture_output=True, text=True).stdout.strip()
+    br.git(short, "update-ref", "refs/heads/main", parent)
+    br.git(short, "gc", "--quiet", "--prune=now")
+
+
+def first_row(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Wall time until the first table row (after the header) reaches us, and in all."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    first = None
+    rows = 0
+    for line in proc.stdout:
+        if line.startswith(b"TIME"):
+            continue
+        rows += 1
+        if first is None:
+            first = time.perf_counter() - start
+    code = proc.wait()
+    return {"first_row_s": first, "wall": time.perf_counter() - start, "rows": rows,
+            "code": code, "stderr": proc.stderr.read().decode() if proc.stderr else ""}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--commits", type=int, default=100_000)
+    parser.add_argument("--sets", type=int, default=1000)
+    parser.add_argument("--short", type=int, default=100, help="commits of the short copy")
+    parser.add_argument("--window-hours", type=float, default=2.0)
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--workdir")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    python = sys.executable
+    script = Path(python).parent / "gitscale"
+    gitscale = [str(script)] if script.exists() else [python, "-m", "gitscale"]
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="gitscale-history-"))
+    work.mkdir(parents=True, exist_ok=True)
+    br.CHILD_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    br.CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    env = {**br.CHILD_ENV, "GITSCALE_CACHE_DIR": str(work / "cache")}
+    fx = br.Fixture(args.sets, 10, args.passes + 2, 20261122)
+    results: dict[str, Any] = {"params": vars(args), "modes": {}}
+    try:
+        end = int(time.time()) - 60
+        t0 = time.perf_counter()
+        long = work / "long.git"
+        times = build_history(long, fx, args.commits, end)
+        results["build_s"] = time.perf_counter() - t0
+        print(f"built {args.commits} commits in {results['build_s']:.1f}s", flush=True)
+        short = work / "short.git"
+        short_copy(long, short, args.short)
+        since = dt.datetime.fromtimestamp(end - args.window_hours * 3600, dt.timezone.utc)
+        since_text = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        in_window = sum(1 for k in range(args.commits)
+                        if times["start"] + STEP * k >= end - args.window_hours * 3600)
+        url = long.as_uri()
+        demand_dir = work / "demand"
+        demand_dir.mkdir()
+        demands = []
+        for index in range(len(fx.demand)):
+            path = demand_dir / f"demand-{index:03d}.json"
+            path.write_text(bs.demand_text(fx, fx.demand[index], "json"))
+            demands.append(path)
+        for remote in (long, short):  # the first write of every set, untimed
+            run = br.timed_child([*gitscale, "reconcile", "--repo", remote.as_uri(),
+                                  "--demand", str(demands[0])], env=env)
+            if run["code"] != 0:
+                raise RuntimeError(run["stderr"])
+        samples: dict[str, list[float]] = {k: [] for k in (
+            "history-since", "history-all", "first-row", "pass-long", "pass-short")}
+        for n in range(args.passes + 1):
+            index = n + 1
+            checks = {}
+            since_run = br.timed_child([*gitscale, "history", "--repo", url, "--since",
+                                        since_text], env=env)
+            # rows: the fixture's, the first write's (one per set), then 10 per pass so far
+            landed = args.sets + 10 * n
+            rows = sum(1 for line in since_run["stdout"].splitlines()[1:] if line.strip())
+            checks["history-since"] = since_run["code"] == 0 and rows == in_window + landed
+            streamed = first_row([*gitscale, "history", "--repo", url], env)
+            checks["history-all"] = streamed["code"] == 0 \
+                and streamed["rows"] == args.commits + landed
+            passes = {}
+            for label, remote in (("pass-long", long), ("pass-short", short)):
+                before = br.remote_head(remote)
+                passes[label] = br.timed_child([*gitscale, "reconcile", "--repo", remote.as_uri(),
+                                                "--demand", str(demands[index])], env=env)
+                check = br.verify_pass(remote, before, fx.expected_paths(index))
+                checks[label] = passes[label]["code"] == 0 and check["ok"]
+            if not all(checks.values()):
+                raise RuntimeError(f"pass {index} failed its checks: {checks}; "
+                                   f"since rows {rows} (expected {in_window}), all rows "
+                                   f"{streamed['rows']}\n{since_run['stderr']}"
+                                   f"{streamed['stderr']}")
+            tag = "warm-up" if n == 0 else f"pass {n}/{args.passes}"
+            print(f"  {tag}: since {since_run['wall']:.2f}s ({rows} rows), all "
+                  f"{streamed['wall']:.2f}s (first row {streamed['first_row_s']:.2f}s), "
+                  f"pass long {passes['pass-long']['wall']:.2f}s, short "
+                  f"{passes['pass-short']['wall']:.2f}s", flush=True)
+            if n == 0:
+                continue
+            samples["history-since"].append(since_run["wall"])
+            samples["history-all"].append(streamed["wall"])
+            samples["first-row"].append(streamed["first_row_s"])
+            samples["pass-long"].append(passes["pass-long"]["wall"])
+            samples["pass-short"].append(passes["pass-short"]["wall"])
+        for key, values in samples.items():
+            results["modes"][key] = {"walls_s": values, "median_s": statistics.median(values),
+                                     "min_s": min(values), "max_s": max(values)}
+        results["rows_in_window"] = in_window
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    modes = results["modes"]
+    ratio = modes["pass-long"]["median_s"] / modes["pass-short"]["median_s"]
+    results["pass_long_over_short"] = ratio
+    print(f"\n{args.commits} commits, {args.sets} sets; medians of {args.passes} passes")
+    for key, m in modes.items():
+        print(f"  {key:<14} {m['median_s']:>7.3f}s  (min {m['min_s']:.3f}, max {m['max_s']:.3f})")
+    print(f"  pass on {args.commits} commits / pass on {args.short}: {ratio:.2f}×")
+    RESULTS.mkdir(exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = RESULTS / f"history-{stamp}.json"
+    out.write_text(json.dumps(results, indent=2))
+    print(f"results: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,9 +4,24 @@ from __future__ import annotations
 import ast
 import subprocess
 import textwrap
+import time
 from pathlib import Path
+from typing import Any, Callable
 
 from gitscale.cli import main
+
+
+def wait_for(check: Callable[[], Any], timeout: float, interval: float = 0.02) -> Any:
+    """``check()``'s first truthy value, polled every ``interval`` s; AssertionError after
+    ``timeout`` s (for tests that watch another thread or process converge)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(interval)
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -7,25 +7,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
+from tests.helpers import wait_for
 from tests.controller.github_fake import FakeRunner
 from tests.controller.harness import NS, Harness, buildkite_spec
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.02)
+    return wait_for(check, timeout)
 
 
 def condition(harness: Harness, name: str, kind: str = "Ready") -> dict[str, Any]:

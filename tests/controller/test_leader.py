@@ -17,6 +17,7 @@ from gitscale.controller.kube import Kube, client_for
 from gitscale.controller.leader import LeaseConfig
 from gitscale.controller.loop import Controller
 from gitscale.controller.reconcile import Report
+from tests.helpers import wait_for
 from tests.controller.harness import NS, buildkite_spec
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 
@@ -24,14 +25,7 @@ FAST = {"duration": 2, "renew_deadline": 1.4, "retry": 0.2}
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.02)
+    return wait_for(check, timeout)
 
 
 class Cluster:

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -13,6 +12,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from gitscale.controller.loop import serve_health
+from tests.helpers import wait_for
 from tests.controller.harness import NS, Harness, buildkite_spec, start
 
 
@@ -22,14 +22,7 @@ def running() -> Iterator[Harness]:
 
 
 def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.02)
+    return wait_for(check, timeout)
 
 
 def test_watch_driven_scale_up_and_down(running: Harness) -> None:

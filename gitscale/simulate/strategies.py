@@ -97,11 +97,7 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
     counts = {"commits": 0, "patch_only": 0}
 
     def apply(name: str, spec: Spec) -> None:
-        applied = specs.get(name)
-        if applied is not None and applied.effective_time is not None \
-                and spec.effective_time is not None \
-                and applied.effective_time > spec.effective_time:
-            return  # a poll already applied a newer commit
+        # commits reach the cluster in the order they were made (a poll applies them in turn)
         specs[name] = spec
         controller_pass(pools[name], spec)
 

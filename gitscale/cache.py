@@ -9,6 +9,11 @@ stale, only missing. It lives in memory in loop mode and in ``$GITSCALE_CACHE_DI
 ``$XDG_CACHE_HOME/gitscale``) between CLI runs; a missing or unreadable cache only makes a pass
 slower.
 
+It also remembers, per set, the last decision that wrote nothing and what it was made from
+(the set's config digest, its manifest's blob id, its demand) with the time span it holds for
+(``gitscale.core.decide.settled_until``): a pass decides again only the sets whose inputs
+changed or whose span ran out.
+
 On disk the manifest states are plain tuples (a pickle of ten thousand dataclasses loads 3×
 slower), and each parsed config sits in its own file, so a run loads only the one it uses.
 """
@@ -25,13 +30,13 @@ from typing import Any, Iterator, MutableMapping
 
 from gitscale import __version__
 from gitscale.config import Config, ObjectRef
-from gitscale.core.model import Current, Decision, Demand
-from gitscale.core.policy import Policy
+from gitscale.core.decide import FOREVER
+from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.errors import ManifestError
 from gitscale.manifest.target import Fields, Located, locate
 from gitscale.yamlread import Document
 
-FORMAT = 5  # 5: manifests of unknown kinds and RRULEs that cannot fire are refused
+FORMAT = 6  # 6: settled decisions
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
@@ -39,6 +44,10 @@ STATE_FILE = "manifest-state.pickle"
 
 Row = tuple[int, str, str, bool, bool, "int | None", "int | None", "str | None",
             "str | None", bool, bool]  # the time as ISO 8601: datetimes pickle 3× slower
+# set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
+# replicas, patch ID, reason, detail) of a decision that wrote nothing
+Settled = tuple[str, str, int, int, "frozenset[str] | None", float, float, int, "int | None",
+                str, str]
 
 
 def default_cache_dir() -> Path | None:
@@ -147,9 +156,8 @@ class StateCache:
         # job-id fingerprint written to a manifest → the ids behind it: lets the decision tell
         # jobs that arrived since the last write from jobs that only started or completed
         self.jobs: dict[str, frozenset[str]] = {}
-        # set name → (state, demand, policy, time, decision) of a pass that wrote nothing and
-        # depended on no clock: `run` and `serve` decide again only what changed (memory only)
-        self.decisions: dict[str, tuple[Current, Demand | None, Policy, datetime, Decision]] = {}
+        self.settled: dict[str, Settled] = {}
+        self.decisions: dict[str, Decision] = {}  # settled rows as decisions, built this process
         self.dirty = False
         self.hits = self.misses = 0
         self.floor = 0  # entries kept whatever LIMIT says: twice the sets of the config in use
@@ -164,12 +172,12 @@ class StateCache:
         if cache.path is not None and cache.path.is_file():
             try:
                 with cache.path.open("rb") as handle:
-                    stamp, rows, jobs = pickle.load(handle)
+                    stamp, rows, jobs, settled = pickle.load(handle)
                 if stamp == (FORMAT, __version__) and isinstance(rows, dict) \
-                        and isinstance(jobs, dict):
-                    cache.rows, cache.jobs = rows, jobs
+                        and isinstance(jobs, dict) and isinstance(settled, dict):
+                    cache.rows, cache.jobs, cache.settled = rows, jobs, settled
             except Exception:  # noqa: BLE001 - a broken cache is only a slower pass
-                cache.rows, cache.jobs = {}, {}
+                cache.rows, cache.jobs, cache.settled = {}, {}, {}
         return cache
 
     def knows(self, blob: str, ref: ObjectRef) -> bool:
@@ -236,7 +244,45 @@ class StateCache:
             self.jobs[fingerprint] = jobs
             while len(self.jobs) > JOB_SETS:
                 del self.jobs[next(iter(self.jobs))]
+                # a decision made knowing these ids could differ without them
+                self.settled.clear()
+                self.decisions.clear()
             self.dirty = True
+
+    def settled_decision(self, name: str, key: str, blob: str, demand: Demand,
+                         now: float) -> Decision | None:
+        """The decision remembered for set ``name`` if it still holds: made from the same
+        config digest ``key``, manifest blob and demand, and ``now`` inside its span."""
+        row = self.settled.get(name)
+        if row is None or row[0] != key or row[1] != blob or not row[5] <= now < row[6] \
+                or row[2] != demand.queued or row[3] != demand.running or row[4] != demand.jobs:
+            return None
+        decision = self.decisions.get(name)
+        if decision is None:
+            decision = self.decisions[name] = Decision(False, row[7], row[8], Reason(row[9]),
+                                                       row[10])
+        return decision
+
+    def settle(self, name: str, key: str, blob: str, demand: Demand, since: datetime,
+               until: datetime, decision: Decision) -> None:
+        """Remember a decision that wrote nothing, valid from ``since`` until ``until``."""
+        end = float("inf") if until == FOREVER else until.timestamp()
+        row = (key, blob, demand.queued, demand.running, demand.jobs, since.timestamp(), end,
+               decision.replicas, decision.patch_id, decision.reason.value, decision.detail)
+        if self.settled.get(name) != row:
+            self.settled[name] = row
+            self.decisions[name] = decision
+            self.dirty = True
+
+    def unsettle(self, name: str) -> None:
+        if self.settled.pop(name, None) is not None:
+            self.decisions.pop(name, None)
+            self.dirty = True
+
+    def keep_settled(self, names: set[str]) -> None:
+        """Forget the sets no longer in the config."""
+        for name in [n for n in self.settled if n not in names]:
+            self.unsettle(name)
 
     def save(self) -> None:
         if self.path is None:
@@ -244,7 +290,7 @@ class StateCache:
         self.configs.save()
         if not self.dirty:
             return
-        if _write(self.path, ((FORMAT, __version__), self.rows, self.jobs)):
+        if _write(self.path, ((FORMAT, __version__), self.rows, self.jobs, self.settled)):
             self.dirty = False
 
 

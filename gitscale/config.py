@@ -5,7 +5,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, MutableMapping, Optional, Union
@@ -46,6 +46,13 @@ class RunnerSetConfig:
     object: ObjectRef
     source: Source
     policy: Policy
+
+    @cached_property
+    def decision_key(self) -> str:
+        """A digest of what the decision reads from the config for this set (manifest, object,
+        policy): a decision remembered from an earlier pass holds only while it is the same."""
+        basis = repr((self.manifest, self.object, self.policy)).encode()
+        return hashlib.blake2b(basis, digest_size=12).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import jsonpatch
 from gitscale.cache import StateCache, gc_paused
 from gitscale.manifest.files import ManifestFiles
 from gitscale.config import Config, RunnerSetConfig
-from gitscale.core.decide import decide, wanted
+from gitscale.core.decide import decide, settled_until, wanted
 from gitscale.core.limits import share
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
@@ -85,7 +85,23 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     sets = [s for s in config.sets if only is None or s.name in only]
     cache.floor = max(cache.floor, len(config.sets))
     files = ManifestFiles(root, config, tree)
-    files.prefetch(sets, cache)
+    # A set left alone by an earlier pass, whose config, manifest blob and demand are the same
+    # and whose answer still holds at this time, is not looked up or decided again.
+    settled: dict[str, Decision] = {}
+    if decider is None and config.max_total_replicas is None:
+        if only is None:
+            cache.keep_settled({s.name for s in sets})
+        seconds = now.timestamp()
+        for runner_set in sets:
+            demand = reading.demands.get(runner_set.name)
+            blob = files.blob(runner_set.manifest) if demand is not None else None
+            if blob is not None and demand is not None:
+                kept = cache.settled_decision(runner_set.name, runner_set.decision_key, blob,
+                                              demand, seconds)
+                if kept is not None:
+                    settled[runner_set.name] = kept
+    active = [s for s in sets if s.name not in settled] if settled else sets
+    files.prefetch(active, cache)
     texts = files.texts
     edited: dict[str, str] = {}
     pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []
@@ -94,7 +110,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     stamp = format_time(now)
     owners: dict[tuple[str, int], str] = {}
     found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
-    for runner_set in steps(sets, progress, "planning"):
+    for runner_set in steps(active, progress, "planning"):
         path = runner_set.manifest
         try:
             located = files.located(runner_set, cache)
@@ -102,7 +118,8 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             raise config.blame(runner_set.name, tgt.object_key(runner_set.object),
                                f"{exc.detail} in {path}") from None
         # Two sets on one object would both be written, the last one winning, while the commit
-        # described both: refuse, as for any manifest that cannot be edited as asked.
+        # described both: refuse, as for any manifest that cannot be edited as asked. (Sets
+        # on one file share its blob, so they are settled, or decided, together.)
         other = owners.setdefault((path, located.index), runner_set.name)
         if other != runner_set.name:
             raise ManifestError(path, f"runner sets {other!r} and {runner_set.name!r} both "
@@ -116,7 +133,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             plan.errors[runner_set.name] = reading.errors[runner_set.name]
         found.append((runner_set, located, current, demand))
     caps = _caps(config, found, now) if decider is None else {}
-    writes = []
+    decided: dict[str, tuple[tgt.Located, Decision, Demand | None]] = {}
     for runner_set, located, current, demand in found:
         if decider is not None:
             decision = decider(runner_set, current, demand)
@@ -124,7 +141,15 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             decision = decide(current, demand, runner_set.policy, now, caps[runner_set.name]
                               if runner_set.name in caps else None)
         else:
-            decision = _decide(cache, runner_set, current, demand, now)
+            decision = _decide(cache, runner_set, current, demand, now,
+                               files.blob(runner_set.manifest))
+        decided[runner_set.name] = (located, decision, demand)
+    writes = []
+    for runner_set in sets:  # in the config's order
+        if runner_set.name in settled:
+            plan.unchanged.append((runner_set.name, settled[runner_set.name]))
+            continue
+        located, decision, demand = decided[runner_set.name]
         values = _values(located, decision, demand, stamp)
         if not decision.write or not values:
             plan.unchanged.append((runner_set.name, decision))
@@ -159,22 +184,17 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
 
 
 def _decide(cache: StateCache, runner_set: RunnerSetConfig, current: Current,
-            demand: Demand | None, now: datetime) -> Decision:
-    """``decide``, or the same answer remembered from an earlier pass of this process when
-    nothing it depends on can have changed: the same state, demand and policy object, and no
-    clock in it (no schedule; no scale-down delay still running then, so none now)."""
-    policy = runner_set.policy
-    kept = cache.decisions.get(runner_set.name)
-    if kept is not None and kept[0] == current and kept[1] == demand and kept[2] is policy \
-            and kept[3] <= now:
-        return kept[4]
-    decision = decide(current, demand, policy, now)
-    settled = not policy.schedules and (
-        current.last_scale_up is None or now >= current.last_scale_up + policy.scale_down_delay)
-    if settled and not decision.write:
-        cache.decisions[runner_set.name] = (current, demand, policy, now, decision)
+            demand: Demand | None, now: datetime, blob: str | None) -> Decision:
+    """``decide``, remembered when it writes nothing, with the span it holds for, so that
+    later passes (and CLI runs, through the cache on disk) skip the set while its config,
+    manifest blob and demand stay the same."""
+    decision = decide(current, demand, runner_set.policy, now)
+    until = settled_until(current, runner_set.policy, now)
+    if decision.write or demand is None or blob is None or until is None:
+        cache.unsettle(runner_set.name)
     else:
-        cache.decisions.pop(runner_set.name, None)
+        cache.settle(runner_set.name, runner_set.decision_key, blob, demand, now, until,
+                     decision)
     return decision
 
 

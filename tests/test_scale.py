@@ -201,36 +201,3 @@ def test_the_hand_check_of_demand_is_never_more_lenient_than_the_schema(data: di
         schema_accepts = False
     if plainly_valid(data):
         assert schema_accepts
-
-
-def test_a_remembered_decision_never_outlives_the_clock_it_depended_on(tmp_path: Path) -> None:
-    """`run` reuses a no-write decision only when no clock is in it: a scale-down held by the
-    delay at 09:01 must still happen at 09:11 with the same state and demand."""
-    manifest = RUNNERSET.format(name="linux", replicas=5).replace(
-        "metadata:\n  name: linux\n",
-        "metadata:\n  name: linux\n  annotations:\n    gitscale.dev/last-scale-up: "
-        "\"2026-11-21T09:00:00Z\"\n    gitscale.dev/jobs: abc\n").replace(
-        "  replicas: 5\n", "  replicas: 5\n  patchID: 3\n")
-    checkout = make_repo(tmp_path, {
-        "gitscale.yaml": simple_config({"linux": "{maxReplicas: 20, scaleDownDelay: 10m}"}),
-        "sets/linux.yaml": manifest})
-    config = load_config(checkout)
-    tree = Tree.read(Git(checkout))
-    cache = StateCache()
-    low = DemandReading()
-    low.demands["linux"] = Demand(0, 1)
-    held = compute_plan(checkout, config, low, datetime(2026, 11, 21, 9, 1, tzinfo=timezone.utc),
-                        "base", cache=cache, tree=tree)
-    assert not held.changes and "held" in held.unchanged[0][1].detail
-    assert "linux" not in cache.decisions  # a running delay: not remembered
-    later = compute_plan(checkout, config, low, datetime(2026, 11, 21, 9, 11, tzinfo=timezone.utc),
-                         "base", cache=cache, tree=tree)
-    assert [c.decision.replicas for c in later.changes] == [1]
-    # once settled, the same inputs give the remembered answer (and the same as deciding anew)
-    quiet = DemandReading()  # demand unknown: left alone, whatever the time
-    at = datetime(2026, 11, 21, 10, 0, tzinfo=timezone.utc)
-    first = compute_plan(checkout, config, quiet, at, "base", cache=cache, tree=tree)
-    assert "linux" in cache.decisions
-    again = compute_plan(checkout, config, quiet, at, "base", cache=cache, tree=tree)
-    fresh = compute_plan(checkout, config, quiet, at, "base", cache=StateCache(), tree=tree)
-    assert first.unchanged == again.unchanged == fresh.unchanged

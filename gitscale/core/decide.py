@@ -17,10 +17,12 @@ controller does with each write (README, "The controller"):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from gitscale.core.model import Current, Decision, Demand, Reason, next_patch_id
 from gitscale.core.policy import Policy
+
+FOREVER = datetime.max.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,23 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                         f"{why}; nothing waits: patch 0 lets the controller remove idle "
                         "runners beyond the count")
     return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why)
+
+
+def settled_until(current: Current, policy: Policy, now: datetime) -> datetime | None:
+    """Until when ``decide`` gives the answer it gave at ``now`` again, for the same state,
+    demand and policy: the clock enters only through the scale-down delay (constant before
+    it runs out, and after) and scheduled windows. ``None``: a schedule is in play, whose
+    windows this does not follow; decide again every pass. ``FOREVER``: no clock left in it.
+
+    A pass may then skip the sets whose inputs did not change: ten thousand sets, ten
+    changing, cost ten decisions."""
+    if policy.schedules:
+        return None
+    if current.last_scale_up is not None:
+        held_until = current.last_scale_up + policy.scale_down_delay
+        if now < held_until:
+            return held_until
+    return FOREVER
 
 
 def drain(current: Current) -> Decision:

@@ -28,7 +28,8 @@ class ManifestFiles:
         self.blobs: dict[str, str | None] = {}  # path → the blob id git vouches for
         self.checked: set[Path] = set()  # folders already checked for symlinks
 
-    def _blob(self, path: str) -> str | None:
+    def blob(self, path: str) -> str | None:
+        """The blob id git vouches for (None: the file is read from disk and hashed)."""
         if self.tree is None:
             return None
         if path in self.blobs:
@@ -51,7 +52,7 @@ class ManifestFiles:
         missing: dict[str, str] = {}
         for runner_set in sets:
             path = runner_set.manifest
-            blob = self._blob(path)
+            blob = self.blob(path)
             if blob is not None and path not in missing and not cache.knows(blob,
                                                                             runner_set.object):
                 missing[path] = blob
@@ -64,14 +65,14 @@ class ManifestFiles:
         if self.tree is None or not self.tree.sparse:
             return
         wanted = {s.manifest: blob for s in sets if s.manifest not in self.texts
-                  and (blob := self._blob(s.manifest)) is not None}
+                  and (blob := self.blob(s.manifest)) is not None}
         contents = self.tree.read_blobs(wanted.values())
         for path, blob in wanted.items():
             self.texts[path] = _decode(path, contents[blob])
 
     def located(self, runner_set: RunnerSetConfig, cache: StateCache) -> Located:
         path, ref = runner_set.manifest, runner_set.object
-        blob = self._blob(path)
+        blob = self.blob(path)
         if blob is None:
             return cache.located(path, self.text(runner_set), ref)
         found = cache.cached(blob, ref)
@@ -80,7 +81,7 @@ class ManifestFiles:
     def text(self, runner_set: RunnerSetConfig) -> str:
         path = runner_set.manifest
         if path not in self.texts:
-            blob = self._blob(path)
+            blob = self.blob(path)
             if self.tree is not None and self.tree.sparse and blob is not None:
                 self.texts[path] = _decode(path, self.tree.read_blobs([blob])[blob])
             else:

@@ -145,6 +145,7 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
     seen: dict[str, int] = {}
     presets: dict[str, Policy] = {}  # a thousand sets naming one preset read it once
     shared: dict[tuple[str, str], Source] = {}  # one object per demand file named
+    refs: dict[ObjectRef, ObjectRef] = {}  # ... and per object reference (most say none)
     for index, item in enumerate(document.data["runnerSets"]):
         at: list[str | int] = ["runnerSets", index]
         name = item["name"]
@@ -168,10 +169,11 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
             # one object per distinct policy: ten thousand sets cache (pickle) 2× faster
             policy = presets.setdefault(f"\0{policy!r}", policy)
         ref = item.get("object") or {}
+        found = ObjectRef(ref.get("kind"), ref.get("name"), ref.get("namespace"))
         sets.append(RunnerSetConfig(
             name=name,
             manifest=str(PurePosixPath(manifest)),
-            object=ObjectRef(ref.get("kind"), ref.get("name"), ref.get("namespace")),
+            object=refs.setdefault(found, found),
             source=(shared[(kind, settings)] if (kind, settings) in shared
                     else shared.setdefault((kind, settings),
                                            Source(kind, SOURCES[kind].settings(settings))))

@@ -85,6 +85,7 @@ def pass_inputs(ws: "Workspace", config_path: str,
         check_out(ws.git, ws.root, tree, ["policies", DIRECTORY, posixpath.dirname(config_path)])
     config = load_config(ws.root, config_path, cache.configs)
     if ws.sparse:
-        check_out(ws.git, ws.root, tree, {posixpath.dirname(s.source.settings.path)
-                                          for s in config.sets if s.source.kind == "file"})
+        sources = {id(s.source): s.source for s in config.sets}.values()  # few, shared
+        check_out(ws.git, ws.root, tree, {posixpath.dirname(s.settings.path)
+                                          for s in sources if s.kind == "file"})
     return tree, config

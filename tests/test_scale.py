@@ -192,12 +192,15 @@ def test_too_many_sets_is_a_clear_error_not_a_long_wait(tmp_path: Path, capsys, 
 ])
 def test_the_hand_check_of_demand_is_never_more_lenient_than_the_schema(data: dict) -> None:  # type: ignore[type-arg]
     from gitscale import schemas
-    from gitscale.demand.file import plainly_valid
+    from gitscale.demand.file import plain_demands
 
     try:
         schemas.fast_check("DEMAND")(data)
         schema_accepts = True
     except Exception:  # noqa: BLE001 - refused
         schema_accepts = False
-    if plainly_valid(data):
+    found = plain_demands(data)
+    if found is not None:
         assert schema_accepts
+        assert found == {n: Demand(e["queued"], e["running"], frozenset(map(str, e["jobs"]))
+                                   if "jobs" in e else None) for n, e in data.items()}

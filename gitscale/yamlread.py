@@ -195,8 +195,6 @@ def check_aliases(text: str, source: str, error: type[InputError] = InputError) 
 
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
     """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
-    import yaml
-
     from gitscale import yamlfast
 
     try:
@@ -205,6 +203,8 @@ def load_documents(text: str, source: str, error: type[InputError] = InputError)
         pass  # (nesting deeper than MAX_DEPTH included: check_depth words the error)
     else:
         return [Document(data, text, index) for index, data in enumerate(datas)]
+    import yaml
+
     check_depth(text, source, error)
     check_aliases(text, source, error)
     try:

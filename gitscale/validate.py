@@ -168,8 +168,11 @@ def _fast_validator(schema: dict[str, Any]) -> Any:
         "iri-reference", "json-pointer", "regex", "relative-json-pointer", "time", "uri",
         "uri-reference", "uri-template", "duration", "uuid")}
     formats["date-time"] = date_time
+    # Without detailed exceptions (whose payload check() never reads: jsonschema explains a
+    # refusal) the generated code is half the size and compiles in a third of the time, ~8
+    # instead of ~25 ms of every pass that validates the RunnerSet schema.
     return fastjsonschema.compile({**schema, "$schema": "http://json-schema.org/draft-04/schema#"},
-                                  formats=formats, use_default=False)
+                                  formats=formats, use_default=False, detailed_exceptions=False)
 
 
 def crds_in_repo(root: Path, paths: Iterable[str]) -> list[dict[str, Any]]:

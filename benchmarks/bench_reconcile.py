@@ -570,7 +570,8 @@ PHASES = [
     ("    load_documents x misses (yamlfast / PyYAML)", "gitscale.manifest.target",
      "load_documents", False),
     ("  core.decide x N", "gitscale.engine", "decide", False),
-    ("  manifest.edit.edit_fields x changed", "gitscale.engine", "edit_fields", False),
+    # (engine imports edit_fields when a pass writes: timed where it is defined)
+    ("  manifest.edit.edit_fields x changed", "gitscale.manifest.edit", "edit_fields", False),
     ("landing.check_plan (validation)", "gitscale.landing", "check_plan", True),
     ("commands.plan.plan_text (output)", "gitscale.commands.reconcile", "plan_text", True),
 ]

@@ -7,12 +7,12 @@ from typing import Any, Callable
 
 import click
 
-from gitscale import __version__, crash
+from gitscale import __version__
 from gitscale.commands import EXIT_ERROR, RepoOptions
 from gitscale.errors import GitscaleError
-from gitscale.git import redact
 
-
+# Each command imports its module when it runs (and `--version` or `--help` none): a pass pays
+# for what it uses, not for every command's dependencies (tests/test_cli_imports.py).
 
 def repo_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--config", default="gitscale.yaml", show_default=True,
@@ -274,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="gitscale", standalone_mode=False)
     except GitscaleError as exc:
+        from gitscale.git import redact
+
         click.echo(f"error: {redact(str(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
@@ -285,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception:  # noqa: BLE001 - the last line of defence: a bug (gitscale/crash.py)
+        from gitscale import crash  # imported here: only a crash needs its traceback module
+
         click.echo("gitscale crashed: this is a bug, please report it with "
                    f"{crash.write_report()}", err=True)
         return crash.EXIT_CRASH

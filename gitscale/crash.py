@@ -8,10 +8,7 @@ again with backoff; a bug is logged with the same report (its log is what is kep
 """
 from __future__ import annotations
 
-import platform
 import sys
-import tempfile
-import traceback
 
 from gitscale import __version__
 from gitscale.git import redact, version
@@ -21,6 +18,8 @@ EXIT_CRASH = 70  # EX_SOFTWARE: a bug in gitscale, never a user error
 
 def versions() -> str:
     """What a bug report needs besides the traceback: gitscale's, git's and Python's versions."""
+    import platform  # (platform, traceback, tempfile: imported when a crash is reported)
+
     return (f"gitscale {__version__}\n{version()}\nPython {platform.python_version()} "
             f"({platform.platform()})\nargv: {redact(' '.join(sys.argv[1:]))}")
 
@@ -32,11 +31,15 @@ def summary(exc: BaseException) -> str:
 
 def report() -> str:
     """The versions and the traceback of the exception being handled, credentials redacted."""
+    import traceback
+
     return versions() + "\n\n" + redact(traceback.format_exc())
 
 
 def write_report() -> str:
     """``report()`` in a new file; its path."""
+    import tempfile
+
     with tempfile.NamedTemporaryFile("w", prefix="gitscale-crash-", suffix=".txt",
                                      delete=False) as out:
         out.write(report())

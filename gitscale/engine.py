@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
-
-import jsonpatch
+from typing import TYPE_CHECKING, Any, Callable
 
 from gitscale.cache import StateCache, gc_paused
 from gitscale.manifest.files import ManifestFiles
@@ -21,11 +19,13 @@ from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
 from gitscale.gitindex import Tree
 from gitscale.manifest import target as tgt
-from gitscale.manifest.edit import FieldPath, Value, edit_fields
 from gitscale.notify.targets import Target
 from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time
 from gitscale.yamlread import Document
+
+if TYPE_CHECKING:
+    from gitscale.manifest.edit import FieldPath, Value
 
 Decider = Callable[[RunnerSetConfig, Current, "Demand | None"], Decision]
 
@@ -44,6 +44,8 @@ class SetChange:
 
     @property
     def patch(self) -> list[dict[str, Any]]:
+        import jsonpatch  # imported here: only `plan --output json` shows the patch
+
         return list(jsonpatch.make_patch(self.old_object, self.new_object))
 
 
@@ -159,6 +161,8 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         writes.append((runner_set, located, decision, demand, values))
     files.prefetch_texts([w[0] for w in writes])  # the files to edit, read in one batch
     for runner_set, located, decision, demand, values in writes:
+        from gitscale.manifest.edit import edit_fields  # (only a pass that writes edits YAML)
+
         path = runner_set.manifest
         # Only files that change are parsed for editing; several sets may share one file.
         result = edit_fields(edited[path] if path in edited else files.text(runner_set), path,

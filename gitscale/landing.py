@@ -20,7 +20,6 @@ from gitscale.commitmsg import SetLine, format_message
 from gitscale.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
 from gitscale.gitindex import files_containing, stage_files
-from gitscale.validate import Validation
 from gitscale.workspace import Workspace, write_atomic
 
 # Lost push races are retried until this many seconds have passed since the first attempt (a
@@ -129,6 +128,10 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
 
 def check_plan(ws: Workspace, plan: Plan) -> None:
     """Refuse to commit a manifest that fails schema validation."""
+    # imported here: only a pass that edits a file validates, and the schemas (the RunnerSet
+    # CRD, built from the controller's platform registry) cost ~25 ms to import
+    from gitscale.validate import Validation
+
     validation = Validation(ws.root, lambda: ws.git.out("ls-files").splitlines(),
                             lambda: files_containing(ws.git, ws.root, "CustomResourceDefinition",
                                                      sparse=ws.sparse))

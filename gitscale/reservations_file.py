@@ -12,15 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from gitscale.config import Config, safe_repo_path
-from gitscale.core.reservations import Book, Reservation
 from gitscale.errors import InputError
 from gitscale.timeutil import format_time, parse_time
 from gitscale.yamlread import load_documents
+
+if TYPE_CHECKING:
+    from gitscale.core.reservations import Book
+
+# Every pass calls leave_served; only `serve` reads and writes reservations, so their model
+# (gitscale.core.reservations) and PyYAML's writer are imported by the functions that use them.
 
 DIRECTORY = ".gitscale"
 HEADER = ("# Written by `gitscale serve`: capacity reservations from workflow_job webhooks.\n"
@@ -52,6 +55,8 @@ def check_path(rel: str) -> None:
 
 def read_state(root: Path, rel: str) -> State:
     """The file's text, books by set and served sets. A missing file is an empty state."""
+    from gitscale.core.reservations import Book, Reservation
+
     # No symlink on the way: the file is written back, and must be the one that is committed.
     path = safe_repo_path(root, rel, "--state-file", ReservationsError)
     if not path.exists():
@@ -130,6 +135,8 @@ def _time(value: Any) -> datetime:
 
 
 def render(books: dict[str, Book], served: list[str]) -> str:
+    import yaml
+
     data: dict[str, Any] = {"served": sorted(served), "sets": {}}
     for name in sorted(books):
         book = books[name]

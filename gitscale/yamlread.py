@@ -6,37 +6,53 @@ Errors name the file and the 1-based line of the offending key or value.
 """
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import yaml
-
-from gitscale import yamlfast
 from gitscale.errors import InputError
 
-try:  # libyaml is the fast path; the pure loader gives identical results, only slower
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
+if TYPE_CHECKING:
+    import yaml
+
+# PyYAML (and yamlfast, which uses it) are imported where a text is parsed, not here: a warm
+# pass whose config and manifests come from the state cache parses no YAML, and importing
+# PyYAML costs about 25 ms of a CLI start.
 
 Path = Sequence["str | int"]
 
 
-class _StrictLoader(_Loader):  # type: ignore[misc]
+def _loader() -> Any:
+    """libyaml's loader: the fast path; the pure loader gives identical results, only slower."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.cache
+def _strict_loader() -> Any:
     """libyaml's loader, refusing duplicate keys (PyYAML would silently keep the last one)."""
+    import yaml
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
-        seen: set[str] = set()
-        for key, _ in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                if key.value in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key.value!r}", key.start_mark)
-                seen.add(key.value)
-        return super().construct_mapping(node, deep)
+    class StrictLoader(_loader()):  # type: ignore[misc]
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+            seen: set[str] = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key.value!r}", key.start_mark)
+                    seen.add(key.value)
+            return super().construct_mapping(node, deep)
+
+    StrictLoader.add_constructor("tag:yaml.org,2002:map", StrictLoader.construct_yaml_map)
+    return StrictLoader
 
 
-_StrictLoader.add_constructor("tag:yaml.org,2002:map", _StrictLoader.construct_yaml_map)
+def __getattr__(name: str) -> Any:
+    if name == "_StrictLoader":  # the loader as a name, for the tests that compare with it
+        return _strict_loader()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Document:
@@ -54,8 +70,10 @@ class Document:
     @property
     def node(self) -> yaml.Node | None:
         if self._node is None:
+            import yaml
+
             try:
-                nodes = list(yaml.compose_all(self._text, Loader=_Loader))
+                nodes = list(yaml.compose_all(self._text, Loader=_loader()))
             except yaml.YAMLError:
                 return None
             self._node = nodes[self._index] if self._index < len(nodes) else None
@@ -93,6 +111,8 @@ class Document:
 
 
 def _child(node: yaml.Node | None, part: "str | int") -> tuple[yaml.Node | None, yaml.Node] | None:
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode) and key.value == str(part):
@@ -112,9 +132,11 @@ def check_depth(text: str, source: str, error: type[InputError] = InputError) ->
     # Every level opens with one of these characters, so a text with few of them is shallow.
     if sum(text.count(c) for c in "[{-:?") <= MAX_DEPTH:
         return
+    import yaml
+
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=_Loader):  # libyaml's parser does not recurse
+        for event in yaml.parse(text, Loader=_loader()):  # libyaml's parser does not recurse
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -137,11 +159,13 @@ def check_aliases(text: str, source: str, error: type[InputError] = InputError) 
     of values). Counted on parser events, so the count itself costs one pass over the text."""
     if not _ALIAS.search(text):
         return
+    import yaml
+
     sizes: dict[str, int] = {}  # anchor → the values it stands for
     open_nodes: list[list[Any]] = []  # [anchor, values so far] per open mapping/sequence
     added = 0
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=_loader()):
             if isinstance(event, yaml.AliasEvent):
                 size = sizes.get(event.anchor or "", 1)
                 added += size
@@ -171,16 +195,20 @@ def check_aliases(text: str, source: str, error: type[InputError] = InputError) 
 
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:
     """Parse every document in ``text``. Raises ``error`` naming ``source`` and the line."""
+    from gitscale import yamlfast
+
     try:
         datas = yamlfast.load_all(text)  # the common YAML, 3-6× faster; the same data
     except yamlfast.Unsupported:
         pass  # (nesting deeper than MAX_DEPTH included: check_depth words the error)
     else:
         return [Document(data, text, index) for index, data in enumerate(datas)]
+    import yaml
+
     check_depth(text, source, error)
     check_aliases(text, source, error)
     try:
-        datas = list(yaml.load_all(text, Loader=_StrictLoader))
+        datas = list(yaml.load_all(text, Loader=_strict_loader()))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gitscale import resource
-from gitscale.validate import SchemaValidator, crds_in_repo
+from gitscale.validate import SchemaValidator, crds_in_repo, shipped_crd
 from tests.helpers import REFERENCE, RUNNERSET, git, make_repo, run, simple_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +26,7 @@ def test_committed_crd_is_generated_from_the_source_of_truth() -> None:
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert spec["patchID"]["maximum"] == 2**31 - 1
     assert spec["replicas"]["minimum"] == 0
+    assert shipped_crd() == resource.crd()  # what validation reads, as the package ships it
 
 
 def runnerset(**spec_changes: object) -> dict:  # type: ignore[type-arg]

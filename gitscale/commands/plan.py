@@ -1,7 +1,6 @@
 """`gitscale plan`: compute the next pass and show it; write nothing."""
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
 
@@ -113,6 +112,8 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
             out.append(_summary(plan))
         return "\n".join(out)
     for path, (old, new) in plan.files.items():
+        import difflib  # imported here: only a plan that changes a file shows a diff
+
         diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                     f"a/{path}", f"b/{path}")
         out.append("".join(diff).rstrip("\n"))

@@ -23,7 +23,6 @@ import math
 import re
 from datetime import date, datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY")
 # The largest INTERVAL per FREQ: a period of at most a year (hours: a day; use FREQ=DAILY).
@@ -211,7 +210,11 @@ def _explicit(parts: dict[str, str], first: datetime) -> dict[str, str]:
 
 
 def _local(start: datetime, zone: str | None) -> datetime:
-    return start.astimezone(ZoneInfo(zone)) if zone else start
+    if not zone:
+        return start
+    from zoneinfo import ZoneInfo  # (only schedules with a timezone need it)
+
+    return start.astimezone(ZoneInfo(zone))
 
 
 def _midnight(day: date, zone: Any) -> datetime:

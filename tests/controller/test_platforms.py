@@ -109,7 +109,7 @@ def test_each_platform_owns_its_busy_rule(kind: Kind, annotations: dict[str, str
 
 
 def test_the_registry_imports_no_http_client() -> None:
-    """The scaler's validation builds the CRD from the registry: it must stay light."""
+    """gitscale.resource (`gitscale crd`) builds the CRD from the registry: it must stay light."""
     code = ("import sys, gitscale.resource, gitscale.controller.platforms; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('httpx', 'jwt', 'kubernetes', 'urllib3')))")

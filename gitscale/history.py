@@ -2,19 +2,27 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timedelta
 from typing import Iterable, Iterator
 
-from gitscale.commitmsg import body_details, parse_trailer
+from gitscale.commitmsg import WRITTEN, body_details, parse_trailer
 from gitscale.git import Git
 from gitscale.progress import Progress
 from gitscale.timeutil import format_time, parse_time
 
-# The committer date as gitscale writes times (RFC 3339, UTC, "Z"), formatted by git; trailers
-# are read here: git's trailer parser took a third of the log.
-_FORMAT = "%H%x1f%cd%x1f%B%x1e"
-_DATE = "--date=format-local:%Y-%m-%dT%H:%M:%SZ"
+# What git is asked for, and no more: the commit, its committer time in seconds (formatted
+# here: git's date formatting was a sixth of the log) and the raw message (trailers are read
+# here: git's trailer parser took a third of the log). --no-mailmap: with log.mailmap (on by
+# default) git reads HEAD:.mailmap, which in a clone without trees is a second fetch from the
+# remote. The other options keep a user's log.* settings (signatures, decorations, an output
+# encoding) out of a format that is parsed.
+_LOG = ("log", "--format=%H%x1f%ct%x1f%B%x1e", "--no-mailmap", "--no-decorate",
+        "--no-show-signature", "--encoding=UTF-8", "--fixed-strings", "--grep=Gitscale-Set: ")
+_KEY = "Gitscale-Set: "  # a scaling commit has a line starting with it (checked here: the
+#                          fixed-string grep above also lets through the key inside a line)
 _SET_TRAILER = re.compile(r"^[ \t]*gitscale-set[ \t]*:(.*)$", re.MULTILINE | re.IGNORECASE)
 MARGIN = timedelta(days=1)  # history_since: commits dated this much out of order still show
 
@@ -39,29 +47,74 @@ class Entry:
         return parse_time(self.time)
 
 
-def iter_history(repo_git: Git, *, only: str | None = None,
+def iter_history(repo_git: Git, *, only: str | None = None, details: bool = True,
                  progress: Progress | None = None) -> Iterator[Entry]:
     """Every scaling commit reachable from HEAD, newest first, as git walks them (the first
-    rows of a long history come at once); ``only`` keeps one set. With ``progress`` the
-    commits are listed first, then read with a bar that knows their number."""
-    utc = Git(repo_git.cwd, {**repo_git.env, "TZ": "UTC"})
-    records: Iterable[str] = utc.records("log", f"--format={_FORMAT}", _DATE,
-                                         "--grep=^Gitscale-Set: ", separator="\x1e")
+    rows of a long history come at once); ``only`` keeps one set; ``details`` False leaves
+    ``Entry.detail`` empty (the table does not show it). With ``progress`` the commits are
+    listed first, then read with a bar that knows their number."""
+    records: Iterable[str] = repo_git.records(*_LOG, separator="\x1e")
     if progress is not None:
         records = progress.each([r for r in records if r.strip()], "reading scaling commits")
     for record in records:
-        fields = record.strip("\n").split("\x1f")
-        if len(fields) != 3:
-            continue
-        sha, when, body = fields
-        details = body_details(body)
-        for value in set_trailers(body):
-            line = parse_trailer(value, "")
-            if line is None or (only and line.name != only):
+        yield from parse_record(record, only=only, details=details)
+
+
+def parse_record(record: str, *, only: str | None = None, details: bool = True) -> list[Entry]:
+    """The entries of one ``git log`` record (commit, committer time in seconds, message)."""
+    fields = record.strip("\n").split("\x1f")
+    if len(fields) != 3:
+        return []
+    sha, seconds, message = fields
+    if not (message.startswith(_KEY) or "\n" + _KEY in message):
+        return []
+    when = utc_text(int(seconds))
+    found: list[Entry] = []
+    known: dict[str, str] | None = None if details else {}
+    for value in set_trailers(message):
+        # as gitscale writes it (nearly every line): one match, no SetLine in between
+        written = WRITTEN.fullmatch(value)  # set_trailers stripped it
+        if written:
+            name, replicas, previous, patch, queued, running, reason = written.groups()
+            if only and name != only:
                 continue
-            yield Entry(sha, when, line.name, line.previous,
-                        line.replicas, line.patch, line.queued, line.running, line.reason,
-                        details.get(line.name, ""))
+            if known is None:
+                known = body_details(message)
+            found.append(Entry(sha, when, name, None if previous == "-" else int(previous),
+                               int(replicas), None if patch == "-" else int(patch),
+                               None if queued == "-" else int(queued),
+                               None if running == "-" else int(running), reason,
+                               known.get(name, "")))
+            continue
+        line = parse_trailer(value)
+        if line is None or (only and line.name != only):
+            continue
+        if known is None:
+            known = body_details(message)
+        found.append(Entry(sha, when, line.name, line.previous, line.replicas, line.patch,
+                           line.queued, line.running, line.reason, known.get(line.name, "")))
+    return found
+
+
+def utc_text(seconds: int) -> str:
+    """``seconds`` since the epoch as RFC 3339 UTC (``2026-11-21T09:00:00Z``), as git's
+    ``--date=format-local:%Y-%m-%dT%H:%M:%SZ`` prints it in UTC: a time past the C library's
+    years as the epoch. The minute is formatted once (commits come newest first, often
+    several a minute), the seconds are looked up."""
+    minute, second = divmod(seconds, 60)
+    prefix = _minute(minute)
+    return "1970-01-01T00:00:00Z" if prefix is None else prefix + _SECONDS[second]
+
+
+@lru_cache(maxsize=1024)
+def _minute(minute: int) -> str | None:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:", time.gmtime(minute * 60))
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+_SECONDS = tuple(f"{second:02d}Z" for second in range(60))
 
 
 def set_trailers(message: str) -> list[str]:

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from json.encoder import encode_basestring_ascii
+from dataclasses import fields
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import click
 
@@ -43,8 +44,10 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 shown = bar.if_shown()
                 # streamed: the first rows show while git still walks the history; with a
                 # bar on the terminal, read under the bar and shown once it is erased
-                found = (e for e in iter_history(ws.git, only=only, progress=shown)
-                         if within(e, start, end))
+                found = iter_history(ws.git, only=only, progress=shown,
+                                     details=output == "json")
+                if start or end:
+                    found = (e for e in found if within(e, start, end))
                 if shown is not None:
                     found = list(found)
         # Filtered here rather than by `git log --since`, which stops walking at the first
@@ -71,7 +74,8 @@ def _json_lines(entries: Iterable[Entry]) -> Iterator[str]:
     """The lines of ``json.dumps(list, indent=2)``, an entry at a time."""
     held: str | None = None
     for entry in entries:
-        item = "  " + json.dumps(asdict(entry), indent=2).replace("\n", "\n  ")
+        item = "  {\n" + ",\n".join(f"    {key}: {_json_value(getattr(entry, name))}"
+                                    for name, key in _JSON_KEYS) + "\n  }"
         if held is None:
             yield "["
         else:
@@ -82,6 +86,17 @@ def _json_lines(entries: Iterable[Entry]) -> Iterator[str]:
     else:
         yield held
         yield "]"
+
+
+_JSON_KEYS = [(f.name, json.dumps(f.name)) for f in fields(Entry)]
+
+
+def _json_value(value: str | int | None) -> str:
+    """``json.dumps(value)`` for an Entry's field (str, int or None) without the encoder
+    object that ``json.dumps(..., indent=2)`` builds per call in pure Python."""
+    if isinstance(value, str):
+        return encode_basestring_ascii(value)
+    return "null" if value is None else int.__repr__(value)
 
 
 def _write_chart(entries: list[Entry], path: Path, only: str | None, start: datetime | None,
@@ -138,32 +153,29 @@ def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iter
     """The table a line at a time. Columns take the widths of the first ``ALIGNED`` rows, so
     the first lines of a long history show at once; a wider row further down widens its cell
     only."""
-    rows: list[list[str]] = [HEADER]
-    widths: list[int] | None = None
+    rows: list[tuple[str, ...]] = [tuple(HEADER)]
+    line: Callable[[tuple[str, ...]], str] | None = None
     for e in entries:
         demand = "-" if e.queued is None else f"{e.queued}q+{e.running}r"
         old = "-" if e.previous is None else str(e.previous)
         when = e.time if zone is timezone.utc else e.when.astimezone(zone).isoformat()
-        row = [when, e.commit[:10], e.set, f"{old}→{e.replicas}",
-               "-" if e.patch is None else str(e.patch), demand, e.reason]
-        if widths is None:
-            rows.append(row)
-            if len(rows) <= ALIGNED:
-                continue
-            widths = _widths(rows)
-            yield from (_line(r, widths) for r in rows)
-        else:
-            yield _line(row, widths)
-    if widths is None:
-        widths = _widths(rows)
-        yield from (_line(r, widths) for r in rows)
+        row = (when, e.commit[:10], e.set, f"{old}→{e.replicas}",
+               "-" if e.patch is None else str(e.patch), demand, e.reason)
+        if line is not None:
+            yield line(row)
+            continue
+        rows.append(row)
+        if len(rows) > ALIGNED:
+            line = _layout(rows)
+            yield from map(line, rows)
+    if line is None:
+        yield from map(_layout(rows), rows)
         if len(rows) == 1:
             yield "(no scaling commits)"
 
 
-def _widths(rows: list[list[str]]) -> list[int]:
-    return [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-
-
-def _line(row: list[str], widths: list[int]) -> str:
-    return "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()
+def _layout(rows: list[tuple[str, ...]]) -> Callable[[tuple[str, ...]], str]:
+    """A row as a line: each cell padded to the widest of ``rows`` in its column (a longer
+    cell later is not cut), two spaces between, no trailing blanks. One %-format per row."""
+    form = "  ".join(f"%-{max(len(r[i]) for r in rows)}s" for i in range(len(rows[0])))
+    return lambda row: (form % row).rstrip()

@@ -52,7 +52,7 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                     found = list(found)
         # Filtered here rather than by `git log --since`, which stops walking at the first
         # older commit and so can miss commits whose dates are out of order.
-        lines = _json_lines(found) if output == "json" else history_lines(found, zone)
+        lines = json_lines(found) if output == "json" else history_lines(found, zone)
         _stream(lines)
     return EXIT_OK
 
@@ -70,7 +70,7 @@ def _stream(lines: Iterable[str]) -> None:
         click.echo("\n".join(block))
 
 
-def _json_lines(entries: Iterable[Entry]) -> Iterator[str]:
+def json_lines(entries: Iterable[Entry]) -> Iterator[str]:
     """The lines of ``json.dumps(list, indent=2)``, an entry at a time."""
     held: str | None = None
     for entry in entries:

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from datetime import datetime, timedelta
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from gitscale.commitmsg import WRITTEN, body_details, parse_trailer
 from gitscale.git import Git
@@ -19,17 +18,20 @@ from gitscale.timeutil import format_time, parse_time
 # default) git reads HEAD:.mailmap, which in a clone without trees is a second fetch from the
 # remote. The other options keep a user's log.* settings (signatures, decorations, an output
 # encoding) out of a format that is parsed.
-_LOG = ("log", "--format=%H%x1f%ct%x1f%B%x1e", "--no-mailmap", "--no-decorate",
+LOG_ARGS = ("log", "--format=%H%x1f%ct%x1f%B%x1e", "--no-mailmap", "--no-decorate",
         "--no-show-signature", "--encoding=UTF-8", "--fixed-strings", "--grep=Gitscale-Set: ")
 _KEY = "Gitscale-Set: "  # a scaling commit has a line starting with it (checked here: the
-#                          fixed-string grep above also lets through the key inside a line)
+_LINE_KEY = "\n" + _KEY  # fixed-string grep above also lets through the key inside a line)
 _SET_TRAILER = re.compile(r"^[ \t]*gitscale-set[ \t]*:(.*)$", re.MULTILINE | re.IGNORECASE)
 MARGIN = timedelta(days=1)  # history_since: commits dated this much out of order still show
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One set's line in one scaling commit. ``time`` is RFC 3339 UTC (the commit date)."""
+class Entry(NamedTuple):
+    """One set's line in one scaling commit. ``time`` is RFC 3339 UTC (the commit date).
+
+    Immutable and typed like a frozen dataclass, but built as a tuple: a long history makes
+    one per row, and a frozen dataclass's ``__init__`` (a ``object.__setattr__`` per field)
+    was a tenth of the time `history` spent per row."""
 
     commit: str
     time: str
@@ -53,7 +55,7 @@ def iter_history(repo_git: Git, *, only: str | None = None, details: bool = True
     rows of a long history come at once); ``only`` keeps one set; ``details`` False leaves
     ``Entry.detail`` empty (the table does not show it). With ``progress`` the commits are
     listed first, then read with a bar that knows their number."""
-    records: Iterable[str] = repo_git.records(*_LOG, separator="\x1e")
+    records: Iterable[str] = repo_git.records(*LOG_ARGS, separator="\x1e")
     if progress is not None:
         records = progress.each([r for r in records if r.strip()], "reading scaling commits")
     for record in records:
@@ -66,12 +68,18 @@ def parse_record(record: str, *, only: str | None = None, details: bool = True) 
     if len(fields) != 3:
         return []
     sha, seconds, message = fields
-    if not (message.startswith(_KEY) or "\n" + _KEY in message):
+    if not (message.startswith(_KEY) or _LINE_KEY in message):
         return []
     when = utc_text(int(seconds))
     found: list[Entry] = []
     known: dict[str, str] | None = None if details else {}
-    for value in set_trailers(message):
+    cut = message.rfind("\n\n")  # the last paragraph (the message has no trailing \n)
+    last = message[cut + 2:] if cut >= 0 else message
+    if "\n " in last or "\n\t" in last:  # a value continued on another line
+        values = set_trailers(message)
+    else:  # set_trailers' own first case, without the call: nearly every commit
+        values = [value.strip() for value in _SET_TRAILER.findall(last)]
+    for value in values:
         # as gitscale writes it (nearly every line): one match, no SetLine in between
         written = WRITTEN.fullmatch(value)  # set_trailers stripped it
         if written:
@@ -99,22 +107,23 @@ def parse_record(record: str, *, only: str | None = None, details: bool = True) 
 def utc_text(seconds: int) -> str:
     """``seconds`` since the epoch as RFC 3339 UTC (``2026-11-21T09:00:00Z``), as git's
     ``--date=format-local:%Y-%m-%dT%H:%M:%SZ`` prints it in UTC: a time past the C library's
-    years as the epoch. The minute is formatted once (commits come newest first, often
-    several a minute), the seconds are looked up."""
-    minute, second = divmod(seconds, 60)
-    prefix = _minute(minute)
-    return "1970-01-01T00:00:00Z" if prefix is None else prefix + _SECONDS[second]
+    years as the epoch. The hour is formatted once (commits come newest first, many an hour),
+    minutes and seconds are looked up."""
+    hour, rest = divmod(seconds, 3600)
+    prefix = _hour(hour)
+    return "1970-01-01T00:00:00Z" if prefix is None else prefix + _MINUTES_SECONDS[rest]
 
 
-@lru_cache(maxsize=1024)
-def _minute(minute: int) -> str | None:
+@lru_cache(maxsize=256)
+def _hour(hour: int) -> str | None:
     try:
-        return time.strftime("%Y-%m-%dT%H:%M:", time.gmtime(minute * 60))
+        return time.strftime("%Y-%m-%dT%H:", time.gmtime(hour * 3600))
     except (OverflowError, OSError, ValueError):
         return None
 
 
-_SECONDS = tuple(f"{second:02d}Z" for second in range(60))
+_MINUTES_SECONDS = tuple(f"{minute:02d}:{second:02d}Z" for minute in range(60)
+                         for second in range(60))
 
 
 def set_trailers(message: str) -> list[str]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 from json.encoder import encode_basestring_ascii
-from dataclasses import fields
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -88,7 +87,7 @@ def json_lines(entries: Iterable[Entry]) -> Iterator[str]:
         yield "]"
 
 
-_JSON_KEYS = [(f.name, json.dumps(f.name)) for f in fields(Entry)]
+_JSON_KEYS = [(name, json.dumps(name)) for name in Entry._fields]
 
 
 def _json_value(value: str | int | None) -> str:

@@ -22,7 +22,9 @@ LOG_ARGS = ("log", "--format=%H%x1f%ct%x1f%B%x1e", "--no-mailmap", "--no-decorat
         "--no-show-signature", "--encoding=UTF-8", "--fixed-strings", "--grep=Gitscale-Set: ")
 _KEY = "Gitscale-Set: "  # a scaling commit has a line starting with it (checked here: the
 _LINE_KEY = "\n" + _KEY  # fixed-string grep above also lets through the key inside a line)
-_SET_TRAILER = re.compile(r"^[ \t]*gitscale-set[ \t]*:(.*)$", re.MULTILINE | re.IGNORECASE)
+# A trailer line, matched from the newline before it: a pattern that starts with a literal is
+# searched for that character (a line at a time), one that starts with ^ at every position.
+_SET_TRAILER = re.compile(r"\n[ \t]*(?i:gitscale-set)[ \t]*:([^\n]*)")
 MARGIN = timedelta(days=1)  # history_since: commits dated this much out of order still show
 
 
@@ -73,8 +75,9 @@ def parse_record(record: str, *, only: str | None = None, details: bool = True) 
     when = utc_text(int(seconds))
     found: list[Entry] = []
     known: dict[str, str] | None = None if details else {}
-    cut = message.rfind("\n\n")  # the last paragraph (the message has no trailing \n)
-    last = message[cut + 2:] if cut >= 0 else message
+    # the last paragraph (the message has no trailing newline), after a newline of its own
+    cut = message.rfind("\n\n")
+    last = message[cut + 1:] if cut >= 0 else "\n" + message
     if "\n " in last or "\n\t" in last:  # a value continued on another line
         values = set_trailers(message)
     else:  # set_trailers' own first case, without the call: nearly every commit
@@ -131,7 +134,7 @@ def set_trailers(message: str) -> list[str]:
     (a value continued on an indented line is joined, as git does)."""
     last = message.rstrip("\n").rsplit("\n\n", 1)[-1]
     if "\n " not in last and "\n\t" not in last:  # no continued value: one regex
-        return [v.strip() for v in _SET_TRAILER.findall(last)]
+        return [v.strip() for v in _SET_TRAILER.findall("\n" + last)]
     values: list[list[str]] = []
     continues = False
     for line in last.split("\n"):

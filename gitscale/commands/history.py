@@ -5,7 +5,7 @@ import json
 from json.encoder import encode_basestring_ascii
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import click
 
@@ -153,28 +153,29 @@ def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iter
     the first lines of a long history show at once; a wider row further down widens its cell
     only."""
     rows: list[tuple[str, ...]] = [tuple(HEADER)]
-    line: Callable[[tuple[str, ...]], str] | None = None
+    form: str | None = None
+    utc = zone is timezone.utc
     for e in entries:
-        demand = "-" if e.queued is None else f"{e.queued}q+{e.running}r"
-        old = "-" if e.previous is None else str(e.previous)
-        when = e.time if zone is timezone.utc else e.when.astimezone(zone).isoformat()
-        row = (when, e.commit[:10], e.set, f"{old}→{e.replicas}",
-               "-" if e.patch is None else str(e.patch), demand, e.reason)
-        if line is not None:
-            yield line(row)
+        commit, when, name, previous, replicas, patch, queued, running, reason, _ = e
+        row = (when if utc else e.when.astimezone(zone).isoformat(), commit[:10], name,
+               f"{'-' if previous is None else previous}→{replicas}",
+               "-" if patch is None else str(patch),
+               "-" if queued is None else f"{queued}q+{running}r", reason)
+        if form is not None:
+            yield (form % row).rstrip()
             continue
         rows.append(row)
         if len(rows) > ALIGNED:
-            line = _layout(rows)
-            yield from map(line, rows)
-    if line is None:
-        yield from map(_layout(rows), rows)
+            form = _layout(rows)
+            yield from ((form % r).rstrip() for r in rows)
+    if form is None:
+        form = _layout(rows)
+        yield from ((form % r).rstrip() for r in rows)
         if len(rows) == 1:
             yield "(no scaling commits)"
 
 
-def _layout(rows: list[tuple[str, ...]]) -> Callable[[tuple[str, ...]], str]:
-    """A row as a line: each cell padded to the widest of ``rows`` in its column (a longer
-    cell later is not cut), two spaces between, no trailing blanks. One %-format per row."""
-    form = "  ".join(f"%-{max(len(r[i]) for r in rows)}s" for i in range(len(rows[0])))
-    return lambda row: (form % row).rstrip()
+def _layout(rows: list[tuple[str, ...]]) -> str:
+    """The %-format of a line: each cell padded to the widest of ``rows`` in its column (a
+    longer cell later is not cut), two spaces between (the caller strips trailing blanks)."""
+    return "  ".join(f"%-{max(len(r[i]) for r in rows)}s" for i in range(len(rows[0])))

@@ -15,6 +15,14 @@ uploadpack.allowFilter on as on GitHub and GitLab). Interleaved, per pass:
   pass-long       `gitscale reconcile --repo URL --demand FILE` on the long history
   pass-short      the same pass on the 100-commit copy (the ratio long/short is the row)
 
+and the steps of history-all one by one (wall and CPU), to show where its time goes:
+
+  step-start      `gitscale --version`: the interpreter and the CLI's imports
+  step-clone      the clone history makes (`git clone --bare --filter=tree:0`)
+  step-log        the `git log` history runs, in that clone (gitscale.history.LOG_ARGS)
+  step-python     the Python per row: that log's output parsed and laid out as the table,
+                  in one process (µs per row; in `history` it runs alongside git log)
+
 Every history run is checked (the row count against the fixture). JSON results go to
 benchmarks/results/history-<UTC time>.json.
 """
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -124,9 +133,46 @@ def first_row(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
         rows += 1
         if first is None:
             first = time.perf_counter() - start
-    code = proc.wait()
-    return {"first_row_s": first, "wall": time.perf_counter() - start, "rows": rows,
-            "code": code, "stderr": proc.stderr.read().decode() if proc.stderr else ""}
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    return {"first_row_s": first, "wall": wall, "rows": rows,
+            "cpu": usage.ru_utime + usage.ru_stime, "code": os.waitstatus_to_exitcode(status),
+            "stderr": proc.stderr.read().decode() if proc.stderr else ""}
+
+
+# The Python half of `history`, timed on its own: git log's output for the whole history
+# parsed and laid out as the table (no output written), CPU seconds per row.
+PYTHON_STEP = """
+import sys, time
+from gitscale.commands.history import history_lines
+from gitscale.history import parse_record
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+start = time.process_time()
+rows = sum(1 for _ in history_lines(e for record in text.split("\\x1e")
+                                    for e in parse_record(record, details=False))) - 1
+print(rows, (time.process_time() - start) / max(rows, 1) * 1e6)
+"""
+
+
+def steps(url: str, work: Path, gitscale: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Each step of `gitscale history --repo URL`, alone: start-up, clone, log, Python."""
+    from gitscale.history import LOG_ARGS
+
+    clone = work / "step-clone.git"
+    shutil.rmtree(clone, ignore_errors=True)
+    found: dict[str, Any] = {"step-start": br.timed_child([*gitscale, "--version"], env=env)}
+    found["step-clone"] = br.timed_child(
+        ["git", "clone", "--quiet", "--no-tags", "--single-branch", "--template=", "--bare",
+         "--filter=tree:0", "--", url, str(clone)], env=br.CHILD_ENV)
+    log = br.timed_child(["git", *LOG_ARGS], cwd=clone, env=br.CHILD_ENV)
+    found["step-log"] = {**log, "stdout": ""}
+    (work / "step-log.txt").write_text(log["stdout"])
+    python = br.timed_child([sys.executable, "-c", PYTHON_STEP, str(work / "step-log.txt")],
+                            env=env)
+    rows, per_row = python["stdout"].split()
+    found["step-python"] = {**python, "rows": int(rows), "us_per_row": float(per_row)}
+    shutil.rmtree(clone, ignore_errors=True)
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,7 +222,11 @@ def main(argv: list[str] | None = None) -> int:
             if run["code"] != 0:
                 raise RuntimeError(run["stderr"])
         samples: dict[str, list[float]] = {k: [] for k in (
-            "history-since", "history-all", "first-row", "pass-long", "pass-short")}
+            "history-since", "history-all", "first-row", "pass-long", "pass-short",
+            "step-start", "step-clone", "step-log")}
+        cpu: dict[str, list[float]] = {k: [] for k in (
+            "history-since", "history-all", "step-start", "step-clone", "step-log")}
+        per_row: list[float] = []
         for n in range(args.passes + 1):
             index = n + 1
             checks = {}
@@ -189,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
             streamed = first_row([*gitscale, "history", "--repo", url], env)
             checks["history-all"] = streamed["code"] == 0 \
                 and streamed["rows"] == args.commits + landed
+            step = steps(url, work, gitscale, env)  # the same history, step by step
+            checks["steps"] = step["step-python"]["rows"] == streamed["rows"]
             passes = {}
             for label, remote in (("pass-long", long), ("pass-short", short)):
                 before = br.remote_head(remote)
@@ -206,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{streamed['wall']:.2f}s (first row {streamed['first_row_s']:.2f}s), "
                   f"pass long {passes['pass-long']['wall']:.2f}s, short "
                   f"{passes['pass-short']['wall']:.2f}s", flush=True)
+            print(f"    steps: start {step['step-start']['wall']:.2f}s, clone "
+                  f"{step['step-clone']['wall']:.2f}s (CPU {step['step-clone']['cpu']:.2f}s), "
+                  f"log {step['step-log']['wall']:.2f}s (CPU {step['step-log']['cpu']:.2f}s), "
+                  f"Python {step['step-python']['us_per_row']:.1f} µs/row; history-all CPU "
+                  f"{streamed['cpu']:.2f}s", flush=True)
             if n == 0:
                 continue
             samples["history-since"].append(since_run["wall"])
@@ -213,9 +270,18 @@ def main(argv: list[str] | None = None) -> int:
             samples["first-row"].append(streamed["first_row_s"])
             samples["pass-long"].append(passes["pass-long"]["wall"])
             samples["pass-short"].append(passes["pass-short"]["wall"])
+            for key in ("step-start", "step-clone", "step-log"):
+                samples[key].append(step[key]["wall"])
+                cpu[key].append(step[key]["cpu"])
+            cpu["history-since"].append(since_run["cpu"])
+            cpu["history-all"].append(streamed["cpu"])
+            per_row.append(step["step-python"]["us_per_row"])
         for key, values in samples.items():
             results["modes"][key] = {"walls_s": values, "median_s": statistics.median(values),
                                      "min_s": min(values), "max_s": max(values)}
+            if key in cpu:
+                results["modes"][key]["cpu_median_s"] = statistics.median(cpu[key])
+        results["python_us_per_row"] = {"samples": per_row, "median": statistics.median(per_row)}
         results["rows_in_window"] = in_window
     finally:
         if not args.keep:
@@ -225,7 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     results["pass_long_over_short"] = ratio
     print(f"\n{args.commits} commits, {args.sets} sets; medians of {args.passes} passes")
     for key, m in modes.items():
-        print(f"  {key:<14} {m['median_s']:>7.3f}s  (min {m['min_s']:.3f}, max {m['max_s']:.3f})")
+        used = f"  CPU {m['cpu_median_s']:.3f}s" if "cpu_median_s" in m else ""
+        print(f"  {key:<14} {m['median_s']:>7.3f}s  (min {m['min_s']:.3f}, max "
+              f"{m['max_s']:.3f}){used}")
+    print(f"  step-python    {results['python_us_per_row']['median']:.1f} µs per row")
     print(f"  pass on {args.commits} commits / pass on {args.short}: {ratio:.2f}×")
     RESULTS.mkdir(exist_ok=True)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -72,7 +72,7 @@ def format_message(lines: Sequence[SetLine], base: str,
             + f"\nGitscale-Base: {base}\n")
 
 
-_WRITTEN = re.compile(r"(\S+) replicas=(\d{1,18}) previous=(\d{1,18}|-) patch=(\d{1,18}|-) "
+WRITTEN = re.compile(r"(\S+) replicas=(\d{1,18}) previous=(\d{1,18}|-) patch=(\d{1,18}|-) "
                       r"queued=(\d{1,18}|-) running=(\d{1,18}|-) reason=(\S+)")
 
 
@@ -82,7 +82,7 @@ def _int(raw: str) -> int | None:
 
 def parse_trailer(value: str, detail: str = "") -> SetLine | None:
     """Parse the value of one Gitscale-Set trailer; None if it is not ours."""
-    written = _WRITTEN.fullmatch(value.strip())
+    written = WRITTEN.fullmatch(value.strip())
     if written:  # as gitscale writes it: read in one match
         name, replicas, previous, patch, queued, running, reason = written.groups()
         return SetLine(name, int(replicas), _int(previous), _int(patch), _int(queued),

@@ -3,6 +3,7 @@ chart."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from tests.helpers import run
@@ -26,3 +27,25 @@ def test_history_reads_back_the_scaling_commits(tmp_path: Path, capsys) -> None:
     assert code == 0
     assert out.count("linux") == 2 and "TIME" in out
     assert (tmp_path / "c.svg").read_text().count('<g id="axes_') == 1
+
+
+def test_history_over_a_url_fetches_once(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                         monkeypatch) -> None:
+    """The clone without trees is the only fetch: git log must not go back to the remote for
+    a tree (with log.mailmap it read HEAD:.mailmap, and fetched HEAD's tree to find it)."""
+    checkout, remote = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+    subprocess.run(["git", "config", "uploadpack.allowFilter", "true"], cwd=remote, check=True)
+    events = tmp_path / "trace2"
+    events.mkdir()
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[trace2]\n\teventTarget = {events}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))  # gitscale passes it on to git
+
+    code, out, err = run(capsys, "history", "--repo", remote.resolve().as_uri())
+    assert code == 0, err
+    assert len(out.splitlines()) == 6  # the header and five rows
+    started = [json.loads(line)["argv"] for path in events.iterdir()
+               for line in path.read_text().splitlines() if '"event":"start"' in line]
+    assert sum("upload-pack" in " ".join(argv) for argv in started) == 1, started
+    assert any(argv[1:3] == ["clone", "--quiet"] for argv in started), started

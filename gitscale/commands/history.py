@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from json.encoder import encode_basestring_ascii
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -43,13 +43,15 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 shown = bar.if_shown()
                 # streamed: the first rows show while git still walks the history; with a
                 # bar on the terminal, read under the bar and shown once it is erased
-                found = (e for e in iter_history(ws.git, only=only, progress=shown)
-                         if within(e, start, end))
+                found = iter_history(ws.git, only=only, progress=shown,
+                                     details=output == "json")
+                if start or end:
+                    found = (e for e in found if within(e, start, end))
                 if shown is not None:
                     found = list(found)
         # Filtered here rather than by `git log --since`, which stops walking at the first
         # older commit and so can miss commits whose dates are out of order.
-        lines = _json_lines(found) if output == "json" else history_lines(found, zone)
+        lines = json_lines(found) if output == "json" else history_lines(found, zone)
         _stream(lines)
     return EXIT_OK
 
@@ -67,11 +69,12 @@ def _stream(lines: Iterable[str]) -> None:
         click.echo("\n".join(block))
 
 
-def _json_lines(entries: Iterable[Entry]) -> Iterator[str]:
+def json_lines(entries: Iterable[Entry]) -> Iterator[str]:
     """The lines of ``json.dumps(list, indent=2)``, an entry at a time."""
     held: str | None = None
     for entry in entries:
-        item = "  " + json.dumps(asdict(entry), indent=2).replace("\n", "\n  ")
+        item = "  {\n" + ",\n".join(f"    {key}: {_json_value(getattr(entry, name))}"
+                                    for name, key in _JSON_KEYS) + "\n  }"
         if held is None:
             yield "["
         else:
@@ -82,6 +85,17 @@ def _json_lines(entries: Iterable[Entry]) -> Iterator[str]:
     else:
         yield held
         yield "]"
+
+
+_JSON_KEYS = [(name, json.dumps(name)) for name in Entry._fields]
+
+
+def _json_value(value: str | int | None) -> str:
+    """``json.dumps(value)`` for an Entry's field (str, int or None) without the encoder
+    object that ``json.dumps(..., indent=2)`` builds per call in pure Python."""
+    if isinstance(value, str):
+        return encode_basestring_ascii(value)
+    return "null" if value is None else int.__repr__(value)
 
 
 def _write_chart(entries: list[Entry], path: Path, only: str | None, start: datetime | None,
@@ -138,32 +152,30 @@ def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iter
     """The table a line at a time. Columns take the widths of the first ``ALIGNED`` rows, so
     the first lines of a long history show at once; a wider row further down widens its cell
     only."""
-    rows: list[list[str]] = [HEADER]
-    widths: list[int] | None = None
+    rows: list[tuple[str, ...]] = [tuple(HEADER)]
+    form: str | None = None
+    utc = zone is timezone.utc
     for e in entries:
-        demand = "-" if e.queued is None else f"{e.queued}q+{e.running}r"
-        old = "-" if e.previous is None else str(e.previous)
-        when = e.time if zone is timezone.utc else e.when.astimezone(zone).isoformat()
-        row = [when, e.commit[:10], e.set, f"{old}→{e.replicas}",
-               "-" if e.patch is None else str(e.patch), demand, e.reason]
-        if widths is None:
-            rows.append(row)
-            if len(rows) <= ALIGNED:
-                continue
-            widths = _widths(rows)
-            yield from (_line(r, widths) for r in rows)
-        else:
-            yield _line(row, widths)
-    if widths is None:
-        widths = _widths(rows)
-        yield from (_line(r, widths) for r in rows)
+        commit, when, name, previous, replicas, patch, queued, running, reason, _ = e
+        row = (when if utc else e.when.astimezone(zone).isoformat(), commit[:10], name,
+               f"{'-' if previous is None else previous}→{replicas}",
+               "-" if patch is None else str(patch),
+               "-" if queued is None else f"{queued}q+{running}r", reason)
+        if form is not None:
+            yield (form % row).rstrip()
+            continue
+        rows.append(row)
+        if len(rows) > ALIGNED:
+            form = _layout(rows)
+            yield from ((form % r).rstrip() for r in rows)
+    if form is None:
+        form = _layout(rows)
+        yield from ((form % r).rstrip() for r in rows)
         if len(rows) == 1:
             yield "(no scaling commits)"
 
 
-def _widths(rows: list[list[str]]) -> list[int]:
-    return [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-
-
-def _line(row: list[str], widths: list[int]) -> str:
-    return "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()
+def _layout(rows: list[tuple[str, ...]]) -> str:
+    """The %-format of a line: each cell padded to the widest of ``rows`` in its column (a
+    longer cell later is not cut), two spaces between (the caller strips trailing blanks)."""
+    return "  ".join(f"%-{max(len(r[i]) for r in rows)}s" for i in range(len(rows[0])))

@@ -211,8 +211,8 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     try:
         dest = scratch / "repo"
         url = str(path.resolve()) if not git.is_url(repo) else repo
-        _clone(url, dest, branch, history, sparse, since)
-        repo_git = git.Git(dest)
+        partial = _clone(url, dest, branch, history, sparse, since)
+        repo_git = git.Git(dest, promisor="origin" if partial else None)
         current = repo_git.current_branch()
         if current is None:
             raise GitError(f"{git.redact(repo)} has no branch to work on")
@@ -223,17 +223,25 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
 
 
 def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool,
-           since: str | None) -> None:
+           since: str | None) -> bool:
     """A pass needs one commit; history needs commit messages only, and with ``since`` only
-    the recent ones (``history_since``). No commit that recent: the whole history."""
+    the recent ones (``history_since``). No commit that recent: the whole history.
+
+    A pass over a URL clones without blobs (a partial clone) and leaves the checkout to its
+    first ``gitindex.check_out``: the few files it reads come in one fetch per batch rather
+    than all ten thousand manifests up front. True when the clone is partial. A local path
+    is cloned whole: git links its objects instead of packing them, which costs less than
+    any fetch."""
     if history and since:
         try:
             git.clone(url, dest, branch, None, commits_only=True, since=since)
-            return
+            return False
         except GitError:
             shutil.rmtree(dest, ignore_errors=True)
+    blobless = sparse and not history and git.is_url(url)
     git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
-              commits_only=history)
+              commits_only=history, blobless=blobless)
+    return blobless
 
 
 def _checkout(path: Path, branch: str | None, push: bool) -> Workspace:

@@ -16,7 +16,6 @@ import pytest
 from gitscale.cache import StateCache
 from gitscale.commands import RepoOptions, pass_inputs
 from gitscale.commands.reconcile import Planner
-from gitscale.gitindex import Tree
 from gitscale.landing import land
 from gitscale.workspace import open_workspace
 from tests.helpers import RUNNERSET, git

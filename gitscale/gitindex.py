@@ -104,17 +104,15 @@ def fetch_missing(repo: Git, paths: Mapping[str, str]) -> None:
     lacks in one fetch. Otherwise ``cat-file`` or ``grep`` would make git fetch each missing
     blob by itself, a process and a round trip per object. A few paths are looked up by name
     (``missing_blobs``); for many, that lookup costs more than fetching the ones present
-    again. A failed fetch is left to git's own fetch on read, which reports it."""
+    again. A failed fetch is an error (git's own fetches on read would fail the same way, one
+    object at a time)."""
     if repo.promisor is None or not paths:
         return
     if len(paths) <= CHECK_LIMIT:
         missing = sorted(repo.missing_blobs(sorted(paths)) & set(paths.values()))
     else:
         missing = sorted(set(paths.values()))
-    try:
-        repo.fetch_objects(missing)
-    except GitError:
-        pass
+    repo.fetch_objects(missing)
 
 
 def stage_files(repo: Git, files: Mapping[str, bytes],

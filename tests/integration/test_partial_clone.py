@@ -16,6 +16,7 @@ import pytest
 from gitscale.cache import StateCache
 from gitscale.commands import RepoOptions, pass_inputs
 from gitscale.commands.reconcile import Planner
+from gitscale.errors import GitError
 from gitscale.landing import land
 from gitscale.workspace import open_workspace
 from tests.helpers import RUNNERSET, git
@@ -176,6 +177,23 @@ def test_only_the_blobs_a_batch_reads_are_fetched_and_all_at_once(
         trace.clear()
         tree.read_blobs(wanted)  # present now: nothing fetched
         assert trace.fetches() == []
+
+
+def test_a_server_gone_after_the_clone_is_one_clear_error(
+        git_server: GitDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = git_server.create(repo_files())
+    allow_filters(bare, True)
+    trace = Trace(tmp_path)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", trace.env["GIT_CONFIG_GLOBAL"])
+    with open_workspace(git_server.url(), None, sparse=True) as ws:
+        tree, _ = pass_inputs(ws, "gitscale.yaml", StateCache())
+        git_server.stop()
+        trace.clear()
+        manifests = {p: b for p, b in tree.files().items() if p.startswith("sets/")}
+        with pytest.raises(GitError) as failed:
+            tree.read_blobs(manifests)
+    assert "git -c fetch.negotiationAlgorithm=noop" in str(failed.value)
+    assert len(trace.fetches()) == 1  # not one attempt per missing file
 
 
 def test_a_kept_partial_clone_follows_the_remote(git_server: GitDaemon, tmp_path: Path) -> None:

@@ -197,7 +197,9 @@ class Git:
     def missing_blobs(self, paths: Sequence[str], rev: str = "HEAD") -> set[str]:
         """The blob ids of ``paths`` in ``rev`` that this (partial) clone does not hold. Asking
         for them any other way (``cat-file``) would fetch each of them."""
-        listing = "\n".join([rev, "--", *paths]) + "\n"
+        # a tree, not the commit: a commit that leaves these paths as its parent had them
+        # would be simplified away, and with it their objects
+        listing = "\n".join([f"{rev}^{{tree}}", "--", *paths]) + "\n"
         out = self.run("--literal-pathspecs", "rev-list", "--objects", "--missing=print",
                        "--no-walk", "--stdin", input=listing).stdout
         return {line[1:].strip() for line in out.splitlines() if line.startswith("?")}

@@ -17,6 +17,8 @@ from gitscale.cache import StateCache
 from gitscale.commands import RepoOptions, pass_inputs
 from gitscale.commands.reconcile import Planner
 from gitscale.errors import GitError
+from gitscale.git import Git
+from gitscale.gitindex import Tree
 from gitscale.landing import land
 from gitscale.workspace import open_workspace
 from tests.helpers import RUNNERSET, git
@@ -196,15 +198,41 @@ def test_a_server_gone_after_the_clone_is_one_clear_error(
     assert len(trace.fetches()) == 1  # not one attempt per missing file
 
 
-def test_a_kept_partial_clone_follows_the_remote(git_server: GitDaemon, tmp_path: Path) -> None:
-    """`run` keeps its clone: sync (fetch + reset) and the next pass work on a partial clone,
-    and see what others pushed meanwhile (a manifest, and a policy preset on disk)."""
+def test_a_partial_clone_with_history_finds_its_missing_blobs(
+        git_server: GitDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not only the one-commit clone of a pass: a head commit that does not touch the files
+    asked about must not hide them from the lookup of what is missing."""
+    bare = git_server.create(repo_files())
+    allow_filters(bare, True)
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "--quiet", git_server.url(), str(other))
+    (other / "README.md").write_text("runners, and more\n")
+    git(other, "-c", "user.name=Human", "-c", "user.email=h@example.com", "commit", "-qam", "doc")
+    git(other, "push", "--quiet", "origin", "HEAD:main")
+    clone = tmp_path / "partial"
+    git(tmp_path, "clone", "--quiet", "--filter=blob:none", "--no-checkout", git_server.url(),
+        str(clone))
+    trace = Trace(tmp_path)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", trace.env["GIT_CONFIG_GLOBAL"])
+    tree = Tree.read(Git(clone, promisor="origin"), sparse=True)
+    wanted = {p: b for p, b in tree.files().items() if p.startswith("sets/s0")}
+    assert len(tree.read_blobs(wanted)) == len(wanted) == 10
+    assert len(trace.fetches()) == 1, trace.fetches()
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["partial", "kept-by-run"])
+def test_a_kept_clone_follows_the_remote(git_server: GitDaemon, tmp_path: Path,
+                                         kept: bool) -> None:
+    """`run` keeps its clone (whole: its sync brings each changed blob with its commit): sync
+    (fetch + reset) and the next pass work, and see what others pushed meanwhile (a manifest,
+    and a policy preset on disk); a partial clone could do the same."""
     bare = git_server.create(repo_files())
     allow_filters(bare, True)
     opts = RepoOptions(git_server.url(), None, "gitscale.yaml")
     now = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
     cache = StateCache()
-    with open_workspace(git_server.url(), None, sparse=True) as ws:
+    with open_workspace(git_server.url(), None, sparse=True, kept=kept) as ws:
+        assert ws.git.promisor == (None if kept else "origin")
         first = demand(tmp_path, {"s01": 3}, "first")
         landed = land(ws, Planner(ws, opts, first, now, cache))
         assert landed.pushed and rev(bare) == landed.commit

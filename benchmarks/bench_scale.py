@@ -192,7 +192,7 @@ def loop_worker(remote: str, demands_json: str) -> int:
     state = LoopState(30.0)
     metrics = LoopMetrics()  # as `run` keeps them (no listener)
     out = sys.stdout
-    with open_workspace(remote, None, sparse=True) as ws:
+    with open_workspace(remote, None, sparse=True, kept=True) as ws:  # as `run` opens it
         out.write(json.dumps({"ready": True}) + "\n")
         out.flush()
         number = 0

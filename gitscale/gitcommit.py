@@ -46,9 +46,7 @@ def commit_files(repo: Git, files: Mapping[str, tuple[str, bytes]], message: str
         stream += b"M %s inline %s\ndata %d\n%s\n" % (mode.encode("ascii"), quote_path(path),
                                                        len(data), data)
     stream += b"get-mark :1\n"
-    # the objects stay in the one pack fast-import writes (not unpacked into loose files)
-    out = repo.run_bytes("-c", "fastimport.unpackLimit=0", "fast-import", "--quiet",
-                         "--cat-blob-fd=1",
+    out = repo.run_bytes("fast-import", "--quiet", "--cat-blob-fd=1",
                          f"--date-format={'now' if date is None else 'raw'}",
                          input=bytes(stream))
     return out.decode("ascii").strip()

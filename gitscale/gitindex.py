@@ -65,7 +65,7 @@ class Tree:
         return entry[1]
 
     def files(self) -> dict[str, str]:
-        """path → blob id of every regular file in the index."""
+        """path → blob id of every regular file listed."""
         return {path: blob for path, (mode, blob) in self.entries.items() if mode in REGULAR}
 
     def mode(self, path: str) -> str | None:

@@ -5,7 +5,11 @@
     .venv/bin/python benchmarks/bench_scale.py --sets 1000 --modes cli-clone,plan,baseline
 
 Builds a bare remote with --sets RunnerSet manifests (the fixture of bench_reconcile.py) in one
-`git fast-import` (no file is written to disk), then:
+`git fast-import` (no file is written to disk). The remote allows partial clones
+(`uploadpack.allowFilter=true`), as GitHub, GitLab and Gitea do. `--remote path` (the default)
+hands gitscale the remote's path: git clones a local path by linking its objects, no transfer
+at all; `--remote url` hands it a file:// URL: git's transport, as over https or ssh, where a
+pass makes a partial clone (commits and trees; the blobs it reads, fetched in batches). Then:
 
   first-pass  `gitscale reconcile --repo REMOTE.git` with an empty state cache: every set is
               new and written once (patchID 0) — the "first pass over N new sets" row
@@ -49,6 +53,7 @@ RESULTS = HERE / "results"
 def fast_import(remote: Path, files: dict[str, str], message: str) -> None:
     """One commit holding ``files`` on refs/heads/main of a new bare ``remote``."""
     br.git(remote.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    br.git(remote, "config", "uploadpack.allowFilter", "true")  # as a forge does
     chunks = [f"commit refs/heads/main\ncommitter bench <bench@example.invalid> "
               f"{int(time.time())} +0000\ndata {len(message.encode())}\n{message}\n"]
     for path, text in files.items():
@@ -73,14 +78,16 @@ class Cli:
     """One gitscale subprocess per pass on a fresh clone of its own remote."""
 
     def __init__(self, label: str, gitscale: list[str], remote: Path, fx: br.Fixture,
-                 demands: list[Path], cache_dir: Path, command: str = "reconcile") -> None:
+                 demands: list[Path], cache_dir: Path, command: str = "reconcile",
+                 location: str | None = None) -> None:
         self.label, self.gitscale, self.remote, self.fx = label, gitscale, remote, fx
         self.demands, self.command = demands, command
+        self.location = location or str(remote)  # what --repo says: the path, or a URL
         self.env = {**br.CHILD_ENV, "GITSCALE_CACHE_DIR": str(cache_dir)}
 
     def run(self, index: int) -> dict[str, Any]:
         before = br.remote_head(self.remote)
-        argv = [*self.gitscale, self.command, "--repo", str(self.remote), "--demand",
+        argv = [*self.gitscale, self.command, "--repo", self.location, "--demand",
                 str(self.demands[index])]
         run = timed_rss(argv, self.env)
         if self.command == "plan":
@@ -127,11 +134,12 @@ class Loop:
     """The pass of `gitscale run` in a worker process that keeps its clone between passes."""
 
     def __init__(self, python: str, remote: Path, demands: list[Path], fx: br.Fixture,
-                 cache_dir: Path) -> None:
+                 cache_dir: Path, location: str | None = None) -> None:
         self.remote, self.fx = remote, fx
         env = {**br.CHILD_ENV, "GITSCALE_CACHE_DIR": str(cache_dir)}
         self.proc = subprocess.Popen(
-            [python, __file__, "--loop-worker", str(remote), json.dumps([str(d) for d in demands])],
+            [python, __file__, "--loop-worker", location or str(remote),
+             json.dumps([str(d) for d in demands])],
             cwd=PROJECT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.hello = self._read()
 
@@ -184,7 +192,7 @@ def loop_worker(remote: str, demands_json: str) -> int:
     state = LoopState(30.0)
     metrics = LoopMetrics()  # as `run` keeps them (no listener)
     out = sys.stdout
-    with open_workspace(remote, None, sparse=True) as ws:
+    with open_workspace(remote, None, sparse=True, kept=True) as ws:  # as `run` opens it
         out.write(json.dumps({"ready": True}) + "\n")
         out.flush()
         number = 0
@@ -242,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--modes", default="cli-clone,run,plan,baseline")
     parser.add_argument("--demand-format", choices=["json", "yaml"], default="json")
+    parser.add_argument("--remote", choices=["path", "url"], default="path",
+                        help="--repo as the remote's path, or as a file:// URL (see above)")
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
@@ -297,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print("first pass over every set (empty state cache) ...", flush=True)
         first_cache = work / "cache-first"
-        first = timed_rss([*gitscale, "reconcile", "--repo", str(template), "--demand",
+        where = template.as_uri() if args.remote == "url" else str(template)
+        first = timed_rss([*gitscale, "reconcile", "--repo", where, "--demand",
                            str(demands[0])],
                           {**br.CHILD_ENV, "GITSCALE_CACHE_DIR": str(first_cache)})
         if first["code"] != 0:
@@ -315,12 +326,15 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(template, remote, symlinks=True)
             cache = work / f"cache-{mode}"
             shutil.copytree(first_cache, cache)  # each mode starts from the first pass's cache
+            location = remote.as_uri() if args.remote == "url" else str(remote)
             if mode == "cli-clone":
-                runners[mode] = Cli(mode, gitscale, remote, fx, demands, cache)
+                runners[mode] = Cli(mode, gitscale, remote, fx, demands, cache,
+                                    location=location)
             elif mode == "plan":
-                runners[mode] = Cli(mode, gitscale, remote, fx, plan_demands, cache, "plan")
+                runners[mode] = Cli(mode, gitscale, remote, fx, plan_demands, cache, "plan",
+                                    location=location)
             elif mode == "run":
-                runners[mode] = Loop(python, remote, demands, fx, cache)
+                runners[mode] = Loop(python, remote, demands, fx, cache, location)
             elif mode == "baseline":
                 yq = br.detect_yq()
                 if yq["flavor"] is None:
@@ -351,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
 
     base = results["modes"].get("baseline")
     print(f"\n{args.sets} sets, {args.changing} changing per pass, median of {args.passes} "
-          f"passes (demand as {args.demand_format}); first pass over every set: "
+          f"passes (demand as {args.demand_format}, --repo as a {args.remote}); first pass "
+          "over every set: "
           f"{results['first_pass']['wall_s']:.2f}s")
     print(f"{'mode':<10} {'median':>8} {'min':>8} {'max':>8} {'cpu':>7} {'peak RSS':>9} "
           f"{'baseline/x':>10}")

@@ -69,13 +69,20 @@ class Result:
 class Git:
     """git in one directory, with gitscale's environment (identity, credentials, dates)."""
 
-    def __init__(self, cwd: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, cwd: Path, env: Mapping[str, str] | None = None, *,
+                 promisor: str | None = None) -> None:
         self.cwd = cwd
         self.env = dict(env or {})
+        # a partial clone: the remote that holds the blobs this one was cloned without
+        self.promisor = promisor
+
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment every git call here gets (identity, credentials, no GIT_DIR)."""
+        return {**no_git_env(os.environ), **git_env(), **self.env, **(extra or {})}
 
     def run(self, *args: str, check: bool = True, extra_env: Mapping[str, str] | None = None,
             input: str | None = None) -> Result:
-        env = {**no_git_env(os.environ), **git_env(), **self.env, **(extra_env or {})}
+        env = self.environment(extra_env)
         proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
                               capture_output=True, text=True, errors="replace")
         result = Result(proc.stdout, proc.stderr, proc.returncode)
@@ -89,7 +96,7 @@ class Git:
     def records(self, *args: str, separator: str) -> Iterator[str]:
         """``run``'s output as it comes, cut at ``separator``: a long ``git log`` is shown
         while git is still walking it."""
-        env = {**no_git_env(os.environ), **git_env(), **self.env}
+        env = self.environment()
         proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace")
         assert proc.stdout is not None and proc.stderr is not None
@@ -113,7 +120,7 @@ class Git:
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
-        env = {**no_git_env(os.environ), **git_env(), **self.env}
+        env = self.environment()
         proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
                               capture_output=True)
         if proc.returncode != 0:
@@ -171,7 +178,7 @@ class Git:
     def blob(self, spec: str) -> bytes | None:
         """The bytes of ``spec`` (``:path`` in the index, ``REV:path`` in a commit), or None."""
         proc = subprocess.run(["git", "show", spec], cwd=self.cwd, capture_output=True,
-                              env={**no_git_env(os.environ), **git_env(), **self.env})
+                              env=self.environment())
         return proc.stdout if proc.returncode == 0 else None
 
     def parents(self, rev: str) -> list[str]:
@@ -186,6 +193,27 @@ class Git:
             else:
                 self.run("rm", "--quiet", "--cached", "--ignore-unmatch", "--", path)
                 (self.cwd / path).unlink(missing_ok=True)
+
+    def missing_blobs(self, paths: Sequence[str], rev: str = "HEAD") -> set[str]:
+        """The blob ids of ``paths`` in ``rev`` that this (partial) clone does not hold. Asking
+        for them any other way (``cat-file``) would fetch each of them."""
+        # a tree, not the commit: a commit that leaves these paths as its parent had them
+        # would be simplified away, and with it their objects
+        listing = "\n".join([f"{rev}^{{tree}}", "--", *paths]) + "\n"
+        out = self.run("--literal-pathspecs", "rev-list", "--objects", "--missing=print",
+                       "--no-walk", "--stdin", input=listing).stdout
+        return {line[1:].strip() for line in out.splitlines() if line.startswith("?")}
+
+    def fetch_objects(self, ids: Sequence[str]) -> None:
+        """Partial clone: fetch ``ids`` from the promisor remote in one round trip, the way git
+        fetches a missing object itself (no negotiation, no refs), but all at once: git alone
+        would start a fetch per object the first time each is read."""
+        if not ids or self.promisor is None:
+            return
+        self.run("-c", "fetch.negotiationAlgorithm=noop", "-c", "maintenance.auto=false",
+                 "fetch", "--quiet", self.promisor,
+                 "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
+                 "--filter=blob:none", "--stdin", input="\n".join(ids) + "\n")
 
     # -- writing -------------------------------------------------------------------------
     def fetch(self, remote: str, branch: str, depth: int | None = None) -> str:
@@ -316,8 +344,12 @@ def _auth_hint(output: str) -> str:
 
 
 def clone(url: str, dest: Path, branch: str | None, depth: int | None,
-          sparse: bool = False, commits_only: bool = False, since: str | None = None) -> None:
-    """``since`` (a git date): only the commits from then on (``--shallow-since``)."""
+          sparse: bool = False, commits_only: bool = False, since: str | None = None,
+          blobless: bool = False) -> None:
+    """``since`` (a git date): only the commits from then on (``--shallow-since``).
+    ``blobless``: a partial clone of commits and trees, checked out by the caller (which
+    fetches the blobs it needs in batches); a server that does not allow filters sends
+    everything instead, with a warning on stderr that is not an error."""
     check_url(url)
     # --template=: no hooks or other files from the machine's git templates in our clone
     args = ["clone", "--quiet", "--no-tags", "--single-branch", "--template="]
@@ -327,6 +359,8 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
         args.append(f"--depth={depth}")
     if sparse:
         args.append("--sparse")  # only the top-level files are checked out
+    if blobless:
+        args += ["--filter=blob:none", "--no-checkout"]
     if commits_only:
         # history reads commit messages only: no trees, no files (a server without partial
         # clone support sends everything, which is only slower)

@@ -6,9 +6,11 @@ id was seen before has the content seen before, so its parsed state can come fro
 cache. Only the files git cannot vouch for (modified in the checkout, untracked) are read from
 disk, and the blobs the cache does not know are read from git in one batch (``cat-file``).
 
-In a sparse clone (``Tree.sparse``) the manifests are never checked out at all: they are read
-from git, and their edits are written back as blobs straight into the index
-(``hash-object`` + ``update-index``), so a pass writes no more files than it changes.
+In a sparse clone (``Tree.sparse``) the manifests are never checked out at all: the listing
+comes from HEAD's trees (``git ls-tree``), the files are read from git, and their edits are
+committed without the index or the work tree (``gitscale.gitcommit``), so a pass writes no
+more files than it changes. A partial clone (``Git.promisor``: cloned without blobs) fetches
+the blobs a batch needs in one fetch (``fetch_missing``), never one by one.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from gitscale.errors import GitError
 from gitscale.git import Git
 
 _ENTRY = re.compile(r"(\d{6}) ([0-9a-f]{40,64}) 0\t([^\0]*)\0")
+_TREE_ENTRY = re.compile(r"(\d{6}) \w+ ([0-9a-f]{40,64})\t([^\0]*)\0")
 REGULAR = ("100644", "100755")  # modes of plain files; 120000 is a symlink, 160000 a submodule
 
 
@@ -37,11 +40,17 @@ class Tree:
 
     @classmethod
     def read(cls, repo: Git, *, sparse: bool = False) -> "Tree":
+        """The index of a checkout; HEAD's files in a sparse clone (which gitscale made and
+        never edits on disk, so nothing is modified, and whose index is not kept in step:
+        ``gitcommit`` commits without it)."""
+        if sparse:
+            tree = repo.run_bytes("ls-tree", "-r", "-z", "--full-tree", "HEAD")
+            entries = {path: (mode, blob) for mode, blob, path in
+                       _TREE_ENTRY.findall(tree.decode("utf-8", "surrogateescape"))}
+            return cls(repo, entries, frozenset(), sparse)
         listed = repo.run_bytes("ls-files", "--stage", "-z").decode("utf-8", "surrogateescape")
         # stage 0 only: an unresolved merge is left to the disk (and its error)
         entries = {path: (mode, blob) for mode, blob, path in _ENTRY.findall(listed)}
-        if sparse:  # a clone gitscale made and never edits on disk: nothing is modified
-            return cls(repo, entries, frozenset(), sparse)
         changed = repo.run_bytes("diff-files", "--name-only", "-z")
         modified = frozenset(p.decode("utf-8", "surrogateescape")
                              for p in changed.split(b"\0") if p)
@@ -55,15 +64,22 @@ class Tree:
             return None
         return entry[1]
 
+    def files(self) -> dict[str, str]:
+        """path → blob id of every regular file listed."""
+        return {path: blob for path, (mode, blob) in self.entries.items() if mode in REGULAR}
+
     def mode(self, path: str) -> str | None:
         entry = self.entries.get(path)
         return entry[0] if entry else None
 
-    def read_blobs(self, blobs: Iterable[str]) -> dict[str, bytes]:
-        """The contents of ``blobs``, in one ``git cat-file --batch``."""
-        wanted = list(dict.fromkeys(blobs))
+    def read_blobs(self, paths: Mapping[str, str]) -> dict[str, bytes]:
+        """The contents of the blobs of ``paths`` (path → blob id), by blob id, in one
+        ``git cat-file --batch``; in a partial clone the missing ones are fetched first, in
+        one batch (``fetch_missing``)."""
+        wanted = list(dict.fromkeys(paths.values()))
         if not wanted:
             return {}
+        fetch_missing(self.git, paths)
         out = self.git.run_bytes("cat-file", "--batch",
                                  input=("\n".join(wanted) + "\n").encode())
         found: dict[str, bytes] = {}
@@ -78,6 +94,25 @@ class Tree:
             found[blob] = out[start:start + size]
             at = start + size + 1  # the content is followed by a newline
         return found
+
+
+CHECK_LIMIT = 256  # paths asked about by name; more: fetch them all, asking nothing
+
+
+def fetch_missing(repo: Git, paths: Mapping[str, str]) -> None:
+    """Partial clone: bring the blobs of ``paths`` (path → blob id in HEAD) that the clone
+    lacks in one fetch. Otherwise ``cat-file`` or ``grep`` would make git fetch each missing
+    blob by itself, a process and a round trip per object. A few paths are looked up by name
+    (``missing_blobs``); for many, that lookup costs more than fetching the ones present
+    again. A failed fetch is an error (git's own fetches on read would fail the same way, one
+    object at a time)."""
+    if repo.promisor is None or not paths:
+        return
+    if len(paths) <= CHECK_LIMIT:
+        missing = sorted(repo.missing_blobs(sorted(paths)) & set(paths.values()))
+    else:
+        missing = sorted(set(paths.values()))
+    repo.fetch_objects(missing)
 
 
 def stage_files(repo: Git, files: Mapping[str, bytes],
@@ -108,11 +143,21 @@ def stage_files(repo: Git, files: Mapping[str, bytes],
 
 def check_out(repo: Git, root: Path, tree: Tree, folders: Iterable[str]) -> None:
     """Sparse clone: add ``folders`` (of gitscale.yaml, policy presets, demand files) to the
-    checkout when git tracks files in them and they are not on disk yet."""
+    checkout when git tracks files in them and they are not on disk yet.
+
+    A partial clone comes without a checkout (``git clone --no-checkout``, no index yet): the
+    first call checks out the top-level files and ``folders`` at once, so that git fetches
+    their blobs in one batch."""
     wanted = {f.strip("/") for f in folders if f.strip("/") and not (root / f).is_dir()}
     tracked = sorted(f for f in wanted if any(p.startswith(f + "/") for p in tree.entries))
-    if tracked:
-        repo.run("sparse-checkout", "add", "--", *tracked)
+    # no `maintenance --auto` after the fetch of the blobs (a kept clone's sync runs it)
+    quiet = ("-c", "maintenance.auto=false")
+    if not (root / ".git" / "index").exists():
+        if tracked:  # cone mode: the top-level files, and these folders whole
+            repo.run("sparse-checkout", "set", "--", *tracked)
+        repo.run(*quiet, "checkout", "--quiet")
+    elif tracked:
+        repo.run(*quiet, "sparse-checkout", "add", "--", *tracked)
 
 
 def files_containing(repo: Git, root: Path, needle: str, *, sparse: bool) -> list[tuple[str, str]]:
@@ -120,6 +165,9 @@ def files_containing(repo: Git, root: Path, needle: str, *, sparse: bool) -> lis
     than by opening every file: from the working tree in a checkout, from HEAD in a sparse
     clone (where most files are not on disk)."""
     where = ["HEAD"] if sparse else []
+    if sparse and repo.promisor is not None:
+        # grep reads every file: fetch the blobs a partial clone lacks first, all in one go
+        fetch_missing(repo, Tree.read(repo, sparse=True).files())
     result = repo.run("grep", "-l", "-z", "-I", "-F", "-e", needle, *where, "--", check=False)
     if result.code not in (0, 1):  # 1: no match
         raise GitError(f"git grep failed: {result.stderr.strip()}")
@@ -138,7 +186,7 @@ def files_containing(repo: Git, root: Path, needle: str, *, sparse: bool) -> lis
     paths = [p.removeprefix("HEAD:") for p in listed]
     ids = repo.run_bytes("rev-parse", *[f"HEAD:{p}" for p in paths]).decode().split() \
         if paths else []
-    contents = Tree(repo, {}, frozenset()).read_blobs(ids)
+    contents = Tree(repo, {}, frozenset()).read_blobs(dict(zip(paths, ids)))
     out = []
     for name, blob in zip(paths, ids):
         try:

@@ -19,6 +19,7 @@ from gitscale import git
 from gitscale.commitmsg import SetLine, format_message
 from gitscale.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
+from gitscale.gitcommit import commit_files
 from gitscale.gitindex import files_containing, stage_files
 from gitscale.workspace import Workspace, write_atomic
 
@@ -183,12 +184,20 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
 
 
 def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
-    """A sparse clone: the edited manifests go into the index as blobs, never onto disk."""
+    """A sparse clone: the edited manifests are committed from memory, never onto disk; in
+    one ``fast-import`` (``gitcommit``), or as blobs staged in the index when the config
+    asks ``git commit`` for more (signing, hooks)."""
     paths = plan.changed_paths
+    message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes)
+    contents = {path: plan.files[path][1].encode("utf-8") for path in paths}
+    sha = commit_files(ws.git, {path: (plan.modes.get(path, "100644"), data)
+                                for path, data in contents.items()},
+                       message, parent=plan.base, branch=ws.branch, date=date)
+    if sha is not None:
+        return sha
     try:
-        stage_files(ws.git, {path: plan.files[path][1].encode("utf-8") for path in paths},
-                    {path: plan.modes[path] for path in paths if path in plan.modes})
-        message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes)
+        stage_files(ws.git, contents, {path: plan.modes[path] for path in paths
+                                       if path in plan.modes})
         return ws.git.commit(message, [], date)
     except Exception:
         ws.git.run("reset", "--quiet", "--", *paths, check=False)

@@ -189,10 +189,11 @@ def _digest(data: bytes) -> str:
 @contextmanager
 def open_workspace(repo: str, branch: str | None, *, push: bool = True,
                    history: bool = False, sparse: bool = False,
-                   since: str | None = None) -> Iterator[Workspace]:
+                   since: str | None = None, kept: bool = False) -> Iterator[Workspace]:
     """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
     ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
-    git: ``gitscale.gitindex``)."""
+    git: ``gitscale.gitindex``). ``kept``: the clone serves pass after pass (``run``; see
+    ``_clone``)."""
     if git.is_url(repo):
         git.check_url(repo)  # before anything can echo it or hand it to git
     path = Path(repo).expanduser()
@@ -211,8 +212,8 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     try:
         dest = scratch / "repo"
         url = str(path.resolve()) if not git.is_url(repo) else repo
-        _clone(url, dest, branch, history, sparse, since)
-        repo_git = git.Git(dest)
+        partial = _clone(url, dest, branch, history, sparse, since, kept)
+        repo_git = git.Git(dest, promisor="origin" if partial else None)
         current = repo_git.current_branch()
         if current is None:
             raise GitError(f"{git.redact(repo)} has no branch to work on")
@@ -223,17 +224,27 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
 
 
 def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool,
-           since: str | None) -> None:
+           since: str | None, kept: bool = False) -> bool:
     """A pass needs one commit; history needs commit messages only, and with ``since`` only
-    the recent ones (``history_since``). No commit that recent: the whole history."""
+    the recent ones (``history_since``). No commit that recent: the whole history.
+
+    A pass over a URL clones without blobs (a partial clone) and leaves the checkout to its
+    first ``gitindex.check_out``: the few files it reads come in one fetch per batch rather
+    than all ten thousand manifests up front. True when the clone is partial. Cloned whole:
+    a local path (git links its objects, which costs less than any fetch), and a clone kept
+    from pass to pass, whose sync brings each changed blob with its commit, where a partial
+    clone would fetch the blobs to edit again every pass (and check its connectivity against
+    every promisor object on each shallow fetch)."""
     if history and since:
         try:
             git.clone(url, dest, branch, None, commits_only=True, since=since)
-            return
+            return False
         except GitError:
             shutil.rmtree(dest, ignore_errors=True)
+    blobless = sparse and not history and not kept and git.is_url(url)
     git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
-              commits_only=history)
+              commits_only=history, blobless=blobless)
+    return blobless
 
 
 def _checkout(path: Path, branch: str | None, push: bool) -> Workspace:

@@ -81,7 +81,8 @@ def pass_inputs(ws: "Workspace", config_path: str,
 
     tree = Tree.read(ws.git, sparse=ws.sparse)
     if ws.sparse:
-        # the presets, the config's folder, and .gitscale/ (which sets `gitscale serve` scales)
+        # the presets, the config's folder, and .gitscale/ (which sets `gitscale serve` scales);
+        # a partial clone is checked out here the first time, these folders included
         check_out(ws.git, ws.root, tree, ["policies", DIRECTORY, posixpath.dirname(config_path)])
     config = load_config(ws.root, config_path, cache.configs)
     if ws.sparse:

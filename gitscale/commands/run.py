@@ -73,7 +73,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     passes = 0
     last_code = EXIT_OK
     try:
-        with open_workspace(opts.repo, opts.branch, sparse=True) as ws:
+        with open_workspace(opts.repo, opts.branch, sparse=True, kept=True) as ws:
             while not stop.is_set():
                 started = time.monotonic()
                 last_code = _one_pass(ws, opts, demand, cache, sources, state, clock, passes,

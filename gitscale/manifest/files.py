@@ -6,7 +6,8 @@ its text only when the state is unknown or the file is about to be edited.
 - A checkout: the index's blob id is the key; a file is read from disk only on a cache miss
   or to edit it.
 - A sparse clone (``Tree.sparse``): manifests are not checked out; the blobs the cache does
-  not know are read from git in one batch, and so are the files to edit.
+  not know are read from git in one batch, and so are the files to edit. A partial clone
+  fetches each batch's missing blobs in one fetch (``gitindex.fetch_missing``).
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ class ManifestFiles:
             if blob is not None and path not in missing and not cache.knows(blob,
                                                                             runner_set.object):
                 missing[path] = blob
-        contents = self.tree.read_blobs(missing.values())
+        contents = self.tree.read_blobs(missing)
         for path, blob in missing.items():
             self.texts[path] = _decode(path, contents[blob])
 
@@ -66,7 +67,7 @@ class ManifestFiles:
             return
         wanted = {s.manifest: blob for s in sets if s.manifest not in self.texts
                   and (blob := self.blob(s.manifest)) is not None}
-        contents = self.tree.read_blobs(wanted.values())
+        contents = self.tree.read_blobs(wanted)
         for path, blob in wanted.items():
             self.texts[path] = _decode(path, contents[blob])
 
@@ -83,7 +84,7 @@ class ManifestFiles:
         if path not in self.texts:
             blob = self.blob(path)
             if self.tree is not None and self.tree.sparse and blob is not None:
-                self.texts[path] = _decode(path, self.tree.read_blobs([blob])[blob])
+                self.texts[path] = _decode(path, self.tree.read_blobs({path: blob})[blob])
             else:
                 self.texts[path] = read_manifest(self.root, runner_set, self.config,
                                                  self.checked)

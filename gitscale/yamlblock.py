@@ -71,6 +71,43 @@ class Span:
         pairs: list[tuple[Span, Span]] = self.value
         return pairs
 
+    def find(self, key: str) -> tuple[Span, Span] | None:
+        """The pair of a mapping whose key is written ``key`` (unquoted), if any."""
+        if self.lazy and type(self) is Span:  # the lines' records: make only that pair
+            records = self.value
+            for index, record in enumerate(records):
+                if len(record) == 2:  # made already: the same spans every time
+                    if record[0].value == key:
+                        found: tuple[Span, Span] = record
+                        return found
+                elif record[0][3] == key:
+                    found = records[index] = _pair(record)
+                    return found
+            return None
+        for pair in self.pairs():
+            if pair[0].kind == SCALAR and pair[0].value == key:
+                return pair
+        return None
+
+    def first_key(self) -> Span | None:
+        """A mapping's first key (None when empty)."""
+        if self.lazy and type(self) is Span:
+            if not self.value:
+                return None
+            if len(self.value[0]) != 2:
+                self.value[0] = _pair(self.value[0])
+            key: Span = self.value[0][0]
+            return key
+        pairs = self.pairs()
+        return pairs[0][0] if pairs else None
+
+    def block_mappings(self) -> list[Span]:
+        """The values of a mapping that are non-empty block mappings."""
+        if self.lazy and type(self) is Span:  # (only a block collection is a Span there)
+            values = [r[-1] for r in self.value]
+            return [v for v in values if type(v) is Span and v.kind == MAP and not v.flow]
+        return [v for _, v in self.pairs() if v.kind == MAP and not v.flow and v.pairs()]
+
     def items(self) -> list[Span]:
         """A sequence's items."""
         if self.lazy:
@@ -81,24 +118,25 @@ class Span:
     def _materialize(self) -> None:
         # A block collection keeps what its lines said, and makes spans only when asked: most
         # of a manifest is never looked at by the editor.
-        out: list[Any] = []
-        for record in self.value:
-            if type(record) is Span:
-                out.append(record)
-                continue
-            info, begin, number, child = record
-            if info[0] == _ITEM:
-                out.append(_value_span(info, 3, begin, number))
-                continue
-            key = Span(SCALAR, begin + info[2], begin + info[5], number, info[2], number,
-                       info[3], info[6])
-            if child is None:
-                child = _value_span(info, 7, begin, number)
-            elif child is _NULL:  # null, spanning nothing right after its `:` (as libyaml)
-                colon = key.end + 1
-                child = Span(SCALAR, colon, colon, number, info[5] + 1, number, "", "")
-            out.append((key, child))
-        self.value, self.lazy = out, False
+        if self.kind == MAP:
+            self.value = [record if len(record) == 2 else _pair(record) for record in self.value]
+        else:
+            self.value = [record if type(record) is Span else _value_span(*record[:3], 3)
+                          for record in self.value]
+        self.lazy = False
+
+
+def _pair(record: tuple[Any, ...]) -> tuple[Span, Span]:
+    """The spans of a key and its value from what their line said."""
+    info, begin, number, child = record
+    key = Span(SCALAR, begin + info[2], begin + info[5], number, info[2], number, info[3],
+               info[6])
+    if child is None:
+        child = _value_span(info, begin, number, 7)
+    elif child is _NULL:  # null, spanning nothing right after its `:` (as libyaml)
+        colon = key.end + 1
+        child = Span(SCALAR, colon, colon, number, info[5] + 1, number, "", "")
+    return key, child
 
 
 _lines: dict[Resolve, dict[str, tuple[Any, ...]]] = {}  # by resolver: what each line says
@@ -160,30 +198,13 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         in_doc = True
         indent = info[1]
         if kind == _KEY_LINE:
-            while stack:
-                top = stack[-1]
-                if top.indent > indent or top.indent == indent and not top.is_map:
-                    stack.pop()
-                    if top.key is not _NO:
-                        _null(top, spans)
-                    continue
-                break
+            top = stack[-1] if stack else None
+            if top is not None and top.indent == indent and top.is_map and top.key is _NO:
+                frame = top  # the next key of the mapping on the line above: the usual case
             else:
-                top = None
-            if top is not None and top.is_map and top.indent == indent:
-                if top.key is not _NO:
-                    _null(top, spans)
-                frame = top
-            elif top is not None and top.key is not _NO and top.indent < indent:
-                frame = _open(top, indent, {}, begin, number, spans)
-                stack.append(frame)
-            elif top is None and root is _NO:
-                frame = _Frame(indent, {}, Span(MAP, begin + indent, -1, number, indent, -1, [], lazy=True)
-                               if spans else None)
-                root, root_node = frame.data, frame.node
-                stack.append(frame)
-            else:
-                raise Deferred("a key where none can be")
+                frame = _place_key(stack, indent, root is _NO, begin, number, spans)
+                if root is _NO:
+                    root, root_node = stack[0].data, stack[0].node
         else:  # a sequence entry
             while stack:
                 top = stack[-1]
@@ -221,23 +242,60 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
             stack.append(frame)
         # a key (on its own line, or the first of a mapping in a sequence entry)
         raw = info[3]
-        if raw in frame.seen:
+        seen = frame.seen
+        if raw in seen:
             raise Deferred("duplicate key")
-        frame.seen.add(raw)
+        seen.add(raw)
         key = info[4]
-        if key in frame.data:
+        data = frame.data
+        if key in data:
             raise Deferred("duplicate key")
-        if info[7] == _BELOW:
+        value_kind = info[7]
+        if value_kind == _SCALAR:
+            data[key] = info[8]
+        elif value_kind == _BELOW:
             frame.key = key
             if spans:
                 frame.record = (info, begin, number)
             continue
-        frame.data[key] = _value(info, 7)
+        else:
+            data[key] = _thaw(info[8])
         if spans:
             frame.node.value.append((info, begin, number, None))  # type: ignore[union-attr]
     if in_doc:
         _end(stack, docs, roots, root, root_node, offset - 1, number, spans)
     return docs, roots
+
+
+def _place_key(stack: list[_Frame], indent: int, rootless: bool, begin: int, number: int,
+               spans: bool) -> _Frame:
+    """The mapping a key line at ``indent`` belongs to: the frames deeper than it (and a
+    sequence at its column) are closed; then a mapping at its column, a new mapping as the
+    value of a pending key, or the document's root."""
+    while stack:
+        top = stack[-1]
+        if top.indent > indent or top.indent == indent and not top.is_map:
+            stack.pop()
+            if top.key is not _NO:
+                _null(top, spans)
+            continue
+        break
+    else:
+        if not rootless:
+            raise Deferred("a key after the document's root")
+        frame = _Frame(indent, {}, Span(MAP, begin + indent, -1, number, indent, -1, [],
+                                        lazy=True) if spans else None)
+        stack.append(frame)
+        return frame
+    if top.is_map and top.indent == indent:
+        if top.key is not _NO:
+            _null(top, spans)
+        return top
+    if top.key is not _NO and top.indent < indent:
+        frame = _open(top, indent, {}, begin, number, spans)
+        stack.append(frame)
+        return frame
+    raise Deferred("a key where none can be")
 
 
 def _value(info: tuple[Any, ...], at: int) -> Any:
@@ -264,7 +322,7 @@ class _FrozenSeq(tuple):  # type: ignore[type-arg]
     flat = True
 
 
-def _value_span(info: tuple[Any, ...], at: int, begin: int, number: int) -> Span:
+def _value_span(info: tuple[Any, ...], begin: int, number: int, at: int) -> Span:
     if info[at] == _SCALAR:
         start, end = info[at + 2], info[at + 3]
         return Span(SCALAR, begin + start, begin + end, number, start, number, info[at + 4],

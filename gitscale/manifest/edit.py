@@ -12,6 +12,7 @@ written, so a splice bug can never produce a silently wrong manifest.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -160,10 +161,7 @@ def _document_root(docs: list[Span], doc_index: int, text: str, source: str) -> 
 
 
 def _lookup(node: Span, key: str) -> tuple[Span, Span] | None:
-    for k, v in node.pairs():
-        if k.kind == SCALAR and k.value == key:
-            return k, v
-    return None
+    return node.find(key)
 
 
 def render(value: Value, like: Span | None = None) -> str:
@@ -172,6 +170,8 @@ def render(value: Value, like: Span | None = None) -> str:
     # Single quotes have no escapes (and fold line breaks): keep them only for printable text.
     if like is not None and like.style == "'" and value.isprintable():
         return "'" + value.replace("'", "''") + "'"
+    if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+        return '"' + value + '"'  # what json.dumps writes for it, without its encoder
     if all(ord(c) <= 0xFFFF for c in value):
         return json.dumps(value)
     # json.dumps writes U+10000 and up as a surrogate pair, which YAML reads as two characters
@@ -198,10 +198,10 @@ def _insert(text: str, root: Span, mapping: Span, key: str,
             first: bool = True) -> _Splice:
     if mapping.flow:
         return _insert_flow(text, mapping, key, subtree, order, first)
-    pairs = mapping.pairs()
-    if not pairs:
+    first_key = mapping.first_key()
+    if first_key is None:
         raise ManifestError("", "cannot insert into an empty block mapping")
-    indent = pairs[0][0].column
+    indent = first_key.column
     step = _indent_step(mapping, root)
     lines = _render_block(key, subtree, indent, step)
     anchor = _anchor(mapping, key)
@@ -214,7 +214,7 @@ def _insert(text: str, root: Span, mapping: Span, key: str,
         if line_end > 0 and text[line_end - 1] == "\r":
             line_end -= 1
         return _Splice(line_end, line_end, newline + newline.join(lines), order)
-    at = pairs[0][0].start
+    at = first_key.start
     body = newline.join(lines)[indent:]  # the first line is already indented in place
     return _Splice(at, at, body + newline + " " * indent, order)
 
@@ -236,16 +236,18 @@ def _indent_step(mapping: Span, root: Span) -> int:
     queue: list[Span] = [mapping, root]
     while queue:
         parent = queue.pop(0)
-        if parent.kind != MAP or parent.flow or not parent.pairs():
+        if parent.kind != MAP or parent.flow:
             continue
-        pairs = parent.pairs()
-        for _, value in pairs:
-            if value.kind == MAP and not value.flow and value.pairs():
-                step: int = value.pairs()[0][0].column - pairs[0][0].column
-                if step > 0:
-                    return step
+        first = parent.first_key()
+        if first is None:
+            continue
+        nested = parent.block_mappings()  # (only these can give a step, or hold one)
+        for value in nested:
+            step: int = value.first_key().column - first.column  # type: ignore[union-attr]
+            if step > 0:
+                return step
         if parent is not mapping:
-            queue.extend(value for _, value in pairs)
+            queue.extend(nested)
     return 2
 
 
@@ -286,6 +288,7 @@ def _insert_flow(text: str, mapping: Span, key: str, subtree: dict[FieldPath, Va
     return _Splice(close, close, entry if first else ", " + entry, order)
 
 
+@functools.lru_cache(maxsize=256)
 def render_key(key: str) -> str:
     plain = key.replace("-", "").replace("_", "").replace(".", "").replace("/", "").isalnum()
     return key if plain and not key[0].isdigit() else json.dumps(key)

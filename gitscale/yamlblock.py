@@ -132,7 +132,7 @@ def _pair(record: tuple[Any, ...]) -> tuple[Span, Span]:
     key = Span(SCALAR, begin + info[2], begin + info[5], number, info[2], number, info[3],
                info[6])
     if child is None:
-        child = _value_span(info, begin, number, 7)
+        child = _value_span(info, begin, number, 8)
     elif child is _NULL:  # null, spanning nothing right after its `:` (as libyaml)
         colon = key.end + 1
         child = Span(SCALAR, colon, colon, number, info[5] + 1, number, "", "")
@@ -150,28 +150,20 @@ def load(text: str, resolve: Resolve, spans: bool = False) -> tuple[list[Any], l
         raise Deferred(str(exc)) from None
 
 
-class _Frame:
-    """An open block mapping or sequence: its column, its data and node, and the key waiting
-    for a value written on the lines below (with the line that says it)."""
-
-    __slots__ = ("indent", "data", "is_map", "key", "seen", "node", "record")
-
-    def __init__(self, indent: int, data: Any, node: Span | None) -> None:
-        self.indent, self.data, self.node = indent, data, node
-        self.is_map = type(data) is dict
-        self.key: Any = _Frame
-        self.seen: set[str] = set()
-        self.record: tuple[Any, ...] = ()  # the pending key's line (info, offset, number)
-
-
-_NO: Any = _Frame  # no key pending
+# An open block mapping or sequence (a list: made and read for most lines of every text): its
+# column, its data, whether it is a mapping, the key waiting for a value written on the lines
+# below, its span, the pending key's line (info, offset, number) and its keys as written that
+# resolve to something else than that text (`1` and `'1'` are one key to PyYAML's checks).
+_INDENT, _DATA, _IS_MAP, _PENDING, _NODE, _RECORD, _ODD = range(7)
+_NO: Any = object()  # no key pending
 _NULL: Any = object()  # a pending key that got no value
+_KEY_STR, _KEY_OTHER, _KEY_QUOTED = range(3)  # a plain key that reads as itself, or not; quoted
 
 
 def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Span]]:
     docs: list[Any] = []
     roots: list[Span] = []
-    stack: list[_Frame] = []
+    stack: list[list[Any]] = []
     in_doc = False
     root: Any = _NO
     root_node: Span | None = None
@@ -198,111 +190,123 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         in_doc = True
         indent = info[1]
         if kind == _KEY_LINE:
-            top = stack[-1] if stack else None
-            if top is not None and top.indent == indent and top.is_map and top.key is _NO:
-                frame = top  # the next key of the mapping on the line above: the usual case
-            else:
+            frame = stack[-1] if stack else None
+            if frame is None or frame[0] != indent or frame[3] is not _NO or not frame[2]:
+                # not the next key of the mapping on the line above (the usual case)
                 frame = _place_key(stack, indent, root is _NO, begin, number, spans)
                 if root is _NO:
-                    root, root_node = stack[0].data, stack[0].node
+                    root, root_node = stack[0][1], stack[0][4]
         else:  # a sequence entry
-            while stack:
-                top = stack[-1]
-                if top.indent > indent:
-                    stack.pop()
-                    if top.key is not _NO:
-                        _null(top, spans)
-                    continue
-                break
-            else:
-                top = None
-            if top is not None and not top.is_map and top.indent == indent:
-                sequence = top
-            elif top is not None and top.key is not _NO and top.indent <= indent:
-                sequence = _open(top, indent, [], begin, number, spans)
-                stack.append(sequence)
-            elif top is None and root is _NO:
-                sequence = _Frame(indent, [], Span(SEQ, begin + indent, -1, number, indent, -1,
-                                                   [], lazy=True) if spans else None)
-                root, root_node = sequence.data, sequence.node
-                stack.append(sequence)
-            else:
-                raise Deferred("a sequence entry where none can be")
+            sequence = _place_item(stack, indent, root is _NO, begin, number, spans)
+            if root is _NO:
+                root, root_node = stack[0][1], stack[0][4]
             if kind == _ITEM:
-                sequence.data.append(_value(info, 3))
+                sequence[1].append(info[4] if info[3] == _SCALAR else _thaw(info[4]))
                 if spans:
-                    sequence.node.value.append((info, begin, number, None))  # type: ignore[union-attr]
+                    sequence[4].value.append((info, begin, number, None))
                 continue
             column = info[2]
-            frame = _Frame(column, {}, Span(MAP, begin + column, -1, number, column, -1, [],
-                                            lazy=True) if spans else None)
-            sequence.data.append(frame.data)
+            node = Span(MAP, begin + column, -1, number, column, -1, [], lazy=True) \
+                if spans else None
+            frame = [column, {}, True, _NO, node, None, None]
+            sequence[1].append(frame[1])
             if spans:
-                sequence.node.value.append(frame.node)  # type: ignore[union-attr]
+                sequence[4].value.append(node)
             stack.append(frame)
         # a key (on its own line, or the first of a mapping in a sequence entry)
-        raw = info[3]
-        seen = frame.seen
-        if raw in seen:
-            raise Deferred("duplicate key")
-        seen.add(raw)
         key = info[4]
-        data = frame.data
+        data = frame[1]
         if key in data:
             raise Deferred("duplicate key")
-        value_kind = info[7]
+        check = info[7]
+        if check != _KEY_STR:
+            _odd_key(frame, info[3])
+        value_kind = info[8]
         if value_kind == _SCALAR:
-            data[key] = info[8]
+            data[key] = info[9]
         elif value_kind == _BELOW:
-            frame.key = key
+            frame[3] = key
             if spans:
-                frame.record = (info, begin, number)
+                frame[5] = (info, begin, number)
             continue
         else:
-            data[key] = _thaw(info[8])
+            data[key] = _thaw(info[9])
         if spans:
-            frame.node.value.append((info, begin, number, None))  # type: ignore[union-attr]
+            frame[4].value.append((info, begin, number, None))
     if in_doc:
         _end(stack, docs, roots, root, root_node, offset - 1, number, spans)
     return docs, roots
 
 
-def _place_key(stack: list[_Frame], indent: int, rootless: bool, begin: int, number: int,
-               spans: bool) -> _Frame:
+def _odd_key(frame: list[Any], raw: str) -> None:
+    """A quoted key, or a plain one that is not read as its text: PyYAML's duplicate check
+    compares keys as written, so `1:` and `'1':` clash although they load as two keys."""
+    odd = frame[6]
+    if odd is None:
+        odd = frame[6] = set()
+    if raw in odd:  # (the same text read the same way is the same key: checked already)
+        raise Deferred("duplicate key")
+    odd.add(raw)
+
+
+def _place_key(stack: list[list[Any]], indent: int, rootless: bool, begin: int, number: int,
+               spans: bool) -> list[Any]:
     """The mapping a key line at ``indent`` belongs to: the frames deeper than it (and a
     sequence at its column) are closed; then a mapping at its column, a new mapping as the
     value of a pending key, or the document's root."""
     while stack:
         top = stack[-1]
-        if top.indent > indent or top.indent == indent and not top.is_map:
+        if top[0] > indent or top[0] == indent and not top[2]:
             stack.pop()
-            if top.key is not _NO:
+            if top[3] is not _NO:
                 _null(top, spans)
             continue
         break
     else:
         if not rootless:
             raise Deferred("a key after the document's root")
-        frame = _Frame(indent, {}, Span(MAP, begin + indent, -1, number, indent, -1, [],
-                                        lazy=True) if spans else None)
+        frame = [indent, {}, True, _NO, Span(MAP, begin + indent, -1, number, indent, -1, [],
+                                             lazy=True) if spans else None, None, None]
         stack.append(frame)
         return frame
-    if top.is_map and top.indent == indent:
-        if top.key is not _NO:
+    if top[2] and top[0] == indent:
+        if top[3] is not _NO:
             _null(top, spans)
         return top
-    if top.key is not _NO and top.indent < indent:
+    if top[3] is not _NO and top[0] < indent:
         frame = _open(top, indent, {}, begin, number, spans)
         stack.append(frame)
         return frame
     raise Deferred("a key where none can be")
 
 
-def _value(info: tuple[Any, ...], at: int) -> Any:
-    """The data of the value read at ``info[at:]``: a fresh copy of a flow collection."""
-    if info[at] == _SCALAR:
-        return info[at + 1]
-    return _thaw(info[at + 1])
+def _place_item(stack: list[list[Any]], indent: int, rootless: bool, begin: int, number: int,
+                spans: bool) -> list[Any]:
+    """The sequence an entry at ``indent`` belongs to: the frames deeper than it are closed;
+    then a sequence at its column, a new one as the value of a pending key (at the key's own
+    column too), or the document's root."""
+    while stack:
+        top = stack[-1]
+        if top[0] > indent:
+            stack.pop()
+            if top[3] is not _NO:
+                _null(top, spans)
+            continue
+        break
+    else:
+        if not rootless:
+            raise Deferred("a sequence entry after the document's root")
+        sequence = [indent, [], False, _NO, Span(SEQ, begin + indent, -1, number, indent, -1,
+                                                 [], lazy=True) if spans else None, None, None]
+        stack.append(sequence)
+        return sequence
+    if not top[2] and top[0] == indent:
+        return top
+    if top[3] is not _NO and top[0] <= indent:
+        sequence = _open(top, indent, [], begin, number, spans)
+        stack.append(sequence)
+        return sequence
+    raise Deferred("a sequence entry where none can be")
 
 
 def _thaw(frozen: Any) -> Any:
@@ -344,32 +348,32 @@ def _placed(node: Span, offset: int, column: int, number: int) -> Span:
                 number, value, node.style, node.flow)
 
 
-def _open(parent: _Frame, indent: int, data: Any, begin: int, number: int,
-          spans: bool) -> _Frame:
+def _open(parent: list[Any], indent: int, data: Any, begin: int, number: int,
+          spans: bool) -> list[Any]:
     """A block collection starting on this line as the value of ``parent``'s pending key."""
     node: Span | None = None
     if spans:
         node = Span(MAP if type(data) is dict else SEQ, begin + indent, -1, number, indent, -1,
                     [], lazy=True)
-        parent.node.value.append((*parent.record, node))  # type: ignore[union-attr]
-    parent.data[parent.key] = data
-    parent.key = _NO
-    return _Frame(indent, data, node)
+        parent[4].value.append((*parent[5], node))
+    parent[1][parent[3]] = data
+    parent[3] = _NO
+    return [indent, data, type(data) is dict, _NO, node, None, None]
 
 
-def _null(frame: _Frame, spans: bool) -> None:
+def _null(frame: list[Any], spans: bool) -> None:
     """A pending key with nothing below it: null, spanning nothing right after its `:` (where
     libyaml puts an empty value)."""
-    frame.data[frame.key] = None
+    frame[1][frame[3]] = None
     if spans:
-        frame.node.value.append((*frame.record, _NULL))  # type: ignore[union-attr]
-    frame.key = _NO
+        frame[4].value.append((*frame[5], _NULL))
+    frame[3] = _NO
 
 
-def _end(stack: list[_Frame], docs: list[Any], roots: list[Span], root: Any,
+def _end(stack: list[list[Any]], docs: list[Any], roots: list[Span], root: Any,
          root_node: Span | None, at: int, number: int, spans: bool) -> None:
     for frame in stack:
-        if frame.key is not _NO:
+        if frame[3] is not _NO:
             _null(frame, spans)
     docs.append(None if root is _NO else root)
     if spans:
@@ -383,7 +387,8 @@ _MARKER_LINE = (_MARKER,)
 
 def _classify(line: str, resolve: Resolve) -> tuple[Any, ...]:
     """What ``line`` says, wherever it stands: (kind, indent, column of the key or item,
-    key as written, key, end column of the key, key style, value...)."""
+    key as written, key, end column of the key, key style, how to check the key for
+    duplicates, value...), or (kind, indent, column, value...) for a plain entry."""
     if _REFUSED.search(line):
         raise Deferred("a tab, CR, BOM or a character PyYAML refuses")
     body = line.lstrip(" ")
@@ -412,11 +417,13 @@ def _classify(line: str, resolve: Resolve) -> tuple[Any, ...]:
     plain, double, single = found.groups()
     if plain is not None:
         raw, key, style, written = plain, resolve(plain), "", len(plain)
+        check = _KEY_STR if type(key) is str else _KEY_OTHER
     else:
         raw = double if double is not None else single
         key, style, written = raw, '"' if double is not None else "'", len(raw) + 2
+        check = _KEY_QUOTED
     rest = body[found.end():]
-    head = (kind, indent, column, raw, key, column + written, style)
+    head = (kind, indent, column, raw, key, column + written, style, check)
     if not rest or rest[0] == "#":
         return (*head, _BELOW)
     return (*head, *_read_value(rest, column + found.end(), resolve))

@@ -233,8 +233,8 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
             data[key] = _thaw(info[9])
         if spans:
             frame[4].value.append((info, begin, number, None))
-    if in_doc:
-        _end(stack, docs, roots, root, root_node, offset - 1, number, spans)
+    if in_doc:  # (libyaml ends a text without a final line break on the line after it)
+        _end(stack, docs, roots, root, root_node, offset - 1, number + (line != ""), spans)
     return docs, roots
 
 

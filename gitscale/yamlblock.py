@@ -191,11 +191,17 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         indent = info[1]
         if kind == _KEY_LINE:
             frame = stack[-1] if stack else None
-            if frame is None or frame[0] != indent or frame[3] is not _NO or not frame[2]:
-                # not the next key of the mapping on the line above (the usual case)
+            if frame is None:
                 frame = _place_key(stack, indent, root is _NO, begin, number, spans)
-                if root is _NO:
-                    root, root_node = stack[0][1], stack[0][4]
+                root, root_node = frame[1], frame[4]
+            elif frame[0] == indent and frame[2]:  # the next key of the mapping above
+                if frame[3] is not _NO:
+                    _null(frame, spans)
+            elif frame[3] is not _NO and frame[0] < indent:  # the first key of its value
+                frame = _open(frame, indent, {}, begin, number, spans)
+                stack.append(frame)
+            else:
+                frame = _place_key(stack, indent, root is _NO, begin, number, spans)
         else:  # a sequence entry
             sequence = _place_item(stack, indent, root is _NO, begin, number, spans)
             if root is _NO:
@@ -331,7 +337,8 @@ def _value_span(info: tuple[Any, ...], begin: int, number: int, at: int) -> Span
         start, end = info[at + 2], info[at + 3]
         return Span(SCALAR, begin + start, begin + end, number, start, number, info[at + 4],
                     info[at + 5])
-    return _placed(info[at + 2], begin, 0, number)
+    column, rest, resolve = info[at + 2:at + 5]
+    return _placed(_flow(rest, 0, resolve, True)[1], begin + column, column, number)
 
 
 def _placed(node: Span, offset: int, column: int, number: int) -> Span:
@@ -389,7 +396,7 @@ def _classify(line: str, resolve: Resolve) -> tuple[Any, ...]:
     """What ``line`` says, wherever it stands: (kind, indent, column of the key or item,
     key as written, key, end column of the key, key style, how to check the key for
     duplicates, value...), or (kind, indent, column, value...) for a plain entry."""
-    if _REFUSED.search(line):
+    if not (line.isascii() and line.isprintable()) and _REFUSED.search(line):
         raise Deferred("a tab, CR, BOM or a character PyYAML refuses")
     body = line.lstrip(" ")
     if not body or body[0] == "#":
@@ -431,7 +438,8 @@ def _classify(line: str, resolve: Resolve) -> tuple[Any, ...]:
 
 def _read_value(rest: str, column: int, resolve: Resolve) -> tuple[Any, ...]:
     """The value filling the rest of a line from ``column`` (after it: spaces, a comment):
-    (_SCALAR, data, start, end, as written, style) or (_FLOW, frozen data, span)."""
+    (_SCALAR, data, start, end, as written, style) or (_FLOW, frozen data, column, text,
+    resolve): a flow collection's spans are made only when asked (from its text, again)."""
     first = rest[0]
     if first == '"' or first == "'":
         found = (_DQ if first == '"' else _SQ).match(rest)
@@ -440,10 +448,10 @@ def _read_value(rest: str, column: int, resolve: Resolve) -> tuple[Any, ...]:
         value = found.group(1) if first == '"' else found.group(1).replace("''", "'")
         return (_SCALAR, value, column, column + found.end(), value, first)
     if first == "[" or first == "{":
-        frozen, node, end = _flow(rest, 0, resolve)
+        frozen, _, end = _flow(rest, 0, resolve, False)
         if not _TAIL.match(rest, end):
             raise Deferred("text after a flow collection")
-        return (_FLOW, frozen, _placed(node, column, column, 0))
+        return (_FLOW, frozen, column, rest, resolve)
     if first in _PLAIN_START and not (first == "-" and len(rest) > 1 and rest[1] not in " -"):
         raise Deferred("a value starting with an indicator")
     cut = rest.find(" #")
@@ -453,9 +461,10 @@ def _read_value(rest: str, column: int, resolve: Resolve) -> tuple[Any, ...]:
     return (_SCALAR, resolve(plain), column, column + len(plain), plain, "")
 
 
-def _flow(line: str, i: int, resolve: Resolve) -> tuple[Any, Span, int]:
+def _flow(line: str, i: int, resolve: Resolve, spans: bool) -> tuple[Any, Any, int]:
     """The flow collection opening at ``line[i]`` and closed on the same line: its frozen
-    data, its span (offsets within ``line``) and the index after its closing bracket."""
+    data, its span (offsets within ``line``; with ``spans``) and the index after its closing
+    bracket."""
     opening = line[i]
     start = i
     i += 1
@@ -466,7 +475,7 @@ def _flow(line: str, i: int, resolve: Resolve) -> tuple[Any, Span, int]:
         nodes: list[Span] = []
         if line[i] != "]":
             while True:
-                value, node, i = _flow_item(line, i, resolve)
+                value, node, i = _flow_item(line, i, resolve, spans)
                 items.append(value)
                 nodes.append(node)
                 while line[i] == " ":
@@ -482,7 +491,8 @@ def _flow(line: str, i: int, resolve: Resolve) -> tuple[Any, Span, int]:
                     raise Deferred("a trailing comma")
         seq = _FrozenSeq(items)
         seq.flat = not any(type(v) in (_FrozenMap, _FrozenSeq) for v in items)
-        return seq, Span(SEQ, start, i + 1, 0, start, 0, nodes, "", True), i + 1
+        return seq, Span(SEQ, start, i + 1, 0, start, 0, nodes, "", True) if spans else None, \
+            i + 1
     pairs: list[tuple[Any, Any]] = []
     keys: set[Any] = set()
     seen: set[str] = set()
@@ -491,19 +501,20 @@ def _flow(line: str, i: int, resolve: Resolve) -> tuple[Any, Span, int]:
         while True:
             if line[i] in "[{":
                 raise Deferred("a complex key")
-            key, key_node, i = _flow_item(line, i, resolve)
+            key, key_node, i = _flow_item(line, i, resolve, spans)
             if line[i] != ":" or line[i + 1] != " ":
                 raise Deferred("a flow mapping entry without `: `")
-            if key_node.value in seen or key in keys:
+            raw = key_node.value if spans else key_node
+            if raw in seen or key in keys:
                 raise Deferred("duplicate key")
-            seen.add(key_node.value)
+            seen.add(raw)
             keys.add(key)
             i += 2
             while line[i] == " ":
                 i += 1
             if line[i] in ",}":
                 raise Deferred("an empty value in a flow mapping")
-            value, node, i = _flow_item(line, i, resolve)
+            value, node, i = _flow_item(line, i, resolve, spans)
             pairs.append((key, value))
             node_pairs.append((key_node, node))
             while line[i] == " ":
@@ -519,22 +530,26 @@ def _flow(line: str, i: int, resolve: Resolve) -> tuple[Any, Span, int]:
                 raise Deferred("a trailing comma")
     mapping = _FrozenMap(pairs)
     mapping.flat = not any(type(v) in (_FrozenMap, _FrozenSeq) for _, v in pairs)
-    return mapping, Span(MAP, start, i + 1, 0, start, 0, node_pairs, "", True), i + 1
+    return mapping, Span(MAP, start, i + 1, 0, start, 0, node_pairs, "", True) if spans \
+        else None, i + 1
 
 
-def _flow_item(line: str, i: int, resolve: Resolve) -> tuple[Any, Span, int]:
+def _flow_item(line: str, i: int, resolve: Resolve, spans: bool) -> tuple[Any, Any, int]:
+    """A flow collection's item: its data, its span (with ``spans``; else the scalar as
+    written) and the index after it."""
     first = line[i]
     if first == "[" or first == "{":
-        return _flow(line, i, resolve)
+        return _flow(line, i, resolve, spans)
     if first == '"' or first == "'":
         found = (_DQ if first == '"' else _SQ).match(line, i)
         if found is None:
             raise Deferred("a quoted scalar that does not end on its line")
         value = found.group(1) if first == '"' else found.group(1).replace("''", "'")
-        return value, Span(SCALAR, i, found.end(), 0, i, 0, value, first), found.end()
+        return value, Span(SCALAR, i, found.end(), 0, i, 0, value, first) if spans else value, \
+            found.end()
     found = _FLOW_PLAIN.match(line, i)
     if found is None or line[found.end()] not in ",]}:":
         raise Deferred("a flow scalar")
     plain = found.group().rstrip(" ")
     end = i + len(plain)
-    return resolve(plain), Span(SCALAR, i, end, 0, i, 0, plain, ""), end
+    return resolve(plain), Span(SCALAR, i, end, 0, i, 0, plain, "") if spans else plain, end

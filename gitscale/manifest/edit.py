@@ -15,7 +15,8 @@ import copy
 import functools
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from operator import attrgetter
+from typing import Any, NamedTuple, Sequence
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -38,8 +39,10 @@ _AFTER: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class _Splice:
+_WHERE = attrgetter("start", "order")
+
+
+class _Splice(NamedTuple):
     start: int
     end: int
     text: str
@@ -104,7 +107,7 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
                                first=parent_id not in inserted))
         inserted.add(parent_id)
     result = text
-    for splice in sorted(splices, key=lambda s: (s.start, s.order), reverse=True):
+    for splice in sorted(splices, key=_WHERE, reverse=True):
         result = result[: splice.start] + splice.text + result[splice.end:]
     old, new = _verify(text, result, source, doc_index, values, before)
     return Edited(result, old, new)

@@ -56,13 +56,14 @@ class Span:
     a mapping's ``value`` is its (key, value) pairs, a sequence's its items."""
 
     __slots__ = ("kind", "start", "end", "line", "column", "end_line", "value", "style", "flow",
-                 "lazy")
+                 "lazy", "index")
 
     def __init__(self, kind: str, start: int, end: int, line: int, column: int, end_line: int,
                  value: Any, style: str = "", flow: bool = False, lazy: bool = False) -> None:
         self.kind, self.start, self.end, self.line, self.column, self.end_line = \
             kind, start, end, line, column, end_line
         self.value, self.style, self.flow, self.lazy = value, style, flow, lazy
+        self.index: dict[str, int] | None = None  # a lazy mapping's keys as written → record
 
     def pairs(self) -> list[tuple[Span, Span]]:
         """A mapping's (key, value) pairs."""
@@ -75,15 +76,18 @@ class Span:
         """The pair of a mapping whose key is written ``key`` (unquoted), if any."""
         if self.lazy and type(self) is Span:  # the lines' records: make only that pair
             records = self.value
-            for index, record in enumerate(records):
-                if len(record) == 2:  # made already: the same spans every time
-                    if record[0].value == key:
-                        found: tuple[Span, Span] = record
-                        return found
-                elif record[0][3] == key:
-                    found = records[index] = _pair(record)
-                    return found
-            return None
+            index = self.index
+            if index is None:  # (keys as written are unique: a duplicate was deferred)
+                index = self.index = {
+                    (r[0][3] if len(r) == 4 else r[0].value): i for i, r in enumerate(records)}
+            at = index.get(key)
+            if at is None:
+                return None
+            record = records[at]
+            if len(record) != 2:  # made once: the same spans every time
+                record = records[at] = _pair(record)
+            found: tuple[Span, Span] = record
+            return found
         for pair in self.pairs():
             if pair[0].kind == SCALAR and pair[0].value == key:
                 return pair
@@ -121,7 +125,8 @@ class Span:
         if self.kind == MAP:
             self.value = [record if len(record) == 2 else _pair(record) for record in self.value]
         else:
-            self.value = [record if type(record) is Span else _value_span(*record[:3], 3)
+            self.value = [record if type(record) is Span
+                          else _value_span(record[0], record[1], record[2], 3)
                           for record in self.value]
         self.lazy = False
 

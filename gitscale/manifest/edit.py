@@ -19,7 +19,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple, Sequence
 
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import MappingNode, Node, SequenceNode
 
 from gitscale import yamlblock, yamlfast
 from gitscale.errors import ManifestError
@@ -77,12 +77,14 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
     splices: list[_Splice] = []
     pending: dict[tuple[int, str], dict[FieldPath, Value]] = {}
     parents: dict[int, Span] = {}
+    seen: dict[FieldPath, tuple[Span, Span] | None] = {}  # the paths share their first keys
     for order, (path, value) in enumerate(values.items()):
         node: Span = root
         for depth, key in enumerate(path):
             if node.kind != MAP:
                 raise ManifestError(source, f"{'.'.join(path[:depth])} is not a mapping")
-            child = _lookup(node, key)
+            here = path[:depth + 1]
+            child = seen[here] if here in seen else seen.setdefault(here, _lookup(node, key))
             if child is None:
                 # Group everything missing under this mapping into one insertion.
                 pending.setdefault((id(node), key), {})[path[depth + 1:]] = value
@@ -102,9 +104,10 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
                 splices.append(_replace(text, key_node, value_node, value, order))
             node = value_node
     inserted: set[int] = set()
+    steps: dict[int, int] = {}  # each mapping's indentation step, found once
     for order, ((parent_id, key), subtree) in enumerate(pending.items(), start=len(values)):
         splices.append(_insert(text, root, parents[parent_id], key, subtree, newline, order,
-                               first=parent_id not in inserted))
+                               steps, first=parent_id not in inserted))
         inserted.add(parent_id)
     result = text
     for splice in sorted(splices, key=_WHERE, reverse=True):
@@ -136,6 +139,7 @@ class _Composed(Span):
     is the same node as its anchor, so the tree may share nodes, or even hold cycles)."""
 
     __slots__ = ("node",)
+    node: Node
 
     @classmethod
     def of(cls, node: Node) -> "_Composed":
@@ -198,14 +202,14 @@ def _replace(text: str, key: Span, node: Span, value: Value, order: int) -> _Spl
 
 def _insert(text: str, root: Span, mapping: Span, key: str,
             subtree: dict[FieldPath, Value], newline: str, order: int,
-            first: bool = True) -> _Splice:
+            steps: dict[int, int], first: bool = True) -> _Splice:
     if mapping.flow:
         return _insert_flow(text, mapping, key, subtree, order, first)
     first_key = mapping.first_key()
     if first_key is None:
         raise ManifestError("", "cannot insert into an empty block mapping")
     indent = first_key.column
-    step = _indent_step(mapping, root)
+    step = steps.get(id(mapping)) or steps.setdefault(id(mapping), _indent_step(mapping, root))
     lines = _render_block(key, subtree, indent, step)
     anchor = _anchor(mapping, key)
     if anchor is not None:

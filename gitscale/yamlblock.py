@@ -39,7 +39,8 @@ LINES = 20_000  # distinct lines remembered (then forgotten all at once, and lea
 Resolve = Callable[[str], Any]
 
 # What a line is (the first item of its reading)
-_BLANK, _MARKER, _KEY_LINE, _ITEM, _ITEM_KEY = range(5)
+_BLANK, _MARKER, _KEY_LINE, _ITEM, _ITEM_KEY, _KEY_SCALAR = range(6)  # _KEY_SCALAR: a key line
+# with a plain key that reads as its text and a scalar value (most lines: read the shortest way)
 # What its value is
 _BELOW, _SCALAR, _FLOW = range(3)
 SCALAR, MAP, SEQ = "scalar", "map", "seq"
@@ -185,7 +186,19 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         if info is None:
             info = lines[line] = _classify(line, resolve)
         kind = info[0]
-        if kind == _BLANK:
+        if kind == _KEY_SCALAR:
+            frame = stack[-1] if stack else None
+            if frame is not None and frame[0] == info[1] and frame[2] and frame[3] is _NO:
+                data = frame[1]
+                key = info[4]
+                if key in data:
+                    raise Deferred("duplicate key")
+                data[key] = info[9]
+                if spans:
+                    frame[4].value.append((info, begin, number, None))
+                continue
+            kind = _KEY_LINE
+        elif kind == _BLANK:
             continue
         if kind == _MARKER:
             if in_doc:
@@ -438,7 +451,10 @@ def _classify(line: str, resolve: Resolve) -> tuple[Any, ...]:
     head = (kind, indent, column, raw, key, column + written, style, check)
     if not rest or rest[0] == "#":
         return (*head, _BELOW)
-    return (*head, *_read_value(rest, column + found.end(), resolve))
+    value = _read_value(rest, column + found.end(), resolve)
+    if kind == _KEY_LINE and check == _KEY_STR and value[0] == _SCALAR:
+        head = (_KEY_SCALAR, *head[1:])
+    return (*head, *value)
 
 
 def _read_value(rest: str, column: int, resolve: Resolve) -> tuple[Any, ...]:

@@ -216,7 +216,13 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
                 if frame[3] is not _NO:
                     _null(frame, spans)
             elif frame[3] is not _NO and frame[0] < indent:  # the first key of its value
-                frame = _open(frame, indent, {}, begin, number, spans)
+                data = frame[1][frame[3]] = {}
+                node = None
+                if spans:
+                    node = Span(MAP, begin + indent, -1, number, indent, -1, [], lazy=True)
+                    frame[4].value.append((*frame[5], node))
+                frame[3] = _NO
+                frame = [indent, data, True, _NO, node, None, None]
                 stack.append(frame)
             else:
                 frame = _place_key(stack, indent, root is _NO, begin, number, spans)
@@ -248,13 +254,15 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         value_kind = info[8]
         if value_kind == _SCALAR:
             data[key] = info[9]
+        elif value_kind == _FLOW:
+            frozen = info[9]
+            data[key] = (dict(frozen) if type(frozen) is _FrozenMap else list(frozen)) \
+                if frozen.flat else _thaw(frozen)
         elif value_kind == _BELOW:
             frame[3] = key
             if spans:
                 frame[5] = (info, begin, number)
             continue
-        else:
-            data[key] = _thaw(info[9])
         if spans:
             frame[4].value.append((info, begin, number, None))
     if in_doc:  # (libyaml ends a text without a final line break on the line after it)

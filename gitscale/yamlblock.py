@@ -19,6 +19,7 @@ marks give: what the manifest editor splices at.
 """
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any, Callable
 
@@ -54,17 +55,24 @@ class Span:
     """Where a node sits in its text: ``start``/``end`` are character offsets (``end``
     exclusive), ``line``/``end_line`` 0-based, ``column`` that of ``start``. A scalar's
     ``value`` is its text as written, unquoted, and ``style`` is ``'``, ``"`` or ``""`` (plain);
-    a mapping's ``value`` is its (key, value) pairs, a sequence's its items."""
+    a mapping's ``value`` is its (key, value) pairs, a sequence's its items.
+
+    A block collection read by this module is ``lazy``: until asked, its ``value`` holds only
+    the numbers of the lines its entries are on (with the nested collection or ``_NULL`` when
+    the value is below the key), and ``source`` what each line said."""
 
     __slots__ = ("kind", "start", "end", "line", "column", "end_line", "value", "style", "flow",
-                 "lazy", "index")
+                 "lazy", "index", "source")
 
     def __init__(self, kind: str, start: int, end: int, line: int, column: int, end_line: int,
-                 value: Any, style: str = "", flow: bool = False, lazy: bool = False) -> None:
+                 value: Any, style: str = "", flow: bool = False,
+                 source: _Source | None = None) -> None:
         self.kind, self.start, self.end, self.line, self.column, self.end_line = \
             kind, start, end, line, column, end_line
-        self.value, self.style, self.flow, self.lazy = value, style, flow, lazy
-        self.index: dict[str, int] | None = None  # a lazy mapping's keys as written → record
+        self.value, self.style, self.flow = value, style, flow
+        self.lazy = source is not None
+        self.source = source
+        self.index: dict[str, int] | None = None  # a lazy mapping's keys as written → entry
 
     def pairs(self) -> list[tuple[Span, Span]]:
         """A mapping's (key, value) pairs."""
@@ -75,19 +83,20 @@ class Span:
 
     def find(self, key: str) -> tuple[Span, Span] | None:
         """The pair of a mapping whose key is written ``key`` (unquoted), if any."""
-        if self.lazy and type(self) is Span:  # the lines' records: make only that pair
-            records = self.value
+        source = self.source
+        if self.lazy and source is not None:  # make only that pair
+            entries = self.value
             index = self.index
             if index is None:  # (keys as written are unique: a duplicate was deferred)
-                index = self.index = {
-                    (r[0][3] if len(r) == 4 else r[0].value): i for i, r in enumerate(records)}
+                index = self.index = {_written(entry, source): at
+                                      for at, entry in enumerate(entries)}
             at = index.get(key)
             if at is None:
                 return None
-            record = records[at]
-            if len(record) != 2:  # made once: the same spans every time
-                record = records[at] = _pair(record)
-            found: tuple[Span, Span] = record
+            entry = entries[at]
+            if type(entry) is int or type(entry[0]) is int:  # made once: the same spans
+                entry = entries[at] = _pair(entry, source)
+            found: tuple[Span, Span] = entry
             return found
         for pair in self.pairs():
             if pair[0].kind == SCALAR and pair[0].value == key:
@@ -96,20 +105,22 @@ class Span:
 
     def first_key(self) -> Span | None:
         """A mapping's first key (None when empty)."""
-        if self.lazy and type(self) is Span:
+        source = self.source
+        if self.lazy and source is not None:
             if not self.value:
                 return None
-            if len(self.value[0]) != 2:
-                self.value[0] = _pair(self.value[0])
-            key: Span = self.value[0][0]
+            entry = self.value[0]
+            if type(entry) is int or type(entry[0]) is int:
+                entry = self.value[0] = _pair(entry, source)
+            key: Span = entry[0]
             return key
         pairs = self.pairs()
         return pairs[0][0] if pairs else None
 
     def block_mappings(self) -> list[Span]:
         """The values of a mapping that are non-empty block mappings."""
-        if self.lazy and type(self) is Span:  # (only a block collection is a Span there)
-            values = [r[-1] for r in self.value]
+        if self.lazy and self.source is not None:  # (only a block collection is a Span there)
+            values = [entry[1] for entry in self.value if type(entry) is tuple]
             return [v for v in values if type(v) is Span and v.kind == MAP and not v.flow]
         return [v for _, v in self.pairs() if v.kind == MAP and not v.flow and v.pairs()]
 
@@ -121,20 +132,51 @@ class Span:
         return items
 
     def _materialize(self) -> None:
-        # A block collection keeps what its lines said, and makes spans only when asked: most
-        # of a manifest is never looked at by the editor.
+        # Spans are made only when asked: most of a manifest is never looked at by the editor.
+        source = self.source
+        assert source is not None
         if self.kind == MAP:
-            self.value = [record if len(record) == 2 else _pair(record) for record in self.value]
+            self.value = [entry if type(entry) is tuple and type(entry[0]) is Span
+                          else _pair(entry, source) for entry in self.value]
         else:
-            self.value = [record if type(record) is Span
-                          else _value_span(record[0], record[1], record[2], 3)
-                          for record in self.value]
+            self.value = [entry if type(entry) is Span
+                          else _value_span(source.infos[entry], source.begin(entry), entry, 3)
+                          for entry in self.value]
         self.lazy = False
 
 
-def _pair(record: tuple[Any, ...]) -> tuple[Span, Span]:
+class _Source:
+    """What each line of a text said (for making its spans later), and where the lines
+    begin (counted when first needed)."""
+
+    __slots__ = ("text", "infos", "begins")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.infos: list[tuple[Any, ...]] = []
+        self.begins: list[int] | None = None
+
+    def begin(self, number: int) -> int:
+        if self.begins is None:
+            self.begins = [0, *itertools.accumulate(len(line) + 1
+                                                    for line in self.text.split("\n"))]
+        return self.begins[number]
+
+
+def _written(entry: Any, source: _Source) -> str:
+    """The key of a mapping's entry, as written."""
+    if type(entry) is int:
+        return str(source.infos[entry][3])
+    if type(entry[0]) is int:
+        return str(source.infos[entry[0]][3])
+    return str(entry[0].value)
+
+
+def _pair(entry: Any, source: _Source) -> tuple[Span, Span]:
     """The spans of a key and its value from what their line said."""
-    info, begin, number, child = record
+    number, child = (entry, None) if type(entry) is int else entry
+    info = source.infos[number]
+    begin = source.begin(number)
     key = Span(SCALAR, begin + info[2], begin + info[5], number, info[2], number, info[3],
                info[6])
     if child is None:
@@ -178,6 +220,8 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
     lines = _lines.get(resolve)
     if lines is None or len(lines) >= LINES:
         lines = _lines[resolve] = {}
+    source = _Source(text) if spans else None
+    infos = source.infos if source is not None else None
     for line in text.split("\n"):
         number += 1
         begin = offset
@@ -185,6 +229,8 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         info = lines.get(line)
         if info is None:
             info = lines[line] = _classify(line, resolve)
+        if infos is not None:
+            infos.append(info)
         kind = info[0]
         if kind == _KEY_SCALAR:
             frame = stack[-1] if stack else None
@@ -195,7 +241,7 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
                     raise Deferred("duplicate key")
                 data[key] = info[9]
                 if spans:
-                    frame[4].value.append((info, begin, number, None))
+                    frame[4].value.append(number)
                 continue
             kind = _KEY_LINE
         elif kind == _BLANK:
@@ -210,7 +256,7 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         if kind == _KEY_LINE:
             frame = stack[-1] if stack else None
             if frame is None:
-                frame = _place_key(stack, indent, root is _NO, begin, number, spans)
+                frame = _place_key(stack, indent, root is _NO, begin, number, source)
                 root, root_node = frame[1], frame[4]
             elif frame[0] == indent and frame[2]:  # the next key of the mapping above
                 if frame[3] is not _NO:
@@ -219,24 +265,24 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
                 data = frame[1][frame[3]] = {}
                 node = None
                 if spans:
-                    node = Span(MAP, begin + indent, -1, number, indent, -1, [], lazy=True)
-                    frame[4].value.append((*frame[5], node))
+                    node = Span(MAP, begin + indent, -1, number, indent, -1, [], source=source)
+                    frame[4].value.append((frame[5], node))
                 frame[3] = _NO
                 frame = [indent, data, True, _NO, node, None, None]
                 stack.append(frame)
             else:
-                frame = _place_key(stack, indent, root is _NO, begin, number, spans)
+                frame = _place_key(stack, indent, root is _NO, begin, number, source)
         else:  # a sequence entry
-            sequence = _place_item(stack, indent, root is _NO, begin, number, spans)
+            sequence = _place_item(stack, indent, root is _NO, begin, number, source)
             if root is _NO:
                 root, root_node = stack[0][1], stack[0][4]
             if kind == _ITEM:
                 sequence[1].append(info[4] if info[3] == _SCALAR else _thaw(info[4]))
                 if spans:
-                    sequence[4].value.append((info, begin, number, None))
+                    sequence[4].value.append(number)
                 continue
             column = info[2]
-            node = Span(MAP, begin + column, -1, number, column, -1, [], lazy=True) \
+            node = Span(MAP, begin + column, -1, number, column, -1, [], source=source) \
                 if spans else None
             frame = [column, {}, True, _NO, node, None, None]
             sequence[1].append(frame[1])
@@ -260,11 +306,10 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
                 if frozen.flat else _thaw(frozen)
         elif value_kind == _BELOW:
             frame[3] = key
-            if spans:
-                frame[5] = (info, begin, number)
+            frame[5] = number
             continue
         if spans:
-            frame[4].value.append((info, begin, number, None))
+            frame[4].value.append(number)
     if in_doc:  # (libyaml ends a text without a final line break on the line after it)
         _end(stack, docs, roots, root, root_node, offset - 1, number + (line != ""), spans)
     return docs, roots
@@ -282,7 +327,7 @@ def _odd_key(frame: list[Any], raw: str) -> None:
 
 
 def _place_key(stack: list[list[Any]], indent: int, rootless: bool, begin: int, number: int,
-               spans: bool) -> list[Any]:
+               source: _Source | None) -> list[Any]:
     """The mapping a key line at ``indent`` belongs to: the frames deeper than it (and a
     sequence at its column) are closed; then a mapping at its column, a new mapping as the
     value of a pending key, or the document's root."""
@@ -291,29 +336,29 @@ def _place_key(stack: list[list[Any]], indent: int, rootless: bool, begin: int, 
         if top[0] > indent or top[0] == indent and not top[2]:
             stack.pop()
             if top[3] is not _NO:
-                _null(top, spans)
+                _null(top, source is not None)
             continue
         break
     else:
         if not rootless:
             raise Deferred("a key after the document's root")
         frame = [indent, {}, True, _NO, Span(MAP, begin + indent, -1, number, indent, -1, [],
-                                             lazy=True) if spans else None, None, None]
+                                             source=source) if source else None, None, None]
         stack.append(frame)
         return frame
     if top[2] and top[0] == indent:
         if top[3] is not _NO:
-            _null(top, spans)
+            _null(top, source is not None)
         return top
     if top[3] is not _NO and top[0] < indent:
-        frame = _open(top, indent, {}, begin, number, spans)
+        frame = _open(top, indent, {}, begin, number, source)
         stack.append(frame)
         return frame
     raise Deferred("a key where none can be")
 
 
 def _place_item(stack: list[list[Any]], indent: int, rootless: bool, begin: int, number: int,
-                spans: bool) -> list[Any]:
+                source: _Source | None) -> list[Any]:
     """The sequence an entry at ``indent`` belongs to: the frames deeper than it are closed;
     then a sequence at its column, a new one as the value of a pending key (at the key's own
     column too), or the document's root."""
@@ -322,20 +367,20 @@ def _place_item(stack: list[list[Any]], indent: int, rootless: bool, begin: int,
         if top[0] > indent:
             stack.pop()
             if top[3] is not _NO:
-                _null(top, spans)
+                _null(top, source is not None)
             continue
         break
     else:
         if not rootless:
             raise Deferred("a sequence entry after the document's root")
         sequence = [indent, [], False, _NO, Span(SEQ, begin + indent, -1, number, indent, -1,
-                                                 [], lazy=True) if spans else None, None, None]
+                                                 [], source=source) if source else None, None, None]
         stack.append(sequence)
         return sequence
     if not top[2] and top[0] == indent:
         return top
     if top[3] is not _NO and top[0] <= indent:
-        sequence = _open(top, indent, [], begin, number, spans)
+        sequence = _open(top, indent, [], begin, number, source)
         stack.append(sequence)
         return sequence
     raise Deferred("a sequence entry where none can be")
@@ -382,13 +427,13 @@ def _placed(node: Span, offset: int, column: int, number: int) -> Span:
 
 
 def _open(parent: list[Any], indent: int, data: Any, begin: int, number: int,
-          spans: bool) -> list[Any]:
+          source: _Source | None) -> list[Any]:
     """A block collection starting on this line as the value of ``parent``'s pending key."""
     node: Span | None = None
-    if spans:
+    if source is not None:
         node = Span(MAP if type(data) is dict else SEQ, begin + indent, -1, number, indent, -1,
-                    [], lazy=True)
-        parent[4].value.append((*parent[5], node))
+                    [], source=source)
+        parent[4].value.append((parent[5], node))
     parent[1][parent[3]] = data
     parent[3] = _NO
     return [indent, data, type(data) is dict, _NO, node, None, None]
@@ -399,7 +444,7 @@ def _null(frame: list[Any], spans: bool) -> None:
     libyaml puts an empty value)."""
     frame[1][frame[3]] = None
     if spans:
-        frame[4].value.append((*frame[5], _NULL))
+        frame[4].value.append((frame[5], _NULL))
     frame[3] = _NO
 
 

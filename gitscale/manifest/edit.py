@@ -116,11 +116,40 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
     return Edited(result, old, new)
 
 
+# Texts read by ``read_for_edit`` (a pass locating its sets) and not edited yet: their data and
+# spans, so that the edit which usually follows does not read the same text again. Taken by
+# the edit, dropped by ``forget_reads`` at the end of a pass's edits; bounded all the same.
+_READ: dict[str, tuple[list[Any], list[Span]]] = {}
+KEPT_READS = 20_000
+
+
+def read_for_edit(text: str, source: str) -> list[Document]:
+    """The documents of ``text``, as ``load_documents`` reads them; when the line reader takes
+    the text, its spans are kept for an edit of the same text."""
+    try:
+        datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
+    except (yamlblock.Deferred, yamlfast.Unsupported):
+        return load_documents(text, source, ManifestError)
+    if len(_READ) < KEPT_READS:
+        _READ[text] = (datas, roots)
+    return [Document(data, text, index) for index, data in enumerate(datas)]
+
+
+def forget_reads() -> None:
+    """Drop what ``read_for_edit`` kept and no edit took (sets the pass did not write)."""
+    _READ.clear()
+
+
 def _parse(text: str, source: str,
            before: list[Document] | None) -> tuple[list[Span], list[Document] | None]:
     """Each document's root span, and the documents (``before`` when given; None when the
-    verification must read them): one pass of ``yamlblock`` for the usual block style, else
-    libyaml's node tree (flow style, anchors, block scalars...)."""
+    verification must read them): what ``read_for_edit`` kept, or one pass of ``yamlblock``
+    for the usual block style, else libyaml's node tree (flow style, anchors, block
+    scalars...)."""
+    kept = _READ.pop(text, None)
+    if kept is not None:
+        datas, roots = kept
+        return roots, before or [Document(d, text, i) for i, d in enumerate(datas)]
     try:
         datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
     except (yamlblock.Deferred, yamlfast.Unsupported):
@@ -148,8 +177,9 @@ class _Composed(Span):
         start, end = node.start_mark, node.end_mark
         span = cls(kind, start.index, end.index, start.line, start.column, end.line,
                    node.value if kind == SCALAR else None, getattr(node, "style", None) or "",
-                   bool(getattr(node, "flow_style", False)), lazy=kind != SCALAR)
+                   bool(getattr(node, "flow_style", False)))
         span.node = node
+        span.lazy = kind != SCALAR
         return span
 
     def _materialize(self) -> None:

@@ -120,7 +120,7 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
 # spans, so that the edit which usually follows does not read the same text again. Taken by
 # the edit, dropped by ``forget_reads`` at the end of a pass's edits; bounded all the same.
 _READ: dict[str, tuple[list[Any], list[Span]]] = {}
-KEPT_READS = 20_000
+KEPT_READS = 10_000  # (a first pass over 10,000 new sets keeps ~25 MiB of them)
 
 
 def read_for_edit(text: str, source: str) -> list[Document]:

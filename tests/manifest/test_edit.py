@@ -395,3 +395,25 @@ def test_the_line_reader_edits_as_libyaml_does(text: str, data: st.DataObject) -
     with mock.patch.object(yamlblock, "load", side_effect=yamlblock.Deferred("off")):
         slow = _edit_or_error(text, values)
     assert fast == slow
+
+
+def test_the_read_that_locates_a_set_serves_its_edit_once() -> None:
+    """A pass locates a new set (reading its file) and then edits it: the edit takes that
+    read instead of reading the text again, once; what no edit took is dropped at the end."""
+    from gitscale.manifest import edit as editor
+    from gitscale.manifest.target import locate
+
+    editor.forget_reads()
+    text = load_case("comments").text
+    found = locate("m.yaml", text, ObjectRef())
+    assert text in editor._READ
+    values: dict[FieldPath, Value] = {("spec", "replicas"): 7}
+    with mock.patch.object(yamlblock, "load", wraps=yamlblock.load) as reads:
+        result = edit_fields(text, "m.yaml", found.index, values)
+    assert [call.args[0] for call in reads.call_args_list] == [result.text]  # the check only
+    assert text not in editor._READ
+    assert result.text == set_fields(text, "m.yaml", found.index, values)  # (read afresh)
+    locate("m.yaml", result.text, ObjectRef())
+    assert editor._READ
+    editor.forget_reads()
+    assert not editor._READ

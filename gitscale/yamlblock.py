@@ -20,6 +20,7 @@ marks give: what the manifest editor splices at.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 from typing import Any, Callable
 
@@ -157,9 +158,9 @@ class _Source:
         self.begins: list[int] | None = None
 
     def begin(self, number: int) -> int:
-        if self.begins is None:
-            self.begins = [0, *itertools.accumulate(len(line) + 1
-                                                    for line in self.text.split("\n"))]
+        if self.begins is None:  # (each line's length and its line break, summed in C)
+            lengths = map(operator.add, map(len, self.text.split("\n")), itertools.repeat(1))
+            self.begins = list(itertools.accumulate(lengths, initial=0))
         return self.begins[number]
 
 

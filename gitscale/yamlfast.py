@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from gitscale import yamlblock
+
 MAP = "tag:yaml.org,2002:map"
 SEQ = "tag:yaml.org,2002:seq"
 STR = "tag:yaml.org,2002:str"
@@ -36,7 +38,8 @@ class Unsupported(Exception):
     """The text uses YAML this loader leaves to PyYAML."""
 
 
-def _scalar(value: str) -> Any:
+def scalar(value: str) -> Any:
+    """A plain scalar as PyYAML resolves and constructs it (remembered per process)."""
     found = _plain.get(value)
     if found is None:
         tag = _resolver.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
@@ -71,8 +74,8 @@ def _json(text: str) -> list[Any] | None:
     if text.lstrip()[:1] not in ("{", "[") or "\\u" in text or _NON_PRINTABLE.search(text):
         return None  # (surrogate pairs: json joins them; control characters: PyYAML refuses)
     try:
-        return [json.loads(text, object_pairs_hook=_pairs, parse_float=_scalar,
-                           parse_int=_scalar, parse_constant=_constant)]
+        return [json.loads(text, object_pairs_hook=_pairs, parse_float=scalar,
+                           parse_int=scalar, parse_constant=_constant)]
     except (ValueError, RecursionError):
         return None  # not JSON after all (several documents, comments, YAML flow style)
 
@@ -85,6 +88,10 @@ def load_all(text: str) -> list[Any]:
     as_json = _json(text)
     if as_json is not None:
         return as_json
+    try:
+        return yamlblock.load(text, scalar)[0]
+    except yamlblock.Deferred:
+        pass  # flow style, block scalars, anchors...: libyaml's events
     loader = getattr(yaml, "CSafeLoader", None)
     if loader is None:
         raise Unsupported("PyYAML without libyaml")
@@ -107,7 +114,7 @@ def load_all(text: str) -> list[Any]:
                 if event.anchor is not None or event.tag is not None:
                     raise Unsupported("anchor or tag")
                 raw = event.value
-                value: Any = _scalar(raw) if event.implicit[0] else raw
+                value: Any = scalar(raw) if event.implicit[0] else raw
             elif kind is map_start or kind is seq_start:
                 if event.anchor is not None or event.tag not in (None, MAP, SEQ):
                     raise Unsupported("anchor or tag")

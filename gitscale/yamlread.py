@@ -290,6 +290,8 @@ def _refuse_floats(document: Document, source: str, error: type[InputError],
 
 
 def _first_float(data: Any, path: list[Any]) -> tuple[list[Any], float] | None:
+    if not _has_float(data):
+        return None  # (the usual answer, found without building a path for every value)
     stack: list[tuple[Any, list[Any]]] = [(data, path)]
     while stack:
         value, at = stack.pop()
@@ -300,6 +302,19 @@ def _first_float(data: Any, path: list[Any]) -> tuple[list[Any], float] | None:
         elif isinstance(value, list):
             stack.extend((v, [*at, i]) for i, v in reversed(list(enumerate(value))))
     return None
+
+
+def _has_float(data: Any) -> bool:
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float):
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 def _explain(problem: Any) -> str:

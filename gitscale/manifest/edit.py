@@ -2,24 +2,28 @@
 
 A YAML round trip (ruamel.yaml's included) keeps comments but still re-emits the document: it
 normalises spacing in flow mappings, indentation and some quoting, which shows up in review as
-noise. So nothing is re-emitted: libyaml's node marks give the exact character span of each
-value, new values are spliced into the original text, and missing keys are inserted next to their
-siblings with the file's own indentation and line ending. (The marks were first taken from
-ruamel.yaml's composer; libyaml's are identical on every golden fixture and 7x faster.) The
-result is re-read and compared with the intended object before anything is written, so a splice
-bug can never produce a silently wrong manifest.
+noise. So nothing is re-emitted: the exact character span of each value (libyaml's node marks,
+or the same offsets from ``gitscale.yamlblock``, which reads a manifest's usual block style
+without libyaml, data and spans in one pass) tells where to splice new values into the original
+text, and missing keys are inserted next to their siblings with the file's own indentation and
+line ending. The result is re-read and compared with the intended object before anything is
+written, so a splice bug can never produce a silently wrong manifest.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from operator import attrgetter
+from typing import Any, NamedTuple, Sequence
 
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, SequenceNode
 
+from gitscale import yamlblock, yamlfast
 from gitscale.errors import ManifestError
+from gitscale.yamlblock import MAP, SCALAR, SEQ, Span
 from gitscale.yamlread import Document, load_documents
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -35,8 +39,10 @@ _AFTER: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class _Splice:
+_WHERE = attrgetter("start", "order")
+
+
+class _Splice(NamedTuple):
     start: int
     end: int
     text: str
@@ -65,73 +71,144 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
         # libyaml's marks count from after a byte-order mark: edit without it, then put it back
         inner = edit_fields(text[1:], source, doc_index, values, before)
         return Edited("\ufeff" + inner.text, inner.before, inner.after)
-    try:
-        roots = list(yaml.compose_all(text, Loader=_LOADER))
-    except yaml.YAMLError as exc:
-        raise ManifestError(source, f"not valid YAML: {exc}") from None
-    docs = [r for r in roots]
+    docs, before = _parse(text, source, before)
     root = _document_root(docs, doc_index, text, source)
     newline = "\r\n" if "\r\n" in text else "\n"
     splices: list[_Splice] = []
     pending: dict[tuple[int, str], dict[FieldPath, Value]] = {}
-    parents: dict[int, MappingNode] = {}
+    parents: dict[int, Span] = {}
+    seen: dict[FieldPath, tuple[Span, Span] | None] = {}  # the paths share their first keys
     for order, (path, value) in enumerate(values.items()):
-        node: Node = root
+        node: Span = root
         for depth, key in enumerate(path):
-            if not isinstance(node, MappingNode):
+            if node.kind != MAP:
                 raise ManifestError(source, f"{'.'.join(path[:depth])} is not a mapping")
-            child = _lookup(node, key)
+            here = path[:depth + 1]
+            child = seen[here] if here in seen else seen.setdefault(here, _lookup(node, key))
             if child is None:
                 # Group everything missing under this mapping into one insertion.
                 pending.setdefault((id(node), key), {})[path[depth + 1:]] = value
                 parents[id(node)] = node
                 break
             key_node, value_node = child
-            if value_node.start_mark.index < key_node.end_mark.index or \
-                    text.startswith("&", value_node.start_mark.index):
+            if value_node.start < key_node.end or text.startswith("&", value_node.start):
                 # An alias's node sits at its anchor, elsewhere in the file: splicing there
                 # would change every other use of it too.
                 raise ManifestError(source, f"{'.'.join(path[:depth + 1])} is a YAML anchor "
                                     "or alias; gitscale edits only plain values there",
-                                    key_node.start_mark.line + 1)
+                                    key_node.line + 1)
             if depth == len(path) - 1:
-                if not isinstance(child[1], ScalarNode):
+                if value_node.kind != SCALAR:
                     raise ManifestError(source, f"{'.'.join(path)} is not a scalar",
-                                        child[1].start_mark.line + 1)
-                splices.append(_replace(text, child[0], child[1], value, order))
-            node = child[1]
+                                        value_node.line + 1)
+                splices.append(_replace(text, key_node, value_node, value, order))
+            node = value_node
     inserted: set[int] = set()
+    steps: dict[int, int] = {}  # each mapping's indentation step, found once
     for order, ((parent_id, key), subtree) in enumerate(pending.items(), start=len(values)):
         splices.append(_insert(text, root, parents[parent_id], key, subtree, newline, order,
-                               first=parent_id not in inserted))
+                               steps, first=parent_id not in inserted))
         inserted.add(parent_id)
     result = text
-    for splice in sorted(splices, key=lambda s: (s.start, s.order), reverse=True):
+    for splice in sorted(splices, key=_WHERE, reverse=True):
         result = result[: splice.start] + splice.text + result[splice.end:]
     old, new = _verify(text, result, source, doc_index, values, before)
     return Edited(result, old, new)
 
 
-def _document_root(docs: list[Node], doc_index: int, text: str, source: str) -> Node:
+# Texts read by ``read_for_edit`` (a pass locating its sets) and not edited yet: their data and
+# spans, so that the edit which usually follows does not read the same text again. Taken by
+# the edit, dropped by ``forget_reads`` at the end of a pass's edits; bounded all the same.
+_READ: dict[str, tuple[list[Any], list[Span]]] = {}
+KEPT_READS = 10_000  # (a first pass over 10,000 new sets keeps ~25 MiB of them)
+
+
+def read_for_edit(text: str, source: str) -> list[Document]:
+    """The documents of ``text``, as ``load_documents`` reads them; when the line reader takes
+    the text, its spans are kept for an edit of the same text."""
+    try:
+        datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
+    except (yamlblock.Deferred, yamlfast.Unsupported):
+        return load_documents(text, source, ManifestError)
+    if len(_READ) < KEPT_READS:
+        _READ[text] = (datas, roots)
+    return [Document(data, text, index) for index, data in enumerate(datas)]
+
+
+def forget_reads() -> None:
+    """Drop what ``read_for_edit`` kept and no edit took (sets the pass did not write)."""
+    _READ.clear()
+
+
+def _parse(text: str, source: str,
+           before: list[Document] | None) -> tuple[list[Span], list[Document] | None]:
+    """Each document's root span, and the documents (``before`` when given; None when the
+    verification must read them): what ``read_for_edit`` kept, or one pass of ``yamlblock``
+    for the usual block style, else libyaml's node tree (flow style, anchors, block
+    scalars...)."""
+    kept = _READ.pop(text, None)
+    if kept is not None:
+        datas, roots = kept
+        return roots, before or [Document(d, text, i) for i, d in enumerate(datas)]
+    try:
+        datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
+    except (yamlblock.Deferred, yamlfast.Unsupported):
+        pass
+    else:
+        return roots, before or [Document(d, text, i) for i, d in enumerate(datas)]
+    try:
+        nodes = list(yaml.compose_all(text, Loader=_LOADER))
+    except yaml.YAMLError as exc:
+        raise ManifestError(source, f"not valid YAML: {exc}") from None
+    return [_Composed.of(n) for n in nodes], before
+
+
+class _Composed(Span):
+    """A node of libyaml's tree as a ``Span``; its children are converted when asked (an alias
+    is the same node as its anchor, so the tree may share nodes, or even hold cycles)."""
+
+    __slots__ = ("node",)
+    node: Node
+
+    @classmethod
+    def of(cls, node: Node) -> "_Composed":
+        kind = MAP if isinstance(node, MappingNode) else SEQ if isinstance(node, SequenceNode) \
+            else SCALAR
+        start, end = node.start_mark, node.end_mark
+        span = cls(kind, start.index, end.index, start.line, start.column, end.line,
+                   node.value if kind == SCALAR else None, getattr(node, "style", None) or "",
+                   bool(getattr(node, "flow_style", False)))
+        span.node = node
+        span.lazy = kind != SCALAR
+        return span
+
+    def _materialize(self) -> None:
+        if self.kind == MAP:
+            self.value = [(_Composed.of(k), _Composed.of(v)) for k, v in self.node.value]
+        else:
+            self.value = [_Composed.of(v) for v in self.node.value]
+        self.lazy = False
+
+
+def _document_root(docs: list[Span], doc_index: int, text: str, source: str) -> Span:
     # PyYAML (used for reading) skips empty documents the same way; map indexes by position.
     if doc_index >= len(docs):
         raise ManifestError(source, "the document to edit is missing (file changed while editing?)")
     return docs[doc_index]
 
 
-def _lookup(node: MappingNode, key: str) -> tuple[Node, Node] | None:
-    for k, v in node.value:
-        if isinstance(k, ScalarNode) and k.value == key:
-            return k, v
-    return None
+def _lookup(node: Span, key: str) -> tuple[Span, Span] | None:
+    return node.find(key)
 
 
-def render(value: Value, like: ScalarNode | None = None) -> str:
+def render(value: Value, like: Span | None = None) -> str:
     if isinstance(value, int):
         return str(value)
     # Single quotes have no escapes (and fold line breaks): keep them only for printable text.
     if like is not None and like.style == "'" and value.isprintable():
         return "'" + value.replace("'", "''") + "'"
+    if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+        return '"' + value + '"'  # what json.dumps writes for it, without its encoder
     if all(ord(c) <= 0xFFFF for c in value):
         return json.dumps(value)
     # json.dumps writes U+10000 and up as a surrogate pair, which YAML reads as two characters
@@ -139,11 +216,11 @@ def render(value: Value, like: ScalarNode | None = None) -> str:
                          for c in value) + '"'
 
 
-def _replace(text: str, key: Node, node: ScalarNode, value: Value, order: int) -> _Splice:
-    start, end = node.start_mark.index, node.end_mark.index
+def _replace(text: str, key: Span, node: Span, value: Value, order: int) -> _Splice:
+    start, end = node.start, node.end
     rendered = render(value, node)
     if start == end:  # an empty (null) value: `replicas:`; its mark may be on the next line
-        colon = key.end_mark.index
+        colon = key.end
         while colon < len(text) and text[colon] in " \t":
             colon += 1
         if colon < len(text) and text[colon] == ":":
@@ -153,19 +230,20 @@ def _replace(text: str, key: Node, node: ScalarNode, value: Value, order: int) -
     return _Splice(start, end, rendered, order)
 
 
-def _insert(text: str, root: Node, mapping: MappingNode, key: str,
+def _insert(text: str, root: Span, mapping: Span, key: str,
             subtree: dict[FieldPath, Value], newline: str, order: int,
-            first: bool = True) -> _Splice:
-    if mapping.flow_style:
+            steps: dict[int, int], first: bool = True) -> _Splice:
+    if mapping.flow:
         return _insert_flow(text, mapping, key, subtree, order, first)
-    if not mapping.value:
+    first_key = mapping.first_key()
+    if first_key is None:
         raise ManifestError("", "cannot insert into an empty block mapping")
-    indent = mapping.value[0][0].start_mark.column
-    step = _indent_step(mapping, root)
+    indent = first_key.column
+    step = steps.get(id(mapping)) or steps.setdefault(id(mapping), _indent_step(mapping, root))
     lines = _render_block(key, subtree, indent, step)
     anchor = _anchor(mapping, key)
     if anchor is not None:
-        line_end = text.find("\n", anchor.end_mark.index)
+        line_end = text.find("\n", anchor.end)
         if line_end == -1:
             line_end = len(text)
             if not text.endswith("\n"):
@@ -173,39 +251,40 @@ def _insert(text: str, root: Node, mapping: MappingNode, key: str,
         if line_end > 0 and text[line_end - 1] == "\r":
             line_end -= 1
         return _Splice(line_end, line_end, newline + newline.join(lines), order)
-    first_key = mapping.value[0][0]
-    at = first_key.start_mark.index
+    at = first_key.start
     body = newline.join(lines)[indent:]  # the first line is already indented in place
     return _Splice(at, at, body + newline + " " * indent, order)
 
 
-def _anchor(mapping: MappingNode, key: str) -> ScalarNode | None:
+def _anchor(mapping: Span, key: str) -> Span | None:
     for sibling in _AFTER.get(key, ()):
         found = _lookup(mapping, sibling)
-        if found and isinstance(found[1], ScalarNode):
+        if found and found[1].kind == SCALAR:
             value = found[1]
-            if value.start_mark.line == value.end_mark.line == found[0].start_mark.line:
+            if value.line == value.end_line == found[0].line:
                 return value
     return None
 
 
-def _indent_step(mapping: MappingNode, root: Node) -> int:
+def _indent_step(mapping: Span, root: Span) -> int:
     """The file's indentation step: from ``mapping``'s own nested mappings if it has any, else
     from the first nested block mapping in the document (``metadata`` with only a name in a
     4-space file must get a 4-space ``annotations`` block, not 2)."""
-    queue: list[Node] = [mapping, root]
+    queue: list[Span] = [mapping, root]
     while queue:
         parent = queue.pop(0)
-        if not isinstance(parent, MappingNode) or parent.flow_style or not parent.value:
+        if parent.kind != MAP or parent.flow:
             continue
-        for _, value in parent.value:
-            if isinstance(value, MappingNode) and not value.flow_style and value.value:
-                first: int = parent.value[0][0].start_mark.column
-                step: int = value.value[0][0].start_mark.column - first
-                if step > 0:
-                    return step
+        first = parent.first_key()
+        if first is None:
+            continue
+        nested = parent.block_mappings()  # (only these can give a step, or hold one)
+        for value in nested:
+            step: int = value.first_key().column - first.column  # type: ignore[union-attr]
+            if step > 0:
+                return step
         if parent is not mapping:
-            queue.extend(value for _, value in parent.value)
+            queue.extend(nested)
     return 2
 
 
@@ -232,20 +311,21 @@ def _render_flow(key: str, subtree: dict[FieldPath, Value]) -> str:
     return f"{render_key(key)}: {{{inner}}}"
 
 
-def _insert_flow(text: str, mapping: MappingNode, key: str, subtree: dict[FieldPath, Value],
+def _insert_flow(text: str, mapping: Span, key: str, subtree: dict[FieldPath, Value],
                  order: int, first: bool = True) -> _Splice:
-    close = mapping.end_mark.index - 1
+    close = mapping.end - 1
     while close > 0 and text[close] != "}":
         close -= 1
     entry = _render_flow(key, subtree)
-    if mapping.value:
-        last = mapping.value[-1][1]
-        at = last.end_mark.index
+    pairs = mapping.pairs()
+    if pairs:
+        at = pairs[-1][1].end
         return _Splice(at, at, ", " + entry, order)
     # `spec: {}` getting several keys: every insertion after the first needs its comma
     return _Splice(close, close, entry if first else ", " + entry, order)
 
 
+@functools.lru_cache(maxsize=256)
 def render_key(key: str) -> str:
     plain = key.replace("-", "").replace("_", "").replace(".", "").replace("/", "").isalnum()
     return key if plain and not key[0].isdigit() else json.dumps(key)
@@ -254,22 +334,53 @@ def render_key(key: str) -> str:
 def _verify(before: str, after: str, source: str, doc_index: int,
             values: dict[FieldPath, Value],
             documents: list[Document] | None) -> tuple[list[Document], list[Document]]:
-    """Re-read the result: the target document must equal the old one with ``values`` set."""
+    """Re-read the result: the target document must equal the old one with ``values`` set.
+    The documents returned for the result hold that expected data (equal, as just checked, to
+    what the result reads as), sharing every untouched part with the old documents."""
     old_documents = documents or load_documents(before, source, ManifestError)
     old = [d.data for d in old_documents]
     try:
-        new_documents = load_documents(after, source, ManifestError)
-        new = [d.data for d in new_documents]
+        new = [d.data for d in load_documents(after, source, ManifestError)]
     except ManifestError as exc:
         raise ManifestError(source, f"editing produced invalid YAML ({exc.detail}); nothing was "
                             "written. This is a gitscale bug: please report it") from None
-    expected = copy.deepcopy(old)
-    for path, value in values.items():
-        _set(expected[doc_index], path, value)
+    expected = _expected(old, doc_index, values)
     if new != expected:
         raise ManifestError(source, "editing changed more than the owned fields; nothing was "
                             "written. This is a gitscale bug: please report it")
-    return old_documents, new_documents
+    return old_documents, [Document(data, after, i) for i, data in enumerate(expected)]
+
+
+def _expected(old: list[Any], doc_index: int, values: dict[FieldPath, Value]) -> list[Any]:
+    """``old`` with ``values`` set in document ``doc_index``: the mappings on the way to each
+    value are copied, everything else is shared (a deep copy of every manifest was a tenth of
+    a first pass)."""
+    expected = list(old)
+    if type(old[doc_index]) is not dict:
+        expected = copy.deepcopy(old)
+        for path, value in values.items():
+            _set(expected[doc_index], path, value)
+        return expected
+    root = expected[doc_index] = dict(old[doc_index])
+    copied = {id(root)}
+    for path, value in values.items():
+        obj = root
+        for key in path[:-1]:
+            child = obj.get(key, _MISSING)
+            if child is _MISSING:
+                child = obj[key] = {}
+                copied.add(id(child))
+            elif id(child) not in copied:
+                if type(child) is not dict:  # not reached: the edit refused a non-mapping
+                    raise ManifestError("", f"{'.'.join(path)}: {key} is not a mapping")
+                child = obj[key] = dict(child)
+                copied.add(id(child))
+            obj = child
+        obj[path[-1]] = value
+    return expected
+
+
+_MISSING: Any = object()
 
 
 def _set(obj: Any, path: Sequence[str], value: Value) -> None:

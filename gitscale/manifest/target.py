@@ -8,6 +8,7 @@ from typing import Any
 from gitscale.config import ObjectRef
 from gitscale.core.model import Current
 from gitscale.errors import ManifestError
+from gitscale.manifest.edit import read_for_edit
 from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlread import Document, load_documents
@@ -203,5 +204,10 @@ def object_key(ref: ObjectRef) -> str:
 
 def locate(path: str, text: str, ref: ObjectRef,
            documents: list[Document] | None = None) -> Located:
+    """``ref``'s object in ``text``, without the parsed file. A pass locates the sets whose
+    manifest it does not know yet and then edits most of them: the text's read is kept for that
+    edit (``edit.read_for_edit``)."""
+    if documents is None:
+        documents = read_for_edit(text, path)
     target = read_target(path, text, ref, documents)
     return Located(target.index, target.kind, target.name, target.fields, target.current)

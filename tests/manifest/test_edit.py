@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from unittest import mock
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from gitscale import yamlblock
 from gitscale.config import ObjectRef
 from gitscale.errors import ManifestError
-from gitscale.manifest.edit import FieldPath, Value, set_fields
+from gitscale.manifest.edit import FieldPath, Value, edit_fields, set_fields
 from gitscale.manifest.target import read_target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,3 +310,110 @@ def test_any_annotation_string_reads_back(value: str, quote: str) -> None:
     assert lines[5].endswith("  # keep me")
     if all(c.isprintable() for c in value):
         assert lines[5].startswith(f"    gitscale.dev/jobs: {quote}")  # the quoting style is kept
+
+
+# --- the line reader and libyaml's nodes edit alike ------------------------------------------
+
+OWNED_VALUES: dict[FieldPath, Any] = {
+    ("spec", "replicas"): st.integers(0, 10_000),
+    ("spec", "patchID"): st.integers(0, 2**31 - 1),
+    ("spec", "effectiveTime"): st.just("2026-11-22T10:00:00Z"),
+    ("metadata", "annotations", "gitscale.dev/jobs"): st.text(max_size=12),
+    ("metadata", "annotations", "gitscale.dev/last-scale-up"): st.just("2026-11-22T10:00:00Z"),
+    ("metadata", "annotations", "gitscale.dev/patch-id"): st.sampled_from(["0", "17"]),
+}
+
+
+@st.composite
+def manifest_texts(draw: st.DrawFn) -> str:
+    """RunnerSet manifests in the layouts people write: block or flow metadata and spec, owned
+    fields present, missing or null, annotations or none, comments, 2- or 4-space indentation,
+    several documents."""
+    pad = " " * draw(st.sampled_from([2, 4]))
+    comment = st.sampled_from(["", "", "  # managed by gitscale", " #x"])
+    lines = ["apiVersion: gitscale.dev/v1alpha1", "kind: RunnerSet"]
+    metadata = draw(st.sampled_from(["block", "block", "flow"]))
+    annotations = draw(st.sampled_from(["none", "block", "null", "flow", "empty-flow"]))
+    if metadata == "flow":
+        lines.append("metadata: {name: x, labels: {a: b}}")
+    else:
+        lines += ["metadata:", f"{pad}name: x{draw(comment)}"]
+        if draw(st.booleans()):
+            lines.append(f"{pad}namespace: ci")
+        if annotations == "block":
+            lines += [f"{pad}annotations:", f"{pad}{pad}gitscale.dev/jobs: \"abc\"{draw(comment)}",
+                      f"{pad}{pad}other: 'kept'"]
+        elif annotations == "null":
+            lines.append(f"{pad}annotations:{draw(comment)}")
+        elif annotations in ("flow", "empty-flow"):
+            lines.append(f"{pad}annotations: {{{'a: b' if annotations == 'flow' else ''}}}")
+        if draw(st.booleans()):
+            lines.append(f"{pad}labels: {{team: t}}")
+    spec = draw(st.sampled_from(["block", "block", "flow", "empty-flow"]))
+    if spec == "block":
+        lines.append(f"spec:{draw(comment)}")
+        fields = draw(st.permutations(["replicas", "patchID", "platform", "effectiveTime",
+                                       "template"]))
+        for name in fields[:draw(st.integers(1, 5))]:
+            if name == "template":
+                lines += [f"{pad}template:", f"{pad}{pad}spec:",
+                          f"{pad}{pad}{pad}containers:", f"{pad}{pad}{pad}- name: runner",
+                          f"{pad}{pad}{pad}  image: runner:1"]
+            elif name == "platform":
+                lines.append(f"{pad}platform: github{draw(comment)}")
+            else:
+                value = draw(st.sampled_from(["", " 3", " '7'", ' "2026-01-01T00:00:00Z"',
+                                              " ~"]))
+                lines.append(f"{pad}{name}:{value}{draw(comment)}")
+    elif spec == "flow":
+        lines.append("spec: {replicas: 1, platform: github}")
+    else:
+        lines.append("spec: {}")
+    text = "\n".join(lines) + draw(st.sampled_from(["\n", "", "\n# end\n"]))
+    if draw(st.integers(0, 4)) == 0:
+        text = "# first\n---\nkind: ConfigMap\nmetadata: {name: c}\n---\n" + text
+    return text
+
+
+def _edit_or_error(text: str, values: dict[FieldPath, Value]) -> str:
+    try:
+        index = 0 if not text.startswith("# first") else 1
+        return edit_fields(text, "m.yaml", index, values).text
+    except ManifestError as exc:
+        return f"error: {exc}"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(manifest_texts(), st.data())
+def test_the_line_reader_edits_as_libyaml_does(text: str, data: st.DataObject) -> None:
+    """The spans of gitscale.yamlblock and libyaml's marks splice the same bytes (and the
+    same errors): the fast path changes no commit."""
+    paths = data.draw(st.lists(st.sampled_from(sorted(OWNED_VALUES)), min_size=1, max_size=6,
+                               unique=True))
+    values = {path: data.draw(OWNED_VALUES[path]) for path in paths}
+    fast = _edit_or_error(text, values)
+    with mock.patch.object(yamlblock, "load", side_effect=yamlblock.Deferred("off")):
+        slow = _edit_or_error(text, values)
+    assert fast == slow
+
+
+def test_the_read_that_locates_a_set_serves_its_edit_once() -> None:
+    """A pass locates a new set (reading its file) and then edits it: the edit takes that
+    read instead of reading the text again, once; what no edit took is dropped at the end."""
+    from gitscale.manifest import edit as editor
+    from gitscale.manifest.target import locate
+
+    editor.forget_reads()
+    text = load_case("comments").text
+    found = locate("m.yaml", text, ObjectRef())
+    assert text in editor._READ
+    values: dict[FieldPath, Value] = {("spec", "replicas"): 7}
+    with mock.patch.object(yamlblock, "load", wraps=yamlblock.load) as reads:
+        result = edit_fields(text, "m.yaml", found.index, values)
+    assert [call.args[0] for call in reads.call_args_list] == [result.text]  # the check only
+    assert text not in editor._READ
+    assert result.text == set_fields(text, "m.yaml", found.index, values)  # (read afresh)
+    locate("m.yaml", result.text, ObjectRef())
+    assert editor._READ
+    editor.forget_reads()
+    assert not editor._READ

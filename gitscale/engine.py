@@ -181,9 +181,10 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             old_object=original[path][located.index].data,
             new_object=documents[path][located.index].data,
         ))
-    from gitscale.manifest.edit import forget_reads  # (loaded already, for edit_fields)
+    if texts:  # manifests were read (and located through the editor's reader)
+        from gitscale.manifest.edit import forget_reads
 
-    forget_reads()  # the reads kept for edits that did not come (sets not written)
+        forget_reads()  # the reads kept for edits that did not come (sets not written)
     plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
     if tree is not None:
         plan.modes = {p: tree.mode(p) or "100644" for p in plan.files}

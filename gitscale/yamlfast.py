@@ -13,9 +13,8 @@ PyYAML's.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
-
-import yaml
 
 from gitscale import yamlblock
 
@@ -27,11 +26,14 @@ PLAIN = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:
 CACHED = 50_000  # distinct plain scalars remembered per process
 MAX_DEPTH = 1000  # deeper nesting is refused by yamlread.check_depth, with its line
 
-_resolver = yaml.resolver.Resolver()
-_constructor = yaml.constructor.SafeConstructor()
 _plain: dict[str, tuple[Any]] = {}
 _NO_KEY: Any = object()
-_NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
+# What YAML 1.1 does not allow in a stream (its printable set: tab, line breaks, printable
+# ASCII, NEL, and the printable Unicode planes); a JSON text with one is left to PyYAML, which
+# refuses it with its words.
+_NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD"
+                            "\U00010000-\U0010FFFF]")
+_RESOLVE: list[Any] = []  # PyYAML's resolver and constructor, made on the first plain scalar
 
 
 class Unsupported(Exception):
@@ -42,7 +44,12 @@ def scalar(value: str) -> Any:
     """A plain scalar as PyYAML resolves and constructs it (remembered per process)."""
     found = _plain.get(value)
     if found is None:
-        tag = _resolver.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
+        import yaml  # only here and for YAML events: a JSON demand file of integers needs none
+
+        if not _RESOLVE:
+            _RESOLVE[:] = [yaml.resolver.Resolver(), yaml.constructor.SafeConstructor()]
+        _resolver, _constructor = _RESOLVE
+        tag = _resolver.resolve(yaml.ScalarNode, value, (True, False))
         if tag == STR:
             found = (value,)
         elif tag in PLAIN:
@@ -74,8 +81,10 @@ def _json(text: str) -> list[Any] | None:
     if text.lstrip()[:1] not in ("{", "[") or "\\u" in text or _NON_PRINTABLE.search(text):
         return None  # (surrogate pairs: json joins them; control characters: PyYAML refuses)
     try:
+        # a JSON integer (no sign but -, no leading zero, no _) is the same YAML 1.1 integer;
+        # a JSON number with an exponent or a fraction may be a string to YAML 1.1 (1e3)
         return [json.loads(text, object_pairs_hook=_pairs, parse_float=scalar,
-                           parse_int=scalar, parse_constant=_constant)]
+                           parse_int=int, parse_constant=_constant)]
     except (ValueError, RecursionError):
         return None  # not JSON after all (several documents, comments, YAML flow style)
 
@@ -92,6 +101,8 @@ def load_all(text: str) -> list[Any]:
         return yamlblock.load(text, scalar)[0]
     except yamlblock.Deferred:
         pass  # flow style, block scalars, anchors...: libyaml's events
+    import yaml
+
     loader = getattr(yaml, "CSafeLoader", None)
     if loader is None:
         raise Unsupported("PyYAML without libyaml")

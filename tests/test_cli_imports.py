@@ -33,10 +33,10 @@ NOW = "2026-11-21T09:00:00Z"
 # Never on a pass: the cluster side, HTTP clients (a file source reads none), charts, metrics.
 NEVER = ("kubernetes", "httpx", "jwt", "prometheus_client", "matplotlib", "jsonschema",
          "gitscale.controller", "gitscale.notify.send", "gitscale.chart")
-# Only when a pass writes: editing YAML (PyYAML's composer), validating it, showing a diff.
-# PyYAML itself is still loaded on every pass here: gitscale.yamlfast resolves the demand
-# file's numbers with PyYAML's resolver.
+# Only when a pass writes: editing YAML, validating it, showing a diff.
 ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.validate", "fastjsonschema", "difflib")
+# Only when a YAML text is read: a warm pass with a JSON demand file (integers) reads none.
+ONLY_READING_YAML = ("yaml", "_yaml")
 
 
 def loaded(tmp_path: Path, *argv: str, code: int = 0) -> set[str]:
@@ -90,8 +90,9 @@ def test_a_warm_reconcile_without_change_loads_nothing_for_writing(
     assert found(modules, ("gitscale.commands",)) == ["gitscale.commands",
                                                       "gitscale.commands.plan",
                                                       "gitscale.commands.reconcile"]
-    assert found(modules, (*NEVER, *ONLY_WRITING, "jsonpatch", "gitscale.resource",
-                           "gitscale.core.reservations", "zoneinfo", "traceback")) == []
+    assert found(modules, (*NEVER, *ONLY_WRITING, *ONLY_READING_YAML, "jsonpatch",
+                           "gitscale.resource", "gitscale.core.reservations", "zoneinfo",
+                           "traceback")) == []
 
 
 def test_plan_loads_difflib_only_for_a_diff(tmp_path: Path, remote: tuple[Path, Path]) -> None:

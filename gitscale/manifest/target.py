@@ -8,7 +8,6 @@ from typing import Any
 from gitscale.config import ObjectRef
 from gitscale.core.model import Current
 from gitscale.errors import ManifestError
-from gitscale.manifest.edit import read_for_edit
 from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlread import Document, load_documents
@@ -208,6 +207,9 @@ def locate(path: str, text: str, ref: ObjectRef,
     manifest it does not know yet and then edits most of them: the text's read is kept for that
     edit (``edit.read_for_edit``)."""
     if documents is None:
+        from gitscale.manifest.edit import read_for_edit  # (a pass that reads no manifest
+        # and writes none does not load the editor)
+
         documents = read_for_edit(text, path)
     target = read_target(path, text, ref, documents)
     return Located(target.index, target.kind, target.name, target.fields, target.current)

@@ -69,6 +69,12 @@ class _Source(Source):
     def written(self, entry: Any) -> str:
         return _written(entry, self)
 
+    def keys(self, entries: list[Any]) -> dict[str, int]:
+        infos = self.infos
+        return {(infos[entry][3] if type(entry) is int else infos[entry[0]][3]
+                 if type(entry[0]) is int else entry[0].value): at
+                for at, entry in enumerate(entries)}
+
     def begin(self, number: int) -> int:
         if self.begins is None:  # (each line's length and its line break, summed in C)
             lengths = map(operator.add, map(len, self.text.split("\n")), itertools.repeat(1))

@@ -30,6 +30,10 @@ class Source:
         """The key of a mapping's entry, as written."""
         raise NotImplementedError
 
+    def keys(self, entries: list[Any]) -> dict[str, int]:
+        """A mapping's keys as written → the index of their entry."""
+        return {self.written(entry): at for at, entry in enumerate(entries)}
+
 
 class Span:
     """Where a node sits in its text: ``start``/``end`` are character offsets (``end``
@@ -67,8 +71,7 @@ class Span:
             entries = self.value
             index = self.index
             if index is None:  # (keys as written are unique: a duplicate was deferred)
-                index = self.index = {source.written(entry): at
-                                      for at, entry in enumerate(entries)}
+                index = self.index = source.keys(entries)
             at = index.get(key)
             if at is None:
                 return None

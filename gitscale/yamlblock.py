@@ -24,17 +24,17 @@ import operator
 import re
 from typing import Any, Callable
 
+from gitscale.yamlflow import DQ, SQ, FrozenMap, read_flow, thaw
+from gitscale.yamlspan import MAP, SCALAR, SEQ, Deferred, Source, Span, placed
+
 # Characters PyYAML refuses in a stream; tabs, CR, NEL, Unicode line breaks and BOM are valid
 # YAML but left to libyaml.
 _REFUSED = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd"
                       "\U00010000-\U0010ffff]")
 _KEY = re.compile(r"""(?:([A-Za-z0-9_][A-Za-z0-9_./-]{0,999})|"([^"\\]{0,999})"|'([^']{0,999})')"""
                   r":(?: +|$)")
-_DQ = re.compile(r'"([^"\\]*)"')
-_SQ = re.compile(r"'((?:[^']|'')*)'")
 _TAIL = re.compile(r"(?: +(?:#.*)?)?$")
 _DOCUMENT = re.compile(r"---(?: +(?:#.*)?)?$")
-_FLOW_PLAIN = re.compile(r"""(?:[^\s,\[\]{}#:'"&*!|>%@`?-]|-[0-9A-Za-z._])[^,\[\]{}#:]*""")
 _PLAIN_START = frozenset("-?:,[]{}#&*!|>'\"%@`")  # a plain scalar starts with none of these
 LINES = 20_000  # distinct lines remembered (then forgotten all at once, and learnt again)
 
@@ -45,108 +45,11 @@ _BLANK, _MARKER, _KEY_LINE, _ITEM, _ITEM_KEY, _KEY_SCALAR = range(6)  # _KEY_SCA
 # with a plain key that reads as its text and a scalar value (most lines: read the shortest way)
 # What its value is
 _BELOW, _SCALAR, _FLOW = range(3)
-SCALAR, MAP, SEQ = "scalar", "map", "seq"
+
+__all__ = ["LINES", "MAP", "SCALAR", "SEQ", "Deferred", "Span", "load"]
 
 
-class Deferred(Exception):
-    """The text uses YAML this reader leaves to libyaml."""
-
-
-class Span:
-    """Where a node sits in its text: ``start``/``end`` are character offsets (``end``
-    exclusive), ``line``/``end_line`` 0-based, ``column`` that of ``start``. A scalar's
-    ``value`` is its text as written, unquoted, and ``style`` is ``'``, ``"`` or ``""`` (plain);
-    a mapping's ``value`` is its (key, value) pairs, a sequence's its items.
-
-    A block collection read by this module is ``lazy``: until asked, its ``value`` holds only
-    the numbers of the lines its entries are on (with the nested collection or ``_NULL`` when
-    the value is below the key), and ``source`` what each line said."""
-
-    __slots__ = ("kind", "start", "end", "line", "column", "end_line", "value", "style", "flow",
-                 "lazy", "index", "source")
-
-    def __init__(self, kind: str, start: int, end: int, line: int, column: int, end_line: int,
-                 value: Any, style: str = "", flow: bool = False,
-                 source: _Source | None = None) -> None:
-        self.kind, self.start, self.end, self.line, self.column, self.end_line = \
-            kind, start, end, line, column, end_line
-        self.value, self.style, self.flow = value, style, flow
-        self.lazy = source is not None
-        self.source = source
-        self.index: dict[str, int] | None = None  # a lazy mapping's keys as written → entry
-
-    def pairs(self) -> list[tuple[Span, Span]]:
-        """A mapping's (key, value) pairs."""
-        if self.lazy:
-            self._materialize()
-        pairs: list[tuple[Span, Span]] = self.value
-        return pairs
-
-    def find(self, key: str) -> tuple[Span, Span] | None:
-        """The pair of a mapping whose key is written ``key`` (unquoted), if any."""
-        source = self.source
-        if self.lazy and source is not None:  # make only that pair
-            entries = self.value
-            index = self.index
-            if index is None:  # (keys as written are unique: a duplicate was deferred)
-                index = self.index = {_written(entry, source): at
-                                      for at, entry in enumerate(entries)}
-            at = index.get(key)
-            if at is None:
-                return None
-            entry = entries[at]
-            if type(entry) is int or type(entry[0]) is int:  # made once: the same spans
-                entry = entries[at] = _pair(entry, source)
-            found: tuple[Span, Span] = entry
-            return found
-        for pair in self.pairs():
-            if pair[0].kind == SCALAR and pair[0].value == key:
-                return pair
-        return None
-
-    def first_key(self) -> Span | None:
-        """A mapping's first key (None when empty)."""
-        source = self.source
-        if self.lazy and source is not None:
-            if not self.value:
-                return None
-            entry = self.value[0]
-            if type(entry) is int or type(entry[0]) is int:
-                entry = self.value[0] = _pair(entry, source)
-            key: Span = entry[0]
-            return key
-        pairs = self.pairs()
-        return pairs[0][0] if pairs else None
-
-    def block_mappings(self) -> list[Span]:
-        """The values of a mapping that are non-empty block mappings."""
-        if self.lazy and self.source is not None:  # (only a block collection is a Span there)
-            values = [entry[1] for entry in self.value if type(entry) is tuple]
-            return [v for v in values if type(v) is Span and v.kind == MAP and not v.flow]
-        return [v for _, v in self.pairs() if v.kind == MAP and not v.flow and v.pairs()]
-
-    def items(self) -> list[Span]:
-        """A sequence's items."""
-        if self.lazy:
-            self._materialize()
-        items: list[Span] = self.value
-        return items
-
-    def _materialize(self) -> None:
-        # Spans are made only when asked: most of a manifest is never looked at by the editor.
-        source = self.source
-        assert source is not None
-        if self.kind == MAP:
-            self.value = [entry if type(entry) is tuple and type(entry[0]) is Span
-                          else _pair(entry, source) for entry in self.value]
-        else:
-            self.value = [entry if type(entry) is Span
-                          else _value_span(source.infos[entry], source.begin(entry), entry, 3)
-                          for entry in self.value]
-        self.lazy = False
-
-
-class _Source:
+class _Source(Source):
     """What each line of a text said (for making its spans later), and where the lines
     begin (counted when first needed)."""
 
@@ -156,6 +59,21 @@ class _Source:
         self.text = text
         self.infos: list[tuple[Any, ...]] = []
         self.begins: list[int] | None = None
+
+    def pair(self, entry: Any) -> tuple[Span, Span]:
+        return _pair(entry, self)
+
+    def item(self, entry: Any) -> Span:
+        return _value_span(self.infos[entry], self.begin(entry), entry, 3)
+
+    def written(self, entry: Any) -> str:
+        return _written(entry, self)
+
+    def keys(self, entries: list[Any]) -> dict[str, int]:
+        infos = self.infos
+        return {(infos[entry][3] if type(entry) is int else infos[entry[0]][3]
+                 if type(entry[0]) is int else entry[0].value): at
+                for at, entry in enumerate(entries)}
 
     def begin(self, number: int) -> int:
         if self.begins is None:  # (each line's length and its line break, summed in C)
@@ -278,7 +196,7 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
             if root is _NO:
                 root, root_node = stack[0][1], stack[0][4]
             if kind == _ITEM:
-                sequence[1].append(info[4] if info[3] == _SCALAR else _thaw(info[4]))
+                sequence[1].append(info[4] if info[3] == _SCALAR else thaw(info[4]))
                 if spans:
                     sequence[4].value.append(number)
                 continue
@@ -303,8 +221,8 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
             data[key] = info[9]
         elif value_kind == _FLOW:
             frozen = info[9]
-            data[key] = (dict(frozen) if type(frozen) is _FrozenMap else list(frozen)) \
-                if frozen.flat else _thaw(frozen)
+            data[key] = (dict(frozen) if type(frozen) is FrozenMap else list(frozen)) \
+                if frozen.flat else thaw(frozen)
         elif value_kind == _BELOW:
             frame[3] = key
             frame[5] = number
@@ -387,44 +305,13 @@ def _place_item(stack: list[list[Any]], indent: int, rootless: bool, begin: int,
     raise Deferred("a sequence entry where none can be")
 
 
-def _thaw(frozen: Any) -> Any:
-    kind = type(frozen)
-    if kind is _FrozenMap:
-        return dict(frozen) if frozen.flat else {k: _thaw(v) for k, v in frozen}
-    if kind is _FrozenSeq:
-        return list(frozen) if frozen.flat else [_thaw(v) for v in frozen]
-    return frozen
-
-
-class _FrozenMap(tuple):  # type: ignore[type-arg]
-    flat = True
-
-
-class _FrozenSeq(tuple):  # type: ignore[type-arg]
-    flat = True
-
-
 def _value_span(info: tuple[Any, ...], begin: int, number: int, at: int) -> Span:
     if info[at] == _SCALAR:
         start, end = info[at + 2], info[at + 3]
         return Span(SCALAR, begin + start, begin + end, number, start, number, info[at + 4],
                     info[at + 5])
     column, rest, resolve = info[at + 2:at + 5]
-    return _placed(_flow(rest, 0, resolve, True)[1], begin + column, column, number)
-
-
-def _placed(node: Span, offset: int, column: int, number: int) -> Span:
-    """A flow node read at offset 0 of its line, moved by ``offset`` characters (by
-    ``column`` columns) onto line ``number``."""
-    if node.kind == SCALAR:
-        value: Any = node.value
-    elif node.kind == MAP:
-        value = [(_placed(k, offset, column, number), _placed(v, offset, column, number))
-                 for k, v in node.value]
-    else:
-        value = [_placed(v, offset, column, number) for v in node.value]
-    return Span(node.kind, offset + node.start, offset + node.end, number, column + node.column,
-                number, value, node.style, node.flow)
+    return placed(read_flow(rest, 0, resolve, True)[1], begin + column, column, number)
 
 
 def _open(parent: list[Any], indent: int, data: Any, begin: int, number: int,
@@ -517,13 +404,13 @@ def _read_value(rest: str, column: int, resolve: Resolve) -> tuple[Any, ...]:
     resolve): a flow collection's spans are made only when asked (from its text, again)."""
     first = rest[0]
     if first == '"' or first == "'":
-        found = (_DQ if first == '"' else _SQ).match(rest)
+        found = (DQ if first == '"' else SQ).match(rest)
         if found is None or not _TAIL.match(rest, found.end()):
             raise Deferred("a quoted scalar that does not end on its line")
         value = found.group(1) if first == '"' else found.group(1).replace("''", "'")
         return (_SCALAR, value, column, column + found.end(), value, first)
     if first == "[" or first == "{":
-        frozen, _, end = _flow(rest, 0, resolve, False)
+        frozen, _, end = read_flow(rest, 0, resolve, False)
         if not _TAIL.match(rest, end):
             raise Deferred("text after a flow collection")
         return (_FLOW, frozen, column, rest, resolve)
@@ -534,97 +421,3 @@ def _read_value(rest: str, column: int, resolve: Resolve) -> tuple[Any, ...]:
     if ": " in plain or plain[-1] == ":":
         raise Deferred("a colon in a plain value")
     return (_SCALAR, resolve(plain), column, column + len(plain), plain, "")
-
-
-def _flow(line: str, i: int, resolve: Resolve, spans: bool) -> tuple[Any, Any, int]:
-    """The flow collection opening at ``line[i]`` and closed on the same line: its frozen
-    data, its span (offsets within ``line``; with ``spans``) and the index after its closing
-    bracket."""
-    opening = line[i]
-    start = i
-    i += 1
-    while line[i] == " ":
-        i += 1
-    if opening == "[":
-        items: list[Any] = []
-        nodes: list[Span] = []
-        if line[i] != "]":
-            while True:
-                value, node, i = _flow_item(line, i, resolve, spans)
-                items.append(value)
-                nodes.append(node)
-                while line[i] == " ":
-                    i += 1
-                if line[i] == "]":
-                    break
-                if line[i] != ",":
-                    raise Deferred("a flow sequence")
-                i += 1
-                while line[i] == " ":
-                    i += 1
-                if line[i] == "]":
-                    raise Deferred("a trailing comma")
-        seq = _FrozenSeq(items)
-        seq.flat = not any(type(v) in (_FrozenMap, _FrozenSeq) for v in items)
-        return seq, Span(SEQ, start, i + 1, 0, start, 0, nodes, "", True) if spans else None, \
-            i + 1
-    pairs: list[tuple[Any, Any]] = []
-    keys: set[Any] = set()
-    seen: set[str] = set()
-    node_pairs: list[tuple[Span, Span]] = []
-    if line[i] != "}":
-        while True:
-            if line[i] in "[{":
-                raise Deferred("a complex key")
-            key, key_node, i = _flow_item(line, i, resolve, spans)
-            if line[i] != ":" or line[i + 1] != " ":
-                raise Deferred("a flow mapping entry without `: `")
-            raw = key_node.value if spans else key_node
-            if raw in seen or key in keys:
-                raise Deferred("duplicate key")
-            seen.add(raw)
-            keys.add(key)
-            i += 2
-            while line[i] == " ":
-                i += 1
-            if line[i] in ",}":
-                raise Deferred("an empty value in a flow mapping")
-            value, node, i = _flow_item(line, i, resolve, spans)
-            pairs.append((key, value))
-            node_pairs.append((key_node, node))
-            while line[i] == " ":
-                i += 1
-            if line[i] == "}":
-                break
-            if line[i] != ",":
-                raise Deferred("a flow mapping")
-            i += 1
-            while line[i] == " ":
-                i += 1
-            if line[i] == "}":
-                raise Deferred("a trailing comma")
-    mapping = _FrozenMap(pairs)
-    mapping.flat = not any(type(v) in (_FrozenMap, _FrozenSeq) for _, v in pairs)
-    return mapping, Span(MAP, start, i + 1, 0, start, 0, node_pairs, "", True) if spans \
-        else None, i + 1
-
-
-def _flow_item(line: str, i: int, resolve: Resolve, spans: bool) -> tuple[Any, Any, int]:
-    """A flow collection's item: its data, its span (with ``spans``; else the scalar as
-    written) and the index after it."""
-    first = line[i]
-    if first == "[" or first == "{":
-        return _flow(line, i, resolve, spans)
-    if first == '"' or first == "'":
-        found = (_DQ if first == '"' else _SQ).match(line, i)
-        if found is None:
-            raise Deferred("a quoted scalar that does not end on its line")
-        value = found.group(1) if first == '"' else found.group(1).replace("''", "'")
-        return value, Span(SCALAR, i, found.end(), 0, i, 0, value, first) if spans else value, \
-            found.end()
-    found = _FLOW_PLAIN.match(line, i)
-    if found is None or line[found.end()] not in ",]}:":
-        raise Deferred("a flow scalar")
-    plain = found.group().rstrip(" ")
-    end = i + len(plain)
-    return resolve(plain), Span(SCALAR, i, end, 0, i, 0, plain, "") if spans else plain, end

@@ -23,7 +23,7 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 
 from gitscale import yamlblock, yamlfast
 from gitscale.errors import ManifestError
-from gitscale.yamlblock import MAP, SCALAR, SEQ, Span
+from gitscale.yamlspan import MAP, SCALAR, SEQ, Span
 from gitscale.yamlread import Document, load_documents
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import shutil
 import statistics
@@ -47,7 +46,6 @@ import bench_reconcile as br  # noqa: E402
 import bench_scale as bs  # noqa: E402
 
 PROJECT = HERE.parent
-RESULTS = HERE / "results"
 STEP = 30  # seconds between scaling commits
 
 
@@ -296,10 +294,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{m['max_s']:.3f}){used}")
     print(f"  step-python    {results['python_us_per_row']['median']:.1f} µs per row")
     print(f"  pass on {args.commits} commits / pass on {args.short}: {ratio:.2f}×")
-    RESULTS.mkdir(exist_ok=True)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = RESULTS / f"history-{stamp}.json"
-    out.write_text(json.dumps(results, indent=2))
+    out = br.write_results("history", results)
     print(f"results: {out}")
     return 0
 

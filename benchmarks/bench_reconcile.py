@@ -52,6 +52,15 @@ BASELINE_SCRIPT = HERE / "baseline_yq.sh"
 TARGET_SECONDS = 0.5
 TARGET_RATIO = 10.0
 
+
+def write_results(name: str, results: dict[str, Any]) -> Path:
+    """``results`` as benchmarks/results/NAME-<UTC time>.json (what every benchmark keeps)."""
+    RESULTS.mkdir(exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = RESULTS / f"{name}-{stamp}.json"
+    out.write_text(json.dumps(results, indent=2))
+    return out
+
 # Every git (and gitscale) child runs without the user's global/system git config, so that hooks,
 # signing or templates on this machine cannot change the figures. Harness commits use this identity.
 CHILD_ENV = {

@@ -29,7 +29,6 @@ benchmarks/results/scale-<sets>-<UTC time>.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import resource
@@ -47,7 +46,6 @@ sys.path.insert(0, str(HERE))
 import bench_reconcile as br  # noqa: E402 - the fixture, the checks and the child environment
 
 PROJECT = HERE.parent
-RESULTS = HERE / "results"
 
 
 def fast_import(remote: Path, files: dict[str, str], message: str) -> None:
@@ -376,10 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:<10} {m['median_s']:>7.3f}s {m['min_s']:>7.3f}s {m['max_s']:>7.3f}s "
               f"{m['cpu_median_s']:>6.2f}s {m['peak_rss_kib'] / 1024:>6.0f} MiB "
               f"{'' if ratio is None else f'{ratio:>9.2f}×'}")
-    RESULTS.mkdir(exist_ok=True)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = RESULTS / f"scale-{args.sets}-{stamp}.json"
-    out.write_text(json.dumps(results, indent=2))
+    out = br.write_results(f"scale-{args.sets}", results)
     print(f"results: {out}")
     return 0
 

@@ -12,6 +12,7 @@ PyYAML's.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -33,7 +34,14 @@ _NO_KEY: Any = object()
 # refuses it with its words.
 _NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD"
                             "\U00010000-\U0010FFFF]")
-_RESOLVE: list[Any] = []  # PyYAML's resolver and constructor, made on the first plain scalar
+
+
+@functools.cache
+def _pyyaml_resolving() -> tuple[Any, Any]:
+    """PyYAML's resolver and constructor, made on the first plain scalar."""
+    import yaml
+
+    return yaml.resolver.Resolver(), yaml.constructor.SafeConstructor()
 
 
 class Unsupported(Exception):
@@ -46,9 +54,7 @@ def scalar(value: str) -> Any:
     if found is None:
         import yaml  # only here and for YAML events: a JSON demand file of integers needs none
 
-        if not _RESOLVE:
-            _RESOLVE[:] = [yaml.resolver.Resolver(), yaml.constructor.SafeConstructor()]
-        _resolver, _constructor = _RESOLVE
+        _resolver, _constructor = _pyyaml_resolving()
         tag = _resolver.resolve(yaml.ScalarNode, value, (True, False))
         if tag == STR:
             found = (value,)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(PROJECT / "tests" / "demand"))
 
 import fake_github  # type: ignore[import-not-found]  # noqa: E402  (tests/demand/fake_github.py)
 
-from gitscale.config import load_config  # noqa: E402
+from gitscale.config.load import load_config  # noqa: E402
 from gitscale.demand.resolve import Sources, read_demand  # noqa: E402
 
 TOKEN = "ghp_benchmark_token_0000000000000000000000"

@@ -19,7 +19,7 @@ and the steps of history-all one by one (wall and CPU), to show where its time g
 
   step-start      `gitscale --version`: the interpreter and the CLI's imports
   step-clone      the clone history makes (`git clone --bare --filter=tree:0`)
-  step-log        the `git log` history runs, in that clone (gitscale.history.LOG_ARGS)
+  step-log        the `git log` history runs, in that clone (gitscale.record.history.LOG_ARGS)
   step-python     the Python per row: that log's output parsed and laid out as the table,
                   in one process (µs per row; in `history` it runs alongside git log)
 
@@ -143,7 +143,7 @@ def first_row(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 PYTHON_STEP = """
 import sys, time
 from gitscale.commands.history import history_lines
-from gitscale.history import parse_record
+from gitscale.record.history import parse_record
 text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
 start = time.process_time()
 rows = sum(1 for _ in history_lines(e for record in text.split("\\x1e")
@@ -154,7 +154,7 @@ print(rows, (time.process_time() - start) / max(rows, 1) * 1e6)
 
 def steps(url: str, work: Path, gitscale: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Each step of `gitscale history --repo URL`, alone: start-up, clone, log, Python."""
-    from gitscale.history import LOG_ARGS
+    from gitscale.record.history import LOG_ARGS
 
     clone = work / "step-clone.git"
     shutil.rmtree(clone, ignore_errors=True)

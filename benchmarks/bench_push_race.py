@@ -7,7 +7,7 @@ A real ``git daemon`` on 127.0.0.1 serves one config repo (the integration tests
 writer is a thread that runs ``gitscale reconcile --repo git://… --demand FILE`` --rounds times
 in a row, each time with its own demand and new job ids, so every run has a change to land. All
 writers run at once. A run that loses a race fetches, recomputes and retries until its deadline
-(``gitscale.landing.DEADLINE``).
+(``gitscale.plan.landing.DEADLINE``).
 
 Reported: failed runs (the target is 0), attempts per run, wall time per run, commits landed
 (must equal writers × rounds, in one linear history). JSON goes to benchmarks/results/.
@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 sys.path.insert(0, str(PROJECT))
 
-from gitscale.landing import BACKOFF, BACKOFF_CAP, DEADLINE, PRIORITY_AFTER  # noqa: E402
+from gitscale.plan.landing import BACKOFF, BACKOFF_CAP, DEADLINE, PRIORITY_AFTER  # noqa: E402
 from tests.integration import seed  # noqa: E402
 from tests.integration.conftest import start_daemon  # noqa: E402
 

@@ -175,13 +175,14 @@ def loop_worker(remote: str, demands_json: str) -> int:
     import io
     import traceback
 
-    from gitscale.cache import StateCache, default_cache_dir
+    from gitscale.files import default_cache_dir
+    from gitscale.plan.cache import StateCache
     from gitscale.commands import RepoOptions
     from gitscale.commands.run import LoopState, _one_pass
     from gitscale.demand.resolve import Sources
     from gitscale.metrics import LoopMetrics
     from gitscale.timeutil import utcnow
-    from gitscale.workspace import open_workspace
+    from gitscale.repo.workspace import open_workspace
 
     demands = json.loads(demands_json)
     opts = RepoOptions(remote, None, "gitscale.yaml")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from gitscale import __version__
-from gitscale.git import redact, version
+from gitscale.repo.git import redact, version
 
 EXIT_CRASH = 70  # EX_SOFTWARE: a bug in gitscale, never a user error
 

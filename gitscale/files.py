@@ -61,3 +61,14 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a file"
+
+
+def default_cache_dir() -> Path | None:
+    """Where gitscale keeps what it remembers between runs (the state cache, compiled schemas,
+    tokens): ``$GITSCALE_CACHE_DIR`` (empty: nowhere), else ``$XDG_CACHE_HOME/gitscale`` or
+    ``~/.cache/gitscale``."""
+    configured = os.environ.get("GITSCALE_CACHE_DIR")
+    if configured is not None:
+        return Path(configured) if configured else None  # empty: no disk cache
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gitscale"

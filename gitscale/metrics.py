@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -29,21 +29,18 @@ from gitscale.errors import (
 )
 
 if TYPE_CHECKING:
-    from gitscale.controller.reconcile import Report
     from gitscale.core.model import Demand
-    from gitscale.landing import Landed
-    from gitscale.webhook_http import HttpServer
+    from gitscale.plan.landing import Landed
+    from gitscale.http_server import HttpServer
 
 # `*_created` series double every counter for nothing a dashboard reads.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 ERROR_KINDS = ("config", "manifest", "demand", "input", "validation", "push_rejected", "git",
                "other", "unexpected", "resync")
 DELIVERY_RESULTS = ("accepted", "ignored", "duplicate", "ping", "unauthorized", "bad_request",
                     "error")
-RUNNER_STATES = ("pending", "idle", "busy", "failed")
 _KINDS: tuple[tuple[type[BaseException], str], ...] = (
     (ConfigError, "config"), (ManifestError, "manifest"), (DemandError, "demand"),
     (InputError, "input"), (ValidationError, "validation"), (PushRejected, "push_rejected"),
@@ -172,75 +169,7 @@ class SetGauges(Collector):
         return [queued, running, desired, patch]
 
 
-class ControllerMetrics:
-    """`gitscale controller`: per RunnerSet (labels ``namespace`` and ``set``)."""
-
-    def __init__(self) -> None:
-        reg = self.registry = CollectorRegistry()
-        per_set = ["namespace", "set"]
-        self.runners = Gauge("gitscale_controller_runners", "Runners of the set by state, "
-                             "after its last pass", [*per_set, "state"], registry=reg)
-        self.desired = Gauge("gitscale_controller_desired_replicas", "spec.replicas of the set",
-                             per_set, registry=reg)
-        self.missing = Gauge("gitscale_controller_runners_missing", "Slots of spec.replicas "
-                             "with no runner at all (what Ready=False reports)", per_set,
-                             registry=reg)
-        self.created = Counter("gitscale_controller_runner_creations", "Runners created",
-                               per_set, registry=reg)
-        self.deleted = Counter("gitscale_controller_runner_deletions", "Runners removed",
-                               per_set, registry=reg)
-        self.refusals = Counter("gitscale_controller_unregister_refusals", "Unregisters "
-                                "refused because the runner still runs a job (GitHub's 422)",
-                                per_set, registry=reg)
-        self.api_errors = Counter("gitscale_controller_api_errors", "Kubernetes, GitHub or "
-                                  "Buildkite calls of a pass that failed", per_set, registry=reg)
-        self.last_duration = Gauge("gitscale_controller_last_reconcile_seconds", "Wall time of "
-                                   "the set's last pass", per_set, registry=reg)
-        self.duration = Histogram("gitscale_controller_reconcile_duration_seconds", "Wall time "
-                                  "of a pass over one set", registry=reg,
-                                  buckets=RECONCILE_BUCKETS)
-        self.leader = Gauge("gitscale_controller_leader", "1 while this replica acts (holds the "
-                            "Lease, or runs without leader election)", registry=reg)
-
-    def reconciled(self, report: "Report", gone: bool) -> None:
-        """One pass over a set; ``gone``: the set no longer exists (its series go too)."""
-        namespace, _, name = report.key.partition("/")
-        self.duration.observe(report.seconds)
-        if gone:
-            self._forget(namespace, name)
-            return
-        self.last_duration.labels(namespace, name).set(report.seconds)
-        for counter, items in ((self.created, report.created), (self.deleted, report.deleted),
-                               (self.refusals, report.busy), (self.api_errors, report.errors)):
-            counter.labels(namespace, name).inc(len(items))
-        counts = report.counts
-        if counts is not None:
-            for state in RUNNER_STATES:
-                self.runners.labels(namespace, name, state).set(getattr(counts, state))
-            self.desired.labels(namespace, name).set(counts.wanted)
-            self.missing.labels(namespace, name).set(counts.short)
-
-    def leading(self, acting: bool, keys: Iterable[str] = ()) -> None:
-        """Leadership changed. A replica that stops acting drops its per-set gauges: the new
-        leader reports them, and two replicas must not both claim a set's runners."""
-        self.leader.set(1 if acting else 0)
-        if not acting:
-            for key in keys:
-                namespace, _, name = key.partition("/")
-                for gauge in (self.desired, self.missing, self.last_duration):
-                    _remove(gauge, namespace, name)
-                for state in RUNNER_STATES:
-                    _remove(self.runners, namespace, name, state)
-
-    def _forget(self, namespace: str, name: str) -> None:
-        for metric in (self.desired, self.missing, self.last_duration, self.created,
-                       self.deleted, self.refusals, self.api_errors):
-            _remove(metric, namespace, name)
-        for state in RUNNER_STATES:
-            _remove(self.runners, namespace, name, state)
-
-
-def _remove(metric: Gauge | Counter, *labels: str) -> None:
+def remove(metric: Gauge | Counter, *labels: str) -> None:
     try:
         metric.remove(*labels)
     except KeyError:
@@ -250,7 +179,7 @@ def _remove(metric: Gauge | Counter, *labels: str) -> None:
 def start_listener(listen: str, registry: CollectorRegistry) -> "HttpServer":
     """``--metrics-listen HOST:PORT``: GET /metrics on a port of its own (the same asyncio
     server as serve's webhooks: a slow scraper holds a socket, not a thread)."""
-    from gitscale.webhook_http import HttpServer, Request, Response
+    from gitscale.http_server import HttpServer, Request, Response
 
     host, port = listen_address("--metrics-listen", listen)
 

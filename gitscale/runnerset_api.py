@@ -1,7 +1,7 @@
 """The RunnerSet API's names and bounds, shared by the CRD, the scaler and the controller.
 
 One place, so that raising a bound cannot make the controller refuse what the scaler writes.
-Plain values and no imports: the pure core uses them too. ``gitscale.resource`` builds the CRD
+Plain values and no imports: the pure core uses them too. ``gitscale.controller.crd`` builds the CRD
 from them.
 """
 from __future__ import annotations

@@ -30,10 +30,10 @@ def test_a_stale_name_stops_the_benchmark_before_it_builds_anything(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     module = bench()
     monkeypatch.setattr(module, "PHASES", [*module.PHASES,
-                                           ("renamed", "gitscale.engine", "_read", False)])
+                                           ("renamed", "gitscale.plan.engine", "_read", False)])
     code = module.main(["--workdir", str(tmp_path / "work"), "--results", str(tmp_path)])
     assert code == 2
-    assert "gitscale.engine._read" in capsys.readouterr().err
+    assert "gitscale.plan.engine._read" in capsys.readouterr().err
     assert not (tmp_path / "work").exists() and not list(tmp_path.iterdir())
 
 

@@ -32,9 +32,9 @@ sys.exit(main(argv))
 NOW = "2026-11-21T09:00:00Z"
 # Never on a pass: the cluster side, HTTP clients (a file source reads none), charts, metrics.
 NEVER = ("kubernetes", "httpx", "jwt", "prometheus_client", "matplotlib", "jsonschema",
-         "gitscale.controller", "gitscale.notify.send", "gitscale.chart")
+         "gitscale.controller", "gitscale.notify.send", "gitscale.charts.render")
 # Only when a pass writes: editing YAML, validating it, showing a diff.
-ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.validate", "fastjsonschema", "difflib")
+ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.manifest.validate", "fastjsonschema", "difflib")
 # Only when a YAML text is read: a warm pass with a JSON demand file (integers) reads none.
 ONLY_READING_YAML = ("yaml", "_yaml")
 
@@ -77,7 +77,7 @@ def remote(tmp_path: Path, capsys) -> tuple[Path, Path]:  # type: ignore[no-unty
 def test_version_imports_no_command(tmp_path: Path) -> None:
     modules = loaded(tmp_path, "--version")
     assert found(modules, ("gitscale.commands",)) == ["gitscale.commands"]  # (options only)
-    assert found(modules, ("yaml", "gitscale.git", "gitscale.crash", "gitscale.config",
+    assert found(modules, ("yaml", "gitscale.repo.git", "gitscale.crash", "gitscale.config.load",
                            *NEVER)) == []
 
 
@@ -91,7 +91,7 @@ def test_a_warm_reconcile_without_change_loads_nothing_for_writing(
                                                       "gitscale.commands.plan",
                                                       "gitscale.commands.reconcile"]
     assert found(modules, (*NEVER, *ONLY_WRITING, *ONLY_READING_YAML, "jsonpatch",
-                           "gitscale.resource", "gitscale.core.reservations", "zoneinfo",
+                           "gitscale.controller.crd", "gitscale.core.reservations", "zoneinfo",
                            "traceback")) == []
 
 
@@ -99,7 +99,7 @@ def test_plan_loads_difflib_only_for_a_diff(tmp_path: Path, remote: tuple[Path, 
     bare, demand = remote
     argv = ("plan", "--repo", str(bare), "--now", NOW)
     quiet = loaded(tmp_path, *argv, "--demand", str(demand))
-    assert found(quiet, (*NEVER, *ONLY_WRITING, "jsonpatch", "gitscale.resource")) == []
+    assert found(quiet, (*NEVER, *ONLY_WRITING, "jsonpatch", "gitscale.controller.crd")) == []
 
     more = tmp_path / "more.json"
     more.write_text(json.dumps({"linux": {"queued": 5, "running": 0},
@@ -107,7 +107,7 @@ def test_plan_loads_difflib_only_for_a_diff(tmp_path: Path, remote: tuple[Path, 
     pending = loaded(tmp_path, *argv, "--demand", str(more), code=2)
     assert {"difflib", "gitscale.manifest.edit"} <= pending
     # plan validates nothing and shows no JSON patch in text
-    assert found(pending, (*NEVER, "gitscale.validate", "fastjsonschema", "jsonpatch")) == []
+    assert found(pending, (*NEVER, "gitscale.manifest.validate", "fastjsonschema", "jsonpatch")) == []
 
 
 def test_a_reconcile_that_writes_loads_no_cluster_or_http_client(
@@ -118,6 +118,6 @@ def test_a_reconcile_that_writes_loads_no_cluster_or_http_client(
                                 "gpu": {"queued": 1, "running": 0}}))
     modules = loaded(tmp_path, "reconcile", "--repo", str(bare), "--demand", str(more),
                      "--now", NOW)
-    assert {"gitscale.manifest.edit", "gitscale.validate"} <= modules  # it did write
+    assert {"gitscale.manifest.edit", "gitscale.manifest.validate"} <= modules  # it did write
     # validation reads the RunnerSet CRD as shipped, not built from the controller's registry
-    assert found(modules, (*NEVER, "gitscale.resource", "difflib", "jsonpatch")) == []
+    assert found(modules, (*NEVER, "gitscale.controller.crd", "difflib", "jsonpatch")) == []

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gitscale.controller.errors import CredentialsError
 from gitscale.controller.github import Credentials, GitHub, scope_of
-from gitscale.demand.secrets import SecretError
+from gitscale.config.secrets import SecretError
 from gitscale.errors import GitscaleError
 from gitscale.github_app import InstallationToken
 

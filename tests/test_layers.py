@@ -1,5 +1,6 @@
-"""The loop's layering: the decision core is pure (no git, YAML, HTTP or Kubernetes imports,
-only the core and the RunnerSet API constants), and each outside system has one owner module."""
+"""The package's layering: every part imports only parts on lower layers (so no circle, and no
+import back up), the decision core is pure (no git, YAML, HTTP or Kubernetes imports, only the
+core and the RunnerSet API constants), and each outside system has one owner module."""
 from __future__ import annotations
 
 import ast
@@ -13,15 +14,76 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gitscale"
 IO = {"yaml", "ruamel", "httpx", "jwt", "kubernetes", "subprocess", "socket", "http", "os",
       "threading", "time", "pathlib", "click"}
 OWNERS = {
-    "subprocess": {"git.py", "validate.py"},  # git, and kubeconform when on PATH
+    "subprocess": {"repo/git.py", "manifest/validate.py"},  # git, and kubeconform when on PATH
     "kubernetes": {"controller/kube.py"},
-    "matplotlib": {"chart.py", "chart_axis.py"},  # the optional extra, imported lazily
-    "prometheus_client": {"metrics.py"},
+    "matplotlib": {"charts/render.py", "charts/axis.py"},  # the optional extra, imported lazily
+    "prometheus_client": {"metrics.py", "controller/metrics.py"},
     "httpx": {"demand/http.py", "demand/github.py", "controller/github.py",
               "controller/buildkite.py", "notify/send.py",
               "github_app.py"},
     "jwt": {"github_app.py"},  # a GitHub App's token: one module for the source and controller
 }
+
+
+# The parts of gitscale/, lowest first: a module may import its own part and the layers below.
+# Type-only and function-level imports count too: a circle closed by them still says that a
+# name lives in the wrong part.
+LAYERS: list[set[str]] = [
+    {"__init__", "errors", "timeutil", "redact", "runnerset_api", "data"},
+    {"files", "progress", "http_server", "yamlio", "core", "github_app"},
+    {"repo", "config"},  # git verbs; gitscale.yaml, its schemas, sources and secrets
+    {"crash", "record", "demand", "manifest", "notify"},
+    {"charts", "plan"},  # plan: the pass (engine, cache, landing)
+    {"webhooks", "metrics"},
+    {"controller"},
+    {"simulate"},
+    {"commands"},
+    {"cli"},
+    {"__main__"},
+]
+RANK = {part: n for n, parts in enumerate(LAYERS) for part in parts}
+
+
+def part_of(module: str) -> str:
+    """``gitscale.plan.engine`` → ``plan``; ``gitscale.errors`` → ``errors``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def gitscale_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "gitscale":
+            found |= {f"gitscale.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(
+                "gitscale."):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("gitscale.")}
+    return {m.replace("gitscale.__version__", "gitscale") for m in found}
+
+
+MODULES = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py"))
+
+
+def test_every_part_has_a_layer() -> None:
+    parts = {Path(m).parts[0].removesuffix(".py") for m in MODULES}
+    assert parts == set(RANK), parts ^ set(RANK)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_imports_go_down_the_layers(module: str) -> None:
+    mine = Path(module).parts[0].removesuffix(".py")
+    upward = {m for m in gitscale_imports(PACKAGE / module)
+              if part_of(m) != mine and RANK[part_of(m)] >= RANK[mine]}
+    assert not upward, f"{module} ({mine}, layer {RANK[mine]}) imports {sorted(upward)}"
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from gitscale.plan.engine import Plan\nimport gitscale.cli\n")
+    assert {part_of(m) for m in gitscale_imports(module)} == {"plan", "cli"}
+    assert RANK["plan"] > RANK["config"]  # config importing the engine would fail above
 
 
 @pytest.mark.parametrize("module", sorted(p.name for p in (PACKAGE / "core").glob("*.py")))

@@ -19,7 +19,7 @@ from gitscale.errors import ConfigError, DemandError, GitError, PushRejected
 from gitscale.metrics import error_kind
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 from tests.notify.engines import Application, FakeArgoCD
-from tests.test_serve import CONFIG, SECRET, Server, job
+from tests.commands.test_serve import CONFIG, SECRET, Server, job
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -290,7 +290,8 @@ def test_the_readme_documents_every_metric_and_its_alerts_parse() -> None:
 
     import yaml
 
-    from gitscale.metrics import ControllerMetrics, LoopMetrics
+    from gitscale.controller.metrics import ControllerMetrics
+    from gitscale.metrics import LoopMetrics
 
     text = README.read_text()
     documented = {name.removesuffix("_total")

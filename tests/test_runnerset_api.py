@@ -8,16 +8,16 @@ import jsonschema
 import pytest
 import yaml
 
-from gitscale import resource
-from gitscale.config import ObjectRef
+from gitscale.controller import crd as resource
+from gitscale.config.load import ObjectRef
 from gitscale.controller.errors import InvalidRunnerSet
 from gitscale.controller.observe import parse_runnerset
 from gitscale.controller.platforms import kind_of
 from gitscale.core.model import next_patch_id
 from gitscale.errors import ManifestError
 from gitscale.manifest.target import fields_for, read_target
-from gitscale.schemas import POLICY
-from gitscale.validate import SchemaValidator
+from gitscale.config.schemas import POLICY
+from gitscale.manifest.validate import SchemaValidator
 from tests.helpers import RUNNERSET
 
 

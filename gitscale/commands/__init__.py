@@ -12,10 +12,10 @@ from gitscale.timeutil import format_time, parse_time, utcnow
 if TYPE_CHECKING:
     import threading
 
-    from gitscale.cache import StateCache
-    from gitscale.config import Config
-    from gitscale.gitindex import Tree
-    from gitscale.workspace import Workspace
+    from gitscale.plan.cache import StateCache
+    from gitscale.config.load import Config
+    from gitscale.repo.index import Tree
+    from gitscale.repo.workspace import Workspace
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -75,9 +75,10 @@ def pass_inputs(ws: "Workspace", config_path: str,
     on. In a sparse clone, the folders the pass reads from disk are checked out first."""
     import posixpath
 
-    from gitscale.config import load_config
-    from gitscale.gitindex import Tree, check_out
-    from gitscale.reservations_file import DIRECTORY
+    from gitscale.config.load import load_config
+    from gitscale.config.sources import SOURCES
+    from gitscale.repo.index import Tree, check_out
+    from gitscale.webhooks.reservations_file import DIRECTORY
 
     tree = Tree.read(ws.git, sparse=ws.sparse)
     if ws.sparse:
@@ -87,6 +88,6 @@ def pass_inputs(ws: "Workspace", config_path: str,
     config = load_config(ws.root, config_path, cache.configs)
     if ws.sparse:
         sources = {id(s.source): s.source for s in config.sets}.values()  # few, shared
-        check_out(ws.git, ws.root, tree, {posixpath.dirname(s.settings.path)
-                                          for s in sources if s.kind == "file"})
+        check_out(ws.git, ws.root, tree, {posixpath.dirname(path) for s in sources
+                                          for path in SOURCES[s.kind].files(s.settings)})
     return tree, config

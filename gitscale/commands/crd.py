@@ -15,9 +15,9 @@ import click
 from gitscale import __version__
 from gitscale.commands import EXIT_OK
 from gitscale.errors import InputError, ManifestError
-from gitscale.git import Git, is_url, is_work_tree
-from gitscale.resource import crd_yaml
-from gitscale.yamlread import load_documents
+from gitscale.repo.git import Git, is_url, is_work_tree
+from gitscale.controller.crd import crd_yaml
+from gitscale.yamlio.read import load_documents
 
 CRD_NAME = "runnersets.gitscale.dev"
 DEFAULT_PATH = "deploy/crds/runnersets.gitscale.dev.yaml"

@@ -15,7 +15,7 @@ from gitscale.commands.history import run_history
 from gitscale.commands.plan import run_plan
 from gitscale.commands.reconcile import run_reconcile
 from gitscale.errors import InputError
-from gitscale.git import Git
+from gitscale.repo.git import Git
 
 
 def build_demo_repo(directory: Path, checkout: Path | None = None,

@@ -5,13 +5,13 @@ import click
 
 from gitscale.commands import EXIT_OK, RepoOptions, resolve_now
 from gitscale.commands.plan import plan_text
-from gitscale.config import RunnerSetConfig, load_config
+from gitscale.config.load import RunnerSetConfig, load_config
 from gitscale.core.decide import drain, resume
 from gitscale.core.model import Current, Decision, Demand
 from gitscale.demand import DemandReading
-from gitscale.engine import Plan, compute_plan
-from gitscale.landing import describe_landing, land
-from gitscale.workspace import open_workspace
+from gitscale.plan.engine import Plan, compute_plan
+from gitscale.plan.landing import describe_landing, land
+from gitscale.repo.workspace import open_workspace
 
 
 def _drain(_: RunnerSetConfig, current: Current, __: Demand | None) -> Decision:

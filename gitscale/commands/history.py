@@ -11,11 +11,11 @@ import click
 
 from gitscale.commands import EXIT_OK, RepoOptions
 from gitscale.errors import InputError
-from gitscale.history import Entry, between, history_since, iter_history, read_history, \
+from gitscale.record.history import Entry, between, history_since, iter_history, read_history, \
     within
 from gitscale.progress import Progress
 from gitscale.timeutil import parse_time
-from gitscale.workspace import open_workspace
+from gitscale.repo.workspace import open_workspace
 
 
 def run_history(opts: RepoOptions, *, only: str | None, since: str | None, output: str,
@@ -26,7 +26,7 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     zone = resolve_zone(tz)
     chart_path = Path(chart) if chart else None
     if chart_path is not None:
-        from gitscale.chart import require
+        from gitscale.charts.render import require
 
         require(chart_path)  # a bad suffix or a missing matplotlib fails before any git work
     # over a URL, only commits from a day before --since are fetched (a chart draws the
@@ -102,8 +102,8 @@ def _write_chart(entries: list[Entry], path: Path, only: str | None, start: date
                  end: datetime | None, zone: tzinfo) -> None:
     """Every entry is drawn, not only those inside the window: a count set before --since
     still holds at its start."""
-    from gitscale.chart import render
-    from gitscale.history_chart import TITLE, choose_window, history_panels
+    from gitscale.charts.render import render
+    from gitscale.charts.history import TITLE, choose_window, history_panels
 
     if not entries:
         which = f" of set {only!r}" if only else ""

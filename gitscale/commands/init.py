@@ -18,8 +18,8 @@ from gitscale.commands import EXIT_OK
 from gitscale.commands.init_notify import notify_block, notify_files, notify_next_steps
 from gitscale.commands.init_schedules import schedule_files, schedule_next_steps
 from gitscale.errors import InputError
-from gitscale.git import Git, check_url, is_url
-from gitscale.resource import crd_yaml
+from gitscale.repo.git import Git, check_url, is_url
+from gitscale.controller.crd import crd_yaml
 
 NAMESPACE = "ci-runners"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from gitscale.notify.targets import web_url
+from gitscale.config.notify_targets import web_url
 
 RECEIVER_SECRET = "gitscale-receiver-token"
 FLUX_TOKEN_ENV = "FLUX_RECEIVER_TOKEN"

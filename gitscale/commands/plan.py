@@ -8,15 +8,16 @@ import click
 
 from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, \
     pass_inputs, resolve_now
-from gitscale.cache import StateCache, default_cache_dir
+from gitscale.files import default_cache_dir
+from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
-from gitscale.engine import Plan, SetChange, compute_plan
+from gitscale.plan.engine import Plan, SetChange, compute_plan
 from gitscale.manifest.target import A_PATCH_ID, is_digits
 from gitscale.progress import Progress
-from gitscale.reservations_file import leave_served
+from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
-from gitscale.workspace import open_workspace
+from gitscale.repo.workspace import open_workspace
 
 FORMAT_VERSION = 1
 

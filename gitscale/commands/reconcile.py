@@ -9,13 +9,14 @@ from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, pas
     resolve_now
 from gitscale.commands.plan import plan_text
 from gitscale.demand import DemandReading
-from gitscale.cache import StateCache, default_cache_dir
+from gitscale.files import default_cache_dir
+from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import Sources, read_demand
-from gitscale.engine import Plan, compute_plan
-from gitscale.landing import describe_landing, land
+from gitscale.plan.engine import Plan, compute_plan
+from gitscale.plan.landing import describe_landing, land
 from gitscale.progress import Progress
-from gitscale.reservations_file import leave_served
-from gitscale.workspace import Workspace, open_workspace
+from gitscale.webhooks.reservations_file import leave_served
+from gitscale.repo.workspace import Workspace, open_workspace
 
 
 class Planner:

@@ -15,16 +15,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
 from gitscale import crash
-from gitscale.cache import StateCache, default_cache_dir
+from gitscale.files import default_cache_dir
+from gitscale.plan.cache import StateCache
 from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, log,
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
 from gitscale.demand.resolve import Sources
 from gitscale.errors import GitscaleError, InputError
-from gitscale.git import redact
-from gitscale.landing import describe_landing, land
+from gitscale.repo.git import redact
+from gitscale.plan.landing import describe_landing, land
 from gitscale.timeutil import format_time, parse_duration, utcnow
-from gitscale.workspace import Workspace, open_workspace
+from gitscale.repo.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
     from gitscale.metrics import LoopMetrics

@@ -18,24 +18,25 @@ from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from gitscale import crash
-from gitscale.cache import StateCache, default_cache_dir
+from gitscale.files import default_cache_dir
+from gitscale.plan.cache import StateCache
 from gitscale.commands import EXIT_OK, RepoOptions, log, stop_on_signals
-from gitscale.config import load_config
+from gitscale.config.load import load_config
 from gitscale.core.reservations import Correction
 from gitscale.demand.resolve import Sources
-from gitscale.demand.secrets import SecretError, read_secret
+from gitscale.config.secrets import SecretError, read_secret
 from gitscale.errors import GitscaleError, InputError
-from gitscale.git import redact
-from gitscale.landing import describe_landing, land
+from gitscale.repo.git import redact
+from gitscale.plan.landing import describe_landing, land
 from gitscale.metrics import (LoopMetrics, exposition, listen_address, start_listener,
                               url_of)
-from gitscale.reservations_file import check_path
-from gitscale.resync import Listing, list_jobs
+from gitscale.webhooks.reservations_file import check_path
+from gitscale.webhooks.resync import Listing, list_jobs
 from gitscale.timeutil import format_time, parse_duration, utcnow
-from gitscale.webhook import MAX_BODY, Deliveries, JobEvent, Rejected, parse, verify
-from gitscale.webhook_batch import batch_plan
-from gitscale.webhook_http import Handler, HttpServer, Limits, Request, Response
-from gitscale.workspace import Workspace, open_workspace
+from gitscale.webhooks.delivery import MAX_BODY, Deliveries, JobEvent, Rejected, parse, verify
+from gitscale.webhooks.batch import batch_plan
+from gitscale.http_server import Handler, HttpServer, Limits, Request, Response
+from gitscale.repo.workspace import Workspace, open_workspace
 
 MAX_BACKOFF = 300.0
 # GitHub gives up on a delivery after 10 s and does not redeliver it by itself: a request (from

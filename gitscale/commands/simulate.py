@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from gitscale.commands import EXIT_OK, RepoOptions
-from gitscale.config import build_policy, load_config, load_preset
+from gitscale.config.load import build_policy, load_config, load_preset
 from gitscale.errors import ConfigError
 from gitscale.core.policy import Policy
 from gitscale.errors import InputError
@@ -22,7 +22,8 @@ from gitscale.simulate.report import Metrics, as_json, as_text, metrics
 from gitscale.progress import Progress
 from gitscale.simulate.strategies import BASELINES, Outcome, Settings, run_all
 from gitscale.timeutil import parse_duration, parse_time
-from gitscale.yamlread import check_schema, load_single
+from gitscale.config.schemas import check_schema
+from gitscale.yamlio.read import load_single
 
 DEFAULT_SET = "default"
 
@@ -120,8 +121,8 @@ def _policy(root: Path, text: str) -> Policy:
 
 
 def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> traces.Trace:
-    from gitscale.history import read_history
-    from gitscale.workspace import open_workspace
+    from gitscale.record.history import read_history
+    from gitscale.repo.workspace import open_workspace
 
     start = None
     if since is not None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import click
 
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
-from gitscale.config import RunnerSetConfig, load_config
-from gitscale.manifest.files import read_manifest
+from gitscale.config.load import RunnerSetConfig, load_config
+from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
-from gitscale.validate import Validation
-from gitscale.workspace import open_workspace
+from gitscale.manifest.validate import Validation
+from gitscale.repo.workspace import open_workspace
 
 
 def run_validate(opts: RepoOptions) -> int:

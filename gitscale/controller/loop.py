@@ -28,7 +28,8 @@ from gitscale.controller.platforms import Platforms
 from gitscale.controller.memory import Memory
 from gitscale.controller.reconcile import Context, Report, reconcile
 from gitscale.controller.workqueue import WorkQueue
-from gitscale.metrics import ControllerMetrics, exposition
+from gitscale.controller.metrics import ControllerMetrics
+from gitscale.metrics import exposition
 from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")

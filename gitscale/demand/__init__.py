@@ -14,7 +14,7 @@ from gitscale.core.model import Demand
 from gitscale.errors import GitscaleError
 
 if TYPE_CHECKING:
-    from gitscale.config import RunnerSetConfig
+    from gitscale.config.load import RunnerSetConfig
 
 
 class SourceError(GitscaleError):

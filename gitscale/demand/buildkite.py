@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from gitscale.config import RunnerSetConfig
+from gitscale.config.load import RunnerSetConfig
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError
 from gitscale.demand.http import EtagCache, JsonClient, cache_file
-from gitscale.demand.secrets import read_secret
-from gitscale.demand.settings import BuildkiteSettings
+from gitscale.config.secrets import read_secret
+from gitscale.config.sources import BuildkiteSettings
 from gitscale.timeutil import parse_duration
 
 if TYPE_CHECKING:

@@ -7,16 +7,17 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 
 from gitscale import files
-from gitscale.config import RunnerSetConfig, safe_repo_path
+from gitscale.config.load import RunnerSetConfig, safe_repo_path
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
 from gitscale.errors import DemandError
-from gitscale.schemas import JOB_LIMIT
-from gitscale.yamlread import check_schema, load_documents
+from gitscale.config.schemas import JOB_LIMIT
+from gitscale.config.schemas import check_schema
+from gitscale.yamlio.read import load_documents
 
 if TYPE_CHECKING:
     from gitscale.demand.registry import Where
-    from gitscale.demand.settings import FileSettings
+    from gitscale.config.sources import FileSettings
 
 
 

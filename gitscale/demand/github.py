@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from gitscale.config import RunnerSetConfig
+from gitscale.config.load import RunnerSetConfig
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError
 from gitscale.demand.http import EtagCache, JsonClient, cache_file
-from gitscale.demand.secrets import SecretError, read_secret
-from gitscale.demand.settings import GitHubSettings
+from gitscale.config.secrets import SecretError, read_secret
+from gitscale.config.sources import GitHubSettings
 from gitscale.github_app import InstallationToken
 
 if TYPE_CHECKING:

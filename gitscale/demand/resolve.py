@@ -5,11 +5,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from gitscale.cache import default_cache_dir
-from gitscale.config import Config, RunnerSetConfig
+from gitscale.files import default_cache_dir
+from gitscale.config.load import Config, RunnerSetConfig
 from gitscale.demand import DemandReading, RateLimited
 from gitscale.demand.file import FileSource, MissingDemandFile
-from gitscale.demand.registry import SOURCES, Where
+from gitscale.config.sources import SOURCES
+from gitscale.demand.registry import Where, connect
 from gitscale.errors import GitscaleError
 
 if TYPE_CHECKING:  # the HTTP sources (httpx, PyJWT) load only when a set uses them
@@ -75,7 +76,7 @@ def read_group(where: Where, sets: list[RunnerSetConfig]) -> DemandReading:
     cannot be read becomes a reading error for each of its sets."""
     source = sets[0].source
     try:
-        return SOURCES[source.kind].connect(where, source.settings).read(sets)
+        return connect(SOURCES[source.kind], where, source.settings).read(sets)
     except MissingDemandFile as exc:
         failed = DemandReading()
         for runner_set in sets:  # each set's own `source:` line is to blame

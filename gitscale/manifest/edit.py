@@ -3,7 +3,7 @@
 A YAML round trip (ruamel.yaml's included) keeps comments but still re-emits the document: it
 normalises spacing in flow mappings, indentation and some quoting, which shows up in review as
 noise. So nothing is re-emitted: the exact character span of each value (libyaml's node marks,
-or the same offsets from ``gitscale.yamlblock``, which reads a manifest's usual block style
+or the same offsets from ``gitscale.yamlio.block``, which reads a manifest's usual block style
 without libyaml, data and spans in one pass) tells where to splice new values into the original
 text, and missing keys are inserted next to their siblings with the file's own indentation and
 line ending. The result is re-read and compared with the intended object before anything is
@@ -21,10 +21,12 @@ from typing import Any, NamedTuple, Sequence
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from gitscale import yamlblock, yamlfast
+from gitscale.yamlio import block as yamlblock
+
+from gitscale.yamlio import fast as yamlfast
 from gitscale.errors import ManifestError
-from gitscale.yamlspan import MAP, SCALAR, SEQ, Span
-from gitscale.yamlread import Document, load_documents
+from gitscale.yamlio.span import MAP, SCALAR, SEQ, Span
+from gitscale.yamlio.read import Document, load_documents
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 FieldPath = tuple[str, ...]

@@ -5,12 +5,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gitscale.config import ObjectRef
+from gitscale.config.load import ObjectRef
 from gitscale.core.model import Current
 from gitscale.errors import ManifestError
 from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
-from gitscale.yamlread import Document, load_documents
+from gitscale.yamlio.read import Document, load_documents
 
 A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitscale import __version__
-from gitscale.notify.targets import FLUX_HOOK, Target, web_url
+from gitscale.config.notify_targets import FLUX_HOOK, Target, web_url
 
 BOT_NAME, BOT_EMAIL = "gitscale", "gitscale@users.noreply.gitscale.dev"
 

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 import click
 import httpx
 
-from gitscale.demand.secrets import SecretError, read_secret
+from gitscale.config.secrets import SecretError, read_secret
 from gitscale.notify.payloads import NotReady, Pushed, request
-from gitscale.notify.targets import Target
+from gitscale.config.notify_targets import Target
 from gitscale.timeutil import format_time, utcnow
 
 Log = Callable[[str], None]

@@ -11,7 +11,7 @@ from gitscale.simulate.trace import Trace
 
 def write_chart(outcomes: Sequence[Outcome], rows: Sequence[Metrics], trace: Trace,
                 path: Path) -> None:
-    from gitscale.chart import Panel, Series, render
+    from gitscale.charts.render import Panel, Series, render
 
     panels = []
     for outcome, row in zip(outcomes, rows):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gitscale import resource
+from gitscale.controller import crd as resource
 from gitscale.controller.decide import Phase
 from gitscale.controller.errors import InvalidRunnerSet, UnsupportedPlatform
 from gitscale.controller.observe import parse_runnerset
@@ -109,8 +109,8 @@ def test_each_platform_owns_its_busy_rule(kind: Kind, annotations: dict[str, str
 
 
 def test_the_registry_imports_no_http_client() -> None:
-    """gitscale.resource (`gitscale crd`) builds the CRD from the registry: it must stay light."""
-    code = ("import sys, gitscale.resource, gitscale.controller.platforms; "
+    """gitscale.controller.crd (`gitscale crd`) builds the CRD from the registry: it must stay light."""
+    code = ("import sys, gitscale.controller.crd, gitscale.controller.platforms; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('httpx', 'jwt', 'kubernetes', 'urllib3')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

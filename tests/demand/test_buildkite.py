@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gitscale.cache import default_cache_dir
-from gitscale.config import Config, load_config
+from gitscale.files import default_cache_dir
+from gitscale.config.load import Config, load_config
 from gitscale.demand import DemandReading
 from gitscale.demand.buildkite import poll_interval
 from gitscale.demand.resolve import Sources, read_demand

@@ -13,12 +13,12 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gitscale.cache import default_cache_dir
-from gitscale.config import Config, load_config
+from gitscale.files import default_cache_dir
+from gitscale.config.load import Config, load_config
 from gitscale.demand import DemandReading
 from gitscale.demand.github import Job, count, matches
 from gitscale.demand.resolve import Sources, read_demand
-from gitscale.demand.secrets import SecretError, read_secret
+from gitscale.config.secrets import SecretError, read_secret
 from gitscale.timeutil import format_time
 
 from tests.demand.conftest import GH_TOKEN

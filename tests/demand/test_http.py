@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gitscale.cache import default_cache_dir
+from gitscale.files import default_cache_dir
 from gitscale.demand.github import GitHubAuth
-from gitscale.demand.settings import GitHubSettings
+from gitscale.config.sources import GitHubSettings
 from gitscale.demand.http import EtagCache, JsonClient, RateLimited, SourceError, cache_file
 from gitscale.timeutil import format_time
 

@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from gitscale.cache import default_cache_dir
+from gitscale.files import default_cache_dir
 from gitscale.timeutil import format_time
 
 from tests.demand.conftest import GH_TOKEN

@@ -8,20 +8,21 @@ from typing import Any, Sequence
 import pytest
 import yaml
 
-from gitscale.cache import default_cache_dir
-from gitscale.config import RunnerSetConfig, load_config
+from gitscale.files import default_cache_dir
+from gitscale.config.load import RunnerSetConfig, load_config
 from gitscale.demand import DemandReading, RateLimited, SourceError
-from gitscale.demand.registry import SOURCES, SourceKind, Where
+from gitscale.config.sources import SOURCES, SourceKind
+from gitscale.demand.registry import Where
 from gitscale.demand.resolve import Sources, read_demand
-from gitscale.demand.secrets import SecretRef
-from gitscale.demand.settings import (
+from gitscale.config.secrets import SecretRef
+from gitscale.config.sources import (
     BUILDKITE_API,
     GITHUB_API,
     BuildkiteSettings,
     FileSettings,
     GitHubSettings,
 )
-from gitscale.schemas import SOURCE
+from gitscale.config.schemas import SOURCE
 from gitscale.timeutil import parse_time
 
 from tests.demand.fake_buildkite import FakeBuildkite, metrics
@@ -121,7 +122,7 @@ class Toy:
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> type[Toy]:
     monkeypatch.setitem(SOURCES, "file", SourceKind(  # type: ignore[index]
-        "file", FileSettings.parse, FileSettings.group, f"{__name__}:Toy"))
+        "file", SOURCES["file"].schema, FileSettings.parse, FileSettings.group, f"{__name__}:Toy"))
     Toy.reads = []
     return Toy
 

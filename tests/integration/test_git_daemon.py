@@ -10,12 +10,12 @@ from pathlib import Path
 import yaml
 
 from gitscale.commands import demand_path
-from gitscale.config import load_config
+from gitscale.config.load import load_config
 from gitscale.demand.resolve import read_demand
-from gitscale.engine import Plan, compute_plan
-from gitscale.landing import land
+from gitscale.plan.engine import Plan, compute_plan
+from gitscale.plan.landing import land
 from gitscale.timeutil import parse_time
-from gitscale.workspace import open_workspace
+from gitscale.repo.workspace import open_workspace
 
 from tests.integration import seed
 from tests.integration.conftest import GitDaemon, rev, run_cli

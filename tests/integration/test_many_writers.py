@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from gitscale.commands import demand_path
-from gitscale.config import load_config
+from gitscale.config.load import load_config
 from gitscale.demand.resolve import read_demand
-from gitscale.engine import Plan, compute_plan
+from gitscale.plan.engine import Plan, compute_plan
 from gitscale.errors import GitError
-from gitscale.landing import BACKOFF, BACKOFF_CAP, DEADLINE, PRIORITY_AFTER, backoff, land
+from gitscale.plan.landing import BACKOFF, BACKOFF_CAP, DEADLINE, PRIORITY_AFTER, backoff, land
 from gitscale.timeutil import parse_time
-from gitscale.workspace import open_workspace
+from gitscale.repo.workspace import open_workspace
 from tests.integration import seed
 from tests.integration.conftest import CLI_TIMEOUT, GitDaemon, cli_argv, cli_env, rev
 from tests.integration.seed import NOW

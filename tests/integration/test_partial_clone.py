@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from gitscale.cache import StateCache
+from gitscale.plan.cache import StateCache
 from gitscale.commands import RepoOptions, pass_inputs
 from gitscale.commands.reconcile import Planner
 from gitscale.errors import GitError
-from gitscale.git import Git
-from gitscale.gitindex import Tree
-from gitscale.landing import land
-from gitscale.workspace import open_workspace
+from gitscale.repo.git import Git
+from gitscale.repo.index import Tree
+from gitscale.plan.landing import land
+from gitscale.repo.workspace import open_workspace
 from tests.helpers import RUNNERSET, git
 from tests.integration.conftest import GitDaemon, make_bare, rev, run_cli
 from tests.integration.git_http import GitHTTPServer

@@ -17,8 +17,8 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gitscale import yamlblock
-from gitscale.config import ObjectRef
+from gitscale.yamlio import block as yamlblock
+from gitscale.config.load import ObjectRef
 from gitscale.errors import ManifestError
 from gitscale.manifest.edit import FieldPath, Value, edit_fields, set_fields
 from gitscale.manifest.target import read_target
@@ -386,7 +386,7 @@ def _edit_or_error(text: str, values: dict[FieldPath, Value]) -> str:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(manifest_texts(), st.data())
 def test_the_line_reader_edits_as_libyaml_does(text: str, data: st.DataObject) -> None:
-    """The spans of gitscale.yamlblock and libyaml's marks splice the same bytes (and the
+    """The spans of gitscale.yamlio.block and libyaml's marks splice the same bytes (and the
     same errors): the fast path changes no commit."""
     paths = data.draw(st.lists(st.sampled_from(sorted(OWNED_VALUES)), min_size=1, max_size=6,
                                unique=True))

@@ -252,7 +252,7 @@ notify:
 
 def test_serve_notifies_after_its_batch_lands(tmp_path: Path,  # type: ignore[no-untyped-def]
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_serve import CONFIG, SECRET, Server, job
+    from tests.commands.test_serve import CONFIG, SECRET, Server, job
 
     monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
     with FakeArgoCD(ARGO_SECRET, Application("app", "https://git.example.com/ci/config.git")) \

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from gitscale.notify.payloads import Pushed, flux_hook_path, request
-from gitscale.notify.targets import Target, web_url, without_credentials
+from gitscale.config.notify_targets import Target, web_url, without_credentials
 from tests.notify.engines import web_url_regex
 
 PUSHED = Pushed("https://git.example.com/ci/config.git", "main", "a" * 40, "b" * 40,

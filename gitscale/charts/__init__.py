@@ -1,0 +1,1 @@
+"""Charts of replicas and demand over time (matplotlib, imported only to draw)."""

@@ -1,0 +1,1 @@
+"""What people write: gitscale.yaml, presets, demand source settings, secrets, notify targets, and their schemas."""

@@ -1,0 +1,324 @@
+"""gitscale.yaml: the runner sets, their manifests, demand sources and policies."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cached_property, partial
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, MutableMapping, Optional, Union
+
+from gitscale import files
+from gitscale.core.policy import Policy, Schedule
+from gitscale.config.sources import SOURCES
+from gitscale.errors import ConfigError
+from gitscale.config.notify_targets import Target, parse_targets
+from gitscale.timeutil import parse_duration, parse_time
+from gitscale.config.schemas import check_schema
+from gitscale.yamlio.read import Document, load_single
+
+# importlib.resources (shipped presets), zoneinfo and gitscale.core.recurrence (schedules) are
+# imported by the functions that use them: a config read from the state cache needs none of
+# them, and they cost ~8 ms of a CLI start.
+
+SourceKind = str  # a key of gitscale.config.sources.SOURCES
+MAX_SETS = 100_000  # runnerSets' maxItems in schemas.CONFIG
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: SourceKind
+    settings: Any  # the source's frozen dataclass (gitscale.config.sources)
+
+
+@dataclass(frozen=True)
+class RunnerSetConfig:
+    name: str
+    manifest: str  # POSIX path relative to the repo root
+    object: ObjectRef
+    source: Source
+    policy: Policy
+
+    @cached_property
+    def decision_key(self) -> str:
+        """A digest of what the decision reads from the config for this set (manifest, object,
+        policy): a decision remembered from an earlier pass holds only while it is the same."""
+        basis = repr((self.manifest, self.object, self.policy)).encode()
+        return hashlib.blake2b(basis, digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    sets: tuple[RunnerSetConfig, ...]
+    max_total_replicas: int | None = None  # limits.maxTotalReplicas: shared by all sets
+    notify: tuple[Target, ...] = ()  # GitOps engines to tell after a push
+    text: str = field(default="", repr=False, compare=False)  # for line numbers in errors
+    document: int = 0  # which YAML document of ``text``
+
+    def line(self, name: str, key: str) -> int | None:
+        """The line of runner set ``name``'s ``key`` (or of the set). Errors only: it parses
+        the text again, which a pass without errors never pays for."""
+        index = next((i for i, s in enumerate(self.sets) if s.name == name), None)
+        if index is None or not self.text:
+            return None
+        return Document(None, self.text, self.document).line_of(["runnerSets", index, key])
+
+    def blame(self, name: str, key: str, message: str) -> ConfigError:
+        """An error about runner set ``name``, at the line of its ``key`` in the config."""
+        return ConfigError(self.path, f"runner set {name!r}: {message}", self.line(name, key))
+
+    def get(self, name: str) -> RunnerSetConfig:
+        for runner_set in self.sets:
+            if runner_set.name == name:
+                return runner_set
+        known = ", ".join(s.name for s in self.sets) or "none"
+        raise ConfigError(self.path, f"no runner set named {name!r} (known: {known})")
+
+
+def load_config(root: Path, config_path: str = "gitscale.yaml",
+                cache: MutableMapping[str, Config] | None = None) -> Config:
+    """Read and validate ``config_path`` inside the checkout at ``root``.
+
+    With ``cache``, a config whose text (and local presets) was seen before is not parsed and
+    validated again: a thousand sets take a quarter of a second to check.
+    """
+    path = safe_repo_path(root, config_path, config_path, ConfigError)
+    try:
+        text = files.read_text(path, config_path, ConfigError)
+    except FileNotFoundError:
+        raise ConfigError(config_path, "not found in the config repo (run `gitscale init`?)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(config_path, f"cannot be read: {exc}") from None
+    key = _cache_key(root, config_path, text) if cache is not None else ""
+    if cache is not None and key in cache:
+        return cache[key]
+    config = _parse(root, config_path, text)
+    if cache is not None:
+        cache[key] = config
+    return config
+
+
+def _cache_key(root: Path, config_path: str, text: str) -> str:
+    digest = hashlib.sha256(f"{config_path}\0{text}".encode())
+    policies = root / "policies"
+    if policies.is_dir():
+        for preset in sorted(policies.glob("*.yaml")):
+            if preset.is_symlink() or not preset.is_file():
+                continue  # load_preset reads neither (a link to /dev/zero would never end)
+            digest.update(f"\0{preset.name}\0".encode())
+            digest.update(preset.read_bytes())
+    return digest.hexdigest()
+
+
+def _parse(root: Path, config_path: str, text: str) -> Config:
+    document = load_single(text, config_path, ConfigError)
+
+    def describe(p: list[Any]) -> str:
+        if len(p) >= 2 and p[0] == "notify" and isinstance(p[1], int):
+            return f"notify[{p[1]}] " + ".".join(str(x) for x in p[2:])
+        if len(p) >= 2 and p[0] == "runnerSets" and isinstance(p[1], int):
+            items = document.data.get("runnerSets") or []
+            item = items[p[1]] if p[1] < len(items) else None
+            name = item.get("name") if isinstance(item, dict) else None
+            label = f"runner set {name!r}" if isinstance(name, str) else f"runnerSets[{p[1]}]"
+            rest = ".".join(str(x) for x in p[2:])
+            return f"{label} {rest}".strip() if rest else label
+        return ".".join(str(x) for x in p) or "(top level)"
+
+    items = document.data.get("runnerSets") if isinstance(document.data, dict) else None
+    if isinstance(items, list) and len(items) > MAX_SETS:
+        # said before the schema check: explaining a schema error walks every item
+        raise ConfigError(config_path, f"{len(items):,} runner sets: gitscale handles at most "
+                          f"{MAX_SETS:,} in one config file (split them across config repos, "
+                          "or files with --config)", _top_key_line(text, "runnerSets"))
+    check_schema(document, "CONFIG", config_path, ConfigError, describe)
+    sets: list[RunnerSetConfig] = []
+    seen: dict[str, int] = {}
+    presets: dict[str, Policy] = {}  # a thousand sets naming one preset read it once
+    shared: dict[tuple[str, str], Source] = {}  # one object per demand file named
+    refs: dict[ObjectRef, ObjectRef] = {}  # ... and per object reference (most say none)
+    for index, item in enumerate(document.data["runnerSets"]):
+        at: list[str | int] = ["runnerSets", index]
+        name = item["name"]
+        if name in seen:
+            first = document.line_of(["runnerSets", seen[name]])
+            raise ConfigError(config_path, f"runner set {name!r} is declared twice "
+                              f"(first at line {first})", document.line_of([*at, "name"]))
+        seen[name] = index
+        manifest = item["manifest"]
+        safe_repo_path(root, manifest, config_path, ConfigError,
+                       partial(document.line_of, [*at, "manifest"]))
+        (kind, settings), = item["source"].items()
+        raw_policy = item["policy"]
+        if isinstance(raw_policy, str):
+            if raw_policy not in presets:
+                presets[raw_policy] = load_preset(root, raw_policy, config_path,
+                                                  partial(document.line_of, [*at, "policy"]))
+            policy = presets[raw_policy]
+        else:
+            policy = build_policy(raw_policy, document, [*at, "policy"], config_path)
+            # one object per distinct policy: ten thousand sets cache (pickle) 2× faster
+            policy = presets.setdefault(f"\0{policy!r}", policy)
+        ref = item.get("object") or {}
+        found = ObjectRef(ref.get("kind"), ref.get("name"), ref.get("namespace"))
+        sets.append(RunnerSetConfig(
+            name=name,
+            manifest=str(PurePosixPath(manifest)),
+            object=refs.setdefault(found, found),
+            source=(shared[(kind, settings)] if (kind, settings) in shared
+                    else shared.setdefault((kind, settings),
+                                           Source(kind, SOURCES[kind].settings(settings))))
+            if isinstance(settings, str) else Source(kind, SOURCES[kind].settings(settings)),
+            policy=policy,
+        ))
+    total = (document.data.get("limits") or {}).get("maxTotalReplicas")
+    if total is not None and sum(s.policy.min_replicas for s in sets) > total:
+        raise ConfigError(config_path, f"limits.maxTotalReplicas {total} is less than the sets' "
+                          f"minReplicas together ({sum(s.policy.min_replicas for s in sets)})",
+                          document.line_of(["limits", "maxTotalReplicas"]))
+    return Config(config_path, tuple(sets), total, parse_targets(document, config_path), text,
+                  document.index)
+
+
+def _top_key_line(text: str, key: str) -> int | None:
+    """The line of a top-level ``key:`` found in the text (Document.line_of would build the
+    node tree of the whole file: minutes and gigabytes for 200,000 sets)."""
+    found = re.search(rf"^{re.escape(key)}\s*:", text, re.MULTILINE)
+    return text.count("\n", 0, found.start()) + 1 if found else None
+
+
+LineRef = Union[int, None, Callable[[], Optional[int]]]
+
+
+def _line(line: LineRef) -> int | None:
+    return line() if callable(line) else line
+
+
+def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
+    """A named policy: the config repo's ``policies/NAME.yaml`` first, then gitscale's own."""
+    from importlib import resources
+
+    local = root / "policies" / f"{name}.yaml"
+    if local.is_file() and not local.is_symlink():
+        label = f"policies/{name}.yaml"
+        try:
+            text = files.read_text(local, label, ConfigError)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(label, f"cannot be read: {exc}") from None
+    else:
+        shipped = resources.files("gitscale.presets").joinpath(f"{name}.yaml")
+        if not shipped.is_file():
+            raise ConfigError(source, f"unknown policy preset {name!r} (shipped: "
+                              f"{', '.join(preset_names())})", _line(line))
+        label = f"preset {name}"
+        text = shipped.read_text(encoding="utf-8")
+    document = load_single(text, label, ConfigError)
+    check_schema(document, "POLICY", label, ConfigError)
+    return build_policy(document.data, document, [], label)
+
+
+def preset_names() -> list[str]:
+    from importlib import resources
+
+    return sorted(p.name[:-5] for p in resources.files("gitscale.presets").iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def build_policy(raw: dict[str, Any], document: Document, at: list[Any], source: str) -> Policy:
+    """Turn a schema-valid policy mapping into a Policy, checking what a schema cannot."""
+    def fail(key: list[Any], message: str) -> ConfigError:
+        return ConfigError(source, message, document.line_of([*at, *key]))
+
+    lo = raw.get("minReplicas", 0)
+    hi = raw.get("maxReplicas", max(lo, 10))
+    if lo > hi:
+        raise fail(["minReplicas"], f"minReplicas {lo} is greater than maxReplicas {hi}")
+    delay = raw.get("scaleDownDelay", "0s")
+    try:
+        scale_down_delay = parse_duration(delay)
+    except ValueError as exc:
+        raise fail(["scaleDownDelay"], str(exc)) from None
+    schedules = []
+    for i, item in enumerate(raw.get("schedules", [])):
+        schedules.append(_schedule(item, lambda k, m, i=i: fail(["schedules", i, k], m)))
+    return Policy(
+        min_replicas=lo,
+        max_replicas=hi,
+        buffer=raw.get("buffer", 0),
+        scale_down_delay=scale_down_delay,
+        max_step_up=raw.get("maxStepUp"),
+        max_step_down=raw.get("maxStepDown"),
+        schedules=tuple(schedules),
+    )
+
+
+def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
+    try:
+        start = parse_time(item["start"])
+    except ValueError as exc:
+        raise fail("start", f"schedule start: {exc}") from None
+    try:
+        duration = parse_duration(item["duration"])
+    except ValueError as exc:
+        raise fail("duration", f"schedule duration: {exc}") from None
+    zone = item.get("timezone")
+    if zone is not None:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise fail("timezone", f"unknown timezone {zone!r} (use an IANA name such as "
+                       "Europe/Berlin)") from None
+    recurrence = item.get("recurrence")
+    if recurrence is not None:
+        from gitscale.core.recurrence import RecurrenceError
+        from gitscale.core.recurrence import check as check_recurrence
+
+        try:
+            check_recurrence(recurrence, start, zone)
+        except RecurrenceError as exc:
+            raise fail("recurrence", f"schedule recurrence: {exc}") from None
+    lo, hi = item.get("minReplicas"), item.get("maxReplicas")
+    if lo is not None and hi is not None and lo > hi:
+        raise fail("minReplicas", f"minReplicas {lo} is greater than maxReplicas {hi}")
+    return Schedule(item["name"], start, duration, recurrence, zone, lo, hi)
+
+
+def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigError] | Any,
+                   line: LineRef = None, checked: set[Path] | None = None) -> Path:
+    """``root/relative``, refusing absolute paths, ``..`` escapes and symlinks on the way.
+
+    A manifest reached through a symlink could point anywhere on the machine running gitscale;
+    git would also commit the link, not the file we edited.
+    """
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or "\\" in relative or ".." in pure.parts or relative.startswith("~"):
+        raise error(source, f"{relative!r} must be a path inside the config repo", _line(line))
+    if not pure.parts:
+        raise error(source, f"{relative!r} is the repo's top folder, not a file", _line(line))
+    if ".git" in pure.parts:
+        raise error(source, f"{relative!r} is inside .git (git's own files); name a file the "
+                    "repo tracks", _line(line))
+    # Relative, no "..", no symlink on the way: the path cannot leave the repo.
+    current = root
+    for depth, part in enumerate(pure.parts, start=1):
+        current = current / part
+        is_dir = depth < len(pure.parts)
+        if is_dir and checked is not None and current in checked:
+            continue  # a thousand manifests in one folder: check the folder once
+        if os.path.islink(current):
+            raise error(source, f"{relative!r} goes through a symlink ({current.relative_to(root)}); "
+                        "gitscale edits only regular files inside the config repo", _line(line))
+        if is_dir and checked is not None:
+            checked.add(current)
+    return current

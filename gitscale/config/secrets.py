@@ -1,0 +1,68 @@
+"""Credentials named in gitscale.yaml as ``{env: NAME}`` or ``{file: PATH}``: read, never logged."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from gitscale.errors import GitscaleError
+
+# The JSON Schema of a reference, as gitscale.yaml writes it.
+SECRET_REF: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "minProperties": 1,
+    "maxProperties": 1,
+    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                   "file": {"type": "string", "minLength": 1}},
+}
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """``{env: NAME}`` or ``{file: PATH}`` as written in gitscale.yaml: where, not what."""
+
+    kind: Literal["env", "file"]
+    where: str
+
+    @classmethod
+    def parse(cls, raw: Any) -> "SecretRef":
+        """A schema-valid ``{env: NAME}`` or ``{file: PATH}`` mapping."""
+        ((kind, where),) = raw.items()
+        return cls(kind, str(where))
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        return {self.kind: self.where}
+
+
+class SecretError(GitscaleError):
+    """A credential could not be read. The message names where it was looked for, not its value."""
+
+
+def read_secret(ref: Any, what: str) -> str:
+    if isinstance(ref, SecretRef):
+        ref = ref.mapping
+    if isinstance(ref, dict) and "env" in ref:
+        value = os.environ.get(str(ref["env"]), "").strip()
+        if not value:
+            raise SecretError(f"{what}: environment variable {ref['env']} is not set")
+        return value
+    if isinstance(ref, dict) and "file" in ref:
+        path = Path(str(ref["file"])).expanduser()
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SecretError(f"{what}: cannot read {path}: {type(exc).__name__}") from None
+        if not value:
+            raise SecretError(f"{what}: {path} is empty")
+        return value
+    raise SecretError(f"{what}: expected {{env: NAME}} or {{file: PATH}}")
+
+
+def identity(ref: Any) -> str:
+    """A stable, secret-free name for a credential reference (for cache keys)."""
+    if isinstance(ref, dict):
+        return ",".join(f"{k}={ref[k]}" for k in sorted(ref))
+    return repr(ref)

@@ -1,0 +1,150 @@
+"""The RunnerSet resource (gitscale.dev/v1alpha1): the one source of truth for its schema.
+
+The API's names and bounds live in ``gitscale.runnerset_api`` (the scaler and the controller use
+the same values), the platforms and their settings in the controller's registry
+(``gitscale.controller.platforms``). The CRD file in ``deploy/crds/`` is generated from here
+(``gitscale crd``) and a test checks that the committed file matches. In-process validation
+derives its JSON Schema from the same CRD, as it does for any other CRD in a config repo.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gitscale.controller.platforms import PLATFORMS
+from gitscale.runnerset_api import GROUP, KIND, PATCH_ID_MAX, PLURAL, REPLICAS_MAX, VERSION
+
+
+SPEC: dict[str, Any] = {
+    "type": "object",
+    "required": ["platform", "template"],
+    "properties": {
+        "replicas": {
+            "type": "integer", "minimum": 0, "maximum": REPLICAS_MAX,
+            "description": "Runners wanted. Owned by gitscale.",
+        },
+        "patchID": {
+            "type": "integer", "minimum": 0, "maximum": PATCH_ID_MAX,
+            "description": "Sequence of the write (0 = force the state, the only value that "
+                           "allows scale-down). Owned by gitscale.",
+        },
+        "effectiveTime": {
+            "type": "string", "format": "date-time", "nullable": True,
+            "description": "When gitscale last wrote this spec. Slots freed by runners that "
+                           "finished after it are refilled only once the spec is re-affirmed.",
+        },
+        # The platforms of the controller's registry: the enum, and each one's settings.
+        "platform": {"type": "string", "enum": list(PLATFORMS)},
+        **{name: kind.schema for name, kind in PLATFORMS.items()},
+        "template": {
+            "type": "object",
+            "description": "Pod template of one ephemeral runner (a core/v1 PodTemplateSpec).",
+            "required": ["spec"],
+            "properties": {
+                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "spec": {
+                    "type": "object",
+                    "required": ["containers"],
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "properties": {
+                        "containers": {
+                            "type": "array", "minItems": 1,
+                            "items": {
+                                "type": "object",
+                                "required": ["name", "image"],
+                                "x-kubernetes-preserve-unknown-fields": True,
+                                "properties": {
+                                    "name": {"type": "string", "minLength": 1},
+                                    "image": {"type": "string", "minLength": 1},
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+STATUS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **{k: {"type": "integer", "minimum": 0}
+           for k in ("replicas", "pending", "idle", "busy", "failed")},
+        "observedPatchID": {"type": "integer", "minimum": 0},
+        "observedGeneration": {"type": "integer", "minimum": 0},
+        "appliedPatchID": {
+            "type": "integer", "minimum": 0,
+            "description": "Patch ID of the last spec write the controller fully applied "
+                           "(every runner it wanted created). Until the spec's write is this "
+                           "one, the controller keeps acting on it.",
+        },
+        "appliedEffectiveTime": {"type": "string", "format": "date-time"},
+        "conditions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["type", "status"],
+                "properties": {
+                    "type": {"type": "string"},
+                    "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                    "reason": {"type": "string"},
+                    "message": {"type": "string"},
+                    "lastTransitionTime": {"type": "string", "format": "date-time"},
+                    "observedGeneration": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
+    },
+}
+
+
+def _column(name: str, path: str, kind: str = "integer") -> dict[str, str]:
+    return {"name": name, "type": kind, "jsonPath": path}
+
+
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition, as applied to a cluster."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL,
+                      "singular": "runnerset", "shortNames": ["grs"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "string"),
+                    _column("Desired", ".spec.replicas"),
+                    _column("Patch", ".spec.patchID"),
+                    _column("Pending", ".status.pending"),
+                    _column("Idle", ".status.idle"),
+                    _column("Busy", ".status.busy"),
+                    _column("Age", ".metadata.creationTimestamp", "date"),
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "required": ["spec"],
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": SPEC,
+                        "status": STATUS,
+                    },
+                }},
+            }],
+        },
+    }
+
+
+def crd_yaml() -> str:
+    import yaml
+
+    header = ("# Generated by `gitscale crd` from gitscale/controller/crd.py. Do not edit by hand.\n")
+    return header + yaml.safe_dump(crd(), sort_keys=False, width=100)

@@ -1,0 +1,284 @@
+"""Schema validation of managed manifests: kubeconform when on PATH, else in-process.
+
+``Validation`` is the one entry point (``reconcile`` before committing, ``validate`` on demand).
+In-process validation builds JSON Schemas from CRDs (gitscale's own RunnerSet CRD, plus every
+CustomResourceDefinition committed in the config repo), the way kubeconform's openapi2jsonschema
+does, including kubeconform's ``-strict`` rule: unknown fields are errors, so ``replica: 3`` is
+caught in review rather than silently pruned by the API server.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from gitscale.runnerset_api import GROUP, PLURAL
+from gitscale.timeutil import parse_time
+from gitscale.yamlio.read import load_documents
+
+
+def shipped_crd() -> dict[str, Any]:
+    """gitscale's RunnerSet CRD, as shipped in deploy/crds/: ``gitscale.controller.crd.crd()``,
+    written there by `gitscale crd` (a test keeps the two identical). Reading the file costs a
+    pass ~5 ms; building the CRD imports the controller's platform registry, ~25 ms."""
+    from importlib import resources
+
+    name = f"{PLURAL}.{GROUP}.yaml"
+    text = resources.files("gitscale.deploy.crds").joinpath(name).read_text(encoding="utf-8")
+    crd: dict[str, Any] = load_documents(text, f"gitscale's {name}")[0].data
+    return crd
+
+
+def _date_time(value: object) -> bool:
+    if isinstance(value, str):
+        parse_time(value)
+    return True
+
+
+def _format_checker() -> Any:
+    import jsonschema
+
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checks("date-time", raises=ValueError)(_date_time)
+    return checker
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def openapi_to_jsonschema(schema: Any, strict: bool = True) -> Any:
+    """OpenAPI v3 (Kubernetes structural schema) → JSON Schema."""
+    if isinstance(schema, list):
+        return [openapi_to_jsonschema(s, strict) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
+    for key, value in schema.items():
+        if key.startswith("x-kubernetes-") or key == "nullable":
+            continue
+        if key in ("properties", "patternProperties", "definitions"):
+            out[key] = {k: openapi_to_jsonschema(v, strict) for k, v in value.items()}
+        else:
+            out[key] = openapi_to_jsonschema(value, strict)
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    if strict and out.get("type") == "object" and "properties" in out and not preserve:
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+class SchemaValidator:
+    """JSON Schemas keyed by (apiVersion, kind), from CRDs.
+
+    A manifest is checked with fastjsonschema first (compiled once per kind and process:
+    importing jsonschema alone costs more than a whole pass); only a manifest it refuses is
+    checked again with jsonschema, which lists every problem and has the final word."""
+
+    def __init__(self, crds: Iterable[dict[str, Any]] = ()) -> None:
+        self.schemas: dict[tuple[str, str], dict[str, Any]] = {}
+        self._fast: dict[tuple[str, str], Any] = {}
+        for crd in [shipped_crd(), *crds]:
+            self.add_crd(crd)
+
+    def add_crd(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
+        for version in spec.get("versions") or []:
+            raw = ((version.get("schema") or {}).get("openAPIV3Schema"))
+            if not (group and kind and raw):
+                continue
+            schema = openapi_to_jsonschema(copy.deepcopy(raw))
+            props = schema.setdefault("properties", {})
+            props["metadata"] = {"type": "object", "required": ["name"],
+                                 "properties": {"name": {"type": "string", "minLength": 1}}}
+            props.setdefault("apiVersion", {"type": "string"})
+            props.setdefault("kind", {"type": "string"})
+            key = (f"{group}/{version['name']}", kind)
+            self.schemas[key] = schema
+            self._fast.pop(key, None)
+
+    @property
+    def validators(self) -> dict[tuple[str, str], Any]:
+        """jsonschema validators (Draft 4, as Kubernetes' structural schemas), built on use."""
+        import jsonschema
+
+        return {key: jsonschema.Draft4Validator(schema, format_checker=_format_checker())
+                for key, schema in self.schemas.items()}
+
+    def knows(self, obj: dict[str, Any]) -> bool:
+        return (str(obj.get("apiVersion")), str(obj.get("kind"))) in self.schemas
+
+    def check(self, obj: dict[str, Any]) -> list[Problem]:
+        key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+        schema = self.schemas.get(key)
+        if schema is None:
+            return []
+        if key not in self._fast:
+            text = json.dumps(schema, sort_keys=True)
+            if text not in _COMPILED:  # once per process: `run` validates every pass
+                _COMPILED[text] = _fast_validator(schema)
+            self._fast[key] = _COMPILED[text]
+        try:
+            self._fast[key](obj)
+            return []
+        except Exception:  # noqa: BLE001 - refused (or unsure): jsonschema decides
+            pass
+        import jsonschema
+
+        validator = jsonschema.Draft4Validator(schema, format_checker=_format_checker())
+        problems = []
+        for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
+            path = ".".join(str(p) for p in error.absolute_path) or "(object)"
+            problems.append(Problem(path, error.message))
+        return problems
+
+
+_COMPILED: dict[str, Any] = {}  # schema (as JSON) → its compiled fastjsonschema check
+
+
+def _fast_validator(schema: dict[str, Any]) -> Any:
+    """The fastjsonschema check of ``schema``, compiled once and kept in the state cache
+    directory between runs (``gitscale.manifest.schemacache``)."""
+    from gitscale.files import default_cache_dir
+    from gitscale.manifest.schemacache import validator
+
+    # Draft 4 as jsonschema checks it; no defaults written into the object; only the
+    # date-time format is checked (as by _format_checker), every other format is accepted.
+    formats: dict[str, Any] = {name: _any_value for name in (
+        "date", "email", "hostname", "idn-email", "idn-hostname", "ipv4", "ipv6", "iri",
+        "iri-reference", "json-pointer", "regex", "relative-json-pointer", "time", "uri",
+        "uri-reference", "uri-template", "duration", "uuid")}
+    formats["date-time"] = _is_date_time
+    return validator({**schema, "$schema": "http://json-schema.org/draft-04/schema#"}, formats,
+                     default_cache_dir())
+
+
+def _any_value(_value: object) -> bool:
+    return True
+
+
+def _is_date_time(value: str) -> bool:
+    try:
+        parse_time(value)
+    except ValueError:
+        return False
+    return True
+
+
+def crds_in_repo(root: Path, paths: Iterable[str]) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in the given repo files."""
+    texts = []
+    for rel in paths:
+        path = root / rel
+        if path.is_symlink() or not path.is_file():
+            continue  # a link to /dev/zero would be read forever
+        try:
+            texts.append((rel, path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return crds_in_texts(texts)
+
+
+def crds_in_texts(texts: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in the given (path, text) files."""
+    found: list[dict[str, Any]] = []
+    for rel, text in texts:
+        if "CustomResourceDefinition" not in text:
+            continue
+        try:
+            docs = load_documents(text, rel)
+        except Exception:  # a broken unrelated file is not ours to report here
+            continue
+        found.extend(d.data for d in docs if isinstance(d.data, dict)
+                     and d.data.get("kind") == "CustomResourceDefinition")
+    return found
+
+
+def kubeconform_path() -> str | None:
+    return shutil.which("kubeconform")
+
+
+def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[Problem]:
+    """Validate one manifest with kubeconform (strict), giving it schemas for our CRDs."""
+    with tempfile.TemporaryDirectory(prefix="gitscale-schemas-") as schemas:
+        for (api_version, kind), schema in validator.schemas.items():
+            group, version = api_version.split("/")
+            target = Path(schemas) / group / f"{kind.lower()}_{version}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(schema))
+        template = schemas + "/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
+        proc = subprocess.run(
+            [binary, "-strict", "-output", "json", "-schema-location", "default",
+             "-schema-location", template, "-"],
+            input=text, capture_output=True, text=True, timeout=120)
+    try:
+        report = json.loads(proc.stdout or "{}")
+    except json.JSONDecodeError:
+        return [Problem("kubeconform", (proc.stderr or proc.stdout).strip()[:500]
+                        or f"exit {proc.returncode}")]
+    problems = []
+    for item in report.get("resources") or []:
+        if item.get("status") in ("statusInvalid", "statusError"):
+            name = f"{item.get('kind', '?')}/{item.get('name', '?')}"
+            problems.append(Problem(name, str(item.get("msg", "invalid"))))
+    if not problems and proc.returncode != 0:
+        problems.append(Problem("kubeconform", (proc.stderr or "failed").strip()[:500]))
+    return problems
+
+
+@dataclass(frozen=True)
+class Checked:
+    problems: list[str]  # "PATH: where: what"
+    unchecked: list[dict[str, Any]]  # objects no schema covers (in-process only)
+
+
+class Validation:
+    """How gitscale validates a manifest file, whichever command asks: kubeconform (strict) when
+    it is on PATH, else in-process JSON Schema. Schemas come from gitscale's RunnerSet CRD and,
+    read once the first time an object is not a RunnerSet, the CRDs committed in the repo
+    (``files``: the repo's files, relative to ``root``)."""
+
+    def __init__(self, root: Path, files: Callable[[], Iterable[str]],
+                 texts: Callable[[], Iterable[tuple[str, str]]] | None = None) -> None:
+        """``texts``, when given, replaces reading ``files``: the (path, text) of the files
+        that may hold a CRD (``gitindex.files_containing``: git grep, and a sparse clone's
+        files that are not on disk)."""
+        self.schemas = SchemaValidator()
+        self.binary = kubeconform_path()
+        self._root = root
+        self._files = files
+        self._texts = texts
+        self._scanned = False
+
+    @property
+    def how(self) -> str:
+        return "kubeconform" if self.binary else "in-process JSON Schema"
+
+    def check(self, path: str, text: str, objects: Sequence[dict[str, Any]]) -> Checked:
+        """``text`` is the file at ``path``; ``objects`` the ones gitscale manages in it."""
+        if not self._scanned and not all(self.schemas.knows(o) for o in objects):
+            self._scanned = True
+            crds = crds_in_texts(self._texts()) if self._texts is not None \
+                else crds_in_repo(self._root, self._files())
+            for crd in crds:
+                self.schemas.add_crd(crd)
+        if self.binary is not None:
+            found = run_kubeconform(self.binary, text, self.schemas)
+            return Checked([f"{path}: {p}" for p in found], [])
+        return Checked([f"{path}: {p}" for o in objects for p in self.schemas.check(o)],
+                       [o for o in objects if not self.schemas.knows(o)])

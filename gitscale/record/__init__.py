@@ -1,0 +1,1 @@
+"""The record: the scaling commit's format and its parser."""

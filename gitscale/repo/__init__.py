@@ -1,0 +1,1 @@
+"""The config repo: git verbs, workspaces, the index, fast-import, temporary clones."""

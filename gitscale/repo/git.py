@@ -1,0 +1,390 @@
+"""All of gitscale's git knowledge: small verbs over one subprocess wrapper.
+
+git is driven through its CLI (as pre-commit does): no repository object outlives a call, and
+credentials reach git only through the environment (GIT_ASKPASS), never argv or a URL.
+Errors show the command and git's output with any credentials redacted.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+from gitscale.repo import scratch as scratch
+from gitscale.errors import GitError, InputError, PushRaced, PushRejected
+from gitscale.redact import has_credentials
+from gitscale.redact import redact as redact_text
+
+_SECRET_ENV = ("GITSCALE_GIT_TOKEN",)
+# receive-pack's status when the ref moved between its advertisement and the update ("failed to
+# update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
+# "cannot lock ref 'refs/heads/main': is at X but expected Y"). A lost race, not a refusal.
+_LOST_RACE = re.compile(r"^(failed to update ref|failed to lock|cannot lock ref\b)")
+BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
+
+
+def redact(text: str) -> str:
+    """Remove user info and credential query values from URLs, and the git token's value."""
+    return redact_text(text, _secrets())
+
+
+def _secrets() -> list[str]:
+    values = [os.environ.get(name, "") for name in _SECRET_ENV]
+    token_file = os.environ.get("GITSCALE_GIT_TOKEN_FILE")
+    if token_file:
+        try:
+            values.append(Path(token_file).read_text().strip())
+        except OSError:
+            pass
+    return [v for v in values if len(v) >= 4]
+
+
+def is_url(location: str) -> bool:
+    """A URL, or git's scp-style ``[user[:password]@]host:path`` with a user."""
+    return "://" in location or bool(re.match(r"^[^@/\s]+@[\w.-]+:", location))
+
+
+def check_url(url: str) -> None:
+    """Refuse URLs that carry credentials: they would end up in argv, .git/config and logs.
+    Over HTTP(S) even a bare user name may be a token (``https://TOKEN@github.com/...``), and
+    so may a query parameter (``?token=``, ``?access_token=``); ``ssh://git@host`` and
+    ``git@host:org/repo`` name a user, not a secret, and are fine."""
+    if has_credentials(url):
+        raise InputError("--repo", f"{redact(url)} has credentials in it; pass them through "
+                         "GITSCALE_GIT_TOKEN (or a git credential helper) instead")
+
+
+@dataclass(frozen=True)
+class Result:
+    stdout: str
+    stderr: str
+    code: int
+
+
+class Git:
+    """git in one directory, with gitscale's environment (identity, credentials, dates)."""
+
+    def __init__(self, cwd: Path, env: Mapping[str, str] | None = None, *,
+                 promisor: str | None = None) -> None:
+        self.cwd = cwd
+        self.env = dict(env or {})
+        # a partial clone: the remote that holds the blobs this one was cloned without
+        self.promisor = promisor
+
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment every git call here gets (identity, credentials, no GIT_DIR)."""
+        return {**no_git_env(os.environ), **git_env(), **self.env, **(extra or {})}
+
+    def run(self, *args: str, check: bool = True, extra_env: Mapping[str, str] | None = None,
+            input: str | None = None) -> Result:
+        env = self.environment(extra_env)
+        proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
+                              capture_output=True, text=True, errors="replace")
+        result = Result(proc.stdout, proc.stderr, proc.returncode)
+        if check and proc.returncode != 0:
+            raise GitError(describe_failure(args, result))
+        return result
+
+    def out(self, *args: str) -> str:
+        return self.run(*args).stdout.strip()
+
+    def records(self, *args: str, separator: str) -> Iterator[str]:
+        """``run``'s output as it comes, cut at ``separator``: a long ``git log`` is shown
+        while git is still walking it."""
+        env = self.environment()
+        proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace")
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            pending = ""
+            while chunk := proc.stdout.read(65536):
+                pending += chunk
+                *complete, pending = pending.split(separator)
+                yield from complete
+            if pending:
+                yield pending
+            error = proc.stderr.read()
+        finally:
+            proc.stdout.close()
+            if proc.poll() is None:
+                proc.kill()  # the reader stopped early (a closed pipe, an exception)
+            code = proc.wait()
+            proc.stderr.close()
+        if code != 0:
+            raise GitError(describe_failure(args, Result("", error, code)))
+
+    def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
+        """``run`` for binary input and output (file contents, NUL-separated listings)."""
+        env = self.environment()
+        proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
+                              capture_output=True)
+        if proc.returncode != 0:
+            result = Result(proc.stdout.decode(errors="replace"),
+                            proc.stderr.decode(errors="replace"), proc.returncode)
+            raise GitError(describe_failure(args, result))
+        return proc.stdout
+
+    # -- reading -------------------------------------------------------------------------
+    def head(self) -> str:
+        return self.out("rev-parse", "HEAD")
+
+    def current_branch(self) -> str | None:
+        result = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        return result.stdout.strip() or None
+
+    def upstream(self, branch: str) -> tuple[str, str] | None:
+        """(remote name, remote branch) that ``branch`` tracks, if any."""
+        remote = self.run("config", f"branch.{branch}.remote", check=False).stdout.strip()
+        merge = self.run("config", f"branch.{branch}.merge", check=False).stdout.strip()
+        if not remote or remote == "." or not merge:
+            return None
+        return remote, merge.removeprefix("refs/heads/")
+
+    def remote_url(self, remote: str) -> str | None:
+        result = self.run("remote", "get-url", remote, check=False)
+        return result.stdout.strip() or None
+
+    def commit_facts(self, rev: str) -> tuple[str, str]:
+        """(committer date in strict ISO 8601, subject) of ``rev``."""
+        date, _, subject = self.out("show", "-s", "--format=%cI%n%s", rev).partition("\n")
+        return date, subject
+
+    def dirty_tracked(self) -> list[str]:
+        out = self.run("status", "--porcelain", "--untracked-files=no").stdout
+        return [line[3:] for line in out.splitlines() if line.strip()]
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        return self.run("merge-base", "--is-ancestor", older, newer, check=False).code == 0
+
+    def git_path(self, name: str) -> Path:
+        """Where ``name`` lives in this checkout's git directory (a worktree has its own)."""
+        return self.cwd / self.out("rev-parse", "--git-path", name)
+
+    def messages(self, revisions: str, limit: int) -> list[tuple[str, str]]:
+        """(commit, message) of at most ``limit`` commits in ``revisions`` (``A..B``)."""
+        out = self.run("log", f"--max-count={limit}", "--format=%H%x1f%B%x1e", revisions).stdout
+        found = []
+        for record in out.split("\x1e"):
+            sha, sep, message = record.strip("\n").partition("\x1f")
+            if sep:
+                found.append((sha, message))
+        return found
+
+    def blob(self, spec: str) -> bytes | None:
+        """The bytes of ``spec`` (``:path`` in the index, ``REV:path`` in a commit), or None."""
+        proc = subprocess.run(["git", "show", spec], cwd=self.cwd, capture_output=True,
+                              env=self.environment())
+        return proc.stdout if proc.returncode == 0 else None
+
+    def parents(self, rev: str) -> list[str]:
+        return self.out("rev-list", "--parents", "-n", "1", rev).split()[1:]
+
+    def restore(self, paths: Sequence[str]) -> None:
+        """Put ``paths`` back as HEAD has them, in the index and the work tree (a path HEAD
+        does not have is removed from both)."""
+        for path in paths:
+            if self.run("cat-file", "-e", f"HEAD:{path}", check=False).code == 0:
+                self.run("checkout", "--quiet", "HEAD", "--", path)
+            else:
+                self.run("rm", "--quiet", "--cached", "--ignore-unmatch", "--", path)
+                (self.cwd / path).unlink(missing_ok=True)
+
+    def missing_blobs(self, paths: Sequence[str], rev: str = "HEAD") -> set[str]:
+        """The blob ids of ``paths`` in ``rev`` that this (partial) clone does not hold. Asking
+        for them any other way (``cat-file``) would fetch each of them."""
+        # a tree, not the commit: a commit that leaves these paths as its parent had them
+        # would be simplified away, and with it their objects
+        listing = "\n".join([f"{rev}^{{tree}}", "--", *paths]) + "\n"
+        out = self.run("--literal-pathspecs", "rev-list", "--objects", "--missing=print",
+                       "--no-walk", "--stdin", input=listing).stdout
+        return {line[1:].strip() for line in out.splitlines() if line.startswith("?")}
+
+    def fetch_objects(self, ids: Sequence[str]) -> None:
+        """Partial clone: fetch ``ids`` from the promisor remote in one round trip, the way git
+        fetches a missing object itself (no negotiation, no refs), but all at once: git alone
+        would start a fetch per object the first time each is read."""
+        if not ids or self.promisor is None:
+            return
+        self.run("-c", "fetch.negotiationAlgorithm=noop", "-c", "maintenance.auto=false",
+                 "fetch", "--quiet", self.promisor,
+                 "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
+                 "--filter=blob:none", "--stdin", input="\n".join(ids) + "\n")
+
+    # -- writing -------------------------------------------------------------------------
+    def fetch(self, remote: str, branch: str, depth: int | None = None) -> str:
+        args = ["fetch", "--quiet", "--no-tags", remote, f"refs/heads/{branch}"]
+        if depth:
+            args[1:1] = [f"--depth={depth}"]
+        self.run(*args)
+        return self.out("rev-parse", "FETCH_HEAD")
+
+    def reset_hard(self, rev: str) -> None:
+        self.run("reset", "--quiet", "--hard", rev)
+
+    def commit(self, message: str, paths: Sequence[str], date: str | None = None) -> str:
+        """Commit ``paths`` as they are in the working tree (none: the index as it is)."""
+        if paths:
+            self.run("add", "--", *paths)
+        dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
+        self.run("commit", "--quiet", "--no-verify", "--file=-", input=message, extra_env=dates)
+        return self.head()
+
+    def push(self, remote: str, branch: str) -> None:
+        """Push HEAD to ``remote``'s ``branch``. Raises PushRaced or PushRejected."""
+        result = self.run("push", "--porcelain", remote, f"HEAD:refs/heads/{branch}",
+                          check=False)
+        if result.code == 0:
+            return
+        text = result.stdout + result.stderr
+        if "[remote rejected]" in text:
+            reason = re.search(r"\[remote rejected\]\s*\(([^)]*)\)", text)
+            if reason and _LOST_RACE.search(reason.group(1)):
+                # Another push moved the ref after the server advertised it to us: a race lost
+                # on the server side, not a refusal (a declining hook says "hook declined").
+                raise PushRaced("the branch moved while we were pushing (the remote could not "
+                                "update the ref: another writer got there first)")
+            hook_says = [line for line in result.stderr.splitlines() if line.startswith("remote:")]
+            raise PushRejected(
+                "the remote refused the push"
+                + (f" ({reason.group(1)})" if reason else "")
+                + " — branch protection or a server hook; not retried.\n"
+                + redact("\n".join(hook_says)).strip())
+        if "[rejected]" in text and re.search(r"fetch first|non-fast-forward|stale info", text):
+            raise PushRaced("the branch moved while we were working (non-fast-forward)")
+        raise GitError(describe_failure(("push", remote, branch), result))
+
+
+# What the caller's GIT_* variables may still say: how to reach a server (SSH, TLS, proxies,
+# credentials) and configuration given on the command line. Everything else (GIT_DIR,
+# GIT_WORK_TREE, GIT_INDEX_FILE, GIT_OBJECT_DIRECTORY, GIT_NAMESPACE, GIT_AUTHOR_DATE, ...) is
+# dropped: a git hook or `git rebase -x` exports them, and they would point our git at another
+# repository (GIT_DIR=/other/.git made a reconcile commit the manifests into /other).
+_KEPT_GIT_ENV = frozenset({
+    "GIT_EXEC_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH", "GIT_SSL_NO_VERIFY", "GIT_SSL_CERT", "GIT_SSL_KEY",
+    "GIT_HTTP_PROXY_AUTHMETHOD", "GIT_PROXY_COMMAND", "GIT_ALLOW_PROTOCOL", "GIT_ASKPASS",
+    "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+})
+
+
+def no_git_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the GIT_* variables that would steer which repository, index or
+    work tree git uses (as pre-commit's ``no_git_env``)."""
+    return {k: v for k, v in environ.items()
+            if not k.startswith("GIT_") or k in _KEPT_GIT_ENV
+            or k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))}
+
+
+def git_env() -> dict[str, str]:
+    """Identity and non-interactive settings for every git call gitscale makes."""
+    name, email = BOT
+    configured = os.environ.get("GITSCALE_AUTHOR", "")
+    match = re.match(r"^\s*(.+?)\s*<([^>]+)>\s*$", configured)
+    if match:
+        name, email = match.group(1), match.group(2)
+    env = {
+        "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+    }
+    env.update(_askpass_env())
+    return env
+
+
+_ASKPASS_SCRIPT = """#!/bin/sh
+# Written by gitscale. Holds no secret: git passes the prompt, the secret comes from the env.
+case "$1" in
+  Username*) printf '%s\\n' "${GITSCALE_GIT_USERNAME:-x-access-token}" ;;
+  *) if [ -n "$GITSCALE_GIT_TOKEN_FILE" ]; then cat "$GITSCALE_GIT_TOKEN_FILE";
+     else printf '%s\\n' "$GITSCALE_GIT_TOKEN"; fi ;;
+esac
+"""
+_askpass_path: str | None = None
+
+
+def _askpass_env() -> dict[str, str]:
+    """Point GIT_ASKPASS at a secret-free script when a token is configured."""
+    global _askpass_path
+    if not (os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE")):
+        return {}
+    if _askpass_path is None or not Path(_askpass_path).exists():
+        directory = str(scratch.make("askpass"))
+        atexit.register(shutil.rmtree, directory, True)  # one per process, not one per run
+        path = Path(directory) / "askpass.sh"
+        path.write_text(_ASKPASS_SCRIPT)
+        path.chmod(0o700)
+        _askpass_path = str(path)
+    return {"GIT_ASKPASS": _askpass_path}
+
+
+def describe_failure(args: Sequence[str], result: Result) -> str:
+    output = (result.stderr or result.stdout).strip()
+    lines = output.splitlines()
+    if len(lines) > 20:
+        lines = lines[:20] + [f"... ({len(lines) - 20} more lines)"]
+    return redact(f"git {' '.join(args)} failed (exit {result.code}):\n" + "\n".join(lines)
+                  + _auth_hint(output))
+
+
+def _auth_hint(output: str) -> str:
+    """Say what to do when the server wanted credentials that git could not give it."""
+    if not re.search(r"Authentication failed|could not read (Username|Password)", output):
+        return ""
+    if os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE"):
+        return ("\nhint: the server refused the token from GITSCALE_GIT_TOKEN / "
+                "GITSCALE_GIT_TOKEN_FILE (wrong, expired, or without access to this repo)")
+    return ("\nhint: the server wants credentials: set GITSCALE_GIT_TOKEN (or "
+            "GITSCALE_GIT_TOKEN_FILE) to a token that may push, or configure a credential helper")
+
+
+def clone(url: str, dest: Path, branch: str | None, depth: int | None,
+          sparse: bool = False, commits_only: bool = False, since: str | None = None,
+          blobless: bool = False) -> None:
+    """``since`` (a git date): only the commits from then on (``--shallow-since``).
+    ``blobless``: a partial clone of commits and trees, checked out by the caller (which
+    fetches the blobs it needs in batches); a server that does not allow filters sends
+    everything instead, with a warning on stderr that is not an error."""
+    check_url(url)
+    # --template=: no hooks or other files from the machine's git templates in our clone
+    args = ["clone", "--quiet", "--no-tags", "--single-branch", "--template="]
+    if since:
+        args.append(f"--shallow-since={since}")
+    if depth:
+        args.append(f"--depth={depth}")
+    if sparse:
+        args.append("--sparse")  # only the top-level files are checked out
+    if blobless:
+        args += ["--filter=blob:none", "--no-checkout"]
+    if commits_only:
+        # history reads commit messages only: no trees, no files (a server without partial
+        # clone support sends everything, which is only slower)
+        args += ["--bare", "--filter=tree:0"]
+    if branch:
+        args += ["--branch", branch]
+    Git(dest.parent).run(*args, "--", url, str(dest))
+
+
+def version() -> str:
+    """``git version 2.39.5``, for crash reports; never raises."""
+    try:
+        out = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
+                             check=False, env=git_env()).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "git: not found"
+    return out or "git: unknown version"
+
+
+def is_bare(path: Path) -> bool:
+    result = Git(path).run("rev-parse", "--is-bare-repository", check=False)
+    return result.code == 0 and result.stdout.strip() == "true"
+
+
+def is_work_tree(path: Path) -> bool:
+    result = Git(path).run("rev-parse", "--show-toplevel", check=False)
+    return result.code == 0 and Path(result.stdout.strip()).resolve() == path.resolve()

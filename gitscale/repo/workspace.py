@@ -1,0 +1,261 @@
+"""Where a pass works: the user's checkout in place, or a throwaway clone of a URL.
+
+- ``--repo URL`` (or a bare repository path): clone into a temporary directory, commit, push to
+  that URL, delete the clone. Nothing is kept between runs.
+- ``--repo PATH`` to a checkout: work in it. Writes need a clean tree (tracked files) and a
+  branch that is not ahead of its upstream, so that retrying after a push race can safely reset
+  to the upstream: the only commit that reset can drop is the one gitscale just made.
+
+A run killed half-way leaves either edited files (between writing and committing) or a commit
+that was not pushed. Both are recognised as gitscale's own and discarded by the next run (its
+decision would be stale anyway), by the record ``begin_write`` keeps in the git directory while
+a write is in progress: each edited path with the hashes of its text before and after the edit
+(a person's later change matches neither), then the commit, until it is pushed (which must also
+carry gitscale's subject and ``Gitscale-Base`` trailer). Anything else is still refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal, Mapping
+
+from gitscale.repo import git as git
+from gitscale.repo import scratch as scratch_dirs
+from gitscale.errors import GitError, InputError
+
+Mode = Literal["checkout", "clone"]
+PENDING = "gitscale-pending-write.json"  # in the git directory, while a write is in progress
+_OWN_COMMIT = re.compile(r"\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z", re.M | re.S)
+
+
+@dataclass
+class Workspace:
+    root: Path
+    git: git.Git
+    branch: str
+    mode: Mode
+    remote: str | None  # remote to push to; None: commit locally only
+    remote_branch: str | None
+    label: str  # what to call the repo in messages (credentials redacted)
+    sparse: bool = False  # a clone with only top-level files checked out (gitscale.repo.index)
+    recovered: list[str] = field(default_factory=list)  # leftovers of a killed run, discarded
+    marker: Path | None = None  # where the record of a write in progress lives (see begin_write)
+
+    def base(self) -> str:
+        return self.git.head()
+
+    def sync(self) -> None:
+        """Move to the remote's newest commit (after a push race, or before a write)."""
+        if self.remote is None or self.remote_branch is None:
+            return
+        tip = self.git.fetch(self.remote, self.remote_branch,
+                             depth=1 if self.mode == "clone" else None)
+        self.git.reset_hard(tip)
+
+    def prepare_write(self) -> None:
+        """Checkout mode: refuse to work on top of local changes that a retry could drop,
+        after discarding what a killed gitscale run left behind."""
+        if self.mode != "checkout":
+            return
+        pending = self._pending()
+        try:
+            self._prepare(pending)
+        finally:
+            if pending:
+                self.end_write()  # recovered, or refused: the record has served either way
+
+    def _prepare(self, pending: dict[str, Any]) -> None:
+        dirty = self._discard_own_files(self.git.dirty_tracked(), pending.get("files"))
+        if dirty:
+            listed = ", ".join(dirty[:5]) + (" …" if len(dirty) > 5 else "")
+            raise InputError(self.label, f"has uncommitted changes ({listed}); commit or stash "
+                             "them first: gitscale only commits its own edits")
+        if self.remote is None or self.remote_branch is None:
+            return
+        tip = self.git.fetch(self.remote, self.remote_branch)
+        head = self.git.head()
+        if head == tip:
+            return
+        if self.git.is_ancestor(head, tip):
+            self.git.reset_hard(tip)  # fast-forward; the tree is clean
+            return
+        if self._is_own_commit(head, tip, pending):
+            # A run killed before its push landed: its decision is stale, this run makes a
+            # new one. (Commits made with --no-push have no record: they are kept.)
+            self.git.reset_hard(tip)
+            self.recovered.append(f"unpushed commit {head[:12]}")
+            return
+        raise InputError(self.label, f"branch {self.branch} has commits that are not on "
+                         f"{self.remote}/{self.remote_branch}; push them first, or use --no-push")
+
+    def begin_write(self, files: Mapping[str, tuple[str, str]], base: str) -> None:
+        """Record the edit about to be written (path → (text before, text after)) and
+        committed on top of ``base``; kept until the commit is pushed or taken back."""
+        if self.mode != "checkout":
+            return
+        record = {"base": base, "files": {path: [_digest(old.encode()), _digest(new.encode())]
+                                          for path, (old, new) in files.items()}}
+        marker = self._marker()
+        tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, marker)
+
+    def end_write(self) -> None:
+        """The edit is pushed, or committed without a push, or was taken back."""
+        if self.mode == "checkout":
+            self._marker().unlink(missing_ok=True)
+
+    def _is_own_commit(self, head: str, tip: str, pending: dict[str, Any]) -> bool:
+        """Is ``head`` the recorded edit, committed by gitscale on the recorded base and not
+        pushed: the one commit between ``tip`` and ``head``, with gitscale's message, whose
+        files are the edit's?"""
+        files = pending.get("files")
+        if not isinstance(files, dict) or not files or pending.get("base") is None:
+            return False
+        if self.git.parents(head) != [pending["base"]]:
+            return False
+        own = self.git.messages(f"{tip}..{head}", 2)
+        if len(own) != 1 or not _OWN_COMMIT.match(own[0][1]):
+            return False
+        for path, hashes in files.items():
+            committed = self.git.blob(f"{head}:{path}")
+            if committed is None or not isinstance(hashes, list) or len(hashes) != 2 \
+                    or _digest(committed) != hashes[1]:
+                return False
+        return True
+
+    def _marker(self) -> Path:
+        if self.marker is None:  # one git call per workspace, not one per write
+            self.marker = self.git.git_path(PENDING)
+        return self.marker
+
+    def _pending(self) -> dict[str, Any]:
+        try:
+            record = json.loads(self._marker().read_text())
+        except (OSError, ValueError):
+            return {}  # no write was interrupted (or the record is not ours to read)
+        return record if isinstance(record, dict) else {}
+
+    def _discard_own_files(self, dirty: list[str], record: object) -> list[str]:
+        """Restore the files a killed run had edited but not committed; the rest of ``dirty``."""
+        if not isinstance(record, dict):
+            return dirty
+        for path in record:  # write_atomic's temporary files, if the kill came mid-write
+            for tmp in (self.root / path).parent.glob(f".{Path(path).name}.gitscale-*.tmp"):
+                tmp.unlink(missing_ok=True)
+        own = [path for path in dirty if self._is_own(path, record.get(path))]
+        if own:
+            self.git.restore(own)
+            self.recovered.append(f"uncommitted edit{'s' if len(own) > 1 else ''} of "
+                                  f"{', '.join(own)}")
+        return [path for path in dirty if path not in own]
+
+    def _is_own(self, path: str, hashes: object) -> bool:
+        """Do the work tree and the index hold ``path`` as it was, or as the edit left it?"""
+        if not isinstance(hashes, list):
+            return False
+        try:
+            work = (self.root / path).read_bytes()
+        except OSError:
+            return False
+        staged = self.git.blob(f":{path}")
+        return _digest(work) in hashes and (staged is None or _digest(staged) in hashes)
+
+    def push(self) -> None:
+        if self.remote is not None and self.remote_branch is not None:
+            self.git.push(self.remote, self.remote_branch)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a kill mid-write leaves the old text, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)  # .gitscale/ on the first write
+    tmp = path.with_name(f".{path.name}.gitscale-{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    if path.exists():
+        os.chmod(tmp, path.stat().st_mode & 0o7777)  # keep the file's mode (git tracks +x)
+    os.replace(tmp, path)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextmanager
+def open_workspace(repo: str, branch: str | None, *, push: bool = True,
+                   history: bool = False, sparse: bool = False,
+                   since: str | None = None, kept: bool = False) -> Iterator[Workspace]:
+    """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
+    ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
+    git: ``gitscale.repo.index``). ``kept``: the clone serves pass after pass (``run``; see
+    ``_clone``)."""
+    if git.is_url(repo):
+        git.check_url(repo)  # before anything can echo it or hand it to git
+    path = Path(repo).expanduser()
+    if not git.is_url(repo) and path.is_dir() and not git.is_bare(path):
+        if not git.is_work_tree(path):
+            raise InputError(repo, "is not the top of a git checkout (git init it, or pass "
+                             "a URL)")
+        yield _checkout(path, branch, push)
+        return
+    if not git.is_url(repo) and not path.exists():
+        raise InputError(git.redact(repo), "no such directory, and not a URL")
+    if not push:
+        raise InputError("--no-push", "needs --repo to be a local checkout (a temporary clone "
+                         "of a URL would be thrown away); use `gitscale plan` to preview")
+    scratch = scratch_dirs.make("clone")  # named after this process: see gitscale.repo.scratch
+    try:
+        dest = scratch / "repo"
+        url = str(path.resolve()) if not git.is_url(repo) else repo
+        partial = _clone(url, dest, branch, history, sparse, since, kept)
+        repo_git = git.Git(dest, promisor="origin" if partial else None)
+        current = repo_git.current_branch()
+        if current is None:
+            raise GitError(f"{git.redact(repo)} has no branch to work on")
+        yield Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo),
+                        sparse)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool,
+           since: str | None, kept: bool = False) -> bool:
+    """A pass needs one commit; history needs commit messages only, and with ``since`` only
+    the recent ones (``history_since``). No commit that recent: the whole history.
+
+    A pass over a URL clones without blobs (a partial clone) and leaves the checkout to its
+    first ``gitindex.check_out``: the few files it reads come in one fetch per batch rather
+    than all ten thousand manifests up front. True when the clone is partial. Cloned whole:
+    a local path (git links its objects, which costs less than any fetch), and a clone kept
+    from pass to pass, whose sync brings each changed blob with its commit, where a partial
+    clone would fetch the blobs to edit again every pass (and check its connectivity against
+    every promisor object on each shallow fetch)."""
+    if history and since:
+        try:
+            git.clone(url, dest, branch, None, commits_only=True, since=since)
+            return False
+        except GitError:
+            shutil.rmtree(dest, ignore_errors=True)
+    blobless = sparse and not history and not kept and git.is_url(url)
+    git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
+              commits_only=history, blobless=blobless)
+    return blobless
+
+
+def _checkout(path: Path, branch: str | None, push: bool) -> Workspace:
+    repo_git = git.Git(path)
+    current = repo_git.current_branch()
+    if current is None:
+        raise InputError(str(path), "HEAD is detached; check out the branch gitscale should "
+                         "commit to")
+    if branch is not None and branch != current:
+        raise InputError(str(path), f"is on branch {current}, not {branch}; check out {branch} "
+                         "or drop --branch")
+    upstream = repo_git.upstream(current) if push else None
+    remote, remote_branch = upstream if upstream else (None, None)
+    return Workspace(path, repo_git, current, "checkout", remote, remote_branch, str(path))

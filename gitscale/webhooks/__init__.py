@@ -1,0 +1,1 @@
+"""Webhook mode: deliveries, reservations, batches and the resync poll."""

@@ -1,0 +1,70 @@
+"""One batch of `gitscale serve`: the window's events (and a resync's listing, when one is due)
+applied to the reservations file, and the webhook-fed sets planned from their reservations.
+
+Without side effects on git, like ``compute_plan``: `land` calls it again after a push race.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from gitscale.plan.cache import StateCache
+from gitscale.config.load import Config, load_config
+from gitscale.core.reservations import Book, Correction, Event, apply, resync
+from gitscale.demand import DemandReading
+from gitscale.plan.engine import Plan, compute_plan
+from gitscale.webhooks.reservations_file import read_state, render
+from gitscale.webhooks.resync import Listing
+from gitscale.webhooks.delivery import JobEvent, route, to_event
+from gitscale.config.sources import SOURCES
+
+# A reservation made less than this before a resync's poll started is kept even when the poll
+# does not list its job: the API may show a job later than its webhook arrives.
+GRACE = timedelta(minutes=1)
+
+
+def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], now: datetime,
+               duration: timedelta, state_path: str, cache: StateCache,
+               listing: Listing | None = None,
+               corrected: dict[str, Correction] | None = None) -> Plan:
+    """Apply ``events`` and ``listing`` to the reservations in the repo and plan the
+    webhook-fed sets. What the listing corrected, by set, goes to ``corrected``."""
+    config: Config = load_config(root, config_path, cache.configs)
+    state = read_state(root, state_path)
+    routed: dict[str, list[Event]] = {}
+    counts: Counter[str] = Counter()
+    for event in events:
+        name = route(event, config.sets)
+        if name is not None:
+            routed.setdefault(name, []).append(to_event(event, name))
+            counts[event.action.value] += 1
+    reading = DemandReading()
+    webhook_sets = [s for s in config.sets if SOURCES[s.source.kind].webhooks]
+    # A set removed from gitscale.yaml (or fed otherwise now) takes its reservations with it:
+    # nothing would ever expire them.
+    books = {s.name: state.books.get(s.name, Book()) for s in webhook_sets}
+    corrections = corrected if corrected is not None else {}
+    corrections.clear()
+    for runner_set in webhook_sets:
+        name = runner_set.name
+        _, hi, _ = runner_set.policy.bounds(now)
+        books[name] = apply(books[name], routed.get(name, []), now, duration, hi)
+        if listing is not None and listing.error is None and name in listing.jobs:
+            books[name], correction = resync(books[name], listing.jobs[name],
+                                             listing.started - GRACE, now, duration, hi)
+            if correction:
+                corrections[name] = correction
+        reading.demands[name] = books[name].demand()
+    names = {s.name for s in webhook_sets}
+    plan = compute_plan(root, config, reading, now, base, only=names, cache=cache)
+    new_text = render(books, sorted(names))
+    if new_text != state.text and (state.text or names):
+        plan.files[state_path] = (state.text, new_text)
+    plan.events = dict(counts)
+    plan.notes = [f"resync with GitHub, {name}: {correction.describe()}"
+                  for name, correction in corrections.items()]
+    if set(state.served) != names:
+        plan.notes.append(f"served by webhooks: {', '.join(sorted(names)) or 'none'} "
+                          f"(`gitscale run` and `reconcile` leave them alone)")
+    return plan

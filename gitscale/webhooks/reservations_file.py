@@ -1,0 +1,152 @@
+"""The reservations file in the config repo (default ``.gitscale/reservations.yaml``).
+
+`gitscale serve` owns this file whole: it is rewritten, not edited, and committed with the
+scaling change it caused, so reservations survive restarts and review shows why a set grew.
+
+It also says which sets serve scales (``served:``): `run`, `reconcile` and `plan` read every
+``.gitscale/*.yaml`` and leave those sets alone, so the two modes never write against each other.
+Deleting the file (with serve stopped) hands the sets back to polling.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitscale.config.load import Config, safe_repo_path
+from gitscale.errors import InputError
+from gitscale.timeutil import format_time, parse_time
+from gitscale.yamlio.read import load_documents
+
+if TYPE_CHECKING:
+    from gitscale.core.reservations import Book
+
+# Every pass calls leave_served; only `serve` reads and writes reservations, so their model
+# (gitscale.core.reservations) and PyYAML's writer are imported by the functions that use them.
+
+DIRECTORY = ".gitscale"
+HEADER = ("# Written by `gitscale serve`: capacity reservations from workflow_job webhooks.\n"
+          "# One entry per job; removed when the job completes or the reservation expires.\n"
+          "# `gitscale run` and `reconcile` leave the sets under `served` to serve: to hand them\n"
+          "# back to polling, stop serve and delete this file.\n")
+
+
+class ReservationsError(InputError):
+    pass
+
+
+@dataclass(frozen=True)
+class State:
+    text: str  # "" when there is no file
+    books: dict[str, Book] = field(default_factory=dict)
+    served: tuple[str, ...] = ()
+
+
+def check_path(rel: str) -> None:
+    """A state file directly under ``.gitscale/``, where `run` and `reconcile` look for it."""
+    parts = rel.split("/")
+    if len(parts) != 2 or parts[0] != DIRECTORY or not parts[1].endswith(".yaml") \
+            or parts[1].startswith("."):
+        raise ReservationsError("--state-file", f"{rel!r} must be a .yaml file directly under "
+                                f"{DIRECTORY}/ (where `run` and `reconcile` look for the sets "
+                                "serve scales)")
+
+
+def read_state(root: Path, rel: str) -> State:
+    """The file's text, books by set and served sets. A missing file is an empty state."""
+    from gitscale.core.reservations import Book, Reservation
+
+    # No symlink on the way: the file is written back, and must be the one that is committed.
+    path = safe_repo_path(root, rel, "--state-file", ReservationsError)
+    if not path.exists():
+        return State("")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReservationsError(rel, f"cannot be read: {exc}") from None
+    docs = [d for d in load_documents(text, rel, ReservationsError) if d.data is not None]
+    if not docs:
+        return State(text)
+    data = docs[0].data
+    books: dict[str, Book] = {}
+    try:
+        for name, entry in (data.get("sets") or {}).items():
+            books[str(name)] = Book(
+                tuple(Reservation(int(r["job"]), bool(r["running"]), _time(r["created"]),
+                                  _time(r["expires"])) for r in entry.get("reservations") or []),
+                tuple((int(c["job"]), _time(c["until"])) for c in entry.get("completed") or []),
+            )
+        served = _served(data)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ReservationsError(rel, f"not a reservations file gitscale wrote ({exc}); fix or "
+                                "delete it (reservations are rebuilt from new events)") from None
+    return State(text, books, served)
+
+
+def served_sets(root: Path) -> dict[str, str]:
+    """Set name → the file under ``.gitscale/`` that says `gitscale serve` scales it."""
+    directory = root / DIRECTORY
+    if directory.is_symlink() or not directory.is_dir():
+        return {}
+    found: dict[str, str] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        rel = f"{DIRECTORY}/{path.name}"
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ReservationsError(rel, f"cannot be read: {exc}") from None
+        if "served" not in text:
+            continue  # not a claim: no need to parse it
+        for doc in load_documents(text, rel, ReservationsError):
+            if isinstance(doc.data, dict) and "served" in doc.data:
+                try:
+                    names = _served(doc.data)
+                except TypeError as exc:
+                    raise ReservationsError(rel, str(exc), doc.line_of(["served"])) from None
+                for name in names:
+                    found.setdefault(name, rel)
+    return found
+
+
+def leave_served(root: Path, config: Config) -> tuple[Config, dict[str, str]]:
+    """``config`` without the sets `gitscale serve` scales, and those sets with the reason."""
+    served = served_sets(root)
+    left = {s.name: f"served by webhooks (`gitscale serve`, {served[s.name]}): left alone"
+            for s in config.sets if s.name in served}
+    if not left:
+        return config, {}
+    return replace(config, sets=tuple(s for s in config.sets if s.name not in left)), left
+
+
+def _served(data: Any) -> tuple[str, ...]:
+    served = data.get("served") or []
+    if not isinstance(served, list) or not all(isinstance(n, str) for n in served):
+        raise TypeError("`served` must be a list of the set names `gitscale serve` scales")
+    return tuple(served)
+
+
+def _time(value: Any) -> datetime:
+    if isinstance(value, datetime) and value.tzinfo is None:
+        raise ValueError(f"{value} has no UTC offset")  # compared with an aware clock later
+    return value if isinstance(value, datetime) else parse_time(str(value))
+
+
+def render(books: dict[str, Book], served: list[str]) -> str:
+    import yaml
+
+    data: dict[str, Any] = {"served": sorted(served), "sets": {}}
+    for name in sorted(books):
+        book = books[name]
+        if not book.reservations and not book.completed:
+            continue
+        data["sets"][name] = {
+            "reservations": [{"job": r.job, "running": r.running, "created": format_time(r.created),
+                              "expires": format_time(r.expires)} for r in book.reservations],
+            "completed": [{"job": job, "until": format_time(until)}
+                          for job, until in book.completed],
+        }
+    text: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
+    return HEADER + text

@@ -1,0 +1,65 @@
+"""What GitHub lists for the webhook-fed sets, for `gitscale serve --resync`.
+
+Webhooks get lost (a delivery GitHub gave up on, a server that was down): a lost `completed`
+holds a runner, a lost `queued` never gets one. Every ``--resync`` the server reads the sets'
+jobs through the polling source (``gitscale/demand/github.py``, with the same clients and ETag
+cache as `plan` and `reconcile`), and the batch corrects the reservations from it
+(``gitscale.core.reservations.resync``).
+
+Each job goes to the first set, in ``gitscale.yaml`` order, whose scope lists it and whose
+labels can take it, as webhook routing does: a job is one runner, not one per matching set.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Sequence
+
+from gitscale.config.load import RunnerSetConfig
+from gitscale.demand.resolve import Sources
+from gitscale.errors import GitscaleError
+from gitscale.config.sources import SOURCES
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Jobs GitHub lists per set (job id → running), and when the poll started."""
+
+    started: datetime
+    jobs: dict[str, dict[int, bool]] = field(default_factory=dict)
+    error: str | None = None  # set when any scope could not be read: then nothing is corrected
+
+
+def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: datetime) -> Listing:
+    """One poll per scope and credential. All or nothing: a job of a scope that could not be
+    read might belong to an earlier set, so a partial list could move it to the wrong one."""
+    from gitscale.demand.github import QUEUED, RUNNING, Job, matches, poller
+
+    github = [s for s in sets if SOURCES[s.source.kind].webhooks]
+    polled: dict[Hashable, list[Job]] = {}
+    try:
+        for runner_set in github:
+            settings = runner_set.source.settings
+            key = settings.group()
+            if key in polled:
+                continue
+            try:
+                polled[key] = poller(sources, settings).jobs()
+            except GitscaleError as exc:
+                return Listing(started, error=f"{runner_set.name}: {exc}")
+    finally:
+        sources.save()
+    claimed: set[int] = set()
+    jobs: dict[str, dict[int, bool]] = {}
+    for runner_set in github:
+        labels = runner_set.source.settings.labels
+        mine: dict[int, bool] = {}
+        for job in polled[runner_set.source.settings.group()]:
+            if job.id in claimed or not matches(job.labels, labels):
+                continue
+            if job.status in QUEUED or job.status in RUNNING:
+                mine[job.id] = job.status in RUNNING
+                claimed.add(job.id)
+        jobs[runner_set.name] = mine
+    return Listing(started, jobs)

@@ -1,0 +1,1 @@
+"""Reading YAML with line numbers: the line reader, libyaml's events, limits."""

@@ -1,0 +1,111 @@
+"""`gitscale init`: a config repo that validates, plans, and whose GitOps objects match the real
+Argo CD and Flux CRDs (fixtures/reference/crds)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gitscale.manifest.validate import SchemaValidator
+from tests.helpers import REFERENCE, git, run
+
+CRDS = REFERENCE / "crds"
+
+
+def reference_validator(*names: str) -> SchemaValidator:
+    return SchemaValidator([yaml.safe_load((CRDS / n).read_text()) for n in names])
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "config"
+    code, out, err = run(capsys, "init", str(root), "--gitops", gitops,
+                         "--repo-url", "https://git.example.com/ci/config.git")
+    assert code == 0, err
+    assert git(root, "status", "--porcelain") == ""
+    assert "gitscale init" in git(root, "log", "-1", "--format=%s")
+    # the kustomization lists files that exist
+    kustomization = yaml.safe_load((root / "clusters/prod/kustomization.yaml").read_text())
+    for resource in kustomization["resources"]:
+        assert (root / "clusters/prod" / resource).is_file(), resource
+    assert any("crd" in r for r in kustomization["resources"])
+    # it validates and plans
+    assert run(capsys, "validate", "--repo", str(root))[0] == 0
+    code, out, _ = run(capsys, "plan", "--repo", str(root))
+    assert code == 2 and "first-write" in out
+    # the GitOps objects are valid against the real CRDs
+    if gitops == "argocd":
+        validator = reference_validator("application-crd.yaml")
+        docs = [yaml.safe_load((root / "argocd/application.yaml").read_text())]
+    else:
+        validator = reference_validator("source.toolkit.fluxcd.io_gitrepositories.yaml",
+                                        "kustomize.toolkit.fluxcd.io_kustomizations.yaml")
+        docs = list(yaml.safe_load_all((root / "flux/gitscale.yaml").read_text()))
+    for doc in docs:
+        assert validator.knows(doc), doc["kind"]
+        assert validator.check(doc) == [], doc["kind"]
+    assert "git.example.com/ci/config.git" in yaml.safe_dump(docs[0])
+
+
+def test_init_never_overwrites(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "config"
+    root.mkdir()
+    (root / "gitscale.yaml").write_text("mine\n")
+    code, _, err = run(capsys, "init", str(root), "--gitops", "flux")
+    assert code == 1 and "already has gitscale.yaml" in err and "nothing was written" in err
+    assert (root / "gitscale.yaml").read_text() == "mine\n"
+    assert sorted(p.name for p in root.iterdir()) == ["gitscale.yaml"]
+
+
+def test_init_refuses_credentials_in_url(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run(capsys, "init", str(tmp_path / "c"), "--gitops", "argocd",
+                         "--repo-url", "https://bot:hunter22@git.example.com/c.git")
+    assert code == 1 and "hunter22" not in out + err
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(("option", "value", "words"), [
+    pytest.param("--branch", "ma in", "not a valid git branch name", id="bad-branch"),
+    pytest.param("--path", "prod: {x", "use letters, digits", id="yaml-in-path"),
+])
+def test_init_refuses_bad_options_before_writing(tmp_path: Path, capsys, option: str,  # type: ignore[no-untyped-def]
+                                                 value: str, words: str) -> None:
+    """A bad branch failed at `git init`, after every file was written; a path with YAML in it
+    made a gitscale.yaml that does not parse."""
+    code, _, err = run(capsys, "init", str(tmp_path / "c"), "--gitops", "flux", option, value)
+    assert code == 1 and err.startswith(f"error: {option}") and words in err, err
+    assert not (tmp_path / "c").exists()
+
+
+def test_init_onto_a_file_is_an_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c").write_text("a file\n")
+    code, _, err = run(capsys, "init", str(tmp_path / "c"), "--gitops", "flux")
+    assert code == 1 and err.startswith("error: ") and "crashed" not in err, err
+
+
+def test_init_inside_a_repo_commits_only_the_scaffold(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """DIR inside an existing checkout: someone's staged work must stay staged, not be swept
+    into the `gitscale init` commit."""
+    git(tmp_path, "init", "--quiet", "--initial-branch=main")
+    (tmp_path / "work.txt").write_text("half done\n")
+    git(tmp_path, "add", "work.txt")
+    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux")
+    assert code == 0, err
+    assert "work.txt" not in git(tmp_path, "show", "--stat", "--format=", "HEAD")
+    assert git(tmp_path, "status", "--porcelain") == "A  work.txt"
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_init_wires_runnerset_health(tmp_path: Path, capsys, gitops: str) -> None:  # type: ignore[no-untyped-def]
+    """Argo CD gets the RunnerSet health check (a Lua script for argocd-cm); Flux waits for
+    the objects' health (kstatus), so a set short of its runners shows on the Kustomization."""
+    root = tmp_path / "config"
+    assert run(capsys, "init", str(root), "--gitops", gitops)[0] == 0
+    if gitops == "argocd":
+        patch = yaml.safe_load((root / "argocd/argocd-cm-patch.yaml").read_text())
+        assert patch["metadata"]["name"] == "argocd-cm"
+        assert "obj.status" in patch["data"]["resource.customizations.health.gitscale.dev_RunnerSet"]
+    else:
+        kustomization = list(yaml.safe_load_all((root / "flux/gitscale.yaml").read_text()))[1]
+        assert kustomization["spec"]["wait"] is True and kustomization["spec"]["timeout"] == "5m"

@@ -1,0 +1,216 @@
+"""`gitscale init`, day two: the GitOps sync webhook (Flux Receiver / Argo CD secret and the
+notify entry) and the ways to run gitscale itself (GitHub and GitLab schedules, and Kubernetes
+manifests that validate against the real Kubernetes schema and need no cluster permission)."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from gitscale import __version__
+from gitscale.config.load import load_config
+from tests.helpers import git, run
+from tests.notify.engines import FakeFlux, Receiver
+from tests.commands.test_init import reference_validator
+
+URL = "https://git.example.com/ci/config.git"
+KUBERNETES = ["1.30.0", "1.37.0"]  # a supported old release and the newest schema shipped
+
+
+def init(tmp_path: Path, capsys, gitops: str) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
+    root = tmp_path / "config"
+    code, out, err = run(capsys, "init", str(root), "--gitops", gitops, "--repo-url", URL)
+    assert code == 0, err
+    assert git(root, "status", "--porcelain") == ""
+    return root, out
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def test_flux_receiver_matches_the_crd_the_gitrepository_and_the_notify_entry(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    root, out = init(tmp_path, capsys, "flux")
+    (receiver,) = docs(root / "flux/receiver.yaml")
+    validator = reference_validator("notification.toolkit.fluxcd.io_receivers.yaml")
+    assert validator.knows(receiver) and validator.check(receiver) == []
+    assert receiver["spec"]["type"] == "generic-hmac"
+    # it triggers the GitRepository that flux/gitscale.yaml defines
+    source = next(d for d in docs(root / "flux/gitscale.yaml") if d["kind"] == "GitRepository")
+    (resource,) = receiver["spec"]["resources"]
+    assert (resource["kind"], resource["name"]) == ("GitRepository", source["metadata"]["name"])
+    assert receiver["metadata"]["namespace"] == source["metadata"]["namespace"]
+    # the token is never written: the Secret is created by hand, as the comment and output say
+    secret = receiver["spec"]["secretRef"]["name"]
+    assert f"create secret generic {secret}" in (root / "flux/receiver.yaml").read_text()
+    assert f"create secret generic {secret}" in out
+    assert not any(d.get("kind") == "Secret" for p in root.rglob("*.yaml") for d in docs(p))
+    (target,) = load_config(root).notify
+    assert target.kind == "flux" and target.secret == {"env": "FLUX_RECEIVER_TOKEN"}
+    assert target.receiver == (receiver["metadata"]["name"], receiver["metadata"]["namespace"])
+
+
+def test_the_scaffolded_flux_notify_reaches_its_receiver(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scaffold as written, with only the webhook-receiver address changed (as a user
+    outside the cluster does), makes a request that Receiver accepts."""
+    root, _ = init(tmp_path, capsys, "flux")
+    (receiver,) = docs(root / "flux/receiver.yaml")
+    meta = receiver["metadata"]
+    with FakeFlux(Receiver(meta["name"], meta["namespace"], "t0ken-from-the-secret")) as flux:
+        config = root / "gitscale.yaml"
+        text = config.read_text()
+        assert "url: http://webhook-receiver.flux-system.svc.cluster.local\n" in text
+        config.write_text(text.replace("http://webhook-receiver.flux-system.svc.cluster.local",
+                                       flux.base))
+        (root / "demand.yaml").write_text("linux: {queued: 2, running: 0}\n")
+        git(root, "commit", "-qam", "point notify at the receiver's ingress")
+        remote = tmp_path / "remote.git"
+        git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+        git(root, "remote", "add", "origin", str(remote))
+        git(root, "push", "--quiet", "--set-upstream", "origin", "main")
+        monkeypatch.setenv("FLUX_RECEIVER_TOKEN", "t0ken-from-the-secret")
+        code, out, err = run(capsys, "reconcile", "--repo", str(root))
+    assert code == 0, err
+    assert [s.status for s in flux.seen] == [200] and flux.reconciled == ["GitRepository/gitscale"]
+    assert f"notified flux ({flux.base})" in out
+
+
+def test_argocd_notify_entry_and_webhook_secret_howto(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, out = init(tmp_path, capsys, "argocd")
+    app = docs(root / "argocd/application.yaml")[0]
+    (target,) = load_config(root).notify
+    assert target.kind == "argocd" and target.url.endswith("/api/webhook")
+    assert target.repo_url == app["spec"]["source"]["repoURL"] == URL
+    assert target.secret == {"env": "ARGOCD_WEBHOOK_SECRET"}
+    text = (root / "gitscale.yaml").read_text()
+    for words in ("argocd-secret", "webhook.github.secret", "ARGOCD_WEBHOOK_SECRET"):
+        assert words in text and words in out
+
+
+def test_argocd_scaffold_from_a_local_path_leaves_repo_url_to_the_remote(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    root = tmp_path / "config"
+    code, _, err = run(capsys, "init", str(root), "--gitops", "argocd", "--repo-url",
+                       str(tmp_path / "remote.git"))
+    assert code == 0, err
+    (target,) = load_config(root).notify
+    assert target.repo_url is None  # announced from the remote gitscale pushes to
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_github_workflow_runs_every_5_minutes_one_at_a_time_with_least_permissions(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, gitops: str) -> None:
+    root, _ = init(tmp_path, capsys, gitops)
+    workflow = yaml.safe_load((root / ".github/workflows/gitscale.yml").read_text())
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as true
+    assert triggers["schedule"] == [{"cron": "*/5 * * * *"}]
+    assert workflow["concurrency"] == {"group": "gitscale", "cancel-in-progress": False}
+    assert workflow["permissions"] == {"contents": "write"}
+    (job,) = workflow["jobs"].values()
+    assert job["env"]["GITSCALE_VERSION"] == __version__
+    steps = job["steps"]
+    installs = [s["run"] for s in steps if "pip install" in s.get("run", "")]
+    assert installs == ['python -m pip install "gitscale==${GITSCALE_VERSION}"']
+    (cache,) = [s for s in steps if s.get("uses", "").startswith("actions/cache@")]
+    assert cache["with"]["path"] == "${{ env.GITSCALE_CACHE_DIR }}"
+    assert "GITSCALE_CACHE_DIR" in job["env"] and cache["with"]["restore-keys"]
+    checkout = next(s for s in steps if s.get("uses", "").startswith("actions/checkout@"))
+    reconcile = next(s for s in steps if "gitscale reconcile" in s.get("run", ""))
+    assert f"--repo {checkout['with']['path']}" in reconcile["run"]
+    # every action is pinned to a release
+    assert all(re.search(r"@v\d+$", s["uses"]) for s in steps if "uses" in s)
+    notify_env = "FLUX_RECEIVER_TOKEN" if gitops == "flux" else "ARGOCD_WEBHOOK_SECRET"
+    assert reconcile["env"][notify_env] == f"${{{{ secrets.{notify_env} }}}}"
+
+
+def test_gitlab_example_is_serialised_cached_and_pinned(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = init(tmp_path, capsys, "flux")
+    job = yaml.safe_load((root / ".gitlab-ci.yml").read_text())["gitscale"]
+    assert {"if": '$CI_PIPELINE_SOURCE == "schedule"'} in job["rules"]
+    assert job["resource_group"] == "gitscale"
+    assert job["variables"]["GITSCALE_VERSION"] == __version__
+    assert job["cache"]["paths"] == [".gitscale-cache/"]
+    assert job["variables"]["GITSCALE_CACHE_DIR"] == "$CI_PROJECT_DIR/.gitscale-cache"
+    assert any('gitscale==$GITSCALE_VERSION' in line for line in job["script"])
+    assert "GITSCALE_GIT_TOKEN" not in str(job["variables"])  # a masked CI/CD variable
+
+
+SCALER = ["serviceaccount.yaml", "cronjob.yaml", "deployment-run.yaml",
+          "deployment-serve.yaml", "service-serve.yaml"]
+
+
+def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    if obj["kind"] == "CronJob":
+        return [obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]]
+    if obj["kind"] == "Deployment":
+        return [obj["spec"]["template"]["spec"]]
+    return []
+
+
+@pytest.mark.parametrize("kubernetes", KUBERNETES)
+def test_scaler_manifests_validate_against_the_kubernetes_schema(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, kubernetes: str) -> None:
+    root, _ = init(tmp_path, capsys, "argocd")
+    scaler = root / "deploy/scaler"
+    kustomization = yaml.safe_load((scaler / "kustomization.yaml").read_text())
+    assert all((scaler / r).is_file() for r in kustomization["resources"])
+    assert sorted(p.name for p in scaler.glob("*.yaml")) == sorted([*SCALER,
+                                                                    "kustomization.yaml"])
+    for name in SCALER:
+        for obj in docs(scaler / name):
+            # strict: an unknown or misspelt field anywhere is an error
+            kubernetes_validate.validate(obj, kubernetes, strict=True)
+
+
+def test_the_scaler_needs_no_cluster_permission_and_reads_git_from_a_secret(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    root, _ = init(tmp_path, capsys, "flux")
+    objects = [o for name in SCALER for o in docs(root / "deploy/scaler" / name)]
+    kinds = {o["kind"] for o in objects}
+    assert kinds == {"ServiceAccount", "CronJob", "Deployment", "Service"}  # no Role, no binding
+    (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
+    assert account["automountServiceAccountToken"] is False
+    (cron,) = [o for o in objects if o["kind"] == "CronJob"]
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    commands = []
+    for obj in objects:
+        for spec in pod_specs(obj):
+            assert spec["automountServiceAccountToken"] is False
+            assert spec["serviceAccountName"] == account["metadata"]["name"]
+            (container,) = spec["containers"]
+            assert container["image"].endswith(f":{__version__}")
+            commands.append(container["args"][0])
+            assert container["args"][container["args"].index("--repo") + 1] == URL
+            env = {e["name"]: e for e in container["env"]}
+            token_file = env["GITSCALE_GIT_TOKEN_FILE"]["value"]
+            mount = next(m for m in container["volumeMounts"]
+                         if token_file.startswith(m["mountPath"] + "/"))
+            volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+            assert "secret" in volume and mount["readOnly"] is True
+            assert "GITSCALE_GIT_TOKEN" not in env  # the token is a file, never a plain value
+    assert sorted(commands) == ["reconcile", "run", "serve"]
+    (serve,) = [o for o in objects if o["kind"] == "Deployment" and "serve" in
+                o["metadata"]["name"]]
+    (svc,) = [o for o in objects if o["kind"] == "Service"]
+    assert svc["spec"]["selector"].items() <= \
+        serve["spec"]["template"]["metadata"]["labels"].items()
+    assert all(d["spec"]["strategy"] == {"type": "Recreate"} for d in objects
+               if d["kind"] == "Deployment")
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_scaler_kustomization_builds(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = init(tmp_path, capsys, "flux")
+    built = subprocess.run(["kubectl", "kustomize", str(root / "deploy/scaler")],
+                           capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+    kinds = sorted(d["kind"] for d in yaml.safe_load_all(built.stdout))
+    assert kinds == ["CronJob", "ServiceAccount"]

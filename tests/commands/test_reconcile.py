@@ -1,0 +1,110 @@
+"""`gitscale reconcile` on a checkout with a local bare remote: commits, pushes, refusals."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import git, run
+from tests.one_set import land_sequence, reconcile, setup, spec
+
+
+def test_a_sequence_lands_as_one_commit_per_change(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout, remote = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+    # the same demand again: no commit
+    count = git(remote, "rev-list", "--count", "main")
+    reconcile(capsys, checkout, tmp_path, 5, 0, "2026-11-21T09:09:00Z")
+    assert git(remote, "rev-list", "--count", "main") == count
+    assert count == "6"
+    # the commit message: subject `gitscale: SET old→new`, then Gitscale-Set/-Base trailers
+    message = git(remote, "log", "-1", "--format=%B", "main")
+    assert message.splitlines()[0] == "gitscale: linux 1→3"
+    assert "Gitscale-Set: linux replicas=3 previous=1 patch=1 queued=5 running=0" in message
+    parent = git(remote, "rev-parse", "main~1")
+    assert message.rstrip().endswith(f"Gitscale-Base: {parent}")
+
+
+def test_no_push_commits_locally(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout, remote = setup(tmp_path)
+    before = git(remote, "rev-parse", "main")
+    demand = tmp_path / "d.yaml"
+    demand.write_text("linux: {queued: 2, running: 0}\n")
+    code, out, _ = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
+                       "--no-push")
+    assert code == 0 and "not pushed" in out
+    assert git(remote, "rev-parse", "main") == before
+    assert git(checkout, "rev-parse", "HEAD") != before
+    # a later pushing run refuses to build on unpushed commits it could lose in a race
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 1 and "push them first" in err
+
+
+def test_dirty_checkout_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout, _ = setup(tmp_path)
+    (checkout / "gitscale.yaml").write_text((checkout / "gitscale.yaml").read_text() + "\n")
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "uncommitted changes" in err and "gitscale.yaml" in err
+
+
+def test_refused_push_leaves_the_checkout_as_it_was(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A hook refuses: exit 1, our commit is taken back, and the next run works."""
+    import os
+
+    checkout, remote = setup(tmp_path)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'frozen for the release' >&2\nexit 1\n")
+    os.chmod(hook, 0o755)
+    head = git(checkout, "rev-parse", "HEAD")
+    demand = tmp_path / "d.yaml"
+    demand.write_text("linux: {queued: 2, running: 0}\n")
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 1 and "frozen for the release" in err and "not retried" in err
+    assert git(checkout, "rev-parse", "HEAD") == head
+    assert git(checkout, "status", "--porcelain") == ""
+    hook.unlink()
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0, err
+    assert spec(remote)["replicas"] == 3
+
+
+def test_a_failed_fetch_after_a_push_race_leaves_the_checkout_as_it_was(tmp_path: Path) -> None:
+    """Lost the race, then the fetch failed: the unpushed commit stayed in the checkout, and
+    every later run refused it ("commits that are not on origin/main")."""
+    from datetime import datetime, timezone
+
+    import pytest
+
+    from gitscale.config.load import load_config
+    from gitscale.demand.resolve import read_demand
+    from gitscale.plan.engine import compute_plan
+    from gitscale.errors import GitError
+    from gitscale.plan.landing import land
+    from gitscale.repo.workspace import open_workspace
+
+    checkout, remote = setup(tmp_path)
+    (checkout / "demand.yaml").write_text("linux: {queued: 2, running: 0}\n")
+    git(checkout, "commit", "-qam", "demand")
+    git(checkout, "push", "-q")
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(remote), str(other))
+    head = git(checkout, "rev-parse", "HEAD")
+
+    def another_writer_lands_first() -> None:
+        (other / "README").write_text("hello\n")
+        git(other, "add", "README")
+        git(other, "commit", "-qm", "someone else")
+        git(other, "push", "-q")
+
+    def remote_goes_away(_: float) -> None:
+        remote.rename(tmp_path / "gone.git")
+
+    with open_workspace(str(checkout), None) as ws:
+        def make_plan():  # type: ignore[no-untyped-def]
+            another_writer_lands_first()
+            config = load_config(ws.root)
+            return compute_plan(ws.root, config, read_demand(ws.root, config, None),
+                                datetime(2026, 11, 21, 9, tzinfo=timezone.utc), ws.base())
+
+        with pytest.raises(GitError):
+            land(ws, make_plan, sleep=remote_goes_away)
+    assert git(checkout, "rev-parse", "HEAD") == head
+    assert git(checkout, "status", "--porcelain") == ""

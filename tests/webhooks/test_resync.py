@@ -1,0 +1,144 @@
+"""`gitscale serve --resync`: lost deliveries corrected from GitHub's API (the fake GitHub of
+tests/demand, a real HTTP server on 127.0.0.1)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from tests.demand.conftest import GH_TOKEN
+from tests.demand.fake_github import FakeGitHub
+from tests.helpers import RUNNERSET, git, make_repo
+from tests.test_metrics import scrape, value
+from tests.commands.test_serve import SECRET, Server, job, remote_state, wait_for_commit
+
+LINUX = ["self-hosted", "linux"]
+
+
+@pytest.fixture
+def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    monkeypatch.setenv("GH_TOKEN", GH_TOKEN)
+    monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
+    with FakeGitHub(token=GH_TOKEN) as fake:
+        fake.add_repo("octo-org", "octo-repo")
+        yield fake
+
+
+def config(api: str) -> str:
+    source = f"{{org: octo-org, apiUrl: '{api}', token: {{env: GH_TOKEN}}"
+    return f"""\
+runnerSets:
+  - name: linux
+    manifest: sets/linux.yaml
+    source: {{github: {source}, labels: [self-hosted, linux]}}}}
+    policy: {{minReplicas: 0, maxReplicas: 20}}
+  - name: gpu
+    manifest: sets/gpu.yaml
+    source: {{github: {source}, labels: [self-hosted, gpu]}}}}
+    policy: {{minReplicas: 0, maxReplicas: 20}}
+"""
+
+
+def checkout(tmp_path: Path, api: str, reservations: str | None = None) -> Path:
+    files = {"gitscale.yaml": config(api),
+             "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
+             "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0)}
+    if reservations is not None:
+        files[".gitscale/reservations.yaml"] = reservations
+    return make_repo(tmp_path, files)
+
+
+def wait_for_book(repo: Path, expected: dict[str, dict[int, bool]], timeout: float = 30) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while book(repo) != expected:
+        assert time.monotonic() < deadline, book(repo)
+        time.sleep(0.2)
+
+
+def book(repo: Path) -> dict[str, dict[int, bool]]:
+    data = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                              "main:.gitscale/reservations.yaml"))
+    return {name: {r["job"]: r["running"] for r in entry["reservations"]}
+            for name, entry in data["sets"].items()}
+
+
+# A running job whose `completed` was lost, an hour ago.
+LOST_COMPLETED = """\
+served: [gpu, linux]
+sets:
+  linux:
+    reservations:
+    - {job: 5, running: true, created: '2026-01-01T00:00:00Z', expires: '2026-01-01T00:10:00Z'}
+    completed: []
+"""
+
+
+def test_a_resync_corrects_lost_deliveries_and_says_what_it_did(
+        github: FakeGitHub, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A lost `completed` held a runner for ever; lost `queued`/`in_progress` deliveries never
+    got one. The first resync runs at start."""
+    run = github.add_run("octo-org/octo-repo", "in_progress",
+                         [("queued", LINUX), ("in_progress", LINUX), ("completed", LINUX),
+                          ("queued", ["self-hosted", "gpu"]), ("waiting", LINUX)])
+    queued, running, _, gpu, _ = (j["id"] for j in run.jobs)
+    repo = checkout(tmp_path, github.url, LOST_COMPLETED)
+    server = Server(repo, window="1s", resync="1h")
+    try:
+        wait_for_book(repo, {"linux": {queued: False, running: True}, "gpu": {gpu: False}})
+    finally:
+        server.close()
+    _, spec = remote_state(repo)
+    assert spec["replicas"] == 2
+    message = git(repo.parent / "remote.git", "log", "-1", "--format=%B", "main")
+    assert (f"- resync with GitHub, linux: added 2 (jobs {queued}, {running}); removed 1 "
+            f"(job 5)") in message
+    err = capfd.readouterr().err
+    assert f"resync linux: added 2 (jobs {queued}, {running}); removed 1 (job 5)" in err
+    assert GH_TOKEN not in err and GH_TOKEN not in message
+
+
+def test_a_failed_resync_changes_nothing(github: FakeGitHub, tmp_path: Path,
+                                         capfd: pytest.CaptureFixture[str]) -> None:
+    """GitHub unreachable or rate limited: the reservations stay as the webhooks made them."""
+    github.add_run("octo-org/octo-repo", "queued", [("queued", LINUX)])
+    github.fail("error", match="/actions/runs", status=502)
+    repo = checkout(tmp_path, github.url, LOST_COMPLETED)
+    server = Server(repo, window="1s", resync="1h")
+    before, _ = remote_state(repo)  # after the first batch (it claims the sets)
+    err = ""
+    try:
+        import time
+
+        deadline = time.monotonic() + 60
+        while "resync skipped" not in err:  # the client retries a 502 a few times first
+            assert time.monotonic() < deadline, err
+            time.sleep(0.2)
+            err += capfd.readouterr().err
+        assert server.port is not None
+        samples = scrape(server.port)[2]
+        assert value(samples, "gitscale_errors_total", kind="resync") == 1
+        server.post(job(9, "queued", LINUX))
+        wait_for_commit(server, repo, before)
+    finally:
+        server.close()
+    assert book(repo) == {"linux": {5: True, 9: False}}
+    err += capfd.readouterr().err
+    assert "resync skipped, reservations left as they are: linux: github" in err
+    assert "Traceback" not in err
+
+
+def test_resync_zero_never_asks_github(github: FakeGitHub, tmp_path: Path) -> None:
+    repo = checkout(tmp_path, github.url, LOST_COMPLETED)
+    server = Server(repo, window="1s", resync="0")
+    before, _ = remote_state(repo)
+    try:
+        server.post(job(9, "queued", LINUX))
+        wait_for_commit(server, repo, before)
+    finally:
+        server.close()
+    assert github.log == []
+    assert book(repo) == {"linux": {5: True, 9: False}}  # the running job still holds a runner

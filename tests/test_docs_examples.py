@@ -1,0 +1,98 @@
+"""The RunnerSet examples in docs/ are valid, and the docs show exactly the example files.
+
+Every ``docs/examples/*.yaml`` holds one RunnerSet (and, for some, the objects it needs): the
+RunnerSet passes gitscale's own in-process validation against the shipped CRD (the check
+`reconcile` runs before it commits), its pod template passes the Kubernetes schema of a Pod
+(strict: the CRD keeps the template's fields unchecked, the API server would refuse a typo only
+when the controller creates the pod), and every other object passes the Kubernetes schema.
+Every ```yaml block of docs/pod-templates.md is one of those files, byte for byte, and every
+file is shown there, so the page and the tested files cannot drift apart.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from gitscale.controller.observe import runner_container
+from gitscale.validate import SchemaValidator
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.yaml"))
+PAGE = ROOT / "docs" / "pod-templates.md"
+KUBERNETES = ["1.30.0", "1.37.0"]  # as tests/test_init_ops.py: an old supported release, the newest
+
+
+def objects(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def runnerset(path: Path) -> dict[str, Any]:
+    (found,) = [o for o in objects(path) if o.get("kind") == "RunnerSet"]
+    return found
+
+
+def yaml_blocks(text: str) -> list[str]:
+    return re.findall(r"^```yaml\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+
+
+def test_there_are_examples() -> None:
+    assert len(EXAMPLES) >= 5
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_the_runnerset_is_valid_against_the_crd(path: Path) -> None:
+    obj = runnerset(path)
+    assert obj["apiVersion"] == "gitscale.dev/v1alpha1"
+    assert SchemaValidator().check(obj) == []
+
+
+@pytest.mark.parametrize("kubernetes", KUBERNETES)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_the_pod_template_and_the_other_objects_are_valid_kubernetes(path: Path,
+                                                                     kubernetes: str) -> None:
+    for obj in objects(path):
+        if obj.get("kind") == "RunnerSet":
+            template = obj["spec"]["template"]
+            meta = {"name": "runner-abc123", "namespace": obj["metadata"]["namespace"],
+                    **(template.get("metadata") or {})}
+            obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                   "spec": {**template["spec"], "restartPolicy": "Never"}}
+        kubernetes_validate.validate(obj, kubernetes, strict=True)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_images_are_pinned_and_the_runner_container_is_as_documented(path: Path) -> None:
+    obj = runnerset(path)
+    spec = obj["spec"]["template"]["spec"]
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        assert ":" in container["image"] and not container["image"].endswith(":latest")
+    runner = runner_container(obj["spec"]["template"])
+    (container,) = [c for c in spec["containers"] if c["name"] == runner]
+    if obj["spec"]["platform"] == "github":
+        assert runner == "runner"
+        assert container["image"].startswith("ghcr.io/actions/actions-runner:")
+        assert container.get("command") == ["/home/runner/run.sh"]
+    else:  # buildkite/agent: its entrypoint runs `buildkite-agent start`
+        assert container["image"].startswith("buildkite/agent:")
+        assert "command" not in container and "args" not in container
+
+
+def test_every_yaml_block_of_the_page_is_an_example_file_and_every_file_is_shown() -> None:
+    files = {path.name: path.read_text() for path in EXAMPLES}
+    shown = set()
+    for block in yaml_blocks(PAGE.read_text()):
+        matches = [name for name, text in files.items() if text == block]
+        assert matches, f"a ```yaml block of {PAGE.name} is no file of docs/examples:\n{block}"
+        shown.update(matches)
+    assert shown == set(files), f"not shown in {PAGE.name}: {sorted(set(files) - shown)}"
+
+
+def test_the_page_names_each_file_above_its_block() -> None:
+    text = PAGE.read_text()
+    for path in EXAMPLES:
+        assert f"examples/{path.name}" in text, path.name

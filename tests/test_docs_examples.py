@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gitscale.controller.observe import runner_container
-from gitscale.validate import SchemaValidator
+from gitscale.manifest.validate import SchemaValidator
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.yaml"))

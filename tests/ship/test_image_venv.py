@@ -60,7 +60,8 @@ def test_as_the_image_user_with_only_tmp_and_the_cache_writable(
         os.chown(path, UID, UID)
     env = {"PATH": f"{image_venv.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
            "HOME": str(home), "TMPDIR": str(tmp), "GITSCALE_CACHE_DIR": str(cache),
-           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
+           "GITSCALE_GIT_TOKEN": "unused"}  # git's askpass script goes to TMPDIR too
     as_user = ["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", "--"]
     sh(*as_user, "gitscale", "demo", "--dir", tmp / "demo", env=env)
     remote = tmp / "demo" / "remote.git"

@@ -27,7 +27,7 @@ from gitscale.controller.errors import (
     RunnerNameTaken,
 )
 from gitscale.controller.platform import LIST_MAX_AGE, Registration
-from gitscale.github_app import InstallationToken
+from gitscale.clients.github_app import InstallationToken
 
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
            "User-Agent": "gitscale-controller"}

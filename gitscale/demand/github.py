@@ -18,7 +18,7 @@ from gitscale.demand import DemandReading, SourceError
 from gitscale.demand.http import EtagCache, JsonClient, cache_file
 from gitscale.config.secrets import SecretError, read_secret
 from gitscale.config.sources import GitHubSettings
-from gitscale.github_app import InstallationToken
+from gitscale.clients.github_app import InstallationToken
 
 if TYPE_CHECKING:
     from gitscale.demand.registry import Where
@@ -65,7 +65,7 @@ def count(jobs: Iterable[Job], labels: Sequence[str]) -> Demand:
 
 
 class GitHubAuth:
-    """A token, or a GitHub App's installation token (``gitscale.github_app``)."""
+    """A token, or a GitHub App's installation token (``gitscale.clients.github_app``)."""
 
     def __init__(self, settings: GitHubSettings) -> None:
         self.settings = settings

@@ -18,7 +18,7 @@ OWNERS = {
     "kubernetes": {"controller/kube.py"},
     "matplotlib": {"charts/render.py", "charts/axis.py"},  # the optional extra, imported lazily
     "prometheus_client": {"metrics.py", "controller/metrics.py"},
-    "httpx": {"clients/http.py", "clients/no_answer.py", "notify/send.py"},
+    "httpx": {"clients/http.py", "clients/no_answer.py"},  # GitHub, Buildkite, notifications
     "jwt": {"clients/github_app.py"},  # a GitHub App's token, for the source and controller
 }
 

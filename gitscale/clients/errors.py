@@ -22,11 +22,14 @@ class ApiError(GitscaleError):
 
 
 class Unreachable(ApiError):
-    """No answer: ``cause`` says why (DNS, refused, TLS, proxy, timeout, a cut connection)."""
+    """No answer: ``cause`` says why (DNS, refused, TLS, proxy, timeout, a cut connection);
+    ``timed_out`` when it was a timeout."""
 
-    def __init__(self, message: str, *, cause: str, method: str = "", url: str = "") -> None:
+    def __init__(self, message: str, *, cause: str, method: str = "", url: str = "",
+                 timed_out: bool = False) -> None:
         super().__init__(message, method=method, url=url)
         self.cause = cause
+        self.timed_out = timed_out
 
 
 class RateLimited(ApiError):

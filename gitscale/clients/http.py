@@ -152,7 +152,8 @@ class HttpClient:
         except httpx.HTTPError as exc:
             cause = describe(exc, full, wait.read or self.timeout)
             raise self._error(Unreachable, f"{method} {redact(full)} failed: {cause}",
-                              method=method, url=full, cause=cause) from None
+                              method=method, url=full, cause=cause,
+                              timed_out=isinstance(exc, httpx.TimeoutException)) from None
         return Answer(response.status_code, response.headers, None, response.content)
 
     # -- one request, its retries and its limits ----------------------------------------------

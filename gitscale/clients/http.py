@@ -160,7 +160,6 @@ class HttpClient:
     def _call(self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
               body: Any = None, cached: bool = True) -> Answer:
         full = _with_params(url, params)
-        shown = redact(full)
         self._respect_limit()
         tries = self.retries + 1 if method in IDEMPOTENT else 1
         waited = 0.0
@@ -193,13 +192,13 @@ class HttpClient:
                         continue
                     limited = self._error(
                         RateLimited, f"rate limited until {format_time(until)} ({method} "
-                        f"{shown} answered {status}); no request is sent before then",
+                        f"{redact(full)} answered {status}); no request is sent before then",
                         until=until, method=method, url=full, status=status)
                     self.limited = limited
                     raise limited
                 detail = _detail(response)
                 if status < 500:
-                    raise self._error(ApiError, f"{method} {shown} answered {status}"
+                    raise self._error(ApiError, f"{method} {redact(full)} answered {status}"
                                                 f"{f': {detail}' if detail else ''}",
                                       method=method, url=full, status=status, detail=detail)
                 problem = f"answered {status}"
@@ -211,10 +210,10 @@ class HttpClient:
             self.sleep(0.2 * 2 ** (attempt - 1))
         after = f" (after {tries} tries)" if tries > 1 else ""
         if status:
-            raise self._error(ApiError, f"{method} {shown} {problem}{after}", method=method,
+            raise self._error(ApiError, f"{method} {redact(full)} {problem}{after}", method=method,
                               url=full, status=status)
         cause = problem.removeprefix("failed: ")
-        raise self._error(Unreachable, f"{method} {shown} {problem}{after}", method=method,
+        raise self._error(Unreachable, f"{method} {redact(full)} {problem}{after}", method=method,
                           url=full, cause=cause)
 
     def _respect_limit(self) -> None:

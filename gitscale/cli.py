@@ -230,12 +230,46 @@ def controller(leader_elect: bool, leader_election_namespace: str | None, lease_
                    "gets a new repo; in an existing checkout the scaffold is committed there.")
 @click.option("--gitops", type=click.Choice(["argocd", "flux"]), required=True,
               help="Which GitOps tool applies the repo.")
-@click.option("--repo-url", default=None, help="The URL the config repo will be pushed to.")
+@click.option("--repo-url", default=None,
+              help="The URL the config repo will be pushed to (the GitOps source, the scaler's "
+                   "--repo). Without it: CHANGE-ME.")
 @click.option("--branch", default="main", show_default=True)
 @click.option("--path", default="clusters/prod", show_default=True,
-              help="Folder of the cluster's manifests inside the repo.")
+              help="Folder of the cluster's manifests inside the repo (what the GitOps tool "
+                   "applies).")
+@click.option("--namespace", default="ci-runners", show_default=True,
+              help="Namespace of the RunnerSets and runner pods (the controller's Role too).")
+@click.option("--cluster", default=None, metavar="NAME_OR_URL",
+              help="Argo CD only: the destination cluster, by name or server URL "
+                   "[default: the cluster Argo CD runs in].")
+@click.option("--platform", type=click.Choice(["github", "buildkite"]), default=None,
+              help="The example set's CI system [default: github; buildkite with a "
+                   "--buildkite-* option].")
+@click.option("--github-org", default=None, metavar="ORG",
+              help="The GitHub organization: the source's org and the RunnerSet's configURL. "
+                   "Without it: CHANGE-ME.")
+@click.option("--github-url", default=None, metavar="URL",
+              help="GitHub Enterprise Server (or *.ghe.com): the server's address, "
+                   "https://HOST [default: https://github.com].")
+@click.option("--github-app-id", default=None, metavar="ID",
+              help="Poll with a GitHub App instead of a token: its id.")
+@click.option("--github-app-installation-id", default=None, metavar="ID",
+              help="The GitHub App's installation id (with --github-app-id).")
+@click.option("--buildkite-org", default=None, metavar="SLUG",
+              help="The Buildkite organization (the controller's agents API). Without it: "
+                   "CHANGE-ME.")
+@click.option("--buildkite-queue", default=None, metavar="QUEUE",
+              help="The Buildkite queue [default: default].")
 def init(directory: str | None, repo: str | None, **kw: Any) -> int:
-    """Scaffold a config repo: gitscale.yaml, a RunnerSet, the CRD, the controller, GitOps."""
+    """Scaffold a config repo: gitscale.yaml, a RunnerSet, the CRD, the controller, GitOps.
+
+    What it is not told and cannot know is written as CHANGE-ME; init lists each such line
+    with what belongs there, and `gitscale validate` refuses the repo until none is left.
+
+    \b
+    gitscale init config --gitops argocd --github-org acme \\
+        --repo-url https://github.com/acme/ci-config.git
+    """
     from gitscale.commands.init import run_init
     from gitscale.errors import InputError
 

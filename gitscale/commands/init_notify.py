@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
+from gitscale.commands.init_choices import REPO_URL_HINT, hinted
 from gitscale.config.notify_targets import web_url
+from gitscale.yamlio.write import dump
 
 RECEIVER_SECRET = "gitscale-receiver-token"
 FLUX_TOKEN_ENV = "FLUX_RECEIVER_TOKEN"
@@ -66,7 +66,8 @@ def notify_block(gitops: str, repo_url: str) -> str:
     howto = "\n".join(f"#   {line}" for line in ARGOCD_SECRET_HOWTO.splitlines())
     # Argo CD matches the Application's repoURL; without a URL here (a local path was given)
     # gitscale announces the URL of the remote it pushed to.
-    repo = f"\n      repoURL: {_quoted(repo_url)}" if web_url(repo_url) else ""
+    repo = hinted(f"\n      repoURL: {_quoted(repo_url)}", REPO_URL_HINT) \
+        if web_url(repo_url) else ""
     return ARGOCD_NOTIFY.format(howto=howto, env=ARGOCD_SECRET_ENV, repo_url=repo)
 
 
@@ -78,7 +79,7 @@ def notify_files(gitops: str) -> dict[str, str]:
     header = ("# A webhook for gitscale: after each push it POSTs here (signed with HMAC-SHA256 "
               "of the\n# token), and Flux reconciles the GitRepository now instead of at its "
               "interval.\n# Create the token's Secret first (never commit it):\n" + howto + "\n")
-    return {"flux/receiver.yaml": header + yaml.safe_dump(receiver(), sort_keys=False)}
+    return {"flux/receiver.yaml": header + dump(receiver())}
 
 
 def receiver() -> dict[str, Any]:
@@ -103,4 +104,4 @@ def notify_next_steps(gitops: str) -> str:
 
 
 def _quoted(text: str) -> str:
-    return yaml.safe_dump(text, default_style='"').strip()
+    return dump(text, default_style='"').strip()

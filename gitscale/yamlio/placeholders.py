@@ -44,9 +44,10 @@ def find_placeholders(text: str) -> list[Placeholder]:
             if isinstance(token, yaml.ScalarToken) and PLACEHOLDER in token.value:
                 found.append((token.start_mark.line, token.value))
     except yaml.YAMLError:
-        # not YAML after all: every line that has it, outside a trailing comment
-        return [Placeholder(n + 1, line.split(" #")[0].strip(), _comment(line, 0))
-                for n, line in enumerate(lines) if PLACEHOLDER in line.split(" #")[0]]
+        # not YAML after all: every line that has it before a " #" (a comment, most likely)
+        return [Placeholder(n + 1, value.strip(), comment.strip())
+                for n, (value, _, comment) in enumerate(line.partition(" #") for line in lines)
+                if PLACEHOLDER in value]
     return [Placeholder(line + 1, value, _comment(lines[line], last_token_end.get(line, 0)))
             for line, value in found if line < len(lines)]
 

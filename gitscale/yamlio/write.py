@@ -17,9 +17,8 @@ from typing import Any
 def _dumper() -> Any:
     import yaml
 
-    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-    class NoAliasDumper(base):  # type: ignore[misc, valid-type]
+    # PyYAML's own SafeDumper, as yaml.safe_dump: the same bytes, only without aliases
+    class NoAliasDumper(yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:
             return True
 

@@ -16,13 +16,12 @@ from typing import Any
 import click
 
 from gitscale.commands import EXIT_OK
-from gitscale.commands.init_choices import GITHUB, REPO_URL_HINT, RUNNERS_NAMESPACE, Choices, \
-    choose, hinted
+from gitscale.commands.init_choices import GITHUB, REPO_URL_HINT, RUNNERS_NAMESPACE, \
+    SYSTEM_NAMESPACE, Choices, choose, hinted
 from gitscale.commands.init_notify import notify_block, notify_files, notify_next_steps
 from gitscale.commands.init_runners import SET, config_text, controller_secret_commands, \
     demand_text, runnerset_text, scaler_secret_command
-from gitscale.commands.init_schedules import GIT_SECRET, NAMESPACE as SYSTEM_NAMESPACE, \
-    schedule_files, schedule_next_steps
+from gitscale.commands.init_schedules import GIT_SECRET, schedule_files, schedule_next_steps
 from gitscale.errors import InputError
 from gitscale.repo.git import Git
 from gitscale.controller.crd import crd_yaml

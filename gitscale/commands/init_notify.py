@@ -18,10 +18,11 @@ FLUX_TOKEN_ENV = "FLUX_RECEIVER_TOKEN"
 ARGOCD_SECRET_ENV = "ARGOCD_WEBHOOK_SECRET"
 
 FLUX_SECRET_HOWTO = f"""\
+printf '%s' "$(openssl rand -hex 32)" > ./flux-receiver-token   # no newline: an HMAC key
 kubectl -n flux-system create secret generic {RECEIVER_SECRET} \\
-  --from-literal=token="$(openssl rand -hex 32)"
-# gitscale needs the same token, e.g. in CI as the secret {FLUX_TOKEN_ENV}:
-kubectl -n flux-system get secret {RECEIVER_SECRET} -o jsonpath='{{.data.token}}' | base64 -d"""
+  --from-file=token=./flux-receiver-token
+# gitscale needs the same token, e.g. in CI as the secret {FLUX_TOKEN_ENV} (the file's
+# content), or in the cluster as the key {FLUX_TOKEN_ENV} of the Secret gitscale-notify"""
 
 ARGOCD_SECRET_HOWTO = f"""\
 SECRET="$(openssl rand -hex 32)"

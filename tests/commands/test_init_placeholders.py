@@ -12,7 +12,7 @@ import yaml
 from gitscale.config.load import load_config
 from gitscale.controller.github import scope_of
 from gitscale.runnerset_api import BUILDKITE_AGENT_IMAGE, GITHUB_RUNNER_IMAGE
-from tests.commands.init_variants import ALL, BARE, COMPLETE, URL, docs, init, options, written
+from tests.commands.init_variants import ALL, COMPLETE, URL, docs, init, options, written
 from tests.helpers import git, run
 
 PLACEHOLDER = "CHANGE-ME"

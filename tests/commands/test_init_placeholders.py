@@ -240,3 +240,14 @@ def test_init_refuses_options_it_cannot_use_and_writes_nothing(  # type: ignore[
     assert code == 1 and err.startswith(f"error: {option}: ") and words in err, err
     assert "s3cret" not in out + err and "tok3n" not in out + err
     assert not (tmp_path / "c").exists()
+
+
+def test_the_pinned_runner_images_are_those_of_the_docs_examples() -> None:
+    """One bump: the constants init writes, and the tested examples in docs/, name the same
+    releases (never `latest`)."""
+    root = Path(__file__).resolve().parents[2]
+    examples = "\n".join(p.read_text() for p in (root / "docs/examples").glob("*.yaml"))
+    images = set(re.findall(r"image: ((?:ghcr\.io/actions/actions-runner|buildkite/agent):\S+)",
+                            examples))
+    assert images == {GITHUB_RUNNER_IMAGE, BUILDKITE_AGENT_IMAGE}
+    assert not any(i.endswith(":latest") for i in images)

@@ -150,9 +150,9 @@ def run_init(directory: str, **options: Any) -> int:
     click.echo("\n" + secrets_text(choices))
     apply = ("kubectl apply -f argocd/application.yaml" if choices.gitops == "argocd"
              else "kubectl apply -f flux/gitscale.yaml")
-    where = (f"to {choices.repo_url}" if choices.repo_url_given
-             else "to your config repo (its URL is one of the edits above)")
-    click.echo(f"\nnext: push {root} {where} ({choices.branch}), then `{apply}`;\n"
+    where = (choices.repo_url if choices.repo_url_given
+             else "your config repo (its URL is one of the edits above)")
+    click.echo(f"\nnext: push {root} (branch {choices.branch}) to {where}, then `{apply}`;\n"
                f"try `gitscale plan --repo {root} --demand {root / 'demand.yaml'}` and "
                f"`gitscale validate --repo {root}`.")
     click.echo(f"\n{notify_next_steps(choices.gitops)}\n\n{schedule_next_steps()}")

@@ -66,7 +66,9 @@ def controller_secret_commands(choices: Choices) -> list[str]:
     """The Secrets the example RunnerSet names, in its namespace."""
     ns = choices.namespace
     if choices.platform == "buildkite":
-        return [f"kubectl -n {ns} create secret generic {AGENT_TOKEN_SECRET} "
+        # the agent reads its token as it is: no trailing newline in the file
+        return ["printf '%s' \"$BUILDKITE_AGENT_TOKEN\" > ./buildkite-agent-token",
+                f"kubectl -n {ns} create secret generic {AGENT_TOKEN_SECRET} "
                 "--from-file=token=./buildkite-agent-token",
                 f"kubectl -n {ns} create secret generic {API_TOKEN_SECRET} "
                 "--from-file=token=./buildkite-api-token"]

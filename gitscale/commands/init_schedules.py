@@ -140,14 +140,16 @@ each token must be allowed to do):
 kubectl -n {namespace} create secret generic {git_secret} --from-file=token=./git-push-token
 # optional: more variables, one key each, e.g. the notify secret
 kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify_env}=./{notify_file}
-# serve only: GitHub's webhook secret
-kubectl -n {namespace} create secret generic {webhook_secret} --from-file=secret=./webhook-secret
-```
+{webhook}```
 """
 
 
 METRICS_PORT = 9090
 METRICS = ["--metrics-listen", f"0.0.0.0:{METRICS_PORT}"]  # noqa: S104 - scraped in the pod network
+WEBHOOK_HOWTO = f"""\
+# serve only: GitHub's webhook secret
+kubectl -n {NAMESPACE} create secret generic {WEBHOOK_SECRET} --from-file=secret=./webhook-secret
+"""
 SERVE = {
     "github": " or\n  `deployment-serve.yaml` + `service-serve.yaml` (`gitscale serve`: GitHub "
               "`workflow_job`\n  webhooks, one commit per 10 s window; the Service leaves the "
@@ -171,7 +173,8 @@ def schedule_files(choices: Choices) -> dict[str, str]:
         "deploy/scaler/README.md": SCALER_README.format(
             namespace=NAMESPACE, git_secret=GIT_SECRET, notify_secret=NOTIFY_SECRET,
             notify_env=notify_env, notify_file=notify_env.lower().replace("_", "-"),
-            webhook_secret=WEBHOOK_SECRET, claim=CACHE_CLAIM, serve=SERVE[choices.platform],
+            claim=CACHE_CLAIM, serve=SERVE[choices.platform],
+            webhook=WEBHOOK_HOWTO if choices.platform == "github" else "",
             keys=", ".join(f"{s.key} → {s.env}" for s in secrets),
             scaler_secret=scaler_secret_command(choices)),
     }

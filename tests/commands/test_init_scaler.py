@@ -55,6 +55,9 @@ def test_the_scaler_reads_the_source_credential_from_the_documented_secret_keys(
     assert wanted  # every variant's source reads a credential from the environment
     found = pods(root)
     assert len(found) == (2 if variant == "buildkite" else 3)  # serve is GitHub's only
+    readme = (root / "deploy/scaler/README.md").read_text()
+    assert ("deployment-serve.yaml" in readme) == ("gitscale-webhook" in readme) == (
+        variant != "buildkite")
     for name, spec in found:
         (container,) = spec["containers"]
         refs = {}

@@ -3,7 +3,8 @@
 Each runner is registered just in time (its config handed to the pod through a Secret) and
 unregistered before its pod is deleted. Idle or busy comes from GitHub's runner list, by the
 runner id the pod carries; without the list a running runner counts as busy, so nothing is
-deleted on a guess. The REST client is ``github.py``, imported only when a set is served.
+deleted on a guess. The adapter ``github.py`` (on ``gitscale.clients.github``) is imported
+only when a set is served.
 
 The runner container starts ``/home/runner/run.sh`` unless the template gives it a ``command``:
 ``ghcr.io/actions/actions-runner`` (actions/runner ``images/Dockerfile``: ``WORKDIR

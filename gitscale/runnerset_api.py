@@ -17,3 +17,6 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PATCH_ID_MAX = 2**31 - 1
 # Replicas (and buffers and step limits in a policy) above this are typos, not plans.
 REPLICAS_MAX = 10_000
+# spec.backlog (jobs the replicas could not cover at the write) is capped here: the controller
+# refills at most this many finished slots per write, and the scaler writes again before then.
+BACKLOG_MAX = REPLICAS_MAX

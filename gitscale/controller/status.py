@@ -36,7 +36,7 @@ READY, RECONCILING, STALLED, FAILING = "Ready", "Reconciling", "Stalled", "Runne
 BUSY = "BusyKnown"
 STALLED_AFTER = timedelta(minutes=5)
 COUNTS = ("replicas", "pending", "idle", "busy", "failed")
-KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime",
+KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime", "refilled",
         "observedGeneration")
 
 
@@ -127,8 +127,9 @@ def _minutes(span: timedelta) -> str:
 
 def build(current: Mapping[str, Any] | None, counts: Status | None,
           conds: list[Condition], now: datetime, *, applied: Write | None = None,
-          generation: int | None = None) -> dict[str, Any]:
-    """The new status; counts None keeps the current ones (a pass that could not count)."""
+          generation: int | None = None, refilled: int | None = None) -> dict[str, Any]:
+    """The new status; counts None keeps the current ones (a pass that could not count).
+    ``refilled`` goes with ``applied``: the slots refilled under that write (None: kept)."""
     current = dict(current or {})
     status: dict[str, Any] = {k: current[k] for k in KEPT if k in current}
     if counts is not None:
@@ -141,6 +142,8 @@ def build(current: Mapping[str, Any] | None, counts: Status | None,
             status["appliedEffectiveTime"] = format_time(applied.effective_time)
         else:
             status.pop("appliedEffectiveTime", None)
+    if refilled is not None:
+        status["refilled"] = refilled
     if generation is not None:
         status["observedGeneration"] = generation
     previous = {c.get("type"): c for c in current.get("conditions") or [] if isinstance(c, dict)}

@@ -92,7 +92,7 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
     clock = Clock(trace.start)
     end = end_of(trace)
     pools = _pools(trace, clock, settings)
-    current = {name: Current(0, None) for name in pools}
+    current = {name: Current(0, None, backlog=0) for name in pools}  # RunnerSets
     specs: dict[str, Spec] = {}
     counts = {"commits": 0, "patch_only": 0}
 
@@ -120,7 +120,7 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
             current[name] = before.after(decision, demand, now)
             wrote = True
             patch_only = patch_only and before.replicas == decision.replicas
-            spec = Spec(decision.replicas, decision.patch_id or 0, now)
+            spec = Spec(decision.replicas, decision.patch_id or 0, now, decision.backlog)
             clock.at(_synced(clock.now, settings), apply, name, spec)
         if wrote:
             counts["commits"] += 1

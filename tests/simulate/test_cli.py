@@ -171,7 +171,8 @@ def test_bad_options(capsys, tmp_path: Path, monkeypatch, argv: list[str],  # ty
 
 
 def test_from_history(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10}"})
+    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10, "
+                                                "scaleDownDelay: 0s}"})
     code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history")
     assert (code, err) == (1, "error: --from-history: no scaling commits with demand counts "
                               "found\n")

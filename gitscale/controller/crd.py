@@ -97,9 +97,11 @@ STATUS: dict[str, Any] = {
         "appliedEffectiveTime": {"type": "string", "format": "date-time"},
         "refilled": {
             "type": "integer", "minimum": 0,
-            "description": "Slots the controller refilled from the backlog of the applied "
-                           "write (at most spec.backlog).",
+            "description": "Slots the controller refilled from the backlog of the write "
+                           "refilledPatchID / refilledEffectiveTime (at most its backlog).",
         },
+        "refilledPatchID": {"type": "integer", "minimum": 0},
+        "refilledEffectiveTime": {"type": "string", "format": "date-time"},
         "conditions": {
             "type": "array",
             "items": {

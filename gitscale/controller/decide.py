@@ -18,12 +18,11 @@ patch-ID model, adapted so that a write applied in part is completed):
 - a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
   spec is re-affirmed (no churn from completed ephemeral runners). The finished runner is kept as the marker of that slot, so the
   rule survives controller restarts without any bookkeeping outside the cluster;
-- except under the write's backlog (``spec.backlog``: jobs its replicas could not cover): once
-  a pass has recorded the write as applied, each pass replaces markers by new runners of the
-  same write while fewer than ``backlog`` have been (``refilled``, kept in status with the
-  record, see ``refilled_after``): oldest finished first, each marker going only once its
-  successor exists. Never beyond ``replicas`` (a refill takes its marker's slot), never on a
-  write not yet applied, and never a removal;
+- except under the write's backlog (``spec.backlog``: jobs its replicas could not cover): every
+  pass replaces markers by new runners of the same write while fewer than ``backlog`` have been
+  (``Refilled``, kept in status with the write it counts for, see ``refilled_after``): oldest
+  finished first, each marker going only once its successor exists. Never beyond ``replicas``
+  (a refill takes its marker's slot) and never a removal;
 - a failed runner is replaced after a backoff that grows with the failures of the runners it
   descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate,
   and the failed runner goes only once its successor exists (``Actions.replaced``);
@@ -203,11 +202,23 @@ def record(spec: Spec, last_applied: Write | None, all_created: bool) -> Write:
     return last_applied if last_applied is not None else NOTHING_APPLIED
 
 
-def refilled_after(spec: Spec, last_applied: Write | None, refilled: int, made: int) -> int:
-    """What the caller keeps (in status, beside the record) as ``refilled`` after a pass that
-    refilled ``made`` slots: the count belongs to the recorded write, so a pass on a new write
-    starts it again from 0 (such a pass refills nothing: its write is not recorded yet)."""
-    return (refilled if spec.write.same(last_applied) else 0) + made
+@dataclass(frozen=True)
+class Refilled:
+    """The slots refilled from one write's backlog so far, kept in status (``refilled``,
+    ``refilledPatchID``, ``refilledEffectiveTime``) with the write they count for: a new
+    write starts from 0."""
+
+    write: Write
+    count: int = 0
+
+    def under(self, spec: Spec) -> int:
+        """The count for ``spec``'s write (0 for any other)."""
+        return self.count if spec.write.same(self.write) else 0
+
+
+def refilled_after(spec: Spec, refilled: Refilled | None, made: int) -> Refilled:
+    """What the caller keeps after a pass on ``spec`` that refilled ``made`` slots."""
+    return Refilled(spec.write, (refilled.under(spec) if refilled else 0) + made)
 
 
 def gate_open(spec: Spec, runners: Sequence[Runner], last_applied: Write | None) -> bool:
@@ -263,12 +274,12 @@ def _newest_first(runners: Sequence[Runner]) -> list[Runner]:
 
 
 def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
-           last_applied: Write | None = None, refilled: int = 0) -> Actions:
+           last_applied: Write | None = None, refilled: Refilled | None = None) -> Actions:
     """The effects of one pass for one set. Has no side effects; ``now`` is the pass clock.
 
     ``last_applied`` is the last write a pass fully applied, as the caller kept it with
     ``record`` after each pass; None: no record (see ``gate_open``). ``refilled``: the slots
-    refilled under it so far, as kept with ``refilled_after``.
+    refilled from a write's backlog so far, as kept with ``refilled_after``.
     """
     of = {phase: [r for r in runners if r.phase is phase] for phase in Phase}
     pending, idle, busy = of[Phase.PENDING], of[Phase.IDLE], of[Phase.BUSY]
@@ -317,8 +328,8 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
         # Gate shut: a finished runner marks its slot until the next write; those beyond the
         # slots wanted mark nothing (a scale-down) and go (the latest to finish are kept).
         markers = finished[max(len(finished) - missing, 0):] if missing else []
-    # The write's backlog: once it is recorded, markers give way to new runners of it.
-    left = refills_left(spec.backlog, refilled) if spec.write.same(last_applied) else 0
+    # The write's backlog: markers give way to new runners of it.
+    left = refills_left(spec.backlog, refilled.under(spec) if refilled else 0)
     refills = markers[:left] if left else []
     held = [r for r in held if r not in refills]
     kept = {r.name for r in markers}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, TypedDict
 
-from gitscale.controller.decide import Phase, Runner, Spec, Write
+from gitscale.controller.decide import Phase, Refilled, Runner, Spec, Write
 from gitscale.controller.errors import InvalidRunnerSet
 from gitscale.controller.platform import Kind, Registered, RunningRule
 from gitscale.runnerset_api import BACKLOG_MAX, PATCH_ID_MAX, REPLICAS_MAX
@@ -52,7 +52,7 @@ class RunnerSetView:
     template: dict[str, Any] = field(repr=False)
     deleting: bool = False  # metadata.deletionTimestamp is set
     applied: Write | None = None  # status: the last write a pass fully applied (None: unknown)
-    refilled: int = 0  # status: finished slots refilled under it from its backlog
+    refilled: Refilled | None = None  # status: slots refilled from a write's backlog
     generation: int | None = None  # metadata.generation, reported back as observedGeneration
 
     @property
@@ -96,7 +96,7 @@ def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -
                          kind.settings(spec.get(kind.name), name), template,
                          deleting=bool(meta.get("deletionTimestamp")),
                          applied=applied_write(obj.get("status")),
-                         refilled=refilled_count(obj.get("status")),
+                         refilled=refilled_of(obj.get("status")),
                          generation=_maybe_int(meta.get("generation")))
 
 
@@ -112,11 +112,17 @@ def applied_write(status: Any) -> Write | None:
     return Write(patch_id, _time(status.get("appliedEffectiveTime")))
 
 
-def refilled_count(status: Any) -> int:
-    """``status.refilled``: slots refilled under the recorded write. Missing or unreadable: 0
-    (status is the controller's own field; it is written with the record)."""
-    value = status.get("refilled") if isinstance(status, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+def refilled_of(status: Any) -> Refilled | None:
+    """``status.refilled`` with ``refilledPatchID`` and ``refilledEffectiveTime``: the slots
+    refilled from that write's backlog. Missing or unreadable: None (none yet), never an error:
+    status is the controller's own field."""
+    if not isinstance(status, dict):
+        return None
+    count, patch_id = status.get("refilled"), status.get("refilledPatchID")
+    if not isinstance(count, int) or not isinstance(patch_id, int) or isinstance(
+            count, bool) or isinstance(patch_id, bool) or min(count, patch_id) < 0:
+        return None
+    return Refilled(Write(patch_id, _time(status.get("refilledEffectiveTime"))), count)
 
 
 def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:

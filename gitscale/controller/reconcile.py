@@ -26,6 +26,7 @@ from gitscale.controller.decide import (
     Delete,
     DeleteReason,
     Phase,
+    Refilled,
     Runner,
     Status,
     Write,
@@ -140,7 +141,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
     # a slot unfilled until the next write, but never refill beyond the backlog.
-    refilled = refilled_after(spec, view.applied, view.refilled, len(actions.refills))
+    refilled = refilled_after(spec, view.refilled, len(actions.refills)) \
+        if actions.refills else None
     if actions.create and (view.applied is None
                            or st.ready_of(previous).get("status") != "False"):
         # Say the set is short before creating, and that the write is not applied yet: a pass
@@ -150,9 +152,8 @@ def reconcile(ctx: Context, key: str) -> Report:
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
             generation=generation, refilled=refilled), previous=None)
-    elif actions.refills:
-        obj = _write(ctx, obj, report, {**(previous or {}), "refilled": refilled},
-                     previous=None)
+    elif refilled is not None:
+        obj = _write(ctx, obj, report, st.with_refilled(previous, refilled), previous=None)
     created = create_runners(ctx.kube, ctx.pods, ctx.platforms, ctx.memory, ctx.pool, ctx.halt,
                              view, platform, actions)
     report.created = created.names
@@ -166,7 +167,9 @@ def reconcile(ctx: Context, key: str) -> Report:
     # whose runner could not be created keeps its marker, and its place in the backlog.
     applied = view.applied if view.deleting else record(view.spec, view.applied,
                                                          not created.failed)
-    refilled -= len(created.unreplaced & set(actions.refills))
+    if refilled is not None:
+        refilled = Refilled(refilled.write,
+                            refilled.count - len(created.unreplaced & set(actions.refills)))
     trouble = st.Problem(created.reason or "ApplyFailed",
                          "; ".join(report.errors[:3])) if report.errors else None
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
@@ -350,7 +353,7 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
 
 def _finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
             conditions: list[st.Condition], now: datetime, *, applied: Write | None = None,
-            generation: int | None = None, refilled: int | None = None) -> Report:
+            generation: int | None = None, refilled: Refilled | None = None) -> Report:
     """Write the status at the end of a pass (logging a new Ready=False once)."""
     new = st.build(obj.get("status"), counts, conditions, now, applied=applied,
                    generation=generation, refilled=refilled)

@@ -17,6 +17,7 @@ from typing import Any
 
 from gitscale.controller.decide import (
     Phase,
+    Refilled,
     Runner,
     Spec,
     Write,
@@ -87,7 +88,7 @@ class Pool:
     created: int = 0
     samples: list[Sample] = field(default_factory=list)
     last_applied: Write | None = None  # what the controller keeps in status.appliedPatchID
-    refilled: int = 0  # ... and in status.refilled
+    refilled: Refilled | None = None  # ... and status.refilled
 
     # -- jobs ------------------------------------------------------------------------------
     def arrive(self, job: Job) -> None:
@@ -188,6 +189,6 @@ def controller_pass(pool: Pool, spec: Spec) -> None:
         pool.create(actions.create_patch_id, spec.effective_time)
     for delete in actions.deletes:
         pool.delete(delete.name)
-    pool.refilled = refilled_after(spec, pool.last_applied, pool.refilled,
-                                   len(actions.refills))
+    if actions.refills:
+        pool.refilled = refilled_after(spec, pool.refilled, len(actions.refills))
     pool.last_applied = record(spec, pool.last_applied, all_created=True)

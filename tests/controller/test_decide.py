@@ -21,6 +21,7 @@ from gitscale.controller.decide import (
     backoff,
     decide,
     effective,
+    Refilled,
     gate_open,
     record,
     refilled_after,
@@ -203,7 +204,7 @@ class World:
         self.created: dict[int, int] = {0: 0}  # spec write -> fresh runners it created
         self.names = (f"r{n}" for n in itertools.count())
         self.applied: Write | None = None  # what the controller records in status
-        self.refilled = 0  # ... and the slots refilled under it from its backlog
+        self.refilled: Refilled | None = None  # ... and the slots refilled from a backlog
 
     def apply(self, event: tuple[str, int, int]) -> None:
         kind, a, b = event
@@ -240,14 +241,15 @@ class World:
             self.runners[name] = Runner(name, actions.create_patch_id, P, failures=failures,
                                         created_at=self.now, spec_time=self.spec.effective_time)
         self.created[self.write] += sum(f == 0 for f in made)
-        refilled = len(set(actions.refills) - unreplaced)
-        self.refilled = refilled_after(self.spec, self.applied, self.refilled, refilled)
+        if actions.refills:
+            self.refilled = refilled_after(self.spec, self.refilled,
+                                           len(set(actions.refills) - unreplaced))
         self.applied = record(self.spec, self.applied, len(made) == len(wanted))
         # A refill only takes a finished runner's slot: never beyond replicas, never beyond
         # the backlog of the write it belongs to.
         assert sum(x.phase in (P, I, B, X) for x in self.runners.values()) <= max(
             occupied, self.spec.replicas)
-        assert self.refilled <= self.spec.backlog
+        assert self.refilled is None or self.refilled.under(self.spec) <= self.spec.backlog
         return actions
 
 
@@ -271,7 +273,8 @@ def test_property_busy_kept_patch_bounded_and_converges(
         world.now += timedelta(seconds=BACKOFF_SECONDS[-1] + 1)
         if not world.reconcile().changes:
             break
-    final = decide(world.spec, list(world.runners.values()), world.now, world.applied)
+    final = decide(world.spec, list(world.runners.values()), world.now, world.applied,
+                   world.refilled)
     assert not final.changes, "did not converge"
     assert final.status.short == 0, "a write applied in part was left short"
     assert world.created[world.write] <= world.spec.replicas + world.spec.backlog \
@@ -306,20 +309,21 @@ def test_property_one_pass_creates_every_missing_runner(replicas: int, patch: in
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 12), st.integers(0, 3), st.integers(0, 8), st.integers(0, 8),
-       st.booleans(), st.lists(st.sampled_from([P, I, B, F, X]), max_size=14))
+       st.booleans(), st.booleans(), st.lists(st.sampled_from([P, I, B, F, X]), max_size=14))
 def test_property_refills_stay_within_the_backlog_and_the_replicas(
-        replicas: int, patch: int, backlog: int, refilled: int, applied: bool,
+        replicas: int, patch: int, backlog: int, refilled: int, applied: bool, same: bool,
         phases: list[Phase]) -> None:
     """Whatever the runners: the backlog refills only finished runners' slots, at most what it
-    has left, only once its write is recorded, and never takes a set beyond its replicas."""
+    has left (counted for its own write), and never takes a set beyond its replicas."""
     spec = Spec(replicas, patch, at(0), backlog)
     runners = [r(f"r{n}", patch, phase, ended=5 if phase in (F, X) else None, created=1)
                for n, phase in enumerate(phases)]
-    actions = decide(spec, runners, at(10), spec.write if applied else None, refilled)
+    count = Refilled(spec.write if same else Write(patch + 1, at(-60)), refilled)
+    actions = decide(spec, runners, at(10), spec.write if applied else None, count)
     finished = {x.name for x in runners if x.phase is F}
     assert set(actions.refills) <= finished
     assert set(actions.refills) <= {d.name for d in actions.deletes}
-    assert len(actions.refills) <= (max(backlog - refilled, 0) if applied else 0)
+    assert len(actions.refills) <= max(backlog - (refilled if same else 0), 0)
     live = sum(x.phase in (P, I, B, X) for x in runners)
     gone = sum(d.reason is not DeleteReason.FINISHED for d in actions.deletes)
     after = live - gone + actions.successors

@@ -21,8 +21,9 @@ GITSCALE = str(Path(sys.executable).with_name("gitscale"))
 POLICY = "{{minReplicas: 0, maxReplicas: 200, buffer: {b}, scaleDownDelay: 5m}}"
 
 
-# (trace, the policy it runs under) of the saturated rows
-SATURATED = (("spiky", "default"), ("burst", "{maxReplicas: 100, scaleDownDelay: 5m}"))
+# (trace, the policy it runs under, its label) of the saturated rows
+SATURATED = (("spiky", "default", "default preset"),
+             ("burst", "{maxReplicas: 100, scaleDownDelay: 5m}", "max 100"))
 
 
 def simulate(shape: str, seed: int, hours: float, *extra: str,
@@ -53,10 +54,9 @@ def saturated(seed: int, hours: float) -> None:
           "| pods | commits/hour |")
     print("|---|---|---|---|---|---|---|---|---|")
     verdicts = []
-    for shape, policy in SATURATED:
+    for shape, policy, label in SATURATED:
         rows = simulate(shape, seed, hours, policies=(policy,))
         gitscale, listener = rows[0], rows[1]
-        label = "default preset" if policy == "default" else policy.strip("{}")
         for r in rows[:3]:
             name = f"**{r['name']}**" if r["name"] == "gitscale" else r["name"]
             print(row(f"{shape}, {label}", name, r))

@@ -22,6 +22,7 @@ from gitscale.manifest import target as tgt
 from gitscale.config.notify_targets import Target
 from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time
+from gitscale.yamlio.placeholders import placeholder_problems
 from gitscale.yamlio.read import Document
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
     left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
     demands: dict[str, Demand] = field(default_factory=dict)  # what the pass read, by set
+    # gitscale.yaml's values still holding `init`'s CHANGE-ME: nothing may land until they go
+    placeholders: list[str] = field(default_factory=list)
 
     @property
     def changed_paths(self) -> list[str]:
@@ -83,7 +86,8 @@ def compute_plan(root: Path, config: Config, reading: DemandReading, now: dateti
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
              decider: Decider | None, only: set[str] | None, cache: StateCache,
              tree: Tree | None, progress: Progress | None = None) -> Plan:
-    plan = Plan(base=base, notify=config.notify)
+    plan = Plan(base=base, notify=config.notify,
+                placeholders=placeholder_problems(config.path, config.text))
     sets = [s for s in config.sets if only is None or s.name in only]
     cache.floor = max(cache.floor, len(config.sets))
     files = ManifestFiles(root, config, tree)

@@ -152,8 +152,9 @@ def reconcile(ctx: Context, key: str) -> Report:
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
             generation=generation, refilled=refilled), previous=None)
-    elif refilled is not None:
-        obj = _write(ctx, obj, report, st.with_refilled(previous, refilled), previous=None)
+    if refilled is not None:  # (a status that already says so is not written again)
+        obj = _write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
+                     previous=None)
     created = create_runners(ctx.kube, ctx.pods, ctx.platforms, ctx.memory, ctx.pool, ctx.halt,
                              view, platform, actions)
     report.created = created.names

@@ -131,3 +131,26 @@ def test_the_422_replacements_stop_at_the_surplus(harness: Harness) -> None:
     assert report.busy == [first, second] and report.deleted == [third]
     assert harness.names("rs") == [first, second, fourth]
     assert harness.github.count("DELETE") == 3
+
+
+def test_refills_are_counted_in_status_before_their_runners_exist(harness: Harness) -> None:
+    """Even in a pass that also completes a write applied in part (Ready already False, so the
+    "Creating" status is not written again): the count comes first, then the pods."""
+    harness.write("rs", 3, 1, backlog=2)
+    harness.api.inject_error("create", "pods", code=500)
+    assert len(harness.sync("rs").created) == 2  # one refused: the write is not applied
+    assert next(c for c in harness.status("rs")["conditions"]
+                if c["type"] == "Ready")["status"] == "False"
+    first, second = harness.names("rs")
+    for name in (first, second):
+        harness.running(name, busy=True)
+    harness.clock.advance(60)
+    harness.stop(first)
+    harness.catch_up()
+    harness.api.reset_calls()
+    report = harness.sync("rs")
+    assert len(report.created) == 2 and report.deleted == [first]  # the missing one, a refill
+    log = [line for line in harness.api.log if "/pods" in line or "/status" in line]
+    assert "/runnersets/rs/status" in log[0] and log[1].startswith("POST") and "/pods" in log[1]
+    status = harness.status("rs")
+    assert (status["refilled"], status["refilledPatchID"], status["appliedPatchID"]) == (1, 1, 1)

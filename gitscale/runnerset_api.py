@@ -17,6 +17,9 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PATCH_ID_MAX = 2**31 - 1
 # Replicas (and buffers and step limits in a policy) above this are typos, not plans.
 REPLICAS_MAX = 10_000
+# spec.backlog (jobs the replicas could not cover at the write) is capped here: the controller
+# refills at most this many finished slots per write, and the scaler writes again before then.
+BACKLOG_MAX = REPLICAS_MAX
 
 # The runner images `gitscale init` writes into its example RunnerSet: released versions,
 # pinned, never `:latest` (a pod must start the runner the set was tested with). To bump the

@@ -233,6 +233,12 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
+# An inline policy's keys default to the `default` preset's values (policies/default.yaml: 0–10,
+# buffer 0, 5m), so that writing the first policy by hand changes only what it says: a delay of
+# 0 would re-write the count after every completed job (about twice the commits on spiky demand).
+DEFAULT_SCALE_DOWN_DELAY = "5m"
+
+
 def build_policy(raw: dict[str, Any], document: Document, at: list[Any], source: str) -> Policy:
     """Turn a schema-valid policy mapping into a Policy, checking what a schema cannot."""
     def fail(key: list[Any], message: str) -> ConfigError:
@@ -242,7 +248,7 @@ def build_policy(raw: dict[str, Any], document: Document, at: list[Any], source:
     hi = raw.get("maxReplicas", max(lo, 10))
     if lo > hi:
         raise fail(["minReplicas"], f"minReplicas {lo} is greater than maxReplicas {hi}")
-    delay = raw.get("scaleDownDelay", "0s")
+    delay = raw.get("scaleDownDelay", DEFAULT_SCALE_DOWN_DELAY)
     try:
         scale_down_delay = parse_duration(delay)
     except ValueError as exc:

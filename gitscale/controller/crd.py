@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from gitscale.controller.platforms import PLATFORMS
-from gitscale.runnerset_api import GROUP, KIND, PATCH_ID_MAX, PLURAL, REPLICAS_MAX, VERSION
+from gitscale.runnerset_api import (
+    BACKLOG_MAX,
+    GROUP,
+    KIND,
+    PATCH_ID_MAX,
+    PLURAL,
+    REPLICAS_MAX,
+    VERSION,
+)
 
 
 SPEC: dict[str, Any] = {
@@ -30,7 +38,15 @@ SPEC: dict[str, Any] = {
         "effectiveTime": {
             "type": "string", "format": "date-time", "nullable": True,
             "description": "When gitscale last wrote this spec. Slots freed by runners that "
-                           "finished after it are refilled only once the spec is re-affirmed.",
+                           "finished after it are refilled only once the spec is re-affirmed, "
+                           "or from the backlog.",
+        },
+        "backlog": {
+            "type": "integer", "minimum": 0, "maximum": BACKLOG_MAX,
+            "description": "Jobs this write's replicas could not cover: once the write is "
+                           "applied, the controller refills up to this many slots of runners "
+                           "that finished after effectiveTime, without a new write (never "
+                           "beyond replicas). Owned by gitscale.",
         },
         # The platforms of the controller's registry: the enum, and each one's settings.
         "platform": {"type": "string", "enum": list(PLATFORMS)},
@@ -79,6 +95,13 @@ STATUS: dict[str, Any] = {
                            "one, the controller keeps acting on it.",
         },
         "appliedEffectiveTime": {"type": "string", "format": "date-time"},
+        "refilled": {
+            "type": "integer", "minimum": 0,
+            "description": "Slots the controller refilled from the backlog of the write "
+                           "refilledPatchID / refilledEffectiveTime (at most its backlog).",
+        },
+        "refilledPatchID": {"type": "integer", "minimum": 0},
+        "refilledEffectiveTime": {"type": "string", "format": "date-time"},
         "conditions": {
             "type": "array",
             "items": {

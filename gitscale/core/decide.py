@@ -13,12 +13,17 @@ controller does with each write (README, "The controller"):
 - Runners are ephemeral: one finishes with its job, and its slot is not refilled until the next
   write. A completed job therefore needs no commit of its own; a lower count is written when a
   scale-down is due (after the delay) or when waiting jobs need a write anyway.
+- Under saturation (more jobs than ``replicas``) a RunnerSet's write also carries its backlog,
+  the jobs its replicas could not cover (``gitscale.core.backlog``): the controller refills
+  that many finished slots itself, so a write is needed only when new jobs wait beyond what
+  the last one covered and its refills are used up, not once per completed job.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from gitscale.core.backlog import backlog_of, refills_left, uncovered
 from gitscale.core.model import Current, Decision, Demand, Reason, next_patch_id
 from gitscale.core.policy import Policy
 
@@ -103,12 +108,19 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
        left slots to refill → write the target *without* the scale-down delay, patch + 1:
        the controller refills the slots of finished runners up to that count, and a count held
        above demand would refill slots no job needs. When the ids of the last write's jobs are
-       not known (a cold state cache, a source without job ids), any change of the jobs counts;
+       not known (a cold state cache, a source without job ids), any change of the jobs counts.
+       On a RunnerSet the last write's backlog counts among what it provided, and its refills
+       among the slots: jobs wait beyond it, and its refills are used up (``_runners_needed``);
     4. target below the current count (the delay has run out) → scale down, patch + 1;
-    5. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
+    5. a RunnerSet's backlog covers more than waits now (no job beyond the count) → the target
+       without the delay, backlog 0, patch + 1: the controller stops refilling;
+    6. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
        the controller may now remove idle runners beyond the count (buffer runners left over,
        runners whose job was cancelled);
-    6. otherwise nothing: a completed job needs no commit (its runner is gone with it).
+    7. otherwise nothing: a completed job needs no commit (its runner is gone with it).
+
+    Every write to a RunnerSet carries the backlog of what it writes: the jobs (queued +
+    running) beyond its replicas.
     """
     have = current.replicas
     if current.paused:
@@ -124,30 +136,44 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
 
     target = target_replicas(have or 0, demand, policy, now, current.last_scale_up, cap)
     why = target.why
+
+    def write(replicas: int, patch: int, reason: Reason, detail: str,
+              scaled_up: bool = False) -> Decision:
+        backlog = backlog_of(demand.assigned, replicas) if current.backlog is not None else 0
+        if backlog:
+            detail += f"; backlog {backlog}: the controller refills up to {backlog} finished " \
+                      "slot(s) without a new write"
+        return Decision(True, replicas, patch, reason, detail, scaled_up, backlog)
+
     if current.patch_id is None or have is None:
-        return Decision(True, target.value, 0, Reason.FIRST_WRITE,
-                        f"{why}; first write forces the state (patch 0)",
-                        scaled_up=have is not None and target.value > have)
+        return write(target.value, 0, Reason.FIRST_WRITE,
+                     f"{why}; first write forces the state (patch 0)",
+                     scaled_up=have is not None and target.value > have)
     patch = next_patch_id(current.patch_id)
     if target.value > have:
-        return Decision(True, target.value, patch, Reason.SCALE_UP, why, scaled_up=True)
+        return write(target.value, patch, Reason.SCALE_UP, why, scaled_up=True)
     dirty = current.fingerprint is not None and current.fingerprint != demand.fingerprint
     if dirty and demand.queued > 0 and _runners_needed(current, demand, have):
         if target.unheld < have:
-            return Decision(True, target.unheld, patch, Reason.SCALE_DOWN,
-                            f"{target.reasoning}; jobs wait: written at demand, not held at "
-                            f"{have}, so no idle runner is refilled")
-        return Decision(True, have, patch, Reason.REAFFIRM,
-                        f"{why}; jobs wait and others started or completed: re-affirm so "
-                        "finished slots refill")
+            return write(target.unheld, patch, Reason.SCALE_DOWN,
+                         f"{target.reasoning}; jobs wait: written at demand, not held at "
+                         f"{have}, so no idle runner is refilled")
+        return write(have, patch, Reason.REAFFIRM,
+                     f"{why}; jobs wait and others started or completed: re-affirm so "
+                     "finished slots refill")
     if target.value < have:
-        return Decision(True, target.value, patch, Reason.SCALE_DOWN, why)
+        return write(target.value, patch, Reason.SCALE_DOWN, why)
+    if current.backlog and not backlog_of(demand.assigned, have):
+        return write(target.unheld, patch,
+                     Reason.SCALE_DOWN if target.unheld < have else Reason.REAFFIRM,
+                     f"{target.reasoning}; no job waits beyond {have}: backlog "
+                     f"{current.backlog} withdrawn, so no slot is refilled for nobody")
     delayed = current.last_scale_up is not None and now < (current.last_scale_up
                                                            + policy.scale_down_delay)
     if demand.queued == 0 and current.patch_id != 0 and not delayed:
-        return Decision(True, have, 0, Reason.QUIET_RESET,
-                        f"{why}; nothing waits: patch 0 lets the controller remove idle "
-                        "runners beyond the count")
+        return write(have, 0, Reason.QUIET_RESET,
+                     f"{why}; nothing waits: patch 0 lets the controller remove idle "
+                     "runners beyond the count")
     return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why)
 
 
@@ -189,15 +215,24 @@ def resume(current: Current) -> Decision:
 def _runners_needed(current: Current, demand: Demand, have: int) -> bool:
     """Do waiting jobs lack runners that only a write can give them?
 
-    The last write left ``have`` runners for its jobs J (any beyond them idle). Since then
-    ``arrived`` jobs came; starts and completions cancel out of the count, so the jobs without
-    a pending or idle runner number |J| + arrived − have. A write fills the slots that
-    ``completed`` jobs' runners left, so it helps only if some completed: otherwise (at max)
-    nothing can, and a commit would only repeat the last one.
+    The last write left ``have`` runners for its jobs J (any beyond them idle), and on a
+    RunnerSet ``backlog`` refills of finished slots. Since then ``arrived`` jobs came; starts
+    and completions cancel out of the count, so the jobs without a runner to come number
+    |J| + arrived − have − backlog. A write fills the slots that ``completed`` jobs' runners
+    left, so it helps only once the refills are used up (each completed job's runner took
+    one): before, the controller still refills by itself; without a backlog field (not a
+    RunnerSet) only if some completed, since otherwise (at max) a commit would only repeat
+    the last one. On a RunnerSet the write may come before that completion: its backlog lets
+    the controller refill the slot the moment it is freed.
     """
     changes = current.job_changes(demand)
     if changes is None:
         return True  # unknown ids: any change may be a new job
     arrived, completed = changes
     assert current.jobs is not None
-    return len(current.jobs) + arrived > have and completed > 0
+    backlog = current.backlog or 0
+    if not uncovered(len(current.jobs), arrived, have, backlog):
+        return False
+    if current.backlog is None:
+        return completed > 0
+    return refills_left(backlog, completed) == 0

@@ -8,7 +8,7 @@ from typing import Any
 from gitscale.config.load import ObjectRef
 from gitscale.core.model import Current
 from gitscale.errors import ManifestError
-from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
+from gitscale.runnerset_api import BACKLOG_MAX, GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlio.read import Document, load_documents
 
@@ -31,9 +31,10 @@ class Fields:
 
     patch_id: bool
     effective_time: bool
+    backlog: bool = False  # spec.backlog: gitscale's controller refills from it
 
 
-GITSCALE = Fields(patch_id=True, effective_time=True)
+GITSCALE = Fields(patch_id=True, effective_time=True, backlog=True)
 LEGACY = Fields(patch_id=False, effective_time=True)
 REPLICAS_ONLY = Fields(patch_id=False, effective_time=False)
 
@@ -174,6 +175,10 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
             raise ManifestError(path, f"annotation {A_LAST_SCALE_UP}: {exc}",
                                 doc.line_of(["metadata", "annotations", A_LAST_SCALE_UP])) from None
     jobs = annotations.get(A_JOBS)
+    backlog = None
+    if fields.backlog:  # absent: none
+        backlog = _int_field(path, doc, ["spec", "backlog"], spec.get("backlog"),
+                             BACKLOG_MAX) or 0
     return Current(
         replicas=replicas,
         patch_id=patch_id,
@@ -181,6 +186,7 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
         fingerprint=str(jobs) if jobs is not None else None,
         drained=str(annotations.get(A_DRAINED, "")).lower() == "true",
         paused=str(annotations.get(A_PAUSED, "")).lower() == "true",
+        backlog=backlog,
     )
 
 

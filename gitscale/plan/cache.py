@@ -36,14 +36,15 @@ from gitscale.errors import ManifestError
 from gitscale.manifest.target import Fields, Located, locate
 from gitscale.yamlio.read import Document
 
-FORMAT = 6  # 6: settled decisions
+FORMAT = 7  # 6: settled decisions; 7: spec.backlog
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
 STATE_FILE = "manifest-state.pickle"
 
 Row = tuple[int, str, str, bool, bool, "int | None", "int | None", "str | None",
-            "str | None", bool, bool]  # the time as ISO 8601: datetimes pickle 3× slower
+            "str | None", bool, bool, bool, "int | None"]  # the time as ISO 8601: datetimes
+# pickle 3× slower
 # set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
 # replicas, patch ID, reason, detail) of a decision that wrote nothing
 Settled = tuple[str, str, int, int, "frozenset[str] | None", float, float, int, "int | None",
@@ -64,15 +65,16 @@ def _row(found: Located) -> Row:
     last_up = c.last_scale_up.isoformat() if c.last_scale_up is not None else None
     return (found.index, found.kind, found.name, found.fields.patch_id,
             found.fields.effective_time, c.replicas, c.patch_id, last_up,
-            c.fingerprint, c.drained, c.paused)
+            c.fingerprint, c.drained, c.paused, found.fields.backlog, c.backlog)
 
 
 def _located(row: Row) -> Located:
     (index, kind, name, has_patch, has_time, replicas, patch_id, last_up, fingerprint,
-     drained, paused) = row
+     drained, paused, has_backlog, backlog) = row
     when = datetime.fromisoformat(last_up) if last_up is not None else None
-    return Located(index, kind, name, Fields(has_patch, has_time),
-                   Current(replicas, patch_id, when, fingerprint, drained, paused))
+    return Located(index, kind, name, Fields(has_patch, has_time, has_backlog),
+                   Current(replicas, patch_id, when, fingerprint, drained, paused,
+                           backlog=backlog))
 
 
 class ConfigStore(MutableMapping[str, Config]):

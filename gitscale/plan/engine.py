@@ -245,6 +245,8 @@ def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
         values[(*annotations, tgt.A_PATCH_ID)] = str(patch)
     if fields.effective_time:
         values[("spec", "effectiveTime")] = stamp
+    if fields.backlog and decision.backlog != (target.current.backlog or 0):
+        values[("spec", "backlog")] = decision.backlog  # (0 is also what an absent one means)
     if demand is not None:
         values[(*annotations, tgt.A_JOBS)] = demand.fingerprint
     if decision.scaled_up:

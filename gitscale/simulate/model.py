@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from gitscale.controller.decide import Phase, Runner, Spec, Write, decide, record
+from gitscale.controller.decide import (
+    Phase,
+    Refilled,
+    Runner,
+    Spec,
+    Write,
+    decide,
+    record,
+    refilled_after,
+)
 from gitscale.simulate.trace import Job
 
 
@@ -79,6 +88,7 @@ class Pool:
     created: int = 0
     samples: list[Sample] = field(default_factory=list)
     last_applied: Write | None = None  # what the controller keeps in status.appliedPatchID
+    refilled: Refilled | None = None  # ... and status.refilled
 
     # -- jobs ------------------------------------------------------------------------------
     def arrive(self, job: Job) -> None:
@@ -174,9 +184,11 @@ def controller_pass(pool: Pool, spec: Spec) -> None:
                       else None,
                       created_at=clock.time(int(p.created)), spec_time=p.spec_time)
                for p in pool.pods.values()]
-    actions = decide(spec, runners, clock.time(clock.now), pool.last_applied)
+    actions = decide(spec, runners, clock.time(clock.now), pool.last_applied, pool.refilled)
+    for _ in range(actions.successors):
+        pool.create(actions.create_patch_id, spec.effective_time)
     for delete in actions.deletes:
         pool.delete(delete.name)
-    for _ in range(actions.create + len(actions.retries)):
-        pool.create(actions.create_patch_id, spec.effective_time)
+    if actions.refills:
+        pool.refilled = refilled_after(spec, pool.refilled, len(actions.refills))
     pool.last_applied = record(spec, pool.last_applied, all_created=True)

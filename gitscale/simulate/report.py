@@ -27,6 +27,7 @@ class Metrics:
     commits: int | None
     commits_per_hour: float | None
     patch_only_commits: int | None
+    never_started: int = 0  # jobs still waiting when the drain tail reached its limit
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -53,7 +54,7 @@ def metrics(outcomes: Sequence[Outcome], trace: Trace) -> list[Metrics]:
             idle_runner_minutes=round(o.idle_seconds / 60, 1),
             pods_created=o.pods, commits=o.commits,
             commits_per_hour=round(o.commits / hours, 1) if o.commits is not None else None,
-            patch_only_commits=o.patch_only_commits,
+            patch_only_commits=o.patch_only_commits, never_started=o.unstarted,
         ))
     return rows
 
@@ -87,6 +88,10 @@ def as_text(rows: Sequence[Metrics], trace: Trace, settings: Settings) -> str:
     for row in table:
         lines.append("  ".join(cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i])
                                for i, cell in enumerate(row)).rstrip())
+    stuck = [f"{r.name} {r.never_started}" for r in rows if r.never_started]
+    if stuck:
+        lines += ["", f"jobs never started (no runner by the end of the drain tail): "
+                  f"{', '.join(stuck)}; their wait counts until then"]
     return "\n".join(lines)
 
 

@@ -25,7 +25,7 @@ runnerSets:
   - name: linux
     manifest: sets/linux.yaml
     source: {github: {org: octo-org, labels: [self-hosted, linux], token: {env: GH_TOKEN}}}
-    policy: {minReplicas: 0, maxReplicas: 150}
+    policy: {minReplicas: 0, maxReplicas: 150, scaleDownDelay: 0s}
   - name: gpu
     manifest: sets/gpu.yaml
     source: {github: {org: octo-org, labels: [self-hosted, gpu], token: {env: GH_TOKEN}}}

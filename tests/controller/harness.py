@@ -66,10 +66,13 @@ class Harness:
 
     # -- Argo CD ------------------------------------------------------------------------------
     def write(self, name: str, replicas: int, patch: int, *, spec: dict[str, Any] | None = None,
-              effective: datetime | None = None) -> None:
-        """A spec write (r, p): replicas, patch ID and effectiveTime = now, as gitscale writes."""
-        owned = {"replicas": replicas, "patchID": patch,
-                 "effectiveTime": format_time(effective or self.clock.now)}
+              effective: datetime | None = None, backlog: int | None = None) -> None:
+        """A spec write (r, p): replicas, patch ID and effectiveTime = now, as gitscale writes
+        (and ``spec.backlog`` when given)."""
+        owned: dict[str, Any] = {"replicas": replicas, "patchID": patch,
+                                 "effectiveTime": format_time(effective or self.clock.now)}
+        if backlog is not None:
+            owned["backlog"] = backlog
         if self.api.get_object("runnersets", name, NS) is None:
             body = spec or github_spec(self.github.url)
             self.api.create_object("runnersets", {

@@ -171,7 +171,8 @@ def test_bad_options(capsys, tmp_path: Path, monkeypatch, argv: list[str],  # ty
 
 
 def test_from_history(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10}"})
+    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10, "
+                                                "scaleDownDelay: 0s}"})
     code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history")
     assert (code, err) == (1, "error: --from-history: no scaling commits with demand counts "
                               "found\n")
@@ -198,3 +199,20 @@ def test_from_history(capsys, tmp_path: Path) -> None:  # type: ignore[no-untype
     code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history",
                        "--since", "yesterday")
     assert code == 1 and err.startswith("error: --since: 'yesterday' is not an RFC 3339 time")
+
+
+def test_jobs_never_started_are_said(capsys, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    argv = ("--synthetic", "spiky", "--hours", "0.5", "--policy", "{maxReplicas: 0}",
+            "--no-baselines")
+    doc = simulate_json(capsys, *argv)
+    gitscale, oracle = doc["results"]
+    assert gitscale["never_started"] == doc["trace"]["jobs"] > 0 and oracle["never_started"] == 0
+    code, out, _ = run(capsys, "simulate", *argv)
+    assert code == 0
+    assert out.splitlines()[-1] == (f"jobs never started (no runner by the end of the drain "
+                                    f"tail): gitscale {gitscale['never_started']}; their wait "
+                                    "counts until then")
+    # every job runs when some runner can take it: nothing to say
+    code, out, _ = run(capsys, "simulate", "--synthetic", "spiky", "--hours", "0.5")
+    assert code == 0 and "never started" not in out

@@ -81,7 +81,7 @@ def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPoli
         return Forecast(None, f"forecast: {held:.1f}d of history, needs "
                         f"{_days(policy.lookback)}: reactive until then")
     samples = []
-    for week in range(1, weeks + 1):
+    for week in range(weeks, 0, -1):  # the oldest first
         first = start - week * WEEK
         samples.append(peak(times, levels, first.timestamp(), (first + BIN).timestamp()))
     level = quantile(samples, policy.quantile)

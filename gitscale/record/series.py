@@ -48,7 +48,7 @@ class DemandSeries:
                deepen: Callable[[datetime], None] | None = None) -> bool:
         """Read what is new since the last update, back to ``needed`` at least. ``deepen``
         (a shallow clone) fetches the commits from a time on. True when git was asked."""
-        head = git.head()
+        head, _, seconds = git.out("show", "-s", "--format=%H %ct", "HEAD").partition(" ")
         want = needed.timestamp() - MARGIN.total_seconds()
         if head == self.head and self.since <= want:
             return False
@@ -60,8 +60,7 @@ class DemandSeries:
                 deepen(datetime.fromtimestamp(want, timezone.utc))
             self._read(git, head, want)
             self.since = want
-        self.head = head
-        self.head_time = float(git.out("log", "-1", "--format=%ct", head) or 0)
+        self.head, self.head_time = head, float(seconds or 0)
         self.trim(want)
         return True
 

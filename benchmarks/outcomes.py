@@ -4,7 +4,9 @@
 
 Settings of the targets: pod start 45 s, sync 10 s, decisions every 10 s, scaleDownDelay 5m,
 maxReplicas 200; gitscale with buffer 0 and 2, the baselines, and gitscale behind a 3-minute
-GitOps poll. Prints a Markdown table (the same numbers `gitscale simulate` prints).
+GitOps poll. Prints a Markdown table (the same numbers `gitscale simulate` prints). Then the
+forecast rows: the weekly trace (two weeks of a weekday 09:00 burst), day 15 reported, gitscale
+reactive and with `forecast: {}` (lookback 14d, quantile 0.9, lead 2m) beside the baselines.
 """
 from __future__ import annotations
 
@@ -23,6 +25,15 @@ def simulate(shape: str, seed: int, hours: float, *extra: str) -> list[dict]:  #
         [GITSCALE, "simulate", "--synthetic", shape, "--seed", str(seed), "--hours", str(hours),
          "--policy", POLICY.format(b=0), "--policy", POLICY.format(b=2), "--output", "json",
          *extra], check=True, capture_output=True, text=True, cwd="/").stdout
+    return json.loads(out)["results"]  # type: ignore[no-any-return]
+
+
+def weekly(seed: int) -> list[dict]:  # type: ignore[type-arg]
+    policy = "{minReplicas: 0, maxReplicas: 200, scaleDownDelay: 5m"
+    out = subprocess.run(
+        [GITSCALE, "simulate", "--synthetic", "weekly", "--seed", str(seed), "--report-from",
+         "14d", "--policy", policy + "}", "--policy", policy + ", forecast: {}}", "--output",
+         "json"], check=True, capture_output=True, text=True, cwd="/").stdout
     return json.loads(out)["results"]  # type: ignore[no-any-return]
 
 
@@ -47,6 +58,15 @@ def main() -> None:
                   f"{row['wait_max']:.0f} s | {row['vs_oracle']:.2f} | "
                   f"{row['idle_runner_minutes']:.0f} | {row['pods_created']} | "
                   f"{'–' if per_hour is None else f'{per_hour:g}'} |")
+    for row in weekly(args.seed)[:5]:
+        name = row["name"]
+        if name == "gitscale":
+            name = "**gitscale, forecast**" if "forecast" in row["policy"] else "**gitscale**"
+        per_hour = row["commits_per_hour"]
+        print(f"| weekly, day 15 | {name} | {row['wait_p50']:.0f} s | {row['wait_p95']:.0f} s | "
+              f"{row['wait_max']:.0f} s | {row['vs_oracle']:.2f} | "
+              f"{row['idle_runner_minutes']:.0f} | {row['pods_created']} | "
+              f"{'–' if per_hour is None else f'{per_hour:g}'} |")
 
 
 if __name__ == "__main__":

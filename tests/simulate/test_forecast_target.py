@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-import pytest
 
 from gitscale.core.forecast import ForecastPolicy
 from gitscale.simulate.report import Metrics, metrics

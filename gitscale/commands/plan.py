@@ -41,6 +41,8 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
         click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))
     else:
         click.echo(plan_text(plan), nl=False)
+    for unfinished in plan.placeholders:  # a preview still works; landing it would not
+        click.echo(f"warning: {unfinished} (reconcile refuses the config until then)", err=True)
     if plan.errors:
         return EXIT_ERROR
     return EXIT_CHANGES if plan.changes else EXIT_OK

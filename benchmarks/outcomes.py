@@ -6,8 +6,10 @@ Settings of the targets: pod start 45 s, sync 10 s, decisions every 10 s, scaleD
 maxReplicas 200; gitscale with buffer 0 and 2, the baselines, and gitscale behind a 3-minute
 GitOps poll. Then under saturation (more jobs than maxReplicas): spiky on the `default` preset
 (max 10) and the burst at max 100, gitscale beside the listener and the HRA, with the
-saturation targets checked. Prints Markdown tables (the same numbers `gitscale simulate`
-prints).
+saturation targets checked. Then the forecast rows: the weekly trace (two weeks of a weekday
+09:00 burst), day 15 reported, gitscale reactive and with `forecast: {}` (lookback 14d,
+quantile 0.9, lead 2m) beside the baselines. Prints Markdown tables (the same numbers
+`gitscale simulate` prints).
 """
 from __future__ import annotations
 
@@ -35,6 +37,26 @@ def simulate(shape: str, seed: int, hours: float, *extra: str,
          *argv, "--output", "json", *extra],
         check=True, capture_output=True, text=True, cwd="/").stdout
     return json.loads(out)["results"]  # type: ignore[no-any-return]
+
+
+def weekly(seed: int) -> list[dict]:  # type: ignore[type-arg]
+    policy = "{minReplicas: 0, maxReplicas: 200, scaleDownDelay: 5m"
+    out = subprocess.run(
+        [GITSCALE, "simulate", "--synthetic", "weekly", "--seed", str(seed), "--report-from",
+         "14d", "--policy", policy + "}", "--policy", policy + ", forecast: {}}", "--output",
+         "json"], check=True, capture_output=True, text=True, cwd="/").stdout
+    return json.loads(out)["results"]  # type: ignore[no-any-return]
+
+
+def forecasts(seed: int) -> None:
+    print("\n| trace | strategy | wait p50 | p95 | max | runner-min × oracle | idle runner-min "
+          "| pods | commits/hour |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in weekly(seed)[:5]:
+        name = r["name"]
+        if name == "gitscale":
+            name = "**gitscale, forecast**" if "forecast" in r["policy"] else "**gitscale**"
+        print(row("weekly, day 15", name, r))
 
 
 def row(shape: str, name: str, r: dict) -> str:  # type: ignore[type-arg]
@@ -93,6 +115,7 @@ def main() -> None:
                 name = f"**{name}**, buffer {2 if 'buffer: 2' in r['policy'] else 0}"
             print(row(shape, name, r))
     saturated(args.seed, args.hours)
+    forecasts(args.seed)
 
 
 if __name__ == "__main__":

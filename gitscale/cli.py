@@ -161,13 +161,18 @@ def history(**kw: Any) -> int:
                    "default branch).")
 @click.option("--config", default="gitscale.yaml", show_default=True)
 @click.option("--trace", type=str, help="CSV of jobs: arrival,duration[,set].")
-@click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst"]),
-              help="A seeded synthetic trace of this shape.")
+@click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst", "weekly"]),
+              help="A seeded synthetic trace of this shape (weekly: 15 days of a weekday "
+                   "09:00 burst, for a forecast policy).")
 @click.option("--from-history", is_flag=True,
               help="Jobs rebuilt from the repo's Gitscale-Set trailers.")
 @click.option("--seed", default=1, show_default=True, type=int)
-@click.option("--hours", default=4.0, show_default=True, type=float,
-              help="Length of a synthetic trace.")
+@click.option("--hours", default=None, type=float,
+              help="Length of a synthetic trace (default 4; weekly: 360, 15 days).")
+@click.option("--report-from", default=None,
+              help="Count outcomes from this point on: a duration into the trace (14d: day "
+                   "15) or an RFC 3339 time. Earlier jobs still run (a forecast learns from "
+                   "them) but are not reported.")
 @click.option("--since", help="With --from-history: commits after this time (RFC 3339).")
 @click.option("--set", "only", multiple=True, help="Only this runner set (repeatable).")
 @click.option("--policy", multiple=True,

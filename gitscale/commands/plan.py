@@ -13,6 +13,7 @@ from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
 from gitscale.plan.engine import Plan, SetChange, compute_plan
+from gitscale.plan.forecasts import read_forecasts
 from gitscale.manifest.target import A_PATCH_ID, is_digits
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
@@ -30,9 +31,10 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
         ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
         reading = read_demand(ws.root, config if demand else ours,
                               demand_path(demand))  # closes its clients
+        forecasts = read_forecasts(ws, ours, cache, clock)
         with Progress("planning", None, show=output == "text") as bar:
             plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
-                                tree=tree, progress=bar.if_shown())
+                                tree=tree, progress=bar.if_shown(), forecasts=forecasts)
         plan.left = left
     cache.save()
     if output == "json":
@@ -105,6 +107,8 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
         if name in plan.errors:
             continue
         state = "unchanged" if decision.reason is Reason.UNCHANGED else decision.reason.value
+        if name in plan.forecasts:  # what the history predicts, or why it cannot yet
+            state += f" ({plan.forecasts[name].detail})"
         out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} {state}")
     for name, message in plan.errors.items():
         out.append(f"! {name:<{width}}  error: {message}")

@@ -36,6 +36,7 @@ from gitscale.timeutil import format_time, parse_duration, utcnow
 from gitscale.webhooks.delivery import (MAX_BODY, Deliveries, JobEvent, Rejected, RejectionLog,
                                         parse, verify)
 from gitscale.webhooks.batch import batch_plan
+from gitscale.plan.forecasts import read_forecasts
 from gitscale.http_server import Handler, HttpServer, Limits, Request, Response
 from gitscale.repo.workspace import Workspace, open_workspace
 
@@ -320,7 +321,8 @@ class Batch:
                 ws.sync()
             landed = land(ws, lambda: batch_plan(
                 ws.root, ws.base(), self.opts.config, events, now, self.duration,
-                self.state_file, self.cache, listing, corrected))
+                self.state_file, self.cache, listing, corrected,
+                lambda config: read_forecasts(ws, config, self.cache, now)))
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.

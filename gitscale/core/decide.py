@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from gitscale.core.backlog import backlog_of, refills_left, uncovered
+from gitscale.core.forecast import Forecast
 from gitscale.core.model import Current, Decision, Demand, Reason, next_patch_id
 from gitscale.core.policy import Policy
 
@@ -38,7 +39,7 @@ class Target:
     unheld: int  # what value would be without the scale-down delay
     reasoning: str  # how ``unheld`` was reached
     held_until: datetime | None = None  # set while the delay holds a scale-down
-
+    forecast: bool = False  # the forecast, not demand, set the count
     @property
     def why(self) -> str:
         if self.held_until is None:
@@ -48,17 +49,27 @@ class Target:
 
 
 def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
-                    last_scale_up: datetime | None, cap: int | None = None) -> Target:
+                    last_scale_up: datetime | None, cap: int | None = None,
+                    forecast: Forecast | None = None) -> Target:
     """The replica count this pass aims for, and a one-line explanation of how it was reached.
 
     ``cap`` is the set's share of ``limits.maxTotalReplicas`` this pass, if the sets together
-    want more than it.
+    want more than it. ``forecast`` (``policy.forecast``: what the set's history predicts,
+    ``gitscale.core.forecast``) raises the count to its level when that is higher: the same
+    bounds, schedules, cap and step limits then apply to it.
     """
     lo, hi, window = policy.bounds(now)
     wanted = demand.assigned + policy.buffer
     why = f"demand {demand.assigned} (queued {demand.queued}, running {demand.running})"
     if policy.buffer:
         why += f" + buffer {policy.buffer}"
+    ahead = False
+    if forecast is not None:
+        if forecast.level is not None and forecast.level > wanted:
+            wanted, ahead = forecast.level, True
+            why = f"{forecast.detail}, above {why}"
+        else:
+            why += f"; {forecast.detail}"
     if cap is not None and cap < min(max(wanted, lo), hi):
         lo, hi = min(lo, cap), cap  # the global limit is harder than a set's minimum
         why += f", capped at {hi} by limits.maxTotalReplicas (shared in proportion to demand)"
@@ -85,19 +96,20 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
         # The delay never holds a set above its (possibly scheduled) max.
         value = min(current, hi)
         if value > unheld:
-            return Target(value, unheld, why, held_until)
-    return Target(unheld, unheld, why)
+            return Target(value, unheld, why, held_until, ahead)
+    return Target(unheld, unheld, why, forecast=ahead)
 
 
-def wanted(current: Current, demand: Demand, policy: Policy, now: datetime) -> tuple[int, int]:
+def wanted(current: Current, demand: Demand, policy: Policy, now: datetime,
+           forecast: Forecast | None = None) -> tuple[int, int]:
     """(minimum, count) this set would aim for without a global cap: what limits share out."""
     lo = policy.bounds(now)[0]
     return lo, target_replicas(current.replicas or 0, demand, policy, now,
-                               current.last_scale_up).value
+                               current.last_scale_up, forecast=forecast).value
 
 
 def decide(current: Current, demand: Demand | None, policy: Policy, now: datetime,
-           cap: int | None = None) -> Decision:
+           cap: int | None = None, forecast: Forecast | None = None) -> Decision:
     """What to write for one set this pass (``write`` False: leave it alone).
 
     In order, the first that applies:
@@ -121,6 +133,9 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
 
     Every write to a RunnerSet carries the backlog of what it writes: the jobs (queued +
     running) beyond its replicas.
+
+    ``forecast`` (sets with ``policy.forecast``) can raise the target ahead of demand; such a
+    scale-up has the reason ``forecast``.
     """
     have = current.replicas
     if current.paused:
@@ -134,7 +149,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         return Decision(False, have or 0, current.patch_id, Reason.DEMAND_UNKNOWN,
                         "demand unknown: left untouched (never scaled down on a guess)")
 
-    target = target_replicas(have or 0, demand, policy, now, current.last_scale_up, cap)
+    target = target_replicas(have or 0, demand, policy, now, current.last_scale_up, cap,
+                             forecast)
     why = target.why
 
     def write(replicas: int, patch: int, reason: Reason, detail: str,
@@ -151,7 +167,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                      scaled_up=have is not None and target.value > have)
     patch = next_patch_id(current.patch_id)
     if target.value > have:
-        return write(target.value, patch, Reason.SCALE_UP, why, scaled_up=True)
+        return write(target.value, patch, Reason.FORECAST if target.forecast else Reason.SCALE_UP,
+                     why, scaled_up=True)
     dirty = current.fingerprint is not None and current.fingerprint != demand.fingerprint
     if dirty and demand.queued > 0 and _runners_needed(current, demand, have):
         if target.unheld < have:
@@ -181,11 +198,12 @@ def settled_until(current: Current, policy: Policy, now: datetime) -> datetime |
     """Until when ``decide`` gives the answer it gave at ``now`` again, for the same state,
     demand and policy: the clock enters only through the scale-down delay (constant before
     it runs out, and after) and scheduled windows. ``None``: a schedule is in play, whose
-    windows this does not follow; decide again every pass. ``FOREVER``: no clock left in it.
+    windows this does not follow, or a forecast, which moves with the clock and the history;
+    decide again every pass. ``FOREVER``: no clock left in it.
 
     A pass may then skip the sets whose inputs did not change: ten thousand sets, ten
     changing, cost ten decisions."""
-    if policy.schedules:
+    if policy.schedules or policy.forecast is not None:
         return None
     if current.last_scale_up is not None:
         held_until = current.last_scale_up + policy.scale_down_delay

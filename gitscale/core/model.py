@@ -78,6 +78,7 @@ class Current:
 class Reason(str, Enum):
     FIRST_WRITE = "first-write"
     SCALE_UP = "scale-up"
+    FORECAST = "forecast"  # a scale-up ahead of demand, from the forecast
     SCALE_DOWN = "scale-down"
     REAFFIRM = "reaffirm"
     QUIET_RESET = "quiet-reset"

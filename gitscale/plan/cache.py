@@ -34,9 +34,10 @@ from gitscale.core.decide import FOREVER
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.errors import ManifestError
 from gitscale.manifest.target import Fields, Located, locate
+from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
 
-FORMAT = 7  # 6: settled decisions; 7: spec.backlog
+FORMAT = 8  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
@@ -152,6 +153,8 @@ class StateCache:
         self.jobs: dict[str, frozenset[str]] = {}
         self.settled: dict[str, Settled] = {}
         self.decisions: dict[str, Decision] = {}  # settled rows as decisions, built this process
+        # each forecast set's demand from the scaling commits, and the last commit read
+        self.series = DemandSeries()
         self.dirty = False
         self.hits = self.misses = 0
         self.floor = 0  # entries kept whatever LIMIT says: twice the sets of the config in use
@@ -166,12 +169,14 @@ class StateCache:
         if cache.path is not None and cache.path.is_file():
             try:
                 with cache.path.open("rb") as handle:
-                    stamp, rows, jobs, settled = pickle.load(handle)
+                    stamp, rows, jobs, settled, series = pickle.load(handle)
                 if stamp == (FORMAT, __version__) and isinstance(rows, dict) \
                         and isinstance(jobs, dict) and isinstance(settled, dict):
                     cache.rows, cache.jobs, cache.settled = rows, jobs, settled
+                    cache.series = DemandSeries.from_state(series)
             except Exception:  # noqa: BLE001 - a broken cache is only a slower pass
                 cache.rows, cache.jobs, cache.settled = {}, {}, {}
+                cache.series = DemandSeries()
         return cache
 
     def knows(self, blob: str, ref: ObjectRef) -> bool:
@@ -284,7 +289,8 @@ class StateCache:
         self.configs.save()
         if not self.dirty:
             return
-        if _write(self.path, ((FORMAT, __version__), self.rows, self.jobs, self.settled)):
+        if _write(self.path, ((FORMAT, __version__), self.rows, self.jobs, self.settled,
+                              self.series.state())):
             self.dirty = False
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from gitscale.plan.cache import StateCache, gc_paused
 from gitscale.plan.manifest_files import ManifestFiles
 from gitscale.config.load import Config, RunnerSetConfig
 from gitscale.core.decide import decide, settled_until, wanted
+from gitscale.core.forecast import Forecast
 from gitscale.core.limits import share
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
@@ -63,6 +64,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
     left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
     demands: dict[str, Demand] = field(default_factory=dict)  # what the pass read, by set
+    forecasts: dict[str, Forecast] = field(default_factory=dict)  # forecast sets, by set
     # gitscale.yaml's values still holding `init`'s CHANGE-ME: nothing may land until they go
     placeholders: list[str] = field(default_factory=list)
 
@@ -74,18 +76,24 @@ class Plan:
 def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
                  decider: Decider | None = None, only: set[str] | None = None,
                  cache: StateCache | None = None, tree: Tree | None = None,
-                 progress: Progress | None = None) -> Plan:
-    """``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread."""
+                 progress: Progress | None = None,
+                 forecasts: Mapping[str, Forecast] | None = None) -> Plan:
+    """``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread.
+    ``forecasts``: what the history predicts for the sets with ``policy.forecast``
+    (``gitscale.plan.forecasts``); a forecast set missing from it is decided reactively."""
     with gc_paused():
         plan = _compute(root, config, reading, now, base, decider, only, cache or StateCache(),
-                        tree, progress)
+                        tree, progress, forecasts or {})
     plan.demands = reading.demands
+    plan.forecasts = dict(forecasts or {})
     return plan
 
 
 def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
              decider: Decider | None, only: set[str] | None, cache: StateCache,
-             tree: Tree | None, progress: Progress | None = None) -> Plan:
+             tree: Tree | None, progress: Progress | None = None,
+             forecasts: Mapping[str, Forecast] | None = None) -> Plan:
+    forecasts = forecasts or {}
     plan = Plan(base=base, notify=config.notify,
                 placeholders=placeholder_problems(config.path, config.text))
     sets = [s for s in config.sets if only is None or s.name in only]
@@ -138,17 +146,18 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         if decider is None and runner_set.name in reading.errors:
             plan.errors[runner_set.name] = reading.errors[runner_set.name]
         found.append((runner_set, located, current, demand))
-    caps = _caps(config, found, now) if decider is None else {}
+    caps = _caps(config, found, now, forecasts) if decider is None else {}
     decided: dict[str, tuple[tgt.Located, Decision, Demand | None]] = {}
     for runner_set, located, current, demand in found:
         if decider is not None:
             decision = decider(runner_set, current, demand)
         elif caps:
             decision = decide(current, demand, runner_set.policy, now, caps[runner_set.name]
-                              if runner_set.name in caps else None)
+                              if runner_set.name in caps else None,
+                              forecasts.get(runner_set.name))
         else:
             decision = _decide(cache, runner_set, current, demand, now,
-                               files.blob(runner_set.manifest))
+                               files.blob(runner_set.manifest), forecasts.get(runner_set.name))
         decided[runner_set.name] = (located, decision, demand)
     writes = []
     for runner_set in sets:  # in the config's order
@@ -196,11 +205,12 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
 
 
 def _decide(cache: StateCache, runner_set: RunnerSetConfig, current: Current,
-            demand: Demand | None, now: datetime, blob: str | None) -> Decision:
+            demand: Demand | None, now: datetime, blob: str | None,
+            forecast: Forecast | None = None) -> Decision:
     """``decide``, remembered when it writes nothing, with the span it holds for, so that
     later passes (and CLI runs, through the cache on disk) skip the set while its config,
     manifest blob and demand stay the same."""
-    decision = decide(current, demand, runner_set.policy, now)
+    decision = decide(current, demand, runner_set.policy, now, forecast=forecast)
     until = settled_until(current, runner_set.policy, now)
     if decision.write or demand is None or blob is None or until is None:
         cache.unsettle(runner_set.name)
@@ -211,7 +221,8 @@ def _decide(cache: StateCache, runner_set: RunnerSetConfig, current: Current,
 
 
 def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Current,
-                                           Demand | None]], now: datetime) -> dict[str, int]:
+                                           Demand | None]], now: datetime,
+          forecasts: Mapping[str, Forecast]) -> dict[str, int]:
     """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none).
     Sets the pass leaves alone (paused, drained, demand unknown) keep what they have, and that
     counts against the total."""
@@ -223,7 +234,8 @@ def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Curren
         if current.paused or current.drained or demand is None:
             fixed += 0 if current.drained else (current.replicas or 0)
         else:
-            wants[runner_set.name] = wanted(current, demand, runner_set.policy, now)
+            wants[runner_set.name] = wanted(current, demand, runner_set.policy, now,
+                                            forecasts.get(runner_set.name))
     return share(config.max_total_replicas, wants, fixed)
 
 

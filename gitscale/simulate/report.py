@@ -39,9 +39,11 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def metrics(outcomes: Sequence[Outcome], trace: Trace) -> list[Metrics]:
+def metrics(outcomes: Sequence[Outcome], trace: Trace, report_from: float = 0.0) -> list[Metrics]:
+    """``report_from``: the outcomes count from this many seconds into the trace on (so do the
+    hours that commits per hour are of)."""
     oracle = next((o.runner_seconds for o in outcomes if o.name == "oracle"), 0.0)
-    hours = max(trace.hours, 1e-9)
+    hours = max(trace.hours - report_from / 3600, 1e-9)
     rows = []
     for o in outcomes:
         rows.append(Metrics(
@@ -75,6 +77,9 @@ def as_text(rows: Sequence[Metrics], trace: Trace, settings: Settings) -> str:
             else f"sync {settings.sync_delay:g}s")
     lines = [f"trace: {trace.name}, {len(trace.jobs)} jobs over {trace.hours:g} h, "
              f"{len(trace.sets)} set(s): {', '.join(trace.sets)}",
+             *([f"reported from {trace.time(settings.report_from).isoformat()} (the jobs "
+                "arriving from then on, and the runners and commits after it)"]
+               if settings.report_from else []),
              f"decisions every {settings.interval:g}s, {sync}, pod start "
              f"{settings.pod_start:g}s", ""]
     header = ("strategy", "wait p50", "p95", "max", "runner-min", "×oracle", "idle-min",

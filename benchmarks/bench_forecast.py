@@ -6,7 +6,7 @@
 Builds (benchmarks/forecast_repo.py, one `git fast-import`) a bare config repo whose main
 branch holds --days of scaling commits of `gitscale simulate`'s weekly trace (a weekday 09:00
 burst of 100–140 jobs), one set on {maxReplicas: 200, scaleDownDelay: 5m, forecast: {lookback:
-14d, quantile: 0.9, lead: 2m}}, served by URL (file://). Then, at 08:58 UTC on day 15:
+14d, quantile: 0.9, lead: 1m}}, served by URL (file://). Then, at 08:59 UTC on day 15:
 
   cold     `gitscale plan --repo URL` with an empty state cache: the clone, deepened to the
            lookback, and every scaling commit of the window read
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         url = f"file://{remote}"
         demand = root / "demand.yaml"
         demand.write_text(f"{fr.SET}: {{queued: 0, running: 0}}\n")
-        now = fr.day(int(args.days) + 1, 8, 58)
+        now = fr.day(int(args.days) + 1, 8, 59)
         expected = forecast([t for t, _ in series], [v for _, v in series], ForecastPolicy(),
                             now)
         stamp = now.isoformat()
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         work = root / "reactive-work"
         br.git(root, "clone", "--quiet", str(reactive), str(work))
         config = (work / "gitscale.yaml").read_text().replace(
-            ", forecast: {lookback: 14d, quantile: 0.9, lead: 2m}", "")
+            ", forecast: {lookback: 14d, quantile: 0.9, lead: 1m}", "")
         (work / "gitscale.yaml").write_text(config)
         br.git(work, "commit", "--quiet", "-am", "no forecast")
         br.git(work, "push", "--quiet", "origin", "main")

@@ -18,7 +18,7 @@ from gitscale.record.commitmsg import SetLine, format_message
 from gitscale.simulate.trace import WEEKLY_START, synthetic
 
 SET = "linux"
-POLICY = "{maxReplicas: 200, scaleDownDelay: 5m, forecast: {lookback: 14d, quantile: 0.9, lead: 2m}}"
+POLICY = "{maxReplicas: 200, scaleDownDelay: 5m, forecast: {lookback: 14d, quantile: 0.9, lead: 1m}}"
 MANIFEST = """\
 apiVersion: gitscale.dev/v1alpha1
 kind: RunnerSet

@@ -1,7 +1,7 @@
 """`gitscale reconcile`: plan, edit, validate, commit and push one pass."""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import click
 
@@ -13,6 +13,7 @@ from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import Sources, read_demand
 from gitscale.plan.engine import Plan, compute_plan
+from gitscale.core.forecast import DEFAULT_WINDOW
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.plan.landing import describe_landing, land
 from gitscale.progress import Progress
@@ -24,13 +25,15 @@ class Planner:
     """``make_plan`` for `land`, shared by `reconcile` and `run`. Config and manifests are
     re-read on every attempt (the branch may have moved); demand is read once, so every
     attempt decides from the same numbers. ``progress``: a bar on a terminal while it plans
-    (when that takes a while: thousands of sets on a first pass)."""
+    (when that takes a while: thousands of sets on a first pass). ``window``: the time until
+    the next pass, which a forecast's count must serve (`run` knows it)."""
 
     def __init__(self, ws: Workspace, opts: RepoOptions, demand: str | None, now: datetime,
                  cache: StateCache, sources: Sources | None = None, *,
-                 progress: bool = False) -> None:
+                 progress: bool = False, window: timedelta = DEFAULT_WINDOW) -> None:
         self.ws, self.opts, self.demand, self.now = ws, opts, demand, now
         self.cache, self.sources, self.progress = cache, sources, progress
+        self.window = window
         self.reading: DemandReading | None = None
 
     def __call__(self) -> Plan:
@@ -40,7 +43,7 @@ class Planner:
         if self.reading is None:
             self.reading = read_demand(root, config if self.demand else ours,
                                        demand_path(self.demand), self.sources)
-        forecasts = read_forecasts(self.ws, ours, self.cache, self.now)
+        forecasts = read_forecasts(self.ws, ours, self.cache, self.now, self.window)
         with Progress("planning", None, show=self.progress) as bar:
             plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(),
                                 cache=self.cache, tree=tree, progress=bar.if_shown(),

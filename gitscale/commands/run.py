@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
 from gitscale import crash
@@ -98,7 +98,8 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
               sources: Sources, state: LoopState, clock: Callable[[], datetime],
               number: int, metrics: "LoopMetrics") -> int:
     now, started = clock(), time.monotonic()
-    planner = Planner(ws, opts, demand, now, cache, sources, progress=number == 0)
+    planner = Planner(ws, opts, demand, now, cache, sources, progress=number == 0,
+                      window=timedelta(seconds=state.interval))
     try:
         if number > 0 and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit

@@ -179,6 +179,10 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                      f"{why}; jobs wait and others started or completed: re-affirm so "
                      "finished slots refill")
     if target.value < have:
+        if policy.forecast is not None and demand.queued == 0:
+            return write(target.value, 0, Reason.SCALE_DOWN,
+                         f"{why}; nothing waits: patch 0 lets the controller remove the idle "
+                         "runners above the count")
         return write(target.value, patch, Reason.SCALE_DOWN, why)
     if current.backlog and not backlog_of(demand.assigned, have):
         return write(target.unheld, patch,

@@ -4,19 +4,21 @@ Sets without ``policy.forecast`` cost nothing: with none in the config no git co
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from gitscale.config.load import Config
-from gitscale.core.forecast import Forecast, forecast
+from gitscale.core.forecast import DEFAULT_WINDOW, Forecast, forecast
 from gitscale.plan.cache import StateCache
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import format_time
 
 
-def read_forecasts(ws: Workspace, config: Config, cache: StateCache,
-                   now: datetime) -> dict[str, Forecast]:
+def read_forecasts(ws: Workspace, config: Config, cache: StateCache, now: datetime,
+                   window: timedelta = DEFAULT_WINDOW) -> dict[str, Forecast]:
     """Each forecast set's ``Forecast`` at ``now``, from the repo's scaling commits (kept in
-    ``cache.series`` between passes and, through the state cache, between CLI runs)."""
+    ``cache.series`` between passes and, through the state cache, between CLI runs).
+    ``window``: the time until the next pass (`run`'s interval), which a forecast's count must
+    serve; a single CLI pass does not know it (``DEFAULT_WINDOW``)."""
     sets = [s for s in config.sets if s.policy.forecast is not None]
     if not sets:
         return {}
@@ -36,5 +38,5 @@ def read_forecasts(ws: Workspace, config: Config, cache: StateCache,
         policy = runner_set.policy.forecast
         assert policy is not None
         times, levels = cache.series.of(runner_set.name)
-        found[runner_set.name] = forecast(times, levels, policy, now)
+        found[runner_set.name] = forecast(times, levels, policy, now, window)
     return found

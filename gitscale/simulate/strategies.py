@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from gitscale.controller.decide import Phase, Spec
 from gitscale.core.decide import decide
@@ -123,6 +124,7 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
     # What the set's Gitscale-Set trailers would say: the demand at each write (a forecast
     # policy learns from them, through the same pure function as a real pass)
     history: dict[str, tuple[list[float], list[int]]] = {name: ([], []) for name in pools}
+    window = timedelta(seconds=settings.interval)  # a forecast's count serves until the next pass
 
     def apply(name: str, spec: Spec) -> None:
         # commits reach the cluster in the order they were made (a poll applies them in turn)
@@ -143,8 +145,8 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
             known = current[name] if settings.job_memory else replace(current[name], jobs=None)
             policy = policies[name]
             times, levels = history[name]
-            predicted = None if policy.forecast is None else forecast(times, levels,
-                                                                        policy.forecast, now)
+            predicted = None if policy.forecast is None else forecast(
+                times, levels, policy.forecast, now, window)
             decision = decide(known, demand, policy, now, forecast=predicted)
             if not decision.write:
                 continue

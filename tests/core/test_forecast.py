@@ -1,5 +1,6 @@
-"""The forecast's pure core: the quantile, the lead, weekday and time-of-day alignment, the time
-zone across a daylight-saving change, the sampling of a step series, and the fallback."""
+"""The forecast's pure core: the quantile, the lead and the window, weekday and time-of-day
+alignment, the time zone across a daylight-saving change, the sampling of a step series, the
+fallback, and what the decision does with it (a forecast's fall written with patch 0)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -15,7 +16,8 @@ from gitscale.core.policy import Policy
 
 UTC = timezone.utc
 MONDAY = datetime(2026, 1, 19, tzinfo=UTC)  # day 15 of a trace that began Monday 2026-01-05
-POLICY = ForecastPolicy()  # lookback 14d, quantile 0.9, lead 2m, UTC
+POLICY = ForecastPolicy()  # lookback 14d, quantile 0.9, lead 1m, UTC
+BEFORE_NINE = MONDAY + timedelta(hours=8, minutes=59)  # 09:00 is one lead ahead
 
 
 def t(day: datetime, hour: int, minute: int, second: int = 0) -> float:
@@ -34,15 +36,13 @@ BURSTS = series((t(WEEK1, 0, 0), 0), (t(WEEK1, 9, 0, 20), 80), (t(WEEK1, 9, 20),
 
 
 @pytest.mark.parametrize(("now", "policy", "level"), [
-    pytest.param(MONDAY + timedelta(hours=8, minutes=58), POLICY, 120, id="q0.9-of-two-is-max"),
-    pytest.param(MONDAY + timedelta(hours=8, minutes=58), replace(POLICY, quantile=0.5), 80,
-                 id="q0.5-of-two-is-min"),
-    pytest.param(MONDAY + timedelta(hours=8, minutes=57), POLICY, 0, id="lead-not-yet-reached"),
-    pytest.param(MONDAY + timedelta(hours=8, minutes=57),
-                 replace(POLICY, lead=timedelta(minutes=3)), 120, id="a-longer-lead-looks-further"),
+    pytest.param(BEFORE_NINE, POLICY, 120, id="q0.9-of-two-is-max"),
+    pytest.param(BEFORE_NINE, replace(POLICY, quantile=0.5), 80, id="q0.5-of-two-is-min"),
+    pytest.param(BEFORE_NINE - timedelta(minutes=1), POLICY, 0, id="lead-not-yet-reached"),
+    pytest.param(BEFORE_NINE - timedelta(minutes=1), replace(POLICY, lead=timedelta(minutes=2)),
+                 120, id="a-longer-lead-looks-further"),
     pytest.param(MONDAY + timedelta(hours=9, minutes=25), POLICY, 0, id="after-the-burst"),
-    pytest.param(MONDAY + timedelta(days=1, hours=8, minutes=58), POLICY, 0,
-                 id="tuesday-is-not-monday"),
+    pytest.param(BEFORE_NINE + timedelta(days=1), POLICY, 0, id="tuesday-is-not-monday"),
 ])
 def test_the_forecast_reads_the_same_weekday_and_time(now: datetime, policy: ForecastPolicy,
                                                       level: int) -> None:
@@ -50,10 +50,25 @@ def test_the_forecast_reads_the_same_weekday_and_time(now: datetime, policy: For
     assert found.level == level, found.detail
 
 
-def test_the_detail_names_the_numbers_it_used() -> None:
-    found = forecast(*BURSTS, POLICY, MONDAY + timedelta(hours=8, minutes=58))
-    assert found.detail == ("forecast 120: q0.9 of demand at 09:00 UTC on the last 2 Mondays "
-                            "(80, 120), 2m ahead")
+@pytest.mark.parametrize(("now", "window", "level"), [
+    # the rise is at 09:00:20 on both past Mondays; the window starts one lead (1m) ahead
+    pytest.param(BEFORE_NINE + timedelta(seconds=10), timedelta(seconds=10), 0,
+                 id="window-ends-before-the-rise"),
+    pytest.param(BEFORE_NINE + timedelta(seconds=10), timedelta(seconds=11), 120,
+                 id="window-reaches-the-rise"),
+    pytest.param(BEFORE_NINE + timedelta(seconds=20), timedelta(seconds=10), 120,
+                 id="the-rise-at-the-windows-start"),
+    pytest.param(BEFORE_NINE, timedelta(0), 0, id="an-empty-window-is-the-level-then"),
+    # 120 falls to 0 from 09:00:20 to 09:20: by 09:19:00, 1120 s of 1180 (the other week: 5)
+    pytest.param(MONDAY + timedelta(hours=9, minutes=18), timedelta(seconds=10), 7,
+                 id="the-fall-spread-evenly"),
+])
+def test_the_window_is_what_the_count_must_serve_until_the_next_pass(
+        now: datetime, window: timedelta, level: int) -> None:
+    """[now + lead, now + lead + window): a pass every 10 s asks for the runners of the next
+    10 s only, so the count rises with the past weeks' demand pass by pass."""
+    found = forecast(*BURSTS, POLICY, now, window)
+    assert found.level == level, found.detail
 
 
 @pytest.mark.parametrize(("history_days", "lookback", "level"), [
@@ -64,7 +79,7 @@ def test_the_detail_names_the_numbers_it_used() -> None:
 ])
 def test_less_history_than_the_lookback_falls_back(history_days: float, lookback: int,
                                                    level: int | None) -> None:
-    now = MONDAY + timedelta(hours=8, minutes=58)
+    now = BEFORE_NINE
     first = now - timedelta(days=history_days)
     times, levels = series((first.timestamp(), 0), (t(WEEK2, 9, 0, 20), 120),
                            (t(WEEK2, 9, 20), 0), *([(t(WEEK1, 9, 0, 20), 80)]
@@ -92,10 +107,10 @@ def test_the_pattern_follows_the_wall_clock_across_a_dst_change() -> None:
                              for d in before],
                            *[((d + timedelta(hours=9, minutes=20)).timestamp(), 0)
                              for d in before])
-    at_nine = datetime(2026, 3, 30, 6, 58, tzinfo=UTC)  # 08:58 in Berlin, summer time
+    at_nine = datetime(2026, 3, 30, 6, 59, tzinfo=UTC)  # 08:59 in Berlin, summer time
     found = forecast(times, levels, policy, at_nine)
     assert found.level == 50, found.detail
-    assert "09:00 Europe/Berlin" in found.detail
+    assert "09:00:00–09:01:00 Europe/Berlin" in found.detail
     # in UTC the same wall time is an hour off: the burst is not there
     assert forecast(times, levels, POLICY, at_nine).level == 0
     assert forecast(times, levels, policy, at_nine - timedelta(hours=1)).level == 0
@@ -125,7 +140,7 @@ BASE = Policy(min_replicas=0, max_replicas=100, scale_down_delay=timedelta(minut
 
 
 def test_the_target_is_the_larger_of_demand_and_forecast_capped_by_max() -> None:
-    now = MONDAY + timedelta(hours=8, minutes=58)
+    now = BEFORE_NINE
     predicted = forecast(*BURSTS, POLICY, now)
     current = Current(0, 3)
     decision = decide(current, Demand(0, 0), BASE, now, forecast=predicted)
@@ -140,7 +155,7 @@ def test_the_target_is_the_larger_of_demand_and_forecast_capped_by_max() -> None
 
 
 def test_a_fallback_is_reactive_and_says_so() -> None:
-    now = MONDAY + timedelta(hours=8, minutes=58)
+    now = BEFORE_NINE
     predicted = forecast([now.timestamp() - 86400], [0], POLICY, now)
     decision = decide(Current(0, 3), Demand(2, 0), BASE, now, forecast=predicted)
     assert (decision.replicas, decision.reason) == (2, Reason.SCALE_UP)
@@ -150,9 +165,52 @@ def test_a_fallback_is_reactive_and_says_so() -> None:
 def test_a_schedule_caps_the_forecast_as_it_caps_demand() -> None:
     from gitscale.core.policy import Schedule
 
-    now = MONDAY + timedelta(hours=8, minutes=58)
+    now = BEFORE_NINE
     window = Schedule("cap", MONDAY, timedelta(days=1), max_replicas=30)
     policy = replace(BASE, schedules=(window,))
     decision = decide(Current(0, 3), Demand(0, 0), policy, now,
                       forecast=forecast(*BURSTS, POLICY, now))
     assert decision.replicas == 30
+
+
+# After the burst of the past Mondays: the forecast falls pass by pass (09:05 → 09:06:10).
+FALLING = MONDAY + timedelta(hours=9, minutes=5)
+LAST_UP = FALLING - timedelta(minutes=6)  # the scale-down delay (5m) has run out
+
+
+@pytest.mark.parametrize(("demand", "policy", "replicas", "patch"), [
+    pytest.param(Demand(0, 30), BASE, None, 0, id="forecast-fall-nothing-waits-patch-0"),
+    pytest.param(Demand(3, 30), BASE, None, 8, id="jobs-wait-patch-plus-1"),
+    pytest.param(Demand(0, 30), replace(BASE, forecast=None), 30, 8,
+                 id="a-reactive-set-keeps-patch-plus-1"),
+])
+def test_a_forecasts_fall_is_written_with_patch_0_when_nothing_waits(
+        demand: Demand, policy: Policy, replicas: int | None, patch: int) -> None:
+    """A forecast's count falls on nearly every pass: written with patch + 1 (which removes no
+    runner) each time, the patch-0 self-correction would not come before the fall pauses, and
+    the idle runners the forecast made for jobs that did not come would all stay until then."""
+    predicted = forecast(*BURSTS, POLICY, FALLING, timedelta(seconds=10))
+    assert predicted.level is not None and 30 < predicted.level < 100
+    if policy.forecast is None:
+        predicted = None
+    current = Current(100, 7, last_scale_up=LAST_UP)
+    decision = decide(current, demand, policy, FALLING, forecast=predicted)
+    assert decision.write and decision.reason is Reason.SCALE_DOWN
+    assert decision.replicas == (86 if replicas is None else replicas)  # q0.9 of (57, 86)
+    assert decision.patch_id == patch
+    after = current.after(decision, demand, FALLING)
+    again = decide(after, demand, policy, FALLING + timedelta(seconds=10), forecast=predicted)
+    if patch == 0:
+        assert "patch 0 lets the controller remove the idle runners" in decision.detail
+        assert not again.write  # the self-correction is done: no second commit for it
+    elif demand.queued == 0:
+        assert (again.patch_id, again.reason) == (0, Reason.QUIET_RESET)  # one pass later
+
+
+def test_the_scale_down_delay_still_holds_a_forecasts_fall() -> None:
+    """A burst later than the past weeks' takes the runners made for it: the delay after the
+    last scale-up holds them while the forecast falls."""
+    predicted = forecast(*BURSTS, POLICY, FALLING, timedelta(seconds=10))
+    current = Current(100, 7, last_scale_up=FALLING - timedelta(minutes=4))
+    decision = decide(current, Demand(0, 0), BASE, FALLING, forecast=predicted)
+    assert not decision.write and decision.replicas == 100

@@ -121,7 +121,7 @@ def test_a_config_without_forecast_runs_no_git(tmp_path: Path) -> None:
 def test_a_shallow_clone_is_deepened_to_the_time_needed(tmp_path: Path) -> None:
     checkout = forecast_repo(tmp_path, "{maxReplicas: 50, forecast: {lookback: 7d}}")
     url = f"file://{tmp_path / 'remote.git'}"
-    now = START + timedelta(days=14, hours=8, minutes=58)
+    now = START + timedelta(days=14, hours=8, minutes=59)  # 09:00 one lead (1m) ahead
     config = load_config(checkout)  # (a sparse clone checks out no file until a pass asks)
     with open_workspace(url, None, sparse=True) as ws:
         assert ws.git.is_shallow()

@@ -8,7 +8,7 @@ GitOps poll. Then under saturation (more jobs than maxReplicas): spiky on the `d
 (max 10) and the burst at max 100, gitscale beside the listener and the HRA, with the
 saturation targets checked. Then the forecast rows: the weekly trace (two weeks of a weekday
 09:00 burst), day 15 reported, gitscale reactive and with `forecast: {}` (lookback 14d,
-quantile 0.9, lead 2m) beside the baselines. Prints Markdown tables (the same numbers
+quantile 0.9, lead 1m) beside the baselines. Prints Markdown tables (the same numbers
 `gitscale simulate` prints).
 """
 from __future__ import annotations

@@ -127,3 +127,23 @@ def test_a_bug_in_a_pass_is_reported_and_the_loop_goes_on(
     assert "Traceback" in err and "Python " in err  # the crash report, in the log
     assert "replicas: 3" in git(tmp_path / "remote.git", "show", "main:sets/linux.yaml")
     assert EXIT_CRASH == 70
+
+
+def test_a_forecast_in_run_serves_until_the_next_pass(tmp_path: Path) -> None:
+    """`run --interval 30s`: a forecast set's count covers the demand the past weeks saw from
+    one lead ahead for the 30 s until the next pass (a single CLI pass takes a minute)."""
+    from datetime import timedelta
+
+    from gitscale.commands import RepoOptions
+    from gitscale.commands.run import run_loop
+    from tests.record.test_series import START, forecast_repo
+
+    checkout = forecast_repo(tmp_path, "{maxReplicas: 50, forecast: {}}")
+    now = START + timedelta(days=14, hours=8, minutes=59)  # the past Mondays' 40 at 09:00
+    code = run_loop(RepoOptions(str(checkout), None, "gitscale.yaml"), interval="30s",
+                    demand=None, max_passes=1, stop=threading.Event(), clock=lambda: now)
+    assert code == 0
+    body = git(tmp_path / "remote.git", "log", "-1", "--format=%B", "main")
+    assert "linux 0→40" in body
+    assert "forecast 40: q0.9 of demand at 09:00:00–09:00:30 UTC on the last 2 Mondays " \
+        "(40, 40), 1m ahead" in body

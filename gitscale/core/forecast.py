@@ -25,9 +25,9 @@ that does not know it.
 
 Why so narrow, and why a lead of one minute: measured with ``gitscale simulate`` on a weekly
 trace whose two past Mondays are exact copies of the day forecast (20 seeds), the window of the
-decision interval (10 s) and a 1m lead give 1.00× the oracle's runner-minutes and p95 wait 0 s
-on all 20; wall-clock minutes and a 2m lead (the first design) 1.17× and a p95 over 30 s on 7
-of them. A longer lead or a wider window holds runners idle before the burst, and also stops
+decision interval (10 s) and a 1m lead give 1.00× the oracle's runner-minutes and a p95 wait of
+4–5 s on all 20 (``benchmarks/forecast_seeds.py --days repeat``); wall-clock minutes and a 2m
+lead (the first design) 1.16× and a p95 over 30 s on 6 of them. A longer lead or a wider window holds runners idle before the burst, and also stops
 the count rising before the burst's last arrivals: the runners of jobs that finish meanwhile
 leave slots that no write refills, and the last arrivals wait a pod start.
 """

@@ -45,3 +45,22 @@ def test_outcomes_prints_the_tables_and_the_saturation_verdicts() -> None:
     assert [line.split(" | ")[1] for line in forecast[2:]] == [
         "**gitscale**", "**gitscale, forecast**", "arc-listener", "arc-hra", "pod-per-job"]
     assert all(line.startswith("| weekly, day 15 |") for line in forecast[2:])
+
+
+SEEDS = SCRIPT.with_name("forecast_seeds.py")
+
+
+def test_forecast_seeds_prints_its_row_for_a_repeat_and_a_holiday() -> None:
+    """Through the CLI, on one seed: an exact repeat meets both targets; a holiday (day 15
+    without its burst) has no burst to serve and pays for the runners made for it."""
+    rows = {}
+    for days in ("repeat", "holiday"):
+        done = subprocess.run([sys.executable, str(SEEDS), "--seeds", "4", "--days", days],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        header, rule, row = done.stdout.splitlines()
+        assert header.startswith("| | p95 ≤ 30 s |") and rule.startswith("|---|")
+        rows[days] = [cell.strip() for cell in row.split("|")[1:-1]]
+    assert rows["repeat"][:2] == ["repeat", "1 of 1"] and rows["repeat"][4] == "1"  # both
+    assert rows["repeat"][2] == "1.00 / 1.00 / 1.00"
+    assert float(rows["holiday"][5]) > 500  # runner-minutes for a burst that did not come

@@ -25,6 +25,7 @@ from gitscale.yamlio import block as yamlblock
 
 from gitscale.yamlio import fast as yamlfast
 from gitscale.errors import ManifestError
+from gitscale.manifest.target import KeptReads
 from gitscale.yamlio.span import MAP, SCALAR, SEQ, Span
 from gitscale.yamlio.read import Document, load_documents
 
@@ -66,14 +67,14 @@ def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, V
 
 
 def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value],
-                before: list[Document] | None = None) -> Edited:
+                before: list[Document] | None = None, kept: KeptReads | None = None) -> Edited:
     """``set_fields``, also giving the documents of both texts (``before``: those of ``text``
-    when the caller has them)."""
+    when the caller has them; ``kept``: the pass's reads, which may hold ``text``'s)."""
     if text.startswith("\ufeff"):
         # libyaml's marks count from after a byte-order mark: edit without it, then put it back
-        inner = edit_fields(text[1:], source, doc_index, values, before)
+        inner = edit_fields(text[1:], source, doc_index, values, before, kept)
         return Edited("\ufeff" + inner.text, inner.before, inner.after)
-    docs, before = _parse(text, source, before)
+    docs, before = _parse(text, source, before, kept)
     root = _document_root(docs, doc_index, text, source)
     newline = "\r\n" if "\r\n" in text else "\n"
     splices: list[_Splice] = []
@@ -118,39 +119,15 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
     return Edited(result, old, new)
 
 
-# Texts read by ``read_for_edit`` (a pass locating its sets) and not edited yet: their data and
-# spans, so that the edit which usually follows does not read the same text again. Taken by
-# the edit, dropped by ``forget_reads`` at the end of a pass's edits; bounded all the same.
-_READ: dict[str, tuple[list[Any], list[Span]]] = {}
-KEPT_READS = 10_000  # (a first pass over 10,000 new sets keeps ~25 MiB of them)
-
-
-def read_for_edit(text: str, source: str) -> list[Document]:
-    """The documents of ``text``, as ``load_documents`` reads them; when the line reader takes
-    the text, its spans are kept for an edit of the same text."""
-    try:
-        datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
-    except (yamlblock.Deferred, yamlfast.Unsupported):
-        return load_documents(text, source, ManifestError)
-    if len(_READ) < KEPT_READS:
-        _READ[text] = (datas, roots)
-    return [Document(data, text, index) for index, data in enumerate(datas)]
-
-
-def forget_reads() -> None:
-    """Drop what ``read_for_edit`` kept and no edit took (sets the pass did not write)."""
-    _READ.clear()
-
-
-def _parse(text: str, source: str,
-           before: list[Document] | None) -> tuple[list[Span], list[Document] | None]:
+def _parse(text: str, source: str, before: list[Document] | None,
+           kept: KeptReads | None) -> tuple[list[Span], list[Document] | None]:
     """Each document's root span, and the documents (``before`` when given; None when the
-    verification must read them): what ``read_for_edit`` kept, or one pass of ``yamlblock``
-    for the usual block style, else libyaml's node tree (flow style, anchors, block
-    scalars...)."""
-    kept = _READ.pop(text, None)
-    if kept is not None:
-        datas, roots = kept
+    verification must read them): the pass's read of ``text`` when ``kept`` has it, or one
+    pass of ``yamlblock`` for the usual block style, else libyaml's node tree (flow style,
+    anchors, block scalars...)."""
+    read = kept.take(text) if kept is not None else None
+    if read is not None:
+        datas, roots = read
         return roots, before or [Document(d, text, i) for i, d in enumerate(datas)]
     try:
         datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)

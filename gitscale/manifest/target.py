@@ -11,6 +11,7 @@ from gitscale.errors import ManifestError
 from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlio.read import Document, load_documents
+from gitscale.yamlio.span import Span
 
 A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"
@@ -201,15 +202,55 @@ def object_key(ref: ObjectRef) -> str:
     return "object" if ref != ObjectRef() else "manifest"
 
 
-def locate(path: str, text: str, ref: ObjectRef,
-           documents: list[Document] | None = None) -> Located:
+def locate(path: str, text: str, ref: ObjectRef, documents: list[Document] | None = None,
+           kept: KeptReads | None = None) -> Located:
     """``ref``'s object in ``text``, without the parsed file. A pass locates the sets whose
-    manifest it does not know yet and then edits most of them: the text's read is kept for that
-    edit (``edit.read_for_edit``)."""
+    manifest it does not know yet and then edits most of them: with ``kept``, the text's read
+    is kept there for that edit."""
     if documents is None:
-        from gitscale.manifest.edit import read_for_edit  # (a pass that reads no manifest
-        # and writes none does not load the editor)
-
-        documents = read_for_edit(text, path)
+        documents = read_documents(text, path, kept)
     target = read_target(path, text, ref, documents)
     return Located(target.index, target.kind, target.name, target.fields, target.current)
+
+
+KEPT_READS = 10_000  # (a first pass over 10,000 new sets keeps ~25 MiB of them)
+
+
+class KeptReads:
+    """The texts one pass read to locate its sets, with the span of every value: the edit that
+    usually follows takes its text's read (``gitscale.manifest.edit``) instead of reading the
+    text again. One per pass, made by the pass and dropped with it, with the reads no edit took
+    (sets not written); bounded all the same."""
+
+    def __init__(self, limit: int = KEPT_READS) -> None:
+        self.limit = limit
+        self._reads: dict[str, tuple[list[Any], list[Span]]] = {}
+
+    def keep(self, text: str, datas: list[Any], roots: list[Span]) -> None:
+        if len(self._reads) < self.limit:
+            self._reads[text] = (datas, roots)
+
+    def take(self, text: str) -> tuple[list[Any], list[Span]] | None:
+        """The read of ``text`` (each document's data and root span), once."""
+        return self._reads.pop(text, None)
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._reads
+
+    def __len__(self) -> int:
+        return len(self._reads)
+
+
+def read_documents(text: str, source: str, kept: KeptReads | None = None) -> list[Document]:
+    """The documents of ``text``, as ``load_documents`` reads them; when the line reader takes
+    the text, its spans go to ``kept`` for an edit of the same text."""
+    from gitscale.yamlio import block as yamlblock, fast as yamlfast
+
+    if kept is None:
+        return load_documents(text, source, ManifestError)
+    try:
+        datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
+    except (yamlblock.Deferred, yamlfast.Unsupported):
+        return load_documents(text, source, ManifestError)
+    kept.keep(text, datas, roots)
+    return [Document(data, text, index) for index, data in enumerate(datas)]

@@ -33,7 +33,7 @@ from gitscale.config.load import Config, ObjectRef
 from gitscale.core.decide import FOREVER
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.errors import ManifestError
-from gitscale.manifest.target import Fields, Located, locate
+from gitscale.manifest.target import Fields, KeptReads, Located, locate
 from gitscale.yamlio.read import Document
 
 FORMAT = 6  # 6: settled decisions
@@ -188,10 +188,11 @@ class StateCache:
         self.hits += 1
         return found
 
-    def parse(self, path: str, blob: str, text: str, ref: ObjectRef) -> Located:
+    def parse(self, path: str, blob: str, text: str, ref: ObjectRef,
+              kept: KeptReads | None = None) -> Located:
         """Parse ``text`` (the content of ``blob``) and remember what it says."""
         self.misses += 1
-        found = locate(path, text, ref)  # raises on a bad manifest: errors are never cached
+        found = locate(path, text, ref, kept=kept)  # raises on a bad manifest: errors are never cached
         key = _key(blob, ref)
         self.rows[key] = _row(found)
         self.objects[key] = found
@@ -214,11 +215,12 @@ class StateCache:
         self.dirty = True
         self._bound()
 
-    def located(self, path: str, text: str, ref: ObjectRef) -> Located:
+    def located(self, path: str, text: str, ref: ObjectRef,
+                kept: KeptReads | None = None) -> Located:
         """The state of ``ref`` in ``text``: from the cache, or parsed and remembered."""
         blob = blob_id(text.encode("utf-8", "surrogateescape"))
         found = self.cached(blob, ref)
-        return found if found is not None else self.parse(path, blob, text, ref)
+        return found if found is not None else self.parse(path, blob, text, ref, kept)
 
     def _bound(self) -> None:
         # `run` and `serve` live for months and every write makes a new content: without a

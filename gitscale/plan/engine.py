@@ -87,6 +87,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     sets = [s for s in config.sets if only is None or s.name in only]
     cache.floor = max(cache.floor, len(config.sets))
     files = ManifestFiles(root, config, tree)
+    kept = tgt.KeptReads()  # what locating read, for the edits that follow (this pass's)
     # A set left alone by an earlier pass, whose config, manifest blob and demand are the same
     # and whose answer still holds at this time, is not looked up or decided again.
     settled: dict[str, Decision] = {}
@@ -98,10 +99,10 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             demand = reading.demands.get(runner_set.name)
             blob = files.blob(runner_set.manifest) if demand is not None else None
             if blob is not None and demand is not None:
-                kept = cache.settled_decision(runner_set.name, runner_set.decision_key, blob,
-                                              demand, seconds)
-                if kept is not None:
-                    settled[runner_set.name] = kept
+                answer = cache.settled_decision(runner_set.name, runner_set.decision_key,
+                                                blob, demand, seconds)
+                if answer is not None:
+                    settled[runner_set.name] = answer
     active = [s for s in sets if s.name not in settled] if settled else sets
     files.prefetch(active, cache)
     texts = files.texts
@@ -115,7 +116,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
     for runner_set in steps(active, progress, "planning"):
         path = runner_set.manifest
         try:
-            located = files.located(runner_set, cache)
+            located = files.located(runner_set, cache, kept)
         except tgt.NoSuchObject as exc:
             raise config.blame(runner_set.name, tgt.object_key(runner_set.object),
                                f"{exc.detail} in {path}") from None
@@ -166,7 +167,7 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
         path = runner_set.manifest
         # Only files that change are parsed for editing; several sets may share one file.
         result = edit_fields(edited[path] if path in edited else files.text(runner_set), path,
-                             located.index, values, documents.get(path))
+                             located.index, values, documents.get(path), kept)
         edited[path] = result.text
         original.setdefault(path, result.before)
         documents[path] = result.after
@@ -181,10 +182,6 @@ def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, 
             old_object=original[path][located.index].data,
             new_object=documents[path][located.index].data,
         ))
-    if texts:  # manifests were read (and located through the editor's reader)
-        from gitscale.manifest.edit import forget_reads
-
-        forget_reads()  # the reads kept for edits that did not come (sets not written)
     plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
     if tree is not None:
         plan.modes = {p: tree.mode(p) or "100644" for p in plan.files}

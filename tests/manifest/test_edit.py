@@ -399,21 +399,32 @@ def test_the_line_reader_edits_as_libyaml_does(text: str, data: st.DataObject) -
 
 def test_the_read_that_locates_a_set_serves_its_edit_once() -> None:
     """A pass locates a new set (reading its file) and then edits it: the edit takes that
-    read instead of reading the text again, once; what no edit took is dropped at the end."""
-    from gitscale.manifest import edit as editor
-    from gitscale.manifest.target import locate
+    read, kept in the pass's own ``KeptReads``, instead of reading the text again, once. No
+    read is kept anywhere else: another pass (another ``KeptReads``) reads afresh."""
+    from gitscale.manifest.target import KeptReads, locate
 
-    editor.forget_reads()
+    kept = KeptReads()
     text = load_case("comments").text
-    found = locate("m.yaml", text, ObjectRef())
-    assert text in editor._READ
+    found = locate("m.yaml", text, ObjectRef(), kept=kept)
+    assert text in kept and len(kept) == 1
     values: dict[FieldPath, Value] = {("spec", "replicas"): 7}
     with mock.patch.object(yamlblock, "load", wraps=yamlblock.load) as reads:
-        result = edit_fields(text, "m.yaml", found.index, values)
+        result = edit_fields(text, "m.yaml", found.index, values, kept=kept)
     assert [call.args[0] for call in reads.call_args_list] == [result.text]  # the check only
-    assert text not in editor._READ
-    assert result.text == set_fields(text, "m.yaml", found.index, values)  # (read afresh)
-    locate("m.yaml", result.text, ObjectRef())
-    assert editor._READ
-    editor.forget_reads()
-    assert not editor._READ
+    assert text not in kept and not kept
+    with mock.patch.object(yamlblock, "load", wraps=yamlblock.load) as reads:
+        again = edit_fields(text, "m.yaml", found.index, values, kept=KeptReads())
+    assert [call.args[0] for call in reads.call_args_list] == [text, result.text]  # read afresh
+    assert again.text == result.text == set_fields(text, "m.yaml", found.index, values)
+    locate("m.yaml", result.text, ObjectRef())  # no KeptReads: nothing is kept
+    assert not kept
+
+
+def test_a_pass_keeps_at_most_its_limit_of_reads() -> None:
+    from gitscale.manifest.target import KeptReads, locate
+
+    kept = KeptReads(limit=2)
+    texts = [load_case("comments").text.replace("name: ", f"name: n{n}", 1) for n in range(3)]
+    for text in texts:
+        locate("m.yaml", text, ObjectRef(), kept=kept)
+    assert [t in kept for t in texts] == [True, True, False]

@@ -1,4 +1,5 @@
-"""`gitscale plan`: compute the next pass and show it; write nothing."""
+"""`gitscale plan`: compute the next pass and show it; write nothing to git (the state cache
+learns what the pass read, as after any pass)."""
 from __future__ import annotations
 
 import json
@@ -34,6 +35,9 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
             plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
                                 tree=tree, progress=bar.if_shown())
         plan.left = left
+    # Nothing goes to git; the state cache learns what the pass read and the answers that
+    # wrote nothing (as `reconcile` would), so the next pass reads and decides less.
+    cache.apply(plan.cache_writes)
     cache.save()
     if output == "json":
         click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))

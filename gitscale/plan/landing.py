@@ -1,5 +1,8 @@
 """Write, validate, commit and push one pass, retrying when another writer got there first.
 
+The pass decides (``compute_plan``) and this applies what it decided, once: first what the state
+cache learnt (``Plan.cache_writes``, when given the ``cache``), then the commit and the push.
+
 On a non-fast-forward rejection we fetch, reset to the new head and recompute the plan from the
 *same* demand (the caller's ``make_plan`` closes over it), so the commit that lands always
 describes the tree it lands on. A rejection by a hook or branch protection is final.
@@ -17,6 +20,7 @@ from typing import Callable
 
 from gitscale.repo import git as git
 from gitscale.record.commitmsg import SetLine, format_message
+from gitscale.plan.cache import StateCache
 from gitscale.plan.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
 from gitscale.repo.fastimport import commit_files
@@ -53,15 +57,20 @@ class Landed:
     notified: tuple[str, ...] = ()  # the notify targets that accepted (kind and host)
 
 
-def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = None,
-         sleep: Callable[[float], None] = time.sleep,
+def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | None = None,
+         date: str | None = None, sleep: Callable[[float], None] = time.sleep,
          clock: Callable[[], float] = time.monotonic, deadline: float = DEADLINE) -> Landed:
+    """Commit and push what ``make_plan`` decides. Each plan's cache writes go to ``cache`` as
+    soon as it is made: what a pass learnt holds whether or not its commit lands (it depends
+    on file contents only), and a retry after a lost race reads less."""
     ws.prepare_write()
     started = clock()
     attempt = 0
     while True:
         attempt += 1
         plan = make_plan()
+        if cache is not None:
+            cache.apply(plan.cache_writes)
         if not plan.changed_paths:
             return Landed(plan, None, False, attempt)
         check_plan(ws, plan)

@@ -14,7 +14,7 @@ from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
 from gitscale.plan.engine import Plan, SetChange, compute_plan
-from gitscale.manifest.target import A_PATCH_ID, is_digits
+from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
@@ -49,14 +49,9 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
 
 
 def owned(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec") or {}
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    patch = spec.get("patchID", annotations.get(A_PATCH_ID))
-    return {
-        "replicas": spec.get("replicas"),
-        "patchID": int(patch) if isinstance(patch, (int, str)) and is_digits(str(patch)) else None,
-        "effectiveTime": spec.get("effectiveTime"),
-    }
+    """Replicas, patch ID and effective time of a changed object, where its kind keeps them."""
+    kind = owned_for(str(obj.get("apiVersion")), str(obj.get("kind"))) or SPEC_PATCH
+    return kind.shown(obj)
 
 
 def change_json(change: SetChange) -> dict[str, Any]:

@@ -37,17 +37,19 @@ from gitscale.config.load import Config, ObjectRef
 from gitscale.core.decide import FOREVER
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.errors import ManifestError
-from gitscale.manifest.target import Fields, KeptReads, Located, locate
+from gitscale.manifest.target import KeptReads, Located, locate, owned_for
 from gitscale.yamlio.read import Document
 
-FORMAT = 6  # 6: settled decisions
+FORMAT = 7  # 6: settled decisions; 7: a row names its kind's apiVersion (target.KINDS)
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
 STATE_FILE = "manifest-state.pickle"
 
-Row = tuple[int, str, str, bool, bool, "int | None", "int | None", "str | None",
-            "str | None", bool, bool]  # the time as ISO 8601: datetimes pickle 3× slower
+# (document index, apiVersion, kind, name, replicas, patch ID, last scale-up, fingerprint,
+# drained, paused): where the owned fields are is the kind's row of target.KINDS
+Row = tuple[int, str, str, str, "int | None", "int | None", "str | None", "str | None", bool,
+            bool]  # the time as ISO 8601: datetimes pickle 3× slower
 # set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
 # replicas, patch ID, reason, detail) of a decision that wrote nothing
 Settled = tuple[str, str, int, int, "frozenset[str] | None", float, float, int, "int | None",
@@ -66,16 +68,19 @@ def _key(blob: str, ref: ObjectRef) -> str:
 def _row(found: Located) -> Row:
     c = found.current
     last_up = c.last_scale_up.isoformat() if c.last_scale_up is not None else None
-    return (found.index, found.kind, found.name, found.fields.patch_id,
-            found.fields.effective_time, c.replicas, c.patch_id, last_up,
-            c.fingerprint, c.drained, c.paused)
+    return (found.index, found.api_version, found.kind, found.name, c.replicas, c.patch_id,
+            last_up, c.fingerprint, c.drained, c.paused)
 
 
-def _located(row: Row) -> Located:
-    (index, kind, name, has_patch, has_time, replicas, patch_id, last_up, fingerprint,
-     drained, paused) = row
+def _located(row: Row) -> Located | None:
+    """The row as a pass uses it; None when the kind is no longer in the table (read again)."""
+    (index, api_version, kind, name, replicas, patch_id, last_up, fingerprint, drained,
+     paused) = row
+    owned = owned_for(api_version, kind)
+    if owned is None:
+        return None
     when = datetime.fromisoformat(last_up) if last_up is not None else None
-    return Located(index, kind, name, Fields(has_patch, has_time),
+    return Located(index, api_version, kind, name, owned,
                    Current(replicas, patch_id, when, fingerprint, drained, paused))
 
 
@@ -222,9 +227,9 @@ class StateCache:
         row = self.rows.get(key)
         if row is None:
             return None
-        found = self.objects.get(key)
+        found = self.objects.get(key) or _located(row)
         if found is None:
-            found = _located(row)
+            return None
         writes.looked.append((key, found, False))
         return found
 

@@ -30,7 +30,8 @@ from gitscale.timeutil import format_time
 from gitscale.yamlio.read import Document
 
 if TYPE_CHECKING:
-    from gitscale.manifest.edit import FieldPath, Value
+    from gitscale.manifest.edit import Value
+    from gitscale.manifest.target import FieldPath
 
 Decider = Callable[[RunnerSetConfig, Current, "Demand | None"], Decision]
 
@@ -251,7 +252,8 @@ class _Pass:
             path = runner_set.manifest
             # Only files that change are parsed for editing; several sets may share one file.
             result = edit_fields(edited[path] if path in edited else files.text(runner_set),
-                                 path, located.index, values, documents.get(path), self.kept)
+                                 path, located.index, values, documents.get(path), self.kept,
+                                 located.owned)
             edited[path] = result.text
             original.setdefault(path, result.before)
             documents[path] = result.after
@@ -289,28 +291,24 @@ def _caps(config: Config, found: list[_Found], now: datetime) -> dict[str, int]:
 
 def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
             stamp: str) -> dict[FieldPath, Value]:
-    """The owned fields to write for ``decision``; empty when nothing would change."""
-    fields = target.fields
+    """The owned fields to write for ``decision``, where the target's kind keeps them
+    (``target.KINDS``); empty when nothing would change."""
+    owned = target.owned
     if not decision.write:
         return {}
-    if not (fields.patch_id or fields.effective_time) and decision.reason in (
-            Reason.REAFFIRM, Reason.QUIET_RESET):
+    if not owned.reaffirms and decision.reason in (Reason.REAFFIRM, Reason.QUIET_RESET):
         return {}  # a plain Deployment has nothing to re-affirm: no commit for it
-    annotations = ("metadata", "annotations")
-    values: dict[FieldPath, Value] = {("spec", "replicas"): decision.replicas}
+    values: dict[FieldPath, Value] = {owned.replicas: decision.replicas}
     patch = decision.patch_id if decision.patch_id is not None else 0
-    if fields.patch_id:
-        values[("spec", "patchID")] = patch
-    else:
-        values[(*annotations, tgt.A_PATCH_ID)] = str(patch)
-    if fields.effective_time:
-        values[("spec", "effectiveTime")] = stamp
+    values[owned.patch_id] = str(patch) if owned.patch_in_annotation else patch
+    if owned.effective_time is not None:
+        values[owned.effective_time] = stamp
     if demand is not None:
-        values[(*annotations, tgt.A_JOBS)] = demand.fingerprint
+        values[owned.annotation(tgt.A_JOBS)] = demand.fingerprint
     if decision.scaled_up:
-        values[(*annotations, tgt.A_LAST_SCALE_UP)] = stamp
+        values[owned.annotation(tgt.A_LAST_SCALE_UP)] = stamp
     if decision.reason == Reason.DRAIN:
-        values[(*annotations, tgt.A_DRAINED)] = "true"
+        values[owned.annotation(tgt.A_DRAINED)] = "true"
     elif decision.reason == Reason.RESUME:
-        values[(*annotations, tgt.A_DRAINED)] = "false"
+        values[owned.annotation(tgt.A_DRAINED)] = "false"
     return values

@@ -158,8 +158,11 @@ def test_reading_the_target(name: str) -> None:
         assert target.kind == case.ref.kind
     if case.ref.name:
         assert target.name == case.ref.name
-    replicas = yaml.safe_load_all(case.original)
-    assert target.current.replicas == list(replicas)[target.index]["spec"].get("replicas")
+    obj = list(yaml.safe_load_all(case.original))[target.index]
+    *parents, key = target.owned.replicas  # where the object's kind keeps them (target.KINDS)
+    for parent in parents:
+        obj = obj[parent]
+    assert target.current.replicas == obj.get(key)
     assert target.text == case.text
 
 

@@ -72,7 +72,7 @@ def test_each_kind_is_written_where_the_table_says(tmp_path: Path, kind: tuple[s
     table = KINDS[kind]
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "{maxReplicas: 9}"}),
-        "sets/linux.yaml": manifest(*kind)})
+        "sets/linux.yaml": manifest(*kind, replicas=".".join(table.replicas))})
     reading = DemandReading()
     reading.demands["linux"] = Demand(3, 0)
     cache = StateCache()

@@ -2,7 +2,7 @@
 of object keeps them is one table (``KINDS``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +35,7 @@ ANNOTATIONS: FieldPath = ("metadata", "annotations")
 class Owned:
     """Where one kind of object keeps the fields gitscale owns, each a path in the object: what
     a pass reads (``read_target``), writes (``engine._values``), where the editor puts a missing
-    one (``after``) and what the state cache keeps (a row names its kind).
+    one (``after``), what the state cache keeps (a row names its kind) and what `plan` shows.
 
     ``replicas``: the count the kind's controller scales to. ``patch_id``: in the spec (an
     integer its controller reads) or an annotation (its digits, for gitscale alone). An
@@ -46,13 +46,27 @@ class Owned:
     patch_id: FieldPath
     effective_time: FieldPath | None = None
     annotations: FieldPath = ANNOTATIONS
+    # worked out once from the paths above (a pass asks for each on every set it reads or edits)
+    patch_in_annotation: bool = field(init=False, repr=False, compare=False)
+    after: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        in_annotation = self.patch_id[:len(self.annotations)] == self.annotations
+        object.__setattr__(self, "patch_in_annotation", in_annotation)
+        # Where the editor inserts a missing owned key: after the nearest of these siblings
+        # that it finds as a one-line scalar, else first in its mapping. The owned fields
+        # outside the annotations go in this table's order; a new annotations mapping goes
+        # after the object's name (or namespace).
+        fields = [p for p in (self.replicas, self.patch_id, self.effective_time)
+                  if p is not None and p[:len(self.annotations)] != self.annotations]
+        after = {path[-1]: tuple(other[-1] for other in reversed(fields[:n])
+                                 if other[:-1] == path[:-1])
+                 for n, path in enumerate(fields)}
+        after[self.annotations[-1]] = ("namespace", "name")
+        object.__setattr__(self, "after", after)
 
     def annotation(self, name: str) -> FieldPath:
         return (*self.annotations, name)
-
-    @property
-    def patch_in_annotation(self) -> bool:
-        return self.patch_id[:len(self.annotations)] == self.annotations
 
     @property
     def reaffirms(self) -> bool:
@@ -70,20 +84,6 @@ class Owned:
             else None,
             "effectiveTime": _get(obj, self.effective_time) if self.effective_time else None,
         }
-
-    @property
-    def after(self) -> dict[str, tuple[str, ...]]:
-        """Where the editor inserts a missing owned key: after the nearest of these siblings
-        that it finds as a one-line scalar, else first in its mapping. The owned fields outside
-        the annotations go in the order of this table, and a new annotations mapping goes
-        after the object's name (or namespace)."""
-        fields = [p for p in (self.replicas, self.patch_id, self.effective_time)
-                  if p is not None and p[:len(self.annotations)] != self.annotations]
-        after = {path[-1]: tuple(other[-1] for other in reversed(fields[:n])
-                                 if other[:-1] == path[:-1])
-                 for n, path in enumerate(fields)}
-        after[self.annotations[-1]] = ("namespace", "name")
-        return after
 
 
 SPEC_PATCH = Owned(("spec", "replicas"), ("spec", "patchID"), ("spec", "effectiveTime"))

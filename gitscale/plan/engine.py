@@ -4,7 +4,7 @@
 file, not git, not the state cache, which it only reads. It returns everything it wants changed
 in one value, the ``Plan``: the edited texts (`land` commits them) and ``cache_writes`` (the
 caller applies them, ``StateCache.apply``), so a pass that fails changes nothing. Its phases, in
-order: the settled lookup, locating (and the ownership check), deciding, picking the writes,
+order: the settled lookup, locating (and the ownership check), deciding, picking the edits,
 editing.
 """
 from __future__ import annotations
@@ -91,7 +91,7 @@ def compute_plan(root: Path, config: Config, reading: DemandReading, now: dateti
 
 
 class _Found(NamedTuple):
-    """A set's object as located, its state (with the job ids behind its fingerprint)."""
+    """A set's object as located, and its state (with the job ids behind its fingerprint)."""
 
     runner_set: RunnerSetConfig
     located: tgt.Located
@@ -99,7 +99,9 @@ class _Found(NamedTuple):
     demand: Demand | None
 
 
-class _Write(NamedTuple):
+class _Edit(NamedTuple):
+    """A set whose decision changes owned fields: the values to set in its object."""
+
     found: _Found
     decision: Decision
     values: dict[FieldPath, Value]
@@ -107,7 +109,8 @@ class _Write(NamedTuple):
 
 class _Pass:
     """One pass's inputs and the two things it gathers besides the plan: what the state cache
-    learns (``writes``) and the texts read to locate sets, kept for their edits (``kept``).
+    learns (``cache_writes``) and the texts read to locate sets, kept for their edits
+    (``kept``).
     Both belong to this pass alone."""
 
     def __init__(self, root: Path, config: Config, reading: DemandReading, now: datetime,
@@ -116,18 +119,18 @@ class _Pass:
         self.config, self.reading, self.now, self.decider = config, reading, now, decider
         self.cache, self.tree, self.progress = cache, tree, progress
         self.files = ManifestFiles(root, config, tree)
-        self.writes = CacheWrites(floor=len(config.sets))
+        self.cache_writes = CacheWrites(floor=len(config.sets))
         self.kept = tgt.KeptReads()
 
     def run(self, base: str, only: set[str] | None) -> Plan:
-        plan = Plan(base=base, notify=self.config.notify, cache_writes=self.writes)
+        plan = Plan(base=base, notify=self.config.notify, cache_writes=self.cache_writes)
         sets = [s for s in self.config.sets if only is None or s.name in only]
         settled = self.settled(sets, every_set=only is None)
         found = self.locate([s for s in sets if s.name not in settled] if settled else sets,
                             plan.errors)
         decided = self.decide(found)
-        writes = self.pick_writes(sets, settled, decided, plan.unchanged)
-        self.edit(writes, plan)
+        edits = self.pick_edits(sets, settled, decided, plan.unchanged)
+        self.edit(edits, plan)
         if self.tree is not None:
             plan.modes = {p: self.tree.mode(p) or "100644" for p in plan.files}
         return plan
@@ -138,7 +141,7 @@ class _Pass:
         if self.decider is not None or self.config.max_total_replicas is not None:
             return {}
         if every_set:
-            self.writes.keep_settled = frozenset(s.name for s in sets)
+            self.cache_writes.keep_settled = frozenset(s.name for s in sets)
         seconds = self.now.timestamp()
         settled: dict[str, Decision] = {}
         for runner_set in sets:
@@ -146,7 +149,7 @@ class _Pass:
             blob = self.files.blob(runner_set.manifest) if demand is not None else None
             if blob is not None and demand is not None:
                 answer = self.cache.settled_decision(runner_set.name, runner_set.decision_key,
-                                                     blob, demand, seconds, self.writes)
+                                                     blob, demand, seconds, self.cache_writes)
                 if answer is not None:
                     settled[runner_set.name] = answer
         return settled
@@ -161,7 +164,8 @@ class _Pass:
         for runner_set in steps(sets, self.progress, "planning"):
             path = runner_set.manifest
             try:
-                located = self.files.located(runner_set, self.cache, self.writes, self.kept)
+                located = self.files.located(runner_set, self.cache, self.cache_writes,
+                                             self.kept)
             except tgt.NoSuchObject as exc:
                 raise self.config.blame(runner_set.name, tgt.object_key(runner_set.object),
                                         f"{exc.detail} in {path}") from None
@@ -211,19 +215,19 @@ class _Pass:
         blob = self.files.blob(runner_set.manifest)
         if decision.write or demand is None or blob is None or until is None:
             if runner_set.name in self.cache.settled:
-                self.writes.unsettle(runner_set.name)
+                self.cache_writes.unsettle(runner_set.name)
         else:
-            self.writes.settle(runner_set.name, runner_set.decision_key, blob, demand, self.now,
-                               until, decision)
+            self.cache_writes.settle(runner_set.name, runner_set.decision_key, blob, demand,
+                                     self.now, until, decision)
         return decision
 
-    def pick_writes(self, sets: list[RunnerSetConfig], settled: dict[str, Decision],
-                    decided: dict[str, tuple[_Found, Decision]],
-                    unchanged: list[tuple[str, Decision]]) -> list[_Write]:
+    def pick_edits(self, sets: list[RunnerSetConfig], settled: dict[str, Decision],
+                   decided: dict[str, tuple[_Found, Decision]],
+                   unchanged: list[tuple[str, Decision]]) -> list[_Edit]:
         """The sets whose decision changes an owned field, in the config's order; the others
         go to ``unchanged``."""
         stamp = format_time(self.now)
-        writes: list[_Write] = []
+        edits: list[_Edit] = []
         for runner_set in sets:
             if runner_set.name in settled:
                 unchanged.append((runner_set.name, settled[runner_set.name]))
@@ -234,19 +238,19 @@ class _Pass:
                 unchanged.append((runner_set.name, decision))
                 continue
             if one.demand is not None and one.demand.jobs is not None:
-                self.writes.remember_jobs(one.demand.fingerprint, one.demand.jobs)
-            writes.append(_Write(one, decision, values))
-        return writes
+                self.cache_writes.remember_jobs(one.demand.fingerprint, one.demand.jobs)
+            edits.append(_Edit(one, decision, values))
+        return edits
 
-    def edit(self, writes: list[_Write], plan: Plan) -> None:
+    def edit(self, edits: list[_Edit], plan: Plan) -> None:
         """Each write spliced into its file's text (sets on one file edit it in turn), verified;
         into ``plan``: the changes and each changed file's old and new text."""
         files = self.files
-        files.prefetch_texts([w.found.runner_set for w in writes])  # read in one batch
+        files.prefetch_texts([e.found.runner_set for e in edits])  # read in one batch
         edited: dict[str, str] = {}
         original: dict[str, list[Document]] = {}  # each edited file's documents, as read
         documents: dict[str, list[Document]] = {}  # ... and as edited so far
-        for (runner_set, located, _, _), _, values in writes:
+        for (runner_set, located, _, _), _, values in edits:
             from gitscale.manifest.edit import edit_fields  # (only a pass that writes edits YAML)
 
             path = runner_set.manifest
@@ -257,12 +261,12 @@ class _Pass:
             edited[path] = result.text
             original.setdefault(path, result.before)
             documents[path] = result.after
-        for (runner_set, located, _, demand), decision, _ in steps(writes, self.progress,
+        for (runner_set, located, _, demand), decision, _ in steps(edits, self.progress,
                                                                   "checking edits"):
             path = runner_set.manifest
             # what the next pass will read back: known now, so it reads no file
             self.cache.remember(path, edited[path], runner_set.object, documents[path],
-                                self.writes)
+                                self.cache_writes)
             plan.changes.append(SetChange(
                 name=runner_set.name, path=path, kind=located.kind, object_name=located.name,
                 before=located.current, decision=decision, demand=demand,

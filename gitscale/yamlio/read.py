@@ -198,7 +198,7 @@ def load_documents(text: str, source: str, error: type[InputError] = InputError)
     from gitscale.yamlio import fast as yamlfast
 
     try:
-        datas = yamlfast.load_all(text)  # the common YAML, 3-6× faster; the same data
+        datas = yamlfast.load_all(text)  # JSON, the line reader, libyaml's events: the same data
     except yamlfast.Unsupported:
         pass  # (nesting deeper than MAX_DEPTH included: check_depth words the error)
     else:

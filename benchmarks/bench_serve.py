@@ -50,7 +50,7 @@ metadata:
 spec:
   replicas: 0
   platform: github
-  github: {configURL: "https://github.com/example"}
+  github: {configURL: "https://github.com/example", credentialsSecret: github-app}
   template:
     spec:
       containers:

@@ -11,30 +11,68 @@ from gitscale import __version__
 from gitscale.commands import EXIT_ERROR, RepoOptions
 from gitscale.errors import GitscaleError
 
-# Each command imports its module when it runs (and `--version` or `--help` none): a pass pays
-# for what it uses, not for every command's dependencies (tests/test_cli_imports.py).
+# Each command imports its module when it runs (`--version` none, `--help` only the help text
+# of commands/helptext.py): a pass pays for what it uses, not for every command's dependencies
+# (tests/test_cli_imports.py).
 
-def repo_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--config", default="gitscale.yaml", show_default=True,
-                        help="Config file, relative to the repo root.")(func)
-    func = click.option("--branch", default=None, help="Branch to read and commit to.")(func)
-    func = click.option("--repo", default=".", show_default=True,
-                        help="Config repo: a checkout path, a bare repo path or a URL.")(func)
-    return func
+# What --branch means to each command.
+BRANCH_READ = ("Branch to read (default: the remote's default branch; a checkout must be on "
+               "it).")
+BRANCH_WRITE = ("Branch to read and commit to (default: the remote's default branch; a "
+                "checkout must be on it).")
+BRANCH_HISTORY = ("Branch whose scaling commits to read (default: the remote's default "
+                  "branch; a checkout must be on it).")
+
+
+def repo_options(branch: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--repo, --branch (``branch``: what the command does with it) and --config."""
+
+    def add(func: Callable[..., Any]) -> Callable[..., Any]:
+        func = click.option("--config", default="gitscale.yaml", show_default=True,
+                            help="Config file, relative to the repo root.")(func)
+        func = click.option("--branch", default=None, help=branch)(func)
+        func = click.option("--repo", default=".", show_default=True,
+                            help="Config repo: a checkout path, a bare repo path or a URL.")(func)
+        return func
+
+    return add
+
+
+class Command(click.Command):
+    """A command whose help ends with its examples and the environment variables it reads
+    (``commands/helptext.py``, imported only to show a help page)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from gitscale.commands.helptext import epilog
+
+        self.epilog = epilog(self.name)
+        super().format_epilog(ctx, formatter)
+
+
+class Group(click.Group):
+    """`gitscale --help`: every command's examples, every variable."""
+
+    command_class = Command
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from gitscale.commands.helptext import epilog
+
+        self.epilog = epilog()
+        super().format_epilog(ctx, formatter)
 
 
 def _opts(kw: dict[str, Any]) -> RepoOptions:
     return RepoOptions(kw.pop("repo"), kw.pop("branch"), kw.pop("config"))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gitscale")
 def cli() -> None:
     """Scale self-hosted CI runners on Kubernetes through reviewable git commits."""
 
 
 @cli.command()
-@repo_options
+@repo_options(BRANCH_READ)
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--now", help="Pin the clock (RFC 3339).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -46,7 +84,7 @@ def plan(**kw: Any) -> int:
 
 
 @cli.command()
-@repo_options
+@repo_options(BRANCH_WRITE)
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--now", help="Pin the clock (RFC 3339); commits are dated with it too.")
 @click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
@@ -58,7 +96,7 @@ def reconcile(no_push: bool, **kw: Any) -> int:
 
 
 @cli.command("run")
-@repo_options
+@repo_options(BRANCH_WRITE)
 @click.option("--interval", default="30s", show_default=True, help="Time between passes.")
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--max-passes", type=click.IntRange(1), default=None,
@@ -73,7 +111,7 @@ def run_command(**kw: Any) -> int:
 
 
 @cli.command()
-@repo_options
+@repo_options(BRANCH_WRITE)
 @click.option("--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT.")
 @click.option("--path", default="/webhook", show_default=True, help="Webhook URL path.")
 @click.option("--window", default="10s", show_default=True,
@@ -99,7 +137,7 @@ def serve(**kw: Any) -> int:
 
 
 @cli.command()
-@repo_options
+@repo_options(BRANCH_HISTORY)
 @click.option("--set", "only", help="Only this runner set.")
 @click.option("--since", help="Only commits at or after this time (RFC 3339).")
 @click.option("--until", help="Only commits at or before this time (RFC 3339).")
@@ -118,16 +156,23 @@ def history(**kw: Any) -> int:
 @cli.command()
 @click.option("--repo", default=None, help="Config repo whose gitscale.yaml gives the sets and "
               "policies (default: . when it has one, else one set on the default preset).")
-@click.option("--branch", default=None, help="Branch to read (with --from-history).")
+@click.option("--branch", default=None,
+              help="Branch whose scaling commits --from-history reads (default: the remote's "
+                   "default branch).")
 @click.option("--config", default="gitscale.yaml", show_default=True)
 @click.option("--trace", type=str, help="CSV of jobs: arrival,duration[,set].")
-@click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst"]),
-              help="A seeded synthetic trace of this shape.")
+@click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst", "weekly"]),
+              help="A seeded synthetic trace of this shape (weekly: 15 days of a weekday "
+                   "09:00 burst, for a forecast policy).")
 @click.option("--from-history", is_flag=True,
               help="Jobs rebuilt from the repo's Gitscale-Set trailers.")
 @click.option("--seed", default=1, show_default=True, type=int)
-@click.option("--hours", default=4.0, show_default=True, type=float,
-              help="Length of a synthetic trace.")
+@click.option("--hours", default=None, type=float,
+              help="Length of a synthetic trace (default 4; weekly: 360, 15 days).")
+@click.option("--report-from", default=None,
+              help="Count outcomes from this point on: a duration into the trace (14d: day "
+                   "15) or an RFC 3339 time. Earlier jobs still run (a forecast learns from "
+                   "them) but are not reported.")
 @click.option("--since", help="With --from-history: commits after this time (RFC 3339).")
 @click.option("--set", "only", multiple=True, help="Only this runner set (repeatable).")
 @click.option("--policy", multiple=True,
@@ -157,7 +202,7 @@ def simulate(**kw: Any) -> int:
 
 
 @cli.command()
-@repo_options
+@repo_options(BRANCH_WRITE)
 @click.argument("name")
 @click.option("--resume", is_flag=True, help="Undo a drain: let the loop scale the set again.")
 @click.option("--now", help="Pin the clock (RFC 3339).")
@@ -170,7 +215,7 @@ def drain(name: str, no_push: bool, **kw: Any) -> int:
 
 
 @cli.command()
-@repo_options
+@repo_options(BRANCH_READ)
 def validate(**kw: Any) -> int:
     """Validate every managed manifest (kubeconform if on PATH, else in-process)."""
     from gitscale.commands.validate import run_validate
@@ -230,12 +275,44 @@ def controller(leader_elect: bool, leader_election_namespace: str | None, lease_
                    "gets a new repo; in an existing checkout the scaffold is committed there.")
 @click.option("--gitops", type=click.Choice(["argocd", "flux"]), required=True,
               help="Which GitOps tool applies the repo.")
-@click.option("--repo-url", default=None, help="The URL the config repo will be pushed to.")
-@click.option("--branch", default="main", show_default=True)
+@click.option("--repo-url", default=None,
+              help="The URL the config repo will be pushed to (the GitOps source, the scaler's "
+                   "--repo). Without it: CHANGE-ME.")
+@click.option("--branch", default="main", show_default=True,
+              help="Branch of the new repo: the one Argo CD or Flux follows and gitscale "
+                   "commits to.")
 @click.option("--path", default="clusters/prod", show_default=True,
-              help="Folder of the cluster's manifests inside the repo.")
+              help="Folder of the cluster's manifests inside the repo (what the GitOps tool "
+                   "applies).")
+@click.option("--namespace", default="ci-runners", show_default=True,
+              help="Namespace of the RunnerSets and runner pods (the controller's Role too).")
+@click.option("--cluster", default=None, metavar="NAME_OR_URL",
+              help="Argo CD only: the destination cluster, by name or server URL "
+                   "[default: the cluster Argo CD runs in].")
+@click.option("--platform", type=click.Choice(["github", "buildkite"]), default=None,
+              help="The example set's CI system [default: github; buildkite with a "
+                   "--buildkite-* option].")
+@click.option("--github-org", default=None, metavar="ORG",
+              help="The GitHub organization: the source's org and the RunnerSet's configURL. "
+                   "Without it: CHANGE-ME.")
+@click.option("--github-url", default=None, metavar="URL",
+              help="GitHub Enterprise Server (or *.ghe.com): the server's address, "
+                   "https://HOST [default: https://github.com].")
+@click.option("--github-app-id", default=None, metavar="ID",
+              help="Poll with a GitHub App instead of a token: its id.")
+@click.option("--github-app-installation-id", default=None, metavar="ID",
+              help="The GitHub App's installation id (with --github-app-id).")
+@click.option("--buildkite-org", default=None, metavar="SLUG",
+              help="The Buildkite organization (the controller's agents API). Without it: "
+                   "CHANGE-ME.")
+@click.option("--buildkite-queue", default=None, metavar="QUEUE",
+              help="The Buildkite queue [default: default].")
 def init(directory: str | None, repo: str | None, **kw: Any) -> int:
-    """Scaffold a config repo: gitscale.yaml, a RunnerSet, the CRD, the controller, GitOps."""
+    """Scaffold a config repo: gitscale.yaml, a RunnerSet, the CRD, the controller, GitOps.
+
+    What it is not told and cannot know is written as CHANGE-ME; init lists each such line
+    with what belongs there, and `gitscale validate` refuses the repo until none is left.
+    """
     from gitscale.commands.init import run_init
     from gitscale.errors import InputError
 

@@ -17,3 +17,17 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PATCH_ID_MAX = 2**31 - 1
 # Replicas (and buffers and step limits in a policy) above this are typos, not plans.
 REPLICAS_MAX = 10_000
+# spec.backlog (jobs the replicas could not cover at the write) is capped here: the controller
+# refills at most this many finished slots per write, and the scaler writes again before then.
+BACKLOG_MAX = REPLICAS_MAX
+
+# The runner images `gitscale init` writes into its example RunnerSet: released versions,
+# pinned, never `:latest` (a pod must start the runner the set was tested with). To bump the
+# GitHub runner, pick a release of https://github.com/actions/runner/releases (each publishes
+# ghcr.io/actions/actions-runner:<version>, e.g. v2.336.0 → :2.336.0); the agent, a release of
+# https://github.com/buildkite/agent/releases (buildkite/agent:<version>). Change the docs'
+# examples with it (docs/pod-templates.md, docs/examples/). A GitHub runner behind the newest
+# release updates itself when it starts (each pod starts slower), and GitHub stops accepting
+# runners that are too old: bump it with each gitscale release.
+GITHUB_RUNNER_IMAGE = "ghcr.io/actions/actions-runner:2.336.0"
+BUILDKITE_AGENT_IMAGE = "buildkite/agent:3.137.0"

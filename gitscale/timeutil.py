@@ -1,23 +1,25 @@
-"""Times and durations as gitscale reads and writes them: RFC 3339 in UTC, durations like ``90s``."""
+"""Times and durations as gitscale reads and writes them: RFC 3339 in UTC, durations like ``90s``
+or ``14d``."""
 from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
 
 
-_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 MAX_DURATION = timedelta(days=366)
 FIRST_YEAR, LAST_YEAR = 1970, 9000
 
 
 def parse_duration(text: str) -> timedelta:
-    """Parse ``90s``, ``10m``, ``1h``, ``1h30m``. Raises ValueError with a readable message."""
+    """Parse ``90s``, ``10m``, ``1h``, ``1h30m``, ``14d``, ``1d12h`` (a day is 24 hours).
+    Raises ValueError with a readable message."""
     match = _DURATION.fullmatch(text.strip())
     if not text.strip() or not match or not any(match.groups()):
-        raise ValueError(f"{text!r} is not a duration (use forms like 90s, 10m, 1h, 1h30m)")
-    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+        raise ValueError(f"{text!r} is not a duration (use forms like 90s, 10m, 1h, 1h30m, 14d)")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
     try:
-        value = timedelta(hours=hours, minutes=minutes, seconds=seconds)
+        value = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
     except OverflowError:
         value = timedelta.max
     if value > MAX_DURATION:

@@ -68,7 +68,7 @@ metadata:
 spec:
   replicas: {replicas}
   platform: github
-  github: {{configURL: "https://github.com/example"}}
+  github: {{configURL: "https://github.com/example", credentialsSecret: github-app}}
   template:
     spec:
       containers:

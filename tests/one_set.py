@@ -1,5 +1,6 @@
-"""A config repo with one set, ``linux`` ({minReplicas: 1, maxReplicas: 3, buffer: 1}), a local
-bare remote, and `gitscale reconcile` run on it in-process with a pinned clock."""
+"""A config repo with one set, ``linux`` ({minReplicas: 1, maxReplicas: 3, buffer: 1,
+scaleDownDelay: 0s}), a local bare remote, and `gitscale reconcile` run on it in-process with a
+pinned clock."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,7 +16,8 @@ SEQUENCE = [((0, 0), 1, 0), ((2, 0), 3, 1), ((0, 0), 1, 2), ((0, 0), 1, 0), ((5,
 
 def setup(tmp_path: Path) -> tuple[Path, Path]:
     checkout = make_repo(tmp_path, {
-        "gitscale.yaml": simple_config({"linux": "{minReplicas: 1, maxReplicas: 3, buffer: 1}"}),
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 1, maxReplicas: 3, buffer: 1, "
+                                                 "scaleDownDelay: 0s}"}),
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
         "demand.yaml": "linux: {queued: 0, running: 0}\n",
     })

@@ -18,10 +18,8 @@ OWNERS = {
     "kubernetes": {"controller/kube.py"},
     "matplotlib": {"charts/render.py", "charts/axis.py"},  # the optional extra, imported lazily
     "prometheus_client": {"metrics.py", "controller/metrics.py"},
-    "httpx": {"demand/http.py", "demand/github.py", "controller/github.py",
-              "controller/buildkite.py", "notify/send.py",
-              "github_app.py"},
-    "jwt": {"github_app.py"},  # a GitHub App's token: one module for the source and controller
+    "httpx": {"clients/http.py", "clients/no_answer.py"},  # GitHub, Buildkite, notifications
+    "jwt": {"clients/github_app.py"},  # a GitHub App's token, for the source and controller
 }
 
 
@@ -30,8 +28,8 @@ OWNERS = {
 # name lives in the wrong part.
 LAYERS: list[set[str]] = [
     {"__init__", "errors", "timeutil", "redact", "runnerset_api", "data"},
-    {"files", "progress", "http_server", "yamlio", "core", "github_app"},
-    {"repo", "config"},  # git verbs; gitscale.yaml, its schemas, sources and secrets
+    {"files", "progress", "http_server", "yamlio", "core"},
+    {"repo", "config", "clients"},  # git verbs; gitscale.yaml…; GitHub's and Buildkite's APIs
     {"crash", "record", "demand", "manifest", "notify"},
     {"charts", "plan"},  # plan: the pass (engine, cache, landing)
     {"webhooks", "metrics"},

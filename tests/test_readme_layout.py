@@ -20,11 +20,12 @@ def named() -> set[str]:
 
 
 def modules() -> list[str]:
-    """Top-level modules and packages, and every module of the two extension points."""
+    """Top-level modules and packages, every module of the two extension points and of the
+    clients they build on."""
     found = [p.name for p in PACKAGE.glob("*.py") if not p.name.startswith("__")]
     found += [f"{p.name}/" for p in PACKAGE.iterdir()
               if p.is_dir() and (p / "__init__.py").exists()]
-    for package in ("demand", "controller"):
+    for package in ("demand", "controller", "clients"):
         found += [p.name for p in (PACKAGE / package).glob("*.py") if p.name != "__init__.py"]
     return sorted(found)
 

@@ -2,6 +2,7 @@
 the manifest reader reads back and the controller acts on."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -73,3 +74,13 @@ def test_the_policy_schema_refuses_more_replicas_than_the_crd_allows() -> None:
     jsonschema.validate({"maxReplicas": bound}, POLICY)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"maxReplicas": bound + 1}, POLICY)
+
+
+def test_the_demo_runs_the_runner_images_init_pins() -> None:
+    """The embedded demo is the first RunnerSet people read: it names the same pinned images."""
+    from gitscale.runnerset_api import BUILDKITE_AGENT_IMAGE, GITHUB_RUNNER_IMAGE
+
+    prod = Path(__file__).resolve().parents[1] / "gitscale" / "data" / "demo" / "clusters" / "prod"
+    images = {line.split("image:", 1)[1].strip() for path in prod.glob("*.yaml")
+              for line in path.read_text().splitlines() if "image:" in line}
+    assert images == {GITHUB_RUNNER_IMAGE, BUILDKITE_AGENT_IMAGE}

@@ -1,78 +1,41 @@
 """`gitscale init DIR --gitops argocd|flux`: scaffold a config repo that works on first push.
 
-Writes gitscale.yaml, an example RunnerSet, the CRD, the controller (ServiceAccount, RBAC,
-Deployment), a kustomization tying them together, and the Argo CD Application or the Flux
-GitRepository + Kustomization that applies it. Refuses to overwrite anything.
+Writes gitscale.yaml, an example RunnerSet (GitHub's or Buildkite's), the CRD, the controller
+(ServiceAccount, RBAC, Deployment), a kustomization tying them together, the Argo CD
+Application or the Flux GitRepository + Kustomization that applies it, and the ways to run
+gitscale itself. Refuses to overwrite anything. What it was not told and cannot know is written
+as ``CHANGE-ME`` (``init_choices``), and it prints each such line with what belongs there, the
+same list ``gitscale validate`` refuses the repo with until they are done.
 """
 from __future__ import annotations
 
-import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from gitscale.commands import EXIT_OK
+from gitscale.commands.init_choices import GITHUB, REPO_URL_HINT, RUNNERS_NAMESPACE, \
+    SYSTEM_NAMESPACE, Choices, choose, hinted
 from gitscale.commands.init_notify import notify_block, notify_files, notify_next_steps
-from gitscale.commands.init_schedules import schedule_files, schedule_next_steps
+from gitscale.commands.init_runners import SET, config_text, controller_secret_commands, \
+    demand_text, runnerset_text, scaler_secret_command
+from gitscale.commands.init_schedules import GIT_SECRET, schedule_files, schedule_next_steps
 from gitscale.errors import InputError
-from gitscale.repo.git import Git, check_url, is_url
+from gitscale.repo.git import Git
 from gitscale.controller.crd import crd_yaml
-
-NAMESPACE = "ci-runners"
-
-GITSCALE_YAML = """\
-# gitscale.yaml: which runner sets gitscale scales, from what demand, by which policy.
-# Docs: README.md of gitscale. Validate with `gitscale validate`, preview with `gitscale plan`.
-runnerSets:
-  - name: linux
-    manifest: {path}/runnersets/linux.yaml
-    object: {{kind: RunnerSet, name: linux}}
-    # Poll GitHub (set GITHUB_TOKEN), or feed it with `gitscale serve` webhooks:
-    # source: {{github: {{org: my-org, labels: [self-hosted, linux], token: {{env: GITHUB_TOKEN}}}}}}
-    source: {{file: demand.yaml}}
-    policy: default
-"""
-
-DEMAND_YAML = """\
-# Demand for sets with `source: {file: demand.yaml}`: set name -> queued and running jobs.
-linux: {queued: 0, running: 0}
-"""
-
-RUNNERSET = """\
-# A pool of ephemeral GitHub Actions runners. gitscale owns spec.replicas, spec.patchID and
-# spec.effectiveTime (and gitscale.dev/ annotations); everything else is yours.
-apiVersion: gitscale.dev/v1alpha1
-kind: RunnerSet
-metadata:
-  name: linux
-  namespace: {namespace}
-spec:
-  replicas: 0
-  platform: github
-  github:
-    configURL: https://github.com/my-org
-    labels: [self-hosted, linux]
-    credentialsSecret: github-app
-  template:
-    spec:
-      containers:
-        - name: runner
-          image: ghcr.io/actions/actions-runner:latest
-          resources:
-            requests: {{cpu: "1", memory: 2Gi}}
-"""
+from gitscale.yamlio.placeholders import PLACEHOLDER, Placeholder, find_placeholders
+from gitscale.yamlio.write import dump
 
 
-def scaffold(directory: Path, gitops: str, repo_url: str, branch: str,
-             path: str) -> dict[str, str]:
+def scaffold(choices: Choices) -> dict[str, str]:
     """path → text of every file ``init`` writes."""
+    path = choices.path
     files = {
-        "gitscale.yaml": GITSCALE_YAML.format(path=path),
-        "demand.yaml": DEMAND_YAML,
-        f"{path}/runnersets/linux.yaml": RUNNERSET.format(namespace=NAMESPACE),
+        "gitscale.yaml": config_text(choices, _api_url(choices)),
+        "demand.yaml": demand_text(),
+        f"{path}/runnersets/{SET}.yaml": runnerset_text(choices),
         f"{path}/gitscale-system/crd.yaml": crd_yaml(),
     }
     controller = resources.files("gitscale.deploy").joinpath("controller")
@@ -80,36 +43,55 @@ def scaffold(directory: Path, gitops: str, repo_url: str, branch: str,
     if controller.is_dir():
         for item in sorted(controller.iterdir(), key=lambda i: i.name):
             if item.name.endswith(".yaml") and item.name != "kustomization.yaml":
-                files[f"{path}/gitscale-system/{item.name}"] = item.read_text(encoding="utf-8")
+                # the runners' namespace: the Namespace, the Role and --namespace name it
+                text = item.read_text(encoding="utf-8").replace(RUNNERS_NAMESPACE,
+                                                                choices.namespace)
+                files[f"{path}/gitscale-system/{item.name}"] = text
                 names.append(f"gitscale-system/{item.name}")
     files[f"{path}/kustomization.yaml"] = _dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": ["gitscale-system/crd.yaml", *names, "runnersets/linux.yaml"],
+        "resources": ["gitscale-system/crd.yaml", *names, f"runnersets/{SET}.yaml"],
     })
-    if gitops == "argocd":
-        files["argocd/application.yaml"] = _dump(argocd_application(repo_url, branch, path))
+    repo_url, branch = choices.repo_url, choices.branch
+    if choices.gitops == "argocd":
+        files["argocd/application.yaml"] = hinted(_dump(argocd_application(choices)),
+                                                  REPO_URL_HINT)
         # RunnerSet health for Argo CD (a Lua check on the status the controller writes).
         files["argocd/argocd-cm-patch.yaml"] = resources.files("gitscale.deploy").joinpath(
             "argocd", "argocd-cm-patch.yaml").read_text(encoding="utf-8")
     else:
         source, kustomization = flux_objects(repo_url, branch, path)
-        files["flux/gitscale.yaml"] = _dump(source) + "---\n" + _dump(kustomization)
-    files["gitscale.yaml"] += notify_block(gitops, repo_url)
-    files.update(notify_files(gitops))
-    files.update(schedule_files(repo_url, branch, gitops))
+        files["flux/gitscale.yaml"] = hinted(_dump(source), REPO_URL_HINT) + "---\n" \
+            + _dump(kustomization)
+    files["gitscale.yaml"] += notify_block(choices.gitops, repo_url)
+    files.update(notify_files(choices.gitops))
+    files.update(schedule_files(choices))
     return files
 
 
-def argocd_application(repo_url: str, branch: str, path: str) -> dict[str, Any]:
+def _api_url(choices: Choices) -> str | None:
+    """The GitHub source's apiUrl: none on github.com (the default), else the API the
+    controller derives from the RunnerSet's configURL (one rule for both)."""
+    if choices.platform != "github" or choices.github_server == GITHUB:
+        return None
+    from gitscale.controller.github import scope_of  # httpx: only for a GitHub server URL
+
+    return scope_of(choices.config_url).api
+
+
+def argocd_application(choices: Choices) -> dict[str, Any]:
+    cluster = choices.cluster
+    destination = {"server": cluster} if "://" in cluster else {"name": cluster}
     return {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",
         "metadata": {"name": "gitscale", "namespace": "argocd"},
         "spec": {
             "project": "default",
-            "source": {"repoURL": repo_url, "targetRevision": branch, "path": path},
-            "destination": {"server": "https://kubernetes.default.svc", "namespace": NAMESPACE},
+            "source": {"repoURL": choices.repo_url, "targetRevision": choices.branch,
+                       "path": choices.path},
+            "destination": {**destination, "namespace": choices.namespace},
             "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
                            "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"]},
         },
@@ -136,23 +118,14 @@ def flux_objects(repo_url: str, branch: str, path: str) -> tuple[dict[str, Any],
 
 
 def _dump(obj: dict[str, Any]) -> str:
-    return yaml.safe_dump(obj, sort_keys=False, width=100)
+    return dump(obj, width=100)
 
 
-def run_init(directory: str, *, gitops: str, repo_url: str | None, branch: str,
-             path: str) -> int:
+def run_init(directory: str, **options: Any) -> int:
+    """``options``: the command's (``init_choices.choose``)."""
     root = Path(directory).expanduser()
-    url = repo_url or "https://github.com/my-org/gitscale-config.git"
-    if is_url(url):
-        check_url(url)
-    if path.startswith("/") or ".." in Path(path).parts:
-        raise InputError("--path", f"{path!r} must be a relative path inside the repo")
-    if not re.fullmatch(r"[A-Za-z0-9._/-]+", path):
-        # it is written unquoted into gitscale.yaml and the kustomizations
-        raise InputError("--path", f"{path!r}: use letters, digits, '.', '_', '-' and '/'")
-    if Git(Path.cwd()).run("check-ref-format", "--branch", branch, check=False).code != 0:
-        raise InputError("--branch", f"{branch!r} is not a valid git branch name")
-    files = scaffold(root, gitops, url, branch, path.strip("/"))
+    choices = choose(**options)
+    files = scaffold(choices)
     clashes = sorted(rel for rel in files if (root / rel).exists())
     if clashes:
         raise InputError(str(root), "already has " + ", ".join(clashes[:5])
@@ -166,16 +139,46 @@ def run_init(directory: str, *, gitops: str, repo_url: str | None, branch: str,
         raise InputError(str(root), f"cannot be written: {exc}") from None
     repo = Git(root)
     if repo.run("rev-parse", "--show-toplevel", check=False).code != 0:
-        repo.run("init", "--quiet", f"--initial-branch={branch}")
+        repo.run("init", "--quiet", f"--initial-branch={choices.branch}")
     repo.run("add", "--", *files)
     # Only the scaffold: DIR may sit in a repo whose index holds someone's staged work.
-    repo.run("commit", "--quiet", "-m", f"gitscale init ({gitops})", "--", *files)
+    repo.run("commit", "--quiet", "-m", f"gitscale init ({choices.gitops})", "--", *files)
     click.echo(f"wrote {len(files)} files to {root} and committed them:")
     for rel in files:
         click.echo(f"  {rel}")
-    apply = ("kubectl apply -f argocd/application.yaml" if gitops == "argocd"
+    click.echo("\n" + edits_text(edits_left(files)))
+    click.echo("\n" + secrets_text(choices))
+    apply = ("kubectl apply -f argocd/application.yaml" if choices.gitops == "argocd"
              else "kubectl apply -f flux/gitscale.yaml")
-    click.echo(f"\nnext: push {root} to {url} ({branch}), then `{apply}`;\n"
-               f"try `gitscale plan --repo {root}` and `gitscale validate --repo {root}`.")
-    click.echo(f"\n{notify_next_steps(gitops)}\n\n{schedule_next_steps()}")
+    where = (choices.repo_url if choices.repo_url_given
+             else "your config repo (its URL is one of the edits above)")
+    click.echo(f"\nnext: push {root} (branch {choices.branch}) to {where}, then `{apply}`;\n"
+               f"try `gitscale plan --repo {root} --demand {root / 'demand.yaml'}` and "
+               f"`gitscale validate --repo {root}`.")
+    click.echo(f"\n{notify_next_steps(choices.gitops)}\n\n{schedule_next_steps()}")
     return EXIT_OK
+
+
+def edits_left(files: dict[str, str]) -> list[tuple[str, Placeholder]]:
+    """Every ``CHANGE-ME`` value in the YAML files written, by file and line."""
+    return [(rel, found) for rel, text in files.items() if rel.endswith((".yaml", ".yml"))
+            for found in find_placeholders(text)]
+
+
+def edits_text(edits: list[tuple[str, Placeholder]]) -> str:
+    if not edits:
+        return f"edits left: none (no {PLACEHOLDER} anywhere)."
+    lines = [f"edits left: {len(edits)} values init could not know are {PLACEHOLDER}; "
+             "`gitscale validate` and `reconcile` refuse the repo while gitscale.yaml or the "
+             "RunnerSet holds one:"]
+    lines += [f"  {found.describe(rel)}" for rel, found in edits]
+    return "\n".join(lines)
+
+
+def secrets_text(choices: Choices) -> str:
+    """The Secrets to create, each value read from a file (never typed into a command)."""
+    commands = [*controller_secret_commands(choices), scaler_secret_command(choices),
+                f"kubectl -n {SYSTEM_NAMESPACE} create secret generic {GIT_SECRET} "
+                "--from-file=token=./git-push-token"]
+    return ("secrets (docs/credentials.md of gitscale says what each token may do):\n"
+            + "\n".join(commands))

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
+from gitscale.commands.init_choices import REPO_URL_HINT, hinted
 from gitscale.config.notify_targets import web_url
+from gitscale.yamlio.write import dump
 
 RECEIVER_SECRET = "gitscale-receiver-token"
 FLUX_TOKEN_ENV = "FLUX_RECEIVER_TOKEN"
 ARGOCD_SECRET_ENV = "ARGOCD_WEBHOOK_SECRET"
 
 FLUX_SECRET_HOWTO = f"""\
+printf '%s' "$(openssl rand -hex 32)" > ./flux-receiver-token   # no newline: an HMAC key
 kubectl -n flux-system create secret generic {RECEIVER_SECRET} \\
-  --from-literal=token="$(openssl rand -hex 32)"
-# gitscale needs the same token, e.g. in CI as the secret {FLUX_TOKEN_ENV}:
-kubectl -n flux-system get secret {RECEIVER_SECRET} -o jsonpath='{{.data.token}}' | base64 -d"""
+  --from-file=token=./flux-receiver-token
+# gitscale needs the same token, e.g. in CI as the secret {FLUX_TOKEN_ENV} (the file's
+# content), or in the cluster as the key {FLUX_TOKEN_ENV} of the Secret gitscale-notify"""
 
 ARGOCD_SECRET_HOWTO = f"""\
 SECRET="$(openssl rand -hex 32)"
@@ -66,7 +67,8 @@ def notify_block(gitops: str, repo_url: str) -> str:
     howto = "\n".join(f"#   {line}" for line in ARGOCD_SECRET_HOWTO.splitlines())
     # Argo CD matches the Application's repoURL; without a URL here (a local path was given)
     # gitscale announces the URL of the remote it pushed to.
-    repo = f"\n      repoURL: {_quoted(repo_url)}" if web_url(repo_url) else ""
+    repo = hinted(f"\n      repoURL: {_quoted(repo_url)}", REPO_URL_HINT) \
+        if web_url(repo_url) else ""
     return ARGOCD_NOTIFY.format(howto=howto, env=ARGOCD_SECRET_ENV, repo_url=repo)
 
 
@@ -78,7 +80,7 @@ def notify_files(gitops: str) -> dict[str, str]:
     header = ("# A webhook for gitscale: after each push it POSTs here (signed with HMAC-SHA256 "
               "of the\n# token), and Flux reconciles the GitRepository now instead of at its "
               "interval.\n# Create the token's Secret first (never commit it):\n" + howto + "\n")
-    return {"flux/receiver.yaml": header + yaml.safe_dump(receiver(), sort_keys=False)}
+    return {"flux/receiver.yaml": header + dump(receiver())}
 
 
 def receiver() -> dict[str, Any]:
@@ -103,4 +105,4 @@ def notify_next_steps(gitops: str) -> str:
 
 
 def _quoted(text: str) -> str:
-    return yaml.safe_dump(text, default_style='"').strip()
+    return dump(text, default_style='"').strip()

@@ -4,25 +4,33 @@
   schedule), never two at once, the state cache kept between runs, ``contents: write`` only;
 - ``.gitlab-ci.yml``: the same for a GitLab pipeline schedule;
 - ``deploy/scaler/``: gitscale in a cluster, outside the GitOps path (apply it by hand): a
-  CronJob for ``reconcile`` (``concurrencyPolicy: Forbid``) or a Deployment for ``run`` / ``serve``.
-  The scaler needs no Kubernetes permission at all (no RBAC, no service account token): it only
-  pushes to git, with a token from a Secret (``GITSCALE_GIT_TOKEN_FILE``).
+  CronJob for ``reconcile`` (``concurrencyPolicy: Forbid``, its state cache on a
+  PersistentVolumeClaim) or a Deployment for ``run`` / ``serve``. The scaler needs no Kubernetes
+  permission at all (no RBAC, no service account token): it only pushes to git, with a token
+  from a Secret (``GITSCALE_GIT_TOKEN_FILE``), and reads the demand source's token from the
+  Secret ``gitscale-scaler`` (``valueFrom.secretKeyRef``, never a value in the manifest).
+
+Every object is written by ``gitscale.yamlio.write.dump``: no YAML anchors or aliases.
 """
 from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from gitscale import __version__
+from gitscale.commands.init_choices import REPO_URL_HINT, SYSTEM_NAMESPACE as NAMESPACE, \
+    Choices, hinted
 from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, FLUX_TOKEN_ENV
+from gitscale.commands.init_runners import scaler_env, scaler_secret_command, source_secrets
+from gitscale.yamlio.write import dump
 
-NAMESPACE = "gitscale-system"  # the controller's namespace (gitscale-system/namespace.yaml)
 IMAGE = f"ghcr.io/gitscale/gitscale:{__version__}"
 GIT_SECRET = "gitscale-git"  # key `token`: a token that may push to the config repo
-NOTIFY_SECRET = "gitscale-notify"  # keys named like the env variables gitscale.yaml reads
+NOTIFY_SECRET = "gitscale-notify"  # optional: more variables, e.g. FLUX_RECEIVER_TOKEN
 WEBHOOK_SECRET = "gitscale-webhook"  # key `secret`: GitHub's workflow_job webhook secret
 TOKEN_DIR = "/var/run/secrets/gitscale/git"
+CACHE_DIR = "/var/cache/gitscale"  # the image's GITSCALE_CACHE_DIR
+CACHE_CLAIM = "gitscale-cache"  # the CronJob's state cache, kept between passes
+UID = 65532  # the image's USER
 
 WORKFLOW = """\
 # gitscale on a schedule: one reconcile pass every 5 minutes. That is GitHub's shortest
@@ -72,9 +80,9 @@ jobs:
         run: gitscale reconcile --repo config
         env:
           {notify_env}: ${{{{ secrets.{notify_env} }}}}
-          # A `github` source reads its token from the variable gitscale.yaml names, e.g.:
-          # GITHUB_TOKEN: ${{{{ secrets.GITSCALE_SOURCE_TOKEN }}}}
-"""
+          # The demand source's credential, as gitscale.yaml names it (a repository secret:
+          # the workflow's own GITHUB_TOKEN can read only this repository):
+{source_env}"""
 
 GITLAB = """\
 # gitscale on a GitLab pipeline schedule. Create the schedule under Build > Pipeline schedules
@@ -92,7 +100,7 @@ gitscale:
     GITSCALE_VERSION: "{version}"
     GITSCALE_GIT_USERNAME: oauth2
     GITSCALE_CACHE_DIR: $CI_PROJECT_DIR/.gitscale-cache
-    # {notify_env}: set it as a masked CI/CD variable
+    # {notify_env} and {source_vars}: set them as masked CI/CD variables
   cache:
     key: gitscale-state
     paths:
@@ -109,65 +117,105 @@ Apply one of these by hand (they are outside the folder Argo CD / Flux applies):
 
 - `kubectl apply -k deploy/scaler/` — a CronJob running `gitscale reconcile` every minute
   (`concurrencyPolicy: Forbid`: never two passes at once);
-- or swap `cronjob.yaml` in `kustomization.yaml` for `deployment-run.yaml` (`gitscale run`,
-  a pass every 30 s) or `deployment-serve.yaml` + `service-serve.yaml` (`gitscale serve`:
-  GitHub `workflow_job` webhooks, one commit per 10 s window). Run one of the three, not two.
-  Both Deployments serve Prometheus metrics on their `metrics` port (9090, `/metrics`), which
-  the Service leaves out: scrape it with a PodMonitor.
+- or swap `cronjob.yaml` and `cache-pvc.yaml` in `kustomization.yaml` for
+  `deployment-run.yaml` (`gitscale run`, a pass every 30 s){serve}
+  The Deployments serve Prometheus metrics on their `metrics` port (9090, `/metrics`): scrape
+  it with a PodMonitor.
+
+The CronJob keeps its state cache (what the last pass parsed, so the next one reads only the
+manifests that changed) on the PersistentVolumeClaim `{claim}` (`cache-pvc.yaml`, 1Gi,
+ReadWriteOnce, the cluster's default StorageClass): `concurrencyPolicy: Forbid` means one pod
+uses it at a time. A Deployment keeps its cache in memory from one pass to the next (and in
+an emptyDir, lost only when the pod moves): it needs no claim.
 
 gitscale needs no Kubernetes permission: the pods run under a ServiceAccount whose token is
-not mounted, and no Role is bound. It only pushes to git. Create its Secrets first:
+not mounted, and no Role is bound. It only pushes to git. Create its Secrets first, each value
+read from a file (never typed on the command line; docs/credentials.md of gitscale says what
+each token must be allowed to do):
 
 ```sh
-kubectl -n {namespace} create secret generic {git_secret} --from-literal=token=TOKEN_THAT_MAY_PUSH
-kubectl -n {namespace} create secret generic {notify_secret} --from-literal={notify_env}=…   # optional
-kubectl -n {namespace} create secret generic {webhook_secret} --from-literal=secret=…        # serve only
-```
+# the demand source's credential ({keys}), read through valueFrom.secretKeyRef
+{scaler_secret}
+# a token that may push to the config repo (GITSCALE_GIT_TOKEN_FILE)
+kubectl -n {namespace} create secret generic {git_secret} --from-file=token=./git-push-token
+# optional: more variables, one key each, e.g. the notify secret
+kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify_env}=./{notify_file}
+{webhook}```
 """
 
 
 METRICS_PORT = 9090
 METRICS = ["--metrics-listen", f"0.0.0.0:{METRICS_PORT}"]  # noqa: S104 - scraped in the pod network
+WEBHOOK_HOWTO = f"""\
+# serve only: GitHub's webhook secret
+kubectl -n {NAMESPACE} create secret generic {WEBHOOK_SECRET} --from-file=secret=./webhook-secret
+"""
+SERVE = {
+    "github": " or\n  `deployment-serve.yaml` + `service-serve.yaml` (`gitscale serve`: GitHub "
+              "`workflow_job`\n  webhooks, one commit per 10 s window; the Service leaves the "
+              "metrics port out).\n  Run one of the three, not two.",
+    "buildkite": ". Run one of the\n  two, not both. (`gitscale serve` takes GitHub's "
+                 "webhooks: a Buildkite set is polled.)",
+}
 
 
-def schedule_files(repo_url: str, branch: str, gitops: str) -> dict[str, str]:
+def schedule_files(choices: Choices) -> dict[str, str]:
     """path → text of the CI schedules and the in-cluster scaler manifests."""
-    notify_env = FLUX_TOKEN_ENV if gitops == "flux" else ARGOCD_SECRET_ENV
+    notify_env = FLUX_TOKEN_ENV if choices.gitops == "flux" else ARGOCD_SECRET_ENV
+    secrets = source_secrets(choices)
+    source_env = "".join(f"          {s.env}: ${{{{ secrets.{s.ci_secret} }}}}\n"
+                         for s in secrets)
     files = {
-        ".github/workflows/gitscale.yml": WORKFLOW.format(version=__version__,
-                                                          notify_env=notify_env),
-        ".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env),
+        ".github/workflows/gitscale.yml": WORKFLOW.format(
+            version=__version__, notify_env=notify_env, source_env=source_env),
+        ".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
+                                        source_vars=", ".join(s.env for s in secrets)),
         "deploy/scaler/README.md": SCALER_README.format(
             namespace=NAMESPACE, git_secret=GIT_SECRET, notify_secret=NOTIFY_SECRET,
-            notify_env=notify_env, webhook_secret=WEBHOOK_SECRET),
+            notify_env=notify_env, notify_file=notify_env.lower().replace("_", "-"),
+            claim=CACHE_CLAIM, serve=SERVE[choices.platform],
+            webhook=WEBHOOK_HOWTO if choices.platform == "github" else "",
+            keys=", ".join(f"{s.key} → {s.env}" for s in secrets),
+            scaler_secret=scaler_secret_command(choices)),
     }
-    repo = ["--repo", repo_url, "--branch", branch]
+    repo = ["--repo", choices.repo_url, "--branch", choices.branch]
+    env = scaler_env(choices)
     manifests = {
         "serviceaccount.yaml": (
             "# gitscale's identity in the cluster: it has no permission and mounts no token.\n",
             [service_account()]),
+        "cache-pvc.yaml": (
+            "# The CronJob's state cache, kept from one pass to the next (ReadWriteOnce is enough:\n"
+            "# concurrencyPolicy Forbid runs one pass at a time). The cluster's default\n"
+            "# StorageClass provides it; set storageClassName for another.\n",
+            [cache_claim()]),
         "cronjob.yaml": (
             "# `gitscale reconcile` every minute; a pass still running holds the next one back.\n",
-            [cronjob(["reconcile", *repo])]),
+            [cronjob(["reconcile", *repo], env)]),
         "deployment-run.yaml": (
             "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n",
-            [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS])]),
-        "deployment-serve.yaml": (
+            [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS], env)]),
+    }
+    if choices.platform == "github":  # webhooks are GitHub's (workflow_job)
+        manifests["deployment-serve.yaml"] = (
             "# `gitscale serve`: GitHub workflow_job webhooks at /webhook, one commit per 10 s\n"
             "# window. Point the webhook at the Service (through your Ingress).\n",
             [deployment("gitscale-serve", ["serve", *repo, "--listen", "0.0.0.0:8080",
-                                           *METRICS], serve=True)]),
-        "service-serve.yaml": ("# Where GitHub's webhooks reach `gitscale serve`.\n",
-                               [service()]),
-    }
+                                           *METRICS], env, serve=True)])
+        manifests["service-serve.yaml"] = ("# Where GitHub's webhooks reach `gitscale serve`.\n",
+                                           [service()])
     for name, (comment, objects) in manifests.items():
-        files[f"deploy/scaler/{name}"] = comment + "---\n".join(_dump(o) for o in objects)
+        files[f"deploy/scaler/{name}"] = comment + "---\n".join(
+            hinted(dump(o, width=100), REPO_URL_HINT) for o in objects)
+    swap = ("deployment-run.yaml, or with deployment-serve.yaml + service-serve.yaml (one of the "
+            "three)" if choices.platform == "github" else "deployment-run.yaml (one of the two)")
     files["deploy/scaler/kustomization.yaml"] = (
-        "# The CronJob by default; for `run` or `serve` swap cronjob.yaml for deployment-run.yaml,\n"
-        "# or for deployment-serve.yaml + service-serve.yaml (one of the three, never two).\n"
-        + _dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                 "namespace": NAMESPACE,
-                 "resources": ["serviceaccount.yaml", "cronjob.yaml"]}))
+        "# The CronJob by default; for `run` or `serve` replace cronjob.yaml and cache-pvc.yaml\n"
+        f"# with {swap}.\n"
+        + dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                "namespace": NAMESPACE,
+                "resources": ["serviceaccount.yaml", "cache-pvc.yaml", "cronjob.yaml"]},
+               width=100))
     return files
 
 
@@ -177,11 +225,23 @@ def service_account() -> dict[str, Any]:
             "automountServiceAccountToken": False}
 
 
-def pod_spec(args: list[str], *, restart: str, serve: bool = False) -> dict[str, Any]:
+def cache_claim() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": CACHE_CLAIM, "namespace": NAMESPACE,
+                         "labels": _labels("gitscale-reconcile")},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def pod_spec(args: list[str], source_env: list[dict[str, Any]], *, restart: str,
+             serve: bool = False, cache_claim: str | None = None) -> dict[str, Any]:
+    """One scaler pod. The image runs as uid 65532 with a read-only root filesystem: /tmp
+    (clones, git's askpass script: an emptyDir, which is not noexec) and the state cache are
+    the writable mounts, and fsGroup makes a claim's volume writable for that user."""
     env: list[dict[str, Any]] = [
         {"name": "GITSCALE_GIT_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
-        {"name": "GITSCALE_CACHE_DIR", "value": "/var/cache/gitscale"},
-        {"name": "HOME", "value": "/tmp"},
+        {"name": "GITSCALE_CACHE_DIR", "value": CACHE_DIR},
+        *source_env,
     ]
     env_from = [{"secretRef": {"name": NOTIFY_SECRET, "optional": True}}]
     if serve:
@@ -196,7 +256,7 @@ def pod_spec(args: list[str], *, restart: str, serve: bool = False) -> dict[str,
         "volumeMounts": [
             {"name": "git-token", "mountPath": TOKEN_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "cache", "mountPath": "/var/cache/gitscale"},
+            {"name": "cache", "mountPath": CACHE_DIR},
         ],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                       "limits": {"memory": "512Mi"}},
@@ -210,17 +270,20 @@ def pod_spec(args: list[str], *, restart: str, serve: bool = False) -> dict[str,
         probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
         container["readinessProbe"] = probe
         container["livenessProbe"] = {**probe, "initialDelaySeconds": 10, "failureThreshold": 3}
+    cache: dict[str, Any] = ({"persistentVolumeClaim": {"claimName": cache_claim}}
+                             if cache_claim else {"emptyDir": {}})
     return {
         "serviceAccountName": "gitscale-scaler",
         "automountServiceAccountToken": False,
         "restartPolicy": restart,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
+                            "fsGroup": UID, "fsGroupChangePolicy": "OnRootMismatch",
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [
             {"name": "git-token", "secret": {"secretName": GIT_SECRET}},
             {"name": "tmp", "emptyDir": {}},
-            {"name": "cache", "emptyDir": {}},
+            {"name": "cache", **cache},
         ],
     }
 
@@ -229,7 +292,7 @@ def _labels(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "gitscale"}
 
 
-def cronjob(args: list[str]) -> dict[str, Any]:
+def cronjob(args: list[str], source_env: list[dict[str, Any]]) -> dict[str, Any]:
     name = "gitscale-reconcile"
     return {
         "apiVersion": "batch/v1",
@@ -246,13 +309,15 @@ def cronjob(args: list[str]) -> dict[str, Any]:
                 "activeDeadlineSeconds": 300,
                 "ttlSecondsAfterFinished": 3600,
                 "template": {"metadata": {"labels": _labels(name)},
-                             "spec": pod_spec(args, restart="Never")},
+                             "spec": pod_spec(args, source_env, restart="Never",
+                                              cache_claim=CACHE_CLAIM)},
             }},
         },
     }
 
 
-def deployment(name: str, args: list[str], *, serve: bool = False) -> dict[str, Any]:
+def deployment(name: str, args: list[str], source_env: list[dict[str, Any]], *,
+               serve: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -262,7 +327,7 @@ def deployment(name: str, args: list[str], *, serve: bool = False) -> dict[str, 
             "strategy": {"type": "Recreate"},  # two loops on one repo would race each push
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "template": {"metadata": {"labels": _labels(name)},
-                         "spec": pod_spec(args, restart="Always", serve=serve)},
+                         "spec": pod_spec(args, source_env, restart="Always", serve=serve)},
         },
     }
 
@@ -276,10 +341,6 @@ def service() -> dict[str, Any]:
         "spec": {"selector": {"app.kubernetes.io/name": name},
                  "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
     }
-
-
-def _dump(obj: dict[str, Any]) -> str:
-    return yaml.safe_dump(obj, sort_keys=False, width=100)
 
 
 def schedule_next_steps() -> str:

@@ -14,6 +14,7 @@ from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
 from gitscale.plan.engine import Plan, SetChange, compute_plan
+from gitscale.plan.forecasts import read_forecasts
 from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
@@ -31,9 +32,10 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
         ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
         reading = read_demand(ws.root, config if demand else ours,
                               demand_path(demand))  # closes its clients
+        forecasts = read_forecasts(ws, ours, cache, clock)
         with Progress("planning", None, show=output == "text") as bar:
             plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
-                                tree=tree, progress=bar.if_shown())
+                                tree=tree, progress=bar.if_shown(), forecasts=forecasts)
         plan.left = left
     # Nothing goes to git; the state cache learns what the pass read and the answers that
     # wrote nothing (as `reconcile` would), so the next pass reads and decides less.
@@ -43,6 +45,8 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
         click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))
     else:
         click.echo(plan_text(plan), nl=False)
+    for unfinished in plan.placeholders:  # a preview still works; landing it would not
+        click.echo(f"warning: {unfinished} (reconcile refuses the config until then)", err=True)
     if plan.errors:
         return EXIT_ERROR
     return EXIT_CHANGES if plan.changes else EXIT_OK
@@ -102,6 +106,8 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
         if name in plan.errors:
             continue
         state = "unchanged" if decision.reason is Reason.UNCHANGED else decision.reason.value
+        if name in plan.forecasts:  # what the history predicts, or why it cannot yet
+            state += f" ({plan.forecasts[name].detail})"
         out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} {state}")
     for name, message in plan.errors.items():
         out.append(f"! {name:<{width}}  error: {message}")

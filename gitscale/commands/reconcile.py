@@ -13,6 +13,7 @@ from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import Sources, read_demand
 from gitscale.plan.engine import Plan, compute_plan
+from gitscale.plan.forecasts import read_forecasts
 from gitscale.plan.landing import describe_landing, land
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
@@ -39,9 +40,11 @@ class Planner:
         if self.reading is None:
             self.reading = read_demand(root, config if self.demand else ours,
                                        demand_path(self.demand), self.sources)
+        forecasts = read_forecasts(self.ws, ours, self.cache, self.now)
         with Progress("planning", None, show=self.progress) as bar:
             plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(),
-                                cache=self.cache, tree=tree, progress=bar.if_shown())
+                                cache=self.cache, tree=tree, progress=bar.if_shown(),
+                                forecasts=forecasts)
         plan.left = left
         return plan
 

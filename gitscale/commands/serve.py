@@ -33,8 +33,10 @@ from gitscale.metrics import (LoopMetrics, exposition, listen_address, start_lis
 from gitscale.webhooks.reservations_file import check_path
 from gitscale.webhooks.resync import Listing, list_jobs
 from gitscale.timeutil import format_time, parse_duration, utcnow
-from gitscale.webhooks.delivery import MAX_BODY, Deliveries, JobEvent, Rejected, parse, verify
+from gitscale.webhooks.delivery import (MAX_BODY, Deliveries, JobEvent, Rejected, RejectionLog,
+                                        parse, verify)
 from gitscale.webhooks.batch import batch_plan
+from gitscale.plan.forecasts import read_forecasts
 from gitscale.http_server import Handler, HttpServer, Limits, Request, Response
 from gitscale.repo.workspace import Workspace, open_workspace
 
@@ -86,10 +88,12 @@ class Batcher:
 
 def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
                  path: str, clock: Callable[[], datetime],
-                 metrics: LoopMetrics | None = None, expose: bool = True) -> Handler:
+                 metrics: LoopMetrics | None = None, expose: bool = True,
+                 rejections: RejectionLog | None = None) -> Handler:
     """What a request gets. The event is queued before the 202 goes out: an accepted delivery
     is in the next batch, or in the last one written on shutdown. Deliveries are counted in
-    ``metrics``, which GET /metrics shows when ``expose`` (``--metrics-listen`` not given)."""
+    ``metrics``, which GET /metrics shows when ``expose`` (``--metrics-listen`` not given); a
+    rejected one (401, 400) is logged through ``rejections`` (rate-limited)."""
 
     def handle(request: Request) -> Response:
         if request.method in ("GET", "HEAD"):
@@ -124,6 +128,10 @@ def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
             return ("accepted" if event is not None else "ignored",
                     Response(202, {"accepted": event is not None}))
         except Rejected as exc:
+            line = rejections.note(exc, request.headers.get("x-github-delivery")) \
+                if rejections is not None else None
+            if line is not None:
+                log(line)
             result = "unauthorized" if exc.status == 401 else "bad_request"
             return result, Response(exc.status, {"error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - one bad delivery must not take the server
@@ -152,8 +160,9 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     ref = {"file": secret_file} if secret_file else {"env": secret_env}
     try:
         secret = read_secret(ref, "webhook secret").encode()
-    except SecretError as exc:
-        raise InputError("webhook secret", str(exc)) from None
+    except SecretError as exc:  # it says "webhook secret: …" already: no second prefix
+        raise SecretError(f"{exc} (the secret GitHub signs workflow_job deliveries with: "
+                          "--secret-env names its variable, --secret-file its file)") from None
     host, port = listen_address("--listen", listen)
     if metrics_listen is not None:
         listen_address("--metrics-listen", metrics_listen)
@@ -161,8 +170,9 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     stop = stop or stop_on_signals("writing the last batch")
     batcher = Batcher()
     metrics = LoopMetrics(webhooks=True)
+    rejections = RejectionLog()
     handler = make_handler(secret, batcher, Deliveries(), path, utcnow, metrics,
-                           expose=metrics_listen is None)
+                           expose=metrics_listen is None, rejections=rejections)
     try:
         server = HttpServer(host, port, handler,
                             Limits(deadline=REQUEST_DEADLINE, max_body=MAX_BODY,
@@ -194,6 +204,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                 delay = window_s if not batcher.failures else min(
                     MAX_BACKOFF, window_s * 2 ** batcher.failures)
                 stop.wait(delay)
+                for line in rejections.flush():  # a flood that stopped is still told
+                    log(line)
                 resyncer.start_if_due(ws)
                 listing = resyncer.take()
                 events = batcher.take()
@@ -206,6 +218,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             server.stop()
             _last_batch(batch, batcher)
     finally:
+        for line in rejections.flush(everything=True):
+            log(line)
         server.stop()
         if metrics_server is not None:
             metrics_server.stop()
@@ -307,7 +321,8 @@ class Batch:
                 ws.sync()
             landed = land(ws, lambda: batch_plan(
                 ws.root, ws.base(), self.opts.config, events, now, self.duration,
-                self.state_file, self.cache, listing, corrected), cache=self.cache)
+                self.state_file, self.cache, listing, corrected,
+                lambda config: read_forecasts(ws, config, self.cache, now)), cache=self.cache)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.

@@ -8,6 +8,7 @@ and the oracle run on the same trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -26,14 +27,16 @@ from gitscale.config.schemas import check_schema
 from gitscale.yamlio.read import load_single
 
 DEFAULT_SET = "default"
+MAX_HOURS = 24 * 28  # four weeks of synthetic jobs (a forecast's lookback, and a week more)
 
 
 def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
-                 from_history: bool, seed: int, hours: float, since: str | None,
+                 from_history: bool, seed: int, hours: float | None, since: str | None,
                  only: tuple[str, ...], policy: tuple[str, ...], interval: str,
                  sync_delay: str, sync_poll: str | None, pod_start: str, cold_cache: bool,
                  baselines: bool,
-                 output: str, chart: str | None, repo_given: bool) -> int:
+                 output: str, chart: str | None, repo_given: bool,
+                 report_from: str | None = None) -> int:
     if sum((trace is not None, synthetic is not None, from_history)) != 1:
         raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
                          "--from-history")
@@ -59,23 +62,42 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         job_trace = traces.only(traces.load_csv(Path(trace), next(iter(set_policies)),
                                                 configured), set(set_policies), trace)
     elif synthetic is not None:
-        if not 0 < hours <= 24 * 14:
-            raise InputError("--hours", f"{hours:g} is not between 0 and 336")
+        if hours is None:
+            hours = traces.WEEKLY_HOURS if synthetic == "weekly" else 4.0
+        if not 0 < hours <= MAX_HOURS:
+            raise InputError("--hours", f"{hours:g} is not between 0 and {MAX_HOURS}")
         job_trace = traces.synthetic(synthetic, seed=seed, hours=hours, sets=list(set_policies))
     else:
         job_trace = _from_history(opts, since, set(set_policies))
+    if report_from is not None:
+        settings = replace(settings, report_from=_report_from(report_from, job_trace))
     used = set(job_trace.sets)
     candidates = _candidates(root, policy, {n: p for n, p in set_policies.items() if n in used})
     runs = len(candidates) + (BASELINES if baselines else 0)
     with Progress("simulating", runs, show=output == "text") as bar:
         outcomes = run_all(job_trace, candidates, settings, baselines=baselines,
                            done=lambda name: bar.advance())
-    rows = metrics(outcomes, job_trace)
+    rows = metrics(outcomes, job_trace, settings.report_from)
     if chart:
         _chart(outcomes, rows, job_trace, Path(chart))
     click.echo(as_json(rows, job_trace, settings) if output == "json"
                else as_text(rows, job_trace, settings))
     return EXIT_OK
+
+
+def _report_from(text: str, trace: traces.Trace) -> float:
+    """``--report-from``: a duration into the trace, or a time within it."""
+    try:
+        if text.strip()[:1].isdigit() and "T" in text:
+            seconds = (parse_time(text) - trace.start).total_seconds()
+        else:
+            seconds = parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise InputError("--report-from", str(exc)) from None
+    if not 0 <= seconds < trace.hours * 3600:
+        raise InputError("--report-from", f"{text!r} is not within the trace (it starts "
+                         f"{trace.start.isoformat()} and lasts {trace.hours:g} h)")
+    return seconds
 
 
 def _seconds(option: str, text: str, minimum: float = 0) -> float:

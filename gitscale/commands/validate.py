@@ -1,4 +1,5 @@
-"""`gitscale validate`: every manifest gitscale manages, against its schema."""
+"""`gitscale validate`: every manifest gitscale manages, against its schema; and neither they nor
+gitscale.yaml may still hold a ``CHANGE-ME`` that `gitscale init` could not fill in."""
 from __future__ import annotations
 
 import click
@@ -9,6 +10,7 @@ from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
 from gitscale.manifest.validate import Validation
 from gitscale.repo.workspace import open_workspace
+from gitscale.yamlio.placeholders import placeholder_problems
 
 
 def run_validate(opts: RepoOptions) -> int:
@@ -16,6 +18,8 @@ def run_validate(opts: RepoOptions) -> int:
     checked = skipped = 0
     with open_workspace(opts.repo, opts.branch) as ws:
         config = load_config(ws.root, opts.config)
+        # values `gitscale init` could not fill in: the config is not finished
+        problems += placeholder_problems(config.path, config.text)
         validation = Validation(ws.root, lambda: ws.git.out("ls-files").splitlines())
         files: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
         texts: dict[str, str] = {}
@@ -29,6 +33,7 @@ def run_validate(opts: RepoOptions) -> int:
                                    f"{exc.detail} in {runner_set.manifest}") from None
             files.setdefault(runner_set.manifest, []).append((runner_set, target))
         for path, sets in files.items():
+            problems += placeholder_problems(path, texts[path])
             result = validation.check(path, texts[path], [target.obj for _, target in sets])
             problems += result.problems
             for runner_set, target in sets:

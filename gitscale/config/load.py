@@ -5,11 +5,13 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cached_property, partial
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, MutableMapping, Optional, Union
 
 from gitscale import files
+from gitscale.core.forecast import MAX_LOOKBACK, MIN_LOOKBACK, ForecastPolicy
 from gitscale.core.policy import Policy, Schedule
 from gitscale.config.sources import SOURCES
 from gitscale.errors import ConfigError
@@ -233,6 +235,12 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
+# An inline policy's keys default to the `default` preset's values (policies/default.yaml: 0–10,
+# buffer 0, 5m), so that writing the first policy by hand changes only what it says: a delay of
+# 0 would re-write the count after every completed job (about twice the commits on spiky demand).
+DEFAULT_SCALE_DOWN_DELAY = "5m"
+
+
 def build_policy(raw: dict[str, Any], document: Document, at: list[Any], source: str) -> Policy:
     """Turn a schema-valid policy mapping into a Policy, checking what a schema cannot."""
     def fail(key: list[Any], message: str) -> ConfigError:
@@ -242,7 +250,7 @@ def build_policy(raw: dict[str, Any], document: Document, at: list[Any], source:
     hi = raw.get("maxReplicas", max(lo, 10))
     if lo > hi:
         raise fail(["minReplicas"], f"minReplicas {lo} is greater than maxReplicas {hi}")
-    delay = raw.get("scaleDownDelay", "0s")
+    delay = raw.get("scaleDownDelay", DEFAULT_SCALE_DOWN_DELAY)
     try:
         scale_down_delay = parse_duration(delay)
     except ValueError as exc:
@@ -250,6 +258,10 @@ def build_policy(raw: dict[str, Any], document: Document, at: list[Any], source:
     schedules = []
     for i, item in enumerate(raw.get("schedules", [])):
         schedules.append(_schedule(item, lambda k, m, i=i: fail(["schedules", i, k], m)))
+    forecast = None
+    if "forecast" in raw:
+        forecast = _forecast(raw["forecast"], schedules,
+                             lambda k, m: fail(["forecast", *k], m))
     return Policy(
         min_replicas=lo,
         max_replicas=hi,
@@ -258,7 +270,44 @@ def build_policy(raw: dict[str, Any], document: Document, at: list[Any], source:
         max_step_up=raw.get("maxStepUp"),
         max_step_down=raw.get("maxStepDown"),
         schedules=tuple(schedules),
+        forecast=forecast,
     )
+
+
+def _forecast(raw: dict[str, Any], schedules: list[Schedule], fail: Any) -> ForecastPolicy:
+    """``policy.forecast``: every key optional (``{}`` takes the defaults). The time zone
+    defaults to the one the policy's schedules name (when they name one), else UTC."""
+    default = ForecastPolicy()
+    values: dict[str, Any] = {}
+    for key in ("lookback", "lead"):
+        if key in raw:
+            try:
+                values[key] = parse_duration(raw[key])
+            except ValueError as exc:
+                raise fail([key], f"forecast {key}: {exc}") from None
+    lookback = values.get("lookback", default.lookback)
+    if not MIN_LOOKBACK <= lookback <= MAX_LOOKBACK:
+        raise fail(["lookback"], f"forecast lookback {raw.get('lookback')!r} must be between "
+                   "7d and 91d: the forecast reads the same weekday of past weeks")
+    if values.get("lead", default.lead) > timedelta(hours=6):
+        raise fail(["lead"], f"forecast lead {raw.get('lead')!r} is longer than 6h")
+    zones = {s.timezone for s in schedules if s.timezone}
+    zone = raw.get("timezone", zones.pop() if len(zones) == 1 else None)
+    if zone is not None:
+        _check_zone(zone, lambda m: fail(["timezone"] if "timezone" in raw else [], m))
+    return ForecastPolicy(lookback=lookback, quantile=float(raw.get("quantile",
+                                                                     default.quantile)),
+                          lead=values.get("lead", default.lead), timezone=zone)
+
+
+def _check_zone(zone: str, fail: Any) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise fail(f"unknown timezone {zone!r} (use an IANA name such as Europe/Berlin)") \
+            from None
 
 
 def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
@@ -272,13 +321,7 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
         raise fail("duration", f"schedule duration: {exc}") from None
     zone = item.get("timezone")
     if zone is not None:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(zone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise fail("timezone", f"unknown timezone {zone!r} (use an IANA name such as "
-                       "Europe/Berlin)") from None
+        _check_zone(zone, lambda m: fail("timezone", m))
     recurrence = item.get("recurrence")
     if recurrence is not None:
         from gitscale.core.recurrence import RecurrenceError

@@ -11,7 +11,7 @@ from gitscale.yamlio.read import Document, format_path
 LIMIT = REPLICAS_MAX  # replicas, buffers and steps above this are typos, not plans
 JOB_LIMIT = 1_000_000
 
-DURATION = {"type": "string", "pattern": r"^(\d+h)?(\d+m)?(\d+s)?$", "minLength": 2}
+DURATION = {"type": "string", "pattern": r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$", "minLength": 2}
 COUNT = {"type": "integer", "minimum": 0, "maximum": LIMIT}
 NAME = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
 
@@ -31,6 +31,21 @@ SCHEDULE: dict[str, Any] = {
     "anyOf": [{"required": ["minReplicas"]}, {"required": ["maxReplicas"]}],
 }
 
+# policy.forecast (gitscale.core.forecast): lookback in days or weeks, a quantile in (0, 1]
+# (the one fractional number gitscale's files hold), how far ahead to look, and the zone of
+# the pattern's wall clock (default: the zone of the policy's schedules, else UTC).
+FORECAST: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "lookback": DURATION,
+        "quantile": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "lead": DURATION,
+        "timezone": {"type": "string", "minLength": 1},
+    },
+}
+FRACTIONS = {("forecast", "quantile")}  # (parent key, key) of the numbers that may be floats
+
 POLICY: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -42,6 +57,7 @@ POLICY: dict[str, Any] = {
         "maxStepUp": {"type": "integer", "minimum": 1, "maximum": LIMIT},
         "maxStepDown": {"type": "integer", "minimum": 1, "maximum": LIMIT},
         "schedules": {"type": "array", "items": SCHEDULE, "maxItems": 100},
+        "forecast": FORECAST,
     },
 }
 
@@ -216,8 +232,9 @@ def check_schema(
 
 def _refuse_floats(document: Document, source: str, error: type[InputError],
                    describe: Any) -> None:
-    """JSON Schema counts 2.0 as an integer; gitscale's files have no fractional numbers at
-    all, and a float that got this far crashed the manifest edit (``replicas: 2.0``)."""
+    """JSON Schema counts 2.0 as an integer; gitscale's files have no fractional numbers but
+    ``forecast.quantile`` (``FRACTIONS``), and a float that got this far crashed the manifest
+    edit (``replicas: 2.0``)."""
     found = _first_float(document.data, [])
     if found is None:
         return
@@ -233,7 +250,7 @@ def _first_float(data: Any, path: list[Any]) -> tuple[list[Any], float] | None:
     stack: list[tuple[Any, list[Any]]] = [(data, path)]
     while stack:
         value, at = stack.pop()
-        if isinstance(value, float):
+        if isinstance(value, float) and tuple(at[-2:]) not in FRACTIONS:
             return at, value
         if isinstance(value, dict):
             stack.extend((v, [*at, k]) for k, v in reversed(list(value.items())))

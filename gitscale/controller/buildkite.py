@@ -1,22 +1,22 @@
-"""Buildkite's agents REST API: which agents are connected and which run a job.
+"""Buildkite's agents, for the controller: which agents are connected and which run a job.
 
-``GET /v2/organizations/{org}/agents`` lists connected agents only, with ``job`` set while one
-runs; the list is paged (``Link: rel="next"``) and reused for a few seconds. The only module
-that talks to Buildkite (httpx); the platform itself (settings, env, the busy rule) is
-``platform_buildkite.py``. Messages name the URL, never the token.
+The REST API's agents list (``gitscale.clients.buildkite.Agents``: connected agents only, each
+with ``job`` set while it runs one, every page by ``Link``) is reused for a few seconds. Its
+errors become the controller's here: 401/403 ``CredentialsError`` (the token needs the
+``read_agents`` scope), anything else (a rate limit, no answer, a 5xx) ``PlatformError``.
+Messages name the URL, never the token. The platform itself (settings, env, the busy rule) is
+``platform_buildkite.py``.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
-import httpx
-
+from gitscale.clients.buildkite import Agents
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable
 from gitscale.controller.errors import CredentialsError, PlatformError
 from gitscale.controller.platform import Registered
-
-PAGES_MAX = 50  # 5,000 connected agents: a bound on one listing
 
 
 class BuildkiteAgents:
@@ -24,53 +24,37 @@ class BuildkiteAgents:
 
     def __init__(self, api_url: str, organization: str, token: str, *, timeout: float = 15.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.url = f"{api_url}/v2/organizations/{organization}/agents"
-        self._http = httpx.Client(timeout=timeout, headers={
-            "Authorization": f"Bearer {token}", "User-Agent": "gitscale-controller"})
+        self._api = Agents(api_url, organization, token, timeout=timeout)
+        self.url = self._api.url
         self._clock = clock
         self._lock = threading.Lock()
         self._listed: tuple[float, dict[str, Registered]] | None = None
 
     def close(self) -> None:
-        self._http.close()
+        self._api.close()
 
     def agents(self, max_age: float) -> dict[str, Registered]:
         """Connected agents by name, reused for ``max_age`` seconds."""
         with self._lock:
             if self._listed is not None and self._clock() - self._listed[0] < max_age:
                 return self._listed[1]
+        try:
+            listed = self._api.connected()
+        except ApiError as exc:
+            raise translate(exc) from None
         found: dict[str, Registered] = {}
-        url: str | None = self.url
-        params: dict[str, Any] | None = {"per_page": 100}
-        for _ in range(PAGES_MAX):
-            if url is None:
-                break
-            page = self._get(url, params)
-            for agent in page.json():
-                if isinstance(agent, dict) and agent.get("name"):
-                    name = str(agent["name"])
-                    found[name] = Registered(agent.get("connection_state") == "connected",
-                                             isinstance(agent.get("job"), dict), name)
-            url, params = page.links.get("next", {}).get("url"), None
+        for agent in listed:
+            if isinstance(agent, dict) and agent.get("name"):
+                name = str(agent["name"])
+                found[name] = Registered(agent.get("connection_state") == "connected",
+                                         isinstance(agent.get("job"), dict), name)
         with self._lock:
             self._listed = (self._clock(), found)
         return found
 
-    def _get(self, url: str, params: dict[str, Any] | None) -> httpx.Response:
-        where = f"Buildkite GET {self.url}"
-        try:
-            response = self._http.get(url, params=params)
-        except httpx.HTTPError as exc:
-            raise PlatformError(f"{where}: {type(exc).__name__}: no answer") from None
-        if response.status_code in (401, 403):
-            raise CredentialsError(f"{where}: {response.status_code}: the API token was "
-                                   "refused (it needs the read_agents scope)")
-        if response.status_code >= 400:
-            raise PlatformError(f"{where}: {response.status_code}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise PlatformError(f"{where}: the answer is not JSON") from None
-        if not isinstance(body, list):
-            raise PlatformError(f"{where}: the answer is not a list of agents")
-        return response
+
+def translate(exc: ApiError) -> PlatformError:
+    if not isinstance(exc, (RateLimited, Unreachable)) and exc.status in (401, 403):
+        return CredentialsError(f"{exc}: the API token was refused (it needs the read_agents "
+                                "scope)")
+    return PlatformError(str(exc))

@@ -55,8 +55,10 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
                    pool: Executor, halt: threading.Event, view: RunnerSetView,
                    platform: Adapter, actions: Actions) -> Created:
     out = Created()
-    # Replacements of failed runners first: a slow start that stops early keeps their lineage.
-    lineage = list(actions.retries) + [0] * actions.create
+    # Replacements of failed runners first: a slow start that stops early keeps their lineage;
+    # then the refills of finished slots (each keeps its marker until it exists).
+    lineage = list(actions.retries) + [0] * (len(actions.refills) + actions.create)
+    predecessors = actions.predecessors
     if not lineage:
         return out
     taken = {p["metadata"]["name"] for p in pods.group(view.key)}
@@ -92,13 +94,13 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
                 if out.reason is None and _quota(exc):
                     out.reason = "QuotaExceeded"
             out.failed += 1
-            if i < len(actions.replaced):
-                out.unreplaced.add(actions.replaced[i])
+            if i < len(predecessors):
+                out.unreplaced.add(predecessors[i])
             if message not in out.errors:
                 out.errors.append(message)
     if todo:
         out.failed += len(todo)
-        out.unreplaced.update(actions.replaced[i] for i, _ in todo if i < len(actions.replaced))
+        out.unreplaced.update(predecessors[i] for i, _ in todo if i < len(predecessors))
         out.errors.append(f"{len(todo)} more runner(s) not tried after that: next pass")
     if out.failed and out.reason is None:
         out.reason = "CreateFailed"

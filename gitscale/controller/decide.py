@@ -18,6 +18,11 @@ patch-ID model, adapted so that a write applied in part is completed):
 - a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
   spec is re-affirmed (no churn from completed ephemeral runners). The finished runner is kept as the marker of that slot, so the
   rule survives controller restarts without any bookkeeping outside the cluster;
+- except under the write's backlog (``spec.backlog``: jobs its replicas could not cover): every
+  pass replaces markers by new runners of the same write while fewer than ``backlog`` have been
+  (``Refilled``, kept in status with the write it counts for, see ``refilled_after``): oldest
+  finished first, each marker going only once its successor exists. Never beyond ``replicas``
+  (a refill takes its marker's slot) and never a removal;
 - a failed runner is replaced after a backoff that grows with the failures of the runners it
   descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate,
   and the failed runner goes only once its successor exists (``Actions.replaced``);
@@ -30,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
+
+from gitscale.core.backlog import refills_left
 
 BACKOFF_SECONDS = (0, 5, 10, 20, 40, 80)
 FAILING_AFTER = 3  # failures in a row that raise the RunnersFailing condition
@@ -69,6 +76,7 @@ class Spec:
     replicas: int
     patch_id: int
     effective_time: datetime | None = None
+    backlog: int = 0  # finished slots the write lets the controller refill without a new write
 
     @property
     def write(self) -> Write:
@@ -140,6 +148,25 @@ class Actions:
     # in ``deletes``) once its successor exists: a replacement that could not be created keeps
     # its failed runner, so the next pass tries again instead of losing the slot.
     replaced: tuple[str, ...] = ()
+    # Finished runners whose slots the write's backlog refills: one new runner each (labelled
+    # ``create_patch_id``, after ``retries``), each marker going (its delete is in ``deletes``)
+    # once its successor exists, as for ``replaced``.
+    refills: tuple[str, ...] = ()
+    # The scale-down's next candidates, in its order, beyond the surplus in ``deletes``: a
+    # surplus runner that proves busy when it is unregistered (GitHub's 422: it took a job
+    # since the list was read) gives its place to the next of these in the same pass.
+    standby: tuple[Delete, ...] = ()
+
+    @property
+    def successors(self) -> int:
+        """New runners of the pass: replacements, refills, then the missing ones."""
+        return len(self.retries) + len(self.refills) + self.create
+
+    @property
+    def predecessors(self) -> tuple[str, ...]:
+        """The runner each of the first successors takes the place of (``replaced``, then
+        ``refills``): kept when its successor could not be created."""
+        return self.replaced + self.refills
 
     @property
     def unregister_first(self) -> tuple[str, ...]:
@@ -147,7 +174,7 @@ class Actions:
 
     @property
     def changes(self) -> bool:
-        return bool(self.create or self.retries or self.deletes)
+        return bool(self.create or self.retries or self.refills or self.deletes)
 
 
 def effective(spec: Spec, deleting: bool) -> Spec:
@@ -173,6 +200,25 @@ def record(spec: Spec, last_applied: Write | None, all_created: bool) -> Write:
     if all_created:
         return spec.write
     return last_applied if last_applied is not None else NOTHING_APPLIED
+
+
+@dataclass(frozen=True)
+class Refilled:
+    """The slots refilled from one write's backlog so far, kept in status (``refilled``,
+    ``refilledPatchID``, ``refilledEffectiveTime``) with the write they count for: a new
+    write starts from 0."""
+
+    write: Write
+    count: int = 0
+
+    def under(self, spec: Spec) -> int:
+        """The count for ``spec``'s write (0 for any other)."""
+        return self.count if spec.write.same(self.write) else 0
+
+
+def refilled_after(spec: Spec, refilled: Refilled | None, made: int) -> Refilled:
+    """What the caller keeps after a pass on ``spec`` that refilled ``made`` slots."""
+    return Refilled(spec.write, (refilled.under(spec) if refilled else 0) + made)
 
 
 def gate_open(spec: Spec, runners: Sequence[Runner], last_applied: Write | None) -> bool:
@@ -228,11 +274,12 @@ def _newest_first(runners: Sequence[Runner]) -> list[Runner]:
 
 
 def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
-           last_applied: Write | None = None) -> Actions:
+           last_applied: Write | None = None, refilled: Refilled | None = None) -> Actions:
     """The effects of one pass for one set. Has no side effects; ``now`` is the pass clock.
 
     ``last_applied`` is the last write a pass fully applied, as the caller kept it with
-    ``record`` after each pass; None: no record (see ``gate_open``).
+    ``record`` after each pass; None: no record (see ``gate_open``). ``refilled``: the slots
+    refilled from a write's backlog so far, as kept with ``refilled_after``.
     """
     of = {phase: [r for r in runners if r.phase is phase] for phase in Phase}
     pending, idle, busy = of[Phase.PENDING], of[Phase.IDLE], of[Phase.BUSY]
@@ -244,12 +291,16 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
 
     # Scale-down: patch 0 only, never a busy runner; failed and idle first, pending last.
     total = len(pending) + len(idle) + len(busy) + len(failed)
+    standby: list[Delete] = []
     if acting and spec.patch_id == 0 and total > spec.replicas:
         order = ([(r, 1) for r in failed] + [(r, 1) for r in _oldest_first(idle)]
                  + [(r, 2) for r in _newest_first(pending)])
-        for runner, wave in order[:total - spec.replicas]:
+        surplus = total - spec.replicas
+        for runner, wave in order[:surplus]:
             deletes.append(Delete(runner.name, DeleteReason.SURPLUS, runner.runner_id, wave))
             gone.add(runner.name)
+        standby = [Delete(r.name, DeleteReason.SURPLUS, r.runner_id, wave)
+                   for r, wave in order[surplus:]]
 
     # Failed runners wait out their backoff, then make way for a successor if the slot is wanted.
     live = [r for r in pending + idle + busy if r.name not in gone]
@@ -276,15 +327,19 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
     else:
         # Gate shut: a finished runner marks its slot until the next write; those beyond the
         # slots wanted mark nothing (a scale-down) and go (the latest to finish are kept).
-        markers = finished[len(finished) - missing:] if missing else []
+        markers = finished[max(len(finished) - missing, 0):] if missing else []
+    # The write's backlog: markers give way to new runners of it.
+    left = refills_left(spec.backlog, refilled.under(spec) if refilled else 0)
+    refills = markers[:left] if left else []
+    held = [r for r in held if r not in refills]
     kept = {r.name for r in markers}
     deletes += [Delete(r.name, DeleteReason.FINISHED, r.runner_id, 0)
-                for r in finished if r.name not in kept]
+                for r in finished if r.name not in kept or r in refills]
 
     wakeups = [r.finished_at + backoff(r.failures) for r in waiting if r.finished_at]
     requeue = max((min(wakeups) - now).total_seconds(), 0.0) if wakeups else None
-    status = _status(spec, pending, idle, busy, failed, gone, create, len(markers),
-                     len(waiting))
+    status = _status(spec, pending, idle, busy, failed, gone, create + len(refills),
+                     len(markers) - len(refills), len(waiting))
     failing = sorted((r.name, r.failures + (r.phase is Phase.FAILED))
                      for r in runners if r.phase is not Phase.TERMINATING)
     return Actions(
@@ -292,7 +347,8 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
         deletes=tuple(sorted(deletes, key=lambda d: d.wave)),
         held=tuple(r.name for r in held), status=status, requeue_after=requeue,
         failing=tuple((name, n) for name, n in failing if n >= FAILING_AFTER),
-        replaced=tuple(replaced),
+        replaced=tuple(replaced), refills=tuple(r.name for r in refills),
+        standby=tuple(standby),
     )
 
 

@@ -1,12 +1,20 @@
-"""GitHub's side of a runner: just-in-time registration, the runner list, unregistration.
+"""GitHub's side of a runner, for the controller: a RunnerSet's scope and credentials,
+just-in-time registration, the runner list (reused for a few seconds), unregistration.
 
-The only module that talks to GitHub's REST API (httpx). The API base comes from the RunnerSet's
-``configURL``: github.com → api.github.com, ``*.ghe.com`` → ``api.<host>``, any other host is
-GitHub Enterprise Server (``<host>/api/v3``); tests point ``configURL`` at a loopback server.
-Credentials come from the Secret named in ``spec.github.credentialsSecret`` with the key names
-actions-runner-controller uses (``github_token``, or ``github_app_id``,
-``github_app_installation_id`` and ``github_app_private_key``). They are never logged, and no
-message built here contains a header or a token.
+The requests go through the GitHub client (``gitscale.clients.github``: every page by ``Link``,
+rate limits, errors naming the URL and the cause); its errors become the controller's here, so
+the decision code branches on a class: 401/403 ``CredentialsError``, 409 from generate-jitconfig
+``RunnerNameTaken``, 422 from a delete ``RunnerBusy`` (the runner runs a job), anything else
+(a rate limit, no answer, a 5xx, an odd answer) ``PlatformError``. A rate limit of at most
+``MAX_WAIT`` seconds is waited for; a longer one is reported, and nothing more is asked of
+GitHub before it lifts.
+
+The API base comes from the RunnerSet's ``configURL``: github.com → api.github.com,
+``*.ghe.com`` → ``api.<host>``, any other host is GitHub Enterprise Server (``<host>/api/v3``);
+tests point ``configURL`` at a loopback server. Credentials come from the Secret named in
+``spec.github.credentialsSecret`` with the key names actions-runner-controller uses
+(``github_token``, or ``github_app_id``, ``github_app_installation_id`` and
+``github_app_private_key``). They are never logged, and no message contains a token.
 """
 from __future__ import annotations
 
@@ -14,11 +22,12 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
-
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable
+from gitscale.clients.github import GitHub as GitHubAPI
+from gitscale.clients.github_app import InstallationToken
 from gitscale.controller.errors import (
     CredentialsError,
     InvalidRunnerSet,
@@ -27,10 +36,9 @@ from gitscale.controller.errors import (
     RunnerNameTaken,
 )
 from gitscale.controller.platform import LIST_MAX_AGE, Registration
-from gitscale.github_app import InstallationToken
 
-HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
-           "User-Agent": "gitscale-controller"}
+MAX_WAIT = 10.0  # seconds a rate limit may hold a pass before it is reported instead
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -99,22 +107,27 @@ class GitHub:
     """One scope and one set of credentials. Thread-safe: passes share it."""
 
     def __init__(self, scope: Scope, credentials: Credentials, *, timeout: float = 15.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, max_wait: float = MAX_WAIT,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.scope = scope
-        self._credentials = credentials
         self._clock = clock
-        self._http = httpx.Client(headers=HEADERS, timeout=timeout)
-        self._lock = threading.Lock()
         self._app = None if credentials.token else InstallationToken(
             scope.api, credentials.app_id or "", lambda: credentials.private_key or "",
             installation=credentials.installation_id, owner="/".join(scope.path.split("/")[:3]),
             error=CredentialsError, key_name="github_app_private_key", timeout=timeout,
             clock=clock)
+        token = self._app.get if self._app is not None else (lambda: credentials.token or "")
+        # No retries: the controller's next pass is the retry (a POST is never sent twice).
+        self._api = GitHubAPI(scope.api, token, timeout=timeout, retries=0, max_wait=max_wait,
+                              sleep=sleep)
+        self._lock = threading.Lock()
         self._groups: dict[str, int] = {}
         self._listed: tuple[float, dict[int, RegisteredRunner]] | None = None
 
     def close(self) -> None:
-        self._http.close()
+        self._api.close()
+        if self._app is not None:
+            self._app.close()
 
     # -- verbs --------------------------------------------------------------------------------
     def register(self, name: str, labels: Sequence[str], group: str | None) -> Registration:
@@ -122,14 +135,15 @@ class GitHub:
         that was never created) is removed and the call made once more."""
         body = {"name": name, "runner_group_id": self._group_id(group),
                 "labels": list(labels), "work_folder": "_work"}
+        path = self.scope.path
         try:
-            data = self._call("POST", f"{self.scope.runners_url}/generate-jitconfig", json=body)
+            data = _call(self._api.generate_jitconfig, path, body)
         except RunnerNameTaken:
             stale = self.find(name)
             if stale is None:
                 raise
             self.unregister(stale.id)  # RunnerBusy if a live runner owns the name: let it be
-            data = self._call("POST", f"{self.scope.runners_url}/generate-jitconfig", json=body)
+            data = _call(self._api.generate_jitconfig, path, body)
         try:
             return Registration(int(data["runner"]["id"]), str(data["encoded_jit_config"]))
         except (KeyError, TypeError, ValueError):
@@ -138,14 +152,14 @@ class GitHub:
 
     def unregister(self, runner_id: int) -> None:
         """Remove a registration; already gone is fine. ``RunnerBusy`` when it runs a job."""
-        self._call("DELETE", f"{self.scope.runners_url}/{runner_id}", missing_ok=True)
+        _call(self._api.delete_runner, self.scope.path, runner_id)
         with self._lock:
             if self._listed is not None:
                 self._listed[1].pop(runner_id, None)
 
     def find(self, name: str) -> RegisteredRunner | None:
-        data = self._call("GET", self.scope.runners_url, params={"name": name})
-        found = [r for r in _runners(data) if r.name == name]
+        found = [r for r in _runners(_call(self._api.runners, self.scope.path, name))
+                 if r.name == name]
         return found[0] if found else None
 
     def runners(self, max_age: float = LIST_MAX_AGE) -> dict[int, RegisteredRunner]:
@@ -153,16 +167,7 @@ class GitHub:
         with self._lock:
             if self._listed is not None and self._clock() - self._listed[0] < max_age:
                 return self._listed[1]
-        found: dict[int, RegisteredRunner] = {}
-        page = 1
-        while True:
-            data = self._call("GET", self.scope.runners_url,
-                              params={"per_page": 100, "page": page})
-            batch = _runners(data)
-            found.update((r.id, r) for r in batch)
-            if len(batch) < 100:
-                break
-            page += 1
+        found = {r.id: r for r in _runners(_call(self._api.runners, self.scope.path))}
         with self._lock:
             self._listed = (self._clock(), found)
         return found
@@ -175,9 +180,7 @@ class GitHub:
             if group in self._groups:
                 return self._groups[group]
         owner = "/".join(self.scope.path.split("/")[:2])
-        data = self._call("GET", f"{self.scope.api}/{owner}/actions/runner-groups",
-                          params={"per_page": 100, "visible_to_repository": None})
-        groups = {g.get("name"): g.get("id") for g in data.get("runner_groups", [])
+        groups = {g.get("name"): g.get("id") for g in _call(self._api.runner_groups, owner)
                   if isinstance(g, dict) and isinstance(g.get("id"), int)}
         found: int | None = groups.get(group)
         if found is None:
@@ -187,44 +190,32 @@ class GitHub:
             self._groups[group] = found
         return found
 
-    def _call(self, method: str, url: str, *, missing_ok: bool = False,
-              **kw: Any) -> dict[str, Any]:
-        if "params" in kw:
-            kw["params"] = {k: v for k, v in kw["params"].items() if v is not None}
-        where = f"GitHub {method} {url}"
-        auth = self._auth()
-        try:
-            response = self._http.request(method, url, headers=auth, **kw)
-        except httpx.HTTPError as exc:
-            raise PlatformError(f"{where}: {type(exc).__name__}: no answer") from None
-        if response.status_code == 404 and missing_ok:
-            return {}
-        if response.status_code == 422 and method == "DELETE":
-            raise RunnerBusy(f"{where}: 422 {_message(response)}")
-        if response.status_code == 409:
-            raise RunnerNameTaken(f"{where}: 409 {_message(response)}")
-        if response.status_code in (401, 403):
-            raise CredentialsError(f"{where}: {response.status_code} {_message(response)}")
-        if response.status_code >= 400:
-            raise PlatformError(f"{where}: {response.status_code} {_message(response)}")
-        if response.status_code == 204 or not response.content:
-            return {}
-        try:
-            data = response.json()
-        except ValueError:
-            raise PlatformError(f"{where}: the answer is not JSON") from None
-        return data if isinstance(data, dict) else {"items": data}
 
-    def _auth(self) -> dict[str, str]:
-        if self._credentials.token:
-            return {"Authorization": f"Bearer {self._credentials.token}"}
-        assert self._app is not None
-        return {"Authorization": f"Bearer {self._app.get()}"}
+def _call(verb: Callable[..., T], *args: Any) -> T:
+    """``verb`` of the GitHub client, its errors as the controller's."""
+    try:
+        return verb(*args)
+    except ApiError as exc:
+        raise translate(exc) from None
 
 
-def _runners(data: Mapping[str, Any]) -> list[RegisteredRunner]:
+def translate(exc: ApiError) -> PlatformError:
+    """The client's error as the controller's: the same message, a class to branch on."""
+    message = str(exc)
+    if isinstance(exc, (RateLimited, Unreachable)):
+        return PlatformError(message)
+    if exc.status in (401, 403):
+        return CredentialsError(message)
+    if exc.status == 409:
+        return RunnerNameTaken(message)
+    if exc.status == 422 and exc.method == "DELETE":
+        return RunnerBusy(message)
+    return PlatformError(message)
+
+
+def _runners(listed: list[Any]) -> list[RegisteredRunner]:
     out = []
-    for raw in data.get("runners", []):
+    for raw in listed:
         if isinstance(raw, dict) and isinstance(raw.get("id"), int):
             labels = tuple(str(label.get("name")) for label in raw.get("labels") or []
                            if isinstance(label, dict) and label.get("name"))
@@ -232,11 +223,3 @@ def _runners(data: Mapping[str, Any]) -> list[RegisteredRunner]:
                                         raw.get("status") == "online", bool(raw.get("busy")),
                                         labels))
     return out
-
-
-def _message(response: httpx.Response) -> str:
-    try:
-        message = response.json().get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return str(message or response.reason_phrase)[:200]

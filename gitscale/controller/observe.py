@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, TypedDict
 
-from gitscale.controller.decide import Phase, Runner, Spec, Write
+from gitscale.controller.decide import Phase, Refilled, Runner, Spec, Write
 from gitscale.controller.errors import InvalidRunnerSet
 from gitscale.controller.platform import Kind, Registered, RunningRule
-from gitscale.runnerset_api import PATCH_ID_MAX, REPLICAS_MAX
+from gitscale.runnerset_api import BACKLOG_MAX, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 
 LABEL_SET = "gitscale.dev/runnerset"
@@ -52,6 +52,7 @@ class RunnerSetView:
     template: dict[str, Any] = field(repr=False)
     deleting: bool = False  # metadata.deletionTimestamp is set
     applied: Write | None = None  # status: the last write a pass fully applied (None: unknown)
+    refilled: Refilled | None = None  # status: slots refilled from a write's backlog
     generation: int | None = None  # metadata.generation, reported back as observedGeneration
 
     @property
@@ -73,6 +74,7 @@ def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -
         raise InvalidRunnerSet("spec is missing")
     replicas = _int(spec, "replicas", 0, REPLICAS_MAX)
     patch_id = _int(spec, "patchID", 0, PATCH_ID_MAX)
+    backlog = _int(spec, "backlog", 0, BACKLOG_MAX)
     effective = spec.get("effectiveTime")
     try:
         when = parse_time(effective) if isinstance(effective, str) and effective else None
@@ -90,10 +92,11 @@ def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -
                                "with a name and an image")
     name = str(meta.get("name", ""))
     return RunnerSetView(str(meta.get("namespace", "")), name, str(meta.get("uid", "")),
-                         Spec(replicas, patch_id, when), kind.name, kind,
+                         Spec(replicas, patch_id, when, backlog), kind.name, kind,
                          kind.settings(spec.get(kind.name), name), template,
                          deleting=bool(meta.get("deletionTimestamp")),
                          applied=applied_write(obj.get("status")),
+                         refilled=refilled_of(obj.get("status")),
                          generation=_maybe_int(meta.get("generation")))
 
 
@@ -107,6 +110,19 @@ def applied_write(status: Any) -> Write | None:
     if isinstance(patch_id, bool) or not isinstance(patch_id, int) or patch_id < 0:
         return None
     return Write(patch_id, _time(status.get("appliedEffectiveTime")))
+
+
+def refilled_of(status: Any) -> Refilled | None:
+    """``status.refilled`` with ``refilledPatchID`` and ``refilledEffectiveTime``: the slots
+    refilled from that write's backlog. Missing or unreadable: None (none yet), never an error:
+    status is the controller's own field."""
+    if not isinstance(status, dict):
+        return None
+    count, patch_id = status.get("refilled"), status.get("refilledPatchID")
+    if not isinstance(count, int) or not isinstance(patch_id, int) or isinstance(
+            count, bool) or isinstance(patch_id, bool) or min(count, patch_id) < 0:
+        return None
+    return Refilled(Write(patch_id, _time(status.get("refilledEffectiveTime"))), count)
 
 
 def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:

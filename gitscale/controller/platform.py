@@ -2,7 +2,8 @@
 (``platforms.py``) and of the adapter it makes per RunnerSet. Pure: types only.
 
 A platform is everything the controller does differently for it: the settings under
-``spec.<name>`` (their CRD schema and their parsing), the pod defaults its runners need, how a
+``spec.<name>`` (their CRD schema and their parsing), the pod and runner-container defaults its
+runners need (GitHub: the runner image's start command, which the image itself lacks), how a
 running pod is told idle from busy, what the ``BusyKnown`` condition says, and an adapter with
 four verbs — ``env`` (what the runner container needs), ``register`` (GitHub: a JIT config;
 Buildkite: none), ``unregister`` (GitHub: DELETE the runner; ``RunnerBusy`` on 422) and
@@ -93,7 +94,11 @@ class Kind:
     adapter: Callable[[Clients, str, Any], Adapter]  # (clients, namespace, settings)
     secrets: Callable[[Any], frozenset[str]]  # the Secrets its adapter reads (re-read on refusal)
     busy_known: Callable[[bool, "str | None"], Condition]  # (configured, why not heard)
-    pod_defaults: Mapping[str, Any] = field(default_factory=dict)  # set in the pod spec if unset
+    # Set in the pod spec, and in the runner container, where the template leaves them unset
+    # (missing or null): what the platform's runners need to start and stop. Never over a
+    # value the template gives.
+    pod_defaults: Mapping[str, Any] = field(default_factory=dict)
+    runner_defaults: Mapping[str, Any] = field(default_factory=dict)
     # The controller registers each runner (GitHub): without the platform's list no running
     # runner is known idle, so an unreadable list is an error of the pass; and registrations a
     # crash left without a pod are swept, found by these labels of the set.

@@ -1,9 +1,13 @@
 """Buildkite as a controller platform: ``spec.buildkite``, do-once agents, the agents API.
 
 The controller never reads the agent token: the pod takes it from the Secret named in
-``spec.buildkite.agentTokenSecret`` (key ``token``). Each agent runs with
-``--disconnect-after-job`` (``BUILDKITE_AGENT_DISCONNECT_AFTER_JOB``) and is named after its
-pod, so it exits after one job and its pod ends Succeeded (one pod per do-once agent).
+``spec.buildkite.agentTokenSecret`` (key ``token``). The runner container gets environment
+variables only, never a command or arguments: the ``buildkite/agent`` image starts by itself
+(``ENTRYPOINT ["buildkite-agent-entrypoint"]``, ``CMD ["start"]``: tini, then
+``buildkite-agent start``), and ``buildkite-agent start`` reads each of its flags from its
+variable. ``BUILDKITE_AGENT_DISCONNECT_AFTER_JOB=true`` makes each agent exit after one job, and
+``BUILDKITE_AGENT_NAME`` names it after its pod, so its pod ends Succeeded (one pod per do-once
+agent).
 
 Idle or busy: with ``spec.buildkite.organization`` and ``apiTokenSecret`` (a REST API token
 with the read_agents scope, key ``token``), the agents API (``buildkite.py``) says which agents
@@ -175,4 +179,5 @@ BUILDKITE = Kind(
     secrets=_secrets, busy_known=busy_known,
     # SIGTERM makes the agent finish its job before exiting: give it the time to.
     pod_defaults={"terminationGracePeriodSeconds": 3600},
+    # No runner_defaults: a command would replace the image's entrypoint (and tini with it).
 )

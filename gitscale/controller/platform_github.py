@@ -3,7 +3,13 @@
 Each runner is registered just in time (its config handed to the pod through a Secret) and
 unregistered before its pod is deleted. Idle or busy comes from GitHub's runner list, by the
 runner id the pod carries; without the list a running runner counts as busy, so nothing is
-deleted on a guess. The REST client is ``github.py``, imported only when a set is served.
+deleted on a guess. The adapter ``github.py`` (on ``gitscale.clients.github``) is imported
+only when a set is served.
+
+The runner container starts ``/home/runner/run.sh`` unless the template gives it a ``command``:
+``ghcr.io/actions/actions-runner`` (actions/runner ``images/Dockerfile``: ``WORKDIR
+/home/runner``, ``USER runner``) has no ENTRYPOINT and no CMD of its own, so a container started
+from it with no command would exit at once. actions-runner-controller sets the same command.
 """
 from __future__ import annotations
 
@@ -21,15 +27,21 @@ from gitscale.controller.status import BUSY, Condition
 if TYPE_CHECKING:
     from gitscale.controller.github import GitHub
 
+# The runner image's start script (the runner release is unpacked into /home/runner); it reads
+# ACTIONS_RUNNER_INPUT_JITCONFIG as its --jitconfig.
+RUN_SH = "/home/runner/run.sh"
+
 SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["configURL"],
+    "required": ["configURL", "credentialsSecret"],  # as settings() requires
     "properties": {
         "configURL": {"type": "string", "pattern": "^https?://",
                       "description": "Org, repo or enterprise URL runners register to."},
         "labels": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "runnerGroup": {"type": "string"},
-        "credentialsSecret": {"type": "string", "minLength": 1},
+        "credentialsSecret": {"type": "string", "minLength": 1,
+                              "description": "Secret (in the set's namespace) with github_token "
+                                             "or the github_app_* keys."},
     },
 }
 
@@ -123,4 +135,5 @@ GITHUB = Kind(
     name="github", schema=SCHEMA, settings=settings, running=running, adapter=adapter,
     secrets=lambda s: frozenset({s.credentials_secret}), busy_known=busy_known,
     registration_labels=lambda s: frozenset(s.labels),
+    runner_defaults={"command": [RUN_SH]},
 )

@@ -10,6 +10,7 @@ import base64
 import copy
 import re
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from gitscale.controller.observe import (
@@ -67,8 +68,8 @@ def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
     target = runner_container(template)
     container = next(c for c in spec["containers"] if c.get("name") == target)
     container["env"] = _merge_env(container.get("env") or [], env)
-    for key, value in rs.kind.pod_defaults.items():  # what the platform's runners need
-        spec.setdefault(key, copy.deepcopy(value))
+    _defaults(spec, rs.kind.pod_defaults)  # what the platform's runners need
+    _defaults(container, rs.kind.runner_defaults)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": rs.namespace, "labels": labels,
                          "annotations": notes, "ownerReferences": [owner_reference(rs)]},
@@ -88,6 +89,14 @@ def jit_secret(rs: RunnerSetView, name: str, jit_config: str) -> RawObject:
 def pod_owner(pod: RawObject) -> list[dict[str, Any]]:
     meta = pod["metadata"]
     return [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}]
+
+
+def _defaults(target: dict[str, Any], defaults: Mapping[str, Any]) -> None:
+    """``defaults`` where ``target`` leaves them unset: missing, null or an empty list (what
+    Kubernetes treats as unset, e.g. ``command: []``). A value the template gives is kept."""
+    for key, value in defaults.items():
+        if target.get(key) is None or target.get(key) == []:
+            target[key] = copy.deepcopy(value)
 
 
 def _merge_env(existing: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -26,12 +26,14 @@ from gitscale.controller.decide import (
     Delete,
     DeleteReason,
     Phase,
+    Refilled,
     Runner,
     Status,
     Write,
     decide,
     effective,
     record,
+    refilled_after,
 )
 from gitscale.controller.errors import (
     Conflict,
@@ -133,9 +135,14 @@ def reconcile(ctx: Context, key: str) -> Report:
         by_name[runner.name] = runner
     ctx.memory.keep_only(key, set(by_name))
 
-    actions = decide(effective(view.spec, view.deleting), runners, now, view.applied)
+    spec = effective(view.spec, view.deleting)
+    actions = decide(spec, runners, now, view.applied, view.refilled)
     report.actions = actions
     previous = obj.get("status")
+    # The backlog's refills are counted before they are made: a pass cut short may then leave
+    # a slot unfilled until the next write, but never refill beyond the backlog.
+    refilled = refilled_after(spec, view.refilled, len(actions.refills)) \
+        if actions.refills else None
     if actions.create and (view.applied is None
                            or st.ready_of(previous).get("status") != "False"):
         # Say the set is short before creating, and that the write is not applied yet: a pass
@@ -144,7 +151,10 @@ def reconcile(ctx: Context, key: str) -> Report:
         obj = _write(ctx, obj, report, st.build(previous, before, st.conditions(
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
-            generation=generation), previous=None)
+            generation=generation, refilled=refilled), previous=None)
+    if refilled is not None:  # (a status that already says so is not written again)
+        obj = _write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
+                     previous=None)
     created = create_runners(ctx.kube, ctx.pods, ctx.platforms, ctx.memory, ctx.pool, ctx.halt,
                              view, platform, actions)
     report.created = created.names
@@ -154,9 +164,13 @@ def reconcile(ctx: Context, key: str) -> Report:
         return _release(ctx, obj, report)
 
     counts = report.counts = _adjust(actions, by_name, report, created)
-    # The write is recorded as applied only when all of its creations were made.
+    # The write is recorded as applied only when all of its creations were made; a refill
+    # whose runner could not be created keeps its marker, and its place in the backlog.
     applied = view.applied if view.deleting else record(view.spec, view.applied,
                                                          not created.failed)
+    if refilled is not None:
+        refilled = Refilled(refilled.write,
+                            refilled.count - len(created.unreplaced & set(actions.refills)))
     trouble = st.Problem(created.reason or "ApplyFailed",
                          "; ".join(report.errors[:3])) if report.errors else None
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
@@ -168,7 +182,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                          report.requeue_after) if w is not None]
     report.requeue_after = min(waits) if waits else None
     return _finish(ctx, obj, report, counts, conditions, now, applied=applied,
-                   generation=generation)
+                   generation=generation, refilled=refilled)
 
 
 def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
@@ -248,9 +262,16 @@ def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
 def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
             report: Report, now: datetime, keep: set[str]) -> None:
     """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
-    next pass tries again) rather than leave their slot empty."""
-    for wave in sorted({d.wave for d in actions.deletes}):
-        batch = [d for d in actions.deletes if d.wave == wave and d.name not in keep]
+    next pass tries again) rather than leave their slot empty. A surplus runner that proves
+    busy when it is unregistered (422) is kept, and the next of ``actions.standby`` goes in
+    its place in the same pass (idle ones before pending ones, as the scale-down's order), so
+    the pass removes as many as the surplus while idle runners are left."""
+    todo = [d for d in actions.deletes if d.name not in keep]
+    standby = list(actions.standby)
+    while todo:
+        wave = min(d.wave for d in todo)
+        batch = [d for d in todo if d.wave == wave]
+        todo = [d for d in todo if d.wave != wave]
         futures = [(d, ctx.pool.submit(_delete_one, ctx, view, platform, d)) for d in batch]
         for delete, future in futures:
             try:
@@ -262,6 +283,8 @@ def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actio
                     log.info("%s: runner %s is still running a job: kept (asked again in "
                              "%ds at the earliest)", view.key, delete.name,
                              BUSY_RETRY.total_seconds())
+                if delete.reason is DeleteReason.SURPLUS and standby:
+                    todo.append(standby.pop(0))
             except ControllerError as exc:
                 report.errors.append(str(exc))
     if report.deleted:
@@ -298,9 +321,11 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
     """The decision's counts, corrected for what did not happen (failed creations, 422s)."""
     counts = actions.status
     fresh_failed = max(created.failed - len(created.unreplaced), 0)
-    pending = counts.pending - min(fresh_failed, actions.create)
+    unrefilled = len(created.unreplaced & set(actions.refills))  # their markers stay
+    pending = counts.pending - min(fresh_failed, actions.create) - unrefilled
     idle, busy, failed = counts.idle, counts.busy, counts.failed
     surplus = {d.name for d in actions.deletes if d.reason is DeleteReason.SURPLUS}
+    standby = {d.name for d in actions.standby}
     for name in surplus - set(report.deleted):
         phase = runners[name].phase
         if name in report.busy or phase is Phase.BUSY:
@@ -311,16 +336,28 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
             pending += 1
         elif phase is Phase.FAILED:
             failed += 1
+    for name in standby & set(report.deleted):  # removed in place of a busy one
+        phase = runners[name].phase
+        if phase is Phase.IDLE:
+            idle -= 1
+        elif phase is Phase.PENDING:
+            pending -= 1
+        elif phase is Phase.FAILED:
+            failed -= 1
+    for name in standby & set(report.busy):  # it took a job too
+        if runners[name].phase is Phase.IDLE:
+            idle, busy = idle - 1, busy + 1
     return Status(pending + idle + busy + failed, pending, idle, busy, failed,
-                  counts.observed_patch_id, counts.wanted, counts.held, counts.waiting)
+                  counts.observed_patch_id, counts.wanted, counts.held + unrefilled,
+                  counts.waiting)
 
 
 def _finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
             conditions: list[st.Condition], now: datetime, *, applied: Write | None = None,
-            generation: int | None = None) -> Report:
+            generation: int | None = None, refilled: Refilled | None = None) -> Report:
     """Write the status at the end of a pass (logging a new Ready=False once)."""
     new = st.build(obj.get("status"), counts, conditions, now, applied=applied,
-                   generation=generation)
+                   generation=generation, refilled=refilled)
     _write(ctx, obj, report, new, previous=report.before)
     return report
 

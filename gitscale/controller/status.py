@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gitscale.controller.decide import Status, Write
+from gitscale.controller.decide import Refilled, Status, Write
 from gitscale.timeutil import format_time, parse_time
 
 READY, RECONCILING, STALLED, FAILING = "Ready", "Reconciling", "Stalled", "RunnersFailing"
 BUSY = "BusyKnown"
 STALLED_AFTER = timedelta(minutes=5)
 COUNTS = ("replicas", "pending", "idle", "busy", "failed")
-KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime",
-        "observedGeneration")
+KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime", "refilled",
+        "refilledPatchID", "refilledEffectiveTime", "observedGeneration")
 
 
 @dataclass(frozen=True)
@@ -127,8 +127,9 @@ def _minutes(span: timedelta) -> str:
 
 def build(current: Mapping[str, Any] | None, counts: Status | None,
           conds: list[Condition], now: datetime, *, applied: Write | None = None,
-          generation: int | None = None) -> dict[str, Any]:
-    """The new status; counts None keeps the current ones (a pass that could not count)."""
+          generation: int | None = None, refilled: Refilled | None = None) -> dict[str, Any]:
+    """The new status; counts None keeps the current ones (a pass that could not count),
+    ``applied`` and ``refilled`` None keep theirs."""
     current = dict(current or {})
     status: dict[str, Any] = {k: current[k] for k in KEPT if k in current}
     if counts is not None:
@@ -141,6 +142,8 @@ def build(current: Mapping[str, Any] | None, counts: Status | None,
             status["appliedEffectiveTime"] = format_time(applied.effective_time)
         else:
             status.pop("appliedEffectiveTime", None)
+    if refilled is not None:
+        status.update(with_refilled({}, refilled))
     if generation is not None:
         status["observedGeneration"] = generation
     previous = {c.get("type"): c for c in current.get("conditions") or [] if isinstance(c, dict)}
@@ -158,6 +161,17 @@ def build(current: Mapping[str, Any] | None, counts: Status | None,
         out.append(entry)
     status["conditions"] = out
     return status
+
+
+def with_refilled(status: Mapping[str, Any] | None, refilled: Refilled) -> dict[str, Any]:
+    """``status`` with ``refilled`` in it."""
+    new = dict(status or {})
+    new.update(refilled=refilled.count, refilledPatchID=refilled.write.patch_id)
+    if refilled.write.effective_time is not None:
+        new["refilledEffectiveTime"] = format_time(refilled.write.effective_time)
+    else:
+        new.pop("refilledEffectiveTime", None)
+    return new
 
 
 def changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:

@@ -13,12 +13,18 @@ controller does with each write (README, "The controller"):
 - Runners are ephemeral: one finishes with its job, and its slot is not refilled until the next
   write. A completed job therefore needs no commit of its own; a lower count is written when a
   scale-down is due (after the delay) or when waiting jobs need a write anyway.
+- Under saturation (more jobs than ``replicas``) a RunnerSet's write also carries its backlog,
+  the jobs its replicas could not cover (``gitscale.core.backlog``): the controller refills
+  that many finished slots itself, so a write is needed only when new jobs wait beyond what
+  the last one covered and its refills are used up, not once per completed job.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from gitscale.core.backlog import backlog_of, refills_left, uncovered
+from gitscale.core.forecast import Forecast
 from gitscale.core.model import Current, Decision, Demand, Reason, next_patch_id
 from gitscale.core.policy import Policy
 
@@ -33,7 +39,7 @@ class Target:
     unheld: int  # what value would be without the scale-down delay
     reasoning: str  # how ``unheld`` was reached
     held_until: datetime | None = None  # set while the delay holds a scale-down
-
+    forecast: bool = False  # the forecast, not demand, set the count
     @property
     def why(self) -> str:
         if self.held_until is None:
@@ -43,17 +49,27 @@ class Target:
 
 
 def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
-                    last_scale_up: datetime | None, cap: int | None = None) -> Target:
+                    last_scale_up: datetime | None, cap: int | None = None,
+                    forecast: Forecast | None = None) -> Target:
     """The replica count this pass aims for, and a one-line explanation of how it was reached.
 
     ``cap`` is the set's share of ``limits.maxTotalReplicas`` this pass, if the sets together
-    want more than it.
+    want more than it. ``forecast`` (``policy.forecast``: what the set's history predicts,
+    ``gitscale.core.forecast``) raises the count to its level when that is higher: the same
+    bounds, schedules, cap and step limits then apply to it.
     """
     lo, hi, window = policy.bounds(now)
     wanted = demand.assigned + policy.buffer
     why = f"demand {demand.assigned} (queued {demand.queued}, running {demand.running})"
     if policy.buffer:
         why += f" + buffer {policy.buffer}"
+    ahead = False
+    if forecast is not None:
+        if forecast.level is not None and forecast.level > wanted:
+            wanted, ahead = forecast.level, True
+            why = f"{forecast.detail}, above {why}"
+        else:
+            why += f"; {forecast.detail}"
     if cap is not None and cap < min(max(wanted, lo), hi):
         lo, hi = min(lo, cap), cap  # the global limit is harder than a set's minimum
         why += f", capped at {hi} by limits.maxTotalReplicas (shared in proportion to demand)"
@@ -80,19 +96,20 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
         # The delay never holds a set above its (possibly scheduled) max.
         value = min(current, hi)
         if value > unheld:
-            return Target(value, unheld, why, held_until)
-    return Target(unheld, unheld, why)
+            return Target(value, unheld, why, held_until, ahead)
+    return Target(unheld, unheld, why, forecast=ahead)
 
 
-def wanted(current: Current, demand: Demand, policy: Policy, now: datetime) -> tuple[int, int]:
+def wanted(current: Current, demand: Demand, policy: Policy, now: datetime,
+           forecast: Forecast | None = None) -> tuple[int, int]:
     """(minimum, count) this set would aim for without a global cap: what limits share out."""
     lo = policy.bounds(now)[0]
     return lo, target_replicas(current.replicas or 0, demand, policy, now,
-                               current.last_scale_up).value
+                               current.last_scale_up, forecast=forecast).value
 
 
 def decide(current: Current, demand: Demand | None, policy: Policy, now: datetime,
-           cap: int | None = None) -> Decision:
+           cap: int | None = None, forecast: Forecast | None = None) -> Decision:
     """What to write for one set this pass (``write`` False: leave it alone).
 
     In order, the first that applies:
@@ -103,12 +120,22 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
        left slots to refill → write the target *without* the scale-down delay, patch + 1:
        the controller refills the slots of finished runners up to that count, and a count held
        above demand would refill slots no job needs. When the ids of the last write's jobs are
-       not known (a cold state cache, a source without job ids), any change of the jobs counts;
+       not known (a cold state cache, a source without job ids), any change of the jobs counts.
+       On a RunnerSet the last write's backlog counts among what it provided, and its refills
+       among the slots: jobs wait beyond it, and its refills are used up (``_runners_needed``);
     4. target below the current count (the delay has run out) → scale down, patch + 1;
-    5. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
+    5. a RunnerSet's backlog covers more than waits now (no job beyond the count) → the target
+       without the delay, backlog 0, patch + 1: the controller stops refilling;
+    6. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
        the controller may now remove idle runners beyond the count (buffer runners left over,
        runners whose job was cancelled);
-    6. otherwise nothing: a completed job needs no commit (its runner is gone with it).
+    7. otherwise nothing: a completed job needs no commit (its runner is gone with it).
+
+    Every write to a RunnerSet carries the backlog of what it writes: the jobs (queued +
+    running) beyond its replicas.
+
+    ``forecast`` (sets with ``policy.forecast``) can raise the target ahead of demand; such a
+    scale-up has the reason ``forecast``.
     """
     have = current.replicas
     if current.paused:
@@ -122,32 +149,48 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         return Decision(False, have or 0, current.patch_id, Reason.DEMAND_UNKNOWN,
                         "demand unknown: left untouched (never scaled down on a guess)")
 
-    target = target_replicas(have or 0, demand, policy, now, current.last_scale_up, cap)
+    target = target_replicas(have or 0, demand, policy, now, current.last_scale_up, cap,
+                             forecast)
     why = target.why
+
+    def write(replicas: int, patch: int, reason: Reason, detail: str,
+              scaled_up: bool = False) -> Decision:
+        backlog = backlog_of(demand.assigned, replicas) if current.backlog is not None else 0
+        if backlog:
+            detail += f"; backlog {backlog}: the controller refills up to {backlog} finished " \
+                      "slot(s) without a new write"
+        return Decision(True, replicas, patch, reason, detail, scaled_up, backlog)
+
     if current.patch_id is None or have is None:
-        return Decision(True, target.value, 0, Reason.FIRST_WRITE,
-                        f"{why}; first write forces the state (patch 0)",
-                        scaled_up=have is not None and target.value > have)
+        return write(target.value, 0, Reason.FIRST_WRITE,
+                     f"{why}; first write forces the state (patch 0)",
+                     scaled_up=have is not None and target.value > have)
     patch = next_patch_id(current.patch_id)
     if target.value > have:
-        return Decision(True, target.value, patch, Reason.SCALE_UP, why, scaled_up=True)
+        return write(target.value, patch, Reason.FORECAST if target.forecast else Reason.SCALE_UP,
+                     why, scaled_up=True)
     dirty = current.fingerprint is not None and current.fingerprint != demand.fingerprint
     if dirty and demand.queued > 0 and _runners_needed(current, demand, have):
         if target.unheld < have:
-            return Decision(True, target.unheld, patch, Reason.SCALE_DOWN,
-                            f"{target.reasoning}; jobs wait: written at demand, not held at "
-                            f"{have}, so no idle runner is refilled")
-        return Decision(True, have, patch, Reason.REAFFIRM,
-                        f"{why}; jobs wait and others started or completed: re-affirm so "
-                        "finished slots refill")
+            return write(target.unheld, patch, Reason.SCALE_DOWN,
+                         f"{target.reasoning}; jobs wait: written at demand, not held at "
+                         f"{have}, so no idle runner is refilled")
+        return write(have, patch, Reason.REAFFIRM,
+                     f"{why}; jobs wait and others started or completed: re-affirm so "
+                     "finished slots refill")
     if target.value < have:
-        return Decision(True, target.value, patch, Reason.SCALE_DOWN, why)
+        return write(target.value, patch, Reason.SCALE_DOWN, why)
+    if current.backlog and not backlog_of(demand.assigned, have):
+        return write(target.unheld, patch,
+                     Reason.SCALE_DOWN if target.unheld < have else Reason.REAFFIRM,
+                     f"{target.reasoning}; no job waits beyond {have}: backlog "
+                     f"{current.backlog} withdrawn, so no slot is refilled for nobody")
     delayed = current.last_scale_up is not None and now < (current.last_scale_up
                                                            + policy.scale_down_delay)
     if demand.queued == 0 and current.patch_id != 0 and not delayed:
-        return Decision(True, have, 0, Reason.QUIET_RESET,
-                        f"{why}; nothing waits: patch 0 lets the controller remove idle "
-                        "runners beyond the count")
+        return write(have, 0, Reason.QUIET_RESET,
+                     f"{why}; nothing waits: patch 0 lets the controller remove idle "
+                     "runners beyond the count")
     return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why)
 
 
@@ -155,11 +198,12 @@ def settled_until(current: Current, policy: Policy, now: datetime) -> datetime |
     """Until when ``decide`` gives the answer it gave at ``now`` again, for the same state,
     demand and policy: the clock enters only through the scale-down delay (constant before
     it runs out, and after) and scheduled windows. ``None``: a schedule is in play, whose
-    windows this does not follow; decide again every pass. ``FOREVER``: no clock left in it.
+    windows this does not follow, or a forecast, which moves with the clock and the history;
+    decide again every pass. ``FOREVER``: no clock left in it.
 
     A pass may then skip the sets whose inputs did not change: ten thousand sets, ten
     changing, cost ten decisions."""
-    if policy.schedules:
+    if policy.schedules or policy.forecast is not None:
         return None
     if current.last_scale_up is not None:
         held_until = current.last_scale_up + policy.scale_down_delay
@@ -189,15 +233,24 @@ def resume(current: Current) -> Decision:
 def _runners_needed(current: Current, demand: Demand, have: int) -> bool:
     """Do waiting jobs lack runners that only a write can give them?
 
-    The last write left ``have`` runners for its jobs J (any beyond them idle). Since then
-    ``arrived`` jobs came; starts and completions cancel out of the count, so the jobs without
-    a pending or idle runner number |J| + arrived − have. A write fills the slots that
-    ``completed`` jobs' runners left, so it helps only if some completed: otherwise (at max)
-    nothing can, and a commit would only repeat the last one.
+    The last write left ``have`` runners for its jobs J (any beyond them idle), and on a
+    RunnerSet ``backlog`` refills of finished slots. Since then ``arrived`` jobs came; starts
+    and completions cancel out of the count, so the jobs without a runner to come number
+    |J| + arrived − have − backlog. A write fills the slots that ``completed`` jobs' runners
+    left, so it helps only once the refills are used up (each completed job's runner took
+    one): before, the controller still refills by itself; without a backlog field (not a
+    RunnerSet) only if some completed, since otherwise (at max) a commit would only repeat
+    the last one. On a RunnerSet the write may come before that completion: its backlog lets
+    the controller refill the slot the moment it is freed.
     """
     changes = current.job_changes(demand)
     if changes is None:
         return True  # unknown ids: any change may be a new job
     arrived, completed = changes
     assert current.jobs is not None
-    return len(current.jobs) + arrived > have and completed > 0
+    backlog = current.backlog or 0
+    if not uncovered(len(current.jobs), arrived, have, backlog):
+        return False
+    if current.backlog is None:
+        return completed > 0
+    return refills_left(backlog, completed) == 0

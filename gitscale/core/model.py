@@ -45,6 +45,9 @@ class Current:
     # state cache): then a write is needed only for jobs that arrived since, not for every job
     # that merely started or completed.
     jobs: frozenset[str] | None = None
+    # spec.backlog as written (jobs the replicas could not cover, refilled by the controller
+    # without a new write); None: the kind has no such field (only RunnerSets do).
+    backlog: int | None = None
 
     def job_changes(self, demand: Demand) -> tuple[int, int] | None:
         """(arrived, completed) jobs since the last write; None when the ids are unknown."""
@@ -68,12 +71,14 @@ class Current:
             drained=drained,
             paused=self.paused,
             jobs=demand.jobs if demand is not None else self.jobs,
+            backlog=decision.backlog if self.backlog is not None else None,
         )
 
 
 class Reason(str, Enum):
     FIRST_WRITE = "first-write"
     SCALE_UP = "scale-up"
+    FORECAST = "forecast"  # a scale-up ahead of demand, from the forecast
     SCALE_DOWN = "scale-down"
     REAFFIRM = "reaffirm"
     QUIET_RESET = "quiet-reset"
@@ -94,6 +99,7 @@ class Decision:
     reason: Reason
     detail: str
     scaled_up: bool = False
+    backlog: int = 0  # spec.backlog to write (a RunnerSet's; README, "The controller")
 
 
 def next_patch_id(previous: int | None) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from gitscale.core.forecast import ForecastPolicy
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -50,6 +52,7 @@ class Policy:
     max_step_up: int | None = None
     max_step_down: int | None = None
     schedules: tuple[Schedule, ...] = field(default_factory=tuple)
+    forecast: ForecastPolicy | None = None  # learn the target from the set's own history
 
     def bounds(self, now: datetime) -> tuple[int, int, str | None]:
         """(min, max, name of the active schedule). The first active window wins."""

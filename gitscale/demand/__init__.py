@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, Sequence
 
+from gitscale.clients.errors import RateLimited as RateLimited
 from gitscale.core.model import Demand
 from gitscale.errors import GitscaleError
 
@@ -18,15 +19,9 @@ if TYPE_CHECKING:
 
 
 class SourceError(GitscaleError):
-    """A source could not be read. ``str()`` names the URL and what went wrong."""
-
-
-class RateLimited(SourceError):
-    """The API refused because of a rate limit; ``until`` is when it lifts (if known)."""
-
-    def __init__(self, message: str, until: datetime | None) -> None:
-        super().__init__(message)
-        self.until = until
+    """An answer a source cannot use (not the shape it reads). ``str()`` names the URL and
+    what went wrong. What the API itself refused or failed is the client's ``ApiError``
+    (``gitscale.clients.errors``), and a rate limit its ``RateLimited``, re-exported here."""
 
 
 @dataclass

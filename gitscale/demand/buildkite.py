@@ -1,6 +1,7 @@
 """Buildkite demand from the agent metrics API: scheduled + running jobs per queue.
 
-``GET {apiUrl}/metrics/queue?name=QUEUE`` with ``Authorization: Token <agent token>``. Missing
+``GET {apiUrl}/metrics/queue?name=QUEUE`` with ``Authorization: Token <agent token>`` (the
+metrics client of ``gitscale.clients.buildkite``). Missing
 keys count as 0 (the API omits them for idle queues). ``waiting`` jobs (blocked behind others)
 count only when the source opts in with ``countWaiting: true``. The response's
 ``Buildkite-Agent-Metrics-Poll-Duration`` header is the fastest the loop may poll.
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from gitscale.clients.buildkite import Metrics
+from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.config.load import RunnerSetConfig
-from gitscale.core.model import Demand
-from gitscale.demand import DemandReading, SourceError
-from gitscale.demand.http import EtagCache, JsonClient, cache_file
 from gitscale.config.secrets import read_secret
 from gitscale.config.sources import BuildkiteSettings
+from gitscale.core.model import Demand
+from gitscale.demand import DemandReading, SourceError
 from gitscale.timeutil import parse_duration
 
 if TYPE_CHECKING:
@@ -60,14 +62,15 @@ def poll_interval(header: str | None) -> float | None:
 class QueueSource:
     """One queue's metrics, for the sets that scale on it (each counts waiting jobs or not)."""
 
-    def __init__(self, client: JsonClient, settings: BuildkiteSettings) -> None:
+    def __init__(self, client: Metrics, settings: BuildkiteSettings) -> None:
         self.client = client
         self.settings = settings
 
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
         queue = self.settings.queue
-        body, headers = self.client.get(f"{self.settings.api_url}/metrics/queue", {"name": queue})
-        reading = DemandReading(min_interval=poll_interval(headers.get(POLL_HEADER)))
+        answer = self.client.queue(queue)
+        body = answer.body
+        reading = DemandReading(min_interval=poll_interval(answer.headers.get(POLL_HEADER)))
         for runner_set in sets:
             reading.demands[runner_set.name] = queue_demand(
                 body, runner_set.source.settings.count_waiting, f"queue {queue}")
@@ -78,11 +81,10 @@ def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
     """The registry's client factory: one client per API and agent token, kept across passes."""
     sources, api = where.sources, settings.api_url
 
-    def make() -> JsonClient:
+    def make() -> Metrics:
         token = read_secret(settings.token, "buildkite agent token")
         cache = EtagCache.load(cache_file(sources.cache_dir, api, settings.credential))
-        return JsonClient(name=f"buildkite ({api})",
-                          headers=lambda: {"Authorization": f"Token {token}"},
-                          cache=cache, timeout=sources.timeout, transport=sources.transport)
+        return Metrics(api, token, cache=cache, timeout=sources.timeout,
+                       transport=sources.transport)
 
     return QueueSource(sources.client(("buildkite", api, settings.credential), make), settings)

@@ -1,9 +1,10 @@
 """GitHub Actions demand by polling the REST API: queued and in-progress jobs per runner set.
 
 For the repos in scope (a list, or every repo of an org), list queued and in-progress workflow
-runs, then their jobs (``filter=latest``), following pagination to the end. A job counts for a
-set when every job label other than ``self-hosted`` is among the set's labels. Sets that share an
-API, scope and credential share one poll.
+runs, then their jobs (``filter=latest``), through the GitHub client (``gitscale.clients``:
+every page, ETags, rate limits). A job counts for a set when every job label other than
+``self-hosted`` is among the set's labels. Sets that share an API, scope and credential share
+one poll, and one client kept across passes (its ETag cache and token).
 """
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from gitscale.clients.etags import EtagCache, cache_file
+from gitscale.clients.github import GitHub
+from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
-from gitscale.core.model import Demand
-from gitscale.demand import DemandReading, SourceError
-from gitscale.demand.http import EtagCache, JsonClient, cache_file
 from gitscale.config.secrets import SecretError, read_secret
 from gitscale.config.sources import GitHubSettings
-from gitscale.github_app import InstallationToken
+from gitscale.core.model import Demand
+from gitscale.demand import DemandReading, SourceError
 
 if TYPE_CHECKING:
     from gitscale.demand.registry import Where
@@ -65,7 +67,8 @@ def count(jobs: Iterable[Job], labels: Sequence[str]) -> Demand:
 
 
 class GitHubAuth:
-    """A token, or a GitHub App's installation token (``gitscale.github_app``)."""
+    """A token (read once, when first needed), or a GitHub App's installation token
+    (``gitscale.clients.github_app``), from the source's settings."""
 
     def __init__(self, settings: GitHubSettings) -> None:
         self.settings = settings
@@ -75,11 +78,6 @@ class GitHubAuth:
         self._app = None if app is None else InstallationToken(
             settings.api_url, app.app_id, lambda: read_secret(app.private_key, KEY_NAME),
             installation=app.installation_id, error=SecretError, key_name=KEY_NAME)
-
-    def header(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token()}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": "2022-11-28"}
 
     def token(self) -> str:
         if self._app is not None:
@@ -94,11 +92,11 @@ def poller(sources: Sources, settings: GitHubSettings) -> GitHubPoller:
     """A poller of ``settings``' scope, on the client ``sources`` keeps for its API and
     credential (its ETag cache and token outlive the pass in loop mode)."""
 
-    def make() -> JsonClient:
+    def make() -> GitHub:
         api = settings.api_url
         cache = EtagCache.load(cache_file(sources.cache_dir, api, settings.credential))
-        return JsonClient(name=f"github ({api})", headers=GitHubAuth(settings).header,
-                          cache=cache, timeout=sources.timeout, transport=sources.transport)
+        return GitHub(api, GitHubAuth(settings).token, cache=cache, timeout=sources.timeout,
+                      transport=sources.transport)
 
     client = sources.client(("github", settings.api_url, settings.credential), make)
     return GitHubPoller(client, settings)
@@ -112,7 +110,7 @@ def source(where: Where, settings: GitHubSettings) -> GitHubPoller:
 class GitHubPoller:
     """One API + scope + credential: every relevant job, once per pass."""
 
-    def __init__(self, client: JsonClient, settings: GitHubSettings) -> None:
+    def __init__(self, client: GitHub, settings: GitHubSettings) -> None:
         self.client = client
         self.api = settings.api_url
         self.settings = settings
@@ -127,8 +125,7 @@ class GitHubPoller:
         if self.settings.org is None:
             return list(self.settings.repos)
         org = self.settings.org
-        listed = self.client.paginate(f"{self.api}/orgs/{org}/repos",
-                                      {"per_page": 100, "type": "all"}, "")
+        listed = self.client.org_repos(org)
         names = []
         for repo in listed:
             if not isinstance(repo, dict) or not isinstance(repo.get("full_name"), str):
@@ -155,9 +152,7 @@ class GitHubPoller:
     def _runs(self, repo: str) -> list[tuple[str, int]]:
         found = []
         for status in RUN_STATUSES:
-            for run in self.client.paginate(f"{self.api}/repos/{repo}/actions/runs",
-                                            {"status": status, "per_page": 100},
-                                            "workflow_runs"):
+            for run in self.client.workflow_runs(repo, status):
                 run_id = run.get("id") if isinstance(run, dict) else None
                 if not isinstance(run_id, int) or isinstance(run_id, bool):
                     raise SourceError(f"github: GET {self.api}/repos/{repo}/actions/runs"
@@ -168,9 +163,8 @@ class GitHubPoller:
 
     def _run_jobs(self, run: tuple[str, int]) -> list[Job]:
         repo, run_id = run
-        return [_job(raw, f"{repo} run {run_id}") for raw in self.client.paginate(
-            f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs",
-            {"filter": "latest", "per_page": 100}, "jobs")]
+        return [_job(raw, f"{repo} run {run_id}")
+                for raw in self.client.run_jobs(repo, run_id)]
 
 
 def _job(raw: Any, where: str) -> Job:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol, TypeVar
 
 from gitscale.files import default_cache_dir
 from gitscale.config.load import Config, RunnerSetConfig
@@ -13,8 +13,16 @@ from gitscale.config.sources import SOURCES
 from gitscale.demand.registry import Where, connect
 from gitscale.errors import GitscaleError
 
-if TYPE_CHECKING:  # the HTTP sources (httpx, PyJWT) load only when a set uses them
-    from gitscale.demand.http import JsonClient
+
+class Kept(Protocol):
+    """A client of ``gitscale.clients`` (imported only when a set uses one: httpx, PyJWT)."""
+
+    def save(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+K = TypeVar("K", bound=Kept)
 
 
 @dataclass
@@ -24,17 +32,18 @@ class Sources:
     cache_dir: Path | None = None
     timeout: float = 10.0
     transport: Any = None  # an httpx transport, for tests that need one
-    clients: dict[tuple[str, ...], "JsonClient"] = field(default_factory=dict)
+    clients: dict[tuple[str, ...], Kept] = field(default_factory=dict)
 
-    def client(self, key: tuple[str, ...], make: Callable[[], "JsonClient"]) -> "JsonClient":
-        """The client kept under ``key`` (an API and a credential), made on first use."""
+    def client(self, key: tuple[str, ...], make: Callable[[], K]) -> K:
+        """The client kept under ``key`` (a kind, an API and a credential), made on first
+        use. The key names the kind, so one key always holds the same type."""
         if key not in self.clients:
             self.clients[key] = make()
-        return self.clients[key]
+        return self.clients[key]  # type: ignore[return-value]
 
     def save(self) -> None:
         for client in self.clients.values():
-            client.cache.save()
+            client.save()
 
     def close(self) -> None:
         self.save()

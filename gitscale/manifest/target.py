@@ -9,7 +9,7 @@ from typing import Any
 from gitscale.config.load import ObjectRef
 from gitscale.core.model import Current
 from gitscale.errors import ManifestError
-from gitscale.runnerset_api import GROUP, PATCH_ID_MAX, REPLICAS_MAX
+from gitscale.runnerset_api import BACKLOG_MAX, GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlio.read import Document, load_documents
 from gitscale.yamlio.span import Span
@@ -39,12 +39,14 @@ class Owned:
 
     ``replicas``: the count the kind's controller scales to. ``patch_id``: in the spec (an
     integer its controller reads) or an annotation (its digits, for gitscale alone). An
-    ``effective_time`` the controller reads, when the kind has one. ``annotations``: the mapping
-    of gitscale's own annotations (``A_*``)."""
+    ``effective_time`` the controller reads, and a ``backlog`` it refills from under saturation
+    (gitscale's controller), when the kind has them. ``annotations``: the mapping of gitscale's
+    own annotations (``A_*``)."""
 
     replicas: FieldPath
     patch_id: FieldPath
     effective_time: FieldPath | None = None
+    backlog: FieldPath | None = None
     annotations: FieldPath = ANNOTATIONS
     # worked out once from the paths above (a pass asks for each on every set it reads or edits)
     patch_in_annotation: bool = field(init=False, repr=False, compare=False)
@@ -54,9 +56,9 @@ class Owned:
         in_annotation = self.patch_id[:len(self.annotations)] == self.annotations
         object.__setattr__(self, "patch_in_annotation", in_annotation)
         # Where the editor inserts a missing owned key: after the nearest of these siblings
-        # that it finds as a one-line scalar, else first in its mapping. The owned fields
-        # outside the annotations go in this table's order; a new annotations mapping goes
-        # after the object's name (or namespace).
+        # that it finds as a one-line scalar, else first in its mapping. Replicas, patch ID and
+        # effective time go in that order (a backlog goes first in its mapping, as it always
+        # has); a new annotations mapping goes after the object's name (or namespace).
         fields = [p for p in (self.replicas, self.patch_id, self.effective_time)
                   if p is not None and p[:len(self.annotations)] != self.annotations]
         after = {path[-1]: tuple(other[-1] for other in reversed(fields[:n])
@@ -86,7 +88,8 @@ class Owned:
         }
 
 
-SPEC_PATCH = Owned(("spec", "replicas"), ("spec", "patchID"), ("spec", "effectiveTime"))
+SPEC_PATCH = Owned(("spec", "replicas"), ("spec", "patchID"), ("spec", "effectiveTime"),
+                   ("spec", "backlog"))
 LEGACY = Owned(("spec", "replicas"), (*ANNOTATIONS, A_PATCH_ID), ("spec", "effectiveTime"))
 REPLICAS_ONLY = Owned(("spec", "replicas"), (*ANNOTATIONS, A_PATCH_ID))
 
@@ -241,6 +244,10 @@ def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Cu
             raise ManifestError(path, f"annotation {A_LAST_SCALE_UP}: {exc}",
                                 doc.line_of([*owned.annotations, A_LAST_SCALE_UP])) from None
     jobs = annotations.get(A_JOBS)
+    backlog = None
+    if owned.backlog is not None:  # absent: none
+        backlog = _int_field(path, doc, list(owned.backlog), _get(data, owned.backlog),
+                             BACKLOG_MAX) or 0
     return Current(
         replicas=replicas,
         patch_id=patch_id,
@@ -248,6 +255,7 @@ def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Cu
         fingerprint=str(jobs) if jobs is not None else None,
         drained=str(annotations.get(A_DRAINED, "")).lower() == "true",
         paused=str(annotations.get(A_PAUSED, "")).lower() == "true",
+        backlog=backlog,
     )
 
 

@@ -1,18 +1,19 @@
 """Post the notifications after a push: one short attempt each, never an exception.
 
 A failure (no secret, connection refused, a timeout, a non-2xx answer) is one line on stderr
-naming the target by kind and host; the secret, the signature and a Flux hook path never appear.
+naming the target by kind and host, and the cause when there was no answer (the one HTTP
+client's, ``gitscale.clients.http``); the secret, the signature and a Flux hook path never
+appear.
 """
 from __future__ import annotations
 
-import functools
-import ssl
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 import click
-import httpx
 
+from gitscale.clients.errors import Unreachable
+from gitscale.clients.http import HttpClient, tls_context
 from gitscale.config.secrets import SecretError, read_secret
 from gitscale.notify.payloads import NotReady, Pushed, request
 from gitscale.config.notify_targets import Target
@@ -32,7 +33,9 @@ def notify_all(targets: Sequence[Target], pushed: Pushed, *,
     # Loading CA certificates costs 0.1-0.4 s: only when a target speaks https, once a process.
     # With no https target no TLS can happen (redirects are not followed), so none is loaded.
     tls = any(t.url.lower().startswith("https:") for t in targets)
-    with httpx.Client(follow_redirects=False, verify=_tls() if tls else False) as client:
+    client = HttpClient(name="notify", retries=0, follow_redirects=False,
+                        verify=tls_context() if tls else False)
+    try:
         for target in targets:
             try:
                 problem = _notify(client, target, pushed)
@@ -43,15 +46,12 @@ def notify_all(targets: Sequence[Target], pushed: Pushed, *,
             else:
                 log(f"notify {target.label} failed: {problem}; the engine's own poll still "
                     "applies")
+    finally:
+        client.close()
     return tuple(accepted)
 
 
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    return httpx.create_ssl_context()
-
-
-def _notify(client: httpx.Client, target: Target, pushed: Pushed) -> str | None:
+def _notify(client: HttpClient, target: Target, pushed: Pushed) -> str | None:
     secret: str | None = None
     try:
         if target.secret is not None:
@@ -61,25 +61,20 @@ def _notify(client: httpx.Client, target: Target, pushed: Pushed) -> str | None:
     except (SecretError, NotReady) as exc:
         return str(exc)
     try:
-        response = client.post(req.url, content=req.body, headers=req.headers,
-                               timeout=httpx.Timeout(target.timeout))
-    except httpx.TimeoutException:
-        return f"no answer within {target.timeout:g}s"
-    except httpx.ConnectError as exc:
-        return _clean(f"cannot connect ({_reason(exc)})", secret, req.url)
-    except httpx.HTTPError as exc:
-        return _clean(f"{type(exc).__name__}: {_reason(exc)}", secret, req.url)
-    if 200 <= response.status_code < 300:
+        answer = client.send("POST", req.url, content=req.body, headers=req.headers,
+                             timeout=target.timeout)
+    except Unreachable as exc:
+        if exc.timed_out:
+            return _clean(f"no answer within {target.timeout:g}s ({exc.cause})", secret,
+                          req.url)
+        return _clean(f"cannot connect ({exc.cause})", secret, req.url)
+    if 200 <= answer.status < 300:
         return None
-    if response.is_redirect:
-        return (f"HTTP {response.status_code}: redirected (to https?); give the final URL "
+    if answer.status in (301, 302, 303, 307, 308) and "location" in answer.headers:
+        return (f"HTTP {answer.status}: redirected (to https?); give the final URL "
                 "(gitscale does not follow redirects with a signed body)")
-    text = " ".join(response.text.split())[:160]
-    return _clean(f"HTTP {response.status_code}" + (f": {text}" if text else ""), secret, req.url)
-
-
-def _reason(exc: Exception) -> str:
-    return str(exc) or type(exc).__name__
+    text = " ".join(answer.text.split())[:160]
+    return _clean(f"HTTP {answer.status}" + (f": {text}" if text else ""), secret, req.url)
 
 
 def _clean(message: str, secret: str | None, url: str) -> str:

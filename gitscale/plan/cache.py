@@ -38,18 +38,20 @@ from gitscale.core.decide import FOREVER
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.errors import ManifestError
 from gitscale.manifest.target import KeptReads, Located, locate, owned_for
+from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
 
-FORMAT = 7  # 6: settled decisions; 7: a row names its kind's apiVersion (target.KINDS)
+FORMAT = 9  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
+# 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS)
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
 STATE_FILE = "manifest-state.pickle"
 
 # (document index, apiVersion, kind, name, replicas, patch ID, last scale-up, fingerprint,
-# drained, paused): where the owned fields are is the kind's row of target.KINDS
+# drained, paused, backlog): where the owned fields are is the kind's row of target.KINDS
 Row = tuple[int, str, str, str, "int | None", "int | None", "str | None", "str | None", bool,
-            bool]  # the time as ISO 8601: datetimes pickle 3× slower
+            bool, "int | None"]  # the time as ISO 8601: datetimes pickle 3× slower
 # set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
 # replicas, patch ID, reason, detail) of a decision that wrote nothing
 Settled = tuple[str, str, int, int, "frozenset[str] | None", float, float, int, "int | None",
@@ -69,19 +71,20 @@ def _row(found: Located) -> Row:
     c = found.current
     last_up = c.last_scale_up.isoformat() if c.last_scale_up is not None else None
     return (found.index, found.api_version, found.kind, found.name, c.replicas, c.patch_id,
-            last_up, c.fingerprint, c.drained, c.paused)
+            last_up, c.fingerprint, c.drained, c.paused, c.backlog)
 
 
 def _located(row: Row) -> Located | None:
     """The row as a pass uses it; None when the kind is no longer in the table (read again)."""
     (index, api_version, kind, name, replicas, patch_id, last_up, fingerprint, drained,
-     paused) = row
+     paused, backlog) = row
     owned = owned_for(api_version, kind)
     if owned is None:
         return None
     when = datetime.fromisoformat(last_up) if last_up is not None else None
     return Located(index, api_version, kind, name, owned,
-                   Current(replicas, patch_id, when, fingerprint, drained, paused))
+                   Current(replicas, patch_id, when, fingerprint, drained, paused,
+                           backlog=backlog))
 
 
 class ConfigStore(MutableMapping[str, Config]):
@@ -182,7 +185,8 @@ class CacheWrites:
 
 class StateCache:
     """What passes remember. A pass reads it through the methods that take its ``CacheWrites``
-    (and record there what they learnt); only ``apply`` and ``load`` change it."""
+    (and record there what they learnt) and changes nothing: ``apply`` does, once the pass has
+    decided. (``series`` is read from git before a pass, by ``plan.forecasts``.)"""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
@@ -194,6 +198,8 @@ class StateCache:
         self.jobs: dict[str, frozenset[str]] = {}
         self.settled: dict[str, Settled] = {}
         self.decisions: dict[str, Decision] = {}  # settled rows as decisions, built this process
+        # each forecast set's demand from the scaling commits, and the last commit read
+        self.series = DemandSeries()
         self.dirty = False
         self.hits = self.misses = 0
         self.floor = 0  # entries kept whatever LIMIT says: twice the sets of the config in use
@@ -208,12 +214,14 @@ class StateCache:
         if cache.path is not None and cache.path.is_file():
             try:
                 with cache.path.open("rb") as handle:
-                    stamp, rows, jobs, settled = pickle.load(handle)
+                    stamp, rows, jobs, settled, series = pickle.load(handle)
                 if stamp == (FORMAT, __version__) and isinstance(rows, dict) \
                         and isinstance(jobs, dict) and isinstance(settled, dict):
                     cache.rows, cache.jobs, cache.settled = rows, jobs, settled
+                    cache.series = DemandSeries.from_state(series)
             except Exception:  # noqa: BLE001 - a broken cache is only a slower pass
                 cache.rows, cache.jobs, cache.settled = {}, {}, {}
+                cache.series = DemandSeries()
         return cache
 
     # What a pass reads; what it learns goes to its ``writes``.
@@ -346,7 +354,8 @@ class StateCache:
         self.configs.save()
         if not self.dirty:
             return
-        if _write(self.path, ((FORMAT, __version__), self.rows, self.jobs, self.settled)):
+        if _write(self.path, ((FORMAT, __version__), self.rows, self.jobs, self.settled,
+                              self.series.state())):
             self.dirty = False
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple
 
 from gitscale.plan.cache import CacheWrites, StateCache, gc_paused
 from gitscale.plan.manifest_files import ManifestFiles
 from gitscale.config.load import Config, RunnerSetConfig
 from gitscale.core.decide import decide, settled_until, wanted
+from gitscale.core.forecast import Forecast
 from gitscale.core.limits import share
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
@@ -27,6 +28,7 @@ from gitscale.manifest import target as tgt
 from gitscale.config.notify_targets import Target
 from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time
+from gitscale.yamlio.placeholders import placeholder_problems
 from gitscale.yamlio.read import Document
 
 if TYPE_CHECKING:
@@ -68,6 +70,9 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # more for the commit body (webhook mode)
     left: dict[str, str] = field(default_factory=dict)  # set → why this pass leaves it alone
     demands: dict[str, Demand] = field(default_factory=dict)  # what the pass read, by set
+    forecasts: dict[str, Forecast] = field(default_factory=dict)  # forecast sets, by set
+    # gitscale.yaml's values still holding `init`'s CHANGE-ME: nothing may land until they go
+    placeholders: list[str] = field(default_factory=list)
     cache_writes: CacheWrites = field(default_factory=CacheWrites)  # for StateCache.apply
 
     @property
@@ -78,15 +83,19 @@ class Plan:
 def compute_plan(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
                  decider: Decider | None = None, only: set[str] | None = None,
                  cache: StateCache | None = None, tree: Tree | None = None,
-                 progress: Progress | None = None) -> Plan:
+                 progress: Progress | None = None,
+                 forecasts: Mapping[str, Forecast] | None = None) -> Plan:
     """The pass over ``config``'s sets (``only``: those named) at ``now``. ``decider`` replaces
     the scaler (`drain`). ``cache`` is read, never written: apply ``plan.cache_writes`` to it.
-    ``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread."""
+    ``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread.
+    ``forecasts``: what the history predicts for the sets with ``policy.forecast``
+    (``gitscale.plan.forecasts``); a forecast set missing from it is decided reactively."""
     with gc_paused():
         pass_ = _Pass(root, config, reading, now, decider, cache or StateCache(), tree,
-                      progress)
+                      progress, forecasts or {})
         plan = pass_.run(base, only)
     plan.demands = reading.demands
+    plan.forecasts = dict(forecasts or {})
     return plan
 
 
@@ -115,15 +124,16 @@ class _Pass:
 
     def __init__(self, root: Path, config: Config, reading: DemandReading, now: datetime,
                  decider: Decider | None, cache: StateCache, tree: Tree | None,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, forecasts: Mapping[str, Forecast]) -> None:
         self.config, self.reading, self.now, self.decider = config, reading, now, decider
-        self.cache, self.tree, self.progress = cache, tree, progress
+        self.cache, self.tree, self.progress, self.forecasts = cache, tree, progress, forecasts
         self.files = ManifestFiles(root, config, tree)
         self.cache_writes = CacheWrites(floor=len(config.sets))
         self.kept = tgt.KeptReads()
 
     def run(self, base: str, only: set[str] | None) -> Plan:
-        plan = Plan(base=base, notify=self.config.notify, cache_writes=self.cache_writes)
+        plan = Plan(base=base, notify=self.config.notify, cache_writes=self.cache_writes,
+                    placeholders=placeholder_problems(self.config.path, self.config.text))
         sets = [s for s in self.config.sets if only is None or s.name in only]
         settled = self.settled(sets, every_set=only is None)
         found = self.locate([s for s in sets if s.name not in settled] if settled else sets,
@@ -191,7 +201,8 @@ class _Pass:
     def decide(self, found: list[_Found]) -> dict[str, tuple[_Found, Decision]]:
         """Each located set's decision: the ``decider`` when given, else the scaler (under its
         share of ``limits.maxTotalReplicas`` when there is one)."""
-        caps = _caps(self.config, found, self.now) if self.decider is None else {}
+        caps = _caps(self.config, found, self.now, self.forecasts) \
+            if self.decider is None else {}
         decided: dict[str, tuple[_Found, Decision]] = {}
         for one in found:
             runner_set, _, current, demand = one
@@ -199,7 +210,8 @@ class _Pass:
                 decision = self.decider(runner_set, current, demand)
             elif caps:
                 decision = decide(current, demand, runner_set.policy, self.now,
-                                  caps[runner_set.name] if runner_set.name in caps else None)
+                                  caps[runner_set.name] if runner_set.name in caps else None,
+                                  self.forecasts.get(runner_set.name))
             else:
                 decision = self._decide_settling(one)
             decided[runner_set.name] = (one, decision)
@@ -210,7 +222,8 @@ class _Pass:
         later passes (and CLI runs, through the cache on disk) skip the set while its config,
         manifest blob and demand stay the same."""
         runner_set, _, current, demand = one
-        decision = decide(current, demand, runner_set.policy, self.now)
+        decision = decide(current, demand, runner_set.policy, self.now,
+                          forecast=self.forecasts.get(runner_set.name))
         until = settled_until(current, runner_set.policy, self.now)
         blob = self.files.blob(runner_set.manifest)
         if decision.write or demand is None or blob is None or until is None:
@@ -277,7 +290,8 @@ class _Pass:
         plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
 
 
-def _caps(config: Config, found: list[_Found], now: datetime) -> dict[str, int]:
+def _caps(config: Config, found: list[_Found], now: datetime,
+          forecasts: Mapping[str, Forecast]) -> dict[str, int]:
     """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none).
     Sets the pass leaves alone (paused, drained, demand unknown) keep what they have, and that
     counts against the total."""
@@ -289,7 +303,8 @@ def _caps(config: Config, found: list[_Found], now: datetime) -> dict[str, int]:
         if current.paused or current.drained or demand is None:
             fixed += 0 if current.drained else (current.replicas or 0)
         else:
-            wants[runner_set.name] = wanted(current, demand, runner_set.policy, now)
+            wants[runner_set.name] = wanted(current, demand, runner_set.policy, now,
+                                            forecasts.get(runner_set.name))
     return share(config.max_total_replicas, wants, fixed)
 
 
@@ -307,6 +322,8 @@ def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
     values[owned.patch_id] = str(patch) if owned.patch_in_annotation else patch
     if owned.effective_time is not None:
         values[owned.effective_time] = stamp
+    if owned.backlog is not None and decision.backlog != (target.current.backlog or 0):
+        values[owned.backlog] = decision.backlog  # (0 is also what an absent one means)
     if demand is not None:
         values[owned.annotation(tgt.A_JOBS)] = demand.fingerprint
     if decision.scaled_up:

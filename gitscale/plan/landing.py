@@ -26,6 +26,7 @@ from gitscale.errors import GitError, PushRaced, ValidationError
 from gitscale.repo.fastimport import commit_files
 from gitscale.repo.index import files_containing, stage_files
 from gitscale.repo.workspace import Workspace, write_atomic
+from gitscale.yamlio.placeholders import PLACEHOLDER, placeholder_problems
 
 # Lost push races are retried until this many seconds have passed since the first attempt (a
 # deadline, not a count: with many writers on one branch a run may lose many races in a row,
@@ -71,6 +72,7 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | No
         plan = make_plan()
         if cache is not None:
             cache.apply(plan.cache_writes)
+        refuse_unfinished(plan)
         if not plan.changed_paths:
             return Landed(plan, None, False, attempt)
         check_plan(ws, plan)
@@ -134,6 +136,18 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
                     "previous": c.before.replicas, "patch": c.decision.patch_id,
                     "reason": c.decision.reason.value} for c in plan.changes))
     return notify_all(plan.notify, pushed)
+
+
+def refuse_unfinished(plan: Plan) -> None:
+    """Refuse a config that still holds ``init``'s ``CHANGE-ME`` (whether or not a set
+    changes), or a manifest this pass would write that does. Lines are those of the files as
+    they are in the repo: gitscale's edit never writes a placeholder, only moves lines."""
+    unfinished = plan.placeholders + [p for path in plan.changed_paths
+                                      for p in placeholder_problems(path, plan.files[path][0])]
+    if unfinished:
+        raise ValidationError(
+            f"refusing to commit: {PLACEHOLDER} values that `gitscale init` could not fill in "
+            "are still there (nothing was written):\n  " + "\n  ".join(unfinished))
 
 
 def check_plan(ws: Workspace, plan: Plan) -> None:

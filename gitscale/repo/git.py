@@ -223,6 +223,15 @@ class Git:
         self.run(*args)
         return self.out("rev-parse", "FETCH_HEAD")
 
+    def deepen_since(self, remote: str, branch: str, since: str) -> None:
+        """A shallow clone: fetch the commits of ``branch`` from ``since`` (a git date) on, as
+        the clone fetches (a partial clone keeps its filter). HEAD does not move."""
+        self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+                 f"--shallow-since={since}", remote, f"refs/heads/{branch}")
+
+    def is_shallow(self) -> bool:
+        return self.out("rev-parse", "--is-shallow-repository") == "true"
+
     def reset_hard(self, rev: str) -> None:
         self.run("reset", "--quiet", "--hard", rev)
 

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from gitscale.controller.decide import Phase, Runner, Spec, Write, decide, record
+from gitscale.controller.decide import (
+    Phase,
+    Refilled,
+    Runner,
+    Spec,
+    Write,
+    decide,
+    record,
+    refilled_after,
+)
 from gitscale.simulate.trace import Job
 
 
@@ -77,8 +86,13 @@ class Pool:
     runner_seconds: float = 0.0
     idle_seconds: float = 0.0
     created: int = 0
+    made: int = 0  # pods created, counted or not (their names)
     samples: list[Sample] = field(default_factory=list)
     last_applied: Write | None = None  # what the controller keeps in status.appliedPatchID
+    refilled: Refilled | None = None  # ... and status.refilled
+    # Only what happens from then on is counted (``simulate --report-from``): the waits of
+    # jobs arriving, the runner and idle time after it, the pods created.
+    report_from: float = 0.0
 
     # -- jobs ------------------------------------------------------------------------------
     def arrive(self, job: Job) -> None:
@@ -93,8 +107,9 @@ class Pool:
 
     # -- pods ------------------------------------------------------------------------------
     def create(self, patch_id: int = 0, spec_time: datetime | None = None) -> None:
-        self.created += 1
-        pod = Pod(f"{self.name}-{self.created}", patch_id, spec_time, self.clock.now)
+        self.created += self.clock.now >= self.report_from
+        self.made += 1
+        pod = Pod(f"{self.name}-{self.made}", patch_id, spec_time, self.clock.now)
         self.pods[pod.name] = pod
         self.clock.at(self.clock.now + self.pod_start, self._ready, pod)
 
@@ -122,7 +137,8 @@ class Pool:
             if pod.phase in (Phase.PENDING, Phase.IDLE, Phase.BUSY):
                 self._account(pod, end)
         for job in self.queue:
-            self.waits[job.id] = end - job.arrival
+            if job.arrival >= self.report_from:
+                self.waits[job.id] = end - job.arrival
 
     # -- internals -------------------------------------------------------------------------
     def _ready(self, pod: Pod) -> None:
@@ -142,8 +158,9 @@ class Pool:
                 break
             job = self.queue.popleft()
             now = self.clock.now
-            self.waits[job.id] = now - job.arrival
-            self.idle_seconds += now - (pod.idle_since or now)
+            if job.arrival >= self.report_from:
+                self.waits[job.id] = now - job.arrival
+            self.idle_seconds += self._span(pod.idle_since or now, now)
             pod.phase, pod.idle_since = Phase.BUSY, None
             self.running[job.id] = job
             self.clock.at(now + job.duration, self._complete, pod, job)
@@ -151,13 +168,17 @@ class Pool:
     def _complete(self, pod: Pod, job: Job) -> None:
         del self.running[job.id]
         pod.phase, pod.finished_at = Phase.FINISHED, self.clock.now
-        self.runner_seconds += self.clock.now - pod.created
+        self.runner_seconds += self._span(pod.created, self.clock.now)
         self.on_change(self)
 
     def _account(self, pod: Pod, end: float) -> None:
-        self.runner_seconds += end - pod.created
+        self.runner_seconds += self._span(pod.created, end)
         if pod.phase is Phase.IDLE and pod.idle_since is not None:
-            self.idle_seconds += end - pod.idle_since
+            self.idle_seconds += self._span(pod.idle_since, end)
+
+    def _span(self, start: float, end: float) -> float:
+        """The seconds of [start, end] counted (from ``report_from`` on)."""
+        return max(end - max(start, self.report_from), 0.0)
 
 
 def controller_pass(pool: Pool, spec: Spec) -> None:
@@ -174,9 +195,11 @@ def controller_pass(pool: Pool, spec: Spec) -> None:
                       else None,
                       created_at=clock.time(int(p.created)), spec_time=p.spec_time)
                for p in pool.pods.values()]
-    actions = decide(spec, runners, clock.time(clock.now), pool.last_applied)
+    actions = decide(spec, runners, clock.time(clock.now), pool.last_applied, pool.refilled)
+    for _ in range(actions.successors):
+        pool.create(actions.create_patch_id, spec.effective_time)
     for delete in actions.deletes:
         pool.delete(delete.name)
-    for _ in range(actions.create + len(actions.retries)):
-        pool.create(actions.create_patch_id, spec.effective_time)
+    if actions.refills:
+        pool.refilled = refilled_after(spec, pool.refilled, len(actions.refills))
     pool.last_applied = record(spec, pool.last_applied, all_created=True)

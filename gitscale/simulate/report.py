@@ -27,6 +27,7 @@ class Metrics:
     commits: int | None
     commits_per_hour: float | None
     patch_only_commits: int | None
+    never_started: int = 0  # jobs still waiting when the drain tail reached its limit
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -38,9 +39,11 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def metrics(outcomes: Sequence[Outcome], trace: Trace) -> list[Metrics]:
+def metrics(outcomes: Sequence[Outcome], trace: Trace, report_from: float = 0.0) -> list[Metrics]:
+    """``report_from``: the outcomes count from this many seconds into the trace on (so do the
+    hours that commits per hour are of)."""
     oracle = next((o.runner_seconds for o in outcomes if o.name == "oracle"), 0.0)
-    hours = max(trace.hours, 1e-9)
+    hours = max(trace.hours - report_from / 3600, 1e-9)
     rows = []
     for o in outcomes:
         rows.append(Metrics(
@@ -53,7 +56,7 @@ def metrics(outcomes: Sequence[Outcome], trace: Trace) -> list[Metrics]:
             idle_runner_minutes=round(o.idle_seconds / 60, 1),
             pods_created=o.pods, commits=o.commits,
             commits_per_hour=round(o.commits / hours, 1) if o.commits is not None else None,
-            patch_only_commits=o.patch_only_commits,
+            patch_only_commits=o.patch_only_commits, never_started=o.unstarted,
         ))
     return rows
 
@@ -74,6 +77,9 @@ def as_text(rows: Sequence[Metrics], trace: Trace, settings: Settings) -> str:
             else f"sync {settings.sync_delay:g}s")
     lines = [f"trace: {trace.name}, {len(trace.jobs)} jobs over {trace.hours:g} h, "
              f"{len(trace.sets)} set(s): {', '.join(trace.sets)}",
+             *([f"reported from {trace.time(settings.report_from).isoformat()} (the jobs "
+                "arriving from then on, and the runners and commits after it)"]
+               if settings.report_from else []),
              f"decisions every {settings.interval:g}s, {sync}, pod start "
              f"{settings.pod_start:g}s", ""]
     header = ("strategy", "wait p50", "p95", "max", "runner-min", "×oracle", "idle-min",
@@ -87,6 +93,10 @@ def as_text(rows: Sequence[Metrics], trace: Trace, settings: Settings) -> str:
     for row in table:
         lines.append("  ".join(cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i])
                                for i, cell in enumerate(row)).rstrip())
+    stuck = [f"{r.name} {r.never_started}" for r in rows if r.never_started]
+    if stuck:
+        lines += ["", f"jobs never started (no runner by the end of the drain tail): "
+                  f"{', '.join(stuck)}; their wait counts until then"]
     return "\n".join(lines)
 
 

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field, replace
 
 from gitscale.controller.decide import Phase, Spec
 from gitscale.core.decide import decide
+from gitscale.core.forecast import forecast
 from gitscale.core.model import Current, Demand, next_patch_id
 from gitscale.core.policy import Policy
 from gitscale.simulate.model import Clock, Pool, controller_pass
 from gitscale.simulate.trace import Trace
 
 DRAIN_AFTER = 1800.0  # simulated time after the last job could end: runners left are charged
+DRAIN_STEP = 60.0  # the drain tail goes on in steps of this while jobs wait or run
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Settings:
     pod_start: float = 45.0
     sample_every: float = 30.0
     job_memory: bool = True  # the last write's job ids known (`run`, or a kept state cache)
+    report_from: float = 0.0  # seconds into the trace from which outcomes are counted
 
 
 @dataclass
@@ -51,6 +54,7 @@ class Outcome:
     pods: int
     commits: int | None = None
     patch_only_commits: int | None = None
+    unstarted: int = 0  # jobs still waiting when the run ended (the drain tail's limit)
     series: dict[str, list[tuple[float, int, int, int]]] = field(default_factory=dict)
 
 
@@ -59,24 +63,46 @@ def end_of(trace: Trace) -> float:
     return max(trace.hours * 3600, last) + DRAIN_AFTER
 
 
+def _drive(clock: Clock, pools: dict[str, Pool], trace: Trace, settings: Settings) -> float:
+    """Run the trace to ``end_of`` it; then, while jobs still wait or run (more jobs than
+    ``maxReplicas`` let through in time), on in steps until every job has run, and
+    ``DRAIN_AFTER`` more, so that no strategy looks cheap by the jobs it never ran. A policy
+    that can never run them (max 0) stops at a limit no runner could need: every job run one
+    after another. Returns the end."""
+    clock.run(end_of(trace))
+    if not _busy(pools):
+        return clock.now
+    limit = clock.now + sum(j.duration + settings.pod_start + DRAIN_STEP for j in trace.jobs)
+    while _busy(pools) and clock.now < limit:
+        clock.run(min(clock.now + DRAIN_STEP, limit))
+    clock.run(min(clock.now + DRAIN_AFTER, limit))
+    return clock.now
+
+
+def _busy(pools: dict[str, Pool]) -> bool:
+    return any(pool.queue or pool.running for pool in pools.values())
+
+
 def _pools(trace: Trace, clock: Clock, settings: Settings) -> dict[str, Pool]:
-    pools = {name: Pool(clock, name, settings.pod_start) for name in trace.sets}
+    pools = {name: Pool(clock, name, settings.pod_start, report_from=settings.report_from)
+             for name in trace.sets}
     for job in trace.jobs:
         clock.at(job.arrival, pools[job.set].arrive, job)
     return pools
 
 
-def _sampler(clock: Clock, pools: dict[str, Pool], every: float, end: float) -> None:
+def _sampler(clock: Clock, pools: dict[str, Pool], every: float) -> None:
+    # (periodic events reschedule themselves for as long as the run goes: ``_drive`` ends it)
     def tick() -> None:
         for pool in pools.values():
             pool.sample()
-        if clock.now + every <= end:
-            clock.at(clock.now + every, tick)
+        clock.at(clock.now + every, tick)
     clock.at(0.0, tick)
 
 
 def _finish(name: str, policy: str, pools: dict[str, Pool], end: float) -> Outcome:
     waits: list[float] = []
+    unstarted = sum(len(pool.queue) for pool in pools.values())
     for pool in pools.values():
         pool.close(end)
         waits += pool.waits.values()
@@ -84,17 +110,19 @@ def _finish(name: str, policy: str, pools: dict[str, Pool], end: float) -> Outco
                    sum(p.idle_seconds for p in pools.values()),
                    sum(p.created for p in pools.values()),
                    series={n: [(s.at, s.runners, s.queued, s.running) for s in p.samples]
-                           for n, p in pools.items()})
+                           for n, p in pools.items()}, unstarted=unstarted)
 
 
 def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
                  label: str) -> Outcome:
     clock = Clock(trace.start)
-    end = end_of(trace)
     pools = _pools(trace, clock, settings)
-    current = {name: Current(0, None) for name in pools}
+    current = {name: Current(0, None, backlog=0) for name in pools}  # RunnerSets
     specs: dict[str, Spec] = {}
     counts = {"commits": 0, "patch_only": 0}
+    # What the set's Gitscale-Set trailers would say: the demand at each write (a forecast
+    # policy learns from them, through the same pure function as a real pass)
+    history: dict[str, tuple[list[float], list[int]]] = {name: ([], []) for name in pools}
 
     def apply(name: str, spec: Spec) -> None:
         # commits reach the cluster in the order they were made (a poll applies them in turn)
@@ -113,27 +141,31 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
             queued, running, ids = pool.demand()
             demand = Demand(queued, running, ids)
             known = current[name] if settings.job_memory else replace(current[name], jobs=None)
-            decision = decide(known, demand, policies[name], now)
+            policy = policies[name]
+            times, levels = history[name]
+            predicted = None if policy.forecast is None else forecast(times, levels,
+                                                                        policy.forecast, now)
+            decision = decide(known, demand, policy, now, forecast=predicted)
             if not decision.write:
                 continue
+            times.append(now.timestamp())
+            levels.append(queued + running)
             before = current[name]
             current[name] = before.after(decision, demand, now)
             wrote = True
             patch_only = patch_only and before.replicas == decision.replicas
-            spec = Spec(decision.replicas, decision.patch_id or 0, now)
+            spec = Spec(decision.replicas, decision.patch_id or 0, now, decision.backlog)
             clock.at(_synced(clock.now, settings), apply, name, spec)
-        if wrote:
+        if wrote and clock.now >= settings.report_from:
             counts["commits"] += 1
             counts["patch_only"] += patch_only
-        if clock.now + settings.interval <= end:
-            clock.at(clock.now + settings.interval, tick)
+        clock.at(clock.now + settings.interval, tick)
 
     for pool in pools.values():
         pool.on_change = changed
     clock.at(0.0, tick)
-    _sampler(clock, pools, settings.sample_every, end)
-    clock.run(end)
-    outcome = _finish("gitscale", label, pools, end)
+    _sampler(clock, pools, settings.sample_every)
+    outcome = _finish("gitscale", label, pools, _drive(clock, pools, trace, settings))
     outcome.commits, outcome.patch_only_commits = counts["commits"], counts["patch_only"]
     return outcome
 
@@ -149,7 +181,6 @@ QUIET_BATCH = 50.0  # the listener's long poll: a batch with no job message is "
 
 def run_listener(trace: Trace, policies: dict[str, Policy], settings: Settings) -> Outcome:
     clock = Clock(trace.start)
-    end = end_of(trace)
     pools = _pools(trace, clock, settings)
     state = {name: {"desired": -1, "patch": 0, "last": 0.0, "jobs": 0} for name in pools}
     specs: dict[str, Spec] = {}
@@ -182,14 +213,13 @@ def run_listener(trace: Trace, policies: dict[str, Policy], settings: Settings) 
     for pool in pools.values():
         pool.on_change = changed
         clock.at(0.0, changed, pool)
-    _sampler(clock, pools, settings.sample_every, end)
-    clock.run(end)
-    return _finish("arc-listener", "minRunners = min", pools, end)
+    _sampler(clock, pools, settings.sample_every)
+    return _finish("arc-listener", "minRunners = min", pools,
+                   _drive(clock, pools, trace, settings))
 
 
 def run_hra(trace: Trace, policies: dict[str, Policy], settings: Settings) -> Outcome:
     clock = Clock(trace.start)
-    end = end_of(trace)
     pools = _pools(trace, clock, settings)
     replicas = {name: policies[name].min_replicas for name in pools}
     last_up = {name: -1e9 for name in pools}
@@ -219,20 +249,18 @@ def run_hra(trace: Trace, policies: dict[str, Policy], settings: Settings) -> Ou
             elif desired < replicas[name] and clock.now - last_up[name] >= 600:
                 replicas[name] = desired
             deployment(pool)
-        if clock.now + 60 <= end:
-            clock.at(clock.now + 60, poll)
+        clock.at(clock.now + 60, poll)
 
     for pool in pools.values():
         pool.on_change = deployment
     clock.at(0.0, poll)
-    _sampler(clock, pools, settings.sample_every, end)
-    clock.run(end)
-    return _finish("arc-hra", "60 s poll, 10 min scale-down delay", pools, end)
+    _sampler(clock, pools, settings.sample_every)
+    return _finish("arc-hra", "60 s poll, 10 min scale-down delay", pools,
+                   _drive(clock, pools, trace, settings))
 
 
 def run_pod_per_job(trace: Trace, settings: Settings) -> Outcome:
     clock = Clock(trace.start)
-    end = end_of(trace)
     pools = _pools(trace, clock, settings)
 
     def changed(pool: Pool) -> None:
@@ -245,15 +273,16 @@ def run_pod_per_job(trace: Trace, settings: Settings) -> Outcome:
 
     for pool in pools.values():
         pool.on_change = changed
-    _sampler(clock, pools, settings.sample_every, end)
-    clock.run(end)
-    return _finish("pod-per-job", "a pod per job on arrival", pools, end)
+    _sampler(clock, pools, settings.sample_every)
+    return _finish("pod-per-job", "a pod per job on arrival", pools,
+                   _drive(clock, pools, trace, settings))
 
 
 def oracle(trace: Trace, settings: Settings) -> Outcome:
-    seconds = sum(settings.pod_start + j.duration for j in trace.jobs)
-    return Outcome("oracle", "a runner ready as each job arrives", [0.0] * len(trace.jobs),
-                   seconds, 0.0, len(trace.jobs))
+    jobs = [j for j in trace.jobs if j.arrival >= settings.report_from]
+    seconds = sum(settings.pod_start + j.duration for j in jobs)
+    return Outcome("oracle", "a runner ready as each job arrives", [0.0] * len(jobs),
+                   seconds, 0.0, len(jobs))
 
 
 BASELINES = 3  # listener, HRA, pod per job

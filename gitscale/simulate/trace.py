@@ -18,8 +18,10 @@ from pathlib import Path
 from gitscale.errors import InputError
 from gitscale.timeutil import parse_duration, parse_time
 
-SHAPES = ("steady", "spiky", "burst")
+SHAPES = ("steady", "spiky", "burst", "weekly")
 DEFAULT_START = datetime(2026, 1, 5, 8, 0, tzinfo=timezone.utc)  # a Monday, 08:00 UTC
+WEEKLY_START = datetime(2026, 1, 5, tzinfo=timezone.utc)  # the weekly shape: Monday 00:00 UTC
+WEEKLY_HOURS = 15 * 24.0  # two weeks to learn from, and the Monday after
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 MAX_DURATION = 7 * 24 * 3600.0
 
@@ -149,7 +151,7 @@ def _numeric(cell: str) -> bool:
 
 
 def synthetic(shape: str, *, seed: int, hours: float, sets: Sequence[str],
-              start: datetime = DEFAULT_START) -> Trace:
+              start: datetime | None = None) -> Trace:
     """Seeded job traces of three shapes, per set (the same shape, an independent stream each).
 
     - steady: Poisson arrivals, 1.5 jobs a minute; durations log-normal, median 6 min;
@@ -157,6 +159,9 @@ def synthetic(shape: str, *, seed: int, hours: float, sets: Sequence[str],
       median 4 min;
     - burst: 0.5 jobs a minute, plus a morning burst of 120 jobs in 5 minutes one hour in
       (09:00 with the default start); median 6 min.
+    - weekly: from Monday 00:00 UTC, each weekday a burst of 100–140 jobs within 5 minutes
+      centred on 09:00 ± 3 min (the centre drawn each day), and a light background: Poisson,
+      one job every 6 hours between 07:00 and 19:00 on weekdays and one a day otherwise (weekends are quiet); median 6 min. The shape a forecast learns from.
     Durations are clipped to 30 s – 60 min.
     """
     if shape not in SHAPES:
@@ -175,6 +180,9 @@ def synthetic(shape: str, *, seed: int, hours: float, sets: Sequence[str],
                 arrivals += [at + rng.uniform(0, 60) for _ in range(rng.randint(15, 40))]
                 at += rng.uniform(15, 45) * 60
             median = 240.0
+        elif shape == "weekly":
+            arrivals = _weekly(rng, span)
+            median = 360.0
         else:
             arrivals = _poisson(rng, 0.5 / 60, span)
             burst = min(3600.0, span / 3)
@@ -185,8 +193,28 @@ def synthetic(shape: str, *, seed: int, hours: float, sets: Sequence[str],
                 duration = min(max(rng.lognormvariate(math.log(median), 0.6), 30.0), 3600.0)
                 jobs.append((arrival, round(duration, 1), set_name))
     jobs.sort()
+    if start is None:
+        start = WEEKLY_START if shape == "weekly" else DEFAULT_START
     return Trace(f"{shape} (seed {seed})", start,
                  tuple(Job(i, s, round(a, 1), d) for i, (a, d, s) in enumerate(jobs)), hours)
+
+
+def _weekly(rng: random.Random, span: float) -> list[float]:
+    """Arrivals of the weekly shape, in seconds from a Monday 00:00."""
+    day = 86400.0
+    arrivals = []
+    for number in range(math.ceil(span / day)):
+        start = number * day
+        if number % 7 < 5:  # Monday to Friday
+            centre = start + 9 * 3600 + rng.uniform(-180, 180)
+            arrivals += [centre + rng.uniform(-150, 150) for _ in range(rng.randint(100, 140))]
+            arrivals += [start + a for a in _poisson(rng, 1 / (6 * 3600), day)
+                         if 7 * 3600 <= a < 19 * 3600]
+            arrivals += [start + a for a in _poisson(rng, 1 / (24 * 3600), day)
+                         if not 7 * 3600 <= a < 19 * 3600]
+        else:
+            arrivals += [start + a for a in _poisson(rng, 1 / (24 * 3600), day)]
+    return arrivals
 
 
 def _poisson(rng: random.Random, rate: float, span: float) -> list[float]:

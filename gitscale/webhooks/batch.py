@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Callable, Mapping
 
 from gitscale.plan.cache import StateCache
 from gitscale.config.load import Config, load_config
+from gitscale.core.forecast import Forecast
 from gitscale.core.reservations import Book, Correction, Event, apply, resync
 from gitscale.demand import DemandReading
 from gitscale.plan.engine import Plan, compute_plan
@@ -28,9 +30,11 @@ GRACE = timedelta(minutes=1)
 def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], now: datetime,
                duration: timedelta, state_path: str, cache: StateCache,
                listing: Listing | None = None,
-               corrected: dict[str, Correction] | None = None) -> Plan:
+               corrected: dict[str, Correction] | None = None,
+               forecasts: Callable[[Config], Mapping[str, Forecast]] | None = None) -> Plan:
     """Apply ``events`` and ``listing`` to the reservations in the repo and plan the
-    webhook-fed sets. What the listing corrected, by set, goes to ``corrected``."""
+    webhook-fed sets. What the listing corrected, by set, goes to ``corrected``.
+    ``forecasts``: the forecast sets' forecasts for the config (``gitscale.plan.forecasts``)."""
     config: Config = load_config(root, config_path, cache.configs)
     state = read_state(root, state_path)
     routed: dict[str, list[Event]] = {}
@@ -58,7 +62,8 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
                 corrections[name] = correction
         reading.demands[name] = books[name].demand()
     names = {s.name for s in webhook_sets}
-    plan = compute_plan(root, config, reading, now, base, only=names, cache=cache)
+    plan = compute_plan(root, config, reading, now, base, only=names, cache=cache,
+                        forecasts=forecasts(config) if forecasts is not None else None)
     new_text = render(books, sorted(names))
     if new_text != state.text and (state.text or names):
         plan.files[state_path] = (state.text, new_text)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
+import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
+from typing import Callable, Sequence
 
 from gitscale.config.load import RunnerSetConfig
 from gitscale.core.reservations import Action, Event
@@ -17,14 +20,18 @@ from gitscale.config.sources import GitHubSettings
 from gitscale.config.sources import SOURCES
 
 MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+NOT_A_JOB = "not a workflow_job payload"
 
 
 class Rejected(Exception):
-    """A delivery refused with an HTTP status; the message is safe to send back."""
+    """A delivery refused with an HTTP status; the message is safe to send back and to log
+    (it never holds the body or the secret). ``reason`` is its kind, one of a few fixed texts:
+    the log's rate limit counts by it."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.reason = reason or message
 
 
 def verify(secret: bytes, body: bytes, header: str | None) -> None:
@@ -35,6 +42,71 @@ def verify(secret: bytes, body: bytes, header: str | None) -> None:
     expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
     if scheme != "sha256" or not hmac.compare_digest(expected, given.strip()):
         raise Rejected(401, "bad signature")
+
+
+REJECTION_LOG_EVERY = 60.0  # seconds: at most one log line per kind of rejection this often
+_DELIVERY_ID = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class RejectionLog:
+    """The log lines of rejected deliveries: the first of each kind (status and reason) at
+    once, then at most one per ``every`` seconds, saying how many it stands for — so a secret
+    mismatch shows in the log, and a flood of bad requests cannot fill it. ``flush`` says the
+    rejections counted since a kind's last line, once ``every`` has passed (a flood that
+    stopped is still told). Lines name the delivery id (as sent, cut and cleaned: a client
+    writes it) and the reason; never the body, a header's value or the secret."""
+
+    def __init__(self, every: float = REJECTION_LOG_EVERY,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.every = every
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._kinds: dict[tuple[int, str], _Kind] = {}  # a few fixed kinds: bounded
+
+    def note(self, rejected: Rejected, delivery: str | None) -> str | None:
+        """The line to log for this rejection, or None when its kind was logged too recently
+        (it is counted, and told by a later line)."""
+        now, key = self.clock(), (rejected.status, rejected.reason)
+        with self._lock:
+            kind = self._kinds.setdefault(key, _Kind())
+            if kind.logged is not None and now - kind.logged < self.every:
+                kind.unsaid += 1
+                return None
+            unsaid, kind.unsaid, kind.logged = kind.unsaid, 0, now
+        line = (f"rejected webhook delivery {_delivery_id(delivery)}: {rejected.status} "
+                f"{rejected}")
+        return line + (f" (and {unsaid} more like it in the last {_seconds(self.every)}, "
+                       "not logged one by one)" if unsaid else "")
+
+    def flush(self, *, everything: bool = False) -> list[str]:
+        """A line per kind with rejections not told yet, once ``every`` has passed since its
+        last line (``everything``: at once, e.g. when the server stops)."""
+        now, lines = self.clock(), []
+        with self._lock:
+            for (status, reason), kind in self._kinds.items():
+                if kind.unsaid and kind.logged is not None and (
+                        everything or now - kind.logged >= self.every):
+                    lines.append(f"rejected {kind.unsaid} more webhook deliveries: {status} "
+                                 f"{reason} (since {_seconds(now - kind.logged)} ago)")
+                    kind.unsaid, kind.logged = 0, now
+        return lines
+
+
+@dataclass
+class _Kind:
+    logged: float | None = None  # clock() of its last line
+    unsaid: int = 0  # rejections since, not logged one by one
+
+
+def _delivery_id(delivery: str | None) -> str:
+    """GitHub's ids are GUIDs; anything else a client sends is cut and cleaned for the log."""
+    if not delivery:
+        return "(no X-GitHub-Delivery)"
+    return _DELIVERY_ID.sub("?", delivery[:64]) + ("…" if len(delivery) > 64 else "")
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s"
 
 
 class Deliveries:
@@ -75,9 +147,14 @@ def parse(body: bytes, at: datetime) -> JobEvent | None:
         labels = job.get("labels") or []
         repo = payload["repository"]["full_name"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise Rejected(400, f"not a workflow_job payload ({type(exc).__name__}: {exc})") from None
+        # The error's text names a key or a position, never the body's content (a bad byte
+        # would: a UnicodeDecodeError is named by its type only).
+        detail = type(exc).__name__ if isinstance(exc, UnicodeDecodeError) \
+            else f"{type(exc).__name__}: {exc}"
+        raise Rejected(400, f"{NOT_A_JOB} ({detail})", NOT_A_JOB) from None
     if not isinstance(job_id, int) or not isinstance(labels, list) or not isinstance(repo, str):
-        raise Rejected(400, "not a workflow_job payload (id, labels or repository malformed)")
+        raise Rejected(400, "not a workflow_job payload (id, labels or repository malformed)",
+                       NOT_A_JOB)
     try:
         kind = Action(action)
     except ValueError:

@@ -135,7 +135,7 @@ def _time(value: Any) -> datetime:
 
 
 def render(books: dict[str, Book], served: list[str]) -> str:
-    import yaml
+    from gitscale.yamlio.write import dump
 
     data: dict[str, Any] = {"served": sorted(served), "sets": {}}
     for name in sorted(books):
@@ -148,5 +148,4 @@ def render(books: dict[str, Book], served: list[str]) -> str:
             "completed": [{"job": job, "until": format_time(until)}
                           for job, until in book.completed],
         }
-    text: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
-    return HEADER + text
+    return HEADER + dump(data, default_flow_style=None, width=120)

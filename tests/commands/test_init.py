@@ -20,9 +20,10 @@ def reference_validator(*names: str) -> SchemaValidator:
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])
 def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str) -> None:  # type: ignore[no-untyped-def]
     root = tmp_path / "config"
-    code, out, err = run(capsys, "init", str(root), "--gitops", gitops,
+    code, out, err = run(capsys, "init", str(root), "--gitops", gitops, "--github-org", "acme",
                          "--repo-url", "https://git.example.com/ci/config.git")
     assert code == 0, err
+    assert "edits left: none" in out
     assert git(root, "status", "--porcelain") == ""
     assert "gitscale init" in git(root, "log", "-1", "--format=%s")
     # the kustomization lists files that exist
@@ -32,7 +33,7 @@ def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str) -> N
     assert any("crd" in r for r in kustomization["resources"])
     # it validates and plans
     assert run(capsys, "validate", "--repo", str(root))[0] == 0
-    code, out, _ = run(capsys, "plan", "--repo", str(root))
+    code, out, _ = run(capsys, "plan", "--repo", str(root), "--demand", str(root / "demand.yaml"))
     assert code == 2 and "first-write" in out
     # the GitOps objects are valid against the real CRDs
     if gitops == "argocd":

@@ -23,9 +23,11 @@ URL = "https://git.example.com/ci/config.git"
 KUBERNETES = ["1.30.0", "1.37.0"]  # a supported old release and the newest schema shipped
 
 
-def init(tmp_path: Path, capsys, gitops: str) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
+def init(tmp_path: Path, capsys, gitops: str,  # type: ignore[no-untyped-def]
+         *extra: str) -> tuple[Path, str]:
     root = tmp_path / "config"
-    code, out, err = run(capsys, "init", str(root), "--gitops", gitops, "--repo-url", URL)
+    code, out, err = run(capsys, "init", str(root), "--gitops", gitops, "--repo-url", URL,
+                         *(extra or ("--github-org", "acme")))
     assert code == 0, err
     assert git(root, "status", "--porcelain") == ""
     return root, out
@@ -77,7 +79,8 @@ def test_the_scaffolded_flux_notify_reaches_its_receiver(tmp_path: Path, capsys,
         git(root, "remote", "add", "origin", str(remote))
         git(root, "push", "--quiet", "--set-upstream", "origin", "main")
         monkeypatch.setenv("FLUX_RECEIVER_TOKEN", "t0ken-from-the-secret")
-        code, out, err = run(capsys, "reconcile", "--repo", str(root))
+        code, out, err = run(capsys, "reconcile", "--repo", str(root),
+                             "--demand", str(root / "demand.yaml"))
     assert code == 0, err
     assert [s.status for s in flux.seen] == [200] and flux.reconciled == ["GitRepository/gitscale"]
     assert f"notified flux ({flux.base})" in out
@@ -143,8 +146,9 @@ def test_gitlab_example_is_serialised_cached_and_pinned(tmp_path: Path, capsys) 
     assert "GITSCALE_GIT_TOKEN" not in str(job["variables"])  # a masked CI/CD variable
 
 
-SCALER = ["serviceaccount.yaml", "cronjob.yaml", "deployment-run.yaml",
+SCALER = ["serviceaccount.yaml", "cache-pvc.yaml", "cronjob.yaml", "deployment-run.yaml",
           "deployment-serve.yaml", "service-serve.yaml"]
+BUILDKITE = ["--buildkite-org", "acme-ci"]  # no serve: webhooks are GitHub's
 
 
 def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,15 +160,17 @@ def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("kubernetes", KUBERNETES)
+@pytest.mark.parametrize("platform", ["github", "buildkite"])
 def test_scaler_manifests_validate_against_the_kubernetes_schema(  # type: ignore[no-untyped-def]
-        tmp_path: Path, capsys, kubernetes: str) -> None:
-    root, _ = init(tmp_path, capsys, "argocd")
+        tmp_path: Path, capsys, kubernetes: str, platform: str) -> None:
+    root, _ = init(tmp_path, capsys, "argocd", *(BUILDKITE if platform == "buildkite" else ()))
     scaler = root / "deploy/scaler"
     kustomization = yaml.safe_load((scaler / "kustomization.yaml").read_text())
     assert all((scaler / r).is_file() for r in kustomization["resources"])
-    assert sorted(p.name for p in scaler.glob("*.yaml")) == sorted([*SCALER,
+    expected = SCALER if platform == "github" else [n for n in SCALER if "serve" not in n]
+    assert sorted(p.name for p in scaler.glob("*.yaml")) == sorted([*expected,
                                                                     "kustomization.yaml"])
-    for name in SCALER:
+    for name in expected:
         for obj in docs(scaler / name):
             # strict: an unknown or misspelt field anywhere is an error
             kubernetes_validate.validate(obj, kubernetes, strict=True)
@@ -175,7 +181,9 @@ def test_the_scaler_needs_no_cluster_permission_and_reads_git_from_a_secret(  # 
     root, _ = init(tmp_path, capsys, "flux")
     objects = [o for name in SCALER for o in docs(root / "deploy/scaler" / name)]
     kinds = {o["kind"] for o in objects}
-    assert kinds == {"ServiceAccount", "CronJob", "Deployment", "Service"}  # no Role, no binding
+    # no Role, no binding
+    assert kinds == {"ServiceAccount", "PersistentVolumeClaim", "CronJob", "Deployment",
+                     "Service"}
     (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
     assert account["automountServiceAccountToken"] is False
     (cron,) = [o for o in objects if o["kind"] == "CronJob"]
@@ -212,5 +220,11 @@ def test_scaler_kustomization_builds(tmp_path: Path, capsys) -> None:  # type: i
     built = subprocess.run(["kubectl", "kustomize", str(root / "deploy/scaler")],
                            capture_output=True, text=True, timeout=60)
     assert built.returncode == 0, built.stderr
-    kinds = sorted(d["kind"] for d in yaml.safe_load_all(built.stdout))
-    assert kinds == ["CronJob", "ServiceAccount"]
+    objects = list(yaml.safe_load_all(built.stdout))
+    assert sorted(d["kind"] for d in objects) == ["CronJob", "PersistentVolumeClaim",
+                                                  "ServiceAccount"]
+    (claim,) = [d for d in objects if d["kind"] == "PersistentVolumeClaim"]
+    (cron,) = [d for d in objects if d["kind"] == "CronJob"]
+    volumes = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "cache", "persistentVolumeClaim": {
+        "claimName": claim["metadata"]["name"]}} in volumes

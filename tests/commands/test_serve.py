@@ -5,6 +5,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import re
 import threading
 import uuid
 from pathlib import Path
@@ -24,7 +25,7 @@ runnerSets:
   - name: linux
     manifest: sets/linux.yaml
     source: {github: {org: octo-org, labels: [self-hosted, linux], token: {env: GH_TOKEN}}}
-    policy: {minReplicas: 0, maxReplicas: 150}
+    policy: {minReplicas: 0, maxReplicas: 150, scaleDownDelay: 0s}
   - name: gpu
     manifest: sets/gpu.yaml
     source: {github: {org: octo-org, labels: [self-hosted, gpu], token: {env: GH_TOKEN}}}
@@ -231,12 +232,61 @@ def test_starved_reservations_are_capped_by_max(repo: Path) -> None:
         server.close()
 
 
-def test_missing_secret_refuses_to_start(repo: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+HINT = ("(the secret GitHub signs workflow_job deliveries with: --secret-env names its "
+        "variable, --secret-file its file)")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    pytest.param([], "webhook secret: environment variable GITHUB_WEBHOOK_SECRET is not set",
+                 id="default-env"),
+    pytest.param(["--secret-env", "MY_HOOK_SECRET"],
+                 "webhook secret: environment variable MY_HOOK_SECRET is not set", id="env"),
+    pytest.param(["--secret-file", "/nonexistent/hook-secret"],
+                 "webhook secret: cannot read /nonexistent/hook-secret: FileNotFoundError",
+                 id="file"),
+])
+def test_missing_secret_refuses_to_start(repo: Path, monkeypatch: pytest.MonkeyPatch, capsys,  # type: ignore[no-untyped-def]
+                                         args: list[str], said: str) -> None:
+    """The message names the secret once ("webhook secret: webhook secret: …" was shown)."""
     from tests.helpers import run
 
     monkeypatch.delenv("GITHUB_WEBHOOK_SECRET", raising=False)
-    code, _, err = run(capsys, "serve", "--repo", str(repo), "--listen", "127.0.0.1:0")
-    assert code == 1 and "GITHUB_WEBHOOK_SECRET is not set" in err
+    monkeypatch.delenv("MY_HOOK_SECRET", raising=False)
+    code, out, err = run(capsys, "serve", "--repo", str(repo), "--listen", "127.0.0.1:0", *args)
+    assert (code, out, err) == (1, "", f"error: {said} {HINT}\n")
+
+
+def test_rejected_deliveries_are_logged_once_per_reason_without_body_or_secret(
+        repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A secret mismatch shows in the log (it showed only in the metrics); a flood of them is
+    one line and a count, not a line each."""
+    body = job(7, "queued", ["self-hosted", "body-marker"])
+    server = Server(repo, window="1s")
+    try:
+        assert server.post(body, signature="sha256=" + "ab" * 32, delivery="bad-0")[0] == 401
+        for i in range(1, 41):
+            assert server.post(body, signature="sha256=" + "cd" * 32,
+                               delivery=f"bad-{i}")[0] == 401
+        assert server.post(body, signature=None, delivery="unsigned-1")[0] == 401
+        assert server.post(b'{"action": "body-marker"}', delivery="garbled-1")[0] == 400
+        assert server.post(body, delivery="fine-1")[0] == 202
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    lines = [line.split(" ", 1)[1] for line in err.splitlines() if "rejected" in line]
+    assert lines[:3] == [
+        "rejected webhook delivery bad-0: 401 bad signature",
+        "rejected webhook delivery unsigned-1: 401 missing X-Hub-Signature-256",
+        "rejected webhook delivery garbled-1: 400 not a workflow_job payload "
+        "(KeyError: 'workflow_job')",
+    ], lines
+    # the other 40 are told when the server stops (or, while it runs, once a minute has passed)
+    assert len(lines) == 4 and re.fullmatch(
+        r"rejected 40 more webhook deliveries: 401 bad signature \(since \d+ s ago\)",
+        lines[3]), lines
+    assert "fine-1" not in err
+    for leak in (SECRET, "body-marker", "abab", "cdcd", "sha256="):
+        assert leak not in err
 
 
 def test_a_failed_push_keeps_the_events_for_the_next_window(repo: Path) -> None:

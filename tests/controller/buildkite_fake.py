@@ -6,8 +6,12 @@ paging with a ``Link: <…>; rel="next"`` header, each agent with ``id``, ``name
 ``connection_state``, ``hostname``, ``meta_data`` and ``job`` (the job it is running, or
 null). A bearer token is required (401 ``{"message": "Authentication required…"}``).
 
+Rate limits as documented: every answer carries ``RateLimit-Remaining``, ``RateLimit-Limit``
+and ``RateLimit-Reset`` (seconds until the window resets); past the limit, 429 with
+``RateLimit-Remaining: 0``.
+
 Test seams: ``agents`` (name → state), ``connect(name, busy=)``, ``disconnect(name)``,
-``calls`` (paths with their query).
+``calls`` (paths with their query), ``limited_for`` (seconds: answer 429 until set to None).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ class FakeBuildkite(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.agents: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
+        self.limited_for: int | None = None  # seconds left of an exhausted rate-limit window
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
@@ -79,6 +84,10 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         with srv.lock:
             srv.calls.append(self.path)
+        if srv.limited_for is not None:
+            return self._reply(429, {"message": "You have exceeded your API rate limit"},
+                               {"RateLimit-Remaining": "0", "RateLimit-Limit": "200",
+                                "RateLimit-Reset": str(srv.limited_for)})
         if self.headers.get("Authorization") != f"Bearer {srv.token}":
             return self._reply(401, {"message": "Authentication required. Please supply a "
                                                 "valid API Access Token."})
@@ -91,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
             connected = [dict(a) for _, a in sorted(srv.agents.items())
                          if a["connection_state"] == "connected"]
         chunk = connected[(page - 1) * per_page: page * per_page]
-        headers = {}
+        headers = {"RateLimit-Remaining": "199", "RateLimit-Limit": "200", "RateLimit-Reset": "60"}
         if page * per_page < len(connected):
             nxt = f"{srv.url}{url.path}?page={page + 1}&per_page={per_page}"
             headers["Link"] = f'<{nxt}>; rel="next"'

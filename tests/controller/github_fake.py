@@ -2,13 +2,18 @@
 
 Serves, under ``/api/v3`` (the GitHub Enterprise Server layout, so a RunnerSet's ``configURL``
 of ``http://127.0.0.1:PORT/acme`` reaches it): generate-jitconfig (org, repo and enterprise
-scopes; 409 when the name exists), the runner list (``name``, ``per_page``/``page``), GET and
-DELETE of one runner (404 when gone, 422 "still running a job" when busy), runner groups, and
-GitHub App installation tokens (the JWT is verified with the app's public key).
+scopes; 409 when the name exists), the runner list (``name``), GET and DELETE of one runner
+(404 when gone, 422 "still running a job" when busy), runner groups, and GitHub App
+installation tokens (the JWT is verified with the app's public key). Lists page as GitHub's
+do: ``per_page`` (default 30, at most 100) and ``page``, with a ``Link`` header (``rel="next"``,
+``"last"``, ``"first"``, ``"prev"``) that keeps the other query parameters. Every answer
+carries ``x-ratelimit-*`` headers.
 
 Test seams: ``runners`` (by id), ``set_state(name, online=, busy=)``, ``refuse_delete(name)``
 (answer 422 though the list says idle: a job was picked up between the two calls), ``calls``
-(method and path of each request), ``tokens`` (accepted bearer tokens).
+(method and path of each request), ``queries`` (the query string of each), ``tokens``
+(accepted bearer tokens), ``groups`` (name → id), ``limit(times, retry_after=, reset=)`` (the
+next ``times`` requests answer 403/429 as a primary or secondary rate limit).
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
 
@@ -53,6 +58,9 @@ class FakeGitHub(ThreadingHTTPServer):
         self.runners: dict[int, FakeRunner] = {}
         self.ids = itertools.count(1000)
         self.calls: list[tuple[str, str]] = []
+        self.queries: list[str] = []
+        self.limits: list[tuple[int | None, int | None]] = []  # (retry-after, reset) per request
+        self.remaining = 5000
         self.tokens = {token}
         self.app = app  # (app id, PEM public key)
         self.groups = {"Default": 1, "gpu": 7}
@@ -89,6 +97,13 @@ class FakeGitHub(ThreadingHTTPServer):
         with self.lock:
             self.refused.add(name)
 
+    def limit(self, times: int = 1, *, retry_after: int | None = None,
+              reset: int | None = None) -> None:
+        """The next ``times`` requests are refused by a rate limit: a secondary one with
+        ``retry_after`` (429), a primary one (403, none remaining) until ``reset``."""
+        with self.lock:
+            self.limits += [(retry_after, reset)] * times
+
     def count(self, method: str, pattern: str = "") -> int:
         with self.lock:
             return sum(m == method and re.search(pattern, p) is not None for m, p in self.calls)
@@ -100,13 +115,41 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
-    def _reply(self, code: int, body: Any = None) -> None:
+    def _reply(self, code: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
         data = b"" if body is None else json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        headers = headers or {}
+        headers.setdefault("x-ratelimit-remaining", str(self.server.remaining))
+        for key, value in {"x-ratelimit-limit": "5000", "x-ratelimit-reset": "4102444800",
+                           "x-ratelimit-resource": "core", **headers}.items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def _page(self, path: str, query: dict[str, list[str]], key: str,
+              items: list[dict[str, Any]]) -> None:
+        """One page of ``items`` under ``key``, with GitHub's Link header."""
+        try:
+            per_page = max(1, min(int(query.get("per_page", ["30"])[0]), 100))
+            page = max(1, int(query.get("page", ["1"])[0]))
+        except ValueError:
+            return self._reply(422, {"message": "Validation Failed"})
+        last = max(1, -(-len(items) // per_page))
+        kept = [(k, v) for k, values in query.items() if k != "page" for v in values]
+
+        def url(n: int) -> str:
+            return f"<{self.server.url}/api/v3{path}?{urlencode(kept + [('page', str(n))])}>"
+
+        links = []
+        if page < last:
+            links += [f'{url(page + 1)}; rel="next"', f'{url(last)}; rel="last"']
+        if page > 1:
+            links += [f'{url(1)}; rel="first"', f'{url(page - 1)}; rel="prev"']
+        chunk = items[(page - 1) * per_page: page * per_page]
+        self._reply(200, {"total_count": len(items), key: chunk},
+                    {"Link": ", ".join(links)} if links else None)
 
     def _body(self) -> dict[str, Any]:
         n = int(self.headers.get("Content-Length") or 0)
@@ -118,6 +161,18 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         with srv.lock:
             srv.calls.append((method, path))
+            srv.queries.append(url.query)
+            limited = srv.limits.pop(0) if srv.limits else None
+        if limited is not None:
+            retry_after, reset = limited
+            if retry_after is not None:
+                return self._reply(429, {"message": "You have exceeded a secondary rate limit. "
+                                                    "Please wait a few minutes before you try "
+                                                    "again."},
+                                   {"retry-after": str(retry_after)})
+            return self._reply(403, {"message": "API rate limit exceeded for installation ID 1."},
+                               {"x-ratelimit-remaining": "0",
+                                "x-ratelimit-reset": str(reset or 4102444800)})
         auth = self.headers.get("Authorization", "").removeprefix("Bearer ")
         if method == "POST" and (m := re.fullmatch(r"/app/installations/(\d+)/access_tokens",
                                                    path)):
@@ -133,8 +188,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._one(method, m.group("scope"), int(m.group("id")))
         if method == "GET" and re.fullmatch(r"/(orgs|enterprises)/[^/]+/actions/runner-groups",
                                             path):
-            groups = [{"id": i, "name": n} for n, i in srv.groups.items()]
-            return self._reply(200, {"total_count": len(groups), "runner_groups": groups})
+            with srv.lock:
+                groups = [{"id": i, "name": n, "visibility": "all", "default": i == 1}
+                          for n, i in srv.groups.items()]
+            return self._page(path, query, "runner_groups", groups)
         return self._reply(404, {"message": "Not Found"})
 
     def _jit(self, scope: str, body: dict[str, Any]) -> None:
@@ -156,10 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
             found = [r for r in self.server.runners.values() if r.scope == scope]
         if "name" in query:
             found = [r for r in found if r.name == query["name"][0]]
-        per_page = int(query.get("per_page", ["30"])[0])
-        page = int(query.get("page", ["1"])[0])
-        chunk = found[(page - 1) * per_page: page * per_page]
-        self._reply(200, {"total_count": len(found), "runners": [r.json() for r in chunk]})
+        self._page(f"/{scope}/actions/runners", query, "runners", [r.json() for r in found])
 
     def _one(self, method: str, scope: str, runner_id: int) -> None:
         srv = self.server

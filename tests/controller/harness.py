@@ -40,19 +40,20 @@ class Clock:
 
 
 def github_spec(github_url: str, **extra: Any) -> dict[str, Any]:
+    """A GitHub set whose runner container gives no command, as `init` writes it: the
+    controller must start the image's run.sh itself (the image has no ENTRYPOINT)."""
     return {"platform": "github",
             "github": {"configURL": f"{github_url}/acme", "labels": ["linux"],
                        "credentialsSecret": "gh-creds", **extra},
             "template": {"spec": {"containers": [
-                {"name": "runner", "image": "ghcr.io/actions/actions-runner:2.321.0",
-                 "command": ["/home/runner/run.sh"]}]}}}
+                {"name": "runner", "image": "ghcr.io/actions/actions-runner:2.336.0"}]}}}
 
 
 def buildkite_spec() -> dict[str, Any]:
     return {"platform": "buildkite",
             "buildkite": {"queue": "linux", "tags": ["arch=x64"], "agentTokenSecret": "bk-token"},
             "template": {"spec": {"containers": [
-                {"name": "agent", "image": "buildkite/agent:3"}]}}}
+                {"name": "agent", "image": "buildkite/agent:3.137.0"}]}}}
 
 
 @dataclass
@@ -65,10 +66,13 @@ class Harness:
 
     # -- Argo CD ------------------------------------------------------------------------------
     def write(self, name: str, replicas: int, patch: int, *, spec: dict[str, Any] | None = None,
-              effective: datetime | None = None) -> None:
-        """A spec write (r, p): replicas, patch ID and effectiveTime = now, as gitscale writes."""
-        owned = {"replicas": replicas, "patchID": patch,
-                 "effectiveTime": format_time(effective or self.clock.now)}
+              effective: datetime | None = None, backlog: int | None = None) -> None:
+        """A spec write (r, p): replicas, patch ID and effectiveTime = now, as gitscale writes
+        (and ``spec.backlog`` when given)."""
+        owned: dict[str, Any] = {"replicas": replicas, "patchID": patch,
+                                 "effectiveTime": format_time(effective or self.clock.now)}
+        if backlog is not None:
+            owned["backlog"] = backlog
         if self.api.get_object("runnersets", name, NS) is None:
             body = spec or github_spec(self.github.url)
             self.api.create_object("runnersets", {

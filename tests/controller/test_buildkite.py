@@ -108,3 +108,19 @@ def test_bad_agents_api_settings_are_invalid(harness: Harness, change: dict[str,
     ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "InvalidSpec" and words in ready["message"]
     assert "u:p@" not in ready["message"]
+
+
+def test_a_rate_limited_agents_api_is_said_and_the_set_still_served(
+        harness: Harness, buildkite: FakeBuildkite) -> None:
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
+        "token": base64.b64encode(TOKEN.encode()).decode()}}, NS)
+    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
+    buildkite.limited_for = 40  # Buildkite: 429, RateLimit-Remaining 0, RateLimit-Reset 40 s
+    harness.sync("bk")
+    cond = busy_known(harness, "bk")
+    assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
+    assert "rate limited until" in cond["message"] and "answered 429" in cond["message"]
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"

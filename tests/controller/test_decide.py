@@ -21,8 +21,10 @@ from gitscale.controller.decide import (
     backoff,
     decide,
     effective,
+    Refilled,
     gate_open,
     record,
+    refilled_after,
 )
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
@@ -120,6 +122,19 @@ def test_scale_down_waves_and_unregister_list() -> None:
     assert actions.unregister_first == ("i", "p")
 
 
+def test_scale_down_standby_continues_its_order_beyond_the_surplus() -> None:
+    """The runners a 422 may hand the surplus to: the rest of the order (idle oldest first,
+    then pending newest first), never a busy one; none when there is no scale-down."""
+    runners = [r("i1", 0, I, created=1), r("i2", 0, I, created=2), r("i3", 0, I, created=3),
+               r("p1", 0, P, created=4), r("p2", 0, P, created=5), r("b", 0, B)]
+    actions = decide(Spec(4, 0), runners, at(10))
+    assert [d.name for d in actions.deletes] == ["i1", "i2"]
+    assert [(d.name, d.wave, d.reason) for d in actions.standby] == [
+        ("i3", 1, DeleteReason.SURPLUS), ("p2", 2, DeleteReason.SURPLUS),
+        ("p1", 2, DeleteReason.SURPLUS)]
+    assert decide(Spec(4, 3), runners, at(10)).standby == ()  # patch > 0: no scale-down
+
+
 def test_a_set_being_deleted_is_decided_as_0_0() -> None:
     spec = Spec(3, 5, at(0))
     assert effective(spec, False) == spec
@@ -172,7 +187,7 @@ TRANSITIONS = {P: (I, X), I: (F, B, X), B: (F,)}
 change = st.tuples(st.just("change"), st.integers(0, 8), st.integers(0, 2))
 events = st.lists(
     st.one_of(
-        st.tuples(st.just("write"), st.integers(0, 4), st.booleans()),
+        st.tuples(st.just("write"), st.integers(0, 4), st.integers(0, 3)),  # b: backlog, 0: patch 0
         change, change, change,  # state changes are the common event
         st.tuples(st.just("tick"), st.integers(1, 90), st.just(0)),
     ),
@@ -189,13 +204,14 @@ class World:
         self.created: dict[int, int] = {0: 0}  # spec write -> fresh runners it created
         self.names = (f"r{n}" for n in itertools.count())
         self.applied: Write | None = None  # what the controller records in status
+        self.refilled: Refilled | None = None  # ... and the slots refilled from a backlog
 
     def apply(self, event: tuple[str, int, int]) -> None:
         kind, a, b = event
         self.now += timedelta(seconds=1)
         if kind == "write":
             patch = self.spec.patch_id % 2**31 + 1 if b else 0
-            self.spec = Spec(a, patch, self.now)
+            self.spec = Spec(a, patch, self.now, backlog=b - 1 if b else 0)
             self.write += 1
             self.created[self.write] = 0
         elif kind == "change" and self.runners:
@@ -210,10 +226,12 @@ class World:
 
     def reconcile(self, refused: int = 0) -> Actions:
         """One pass whose last ``refused`` creations fail (a quota, a 500, a kill midway)."""
-        actions = decide(self.spec, list(self.runners.values()), self.now, self.applied)
-        wanted = list(actions.retries) + [0] * actions.create
+        actions = decide(self.spec, list(self.runners.values()), self.now, self.applied,
+                         self.refilled)
+        occupied = sum(x.phase in (P, I, B, X) for x in self.runners.values())
+        wanted = list(actions.retries) + [0] * (len(actions.refills) + actions.create)
         made = wanted[:max(len(wanted) - refused, 0)]
-        unreplaced = set(actions.replaced[len(made):])  # their successors were refused
+        unreplaced = set(actions.predecessors[len(made):])  # their successors were refused
         for delete in actions.deletes:
             assert self.runners[delete.name].phase is not B, "a busy runner was deleted"
             if delete.name not in unreplaced:
@@ -223,7 +241,15 @@ class World:
             self.runners[name] = Runner(name, actions.create_patch_id, P, failures=failures,
                                         created_at=self.now, spec_time=self.spec.effective_time)
         self.created[self.write] += sum(f == 0 for f in made)
+        if actions.refills:
+            self.refilled = refilled_after(self.spec, self.refilled,
+                                           len(set(actions.refills) - unreplaced))
         self.applied = record(self.spec, self.applied, len(made) == len(wanted))
+        # A refill only takes a finished runner's slot: never beyond replicas, never beyond
+        # the backlog of the write it belongs to.
+        assert sum(x.phase in (P, I, B, X) for x in self.runners.values()) <= max(
+            occupied, self.spec.replicas)
+        assert self.refilled is None or self.refilled.under(self.spec) <= self.spec.backlog
         return actions
 
 
@@ -238,18 +264,21 @@ def test_property_busy_kept_patch_bounded_and_converges(
         world.apply(event)
         if run_pass:
             world.reconcile(lost)
-        # One spec write never creates more runners than it asks for.
-        assert world.created[world.write] <= world.spec.replicas or world.write == 0
+        # One spec write never creates more runners than it asks for, and its backlog.
+        assert world.created[world.write] <= world.spec.replicas + world.spec.backlog \
+            or world.write == 0
 
     # Events stop: within a few passes (time moving past any backoff) nothing is left to do.
     for _ in range(4):
         world.now += timedelta(seconds=BACKOFF_SECONDS[-1] + 1)
         if not world.reconcile().changes:
             break
-    final = decide(world.spec, list(world.runners.values()), world.now, world.applied)
+    final = decide(world.spec, list(world.runners.values()), world.now, world.applied,
+                   world.refilled)
     assert not final.changes, "did not converge"
     assert final.status.short == 0, "a write applied in part was left short"
-    assert world.created[world.write] <= world.spec.replicas or world.write == 0
+    assert world.created[world.write] <= world.spec.replicas + world.spec.backlog \
+        or world.write == 0
     phases = [x.phase for x in world.runners.values()]
     total = sum(p in (P, I, B, X) for p in phases)
     if final.acting:
@@ -276,6 +305,29 @@ def test_property_one_pass_creates_every_missing_runner(replicas: int, patch: in
     assert not actions.held
     assert after == (max(replicas, len(busy)) if patch == 0 else max(replicas, len(live)))
     assert not busy & {d.name for d in actions.deletes}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 12), st.integers(0, 3), st.integers(0, 8), st.integers(0, 8),
+       st.booleans(), st.booleans(), st.lists(st.sampled_from([P, I, B, F, X]), max_size=14))
+def test_property_refills_stay_within_the_backlog_and_the_replicas(
+        replicas: int, patch: int, backlog: int, refilled: int, applied: bool, same: bool,
+        phases: list[Phase]) -> None:
+    """Whatever the runners: the backlog refills only finished runners' slots, at most what it
+    has left (counted for its own write), and never takes a set beyond its replicas."""
+    spec = Spec(replicas, patch, at(0), backlog)
+    runners = [r(f"r{n}", patch, phase, ended=5 if phase in (F, X) else None, created=1)
+               for n, phase in enumerate(phases)]
+    count = Refilled(spec.write if same else Write(patch + 1, at(-60)), refilled)
+    actions = decide(spec, runners, at(10), spec.write if applied else None, count)
+    finished = {x.name for x in runners if x.phase is F}
+    assert set(actions.refills) <= finished
+    assert set(actions.refills) <= {d.name for d in actions.deletes}
+    assert len(actions.refills) <= max(backlog - (refilled if same else 0), 0)
+    live = sum(x.phase in (P, I, B, X) for x in runners)
+    gone = sum(d.reason is not DeleteReason.FINISHED for d in actions.deletes)
+    after = live - gone + actions.successors
+    assert after <= max(live, replicas)
 
 
 # -- the patch-ID sequence restarts (0 → 1) and wraps (2³¹−1 → 1) --------------------------------

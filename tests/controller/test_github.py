@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from typing import Iterator
+from urllib.parse import parse_qs
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -10,6 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gitscale.controller.errors import (
     CredentialsError,
     InvalidRunnerSet,
+    PlatformError,
     RunnerBusy,
 )
 from gitscale.controller.github import Credentials, GitHub, Scope, credentials_from, scope_of
@@ -25,8 +27,10 @@ def github() -> Iterator[FakeGitHub]:
     server.stop()
 
 
-def client(server: FakeGitHub, path: str = "orgs/acme", **creds: str) -> GitHub:
-    return GitHub(Scope(f"{server.url}/api/v3", path), Credentials(**(creds or {"token": TOKEN})))
+def client(server: FakeGitHub, path: str = "orgs/acme", *, sleeps: list[float] | None = None,
+           **creds: str) -> GitHub:
+    return GitHub(Scope(f"{server.url}/api/v3", path), Credentials(**(creds or {"token": TOKEN})),
+                  sleep=(sleeps if sleeps is not None else []).append)
 
 
 @pytest.mark.parametrize(("url", "api", "path"), [
@@ -68,7 +72,7 @@ def test_register_unregister_and_list(github: FakeGitHub) -> None:
     github.set_state("set-abc123", online=True, busy=True)
     listed = gh.runners(max_age=0)
     assert listed[reg.runner_id].busy and listed[reg.runner_id].online
-    with pytest.raises(RunnerBusy, match="422 .*still running a job"):
+    with pytest.raises(RunnerBusy, match="answered 422: .*still running a job"):
         gh.unregister(reg.runner_id)
     github.set_state("set-abc123", online=True, busy=False)
     gh.unregister(reg.runner_id)
@@ -95,6 +99,65 @@ def test_runner_list_is_paginated_and_reused(github: FakeGitHub) -> None:
     assert len(gh.runners()) == 150
     assert len(gh.runners()) == 150  # within max_age: no new request
     assert github.count("GET", r"/actions/runners$") - before == 2
+
+
+def test_250_runners_are_listed_over_3_pages_by_link(github: FakeGitHub) -> None:
+    """Pages are followed by GitHub's Link header to the end, not guessed from their size."""
+    gh = client(github)
+    for n in range(250):
+        gh.register(f"r-{n:03d}", ["l"], None)
+    before = len(github.calls)
+    listed = gh.runners(max_age=0)
+    assert sorted(r.name for r in listed.values()) == [f"r-{n:03d}" for n in range(250)]
+    queries = github.queries[before:]
+    assert [parse_qs(q).get("page", ["1"])[0] for q in queries] == ["1", "2", "3"]
+    assert all(parse_qs(q)["per_page"] == ["100"] for q in queries)
+
+
+def test_a_runner_group_past_the_first_100_is_found(github: FakeGitHub) -> None:
+    """The groups were read from the first page only: group 140 of 150 was reported missing."""
+    github.groups = {"Default": 1, **{f"team-{n:03d}": 100 + n for n in range(150)}}
+    gh = client(github)
+    reg = gh.register("t-1", ["l"], "team-140")
+    assert github.runners[reg.runner_id].group_id == 240
+    assert github.count("GET", "runner-groups") == 2
+    with pytest.raises(InvalidRunnerSet, match="runnerGroup 'team-150' does not exist"):
+        gh.register("t-2", ["l"], "team-150")
+
+
+def test_a_short_rate_limit_is_waited_for(github: FakeGitHub) -> None:
+    sleeps: list[float] = []
+    gh = client(github, sleeps=sleeps)
+    github.limit(retry_after=2)
+    reg = gh.register("w-1", ["l"], None)
+    assert reg.runner_id in github.runners
+    assert len(sleeps) == 1 and 1 < sleeps[0] <= 2
+    assert github.count("POST", "generate-jitconfig") == 2  # refused, then made after the wait
+
+
+def test_a_long_rate_limit_is_reported_and_github_not_asked_again(github: FakeGitHub) -> None:
+    sleeps: list[float] = []
+    gh = client(github, sleeps=sleeps)
+    github.limit(reset=4102444800)  # 2100: far past any wait
+    with pytest.raises(PlatformError) as caught:
+        gh.runners(max_age=0)
+    assert not isinstance(caught.value, CredentialsError)  # a 403, but a limit, not a refusal
+    assert "rate limited until 2100-01-01T00:00:00Z" in str(caught.value)
+    assert f"GET {github.url}/api/v3/orgs/acme/actions/runners" in str(caught.value)
+    assert sleeps == []
+    asked = len(github.calls)
+    with pytest.raises(PlatformError, match="rate limited until"):
+        gh.register("w-2", ["l"], None)
+    assert len(github.calls) == asked
+
+
+def test_no_answer_names_the_cause(github: FakeGitHub) -> None:
+    gh = client(github)
+    port = github.server_address[1]
+    github.stop()
+    with pytest.raises(PlatformError) as caught:
+        gh.runners(max_age=0)
+    assert str(caught.value).endswith(f"failed: connection refused by 127.0.0.1:{port}")
 
 
 def test_runner_group_by_name(github: FakeGitHub) -> None:

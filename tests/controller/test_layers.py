@@ -1,4 +1,5 @@
-"""The controller's layering: the decision is pure and only kube.py knows the kubernetes client."""
+"""The controller's layering: the decision is pure, only kube.py knows the kubernetes client,
+and the CI platforms are spoken to through ``gitscale.clients`` (no HTTP library here)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,3 +24,14 @@ def test_only_kube_imports_the_kubernetes_client(module: str) -> None:
 @pytest.mark.parametrize("module", PURE)
 def test_the_decision_side_does_no_io(module: str) -> None:
     assert not imports(PACKAGE / module) & IO
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in PACKAGE.glob("*.py")))
+def test_the_platforms_are_spoken_to_through_the_clients_package(module: str) -> None:
+    assert not imports(PACKAGE / module) & {"httpx", "jwt", "requests"}
+
+
+@pytest.mark.parametrize("module", ["github.py", "buildkite.py"])
+def test_each_platform_adapter_uses_its_client(module: str) -> None:
+    text = (PACKAGE / module).read_text()
+    assert f"from gitscale.clients.{module.removesuffix('.py')} import" in text

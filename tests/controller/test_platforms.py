@@ -54,6 +54,37 @@ def test_the_registry_parses_each_platforms_settings() -> None:
         BUILDKITE, "q", "https://api.buildkite.com")
 
 
+# Every setting each platform takes, valid together (Buildkite's agents API pair left out: the
+# two go together, which the CRD's structural schema cannot say; the controller says it).
+FULL_SETTINGS = {
+    "github": {"configURL": "https://github.com/acme", "labels": ["linux"],
+               "runnerGroup": "ci", "credentialsSecret": "creds"},
+    "buildkite": {"queue": "q", "tags": ["os=linux"], "agentTokenSecret": "agent",
+                  "apiURL": "https://api.buildkite.com"},
+}
+
+
+@pytest.mark.parametrize(("name", "field"), [
+    pytest.param(name, field, id=f"{name}.{field}")
+    for name, settings in FULL_SETTINGS.items() for field in settings])
+def test_the_crd_requires_exactly_what_the_controller_requires(name: str, field: str) -> None:
+    """A manifest `gitscale validate` passes must not be an InvalidSpec in the cluster: a
+    setting the platform's parsing needs is required by its schema, and no other one is."""
+    kind = PLATFORMS[name]
+    assert set(FULL_SETTINGS) == set(PLATFORMS)
+    assert set(FULL_SETTINGS[name]) == set(kind.schema["properties"]) - {
+        "organization", "apiTokenSecret"}
+    kind.settings(FULL_SETTINGS[name], "set")  # all of them: valid
+    without = {k: v for k, v in FULL_SETTINGS[name].items() if k != field}
+    try:
+        kind.settings(without, "set")
+        needed = False
+    except InvalidRunnerSet as exc:
+        needed = True
+        assert f"spec.{name}.{field}" in str(exc)
+    assert (field in kind.schema.get("required", [])) == needed
+
+
 def test_a_new_platform_is_one_entry() -> None:
     """Everything platform-specific reaches the controller through the entry."""
     calls: list[Any] = []
@@ -62,10 +93,11 @@ def test_a_new_platform_is_one_entry() -> None:
                running=lambda *_: Phase.IDLE, adapter=lambda *_: None,  # type: ignore[arg-type,return-value]
                secrets=lambda _: frozenset(),
                busy_known=lambda *_: Condition("BusyKnown", True, "Toy", ""),
-               pod_defaults={"priorityClassName": "ci"})
+               pod_defaults={"priorityClassName": "ci"}, runner_defaults={"command": ["/start"]})
     view = parse_runnerset(runnerset("toy", {"x": 1}), {"toy": toy}.__getitem__)
     assert (view.platform, view.settings, calls) == ("toy", ("toy", {"x": 1}), [({"x": 1}, "set")])
     assert runner_pod(view, "set-1", 1, 0, [])["spec"]["priorityClassName"] == "ci"
+    assert runner_pod(view, "set-1", 1, 0, [])["spec"]["containers"][0]["command"] == ["/start"]
     assert "terminationGracePeriodSeconds" not in runner_pod(view, "set-1", 1, 0, [])["spec"]
     buildkite = parse_runnerset(runnerset("buildkite", {"queue": "q"}), kind_of)
     assert runner_pod(buildkite, "set-1", 1, 0, [])["spec"]["terminationGracePeriodSeconds"] \

@@ -365,6 +365,12 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             status, body = fake.issue_token(m.group(1), self.headers.get("Authorization"))
             self._json(status, body)
 
+        def do_DELETE(self) -> None:  # noqa: N802
+            fault = fake.take_fault(self.path)
+            if fault and self._fault(fault):
+                return
+            self._json(404, {"message": "Not Found"})
+
         def do_GET(self) -> None:  # noqa: N802
             split = urlsplit(self.path)
             pairs = parse_qsl(split.query, keep_blank_values=True)

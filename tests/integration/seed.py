@@ -44,6 +44,7 @@ spec:
   platform: github
   github:
     configURL: 'https://github.com/example-org'
+    credentialsSecret: github-app
     labels: ["self-hosted", "linux", "x64"]
   template:
     spec:

@@ -116,6 +116,29 @@ def test_reconcile_refuses_an_invalid_result(tmp_path: Path, capsys) -> None:  #
     assert code == 1 and "spec.platform" in err and "in-process" in out
 
 
+def test_validate_refuses_a_github_runnerset_without_its_credentials_secret(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The controller cannot register a runner without it (InvalidSpec in the cluster): the
+    CRD requires it, so `validate` and `reconcile` refuse the manifest before it gets there."""
+    manifest = RUNNERSET.format(name="linux", replicas=1).replace(
+        ", credentialsSecret: github-app}", "}")
+    assert "credentialsSecret" not in manifest
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "default"}),
+        "sets/linux.yaml": manifest,
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+    head = git(checkout, "rev-parse", "HEAD")
+    code, _, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 1
+    assert "sets/linux.yaml" in err and "spec.github" in err
+    assert "'credentialsSecret' is a required property" in err
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "refusing to commit" in err and "credentialsSecret" in err
+    assert git(checkout, "rev-parse", "HEAD") == head
+    assert (checkout / "sets/linux.yaml").read_text() == manifest
+
+
 def test_validate_command_ok(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "default"}),
@@ -192,7 +215,8 @@ def test_the_fast_check_and_jsonschema_agree(change: dict) -> None:  # type: ign
     obj = {"apiVersion": "gitscale.dev/v1alpha1", "kind": "RunnerSet",
            "metadata": {"name": "linux"},
            "spec": {"replicas": 2, "patchID": 1, "effectiveTime": "2026-11-21T09:00:00Z",
-                    "platform": "github", "github": {"configURL": "https://github.com/x"},
+                    "platform": "github",
+                    "github": {"configURL": "https://github.com/x", "credentialsSecret": "gh"},
                     "template": {"spec": {"containers": [{"name": "runner",
                                                           "image": "runner:1"}]}}}}
     obj["spec"].update(change)

@@ -44,7 +44,7 @@ kind: RunnerSet
 metadata: {{name: {name}, labels: {{a: b}}}}
 spec:
   platform: github
-  github: {{configURL: "https://github.com/example"}}
+  github: {{configURL: "https://github.com/example", credentialsSecret: gh}}
   replicas:
   template: {{spec: {{containers: [{{name: runner, image: "runner:1"}}]}}}}
 """,
@@ -84,7 +84,7 @@ apiVersion: gitscale.dev/v1alpha1
 kind: RunnerSet
 metadata:
   name: {name}
-spec: {{replicas: {replicas}, platform: github, github: {{configURL: "https://github.com/x"}},
+spec: {{replicas: {replicas}, platform: github, github: {{configURL: "https://github.com/x", credentialsSecret: gh}},
   template: {{spec: {{containers: [{{name: runner, image: "runner:1"}}]}}}}}}
 """,
     """\
@@ -95,11 +95,11 @@ metadata: {{name: {name}-env}}
 apiVersion: gitscale.dev/v1alpha1
 kind: RunnerSet
 metadata: {{name: {name}}}
-spec: {{replicas: {replicas}, patchID: 4, platform: github, github: {{configURL: "https://x"}}, template: {{spec: {{containers: [{{name: r, image: r}}]}}}}}}
+spec: {{replicas: {replicas}, patchID: 4, platform: github, github: {{configURL: "https://x", credentialsSecret: gh}}, template: {{spec: {{containers: [{{name: r, image: r}}]}}}}}}
 """,
     "\0rawapiVersion: gitscale.dev/v1alpha1\r\nkind: RunnerSet\r\nmetadata:\r\n  name: {name}\r\n"
     "spec:\r\n  replicas: {replicas}\r\n  platform: github\r\n"
-    "  github: {{configURL: \"https://github.com/example\"}}\r\n"
+    "  github: {{configURL: \"https://github.com/example\", credentialsSecret: gh}}\r\n"
     "  template: {{spec: {{containers: [{{name: runner, image: runner}}]}}}}\r\n",
 ]
 

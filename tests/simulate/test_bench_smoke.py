@@ -22,3 +22,26 @@ def test_bench_simulate_runs_on_a_short_trace() -> None:
     assert list(figures["in_process"]) == ["gitscale", "arc-listener", "arc-hra", "pod-per-job",
                                            "oracle"]
     assert figures["within_budget"] is True and figures["cpu"] is None
+
+
+OUTCOMES = SCRIPT.with_name("outcomes.py")
+
+
+def test_outcomes_prints_the_tables_and_the_saturation_verdicts() -> None:
+    done = subprocess.run([sys.executable, str(OUTCOMES), "--hours", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    tables = done.stdout.split("\n\n")
+    assert len(tables) == 4
+    assert len(tables[0].splitlines()) == 2 + 3 * 7  # steady, spiky, burst: 7 rows each
+    saturated = tables[1].splitlines()
+    assert [line.split(" | ")[1] for line in saturated[2:]] == [
+        "**gitscale**", "arc-listener", "arc-hra"] * 2
+    assert saturated[2].startswith("| spiky, default preset |")
+    verdicts = tables[2].splitlines()
+    assert [v.split(":")[0] for v in verdicts] == ["- spiky", "- burst"]
+    assert all("runner-minutes" in v and "commits/hour" in v for v in verdicts)
+    forecast = tables[3].splitlines()
+    assert [line.split(" | ")[1] for line in forecast[2:]] == [
+        "**gitscale**", "**gitscale, forecast**", "arc-listener", "arc-hra", "pod-per-job"]
+    assert all(line.startswith("| weekly, day 15 |") for line in forecast[2:])

@@ -37,7 +37,8 @@ def test_json_output(capsys, tmp_path: Path, monkeypatch) -> None:  # type: igno
     assert trace["sets"] == ["default"] and 60 <= trace["jobs"] <= 130
     assert trace["start"] == "2026-01-05T08:00:00+00:00"
     assert doc["settings"] == {"interval": 15.0, "sync_delay": 5.0, "sync_poll": None,
-                               "pod_start": 30.0, "sample_every": 30.0, "job_memory": True}
+                               "pod_start": 30.0, "sample_every": 30.0, "job_memory": True,
+                               "report_from": 0.0}
     results = doc["results"]
     assert [r["name"] for r in results] == STRATEGIES
     assert results[0]["policy"] == "preset default"
@@ -154,8 +155,8 @@ def test_bad_policy_exits_1_naming_policy(capsys, tmp_path: Path, monkeypatch,  
 @pytest.mark.parametrize("argv, message", [
     ([], "error: simulate: give one of --trace FILE, --synthetic SHAPE or --from-history"),
     (["--synthetic", "steady", "--trace", "x.csv"], "error: simulate: give one of"),
-    (["--synthetic", "steady", "--hours", "0"], "error: --hours: 0 is not between 0 and 336"),
-    (["--synthetic", "steady", "--hours", "400"], "error: --hours: 400 is not between"),
+    (["--synthetic", "steady", "--hours", "0"], "error: --hours: 0 is not between 0 and 672"),
+    (["--synthetic", "steady", "--hours", "700"], "error: --hours: 700 is not between"),
     (["--synthetic", "steady", "--interval", "0s"], "error: --interval: must be at least 1s"),
     (["--synthetic", "steady", "--sync-poll", "0s"], "error: --sync-poll: must be at least 1s"),
     (["--synthetic", "steady", "--sync-delay", "soon"], "error: --sync-delay: 'soon' is not a"),
@@ -171,7 +172,8 @@ def test_bad_options(capsys, tmp_path: Path, monkeypatch, argv: list[str],  # ty
 
 
 def test_from_history(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10}"})
+    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10, "
+                                                "scaleDownDelay: 0s}"})
     code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history")
     assert (code, err) == (1, "error: --from-history: no scaling commits with demand counts "
                               "found\n")
@@ -198,3 +200,43 @@ def test_from_history(capsys, tmp_path: Path) -> None:  # type: ignore[no-untype
     code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history",
                        "--since", "yesterday")
     assert code == 1 and err.startswith("error: --since: 'yesterday' is not an RFC 3339 time")
+
+
+def test_jobs_never_started_are_said(capsys, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    argv = ("--synthetic", "spiky", "--hours", "0.5", "--policy", "{maxReplicas: 0}",
+            "--no-baselines")
+    doc = simulate_json(capsys, *argv)
+    gitscale, oracle = doc["results"]
+    assert gitscale["never_started"] == doc["trace"]["jobs"] > 0 and oracle["never_started"] == 0
+    code, out, _ = run(capsys, "simulate", *argv)
+    assert code == 0
+    assert out.splitlines()[-1] == (f"jobs never started (no runner by the end of the drain "
+                                    f"tail): gitscale {gitscale['never_started']}; their wait "
+                                    "counts until then")
+    # every job runs when some runner can take it: nothing to say
+    code, out, _ = run(capsys, "simulate", "--synthetic", "spiky", "--hours", "0.5")
+    assert code == 0 and "never started" not in out
+
+
+def test_weekly_with_a_forecast_policy_reported_from_day_8(capsys, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                           monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    doc = simulate_json(capsys, "--synthetic", "weekly", "--seed", "4", "--hours", "192",
+                        "--report-from", "2026-01-12T00:00:00Z", "--no-baselines", "--policy",
+                        "{maxReplicas: 200, scaleDownDelay: 5m}", "--policy",
+                        "{maxReplicas: 200, scaleDownDelay: 5m, forecast: {lookback: 7d}}")
+    assert doc["trace"]["hours"] == 192 and doc["trace"]["start"] == "2026-01-05T00:00:00+00:00"
+    assert doc["settings"]["report_from"] == 7 * 86400
+    reactive, forecast, oracle = doc["results"]
+    assert reactive["jobs"] == forecast["jobs"] == oracle["jobs"] < 160  # day 8's jobs only
+    assert forecast["wait_p95"] < reactive["wait_p95"]
+    assert forecast["commits_per_hour"] == round(forecast["commits"] / 24, 1)
+
+
+def test_report_from_outside_the_trace_is_refused(capsys, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                  monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "simulate", "--synthetic", "steady", "--hours", "1",
+                       "--report-from", "2h")
+    assert code == 1 and "--report-from" in err and "not within the trace" in err

@@ -3,8 +3,9 @@
 The simulator's cluster follows gitscale's controller by calling the same
 ``gitscale.controller.decide.decide``; these cases pin the rules themselves (patch gate, every
 missing runner created at once, scale-down on patch 0 only with idle before pending and never a
-busy runner, a runner that finished after effectiveTime holding its slot until a new spec) and
-check that the model applies exactly the effects decide() asks for.
+busy runner, a runner that finished after effectiveTime holding its slot until a new spec, or
+refilled from the write's backlog) and check that the model applies exactly the effects
+decide() asks for.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from datetime import timedelta
 
 import pytest
 
-from gitscale.controller.decide import Phase, Runner, Spec, decide
+from gitscale.controller.decide import Phase, Refilled, Runner, Spec, Write, decide, \
+    refilled_after
 from gitscale.simulate.model import Clock, Pod, Pool, controller_pass
 from gitscale.simulate.trace import DEFAULT_START, Job
 
@@ -44,6 +46,9 @@ class Case:
     create: int
     held: tuple[str, ...] = ()
     now: float = 200
+    backlog: int = 0  # spec.backlog
+    refilled: int = 0  # status.refilled before the pass, for this write
+    refills: tuple[str, ...] = ()  # finished runners whose slots the backlog refills
 
 
 CASES = {
@@ -76,12 +81,47 @@ CASES = {
         (2, 2, 150), (R("old", I, 150.2, 1, 100), R("new", P, 150.7, 2, 150)), (), 0),
     "the newest runner, not the highest patch, decides the gate": Case(
         (3, 2, 150), (R("busy", B, 10, 7, 5), R("new", P, 151, 2, 150)), (), 0),
+    "gate shut: finished runners fewer than the missing slots all keep marking them": Case(
+        (3, 1, 100), (R("r2", F, 110, finished=150), R("r3", F, 110, finished=160)), (), 0),
+    "the backlog refills a slot freed after effectiveTime, without a new write": Case(
+        (3, 1, 100), (R("r1", B, 110), R("r2", B, 110), R("r3", F, 110, finished=150)),
+        ("r3",), 0, backlog=2, refills=("r3",)),
+    "the backlog used up: the slot waits for the next write": Case(
+        (3, 1, 100), (R("r1", B, 110), R("r2", B, 110), R("r3", F, 110, finished=150)),
+        (), 0, backlog=2, refilled=2),
+    "refills up to the backlog left, oldest finished first": Case(
+        (3, 1, 100), (R("r1", B, 110), R("r2", F, 110, finished=150),
+                      R("r3", F, 110, finished=160)),
+        ("r2",), 0, backlog=3, refilled=2, refills=("r2",)),
+    "a refill only takes a marker's slot: never beyond replicas": Case(
+        (2, 1, 100), (R("r1", B, 110), R("r2", B, 110), R("r3", F, 110, finished=150)),
+        ("r3",), 0, backlog=5),
+    "a new write's backlog refills the slot it would hold, in its first pass": Case(
+        (2, 1, 100), (R("r1", I, 50, 0, 50), R("r2", F, 50, 0, 50, finished=150)),
+        ("r2",), 0, backlog=2, refills=("r2",)),
+    "without a backlog that slot is held": Case(
+        (2, 1, 100), (R("r1", I, 50, 0, 50), R("r2", F, 50, 0, 50, finished=150)),
+        (), 0, ("r2",)),
+    "the count of an earlier write does not use up a new one's backlog": Case(
+        (2, 2, 180), (R("r1", B, 110), R("r2", F, 110, finished=190)),
+        ("r2",), 0, backlog=1, refilled=-1, refills=("r2",)),
+    "patch 0 with a backlog: its held slot is refilled": Case(
+        (2, 0, 100), (R("r1", B, 110, 0), R("r2", F, 110, 0, finished=150)),
+        ("r2",), 0, backlog=1, refills=("r2",)),
 }
 
 
 def spec_of(case: Case) -> Spec:
     replicas, patch, effective = case.spec
-    return Spec(replicas, patch, at(effective))
+    return Spec(replicas, patch, at(effective), case.backlog)
+
+
+def refilled_of(case: Case) -> Refilled:
+    """What status says was refilled before the pass: ``case.refilled`` of the spec's write,
+    or (-1) 5 of an earlier write."""
+    if case.refilled < 0:
+        return Refilled(Write(case.spec[1] - 1, at(100)), 5)
+    return Refilled(spec_of(case).write, case.refilled)
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=list(CASES))
@@ -89,10 +129,16 @@ def test_decide(case: Case) -> None:
     runners = [Runner(r.name, r.patch, r.phase, finished_at=at(r.finished),
                       created_at=at(int(r.created)),  # creationTimestamp: 1 s resolution
                       spec_time=at(r.spec_at)) for r in case.runners]
-    actions = decide(spec_of(case), runners, at(case.now))
+    spec = spec_of(case)
+    actions = decide(spec, runners, at(case.now), None, refilled_of(case))
     assert tuple(d.name for d in actions.deletes) == case.deletes
     assert (actions.create, actions.retries, actions.held) == (case.create, (), case.held)
+    assert actions.refills == case.refills
     assert actions.create_patch_id == case.spec[1]
+    after = refilled_after(spec, refilled_of(case), len(actions.refills))
+    assert after.write == spec.write
+    assert after.count == max(case.refilled, 0) + len(case.refills)
+    assert after.count <= max(case.backlog, case.refilled)  # never beyond the backlog
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=list(CASES))
@@ -104,11 +150,14 @@ def test_model(case: Case) -> None:
         pool.pods[r.name] = Pod(r.name, r.patch, at(r.spec_at), r.created, r.phase,
                                 idle_since=r.created + 1 if r.phase is I else None,
                                 finished_at=r.finished)
+    pool.refilled = refilled_of(case)
     before = dict(pool.pods)
     controller_pass(pool, spec_of(case))
     assert sorted(set(before) - set(pool.pods)) == sorted(case.deletes)
     new = [pod for name, pod in pool.pods.items() if name not in before]
-    assert len(new) == case.create
+    assert len(new) == case.create + len(case.refills)
+    assert pool.refilled == (refilled_after(spec_of(case), refilled_of(case), len(case.refills))
+                             if case.refills else refilled_of(case))
     spec = spec_of(case)
     assert all((p.phase, p.created, p.patch_id, p.spec_time) ==
                (P, case.now, spec.patch_id, spec.effective_time) for p in new)
@@ -116,7 +165,9 @@ def test_model(case: Case) -> None:
     # what is left is what decide() said the set holds after the pass
     live = [p for p in pool.pods.values() if p.phase in (P, I, B)]
     assert len(live) == sum(r.phase in (P, I, B) for r in case.runners) - \
-        sum(r.phase is not F for r in case.runners if r.name in case.deletes) + case.create
+        sum(r.phase is not F for r in case.runners if r.name in case.deletes) + case.create \
+        + len(case.refills)
+    assert len(live) <= case.spec[0] or not case.create + len(case.refills)
 
 
 def test_a_slot_freed_after_effective_time_is_refilled_only_by_a_new_spec() -> None:

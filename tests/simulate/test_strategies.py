@@ -87,3 +87,26 @@ def test_a_gitops_poll_makes_waits_longer_than_a_notified_sync() -> None:
     assert polled.waits == [180 + 45 - 5, 180 + 45 - 100, 1080 + 45 - 1003]
     notified = run_gitscale(TRACE, {"default": TARGET}, SETTINGS, "target")
     assert all(p > n for p, n in zip(polled.waits, notified.waits))
+
+
+def test_the_drain_tail_runs_every_job_under_saturation() -> None:
+    """Max 1 and three 1000 s jobs at once: the last starts after the trace's nominal end
+    (its span plus 30 minutes after the last job could end), so the run goes on until it has
+    run; no strategy looks cheaper than the oracle by the jobs it never ran."""
+    saturated = trace_of((0, 1000), (1, 1000), (2, 1000), hours=0.1)
+    one = replace(TARGET, max_replicas=1)
+    oracle_seconds = oracle(saturated, SETTINGS).runner_seconds
+    for outcome in (run_gitscale(saturated, {"default": one}, SETTINGS, "max 1"),
+                    run_listener(saturated, {"default": one}, SETTINGS),
+                    run_hra(saturated, {"default": one}, SETTINGS)):
+        assert outcome.unstarted == 0, outcome.name
+        assert len(outcome.waits) == 3 and max(outcome.waits) > 2000, outcome.name
+        assert outcome.runner_seconds >= oracle_seconds, outcome.name
+
+
+def test_jobs_no_runner_can_take_are_reported_as_never_started() -> None:
+    nothing = replace(TARGET, max_replicas=0)
+    outcome = run_gitscale(TRACE, {"default": nothing}, SETTINGS, "max 0")
+    assert outcome.unstarted == 3 and outcome.runner_seconds == 0
+    # the run stopped at its limit: every job run one after another would have ended by then
+    assert min(outcome.waits) >= sum(45 + 60 + 60 for _ in range(3))

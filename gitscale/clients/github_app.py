@@ -5,8 +5,10 @@ valid 9 minutes: GitHub refuses more than 10) is exchanged at
 ``POST {api}/app/installations/{id}/access_tokens`` for an installation token, which is reused
 until 5 minutes before it expires. One exchange at a time, however many threads ask: the others
 wait for it and use its token. Anything wrong — a key that cannot sign, an installation that
-cannot be found, a refusal, an answer without a token — raises the caller's credentials error
-(a ``GitscaleError``) naming the URL, never the key or a token.
+cannot be found, a refusal, an answer without a token, no answer — raises the caller's
+credentials error (a ``GitscaleError``) naming the URL (and the cause, when there was no
+answer), never the key or a token. The requests go through the one HTTP client
+(``http.py``).
 
 https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-an-installation-access-token-for-a-github-app
 """
@@ -16,16 +18,17 @@ import threading
 import time
 from typing import Any, Callable
 
-import httpx
 import jwt
 
+from gitscale.clients.errors import ApiError, Unreachable
+from gitscale.clients.http import Answer, HttpClient
 from gitscale.errors import GitscaleError
+from gitscale.redact import redact
 from gitscale.timeutil import parse_time
 
 REFRESH_BEFORE = 300.0  # seconds before its expiry a token is replaced
 LIFETIME = 3600.0  # how long an installation token lives when the answer does not say
-HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
-           "User-Agent": "gitscale"}
+HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 
 
 class InstallationToken:
@@ -48,10 +51,16 @@ class InstallationToken:
         self._owner = owner
         self._error = error
         self._key_name = key_name
-        self._timeout = timeout
         self._clock = clock
         self._lock = threading.Lock()
         self._token: tuple[str, float] | None = None  # token, expiry (epoch seconds)
+        self._assertion = ""  # the JWT of the exchange under way
+        self._http = HttpClient(name=f"github app {app_id}", retries=0, timeout=timeout,
+                                headers=lambda: {**HEADERS,
+                                                 "Authorization": f"Bearer {self._assertion}"})
+
+    def close(self) -> None:
+        self._http.close()
 
     def get(self) -> str:
         """A token valid for at least 5 more minutes; exchanges a new one when needed."""
@@ -63,53 +72,46 @@ class InstallationToken:
     def _exchange(self) -> tuple[str, float]:
         now = int(self._clock())
         try:
-            assertion = jwt.encode({"iat": now - 60, "exp": now + 540, "iss": self.app_id},
-                                   self._private_key(), algorithm="RS256")
+            self._assertion = jwt.encode({"iat": now - 60, "exp": now + 540,
+                                          "iss": self.app_id},
+                                         self._private_key(), algorithm="RS256")
         except (ValueError, TypeError, jwt.PyJWTError) as exc:
             raise self._error(f"{self._key_name}: cannot sign a JWT ({type(exc).__name__}): "
                               "not a PEM RSA private key") from None
-        headers = {**HEADERS, "Authorization": f"Bearer {assertion}"}
-        with httpx.Client(headers=headers, timeout=self._timeout) as http:
-            installation = self._installation or self._look_up(http)
-            self._installation = installation
-            url = f"{self.api}/app/installations/{installation}/access_tokens"
-            status, body = self._call(http, "POST", url)
-        if status != 201:
-            raise self._error(f"github app {self.app_id}: POST {url} answered {status}"
-                              f"{_message(body)}: could not get an installation token")
-        answer: dict[str, Any] = body if isinstance(body, dict) else {}
-        token = answer.get("token")
-        if not isinstance(token, str) or not token:
-            raise self._error(f"github app {self.app_id}: POST {url} answered {status} with no "
-                              "token in its body: could not get an installation token")
-        return token, _epoch(answer.get("expires_at")) or now + LIFETIME
+        installation = self._installation or self._look_up()
+        self._installation = installation
+        url = f"{self.api}/app/installations/{installation}/access_tokens"
+        answer = self._call("POST", url, "could not get an installation token")
+        body: dict[str, Any] = answer.body if isinstance(answer.body, dict) else {}
+        token = body.get("token")
+        if answer.status != 201 or not isinstance(token, str) or not token:
+            raise self._error(f"github app {self.app_id}: POST {url} answered {answer.status} "
+                              "with no token in its body: could not get an installation token")
+        return token, _epoch(body.get("expires_at")) or now + LIFETIME
 
-    def _look_up(self, http: httpx.Client) -> str:
+    def _look_up(self) -> str:
         if self._owner is None:
             raise self._error(f"github app {self.app_id}: no installation id")
         url = f"{self.api}/{self._owner}/installation"
-        status, body = self._call(http, "GET", url)
-        found = body.get("id") if isinstance(body, dict) else None
-        if status != 200 or not isinstance(found, int) or isinstance(found, bool):
+        answer = self._call("GET", url, f"it is not installed on {self._owner}")
+        found = answer.body.get("id") if isinstance(answer.body, dict) else None
+        if not isinstance(found, int) or isinstance(found, bool):
             raise self._error(f"github app {self.app_id} is not installed on {self._owner}: "
-                              f"GET {url} answered {status}{_message(body)}")
+                              f"GET {url} answered {answer.status} with no installation id")
         return str(found)
 
-    def _call(self, http: httpx.Client, method: str, url: str) -> tuple[int, Any]:
+    def _call(self, method: str, url: str, meaning: str) -> Answer:
+        """The answer; a refusal, no answer or a body that is not JSON is ``error``."""
         try:
-            response = http.request(method, url)
-        except httpx.HTTPError as exc:
-            raise self._error(f"github app {self.app_id}: {method} {url} failed: "
-                              f"{type(exc).__name__}") from None
-        try:
-            return response.status_code, response.json()
-        except ValueError:
-            return response.status_code, None
-
-
-def _message(body: Any) -> str:
-    message = body.get("message") if isinstance(body, dict) else None
-    return f" ({str(message)[:200]})" if message else ""
+            return self._http.request(method, url)
+        except Unreachable as exc:
+            raise self._error(str(exc)) from None
+        except ApiError as exc:
+            if exc.status < 400:  # a body that is not JSON: no token (or id) in it
+                return Answer(exc.status, {}, None)
+            said = f" ({exc.detail})" if exc.detail else ""
+            raise self._error(f"github app {self.app_id}: {method} {redact(url)} answered "
+                              f"{exc.status}{said}: {meaning}") from None
 
 
 def _epoch(text: Any) -> float | None:

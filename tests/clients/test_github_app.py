@@ -20,7 +20,7 @@ from gitscale.controller.errors import CredentialsError
 from gitscale.controller.github import Credentials, GitHub, scope_of
 from gitscale.config.secrets import SecretError
 from gitscale.errors import GitscaleError
-from gitscale.github_app import InstallationToken
+from gitscale.clients.github_app import InstallationToken
 
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 PEM = KEY.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -194,7 +194,9 @@ def test_no_answer_and_a_bad_key_are_credentials_errors(endpoint: TokenEndpoint)
     assert endpoint.exchanges == 0
     url = endpoint.url
     endpoint.close()
-    with pytest.raises(CredentialsError, match=f"POST {url}/app/.* failed: ConnectError"):
+    port = url.rsplit(":", 1)[1]
+    with pytest.raises(CredentialsError, match=f"POST {url}/app/.* failed: connection refused "
+                                               f"by 127.0.0.1:{port}$"):
         token(endpoint).get()
 
 

@@ -1,33 +1,33 @@
-"""JsonClient against a real HTTP server on loopback: pagination, ETags, limits, failures."""
+"""The one HTTP client against real HTTP servers on loopback: pagination, ETags, rate limits,
+failures, and a cause named for each way there can be no answer."""
 from __future__ import annotations
 
 import json
 import os
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable
+from gitscale.clients.http import EtagCache, HttpClient, cache_file
 from gitscale.files import default_cache_dir
-from gitscale.demand.github import GitHubAuth
-from gitscale.config.sources import GitHubSettings
-from gitscale.demand.http import EtagCache, JsonClient, RateLimited, SourceError, cache_file
 from gitscale.timeutil import format_time
 
-from tests.demand.conftest import GH_TOKEN
+from tests.demand.conftest import BK_TOKEN, GH_TOKEN
+from tests.controller.buildkite_fake import FakeBuildkite
 from tests.demand.fake_github import FakeGitHub
 
 
 def make_client(github: FakeGitHub, *, timeout: float = 5.0, retries: int = 2,
-                sleeps: list[float] | None = None) -> JsonClient:
+                sleeps: list[float] | None = None, max_wait: float = 0.0) -> HttpClient:
     """A client as the GitHub source builds one, its ETag cache in $GITSCALE_CACHE_DIR."""
-    auth = GitHubAuth(GitHubSettings.parse({"token": {"env": "GH_TOKEN"}, "org": "acme",
-                                            "labels": ["x"], "apiUrl": github.url}))
     cache = EtagCache.load(cache_file(default_cache_dir(), github.url, "env=GH_TOKEN"))
     record = sleeps if sleeps is not None else []
-    return JsonClient(name=f"github ({github.url})", headers=auth.header, cache=cache,
-                      timeout=timeout, retries=retries, sleep=record.append)
+    return HttpClient(name=f"github ({github.url})",
+                      headers=lambda: {"Authorization": f"Bearer {os.environ['GH_TOKEN']}"},
+                      cache=cache,
+                      timeout=timeout, retries=retries, sleep=record.append, max_wait=max_wait)
 
 
 def runs_url(github: FakeGitHub, repo: str = "acme/app") -> str:
@@ -76,7 +76,7 @@ def test_per_page_is_honoured_below_the_cap(github: FakeGitHub) -> None:
 def test_a_page_that_is_not_a_list_is_an_error_naming_the_url(github: FakeGitHub) -> None:
     add_runs(github, 1)
     client = make_client(github)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ApiError) as caught:
         client.paginate(runs_url(github), {"status": "queued"}, "jobs")  # wrong key
     assert f"{runs_url(github)}?status=queued" in str(caught.value)
     assert "expected a list under 'jobs'" in str(caught.value)
@@ -198,7 +198,7 @@ def test_a_plain_403_is_a_permission_error_not_a_rate_limit(github: FakeGitHub) 
     add_runs(github, 1)
     github.fail("forbidden")
     client = make_client(github)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ApiError) as caught:
         client.get(runs_url(github), {"status": "queued"})
     assert not isinstance(caught.value, RateLimited)
     assert "answered 403: Resource not accessible by integration" in str(caught.value)
@@ -210,7 +210,7 @@ def test_bad_credentials_name_the_url_not_the_token(github: FakeGitHub,
     add_runs(github, 1)
     monkeypatch.setenv("GH_TOKEN", "ghp_WrongTokenWrongTokenWrongToken")
     client = make_client(github)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ApiError) as caught:
         client.get(runs_url(github), {"status": "queued"})
     assert "answered 401: Bad credentials" in str(caught.value)
     assert runs_url(github) in str(caught.value)
@@ -224,7 +224,7 @@ def test_5xx_is_retried_with_backoff_then_an_error(github: FakeGitHub) -> None:
     github.fail("error", status=502)
     sleeps: list[float] = []
     client = make_client(github, sleeps=sleeps)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ApiError) as caught:
         client.get(runs_url(github), {"status": "queued"})
     assert [r.status for r in github.log] == [502, 502, 502]
     assert sleeps == [0.2, 0.4]
@@ -236,7 +236,7 @@ def test_a_5xx_then_a_good_answer_is_a_good_answer(github: FakeGitHub) -> None:
     add_runs(github, 2)
     github.fail("error", status=503, times=1)
     client = make_client(github)
-    body, _ = client.get(runs_url(github), {"status": "queued"})
+    body = client.get(runs_url(github), {"status": "queued"}).body
     assert body["total_count"] == 2
     assert [r.status for r in github.log] == [503, 200]
     assert client.stats.retries == 1
@@ -246,7 +246,7 @@ def test_an_html_error_page_with_a_5xx_is_retried_then_an_error(github: FakeGitH
     add_runs(github, 1)
     github.fail("error", status=503, html=True)
     client = make_client(github)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ApiError) as caught:
         client.get(runs_url(github), {"status": "queued"})
     assert f"GET {runs_url(github)}?status=queued answered 503" in str(caught.value)
     assert "<html" not in str(caught.value)
@@ -256,7 +256,7 @@ def test_an_html_page_instead_of_json_is_a_clear_error(github: FakeGitHub) -> No
     add_runs(github, 1)
     github.fail("html")
     client = make_client(github)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ApiError) as caught:
         client.get(runs_url(github), {"status": "queued"})
     message = str(caught.value)
     assert f"GET {runs_url(github)}?status=queued returned an HTML page" in message
@@ -267,7 +267,7 @@ def test_truncated_json_is_a_clear_error(github: FakeGitHub) -> None:
     add_runs(github, 3)
     github.fail("truncated")
     client = make_client(github)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ApiError) as caught:
         client.get(runs_url(github), {"status": "queued"})
     assert f"GET {runs_url(github)}?status=queued returned invalid or truncated JSON" \
         in str(caught.value)
@@ -278,7 +278,7 @@ def test_a_connection_cut_mid_body_is_retried_then_an_error(github: FakeGitHub) 
     add_runs(github, 3)
     github.fail("cut")
     client = make_client(github, retries=1)
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(ApiError) as caught:
         client.get(runs_url(github), {"status": "queued"})
     assert f"GET {runs_url(github)}?status=queued failed: " in str(caught.value)
     assert "(after 2 tries)" in str(caught.value)
@@ -289,28 +289,21 @@ def test_a_slow_server_times_out(github: FakeGitHub) -> None:
     github.fail("slow", delay=1.5)
     client = make_client(github, timeout=0.3, retries=1)
     started = time.monotonic()
-    with pytest.raises(SourceError) as caught:
+    with pytest.raises(Unreachable) as caught:
         client.get(runs_url(github), {"status": "queued"})
     assert time.monotonic() - started < 1.5
+    host = github.url.removeprefix("http://")
     assert str(caught.value) == (f"github ({github.url}): GET {runs_url(github)}?status=queued "
-                                 "timed out (after 2 tries)")
+                                 f"failed: timed out: no answer within 0.3s from {host} "
+                                 "(after 2 tries)")
 
 
 def test_a_slow_answer_within_the_timeout_is_fine(github: FakeGitHub) -> None:
     add_runs(github, 1)
     github.fail("slow", delay=0.2, times=1)
     client = make_client(github, timeout=2.0)
-    body, _ = client.get(runs_url(github), {"status": "queued"})
+    body = client.get(runs_url(github), {"status": "queued"}).body
     assert body["total_count"] == 1
-
-
-def test_nothing_listening_is_a_clear_error(tmp_path: Path) -> None:
-    with FakeGitHub() as gone:
-        url = gone.url
-    client = JsonClient(name="github", headers=dict, cache=EtagCache(), retries=0)
-    with pytest.raises(SourceError) as caught:
-        client.get(f"{url}/orgs/acme/repos")
-    assert f"GET {url}/orgs/acme/repos failed: ConnectError" in str(caught.value)
 
 
 @pytest.mark.parametrize("status,retry_after,seconds", [
@@ -412,3 +405,76 @@ def test_a_cache_saved_without_links_revalidates_with_a_plain_get(github: FakeGi
     github.clear_log()
     assert len(client.paginate(runs_url(github), {"status": "queued"}, "workflow_runs")) == 45
     assert [r.status for r in github.log] == [304, 304]
+
+
+# -- a limit short enough is waited for; a longer one is reported, and nothing more is sent ----
+def test_a_short_limit_is_waited_for_then_the_request_made_again(github: FakeGitHub) -> None:
+    add_runs(github, 2)
+    github.fail("secondary", retry_after=3, times=1)
+    sleeps: list[float] = []
+    client = make_client(github, sleeps=sleeps, max_wait=10)
+    assert client.get(runs_url(github), {"status": "queued"}).body["total_count"] == 2
+    assert [r.status for r in github.log] == [429, 200]
+    assert len(sleeps) == 1 and 2 <= sleeps[0] <= 3
+
+
+def test_a_limit_longer_than_the_wait_is_reported_and_nothing_more_is_sent(
+        github: FakeGitHub) -> None:
+    add_runs(github, 2)
+    github.reset = int(time.time()) + 1800
+    github.fail("ratelimit", times=1)
+    sleeps: list[float] = []
+    client = make_client(github, sleeps=sleeps, max_wait=10)
+    with pytest.raises(RateLimited) as caught:
+        client.get(runs_url(github), {"status": "queued"})
+    assert sleeps == []
+    reset = datetime.fromtimestamp(github.reset, timezone.utc)
+    assert str(caught.value) == (
+        f"github ({github.url}): rate limited until {format_time(reset)} (GET "
+        f"{runs_url(github)}?status=queued answered 403); no request is sent before then")
+    with pytest.raises(RateLimited):  # the limit has not lifted: the API is not asked again
+        client.paginate(f"{github.url}/orgs/acme/repos", {"per_page": 100}, "")
+    assert len(github.log) == 1
+
+
+def test_a_limit_that_has_lifted_lets_requests_through_again(github: FakeGitHub) -> None:
+    add_runs(github, 1)
+    client = make_client(github)
+    github.fail("secondary", retry_after=1, times=1)
+    with pytest.raises(RateLimited):
+        client.get(runs_url(github), {"status": "queued"})
+    time.sleep(1.1)
+    assert client.get(runs_url(github), {"status": "queued"}).body["total_count"] == 1
+    assert [r.status for r in github.log] == [429, 200]
+
+
+def test_buildkites_limit_lifts_after_ratelimit_reset_seconds() -> None:
+    """Buildkite's REST API: 429, ``RateLimit-Remaining: 0`` and ``RateLimit-Reset`` in
+    seconds from now (not an epoch, as GitHub's ``x-ratelimit-reset`` is)."""
+    buildkite = FakeBuildkite(BK_TOKEN).start()
+    buildkite.limited_for = 42
+    client = HttpClient(name="buildkite", headers=lambda: {"Authorization": f"Bearer {BK_TOKEN}"})
+    before = datetime.now(timezone.utc)
+    try:
+        with pytest.raises(RateLimited) as caught:
+            client.get(f"{buildkite.url}/v2/organizations/acme/agents")
+    finally:
+        buildkite.stop()
+    until = caught.value.until
+    assert until is not None
+    assert before + timedelta(seconds=41) <= until <= before + timedelta(seconds=44)
+    assert "answered 429" in str(caught.value) and BK_TOKEN not in str(caught.value)
+
+
+# -- which methods are retried ---------------------------------------------------------------------
+def test_a_delete_is_retried_on_a_5xx_and_a_post_is_not(github: FakeGitHub) -> None:
+    github.fail("error", status=502)
+    sleeps: list[float] = []
+    client = make_client(github, sleeps=sleeps)
+    with pytest.raises(ApiError) as post:
+        client.request("POST", f"{github.url}/app/installations/1/access_tokens")
+    assert post.value.status == 502 and "(after" not in str(post.value)
+    with pytest.raises(ApiError) as delete:
+        client.request("DELETE", f"{github.url}/orgs/acme/actions/runners/5")
+    assert str(delete.value).endswith("answered 502 (after 3 tries)")
+    assert len(sleeps) == 2

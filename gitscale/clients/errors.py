@@ -1,0 +1,42 @@
+"""What an API said, as our errors: raised by the clients (``http.py`` and the clients built
+on it), importable without loading an HTTP library. Every message names the method and the URL
+(without credentials) and never holds a credential the client sent."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from gitscale.errors import GitscaleError
+
+
+class ApiError(GitscaleError):
+    """An API refused or failed. ``status`` is its HTTP status (0: no answer), ``detail`` its
+    own words (the ``message`` of a JSON error body; "" when it gave none)."""
+
+    def __init__(self, message: str, *, method: str = "", url: str = "", status: int = 0,
+                 detail: str = "") -> None:
+        super().__init__(message)
+        self.method = method
+        self.url = url
+        self.status = status
+        self.detail = detail
+
+
+class Unreachable(ApiError):
+    """No answer: ``cause`` says why (DNS, refused, TLS, proxy, timeout, a cut connection);
+    ``timed_out`` when it was a timeout."""
+
+    def __init__(self, message: str, *, cause: str, method: str = "", url: str = "",
+                 timed_out: bool = False) -> None:
+        super().__init__(message, method=method, url=url)
+        self.cause = cause
+        self.timed_out = timed_out
+
+
+class RateLimited(ApiError):
+    """The API refused because of a rate limit; ``until`` is when it lifts (if known). The
+    client that raised it sends nothing more to that API before then."""
+
+    def __init__(self, message: str, until: datetime | None, *, method: str = "",
+                 url: str = "", status: int = 0) -> None:
+        super().__init__(message, method=method, url=url, status=status)
+        self.until = until

@@ -1,0 +1,90 @@
+"""GitHub's REST API: the calls gitscale makes, on the one HTTP client (``http.py``).
+
+One ``GitHub`` per API base URL and credential: a token, or a GitHub App's installation token
+(``github_app.py``) — ``token`` is asked before every request, so an App's refreshed token is
+picked up. Every list is read to its end by ``Link: rel="next"`` at 100 a page.
+
+- the polling source and ``serve``'s resync: an org's repos, a repo's workflow runs by status,
+  a run's jobs (``filter=latest``);
+- the controller: a scope's runners (``orgs/NAME``, ``repos/OWNER/REPO`` or
+  ``enterprises/NAME``), its runner groups, generate-jitconfig, and deleting a runner.
+
+Answers come back as GitHub's JSON; what they mean is the caller's business. Errors are the
+client's (``errors.py``): the callers translate them at their boundary.
+
+https://docs.github.com/en/rest/actions/workflow-runs, …/workflow-jobs, …/self-hosted-runners,
+…/self-hosted-runner-groups
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from gitscale.clients.errors import ApiError
+from gitscale.clients.http import EtagCache, HttpClient
+
+HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+PER_PAGE = 100  # GitHub's largest page
+
+
+class GitHub:
+    """One API (``https://api.github.com``, ``https://HOST/api/v3``…) and one credential."""
+
+    def __init__(self, api: str, token: Callable[[], str], *, cache: EtagCache | None = None,
+                 timeout: float = 10.0, retries: int = 2, max_wait: float = 0.0,
+                 transport: Any = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api = api.rstrip("/")
+        self._token = token
+        self.http = HttpClient(name=f"github ({self.api})", headers=self._headers, cache=cache,
+                               timeout=timeout, retries=retries, max_wait=max_wait,
+                               transport=transport, sleep=sleep)
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token()}", **HEADERS}
+
+    def close(self) -> None:
+        self.http.close()
+
+    def save(self) -> None:
+        self.http.save()
+
+    # -- the polling source and serve's resync ------------------------------------------------
+    def org_repos(self, org: str) -> list[Any]:
+        return self.http.paginate(f"{self.api}/orgs/{org}/repos",
+                                  {"per_page": PER_PAGE, "type": "all"}, "")
+
+    def workflow_runs(self, repo: str, status: str) -> list[Any]:
+        return self.http.paginate(f"{self.api}/repos/{repo}/actions/runs",
+                                  {"status": status, "per_page": PER_PAGE}, "workflow_runs")
+
+    def run_jobs(self, repo: str, run_id: int) -> list[Any]:
+        return self.http.paginate(f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs",
+                                  {"filter": "latest", "per_page": PER_PAGE}, "jobs")
+
+    # -- the controller -----------------------------------------------------------------------
+    def runners(self, scope: str, name: str | None = None) -> list[Any]:
+        """Every runner of ``scope`` (``orgs/acme``…), or those named ``name``."""
+        return self.http.paginate(f"{self.api}/{scope}/actions/runners",
+                                  {"per_page": PER_PAGE, "name": name}, "runners")
+
+    def runner_groups(self, owner: str) -> list[Any]:
+        """Every runner group of ``owner`` (``orgs/acme`` or ``enterprises/big``)."""
+        return self.http.paginate(f"{self.api}/{owner}/actions/runner-groups",
+                                  {"per_page": PER_PAGE}, "runner_groups")
+
+    def generate_jitconfig(self, scope: str, body: dict[str, Any]) -> Any:
+        """A just-in-time runner configuration: ``{"runner": {...}, "encoded_jit_config"}``.
+        Sent once (a POST is not retried)."""
+        return self.http.request("POST", f"{self.api}/{scope}/actions/runners/generate-jitconfig",
+                                 json=body).body
+
+    def delete_runner(self, scope: str, runner_id: int) -> bool:
+        """Remove a runner's registration; False when it was already gone (404). GitHub
+        answers 422 while it runs a job: an ``ApiError`` with that status."""
+        try:
+            self.http.request("DELETE", f"{self.api}/{scope}/actions/runners/{runner_id}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True

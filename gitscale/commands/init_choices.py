@@ -1,0 +1,162 @@
+"""`gitscale init`: what it was told, checked before anything is written.
+
+Whatever init cannot know and was not given becomes ``CHANGE-ME`` inside the value (one
+spelling, ``gitscale.yamlio.placeholders``), never a plausible-looking default: the config
+repo's URL, the GitHub organization (or the Buildkite organization), a GitHub App's ids. What it
+can default safely has a default: github.com, the in-cluster Argo CD destination, the
+``ci-runners`` namespace, the Buildkite queue ``default``, the ``clusters/prod`` folder.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from gitscale.errors import InputError
+from gitscale.redact import has_credentials, redact
+from gitscale.repo.git import Git
+from gitscale.yamlio.placeholders import PLACEHOLDER
+
+GITHUB = "https://github.com"
+ARGOCD_IN_CLUSTER = "https://kubernetes.default.svc"
+RUNNERS_NAMESPACE = "ci-runners"  # the RunnerSets, their Secrets and runner pods
+SYSTEM_NAMESPACE = "gitscale-system"  # the controller and the in-cluster scaler
+REPO_URL_PLACEHOLDER = f"https://{PLACEHOLDER}/gitscale-config.git"
+REPO_URL_HINT = "the config repo's clone URL (gitscale init --repo-url)"
+
+Platform = Literal["github", "buildkite"]
+GitOps = Literal["argocd", "flux"]
+
+_ORG = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")  # the github source's schema says the same
+_SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")  # a Buildkite organization slug
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a Kubernetes namespace (RFC 1123)
+_ID = re.compile(r"[1-9][0-9]{0,19}")
+_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class Choices:
+    gitops: GitOps
+    repo_url: str  # REPO_URL_PLACEHOLDER when not given
+    branch: str
+    path: str  # the cluster's folder in the config repo
+    platform: Platform
+    namespace: str = RUNNERS_NAMESPACE
+    cluster: str = ARGOCD_IN_CLUSTER  # Argo CD's destination: a server URL or a cluster name
+    github_server: str = GITHUB
+    github_org: str = PLACEHOLDER
+    github_app: tuple[str, str] | None = None  # (app id, installation id); None: a token
+    buildkite_org: str = PLACEHOLDER
+    buildkite_queue: str = "default"
+
+    @property
+    def repo_url_given(self) -> bool:
+        return self.repo_url != REPO_URL_PLACEHOLDER
+
+    @property
+    def config_url(self) -> str:
+        """The RunnerSet's spec.github.configURL: the organization's page on its server."""
+        return f"{self.github_server}/{self.github_org}"
+
+
+def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
+           platform: str | None = None, namespace: str = RUNNERS_NAMESPACE,
+           cluster: str | None = None, github_url: str | None = None,
+           github_org: str | None = None, github_app_id: str | None = None,
+           github_app_installation_id: str | None = None, buildkite_org: str | None = None,
+           buildkite_queue: str | None = None) -> Choices:
+    """The options of `gitscale init`, checked; an error names the option."""
+    url = repo_url or REPO_URL_PLACEHOLDER
+    _no_credentials("--repo-url", url)
+    if path.startswith("/") or ".." in Path(path).parts:
+        raise InputError("--path", f"{path!r} must be a relative path inside the repo")
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", path):
+        # it is written unquoted into gitscale.yaml and the kustomizations
+        raise InputError("--path", f"{path!r}: use letters, digits, '.', '_', '-' and '/'")
+    if Git(Path.cwd()).run("check-ref-format", "--branch", branch, check=False).code != 0:
+        raise InputError("--branch", f"{branch!r} is not a valid git branch name")
+    github = {"--github-url": github_url, "--github-org": github_org,
+              "--github-app-id": github_app_id,
+              "--github-app-installation-id": github_app_installation_id}
+    buildkite = {"--buildkite-org": buildkite_org, "--buildkite-queue": buildkite_queue}
+    chosen = _platform(platform, [k for k, v in github.items() if v is not None],
+                       [k for k, v in buildkite.items() if v is not None])
+    if not _LABEL.fullmatch(namespace) or len(namespace) > 63:
+        raise InputError("--namespace", f"{namespace!r} is not a Kubernetes namespace name "
+                         "(lower-case letters, digits and '-')")
+    if namespace == SYSTEM_NAMESPACE:
+        raise InputError("--namespace", f"the controller's own namespace {SYSTEM_NAMESPACE} "
+                         "cannot hold the runners; pick another")
+    if cluster is not None and gitops == "flux":
+        raise InputError("--cluster", "Flux applies to the cluster it runs in: install Flux "
+                         "there (for a remote cluster, see spec.kubeConfig of Flux's "
+                         "Kustomization); --cluster is for Argo CD")
+    if cluster is not None and (not cluster or any(c.isspace() for c in cluster)):
+        raise InputError("--cluster", f"{cluster!r}: an Argo CD cluster name or server URL")
+    if cluster is not None:
+        _no_credentials("--cluster", cluster)
+    return Choices(
+        gitops="argocd" if gitops == "argocd" else "flux", repo_url=url, branch=branch,
+        path=path.strip("/"), platform=chosen, namespace=namespace,
+        cluster=cluster or ARGOCD_IN_CLUSTER,
+        github_server=_server(github_url) if github_url else GITHUB,
+        github_org=_checked(github_org, _ORG, "--github-org", "a GitHub organization"),
+        github_app=None if github_app_id is None and github_app_installation_id is None else (
+            _checked(github_app_id, _ID, "--github-app-id", "a GitHub App's numeric id"),
+            _checked(github_app_installation_id, _ID, "--github-app-installation-id",
+                     "the numeric id of the App's installation")),
+        buildkite_org=_checked(buildkite_org, _SLUG, "--buildkite-org",
+                               "a Buildkite organization slug (lower case)"),
+        buildkite_queue=_checked(buildkite_queue or "default", _QUEUE, "--buildkite-queue",
+                                 "a queue name (letters, digits, '.', '_', '-')"),
+    )
+
+
+def _platform(given: str | None, github: list[str], buildkite: list[str]) -> Platform:
+    if github and buildkite:
+        raise InputError(buildkite[0], f"a Buildkite option with {github[0]}: one set is "
+                         "either GitHub's or Buildkite's")
+    if given == "github" and buildkite:
+        raise InputError(buildkite[0], "is for --platform buildkite")
+    if given == "buildkite" and github:
+        raise InputError(github[0], "is for --platform github")
+    return "buildkite" if given == "buildkite" or buildkite else "github"
+
+
+def _checked(value: str | None, pattern: re.Pattern[str], option: str, what: str) -> str:
+    if value is None:
+        return PLACEHOLDER
+    if not pattern.fullmatch(value) or len(value) > 100:
+        raise InputError(option, f"{value!r} is not {what}")
+    return value
+
+
+def _no_credentials(option: str, url: str) -> None:
+    """A URL init writes into the repo must not carry a secret (it would be committed)."""
+    if has_credentials(url):
+        raise InputError(option, f"{redact(url)} has credentials in it; nothing was written "
+                         "(gitscale takes the git token from GITSCALE_GIT_TOKEN_FILE or "
+                         "GITSCALE_GIT_TOKEN, never from a URL)")
+
+
+def _server(url: str) -> str:
+    """``--github-url``: the server's address, ``https://HOST`` (GitHub Enterprise Server, or
+    a ``*.ghe.com`` tenant); the organization is ``--github-org``."""
+    _no_credentials("--github-url", url)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError("--github-url", f"{url!r}: give the server's address, e.g. "
+                         "https://github.example.com")
+    if parts.path.strip("/") or parts.query or parts.fragment:
+        raise InputError("--github-url", f"{url!r}: give the server's address only "
+                         "(https://HOST), and the organization with --github-org")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def hinted(text: str, hint: str) -> str:
+    """``text`` (YAML written by ``dump``) with ``# hint`` after each line that holds a
+    ``CHANGE-ME`` value: the comment ``init`` lists and ``validate`` quotes."""
+    lines = text.split("\n")
+    return "\n".join(f"{line}  # {hint}" if PLACEHOLDER in line else line for line in lines)

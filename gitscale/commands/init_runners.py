@@ -1,0 +1,217 @@
+"""`gitscale init`: the example runner set, GitHub's or Buildkite's, and its credentials.
+
+One set, ``linux``, written twice with the same facts: its entry in gitscale.yaml (where demand
+comes from) and its RunnerSet (what the controller runs), so the labels or the queue agree.
+Each line that holds a value init could not know says in its comment what belongs there;
+``gitscale validate`` quotes that comment while the value is still ``CHANGE-ME``.
+
+The credentials each part reads, and the Secrets they come from (docs/credentials.md):
+
+- the scaler (``deploy/scaler/``: the CronJob, ``run`` and ``serve``) reads the source's token
+  from the Secret ``gitscale-scaler`` (``SCALER_SECRET``), one key per variable
+  (``SourceSecret``), through ``valueFrom.secretKeyRef``;
+- the controller reads the Secrets the RunnerSet names, in the runners' namespace.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gitscale.commands.init_choices import SYSTEM_NAMESPACE, Choices
+from gitscale.runnerset_api import API_VERSION, BUILDKITE_AGENT_IMAGE, GITHUB_RUNNER_IMAGE, KIND
+
+SET = "linux"
+LABELS = "[self-hosted, linux]"
+SCALER_SECRET = "gitscale-scaler"
+GITHUB_CREDENTIALS = "github-app"  # spec.github.credentialsSecret (the controller's)
+AGENT_TOKEN_SECRET = "buildkite-agent-token"
+API_TOKEN_SECRET = "buildkite-api-token"
+
+
+@dataclass(frozen=True)
+class SourceSecret:
+    """One credential of the demand source: the variable gitscale.yaml names, its key in the
+    Secret ``gitscale-scaler`` (in the cluster) and the secret's name in CI."""
+
+    env: str
+    key: str
+    file: str  # what the `kubectl create secret` line reads it from
+    ci_secret: str  # GitHub Actions secrets may not start with GITHUB_
+
+
+def source_secrets(choices: Choices) -> list[SourceSecret]:
+    if choices.platform == "buildkite":
+        return [SourceSecret("BUILDKITE_AGENT_TOKEN", "buildkite_agent_token",
+                             "./buildkite-agent-token", "BUILDKITE_AGENT_TOKEN")]
+    if choices.github_app is not None:
+        return [SourceSecret("GITHUB_APP_PRIVATE_KEY", "github_app_private_key",
+                             "./github-app.private-key.pem", "GITSCALE_APP_PRIVATE_KEY")]
+    return [SourceSecret("GITHUB_TOKEN", "github_token", "./github-source-token",
+                         "GITSCALE_SOURCE_TOKEN")]
+
+
+def scaler_env(choices: Choices) -> list[dict[str, object]]:
+    """The scaler container's variables for the source: each from the Secret, never a value."""
+    return [{"name": s.env, "valueFrom": {"secretKeyRef": {"name": SCALER_SECRET,
+                                                          "key": s.key}}}
+            for s in source_secrets(choices)]
+
+
+def scaler_secret_command(choices: Choices) -> str:
+    files = " \\\n  ".join(f"--from-file={s.key}={s.file}" for s in source_secrets(choices))
+    return (f"kubectl -n {SYSTEM_NAMESPACE} create secret generic {SCALER_SECRET} \\\n"
+            f"  {files}")
+
+
+def controller_secret_commands(choices: Choices) -> list[str]:
+    """The Secrets the example RunnerSet names, in its namespace."""
+    ns = choices.namespace
+    if choices.platform == "buildkite":
+        # the agent reads its token as it is: no trailing newline in the file
+        return ["printf '%s' \"$BUILDKITE_AGENT_TOKEN\" > ./buildkite-agent-token",
+                f"kubectl -n {ns} create secret generic {AGENT_TOKEN_SECRET} "
+                "--from-file=token=./buildkite-agent-token",
+                f"kubectl -n {ns} create secret generic {API_TOKEN_SECRET} "
+                "--from-file=token=./buildkite-api-token"]
+    if choices.github_app is not None:
+        app_id, installation = choices.github_app
+        return [f"kubectl -n {ns} create secret generic {GITHUB_CREDENTIALS} \\\n"
+                f"  --from-literal=github_app_id={app_id} \\\n"
+                f"  --from-literal=github_app_installation_id={installation} \\\n"
+                "  --from-file=github_app_private_key=./github-app.private-key.pem"]
+    return [f"kubectl -n {ns} create secret generic {GITHUB_CREDENTIALS} "
+            "--from-file=github_token=./github-controller-token"]
+
+
+CONFIG_HEAD = """\
+# gitscale.yaml: which runner sets gitscale scales, from what demand, by which policy.
+# Docs: README.md of gitscale. Validate with `gitscale validate`, preview with `gitscale plan`.
+runnerSets:
+  - name: {name}
+    manifest: {path}/runnersets/{name}.yaml
+    object: {{kind: RunnerSet, name: {name}}}
+"""
+
+GITHUB_SOURCE = """\
+    # Demand: the organization's queued and running workflow jobs, polled from GitHub's REST API
+    # (or sent by `gitscale serve` webhooks). Permissions: docs/credentials.md of gitscale.
+    source:
+      github:
+        org: {org}  # the GitHub organization whose jobs these runners take (gitscale init --github-org)
+{api}\
+        labels: {labels}  # the RunnerSet's spec.github.labels: keep the two equal
+{credential}\
+    policy: default
+"""
+
+GITHUB_TOKEN = """\
+        token: {{env: GITHUB_TOKEN}}  # in the cluster: key github_token of the Secret {secret}
+"""
+
+GITHUB_APP = """\
+        app:
+          appId: {app_id}  # the GitHub App's id (gitscale init --github-app-id)
+          installationId: {installation}  # the id of the App's installation (gitscale init --github-app-installation-id)
+          privateKey: {{env: GITHUB_APP_PRIVATE_KEY}}  # in the cluster: key github_app_private_key of {secret}
+"""
+
+BUILDKITE_SOURCE = """\
+    # Demand: the queue's scheduled and running jobs, from Buildkite's agent metrics API.
+    source:
+      buildkite:
+        queue: {queue}  # the RunnerSet's spec.buildkite.queue: keep the two equal
+        token: {{env: BUILDKITE_AGENT_TOKEN}}  # an agent token; in the cluster: key buildkite_agent_token of {secret}
+    policy: default
+"""
+
+DEMAND = """\
+# What-if demand, for `gitscale plan --demand demand.yaml`: set name -> queued and running jobs.
+# A pass reads the set's `source:` in gitscale.yaml; this file only when given with --demand.
+{name}: {{queued: 0, running: 0}}
+"""
+
+RUNNERSET_HEAD = """\
+# A pool of ephemeral {what}. gitscale owns spec.replicas, spec.patchID and
+# spec.effectiveTime (and gitscale.dev/ annotations); everything else is yours.
+# Reference: docs/runnerset.md of gitscale.
+apiVersion: {api_version}
+kind: {kind}
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  replicas: 0
+"""
+
+GITHUB_SPEC = """\
+  platform: github
+  github:
+    configURL: {config_url}  # your GitHub organization, where the runners register (gitscale init --github-org)
+    labels: {labels}  # the labels of the set's source in gitscale.yaml: keep the two equal
+    # A Secret in this namespace with github_token, or github_app_id + github_app_private_key
+    # (+ github_app_installation_id): docs/credentials.md of gitscale.
+    credentialsSecret: {secret}
+  template:
+    spec:
+      containers:
+        - name: runner
+          image: {image}
+          # No command: when the runner container has none, the controller starts
+          # /home/runner/run.sh (the image has no entrypoint of its own); one set here is kept.
+          resources:
+            requests: {{cpu: "1", memory: 2Gi}}
+"""
+
+BUILDKITE_SPEC = """\
+  platform: buildkite
+  buildkite:
+    queue: {queue}  # the queue of the set's source in gitscale.yaml: keep the two equal
+    agentTokenSecret: {agent_secret}  # its key `token`: the agent token the pods register with
+    organization: {org}  # your Buildkite organization's slug, to see which agent is busy (gitscale init --buildkite-org)
+    apiTokenSecret: {api_secret}  # its key `token`: a REST API token with read_agents
+  template:
+    spec:
+      containers:
+        - name: agent
+          image: {image}
+          # No command or args: the image's entrypoint starts `buildkite-agent start`, which
+          # reads what the controller puts in the environment (name, tags, the agent token).
+          resources:
+            requests: {{cpu: "1", memory: 2Gi}}
+"""
+
+
+def config_text(choices: Choices, api_url: str | None) -> str:
+    """gitscale.yaml up to the notify block. ``api_url``: GitHub's REST API when it is not
+    api.github.com (the one the controller derives from configURL)."""
+    head = CONFIG_HEAD.format(name=SET, path=choices.path)
+    if choices.platform == "buildkite":
+        return head + BUILDKITE_SOURCE.format(queue=choices.buildkite_queue,
+                                              secret=SCALER_SECRET)
+    if choices.github_app is not None:
+        app_id, installation = choices.github_app
+        credential = GITHUB_APP.format(app_id=app_id, installation=installation,
+                                       secret=SCALER_SECRET)
+    else:
+        credential = GITHUB_TOKEN.format(secret=SCALER_SECRET)
+    api = (f"        apiUrl: {api_url}  # the REST API of {choices.github_server}\n"
+           if api_url else "")
+    return head + GITHUB_SOURCE.format(org=choices.github_org, api=api, labels=LABELS,
+                                       credential=credential)
+
+
+def demand_text() -> str:
+    return DEMAND.format(name=SET)
+
+
+def runnerset_text(choices: Choices) -> str:
+    github = choices.platform == "github"
+    head = RUNNERSET_HEAD.format(
+        what="GitHub Actions runners" if github else "Buildkite agents (one job each)",
+        api_version=API_VERSION, kind=KIND, name=SET, namespace=choices.namespace)
+    if github:
+        return head + GITHUB_SPEC.format(config_url=choices.config_url, labels=LABELS,
+                                         secret=GITHUB_CREDENTIALS, image=GITHUB_RUNNER_IMAGE)
+    return head + BUILDKITE_SPEC.format(queue=choices.buildkite_queue,
+                                        agent_secret=AGENT_TOKEN_SECRET,
+                                        org=choices.buildkite_org, api_secret=API_TOKEN_SECRET,
+                                        image=BUILDKITE_AGENT_IMAGE)

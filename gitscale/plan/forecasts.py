@@ -1,0 +1,40 @@
+"""The forecasts of a pass: each forecast set's history read (incrementally) and predicted.
+
+Sets without ``policy.forecast`` cost nothing: with none in the config no git command runs.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from gitscale.config.load import Config
+from gitscale.core.forecast import Forecast, forecast
+from gitscale.plan.cache import StateCache
+from gitscale.repo.workspace import Workspace
+from gitscale.timeutil import format_time
+
+
+def read_forecasts(ws: Workspace, config: Config, cache: StateCache,
+                   now: datetime) -> dict[str, Forecast]:
+    """Each forecast set's ``Forecast`` at ``now``, from the repo's scaling commits (kept in
+    ``cache.series`` between passes and, through the state cache, between CLI runs)."""
+    sets = [s for s in config.sets if s.policy.forecast is not None]
+    if not sets:
+        return {}
+    needed = min(s.policy.forecast.history_needed(now) for s in sets
+                 if s.policy.forecast is not None)
+    deepen = None
+    if ws.mode == "clone" and ws.remote is not None and ws.remote_branch is not None \
+            and ws.git.is_shallow():
+        remote, branch = ws.remote, ws.remote_branch
+
+        def deepen(since: datetime) -> None:
+            ws.git.deepen_since(remote, branch, format_time(since))
+    if cache.series.update(ws.git, needed, deepen):
+        cache.dirty = True
+    found = {}
+    for runner_set in sets:
+        policy = runner_set.policy.forecast
+        assert policy is not None
+        times, levels = cache.series.of(runner_set.name)
+        found[runner_set.name] = forecast(times, levels, policy, now)
+    return found

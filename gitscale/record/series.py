@@ -1,0 +1,129 @@
+"""Each set's demand over time, from the ``Gitscale-Set`` trailers: what a forecast learns from.
+
+Read once per process, then incrementally: ``DemandSeries.update`` asks git only for the
+commits newer than the last one it read (``git log LAST..HEAD``), and nothing at all when HEAD
+has not moved. `run` and `serve` keep the series in memory; a CLI run keeps it in the state
+cache (``gitscale.plan.cache``), keyed by that last commit, so a cron job reads only the
+commits since its last run. The first read walks back only as far as the forecasts need (the
+lookback, a bin and a week more, for the level that held when the window opens).
+
+A clone of a URL has one commit (a pass needs no more); the reader deepens it to the time it
+needs (``git fetch --shallow-since``), the commits and their trees only as the clone already
+fetches them. A history rewritten under the reader (a force push: the last commit read is no
+longer an ancestor of HEAD) is read again whole.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from gitscale.record.history import LOG_ARGS, parse_record
+from gitscale.repo.git import Git
+from gitscale.timeutil import format_time
+
+MARGIN = timedelta(days=7)  # read this far before the window: the level that held as it opened
+SKEW = timedelta(hours=1)  # commit dates a little out of order still read when deepening
+
+# (head, head time, read since, {set: (times, levels)}): plain data for the state cache
+State = tuple["str | None", float, float, dict[str, tuple[list[float], list[int]]]]
+
+
+@dataclass
+class DemandSeries:
+    """Per set, the demand (queued + running) at each scaling commit, oldest first."""
+
+    head: str | None = None  # the newest commit read
+    head_time: float = 0.0  # its committer time (POSIX seconds)
+    since: float = float("inf")  # commits from this time on have been read
+    sets: dict[str, tuple[list[float], list[int]]] = field(default_factory=dict)
+    logs: int = 0  # `git log` runs so far (the tests count them)
+
+    def of(self, name: str) -> tuple[Sequence[float], Sequence[int]]:
+        """(times, levels) of one set; empty when it has no scaling commit read."""
+        return self.sets.get(name, ([], []))
+
+    def update(self, git: Git, needed: datetime,
+               deepen: Callable[[datetime], None] | None = None) -> bool:
+        """Read what is new since the last update, back to ``needed`` at least. ``deepen``
+        (a shallow clone) fetches the commits from a time on. True when git was asked."""
+        head, _, seconds = git.out("show", "-s", "--format=%H %ct", "HEAD").partition(" ")
+        want = needed.timestamp() - MARGIN.total_seconds()
+        if head == self.head and self.since <= want:
+            return False
+        if self.head is not None and self.since <= want and self._reaches(git, head, deepen):
+            self._read(git, f"{self.head}..{head}", None)
+        else:
+            self.sets = {}
+            if deepen is not None:
+                deepen(datetime.fromtimestamp(want, timezone.utc))
+            self._read(git, head, want)
+            self.since = want
+        self.head, self.head_time = head, float(seconds or 0)
+        self.trim(want)
+        return True
+
+    def _reaches(self, git: Git, head: str, deepen: Callable[[datetime], None] | None) -> bool:
+        """Is the last commit read an ancestor of ``head`` in this clone (after deepening a
+        shallow one to its time)?"""
+        assert self.head is not None
+        if git.is_ancestor(self.head, head):
+            return True
+        if deepen is None:
+            return False
+        deepen(datetime.fromtimestamp(self.head_time - SKEW.total_seconds(), timezone.utc))
+        return git.is_ancestor(self.head, head)
+
+    def _read(self, git: Git, revisions: str, since: float | None) -> None:
+        args = [*LOG_ARGS, revisions]
+        if since is not None:
+            args.insert(1, f"--since={format_time(datetime.fromtimestamp(since, timezone.utc))}")
+        self.logs += 1
+        found: dict[str, list[tuple[float, int]]] = {}
+        for record in git.records(*args, separator="\x1e"):
+            fields = record.strip("\n").split("\x1f", 2)
+            if len(fields) != 3:
+                continue
+            when = float(fields[1])
+            for entry in parse_record(record, details=False):
+                if entry.queued is not None and entry.running is not None:
+                    found.setdefault(entry.set, []).append((when, entry.queued + entry.running))
+        for name, points in found.items():
+            points.reverse()  # git log gives the newest first
+            points.sort(key=lambda p: p[0])  # (stable: commits of one second keep their order)
+            times, levels = self.sets.setdefault(name, ([], []))
+            for when, level in points:
+                add(times, levels, when, level)
+
+    def trim(self, since: float) -> None:
+        """Forget what is older than ``since``, but the last level before it (it held then)."""
+        for times, levels in self.sets.values():
+            cut = bisect_left(times, since) - 1
+            if cut > 0:
+                del times[:cut]
+                del levels[:cut]
+
+    def state(self) -> State:
+        return (self.head, self.head_time, self.since, self.sets)
+
+    @classmethod
+    def from_state(cls, state: object) -> "DemandSeries":
+        """A series from the state cache; an empty one when the state is not one."""
+        if not (isinstance(state, tuple) and len(state) == 4
+                and isinstance(state[3], dict)):
+            return cls()
+        head, head_time, since, sets = state
+        return cls(head if isinstance(head, str) else None, float(head_time), float(since),
+                   sets)
+
+
+def add(times: list[float], levels: list[int], when: float, level: int) -> None:
+    """Insert one commit's level in time order (git log gives the newest first)."""
+    if not times or when >= times[-1]:
+        times.append(when)
+        levels.append(level)
+        return
+    at = bisect_left(times, when)
+    insort(times, when)
+    levels.insert(at, level)

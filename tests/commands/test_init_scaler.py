@@ -1,0 +1,115 @@
+"""`gitscale init`'s in-cluster scaler (deploy/scaler/): the demand source's credential comes from
+the Secret docs/credentials.md names, under the keys it lists, never as a value; the CronJob keeps
+its state cache on a claim the image's user may write."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitscale.config.load import load_config
+from tests.commands.init_variants import ALL, docs, init, options
+from tests.ship.shipfiles import ROOT
+
+CREDENTIALS = ROOT / "docs" / "credentials.md"
+NOT_SECRET = {"GITSCALE_GIT_TOKEN_FILE", "GITSCALE_CACHE_DIR"}  # the only plain values
+
+
+def documented_keys() -> dict[str, str]:
+    """key of gitscale-scaler → the variable it fills, from the table in credentials.md."""
+    rows = re.findall(r"^\s*\| `(\w+)` \| `(\w+)` \|", CREDENTIALS.read_text(), re.M)
+    table = dict(rows)
+    assert len(table) >= 3, rows
+    return table
+
+
+def pods(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted((root / "deploy/scaler").glob("*.yaml")):
+        for obj in docs(path):
+            if obj["kind"] == "CronJob":
+                found.append((path.name, obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+            elif obj["kind"] == "Deployment":
+                found.append((path.name, obj["spec"]["template"]["spec"]))
+    return found
+
+
+def source_variables(root: Path) -> set[str]:
+    """The environment variables the set's source in gitscale.yaml reads."""
+    settings = load_config(root).sets[0].source.settings
+    refs = [getattr(settings, "token", None)]
+    app = getattr(settings, "app", None)
+    if app is not None:
+        refs.append(app.private_key)
+    return {r.where for r in refs if r is not None and r.kind == "env"}
+
+
+@pytest.mark.parametrize(("gitops", "variant", "complete"), ALL)
+def test_the_scaler_reads_the_source_credential_from_the_documented_secret_keys(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, gitops: str, variant: str, complete: bool) -> None:
+    root, out = init(tmp_path, capsys, gitops, *options(gitops, variant, complete))
+    table = documented_keys()
+    wanted = source_variables(root)
+    assert wanted  # every variant's source reads a credential from the environment
+    found = pods(root)
+    assert len(found) == (2 if variant == "buildkite" else 3)  # serve is GitHub's only
+    readme = (root / "deploy/scaler/README.md").read_text()
+    assert ("deployment-serve.yaml" in readme) == ("gitscale-webhook" in readme) == (
+        variant != "buildkite")
+    for name, spec in found:
+        (container,) = spec["containers"]
+        refs = {}
+        for env in container["env"]:
+            if "value" in env:
+                assert env["name"] in NOT_SECRET, (name, env)
+                continue
+            ref = env["valueFrom"]["secretKeyRef"]
+            if ref["name"] == "gitscale-scaler":
+                refs[env["name"]] = ref["key"]
+        # exactly the variables gitscale.yaml reads, each from the key the doc gives it
+        assert set(refs) == wanted, name
+        assert all(table[key] == variable for variable, key in refs.items()), (name, refs)
+    keys = set(refs.values())
+    # the Secret at a glance lists them, and init's kubectl line creates them from files
+    glance = next(line for line in CREDENTIALS.read_text().splitlines()
+                  if line.startswith("| `gitscale-system` | `gitscale-scaler` |"))
+    assert all(f"`{key}`" in glance for key in keys)
+    command = re.search(r"create secret generic gitscale-scaler(?:[^\n]*\\\n)*[^\n]*",
+                        out).group(0)  # with its continuation lines
+    assert {m for m in re.findall(r"--from-file=(\w+)=\./", command)} == keys
+    # no token is ever a literal: only the GitHub App's ids are
+    literals = re.findall(r"--from-literal=(\w+)=", out)
+    assert set(literals) <= {"github_app_id", "github_app_installation_id"}
+    # the GitHub workflow passes the same variables, from repository secrets
+    workflow = (root / ".github/workflows/gitscale.yml").read_text()
+    for variable in wanted:
+        (secret,) = re.findall(rf"^\s+{variable}: \$\{{\{{ secrets\.(\w+) }}}}$", workflow, re.M)
+        assert not secret.startswith("GITHUB_")  # GitHub refuses such secret names
+
+
+def test_the_cronjob_keeps_its_cache_on_a_claim_its_user_may_write(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme")
+    (claim,) = docs(root / "deploy/scaler/cache-pvc.yaml")
+    assert claim["kind"] == "PersistentVolumeClaim"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    for name, spec in pods(root):
+        (container,) = spec["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        cache = volumes[mounts[env["GITSCALE_CACHE_DIR"]]]
+        if name == "cronjob.yaml":  # one pass at a time: one writer of the claim
+            assert cache["persistentVolumeClaim"] == {"claimName": claim["metadata"]["name"]}
+        else:  # a long-lived process keeps its cache in memory between passes
+            assert cache["emptyDir"] == {}
+        # the image's user (uid 65532) owns what it writes: fsGroup; /tmp is an emptyDir,
+        # which is not mounted noexec (git runs its askpass script from there)
+        context = spec["securityContext"]
+        assert context["runAsUser"] == context["fsGroup"] == 65532
+        assert volumes[mounts["/tmp"]] == {"name": "tmp", "emptyDir": {}}
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert "HOME" not in env  # the image's HOME, only ever read

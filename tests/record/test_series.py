@@ -1,0 +1,129 @@
+"""The demand series a forecast learns from, read from a real git repo: once, then only the
+commits newer than the last one read; a rewritten history read again; a shallow clone deepened
+to the time needed; and no git at all for a config without a forecast."""
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from gitscale.config.load import load_config
+from gitscale.plan.cache import StateCache
+from gitscale.plan.forecasts import read_forecasts
+from gitscale.record.commitmsg import SetLine, format_message
+from gitscale.record.series import DemandSeries
+from gitscale.repo.git import Git
+from gitscale.repo.workspace import open_workspace
+from tests.helpers import RUNNERSET, git, make_repo, simple_config
+
+START = datetime(2026, 1, 5, tzinfo=timezone.utc)
+
+
+def scaling_commit(checkout: Path, when: datetime, queued: int, running: int,
+                   name: str = "linux") -> str:
+    line = SetLine(name, queued + running, 0, 1, queued, running, "scale-up", "")
+    stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    env = {**os.environ, "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_DATE": stamp}
+    subprocess.run(["git", "commit", "--quiet", "--allow-empty", "-F", "-"], cwd=checkout,
+                   input=format_message([line], "0" * 40), text=True, check=True, env=env)
+    return git(checkout, "rev-parse", "HEAD")
+
+
+def traced(checkout: Path, trace: Path) -> Git:
+    return Git(checkout, {"GIT_TRACE": str(trace)})
+
+
+def logs(trace: Path) -> list[str]:
+    if not trace.exists():
+        return []
+    return [line.split("trace: built-in: ", 1)[1] for line in trace.read_text().splitlines()
+            if "trace: built-in: git log" in line]
+
+
+def test_read_once_then_only_the_new_commits(tmp_path: Path) -> None:
+    checkout = make_repo(tmp_path, {"README": "x\n"}, bare_remote=False)
+    for hour in range(5):
+        scaling_commit(checkout, START + timedelta(hours=hour), hour, 1)
+    series = DemandSeries()
+    trace = tmp_path / "trace"
+    needed = START + timedelta(hours=1)
+    assert series.update(traced(checkout, trace), needed)
+    assert list(series.of("linux")[1]) == [1, 2, 3, 4, 5]
+    assert len(logs(trace)) == 1 and "--since=" in logs(trace)[0]
+    assert series.logs == 1
+
+    # nothing new: no git log at all
+    assert not series.update(traced(checkout, trace), needed)
+    assert len(logs(trace)) == 1
+
+    old = series.head
+    new = [scaling_commit(checkout, START + timedelta(hours=h), 10 * h, 0) for h in (6, 7)]
+    assert series.update(traced(checkout, trace), needed)
+    assert logs(trace)[-1].endswith(f"{old}..{new[-1]}")  # only what came since
+    assert list(series.of("linux")[1]) == [1, 2, 3, 4, 5, 60, 70]
+    assert series.head == new[-1] and series.logs == 2
+
+    # a rewritten history (the last commit amended) is read again whole
+    git(checkout, "reset", "--quiet", "--hard", "HEAD~2")
+    scaling_commit(checkout, START + timedelta(hours=6), 99, 0)
+    assert series.update(traced(checkout, trace), needed)
+    assert list(series.of("linux")[1]) == [1, 2, 3, 4, 5, 99]
+    assert "--since=" in logs(trace)[-1]
+
+
+def test_the_series_survives_the_state_cache(tmp_path: Path) -> None:
+    checkout = make_repo(tmp_path, {"README": "x\n"}, bare_remote=False)
+    scaling_commit(checkout, START, 3, 0)
+    cache = StateCache.load(tmp_path / "cache")
+    cache.series.update(Git(checkout), START)
+    cache.dirty = True
+    cache.save()
+    again = StateCache.load(tmp_path / "cache")
+    assert again.series.head == git(checkout, "rev-parse", "HEAD")
+    assert list(again.series.of("linux")[1]) == [3]
+    trace = tmp_path / "trace"
+    assert not again.series.update(traced(checkout, trace), START)  # a CLI run: no git log
+    assert logs(trace) == []
+
+
+def test_old_points_are_forgotten_but_the_level_that_held(tmp_path: Path) -> None:
+    series = DemandSeries(sets={"linux": ([0.0, 10.0, 20.0, 30.0], [1, 2, 3, 4])})
+    series.trim(25.0)
+    assert series.of("linux") == ([20.0, 30.0], [3, 4])
+
+
+def forecast_repo(tmp_path: Path, policy: str) -> Path:
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": policy}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 0, running: 0}\n",
+    })
+    for day in (0, 7):
+        scaling_commit(checkout, START + timedelta(days=day, hours=9), 40, 0)
+        scaling_commit(checkout, START + timedelta(days=day, hours=9, minutes=20), 0, 0)
+    git(checkout, "push", "--quiet", "origin", "main")
+    return checkout
+
+
+def test_a_config_without_forecast_runs_no_git(tmp_path: Path) -> None:
+    checkout = forecast_repo(tmp_path, "{maxReplicas: 50}")
+    trace = tmp_path / "trace"
+    with open_workspace(str(checkout), None) as ws:
+        config = load_config(ws.root)
+        ws.git.env["GIT_TRACE"] = str(trace)
+        cache = StateCache()
+        assert read_forecasts(ws, config, cache, START + timedelta(days=14)) == {}
+    assert not trace.exists()  # not one git command
+    assert cache.series.logs == 0
+
+
+def test_a_shallow_clone_is_deepened_to_the_time_needed(tmp_path: Path) -> None:
+    checkout = forecast_repo(tmp_path, "{maxReplicas: 50, forecast: {lookback: 7d}}")
+    url = f"file://{tmp_path / 'remote.git'}"
+    now = START + timedelta(days=14, hours=8, minutes=58)
+    config = load_config(checkout)  # (a sparse clone checks out no file until a pass asks)
+    with open_workspace(url, None, sparse=True) as ws:
+        assert ws.git.is_shallow()
+        found = read_forecasts(ws, config, StateCache(), now)
+    assert found["linux"].level == 40, found["linux"].detail

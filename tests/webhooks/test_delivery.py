@@ -1,0 +1,98 @@
+"""A rejected delivery is logged: the first of each kind at once, then at most one line per
+kind and interval, counting the others; never the body, a signature or the secret."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from gitscale.webhooks.delivery import Rejected, RejectionLog, parse, verify
+from gitscale.timeutil import utcnow
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+BAD = Rejected(401, "bad signature")
+MISSING = Rejected(401, "missing X-Hub-Signature-256")
+
+
+def rejected(call: object) -> Rejected:
+    with pytest.raises(Rejected) as info:
+        call()  # type: ignore[operator]
+    return info.value
+
+
+def test_the_first_rejection_of_each_kind_is_logged_at_once() -> None:
+    log = RejectionLog(every=60, clock=Clock())
+    assert log.note(BAD, "d-1") == "rejected webhook delivery d-1: 401 bad signature"
+    assert log.note(MISSING, "d-2") == \
+        "rejected webhook delivery d-2: 401 missing X-Hub-Signature-256"
+    assert log.note(rejected(lambda: parse(b"{not json", utcnow())), None) == (
+        "rejected webhook delivery (no X-GitHub-Delivery): 400 not a workflow_job payload "
+        "(JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 "
+        "(char 1))")
+
+
+def test_a_flood_is_one_line_per_kind_and_interval_with_a_count() -> None:
+    clock = Clock()
+    log = RejectionLog(every=60, clock=clock)
+    assert log.note(BAD, "d-0") is not None
+    lines = [log.note(BAD, f"d-{i}") for i in range(1, 1001)]
+    assert lines == [None] * 1000
+    assert log.note(MISSING, "other") is not None  # another kind has its own interval
+    clock.now += 59.9
+    assert log.flush() == [] and log.note(BAD, "d-1001") is None
+    clock.now += 0.1
+    assert log.note(BAD, "d-1002") == (
+        "rejected webhook delivery d-1002: 401 bad signature (and 1001 more like it in the "
+        "last 60 s, not logged one by one)")
+    assert log.note(BAD, "d-1003") is None
+
+
+def test_flush_tells_a_flood_that_stopped() -> None:
+    clock = Clock()
+    log = RejectionLog(every=60, clock=clock)
+    log.note(BAD, "d-0")
+    for i in range(5):
+        log.note(BAD, f"d-{i}")
+    clock.now += 30
+    assert log.flush() == []
+    assert log.flush(everything=True) == [
+        "rejected 5 more webhook deliveries: 401 bad signature (since 30 s ago)"]
+    assert log.flush(everything=True) == []  # told once
+    log.note(BAD, "d-6")
+    clock.now += 60
+    assert log.flush() == ["rejected 1 more webhook deliveries: 401 bad signature (since 60 s ago)"]
+
+
+@pytest.mark.parametrize(("delivery", "shown"), [
+    pytest.param("72d3162e-cc78-11e3-81ab-4c9367dc0958", "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+                 id="guid"),
+    pytest.param("a b\tc<d>", "a?b?c?d?", id="cleaned"),
+    pytest.param("x" * 500, "x" * 64 + "…", id="cut"),
+    pytest.param("", "(no X-GitHub-Delivery)", id="empty"),
+])
+def test_the_delivery_id_is_cut_and_cleaned(delivery: str, shown: str) -> None:
+    line = RejectionLog(clock=Clock()).note(BAD, delivery)
+    assert line == f"rejected webhook delivery {shown}: 401 bad signature"
+
+
+def test_no_line_holds_the_body_the_signature_or_the_secret() -> None:
+    secret, body = b"s3cret-key", b'{"action": "queued", "marker": "\xff-body-marker"}'
+    lines = [RejectionLog(clock=Clock()).note(rejected(call), f"d-{i}") for i, call in enumerate([
+        lambda: verify(secret, body, "sha256=" + "ab" * 32),
+        lambda: parse(body, utcnow()),
+        lambda: parse(b'{"action": "body-marker"}', utcnow())], 1)]
+    assert lines[1] == ("rejected webhook delivery d-2: 400 not a workflow_job payload "
+                        "(UnicodeDecodeError)")  # its text would quote a byte of the body
+    assert lines[2] == ("rejected webhook delivery d-3: 400 not a workflow_job payload "
+                        "(KeyError: 'workflow_job')")
+    for line in lines:
+        assert line is not None
+        assert "marker" not in line and "abab" not in line and "s3cret" not in line

@@ -56,10 +56,10 @@ class Owned:
         in_annotation = self.patch_id[:len(self.annotations)] == self.annotations
         object.__setattr__(self, "patch_in_annotation", in_annotation)
         # Where the editor inserts a missing owned key: after the nearest of these siblings
-        # that it finds as a one-line scalar, else first in its mapping. Replicas, patch ID and
-        # effective time go in that order (a backlog goes first in its mapping, as it always
-        # has); a new annotations mapping goes after the object's name (or namespace).
-        fields = [p for p in (self.replicas, self.patch_id, self.effective_time)
+        # that it finds as a one-line scalar, else first in its mapping. Replicas, patch ID,
+        # effective time and backlog go in that order; a new annotations mapping goes after
+        # the object's name (or namespace).
+        fields = [p for p in (self.replicas, self.patch_id, self.effective_time, self.backlog)
                   if p is not None and p[:len(self.annotations)] != self.annotations]
         after = {path[-1]: tuple(other[-1] for other in reversed(fields[:n])
                                  if other[:-1] == path[:-1])

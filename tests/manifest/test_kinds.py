@@ -58,6 +58,7 @@ def test_the_table_holds_the_kinds_the_readme_names() -> None:
     # where the editor puts a missing key: the table's order, within the kind's own fields
     assert SPEC_PATCH.after == {"replicas": (), "patchID": ("replicas",),
                                 "effectiveTime": ("patchID", "replicas"),
+                                "backlog": ("effectiveTime", "patchID", "replicas"),
                                 "annotations": ("namespace", "name")}
     assert LEGACY.after == {"replicas": (), "effectiveTime": ("replicas",),
                             "annotations": ("namespace", "name")}

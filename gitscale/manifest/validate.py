@@ -340,6 +340,7 @@ class Validation:
                 else crds_in_repo(self._root, self._files())
             for crd in crds:
                 self.schemas.add_crd(crd)
+        found: list[tuple[dict[str, Any] | None, Problem]]
         if self.binary is not None:
             found = [(None, p) for p in run_kubeconform(self.binary, text, self.schemas)]
         else:

@@ -285,3 +285,20 @@ def test_reconcile_and_validate_check_with_the_same_schemas(
     if not kubeconform:
         assert line == (f"error: sets/legacy.yaml:{number}: spec: unknown field 'replica': "
                         "did you mean 'replicas'?"), line
+
+
+@pytest.mark.parametrize(("github", "expected"), [
+    pytest.param({"configURL": "https://github.com/x", "credentialSecret": "gh"},
+                 ["unknown field 'credentialSecret': did you mean 'credentialsSecret' "
+                  "(required)?"], id="typo-of-a-required-key-is-one-problem"),
+    pytest.param({"configURL": "https://github.com/x", "credentialsSecret": "gh", "lables": []},
+                 ["unknown field 'lables': did you mean 'labels'?"], id="typo-of-an-optional-key"),
+    pytest.param({"configURL": "https://github.com/x", "zzz": 1, "qqq": 2},
+                 ["unknown field 'qqq'", "unknown field 'zzz'", "'credentialsSecret' is required"],
+                 id="each-unknown-key-its-own-problem"),
+])
+def test_schema_problems_are_one_per_thing_to_fix(github: dict, expected: list[str]) -> None:  # type: ignore[type-arg]
+    obj = runnerset(github=github)
+    problems = SchemaValidator().check(obj)
+    assert sorted(p.message for p in problems) == sorted(expected)
+    assert {p.path for p in problems} == {"spec.github"}

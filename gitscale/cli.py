@@ -279,9 +279,9 @@ def controller(leader_elect: bool, leader_election_namespace: str | None, lease_
               help="The https:// URL the config repo will be pushed to (the GitOps source, "
                    "the scaler's --repo). Without it: CHANGE-ME.")
 @click.option("--branch", default=None,
-              help="The branch Argo CD or Flux follows and gitscale commits to [default: the "
-                   "one checked out in an existing repo, else main]. In an existing repo it "
-                   "must be the checked-out branch.")
+              help="Branch of the new repo: the one Argo CD or Flux follows and gitscale "
+                   "commits to [default: main]. In an existing checkout: its checked-out "
+                   "branch (--branch may only repeat it).")
 @click.option("--run-in", type=click.Choice(["github-actions", "gitlab", "cluster"]),
               default="github-actions", show_default=True,
               help="Where gitscale itself runs; init writes only that scheduler: "

@@ -2,8 +2,9 @@
 
 Writes gitscale.yaml, an example RunnerSet (GitHub's or Buildkite's), the CRD, the controller
 (ServiceAccount, RBAC, Deployment), a kustomization tying them together, the Argo CD
-Application or the Flux GitRepository + Kustomization that applies it, and the ways to run
-gitscale itself. Refuses to overwrite anything. What it was not told and cannot know is written
+Application or the Flux GitRepository + Kustomization that applies it, and the one way to run
+gitscale itself that ``--run-in`` chose. Refuses to overwrite anything, and prints the next
+steps in the order that works on a new cluster (push, namespaces, Secrets, GitOps objects). What it was not told and cannot know is written
 as ``CHANGE-ME`` (``init_choices``), and it prints each such line with what belongs there, the
 same list ``gitscale validate`` refuses the repo with until they are done.
 """
@@ -182,7 +183,7 @@ def edits_text(edits: list[tuple[str, Placeholder]]) -> str:
 def next_steps(choices: Choices, root: Path, *, has_origin: bool = False) -> str:
     """What to do after init, in the order that works: push, the namespaces, the Secrets in
     them, the GitOps objects, then the sync webhook and the scheduler."""
-    url = choices.repo_url if choices.repo_url_given else "https://HOST/OWNER/REPO.git"
+    url = _url_or_stand_in(choices)
     push = (f"git push -u origin {choices.branch}" if has_origin
             else f"git remote add origin {url} && git push -u origin {choices.branch}")
     if choices.gitops == "argocd":
@@ -212,6 +213,11 @@ def next_steps(choices: Choices, root: Path, *, has_origin: bool = False) -> str
     ])
 
 
+def _url_or_stand_in(choices: Choices) -> str:
+    """The config repo's URL for a printed command; a stand-in no one mistakes for a repo."""
+    return choices.repo_url if choices.repo_url_given else "https://HOST/OWNER/REPO.git"
+
+
 def namespace_command(choices: Choices) -> str:
     """The namespaces init wrote (the runners' and the controller's), created before the
     Secrets in them: Argo CD / Flux would create them only at their first sync."""
@@ -230,7 +236,7 @@ def repo_credential_commands(choices: Choices) -> list[str]:
                 f"  --from-literal=username=git {password}"]
     return ["# Argo CD reads the config repo with it (a repository Secret: the label)",
             f"kubectl -n argocd create secret generic {REPO_SECRET} \\\n"
-            f"  --from-literal=type=git --from-literal=url={choices.repo_url} \\\n"
+            f"  --from-literal=type=git --from-literal=url={_url_or_stand_in(choices)} \\\n"
             f"  --from-literal=username=git {password}",
             f"kubectl -n argocd label secret {REPO_SECRET} "
             "argocd.argoproj.io/secret-type=repository"]

@@ -259,6 +259,9 @@ def test_next_steps_name_the_argocd_health_patch_and_the_remote(  # type: ignore
     _, out = init(tmp_path, capsys, "flux", root=tmp_path / "bare")
     assert ("git remote add origin https://HOST/OWNER/REPO.git && git push -u origin main"
             in lines(out))
+    _, out = init(tmp_path, capsys, "argocd", root=tmp_path / "bare-argocd")
+    assert "--from-literal=url=https://HOST/OWNER/REPO.git" in out and "CHANGE-ME" not in \
+        out.split("next, from")[1]
 
 
 def test_a_checkout_with_origin_is_only_pushed(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -89,7 +89,7 @@ def test_validate_refuses_each_placeholder_naming_its_file_and_line(  # type: ig
     warned = {(m[1], int(m[2])) for m in re.finditer(r"^warning: ([^:\s]+):(\d+): replace "
                                                      "CHANGE-ME", err, re.MULTILINE)}
     assert warned == others, err
-    assert f", {len(others)} warnings" in out
+    assert f", {len(others)} warning{'' if len(others) == 1 else 's'}" in out
     for file, number, hint in checked:
         assert f"{file}:{number}: replace CHANGE-ME" in err and hint in err
     # every other one filled in: exactly the one left is refused, at its line

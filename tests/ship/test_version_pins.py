@@ -119,17 +119,18 @@ def test_every_string_constant_of_the_package_names_this_version() -> None:
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])
 def test_every_file_init_writes_names_this_version(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, gitops: str) -> None:
-    root = tmp_path / "config"
-    code, _, err = run(capsys, "init", str(root), "--gitops", gitops,
-                       "--repo-url", "https://git.example.com/ci/config.git")
-    assert code == 0, err
     found = 0
-    written = [p for p in root.rglob("*") if p.is_file() and ".git" not in
-               p.relative_to(root).parts[:1]]
-    assert len(written) > 10
-    for path in written:
-        text = path.read_text(encoding="utf-8")
-        assert problems(text, __version__) == [], path.relative_to(root)
-        found += mentions(text)
+    for run_in in ("github-actions", "gitlab", "cluster"):  # each writes its own scheduler
+        root = tmp_path / run_in
+        code, _, err = run(capsys, "init", str(root), "--gitops", gitops, "--run-in", run_in,
+                           "--repo-url", "https://git.example.com/ci/config.git")
+        assert code == 0, err
+        written = [p for p in root.rglob("*") if p.is_file() and ".git" not in
+                   p.relative_to(root).parts[:1]]
+        assert len(written) > 10
+        for path in written:
+            text = path.read_text(encoding="utf-8")
+            assert problems(text, __version__) == [], path.relative_to(root)
+            found += mentions(text)
     # the controller, the CronJob, `run` and `serve` images; the GitHub and GitLab pins
     assert found >= 6

@@ -20,6 +20,7 @@ IMAGE = "ghcr.io/gitscale/gitscale"
 _IMAGE_REF = re.compile(re.escape(IMAGE) + r"(?P<rest>:\{\w+\}|[^\s\"'`,;)\]}]*)")
 _PIP_PIN = re.compile(r"\bgitscale\s*(?P<op>===?|~=|>=|<=|!=)\s*(?P<value>[^\s\"'`;,\]]+)")
 _VERSION_VAR = re.compile(r"^\$\{?\{?(?P<name>\w+)\}?\}?$")  # $V, ${V}, ${{V}} (str.format)
+_KUSTOMIZE_IMAGE = re.compile(r"\s*-?\s*name:\s*" + re.escape(IMAGE) + r"\s*$", re.M)
 _TEMPLATE = {"{version}", "{__version__}"}  # str.format / f-string slots filled from __version__
 
 
@@ -31,6 +32,8 @@ def problems(text: str, version: str, *, template: bool = False) -> list[str]:
     allowed = {version} | (_TEMPLATE if template else set())
     for match in _IMAGE_REF.finditer(text):
         rest = match.group("rest")
+        if not rest and _KUSTOMIZE_IMAGE.match(text, text.rfind("\n", 0, match.start()) + 1):
+            continue  # a kustomization's `images: - name:`, which names the image untagged
         if not rest.startswith(":") or rest[1:] not in allowed:
             found.append(f"{match.group(0)}: not {IMAGE}:{version}")
     for match in _PIP_PIN.finditer(text):
@@ -60,6 +63,8 @@ def mentions(text: str) -> int:
     (f"image: {IMAGE}:0.0.9\n", 1),
     (f"image: {IMAGE}:latest\n", 1),
     (f"image: {IMAGE}\n", 1),
+    (f"images:\n  - name: {IMAGE}\n    newTag: mine\n", 0),  # kustomize names it untagged
+    (f"see {IMAGE} for the tags\n", 1),
     (f"image: {IMAGE}@sha256:{'a' * 64}\n", 1),
     (f'pip install "gitscale=={__version__}"\n', 0),
     ('pip install "gitscale==0.0.9"\n', 1),

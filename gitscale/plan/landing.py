@@ -163,10 +163,12 @@ def check_plan(ws: Workspace, plan: Plan) -> None:
     by_path: dict[str, list[SetChange]] = {}  # (not a scan of every change per file)
     for change in plan.changes:
         by_path.setdefault(change.path, []).append(change)
-    for path, (_, new) in plan.files.items():
+    for path, (old, new) in plan.files.items():
         # gitscale's own bookkeeping (the reservations file) is not a manifest
         if path in by_path:
-            problems += validation.check(path, new, [c.new_object for c in by_path[path]]).problems
+            # lines named are those of the file in the repo: the edit is never written
+            problems += validation.check(path, new, [c.new_object for c in by_path[path]],
+                                         lines_in=old or None).problems
     if problems:
         raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "
                               + "\n  ".join(problems))

@@ -144,7 +144,11 @@ def test_a_kind_added_to_the_table_works_end_to_end(tmp_path: Path, capsys,  # t
     demand.write_text("linux: {queued: 7, running: 0}\n")
     code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
                        "--now", STAMP)
-    assert code == 1 and "sets/linux.yaml: spec.size: 7 is greater than the maximum of 5" in err
+    # at the line of the value in the edited file (the one `size:` line of the manifest)
+    (number,) = [n for n, line in enumerate((checkout / "sets/linux.yaml").read_text()
+                                             .splitlines(), 1) if line.strip().startswith("size:")]
+    assert code == 1, err
+    assert f"sets/linux.yaml:{number}: spec.size: 7 is greater than the maximum of 5" in err
     assert git(checkout, "status", "--porcelain") == ""
     demand.write_text("linux: {queued: 3, running: 0}\n")
     code, out, err = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),

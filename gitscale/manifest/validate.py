@@ -9,7 +9,6 @@ caught in review rather than silently pruned by the API server.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 import re
 import shutil
@@ -186,6 +185,8 @@ def explain(errors: Iterable[Any]) -> list[Problem]:
     for at in sorted(set(unknown) | set(missing), key=lambda a: [str(p) for p in a]):
         lacking = list(missing.get(at, []))
         for key, known in unknown.get(at, []):
+            import difflib  # only now: a valid manifest (every pass that writes) never needs it
+
             typo = difflib.get_close_matches(key, lacking, n=1, cutoff=0.6)
             if typo:
                 lacking.remove(typo[0])

@@ -276,11 +276,20 @@ def controller(leader_elect: bool, leader_election_namespace: str | None, lease_
 @click.option("--gitops", type=click.Choice(["argocd", "flux"]), required=True,
               help="Which GitOps tool applies the repo.")
 @click.option("--repo-url", default=None,
-              help="The URL the config repo will be pushed to (the GitOps source, the scaler's "
-                   "--repo). Without it: CHANGE-ME.")
-@click.option("--branch", default="main", show_default=True,
+              help="The https:// URL the config repo will be pushed to (the GitOps source, "
+                   "the scaler's --repo). Without it: CHANGE-ME.")
+@click.option("--branch", default=None,
               help="Branch of the new repo: the one Argo CD or Flux follows and gitscale "
-                   "commits to.")
+                   "commits to [default: main]. In an existing checkout: its checked-out "
+                   "branch (--branch may only repeat it).")
+@click.option("--run-in", type=click.Choice(["github-actions", "gitlab", "cluster"]),
+              default="github-actions", show_default=True,
+              help="Where gitscale itself runs; init writes only that scheduler: "
+                   ".github/workflows/gitscale.yml, .gitlab-ci.yml, or deploy/scaler/ (a "
+                   "CronJob or Deployment you apply).")
+@click.option("--public-repo", is_flag=True, default=False,
+              help="Argo CD / Flux read the config repo without a credential (a public "
+                   "repo): no repository Secret.")
 @click.option("--path", default="clusters/prod", show_default=True,
               help="Folder of the cluster's manifests inside the repo (what the GitOps tool "
                    "applies).")

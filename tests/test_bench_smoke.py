@@ -54,3 +54,20 @@ def test_a_tiny_run_goes_through_every_stage(tmp_path: Path) -> None:
     # others by their blob ids)
     assert timed["files.read_manifest x misses (safe_repo_path + read)"] == 2
     assert "profile_cli" in data and "profile_in_process" in data
+
+
+def test_the_yaml_benchmark_runs_and_every_reader_reads_alike(tmp_path: Path) -> None:
+    """benchmarks/bench_yaml.py on a tiny corpus: each reader gives PyYAML's data (it exits
+    non-zero otherwise), and each corpus goes the way the benchmark says it does."""
+    script = SCRIPT.with_name("bench_yaml.py")
+    proc = subprocess.run([sys.executable, str(script), "--sets", "14", "--repeats", "1",
+                           "--results", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [result] = tmp_path.glob("yaml-*.json")
+    corpora = json.loads(result.read_text())["corpora"]
+    assert {name: c["paths"] for name, c in corpora.items()} == {
+        "manifests": ["block"], "crlf": ["events"], "block-scalar": ["events"],
+        "multiline-flow": ["events"], "crd-shipped": ["events"], "crd-arc": ["events"]}
+    assert corpora["manifests"]["seconds"]["block"] is not None
+    assert corpora["crlf"]["seconds"]["block"] is None  # the line reader declines CRLF

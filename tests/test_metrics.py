@@ -311,7 +311,8 @@ def test_the_scaffolded_deployments_serve_metrics_off_the_service(tmp_path: Path
                                                                  capsys) -> None:  # type: ignore[no-untyped-def]
     import yaml
 
-    assert run(capsys, "init", str(tmp_path / "c"), "--gitops", "flux")[0] == 0
+    assert run(capsys, "init", str(tmp_path / "c"), "--gitops", "flux",
+               "--run-in", "cluster")[0] == 0
     scaler = tmp_path / "c" / "deploy" / "scaler"
     for name in ("deployment-run.yaml", "deployment-serve.yaml"):
         pod = yaml.safe_load((scaler / name).read_text())["spec"]["template"]["spec"]

@@ -16,7 +16,7 @@ from gitscale.controller.observe import parse_runnerset
 from gitscale.controller.platforms import kind_of
 from gitscale.core.model import next_patch_id
 from gitscale.errors import ManifestError
-from gitscale.manifest.target import fields_for, read_target
+from gitscale.manifest.target import SPEC_PATCH, owned_for, read_target
 from gitscale.config.schemas import POLICY
 from gitscale.manifest.validate import SchemaValidator
 from tests.helpers import RUNNERSET
@@ -34,8 +34,8 @@ def test_the_crds_bounds_are_the_scalers() -> None:
     assert next_patch_id(spec["patchID"]["maximum"]) == 1
     assert next_patch_id(spec["patchID"]["maximum"] - 1) == spec["patchID"]["maximum"]
     crd = resource.crd()["spec"]
-    assert fields_for(f"{crd['group']}/{crd['versions'][0]['name']}", crd["names"]["kind"]) \
-        .patch_id
+    assert owned_for(f"{crd['group']}/{crd['versions'][0]['name']}", crd["names"]["kind"]) \
+        == SPEC_PATCH
 
 
 def manifest(**spec: int) -> str:

@@ -84,9 +84,24 @@ def run_demo(directory: str | None, repo: str | None = None) -> int:
     step(f"git -C {checkout} show HEAD")
     click.echo(Git(checkout).run("show", "--format=fuller", "HEAD").stdout)
     click.echo(f"Try it yourself: edit {demand} and run "
-               f"`gitscale plan --repo {checkout}` (files are kept in {base}).")
+               f"`{_command()} plan --repo {checkout}` (files are kept in {base}).")
     if repo:
         click.echo(f"Remove it with: rm -rf {checkout} {remote}")
     elif directory is None:
         click.echo(f"Remove it with: rm -rf {base.resolve()}")
     return 0
+
+
+def _command() -> str:
+    """How to call this gitscale again: its name when the shell finds this one on PATH, else
+    its path (scripts/demo runs it from .venv/bin, which is not on PATH)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    here = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    on_path = shutil.which("gitscale")
+    if here is None or not here.name.startswith("gitscale") or (
+            on_path is not None and Path(on_path).resolve() == here):
+        return "gitscale"
+    return str(here)

@@ -2,8 +2,9 @@
 
 Writes gitscale.yaml, an example RunnerSet (GitHub's or Buildkite's), the CRD, the controller
 (ServiceAccount, RBAC, Deployment), a kustomization tying them together, the Argo CD
-Application or the Flux GitRepository + Kustomization that applies it, and the ways to run
-gitscale itself. Refuses to overwrite anything. What it was not told and cannot know is written
+Application or the Flux GitRepository + Kustomization that applies it, and the one way to run
+gitscale itself that ``--run-in`` chose. Refuses to overwrite anything, and prints the next
+steps in the order that works on a new cluster (push, namespaces, Secrets, GitOps objects). What it was not told and cannot know is written
 as ``CHANGE-ME`` (``init_choices``), and it prints each such line with what belongs there, the
 same list ``gitscale validate`` refuses the repo with until they are done.
 """
@@ -17,16 +18,21 @@ import click
 
 from gitscale.commands import EXIT_OK
 from gitscale.commands.init_choices import GITHUB, REPO_URL_HINT, RUNNERS_NAMESPACE, \
-    SYSTEM_NAMESPACE, Choices, choose, hinted
-from gitscale.commands.init_notify import notify_block, notify_files, notify_next_steps
+    SYSTEM_NAMESPACE, Choices, branch_of, choose, hinted
+from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, ARGOCD_SECRET_FILE, \
+    FLUX_TOKEN_ENV, FLUX_TOKEN_FILE, notify_block, notify_files, notify_next_steps
 from gitscale.commands.init_runners import SET, config_text, controller_secret_commands, \
-    demand_text, runnerset_text, scaler_secret_command
+    demand_text, runnerset_text, scaler_secret_command, source_secrets
 from gitscale.commands.init_schedules import GIT_SECRET, schedule_files, schedule_next_steps
 from gitscale.errors import InputError
 from gitscale.repo.git import Git
 from gitscale.controller.crd import crd_yaml
 from gitscale.yamlio.placeholders import PLACEHOLDER, Placeholder, find_placeholders
 from gitscale.yamlio.write import dump
+
+
+REPO_SECRET = "gitscale-config-repo"  # Argo CD's / Flux's credential for the config repo
+REPO_TOKEN_FILE = "./config-repo-read-token"  # read-only Contents on the config repo
 
 
 def scaffold(choices: Choices) -> dict[str, str]:
@@ -61,7 +67,8 @@ def scaffold(choices: Choices) -> dict[str, str]:
         files["argocd/argocd-cm-patch.yaml"] = resources.files("gitscale.deploy").joinpath(
             "argocd", "argocd-cm-patch.yaml").read_text(encoding="utf-8")
     else:
-        source, kustomization = flux_objects(repo_url, branch, path)
+        source, kustomization = flux_objects(repo_url, branch, path,
+                                             private=not choices.public_repo)
         files["flux/gitscale.yaml"] = hinted(_dump(source), REPO_URL_HINT) + "---\n" \
             + _dump(kustomization)
     files["gitscale.yaml"] += notify_block(choices.gitops, repo_url)
@@ -98,12 +105,16 @@ def argocd_application(choices: Choices) -> dict[str, Any]:
     }
 
 
-def flux_objects(repo_url: str, branch: str, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def flux_objects(repo_url: str, branch: str, path: str, *, private: bool = True,
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    spec: dict[str, Any] = {"interval": "1m", "url": repo_url, "ref": {"branch": branch}}
+    if private:  # HTTPS basic auth: keys username and password (repo_credential_commands)
+        spec["secretRef"] = {"name": REPO_SECRET}
     source = {
         "apiVersion": "source.toolkit.fluxcd.io/v1",
         "kind": "GitRepository",
         "metadata": {"name": "gitscale", "namespace": "flux-system"},
-        "spec": {"interval": "1m", "url": repo_url, "ref": {"branch": branch}},
+        "spec": spec,
     }
     kustomization = {
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
@@ -124,7 +135,7 @@ def _dump(obj: dict[str, Any]) -> str:
 def run_init(directory: str, **options: Any) -> int:
     """``options``: the command's (``init_choices.choose``)."""
     root = Path(directory).expanduser()
-    choices = choose(**options)
+    choices = choose(**{**options, "branch": branch_of(root, options.get("branch"))})
     files = scaffold(choices)
     clashes = sorted(rel for rel in files if (root / rel).exists())
     if clashes:
@@ -138,7 +149,8 @@ def run_init(directory: str, **options: Any) -> int:
     except OSError as exc:  # DIR is a file, or not writable
         raise InputError(str(root), f"cannot be written: {exc}") from None
     repo = Git(root)
-    if repo.run("rev-parse", "--show-toplevel", check=False).code != 0:
+    new_repo = repo.run("rev-parse", "--show-toplevel", check=False).code != 0
+    if new_repo:
         repo.run("init", "--quiet", f"--initial-branch={choices.branch}")
     repo.run("add", "--", *files)
     # Only the scaffold: DIR may sit in a repo whose index holds someone's staged work.
@@ -147,15 +159,8 @@ def run_init(directory: str, **options: Any) -> int:
     for rel in files:
         click.echo(f"  {rel}")
     click.echo("\n" + edits_text(edits_left(files)))
-    click.echo("\n" + secrets_text(choices))
-    apply = ("kubectl apply -f argocd/application.yaml" if choices.gitops == "argocd"
-             else "kubectl apply -f flux/gitscale.yaml")
-    where = (choices.repo_url if choices.repo_url_given
-             else "your config repo (its URL is one of the edits above)")
-    click.echo(f"\nnext: push {root} (branch {choices.branch}) to {where}, then `{apply}`;\n"
-               f"try `gitscale plan --repo {root} --demand {root / 'demand.yaml'}` and "
-               f"`gitscale validate --repo {root}`.")
-    click.echo(f"\n{notify_next_steps(choices.gitops)}\n\n{schedule_next_steps()}")
+    has_origin = repo.run("remote", "get-url", "origin", check=False).code == 0
+    click.echo("\n" + next_steps(choices, root, has_origin=has_origin and not new_repo))
     return EXIT_OK
 
 
@@ -175,10 +180,84 @@ def edits_text(edits: list[tuple[str, Placeholder]]) -> str:
     return "\n".join(lines)
 
 
+def next_steps(choices: Choices, root: Path, *, has_origin: bool = False) -> str:
+    """What to do after init, in the order that works: push, the namespaces, the Secrets in
+    them, the GitOps objects, then the sync webhook and the scheduler."""
+    url = _url_or_stand_in(choices)
+    push = (f"git push -u origin {choices.branch}" if has_origin
+            else f"git remote add origin {url} && git push -u origin {choices.branch}")
+    if choices.gitops == "argocd":
+        apply = ["kubectl apply -f argocd/application.yaml",
+                 "# RunnerSet health in Argo CD (a Lua check on the status the controller "
+                 "writes):",
+                 "kubectl -n argocd patch configmap argocd-cm --type merge "
+                 "--patch-file argocd/argocd-cm-patch.yaml"]
+    else:
+        apply = ["kubectl apply -f flux/gitscale.yaml"]
+    return "\n".join([
+        f"next, from {root}:",
+        f"1. push it{'' if choices.repo_url_given else ' (your config repo: its https URL)'}:",
+        push,
+        "",
+        "2. " + secrets_text(choices),
+        "",
+        "3. apply the GitOps objects (Argo CD / Flux creates the rest at its first sync):",
+        *apply,
+        "",
+        f"4. {notify_next_steps(choices.gitops)}",
+        "",
+        f"5. {schedule_next_steps(choices)}",
+        "",
+        f"try `gitscale plan --repo {root} --demand {root / 'demand.yaml'}` and "
+        f"`gitscale validate --repo {root}`.",
+    ])
+
+
+def _url_or_stand_in(choices: Choices) -> str:
+    """The config repo's URL for a printed command; a stand-in no one mistakes for a repo."""
+    return choices.repo_url if choices.repo_url_given else "https://HOST/OWNER/REPO.git"
+
+
+def namespace_command(choices: Choices) -> str:
+    """The namespaces init wrote (the runners' and the controller's), created before the
+    Secrets in them: Argo CD / Flux would create them only at their first sync."""
+    return f"kubectl apply -f {choices.path}/gitscale-system/namespace.yaml"
+
+
+def repo_credential_commands(choices: Choices) -> list[str]:
+    """The Secret Argo CD / Flux read a private config repo with: HTTPS, a read-only token
+    from a file (docs/credentials.md), the user name a fixed word."""
+    if choices.public_repo:
+        return []
+    password = f"--from-file=password={REPO_TOKEN_FILE}"
+    if choices.gitops == "flux":
+        return ["# Flux reads the config repo with it (the GitRepository's secretRef)",
+                f"kubectl -n flux-system create secret generic {REPO_SECRET} \\\n"
+                f"  --from-literal=username=git {password}"]
+    return ["# Argo CD reads the config repo with it (a repository Secret: the label)",
+            f"kubectl -n argocd create secret generic {REPO_SECRET} \\\n"
+            f"  --from-literal=type=git --from-literal=url={_url_or_stand_in(choices)} \\\n"
+            f"  --from-literal=username=git {password}",
+            f"kubectl -n argocd label secret {REPO_SECRET} "
+            "argocd.argoproj.io/secret-type=repository"]
+
+
 def secrets_text(choices: Choices) -> str:
-    """The Secrets to create, each value read from a file (never typed into a command)."""
-    commands = [*controller_secret_commands(choices), scaler_secret_command(choices),
-                f"kubectl -n {SYSTEM_NAMESPACE} create secret generic {GIT_SECRET} "
-                "--from-file=token=./git-push-token"]
-    return ("secrets (docs/credentials.md of gitscale says what each token may do):\n"
-            + "\n".join(commands))
+    """The namespaces, then the Secrets to create, each value read from a file (never typed
+    into a command)."""
+    commands = [namespace_command(choices), *controller_secret_commands(choices),
+                *repo_credential_commands(choices)]
+    if choices.run_in == "cluster":
+        commands += [scaler_secret_command(choices),
+                     f"kubectl -n {SYSTEM_NAMESPACE} create secret generic {GIT_SECRET} "
+                     "--from-file=token=./git-push-token"]
+    if choices.run_in == "github-actions":
+        notify = FLUX_TOKEN_ENV if choices.gitops == "flux" else ARGOCD_SECRET_ENV
+        notify_file = FLUX_TOKEN_FILE if choices.gitops == "flux" else ARGOCD_SECRET_FILE
+        commands += ["# the workflow's repository secrets (stdin: never an argument; the "
+                     "notify one after step 4)",
+                     *(f"gh secret set {s.ci_secret} < {s.file}"
+                       for s in source_secrets(choices)),
+                     f"gh secret set {notify} < {notify_file}"]
+    return ("the namespaces, then the secrets in them (docs/credentials.md of gitscale says "
+            "what each token may do):\n" + "\n".join(commands))

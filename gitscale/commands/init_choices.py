@@ -28,6 +28,9 @@ REPO_URL_HINT = "the config repo's clone URL (gitscale init --repo-url)"
 
 Platform = Literal["github", "buildkite"]
 GitOps = Literal["argocd", "flux"]
+RunIn = Literal["github-actions", "gitlab", "cluster"]
+RUN_IN: tuple[RunIn, ...] = ("github-actions", "gitlab", "cluster")
+DEFAULT_BRANCH = "main"  # a new repo's branch when --branch is not given
 
 _ORG = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")  # the github source's schema says the same
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")  # a Buildkite organization slug
@@ -50,6 +53,8 @@ class Choices:
     github_app: tuple[str, str] | None = None  # (app id, installation id); None: a token
     buildkite_org: str = PLACEHOLDER
     buildkite_queue: str = "default"
+    run_in: RunIn = "github-actions"  # the one place gitscale runs from (one scheduler)
+    public_repo: bool = False  # True: Argo CD / Flux read the config repo without a credential
 
     @property
     def repo_url_given(self) -> bool:
@@ -66,9 +71,13 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
            cluster: str | None = None, github_url: str | None = None,
            github_org: str | None = None, github_app_id: str | None = None,
            github_app_installation_id: str | None = None, buildkite_org: str | None = None,
-           buildkite_queue: str | None = None) -> Choices:
-    """The options of `gitscale init`, checked; an error names the option."""
+           buildkite_queue: str | None = None, run_in: str = "github-actions",
+           public_repo: bool = False) -> Choices:
+    """The options of `gitscale init`, checked; an error names the option. ``branch``: the
+    one ``branch_of`` chose."""
     url = repo_url or REPO_URL_PLACEHOLDER
+    if repo_url is not None:
+        _https_url(repo_url)
     _no_credentials("--repo-url", url)
     if path.startswith("/") or ".." in Path(path).parts:
         raise InputError("--path", f"{path!r} must be a relative path inside the repo")
@@ -111,7 +120,56 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
                                "a Buildkite organization slug (lower case)"),
         buildkite_queue=_checked(buildkite_queue or "default", _QUEUE, "--buildkite-queue",
                                  "a queue name (letters, digits, '.', '_', '-')"),
+        run_in=next(r for r in RUN_IN if r == run_in), public_repo=public_repo,
     )
+
+
+def branch_of(root: Path, given: str | None) -> str:
+    """The branch init commits to and Argo CD / Flux follow: in an existing checkout the one
+    checked out there (``--branch`` may only repeat it), else ``--branch`` or main."""
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return given or DEFAULT_BRANCH  # DIR is a file: writing it fails with its own error
+    repo = Git(existing)
+    top = repo.run("rev-parse", "--show-toplevel", check=False)
+    if top.code != 0:
+        return given or DEFAULT_BRANCH
+    where = top.stdout.strip()
+    current = repo.current_branch()
+    if current is None:
+        raise InputError(str(root), f"the repo at {where} has no branch checked out (a "
+                         "detached HEAD); check out the branch Argo CD / Flux should follow "
+                         "first; nothing was written")
+    if given is not None and given != current:
+        raise InputError("--branch", f"{given!r}, but the repo at {where} has {current!r} "
+                         "checked out, where init would commit; check out "
+                         f"{given!r} first, or leave --branch out to use {current!r}; "
+                         "nothing was written")
+    return current
+
+
+def _https_url(url: str) -> None:
+    """``--repo-url``: an http(s) URL. The scaler pushes over HTTPS with a token (git's
+    askpass), Argo CD's repository Secret and Flux's GitRepository read it with a username and
+    password, and Flux needs the scheme."""
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.hostname and "://" in url:
+        return
+    if re.match(r"[\w.-]+@[\w.-]+:", url) or parts.scheme == "ssh":
+        why = "is an SSH address"
+    elif not parts.scheme:
+        why = "has no scheme"
+    elif parts.scheme in ("http", "https"):
+        why = "has no host after the scheme's //"
+    else:
+        why = f"has the scheme {parts.scheme!r}"
+    raise InputError("--repo-url", f"{redact(url)} {why}: give the config repo's "
+                     "https:// clone URL, e.g. https://github.com/acme/gitscale-config.git "
+                     "(the scaler pushes over HTTPS with a token, Argo CD and Flux read the "
+                     "repo over HTTPS with a read-only token, and Flux needs the scheme); "
+                     "nothing was written")
 
 
 def _platform(given: str | None, github: list[str], buildkite: list[str]) -> Platform:

@@ -17,18 +17,23 @@ RECEIVER_SECRET = "gitscale-receiver-token"
 FLUX_TOKEN_ENV = "FLUX_RECEIVER_TOKEN"
 ARGOCD_SECRET_ENV = "ARGOCD_WEBHOOK_SECRET"
 
+FLUX_TOKEN_FILE = "./flux-receiver-token"  # the file deploy/scaler/README.md reads too
 FLUX_SECRET_HOWTO = f"""\
-printf '%s' "$(openssl rand -hex 32)" > ./flux-receiver-token   # no newline: an HMAC key
+printf '%s' "$(openssl rand -hex 32)" > {FLUX_TOKEN_FILE}   # no newline: an HMAC key
 kubectl -n flux-system create secret generic {RECEIVER_SECRET} \\
-  --from-file=token=./flux-receiver-token
+  --from-file=token={FLUX_TOKEN_FILE}
 # gitscale needs the same token, e.g. in CI as the secret {FLUX_TOKEN_ENV} (the file's
 # content), or in the cluster as the key {FLUX_TOKEN_ENV} of the Secret gitscale-notify"""
 
+ARGOCD_SECRET_FILE = "./argocd-webhook-secret"  # the file deploy/scaler/README.md reads too
+# The value goes from the file to kubectl through a here-document (stdin), never as an argument.
 ARGOCD_SECRET_HOWTO = f"""\
-SECRET="$(openssl rand -hex 32)"
-kubectl -n argocd patch secret argocd-secret --type merge \\
-  -p "{{\\"stringData\\": {{\\"webhook.github.secret\\": \\"$SECRET\\"}}}}"
-# and give gitscale the same value as {ARGOCD_SECRET_ENV} (a CI secret, or a Kubernetes Secret)"""
+printf '%s' "$(openssl rand -hex 32)" > {ARGOCD_SECRET_FILE}
+kubectl -n argocd patch secret argocd-secret --type merge --patch-file /dev/stdin <<EOF
+{{"stringData": {{"webhook.github.secret": "$(cat {ARGOCD_SECRET_FILE})"}}}}
+EOF
+# gitscale needs the same value, e.g. in CI as the secret {ARGOCD_SECRET_ENV} (the file's
+# content), or in the cluster as the key {ARGOCD_SECRET_ENV} of the Secret gitscale-notify"""
 
 FLUX_NOTIFY = f"""\
 

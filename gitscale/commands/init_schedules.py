@@ -1,4 +1,4 @@
-"""`gitscale init`: the ways to run gitscale itself, written into the scaffold.
+"""`gitscale init`: the ways to run gitscale itself; ``--run-in`` picks the one written.
 
 - ``.github/workflows/gitscale.yml``: a reconcile pass every 5 minutes (GitHub's shortest
   schedule), never two at once, the state cache kept between runs, ``contents: write`` only;
@@ -35,7 +35,8 @@ UID = 65532  # the image's USER
 WORKFLOW = """\
 # gitscale on a schedule: one reconcile pass every 5 minutes. That is GitHub's shortest
 # schedule, and runs often start a few minutes late; when jobs must not wait that long, run
-# `gitscale serve` (webhooks) or `gitscale run` in the cluster instead (deploy/scaler/).
+# `gitscale serve` (webhooks) or `gitscale run` in the cluster instead (`gitscale init
+# --run-in cluster` writes deploy/scaler/), and delete this file: one scheduler, never two.
 name: gitscale
 
 on:
@@ -113,6 +114,11 @@ gitscale:
 SCALER_README = """\
 # gitscale in the cluster
 
+`gitscale init --run-in cluster` wrote this: gitscale runs here, and nowhere else. Run it in
+one place only: if the repo also has `.github/workflows/gitscale.yml` (a schedule every 5
+minutes once pushed) or a GitLab pipeline schedule, delete or disable it first: two schedulers
+would race each other's pushes.
+
 Apply one of these by hand (they are outside the folder Argo CD / Flux applies):
 
 - `kubectl apply -k deploy/scaler/` — a CronJob running `gitscale reconcile` every minute
@@ -129,11 +135,13 @@ uses it at a time. A Deployment keeps its cache in memory from one pass to the n
 an emptyDir, lost only when the pod moves): it needs no claim.
 
 gitscale needs no Kubernetes permission: the pods run under a ServiceAccount whose token is
-not mounted, and no Role is bound. It only pushes to git. Create its Secrets first, each value
-read from a file (never typed on the command line; docs/credentials.md of gitscale says what
-each token must be allowed to do):
+not mounted, and no Role is bound. It only pushes to git. Create its namespace, then its
+Secrets, each value read from a file (never typed on the command line; docs/credentials.md of
+gitscale says what each token must be allowed to do):
 
 ```sh
+# the namespaces first (Argo CD / Flux would create them only at their first sync)
+{namespaces}
 # the demand source's credential ({keys}), read through valueFrom.secretKeyRef
 {scaler_secret}
 # a token that may push to the config repo (GITSCALE_GIT_TOKEN_FILE)
@@ -160,23 +168,27 @@ SERVE = {
 
 
 def schedule_files(choices: Choices) -> dict[str, str]:
-    """path → text of the CI schedules and the in-cluster scaler manifests."""
+    """path → text of the one scheduler ``--run-in`` chose: the GitHub workflow, the GitLab
+    pipeline, or the in-cluster scaler's manifests (never two: they would race)."""
     notify_env = FLUX_TOKEN_ENV if choices.gitops == "flux" else ARGOCD_SECRET_ENV
     secrets = source_secrets(choices)
     source_env = "".join(f"          {s.env}: ${{{{ secrets.{s.ci_secret} }}}}\n"
                          for s in secrets)
+    if choices.run_in == "github-actions":
+        return {".github/workflows/gitscale.yml": WORKFLOW.format(
+            version=__version__, notify_env=notify_env, source_env=source_env)}
+    if choices.run_in == "gitlab":
+        return {".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
+                                                source_vars=", ".join(s.env for s in secrets))}
     files = {
-        ".github/workflows/gitscale.yml": WORKFLOW.format(
-            version=__version__, notify_env=notify_env, source_env=source_env),
-        ".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
-                                        source_vars=", ".join(s.env for s in secrets)),
         "deploy/scaler/README.md": SCALER_README.format(
             namespace=NAMESPACE, git_secret=GIT_SECRET, notify_secret=NOTIFY_SECRET,
             notify_env=notify_env, notify_file=notify_env.lower().replace("_", "-"),
             claim=CACHE_CLAIM, serve=SERVE[choices.platform],
             webhook=WEBHOOK_HOWTO if choices.platform == "github" else "",
             keys=", ".join(f"{s.key} → {s.env}" for s in secrets),
-            scaler_secret=scaler_secret_command(choices)),
+            scaler_secret=scaler_secret_command(choices),
+            namespaces=f"kubectl apply -f {choices.path}/gitscale-system/namespace.yaml"),
     }
     repo = ["--repo", choices.repo_url, "--branch", choices.branch]
     env = scaler_env(choices)
@@ -193,7 +205,11 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             "# `gitscale reconcile` every minute; a pass still running holds the next one back.\n",
             [cronjob(["reconcile", *repo], env)]),
         "deployment-run.yaml": (
-            "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n",
+            "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n"
+            "# No probes: `run` has no health endpoint (--metrics-listen serves /metrics only,\n"
+            "# from a thread of its own, so it would answer while passes fail). A pass that fails\n"
+            "# is logged and counted; alert on gitscale_last_success_timestamp_seconds going\n"
+            "# stale, or on gitscale_passes{result=\"error\"}. A crash restarts the pod.\n",
             [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS], env)]),
     }
     if choices.platform == "github":  # webhooks are GitHub's (workflow_job)
@@ -343,6 +359,18 @@ def service() -> dict[str, Any]:
     }
 
 
-def schedule_next_steps() -> str:
-    return ("run gitscale: .github/workflows/gitscale.yml (every 5 minutes), .gitlab-ci.yml, or "
-            "in the cluster: deploy/scaler/README.md.")
+def schedule_next_steps(choices: Choices) -> str:
+    """Which scheduler runs gitscale (the one init wrote), and how to switch."""
+    others = ", ".join(r for r in ("github-actions", "gitlab", "cluster") if r != choices.run_in)
+    switch = (f"To run it elsewhere, `gitscale init SCRATCH --run-in {others.replace(', ', '|')}`"
+              " writes that one: copy it in and delete this one (never two at once: they "
+              "would race each other's pushes).")
+    if choices.run_in == "github-actions":
+        return ("gitscale runs from .github/workflows/gitscale.yml: every 5 minutes once "
+                "pushed to GitHub (repository secrets: the workflow's env). " + switch)
+    if choices.run_in == "gitlab":
+        return ("gitscale runs from .gitlab-ci.yml once you create its pipeline schedule "
+                "(Build > Pipeline schedules, \"*/5 * * * *\"; the file's comment). " + switch)
+    return ("gitscale runs in the cluster: `kubectl apply -k deploy/scaler/` (a CronJob every "
+            "minute; deploy/scaler/README.md: its Secrets, and `run` / `serve` instead). "
+            + switch)

@@ -1,4 +1,5 @@
-"""`gitscale plan`: compute the next pass and show it; write nothing."""
+"""`gitscale plan`: compute the next pass and show it; write nothing to git (the state cache
+learns what the pass read, as after any pass)."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
 from gitscale.plan.engine import Plan, SetChange, compute_plan
 from gitscale.plan.forecasts import read_forecasts
-from gitscale.manifest.target import A_PATCH_ID, is_digits
+from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
@@ -36,6 +37,9 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
             plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
                                 tree=tree, progress=bar.if_shown(), forecasts=forecasts)
         plan.left = left
+    # Nothing goes to git; the state cache learns what the pass read and the answers that
+    # wrote nothing (as `reconcile` would), so the next pass reads and decides less.
+    cache.apply(plan.cache_writes)
     cache.save()
     if output == "json":
         click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))
@@ -49,14 +53,9 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
 
 
 def owned(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec") or {}
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    patch = spec.get("patchID", annotations.get(A_PATCH_ID))
-    return {
-        "replicas": spec.get("replicas"),
-        "patchID": int(patch) if isinstance(patch, (int, str)) and is_digits(str(patch)) else None,
-        "effectiveTime": spec.get("effectiveTime"),
-    }
+    """Replicas, patch ID and effective time of a changed object, where its kind keeps them."""
+    kind = owned_for(str(obj.get("apiVersion")), str(obj.get("kind"))) or SPEC_PATCH
+    return kind.shown(obj)
 
 
 def change_json(change: SetChange) -> dict[str, Any]:

@@ -58,7 +58,8 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, push=push, sparse=True) as ws:
         try:
-            landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True), date=date)
+            landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True),
+                          cache=cache, date=date)
         finally:
             cache.save()
         click.echo(plan_text(landed.plan, diffs=False))

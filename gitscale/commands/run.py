@@ -103,7 +103,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     try:
         if number > 0 and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
-        landed = land(ws, planner)
+        landed = land(ws, planner, cache=cache)
     except GitscaleError as exc:
         metrics.failed(exc, time.monotonic() - started)
         state.failures += 1

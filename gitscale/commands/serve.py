@@ -322,7 +322,7 @@ class Batch:
             landed = land(ws, lambda: batch_plan(
                 ws.root, ws.base(), self.opts.config, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
-                lambda config: read_forecasts(ws, config, self.cache, now)))
+                lambda config: read_forecasts(ws, config, self.cache, now)), cache=self.cache)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.

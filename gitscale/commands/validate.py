@@ -1,27 +1,38 @@
-"""`gitscale validate`: every manifest gitscale manages, against its schema; and neither they nor
-gitscale.yaml may still hold a ``CHANGE-ME`` that `gitscale init` could not fill in."""
+"""`gitscale validate`: every manifest gitscale manages, against its schema; neither they nor
+gitscale.yaml may still hold a ``CHANGE-ME`` that `gitscale init` could not fill in (problems:
+exit 1). Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps
+source, the scaler's pods), and a GitHub set whose RunnerSet registers runners with other labels
+than its source counts jobs for."""
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import click
 
+from gitscale import files
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
-from gitscale.config.load import RunnerSetConfig, load_config
+from gitscale.config.load import Config, RunnerSetConfig, load_config
+from gitscale.errors import InputError
 from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
 from gitscale.manifest.validate import Validation
 from gitscale.repo.workspace import open_workspace
-from gitscale.yamlio.placeholders import placeholder_problems
+from gitscale.runnerset_api import GROUP
+from gitscale.yamlio.placeholders import PLACEHOLDER, placeholder_problems
 
 
 def run_validate(opts: RepoOptions) -> int:
     problems: list[str] = []
+    warnings: list[str] = []
     checked = skipped = 0
     with open_workspace(opts.repo, opts.branch) as ws:
         config = load_config(ws.root, opts.config)
         # values `gitscale init` could not fill in: the config is not finished
         problems += placeholder_problems(config.path, config.text)
-        validation = Validation(ws.root, lambda: ws.git.out("ls-files").splitlines())
-        files: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
+        listed = ws.git.out("ls-files").splitlines()
+        validation = Validation(ws.root, lambda: listed)
+        by_file: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
         texts: dict[str, str] = {}
         for runner_set in config.sets:
             text = read_manifest(ws.root, runner_set, config)
@@ -31,8 +42,9 @@ def run_validate(opts: RepoOptions) -> int:
             except NoSuchObject as exc:
                 raise config.blame(runner_set.name, object_key(runner_set.object),
                                    f"{exc.detail} in {runner_set.manifest}") from None
-            files.setdefault(runner_set.manifest, []).append((runner_set, target))
-        for path, sets in files.items():
+            by_file.setdefault(runner_set.manifest, []).append((runner_set, target))
+            warnings += label_drift(config, runner_set, target)
+        for path, sets in by_file.items():
             problems += placeholder_problems(path, texts[path])
             result = validation.check(path, texts[path], [target.obj for _, target in sets])
             problems += result.problems
@@ -44,8 +56,79 @@ def run_validate(opts: RepoOptions) -> int:
                                "(install kubeconform to check built-in kinds)")
                 else:
                     checked += 1
+        managed = {config.path, *by_file}
+        warnings += unmanaged_placeholders(ws.root, [p for p in listed if p not in managed])
     for problem in problems:
-        click.echo(f"invalid: {problem}", err=True)
-    click.echo(f"{checked} checked with {validation.how}, {skipped} skipped, "
-               f"{len(problems)} problems")
+        click.echo(f"error: {problem}", err=True)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    summary = (f"{checked} checked with {validation.how}, {skipped} skipped, "
+               f"{plural(len(problems), 'problem')}")
+    click.echo(summary + (f", {plural(len(warnings), 'warning')}" if warnings else ""))
     return EXIT_ERROR if problems else EXIT_OK
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def unmanaged_placeholders(root: Path, paths: list[str]) -> list[str]:
+    """``CHANGE-ME`` in the repo's other YAML files (``paths``: the files git tracks, but the
+    config and the managed manifests): gitscale does not read them, but what they configure
+    (the GitOps source, the scaler's pods) does not work until each is filled in."""
+    found: list[str] = []
+    for rel in paths:
+        if not rel.endswith((".yaml", ".yml")):
+            continue
+        path = root / rel
+        if path.is_symlink() or not path.is_file():
+            continue  # (a sparse checkout's file that is not here; a link to /dev/zero)
+        try:
+            text = files.read_text(path, rel, InputError)
+        except (InputError, OSError, UnicodeDecodeError):
+            continue  # not ours to read: validate reports what gitscale itself reads
+        if PLACEHOLDER in text:
+            found += placeholder_problems(rel, text)
+    return found
+
+
+def label_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> list[str]:
+    """A warning when a GitHub set's source counts jobs for other labels than its RunnerSet's
+    runners register with. A job is counted when each of its labels other than ``self-hosted``
+    is among the source's labels (case aside), and GitHub gives it only to a runner that has
+    them: the two sets of labels, ``self-hosted`` aside, must be equal."""
+    if runner_set.source.kind != "github" or target.kind != "RunnerSet" or \
+            not target.api_version.startswith(f"{GROUP}/"):
+        return []
+    spec: Any = target.obj.get("spec")
+    github = spec.get("github") if isinstance(spec, dict) else None
+    if not isinstance(github, dict):
+        return []
+    written = github.get("labels")
+    runners = [str(x) for x in written] if isinstance(written, list) and written \
+        else [target.name]  # the controller's default: the RunnerSet's name
+    counted = [str(x) for x in runner_set.source.settings.labels]
+    have, want = _label_set(runners), _label_set(counted)
+    if have == want:
+        return []
+    why = []
+    if have - want:
+        why.append(f"jobs asking for {', '.join(sorted(have - want))} are never counted")
+    if want - have:
+        why.append(f"jobs asking for {', '.join(sorted(want - have))} are counted but these "
+                   "runners never take them")
+    manifest_line = target.documents[target.index].line_of(["spec", "github", "labels"])
+    source = "spec.github.labels" if written else f"spec.github.labels (unset: [{target.name}])"
+    line = config.line_at(runner_set.name, ["source", "github", "labels"])
+    return [f"{_at(config.path, line)}: runner set {runner_set.name!r}: source labels "
+            f"[{', '.join(counted)}] differ from {source} [{', '.join(runners)}] at "
+            f"{_at(target.path, manifest_line)}: {'; '.join(why)} (keep the two equal, "
+            "self-hosted aside)"]
+
+
+def _label_set(labels: list[str]) -> set[str]:
+    return {label.lower() for label in labels} - {"self-hosted"}
+
+
+def _at(path: str, line: int | None) -> str:
+    return f"{path}:{line}" if line is not None else path

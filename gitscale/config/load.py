@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property, partial
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, MutableMapping, Optional, Union
+from typing import Any, Callable, MutableMapping, Optional, Sequence, Union
 
 from gitscale import files
 from gitscale.core.forecast import MAX_LOOKBACK, MIN_LOOKBACK, ForecastPolicy
@@ -18,6 +18,7 @@ from gitscale.errors import ConfigError
 from gitscale.config.notify_targets import Target, parse_targets
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.config.schemas import check_schema
+from gitscale.config.secrets import SecretRef
 from gitscale.yamlio.read import Document, load_single
 
 # importlib.resources (shipped presets), zoneinfo and gitscale.core.recurrence (schedules) are
@@ -73,6 +74,22 @@ class Config:
         if index is None or not self.text:
             return None
         return Document(None, self.text, self.document).line_of(["runnerSets", index, key])
+
+    def line_at(self, name: str, path: Sequence[str | int]) -> int | None:
+        """The line of ``path`` inside runner set ``name`` (or of its deepest part written)."""
+        index = next((i for i, s in enumerate(self.sets) if s.name == name), None)
+        if index is None or not self.text:
+            return None
+        return Document(None, self.text, self.document).line_of(["runnerSets", index, *path])
+
+    def secret_line(self, name: str, ref: SecretRef) -> int | None:
+        """The line of runner set ``name``'s source that writes ``ref`` (``env: NAME``), or
+        None when the source does not write it (a default, such as ``{env: GITHUB_TOKEN}``)."""
+        index = next((i for i, s in enumerate(self.sets) if s.name == name), None)
+        if index is None or not self.text:
+            return None
+        return Document(None, self.text, self.document).entry_line(
+            ["runnerSets", index, "source"], ref.kind, ref.where)
 
     def blame(self, name: str, key: str, message: str) -> ConfigError:
         """An error about runner set ``name``, at the line of its ``key`` in the config."""

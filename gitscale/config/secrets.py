@@ -38,25 +38,36 @@ class SecretRef:
 
 
 class SecretError(GitscaleError):
-    """A credential could not be read. The message names where it was looked for, not its value."""
+    """A credential could not be read. The message names where it was looked for, not its value;
+    ``ref`` is the reference that failed, so a caller can name the config line that wrote it."""
+
+    def __init__(self, message: str, ref: SecretRef | None = None) -> None:
+        super().__init__(message)
+        self.ref = ref
 
 
 def read_secret(ref: Any, what: str) -> str:
     if isinstance(ref, SecretRef):
         ref = ref.mapping
+    parsed = SecretRef.parse(ref) if isinstance(ref, dict) and len(ref) == 1 else None
     if isinstance(ref, dict) and "env" in ref:
-        value = os.environ.get(str(ref["env"]), "").strip()
+        name = str(ref["env"])
+        raw = os.environ.get(name)
+        if raw is None:
+            raise SecretError(f"{what}: environment variable {name} is not set", parsed)
+        value = raw.strip()
         if not value:
-            raise SecretError(f"{what}: environment variable {ref['env']} is not set")
+            raise SecretError(f"{what}: environment variable {name} is empty", parsed)
         return value
     if isinstance(ref, dict) and "file" in ref:
         path = Path(str(ref["file"])).expanduser()
         try:
             value = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise SecretError(f"{what}: cannot read {path}: {type(exc).__name__}") from None
+            raise SecretError(f"{what}: cannot read {path}: {type(exc).__name__}",
+                              parsed) from None
         if not value:
-            raise SecretError(f"{what}: {path} is empty")
+            raise SecretError(f"{what}: {path} is empty", parsed)
         return value
     raise SecretError(f"{what}: expected {{env: NAME}} or {{file: PATH}}")
 

@@ -11,7 +11,8 @@ from gitscale.demand import DemandReading, RateLimited
 from gitscale.demand.file import FileSource, MissingDemandFile
 from gitscale.config.sources import SOURCES
 from gitscale.demand.registry import Where, connect
-from gitscale.errors import GitscaleError
+from gitscale.errors import ConfigError, GitscaleError
+from gitscale.config.secrets import SecretError
 
 
 class Kept(Protocol):
@@ -92,7 +93,23 @@ def read_group(where: Where, sets: list[RunnerSetConfig]) -> DemandReading:
             failed.errors[runner_set.name] = str(exc) if where.config is None else str(
                 where.config.blame(runner_set.name, "source", f"{exc.source}: {exc.detail}"))
         return failed
+    except SecretError as exc:
+        failed = DemandReading()
+        for runner_set in sets:  # the line of gitscale.yaml that names the credential
+            failed.errors[runner_set.name] = str(exc) if where.config is None else \
+                secret_error(where.config, runner_set, exc)
+        return failed
     except GitscaleError as exc:
         failed = DemandReading(retry_at=exc.until if isinstance(exc, RateLimited) else None)
         failed.errors = {runner_set.name: str(exc) for runner_set in sets}
         return failed
+
+
+def secret_error(config: Config, runner_set: RunnerSetConfig, exc: SecretError) -> str:
+    """``exc`` at the line of ``runner_set``'s source that names the credential (``token:
+    {env: GITHUB_TOKN}``), or at its ``source:`` line when the credential is the default."""
+    line = config.secret_line(runner_set.name, exc.ref) if exc.ref is not None else None
+    if line is not None:
+        return str(ConfigError(config.path, f"runner set {runner_set.name!r}: {exc}", line))
+    default = f" (the default, {{{exc.ref.kind}: {exc.ref.where}}})" if exc.ref else ""
+    return str(config.blame(runner_set.name, "source", f"{exc}{default}"))

@@ -25,20 +25,12 @@ from gitscale.yamlio import block as yamlblock
 
 from gitscale.yamlio import fast as yamlfast
 from gitscale.errors import ManifestError
+from gitscale.manifest.target import SPEC_PATCH, FieldPath, KeptReads, Owned
 from gitscale.yamlio.span import MAP, SCALAR, SEQ, Span
 from gitscale.yamlio.read import Document, load_documents
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-FieldPath = tuple[str, ...]
 Value = int | str
-
-# Where a new key goes: after the first of these siblings that exists as a one-line scalar.
-_AFTER: dict[str, tuple[str, ...]] = {
-    "patchID": ("replicas",),
-    "effectiveTime": ("patchID", "replicas"),
-    "replicas": (),
-    "annotations": ("namespace", "name"),
-}
 
 
 _WHERE = attrgetter("start", "order")
@@ -60,20 +52,23 @@ class Edited:
     after: list[Document]
 
 
-def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value]) -> str:
-    """Return ``text`` with each path in document ``doc_index`` set to its value."""
-    return edit_fields(text, source, doc_index, values).text
+def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value],
+               owned: Owned = SPEC_PATCH) -> str:
+    """Return ``text`` with each path in document ``doc_index`` set to its value; a missing
+    key goes where ``owned`` (the object's kind, ``target.KINDS``) puts it."""
+    return edit_fields(text, source, doc_index, values, owned=owned).text
 
 
 def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value],
-                before: list[Document] | None = None) -> Edited:
+                before: list[Document] | None = None, kept: KeptReads | None = None,
+                owned: Owned = SPEC_PATCH) -> Edited:
     """``set_fields``, also giving the documents of both texts (``before``: those of ``text``
-    when the caller has them)."""
+    when the caller has them; ``kept``: the pass's reads, which may hold ``text``'s)."""
     if text.startswith("\ufeff"):
         # libyaml's marks count from after a byte-order mark: edit without it, then put it back
-        inner = edit_fields(text[1:], source, doc_index, values, before)
+        inner = edit_fields(text[1:], source, doc_index, values, before, kept, owned)
         return Edited("\ufeff" + inner.text, inner.before, inner.after)
-    docs, before = _parse(text, source, before)
+    docs, before = _parse(text, source, before, kept)
     root = _document_root(docs, doc_index, text, source)
     newline = "\r\n" if "\r\n" in text else "\n"
     splices: list[_Splice] = []
@@ -107,9 +102,10 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
             node = value_node
     inserted: set[int] = set()
     steps: dict[int, int] = {}  # each mapping's indentation step, found once
+    after = owned.after
     for order, ((parent_id, key), subtree) in enumerate(pending.items(), start=len(values)):
         splices.append(_insert(text, root, parents[parent_id], key, subtree, newline, order,
-                               steps, first=parent_id not in inserted))
+                               steps, after.get(key, ()), first=parent_id not in inserted))
         inserted.add(parent_id)
     result = text
     for splice in sorted(splices, key=_WHERE, reverse=True):
@@ -118,39 +114,15 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
     return Edited(result, old, new)
 
 
-# Texts read by ``read_for_edit`` (a pass locating its sets) and not edited yet: their data and
-# spans, so that the edit which usually follows does not read the same text again. Taken by
-# the edit, dropped by ``forget_reads`` at the end of a pass's edits; bounded all the same.
-_READ: dict[str, tuple[list[Any], list[Span]]] = {}
-KEPT_READS = 10_000  # (a first pass over 10,000 new sets keeps ~25 MiB of them)
-
-
-def read_for_edit(text: str, source: str) -> list[Document]:
-    """The documents of ``text``, as ``load_documents`` reads them; when the line reader takes
-    the text, its spans are kept for an edit of the same text."""
-    try:
-        datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
-    except (yamlblock.Deferred, yamlfast.Unsupported):
-        return load_documents(text, source, ManifestError)
-    if len(_READ) < KEPT_READS:
-        _READ[text] = (datas, roots)
-    return [Document(data, text, index) for index, data in enumerate(datas)]
-
-
-def forget_reads() -> None:
-    """Drop what ``read_for_edit`` kept and no edit took (sets the pass did not write)."""
-    _READ.clear()
-
-
-def _parse(text: str, source: str,
-           before: list[Document] | None) -> tuple[list[Span], list[Document] | None]:
+def _parse(text: str, source: str, before: list[Document] | None,
+           kept: KeptReads | None) -> tuple[list[Span], list[Document] | None]:
     """Each document's root span, and the documents (``before`` when given; None when the
-    verification must read them): what ``read_for_edit`` kept, or one pass of ``yamlblock``
-    for the usual block style, else libyaml's node tree (flow style, anchors, block
-    scalars...)."""
-    kept = _READ.pop(text, None)
-    if kept is not None:
-        datas, roots = kept
+    verification must read them): the pass's read of ``text`` when ``kept`` has it, or one
+    pass of ``yamlblock`` for the usual block style, else libyaml's node tree (flow style,
+    anchors, block scalars...)."""
+    read = kept.take(text) if kept is not None else None
+    if read is not None:
+        datas, roots = read
         return roots, before or [Document(d, text, i) for i, d in enumerate(datas)]
     try:
         datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
@@ -234,7 +206,9 @@ def _replace(text: str, key: Span, node: Span, value: Value, order: int) -> _Spl
 
 def _insert(text: str, root: Span, mapping: Span, key: str,
             subtree: dict[FieldPath, Value], newline: str, order: int,
-            steps: dict[int, int], first: bool = True) -> _Splice:
+            steps: dict[int, int], after: tuple[str, ...], first: bool = True) -> _Splice:
+    """``key`` (with ``subtree`` below it) inserted into ``mapping``: after the first of the
+    siblings ``after`` found as a one-line scalar, else before its first key."""
     if mapping.flow:
         return _insert_flow(text, mapping, key, subtree, order, first)
     first_key = mapping.first_key()
@@ -243,7 +217,7 @@ def _insert(text: str, root: Span, mapping: Span, key: str,
     indent = first_key.column
     step = steps.get(id(mapping)) or steps.setdefault(id(mapping), _indent_step(mapping, root))
     lines = _render_block(key, subtree, indent, step)
-    anchor = _anchor(mapping, key)
+    anchor = _anchor(mapping, after)
     if anchor is not None:
         line_end = text.find("\n", anchor.end)
         if line_end == -1:
@@ -258,8 +232,8 @@ def _insert(text: str, root: Span, mapping: Span, key: str,
     return _Splice(at, at, body + newline + " " * indent, order)
 
 
-def _anchor(mapping: Span, key: str) -> Span | None:
-    for sibling in _AFTER.get(key, ()):
+def _anchor(mapping: Span, after: tuple[str, ...]) -> Span | None:
+    for sibling in after:
         found = _lookup(mapping, sibling)
         if found and found[1].kind == SCALAR:
             value = found[1]

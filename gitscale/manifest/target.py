@@ -1,7 +1,8 @@
-"""Find a set's object in its manifest file and read the fields gitscale owns."""
+"""Find a set's object in its manifest file and read the fields gitscale owns; where each kind
+of object keeps them is one table (``KINDS``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,7 @@ from gitscale.errors import ManifestError
 from gitscale.runnerset_api import BACKLOG_MAX, GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlio.read import Document, load_documents
+from gitscale.yamlio.span import Span
 
 A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"
@@ -25,25 +27,78 @@ class NoSuchObject(ManifestError):
     the config's ``object:``, so callers name its line (``Config.blame``)."""
 
 
+FieldPath = tuple[str, ...]
+ANNOTATIONS: FieldPath = ("metadata", "annotations")
+
+
 @dataclass(frozen=True)
-class Fields:
-    """Which owned fields this kind of object carries in its spec."""
+class Owned:
+    """Where one kind of object keeps the fields gitscale owns, each a path in the object: what
+    a pass reads (``read_target``), writes (``engine._values``), where the editor puts a missing
+    one (``after``), what the state cache keeps (a row names its kind) and what `plan` shows.
 
-    patch_id: bool
-    effective_time: bool
-    backlog: bool = False  # spec.backlog: gitscale's controller refills from it
+    ``replicas``: the count the kind's controller scales to. ``patch_id``: in the spec (an
+    integer its controller reads) or an annotation (its digits, for gitscale alone). An
+    ``effective_time`` the controller reads, and a ``backlog`` it refills from under saturation
+    (gitscale's controller), when the kind has them. ``annotations``: the mapping of gitscale's
+    own annotations (``A_*``)."""
+
+    replicas: FieldPath
+    patch_id: FieldPath
+    effective_time: FieldPath | None = None
+    backlog: FieldPath | None = None
+    annotations: FieldPath = ANNOTATIONS
+    # worked out once from the paths above (a pass asks for each on every set it reads or edits)
+    patch_in_annotation: bool = field(init=False, repr=False, compare=False)
+    after: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        in_annotation = self.patch_id[:len(self.annotations)] == self.annotations
+        object.__setattr__(self, "patch_in_annotation", in_annotation)
+        # Where the editor inserts a missing owned key: after the nearest of these siblings
+        # that it finds as a one-line scalar, else first in its mapping. Replicas, patch ID,
+        # effective time and backlog go in that order; a new annotations mapping goes after
+        # the object's name (or namespace).
+        fields = [p for p in (self.replicas, self.patch_id, self.effective_time, self.backlog)
+                  if p is not None and p[:len(self.annotations)] != self.annotations]
+        after = {path[-1]: tuple(other[-1] for other in reversed(fields[:n])
+                                 if other[:-1] == path[:-1])
+                 for n, path in enumerate(fields)}
+        after[self.annotations[-1]] = ("namespace", "name")
+        object.__setattr__(self, "after", after)
+
+    def annotation(self, name: str) -> FieldPath:
+        return (*self.annotations, name)
+
+    @property
+    def reaffirms(self) -> bool:
+        """Whether writing the same replicas again changes what the kind's controller reads (a
+        patch ID in its spec, or an effective time): a plain Deployment has nothing to
+        re-affirm, and gets no commit for it."""
+        return not self.patch_in_annotation or self.effective_time is not None
+
+    def shown(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The owned fields' values in ``obj``, as `plan` shows them (the patch ID a number)."""
+        patch = _get(obj, self.patch_id)
+        return {
+            "replicas": _get(obj, self.replicas),
+            "patchID": int(patch) if isinstance(patch, (int, str)) and is_digits(str(patch))
+            else None,
+            "effectiveTime": _get(obj, self.effective_time) if self.effective_time else None,
+        }
 
 
-GITSCALE = Fields(patch_id=True, effective_time=True, backlog=True)
-LEGACY = Fields(patch_id=False, effective_time=True)
-REPLICAS_ONLY = Fields(patch_id=False, effective_time=False)
+SPEC_PATCH = Owned(("spec", "replicas"), ("spec", "patchID"), ("spec", "effectiveTime"),
+                   ("spec", "backlog"))
+LEGACY = Owned(("spec", "replicas"), (*ANNOTATIONS, A_PATCH_ID), ("spec", "effectiveTime"))
+REPLICAS_ONLY = Owned(("spec", "replicas"), (*ANNOTATIONS, A_PATCH_ID))
 
-# Every kind gitscale writes, by apiVersion and kind: one table, so adding a kind is one line.
-# Anything else is refused: `replicas` written into an object that does not mean it by
-# `spec.replicas` (a ConfigMap, an unknown version of our own CRD) would be committed, applied
-# and ignored.
-KINDS: dict[tuple[str, str], Fields] = {
-    (f"{GROUP}/v1alpha1", "RunnerSet"): GITSCALE,
+# Every kind gitscale writes, by apiVersion and kind, with where it keeps the owned fields: one
+# table, so adding a kind is one line (CONTRIBUTING.md, "Adding a target kind"). Anything else
+# is refused: `replicas` written into an object that does not mean it (a ConfigMap, an unknown
+# version of our own CRD) would be committed, applied and ignored.
+KINDS: dict[tuple[str, str], Owned] = {
+    (f"{GROUP}/v1alpha1", "RunnerSet"): SPEC_PATCH,
     (f"{LEGACY_GROUP}/v1alpha1", "RunnerDeployment"): LEGACY,
     (f"{LEGACY_GROUP}/v1alpha1", "RunnerSet"): LEGACY,
     ("apps/v1", "Deployment"): REPLICAS_ONLY,
@@ -54,13 +109,16 @@ KINDS: dict[tuple[str, str], Fields] = {
 }
 
 
-def fields_for(api_version: str, kind: str) -> Fields | None:
-    """The owned fields of this kind of object; None for a kind gitscale does not scale."""
+def owned_for(api_version: str, kind: str) -> Owned | None:
+    """Where this kind of object keeps the owned fields; None for a kind gitscale does not
+    scale."""
     return KINDS.get((api_version, kind))
 
 
 def known_kinds() -> str:
-    return ", ".join(f"{api} {kind}" for api, kind in KINDS)
+    return ", ".join(f"{api} {kind}" + ("" if owned.replicas == ("spec", "replicas")
+                                        else f" ({'.'.join(owned.replicas)})")
+                     for (api, kind), owned in KINDS.items())
 
 
 @dataclass(frozen=True)
@@ -71,9 +129,10 @@ class Target:
     text: str
     documents: tuple[Document, ...]
     index: int  # which YAML document
+    api_version: str
     kind: str
     name: str
-    fields: Fields
+    owned: Owned
     current: Current
 
     @property
@@ -116,19 +175,20 @@ def read_target(path: str, text: str, ref: ObjectRef,
     meta = data.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         raise ManifestError(path, "object has no metadata.name", doc.line_of([]))
-    spec = data.get("spec")
-    if not isinstance(spec, dict):
-        raise ManifestError(path, f"{data['kind']} {meta['name']} has no spec mapping",
-                            doc.line_of(["spec"]))
     api_version = data.get("apiVersion")
-    fields = fields_for(api_version, data["kind"]) if isinstance(api_version, str) else None
-    if fields is None:
+    owned = owned_for(api_version, data["kind"]) if isinstance(api_version, str) else None
+    top = owned.replicas[0] if owned is not None else "spec"  # what holds the owned fields
+    if not isinstance(data.get(top), dict):
+        raise ManifestError(path, f"{data['kind']} {meta['name']} has no {top} mapping",
+                            doc.line_of([top]))
+    if owned is None:
         at = ["apiVersion"] if "apiVersion" in data else ["kind"]
         raise ManifestError(path, f"{api_version or '(no apiVersion)'} {data['kind']} "
                             f"{meta['name']} is not a kind gitscale scales (it writes "
                             f"spec.replicas of: {known_kinds()})", doc.line_of(at))
-    current = _current(path, doc, spec, meta, fields)
-    return Target(path, text, tuple(documents), index, data["kind"], meta["name"], fields, current)
+    current = _current(path, doc, data, owned)
+    return Target(path, text, tuple(documents), index, str(api_version), data["kind"],
+                  meta["name"], owned, current)
 
 
 def _describe(ref: ObjectRef) -> str:
@@ -151,18 +211,27 @@ def _int_field(path: str, doc: Document, at: list[Any], value: Any, hi: int) -> 
     return int(value)
 
 
-def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any],
-             fields: Fields) -> Current:
-    annotations = meta.get("annotations") or {}
+def _get(data: Any, path: FieldPath) -> Any:
+    """The value at ``path``; None when it or a mapping on the way is missing."""
+    for key in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Current:
+    annotations = _get(data, owned.annotations) or {}
     if not isinstance(annotations, dict):
-        raise ManifestError(path, "metadata.annotations must be a mapping",
-                            doc.line_of(["metadata", "annotations"]))
-    replicas = _int_field(path, doc, ["spec", "replicas"], spec.get("replicas"),
-                           REPLICAS_MAX)
-    if fields.patch_id:
-        patch_id = _int_field(path, doc, ["spec", "patchID"], spec.get("patchID"), PATCH_ID_MAX)
+        raise ManifestError(path, f"{'.'.join(owned.annotations)} must be a mapping",
+                            doc.line_of(list(owned.annotations)))
+    replicas = _int_field(path, doc, list(owned.replicas), _get(data, owned.replicas),
+                          REPLICAS_MAX)
+    if not owned.patch_in_annotation:
+        patch_id = _int_field(path, doc, list(owned.patch_id), _get(data, owned.patch_id),
+                              PATCH_ID_MAX)
     else:
-        raw = annotations.get(A_PATCH_ID)
+        raw = annotations.get(owned.patch_id[-1])
         patch_id = int(raw) if isinstance(raw, str) and is_digits(raw) else None
         if patch_id is not None and patch_id > PATCH_ID_MAX:
             patch_id = None
@@ -173,11 +242,11 @@ def _current(path: str, doc: Document, spec: dict[str, Any], meta: dict[str, Any
             last_scale_up = parse_time(str(last_up))
         except ValueError as exc:
             raise ManifestError(path, f"annotation {A_LAST_SCALE_UP}: {exc}",
-                                doc.line_of(["metadata", "annotations", A_LAST_SCALE_UP])) from None
+                                doc.line_of([*owned.annotations, A_LAST_SCALE_UP])) from None
     jobs = annotations.get(A_JOBS)
     backlog = None
-    if fields.backlog:  # absent: none
-        backlog = _int_field(path, doc, ["spec", "backlog"], spec.get("backlog"),
+    if owned.backlog is not None:  # absent: none
+        backlog = _int_field(path, doc, list(owned.backlog), _get(data, owned.backlog),
                              BACKLOG_MAX) or 0
     return Current(
         replicas=replicas,
@@ -195,9 +264,10 @@ class Located:
     """What a pass needs to decide about one object, without the parsed file (cacheable)."""
 
     index: int
+    api_version: str
     kind: str
     name: str
-    fields: Fields
+    owned: Owned  # (the row of KINDS for its apiVersion and kind)
     current: Current
 
 
@@ -207,15 +277,56 @@ def object_key(ref: ObjectRef) -> str:
     return "object" if ref != ObjectRef() else "manifest"
 
 
-def locate(path: str, text: str, ref: ObjectRef,
-           documents: list[Document] | None = None) -> Located:
+def locate(path: str, text: str, ref: ObjectRef, documents: list[Document] | None = None,
+           kept: KeptReads | None = None) -> Located:
     """``ref``'s object in ``text``, without the parsed file. A pass locates the sets whose
-    manifest it does not know yet and then edits most of them: the text's read is kept for that
-    edit (``edit.read_for_edit``)."""
+    manifest it does not know yet and then edits most of them: with ``kept``, the text's read
+    is kept there for that edit."""
     if documents is None:
-        from gitscale.manifest.edit import read_for_edit  # (a pass that reads no manifest
-        # and writes none does not load the editor)
-
-        documents = read_for_edit(text, path)
+        documents = read_documents(text, path, kept)
     target = read_target(path, text, ref, documents)
-    return Located(target.index, target.kind, target.name, target.fields, target.current)
+    return Located(target.index, target.api_version, target.kind, target.name, target.owned,
+                   target.current)
+
+
+KEPT_READS = 10_000  # (a first pass over 10,000 new sets keeps ~25 MiB of them)
+
+
+class KeptReads:
+    """The texts one pass read to locate its sets, with the span of every value: the edit that
+    usually follows takes its text's read (``gitscale.manifest.edit``) instead of reading the
+    text again. One per pass, made by the pass and dropped with it, with the reads no edit took
+    (sets not written); bounded all the same."""
+
+    def __init__(self, limit: int = KEPT_READS) -> None:
+        self.limit = limit
+        self._reads: dict[str, tuple[list[Any], list[Span]]] = {}
+
+    def keep(self, text: str, datas: list[Any], roots: list[Span]) -> None:
+        if len(self._reads) < self.limit:
+            self._reads[text] = (datas, roots)
+
+    def take(self, text: str) -> tuple[list[Any], list[Span]] | None:
+        """The read of ``text`` (each document's data and root span), once."""
+        return self._reads.pop(text, None)
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._reads
+
+    def __len__(self) -> int:
+        return len(self._reads)
+
+
+def read_documents(text: str, source: str, kept: KeptReads | None = None) -> list[Document]:
+    """The documents of ``text``, as ``load_documents`` reads them; when the line reader takes
+    the text, its spans go to ``kept`` for an edit of the same text."""
+    from gitscale.yamlio import block as yamlblock, fast as yamlfast
+
+    if kept is None:
+        return load_documents(text, source, ManifestError)
+    try:
+        datas, roots = yamlblock.load(text, yamlfast.scalar, spans=True)
+    except (yamlblock.Deferred, yamlfast.Unsupported):
+        return load_documents(text, source, ManifestError)
+    kept.keep(text, datas, roots)
+    return [Document(data, text, index) for index, data in enumerate(datas)]

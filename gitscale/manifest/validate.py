@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from gitscale.runnerset_api import GROUP, PLURAL
 from gitscale.timeutil import parse_time
-from gitscale.yamlio.read import load_documents
+from gitscale.yamlio.read import Document, load_documents
 
 
 def shipped_crd() -> dict[str, Any]:
@@ -50,11 +51,21 @@ def _format_checker() -> Any:
 
 @dataclass(frozen=True)
 class Problem:
-    path: str
+    path: str  # where in the object, as people read it: "spec.github"
     message: str
+    at: tuple[str | int, ...] = ()  # the same path, as keys: for its line in the file
+    key: str | None = None  # the key to point at inside ``at`` (an unknown one), if any
+    object: tuple[str, str] | None = None  # (kind, name): kubeconform names the object
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
+
+    def line(self, document: Document) -> int | None:
+        """The 1-based line to show: the unknown key's, else the value's (a mapping that
+        lacks a required key: its own line)."""
+        if self.key is not None:
+            return document.key_line(list(self.at), self.key)
+        return document.line_of(list(self.at))
 
 
 def openapi_to_jsonschema(schema: Any, strict: bool = True) -> Any:
@@ -141,11 +152,52 @@ class SchemaValidator:
         import jsonschema
 
         validator = jsonschema.Draft4Validator(schema, format_checker=_format_checker())
-        problems = []
-        for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
-            path = ".".join(str(p) for p in error.absolute_path) or "(object)"
-            problems.append(Problem(path, error.message))
-        return problems
+        return explain(validator.iter_errors(obj))
+
+
+def _label(at: Sequence[str | int]) -> str:
+    return ".".join(str(p) for p in at) or "(object)"
+
+
+def explain(errors: Iterable[Any]) -> list[Problem]:
+    """jsonschema's errors as one ``Problem`` per thing to fix: each unknown key on its own
+    (jsonschema words several in one message); an unknown key that is a typo of a missing
+    required one (``credentialSecret`` for ``credentialsSecret``) is one problem, not two."""
+    unknown: dict[tuple[str | int, ...], list[tuple[str, list[str]]]] = {}
+    missing: dict[tuple[str | int, ...], list[str]] = {}
+    others: list[Problem] = []
+    for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
+        at = tuple(error.absolute_path)
+        instance = error.instance
+        if error.validator == "additionalProperties" and isinstance(instance, dict):
+            known = list((error.schema.get("properties") or {}))
+            patterns = list((error.schema.get("patternProperties") or {}))
+            for key in instance:
+                if key not in known and not any(re.search(p, str(key)) for p in patterns):
+                    unknown.setdefault(at, []).append((str(key), known))
+        elif error.validator == "required" and isinstance(instance, dict):
+            for key in error.validator_value:
+                if key not in instance and key not in missing.setdefault(at, []):
+                    missing[at].append(str(key))
+        else:
+            others.append(Problem(_label(at), str(error.message), at))
+    problems: list[Problem] = []
+    for at in sorted(set(unknown) | set(missing), key=lambda a: [str(p) for p in a]):
+        lacking = list(missing.get(at, []))
+        for key, known in unknown.get(at, []):
+            import difflib  # only now: a valid manifest (every pass that writes) never needs it
+
+            typo = difflib.get_close_matches(key, lacking, n=1, cutoff=0.6)
+            if typo:
+                lacking.remove(typo[0])
+                message = f"unknown field {key!r}: did you mean {typo[0]!r} (required)?"
+            else:
+                near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+                message = f"unknown field {key!r}" + (f": did you mean {near[0]!r}?" if near
+                                                      else "")
+            problems.append(Problem(_label(at), message, at, key))
+        problems += [Problem(_label(at), f"{key!r} is required", at) for key in lacking]
+    return sorted(problems + others, key=lambda p: [str(x) for x in p.at])
 
 
 _COMPILED: dict[str, Any] = {}  # schema (as JSON) → its compiled fastjsonschema check
@@ -213,6 +265,9 @@ def kubeconform_path() -> str | None:
     return shutil.which("kubeconform")
 
 
+_POINTER = re.compile(r"'(/[^']*)'")
+
+
 def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[Problem]:
     """Validate one manifest with kubeconform (strict), giving it schemas for our CRDs."""
     with tempfile.TemporaryDirectory(prefix="gitscale-schemas-") as schemas:
@@ -235,7 +290,13 @@ def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[
     for item in report.get("resources") or []:
         if item.get("status") in ("statusInvalid", "statusError"):
             name = f"{item.get('kind', '?')}/{item.get('name', '?')}"
-            problems.append(Problem(name, str(item.get("msg", "invalid"))))
+            message = str(item.get("msg", "invalid"))
+            # kubeconform's messages quote the JSON pointer of the value: its line in the file
+            pointer = _POINTER.search(message)
+            at = tuple(int(p) if p.isdigit() else p.replace("~1", "/").replace("~0", "~")
+                       for p in pointer[1].split("/")[1:]) if pointer else ()
+            problems.append(Problem(name, message, at, None,
+                                    (str(item.get("kind")), str(item.get("name")))))
     if not problems and proc.returncode != 0:
         problems.append(Problem("kubeconform", (proc.stderr or "failed").strip()[:500]))
     return problems
@@ -269,16 +330,50 @@ class Validation:
     def how(self) -> str:
         return "kubeconform" if self.binary else "in-process JSON Schema"
 
-    def check(self, path: str, text: str, objects: Sequence[dict[str, Any]]) -> Checked:
-        """``text`` is the file at ``path``; ``objects`` the ones gitscale manages in it."""
+    def check(self, path: str, text: str, objects: Sequence[dict[str, Any]],
+              lines_in: str | None = None) -> Checked:
+        """``text`` is the file at ``path``; ``objects`` the ones gitscale manages in it.
+        ``lines_in``: the text whose lines a problem names (``reconcile`` checks its edit but
+        names the lines of the file as it is in the repo: the edit is never written)."""
         if not self._scanned and not all(self.schemas.knows(o) for o in objects):
             self._scanned = True
             crds = crds_in_texts(self._texts()) if self._texts is not None \
                 else crds_in_repo(self._root, self._files())
             for crd in crds:
                 self.schemas.add_crd(crd)
+        found: list[tuple[dict[str, Any] | None, Problem]]
         if self.binary is not None:
-            found = run_kubeconform(self.binary, text, self.schemas)
-            return Checked([f"{path}: {p}" for p in found], [])
-        return Checked([f"{path}: {p}" for o in objects for p in self.schemas.check(o)],
-                       [o for o in objects if not self.schemas.knows(o)])
+            found = [(None, p) for p in run_kubeconform(self.binary, text, self.schemas)]
+        else:
+            found = [(o, p) for o in objects for p in self.schemas.check(o)]
+        return Checked(_at_lines(path, text if lines_in is None else lines_in, found),
+                       [] if self.binary else [o for o in objects if not self.schemas.knows(o)])
+
+
+def _at_lines(path: str, text: str, found: list[tuple[dict[str, Any] | None, Problem]]
+              ) -> list[str]:
+    """Each problem as ``PATH:LINE: where: what`` (the text is parsed again only when there
+    is a problem to place)."""
+    if not found:
+        return []
+    try:
+        documents = load_documents(text, path)
+    except Exception:  # noqa: BLE001 - unreadable here: the problems still stand, without lines
+        documents = []
+    out = []
+    for obj, problem in found:
+        if problem.object is not None:  # kubeconform's: the object by its kind and name
+            kind, name = problem.object
+            document = next((d for d in documents if isinstance(d.data, dict)
+                             and d.data.get("kind") == kind
+                             and (d.data.get("metadata") or {}).get("name") == name), None)
+        else:  # the object itself, else (in the text before an edit) its kind and name
+            document = next((d for d in documents if d.data is obj), None) or next(
+                (d for d in documents if d.data == obj), None) or next(
+                (d for d in documents if isinstance(d.data, dict) and isinstance(obj, dict)
+                 and d.data.get("kind") == obj.get("kind")
+                 and (d.data.get("metadata") or {}).get("name")
+                 == (obj.get("metadata") or {}).get("name")), None)
+        line = problem.line(document) if document is not None else None
+        out.append(f"{path}:{line}: {problem}" if line is not None else f"{path}: {problem}")
+    return out

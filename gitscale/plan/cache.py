@@ -14,6 +14,9 @@ It also remembers, per set, the last decision that wrote nothing and what it was
 (``gitscale.core.decide.settled_until``): a pass decides again only the sets whose inputs
 changed or whose span ran out.
 
+A pass never changes it: it reads it and gathers what it learnt in a ``CacheWrites`` (returned in
+its plan), and the command applies that once, after the pass decided (``StateCache.apply``).
+
 On disk the manifest states are plain tuples (a pickle of ten thousand dataclasses loads 3×
 slower), and each parsed config sits in its own file, so a run loads only the one it uses.
 """
@@ -24,6 +27,7 @@ import hashlib
 import os
 import pickle
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, MutableMapping
@@ -33,19 +37,21 @@ from gitscale.config.load import Config, ObjectRef
 from gitscale.core.decide import FOREVER
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.errors import ManifestError
-from gitscale.manifest.target import Fields, Located, locate
+from gitscale.manifest.target import KeptReads, Located, locate, owned_for
 from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
 
-FORMAT = 8  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets
+FORMAT = 9  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
+# 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS)
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
 STATE_FILE = "manifest-state.pickle"
 
-Row = tuple[int, str, str, bool, bool, "int | None", "int | None", "str | None",
-            "str | None", bool, bool, bool, "int | None"]  # the time as ISO 8601: datetimes
-# pickle 3× slower
+# (document index, apiVersion, kind, name, replicas, patch ID, last scale-up, fingerprint,
+# drained, paused, backlog): where the owned fields are is the kind's row of target.KINDS
+Row = tuple[int, str, str, str, "int | None", "int | None", "str | None", "str | None", bool,
+            bool, "int | None"]  # the time as ISO 8601: datetimes pickle 3× slower
 # set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
 # replicas, patch ID, reason, detail) of a decision that wrote nothing
 Settled = tuple[str, str, int, int, "frozenset[str] | None", float, float, int, "int | None",
@@ -64,16 +70,19 @@ def _key(blob: str, ref: ObjectRef) -> str:
 def _row(found: Located) -> Row:
     c = found.current
     last_up = c.last_scale_up.isoformat() if c.last_scale_up is not None else None
-    return (found.index, found.kind, found.name, found.fields.patch_id,
-            found.fields.effective_time, c.replicas, c.patch_id, last_up,
-            c.fingerprint, c.drained, c.paused, found.fields.backlog, c.backlog)
+    return (found.index, found.api_version, found.kind, found.name, c.replicas, c.patch_id,
+            last_up, c.fingerprint, c.drained, c.paused, c.backlog)
 
 
-def _located(row: Row) -> Located:
-    (index, kind, name, has_patch, has_time, replicas, patch_id, last_up, fingerprint,
-     drained, paused, has_backlog, backlog) = row
+def _located(row: Row) -> Located | None:
+    """The row as a pass uses it; None when the kind is no longer in the table (read again)."""
+    (index, api_version, kind, name, replicas, patch_id, last_up, fingerprint, drained,
+     paused, backlog) = row
+    owned = owned_for(api_version, kind)
+    if owned is None:
+        return None
     when = datetime.fromisoformat(last_up) if last_up is not None else None
-    return Located(index, kind, name, Fields(has_patch, has_time, has_backlog),
+    return Located(index, api_version, kind, name, owned,
                    Current(replicas, patch_id, when, fingerprint, drained, paused,
                            backlog=backlog))
 
@@ -142,7 +151,43 @@ class ConfigStore(MutableMapping[str, Config]):
                 old.unlink(missing_ok=True)
 
 
+@dataclass
+class CacheWrites:
+    """What one pass learnt for the state cache, in the order it learnt it. A pass only reads
+    the cache (``compute_plan`` hands this back in ``Plan.cache_writes``); whoever runs the pass
+    applies it once the pass has decided (``StateCache.apply``: `land` for the commands that
+    commit, `plan` itself), so a pass that fails leaves the cache as it found it."""
+
+    floor: int = 0  # the config's sets: the cache keeps at least twice as many entries
+    keep_settled: frozenset[str] | None = None  # the answers of any other set are forgotten
+    decisions: dict[str, Decision] = field(default_factory=dict)  # settled rows, as decisions
+    # (key, state, parsed): each manifest state the pass looked up (parsed: new to the cache)
+    looked: list[tuple[str, Located, bool]] = field(default_factory=list)
+    # (set, its answer and what it was made from) to remember; (set, None): to forget
+    settled: list[tuple[str, "tuple[Settled, Decision] | None"]] = field(default_factory=list)
+    jobs: list[tuple[str, frozenset[str]]] = field(default_factory=list)  # fingerprint → ids
+    written: list[tuple[str, Located]] = field(default_factory=list)  # states of written texts
+
+    def settle(self, name: str, key: str, blob: str, demand: Demand, since: datetime,
+               until: datetime, decision: Decision) -> None:
+        """A decision that wrote nothing, valid from ``since`` until ``until``."""
+        end = float("inf") if until == FOREVER else until.timestamp()
+        row = (key, blob, demand.queued, demand.running, demand.jobs, since.timestamp(), end,
+               decision.replicas, decision.patch_id, decision.reason.value, decision.detail)
+        self.settled.append((name, (row, decision)))
+
+    def unsettle(self, name: str) -> None:
+        self.settled.append((name, None))
+
+    def remember_jobs(self, fingerprint: str, jobs: frozenset[str]) -> None:
+        self.jobs.append((fingerprint, jobs))
+
+
 class StateCache:
+    """What passes remember. A pass reads it through the methods that take its ``CacheWrites``
+    (and record there what they learnt) and changes nothing: ``apply`` does, once the pass has
+    decided. (``series`` is read from git before a pass, by ``plan.forecasts``.)"""
+
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self.rows: dict[str, Row] = {}  # what the disk holds: plain tuples
@@ -179,36 +224,41 @@ class StateCache:
                 cache.series = DemandSeries()
         return cache
 
+    # What a pass reads; what it learns goes to its ``writes``.
+
     def knows(self, blob: str, ref: ObjectRef) -> bool:
         return _key(blob, ref) in self.rows
 
-    def cached(self, blob: str, ref: ObjectRef) -> Located | None:
+    def cached(self, blob: str, ref: ObjectRef, writes: CacheWrites) -> Located | None:
         """The state of ``ref`` in the blob ``blob`` when known: no file is read."""
         key = _key(blob, ref)
-        row = self.rows.pop(key, None)
+        row = self.rows.get(key)
         if row is None:
             return None
-        self.rows[key] = row  # most recently used last: what the bound keeps
-        found = self.objects.get(key)
+        found = self.objects.get(key) or _located(row)
         if found is None:
-            found = self.objects[key] = _located(row)
-        self.hits += 1
+            return None
+        writes.looked.append((key, found, False))
         return found
 
-    def parse(self, path: str, blob: str, text: str, ref: ObjectRef) -> Located:
-        """Parse ``text`` (the content of ``blob``) and remember what it says."""
-        self.misses += 1
-        found = locate(path, text, ref)  # raises on a bad manifest: errors are never cached
-        key = _key(blob, ref)
-        self.rows[key] = _row(found)
-        self.objects[key] = found
-        self.dirty = True
-        self._bound()
+    def parse(self, path: str, blob: str, text: str, ref: ObjectRef, writes: CacheWrites,
+              kept: KeptReads | None = None) -> Located:
+        """Parse ``text`` (the content of ``blob``); ``writes`` gets what it says."""
+        found = locate(path, text, ref, kept=kept)  # raises on a bad manifest: never cached
+        writes.looked.append((_key(blob, ref), found, True))
         return found
 
-    def remember(self, path: str, text: str, ref: ObjectRef, documents: list[Document]) -> None:
-        """Remember the state of a text this pass wrote (``documents``: it parsed), so the
-        next pass finds it without reading the file."""
+    def located(self, path: str, text: str, ref: ObjectRef, writes: CacheWrites,
+                kept: KeptReads | None = None) -> Located:
+        """The state of ``ref`` in ``text``: from the cache, or parsed."""
+        blob = blob_id(text.encode("utf-8", "surrogateescape"))
+        found = self.cached(blob, ref, writes)
+        return found if found is not None else self.parse(path, blob, text, ref, writes, kept)
+
+    def remember(self, path: str, text: str, ref: ObjectRef, documents: list[Document],
+                 writes: CacheWrites) -> None:
+        """The state of a text the pass writes (``documents``: it parsed), for ``writes``: so
+        the next pass finds it without reading the file."""
         key = _key(blob_id(text.encode("utf-8", "surrogateescape")), ref)
         if key in self.rows:
             return
@@ -216,16 +266,61 @@ class StateCache:
             found = locate(path, text, ref, documents)
         except ManifestError:
             return  # not ours to report here: the next pass reads the file and says why
+        writes.written.append((key, found))
+
+    def settled_decision(self, name: str, key: str, blob: str, demand: Demand, now: float,
+                         writes: CacheWrites) -> Decision | None:
+        """The decision remembered for set ``name`` if it still holds: made from the same
+        config digest ``key``, manifest blob and demand, and ``now`` inside its span."""
+        row = self.settled.get(name)
+        if row is None or row[0] != key or row[1] != blob or not row[5] <= now < row[6] \
+                or row[2] != demand.queued or row[3] != demand.running or row[4] != demand.jobs:
+            return None
+        decision = self.decisions.get(name)
+        if decision is None:
+            decision = writes.decisions[name] = Decision(False, row[7], row[8], Reason(row[9]),
+                                                         row[10])
+        return decision
+
+    # What changes it: a pass's writes, applied in the order the pass learnt them.
+
+    def apply(self, writes: CacheWrites) -> None:
+        """Learn what a pass learnt (``Plan.cache_writes``), once it has decided."""
+        with gc_paused():
+            self.floor = max(self.floor, writes.floor)
+            if writes.keep_settled is not None:
+                for name in [n for n in self.settled if n not in writes.keep_settled]:
+                    self._unsettle(name)
+            for name, decision in writes.decisions.items():
+                if name in self.settled:
+                    self.decisions.setdefault(name, decision)
+            for key, found, parsed in writes.looked:
+                if parsed:
+                    self.misses += 1
+                    self._put(key, found)
+                    continue
+                self.hits += 1
+                row = self.rows.pop(key, None)
+                if row is not None:
+                    self.rows[key] = row  # most recently used last: what the bound keeps
+                    self.objects[key] = found
+            for name, answer in writes.settled:
+                if answer is None:
+                    self._unsettle(name)
+                elif self.settled.get(name) != answer[0]:
+                    self.settled[name], self.decisions[name] = answer
+                    self.dirty = True
+            for fingerprint, jobs in writes.jobs:
+                self._remember_jobs(fingerprint, jobs)
+            for key, found in writes.written:
+                if key not in self.rows:
+                    self._put(key, found)
+
+    def _put(self, key: str, found: Located) -> None:
         self.rows[key] = _row(found)
         self.objects[key] = found
         self.dirty = True
         self._bound()
-
-    def located(self, path: str, text: str, ref: ObjectRef) -> Located:
-        """The state of ``ref`` in ``text``: from the cache, or parsed and remembered."""
-        blob = blob_id(text.encode("utf-8", "surrogateescape"))
-        found = self.cached(blob, ref)
-        return found if found is not None else self.parse(path, blob, text, ref)
 
     def _bound(self) -> None:
         # `run` and `serve` live for months and every write makes a new content: without a
@@ -237,7 +332,7 @@ class StateCache:
             del self.rows[key]
             self.objects.pop(key, None)
 
-    def remember_jobs(self, fingerprint: str, jobs: frozenset[str]) -> None:
+    def _remember_jobs(self, fingerprint: str, jobs: frozenset[str]) -> None:
         if self.jobs.get(fingerprint) != jobs:
             self.jobs.pop(fingerprint, None)
             self.jobs[fingerprint] = jobs
@@ -248,40 +343,10 @@ class StateCache:
                 self.decisions.clear()
             self.dirty = True
 
-    def settled_decision(self, name: str, key: str, blob: str, demand: Demand,
-                         now: float) -> Decision | None:
-        """The decision remembered for set ``name`` if it still holds: made from the same
-        config digest ``key``, manifest blob and demand, and ``now`` inside its span."""
-        row = self.settled.get(name)
-        if row is None or row[0] != key or row[1] != blob or not row[5] <= now < row[6] \
-                or row[2] != demand.queued or row[3] != demand.running or row[4] != demand.jobs:
-            return None
-        decision = self.decisions.get(name)
-        if decision is None:
-            decision = self.decisions[name] = Decision(False, row[7], row[8], Reason(row[9]),
-                                                       row[10])
-        return decision
-
-    def settle(self, name: str, key: str, blob: str, demand: Demand, since: datetime,
-               until: datetime, decision: Decision) -> None:
-        """Remember a decision that wrote nothing, valid from ``since`` until ``until``."""
-        end = float("inf") if until == FOREVER else until.timestamp()
-        row = (key, blob, demand.queued, demand.running, demand.jobs, since.timestamp(), end,
-               decision.replicas, decision.patch_id, decision.reason.value, decision.detail)
-        if self.settled.get(name) != row:
-            self.settled[name] = row
-            self.decisions[name] = decision
-            self.dirty = True
-
-    def unsettle(self, name: str) -> None:
+    def _unsettle(self, name: str) -> None:
         if self.settled.pop(name, None) is not None:
             self.decisions.pop(name, None)
             self.dirty = True
-
-    def keep_settled(self, names: set[str]) -> None:
-        """Forget the sets no longer in the config."""
-        for name in [n for n in self.settled if n not in names]:
-            self.unsettle(name)
 
     def save(self) -> None:
         if self.path is None:

@@ -1,15 +1,20 @@
-"""One pass, without side effects on git: read manifests, decide, produce edited texts.
+"""One pass: read manifests, decide, produce edited texts, and what the state cache learns.
 
-``compute_plan`` is what `plan` shows and what `reconcile` commits. It never writes a file.
+``compute_plan`` is what `plan` shows and what `reconcile` commits. It writes nothing: not a
+file, not git, not the state cache, which it only reads. It returns everything it wants changed
+in one value, the ``Plan``: the edited texts (`land` commits them) and ``cache_writes`` (the
+caller applies them, ``StateCache.apply``), so a pass that fails changes nothing. Its phases, in
+order: the settled lookup, locating (and the ownership check), deciding, picking the edits,
+editing.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple
 
-from gitscale.plan.cache import StateCache, gc_paused
+from gitscale.plan.cache import CacheWrites, StateCache, gc_paused
 from gitscale.plan.manifest_files import ManifestFiles
 from gitscale.config.load import Config, RunnerSetConfig
 from gitscale.core.decide import decide, settled_until, wanted
@@ -27,7 +32,8 @@ from gitscale.yamlio.placeholders import placeholder_problems
 from gitscale.yamlio.read import Document
 
 if TYPE_CHECKING:
-    from gitscale.manifest.edit import FieldPath, Value
+    from gitscale.manifest.edit import Value
+    from gitscale.manifest.target import FieldPath
 
 Decider = Callable[[RunnerSetConfig, Current, "Demand | None"], Decision]
 
@@ -67,6 +73,7 @@ class Plan:
     forecasts: dict[str, Forecast] = field(default_factory=dict)  # forecast sets, by set
     # gitscale.yaml's values still holding `init`'s CHANGE-ME: nothing may land until they go
     placeholders: list[str] = field(default_factory=list)
+    cache_writes: CacheWrites = field(default_factory=CacheWrites)  # for StateCache.apply
 
     @property
     def changed_paths(self) -> list[str]:
@@ -78,150 +85,212 @@ def compute_plan(root: Path, config: Config, reading: DemandReading, now: dateti
                  cache: StateCache | None = None, tree: Tree | None = None,
                  progress: Progress | None = None,
                  forecasts: Mapping[str, Forecast] | None = None) -> Plan:
-    """``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread.
+    """The pass over ``config``'s sets (``only``: those named) at ``now``. ``decider`` replaces
+    the scaler (`drain`). ``cache`` is read, never written: apply ``plan.cache_writes`` to it.
+    ``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread.
     ``forecasts``: what the history predicts for the sets with ``policy.forecast``
     (``gitscale.plan.forecasts``); a forecast set missing from it is decided reactively."""
     with gc_paused():
-        plan = _compute(root, config, reading, now, base, decider, only, cache or StateCache(),
-                        tree, progress, forecasts or {})
+        pass_ = _Pass(root, config, reading, now, decider, cache or StateCache(), tree,
+                      progress, forecasts or {})
+        plan = pass_.run(base, only)
     plan.demands = reading.demands
     plan.forecasts = dict(forecasts or {})
     return plan
 
 
-def _compute(root: Path, config: Config, reading: DemandReading, now: datetime, base: str,
-             decider: Decider | None, only: set[str] | None, cache: StateCache,
-             tree: Tree | None, progress: Progress | None = None,
-             forecasts: Mapping[str, Forecast] | None = None) -> Plan:
-    forecasts = forecasts or {}
-    plan = Plan(base=base, notify=config.notify,
-                placeholders=placeholder_problems(config.path, config.text))
-    sets = [s for s in config.sets if only is None or s.name in only]
-    cache.floor = max(cache.floor, len(config.sets))
-    files = ManifestFiles(root, config, tree)
-    # A set left alone by an earlier pass, whose config, manifest blob and demand are the same
-    # and whose answer still holds at this time, is not looked up or decided again.
-    settled: dict[str, Decision] = {}
-    if decider is None and config.max_total_replicas is None:
-        if only is None:
-            cache.keep_settled({s.name for s in sets})
-        seconds = now.timestamp()
+class _Found(NamedTuple):
+    """A set's object as located, and its state (with the job ids behind its fingerprint)."""
+
+    runner_set: RunnerSetConfig
+    located: tgt.Located
+    current: Current
+    demand: Demand | None
+
+
+class _Edit(NamedTuple):
+    """A set whose decision changes owned fields: the values to set in its object."""
+
+    found: _Found
+    decision: Decision
+    values: dict[FieldPath, Value]
+
+
+class _Pass:
+    """One pass's inputs and the two things it gathers besides the plan: what the state cache
+    learns (``cache_writes``) and the texts read to locate sets, kept for their edits
+    (``kept``).
+    Both belong to this pass alone."""
+
+    def __init__(self, root: Path, config: Config, reading: DemandReading, now: datetime,
+                 decider: Decider | None, cache: StateCache, tree: Tree | None,
+                 progress: Progress | None, forecasts: Mapping[str, Forecast]) -> None:
+        self.config, self.reading, self.now, self.decider = config, reading, now, decider
+        self.cache, self.tree, self.progress, self.forecasts = cache, tree, progress, forecasts
+        self.files = ManifestFiles(root, config, tree)
+        self.cache_writes = CacheWrites(floor=len(config.sets))
+        self.kept = tgt.KeptReads()
+
+    def run(self, base: str, only: set[str] | None) -> Plan:
+        plan = Plan(base=base, notify=self.config.notify, cache_writes=self.cache_writes,
+                    placeholders=placeholder_problems(self.config.path, self.config.text))
+        sets = [s for s in self.config.sets if only is None or s.name in only]
+        settled = self.settled(sets, every_set=only is None)
+        found = self.locate([s for s in sets if s.name not in settled] if settled else sets,
+                            plan.errors)
+        decided = self.decide(found)
+        edits = self.pick_edits(sets, settled, decided, plan.unchanged)
+        self.edit(edits, plan)
+        if self.tree is not None:
+            plan.modes = {p: self.tree.mode(p) or "100644" for p in plan.files}
+        return plan
+
+    def settled(self, sets: list[RunnerSetConfig], every_set: bool) -> dict[str, Decision]:
+        """The sets left alone by an earlier pass whose config, manifest blob and demand are the
+        same and whose answer still holds at this time: not looked up nor decided again."""
+        if self.decider is not None or self.config.max_total_replicas is not None:
+            return {}
+        if every_set:
+            self.cache_writes.keep_settled = frozenset(s.name for s in sets)
+        seconds = self.now.timestamp()
+        settled: dict[str, Decision] = {}
         for runner_set in sets:
-            demand = reading.demands.get(runner_set.name)
-            blob = files.blob(runner_set.manifest) if demand is not None else None
+            demand = self.reading.demands.get(runner_set.name)
+            blob = self.files.blob(runner_set.manifest) if demand is not None else None
             if blob is not None and demand is not None:
-                kept = cache.settled_decision(runner_set.name, runner_set.decision_key, blob,
-                                              demand, seconds)
-                if kept is not None:
-                    settled[runner_set.name] = kept
-    active = [s for s in sets if s.name not in settled] if settled else sets
-    files.prefetch(active, cache)
-    texts = files.texts
-    edited: dict[str, str] = {}
-    pending: list[tuple[RunnerSetConfig, tgt.Located, Decision, Demand | None]] = []
-    original: dict[str, list[Document]] = {}  # each edited file's documents, as read
-    documents: dict[str, list[Document]] = {}  # ... and as edited so far
-    stamp = format_time(now)
-    owners: dict[tuple[str, int], str] = {}
-    found: list[tuple[RunnerSetConfig, tgt.Located, Current, Demand | None]] = []
-    for runner_set in steps(active, progress, "planning"):
-        path = runner_set.manifest
-        try:
-            located = files.located(runner_set, cache)
-        except tgt.NoSuchObject as exc:
-            raise config.blame(runner_set.name, tgt.object_key(runner_set.object),
-                               f"{exc.detail} in {path}") from None
-        # Two sets on one object would both be written, the last one winning, while the commit
-        # described both: refuse, as for any manifest that cannot be edited as asked. (Sets
-        # on one file share its blob, so they are settled, or decided, together.)
-        other = owners.setdefault((path, located.index), runner_set.name)
-        if other != runner_set.name:
-            raise ManifestError(path, f"runner sets {other!r} and {runner_set.name!r} both "
-                                f"resolve to {located.kind} {located.name}; give each its own "
-                                f"object (`object: {{kind: ..., name: ...}}` in {config.path})")
-        demand = reading.demands.get(runner_set.name)
-        current = located.current
-        if current.fingerprint is not None and current.fingerprint in cache.jobs:
-            current = replace(current, jobs=cache.jobs[current.fingerprint])
-        if decider is None and runner_set.name in reading.errors:
-            plan.errors[runner_set.name] = reading.errors[runner_set.name]
-        found.append((runner_set, located, current, demand))
-    caps = _caps(config, found, now, forecasts) if decider is None else {}
-    decided: dict[str, tuple[tgt.Located, Decision, Demand | None]] = {}
-    for runner_set, located, current, demand in found:
-        if decider is not None:
-            decision = decider(runner_set, current, demand)
-        elif caps:
-            decision = decide(current, demand, runner_set.policy, now, caps[runner_set.name]
-                              if runner_set.name in caps else None,
-                              forecasts.get(runner_set.name))
+                answer = self.cache.settled_decision(runner_set.name, runner_set.decision_key,
+                                                     blob, demand, seconds, self.cache_writes)
+                if answer is not None:
+                    settled[runner_set.name] = answer
+        return settled
+
+    def locate(self, sets: list[RunnerSetConfig], errors: dict[str, str]) -> list[_Found]:
+        """Each set's object and its state (from the cache when git vouches for the file), each
+        object owned by one set; the demand errors of the sets (into ``errors``)."""
+        self.files.prefetch(sets, self.cache)
+        owners: dict[tuple[str, int], str] = {}
+        found: list[_Found] = []
+        jobs = self.cache.jobs
+        for runner_set in steps(sets, self.progress, "planning"):
+            path = runner_set.manifest
+            try:
+                located = self.files.located(runner_set, self.cache, self.cache_writes,
+                                             self.kept)
+            except tgt.NoSuchObject as exc:
+                raise self.config.blame(runner_set.name, tgt.object_key(runner_set.object),
+                                        f"{exc.detail} in {path}") from None
+            # Two sets on one object would both be written, the last one winning, while the
+            # commit described both: refuse, as for any manifest that cannot be edited as
+            # asked. (Sets on one file share its blob, so they are settled, or decided,
+            # together.)
+            other = owners.setdefault((path, located.index), runner_set.name)
+            if other != runner_set.name:
+                raise ManifestError(path, f"runner sets {other!r} and {runner_set.name!r} both "
+                                    f"resolve to {located.kind} {located.name}; give each its "
+                                    f"own object (`object: {{kind: ..., name: ...}}` in "
+                                    f"{self.config.path})")
+            current = located.current
+            if current.fingerprint is not None and current.fingerprint in jobs:
+                current = replace(current, jobs=jobs[current.fingerprint])
+            if self.decider is None and runner_set.name in self.reading.errors:
+                errors[runner_set.name] = self.reading.errors[runner_set.name]
+            found.append(_Found(runner_set, located, current,
+                                self.reading.demands.get(runner_set.name)))
+        return found
+
+    def decide(self, found: list[_Found]) -> dict[str, tuple[_Found, Decision]]:
+        """Each located set's decision: the ``decider`` when given, else the scaler (under its
+        share of ``limits.maxTotalReplicas`` when there is one)."""
+        caps = _caps(self.config, found, self.now, self.forecasts) \
+            if self.decider is None else {}
+        decided: dict[str, tuple[_Found, Decision]] = {}
+        for one in found:
+            runner_set, _, current, demand = one
+            if self.decider is not None:
+                decision = self.decider(runner_set, current, demand)
+            elif caps:
+                decision = decide(current, demand, runner_set.policy, self.now,
+                                  caps[runner_set.name] if runner_set.name in caps else None,
+                                  self.forecasts.get(runner_set.name))
+            else:
+                decision = self._decide_settling(one)
+            decided[runner_set.name] = (one, decision)
+        return decided
+
+    def _decide_settling(self, one: _Found) -> Decision:
+        """``decide``, remembered when it writes nothing, with the span it holds for, so that
+        later passes (and CLI runs, through the cache on disk) skip the set while its config,
+        manifest blob and demand stay the same."""
+        runner_set, _, current, demand = one
+        decision = decide(current, demand, runner_set.policy, self.now,
+                          forecast=self.forecasts.get(runner_set.name))
+        until = settled_until(current, runner_set.policy, self.now)
+        blob = self.files.blob(runner_set.manifest)
+        if decision.write or demand is None or blob is None or until is None:
+            if runner_set.name in self.cache.settled:
+                self.cache_writes.unsettle(runner_set.name)
         else:
-            decision = _decide(cache, runner_set, current, demand, now,
-                               files.blob(runner_set.manifest), forecasts.get(runner_set.name))
-        decided[runner_set.name] = (located, decision, demand)
-    writes = []
-    for runner_set in sets:  # in the config's order
-        if runner_set.name in settled:
-            plan.unchanged.append((runner_set.name, settled[runner_set.name]))
-            continue
-        located, decision, demand = decided[runner_set.name]
-        values = _values(located, decision, demand, stamp)
-        if not decision.write or not values:
-            plan.unchanged.append((runner_set.name, decision))
-            continue
-        if demand is not None and demand.jobs is not None:
-            cache.remember_jobs(demand.fingerprint, demand.jobs)
-        writes.append((runner_set, located, decision, demand, values))
-    files.prefetch_texts([w[0] for w in writes])  # the files to edit, read in one batch
-    for runner_set, located, decision, demand, values in writes:
-        from gitscale.manifest.edit import edit_fields  # (only a pass that writes edits YAML)
+            self.cache_writes.settle(runner_set.name, runner_set.decision_key, blob, demand,
+                                     self.now, until, decision)
+        return decision
 
-        path = runner_set.manifest
-        # Only files that change are parsed for editing; several sets may share one file.
-        result = edit_fields(edited[path] if path in edited else files.text(runner_set), path,
-                             located.index, values, documents.get(path))
-        edited[path] = result.text
-        original.setdefault(path, result.before)
-        documents[path] = result.after
-        pending.append((runner_set, located, decision, demand))
-    for runner_set, located, decision, demand in steps(pending, progress, "checking edits"):
-        path = runner_set.manifest
-        # what the next pass will read back: known now, so it reads no file
-        cache.remember(path, edited[path], runner_set.object, documents[path])
-        plan.changes.append(SetChange(
-            name=runner_set.name, path=path, kind=located.kind, object_name=located.name,
-            before=located.current, decision=decision, demand=demand,
-            old_object=original[path][located.index].data,
-            new_object=documents[path][located.index].data,
-        ))
-    if texts:  # manifests were read (and located through the editor's reader)
-        from gitscale.manifest.edit import forget_reads
+    def pick_edits(self, sets: list[RunnerSetConfig], settled: dict[str, Decision],
+                   decided: dict[str, tuple[_Found, Decision]],
+                   unchanged: list[tuple[str, Decision]]) -> list[_Edit]:
+        """The sets whose decision changes an owned field, in the config's order; the others
+        go to ``unchanged``."""
+        stamp = format_time(self.now)
+        edits: list[_Edit] = []
+        for runner_set in sets:
+            if runner_set.name in settled:
+                unchanged.append((runner_set.name, settled[runner_set.name]))
+                continue
+            one, decision = decided[runner_set.name]
+            values = _values(one.located, decision, one.demand, stamp)
+            if not decision.write or not values:
+                unchanged.append((runner_set.name, decision))
+                continue
+            if one.demand is not None and one.demand.jobs is not None:
+                self.cache_writes.remember_jobs(one.demand.fingerprint, one.demand.jobs)
+            edits.append(_Edit(one, decision, values))
+        return edits
 
-        forget_reads()  # the reads kept for edits that did not come (sets not written)
-    plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
-    if tree is not None:
-        plan.modes = {p: tree.mode(p) or "100644" for p in plan.files}
-    return plan
+    def edit(self, edits: list[_Edit], plan: Plan) -> None:
+        """Each write spliced into its file's text (sets on one file edit it in turn), verified;
+        into ``plan``: the changes and each changed file's old and new text."""
+        files = self.files
+        files.prefetch_texts([e.found.runner_set for e in edits])  # read in one batch
+        edited: dict[str, str] = {}
+        original: dict[str, list[Document]] = {}  # each edited file's documents, as read
+        documents: dict[str, list[Document]] = {}  # ... and as edited so far
+        for (runner_set, located, _, _), _, values in edits:
+            from gitscale.manifest.edit import edit_fields  # (only a pass that writes edits YAML)
 
-
-def _decide(cache: StateCache, runner_set: RunnerSetConfig, current: Current,
-            demand: Demand | None, now: datetime, blob: str | None,
-            forecast: Forecast | None = None) -> Decision:
-    """``decide``, remembered when it writes nothing, with the span it holds for, so that
-    later passes (and CLI runs, through the cache on disk) skip the set while its config,
-    manifest blob and demand stay the same."""
-    decision = decide(current, demand, runner_set.policy, now, forecast=forecast)
-    until = settled_until(current, runner_set.policy, now)
-    if decision.write or demand is None or blob is None or until is None:
-        cache.unsettle(runner_set.name)
-    else:
-        cache.settle(runner_set.name, runner_set.decision_key, blob, demand, now, until,
-                     decision)
-    return decision
+            path = runner_set.manifest
+            # Only files that change are parsed for editing; several sets may share one file.
+            result = edit_fields(edited[path] if path in edited else files.text(runner_set),
+                                 path, located.index, values, documents.get(path), self.kept,
+                                 located.owned)
+            edited[path] = result.text
+            original.setdefault(path, result.before)
+            documents[path] = result.after
+        for (runner_set, located, _, demand), decision, _ in steps(edits, self.progress,
+                                                                  "checking edits"):
+            path = runner_set.manifest
+            # what the next pass will read back: known now, so it reads no file
+            self.cache.remember(path, edited[path], runner_set.object, documents[path],
+                                self.cache_writes)
+            plan.changes.append(SetChange(
+                name=runner_set.name, path=path, kind=located.kind, object_name=located.name,
+                before=located.current, decision=decision, demand=demand,
+                old_object=original[path][located.index].data,
+                new_object=documents[path][located.index].data,
+            ))
+        texts = files.texts
+        plan.files = {p: (texts[p], edited[p]) for p in edited if texts[p] != edited[p]}
 
 
-def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Current,
-                                           Demand | None]], now: datetime,
+def _caps(config: Config, found: list[_Found], now: datetime,
           forecasts: Mapping[str, Forecast]) -> dict[str, int]:
     """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none).
     Sets the pass leaves alone (paused, drained, demand unknown) keep what they have, and that
@@ -241,30 +310,26 @@ def _caps(config: Config, found: list[tuple[RunnerSetConfig, tgt.Located, Curren
 
 def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
             stamp: str) -> dict[FieldPath, Value]:
-    """The owned fields to write for ``decision``; empty when nothing would change."""
-    fields = target.fields
+    """The owned fields to write for ``decision``, where the target's kind keeps them
+    (``target.KINDS``); empty when nothing would change."""
+    owned = target.owned
     if not decision.write:
         return {}
-    if not (fields.patch_id or fields.effective_time) and decision.reason in (
-            Reason.REAFFIRM, Reason.QUIET_RESET):
+    if not owned.reaffirms and decision.reason in (Reason.REAFFIRM, Reason.QUIET_RESET):
         return {}  # a plain Deployment has nothing to re-affirm: no commit for it
-    annotations = ("metadata", "annotations")
-    values: dict[FieldPath, Value] = {("spec", "replicas"): decision.replicas}
+    values: dict[FieldPath, Value] = {owned.replicas: decision.replicas}
     patch = decision.patch_id if decision.patch_id is not None else 0
-    if fields.patch_id:
-        values[("spec", "patchID")] = patch
-    else:
-        values[(*annotations, tgt.A_PATCH_ID)] = str(patch)
-    if fields.effective_time:
-        values[("spec", "effectiveTime")] = stamp
-    if fields.backlog and decision.backlog != (target.current.backlog or 0):
-        values[("spec", "backlog")] = decision.backlog  # (0 is also what an absent one means)
+    values[owned.patch_id] = str(patch) if owned.patch_in_annotation else patch
+    if owned.effective_time is not None:
+        values[owned.effective_time] = stamp
+    if owned.backlog is not None and decision.backlog != (target.current.backlog or 0):
+        values[owned.backlog] = decision.backlog  # (0 is also what an absent one means)
     if demand is not None:
-        values[(*annotations, tgt.A_JOBS)] = demand.fingerprint
+        values[owned.annotation(tgt.A_JOBS)] = demand.fingerprint
     if decision.scaled_up:
-        values[(*annotations, tgt.A_LAST_SCALE_UP)] = stamp
+        values[owned.annotation(tgt.A_LAST_SCALE_UP)] = stamp
     if decision.reason == Reason.DRAIN:
-        values[(*annotations, tgt.A_DRAINED)] = "true"
+        values[owned.annotation(tgt.A_DRAINED)] = "true"
     elif decision.reason == Reason.RESUME:
-        values[(*annotations, tgt.A_DRAINED)] = "false"
+        values[owned.annotation(tgt.A_DRAINED)] = "false"
     return values

@@ -1,5 +1,8 @@
 """Write, validate, commit and push one pass, retrying when another writer got there first.
 
+The pass decides (``compute_plan``) and this applies what it decided, once: first what the state
+cache learnt (``Plan.cache_writes``, when given the ``cache``), then the commit and the push.
+
 On a non-fast-forward rejection we fetch, reset to the new head and recompute the plan from the
 *same* demand (the caller's ``make_plan`` closes over it), so the commit that lands always
 describes the tree it lands on. A rejection by a hook or branch protection is final.
@@ -17,6 +20,7 @@ from typing import Callable
 
 from gitscale.repo import git as git
 from gitscale.record.commitmsg import SetLine, format_message
+from gitscale.plan.cache import StateCache
 from gitscale.plan.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
 from gitscale.repo.fastimport import commit_files
@@ -54,15 +58,20 @@ class Landed:
     notified: tuple[str, ...] = ()  # the notify targets that accepted (kind and host)
 
 
-def land(ws: Workspace, make_plan: Callable[[], Plan], *, date: str | None = None,
-         sleep: Callable[[float], None] = time.sleep,
+def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | None = None,
+         date: str | None = None, sleep: Callable[[float], None] = time.sleep,
          clock: Callable[[], float] = time.monotonic, deadline: float = DEADLINE) -> Landed:
+    """Commit and push what ``make_plan`` decides. Each plan's cache writes go to ``cache`` as
+    soon as it is made: what a pass learnt holds whether or not its commit lands (it depends
+    on file contents only), and a retry after a lost race reads less."""
     ws.prepare_write()
     started = clock()
     attempt = 0
     while True:
         attempt += 1
         plan = make_plan()
+        if cache is not None:
+            cache.apply(plan.cache_writes)
         refuse_unfinished(plan)
         if not plan.changed_paths:
             return Landed(plan, None, False, attempt)
@@ -154,10 +163,12 @@ def check_plan(ws: Workspace, plan: Plan) -> None:
     by_path: dict[str, list[SetChange]] = {}  # (not a scan of every change per file)
     for change in plan.changes:
         by_path.setdefault(change.path, []).append(change)
-    for path, (_, new) in plan.files.items():
+    for path, (old, new) in plan.files.items():
         # gitscale's own bookkeeping (the reservations file) is not a manifest
         if path in by_path:
-            problems += validation.check(path, new, [c.new_object for c in by_path[path]]).problems
+            # lines named are those of the file in the repo: the edit is never written
+            problems += validation.check(path, new, [c.new_object for c in by_path[path]],
+                                         lines_in=old or None).problems
     if problems:
         raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "
                               + "\n  ".join(problems))

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Sequence
 
 from gitscale import files
-from gitscale.plan.cache import StateCache
+from gitscale.plan.cache import CacheWrites, StateCache
 from gitscale.config.load import Config, RunnerSetConfig, safe_repo_path
 from gitscale.errors import ConfigError, ManifestError
 from gitscale.repo.index import REGULAR, Tree
-from gitscale.manifest.target import Located
+from gitscale.manifest.target import KeptReads, Located
 
 
 class ManifestFiles:
@@ -71,13 +71,17 @@ class ManifestFiles:
         for path, blob in wanted.items():
             self.texts[path] = _decode(path, contents[blob])
 
-    def located(self, runner_set: RunnerSetConfig, cache: StateCache) -> Located:
+    def located(self, runner_set: RunnerSetConfig, cache: StateCache, writes: CacheWrites,
+                kept: KeptReads | None = None) -> Located:
+        """The state of the set's object: from ``cache`` when git vouches for its file's blob
+        and the cache knows it, else read and parsed (``writes`` learns it either way)."""
         path, ref = runner_set.manifest, runner_set.object
         blob = self.blob(path)
         if blob is None:
-            return cache.located(path, self.text(runner_set), ref)
-        found = cache.cached(blob, ref)
-        return found if found is not None else cache.parse(path, blob, self.text(runner_set), ref)
+            return cache.located(path, self.text(runner_set), ref, writes, kept)
+        found = cache.cached(blob, ref, writes)
+        return found if found is not None else cache.parse(path, blob, self.text(runner_set),
+                                                           ref, writes, kept)
 
     def text(self, runner_set: RunnerSetConfig) -> str:
         path = runner_set.manifest

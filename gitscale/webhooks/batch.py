@@ -1,7 +1,8 @@
 """One batch of `gitscale serve`: the window's events (and a resync's listing, when one is due)
 applied to the reservations file, and the webhook-fed sets planned from their reservations.
 
-Without side effects on git, like ``compute_plan``: `land` calls it again after a push race.
+Without side effects on git or the state cache, like ``compute_plan``: `land` calls it again
+after a push race, and applies the plan's cache writes.
 """
 from __future__ import annotations
 

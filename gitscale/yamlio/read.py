@@ -109,6 +109,31 @@ class Document:
             return self.line_of(path)
         return (found[0] or found[1]).start_mark.line + 1
 
+    def entry_line(self, path: Path, key: str, value: str) -> int | None:
+        """1-based line of the first ``key: value`` (both scalars) anywhere inside the value at
+        ``path``, in document order; None without one (``{env: NAME}`` in a source: where the
+        name is written)."""
+        import yaml
+
+        node = self.node
+        for part in path:
+            child = _child(node, part)
+            if child is None:
+                return None
+            node = child[1]
+        stack = [node] if node is not None else []
+        while stack:
+            node = stack.pop()
+            if isinstance(node, yaml.MappingNode):
+                for k, v in node.value:
+                    if (isinstance(k, yaml.ScalarNode) and isinstance(v, yaml.ScalarNode)
+                            and k.value == key and v.value == value):
+                        return int(k.start_mark.line) + 1
+                stack.extend(v for _, v in reversed(node.value))
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend(reversed(node.value))
+        return None
+
 
 def _child(node: yaml.Node | None, part: "str | int") -> tuple[yaml.Node | None, yaml.Node] | None:
     import yaml
@@ -198,7 +223,7 @@ def load_documents(text: str, source: str, error: type[InputError] = InputError)
     from gitscale.yamlio import fast as yamlfast
 
     try:
-        datas = yamlfast.load_all(text)  # the common YAML, 3-6× faster; the same data
+        datas = yamlfast.load_all(text)  # JSON, the line reader, libyaml's events: the same data
     except yamlfast.Unsupported:
         pass  # (nesting deeper than MAX_DEPTH included: check_depth words the error)
     else:

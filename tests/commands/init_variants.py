@@ -29,9 +29,12 @@ COMPLETE = {
 ARGOCD_CLUSTER = ["--cluster", "prod-east"]  # Argo CD only: Flux applies where it runs
 
 
-def options(gitops: str, variant: str, complete: bool) -> list[str]:
+def options(gitops: str, variant: str, complete: bool, run_in: str = "cluster") -> list[str]:
+    """The variant's options; ``run_in`` cluster by default: the scheduler with the most files
+    (deploy/scaler/, where the source's credential and the repo URL go)."""
     given = (COMPLETE if complete else BARE)[variant]
-    return given + (ARGOCD_CLUSTER if complete and gitops == "argocd" else [])
+    return given + (ARGOCD_CLUSTER if complete and gitops == "argocd" else []) + [
+        "--run-in", run_in]
 
 
 ALL = [(gitops, variant, complete) for gitops in GITOPS

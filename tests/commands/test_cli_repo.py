@@ -120,3 +120,20 @@ def test_shell_completion_as_the_readme_says() -> None:
         **os.environ, "_GITSCALE_COMPLETE": "bash_complete", "COMP_WORDS": "gitscale run --me",
         "COMP_CWORD": "2"})
     assert answer.stdout.split() == ["plain,--metrics-listen"]
+
+
+@pytest.mark.parametrize("on_path", [False, True], ids=["venv-not-on-path", "on-path"])
+def test_the_demos_closing_hint_is_a_command_that_runs(tmp_path: Path, on_path: bool) -> None:
+    """scripts/demo runs .venv/bin/gitscale, which is not on PATH: the hint names its path, so
+    pasting it works; with that gitscale on PATH, the plain name."""
+    exe = Path(sys.executable).with_name("gitscale")
+    path = os.pathsep.join(([str(exe.parent)] if on_path else []) + ["/usr/bin", "/bin"])
+    done = subprocess.run([str(exe), "demo", "--repo", str(tmp_path / "d")], text=True,
+                          capture_output=True, env={**os.environ, "PATH": path}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    hint = next(line for line in done.stdout.splitlines() if line.startswith("Try it yourself"))
+    command = hint.split("`")[1].split()
+    assert command[0] == ("gitscale" if on_path else str(exe))
+    rerun = subprocess.run(command, text=True, capture_output=True,
+                           env={**os.environ, "PATH": path}, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr  # nothing pending: the demo's second pass landed

@@ -24,10 +24,10 @@ KUBERNETES = ["1.30.0", "1.37.0"]  # a supported old release and the newest sche
 
 
 def init(tmp_path: Path, capsys, gitops: str,  # type: ignore[no-untyped-def]
-         *extra: str) -> tuple[Path, str]:
+         *extra: str, run_in: str = "github-actions") -> tuple[Path, str]:
     root = tmp_path / "config"
     code, out, err = run(capsys, "init", str(root), "--gitops", gitops, "--repo-url", URL,
-                         *(extra or ("--github-org", "acme")))
+                         "--run-in", run_in, *(extra or ("--github-org", "acme")))
     assert code == 0, err
     assert git(root, "status", "--porcelain") == ""
     return root, out
@@ -98,16 +98,6 @@ def test_argocd_notify_entry_and_webhook_secret_howto(tmp_path: Path, capsys) ->
         assert words in text and words in out
 
 
-def test_argocd_scaffold_from_a_local_path_leaves_repo_url_to_the_remote(  # type: ignore[no-untyped-def]
-        tmp_path: Path, capsys) -> None:
-    root = tmp_path / "config"
-    code, _, err = run(capsys, "init", str(root), "--gitops", "argocd", "--repo-url",
-                       str(tmp_path / "remote.git"))
-    assert code == 0, err
-    (target,) = load_config(root).notify
-    assert target.repo_url is None  # announced from the remote gitscale pushes to
-
-
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])
 def test_github_workflow_runs_every_5_minutes_one_at_a_time_with_least_permissions(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, gitops: str) -> None:
@@ -135,7 +125,7 @@ def test_github_workflow_runs_every_5_minutes_one_at_a_time_with_least_permissio
 
 
 def test_gitlab_example_is_serialised_cached_and_pinned(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    root, _ = init(tmp_path, capsys, "flux")
+    root, _ = init(tmp_path, capsys, "flux", run_in="gitlab")
     job = yaml.safe_load((root / ".gitlab-ci.yml").read_text())["gitscale"]
     assert {"if": '$CI_PIPELINE_SOURCE == "schedule"'} in job["rules"]
     assert job["resource_group"] == "gitscale"
@@ -163,7 +153,8 @@ def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("platform", ["github", "buildkite"])
 def test_scaler_manifests_validate_against_the_kubernetes_schema(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, kubernetes: str, platform: str) -> None:
-    root, _ = init(tmp_path, capsys, "argocd", *(BUILDKITE if platform == "buildkite" else ()))
+    root, _ = init(tmp_path, capsys, "argocd", *(BUILDKITE if platform == "buildkite" else ()),
+                   run_in="cluster")
     scaler = root / "deploy/scaler"
     kustomization = yaml.safe_load((scaler / "kustomization.yaml").read_text())
     assert all((scaler / r).is_file() for r in kustomization["resources"])
@@ -178,7 +169,7 @@ def test_scaler_manifests_validate_against_the_kubernetes_schema(  # type: ignor
 
 def test_the_scaler_needs_no_cluster_permission_and_reads_git_from_a_secret(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys) -> None:
-    root, _ = init(tmp_path, capsys, "flux")
+    root, _ = init(tmp_path, capsys, "flux", run_in="cluster")
     objects = [o for name in SCALER for o in docs(root / "deploy/scaler" / name)]
     kinds = {o["kind"] for o in objects}
     # no Role, no binding
@@ -216,7 +207,7 @@ def test_the_scaler_needs_no_cluster_permission_and_reads_git_from_a_secret(  # 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_scaler_kustomization_builds(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    root, _ = init(tmp_path, capsys, "flux")
+    root, _ = init(tmp_path, capsys, "flux", run_in="cluster")
     built = subprocess.run(["kubectl", "kustomize", str(root / "deploy/scaler")],
                            capture_output=True, text=True, timeout=60)
     assert built.returncode == 0, built.stderr

@@ -79,19 +79,28 @@ def test_the_scaler_reads_the_source_credential_from_the_documented_secret_keys(
     command = re.search(r"create secret generic gitscale-scaler(?:[^\n]*\\\n)*[^\n]*",
                         out).group(0)  # with its continuation lines
     assert {m for m in re.findall(r"--from-file=(\w+)=\./", command)} == keys
-    # no token is ever a literal: only the GitHub App's ids are
-    literals = re.findall(r"--from-literal=(\w+)=", out)
-    assert set(literals) <= {"github_app_id", "github_app_installation_id"}
-    # the GitHub workflow passes the same variables, from repository secrets
-    workflow = (root / ".github/workflows/gitscale.yml").read_text()
+    # no token is ever a literal: only the GitHub App's ids, and the repository Secret's
+    # type, URL and user name (Argo CD's, Flux's)
+    literals = dict(re.findall(r"--from-literal=(\w+)=(\S+)", out))
+    assert set(literals) <= {"github_app_id", "github_app_installation_id", "type", "url",
+                             "username"}
+    assert {literals.get("type", "git"), literals.get("username", "git")} == {"git"}
+    assert literals.get("url", "https://").startswith("https://")
+    # the GitHub workflow (the other --run-in) passes the same variables, from repository
+    # secrets; init prints how to set each from its file
+    gh, out = init(tmp_path, capsys, gitops, *options(gitops, variant, complete,
+                                                      "github-actions"), name="gh")
+    assert not (gh / "deploy").exists() and not (gh / ".gitlab-ci.yml").exists()
+    workflow = (gh / ".github/workflows/gitscale.yml").read_text()
     for variable in wanted:
         (secret,) = re.findall(rf"^\s+{variable}: \$\{{\{{ secrets\.(\w+) }}}}$", workflow, re.M)
         assert not secret.startswith("GITHUB_")  # GitHub refuses such secret names
+        assert re.search(rf"^gh secret set {secret} < \./[\w.-]+$", out, re.M), secret
 
 
 def test_the_cronjob_keeps_its_cache_on_a_claim_its_user_may_write(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys) -> None:
-    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme")
+    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme", "--run-in", "cluster")
     (claim,) = docs(root / "deploy/scaler/cache-pvc.yaml")
     assert claim["kind"] == "PersistentVolumeClaim"
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]

@@ -7,6 +7,8 @@ from pathlib import Path
 import jsonpatch
 import yaml
 
+from gitscale.config.load import ObjectRef
+from gitscale.plan.cache import StateCache
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 NOW = "2026-11-21T09:00:00Z"
@@ -67,6 +69,38 @@ def test_plan_patch_after_reconcile_changes(tmp_path: Path, capsys) -> None:  # 
     gpu = next(c for c in doc["changes"] if c["set"] == "gpu")
     assert (gpu["from"]["replicas"], gpu["to"]["replicas"]) == (0, 5)
     assert (gpu["from"]["patchID"], gpu["to"]["patchID"]) == (0, 1)
+
+
+def test_plan_writes_nothing_to_git_and_the_state_cache_learns_the_pass(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, _isolated_cache: Path) -> None:
+    """What `plan` does with the state cache: it applies the pass's cache writes (the manifest
+    states it read, the answers that wrote nothing) and saves them, as `reconcile` would, so
+    the next pass reads and decides less. Nothing goes to git, here or on the remote."""
+    checkout = two_sets(tmp_path)
+    remote = tmp_path / "remote.git"
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0
+    (_isolated_cache / "manifest-state.pickle").unlink()  # what that pass taught it
+    heads = (git(checkout, "rev-parse", "HEAD"), git(remote, "rev-parse", "main"))
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", NOW)
+    assert code == 0 and "Plan: 0 to change, 2 unchanged" in out, out + err
+    assert (git(checkout, "rev-parse", "HEAD"), git(remote, "rev-parse", "main")) == heads
+    assert git(checkout, "status", "--porcelain") == ""
+    cache = StateCache.load(_isolated_cache)
+    for name in ("linux", "gpu"):
+        blob = git(checkout, "rev-parse", f"HEAD:sets/{name}.yaml")
+        assert cache.knows(blob, ObjectRef()), name
+    assert sorted(cache.settled) == ["gpu", "linux"]
+    # a plan that would write: the manifests it read are learnt, no answer for those sets
+    (_isolated_cache / "manifest-state.pickle").unlink()
+    demand = tmp_path / "more.yaml"
+    demand.write_text("linux: {queued: 2, running: 0}\ngpu: {queued: 3, running: 0}\n")
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),
+                       "--now", NOW)
+    assert code == 2 and "~ gpu" in out
+    assert (git(checkout, "rev-parse", "HEAD"), git(remote, "rev-parse", "main")) == heads
+    cache = StateCache.load(_isolated_cache)
+    assert cache.knows(git(checkout, "rev-parse", "HEAD:sets/gpu.yaml"), ObjectRef())
+    assert sorted(cache.settled) == ["linux"]
 
 
 def test_plan_exit_codes_and_text(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -31,7 +31,16 @@ def test_the_platforms_are_spoken_to_through_the_clients_package(module: str) ->
     assert not imports(PACKAGE / module) & {"httpx", "jwt", "requests"}
 
 
-@pytest.mark.parametrize("module", ["github.py", "buildkite.py"])
-def test_each_platform_adapter_uses_its_client(module: str) -> None:
-    text = (PACKAGE / module).read_text()
-    assert f"from gitscale.clients.{module.removesuffix('.py')} import" in text
+PLATFORM_NAMES = sorted(p.stem.removeprefix("platform_") for p in PACKAGE.glob("platform_*.py"))
+
+
+def test_every_platform_module_is_found() -> None:
+    assert {"github", "buildkite"} <= set(PLATFORM_NAMES)
+
+
+@pytest.mark.parametrize("name", PLATFORM_NAMES)
+def test_each_platform_adapter_uses_its_client(name: str) -> None:
+    """``platform_NAME.py``'s side of a runner, ``NAME.py``, speaks through
+    ``gitscale/clients/NAME.py`` (CONTRIBUTING, "Adding a controller platform")."""
+    text = (PACKAGE / f"{name}.py").read_text()
+    assert f"from gitscale.clients.{name} import" in text

@@ -121,8 +121,11 @@ def test_a_missing_token_is_a_clear_error_and_nothing_is_sent(buildkite: FakeBui
     monkeypatch.delenv("BK_TOKEN")
     buildkite.queues["deploy"] = SOME_JOBS
     config = config_for(tmp_path, {"deploy": source(buildkite, "deploy")})
-    assert read(tmp_path, config).errors == {
-        "deploy": "buildkite agent token: environment variable BK_TOKEN is not set"}
+    lines = (tmp_path / "gitscale.yaml").read_text().splitlines()
+    (number,) = [n for n, line in enumerate(lines, 1) if line.strip() == "env: BK_TOKEN"]
+    assert read(tmp_path, config).errors == {"deploy": f"gitscale.yaml:{number}: runner set "
+                                             "'deploy': buildkite agent token: environment "
+                                             "variable BK_TOKEN is not set"}
     assert buildkite.log == []
 
 

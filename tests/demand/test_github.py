@@ -230,7 +230,7 @@ def test_read_secret_from_env_and_file(tmp_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize("ref,expected", [
     ({"env": "NOT_SET_ANYWHERE"}, "github token: environment variable NOT_SET_ANYWHERE is not set"),
-    ({"env": "EMPTY_TOKEN"}, "github token: environment variable EMPTY_TOKEN is not set"),
+    ({"env": "EMPTY_TOKEN"}, "github token: environment variable EMPTY_TOKEN is empty"),
     ({"file": "/nonexistent/token"}, "github token: cannot read /nonexistent/token: "
                                      "FileNotFoundError"),
 ])
@@ -243,9 +243,28 @@ def test_a_missing_secret_is_a_clear_error_that_leaks_nothing(
     config = write_config(tmp_path, [{"name": "linux", "source": github_source(
         github, ["linux"], token=ref)}])
     reading = read(tmp_path, config)
-    assert reading.errors == {"linux": expected}
+    # at the line of gitscale.yaml that names the variable or file, to fix a typo there
+    ((kind, where),) = ref.items()
+    lines = (tmp_path / "gitscale.yaml").read_text().splitlines()
+    (number,) = [n for n, line in enumerate(lines, 1) if line.strip() == f"{kind}: {where}"]
+    assert reading.errors == {"linux": f"gitscale.yaml:{number}: runner set 'linux': {expected}"}
     assert GH_TOKEN not in expected
     assert github.log == []  # nothing was sent without a credential
+
+
+def test_a_default_token_that_is_not_set_is_blamed_on_the_source_line(
+        github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    populate_org(github, "acme", 1)
+    settings = github_source(github, ["linux"])
+    del settings["github"]["token"]
+    config = write_config(tmp_path, [{"name": "linux", "source": settings}])
+    lines = (tmp_path / "gitscale.yaml").read_text().splitlines()
+    (number,) = [n for n, line in enumerate(lines, 1) if line.strip() == "source:"]
+    assert read(tmp_path, config).errors == {"linux": (
+        f"gitscale.yaml:{number}: runner set 'linux': github token: environment variable "
+        "GITHUB_TOKEN is not set (the default, {env: GITHUB_TOKEN})")}
+    assert github.log == []
 
 
 def test_a_token_from_a_file_is_sent_as_bearer(github: FakeGitHub, tmp_path: Path,
@@ -325,7 +344,8 @@ def test_github_app_with_a_key_that_is_not_a_key_is_a_clear_error(app_github: Fa
     config = write_config(tmp_path / "repo", [
         {"name": "linux", "source": app_source(app_github, bogus)}])
     error = read(tmp_path / "repo", config).errors["linux"]
-    assert error.startswith("github app private key: cannot sign a JWT")
+    assert error.startswith("gitscale.yaml:4: runner set 'linux': github app private key: "
+                            "cannot sign a JWT"), error
     assert "not a key" not in error and app_github.log == []
 
 

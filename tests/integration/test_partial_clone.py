@@ -234,7 +234,7 @@ def test_a_kept_clone_follows_the_remote(git_server: GitDaemon, tmp_path: Path,
     with open_workspace(git_server.url(), None, sparse=True, kept=kept) as ws:
         assert ws.git.promisor == (None if kept else "origin")
         first = demand(tmp_path, {"s01": 3}, "first")
-        landed = land(ws, Planner(ws, opts, first, now, cache))
+        landed = land(ws, Planner(ws, opts, first, now, cache), cache=cache)
         assert landed.pushed and rev(bare) == landed.commit
 
         other = tmp_path / "other"
@@ -249,7 +249,7 @@ def test_a_kept_clone_follows_the_remote(git_server: GitDaemon, tmp_path: Path,
         ws.sync()
         assert (ws.root / "policies/team.yaml").read_text() == TEAM_POLICY.replace("50", "40")
         second = demand(tmp_path, {"s01": 3, "s05": 4}, "second")
-        landed = land(ws, Planner(ws, opts, second, now, cache))
+        landed = land(ws, Planner(ws, opts, second, now, cache), cache=cache)
         assert landed.pushed and landed.commit == rev(bare)
         assert git(bare, "rev-parse", "HEAD~1") == theirs
         change = {c.name: c for c in landed.plan.changes}["s05"]

@@ -20,12 +20,17 @@ from hypothesis import strategies as st
 from gitscale.yamlio import block as yamlblock
 from gitscale.config.load import ObjectRef
 from gitscale.errors import ManifestError
-from gitscale.manifest.edit import FieldPath, Value, edit_fields, set_fields
-from gitscale.manifest.target import read_target
+from gitscale.manifest.edit import Value, edit_fields, set_fields
+from gitscale.manifest.target import ANNOTATIONS, KINDS, FieldPath, read_target
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "edit"
-OWNED_SPEC = {"replicas", "patchID", "effectiveTime"}
+# The fields a kind in gitscale's table owns outside its annotations (target.KINDS), read when
+# a case is loaded: a new kind's fixture may set its own.
+def owned_paths() -> set[FieldPath]:
+    return {path for owned in KINDS.values()
+            for path in (owned.replicas, owned.patch_id, owned.effective_time)
+            if path is not None and path[:len(owned.annotations)] != owned.annotations}
 
 
 @dataclass(frozen=True)
@@ -60,10 +65,10 @@ def load_case(name: str) -> Case:
         # a fixture typo such as an unquoted timestamp would otherwise test the wrong thing
         assert type(value) in (int, str), f"{name}/edit.yaml: {value!r} is not an int or a string"
         values[_path(item["path"])] = value
+    spec_paths = owned_paths()
     for path in values:
-        owned = (len(path) == 2 and path[0] == "spec" and path[1] in OWNED_SPEC) or (
-            len(path) == 3 and path[:2] == ("metadata", "annotations")
-            and path[2].startswith("gitscale.dev/"))
+        owned = path in spec_paths or (
+            len(path) == 3 and path[:2] == ANNOTATIONS and path[2].startswith("gitscale.dev/"))
         assert owned, f"{name}/edit.yaml: {path} is not an owned field"
     ref = ObjectRef(**(spec.get("object") or {}))
     expected_file = directory / "expected" / "manifest.yaml"
@@ -79,9 +84,10 @@ def load_case(name: str) -> Case:
 
 
 def edit(text: str, label: str, ref: ObjectRef, values: dict[FieldPath, Value]) -> str:
-    """What the engine does: find the object, then set its fields."""
+    """What the engine does: find the object, then set its fields (a missing one where the
+    object's kind puts it)."""
     target = read_target(label, text, ref)
-    return set_fields(text, label, target.index, values)
+    return set_fields(text, label, target.index, values, target.owned)
 
 
 def _with_values(obj: Any, values: dict[FieldPath, Value]) -> Any:
@@ -152,8 +158,11 @@ def test_reading_the_target(name: str) -> None:
         assert target.kind == case.ref.kind
     if case.ref.name:
         assert target.name == case.ref.name
-    replicas = yaml.safe_load_all(case.original)
-    assert target.current.replicas == list(replicas)[target.index]["spec"].get("replicas")
+    obj = list(yaml.safe_load_all(case.original))[target.index]
+    *parents, key = target.owned.replicas  # where the object's kind keeps them (target.KINDS)
+    for parent in parents:
+        obj = obj[parent]
+    assert target.current.replicas == obj.get(key)
     assert target.text == case.text
 
 
@@ -399,21 +408,32 @@ def test_the_line_reader_edits_as_libyaml_does(text: str, data: st.DataObject) -
 
 def test_the_read_that_locates_a_set_serves_its_edit_once() -> None:
     """A pass locates a new set (reading its file) and then edits it: the edit takes that
-    read instead of reading the text again, once; what no edit took is dropped at the end."""
-    from gitscale.manifest import edit as editor
-    from gitscale.manifest.target import locate
+    read, kept in the pass's own ``KeptReads``, instead of reading the text again, once. No
+    read is kept anywhere else: another pass (another ``KeptReads``) reads afresh."""
+    from gitscale.manifest.target import KeptReads, locate
 
-    editor.forget_reads()
+    kept = KeptReads()
     text = load_case("comments").text
-    found = locate("m.yaml", text, ObjectRef())
-    assert text in editor._READ
+    found = locate("m.yaml", text, ObjectRef(), kept=kept)
+    assert text in kept and len(kept) == 1
     values: dict[FieldPath, Value] = {("spec", "replicas"): 7}
     with mock.patch.object(yamlblock, "load", wraps=yamlblock.load) as reads:
-        result = edit_fields(text, "m.yaml", found.index, values)
+        result = edit_fields(text, "m.yaml", found.index, values, kept=kept)
     assert [call.args[0] for call in reads.call_args_list] == [result.text]  # the check only
-    assert text not in editor._READ
-    assert result.text == set_fields(text, "m.yaml", found.index, values)  # (read afresh)
-    locate("m.yaml", result.text, ObjectRef())
-    assert editor._READ
-    editor.forget_reads()
-    assert not editor._READ
+    assert text not in kept and not kept
+    with mock.patch.object(yamlblock, "load", wraps=yamlblock.load) as reads:
+        again = edit_fields(text, "m.yaml", found.index, values, kept=KeptReads())
+    assert [call.args[0] for call in reads.call_args_list] == [text, result.text]  # read afresh
+    assert again.text == result.text == set_fields(text, "m.yaml", found.index, values)
+    locate("m.yaml", result.text, ObjectRef())  # no KeptReads: nothing is kept
+    assert not kept
+
+
+def test_a_pass_keeps_at_most_its_limit_of_reads() -> None:
+    from gitscale.manifest.target import KeptReads, locate
+
+    kept = KeptReads(limit=2)
+    texts = [load_case("comments").text.replace("name: ", f"name: n{n}", 1) for n in range(3)]
+    for text in texts:
+        locate("m.yaml", text, ObjectRef(), kept=kept)
+    assert [t in kept for t in texts] == [True, True, False]

@@ -129,10 +129,12 @@ def test_validate_refuses_a_github_runnerset_without_its_credentials_secret(
         "demand.yaml": "linux: {queued: 3, running: 0}\n",
     })
     head = git(checkout, "rev-parse", "HEAD")
-    code, _, err = run(capsys, "validate", "--repo", str(checkout))
-    assert code == 1
-    assert "sets/linux.yaml" in err and "spec.github" in err
-    assert "'credentialsSecret' is a required property" in err
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    # one problem, at the line of the mapping that lacks the key
+    (number,) = [n for n, line in enumerate(manifest.splitlines(), 1)
+                 if line.strip().startswith("github:")]
+    assert code == 1 and out.rstrip().endswith(", 1 problem"), out
+    assert err == f"error: sets/linux.yaml:{number}: spec.github: 'credentialsSecret' is required\n"
     code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
     assert code == 1 and "refusing to commit" in err and "credentialsSecret" in err
     assert git(checkout, "rev-parse", "HEAD") == head
@@ -223,8 +225,8 @@ def test_the_fast_check_and_jsonschema_agree(change: dict) -> None:  # type: ign
     validator = SchemaValidator()
     schema = validator.schemas[("gitscale.dev/v1alpha1", "RunnerSet")]
     reference = jsonschema.Draft4Validator(schema, format_checker=_format_checker())
-    expected = sorted(e.message for e in reference.iter_errors(obj))
-    assert sorted(p.message for p in validator.check(obj)) == expected
+    expected = sorted(".".join(map(str, e.absolute_path)) for e in reference.iter_errors(obj))
+    assert sorted(p.path for p in validator.check(obj)) == expected
     assert bool(expected) == bool(change)
 
 
@@ -274,4 +276,29 @@ def test_reconcile_and_validate_check_with_the_same_schemas(
     (checkout / "sets/legacy.yaml").write_text(typo)
     git(checkout, "commit", "-qam", "a typo")
     code, out, err = run(capsys, "validate", "--repo", str(checkout))
-    assert code == 1 and "invalid: sets/legacy.yaml" in err and "replica" in err
+    # one problem, at the line of the unknown key (kubeconform's: its pointer, else the object)
+    (number,) = [n for n, line in enumerate(typo.splitlines(), 1)
+                 if line.strip().startswith("replica:")]
+    assert code == 1 and out.rstrip().endswith(", 1 problem"), out
+    (line,) = err.splitlines()
+    assert line.startswith("error: sets/legacy.yaml:") and "replica" in line, err
+    if not kubeconform:
+        assert line == (f"error: sets/legacy.yaml:{number}: spec: unknown field 'replica': "
+                        "did you mean 'replicas'?"), line
+
+
+@pytest.mark.parametrize(("github", "expected"), [
+    pytest.param({"configURL": "https://github.com/x", "credentialSecret": "gh"},
+                 ["unknown field 'credentialSecret': did you mean 'credentialsSecret' "
+                  "(required)?"], id="typo-of-a-required-key-is-one-problem"),
+    pytest.param({"configURL": "https://github.com/x", "credentialsSecret": "gh", "lables": []},
+                 ["unknown field 'lables': did you mean 'labels'?"], id="typo-of-an-optional-key"),
+    pytest.param({"configURL": "https://github.com/x", "zzz": 1, "qqq": 2},
+                 ["unknown field 'qqq'", "unknown field 'zzz'", "'credentialsSecret' is required"],
+                 id="each-unknown-key-its-own-problem"),
+])
+def test_schema_problems_are_one_per_thing_to_fix(github: dict, expected: list[str]) -> None:  # type: ignore[type-arg]
+    obj = runnerset(github=github)
+    problems = SchemaValidator().check(obj)
+    assert sorted(p.message for p in problems) == sorted(expected)
+    assert {p.path for p in problems} == {"spec.github"}

@@ -44,6 +44,8 @@ def test_a_blob_id_hit_reads_no_file(tmp_path: Path) -> None:
     tree = Tree.read(Git(checkout))
     cache = StateCache()
     first = compute_plan(checkout, config, reading(), NOW, "base", cache=cache, tree=tree)
+    assert (cache.hits, cache.misses) == (0, 0) and not cache.rows  # the pass only reads it
+    cache.apply(first.cache_writes)
     assert (cache.hits, cache.misses) == (0, 1)
     # The file is gone from disk, but git's index still vouches for its blob: the state comes
     # from the cache; reading the file would have failed with "not found".
@@ -52,6 +54,7 @@ def test_a_blob_id_hit_reads_no_file(tmp_path: Path) -> None:
     again.rows, again.jobs = cache.rows, cache.jobs
     unchanged = compute_plan(checkout, config, DemandReading(), NOW, "base", cache=again,
                              tree=tree)
+    again.apply(unchanged.cache_writes)
     assert (again.hits, again.misses) == (1, 0)
     assert first.changes[0].before.replicas == 2
     assert unchanged.unchanged[0][1].replicas == 2

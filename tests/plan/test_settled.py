@@ -59,9 +59,12 @@ def one_set(tmp_path: Path, manifest: str = HELD) -> tuple[Path, StateCache]:
 
 
 def plan_at(checkout: Path, cache: StateCache, demand: Demand | None, at: datetime) -> Plan:
-    return compute_plan(checkout, load_config(checkout, cache=cache.configs),
+    """A pass, and what it learnt applied to ``cache``, as the commands do."""
+    plan = compute_plan(checkout, load_config(checkout, cache=cache.configs),
                         reading({"linux": demand} if demand else {}), at, "base", cache=cache,
                         tree=Tree.read(Git(checkout)))
+    cache.apply(plan.cache_writes)
+    return plan
 
 
 def test_a_held_answer_is_remembered_until_the_delay_runs_out(tmp_path: Path) -> None:
@@ -185,6 +188,7 @@ def test_settled_answers_are_those_of_deciding_anew(tmp_path_factory, passes) ->
         config = load_config(checkout)
         tree = Tree.read(Git(checkout))
         plan = compute_plan(checkout, config, reading(found), at, "base", cache=ours, tree=tree)
+        ours.apply(plan.cache_writes)
         expected = compute_plan(checkout, config, reading(found), at, "base", cache=anew,
                                 tree=tree)
         assert plan.unchanged == expected.unchanged

@@ -133,7 +133,7 @@ def test_read_only_root_filesystem_the_writable_paths_are_mounted(
     assert image_env["GITSCALE_CACHE_DIR"] == "/var/cache/gitscale"
     assert image_env["HOME"] and image_env["PYTHONDONTWRITEBYTECODE"] == "1"
     root = tmp_path / "config"
-    code, _, err = run(capsys, "init", str(root), "--gitops", gitops,
+    code, _, err = run(capsys, "init", str(root), "--gitops", gitops, "--run-in", "cluster",
                        "--repo-url", "https://git.example.com/ci/config.git")
     assert code == 0, err
     pods = []

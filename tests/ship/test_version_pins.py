@@ -20,6 +20,7 @@ IMAGE = "ghcr.io/gitscale/gitscale"
 _IMAGE_REF = re.compile(re.escape(IMAGE) + r"(?P<rest>:\{\w+\}|[^\s\"'`,;)\]}]*)")
 _PIP_PIN = re.compile(r"\bgitscale\s*(?P<op>===?|~=|>=|<=|!=)\s*(?P<value>[^\s\"'`;,\]]+)")
 _VERSION_VAR = re.compile(r"^\$\{?\{?(?P<name>\w+)\}?\}?$")  # $V, ${V}, ${{V}} (str.format)
+_KUSTOMIZE_IMAGE = re.compile(r"\s*-?\s*name:\s*" + re.escape(IMAGE) + r"\s*$", re.M)
 _TEMPLATE = {"{version}", "{__version__}"}  # str.format / f-string slots filled from __version__
 
 
@@ -31,6 +32,8 @@ def problems(text: str, version: str, *, template: bool = False) -> list[str]:
     allowed = {version} | (_TEMPLATE if template else set())
     for match in _IMAGE_REF.finditer(text):
         rest = match.group("rest")
+        if not rest and _KUSTOMIZE_IMAGE.match(text, text.rfind("\n", 0, match.start()) + 1):
+            continue  # a kustomization's `images: - name:`, which names the image untagged
         if not rest.startswith(":") or rest[1:] not in allowed:
             found.append(f"{match.group(0)}: not {IMAGE}:{version}")
     for match in _PIP_PIN.finditer(text):
@@ -60,6 +63,8 @@ def mentions(text: str) -> int:
     (f"image: {IMAGE}:0.0.9\n", 1),
     (f"image: {IMAGE}:latest\n", 1),
     (f"image: {IMAGE}\n", 1),
+    (f"images:\n  - name: {IMAGE}\n    newTag: mine\n", 0),  # kustomize names it untagged
+    (f"see {IMAGE} for the tags\n", 1),
     (f"image: {IMAGE}@sha256:{'a' * 64}\n", 1),
     (f'pip install "gitscale=={__version__}"\n', 0),
     ('pip install "gitscale==0.0.9"\n', 1),
@@ -119,17 +124,18 @@ def test_every_string_constant_of_the_package_names_this_version() -> None:
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])
 def test_every_file_init_writes_names_this_version(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, gitops: str) -> None:
-    root = tmp_path / "config"
-    code, _, err = run(capsys, "init", str(root), "--gitops", gitops,
-                       "--repo-url", "https://git.example.com/ci/config.git")
-    assert code == 0, err
     found = 0
-    written = [p for p in root.rglob("*") if p.is_file() and ".git" not in
-               p.relative_to(root).parts[:1]]
-    assert len(written) > 10
-    for path in written:
-        text = path.read_text(encoding="utf-8")
-        assert problems(text, __version__) == [], path.relative_to(root)
-        found += mentions(text)
+    for run_in in ("github-actions", "gitlab", "cluster"):  # each writes its own scheduler
+        root = tmp_path / run_in
+        code, _, err = run(capsys, "init", str(root), "--gitops", gitops, "--run-in", run_in,
+                           "--repo-url", "https://git.example.com/ci/config.git")
+        assert code == 0, err
+        written = [p for p in root.rglob("*") if p.is_file() and ".git" not in
+                   p.relative_to(root).parts[:1]]
+        assert len(written) > 10
+        for path in written:
+            text = path.read_text(encoding="utf-8")
+            assert problems(text, __version__) == [], path.relative_to(root)
+            found += mentions(text)
     # the controller, the CronJob, `run` and `serve` images; the GitHub and GitLab pins
     assert found >= 6

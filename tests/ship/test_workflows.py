@@ -63,7 +63,7 @@ def test_the_schema_check_fails_on_a_misspelt_key(tmp_path: Path) -> None:
 
 def test_ci_runs_the_readme_test_command_on_push_and_pull_request() -> None:
     flow = workflow("ci.yml")
-    assert set(flow["on"]) == {"push", "pull_request"}
+    assert set(flow["on"]) == {"push", "pull_request", "workflow_call"}  # release.yml calls it
     (job,) = flow["jobs"].values()
     assert uses(job, "actions/setup-python")["with"]["python-version"] == "3.11"
     runs = [s.get("run", "").strip() for s in steps(job)]
@@ -86,6 +86,12 @@ def step_named(job: dict[str, Any], name: str) -> dict[str, Any]:
 def test_release_runs_on_v_tags_only(release: dict[str, Any]) -> None:
     assert release["on"] == {"push": {"tags": ["v*"]}}
     assert release["permissions"] == {"contents": "read"}  # jobs widen only what they need
+
+
+def test_release_publishes_nothing_from_a_commit_whose_suite_fails(
+        release: dict[str, Any]) -> None:
+    assert release["jobs"]["test"] == {"uses": "./.github/workflows/ci.yml"}
+    assert release["jobs"]["build"]["needs"] == "test"  # and image and pypi need build
 
 
 def test_release_builds_and_checks_the_sdist_and_wheel_with_the_tests_pins(

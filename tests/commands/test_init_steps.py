@@ -1,0 +1,293 @@
+"""`gitscale init`'s next steps, run in order by a new platform engineer: the namespaces before
+the Secrets in them, the GitOps engine's credential for a private config repo, the branch the
+repo really has, an https:// repo URL, one scheduler, secrets that never reach an argument."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from gitscale.metrics import LoopMetrics, start_listener
+from tests.commands.test_init import reference_validator
+from tests.helpers import git, run
+from tests.ship.shipfiles import ROOT
+
+URL = "https://git.example.com/ci/config.git"
+
+
+def init(tmp_path: Path, capsys, gitops: str, *extra: str,  # type: ignore[no-untyped-def]
+         root: Path | None = None) -> tuple[Path, str]:
+    root = root or tmp_path / "config"
+    code, out, err = run(capsys, "init", str(root), "--gitops", gitops, "--github-org", "acme",
+                         *extra)
+    assert code == 0, err
+    return root, out
+
+
+def lines(out: str) -> list[str]:
+    return out.splitlines()
+
+
+def docs(path: Path) -> list[dict[str, object]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+@pytest.mark.parametrize("run_in", ["github-actions", "cluster"])
+def test_the_namespaces_come_before_every_secret_in_them(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, gitops: str, run_in: str) -> None:
+    root, out = init(tmp_path, capsys, gitops, "--repo-url", URL, "--namespace", "runners",
+                     "--run-in", run_in)
+    printed = lines(out)
+    create = "kubectl apply -f clusters/prod/gitscale-system/namespace.yaml"
+    first = printed.index(create)
+    # the file it applies holds both namespaces the Secrets go into
+    assert {d["metadata"]["name"] for d in  # type: ignore[index]
+            docs(root / "clusters/prod/gitscale-system/namespace.yaml")} == {
+        "gitscale-system", "runners"}
+    secrets = [i for i, line in enumerate(printed)
+               if re.match(r"kubectl -n (runners|gitscale-system) create secret", line)]
+    assert secrets and min(secrets) > first
+    assert any(printed[i].startswith("kubectl -n gitscale-system") for i in secrets) == (
+        run_in == "cluster")
+    if run_in == "cluster":  # deploy/scaler/README.md: the same order
+        readme = (root / "deploy/scaler/README.md").read_text()
+        assert readme.index(create) < readme.index("create secret generic")
+
+
+def test_flux_reads_a_private_repo_with_a_secret_init_says_how_to_create(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    root, out = init(tmp_path, capsys, "flux", "--repo-url", URL)
+    source = next(d for d in docs(root / "flux/gitscale.yaml") if d["kind"] == "GitRepository")
+    validator = reference_validator("source.toolkit.fluxcd.io_gitrepositories.yaml")
+    assert validator.check(source) == []
+    assert source["spec"]["secretRef"] == {"name": "gitscale-config-repo"}  # type: ignore[index]
+    assert ("kubectl -n flux-system create secret generic gitscale-config-repo \\\n"
+            "  --from-literal=username=git --from-file=password=./config-repo-read-token"
+            ) in out
+    assert "gitscale-config-repo" in (ROOT / "docs/credentials.md").read_text()
+
+
+def test_argocd_gets_a_repository_secret_with_the_applications_url(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    root, out = init(tmp_path, capsys, "argocd", "--repo-url", URL)
+    (app,) = docs(root / "argocd/application.yaml")
+    assert app["spec"]["source"]["repoURL"] == URL  # type: ignore[index]
+    assert ("kubectl -n argocd create secret generic gitscale-config-repo \\\n"
+            f"  --from-literal=type=git --from-literal=url={URL} \\\n"
+            "  --from-literal=username=git --from-file=password=./config-repo-read-token"
+            ) in out
+    assert ("kubectl -n argocd label secret gitscale-config-repo "
+            "argocd.argoproj.io/secret-type=repository") in lines(out)
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_public_repo_leaves_the_repo_credential_out(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                    gitops: str) -> None:
+    root, out = init(tmp_path, capsys, gitops, "--repo-url", URL, "--public-repo")
+    assert "gitscale-config-repo" not in out
+    assert not any("gitscale-config-repo" in p.read_text() for p in root.rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("url", [
+    pytest.param("htps://github.com/acme/x.git", id="typo-scheme"),
+    pytest.param("github.com/acme/x", id="no-scheme"),
+    pytest.param("git@github.com:acme/x.git", id="scp-ssh"),
+    pytest.param("ssh://git@github.com/acme/x.git", id="ssh"),
+    pytest.param("file:///srv/git/x.git", id="file"),
+    pytest.param("/srv/git/x.git", id="local-path"),
+    pytest.param("https:/github.com/acme/x", id="no-host"),
+])
+def test_a_repo_url_that_is_not_http_is_refused_before_writing(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, url: str) -> None:
+    code, out, err = run(capsys, "init", str(tmp_path / "c"), "--gitops", "flux",
+                         "--repo-url", url)
+    assert code == 1 and err.startswith("error: --repo-url: "), err
+    assert "https://" in err and "Flux needs the scheme" in err and "nothing was written" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("url", ["https://github.com/acme/x.git", "http://git.internal/x.git"])
+def test_http_and_https_urls_are_taken(tmp_path: Path, capsys, url: str) -> None:  # type: ignore[no-untyped-def]
+    root, out = init(tmp_path, capsys, "flux", "--repo-url", url)
+    assert f"git remote add origin {url} && git push -u origin main" in lines(out)
+
+
+def test_init_in_a_repo_on_master_follows_master(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    git(tmp_path, "init", "--quiet", "--initial-branch=master")
+    root, out = init(tmp_path, capsys, "argocd", "--repo-url", URL, root=tmp_path)
+    assert git(tmp_path, "rev-parse", "--abbrev-ref", "HEAD") == "master"
+    assert "gitscale init" in git(tmp_path, "log", "-1", "--format=%s", "master")
+    (app,) = docs(root / "argocd/application.yaml")
+    assert app["spec"]["source"]["targetRevision"] == "master"  # type: ignore[index]
+    assert f"git remote add origin {URL} && git push -u origin master" in lines(out)
+    cluster = tmp_path / "other"
+    cluster.mkdir()
+    git(cluster, "init", "--quiet", "--initial-branch=trunk")
+    root, _ = init(tmp_path, capsys, "flux", "--run-in", "cluster", root=cluster / "sub")
+    (cron,) = docs(root / "deploy/scaler/cronjob.yaml")
+    args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]  # type: ignore[index]
+    assert args[args.index("--branch") + 1] == "trunk"
+    source = next(d for d in docs(root / "flux/gitscale.yaml") if d["kind"] == "GitRepository")
+    assert source["spec"]["ref"] == {"branch": "trunk"}  # type: ignore[index]
+
+
+def test_a_branch_other_than_the_checked_out_one_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    git(tmp_path, "init", "--quiet", "--initial-branch=master")
+    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux",
+                       "--branch", "main")
+    assert code == 1 and err.startswith("error: --branch: 'main'"), err
+    assert "'master' checked out" in err and "nothing was written" in err
+    assert not (tmp_path / "config").exists()
+    # repeating the checked-out branch is fine
+    assert run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux",
+               "--branch", "master")[0] == 0
+
+
+def test_a_detached_head_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    git(tmp_path, "init", "--quiet", "--initial-branch=main")
+    git(tmp_path, "commit", "--quiet", "--allow-empty", "-m", "first")
+    git(tmp_path, "checkout", "--quiet", "--detach")
+    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux")
+    assert code == 1 and "detached HEAD" in err and "nothing was written" in err
+    assert not (tmp_path / "config").exists()
+
+
+def test_a_new_repo_uses_branch_or_main(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = init(tmp_path, capsys, "flux", "--branch", "prod")
+    assert git(root, "rev-parse", "--abbrev-ref", "HEAD") == "prod"
+
+
+SCHEDULERS = {"github-actions": ".github/workflows/gitscale.yml", "gitlab": ".gitlab-ci.yml",
+              "cluster": "deploy/scaler/cronjob.yaml"}
+
+
+@pytest.mark.parametrize("run_in", list(SCHEDULERS))
+def test_init_writes_one_scheduler_and_says_which_runs(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, run_in: str) -> None:
+    root, out = init(tmp_path, capsys, "flux", "--repo-url", URL, "--run-in", run_in)
+    for other, path in SCHEDULERS.items():
+        assert (root / path).exists() == (other == run_in), path
+    assert not (root / "deploy").exists() or run_in == "cluster"
+    step = next(line for line in lines(out) if line.startswith("5. gitscale runs "))
+    assert SCHEDULERS[run_in].split("/")[0] in step or "kubectl apply -k deploy/scaler/" in step
+    others = "|".join(r for r in SCHEDULERS if r != run_in)
+    assert f"--run-in {others}`" in step and "never two at once" in step
+    if run_in == "cluster":
+        readme = (root / "deploy/scaler/README.md").read_text()
+        assert ".github/workflows/gitscale.yml" in readme and "one place only" in readme
+
+
+def test_the_default_scheduler_is_the_github_workflow(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = init(tmp_path, capsys, "argocd")
+    assert (root / ".github/workflows/gitscale.yml").is_file()
+    assert not (root / "deploy").exists() and not (root / ".gitlab-ci.yml").exists()
+
+
+def fake_kubectl(bin_dir: Path, log: Path) -> None:
+    """kubectl that records its arguments, and what it reads from --patch-file."""
+    bin_dir.mkdir()
+    script = bin_dir / "kubectl"
+    script.write_text(f"""#!/bin/sh
+printf '%s\\n' "$*" >> {log}
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "--patch-file" ]; then cat "$a" > {log}.patch; fi
+  prev="$a"
+done
+""")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+def test_argocd_webhook_secret_goes_through_a_file_never_an_argument(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    root, out = init(tmp_path, capsys, "argocd", "--repo-url", URL, "--run-in", "cluster")
+    printed = lines(out)
+    start = printed.index("4. sync in seconds: share a webhook secret with Argo CD:") + 1
+    snippet = "\n".join(printed[start:printed.index("", start)])
+    assert " -p " not in snippet and "SECRET=" not in snippet
+    # the file the scaler's README reads the same value from
+    assert "--from-file=ARGOCD_WEBHOOK_SECRET=./argocd-webhook-secret" in (
+        root / "deploy/scaler/README.md").read_text()
+    work = tmp_path / "work"
+    work.mkdir()
+    log = tmp_path / "kubectl.log"
+    fake_kubectl(tmp_path / "bin", log)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    done = subprocess.run(["sh", "-c", snippet], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    secret = (work / "argocd-webhook-secret").read_text()
+    assert re.fullmatch(r"[0-9a-f]{64}", secret)  # no newline: the same bytes for both
+    assert secret not in log.read_text()  # kubectl's arguments
+    patch = json.loads((tmp_path / "kubectl.log.patch").read_text())
+    assert patch == {"stringData": {"webhook.github.secret": secret}}
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+@pytest.mark.parametrize("run_in", list(SCHEDULERS))
+def test_no_printed_line_holds_a_secret_value(tmp_path: Path, capsys, gitops: str,  # type: ignore[no-untyped-def]
+                                              run_in: str) -> None:
+    _, out = init(tmp_path, capsys, gitops, "--repo-url", URL, "--run-in", run_in)
+    for line in lines(out):
+        if "secret" in line and line.startswith(("kubectl", "gh ")):
+            # values come from files (--from-file, <, --patch-file); literals are not secret
+            literals = re.findall(r"--from-literal=(\w+)=", line)
+            assert set(literals) <= {"type", "url", "username"}, line
+            assert " -p " not in line and "--from-env" not in line, line
+
+
+def test_next_steps_name_the_argocd_health_patch_and_the_remote(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    root, out = init(tmp_path, capsys, "argocd", "--repo-url", URL)
+    printed = lines(out)
+    patch = ("kubectl -n argocd patch configmap argocd-cm --type merge "
+             "--patch-file argocd/argocd-cm-patch.yaml")
+    assert printed.index("kubectl apply -f argocd/application.yaml") < printed.index(patch)
+    assert (root / "argocd/argocd-cm-patch.yaml").is_file()
+    push = f"git remote add origin {URL} && git push -u origin main"
+    assert printed.index(push) < printed.index("kubectl apply -f argocd/application.yaml")
+    # the URL not given: a stand-in, never a made-up repo
+    _, out = init(tmp_path, capsys, "flux", root=tmp_path / "bare")
+    assert ("git remote add origin https://HOST/OWNER/REPO.git && git push -u origin main"
+            in lines(out))
+    _, out = init(tmp_path, capsys, "argocd", root=tmp_path / "bare-argocd")
+    assert "--from-literal=url=https://HOST/OWNER/REPO.git" in out and "CHANGE-ME" not in \
+        out.split("next, from")[1]
+
+
+def test_a_checkout_with_origin_is_only_pushed(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    git(tmp_path, "init", "--quiet", "--initial-branch=main")
+    git(tmp_path, "remote", "add", "origin", URL)
+    _, out = init(tmp_path, capsys, "flux", "--repo-url", URL, root=tmp_path)
+    assert "git push -u origin main" in lines(out)
+    assert "git remote add" not in out
+
+
+def test_run_has_no_health_endpoint_so_its_deployment_has_no_probe(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """serve answers /healthz; run's --metrics-listen serves /metrics only: its Deployment says
+    so instead of probing a path that does not exist."""
+    root, _ = init(tmp_path, capsys, "flux", "--run-in", "cluster")
+    text = (root / "deploy/scaler/deployment-run.yaml").read_text()
+    assert "No probes: `run` has no health endpoint" in text
+    (deployment,) = docs(root / "deploy/scaler/deployment-run.yaml")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
+    assert not {"livenessProbe", "readinessProbe"} & set(container)
+    (serve,) = docs(root / "deploy/scaler/deployment-serve.yaml")
+    assert "livenessProbe" in serve["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
+    server = start_listener("127.0.0.1:0", LoopMetrics().registry)
+    try:
+        host, port = server.sock.getsockname()[:2]
+        assert httpx.get(f"http://{host}:{port}/healthz").status_code == 404
+        assert httpx.get(f"http://{host}:{port}/metrics").status_code == 200
+    finally:
+        server.stop()

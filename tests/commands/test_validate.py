@@ -1,0 +1,112 @@
+"""`gitscale validate`: warnings for what gitscale does not act on but a newcomer would miss —
+a GitHub set whose RunnerSet registers other labels than its source counts, and CHANGE-ME left
+in the repo's YAML files that gitscale does not manage — each at its file and line."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import git, make_repo, run
+
+CONFIG = """\
+runnerSets:
+  - name: linux
+    manifest: sets/linux.yaml
+    source:
+      github:
+        org: acme
+        labels: {labels}
+    policy: {{maxReplicas: 5}}
+"""
+
+MANIFEST = """\
+apiVersion: gitscale.dev/v1alpha1
+kind: RunnerSet
+metadata:
+  name: linux
+spec:
+  replicas: 0
+  platform: github
+  github:
+    configURL: https://github.com/acme
+    credentialsSecret: github-app
+{labels}  template:
+    spec:
+      containers:
+        - name: runner
+          image: runner:1
+"""
+
+
+def line_of(text: str, start: str) -> int:
+    (number,) = [n for n, line in enumerate(text.splitlines(), 1) if line.strip().startswith(start)]
+    return number
+
+
+@pytest.mark.parametrize(("source", "runners", "why"), [
+    pytest.param("[self-hosted, linux]", "[self-hosted, linux]", None, id="equal"),
+    pytest.param("[self-hosted, linux]", "[linux]", None, id="self-hosted-aside"),
+    pytest.param("[self-hosted, Linux]", "[linux, self-hosted]", None, id="case-and-order-aside"),
+    pytest.param("[self-hosted, linux]", "[self-hosted, linux, x64]",
+                 "jobs asking for x64 are never counted", id="runner-has-more"),
+    pytest.param("[self-hosted, linux, gpu]", "[self-hosted, linux]",
+                 "jobs asking for gpu are counted but these runners never take them",
+                 id="source-has-more"),
+    pytest.param("[self-hosted, linux]", None, "jobs asking for linux", id="runner-default"),
+])
+def test_label_drift_is_a_warning_naming_both_lines(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, source: str, runners: str | None, why: str | None) -> None:
+    config = CONFIG.format(labels=source)
+    manifest = MANIFEST.format(labels=f"    labels: {runners}\n" if runners else "")
+    if runners is None:  # the controller registers [<name>]: name the set otherwise
+        manifest = manifest.replace("name: linux", "name: linux-pool")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config, "sets/linux.yaml": manifest})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err  # a warning: the config works, it just counts other jobs
+    if why is None:
+        assert err == "" and out.rstrip().endswith(", 0 problems"), out + err
+        return
+    (warning,) = err.splitlines()
+    where = line_of(manifest, "labels:" if runners else "github:")
+    assert warning.startswith(f"warning: gitscale.yaml:{line_of(config, 'labels:')}: runner set "
+                              f"'linux': source labels {source} differ from spec.github.labels")
+    assert f" at sets/linux.yaml:{where}: " in warning and why in warning, warning
+    assert out.rstrip().endswith(", 0 problems, 1 warning"), out
+
+
+def test_a_buildkite_or_file_source_has_no_labels_to_compare(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = CONFIG.format(labels="[x]").replace(
+        "      github:\n        org: acme\n        labels: [x]\n", "      file: demand.yaml\n")
+    manifest = MANIFEST.format(labels="    labels: [self-hosted, gpu]\n")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config, "sets/linux.yaml": manifest,
+                                    "demand.yaml": "linux: {queued: 0, running: 0}\n"})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert (code, err) == (0, ""), err
+
+
+def test_change_me_in_unmanaged_files_is_a_warning_and_exit_0(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = CONFIG.format(labels="[self-hosted, linux]")
+    manifest = MANIFEST.format(labels="    labels: [self-hosted, linux]\n")
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config, "sets/linux.yaml": manifest,
+        "flux/source.yaml": "spec:\n  url: https://CHANGE-ME/c.git  # the clone URL\n",
+        "ci/job.yml": "a: 1\nb: CHANGE-ME\n",
+        "notes.txt": "CHANGE-ME is not YAML: not ours to report\n",
+        "other.yaml": "# a comment that says CHANGE-ME is not a value\nx: 1\n",
+    })
+    (checkout / "untracked.yaml").write_text("x: CHANGE-ME\n")  # git does not track it
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err
+    assert err.splitlines() == [
+        "warning: ci/job.yml:2: replace CHANGE-ME with the value gitscale init could not guess",
+        "warning: flux/source.yaml:2: replace CHANGE-ME in 'https://CHANGE-ME/c.git' with "
+        "the clone URL"]
+    assert out.rstrip().endswith(", 0 problems, 2 warnings"), out
+    # the same in gitscale.yaml's own values is a problem: exit 1, errors before warnings
+    (checkout / "gitscale.yaml").write_text(config.replace("org: acme", "org: CHANGE-ME"))
+    git(checkout, "commit", "-qam", "unfinished")
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 1 and out.rstrip().endswith(", 1 problem, 2 warnings"), out
+    assert err.splitlines()[0] == (f"error: gitscale.yaml:{line_of(config, 'org:')}: replace "
+                                   "CHANGE-ME with the value gitscale init could not guess")

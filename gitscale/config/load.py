@@ -5,7 +5,6 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import cached_property, partial
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, MutableMapping, Optional, Sequence, Union

@@ -75,6 +75,9 @@ def cli() -> None:
 @repo_options(BRANCH_READ)
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--now", help="Pin the clock (RFC 3339).")
+@click.option("--every", default=None, metavar="DURATION",
+              help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
+                   "serve until the next run. Default 1m.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def plan(**kw: Any) -> int:
     """Show what the next pass would change. Exit 0 none, 2 pending, 1 error."""
@@ -87,6 +90,9 @@ def plan(**kw: Any) -> int:
 @repo_options(BRANCH_WRITE)
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--now", help="Pin the clock (RFC 3339); commits are dated with it too.")
+@click.option("--every", default=None, metavar="DURATION",
+              help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
+                   "serve until the next run. Default 1m.")
 @click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
 def reconcile(no_push: bool, **kw: Any) -> int:
     """Plan, edit, validate, commit and push one pass."""

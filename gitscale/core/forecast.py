@@ -11,18 +11,21 @@ and finished between two commits is not seen; under a burst every pass writes).
 for the next pass, the sync and a pod start: ``window + lead`` at most (``window``: the time
 between passes; ``lead``: a write to a ready runner). For it to wait at most ``wait``, a runner
 must already be idle for every job that arrives within ``reach = window + lead − wait`` of
-another: the cushion is the most jobs the past weeks saw arrive within one ``reach``, over
-``[now + lead − jitter, now + lead + jitter]`` (the time of the pattern moves from week to
+another: the cushion is the most jobs the past weeks saw arrive within one ``reach``, from
+a start in ``[now − jitter, now + lead + jitter]`` (the time of the pattern moves from week to
 week), the ``quantile`` of those over the weeks of the lookback (nearest rank; of two Mondays,
-0.9 is the larger). The demand itself stays reactive: the day's own jobs raise the count as
-they come, and the cushion keeps runners ready for the next ones.
+0.9 is the larger). The span reaches one ``lead`` ahead so that a write's runners are ready
+when the first of those jobs come, and starts at ``now`` so that a later write does not take
+away the runners an earlier one made for jobs that have not come yet. The demand itself stays
+reactive: the day's own jobs raise the count as they come, and the cushion keeps runners
+ready for the next ones.
 
 Why a cushion and not a level: the first design forecast the *demand* (queued + running) the
 past weeks had, ``target = max(reactive, level)``. A level holds runners for the past weeks'
 jobs for as long as those ran, whether or not today's come: on the weekly trace (a 09:00
 burst of 100–140 jobs whose centre moves ±3 min a day, 20 seeds, ``benchmarks/
 forecast_seeds.py``) it met p95 ≤ 30 s at ≤ 1.30× the oracle's runner-minutes on 5 seeds and
-a holiday cost 1,318 runner-minutes; the cushion meets both on 16 and a holiday costs 228.
+a holiday cost 1,318 runner-minutes; the cushion meets both on 16 and a holiday costs 256.
 """
 from __future__ import annotations
 
@@ -97,18 +100,20 @@ def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPoli
     if reach <= 0:
         return Forecast(0, f"forecast: none needed, a write's runners come within "
                         f"wait {_short(policy.wait)}")
-    jitter = policy.jitter.total_seconds()
+    jitter, lead = policy.jitter.total_seconds(), policy.lead.total_seconds()
     samples = []
     for week in range(weeks, 0, -1):  # the oldest first
-        centre = (at - week * WEEK).timestamp()
-        samples.append(arrivals(times, levels, centre - jitter, centre + jitter, reach))
+        ahead = (at - week * WEEK).timestamp()  # the same local time, one lead from now
+        samples.append(arrivals(times, levels, ahead - lead - jitter, ahead + jitter, reach))
     extra = quantile(samples, policy.quantile)
-    when = f"{at - policy.jitter:%H:%M}–{at + policy.jitter:%H:%M}"
+    first, last = at - policy.lead - policy.jitter, at + policy.jitter
+    clock = "%H:%M" if first.second == last.second == 0 else "%H:%M:%S"
     shown = ", ".join(str(s) for s in samples)
+    days = f"last {weeks} {at:%A}s" if weeks > 1 else f"last {at:%A}"
     return Forecast(extra, f"forecast +{extra}: q{policy.quantile:g} of the jobs that "
-                    f"arrived within {_short(timedelta(seconds=reach))} at {when} "
-                    f"{policy.timezone or 'UTC'} on the last {weeks} {at:%A}s ({shown}), "
-                    f"{_short(policy.lead)} ahead")
+                    f"arrived within {_short(timedelta(seconds=reach))}, from "
+                    f"{first:{clock}}–{last:{clock}} {policy.timezone or 'UTC'}, on the {days} "
+                    f"({shown})")
 
 
 def arrivals(times: Sequence[float], levels: Sequence[int], first: float, last: float,

@@ -432,13 +432,6 @@ def test_a_forecasts_fall_is_written_with_patch_0_when_nothing_waits(
         assert (again.patch_id, again.reason) == (0, Reason.QUIET_RESET)  # one pass later
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the stretches start around now + lead, but the reach already holds the lead: a write's "
-    "cushion is used from the write on (the jobs arriving after it take its idle runners), so "
-    "they should start around now. Here, at 08:59:30, the stretch [09:00:30, 09:01:10) sees "
-    "the 2 jobs of 09:01 and not the 20 of 09:00: the forecast's fall to 2 is written with "
-    "patch 0 and the delay does not hold it (the forecast adds runners), so the 20 idle "
-    "runners made at 08:58:30 are removed 30 s before their jobs come"))
 def test_the_cushion_is_there_when_the_jobs_it_counts_arrive() -> None:
     """An exact repeat with jitter 0: 20 jobs at 09:00, 2 more at 09:01. A job at 09:00 may
     wait 30 s: its runner must come from a write by 09:00:30 − lead = 08:59:30, so the count

@@ -149,4 +149,4 @@ def test_a_forecast_in_run_serves_until_the_next_pass(tmp_path: Path) -> None:
     # 40 jobs arrived at 09:00 on both past Mondays; the first's is the oldest commit of the
     # history, which shows no rise (0): q0.9 of (0, 40) is 40, on a demand of 0
     assert "- linux: demand 0 (queued 0, running 0) + forecast +40: q0.9 of the jobs that " \
-        "arrived within 1m at 08:58–09:02 UTC on the last 2 Mondays (0, 40), 1m ahead" in body
+        "arrived within 1m, from 08:57–09:02 UTC, on the last 2 Mondays (0, 40)" in body

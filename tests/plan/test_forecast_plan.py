@@ -56,12 +56,13 @@ def test_before_nine_on_day_15_the_plan_scales_up_for_the_burst(
     # What the design asks, by brute force over the commits the repo holds (the first point
     # of ``series`` is the init commit's time, which records no demand): on each past Monday
     # the most jobs that arrived within reach = 1m (a CLI pass's window) + 1m lead - 30s wait
-    # = 90s of each other, the stretch starting 09:00 ± 2m; q0.9 of two Mondays is the larger
+    # = 90s of each other, the stretch starting from 08:57 (now − 2m jitter) to 09:02 (now +
+    # 1m lead + 2m jitter); q0.9 of two Mondays is the larger
     times, levels = [t for t, _ in series[1:]], [v for _, v in series[1:]]
     samples = []
     for day in (1, 8):
         nine = builder().day(day, 9, 0).timestamp()
-        samples.append(jobs_arrived(times, levels, nine - 120, nine + 120, 90))
+        samples.append(jobs_arrived(times, levels, nine - 180, nine + 120, 90))
     extra = max(samples)
     assert extra > 20  # the bursts of 100–140 jobs: a good part of them within 90s
     assert forecast(times, levels, ForecastPolicy(), now).extra == extra
@@ -72,8 +73,7 @@ def test_before_nine_on_day_15_the_plan_scales_up_for_the_burst(
     assert change["to"]["replicas"] == min(0 + extra, 200)  # demand 0 + the cushion, max 200
     assert change["detail"].startswith(
         f"demand 0 (queued 0, running 0) + forecast +{extra}: q0.9 of the jobs that arrived "
-        f"within 90s at 08:58–09:02 UTC on the last 2 Mondays ({samples[0]}, {samples[1]}), "
-        "1m ahead")
+        f"within 90s, from 08:57–09:02 UTC, on the last 2 Mondays ({samples[0]}, {samples[1]})")
     # a second run reads the series from the state cache: the same answer
     code, again = plan(capsys, url, now.isoformat(), tmp_path, "--output", "json")
     assert json.loads(again)["changes"] == json.loads(out)["changes"]

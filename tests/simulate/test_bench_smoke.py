@@ -52,11 +52,11 @@ SEEDS = SCRIPT.with_name("forecast_seeds.py")
 
 def test_forecast_seeds_prints_its_row_for_a_repeat_and_a_holiday() -> None:
     """Through the CLI, on one seed: an exact repeat meets both targets, at the cost of the
-    cushion's runners kept ready ahead of each arrival (1.05–1.16× over seeds 1–20); a holiday
+    cushion's runners kept ready ahead of each arrival (1.06–1.19× over seeds 1–20); a holiday
     (day 15 without its burst) has no burst to serve and pays for the cushion made for it:
-    a few dozen runners for the ten-odd minutes the past bursts cover (±2m jitter, one lead
-    ahead), not the past weeks' whole burst as the level of the first design did (1,318
-    runner-minutes over 20 seeds)."""
+    a few dozen runners for the ten-odd minutes the past bursts cover (from 2m jitter before
+    to one lead + 2m after; a median of 256 runner-minutes over 20 seeds), not the past weeks'
+    whole burst as the level of the first design did (1,318)."""
     rows = {}
     for days in ("repeat", "holiday"):
         done = subprocess.run([sys.executable, str(SEEDS), "--seeds", "4", "--days", days],

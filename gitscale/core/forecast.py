@@ -64,8 +64,9 @@ class ForecastPolicy:
 
     def history_needed(self, now: datetime) -> datetime:
         """The oldest moment whose commits a forecast at ``now`` reads (or earlier): what a
-        reader of the history must keep."""
-        return now - self.lookback - self.jitter - timedelta(minutes=1)
+        reader of the history must keep. The stretches sit on the past weeks' wall clock, so
+        an hour more: across a change to winter time the same wall time was an hour earlier."""
+        return now - self.lookback - self.jitter - timedelta(hours=1)
 
     def reach(self, window: timedelta) -> timedelta:
         """How close together arrivals must come to need a runner each that is already up:

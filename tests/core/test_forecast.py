@@ -395,13 +395,7 @@ BERLIN = ZoneInfo("Europe/Berlin")
     # *earlier* in UTC than 14 days before now
     pytest.param(replace(POLICY, timezone="Europe/Berlin"),
                  datetime(2026, 10, 26, 7, 59, tzinfo=UTC),
-                 datetime(2026, 10, 12, 8, 57, tzinfo=BERLIN), id="berlin-into-winter-time",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "history_needed is now − lookback − jitter − 1m in absolute time, but the "
-                     "stretches are placed on the past weeks' wall time: after a change to "
-                     "winter time the oldest week's start is an hour earlier than that. Latent "
-                     "today: its one reader, DemandSeries.update, reads and keeps a week more "
-                     "(MARGIN)"))),
+                 datetime(2026, 10, 12, 8, 57, tzinfo=BERLIN), id="berlin-into-winter-time"),
 ])
 def test_history_needed_reaches_the_oldest_stretch(policy: ForecastPolicy, now: datetime,
                                                    oldest: datetime) -> None:

@@ -70,7 +70,8 @@ def levels(days: float, seed: int) -> list[tuple[float, int]]:
 
 def build(remote: Path, days: float = 14, seed: int = 1) -> list[tuple[float, int]]:
     """A bare repo at ``remote`` (branch main) with ``days`` of scaling commits from Monday
-    2026-01-05 00:00 UTC. Returns the (time, demand) of each commit, oldest first."""
+    2026-01-05 00:00 UTC. Returns the (time, demand) of each commit, oldest first; the first
+    is the init commit's, which records no demand (the history a forecast reads is the rest)."""
     subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(remote)],
                    check=True)
     series = levels(days, seed)

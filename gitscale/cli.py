@@ -75,6 +75,9 @@ def cli() -> None:
 @repo_options(BRANCH_READ)
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--now", help="Pin the clock (RFC 3339).")
+@click.option("--every", default=None, metavar="DURATION",
+              help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
+                   "serve until the next run. Default 1m.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def plan(**kw: Any) -> int:
     """Show what the next pass would change. Exit 0 none, 2 pending, 1 error."""
@@ -87,6 +90,9 @@ def plan(**kw: Any) -> int:
 @repo_options(BRANCH_WRITE)
 @click.option("--demand", type=str, help="Demand file replacing every source.")
 @click.option("--now", help="Pin the clock (RFC 3339); commits are dated with it too.")
+@click.option("--every", default=None, metavar="DURATION",
+              help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
+                   "serve until the next run. Default 1m.")
 @click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
 def reconcile(no_push: bool, **kw: Any) -> int:
     """Plan, edit, validate, commit and push one pass."""
@@ -241,6 +247,8 @@ def validate(**kw: Any) -> int:
               help="Act only while holding a coordination.k8s.io Lease (run 2 replicas).")
 @click.option("--leader-election-namespace", default=None,
               help="Namespace of the Lease (default: the controller's own).")
+@click.option("--leader-election-id", default="gitscale-controller", show_default=True,
+              help="Name of the Lease: give each controller sharing a namespace its own.")
 @click.option("--lease-duration", default=15, show_default=True, type=click.IntRange(1, 3600),
               help="Seconds a replica waits after the leader's last renewal to take over.")
 @click.option("--renew-deadline", default=10.0, show_default=True,
@@ -250,8 +258,9 @@ def validate(**kw: Any) -> int:
               type=click.FloatRange(0, 3600, min_open=True),
               help="Seconds between attempts to take or renew the Lease.")
 @click.option("--repo", hidden=True, default=None)
-def controller(leader_elect: bool, leader_election_namespace: str | None, lease_duration: int,
-               renew_deadline: float, retry_period: float, repo: str | None, **kw: Any) -> int:
+def controller(leader_elect: bool, leader_election_namespace: str | None,
+               leader_election_id: str, lease_duration: int, renew_deadline: float,
+               retry_period: float, repo: str | None, **kw: Any) -> int:
     """Turn each RunnerSet into ephemeral runner pods (runs in the cluster).
 
     It takes no --repo: it reads RunnerSets from the cluster, where Argo CD or Flux applies
@@ -264,7 +273,7 @@ def controller(leader_elect: bool, leader_election_namespace: str | None, lease_
                          "or Flux applies them from the config repo); it never reads the repo")
 
     election = Election(leader_elect, leader_election_namespace, lease_duration,
-                        renew_deadline, retry_period)
+                        renew_deadline, retry_period, leader_election_id)
     return run_controller(**kw, election=election)
 
 

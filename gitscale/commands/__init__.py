@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gitscale.core.forecast import DEFAULT_WINDOW
 from gitscale.errors import InputError
-from gitscale.timeutil import format_time, parse_time, utcnow
+from gitscale.timeutil import format_time, parse_duration, parse_time, utcnow
 
 if TYPE_CHECKING:
     import threading
@@ -40,6 +41,20 @@ def resolve_now(now: str | None) -> tuple[datetime, str | None]:
     except ValueError as exc:
         raise InputError("--now", str(exc)) from None
     return value, format_time(value)
+
+
+def resolve_every(every: str | None) -> timedelta:
+    """``--every``: how often a `plan` or `reconcile` runs (a cron's period), the time a
+    forecast's cushion must serve until the next pass; a minute when not given."""
+    if every is None:
+        return DEFAULT_WINDOW
+    try:
+        value = parse_duration(every)
+    except ValueError as exc:
+        raise InputError("--every", str(exc)) from None
+    if not timedelta(seconds=1) <= value <= timedelta(hours=24):
+        raise InputError("--every", f"{every!r} must be between 1s and 24h")
+    return value
 
 
 def demand_path(demand: str | None) -> Path | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import time
 import uuid
@@ -14,6 +15,8 @@ from gitscale.commands import EXIT_OK, stop_on_signals
 from gitscale.errors import InputError
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# a Lease's name: a DNS-1123 subdomain
+LEASE_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Election:
     lease_duration: int = 15
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    lease_name: str = "gitscale-controller"  # --leader-election-id
 
 
 def _logging() -> None:
@@ -60,12 +64,16 @@ def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: i
 
     lease = None
     if election.enabled:
+        if not LEASE_NAME.fullmatch(election.lease_name):
+            raise InputError("--leader-election-id", f"{election.lease_name!r} is not a valid "
+                             "Lease name (lowercase letters, digits, '-' and '.', at most 253, "
+                             "starting and ending with a letter or digit)")
         try:
             lease = LeaseConfig(lease_namespace(election.namespace, namespace),
                                 f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
                                 duration=election.lease_duration,
                                 renew_deadline=election.renew_deadline,
-                                retry=election.retry_period)
+                                retry=election.retry_period, name=election.lease_name)
         except ValueError as exc:
             raise InputError("--lease-duration/--renew-deadline/--retry-period", str(exc)) \
                 from None

@@ -78,7 +78,8 @@ jobs:
           key: gitscale-state-${{{{ github.run_id }}}}
           restore-keys: gitscale-state-
       - name: Reconcile
-        run: gitscale reconcile --repo config
+        # --every: the schedule's period (a forecast's cushion serves until the next run)
+        run: gitscale reconcile --repo config --every 5m
         env:
           {notify_env}: ${{{{ secrets.{notify_env} }}}}
           # The demand source's credential, as gitscale.yaml names it (a repository secret:
@@ -108,7 +109,8 @@ gitscale:
       - .gitscale-cache/
   script:
     - pip install --quiet "gitscale==$GITSCALE_VERSION"
-    - gitscale reconcile --repo "$CI_PROJECT_URL.git" --branch "$CI_COMMIT_REF_NAME"
+    # --every: the schedule's period (a forecast's cushion serves until the next run)
+    - gitscale reconcile --repo "$CI_PROJECT_URL.git" --branch "$CI_COMMIT_REF_NAME" --every 5m
 """
 
 SCALER_README = """\
@@ -202,8 +204,9 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             "# StorageClass provides it; set storageClassName for another.\n",
             [cache_claim()]),
         "cronjob.yaml": (
-            "# `gitscale reconcile` every minute; a pass still running holds the next one back.\n",
-            [cronjob(["reconcile", *repo], env)]),
+            "# `gitscale reconcile` every minute; a pass still running holds the next one back.\n"
+            "# --every is the schedule's period: change both together.\n",
+            [cronjob(["reconcile", *repo, "--every", "1m"], env)]),
         "deployment-run.yaml": (
             "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n"
             "# No probes: `run` has no health endpoint (--metrics-listen serves /metrics only,\n"

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, \
-    pass_inputs, resolve_now
+    pass_inputs, resolve_every, resolve_now
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import read_demand
@@ -24,15 +24,17 @@ from gitscale.repo.workspace import open_workspace
 FORMAT_VERSION = 1
 
 
-def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: str) -> int:
+def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: str,
+             every: str | None = None) -> int:
     clock, _ = resolve_now(now)
+    window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, sparse=True) as ws:
         tree, config = pass_inputs(ws, opts.config, cache)
         ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
         reading = read_demand(ws.root, config if demand else ours,
                               demand_path(demand))  # closes its clients
-        forecasts = read_forecasts(ws, ours, cache, clock)
+        forecasts = read_forecasts(ws, ours, cache, clock, window)
         with Progress("planning", None, show=output == "text") as bar:
             plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
                                 tree=tree, progress=bar.if_shown(), forecasts=forecasts)

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 import click
 
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, pass_inputs, \
-    resolve_now
+    resolve_every, resolve_now
 from gitscale.commands.plan import plan_text
 from gitscale.demand import DemandReading
 from gitscale.files import default_cache_dir
@@ -53,12 +53,14 @@ class Planner:
 
 
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
-                  push: bool) -> int:
+                  push: bool, every: str | None = None) -> int:
     clock, date = resolve_now(now)
+    window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, push=push, sparse=True) as ws:
         try:
-            landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True),
+            landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True,
+                                      window=window),
                           cache=cache, date=date)
         finally:
             cache.save()

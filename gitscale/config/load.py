@@ -5,7 +5,6 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import cached_property, partial
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, MutableMapping, Optional, Sequence, Union
@@ -296,7 +295,7 @@ def _forecast(raw: dict[str, Any], schedules: list[Schedule], fail: Any) -> Fore
     defaults to the one the policy's schedules name (when they name one), else UTC."""
     default = ForecastPolicy()
     values: dict[str, Any] = {}
-    for key in ("lookback", "lead"):
+    for key in ("lookback", "lead", "jitter", "wait"):
         if key in raw:
             try:
                 values[key] = parse_duration(raw[key])
@@ -306,15 +305,18 @@ def _forecast(raw: dict[str, Any], schedules: list[Schedule], fail: Any) -> Fore
     if not MIN_LOOKBACK <= lookback <= MAX_LOOKBACK:
         raise fail(["lookback"], f"forecast lookback {raw.get('lookback')!r} must be between "
                    "7d and 91d: the forecast reads the same weekday of past weeks")
-    if values.get("lead", default.lead) > timedelta(hours=6):
-        raise fail(["lead"], f"forecast lead {raw.get('lead')!r} is longer than 6h")
+    for key, limit in (("lead", "6h"), ("jitter", "6h"), ("wait", "1h")):
+        if key in values and values[key] > parse_duration(limit):
+            raise fail([key], f"forecast {key} {raw[key]!r} is longer than {limit}")
     zones = {s.timezone for s in schedules if s.timezone}
     zone = raw.get("timezone", zones.pop() if len(zones) == 1 else None)
     if zone is not None:
         _check_zone(zone, lambda m: fail(["timezone"] if "timezone" in raw else [], m))
     return ForecastPolicy(lookback=lookback, quantile=float(raw.get("quantile",
                                                                      default.quantile)),
-                          lead=values.get("lead", default.lead), timezone=zone)
+                          lead=values.get("lead", default.lead),
+                          jitter=values.get("jitter", default.jitter),
+                          wait=values.get("wait", default.wait), timezone=zone)
 
 
 def _check_zone(zone: str, fail: Any) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit
 
@@ -23,6 +23,7 @@ class Target:
     receiver: tuple[str, str] | None = None  # flux: (name, namespace) → the path is derived
     repo_url: str | None = None  # argocd: the repo URL the Application uses
     timeout: float = DEFAULT_TIMEOUT
+    where: str | None = None  # FILE:LINE of the secret's reference, for an error reading it
 
     @property
     def label(self) -> str:
@@ -42,7 +43,10 @@ def parse_targets(document: Document, source: str) -> tuple[Target, ...]:
             return ConfigError(source, f"notify[{index}] {kind}.{key}: {message}",
                                document.line_of(["notify", index, kind, key]))
 
-        targets.append(_target(kind, settings, fail))
+        target = _target(kind, settings, fail)
+        key = "token" if kind == "flux" else "secret"
+        line = document.line_of(["notify", index, kind, key]) if key in settings else None
+        targets.append(replace(target, where=f"{source}:{line}" if line else None))
     return tuple(targets)
 
 

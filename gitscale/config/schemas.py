@@ -32,8 +32,9 @@ SCHEDULE: dict[str, Any] = {
 }
 
 # policy.forecast (gitscale.core.forecast): lookback in days or weeks, a quantile in (0, 1]
-# (the one fractional number gitscale's files hold), how far ahead to look, and the zone of
-# the pattern's wall clock (default: the zone of the policy's schedules, else UTC).
+# (the one fractional number gitscale's files hold), how far ahead to look, how far the
+# pattern moves from week to week, the wait it aims for, and the zone of the pattern's wall
+# clock (default: the zone of the policy's schedules, else UTC).
 FORECAST: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -41,6 +42,8 @@ FORECAST: dict[str, Any] = {
         "lookback": DURATION,
         "quantile": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
         "lead": DURATION,
+        "jitter": DURATION,
+        "wait": DURATION,
         "timezone": {"type": "string", "minLength": 1},
     },
 }

@@ -39,7 +39,8 @@ class Target:
     unheld: int  # what value would be without the scale-down delay
     reasoning: str  # how ``unheld`` was reached
     held_until: datetime | None = None  # set while the delay holds a scale-down
-    forecast: bool = False  # the forecast, not demand, set the count
+    forecast: bool = False  # a forecast keeps runners ahead of demand in the count
+    reactive: int = 0  # the count demand alone asks for (inside the bounds)
     @property
     def why(self) -> str:
         if self.held_until is None:
@@ -55,19 +56,21 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
 
     ``cap`` is the set's share of ``limits.maxTotalReplicas`` this pass, if the sets together
     want more than it. ``forecast`` (``policy.forecast``: what the set's history predicts,
-    ``gitscale.core.forecast``) raises the count to its level when that is higher: the same
-    bounds, schedules, cap and step limits then apply to it.
+    ``gitscale.core.forecast``) adds its cushion to demand: runners kept ready for the jobs
+    the past weeks saw arrive next; the same bounds, schedules, cap and step limits then apply
+    to the sum, and while it adds any the scale-down delay holds nothing.
     """
     lo, hi, window = policy.bounds(now)
     wanted = demand.assigned + policy.buffer
     why = f"demand {demand.assigned} (queued {demand.queued}, running {demand.running})"
     if policy.buffer:
         why += f" + buffer {policy.buffer}"
+    reactive = min(max(wanted, lo), hi)
     ahead = False
     if forecast is not None:
-        if forecast.level is not None and forecast.level > wanted:
-            wanted, ahead = forecast.level, True
-            why = f"{forecast.detail}, above {why}"
+        if forecast.extra:
+            wanted, ahead = wanted + forecast.extra, True
+            why = f"{why} + {forecast.detail}"
         else:
             why += f"; {forecast.detail}"
     if cap is not None and cap < min(max(wanted, lo), hi):
@@ -92,12 +95,14 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
     # Bounds are hard; delays and step limits only act inside them.
     unheld = min(max(target, lo), hi)
     held_until = last_scale_up + policy.scale_down_delay if last_scale_up else None
-    if unheld < current and held_until is not None and now < held_until:
+    # While a forecast keeps runners ahead of demand the delay holds nothing: the forecast is
+    # what expects the next jobs, and runners held for them would be kept twice
+    if unheld < current and held_until is not None and now < held_until and not ahead:
         # The delay never holds a set above its (possibly scheduled) max.
         value = min(current, hi)
         if value > unheld:
-            return Target(value, unheld, why, held_until, ahead)
-    return Target(unheld, unheld, why, forecast=ahead)
+            return Target(value, unheld, why, held_until, reactive=reactive)
+    return Target(unheld, unheld, why, forecast=ahead, reactive=reactive)
 
 
 def wanted(current: Current, demand: Demand, policy: Policy, now: datetime,
@@ -134,8 +139,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     Every write to a RunnerSet carries the backlog of what it writes: the jobs (queued +
     running) beyond its replicas.
 
-    ``forecast`` (sets with ``policy.forecast``) can raise the target ahead of demand; such a
-    scale-up has the reason ``forecast``.
+    ``forecast`` (sets with ``policy.forecast``) can raise the target ahead of demand; a
+    scale-up that demand alone would not have made has the reason ``forecast``.
     """
     have = current.replicas
     if current.paused:
@@ -167,7 +172,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                      scaled_up=have is not None and target.value > have)
     patch = next_patch_id(current.patch_id)
     if target.value > have:
-        return write(target.value, patch, Reason.FORECAST if target.forecast else Reason.SCALE_UP,
+        ahead = target.forecast and target.reactive <= have  # demand alone: no scale-up
+        return write(target.value, patch, Reason.FORECAST if ahead else Reason.SCALE_UP,
                      why, scaled_up=True)
     dirty = current.fingerprint is not None and current.fingerprint != demand.fingerprint
     if dirty and demand.queued > 0 and _runners_needed(current, demand, have):

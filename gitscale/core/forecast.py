@@ -1,40 +1,36 @@
-"""The forecast: the demand a set saw at the same weekday and time of day in past weeks. Pure.
+"""The forecast: the jobs a set saw *arrive* at the same weekday and time of day in past
+weeks, as runners kept ready ahead of demand. Pure.
 
 A set's history is its ``Gitscale-Set`` trailers: each scaling commit records queued and
-running at the moment it was written, so demand is known only at commits. Between two commits
-the level recorded by the first *holds* (a step series): no commit means the decision saw no
-reason to write, and when demand rose it did write (a scale-up is a commit). So the series is
-exact on the rise, which is what a forecast needs, and late on the fall (a completed job needs
-no commit; the fall is recorded by the next write).
+running when it was written. A rise between two commits is jobs that arrived (a scale-up is a
+commit, so a rise is written within one pass); a fall needs no commit. So the history is read
+for its **rises**: the arrivals it shows, at the commits that showed them (a job that arrived
+and finished between two commits is not seen; under a burst every pass writes).
 
-Sampling: a rise holds from its commit on (a rise is written within one pass: a scale-up is a
-commit), and a fall is spread evenly between the two commits around it (jobs complete one by
-one, and a completed job needs no commit, so the next commit is late). Read back against the
-demand a simulated past day really had (``gitscale simulate --synthetic weekly``), the fall
-read this way is within 3 jobs of it minute by minute: after the scale-down delay every pass
-that sees a completion writes.
+**The cushion.** ``target = reactive target + cushion``. A job that finds no idle runner waits
+for the next pass, the sync and a pod start: ``window + lead`` at most (``window``: the time
+between passes; ``lead``: a write to a ready runner). For it to wait at most ``wait``, a runner
+must already be idle for every job that arrives within ``reach = window + lead − wait`` of
+another: the cushion is the most jobs the past weeks saw arrive within one ``reach``, from
+a start in ``[now − jitter, now + lead + jitter]`` (the time of the pattern moves from week to
+week), the ``quantile`` of those over the weeks of the lookback (nearest rank; of two Mondays,
+0.9 is the larger). The span reaches one ``lead`` ahead so that a write's runners are ready
+when the first of those jobs come, and starts at ``now`` so that a later write does not take
+away the runners an earlier one made for jobs that have not come yet. The demand itself stays
+reactive: the day's own jobs raise the count as they come, and the cushion keeps runners
+ready for the next ones.
 
-The window: the count a pass writes must serve the demand from when its runners are ready
-(``lead`` ahead: the sync and a pod start) until the next pass can write again. So the forecast
-is the highest level the past weeks saw in ``[now + lead, now + lead + window)`` — the same
-weekday and wall-clock time in the policy's time zone (across a daylight-saving change the same
-local time, so a 09:00 burst stays at 09:00) — and the ``quantile`` of those values over the
-weeks the lookback covers, nearest rank (of two Mondays, 0.9 is the larger). ``window`` is the
-time between passes (`run`'s ``--interval``, `simulate`'s), or ``DEFAULT_WINDOW`` for a caller
-that does not know it.
-
-Why so narrow, and why a lead of one minute: measured with ``gitscale simulate`` on a weekly
-trace whose two past Mondays are exact copies of the day forecast (20 seeds), the window of the
-decision interval (10 s) and a 1m lead give 1.00× the oracle's runner-minutes and a p95 wait of
-4–5 s on all 20 (``benchmarks/forecast_seeds.py --days repeat``); wall-clock minutes and a 2m
-lead (the first design) 1.16× and a p95 over 30 s on 6 of them. A longer lead or a wider window holds runners idle before the burst, and also stops
-the count rising before the burst's last arrivals: the runners of jobs that finish meanwhile
-leave slots that no write refills, and the last arrivals wait a pod start.
+Why a cushion and not a level: the first design forecast the *demand* (queued + running) the
+past weeks had, ``target = max(reactive, level)``. A level holds runners for the past weeks'
+jobs for as long as those ran, whether or not today's come: on the weekly trace (a 09:00
+burst of 100–140 jobs whose centre moves ±3 min a day, 20 seeds, ``benchmarks/
+forecast_seeds.py``) it met p95 ≤ 30 s at ≤ 1.30× the oracle's runner-minutes on 5 seeds and
+a holiday cost 1,318 runner-minutes; the cushion meets both on 16 and a holiday costs 256.
 """
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -47,13 +43,19 @@ MAX_LOOKBACK = timedelta(days=91)  # thirteen weeks: the series a process keeps 
 
 @dataclass(frozen=True)
 class ForecastPolicy:
-    """``policy.forecast``: ``{lookback: 14d, quantile: 0.9, lead: 1m, timezone: …}``."""
+    """``policy.forecast``: ``{lookback: 14d, quantile: 0.9, lead: 1m, jitter: 2m, wait: 30s,
+    timezone: …}``."""
 
     lookback: timedelta = timedelta(days=14)
     quantile: float = 0.9
     # a write's runners are ready a sync and a pod start later (10 s + 45 s at the outcome
-    # targets' settings): the lead asks for them that far ahead, and no further
+    # targets' settings): the cushion is asked for that far ahead
     lead: timedelta = timedelta(minutes=1)
+    # how far the pattern's time moves from one week to the next (±): the cushion is held
+    # that much earlier and later than the past weeks had their jobs
+    jitter: timedelta = timedelta(minutes=2)
+    # the wait the cushion aims for: a job may wait this long for a write's runner
+    wait: timedelta = timedelta(seconds=30)
     timezone: str | None = None  # IANA name; None: UTC
 
     @property
@@ -61,25 +63,32 @@ class ForecastPolicy:
         return self.lookback // WEEK
 
     def history_needed(self, now: datetime) -> datetime:
-        """The oldest moment whose demand a forecast at ``now`` reads (``now + lead`` a
-        lookback ago, or earlier): what a reader of the history must keep."""
-        return now - self.lookback
+        """The oldest moment whose commits a forecast at ``now`` reads (or earlier): what a
+        reader of the history must keep. The stretches sit on the past weeks' wall clock, so
+        an hour more: across a change to winter time the same wall time was an hour earlier."""
+        return now - self.lookback - self.jitter - timedelta(hours=1)
+
+    def reach(self, window: timedelta) -> timedelta:
+        """How close together arrivals must come to need a runner each that is already up:
+        a job without one waits up to ``window + lead``, and may wait ``wait``."""
+        return window + self.lead - self.wait
 
 
 @dataclass(frozen=True)
 class Forecast:
-    """What the history predicts for one set at one time. ``level`` None: not enough history
-    (the decision is reactive, and ``detail`` says why)."""
+    """What the history predicts for one set at one time: ``extra`` runners on top of the
+    reactive target (None: not enough history, the decision is reactive; ``detail`` says
+    why)."""
 
-    level: int | None
+    extra: int | None
     detail: str
 
 
 def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPolicy,
              now: datetime, window: timedelta = DEFAULT_WINDOW) -> Forecast:
-    """The forecast at ``now`` from a set's step series: ``times`` (POSIX seconds, ascending)
-    and the demand ``levels`` (queued + running) recorded at them. ``window``: the time until
-    the next pass can write again (the count written now must serve that long)."""
+    """The forecast at ``now`` from a set's series: ``times`` (POSIX seconds, ascending) and
+    the demand ``levels`` (queued + running) recorded at them. ``window``: the time until the
+    next pass can write again."""
     zone = _zone(policy.timezone)
     at = (now + policy.lead).astimezone(zone)
     weeks = policy.weeks
@@ -88,45 +97,41 @@ def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPoli
         held = 0.0 if not times else max(now.timestamp() - times[0], 0.0) / 86400
         return Forecast(None, f"forecast: {held:.1f}d of history, needs "
                         f"{_days(policy.lookback)}: reactive until then")
+    reach = policy.reach(window).total_seconds()
+    if reach <= 0:
+        return Forecast(0, f"forecast: none needed, a write's runners come within "
+                        f"wait {_short(policy.wait)}")
+    jitter, lead = policy.jitter.total_seconds(), policy.lead.total_seconds()
     samples = []
-    span = window.total_seconds()
     for week in range(weeks, 0, -1):  # the oldest first
-        first = (at - week * WEEK).timestamp()
-        samples.append(peak(times, levels, first, first + span))
-    level = quantile(samples, policy.quantile)
-    when = f"{at:%H:%M:%S}–{at + window:%H:%M:%S}"
-    zone_name = policy.timezone or "UTC"
+        ahead = (at - week * WEEK).timestamp()  # the same local time, one lead from now
+        samples.append(arrivals(times, levels, ahead - lead - jitter, ahead + jitter, reach))
+    extra = quantile(samples, policy.quantile)
+    first, last = at - policy.lead - policy.jitter, at + policy.jitter
+    clock = "%H:%M" if first.second == last.second == 0 else "%H:%M:%S"
     shown = ", ".join(str(s) for s in samples)
-    return Forecast(level, f"forecast {level}: q{policy.quantile:g} of demand at {when} "
-                    f"{zone_name} on the last {weeks} {at:%A}s ({shown}), "
-                    f"{_short(policy.lead)} ahead")
+    days = f"last {weeks} {at:%A}s" if weeks > 1 else f"last {at:%A}"
+    return Forecast(extra, f"forecast +{extra}: q{policy.quantile:g} of the jobs that "
+                    f"arrived within {_short(timedelta(seconds=reach))}, from "
+                    f"{first:{clock}}–{last:{clock}} {policy.timezone or 'UTC'}, on the {days} "
+                    f"({shown})")
 
 
-def peak(times: Sequence[float], levels: Sequence[int], start: float, end: float) -> int:
-    """The highest level during [start, end): a rise holds from its commit on, a fall is
-    spread evenly between the two commits around it (``level_at``)."""
-    first = bisect_right(times, start)
-    last = bisect_left(times, end)
-    high = level_at(times, levels, start, first)
-    if first < last:
-        high = max(high, max(levels[first:last]))
-    return high
-
-
-def level_at(times: Sequence[float], levels: Sequence[int], at: float,
-             after: int | None = None) -> int:
-    """The level at ``at``; ``after``: the index of the first commit later than ``at``."""
-    if after is None:
-        after = bisect_right(times, at)
-    if after == 0:
-        return 0
-    before = levels[after - 1]
-    if after == len(times) or levels[after] >= before:
-        return before
-    # a fall between two commits: jobs completed one by one in between
-    span = times[after] - times[after - 1]
-    share = (at - times[after - 1]) / span if span > 0 else 1.0
-    return math.ceil(before - (before - levels[after]) * share)
+def arrivals(times: Sequence[float], levels: Sequence[int], first: float, last: float,
+             reach: float) -> int:
+    """The most jobs that arrived (the rises of the level, at the commits that show them)
+    within ``reach`` seconds of each other, the earliest at ``first``…``last``."""
+    start = max(bisect_left(times, first), 1)  # the first commit shows no rise
+    end = bisect_left(times, last + reach)
+    best = total = 0
+    tail = start
+    for i in range(start, end):
+        total += max(levels[i] - levels[i - 1], 0)
+        while times[i] - times[tail] >= reach:
+            total -= max(levels[tail] - levels[tail - 1], 0)
+            tail += 1
+        best = max(best, total)  # (a stretch from min(times[tail], last) holds them)
+    return best
 
 
 def quantile(values: Sequence[int], q: float) -> int:

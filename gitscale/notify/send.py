@@ -58,7 +58,9 @@ def _notify(client: HttpClient, target: Target, pushed: Pushed) -> str | None:
             what = "token" if target.kind == "flux" else "secret"
             secret = read_secret(target.secret, what)
         req = request(target, pushed, secret)
-    except (SecretError, NotReady) as exc:
+    except SecretError as exc:  # at the config line that names it
+        return f"{target.where}: {exc}" if target.where else str(exc)
+    except NotReady as exc:
         return str(exc)
     try:
         answer = client.send("POST", req.url, content=req.body, headers=req.headers,

@@ -10,7 +10,6 @@ from gitscale.config.load import Config
 from gitscale.core.forecast import DEFAULT_WINDOW, Forecast, forecast
 from gitscale.plan.cache import StateCache
 from gitscale.repo.workspace import Workspace
-from gitscale.timeutil import format_time
 
 
 def read_forecasts(ws: Workspace, config: Config, cache: StateCache, now: datetime,
@@ -27,10 +26,7 @@ def read_forecasts(ws: Workspace, config: Config, cache: StateCache, now: dateti
     deepen = None
     if ws.mode == "clone" and ws.remote is not None and ws.remote_branch is not None \
             and ws.git.is_shallow():
-        remote, branch = ws.remote, ws.remote_branch
-
-        def deepen(since: datetime) -> None:
-            ws.git.deepen_since(remote, branch, format_time(since))
+        deepen = ws.deepen_since
     if cache.series.update(ws.git, needed, deepen):
         cache.dirty = True
     found = {}

@@ -22,12 +22,14 @@ import re
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Literal, Mapping
 
 from gitscale.repo import git as git
 from gitscale.repo import scratch as scratch_dirs
 from gitscale.errors import GitError, InputError
+from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
 PENDING = "gitscale-pending-write.json"  # in the git directory, while a write is in progress
@@ -46,17 +48,28 @@ class Workspace:
     sparse: bool = False  # a clone with only top-level files checked out (gitscale.repo.index)
     recovered: list[str] = field(default_factory=list)  # leftovers of a killed run, discarded
     marker: Path | None = None  # where the record of a write in progress lives (see begin_write)
+    deepened: bool = False  # a shallow clone deepened for a forecast's history (deepen_since)
 
     def base(self) -> str:
         return self.git.head()
 
     def sync(self) -> None:
-        """Move to the remote's newest commit (after a push race, or before a write)."""
+        """Move to the remote's newest commit (after a push race, or before a write). A clone
+        fetches one commit deep, unless it was deepened for a forecast's history: then only the
+        new commits, so the history read stays joined to the new tip (a depth-1 fetch would cut
+        it there, and the next read would deepen again, a fetch per pass)."""
         if self.remote is None or self.remote_branch is None:
             return
-        tip = self.git.fetch(self.remote, self.remote_branch,
-                             depth=1 if self.mode == "clone" else None)
+        shallow = self.mode == "clone" and not self.deepened
+        tip = self.git.fetch(self.remote, self.remote_branch, depth=1 if shallow else None)
         self.git.reset_hard(tip)
+
+    def deepen_since(self, since: datetime) -> None:
+        """A shallow clone: fetch the remote branch's commits from ``since`` on (a forecast's
+        history); later syncs keep them joined."""
+        assert self.remote is not None and self.remote_branch is not None
+        self.git.deepen_since(self.remote, self.remote_branch, format_time(since))
+        self.deepened = True
 
     def prepare_write(self) -> None:
         """Checkout mode: refuse to work on top of local changes that a retry could drop,

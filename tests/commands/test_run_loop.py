@@ -130,8 +130,9 @@ def test_a_bug_in_a_pass_is_reported_and_the_loop_goes_on(
 
 
 def test_a_forecast_in_run_serves_until_the_next_pass(tmp_path: Path) -> None:
-    """`run --interval 30s`: a forecast set's count covers the demand the past weeks saw from
-    one lead ahead for the 30 s until the next pass (a single CLI pass takes a minute)."""
+    """`run --interval 30s`: a forecast set's cushion counts the jobs that arrived within
+    reach = 30s + 1m lead - 30s wait = 1m of each other (a single CLI pass, which does not
+    know when the next comes, takes a window of 1m: 90s)."""
     from datetime import timedelta
 
     from gitscale.commands import RepoOptions
@@ -145,5 +146,7 @@ def test_a_forecast_in_run_serves_until_the_next_pass(tmp_path: Path) -> None:
     assert code == 0
     body = git(tmp_path / "remote.git", "log", "-1", "--format=%B", "main")
     assert "linux 0→40" in body
-    assert "forecast 40: q0.9 of demand at 09:00:00–09:00:30 UTC on the last 2 Mondays " \
-        "(40, 40), 1m ahead" in body
+    # 40 jobs arrived at 09:00 on both past Mondays; the first's is the oldest commit of the
+    # history, which shows no rise (0): q0.9 of (0, 40) is 40, on a demand of 0
+    assert "- linux: demand 0 (queued 0, running 0) + forecast +40: q0.9 of the jobs that " \
+        "arrived within 1m, from 08:57–09:02 UTC, on the last 2 Mondays (0, 40)" in body

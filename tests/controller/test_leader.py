@@ -178,3 +178,44 @@ def test_cli_replicas_elect_one_and_fail_over_on_sigkill(tmp_path: Path) -> None
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
         api.stop()
+
+
+def test_cli_leader_election_id_names_the_lease(tmp_path: Path) -> None:
+    """Two controllers in one namespace (say one per org) each hold their own Lease."""
+    api: KubeAPIServer = start_api_server()
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST",
+                                                             "POD_NAMESPACE")}
+    procs = []
+    try:
+        for lease in ("runners-acme", "runners-globex"):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "gitscale", "controller", "--kubeconfig",
+                 str(kubeconfig), "--namespace", NS, "--health-port", "0", "--leader-elect",
+                 "--leader-election-id", lease, "--lease-duration", "2", "--renew-deadline",
+                 "1.4", "--retry-period", "0.2"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, text=True))
+
+        def holders() -> dict[str, str]:
+            return {name: str(((api.get_object("leases", name, NS) or {}).get("spec") or {})
+                              .get("holderIdentity", ""))
+                    for name in ("runners-acme", "runners-globex", "gitscale-controller")}
+
+        found = eventually(lambda: all(list(holders().values())[:2]) and holders())
+        assert found["gitscale-controller"] == ""  # the default Lease is not taken
+        assert found["runners-acme"] != found["runners-globex"]  # both lead, each its own
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+        api.stop()
+
+
+def test_cli_refuses_a_lease_name_kubernetes_would(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.helpers import run
+
+    code, _, err = run(capsys, "controller", "--leader-elect", "--leader-election-id",
+                       "Runners_ACME")
+    assert code == 1 and "--leader-election-id" in err and "'Runners_ACME'" in err, err
+    assert "Traceback" not in err

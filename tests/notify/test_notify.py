@@ -208,6 +208,10 @@ notify:
     assert {"refused": "cannot connect", "http-500": "HTTP 500", "timeout": "no answer within 1s",
             "no-secret": "environment variable FLUX_RECEIVER_TOKEN is not set"}[failure] \
         in lines[0]
+    if failure == "no-secret":  # at the line that names it
+        config = (checkout / "gitscale.yaml").read_text().splitlines()
+        line = next(i for i, text in enumerate(config, 1) if "token: {env:" in text)
+        assert f"failed: gitscale.yaml:{line}: token: environment variable" in lines[0]
     assert receiver.webhook_path not in err and "/hook/" not in err
     no_secret_in(out, err)
 

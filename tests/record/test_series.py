@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from gitscale.config.load import load_config
+from gitscale.core.forecast import Forecast, ForecastPolicy, forecast
 from gitscale.plan.cache import StateCache
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.record.commitmsg import SetLine, format_message
@@ -126,4 +127,35 @@ def test_a_shallow_clone_is_deepened_to_the_time_needed(tmp_path: Path) -> None:
     with open_workspace(url, None, sparse=True) as ws:
         assert ws.git.is_shallow()
         found = read_forecasts(ws, config, StateCache(), now)
-    assert found["linux"].level == 40, found["linux"].detail
+    # lookback 7d: the Monday a week before, stretches starting 08:57–09:02 (now - 2m jitter
+    # to now + 1m lead + 2m). Its 40 jobs at 09:00 show as a rise only against the commit
+    # before them (day 0, 09:20: 0), which the deepening must bring too (the oldest commit read
+    # counts no rise): at window 1m, reach 1m + 1m - 30s = 90s
+    assert found["linux"] == Forecast(40, (
+        "forecast +40: q0.9 of the jobs that arrived within 90s, from 08:57–09:02 UTC, on the "
+        "last Monday (40)"))
+
+
+def test_a_series_trimmed_to_the_history_needed_forecasts_the_same() -> None:
+    """What a reader keeps (``trim`` at ``history_needed``: the points from then on and the
+    one before) holds the oldest stretch's rises and the level each rose from. Day 0's jobs
+    arrive at 08:57, the start of its earliest stretch (now, 08:59, less the 2m jitter): their
+    rise is against 08:56's level, which ``now - lookback`` (08:59) or ``now + lead - lookback
+    - jitter`` (08:58, where the stretches used to start) would cut."""
+    policy = ForecastPolicy(quantile=0.5)
+    now = START + timedelta(days=14, hours=8, minutes=59)
+
+    def at(day: int, hour: int, minute: int) -> float:
+        return (START + timedelta(days=day, hours=hour, minutes=minute)).timestamp()
+
+    times = [at(0, 0, 0), at(0, 8, 56), at(0, 8, 57), at(0, 9, 20), at(7, 9, 0), at(7, 9, 20)]
+    levels = [0, 10, 90, 0, 120, 0]
+    series = DemandSeries(sets={"linux": (list(times), list(levels))})
+    series.trim(policy.history_needed(now).timestamp())
+    kept = series.of("linux")
+    assert kept[0][0] < at(0, 8, 57)  # the level before the rise is kept
+    assert forecast(*kept, policy, now).extra == forecast(times, levels, policy, now).extra == 80
+    for cut in (at(0, 8, 59), at(0, 8, 58)):  # (what the test tells apart: either loses it)
+        short = DemandSeries(sets={"linux": (list(times), list(levels))})
+        short.trim(cut)
+        assert forecast(*short.of("linux"), policy, now).extra == 0

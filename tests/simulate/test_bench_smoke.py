@@ -51,8 +51,12 @@ SEEDS = SCRIPT.with_name("forecast_seeds.py")
 
 
 def test_forecast_seeds_prints_its_row_for_a_repeat_and_a_holiday() -> None:
-    """Through the CLI, on one seed: an exact repeat meets both targets; a holiday (day 15
-    without its burst) has no burst to serve and pays for the runners made for it."""
+    """Through the CLI, on one seed: an exact repeat meets both targets, at the cost of the
+    cushion's runners kept ready ahead of each arrival (1.06–1.19× over seeds 1–20); a holiday
+    (day 15 without its burst) has no burst to serve and pays for the cushion made for it:
+    a few dozen runners for the ten-odd minutes the past bursts cover (from 2m jitter before
+    to one lead + 2m after; a median of 256 runner-minutes over 20 seeds), not the past weeks'
+    whole burst as the level of the first design did (1,318)."""
     rows = {}
     for days in ("repeat", "holiday"):
         done = subprocess.run([sys.executable, str(SEEDS), "--seeds", "4", "--days", days],
@@ -62,5 +66,6 @@ def test_forecast_seeds_prints_its_row_for_a_repeat_and_a_holiday() -> None:
         assert header.startswith("| | p95 ≤ 30 s |") and rule.startswith("|---|")
         rows[days] = [cell.strip() for cell in row.split("|")[1:-1]]
     assert rows["repeat"][:2] == ["repeat", "1 of 1"] and rows["repeat"][4] == "1"  # both
-    assert rows["repeat"][2] == "1.00 / 1.00 / 1.00"
-    assert float(rows["holiday"][5]) > 500  # runner-minutes for a burst that did not come
+    low, median, high = (float(x) for x in rows["repeat"][2].split(" / "))
+    assert low == median == high <= 1.16  # (one seed: its figure three times)
+    assert 100 < float(rows["holiday"][5]) < 500  # runner-minutes for a burst that did not come

@@ -8,7 +8,8 @@ It depends on the day drawn: a day-15 burst that comes earlier than on both past
 holds more jobs, is served reactively for the difference, and one that comes later holds the
 forecast's runners idle. Seed 4 meets both targets (README, "Outcomes": the figures over
 twenty seeds, `benchmarks/forecast_seeds.py`). When the past Mondays are copies of day 15 the
-forecast is exact, and what is left is the scaling's own cost: none (1.00×, p95 ≤ 10 s)."""
+forecast is exact, and what is left is the cushion's own cost: runners kept idle ahead of the
+jobs that arrive within one reach (1.06–1.19× over seeds 1–20, p95 ≤ 30 s on all)."""
 from __future__ import annotations
 
 import functools
@@ -64,11 +65,16 @@ def test_day_15_meets_the_forecast_target() -> None:
     assert rows["forecast"].vs_oracle <= 1.30
 
 
-def test_an_exact_repeat_costs_nothing_more_than_the_oracle() -> None:
-    """The scaling's own cost, apart from the day-to-day variation: the window of the pass
-    interval and a lead of a sync and a pod start (1m) have every runner ready as its job
-    arrives (p95 a few seconds). Minute bins and a 2m lead: 1.16×, p95 over 30 s on 6 of 20."""
+def test_an_exact_repeat_meets_the_target_at_the_cushions_cost() -> None:
+    """The scaling's own cost, apart from the day-to-day variation: the cushion keeps a runner
+    idle for each job the past Mondays saw arrive within reach = 10 s + 1m − 30 s = 40 s, the
+    stretches starting from 2m (jitter) before now to 1m (lead) + 2m after, so the jobs wait
+    at most about the 30 s it allows, and the runners it keeps ready before each arrival (and
+    for a jitter after) cost a little over the oracle's (which starts each runner as its job
+    arrives): 1.06–1.19× on seeds 1–20 (`benchmarks/forecast_seeds.py --days repeat`), 1.10×
+    on seed 4 here. The first design (a level: the past weeks' demand) gave 1.00×: it held
+    the past weeks' runners for as long as their jobs ran, however many of today's came."""
     rows = day_15(4, repeat=True)
     assert rows["oracle"].jobs == day_15(4)["oracle"].jobs
-    assert rows["forecast"].wait_p95 <= 10  # a few seconds: ready as the window opens
-    assert rows["forecast"].vs_oracle <= 1.02
+    assert rows["forecast"].wait_p95 <= 30
+    assert rows["forecast"].vs_oracle <= 1.16

@@ -52,8 +52,9 @@ def resolve_every(every: str | None) -> timedelta:
         value = parse_duration(every)
     except ValueError as exc:
         raise InputError("--every", str(exc)) from None
-    if not timedelta(seconds=1) <= value <= timedelta(hours=24):
-        raise InputError("--every", f"{every!r} must be between 1s and 24h")
+    if not timedelta(seconds=1) <= value <= timedelta(hours=1):
+        raise InputError("--every", f"{every!r} must be between 1s and 1h (a forecast's "
+                         "cushion covers the jobs of one run to the next)")
     return value
 
 

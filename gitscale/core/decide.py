@@ -58,7 +58,7 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
     want more than it. ``forecast`` (``policy.forecast``: what the set's history predicts,
     ``gitscale.core.forecast``) adds its cushion to demand: runners kept ready for the jobs
     the past weeks saw arrive next; the same bounds, schedules, cap and step limits then apply
-    to the sum, and while it adds any the scale-down delay holds nothing.
+    to the sum.
     """
     lo, hi, window = policy.bounds(now)
     wanted = demand.assigned + policy.buffer
@@ -75,7 +75,8 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
             why += f"; {forecast.detail}"
     if cap is not None and cap < min(max(wanted, lo), hi):
         lo, hi = min(lo, cap), cap  # the global limit is harder than a set's minimum
-        why += f", capped at {hi} by limits.maxTotalReplicas (shared in proportion to demand)"
+        why += f", capped at {hi} by limits.maxTotalReplicas (shared in proportion to demand, " \
+               "then to forecasts)"
     elif wanted > hi:
         why += f", capped at max {hi}"
     elif wanted < lo:
@@ -95,9 +96,7 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
     # Bounds are hard; delays and step limits only act inside them.
     unheld = min(max(target, lo), hi)
     held_until = last_scale_up + policy.scale_down_delay if last_scale_up else None
-    # While a forecast keeps runners ahead of demand the delay holds nothing: the forecast is
-    # what expects the next jobs, and runners held for them would be kept twice
-    if unheld < current and held_until is not None and now < held_until and not ahead:
+    if unheld < current and held_until is not None and now < held_until:
         # The delay never holds a set above its (possibly scheduled) max.
         value = min(current, hi)
         if value > unheld:
@@ -128,7 +127,9 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
        not known (a cold state cache, a source without job ids), any change of the jobs counts.
        On a RunnerSet the last write's backlog counts among what it provided, and its refills
        among the slots: jobs wait beyond it, and its refills are used up (``_runners_needed``);
-    4. target below the current count (the delay has run out) → scale down, patch + 1;
+    4. target below the current count (the delay has run out) → scale down, patch + 1; a
+       ``forecast`` set with nothing queued: patch 0, so the idle runners of a falling cushion
+       go at once;
     5. a RunnerSet's backlog covers more than waits now (no job beyond the count) → the target
        without the delay, backlog 0, patch + 1: the controller stops refilling;
     6. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
@@ -140,7 +141,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     running) beyond its replicas.
 
     ``forecast`` (sets with ``policy.forecast``) can raise the target ahead of demand; a
-    scale-up that demand alone would not have made has the reason ``forecast``.
+    scale-up that demand alone would not have made has the reason ``forecast`` and does not
+    start the scale-down delay (``last scale-up`` is the last one demand asked for).
     """
     have = current.replicas
     if current.paused:
@@ -172,9 +174,12 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                      scaled_up=have is not None and target.value > have)
     patch = next_patch_id(current.patch_id)
     if target.value > have:
-        ahead = target.forecast and target.reactive <= have  # demand alone: no scale-up
+        # A scale-up demand alone would not have made is the forecast's: it does not start the
+        # scale-down delay (the forecast knows when its runners are no longer expected, and a
+        # held cushion would keep them that long for nobody). A demand scale-up does.
+        ahead = target.forecast and target.reactive <= have
         return write(target.value, patch, Reason.FORECAST if ahead else Reason.SCALE_UP,
-                     why, scaled_up=True)
+                     why, scaled_up=not ahead)
     dirty = current.fingerprint is not None and current.fingerprint != demand.fingerprint
     if dirty and demand.queued > 0 and _runners_needed(current, demand, have):
         if target.unheld < have:

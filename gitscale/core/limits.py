@@ -1,4 +1,5 @@
-"""A global cap on replicas, shared across sets in proportion to demand. Pure.
+"""A global cap on replicas, shared across sets in proportion to demand, then what is left
+to the runners forecasts keep ready. Pure.
 
 ``limits: {maxTotalReplicas: N}`` in gitscale.yaml: when the sets together want more than N,
 each keeps its minimum and the rest of N is split in proportion to what each wants above its
@@ -26,3 +27,15 @@ def share(total: int, wants: Mapping[str, tuple[int, int]],
     for name in sorted(wants, key=lambda n: (-(exact[n] - int(exact[n])), n))[:left]:
         caps[name] += 1
     return caps
+
+
+def share_ahead(total: int, wants: Mapping[str, tuple[int, int]], ahead: Mapping[str, int],
+                fixed: int = 0) -> dict[str, int]:
+    """Demand first, forecasts after: ``wants`` (minimum, the count demand asks) shared as
+    ``share`` does, then what the total leaves shared among ``ahead`` — the runners a
+    forecast keeps ready beyond that — in proportion. A job that waits never loses a runner
+    to one kept for a job that may not come."""
+    caps = share(total, wants, fixed)
+    left = max(total - fixed - sum(caps.values()), 0)
+    more = share(left, {name: (0, extra) for name, extra in ahead.items() if extra > 0})
+    return {name: cap + more.get(name, 0) for name, cap in caps.items()}

@@ -19,7 +19,7 @@ from gitscale.plan.manifest_files import ManifestFiles
 from gitscale.config.load import Config, RunnerSetConfig
 from gitscale.core.decide import decide, settled_until, wanted
 from gitscale.core.forecast import Forecast
-from gitscale.core.limits import share
+from gitscale.core.limits import share_ahead
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
@@ -298,14 +298,18 @@ def _caps(config: Config, found: list[_Found], now: datetime,
     if config.max_total_replicas is None:
         return {}
     wants: dict[str, tuple[int, int]] = {}
+    ahead: dict[str, int] = {}  # what a forecast adds beyond demand: shared after it
     fixed = 0
     for runner_set, _, current, demand in found:
         if current.paused or current.drained or demand is None:
             fixed += 0 if current.drained else (current.replicas or 0)
-        else:
-            wants[runner_set.name] = wanted(current, demand, runner_set.policy, now,
-                                            forecasts.get(runner_set.name))
-    return share(config.max_total_replicas, wants, fixed)
+            continue
+        name = runner_set.name
+        wants[name] = wanted(current, demand, runner_set.policy, now)
+        if name in forecasts:
+            with_forecast = wanted(current, demand, runner_set.policy, now, forecasts[name])
+            ahead[name] = with_forecast[1] - wants[name][1]
+    return share_ahead(config.max_total_replicas, wants, ahead, fixed)
 
 
 def _values(target: tgt.Located, decision: Decision, demand: Demand | None,

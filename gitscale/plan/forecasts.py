@@ -16,8 +16,8 @@ def read_forecasts(ws: Workspace, config: Config, cache: StateCache, now: dateti
                    window: timedelta = DEFAULT_WINDOW) -> dict[str, Forecast]:
     """Each forecast set's ``Forecast`` at ``now``, from the repo's scaling commits (kept in
     ``cache.series`` between passes and, through the state cache, between CLI runs).
-    ``window``: the time until the next pass (`run`'s interval), which a forecast's count must
-    serve; a single CLI pass does not know it (``DEFAULT_WINDOW``)."""
+    ``window``: the time until the next pass (`run`'s interval, `reconcile --every`), which a
+    forecast's count must serve (``DEFAULT_WINDOW`` when the caller cannot say)."""
     sets = [s for s in config.sets if s.policy.forecast is not None]
     if not sets:
         return {}

@@ -50,7 +50,7 @@ def test_every_is_the_time_the_cushion_serves(capsys: pytest.CaptureFixture[str]
     assert change["reason"] == "forecast"
 
 
-@pytest.mark.parametrize("value", ["soon", "0s", "2d"])
+@pytest.mark.parametrize("value", ["soon", "0s", "2h"])
 def test_a_bad_every_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                 monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("GITSCALE_CACHE_DIR", str(tmp_path / "cache"))

@@ -443,7 +443,8 @@ def test_the_target_is_demand_plus_the_cushion_inside_the_bounds(
         reason: Reason) -> None:
     decision = decide(Current(have, 3), demand, policy, BEFORE_NINE, forecast=cushion(extra))
     assert decision.write and (decision.replicas, decision.reason) == (replicas, reason)
-    assert decision.patch_id == 4 and decision.scaled_up
+    # only a scale-up demand asked for starts the scale-down delay
+    assert decision.patch_id == 4 and decision.scaled_up == (reason is Reason.SCALE_UP)
     said = f"demand {demand.assigned} (queued {demand.queued}, running {demand.running})"
     if policy.buffer:
         said += f" + buffer {policy.buffer}"
@@ -478,19 +479,24 @@ def test_a_schedule_caps_the_cushion_as_it_caps_demand() -> None:
     assert decision.replicas == 30 and decision.reason is Reason.SCALE_UP
 
 
-@pytest.mark.parametrize(("extra", "policy", "replicas"), [
-    pytest.param(40, BASE, 50, id="a-cushion-holds-nothing"),
-    pytest.param(0, BASE, None, id="a-cushion-of-0-lets-the-delay-hold"),
-    pytest.param(None, BASE, None, id="a-fallback-lets-the-delay-hold"),
-    pytest.param(40, replace(BASE, forecast=None), None, id="a-reactive-set-is-held"),
+@pytest.mark.parametrize(("extra", "policy", "last_up", "replicas"), [
+    # a minute after a scale-up demand asked for, the delay holds, cushion or not
+    pytest.param(40, BASE, MINUTE, None, id="a-cushion-does-not-cancel-the-delay"),
+    pytest.param(1, BASE, MINUTE, None, id="nor-a-cushion-of-1"),
+    pytest.param(0, BASE, MINUTE, None, id="a-cushion-of-0"),
+    pytest.param(None, BASE, MINUTE, None, id="a-fallback"),
+    pytest.param(40, replace(BASE, forecast=None), MINUTE, None, id="a-reactive-set"),
+    # once it has run out, the fall to demand + cushion is written with patch 0
+    pytest.param(40, BASE, 6 * MINUTE, 50, id="after-the-delay-the-cushion-falls"),
+    pytest.param(0, BASE, 6 * MINUTE, 10, id="after-the-delay-the-cushion-ends"),
 ])
-def test_the_scale_down_delay_holds_nothing_while_the_forecast_adds_runners(
-        extra: int | None, policy: Policy, replicas: int | None) -> None:
-    """A minute after a scale-up to 100 (the delay is 5m), 10 jobs run: with a cushion of 40
-    the count falls to 50 at once (the cushion is what expects the next jobs); without one
-    the delay holds the 100."""
+def test_the_scale_down_delay_follows_the_scale_ups_demand_asked_for(
+        extra: int | None, policy: Policy, last_up: timedelta, replicas: int | None) -> None:
+    """100 runners, 10 jobs run. Within 5m of the last scale-up demand asked for, the delay
+    holds the 100 whatever the cushion (PRODUCT §3); after it, the count falls to demand +
+    cushion at once, with patch 0 (nothing waits)."""
     now = BEFORE_NINE
-    current = Current(100, 7, last_scale_up=now - MINUTE)
+    current = Current(100, 7, last_scale_up=now - last_up)
     predicted = None if policy.forecast is None else cushion(extra)
     decision = decide(current, Demand(0, 10), policy, now, forecast=predicted)
     if replicas is None:
@@ -498,7 +504,8 @@ def test_the_scale_down_delay_holds_nothing_while_the_forecast_adds_runners(
         assert "scale-down held until 2026-01-19T09:03:00+00:00" in decision.detail
     else:
         assert decision.write and decision.reason is Reason.SCALE_DOWN
-        assert (decision.replicas, decision.patch_id) == (replicas, 0)  # nothing waits: patch 0
+        if policy.forecast is not None:
+            assert (decision.replicas, decision.patch_id) == (replicas, 0)  # nothing waits
         assert "held" not in decision.detail
 
 
@@ -561,3 +568,14 @@ def test_the_cushion_is_there_when_the_jobs_it_counts_arrive() -> None:
         written.append(current.replicas)
         now += 10 * SECOND
     assert written == [0] * 3 + [20] * 7  # 08:58:00–08:58:20, then 08:58:30–08:59:30
+
+
+def test_a_forecast_scale_up_does_not_hold_its_own_fall() -> None:
+    """A holiday: the cushion rises to 20 (no demand), then ends. Its own scale-up started no
+    delay, so the 20 idle runners go at once, with patch 0."""
+    up = decide(Current(0, 3), Demand(0, 0), BASE, BEFORE_NINE, forecast=cushion(20))
+    assert (up.replicas, up.reason, up.scaled_up) == (20, Reason.FORECAST, False)
+    after = Current(0, 3).after(up, Demand(0, 0), BEFORE_NINE)
+    assert after.last_scale_up is None
+    down = decide(after, Demand(0, 0), BASE, BEFORE_NINE + MINUTE, forecast=cushion(0))
+    assert (down.write, down.replicas, down.patch_id) == (True, 0, 0)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gitscale.core.limits import share
+from gitscale.core.limits import share, share_ahead
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 PAUSED = RUNNERSET.replace("metadata:\n  name: {name}\n",
@@ -50,6 +50,63 @@ def test_share(total: int, wants: dict[str, tuple[int, int]], fixed: int,
     caps = share(total, wants, fixed)
     assert caps == expected
     assert sum(caps.values()) <= max(total - fixed, sum(lo for lo, _ in wants.values()))
+
+
+@pytest.mark.parametrize(("total", "wants", "ahead", "fixed", "expected"), [
+    pytest.param(30, {"a": (0, 0), "b": (0, 30)}, {"a": 30}, 0, {"a": 0, "b": 30},
+                 id="waiting-jobs-before-a-cushion"),
+    pytest.param(50, {"a": (0, 0), "b": (0, 30)}, {"a": 30}, 0, {"a": 20, "b": 30},
+                 id="the-cushion-gets-what-is-left"),
+    pytest.param(40, {"a": (0, 10), "b": (0, 10)}, {"a": 30, "b": 10}, 0,
+                 {"a": 25, "b": 15}, id="cushions-share-the-rest-in-proportion"),
+    pytest.param(100, {"a": (0, 10), "b": (0, 10)}, {"a": 30, "b": 10}, 0,
+                 {"a": 40, "b": 20}, id="under-the-cap-everything"),
+    pytest.param(20, {"a": (0, 30), "b": (0, 10)}, {"a": 5}, 0, {"a": 15, "b": 5},
+                 id="demand-over-the-cap-leaves-no-cushion"),
+    pytest.param(30, {"a": (0, 10), "b": (0, 10)}, {"a": 20}, 5, {"a": 15, "b": 10},
+                 id="fixed-counts"),
+])
+def test_share_ahead_serves_demand_first(total: int, wants: dict[str, tuple[int, int]],
+                                         ahead: dict[str, int], fixed: int,
+                                         expected: dict[str, int]) -> None:
+    caps = share_ahead(total, wants, ahead, fixed)
+    assert caps == expected
+    assert sum(caps.values()) <= total - fixed
+
+
+def test_a_forecast_set_does_not_take_runners_from_waiting_jobs(tmp_path: Path,
+                                                                capsys) -> None:  # type: ignore[no-untyped-def]
+    """limits.maxTotalReplicas 30: set a's history says 30 jobs arrive at 09:00, set b has 30
+    jobs waiting now. b gets its 30; a's cushion waits for room."""
+    from datetime import timedelta
+
+    from tests.record.test_series import START, scaling_commit
+
+    config = "limits: {maxTotalReplicas: 30}\n" + simple_config(
+        {"a": "{maxReplicas: 100, forecast: {}}", "b": "{maxReplicas: 100}"})
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config,
+        "sets/a.yaml": RUNNERSET.format(name="a", replicas=0),
+        "sets/b.yaml": RUNNERSET.format(name="b", replicas=0),
+        "demand.yaml": "a: {queued: 0, running: 0}\nb: {queued: 30, running: 0}\n",
+    })
+    for day in (0, 7):
+        monday = START + timedelta(days=day)
+        scaling_commit(checkout, monday + timedelta(hours=8), 0, 0, name="a")
+        scaling_commit(checkout, monday + timedelta(hours=9), 30, 0, name="a")
+    now = (START + timedelta(days=14, hours=8, minutes=59)).isoformat()
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", now,
+                         "--output", "json")
+    assert code == 2, err
+    changes = {c["set"]: c for c in json.loads(out)["changes"]}
+    assert changes["b"]["to"]["replicas"] == 30
+    assert changes.get("a", {"to": {"replicas": 0}})["to"]["replicas"] == 0
+    # with room for both, a's cushion is there too
+    (checkout / "gitscale.yaml").write_text(config.replace("30}", "60}", 1))
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", now,
+                         "--output", "json")
+    changes = {c["set"]: c for c in json.loads(out)["changes"]}
+    assert (changes["a"]["to"]["replicas"], changes["b"]["to"]["replicas"]) == (30, 30), out
 
 
 def test_total_cap_is_shared_and_the_commit_says_so(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

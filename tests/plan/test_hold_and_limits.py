@@ -95,18 +95,18 @@ def test_a_forecast_set_does_not_take_runners_from_waiting_jobs(tmp_path: Path,
         scaling_commit(checkout, monday + timedelta(hours=8), 0, 0, name="a")
         scaling_commit(checkout, monday + timedelta(hours=9), 30, 0, name="a")
     now = (START + timedelta(days=14, hours=8, minutes=59)).isoformat()
-    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", now,
-                         "--output", "json")
-    assert code == 2, err
-    changes = {c["set"]: c for c in json.loads(out)["changes"]}
-    assert changes["b"]["to"]["replicas"] == 30
-    assert changes.get("a", {"to": {"replicas": 0}})["to"]["replicas"] == 0
+
+    def planned() -> dict[str, int]:
+        code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", now,
+                             "--output", "json")
+        assert code == 2, err
+        return {c["set"]: c["to"]["replicas"] for c in json.loads(out)["changes"]}
+
+    assert planned().items() >= {"b": 30}.items()
+    assert planned().get("a", 0) == 0
     # with room for both, a's cushion is there too
     (checkout / "gitscale.yaml").write_text(config.replace("30}", "60}", 1))
-    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", now,
-                         "--output", "json")
-    changes = {c["set"]: c for c in json.loads(out)["changes"]}
-    assert (changes["a"]["to"]["replicas"], changes["b"]["to"]["replicas"]) == (30, 30), out
+    assert planned() == {"a": 30, "b": 30}
 
 
 def test_total_cap_is_shared_and_the_commit_says_so(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -178,11 +178,11 @@ def notify_next_steps(choices: Choices) -> str:
                                     "flux/receiver.yaml`" if flux else
                                     "a webhook secret shared with Argo CD") + ":"]
     if choices.run_in != "cluster":
-        what = ("Flux's webhook-receiver Service\n# (it has no Ingress of its own: expose it)"
-                if flux else "Argo CD's server (its https\n# address)")
+        what = ("Flux's webhook-receiver Service, commit and push (the\n# Service has no "
+                "Ingress of its own: expose it)" if flux else
+                "Argo CD's server (its https address), commit and push")
         lines.append("# gitscale runs in CI, outside the cluster: set notify's url in "
-                     f"gitscale.yaml (in `edits left`\n# above) to the public URL of {what}, "
-                     "commit and push")
+                     f"gitscale.yaml (in `edits left`\n# above) to the public URL of {what}")
     lines.append(FLUX_SECRET_COMMANDS if flux else ARGOCD_SECRET_COMMANDS)
     if flux:
         lines.append("kubectl apply -f flux/receiver.yaml")

@@ -107,7 +107,8 @@ gitscale:
     GITSCALE_VERSION: "{version}"
     GITSCALE_GIT_USERNAME: oauth2
     GITSCALE_CACHE_DIR: $CI_PROJECT_DIR/.gitscale-cache
-    # {notify_env} and {source_vars}: set them as masked CI/CD variables
+    # {notify_env} and {source_vars}: CI/CD variables, masked (init prints a
+    # `glab variable set` line for each; a PEM key cannot be masked: protected)
   cache:
     key: gitscale-state
     paths:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from gitscale.core.forecast import DAYS
 from gitscale.errors import InputError
 from gitscale.runnerset_api import REPLICAS_MAX
 from gitscale.yamlio.read import Document, format_path
@@ -33,8 +34,8 @@ SCHEDULE: dict[str, Any] = {
 
 # policy.forecast (gitscale.core.forecast): lookback in days or weeks, a quantile in (0, 1]
 # (the one fractional number gitscale's files hold), how far ahead to look, how far the
-# pattern moves from week to week, the wait it aims for, and the zone of the pattern's wall
-# clock (default: the zone of the policy's schedules, else UTC).
+# pattern moves from week to week, the wait it aims for, which past days hold the pattern, and
+# the zone of the pattern's wall clock (default: the zone of the policy's schedules, else UTC).
 FORECAST: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -45,6 +46,7 @@ FORECAST: dict[str, Any] = {
         "jitter": DURATION,
         "wait": DURATION,
         "timezone": {"type": "string", "minLength": 1},
+        "days": {"enum": list(DAYS)},
     },
 }
 FRACTIONS = {("forecast", "quantile")}  # (parent key, key) of the numbers that may be floats

@@ -73,6 +73,8 @@ from gitscale.config.sources import SOURCE  # noqa: E402  (each source's schema 
 # credentials; the secrets are {env: NAME} or {file: PATH} like every other credential.
 NOTIFY_URL = {"type": "string", "pattern": r"^https?://[^\s@/]+(/[^\s@]*)?$", "maxLength": 2048}
 NOTIFY_TIMEOUT = {"type": "string", "pattern": r"^([1-9]|[1-5][0-9]|60)s$"}
+# true: this entry's https certificate is not verified (an in-cluster server's self-signed one)
+NOTIFY_INSECURE = {"type": "boolean"}
 NOTIFY: dict[str, Any] = {
     "type": "array",
     "maxItems": 20,
@@ -96,6 +98,7 @@ NOTIFY: dict[str, Any] = {
                         "properties": {"name": NAME, "namespace": NAME},
                     },
                     "timeout": NOTIFY_TIMEOUT,
+                    "insecureSkipTLSVerify": NOTIFY_INSECURE,
                 },
             },
             "argocd": {
@@ -107,6 +110,7 @@ NOTIFY: dict[str, Any] = {
                     "secret": SECRET_REF,
                     "repoURL": {"type": "string", "minLength": 1, "maxLength": 2048},
                     "timeout": NOTIFY_TIMEOUT,
+                    "insecureSkipTLSVerify": NOTIFY_INSECURE,
                 },
             },
             "webhook": {
@@ -114,7 +118,8 @@ NOTIFY: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["url"],
                 "properties": {"url": NOTIFY_URL, "secret": SECRET_REF,
-                               "timeout": NOTIFY_TIMEOUT},
+                               "timeout": NOTIFY_TIMEOUT,
+                               "insecureSkipTLSVerify": NOTIFY_INSECURE},
             },
         },
     },

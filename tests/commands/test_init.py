@@ -18,14 +18,30 @@ def reference_validator(*names: str) -> SchemaValidator:
 
 
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])
-def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("run_in", ["cluster", "github-actions"])
+def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str,  # type: ignore[no-untyped-def]
+                                       run_in: str) -> None:
+    """Every option given: nothing left to edit, but from CI the GitOps engine's public URL
+    for notify, which init cannot know (its in-cluster address does not resolve there)."""
     root = tmp_path / "config"
     code, out, err = run(capsys, "init", str(root), "--gitops", gitops, "--github-org", "acme",
-                         "--repo-url", "https://git.example.com/ci/config.git")
+                         "--repo-url", "https://git.example.com/ci/config.git",
+                         "--run-in", run_in)
     assert code == 0, err
-    assert "edits left: none" in out
+    if run_in == "github-actions":
+        (edit,) = [line for line in out.splitlines() if "replace CHANGE-ME" in line]
+        assert edit.startswith("  gitscale.yaml:") and "'https://CHANGE-ME'" in edit
+        assert "public" in edit and "edits left: 1 values" in out
+        code, _, err = run(capsys, "validate", "--repo", str(root))
+        assert code == 1 and edit.strip() in err, err
+        config = root / "gitscale.yaml"
+        config.write_text(config.read_text().replace("https://CHANGE-ME",
+                                                     "https://gitops.example.com"))
+        git(root, "commit", "-qam", "the engine's public URL")
+    else:
+        assert "edits left: none" in out
     assert git(root, "status", "--porcelain") == ""
-    assert "gitscale init" in git(root, "log", "-1", "--format=%s")
+    assert "gitscale init" in git(root, "log", "--format=%s")
     # the kustomization lists files that exist
     kustomization = yaml.safe_load((root / "clusters/prod/kustomization.yaml").read_text())
     for resource in kustomization["resources"]:

@@ -132,7 +132,7 @@ def test_init_in_a_repo_on_master_follows_master(tmp_path: Path, capsys) -> None
     cluster = tmp_path / "other"
     cluster.mkdir()
     git(cluster, "init", "--quiet", "--initial-branch=trunk")
-    root, _ = init(tmp_path, capsys, "flux", "--run-in", "cluster", root=cluster / "sub")
+    root, _ = init(tmp_path, capsys, "flux", "--run-in", "cluster", root=cluster)
     (cron,) = docs(root / "deploy/scaler/cronjob.yaml")
     args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]  # type: ignore[index]
     assert args[args.index("--branch") + 1] == "trunk"
@@ -142,21 +142,19 @@ def test_init_in_a_repo_on_master_follows_master(tmp_path: Path, capsys) -> None
 
 def test_a_branch_other_than_the_checked_out_one_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     git(tmp_path, "init", "--quiet", "--initial-branch=master")
-    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux",
-                       "--branch", "main")
+    code, _, err = run(capsys, "init", str(tmp_path), "--gitops", "flux", "--branch", "main")
     assert code == 1 and err.startswith("error: --branch: 'main'"), err
     assert "'master' checked out" in err and "nothing was written" in err
-    assert not (tmp_path / "config").exists()
+    assert not (tmp_path / "gitscale.yaml").exists()
     # repeating the checked-out branch is fine
-    assert run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux",
-               "--branch", "master")[0] == 0
+    assert run(capsys, "init", str(tmp_path), "--gitops", "flux", "--branch", "master")[0] == 0
 
 
 def test_a_detached_head_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     git(tmp_path, "init", "--quiet", "--initial-branch=main")
     git(tmp_path, "commit", "--quiet", "--allow-empty", "-m", "first")
     git(tmp_path, "checkout", "--quiet", "--detach")
-    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux")
+    code, _, err = run(capsys, "init", str(tmp_path), "--gitops", "flux")
     assert code == 1 and "detached HEAD" in err and "nothing was written" in err
     assert not (tmp_path / "config").exists()
 

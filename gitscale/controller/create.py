@@ -64,7 +64,7 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     taken = {p["metadata"]["name"] for p in pods.group(view.key)}
     names: list[str] = []
     while len(names) < len(lineage):
-        name = new_name(view.name)
+        name = new_name(view.name, view.uid)
         if name not in taken:
             taken.add(name)
             names.append(name)

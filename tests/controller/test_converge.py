@@ -12,9 +12,13 @@ from typing import Any, Callable
 
 import pytest
 
+from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.loop import Controller
+from gitscale.controller.platforms import Platforms
+from gitscale.controller.podspec import instance
 from tests.helpers import wait_for
 from tests.controller.github_fake import FakeRunner
-from tests.controller.harness import NS, Harness, buildkite_spec
+from tests.controller.harness import NS, Harness, buildkite_spec, github_spec
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
@@ -155,12 +159,16 @@ def test_leftover_registrations_are_removed_only_if_they_are_the_sets_and_have_n
             gh.runners[runner_id] = FakeRunner(runner_id, name, "orgs/acme", labels, 1, **state)
         return runner_id
 
-    leftover = register("rs-0a1b2c", ["linux"])
-    harness.api.create_object("secrets", {"metadata": {"name": "rs-0a1b2c", "labels": {
+    tag = instance(harness.api.get_object("runnersets", "rs", NS)["metadata"]["uid"])  # type: ignore[index]
+    other = "ffff" if tag != "ffff" else "eeee"
+    leftover = register(f"rs-{tag}-0a1b2c", ["linux"])
+    harness.api.create_object("secrets", {"metadata": {"name": f"rs-{tag}-0a1b2c", "labels": {
         "gitscale.dev/runnerset": "rs"}}, "data": {"jitconfig": "eA=="}}, NS)
-    kept = [register("rs-x64-0a1b2c", ["linux"]),  # another set's name
-            register("rs-9f9f9f", ["gpu"]),  # not the set's labels
-            register("rs-7e7e7e", ["linux"], online=True),  # a runner that is connected
+    kept = [register(f"rs-x64-{tag}-0a1b2c", ["linux"]),  # another set's name
+            register(f"rs-{other}-0a1b2c", ["linux"]),  # a same-named set elsewhere
+            register("rs-0a1b2c", ["linux"]),  # no instance at all
+            register(f"rs-{tag}-9f9f9f", ["gpu"]),  # not the set's labels
+            register(f"rs-{tag}-7e7e7e", ["linux"], online=True),  # a runner that is connected
             register("other-1a2b3c", ["linux"])]
     harness.clock.advance(301)  # the next look for leftovers
     first = harness.sync("rs")
@@ -168,7 +176,50 @@ def test_leftover_registrations_are_removed_only_if_they_are_the_sets_and_have_n
     assert first.requeue_after == pytest.approx(60)
     harness.clock.advance(61)
     second = harness.sync("rs")
-    assert second.leftovers == ["rs-0a1b2c"]
+    assert second.leftovers == [f"rs-{tag}-0a1b2c"]
     assert leftover not in gh.runners and all(k in gh.runners for k in kept)
     assert gh.by_name(pod) is not None  # the runner with a pod stays
-    assert harness.api.get_object("secrets", "rs-0a1b2c", NS) is None
+    assert harness.api.get_object("secrets", f"rs-{tag}-0a1b2c", NS) is None
+
+
+def test_a_same_named_set_of_another_controller_keeps_its_pending_runner(
+        harness: Harness) -> None:
+    """Two namespace-scoped controllers (or two clusters), each with a RunnerSet `rs`, register
+    in the same org. Neither sees the other's pods, so to the other a pending runner looks like
+    a crash leftover (offline, idle, the set's name and labels, no pod): the instance in the
+    runner's name keeps each sweep to its own set's registrations."""
+    harness.write("rs", 1, 0)
+    (pending,) = harness.sync("rs").created  # registered, offline: its pod is starting
+    kube = Kube(client_for(harness.api.url))
+    other = Controller(kube, namespace="team-b", clock=harness.clock, concurrency=2,
+                       platforms=Platforms(kube.read_secret, list_max_age=0))
+    harness.api.create_object("secrets", {"metadata": {"name": "gh-creds"}, "type": "Opaque",
+                                          "data": harness.api.get_object(
+                                              "secrets", "gh-creds", NS)["data"]},  # type: ignore[index]
+                              "team-b")
+    harness.api.create_object("runnersets", {
+        "apiVersion": "gitscale.dev/v1alpha1", "kind": "RunnerSet",
+        "metadata": {"name": "rs", "namespace": "team-b"},
+        "spec": {**github_spec(harness.github.url), "replicas": 0, "patchID": 0}}, "team-b")
+    try:
+        other.start(workers=False)
+        assert other.synced(5)
+        wait_for(lambda: other.runnersets.get("team-b/rs"), 5)
+        uid = other.runnersets.get("team-b/rs")["metadata"]["uid"]  # type: ignore[index]
+        gh = harness.github
+        with gh.lock:  # a crash leftover of team-b/rs itself
+            own = next(gh.ids)
+            gh.runners[own] = FakeRunner(own, f"rs-{instance(uid)}-abcdef", "orgs/acme",
+                                         ["linux"], 1)
+        assert other.reconcile("team-b/rs").leftovers == []  # suspected
+        harness.clock.advance(61)
+        report = other.reconcile("team-b/rs")
+        assert report.leftovers == [f"rs-{instance(uid)}-abcdef"] and own not in gh.runners
+        assert harness.runner(pending) is not None  # default/rs's runner is not team-b's
+        harness.clock.advance(400)
+        assert other.reconcile("team-b/rs").leftovers == []
+        assert harness.runner(pending) is not None
+        assert pending.startswith("rs-") and len(pending) == len("rs-0000-000000")
+    finally:
+        other.stop()
+        kube.close()

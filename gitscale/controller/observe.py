@@ -198,6 +198,14 @@ def _stuck(pod: Mapping[str, Any], now: datetime) -> datetime | None:
     return None
 
 
+def stopped(pod: Mapping[str, Any]) -> bool:
+    """Has the runner stopped for good: its container terminated, or the pod ``Succeeded`` or
+    ``Failed`` (evicted, OOM-killed, deleted by the node)? Such a runner runs no job, whatever
+    its platform still says."""
+    phase = (pod.get("status") or {}).get("phase")
+    return _runner_terminated(pod) is not None or phase in ("Succeeded", "Failed")
+
+
 def runner_container(template: Mapping[str, Any]) -> str:
     containers = (template.get("spec") or {}).get("containers") or [{}]
     names = [c.get("name") for c in containers]

@@ -54,6 +54,7 @@ from gitscale.controller.observe import (
     RunnerSetView,
     parse_runnerset,
     runner_of,
+    stopped,
 )
 from gitscale.controller.platform import Adapter, Registered
 from gitscale.controller.platforms import Platforms, kind_of
@@ -128,11 +129,14 @@ def reconcile(ctx: Context, key: str) -> Report:
     registered = _registered(ctx, view, platform, pods, now, report)
     by_name = {}
     runners: list[Runner] = []
+    dead: set[str] = set()  # runners that stopped for good (busy or not, GitHub may say)
     for pod in pods:
         busy_until = ctx.memory.busy_until(key, pod["metadata"]["name"])
         runner = runner_of(pod, registered, busy_until, now, view.kind.running)
         runners.append(runner)
         by_name[runner.name] = runner
+        if stopped(pod):
+            dead.add(runner.name)
     ctx.memory.keep_only(key, set(by_name))
 
     spec = effective(view.spec, view.deleting)
@@ -159,7 +163,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                              view, platform, actions)
     report.created = created.names
     report.errors += created.errors
-    _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced)
+    _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced, dead=dead)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return _release(ctx, obj, report)
 
@@ -260,19 +264,21 @@ def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
 
 
 def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
-            report: Report, now: datetime, keep: set[str]) -> None:
+            report: Report, now: datetime, keep: set[str], dead: set[str]) -> None:
     """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
     next pass tries again) rather than leave their slot empty. A surplus runner that proves
     busy when it is unregistered (422) is kept, and the next of ``actions.standby`` goes in
     its place in the same pass (idle ones before pending ones, as the scale-down's order), so
-    the pass removes as many as the surplus while idle runners are left."""
+    the pass removes as many as the surplus while idle runners are left. ``dead``: runners
+    that stopped for good, whose pods go even while GitHub still counts them busy."""
     todo = [d for d in actions.deletes if d.name not in keep]
     standby = list(actions.standby)
     while todo:
         wave = min(d.wave for d in todo)
         batch = [d for d in todo if d.wave == wave]
         todo = [d for d in todo if d.wave != wave]
-        futures = [(d, ctx.pool.submit(_delete_one, ctx, view, platform, d)) for d in batch]
+        futures = [(d, ctx.pool.submit(_delete_one, ctx, view, platform, d, d.name in dead))
+                   for d in batch]
         for delete, future in futures:
             try:
                 future.result()
@@ -291,7 +297,8 @@ def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actio
         log.info("%s: removed %s", view.key, ", ".join(report.deleted))
 
 
-def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: Delete) -> None:
+def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: Delete,
+                dead: bool) -> None:
     if ctx.halt.is_set():
         raise Interrupted("the controller is stopping: runner not removed, left to the next "
                           "pass (or the next leader)")
@@ -299,7 +306,14 @@ def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: De
         try:
             platform.unregister(delete.runner_id)
         except RunnerBusy:
-            raise
+            if not dead:
+                raise
+            # Killed mid-job (evicted, OOM-killed): GitHub counts it busy until it notices.
+            # Keeping the pod would help no one; the registration is GitHub's to release,
+            # then the leftover sweep removes it.
+            log.info("%s: runner %s stopped while GitHub still counts it busy (evicted or "
+                     "killed mid-job?): its pod is removed; its registration is left until "
+                     "GitHub releases it, then swept", view.key, delete.name)
         except PlatformError:
             if delete.reason is DeleteReason.SURPLUS:
                 raise  # a live runner is only removed once it is unregistered

@@ -9,6 +9,7 @@ import json
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import kubernetes.client
 import pytest
@@ -180,6 +181,39 @@ def test_unregister_422_keeps_the_pod_says_so_once_and_waits_30s(
     assert len(said) == 1 and pod in said[0].getMessage()
     status = harness.status("rs")
     assert (status["busy"], status["replicas"]) == (1, 1)
+
+
+@pytest.mark.parametrize("death", [
+    pytest.param({"containers": [{"name": "runner", "ready": False, "state": {"terminated": {
+        "exitCode": 137, "reason": "OOMKilled"}}}]}, id="oom-killed"),
+    pytest.param({"containers": [], "reason": "Evicted",
+                  "message": "The node was low on resource: memory."}, id="evicted"),
+])
+def test_a_runner_killed_mid_job_goes_though_github_still_counts_it_busy(
+        harness: Harness, death: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """GitHub answers 422 for a runner it still counts busy; a dead pod is not kept for it
+    (that would hold its slot and retry every 30 s, "still running a job"). Its registration
+    stays until GitHub releases it, then the leftover sweep removes it."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (pod,) = harness.names("rs")
+    harness.running(pod, busy=True)
+    harness.sync("rs")
+    harness.clock.advance(60)
+    extra = {k: v for k, v in death.items() if k != "containers"}
+    harness.api.set_pod_phase(NS, pod, "Failed", death["containers"], **extra)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    report = harness.sync("rs")
+    assert report.deleted == [pod] and report.busy == [] and report.errors == []
+    (successor,) = report.created
+    assert harness.names("rs") == [successor]
+    assert harness.runner(pod) is not None  # GitHub's to release: left for now
+    assert "still counts it busy" in caplog.text and "still running a job" not in caplog.text
+    harness.github.set_state(pod, online=False, busy=False)  # GitHub noticed: offline, idle
+    harness.clock.advance(301)  # the next look for leftovers: suspected ...
+    assert harness.sync("rs").leftovers == []
+    harness.clock.advance(61)  # ... and removed after the grace
+    assert harness.sync("rs").leftovers == [pod] and harness.runner(pod) is None
 
 
 def test_status_counts_pending_running_failed(harness: Harness) -> None:

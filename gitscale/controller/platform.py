@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from gitscale.controller.decide import Phase
+from gitscale.controller.errors import PlatformError
 from gitscale.controller.status import Condition
 
 LIST_MAX_AGE = 15.0  # seconds a platform's runner list is reused: it serves every pass
@@ -54,6 +55,30 @@ class Adapter(Protocol):
     def busy_source(self) -> tuple[bool, str | None]:
         """(is the platform set up to say who is busy, why it cannot this time)"""
         ...
+
+
+class Unavailable:
+    """The adapter of a set being deleted whose platform cannot be reached at all (its
+    credentials gone with it, and no client left from before): nothing can be registered or
+    unregistered, and no one says which runner is busy."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def env(self, name: str) -> list[dict[str, Any]]:
+        raise PlatformError(self.reason)
+
+    def register(self, name: str) -> Registration | None:
+        raise PlatformError(self.reason)
+
+    def unregister(self, runner_id: int) -> None:
+        raise PlatformError(self.reason)
+
+    def registered(self) -> Mapping[Any, Registered] | None:
+        raise PlatformError(self.reason)
+
+    def busy_source(self) -> tuple[bool, str | None]:
+        return True, self.reason
 
 
 class Client(Protocol):

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Callable
 
-from gitscale.controller.errors import UnsupportedPlatform
+from gitscale.controller.errors import CredentialsError, UnsupportedPlatform
 from gitscale.controller.observe import RunnerSetView
 from gitscale.controller.platform import LIST_MAX_AGE, Adapter, Client, Kind, SecretReader
 from gitscale.controller.platform_buildkite import BUILDKITE
@@ -49,7 +49,15 @@ class Platforms:
         self._clients: dict[tuple[str, ...], tuple[float, Client]] = {}
 
     def for_set(self, rs: RunnerSetView) -> Adapter:
-        return rs.kind.adapter(self, rs.namespace, rs.settings)
+        """The set's adapter. A set being deleted whose credentials can no longer be read (its
+        Secret pruned with it, its namespace being deleted) keeps the client it last had: the
+        token it holds still serves to unregister the set's runners."""
+        try:
+            return rs.kind.adapter(self, rs.namespace, rs.settings)
+        except CredentialsError:
+            if not rs.deleting:
+                raise
+            return rs.kind.adapter(_LastRead(self), rs.namespace, rs.settings)
 
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
         return self._read_secret(namespace, name)
@@ -79,3 +87,20 @@ class Platforms:
             # A replaced client may still serve a pass in flight: it is left to the GC.
             self._clients[key] = (self._clock(), client)
         return client
+
+
+class _LastRead:
+    """``Platforms`` for a set being deleted: the client it last had, however old (its Secret
+    may be gone for good), else a new one."""
+
+    def __init__(self, platforms: Platforms) -> None:
+        self._platforms = platforms
+        self.list_max_age = platforms.list_max_age
+
+    def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
+        return self._platforms.read_secret(namespace, name)
+
+    def cached(self, key: tuple[str, ...], make: Callable[[], Client]) -> Client:
+        with self._platforms._lock:
+            cached = self._platforms._clients.get(key)
+        return cached[1] if cached is not None else self._platforms.cached(key, make)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -38,6 +38,7 @@ from gitscale.controller.decide import (
 from gitscale.controller.errors import (
     Conflict,
     ControllerError,
+    CredentialsError,
     Interrupted,
     InvalidRunnerSet,
     KubeError,
@@ -56,7 +57,7 @@ from gitscale.controller.observe import (
     runner_of,
     stopped,
 )
-from gitscale.controller.platform import Adapter, Registered
+from gitscale.controller.platform import Adapter, Registered, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
 
 log = logging.getLogger("gitscale.controller")
@@ -108,7 +109,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.before = obj.get("status") or {}
     try:
         view = parse_runnerset(obj, kind_of)
-        platform = ctx.platforms.for_set(view)
+        platform = _platform(ctx, view)
     except InvalidRunnerSet as exc:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not any(
@@ -126,17 +127,27 @@ def reconcile(ctx: Context, key: str) -> Report:
     if not view.deleting:
         obj = _hold(ctx, obj, report)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
-    registered = _registered(ctx, view, platform, pods, now, report)
+    unavailable = platform.reason if isinstance(platform, Unavailable) else None
+    try:
+        registered = None if unavailable else _registered(ctx, view, platform, pods, now,
+                                                          report)
+    except CredentialsError as exc:  # a set being deleted: its credentials no longer work
+        platform, unavailable, registered = Unavailable(str(exc)), str(exc), None
     by_name = {}
     runners: list[Runner] = []
     dead: set[str] = set()  # runners that stopped for good (busy or not, GitHub may say)
+    live: set[str] = set()  # runners that may be connected (idle or busy)
     for pod in pods:
         busy_until = ctx.memory.busy_until(key, pod["metadata"]["name"])
         runner = runner_of(pod, registered, busy_until, now, view.kind.running)
+        if unavailable and runner.phase in (Phase.PENDING, Phase.FAILED, Phase.FINISHED):
+            runner = replace(runner, runner_id=None)  # removed without unregistering: see below
         runners.append(runner)
         by_name[runner.name] = runner
         if stopped(pod):
             dead.add(runner.name)
+        if runner.phase in (Phase.IDLE, Phase.BUSY):
+            live.add(runner.name)
     ctx.memory.keep_only(key, set(by_name))
 
     spec = effective(view.spec, view.deleting)
@@ -163,7 +174,8 @@ def reconcile(ctx: Context, key: str) -> Report:
                              view, platform, actions)
     report.created = created.names
     report.errors += created.errors
-    _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced, dead=dead)
+    _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced, dead=dead,
+            live=live)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return _release(ctx, obj, report)
 
@@ -177,6 +189,8 @@ def reconcile(ctx: Context, key: str) -> Report:
                             refilled.count - len(created.unreplaced & set(actions.refills)))
     trouble = st.Problem(created.reason or "ApplyFailed",
                          "; ".join(report.errors[:3])) if report.errors else None
+    if unavailable:
+        trouble = _without_platform(unavailable, report)
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
@@ -187,6 +201,32 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.requeue_after = min(waits) if waits else None
     return _finish(ctx, obj, report, counts, conditions, now, applied=applied,
                    generation=generation, refilled=refilled)
+
+
+def _platform(ctx: Context, view: RunnerSetView) -> Adapter:
+    """The set's adapter. A set being deleted is seen out even when its platform cannot be
+    reached at all (its credentials Secret pruned with it, its namespace being deleted, no
+    client left from before): ``Unavailable``."""
+    try:
+        return ctx.platforms.for_set(view)
+    except ControllerError as exc:
+        if not view.deleting:
+            raise
+        return Unavailable(str(exc))
+
+
+def _without_platform(reason: str, report: Report) -> st.Problem:
+    """A set being deleted without its platform: runners that are not running were removed
+    without unregistering (the offline registrations of ephemeral runners are GitHub's to
+    drop, after a day); running ones are kept until they stop, since idle cannot be told from
+    busy; the finalizer goes once no pod is left. Said in Ready (and so once in the log)."""
+    report.requeue_after = ERROR_RETRY * 3
+    return st.Problem("PlatformUnavailable", "; ".join([
+        f"{reason}: the set is being deleted without its platform: runners that were not "
+        "running are removed without unregistering (GitHub drops the offline registrations "
+        "of ephemeral runners after a day); running ones are kept until they stop, as idle "
+        "cannot be told from busy without it (delete their pods to let the set go now)",
+        *report.errors[:2]]))
 
 
 def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
@@ -202,6 +242,8 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     try:
         found = platform.registered()
     except ControllerError as exc:
+        if view.deleting and isinstance(exc, CredentialsError):
+            raise  # no longer to be had: the set is seen out without its platform
         # A platform that registers its runners (GitHub): running runners count as busy
         # (nothing removed: an error of the pass). Buildkite: the graceful-stop rule still
         # holds; BusyKnown says so.
@@ -264,21 +306,23 @@ def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
 
 
 def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
-            report: Report, now: datetime, keep: set[str], dead: set[str]) -> None:
+            report: Report, now: datetime, keep: set[str], dead: set[str],
+            live: set[str]) -> None:
     """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
     next pass tries again) rather than leave their slot empty. A surplus runner that proves
     busy when it is unregistered (422) is kept, and the next of ``actions.standby`` goes in
     its place in the same pass (idle ones before pending ones, as the scale-down's order), so
     the pass removes as many as the surplus while idle runners are left. ``dead``: runners
-    that stopped for good, whose pods go even while GitHub still counts them busy."""
+    that stopped for good, whose pods go even while GitHub still counts them busy; ``live``:
+    runners that may be connected (idle or busy), only ever removed once unregistered."""
     todo = [d for d in actions.deletes if d.name not in keep]
     standby = list(actions.standby)
     while todo:
         wave = min(d.wave for d in todo)
         batch = [d for d in todo if d.wave == wave]
         todo = [d for d in todo if d.wave != wave]
-        futures = [(d, ctx.pool.submit(_delete_one, ctx, view, platform, d, d.name in dead))
-                   for d in batch]
+        futures = [(d, ctx.pool.submit(_delete_one, ctx, view, platform, d, d.name in dead,
+                                       d.name in live)) for d in batch]
         for delete, future in futures:
             try:
                 future.result()
@@ -298,7 +342,7 @@ def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actio
 
 
 def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: Delete,
-                dead: bool) -> None:
+                dead: bool, live: bool) -> None:
     if ctx.halt.is_set():
         raise Interrupted("the controller is stopping: runner not removed, left to the next "
                           "pass (or the next leader)")
@@ -314,10 +358,14 @@ def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: De
             log.info("%s: runner %s stopped while GitHub still counts it busy (evicted or "
                      "killed mid-job?): its pod is removed; its registration is left until "
                      "GitHub releases it, then swept", view.key, delete.name)
-        except PlatformError:
-            if delete.reason is DeleteReason.SURPLUS:
-                raise  # a live runner is only removed once it is unregistered
-            # finished or failed: its pod goes anyway; an ephemeral runner unregisters itself
+        except PlatformError as exc:
+            # A live runner is only removed once it is unregistered. A pending or failed one
+            # of a set being deleted whose credentials are gone goes anyway (see
+            # ``_without_platform``); finished or failed: its pod goes anyway (an ephemeral
+            # runner unregisters itself).
+            if delete.reason is DeleteReason.SURPLUS and (live or not (
+                    view.deleting and isinstance(exc, CredentialsError))):
+                raise
     cached = ctx.pods.get(f"{view.namespace}/{delete.name}")
     try:
         pod = ctx.kube.delete_pod(view.namespace, delete.name)

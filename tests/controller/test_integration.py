@@ -15,6 +15,7 @@ import kubernetes.client
 import pytest
 
 from gitscale.controller.observe import FINALIZER
+from gitscale.controller.platforms import Platforms
 from tests.controller.harness import NS, Harness
 
 
@@ -442,3 +443,102 @@ def test_the_documented_release_of_a_stuck_set_lets_it_go(harness: Harness) -> N
     custom.patch_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", name,
                                           patch, _content_type="application/merge-patch+json")
     assert harness.api.get_object("runnersets", name, NS) is None
+
+
+def _delete_set(harness: Harness, name: str) -> None:
+    custom = kubernetes.client.CustomObjectsApi(harness.controller.kube.api)
+    custom.delete_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", name)
+
+
+def _delete_secret(harness: Harness, name: str = "gh-creds") -> None:
+    kubernetes.client.CoreV1Api(harness.controller.kube.api).delete_namespaced_secret(name, NS)
+
+
+def test_a_set_deleted_with_its_secret_is_let_go(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Argo CD prunes the set and its credentials Secret together, and the controller has no
+    client left from before (it restarted): runners that are not running need no GitHub to be
+    removed, so they go, and the finalizer with them. Their offline registrations stay for
+    GitHub to drop (an ephemeral runner's after a day)."""
+    harness.write("rs", 3, 0)
+    harness.sync("rs")
+    pending, finished, failed = harness.names("rs")
+    harness.clock.advance(30)
+    harness.stop(finished)  # did its job: unregistered itself
+    harness.stop(failed, exit_code=1)
+    _delete_secret(harness)
+    harness.controller.ctx.platforms.close()  # a restarted controller: nothing cached
+    _delete_set(harness, "rs")
+    calls = len(harness.github.calls)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    report = harness.sync("rs")
+    assert sorted(report.deleted) == sorted([pending, finished, failed])
+    assert harness.names("rs") == [] and harness.api.get_object("runnersets", "rs", NS) is None
+    assert len(harness.github.calls) == calls  # nothing asked of GitHub: it could not be
+    assert {r.name for r in harness.github.runners.values()} == {pending, failed}
+    said = [r for r in caplog.records if "being deleted without its platform" in r.getMessage()]
+    assert len(said) <= 1  # (none when nothing was left to say it about)
+
+
+def test_a_namespace_deleted_with_a_running_runner_is_let_go(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """A namespace being deleted: its Secret goes at once, the RunnerSet waits on its
+    finalizer. Running runners cannot be told idle from busy without the credentials, so the
+    controller keeps them (says why, once) and lets the set go as soon as they are gone —
+    here the namespace controller deletes them; the set, the namespace's last object, goes."""
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    busy, idle = harness.names("rs")
+    harness.running(busy, busy=True)
+    harness.running(idle)
+    harness.sync("rs")
+    _delete_secret(harness)
+    harness.controller.ctx.platforms.close()
+    _delete_set(harness, "rs")
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    for _ in range(2):
+        report = harness.sync("rs")
+        assert report.deleted == [] and harness.names("rs") == [busy, idle]
+        harness.clock.advance(30)
+    assert report.requeue_after == pytest.approx(30)
+    said = [r.getMessage() for r in caplog.records
+            if "being deleted without its platform" in r.getMessage()]
+    assert len(said) == 1 and "running ones are kept until they stop" in said[0]
+    assert "Secret default/gh-creds does not exist" in said[0]
+    (ready,) = [c for c in harness.status("rs")["conditions"] if c["type"] == "Ready"]
+    assert "delete their pods to let the set go" in ready["message"]
+    harness.stop(busy)  # its job done
+    assert harness.sync("rs").deleted == [busy]
+    assert harness.api.get_object("runnersets", "rs", NS) is not None
+    core = kubernetes.client.CoreV1Api(harness.controller.kube.api)  # the namespace
+    core.delete_namespaced_pod(idle, NS, _preload_content=False)  # controller's part
+    harness.sync("rs")
+    assert harness.api.get_object("runnersets", "rs", NS) is None
+
+
+def test_a_set_deleted_with_its_secret_keeps_the_credentials_it_last_read(
+        harness: Harness) -> None:
+    """The Secret pruned with the set, the controller still running: the client it last made
+    (its token still valid) sees the runners out as usual, long after the 5 minutes a
+    credential is kept before it is read again — the idle one unregistered and removed, the
+    busy one left to finish its job."""
+    seconds = [0.0]
+    kube = harness.controller.kube
+    harness.controller.ctx.platforms = Platforms(kube.read_secret, list_max_age=0,
+                                                 clock=lambda: seconds[0])
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    busy, idle = harness.names("rs")
+    harness.running(busy, busy=True)
+    harness.running(idle)
+    harness.sync("rs")
+    _delete_secret(harness)
+    _delete_set(harness, "rs")
+    seconds[0] += 3600
+    report = harness.sync("rs")
+    assert report.deleted == [idle] and harness.runner(idle) is None
+    assert harness.names("rs") == [busy]
+    harness.clock.advance(60)
+    harness.stop(busy)
+    assert harness.sync("rs").deleted == [busy]
+    assert harness.api.get_object("runnersets", "rs", NS) is None

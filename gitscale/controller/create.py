@@ -6,20 +6,29 @@ with it). The Secret comes first so that no pod ever waits for a Secret that wil
 a crash before the pod leaves only a registration (and maybe its Secret) with no pod, which
 ``leftovers.py`` removes. A failure undoes what the runner got so far.
 
-After a pass whose creations were refused (a quota, an admission webhook, GitHub down), the
-next passes create in slow-start batches of 1, 2, 4… that stop at the first failure, like the
-ReplicaSet controller: each runner tried costs a GitHub registration (and its removal when the
-pod is refused), and a set stuck on its quota must not spend the rate limit every pass.
+Each runner tried costs a GitHub registration (and its removal when the pod is refused), and
+GitHub limits content creation (80 a minute): a set stuck on its quota must not spend it for
+every set. So, where the platform registers runners, one pod of the pass is first created
+with ``dryRun=All`` (admission — quota, webhooks — and validation, nothing stored; the
+ResourceQuota plugin evaluates dry runs, kubernetes/kubernetes#66391): when it is refused, no
+runner is registered at all. After a pass whose creations were refused (a quota, an admission
+webhook, GitHub down), the set's creations wait ``CREATE_RETRY`` seconds, doubling with each
+pass refused in a row up to ``CREATE_RETRY_MAX`` (any runner created starts it again from
+``CREATE_RETRY``; no refusal ends it); then they come in slow-start batches of 1, 2, 4… that
+stop at the first failure, like the ReplicaSet controller.
 
 When the controller stops (or loses its leadership), creations not yet started are skipped
 (``Interrupted``); the write is then not recorded as applied, so the next start completes it.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from gitscale.controller.cache import Store
@@ -31,13 +40,16 @@ from gitscale.controller.errors import (
     KubeError,
 )
 from gitscale.controller.kube import Kube
-from gitscale.controller.memory import Memory
+from gitscale.controller.memory import Memory, Refusal
 from gitscale.controller.observe import RunnerSetView
 from gitscale.controller.platform import Adapter
 from gitscale.controller.platforms import Platforms
 from gitscale.controller.podspec import jit_secret, new_name, pod_owner, runner_pod
+from gitscale.timeutil import format_time
 
 log = logging.getLogger("gitscale.controller")
+CREATE_RETRY = 10.0  # seconds before creations refused once are tried again, doubling ...
+CREATE_RETRY_MAX = 300.0  # ... up to this
 
 
 @dataclass
@@ -49,11 +61,27 @@ class Created:
     unreplaced: set[str] = field(default_factory=set)  # failed runners whose successor failed
     errors: list[str] = field(default_factory=list)
     reason: str | None = None
+    retry_after: float | None = None  # seconds until creations refused are tried again
+
+
+def held_back(memory: Memory, view: RunnerSetView, now: datetime) -> Refusal | None:
+    """The set's refused creations, while their backoff runs (no creation is tried) and its
+    pods would be made the same way (a template fixed after a webhook refused it is tried at
+    once; a new replicas or patch ID is not a fix)."""
+    refusal = memory.refusal(view.key)
+    return refusal if refusal is not None and now < refusal.until and (
+        refusal.shape == shape(view)) else None
+
+
+def shape(view: RunnerSetView) -> str:
+    """A digest of what the set's pods are made from: its template and platform settings."""
+    made_of = json.dumps([view.template, repr(view.settings)], sort_keys=True, default=str)
+    return hashlib.sha256(made_of.encode()).hexdigest()[:16]
 
 
 def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory,
                    pool: Executor, halt: threading.Event, view: RunnerSetView,
-                   platform: Adapter, actions: Actions) -> Created:
+                   platform: Adapter, actions: Actions, now: datetime) -> Created:
     out = Created()
     # Replacements of failed runners first: a slow start that stops early keeps their lineage;
     # then the refills of finished slots (each keeps its marker until it exists).
@@ -61,6 +89,10 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     predecessors = actions.predecessors
     if not lineage:
         return out
+    held = held_back(memory, view, now)
+    if held is not None:
+        return _not_tried(out, len(lineage), predecessors, held.message, held.reason,
+                          (held.until - now).total_seconds())
     taken = {p["metadata"]["name"] for p in pods.group(view.key)}
     names: list[str] = []
     while len(names) < len(lineage):
@@ -68,8 +100,20 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
         if name not in taken:
             taken.add(name)
             names.append(name)
+    if view.kind.registration_labels is not None and not halt.is_set():
+        try:  # before any registration: would Kubernetes take the pod?
+            kube.create_pod(runner_pod(view, names[0], actions.create_patch_id, lineage[0],
+                                       platform.env(names[0])), dry_run=True)
+        except ControllerError as exc:
+            message = f"{exc} (a dry run: no runner registered)"
+            reason = "QuotaExceeded" if _quota(exc) else "CreateFailed"
+            _refused(memory, view, now, made=False, message=message, reason=reason)
+            refusal = memory.refusal(view.key)
+            assert refusal is not None
+            return _not_tried(out, len(lineage), predecessors, refusal.message, reason,
+                              (refusal.until - now).total_seconds())
     todo = list(enumerate(zip(names, lineage)))
-    batch = 1 if memory.refused(view.key) else len(todo)
+    batch = 1 if memory.refusal(view.key) is not None else len(todo)
     refused = False
     while todo and not refused:
         tried, todo = todo[:batch], todo[batch:]
@@ -105,7 +149,15 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     if out.failed and out.reason is None:
         out.reason = "CreateFailed"
     if out.reason != "Interrupted":
-        memory.set_refused(view.key, refused)
+        if refused:
+            _refused(memory, view, now, made=bool(out.names), message=out.errors[0],
+                     reason=out.reason or "CreateFailed")
+            refusal = memory.refusal(view.key)
+            assert refusal is not None
+            out.errors[0] = refusal.message  # as the passes that wait for it say it
+            out.retry_after = (refusal.until - now).total_seconds()
+        else:
+            memory.set_refusal(view.key, None)
     if out.names:
         log.info("%s: created %d runner(s) for patch %d", view.key, len(out.names),
                  actions.create_patch_id)
@@ -138,6 +190,28 @@ def _create_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetV
         # If this fails the Secret stays with the set (deleted with it): the pod runs anyway.
         _quietly(kube.own_secret, view.namespace, name, pod_owner(pod))
     return name
+
+
+def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, message: str,
+             reason: str) -> None:
+    """Creations refused: back off, from ``CREATE_RETRY`` again if any runner was made."""
+    before = memory.refusal(view.key)
+    count = 1 if made or before is None else before.count + 1
+    wait = min(CREATE_RETRY * 2 ** (count - 1), CREATE_RETRY_MAX)
+    until = now + timedelta(seconds=wait)
+    memory.set_refusal(view.key, Refusal(count, until, (
+        f"{message}; creations refused {count} pass(es) in a row, tried again from "
+        f"{format_time(until)}"), reason, shape(view)))
+
+
+def _not_tried(out: Created, count: int, predecessors: tuple[str, ...], message: str,
+               reason: str, wait: float) -> Created:
+    """No creation tried this pass: every successor is missing, every predecessor kept."""
+    out.failed = count
+    out.unreplaced.update(predecessors[:count])
+    out.errors.append(message)
+    out.reason, out.retry_after = reason, max(wait, 0.0)
+    return out
 
 
 def _quota(exc: ControllerError) -> bool:

@@ -140,11 +140,13 @@ class Kube:
         return self._stream("watch runner pods", lambda: self.core.list_pod_for_all_namespaces(
             label_selector=LABEL_SET, **kw))
 
-    def create_pod(self, body: RawObject) -> RawObject:
+    def create_pod(self, body: RawObject, *, dry_run: bool = False) -> RawObject:
+        """``dry_run``: admission (quota, webhooks) and validation only, nothing stored."""
         meta, raw_body = body["metadata"], cast(Any, body)  # the client takes dicts too
         created: RawObject = _json(_call(
             f"create pod {meta['namespace']}/{meta['name']}", lambda: self.core.
             create_namespaced_pod(meta["namespace"], raw_body, _content_type=JSON,
+                                  dry_run="All" if dry_run else None,
                                   _preload_content=False)))
         return created
 

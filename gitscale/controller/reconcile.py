@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from gitscale.controller import status as st
 from gitscale.controller.cache import Store
-from gitscale.controller.create import Created, create_runners
+from gitscale.controller.create import Created, create_runners, held_back
 from gitscale.controller.decide import (
     Actions,
     Delete,
@@ -158,8 +158,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     # a slot unfilled until the next write, but never refill beyond the backlog.
     refilled = refilled_after(spec, view.refilled, len(actions.refills)) \
         if actions.refills else None
-    if actions.create and (view.applied is None
-                           or st.ready_of(previous).get("status") != "False"):
+    if actions.create and held_back(ctx.memory, view, now) is None and (
+            view.applied is None or st.ready_of(previous).get("status") != "False"):
         # Say the set is short before creating, and that the write is not applied yet: a pass
         # may be cut short (killed, stopped), and the next one must complete the write.
         before = _adjust(actions, by_name, Report(key), Created(failed=actions.create))
@@ -171,7 +171,7 @@ def reconcile(ctx: Context, key: str) -> Report:
         obj = _write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
                      previous=None)
     created = create_runners(ctx.kube, ctx.pods, ctx.platforms, ctx.memory, ctx.pool, ctx.halt,
-                             view, platform, actions)
+                             view, platform, actions, now)
     report.created = created.names
     report.errors += created.errors
     _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced, dead=dead,
@@ -194,9 +194,12 @@ def reconcile(ctx: Context, key: str) -> Report:
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
+    others = len(report.errors) - len(created.errors)  # errors not of its creations
     waits = [w for w in (actions.requeue_after,
                          BUSY_RETRY.total_seconds() if report.busy else None,
-                         ERROR_RETRY if report.errors else None,
+                         created.retry_after,  # refused creations back off
+                         ERROR_RETRY if others or (created.errors and created.retry_after is None)
+                         else None,
                          report.requeue_after) if w is not None]
     report.requeue_after = min(waits) if waits else None
     return _finish(ctx, obj, report, counts, conditions, now, applied=applied,

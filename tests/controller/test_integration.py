@@ -370,26 +370,58 @@ def test_credentials_in_config_url_are_refused_and_never_shown(
     assert "ghp-in-the-url" not in str(harness.status("rs")) + caplog.text
 
 
-def test_refused_pod_creations_do_not_burn_the_github_rate_limit(harness: Harness) -> None:
-    """A quota refusing pods costs GitHub a registration and an unregistration per runner tried.
-    After one refused pass, the next passes try one runner first (the ReplicaSet controller's
-    slow start), so a set stuck on its quota costs two GitHub calls per pass, not 2 × missing."""
-    harness.api.inject_error("create", "pods", code=403, reason="Forbidden",
-                             message="exceeded quota: pods", times=23)
+@pytest.mark.parametrize(("code", "reason", "message", "ready"), [
+    pytest.param(403, "Forbidden", 'pods "rs-x" is forbidden: exceeded quota: pods, '
+                 "requested: pods=1, used: pods=20, limited: pods=20", "QuotaExceeded",
+                 id="quota"),
+    pytest.param(400, "BadRequest", 'admission webhook "policy.example.com" denied the '
+                 "request: images must come from registry.example.com", "CreateFailed",
+                 id="webhook"),
+])
+def test_refused_pod_creations_do_not_burn_the_github_rate_limit(
+        harness: Harness, code: int, reason: str, message: str, ready: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Each runner tried costs GitHub a registration and its removal, and GitHub allows 80
+    content-creating requests a minute: 100 sets stuck on their quota, retried every 10 s,
+    spent 600. One pod is first created as a dry run, so a refused pass registers nothing,
+    and a set's refused creations wait 10 s, doubling to 5 minutes; once the quota is raised
+    every missing runner comes in one pass again, and the backoff starts over."""
+    harness.api.inject_error("create", "pods", code=code, reason=reason, message=message,
+                             times=1000)
     harness.write("rs", 20, 0)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+
+    def registrations() -> int:
+        return harness.github.count("POST") + harness.github.count("DELETE")
+
     first = harness.sync("rs")
-    assert first.created == [] and len(first.errors) == 20  # unknown until tried: all at once
-    for _ in range(3):
-        harness.clock.advance(10)
-        before = len(harness.github.calls)
-        report = harness.sync("rs")
-        assert len(harness.github.calls) - before == 2  # one register, one unregister
-        assert report.created == [] and report.requeue_after == pytest.approx(10)
+    assert first.created == [] and registrations() == 0  # nothing registered
+    assert harness.api.call_count("create", "pods") == 1 and first.requeue_after == 10
+    condition = next(c for c in harness.status("rs")["conditions"] if c["type"] == "Ready")
+    assert (condition["status"], condition["reason"]) == ("False", ready)
+    assert message in condition["message"] and "dry run" in condition["message"]
+    for wait, following in [(10, 20), (20, 40), (40, 80), (80, 160), (160, 300), (300, 300)]:
+        harness.clock.advance(wait - 1)  # a pass within the backoff (a resync, a pod event)
+        tries = harness.api.call_count("create", "pods")
+        early = harness.sync("rs")
+        assert harness.api.call_count("create", "pods") == tries  # tries nothing
+        assert early.requeue_after == pytest.approx(1)
+        harness.clock.advance(1)
+        assert harness.sync("rs").requeue_after == following
+        assert harness.api.call_count("create", "pods") == tries + 1  # one dry run
+    assert registrations() == 0
+    said = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 7  # once per try, not once per pass
     status = harness.status("rs")
     assert (status["pending"], status["replicas"]) == (0, 0)
-    harness.clock.advance(10)  # the quota was raised: every missing runner in one pass again
+    harness.api.clear_errors()  # the quota was raised: every missing runner in one pass again
+    harness.clock.advance(300)
     assert len(harness.sync("rs").created) == 20
     assert len(harness.pods("rs")) == 20 and len(harness.github.runners) == 20
+    harness.api.inject_error("create", "pods", code=code, reason=reason, message=message)
+    harness.clock.advance(10)
+    harness.write("rs", 21, 0)
+    assert harness.sync("rs").requeue_after == 10  # started over
 
 
 def test_deleting_a_set_keeps_its_busy_runner_until_done_then_lets_it_go(
@@ -542,3 +574,20 @@ def test_a_set_deleted_with_its_secret_keeps_the_credentials_it_last_read(
     harness.stop(busy)
     assert harness.sync("rs").deleted == [busy]
     assert harness.api.get_object("runnersets", "rs", NS) is None
+
+
+def test_a_template_fixed_after_a_webhook_refused_it_is_tried_at_once(harness: Harness) -> None:
+    """The backoff holds new writes of replicas (they fix nothing), not a new template."""
+    harness.api.inject_error("create", "pods", code=400, reason="BadRequest", times=1000,
+                             message='admission webhook "policy.example.com" denied the '
+                                     "request: images must come from registry.example.com")
+    harness.write("rs", 2, 0)
+    assert harness.sync("rs").created == []
+    harness.write("rs", 3, 0)
+    tries = harness.api.call_count("create", "pods")
+    assert harness.sync("rs").created == []
+    assert harness.api.call_count("create", "pods") == tries  # held: the same pods
+    harness.api.clear_errors()
+    harness.api.mutate_object("runnersets", "rs", lambda o: o["spec"]["template"]["spec"][
+        "containers"][0].update(image="registry.example.com/actions-runner:2.336.0"), NS)
+    assert len(harness.sync("rs").created) == 3

@@ -58,6 +58,7 @@ class _InjectedError:
     resource: str | None
     error: APIError
     remaining: int
+    skip: int = 0  # matching calls let through first
 
 
 def _resource_matches(wanted: str | None, counted: str) -> bool:
@@ -174,6 +175,9 @@ class KubeAPIServer(ThreadingHTTPServer):
             for rule in self._errors:
                 if (rule.remaining > 0 and rule.verb in (None, verb)
                         and _resource_matches(rule.resource, resource)):
+                    if rule.skip > 0:
+                        rule.skip -= 1
+                        continue
                     rule.remaining -= 1
                     raise rule.error
 
@@ -196,11 +200,13 @@ class KubeAPIServer(ThreadingHTTPServer):
 
     def inject_error(self, verb: str | None = None, resource: str | None = None, *,
                      code: int = 500, reason: str = "InternalError",
-                     message: str = "injected failure", times: int = 1) -> None:
-        """Fail the next ``times`` calls matching verb/resource with a Status of ``code``."""
+                     message: str = "injected failure", times: int = 1,
+                     skip: int = 0) -> None:
+        """Fail the next ``times`` calls matching verb/resource with a Status of ``code``
+        (after letting ``skip`` of them through)."""
         with self.store.lock:
             self._errors.append(_InjectedError(verb, resource, APIError(code, reason, message),
-                                               times))
+                                               times, skip))
 
     def clear_errors(self) -> None:
         """Forget every injected failure still pending (the outage is over)."""

@@ -4,7 +4,11 @@ One runner is: register it with the platform (GitHub: a JIT config), create its 
 by the set), create its pod (which reads the Secret), then hand the Secret to the pod (deleted
 with it). The Secret comes first so that no pod ever waits for a Secret that will never come;
 a crash before the pod leaves only a registration (and maybe its Secret) with no pod, which
-``leftovers.py`` removes. A failure undoes what the runner got so far.
+``leftovers.py`` removes. A failure undoes what the runner got so far, unless the pod may
+exist after all (no answer, or a 5xx): it is looked for, and when that cannot be known the
+registration and its Secret are left, for the sweep (no pod shows up) or the pod (one does).
+A Secret that could not be handed to its pod is handed over by a later pass (``_hand_over``
+of ``reconcile.py``), or deleted once the pod is gone.
 
 Each runner tried costs a GitHub registration (and its removal when the pod is refused), and
 GitHub limits content creation (80 a minute): a set stuck on its quota must not spend it for
@@ -29,7 +33,7 @@ import threading
 from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from gitscale.controller.cache import Store
 from gitscale.controller.decide import Actions
@@ -41,7 +45,7 @@ from gitscale.controller.errors import (
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory, Refusal
-from gitscale.controller.observe import RunnerSetView
+from gitscale.controller.observe import RawObject, RunnerSetView
 from gitscale.controller.platform import Adapter
 from gitscale.controller.platforms import Platforms
 from gitscale.controller.podspec import jit_secret, new_name, pod_owner, runner_pod
@@ -119,7 +123,7 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
         tried, todo = todo[:batch], todo[batch:]
         batch *= 2
         futures: list[tuple[int, Future[str]]] = [
-            (i, pool.submit(_create_one, kube, pods, halt, view, platform, name,
+            (i, pool.submit(_create_one, kube, pods, memory, halt, view, platform, name,
                             actions.create_patch_id, failures))
             for i, (name, failures) in tried]
         wait([f for _, f in futures])
@@ -164,7 +168,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     return out
 
 
-def _create_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetView,
+def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
+                view: RunnerSetView,
                 platform: Adapter, name: str, patch_id: int, failures: int) -> str:
     if halt.is_set():
         raise Interrupted("the controller is stopping: runner not created, left to the next "
@@ -180,15 +185,28 @@ def _create_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetV
     body = runner_pod(view, name, patch_id, failures, platform.env(name), runner_id)
     try:
         pod = kube.create_pod(body)
-    except ControllerError:
-        if registration is not None:
+    except ControllerError as exc:
+        if registration is None:
+            raise
+        made = _made_anyway(kube, view.namespace, name, exc)
+        if made is False:  # refused: undo
             _quietly(kube.delete_secret, view.namespace, name)
             _quietly(platform.unregister, registration.runner_id)
-        raise
+        if not isinstance(made, dict):
+            # (None: unknown. The registration and its Secret stay: with no pod, the leftover
+            # sweep removes them; the pod, if it exists after all, runs.)
+            raise
+        log.info("%s: pod %s was created though its creation answered: %s", view.key, name, exc)
+        pod = made
     pods.put(pod)
     if registration is not None:
-        # If this fails the Secret stays with the set (deleted with it): the pod runs anyway.
-        _quietly(kube.own_secret, view.namespace, name, pod_owner(pod))
+        try:
+            kube.own_secret(view.namespace, name, pod_owner(pod))
+        except ControllerError as exc:
+            # The pod runs anyway; the Secret, still the set's, would outlive it: the next
+            # passes hand it over (or delete it once the pod is gone).
+            log.warning("%s: Secret %s not handed to its pod yet: %s", view.key, name, exc)
+            memory.add_unowned(view.key, name)
     return name
 
 
@@ -212,6 +230,20 @@ def _not_tried(out: Created, count: int, predecessors: tuple[str, ...], message:
     out.errors.append(message)
     out.reason, out.retry_after = reason, max(wait, 0.0)
     return out
+
+
+def _made_anyway(kube: Kube, namespace: str, name: str,
+                 exc: ControllerError) -> RawObject | Literal[False] | None:
+    """After a pod creation failed: the pod if it exists all the same, False if it surely
+    does not, None if that cannot be known. No answer (or a 5xx, such as a timeout between the
+    API server and etcd) does not say the pod was not stored: look for it."""
+    if not isinstance(exc, KubeError) or 0 < exc.status < 500:
+        return False  # refused (quota, webhook, validation, conflict): it was not created
+    try:
+        found = kube.find_pod(namespace, name)
+    except ControllerError:
+        return None
+    return found if found is not None else False
 
 
 def _quota(exc: ControllerError) -> bool:

@@ -150,6 +150,14 @@ class Kube:
                                   _preload_content=False)))
         return created
 
+    def find_pod(self, namespace: str, name: str) -> RawObject | None:
+        """The runner pod of that name, or None (a list by name: the Role grants no get)."""
+        items, _ = _items(_call(f"look for pod {namespace}/{name}", lambda: self.core.
+                                list_namespaced_pod(namespace, label_selector=LABEL_SET,
+                                                    field_selector=f"metadata.name={name}",
+                                                    _preload_content=False)), "Pod", "v1")
+        return items[0] if items else None
+
     def delete_pod(self, namespace: str, name: str) -> RawObject | None:
         """The pod as it now is (terminating), or None once it is gone. NotFound if it was."""
         raw: RawObject = _json(_call(f"delete pod {namespace}/{name}", lambda: self.core.

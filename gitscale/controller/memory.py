@@ -1,8 +1,9 @@
 """What passes learn that the cluster does not hold, kept in the controller process.
 
-Runners GitHub called busy (a 422 on unregister), the sets whose last creations were refused
-(slow start, and the backoff before the next try), and registrations suspected to be crash
-leftovers (seen with no pod; removed once they stay so for a grace period). All of it may be lost on a restart: each item only saves API
+Runners GitHub called busy (a 422 on unregister), runners seen online, the sets whose last creations were refused
+(slow start, and the backoff before the next try), JIT Secrets whose handover to their pod
+failed, and registrations suspected to be crash leftovers (seen with no pod; removed once they
+stay so for a grace period). All of it may be lost on a restart: each item only saves API
 calls or delays an action, and is learnt again.
 """
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Memory:
         self._lock = threading.Lock()
         self._busy: dict[str, dict[str, datetime]] = {}
         self._said: dict[str, set[str]] = {}
+        self._online: dict[str, set[str]] = {}
+        self._unowned: dict[str, set[str]] = {}
         self._refused: dict[str, Refusal] = {}
         self._suspects: dict[str, dict[int, datetime]] = {}
         self._swept: dict[str, datetime] = {}
@@ -55,6 +58,20 @@ class Memory:
         with self._lock:
             self._suspects.pop(set_key, None)
             self._swept.pop(set_key, None)
+            self._unowned.pop(set_key, None)  # (the set's Secrets go with it)
+
+    # -- JIT Secrets not handed to their pod (still the set's) --------------------------------
+    def unowned(self, set_key: str) -> list[str]:
+        with self._lock:
+            return sorted(self._unowned.get(set_key, set()))
+
+    def add_unowned(self, set_key: str, name: str) -> None:
+        with self._lock:
+            self._unowned.setdefault(set_key, set()).add(name)
+
+    def owned(self, set_key: str, name: str) -> None:
+        with self._lock:
+            self._unowned.get(set_key, set()).discard(name)
 
     # -- runners GitHub called busy ----------------------------------------------------------
     def busy_until(self, set_key: str, pod: str) -> datetime | None:
@@ -76,11 +93,21 @@ class Memory:
             busy = self._busy.get(set_key, {})
             for pod in [p for p in busy if p not in pods]:
                 busy.pop(pod, None)
-            said = self._said.get(set_key, set())
-            said.intersection_update(pods)
+            for seen in (self._said.get(set_key, set()), self._online.get(set_key, set())):
+                seen.intersection_update(pods)
             if not pods:
                 self._busy.pop(set_key, None)
                 self._said.pop(set_key, None)
+                self._online.pop(set_key, None)
+
+    # -- runners seen online (the registration timeout is for those never seen so) ----------
+    def came_online(self, set_key: str, pod: str) -> bool:
+        with self._lock:
+            return pod in self._online.get(set_key, set())
+
+    def mark_online(self, set_key: str, pod: str) -> None:
+        with self._lock:
+            self._online.setdefault(set_key, set()).add(pod)
 
     # -- crash leftovers: registrations with no pod ------------------------------------------
     def sweep_due(self, set_key: str, now: datetime, every: timedelta) -> bool:

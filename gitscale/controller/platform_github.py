@@ -79,9 +79,11 @@ def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,
         return Phase.BUSY  # GitHub could not be asked: nothing is removed on a guess
     seen = registered.get(runner_id) if runner_id is not None else next(
         (r for r in registered.values() if r.name == name), None)
+    if seen is not None and seen.busy:
+        return Phase.BUSY  # offline too: its connection dropped mid-job, GitHub still waits
     if seen is None or not seen.online:
         return Phase.PENDING  # started, not connected yet (or already gone after a job)
-    return Phase.BUSY if seen.busy else Phase.IDLE
+    return Phase.IDLE
 
 
 def busy_known(configured: bool, failure: str | None) -> Condition:

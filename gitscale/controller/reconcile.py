@@ -54,11 +54,13 @@ from gitscale.controller.observe import (
     RawObject,
     RunnerSetView,
     parse_runnerset,
+    refilled_of,
     runner_of,
     stopped,
 )
 from gitscale.controller.platform import Adapter, Registered, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
+from gitscale.controller.podspec import pod_owner
 
 log = logging.getLogger("gitscale.controller")
 BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked again sooner
@@ -126,6 +128,7 @@ def reconcile(ctx: Context, key: str) -> Report:
 
     if not view.deleting:
         obj = _hold(ctx, obj, report)
+    _hand_over(ctx, view, report)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None
     try:
@@ -138,8 +141,11 @@ def reconcile(ctx: Context, key: str) -> Report:
     dead: set[str] = set()  # runners that stopped for good (busy or not, GitHub may say)
     live: set[str] = set()  # runners that may be connected (idle or busy)
     for pod in pods:
-        busy_until = ctx.memory.busy_until(key, pod["metadata"]["name"])
-        runner = runner_of(pod, registered, busy_until, now, view.kind.running)
+        name = pod["metadata"]["name"]
+        runner = runner_of(pod, registered, ctx.memory.busy_until(key, name), now,
+                           view.kind.running, ctx.memory.came_online(key, name))
+        if registered is not None and runner.phase in (Phase.IDLE, Phase.BUSY):
+            ctx.memory.mark_online(key, name)  # no registration timeout for it any more
         if unavailable and runner.phase in (Phase.PENDING, Phase.FAILED, Phase.FINISHED):
             runner = replace(runner, runner_id=None)  # removed without unregistering: see below
         runners.append(runner)
@@ -167,11 +173,22 @@ def reconcile(ctx: Context, key: str) -> Report:
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
             generation=generation, refilled=refilled), previous=None)
+    unrefilled: tuple[str, ...] = ()
     if refilled is not None:  # (a status that already says so is not written again)
         obj = _write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
                      previous=None)
+        counted = refilled_of(obj.get("status"))
+        if counted is None or counted.count != refilled.count or not refilled.write.same(
+                counted.write):
+            unrefilled = actions.refills  # uncounted, they could be made twice: not now
     created = create_runners(ctx.kube, ctx.pods, ctx.platforms, ctx.memory, ctx.pool, ctx.halt,
-                             view, platform, actions, now)
+                             view, platform, replace(actions, refills=()) if unrefilled
+                             else actions, now)
+    if unrefilled:  # as if refused: their markers stay, the write is not recorded as applied
+        created.failed += len(unrefilled)
+        created.unreplaced.update(unrefilled)
+        created.errors.append(f"{len(unrefilled)} refill(s) not made: their count could not "
+                              "be written to status first")
     report.created = created.names
     report.errors += created.errors
     _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced, dead=dead,
@@ -206,6 +223,24 @@ def reconcile(ctx: Context, key: str) -> Report:
                    generation=generation, refilled=refilled)
 
 
+def _hand_over(ctx: Context, view: RunnerSetView, report: Report) -> None:
+    """JIT Secrets a pass could not hand to their pod (still owned by the set, they would
+    outlive it): handed over now, or deleted once the pod is gone."""
+    for name in ctx.memory.unowned(view.key):
+        pod = ctx.pods.get(f"{view.namespace}/{name}")
+        try:
+            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                ctx.kube.own_secret(view.namespace, name, pod_owner(pod))
+            else:
+                ctx.kube.delete_secret(view.namespace, name)
+        except NotFound:
+            pass  # the Secret is gone already
+        except KubeError as exc:
+            report.errors.append(str(exc))
+            continue
+        ctx.memory.owned(view.key, name)
+
+
 def _platform(ctx: Context, view: RunnerSetView) -> Adapter:
     """The set's adapter. A set being deleted is seen out even when its platform cannot be
     reached at all (its credentials Secret pruned with it, its namespace being deleted, no
@@ -235,11 +270,12 @@ def _without_platform(reason: str, report: Report) -> st.Problem:
 def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
                 now: datetime, report: Report) -> dict[Any, Registered] | None:
     """The platform's view of the set's runners, when a pass needs it: some runner is running
-    (idle or busy?), or it is time to look for registrations left without a pod."""
+    (idle or busy?), or it is time to look for registrations left without a pod — on every
+    pass of a set being deleted, with no grace (it creates no runner), so that none is left
+    behind when the finalizer goes."""
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
     registers = view.kind.registration_labels is not None
-    sweeping = registers and not view.deleting and ctx.memory.sweep_due(
-        view.key, now, EVERY)
+    sweeping = registers and (view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
     if not running and not sweeping:
         return None
     try:
@@ -257,7 +293,7 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     registered = dict(found) if found is not None else None
     if registered is not None and sweeping:
         swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, registered, now,
-                      ctx.leftover_grace)
+                      timedelta(0) if view.deleting else ctx.leftover_grace)
         report.leftovers = swept.removed
         report.errors += swept.errors
         report.requeue_after = swept.wake_after

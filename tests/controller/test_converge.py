@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import kubernetes.client
 import pytest
 
 from gitscale.controller.kube import Kube, client_for
@@ -228,3 +229,88 @@ def test_a_same_named_set_of_another_controller_keeps_its_pending_runner(
     finally:
         other.stop()
         kube.close()
+
+
+TIMEOUT: dict[str, Any] = {"code": 504, "reason": "Timeout", "message": "Timeout: request did not complete "
+           "within requested timeout - context deadline exceeded"}
+
+
+def test_a_pod_stored_though_its_answer_was_lost_keeps_its_registration(
+        harness: Harness) -> None:
+    """A 504 (or no answer) does not say the pod was not stored: the controller looks for it
+    before it unregisters the runner and deletes its Secret."""
+    harness.write("rs", 1, 0)
+    harness.api.inject_error("create", "pods", skip=1, applied=True, **TIMEOUT)
+    report = harness.sync("rs")
+    (pod,) = report.created
+    assert report.errors == [] and harness.names("rs") == [pod]
+    assert harness.runner(pod) is not None  # its registration kept
+    secret = harness.api.get_object("secrets", pod, NS)
+    assert secret is not None and secret["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+
+
+def test_a_pod_not_stored_after_a_lost_answer_is_undone(harness: Harness) -> None:
+    harness.write("rs", 1, 0)
+    harness.api.inject_error("create", "pods", skip=1, **TIMEOUT)
+    report = harness.sync("rs")
+    assert report.created == [] and harness.names("rs") == []
+    assert harness.github.runners == {}
+    assert harness.api.objects("secrets", NS, label_selector="gitscale.dev/runnerset") == []
+
+
+def test_when_nobody_can_say_whether_the_pod_exists_the_sweep_decides(harness: Harness) -> None:
+    """The creation timed out and so did the look for the pod: nothing is undone on a guess
+    (the pod may run); with no pod the registration and its Secret are swept later."""
+    harness.write("rs", 1, 0)
+    harness.api.inject_error("create", "pods", skip=1, **TIMEOUT)
+    harness.api.inject_error("list", "pods", **TIMEOUT)
+    report = harness.sync("rs")
+    assert report.created == [] and len(harness.github.runners) == 1
+    (left,) = [r.name for r in harness.github.runners.values()]
+    assert harness.api.get_object("secrets", left, NS) is not None
+    harness.clock.advance(10)
+    (made,) = harness.sync("rs").created  # the slot is filled by another runner
+    harness.clock.advance(301)
+    harness.sync("rs")
+    harness.clock.advance(61)
+    assert harness.sync("rs").leftovers == [left]
+    assert harness.api.get_object("secrets", left, NS) is None
+    assert [r.name for r in harness.github.runners.values()] == [made]
+
+
+def test_a_secret_not_handed_to_its_pod_is_handed_over_or_deleted_later(
+        harness: Harness) -> None:
+    """The handover of the JIT Secret from the set to the pod failed: still the set's, it
+    would outlive its pod. The next pass hands it over, or deletes it once the pod is gone."""
+    harness.write("rs", 2, 1)
+    harness.api.inject_error("patch", "secrets", times=2)
+    first, second = harness.sync("rs").created
+    for name in (first, second):
+        owner = harness.api.get_object("secrets", name, NS)["metadata"]["ownerReferences"]  # type: ignore[index]
+        assert owner[0]["kind"] == "RunnerSet"
+    kubernetes.client.CoreV1Api(harness.controller.kube.api).delete_namespaced_pod(
+        first, NS, _preload_content=False)  # gone before the next pass (evicted, by hand)
+    harness.sync("rs")
+    assert harness.api.get_object("secrets", first, NS) is None
+    owner = harness.api.get_object("secrets", second, NS)["metadata"]["ownerReferences"]  # type: ignore[index]
+    assert owner == [{"apiVersion": "v1", "kind": "Pod", "name": second,
+                      "uid": harness.pod(second)["metadata"]["uid"]}]
+
+
+def test_a_set_being_deleted_takes_its_leftover_registrations_with_it(
+        harness: Harness) -> None:
+    """A registration a crash left without a pod is swept on every pass of a set being
+    deleted, with no grace: none is left behind when the finalizer goes."""
+    harness.write("rs", 1, 0)
+    (pod,) = harness.sync("rs").created
+    uid = harness.api.get_object("runnersets", "rs", NS)["metadata"]["uid"]  # type: ignore[index]
+    gh = harness.github
+    with gh.lock:
+        leftover = next(gh.ids)
+        gh.runners[leftover] = FakeRunner(leftover, f"rs-{instance(uid)}-abcdef", "orgs/acme",
+                                          ["linux"], 1)
+    kubernetes.client.CustomObjectsApi(harness.controller.kube.api).delete_namespaced_custom_object(
+        "gitscale.dev", "v1alpha1", NS, "runnersets", "rs")
+    report = harness.sync("rs")
+    assert report.deleted == [pod] and report.leftovers == [f"rs-{instance(uid)}-abcdef"]
+    assert gh.runners == {} and harness.api.get_object("runnersets", "rs", NS) is None

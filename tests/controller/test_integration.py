@@ -16,6 +16,7 @@ import pytest
 
 from gitscale.controller.observe import FINALIZER
 from gitscale.controller.platforms import Platforms
+from gitscale.timeutil import format_time
 from tests.controller.harness import NS, Harness
 
 
@@ -591,3 +592,32 @@ def test_a_template_fixed_after_a_webhook_refused_it_is_tried_at_once(harness: H
     harness.api.mutate_object("runnersets", "rs", lambda o: o["spec"]["template"]["spec"][
         "containers"][0].update(image="registry.example.com/actions-runner:2.336.0"), NS)
     assert len(harness.sync("rs").created) == 3
+
+
+def test_a_runner_that_never_comes_online_is_replaced_after_10_minutes(
+        harness: Harness) -> None:
+    """Its pod runs, GitHub never sees it (a bad JIT config, no way out): it was pending for
+    ever, holding its slot. After REGISTRATION_TIMEOUT it is failed, unregistered, replaced."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (silent,) = harness.names("rs")
+    started = format_time(harness.clock.now)
+    harness.api.set_pod_phase(NS, silent, "Running", [
+        {"name": "runner", "ready": True, "state": {"running": {"startedAt": started}}}])
+    harness.clock.advance(9 * 60)
+    report = harness.sync("rs")
+    assert (report.deleted, report.created) == ([], [])
+    assert harness.status("rs")["pending"] == 1
+    harness.clock.advance(60)
+    report = harness.sync("rs")
+    assert report.deleted == [silent] and harness.runner(silent) is None
+    (successor,) = report.created
+    assert harness.pod(successor)["metadata"]["annotations"]["gitscale.dev/failures"] == "1"
+    # One that came online, then dropped off (a network blip), is not a registration timeout.
+    harness.running(successor)
+    harness.sync("rs")
+    harness.github.set_state(successor, online=False)
+    harness.clock.advance(3600)
+    report = harness.sync("rs")
+    assert (report.deleted, report.created) == ([], [])
+    assert harness.names("rs") == [successor]

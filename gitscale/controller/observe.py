@@ -178,7 +178,7 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
         return make(Phase.BUSY)
     phase = running(str(meta.get("name")), notes, runner_id, registered)
     if phase is Phase.PENDING and registered is not None and not came_online:
-        started = _started(pod)
+        started = started_at(pod)
         if started is not None and now - started >= REGISTRATION_TIMEOUT:
             return make(Phase.FAILED, started + REGISTRATION_TIMEOUT)
     return make(phase)
@@ -209,7 +209,7 @@ def _stuck(pod: Mapping[str, Any], now: datetime) -> datetime | None:
     return None
 
 
-def _started(pod: Mapping[str, Any]) -> datetime | None:
+def started_at(pod: Mapping[str, Any]) -> datetime | None:
     """When the runner container started (else the pod, else its creation)."""
     spec_containers = (pod.get("spec") or {}).get("containers") or []
     name = runner_container({"spec": {"containers": spec_containers}}) if spec_containers \

@@ -51,11 +51,13 @@ from gitscale.controller.leftovers import EVERY, GRACE, sweep
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import (
     FINALIZER,
+    REGISTRATION_TIMEOUT,
     RawObject,
     RunnerSetView,
     parse_runnerset,
     refilled_of,
     runner_of,
+    started_at,
     stopped,
 )
 from gitscale.controller.platform import Adapter, Registered, Unavailable
@@ -272,14 +274,15 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     """The platform's view of the set's runners, when a pass needs it: some runner is running
     (idle or busy?), or it is time to look for registrations left without a pod — on every
     pass of a set being deleted, with no grace (it creates no runner), so that none is left
-    behind when the finalizer goes."""
+    behind when the finalizer goes. The list is shared by the sets of one credentials Secret
+    and scope, and read again only when older than the pass allows (``_list_age``)."""
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
     registers = view.kind.registration_labels is not None
     sweeping = registers and (view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
     if not running and not sweeping:
         return None
     try:
-        found = platform.registered()
+        found = platform.registered(_list_age(ctx, view, pods, now))
     except ControllerError as exc:
         if view.deleting and isinstance(exc, CredentialsError):
             raise  # no longer to be had: the set is seen out without its platform
@@ -300,6 +303,24 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
         ids = {i for i, r in registered.items() if r.name in swept.removed}
         registered = {i: r for i, r in registered.items() if i not in ids}
     return registered
+
+
+def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: datetime) -> float:
+    """How old the platform's list may be for this pass: ``list_max_age`` when a decision may
+    remove a running runner on it — a set being deleted, a scale-down (patch 0, more runners
+    than replicas), a running runner never seen online and past its registration timeout —,
+    ``status_list_max_age`` when it only feeds the counts of status and the sweep."""
+    platforms = ctx.platforms
+    alive = [p for p in pods if not stopped(p) and not p["metadata"].get("deletionTimestamp")]
+    if view.deleting or (view.spec.patch_id == 0 and len(alive) > view.spec.replicas):
+        return platforms.list_max_age
+    for pod in alive:
+        started = started_at(pod) if (pod.get("status") or {}).get("phase") == "Running" \
+            else None
+        if started is not None and now - started >= REGISTRATION_TIMEOUT and not (
+                ctx.memory.came_online(view.key, pod["metadata"]["name"])):
+            return platforms.list_max_age
+    return platforms.status_list_max_age
 
 
 def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:

@@ -7,8 +7,8 @@ a crash before the pod leaves only a registration (and maybe its Secret) with no
 ``leftovers.py`` removes. A failure undoes what the runner got so far, unless the pod may
 exist after all (no answer, or a 5xx): it is looked for, and when that cannot be known the
 registration and its Secret are left, for the sweep (no pod shows up) or the pod (one does).
-A Secret that could not be handed to its pod is handed over by a later pass (``_hand_over``
-of ``reconcile.py``), or deleted once the pod is gone.
+A Secret that could not be handed to its pod is handed over by a later pass (``hand_over``),
+or deleted once the pod is gone.
 
 Each runner tried costs a GitHub registration (and its removal when the pod is refused), and
 GitHub limits content creation (80 a minute): a set stuck on its quota must not spend it for
@@ -42,6 +42,7 @@ from gitscale.controller.errors import (
     CredentialsError,
     Interrupted,
     KubeError,
+    NotFound,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory, Refusal
@@ -230,6 +231,26 @@ def _not_tried(out: Created, count: int, predecessors: tuple[str, ...], message:
     out.errors.append(message)
     out.reason, out.retry_after = reason, max(wait, 0.0)
     return out
+
+
+def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> list[str]:
+    """JIT Secrets a pass could not hand to their pod (still owned by the set, they would
+    outlive it): handed over now, or deleted once the pod is gone. The errors."""
+    errors = []
+    for name in memory.unowned(view.key):
+        pod = pods.get(f"{view.namespace}/{name}")
+        try:
+            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                kube.own_secret(view.namespace, name, pod_owner(pod))
+            else:
+                kube.delete_secret(view.namespace, name)
+        except NotFound:
+            pass  # the Secret is gone already
+        except KubeError as exc:
+            errors.append(str(exc))
+            continue
+        memory.owned(view.key, name)
+    return errors
 
 
 def _made_anyway(kube: Kube, namespace: str, name: str,

@@ -215,7 +215,9 @@ class GitHub:
 
     def reuse(self, max_age: float) -> float:
         """How long a list serves a reader that asks for ``max_age``, given its size and what
-        GitHub's last answer said of the rate limit."""
+        GitHub's last answer said of the rate limit (0: none, it is read now)."""
+        if max_age <= 0:
+            return 0.0
         age = max(max_age, self._pages * 3600 / LIST_BUDGET)
         budget = self._api.http.budget
         if budget is None or budget.limit <= 0 or budget.remaining >= LOW_BUDGET * budget.limit:

@@ -4,6 +4,7 @@ Everything the pass reads comes from the stores; everything it writes goes throu
 and the platform adapter, in bulk: all creations of a pass are submitted to the shared thread
 pool at once, and deletions run wave by wave (idle before pending). A failure to
 create or delete one runner does not stop the others; it becomes the ``Ready`` condition.
+Creating is ``create.py``, removing ``remove.py``.
 
 Every set served carries the ``gitscale.dev/runners`` finalizer, so deleting it (by hand, or
 Argo CD / Flux pruning it) does not garbage-collect busy runners: a set being deleted is scaled
@@ -20,10 +21,9 @@ from typing import Any, Callable
 
 from gitscale.controller import status as st
 from gitscale.controller.cache import Store
-from gitscale.controller.create import Created, create_runners, held_back
+from gitscale.controller.create import Created, create_runners, hand_over, held_back
 from gitscale.controller.decide import (
     Actions,
-    Delete,
     DeleteReason,
     Phase,
     Refilled,
@@ -39,12 +39,9 @@ from gitscale.controller.errors import (
     Conflict,
     ControllerError,
     CredentialsError,
-    Interrupted,
     InvalidRunnerSet,
     KubeError,
     NotFound,
-    PlatformError,
-    RunnerBusy,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.leftovers import EVERY, GRACE, sweep
@@ -62,10 +59,9 @@ from gitscale.controller.observe import (
 )
 from gitscale.controller.platform import Adapter, Registered, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
-from gitscale.controller.podspec import pod_owner
+from gitscale.controller.remove import BUSY_RETRY, remove_runners
 
 log = logging.getLogger("gitscale.controller")
-BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked again sooner
 ERROR_RETRY = 10.0
 
 
@@ -130,7 +126,7 @@ def reconcile(ctx: Context, key: str) -> Report:
 
     if not view.deleting:
         obj = _hold(ctx, obj, report)
-    _hand_over(ctx, view, report)
+    report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None
     try:
@@ -193,8 +189,10 @@ def reconcile(ctx: Context, key: str) -> Report:
                               "be written to status first")
     report.created = created.names
     report.errors += created.errors
-    _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced, dead=dead,
-            live=live)
+    removed = remove_runners(ctx.kube, ctx.pods, ctx.memory, ctx.pool, ctx.halt, view, platform,
+                             actions, now, keep=created.unreplaced, dead=dead, live=live)
+    report.deleted, report.busy = removed.deleted, removed.busy
+    report.errors += removed.errors
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return _release(ctx, obj, report)
 
@@ -223,24 +221,6 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.requeue_after = min(waits) if waits else None
     return _finish(ctx, obj, report, counts, conditions, now, applied=applied,
                    generation=generation, refilled=refilled)
-
-
-def _hand_over(ctx: Context, view: RunnerSetView, report: Report) -> None:
-    """JIT Secrets a pass could not hand to their pod (still owned by the set, they would
-    outlive it): handed over now, or deleted once the pod is gone."""
-    for name in ctx.memory.unowned(view.key):
-        pod = ctx.pods.get(f"{view.namespace}/{name}")
-        try:
-            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
-                ctx.kube.own_secret(view.namespace, name, pod_owner(pod))
-            else:
-                ctx.kube.delete_secret(view.namespace, name)
-        except NotFound:
-            pass  # the Secret is gone already
-        except KubeError as exc:
-            report.errors.append(str(exc))
-            continue
-        ctx.memory.owned(view.key, name)
 
 
 def _platform(ctx: Context, view: RunnerSetView) -> Adapter:
@@ -363,79 +343,6 @@ def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
         log.info("%s: no runners left: finalizer %s removed", report.key, FINALIZER)
     ctx.memory.forget(report.key)
     return report
-
-
-def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
-            report: Report, now: datetime, keep: set[str], dead: set[str],
-            live: set[str]) -> None:
-    """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
-    next pass tries again) rather than leave their slot empty. A surplus runner that proves
-    busy when it is unregistered (422) is kept, and the next of ``actions.standby`` goes in
-    its place in the same pass (idle ones before pending ones, as the scale-down's order), so
-    the pass removes as many as the surplus while idle runners are left. ``dead``: runners
-    that stopped for good, whose pods go even while GitHub still counts them busy; ``live``:
-    runners that may be connected (idle or busy), only ever removed once unregistered."""
-    todo = [d for d in actions.deletes if d.name not in keep]
-    standby = list(actions.standby)
-    while todo:
-        wave = min(d.wave for d in todo)
-        batch = [d for d in todo if d.wave == wave]
-        todo = [d for d in todo if d.wave != wave]
-        futures = [(d, ctx.pool.submit(_delete_one, ctx, view, platform, d, d.name in dead,
-                                       d.name in live)) for d in batch]
-        for delete, future in futures:
-            try:
-                future.result()
-                report.deleted.append(delete.name)
-            except RunnerBusy:
-                report.busy.append(delete.name)
-                if ctx.memory.mark_busy(view.key, delete.name, now + BUSY_RETRY):
-                    log.info("%s: runner %s is still running a job: kept (asked again in "
-                             "%ds at the earliest)", view.key, delete.name,
-                             BUSY_RETRY.total_seconds())
-                if delete.reason is DeleteReason.SURPLUS and standby:
-                    todo.append(standby.pop(0))
-            except ControllerError as exc:
-                report.errors.append(str(exc))
-    if report.deleted:
-        log.info("%s: removed %s", view.key, ", ".join(report.deleted))
-
-
-def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: Delete,
-                dead: bool, live: bool) -> None:
-    if ctx.halt.is_set():
-        raise Interrupted("the controller is stopping: runner not removed, left to the next "
-                          "pass (or the next leader)")
-    if delete.runner_id is not None:
-        try:
-            platform.unregister(delete.runner_id)
-        except RunnerBusy:
-            if not dead:
-                raise
-            # Killed mid-job (evicted, OOM-killed): GitHub counts it busy until it notices.
-            # Keeping the pod would help no one; the registration is GitHub's to release,
-            # then the leftover sweep removes it.
-            log.info("%s: runner %s stopped while GitHub still counts it busy (evicted or "
-                     "killed mid-job?): its pod is removed; its registration is left until "
-                     "GitHub releases it, then swept", view.key, delete.name)
-        except PlatformError as exc:
-            # A live runner is only removed once it is unregistered. A pending or failed one
-            # of a set being deleted whose credentials are gone goes anyway (see
-            # ``_without_platform``); finished or failed: its pod goes anyway (an ephemeral
-            # runner unregisters itself).
-            if delete.reason is DeleteReason.SURPLUS and (live or not (
-                    view.deleting and isinstance(exc, CredentialsError))):
-                raise
-    cached = ctx.pods.get(f"{view.namespace}/{delete.name}")
-    try:
-        pod = ctx.kube.delete_pod(view.namespace, delete.name)
-    except NotFound:
-        pod = None
-    if pod is not None and (pod.get("metadata") or {}).get("deletionTimestamp"):
-        ctx.pods.put(pod)  # terminating (graceful): the watch will say when it is gone
-    else:
-        ctx.pods.remove(pod or cached or {"metadata": {"namespace": view.namespace,
-                                                       "name": delete.name}})
 
 
 def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,

@@ -254,16 +254,18 @@ def test_a_list_of_many_pages_is_reused_longer(github: FakeGitHub) -> None:
     now = [0.0]
     gh = GitHub(Scope(f"{github.url}/api/v3", "orgs/acme"), Credentials(token=TOKEN),
                 monotonic=lambda: now[0])
-    for n in range(1000):
+    for n in range(2000):
         gh.register(f"r-{n:04d}", ["l"], None)
-    gh.runners(max_age=0)
+    gh.runners(max_age=15)
     asked = github.count("GET", "/actions/runners$")
-    now[0] += 29
-    gh.runners(max_age=0)
-    assert github.count("GET", "/actions/runners$") == asked  # 10 pages: reused 30 s
+    now[0] += 59
+    gh.runners(max_age=15)
+    assert github.count("GET", "/actions/runners$") == asked  # 20 pages: reused 60 s
     now[0] += 1
-    gh.runners(max_age=0)
-    assert github.count("GET", "/actions/runners$") == asked + 10
+    gh.runners(max_age=15)
+    assert github.count("GET", "/actions/runners$") == asked + 20
+    gh.runners(max_age=0)  # 0: read now
+    assert github.count("GET", "/actions/runners$") == asked + 40
 
 
 def test_a_client_made_again_takes_over_the_list(github: FakeGitHub) -> None:

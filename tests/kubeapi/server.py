@@ -35,6 +35,7 @@ import collections
 import copy
 import json
 import socket
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -160,7 +161,9 @@ class KubeAPIServer(ThreadingHTTPServer):
                 self._connections.discard(conn)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        if not self.stopping:  # a crash in the fake is a bug worth seeing; shutdown noise is not
+        # A crash in the fake is a bug worth seeing; shutdown noise, or a client that gave up
+        # waiting (a timeout) before the answer was written, is not.
+        if not self.stopping and not isinstance(sys.exc_info()[1], ConnectionError):
             BaseServer.handle_error(self, request, client_address)
 
     # -- kinds -------------------------------------------------------------------------------

@@ -2,12 +2,13 @@
 
 A thread that must keep iterating (an informer, the leader elector) is watched with a bound:
 it is stalled when it has not beaten for that long. A worker is stalled when its pass has gone
-``bound`` seconds without progress: no Kubernetes call of the pass returned (answered or failed)
-and none of the creations or deletions it handed to the pool finished. Every call has a timeout
-(``kube.py``), so a pass that makes progress beats every few seconds, even against an API server
-that does not answer: its calls fail, and fail again. An unreachable API server is therefore
-not a stall (liveness must not restart both replicas during a control-plane outage, which
-would only add CrashLoopBackOff to the outage); a process whose threads stop moving is.
+``bound`` seconds without progress: no Kubernetes call of the pass returned (answered or
+failed) and no task of the runner pool finished (a pass's creations may wait in the pool's
+queue behind another pass's thousands: while the pool moves, their turn comes). Every call has
+a timeout (``kube.py``), so a pass that makes progress beats every few seconds, even against an
+API server that does not answer: its calls fail, and fail again. An unreachable API server is
+therefore not a stall (liveness must not restart both replicas during a control-plane outage,
+which would only add CrashLoopBackOff to the outage); a process whose threads stop moving is.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Liveness:
         self._beats: dict[int, float] = {}  # thread ident -> its last sign of progress
         self._loops: dict[int, tuple[str, float]] = {}  # ident -> (name, bound)
         self._passes: dict[int, str] = {}  # ident -> the set its pass is over
+        self._pool = float("-inf")  # when a task of the pool last finished
         self._local = threading.local()
 
     def watch(self, thread: threading.Thread, name: str, bound: float) -> None:
@@ -66,7 +68,7 @@ class Liveness:
                 return fn(*args, **kwargs)
             finally:
                 self._local.owner = None
-                self._stamp(owner)
+                self._stamp(owner, pool=True)
         return run
 
     def stalled(self, bound: float) -> list[str]:
@@ -76,13 +78,17 @@ class Liveness:
             out = [f"{name}: no progress for {now - self._beats[ident]:.0f}s"
                    for ident, (name, limit) in self._loops.items()
                    if now - self._beats[ident] > limit]
-            out += [f"pass over {what}: no progress for {now - self._beats[ident]:.0f}s"
-                    for ident, what in self._passes.items() if now - self._beats[ident] > bound]
+            for ident, what in self._passes.items():
+                quiet = now - max(self._beats[ident], self._pool)
+                if quiet > bound:
+                    out.append(f"pass over {what}: no progress for {quiet:.0f}s")
         return out
 
-    def _stamp(self, ident: int) -> None:
+    def _stamp(self, ident: int, *, pool: bool = False) -> None:
         with self._lock:
             self._beats[ident] = self._clock()
+            if pool:
+                self._pool = self._beats[ident]
 
 
 class Pool(ThreadPoolExecutor):

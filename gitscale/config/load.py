@@ -17,7 +17,7 @@ from gitscale.errors import ConfigError
 from gitscale.config.notify_targets import Target, parse_targets
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.config.schemas import check_schema
-from gitscale.config.secrets import SecretRef
+from gitscale.config.secrets import SecretRef, hold_named
 from gitscale.yamlio.read import Document, load_single
 
 # importlib.resources (shipped presets), zoneinfo and gitscale.core.recurrence (schedules) are
@@ -94,6 +94,14 @@ class Config:
         """An error about runner set ``name``, at the line of its ``key`` in the config."""
         return ConfigError(self.path, f"runner set {name!r}: {message}", self.line(name, key))
 
+    @cached_property
+    def secrets(self) -> frozenset[SecretRef]:
+        """Every credential the config names: the sets' sources' and the notify targets'."""
+        found = {SecretRef.parse(t.secret) for t in self.notify if t.secret is not None}
+        for source in {id(s.source): s.source for s in self.sets}.values():
+            found.update(SOURCES[source.kind].secrets(source.settings))
+        return frozenset(found)
+
     def get(self, name: str) -> RunnerSetConfig:
         for runner_set in self.sets:
             if runner_set.name == name:
@@ -118,10 +126,13 @@ def load_config(root: Path, config_path: str = "gitscale.yaml",
         raise ConfigError(config_path, f"cannot be read: {exc}") from None
     key = _cache_key(root, config_path, text) if cache is not None else ""
     if cache is not None and key in cache:
-        return cache[key]
-    config = _parse(root, config_path, text)
-    if cache is not None:
-        cache[key] = config
+        config = cache[key]
+    else:
+        config = _parse(root, config_path, text)
+        if cache is not None:
+            cache[key] = config
+    # what it names is masked in every output from now on, read by this pass or not
+    hold_named(config.secrets)
     return config
 
 

@@ -20,7 +20,6 @@ from gitscale.errors import GitError, InputError, PushRaced, PushRejected
 from gitscale.redact import has_credentials
 from gitscale.redact import redact as redact_text
 
-_SECRET_ENV = ("GITSCALE_GIT_TOKEN",)
 # receive-pack's status when the ref moved between its advertisement and the update ("failed to
 # update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
 # "cannot lock ref 'refs/heads/main': is at X but expected Y"). A lost race, not a refusal.
@@ -29,19 +28,9 @@ BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
 
 
 def redact(text: str) -> str:
-    """Remove user info and credential query values from URLs, and the git token's value."""
-    return redact_text(text, _secrets())
-
-
-def _secrets() -> list[str]:
-    values = [os.environ.get(name, "") for name in _SECRET_ENV]
-    token_file = os.environ.get("GITSCALE_GIT_TOKEN_FILE")
-    if token_file:
-        try:
-            values.append(Path(token_file).read_text().strip())
-        except OSError:
-            pass
-    return [v for v in values if len(v) >= 4]
+    """Remove user info and credential query values from URLs, and every secret the process
+    knows (``gitscale.redact``'s registry: the git token and its file, GITHUB_TOKEN, …)."""
+    return redact_text(text)
 
 
 def is_url(location: str) -> bool:

@@ -139,11 +139,15 @@ def load_config(root: Path, config_path: str = "gitscale.yaml",
 def _cache_key(root: Path, config_path: str, text: str) -> str:
     digest = hashlib.sha256(f"{config_path}\0{text}".encode())
     policies = root / "policies"
-    if policies.is_dir():
+    if policies.is_symlink():
+        digest.update(b"\0policies: a symlink")  # refused by load_preset: never cached
+    elif policies.is_dir():
         for preset in sorted(policies.glob("*.yaml")):
-            if preset.is_symlink() or not preset.is_file():
-                continue  # load_preset reads neither (a link to /dev/zero would never end)
             digest.update(f"\0{preset.name}\0".encode())
+            if preset.is_symlink() or not preset.is_file():
+                # never read here (a link to /dev/zero would never end); load_preset refuses it
+                digest.update(b"not a regular file")
+                continue
             digest.update(preset.read_bytes())
     return digest.hexdigest()
 
@@ -237,8 +241,12 @@ def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
     from importlib import resources
 
     local = root / "policies" / f"{name}.yaml"
-    if local.is_file() and not local.is_symlink():
-        label = f"policies/{name}.yaml"
+    label = f"policies/{name}.yaml"
+    for path, shown in ((local.parent, "policies"), (local, label)):
+        if path.is_symlink():  # as for manifests: a link could point anywhere on the machine
+            raise ConfigError(shown, "is a symlink (gitscale reads only regular files in the "
+                              "config repo)")
+    if os.path.lexists(local):  # a directory or a FIFO is said so, not passed over
         try:
             text = files.read_text(local, label, ConfigError)
         except (OSError, UnicodeDecodeError) as exc:

@@ -493,3 +493,31 @@ def test_credentials_in_a_url_are_refused(capsys, url: str) -> None:  # type: ig
     code, out, err = run(capsys, "plan", "--repo", url)
     assert code == 1 and "has credentials in it" in err
     assert "SECRET" not in out + err
+
+
+@pytest.mark.parametrize("author", [
+    pytest.param("not an author", id="no-address"),
+    pytest.param("<>", id="empty"),
+    pytest.param("Scaler <scaler@example.com>\nOther <x@example.com>", id="two-lines"),
+    pytest.param("Scaler\nBot <scaler@example.com>", id="newline-in-name"),
+    pytest.param("Scaler <scaler @example.com>", id="blank-in-address"),
+    pytest.param("Scaler <<scaler@example.com>>", id="nested"),
+])
+def test_a_malformed_gitscale_author_is_refused(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                author: str) -> None:
+    """It was passed over for gitscale's own identity without a word."""
+    checkout = repo_with(tmp_path, demand="linux: {queued: 5, running: 0}\n")
+    monkeypatch.setenv("GITSCALE_AUTHOR", author)
+    err = assert_refused(capsys, checkout, 'error: GITSCALE_AUTHOR: expected "Name <email>", got ')
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+
+
+def test_a_well_formed_gitscale_author_signs_the_commit(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = repo_with(tmp_path, demand="linux: {queued: 5, running: 0}\n")
+    monkeypatch.setenv("GITSCALE_AUTHOR", "  Jörg O'Neil (CI) <ci+scaler@example.com>\n")
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert git(checkout, "log", "-1", "--format=%an <%ae>|%cn <%ce>") == \
+        "Jörg O'Neil (CI) <ci+scaler@example.com>|Jörg O'Neil (CI) <ci+scaler@example.com>"

@@ -280,11 +280,7 @@ def no_git_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 def git_env() -> dict[str, str]:
     """Identity and non-interactive settings for every git call gitscale makes."""
-    name, email = BOT
-    configured = os.environ.get("GITSCALE_AUTHOR", "")
-    match = re.match(r"^\s*(.+?)\s*<([^>]+)>\s*$", configured)
-    if match:
-        name, email = match.group(1), match.group(2)
+    name, email = author()
     env = {
         "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
         "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
@@ -293,6 +289,22 @@ def git_env() -> dict[str, str]:
     }
     env.update(_askpass_env())
     return env
+
+
+# "Name <email>": a name without <, > or control characters, an address without blanks either
+_AUTHOR = re.compile(r"([^<>\x00-\x1f\x7f]*?[^<>\s\x00-\x1f\x7f])\s*<([^<>\s\x00-\x1f\x7f]+)>")
+
+
+def author() -> tuple[str, str]:
+    """The (name, email) of gitscale's commits: ``GITSCALE_AUTHOR``, else gitscale's own. A
+    value that is not ``Name <email>`` is refused, not passed over for the default."""
+    configured = os.environ.get("GITSCALE_AUTHOR", "").strip()
+    if not configured:
+        return BOT
+    match = _AUTHOR.fullmatch(configured)
+    if match is None:
+        raise InputError("GITSCALE_AUTHOR", f'expected "Name <email>", got {configured!r}')
+    return match.group(1), match.group(2)
 
 
 _ASKPASS_SCRIPT = """#!/bin/sh
@@ -372,7 +384,8 @@ def version() -> str:
     """``git version 2.39.5``, for crash reports; never raises."""
     try:
         out = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
-                             check=False, env=git_env()).stdout.strip()
+                             check=False, env={**no_git_env(os.environ), "LC_ALL": "C"}
+                             ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "git: not found"
     return out or "git: unknown version"

@@ -518,3 +518,51 @@ def test_a_failed_batch_backs_off_whatever_the_window(window: float, failures: i
     assert batch_delay(window, failures) == least
     assert batch_delay(window, 5000) == MAX_BACKOFF  # no float overflow after days of failures
     assert batch_delay(window, 0) == window
+
+
+def test_a_job_id_beyond_int64_is_refused_and_never_written(repo: Path) -> None:
+    server = Server(repo, window="1s")
+    try:
+        status, answer = server.post(job(10 ** 400, "queued", ["self-hosted", "linux"]))
+        assert status == 400 and "workflow_job.id is not a job id" in answer["error"]
+        before, _ = remote_state(repo)
+        assert server.post(job(7, "queued", ["self-hosted", "linux"]))[0] == 202
+        wait_for_commit(server, repo, before)
+    finally:
+        server.close()
+    remote = repo.parent / "remote.git"
+    book = yaml.safe_load(git(remote, "show", "main:.gitscale/reservations.yaml"))
+    assert [r["job"] for r in book["sets"]["linux"]["reservations"]] == [7]
+    subjects = git(remote, "log", "--format=%s", "main").splitlines()
+    assert all(s.strip() != "gitscale:" for s in subjects), subjects
+
+
+def test_a_reservations_file_with_a_job_id_beyond_int64_is_an_error(repo: Path) -> None:
+    from gitscale.webhooks.reservations_file import ReservationsError, read_state
+
+    (repo / ".gitscale").mkdir()
+    (repo / ".gitscale/reservations.yaml").write_text(
+        "sets:\n  linux:\n    reservations:\n"
+        f"    - {{job: {10 ** 400}, running: false, created: '2026-01-01T00:00:00Z',"
+        " expires: '2099-01-01T00:00:00Z'}\n")
+    with pytest.raises(ReservationsError, match=r"reservations.yaml: .*is not a GitHub job id"):
+        read_state(repo, ".gitscale/reservations.yaml")
+
+
+def test_a_batch_that_only_expires_reservations_says_so(repo: Path) -> None:
+    """No event and no scaling change, only the file: its commit was `gitscale:` and nothing
+    else. (Expiry at a start is the common case; a file in another order was another.)"""
+    Server(repo, window="1s").close()  # claims the sets, writes the manifests
+    git(repo, "pull", "-q")
+    state = repo / ".gitscale/reservations.yaml"
+    state.write_text(state.read_text().replace("sets: {}", "") + (
+        "sets:\n  linux:\n    reservations:\n"
+        "    - {job: 5, running: false, created: '2026-01-01T00:00:00Z',"
+        " expires: '2026-01-01T00:10:00Z'}\n    completed: []\n"))
+    git(repo, "commit", "-qam", "an old reservation")
+    git(repo, "push", "-q")
+    Server(repo, window="1s").close()
+    remote = repo.parent / "remote.git"
+    assert git(remote, "log", "-1", "--format=%s", "main") == \
+        "gitscale: reservations: 1 reservation expired (job 5)"
+    assert yaml.safe_load(git(remote, "show", "main:sets/linux.yaml"))["spec"]["replicas"] == 0

@@ -176,7 +176,7 @@ def batch_delay(window_s: float, failures: int) -> float:
     from at least ``2 * RETRY_FLOOR`` whatever the window, up to ``MAX_BACKOFF``."""
     if not failures:
         return window_s
-    return min(MAX_BACKOFF, max(window_s, RETRY_FLOOR) * 2 ** min(failures, 32))
+    return min(MAX_BACKOFF, max(window_s, RETRY_FLOOR) * float(2 ** min(failures, 32)))
 
 
 def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,

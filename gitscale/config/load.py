@@ -246,7 +246,7 @@ def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
         if path.is_symlink():  # as for manifests: a link could point anywhere on the machine
             raise ConfigError(shown, "is a symlink (gitscale reads only regular files in the "
                               "config repo)")
-    if os.path.lexists(local):  # a directory or a FIFO is said so, not passed over
+    if local.is_file():  # (a folder of that name is not a preset: the shipped one applies)
         try:
             text = files.read_text(local, label, ConfigError)
         except (OSError, UnicodeDecodeError) as exc:

@@ -52,6 +52,7 @@ SECONDARY_WAIT = 60.0  # seconds: a secondary limit that says nothing more (GitH
 MAX_BODY = 32 * 1024 * 1024
 MAX_REDIRECTS = 20  # httpx's own bound
 DETAIL_CHARS = 200  # an API's own words in an error, at most
+COURTESY_BODY = 64 * 1024  # what ``send`` keeps of an answer: its caller shows a line of it
 
 
 @dataclass
@@ -164,14 +165,16 @@ class HttpClient:
     def send(self, method: str, url: str, *, content: bytes, headers: Mapping[str, str],
              timeout: float | None = None) -> Answer:
         """One attempt, whatever the answer's status (a courtesy call such as a notification:
-        the caller reads the status). Only no answer at all raises: ``Unreachable``."""
+        the caller reads the status and the first ``COURTESY_BODY`` bytes of the body). Only
+        no answer at all raises, ``Unreachable`` (and a credential header that cannot be sent,
+        ``Unsendable``)."""
         full = str(httpx.URL(url))
         wait = httpx.Timeout(self.timeout if timeout is None else timeout)
         self._remember_secrets(headers)
         self._check_headers(method, full, headers)
         try:
             response, body = self._exchange(method, full, dict(headers), content=content,
-                                            timeout=wait)
+                                            timeout=wait, keep=COURTESY_BODY)
         except httpx.HTTPError as exc:
             cause = describe(exc, full, wait.read or self.timeout)
             raise self._error(Unreachable, f"{method} {redact(full)} failed: {cause}",
@@ -242,9 +245,11 @@ class HttpClient:
 
     def _exchange(self, method: str, url: str, headers: Mapping[str, str], *,
                   body: Any = None, content: bytes | None = None,
-                  timeout: httpx.Timeout | None = None) -> tuple[httpx.Response, bytes]:
+                  timeout: httpx.Timeout | None = None,
+                  keep: int | None = None) -> tuple[httpx.Response, bytes]:
         """One request, its redirects (on ``url``'s origin only) and its body (streamed, at most
-        ``MAX_BODY`` bytes). The response returned is closed; its body is the bytes."""
+        ``MAX_BODY`` bytes; with ``keep``, its first ``keep`` bytes and no error). The response
+        returned is closed; its body is the bytes."""
         request = self.http.build_request(
             method, url, headers=headers, json=body, content=content,
             timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)
@@ -252,7 +257,7 @@ class HttpClient:
             response = self.http.send(request, stream=True, follow_redirects=False)
             try:
                 if not (self.follow_redirects and response.next_request is not None):
-                    return response, self._read(method, url, response)
+                    return response, self._read(method, url, response, keep)
                 request = response.next_request
                 if origin(str(request.url)) != origin(url):
                     raise self._error(ApiError, f"{method} {redact(url)} answered "
@@ -265,9 +270,17 @@ class HttpClient:
         raise self._error(ApiError, f"{method} {redact(url)}: more than {MAX_REDIRECTS} "
                                     "redirects", method=method, url=url)
 
-    def _read(self, method: str, url: str, response: httpx.Response) -> bytes:
+    def _read(self, method: str, url: str, response: httpx.Response,
+              keep: int | None = None) -> bytes:
         """The body, refused past ``MAX_BODY`` bytes (as sent, or once decoded) before it is
-        all in memory."""
+        all in memory; with ``keep``, its first ``keep`` bytes (the rest is not read)."""
+        if keep is not None:
+            kept = bytearray()
+            for chunk in response.iter_bytes():
+                kept += chunk[:keep - len(kept)]
+                if len(kept) >= keep:
+                    break
+            return bytes(kept)
         declared = response.headers.get("content-length", "")
         size = int(declared) if declared.isascii() and declared.isdigit() \
             and len(declared) < 20 else 0

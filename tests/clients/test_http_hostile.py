@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 
 from gitscale.clients.errors import ApiError
-from gitscale.clients.http import MAX_BODY, HttpClient
+from gitscale.clients.http import COURTESY_BODY, MAX_BODY, HttpClient
 from gitscale.redact import secret_forms
 
 from tests.clients.test_http import add_runs, assert_clean_auth, make_client, runs_url
@@ -133,6 +133,17 @@ def test_a_body_just_under_the_cap_is_read(github: FakeGitHub) -> None:
     add_runs(github, 1)
     github.fail("body", body=b'"' + b"x" * (MAX_BODY - 2) + b'"')
     assert len(make_client(github).get(runs_url(github)).body) == MAX_BODY - 2
+
+
+def test_a_courtesy_call_keeps_the_start_of_a_huge_answer_and_does_not_fail(
+        github: FakeGitHub) -> None:
+    """``send`` (a notification) reads the status and a line of the body: a huge body is
+    neither read whole nor an error."""
+    github.fail("huge", size=MAX_BODY + 2**20)
+    answer = HttpClient(name="notify").send("POST", runs_url(github), content=b"{}",
+                                            headers={"Content-Type": "application/json"})
+    assert answer.status == 200 and len(answer.content) == COURTESY_BODY
+    assert answer.content.startswith(b"[0,0,")
 
 
 @pytest.mark.parametrize("status", [200, 422])

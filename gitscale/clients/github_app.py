@@ -14,6 +14,7 @@ https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-githu
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -37,11 +38,14 @@ class InstallationToken:
     ``private_key`` is called for each exchange (a rotated key is picked up). Without
     ``installation``, the installation is looked up once at ``GET {api}/{owner}/installation``
     (``owner``: ``orgs/NAME`` or ``repos/OWNER/REPO``). ``error`` is the exception raised,
-    ``key_name`` names the key in its messages.
+    ``key_name`` names the key in its messages, ``installation_name`` where the installation's
+    id was written (a value that is not a number is refused before any request: GitHub would
+    answer 404, which says nothing of where the id came from).
     """
 
     def __init__(self, api: str, app_id: str, private_key: Callable[[], str], *,
                  installation: str | None, error: type[GitscaleError], key_name: str,
+                 installation_name: str = "the installation id",
                  owner: str | None = None, timeout: float = 10.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.api = api.rstrip("/")
@@ -51,6 +55,7 @@ class InstallationToken:
         self._owner = owner
         self._error = error
         self._key_name = key_name
+        self._installation_name = installation_name
         self._clock = clock
         self._lock = threading.Lock()
         self._token: tuple[str, float] | None = None  # token, expiry (epoch seconds)
@@ -70,6 +75,10 @@ class InstallationToken:
             return self._token[0]
 
     def _exchange(self) -> tuple[str, float]:
+        if self._installation is not None and not is_id(self._installation):
+            raise self._error(f"{self._installation_name} is {self._installation[:40]!r}, not "
+                              "a number: the id of the App's installation (the number at the "
+                              "end of its settings page's URL, .../settings/installations/ID)")
         now = int(self._clock())
         try:
             self._assertion = jwt.encode({"iat": now - 60, "exp": now + 540,
@@ -122,6 +131,11 @@ class InstallationToken:
         """``text`` without the JWT of this exchange or a token sent before (an endpoint, or a
         proxy before it, may echo the ``Authorization`` header in its error)."""
         return redact(text, [self._assertion, *self._http.credentials()])
+
+
+def is_id(value: str) -> bool:
+    """A GitHub numeric id (an installation's, an App's): ASCII digits only."""
+    return re.fullmatch(r"[1-9][0-9]{0,19}", value) is not None
 
 
 def _epoch(text: Any) -> float | None:

@@ -126,7 +126,8 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
 
 def branch_of(root: Path, given: str | None) -> str:
     """The branch init commits to and Argo CD / Flux follow: in an existing checkout the one
-    checked out there (``--branch`` may only repeat it), else ``--branch`` or main."""
+    checked out there (``--branch`` may only repeat it), else ``--branch`` or main. DIR is a
+    new directory or the top of a checkout, never a folder inside one."""
     existing = root
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -137,6 +138,12 @@ def branch_of(root: Path, given: str | None) -> str:
     if top.code != 0:
         return given or DEFAULT_BRANCH
     where = top.stdout.strip()
+    if Path(where).resolve() != root.resolve():
+        # the scaffold would be committed under DIR/ of someone's repo, where nothing reads it
+        raise InputError(str(root), f"is inside the git checkout {where}, not its top: a "
+                         "config repo's gitscale.yaml, workflow and GitOps paths are read from "
+                         f"the root. Run init on {where} itself, or on a directory outside it; "
+                         "nothing was written")
     current = repo.current_branch()
     if current is None:
         raise InputError(str(root), f"the repo at {where} has no branch checked out (a "

@@ -79,7 +79,8 @@ class GitHubAuth:
         app = settings.app
         self._app = None if app is None else InstallationToken(
             settings.api_url, app.app_id, lambda: read_secret(app.private_key, KEY_NAME),
-            installation=app.installation_id, error=SecretError, key_name=KEY_NAME)
+            installation=app.installation_id, error=SecretError, key_name=KEY_NAME,
+            installation_name="source.github.app.installationId")
 
     def token(self) -> str:
         if self._app is not None:

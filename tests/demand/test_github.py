@@ -355,3 +355,17 @@ def test_github_app_token_answer_without_a_token_is_a_clear_error(
     error = read(tmp_path / "repo", config).errors["linux"]
     assert f"POST {app_github.url}/app/installations/77/access_tokens" in error
     assert "no token" in error
+
+
+@pytest.mark.parametrize("installation", ["CHANGE-ME", "abc", "77a"])
+def test_github_app_installation_id_that_is_not_a_number_is_refused_before_any_request(
+        app_github: FakeGitHub, tmp_path: Path, installation: str) -> None:
+    """Named where it was written, not a 404 from GitHub's token endpoint."""
+    source = app_source(app_github, app_github.key_path)  # type: ignore[attr-defined]
+    source["github"]["app"]["installationId"] = installation
+    config = write_config(tmp_path / "repo", [{"name": "linux", "source": source}])
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert error.startswith("gitscale.yaml:4: runner set 'linux': "
+                            f"source.github.app.installationId is {installation!r}, not a "
+                            "number"), error
+    assert app_github.log == []

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitscale.errors import GitscaleError
+from gitscale.redact import header_problem
 
 # The JSON Schema of a reference, as gitscale.yaml writes it.
 SECRET_REF: dict[str, Any] = {
@@ -70,6 +71,21 @@ def read_secret(ref: Any, what: str) -> str:
             raise SecretError(f"{what}: {path} is empty", parsed)
         return value
     raise SecretError(f"{what}: expected {{env: NAME}} or {{file: PATH}}")
+
+
+def read_token(ref: Any, what: str) -> str:
+    """A credential sent in an HTTP header (an API token), checked before any request: one
+    that cannot be a header's value (a newline, a space, a byte that is not ASCII — a paste
+    gone wrong) is a ``SecretError`` naming the variable or file, never the value, instead of
+    an HTTP library's error that quotes it (and of retries that cannot help)."""
+    value = read_secret(ref, what)
+    problem = header_problem(value)
+    if problem is not None:
+        parsed = SecretRef.parse(ref.mapping if isinstance(ref, SecretRef) else ref)
+        where = f"environment variable {parsed.where}" if parsed.kind == "env" else str(
+            Path(parsed.where).expanduser())
+        raise SecretError(f"{what}: {where} {problem}", parsed)
+    return value
 
 
 def identity(ref: Any) -> str:

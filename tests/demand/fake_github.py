@@ -17,7 +17,9 @@ repos from their ``repository``, so bodies have GitHub's size and shape.
 
 Faults (``server.fail(...)``): rate limit (403, remaining 0), secondary limit (429 with
 retry-after), 5xx (JSON or an HTML page), slow answers, a 200 HTML page, truncated JSON, and a
-connection cut mid-body, or any body you like. Every request is logged (method, path with query, status, the
+connection cut mid-body, or any body (and headers: a ``Link``, a redirect's ``Location``) you
+like, a huge body (``size`` bytes, streamed chunked or with its length declared), or an error
+that echoes the ``Authorization`` header it was sent. Every request is logged (method, path with query, status, the
 Authorization header as received), so tests can check what was sent.
 
 Used by tests/demand and by benchmarks/bench_github.py.
@@ -78,7 +80,7 @@ class Request:
 
 @dataclass
 class Fault:
-    kind: str  # ratelimit secondary forbidden error slow html truncated cut body
+    kind: str  # ratelimit secondary forbidden error slow html truncated cut body huge echo
     match: str = ""  # a substring of the path (with query); "" matches every request
     times: int | None = None  # None: every matching request
     status: int | None = None  # kind error: default 502; kind body: default 200
@@ -86,6 +88,9 @@ class Fault:
     retry_after: int | str | None = 60  # kind secondary: None sends no retry-after
     html: bool = False
     body: bytes = b""  # kind "body": a 200 with exactly this JSON text
+    headers: dict[str, str] = field(default_factory=dict)  # kind "body": added to its headers
+    size: int = 0  # kind "huge": this many bytes of a JSON array
+    declared: bool = False  # kind "huge": with Content-Length (else chunked)
 
 
 @dataclass
@@ -113,7 +118,8 @@ class FakeGitHub:
     """``with FakeGitHub(token=...) as gh:`` … ``gh.url`` is the apiUrl."""
 
     def __init__(self, *, token: str | None = "ghp_fake_token", max_per_page: int = 30,
-                 app: dict[str, Any] | None = None, link_on_304: bool = True) -> None:
+                 app: dict[str, Any] | None = None, link_on_304: bool = True,
+                 host: str = "127.0.0.1") -> None:
         self.tokens: set[str] = {token} if token else set()
         self.max_per_page = max_per_page
         self.app = app  # {"id": int, "installation": int, "public_key": PEM}
@@ -129,14 +135,15 @@ class FakeGitHub:
         self.remaining = 5000
         self.reset = RESET_DEFAULT
         self._next_id = 1_000
-        self.server = QuietServer(("127.0.0.1", 0), _handler(self))
+        self.server = QuietServer((host, 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
 
     def start(self) -> "FakeGitHub":
         self.thread.start()
@@ -460,12 +467,43 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._json(fault.status or 502, {"message": "Server Error"})
             elif fault.kind == "body":
-                self._send(fault.status or 200, fault.body, self._limits())
+                self._send(fault.status or 200, fault.body, {**self._limits(), **fault.headers})
+            elif fault.kind == "huge":
+                self._huge(fault)
+            elif fault.kind == "echo":  # a server (or a proxy) that repeats what it was sent
+                self._json(fault.status or 401, {"message": "Bad credentials: Authorization: "
+                                                            f"{self.headers.get('Authorization')}"})
             elif fault.kind == "html":
                 self._send(200, HTML_PAGE, content_type="text/html; charset=utf-8")
             else:
                 return False
             return True
+
+        def _huge(self, fault: Fault) -> None:
+            """``[0,0,0,…`` for ``fault.size`` bytes, a MiB at a time (never whole in memory);
+            stops when the client hangs up."""
+            self._record(200)
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            if fault.declared:
+                self.send_header("Content-Length", str(fault.size))
+            else:
+                self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"[" + b"0," * (2**19 - 1)
+            left = fault.size
+            try:
+                while left > 0:
+                    part = chunk[:left]
+                    left -= len(part)
+                    chunk = b"0," * 2**19
+                    self.wfile.write(part if fault.declared else
+                                     b"%x\r\n%s\r\n" % (len(part), part))
+                if not fault.declared:
+                    self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
     return Handler
 

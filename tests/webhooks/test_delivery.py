@@ -96,3 +96,17 @@ def test_no_line_holds_the_body_the_signature_or_the_secret() -> None:
     for line in lines:
         assert line is not None
         assert "marker" not in line and "abab" not in line and "s3cret" not in line
+
+
+@pytest.mark.parametrize(("body", "detail"), [
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "JSON nested too deep", id="nested-list"),
+    pytest.param(b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "JSON nested too deep",
+                 id="nested-object"),
+    pytest.param(b'{"action": "queued", "workflow_job": {"id": 1, "labels": [null, {"a": 1}]},'
+                 b' "repository": {"full_name": "o/r"}}',
+                 "id, labels or repository malformed", id="labels-not-strings"),
+])
+def test_a_payload_that_is_not_a_job_is_a_400_not_a_crash(body: bytes, detail: str) -> None:
+    """Nesting deeper than the parser goes was a RecursionError: a 500 and a traceback."""
+    refused = rejected(lambda: parse(body, utcnow()))
+    assert refused.status == 400 and str(refused) == f"not a workflow_job payload ({detail})"

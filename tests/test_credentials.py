@@ -115,6 +115,12 @@ INLINE = "ghp_SECRETinline0123456789"
     pytest.param(SECRET_SOURCE, f"{{env: {INLINE.replace('_', '-')}}}", "gitscale.yaml:8: "
                  "runner set 'linux' source.github.token.env",
                  "not the name of an environment variable", id="a-token-as-env-name"),
+    pytest.param(SECRET_SOURCE, f"{{env: {INLINE}}}", "gitscale.yaml:8: runner set 'linux' "
+                 "source.github.token.env", "a token, not the name of the environment variable",
+                 id="a-token-where-the-name-belongs"),
+    pytest.param(SECRET_SOURCE, "{env: github_pat_11ABSECRETinline}", "gitscale.yaml:8: runner "
+                 "set 'linux' source.github.token.env", "revoke the token",
+                 id="a-fine-grained-token-where-the-name-belongs"),
     pytest.param(SECRET_SOURCE, f"{{value: {INLINE}}}", "gitscale.yaml:8: runner set 'linux' "
                  "source.github.token", "one of the two, no other key", id="another-key"),
     pytest.param(SECRET_SOURCE, f"{{env: A, file: {INLINE}}}", "gitscale.yaml:8: runner set "

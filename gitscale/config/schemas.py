@@ -231,7 +231,11 @@ def check_schema(
     path = list(problem.absolute_path)
     label = describe(path) if describe else format_path(path)
     if _in_secret_ref(problem):  # the value may be the secret itself: never shown
-        if problem.validator == "pattern":
+        if problem.validator == "not":
+            said = ("a token, not the name of the environment variable that holds it: write "
+                    "{env: NAME}, and revoke the token, which is now in the config repo's "
+                    "history")
+        elif problem.validator == "pattern":
             said = "not the name of an environment variable (letters, digits and _)"
         elif isinstance(problem.instance, dict):
             said = "a secret is written {env: NAME} or {file: PATH}: one of the two, no other key"

@@ -9,13 +9,20 @@ from typing import Any, Literal
 from gitscale.errors import GitscaleError
 from gitscale.redact import header_problem
 
+# What GitHub's tokens (classic, OAuth, user-to-server, server-to-server, refresh,
+# fine-grained) and Buildkite's API tokens begin with.
+TOKEN_PREFIXES = r"^(gh[pousr]_|github_pat_|bkua_)"
+
 # The JSON Schema of a reference, as gitscale.yaml writes it.
 SECRET_REF: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "minProperties": 1,
     "maxProperties": 1,
-    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                           # a token pasted where its variable's name belongs: GitHub's
+                           # prefixed tokens and Buildkite's API tokens
+                           "not": {"pattern": TOKEN_PREFIXES}},
                    "file": {"type": "string", "minLength": 1}},
 }
 

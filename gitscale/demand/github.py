@@ -77,10 +77,13 @@ class GitHubAuth:
         self._token: str | None = None
         self._lock = threading.Lock()
         app = settings.app
+        # without installationId, the App's installation on the org (or on the first repo's
+        # owner: one installation covers the repos it may read) is looked up once
+        owner = f"orgs/{settings.org}" if settings.org else f"repos/{settings.repos[0]}"
         self._app = None if app is None else InstallationToken(
             settings.api_url, app.app_id, lambda: read_secret(app.private_key, KEY_NAME),
             installation=app.installation_id, error=SecretError, key_name=KEY_NAME,
-            installation_name="source.github.app.installationId")
+            installation_name="source.github.app.installationId", owner=owner)
 
     def token(self) -> str:
         if self._app is not None:

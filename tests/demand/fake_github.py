@@ -131,6 +131,7 @@ class FakeGitHub:
         self.archived: set[str] = set()
         self.runs: dict[str, list[Run]] = {}  # repo → runs, newest first
         self.issued: list[dict[str, Any]] = []  # installation tokens handed out
+        self.looked_up: list[str] = []  # owners whose App installation was asked for
         self.rate_limit = 5000
         self.remaining = 5000
         self.reset = RESET_DEFAULT
@@ -292,11 +293,11 @@ class FakeGitHub:
             self.remaining = max(0, self.remaining - 1)
             return self.remaining, self.reset
 
-    def issue_token(self, installation: str, authorization: str | None) -> tuple[int, Any]:
+    def _app_claims(self, authorization: str | None) -> tuple[int, Any]:
+        """(200, the JWT's claims), or the refusal GitHub gives an App's bad JWT."""
         import jwt
 
-        if self.app is None or str(self.app["installation"]) != installation:
-            return 404, {"message": "Not Found"}
+        assert self.app is not None
         scheme, _, assertion = (authorization or "").partition(" ")
         if scheme.lower() != "bearer":
             return 401, {"message": "A JSON web token could not be decoded"}
@@ -307,6 +308,29 @@ class FakeGitHub:
             return 401, {"message": f"A JSON web token could not be decoded ({exc})"}
         if str(claims["iss"]) != str(self.app["id"]) or claims["exp"] - claims["iat"] > 660:
             return 401, {"message": "'Issued at' or 'Expiration' time is invalid, or wrong issuer"}
+        return 200, claims
+
+    def installation_of(self, owner: str, authorization: str | None) -> tuple[int, Any]:
+        """``GET /orgs/ORG/installation`` (or ``/repos/O/R/installation``): the App's
+        installation there, for the App's own JWT."""
+        if self.app is None:
+            return 404, {"message": "Not Found"}
+        status, claims = self._app_claims(authorization)
+        if status != 200:
+            return status, claims
+        with self.lock:
+            self.looked_up.append(owner)
+        if owner not in self.app.get("owners", ("orgs/acme",)):
+            return 404, {"message": "Not Found"}
+        return 200, {"id": self.app["installation"], "app_id": self.app["id"],
+                     "account": {"login": owner.split("/")[1]}}
+
+    def issue_token(self, installation: str, authorization: str | None) -> tuple[int, Any]:
+        if self.app is None or str(self.app["installation"]) != installation:
+            return 404, {"message": "Not Found"}
+        status, claims = self._app_claims(authorization)
+        if status != 200:
+            return status, claims
         token = f"ghs_installation_{len(self.issued) + 1:04d}"
         expires = datetime.fromtimestamp(time.time() + 3600, timezone.utc)
         body = {"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -386,6 +410,11 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             if fault and fault.kind == "slow":
                 time.sleep(fault.delay)
                 fault = None
+            owner = re.fullmatch(r"/(orgs/[^/]+|repos/[^/]+/[^/]+)/installation", split.path)
+            if owner:  # an App's own call, with its JWT
+                self._json(*fake.installation_of(owner.group(1),
+                                                 self.headers.get("Authorization")))
+                return
             if not fake.authorized(self.headers.get("Authorization")):
                 self._json(401, {"message": "Bad credentials",
                                  "documentation_url": "https://docs.github.com/rest"})

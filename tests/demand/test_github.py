@@ -279,10 +279,39 @@ def test_a_token_from_a_file_is_sent_as_bearer(github: FakeGitHub, tmp_path: Pat
 
 
 # -- GitHub App ---------------------------------------------------------------------------------
-def app_source(github: FakeGitHub, key: Path, installation: int = 77) -> dict[str, Any]:
-    return {"github": {"org": "acme", "labels": ["linux"], "apiUrl": github.url,
-                       "app": {"appId": 4242, "installationId": installation,
-                               "privateKey": {"file": str(key)}}}}
+def app_source(github: FakeGitHub, key: Path, installation: int | None = 77) -> dict[str, Any]:
+    app: dict[str, Any] = {"appId": 4242, "privateKey": {"file": str(key)}}
+    if installation is not None:
+        app["installationId"] = installation
+    return {"github": {"org": "acme", "labels": ["linux"], "apiUrl": github.url, "app": app}}
+
+
+def test_without_an_installation_id_the_apps_installation_on_the_org_is_looked_up(
+        app_github: FakeGitHub, tmp_path: Path) -> None:
+    """``installationId`` left out: the App's installation on the org, asked for once with
+    the App's JWT (GET /orgs/acme/installation), then its token as with the id given."""
+    fixture = populate_org(app_github, "acme", 4)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path,  # type: ignore[attr-defined]
+                                               installation=None)}])
+    reading = read(tmp_path / "repo", config)
+    assert reading.errors == {}
+    assert pair(reading, "linux") == fixture.expected(["linux"])
+    assert app_github.looked_up == ["orgs/acme"]
+    assert [(r.method, r.route) for r in app_github.log[:2]] == [
+        ("GET", "/orgs/acme/installation"), ("POST", "/app/installations/77/access_tokens")]
+
+
+def test_an_app_not_installed_on_the_org_says_so(app_github: FakeGitHub,
+                                                 tmp_path: Path) -> None:
+    assert app_github.app is not None
+    app_github.app["owners"] = ("orgs/other",)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path,  # type: ignore[attr-defined]
+                                               installation=None)}])
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert "github app 4242" in error and "not installed on orgs/acme" in error, error
+    assert [r.method for r in app_github.log] == ["GET"]
 
 
 def test_github_app_jwt_is_exchanged_for_an_installation_token(app_github: FakeGitHub,

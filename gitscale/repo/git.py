@@ -267,9 +267,11 @@ class Git:
         self.run("reset", "--quiet", "--hard", rev)
 
     def commit(self, message: str, paths: Sequence[str], date: str | None = None) -> str:
-        """Commit ``paths`` as they are in the working tree (none: the index as it is)."""
+        """Commit ``paths`` as they are in the working tree (none: the index as it is).
+        ``--force``: each path is one gitscale decided to write, so a ``.gitignore`` that
+        matches it (a repo that ignores ``.gitscale/``) must not make the commit fail."""
         if paths:
-            self.run("add", "--", *paths)
+            self.run("add", "--force", "--", *paths)
         dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
         self.run("commit", "--quiet", "--no-verify", "--file=-", input=message, extra_env=dates)
         return self.head()

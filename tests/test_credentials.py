@@ -136,3 +136,84 @@ def test_a_secret_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -
     with pytest.raises(SecretError, match=r"token: .*token: is not a regular file \(a FIFO\)"):
         read_secret({"file": str(fifo)}, "token")
     hold_named([SecretRef("file", str(fifo))])  # held for masking when it can be: no wait
+
+
+# -- a token never travels to another origin, and is never echoed from gitscale.yaml ------------
+def test_a_next_page_on_another_host_gets_no_token(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The auditor's case: GitHub's ``Link: rel="next"`` pointing at another host was
+    followed with ``Authorization: Bearer $GITHUB_TOKEN``."""
+    monkeypatch.setenv("GH_TOKEN", GH_TOKEN)
+    with FakeGitHub(token=GH_TOKEN) as api, FakeGitHub(token=GH_TOKEN, host="127.0.0.2") as other:
+        api.add_repo("acme", "app")
+        other.add_repo("acme", "app")
+        api.fail("body", match="/orgs/acme/repos", body=json.dumps(
+            [api.repo_object("acme/app")]).encode(), headers={
+            "Link": f'<{other.url}/orgs/acme/repos?page=2>; rel="next"'})
+        checkout = config_repo(tmp_path, api)
+        before = git(tmp_path / "remote.git", "rev-parse", "main")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+        assert code == 1, out + err
+        assert (f"GET {api.url}/orgs/acme/repos?per_page=100&type=all: its next page is on "
+                f"another origin ({other.url}): not followed, nothing is sent there") in err
+        assert other.log == []
+        assert git(tmp_path / "remote.git", "rev-parse", "main") == before
+        assert GH_TOKEN not in out + err
+
+
+SECRET_SOURCE = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source:\n      github:\n        org: acme\n        labels: [linux]\n"
+                 "        token: {written}\n    policy: default\n")
+SECRET_NOTIFY = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {{file: demand.yaml}}\n    policy: default\nnotify:\n"
+                 "  - webhook:\n      url: https://hooks.example/gitscale\n"
+                 "      secret: {written}\n")
+INLINE = "ghp_SECRETinline0123456789"
+
+
+@pytest.mark.parametrize(("config", "written", "where", "said"), [
+    pytest.param(SECRET_SOURCE, INLINE, "gitscale.yaml:8: runner set 'linux' source.github.token",
+                 "never inline", id="a-string"),
+    pytest.param(SECRET_SOURCE, f"[{INLINE}]", "gitscale.yaml:8: runner set 'linux' "
+                 "source.github.token", "never inline", id="a-list"),
+    pytest.param(SECRET_SOURCE, f"{{env: {INLINE.replace('_', '-')}}}", "gitscale.yaml:8: "
+                 "runner set 'linux' source.github.token.env",
+                 "not the name of an environment variable", id="a-token-as-env-name"),
+    pytest.param(SECRET_SOURCE, f"{{env: {INLINE}}}", "gitscale.yaml:8: runner set 'linux' "
+                 "source.github.token.env", "a token, not the name of the environment variable",
+                 id="a-token-where-the-name-belongs"),
+    pytest.param(SECRET_SOURCE, "{env: github_pat_11ABSECRETinline}", "gitscale.yaml:8: runner "
+                 "set 'linux' source.github.token.env", "revoke the token",
+                 id="a-fine-grained-token-where-the-name-belongs"),
+    pytest.param(SECRET_SOURCE, f"{{value: {INLINE}}}", "gitscale.yaml:8: runner set 'linux' "
+                 "source.github.token", "one of the two, no other key", id="another-key"),
+    pytest.param(SECRET_SOURCE, f"{{env: A, file: {INLINE}}}", "gitscale.yaml:8: runner set "
+                 "'linux' source.github.token", "one of the two, no other key", id="both"),
+    pytest.param(SECRET_NOTIFY, INLINE, "gitscale.yaml:9: notify[0] webhook.secret",
+                 "never inline", id="notify"),
+])
+def test_a_secret_written_inline_is_refused_and_not_echoed(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                           config: str, written: str,
+                                                           where: str, said: str) -> None:
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config.format(written=written),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 1, running: 0}\n"})
+    for command in ("validate", "plan", "reconcile"):
+        code, out, err = run(capsys, command, "--repo", str(checkout))
+        assert code == 1, (command, out, err)
+        assert f"error: {where}: " in err and said in err and "(the value is not shown)" in err, err
+        assert "SECRETinline" not in out + err
+
+
+def test_every_escaped_form_of_a_secret_is_masked() -> None:
+    """An exception that quotes a header quotes it escaped: ``'Bearer ghp_a\\nb'``,
+    ``b'ghp_\\xc3\\xa9'``. Each form is masked, not only the secret as it is."""
+    secret = "ghp_SECRETpart1\nSECRETpart2é\udcff"
+    for text in (repr(f"Bearer {secret}"), ascii(secret), repr(secret.encode("utf-8",
+                                                                              "surrogateescape")),
+                 json.dumps({"authorization": secret}), f"one line: {secret.splitlines()[0]}"):
+        masked = redact(f"header value {text} is invalid", [secret])
+        assert "SECRETpart" not in masked, masked
+        assert "***" in masked
+    assert redact("a word like ab", ["ab"]) == "a word like ab"  # too short to be a secret

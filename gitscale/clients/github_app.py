@@ -14,6 +14,7 @@ https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-githu
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -23,7 +24,7 @@ import jwt
 from gitscale.clients.errors import ApiError, Unreachable
 from gitscale.clients.http import Answer, HttpClient
 from gitscale.errors import GitscaleError
-from gitscale.redact import redact
+from gitscale.redact import header_problem, redact
 from gitscale.timeutil import parse_time
 
 REFRESH_BEFORE = 300.0  # seconds before its expiry a token is replaced
@@ -37,11 +38,14 @@ class InstallationToken:
     ``private_key`` is called for each exchange (a rotated key is picked up). Without
     ``installation``, the installation is looked up once at ``GET {api}/{owner}/installation``
     (``owner``: ``orgs/NAME`` or ``repos/OWNER/REPO``). ``error`` is the exception raised,
-    ``key_name`` names the key in its messages.
+    ``key_name`` names the key in its messages, ``installation_name`` where the installation's
+    id was written (a value that is not a number is refused before any request: GitHub would
+    answer 404, which says nothing of where the id came from).
     """
 
     def __init__(self, api: str, app_id: str, private_key: Callable[[], str], *,
                  installation: str | None, error: type[GitscaleError], key_name: str,
+                 installation_name: str = "the installation id",
                  owner: str | None = None, timeout: float = 10.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.api = api.rstrip("/")
@@ -51,6 +55,7 @@ class InstallationToken:
         self._owner = owner
         self._error = error
         self._key_name = key_name
+        self._installation_name = installation_name
         self._clock = clock
         self._lock = threading.Lock()
         self._token: tuple[str, float] | None = None  # token, expiry (epoch seconds)
@@ -70,6 +75,10 @@ class InstallationToken:
             return self._token[0]
 
     def _exchange(self) -> tuple[str, float]:
+        if self._installation is not None and not is_id(self._installation):
+            raise self._error(f"{self._installation_name} is {self._installation[:40]!r}, not "
+                              "a number: the id of the App's installation (the number at the "
+                              "end of its settings page's URL, .../settings/installations/ID)")
         now = int(self._clock())
         try:
             self._assertion = jwt.encode({"iat": now - 60, "exp": now + 540,
@@ -87,6 +96,11 @@ class InstallationToken:
         if answer.status != 201 or not isinstance(token, str) or not token:
             raise self._error(f"github app {self.app_id}: POST {url} answered {answer.status} "
                               "with no token in its body: could not get an installation token")
+        problem = header_problem(token)
+        if problem is not None:  # said before any request carries it, never shown
+            raise self._error(f"github app {self.app_id}: POST {url} answered {answer.status} "
+                              f"with a token that {problem}: could not get an installation "
+                              "token")
         return token, _epoch(body.get("expires_at")) or now + LIFETIME
 
     def _look_up(self) -> str:
@@ -105,13 +119,23 @@ class InstallationToken:
         try:
             return self._http.request(method, url)
         except Unreachable as exc:
-            raise self._error(str(exc)) from None
+            raise self._error(self._masked(str(exc))) from None
         except ApiError as exc:
             if exc.status < 400:  # a body that is not JSON: no token (or id) in it
                 return Answer(exc.status, {}, None)
             said = f" ({exc.detail})" if exc.detail else ""
-            raise self._error(f"github app {self.app_id}: {method} {redact(url)} answered "
-                              f"{exc.status}{said}: {meaning}") from None
+            raise self._error(self._masked(f"github app {self.app_id}: {method} {redact(url)} "
+                                           f"answered {exc.status}{said}: {meaning}")) from None
+
+    def _masked(self, text: str) -> str:
+        """``text`` without the JWT of this exchange or a token sent before (an endpoint, or a
+        proxy before it, may echo the ``Authorization`` header in its error)."""
+        return redact(text, [self._assertion, *self._http.credentials()])
+
+
+def is_id(value: str) -> bool:
+    """A GitHub numeric id (an installation's, an App's): ASCII digits only."""
+    return re.fullmatch(r"[1-9][0-9]{0,19}", value) is not None
 
 
 def _epoch(text: Any) -> float | None:

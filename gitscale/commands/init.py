@@ -19,11 +19,12 @@ import click
 from gitscale.commands import EXIT_OK
 from gitscale.commands.init_choices import GITHUB, REPO_URL_HINT, RUNNERS_NAMESPACE, \
     SYSTEM_NAMESPACE, Choices, branch_of, choose, hinted
-from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, ARGOCD_SECRET_FILE, \
-    FLUX_TOKEN_ENV, FLUX_TOKEN_FILE, notify_block, notify_files, notify_next_steps
+from gitscale.commands.init_notify import notify_block, notify_files, notify_next_steps, \
+    scaler_secret_line
 from gitscale.commands.init_runners import SET, config_text, controller_secret_commands, \
     demand_text, runnerset_text, scaler_secret_command, source_secrets
-from gitscale.commands.init_schedules import GIT_SECRET, schedule_files, schedule_next_steps
+from gitscale.commands.init_schedules import GIT_SECRET, GIT_TOKEN_FILE, schedule_files, \
+    schedule_next_steps
 from gitscale.errors import InputError
 from gitscale.repo.git import Git
 from gitscale.controller.crd import crd_yaml
@@ -71,7 +72,7 @@ def scaffold(choices: Choices) -> dict[str, str]:
                                              private=not choices.public_repo)
         files["flux/gitscale.yaml"] = hinted(_dump(source), REPO_URL_HINT) + "---\n" \
             + _dump(kustomization)
-    files["gitscale.yaml"] += notify_block(choices.gitops, repo_url)
+    files["gitscale.yaml"] += notify_block(choices)
     files.update(notify_files(choices.gitops))
     files.update(schedule_files(choices))
     return files
@@ -195,7 +196,7 @@ def next_steps(choices: Choices, root: Path, *, has_origin: bool = False) -> str
     else:
         apply = ["kubectl apply -f flux/gitscale.yaml"]
     return "\n".join([
-        f"next, from {root}:",
+        f"next, from {root} (cd there: every path below is relative to it):",
         f"1. push it{'' if choices.repo_url_given else ' (your config repo: its https URL)'}:",
         push,
         "",
@@ -204,12 +205,11 @@ def next_steps(choices: Choices, root: Path, *, has_origin: bool = False) -> str
         "3. apply the GitOps objects (Argo CD / Flux creates the rest at its first sync):",
         *apply,
         "",
-        f"4. {notify_next_steps(choices.gitops)}",
+        f"4. {notify_next_steps(choices)}",
         "",
         f"5. {schedule_next_steps(choices)}",
         "",
-        f"try `gitscale plan --repo {root} --demand {root / 'demand.yaml'}` and "
-        f"`gitscale validate --repo {root}`.",
+        "try `gitscale plan --repo . --demand demand.yaml` and `gitscale validate --repo .`.",
     ])
 
 
@@ -250,14 +250,21 @@ def secrets_text(choices: Choices) -> str:
     if choices.run_in == "cluster":
         commands += [scaler_secret_command(choices),
                      f"kubectl -n {SYSTEM_NAMESPACE} create secret generic {GIT_SECRET} "
-                     "--from-file=token=./git-push-token"]
+                     f"--from-file=token={GIT_TOKEN_FILE}"]
     if choices.run_in == "github-actions":
-        notify = FLUX_TOKEN_ENV if choices.gitops == "flux" else ARGOCD_SECRET_ENV
-        notify_file = FLUX_TOKEN_FILE if choices.gitops == "flux" else ARGOCD_SECRET_FILE
-        commands += ["# the workflow's repository secrets (stdin: never an argument; the "
-                     "notify one after step 4)",
-                     *(f"gh secret set {s.ci_secret} < {s.file}"
-                       for s in source_secrets(choices)),
-                     f"gh secret set {notify} < {notify_file}"]
+        # (the workflow pushes with its checkout's own token: no git token to set)
+        commands += ["# the workflow's repository secrets (stdin: never an argument)",
+                     *(scaler_secret_line(choices.run_in, s.ci_secret, s.file)
+                       for s in source_secrets(choices))]
+    if choices.run_in == "gitlab":
+        commands += ["# the pipeline's CI/CD variables (Settings > CI/CD > Variables; stdin: "
+                     "never an argument):",
+                     "# a project access token with write_repository, to push",
+                     scaler_secret_line(choices.run_in, "GITSCALE_GIT_TOKEN", GIT_TOKEN_FILE)]
+        for secret in source_secrets(choices):
+            line = scaler_secret_line(choices.run_in, secret.env, secret.file,
+                                      masked=secret.maskable)
+            commands.append(line + ("" if secret.maskable else
+                                    "   # several lines: GitLab cannot mask it"))
     return ("the namespaces, then the secrets in them (docs/credentials.md of gitscale says "
             "what each token may do):\n" + "\n".join(commands))

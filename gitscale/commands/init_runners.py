@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from gitscale.commands.init_choices import SYSTEM_NAMESPACE, Choices
 from gitscale.runnerset_api import API_VERSION, BUILDKITE_AGENT_IMAGE, GITHUB_RUNNER_IMAGE, KIND
+from gitscale.yamlio.placeholders import PLACEHOLDER
 
 SET = "linux"
 LABELS = "[self-hosted, linux]"
@@ -36,6 +37,7 @@ class SourceSecret:
     key: str
     file: str  # what the `kubectl create secret` line reads it from
     ci_secret: str  # GitHub Actions secrets may not start with GITHUB_
+    maskable: bool = True  # one line: GitLab can mask it (a PEM key is several)
 
 
 def source_secrets(choices: Choices) -> list[SourceSecret]:
@@ -44,7 +46,8 @@ def source_secrets(choices: Choices) -> list[SourceSecret]:
                              "./buildkite-agent-token", "BUILDKITE_AGENT_TOKEN")]
     if choices.github_app is not None:
         return [SourceSecret("GITHUB_APP_PRIVATE_KEY", "github_app_private_key",
-                             "./github-app.private-key.pem", "GITSCALE_APP_PRIVATE_KEY")]
+                             "./github-app.private-key.pem", "GITSCALE_APP_PRIVATE_KEY",
+                             maskable=False)]
     return [SourceSecret("GITHUB_TOKEN", "github_token", "./github-source-token",
                          "GITSCALE_SOURCE_TOKEN")]
 
@@ -67,17 +70,26 @@ def controller_secret_commands(choices: Choices) -> list[str]:
     ns = choices.namespace
     if choices.platform == "buildkite":
         # the agent reads its token as it is: no trailing newline in the file
-        return ["printf '%s' \"$BUILDKITE_AGENT_TOKEN\" > ./buildkite-agent-token",
+        return ["# the agent token the pods register with (Buildkite: Agents > Agent Tokens), "
+                "no newline",
+                "printf '%s' \"$BUILDKITE_AGENT_TOKEN\" > ./buildkite-agent-token",
                 f"kubectl -n {ns} create secret generic {AGENT_TOKEN_SECRET} "
                 "--from-file=token=./buildkite-agent-token",
+                "# a REST API token with read_agents only, to see which agent is busy "
+                "(Buildkite: Personal\n# Settings > API Access Tokens)",
+                "printf '%s' \"$BUILDKITE_API_TOKEN\" > ./buildkite-api-token",
                 f"kubectl -n {ns} create secret generic {API_TOKEN_SECRET} "
                 "--from-file=token=./buildkite-api-token"]
     if choices.github_app is not None:
         app_id, installation = choices.github_app
+        # Without its id the controller looks the installation up (GET /orgs/ORG/installation):
+        # a CHANGE-ME here would be taken for the id.
+        known = installation != PLACEHOLDER
         return [f"kubectl -n {ns} create secret generic {GITHUB_CREDENTIALS} \\\n"
                 f"  --from-literal=github_app_id={app_id} \\\n"
-                f"  --from-literal=github_app_installation_id={installation} \\\n"
-                "  --from-file=github_app_private_key=./github-app.private-key.pem"]
+                + (f"  --from-literal=github_app_installation_id={installation} \\\n"
+                   if known else "")
+                + "  --from-file=github_app_private_key=./github-app.private-key.pem"]
     return [f"kubectl -n {ns} create secret generic {GITHUB_CREDENTIALS} "
             "--from-file=github_token=./github-controller-token"]
 
@@ -110,8 +122,15 @@ GITHUB_TOKEN = """\
 GITHUB_APP = """\
         app:
           appId: {app_id}  # the GitHub App's id (gitscale init --github-app-id)
-          installationId: {installation}  # the id of the App's installation (gitscale init --github-app-installation-id)
+{installation}\
           privateKey: {{env: GITHUB_APP_PRIVATE_KEY}}  # in the cluster: key github_app_private_key of {secret}
+"""
+INSTALLATION = """\
+          installationId: {installation}  # the id of the App's installation (gitscale init --github-app-installation-id)
+"""
+# without the id, the source looks the installation up once (GET /orgs/ORG/installation)
+LOOKED_UP = """\
+          # installationId: the App's installation on the org, looked up once; give it to skip that
 """
 
 BUILDKITE_SOURCE = """\
@@ -189,8 +208,10 @@ def config_text(choices: Choices, api_url: str | None) -> str:
                                               secret=SCALER_SECRET)
     if choices.github_app is not None:
         app_id, installation = choices.github_app
-        credential = GITHUB_APP.format(app_id=app_id, installation=installation,
-                                       secret=SCALER_SECRET)
+        credential = GITHUB_APP.format(
+            app_id=app_id, secret=SCALER_SECRET,
+            installation=LOOKED_UP if installation == PLACEHOLDER else INSTALLATION.format(
+                installation=installation))
     else:
         credential = GITHUB_TOKEN.format(secret=SCALER_SECRET)
     api = (f"        apiUrl: {api_url}  # the REST API of {choices.github_server}\n"

@@ -14,18 +14,19 @@ Every object is written by ``gitscale.yamlio.write.dump``: no YAML anchors or al
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gitscale import __version__
-from gitscale.commands.init_choices import REPO_URL_HINT, SYSTEM_NAMESPACE as NAMESPACE, \
-    Choices, hinted
-from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, FLUX_TOKEN_ENV
+from gitscale.commands.init_choices import DEFAULT_BRANCH, REPO_URL_HINT, \
+    SYSTEM_NAMESPACE as NAMESPACE, Choices, hinted
+from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, FLUX_TOKEN_ENV, NOTIFY_SECRET
 from gitscale.commands.init_runners import scaler_env, scaler_secret_command, source_secrets
 from gitscale.yamlio.write import dump
 
 IMAGE = f"ghcr.io/gitscale/gitscale:{__version__}"
 GIT_SECRET = "gitscale-git"  # key `token`: a token that may push to the config repo
-NOTIFY_SECRET = "gitscale-notify"  # optional: more variables, e.g. FLUX_RECEIVER_TOKEN
+GIT_TOKEN_FILE = "./git-push-token"  # what the printed commands read that token from
 WEBHOOK_SECRET = "gitscale-webhook"  # key `secret`: GitHub's workflow_job webhook secret
 TOKEN_DIR = "/var/run/secrets/gitscale/git"
 CACHE_DIR = "/var/cache/gitscale"  # the image's GITSCALE_CACHE_DIR
@@ -37,6 +38,9 @@ WORKFLOW = """\
 # schedule, and runs often start a few minutes late; when jobs must not wait that long, run
 # `gitscale serve` (webhooks) or `gitscale run` in the cluster instead (`gitscale init
 # --run-in cluster` writes deploy/scaler/), and delete this file: one scheduler, never two.
+# GitHub runs a scheduled workflow only from the repository's default branch: this file must be
+# on it. It reconciles the branch {branch} (the one Argo CD / Flux follow, checked out below),
+# which need not be the default one.
 name: gitscale
 
 on:
@@ -59,13 +63,15 @@ jobs:
     timeout-minutes: 10
     env:
       GITSCALE_VERSION: "{version}"
+      GITSCALE_BRANCH: {quoted_branch}
       GITSCALE_CACHE_DIR: ${{{{ github.workspace }}}}/.gitscale-cache
     steps:
       - uses: actions/checkout@v4
         with:
           path: config
+          ref: ${{{{ env.GITSCALE_BRANCH }}}}
       - name: Track the branch, so gitscale pushes the commit it makes
-        run: git -C config branch --set-upstream-to="origin/${{{{ github.ref_name }}}}"
+        run: git -C config branch --set-upstream-to="origin/$GITSCALE_BRANCH"
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
@@ -82,8 +88,7 @@ jobs:
         run: gitscale reconcile --repo config --every 5m
         env:
           {notify_env}: ${{{{ secrets.{notify_env} }}}}
-          # The demand source's credential, as gitscale.yaml names it (a repository secret:
-          # the workflow's own GITHUB_TOKEN can read only this repository):
+          # The demand source's credential, as gitscale.yaml names it (a repository secret{why}):
 {source_env}"""
 
 GITLAB = """\
@@ -102,7 +107,8 @@ gitscale:
     GITSCALE_VERSION: "{version}"
     GITSCALE_GIT_USERNAME: oauth2
     GITSCALE_CACHE_DIR: $CI_PROJECT_DIR/.gitscale-cache
-    # {notify_env} and {source_vars}: set them as masked CI/CD variables
+    # {notify_env} and {source_vars}: CI/CD variables, masked (init prints a
+    # `glab variable set` line for each; a PEM key cannot be masked: protected)
   cache:
     key: gitscale-state
     paths:
@@ -147,7 +153,7 @@ gitscale says what each token must be allowed to do):
 # the demand source's credential ({keys}), read through valueFrom.secretKeyRef
 {scaler_secret}
 # a token that may push to the config repo (GITSCALE_GIT_TOKEN_FILE)
-kubectl -n {namespace} create secret generic {git_secret} --from-file=token=./git-push-token
+kubectl -n {namespace} create secret generic {git_secret} --from-file=token={git_token_file}
 # optional: more variables, one key each, e.g. the notify secret
 kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify_env}=./{notify_file}
 {webhook}```
@@ -177,14 +183,19 @@ def schedule_files(choices: Choices) -> dict[str, str]:
     source_env = "".join(f"          {s.env}: ${{{{ secrets.{s.ci_secret} }}}}\n"
                          for s in secrets)
     if choices.run_in == "github-actions":
+        # GitHub's source reads the organization's jobs, which the workflow's own token cannot
+        why = (": the\n          # workflow's own GITHUB_TOKEN can read only this repository"
+               if choices.platform == "github" else "")
         return {".github/workflows/gitscale.yml": WORKFLOW.format(
-            version=__version__, notify_env=notify_env, source_env=source_env)}
+            version=__version__, notify_env=notify_env, source_env=source_env, why=why,
+            branch=choices.branch, quoted_branch=json.dumps(choices.branch))}
     if choices.run_in == "gitlab":
         return {".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
                                                 source_vars=", ".join(s.env for s in secrets))}
     files = {
         "deploy/scaler/README.md": SCALER_README.format(
-            namespace=NAMESPACE, git_secret=GIT_SECRET, notify_secret=NOTIFY_SECRET,
+            namespace=NAMESPACE, git_secret=GIT_SECRET, git_token_file=GIT_TOKEN_FILE,
+            notify_secret=NOTIFY_SECRET,
             notify_env=notify_env, notify_file=notify_env.lower().replace("_", "-"),
             claim=CACHE_CLAIM, serve=SERVE[choices.platform],
             webhook=WEBHOOK_HOWTO if choices.platform == "github" else "",
@@ -369,8 +380,13 @@ def schedule_next_steps(choices: Choices) -> str:
               " writes that one: copy it in and delete this one (never two at once: they "
               "would race each other's pushes).")
     if choices.run_in == "github-actions":
+        default = "" if choices.branch == DEFAULT_BRANCH else (
+            f" GitHub runs a schedule only from the repository's default branch: make "
+            f"{choices.branch} the default, or commit .github/workflows/gitscale.yml to the "
+            f"default branch too (it checks out {choices.branch} itself).")
         return ("gitscale runs from .github/workflows/gitscale.yml: every 5 minutes once "
-                "pushed to GitHub (repository secrets: the workflow's env). " + switch)
+                "pushed to GitHub (repository secrets: the workflow's env)." + default + " "
+                + switch)
     if choices.run_in == "gitlab":
         return ("gitscale runs from .gitlab-ci.yml once you create its pipeline schedule "
                 "(Build > Pipeline schedules, \"*/5 * * * *\"; the file's comment). " + switch)

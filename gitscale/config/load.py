@@ -321,9 +321,13 @@ def _forecast(raw: dict[str, Any], schedules: list[Schedule], fail: Any) -> Fore
             except ValueError as exc:
                 raise fail([key], f"forecast {key}: {exc}") from None
     lookback = values.get("lookback", default.lookback)
-    if not MIN_LOOKBACK <= lookback <= MAX_LOOKBACK:
+    days = raw.get("days", default.days)
+    shortest = MIN_LOOKBACK[days]
+    if not shortest <= lookback <= MAX_LOOKBACK:
+        why = {"weekday": "the same weekday of past weeks", "workdays": "past workdays and "
+               "weekend days", "daily": "past days"}[days]
         raise fail(["lookback"], f"forecast lookback {raw.get('lookback')!r} must be between "
-                   "7d and 91d: the forecast reads the same weekday of past weeks")
+                   f"{shortest.days}d and 91d: the forecast reads {why}")
     for key, limit in (("lead", "6h"), ("jitter", "6h"), ("wait", "1h")):
         if key in values and values[key] > parse_duration(limit):
             raise fail([key], f"forecast {key} {raw[key]!r} is longer than {limit}")
@@ -335,7 +339,7 @@ def _forecast(raw: dict[str, Any], schedules: list[Schedule], fail: Any) -> Fore
                                                                      default.quantile)),
                           lead=values.get("lead", default.lead),
                           jitter=values.get("jitter", default.jitter),
-                          wait=values.get("wait", default.wait), timezone=zone)
+                          wait=values.get("wait", default.wait), timezone=zone, days=days)
 
 
 def _check_zone(zone: str, fail: Any) -> None:

@@ -24,6 +24,7 @@ class Target:
     repo_url: str | None = None  # argocd: the repo URL the Application uses
     timeout: float = DEFAULT_TIMEOUT
     where: str | None = None  # FILE:LINE of the secret's reference, for an error reading it
+    verify_tls: bool = True  # False: insecureSkipTLSVerify, for this entry alone
 
     @property
     def label(self) -> str:
@@ -44,9 +45,14 @@ def parse_targets(document: Document, source: str) -> tuple[Target, ...]:
                                document.line_of(["notify", index, kind, key]))
 
         target = _target(kind, settings, fail)
+        insecure = settings.get("insecureSkipTLSVerify", False)
+        if insecure and urlsplit(target.url).scheme != "https":
+            raise fail("insecureSkipTLSVerify", "applies to an https:// url only (plain http "
+                       "has no certificate to verify)")
         key = "token" if kind == "flux" else "secret"
         line = document.line_of(["notify", index, kind, key]) if key in settings else None
-        targets.append(replace(target, where=f"{source}:{line}" if line else None))
+        targets.append(replace(target, where=f"{source}:{line}" if line else None,
+                               verify_tls=not insecure))
     return tuple(targets)
 
 

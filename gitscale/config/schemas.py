@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from gitscale.core.forecast import DAYS
 from gitscale.errors import InputError
 from gitscale.runnerset_api import REPLICAS_MAX
 from gitscale.yamlio.read import Document, format_path
@@ -33,8 +34,8 @@ SCHEDULE: dict[str, Any] = {
 
 # policy.forecast (gitscale.core.forecast): lookback in days or weeks, a quantile in (0, 1]
 # (the one fractional number gitscale's files hold), how far ahead to look, how far the
-# pattern moves from week to week, the wait it aims for, and the zone of the pattern's wall
-# clock (default: the zone of the policy's schedules, else UTC).
+# pattern moves from week to week, the wait it aims for, which past days hold the pattern, and
+# the zone of the pattern's wall clock (default: the zone of the policy's schedules, else UTC).
 FORECAST: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -45,6 +46,7 @@ FORECAST: dict[str, Any] = {
         "jitter": DURATION,
         "wait": DURATION,
         "timezone": {"type": "string", "minLength": 1},
+        "days": {"enum": list(DAYS)},
     },
 }
 FRACTIONS = {("forecast", "quantile")}  # (parent key, key) of the numbers that may be floats
@@ -71,6 +73,8 @@ from gitscale.config.sources import SOURCE  # noqa: E402  (each source's schema 
 # credentials; the secrets are {env: NAME} or {file: PATH} like every other credential.
 NOTIFY_URL = {"type": "string", "pattern": r"^https?://[^\s@/]+(/[^\s@]*)?$", "maxLength": 2048}
 NOTIFY_TIMEOUT = {"type": "string", "pattern": r"^([1-9]|[1-5][0-9]|60)s$"}
+# true: this entry's https certificate is not verified (an in-cluster server's self-signed one)
+NOTIFY_INSECURE = {"type": "boolean"}
 NOTIFY: dict[str, Any] = {
     "type": "array",
     "maxItems": 20,
@@ -94,6 +98,7 @@ NOTIFY: dict[str, Any] = {
                         "properties": {"name": NAME, "namespace": NAME},
                     },
                     "timeout": NOTIFY_TIMEOUT,
+                    "insecureSkipTLSVerify": NOTIFY_INSECURE,
                 },
             },
             "argocd": {
@@ -105,6 +110,7 @@ NOTIFY: dict[str, Any] = {
                     "secret": SECRET_REF,
                     "repoURL": {"type": "string", "minLength": 1, "maxLength": 2048},
                     "timeout": NOTIFY_TIMEOUT,
+                    "insecureSkipTLSVerify": NOTIFY_INSECURE,
                 },
             },
             "webhook": {
@@ -112,7 +118,8 @@ NOTIFY: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["url"],
                 "properties": {"url": NOTIFY_URL, "secret": SECRET_REF,
-                               "timeout": NOTIFY_TIMEOUT},
+                               "timeout": NOTIFY_TIMEOUT,
+                               "insecureSkipTLSVerify": NOTIFY_INSECURE},
             },
         },
     },
@@ -223,6 +230,18 @@ def check_schema(
         return
     path = list(problem.absolute_path)
     label = describe(path) if describe else format_path(path)
+    if _in_secret_ref(problem):  # the value may be the secret itself: never shown
+        if problem.validator == "not":
+            said = ("a token, not the name of the environment variable that holds it: write "
+                    "{env: NAME}, and revoke the token, which is now in the config repo's "
+                    "history")
+        elif problem.validator == "pattern":
+            said = "not the name of an environment variable (letters, digits and _)"
+        elif isinstance(problem.instance, dict):
+            said = "a secret is written {env: NAME} or {file: PATH}: one of the two, no other key"
+        else:
+            said = "a secret is written {env: NAME} or {file: PATH}, never inline"
+        raise error(source, f"{label}: {said} (the value is not shown)", document.line_of(path))
     if problem.validator == "additionalProperties" and isinstance(problem.instance, dict):
         allowed = sorted(problem.schema.get("properties", {}))
         extra = sorted(k for k in problem.instance if k not in allowed)
@@ -273,6 +292,15 @@ def _has_float(data: Any) -> bool:
         elif isinstance(value, list):
             stack.extend(value)
     return False
+
+
+def _in_secret_ref(problem: Any) -> bool:
+    """Did ``problem`` fail in a credential's ``{env: NAME}`` or ``{file: PATH}`` (or in its
+    name or path)? Its value may then be a token written inline, never to be echoed."""
+    from gitscale.config.secrets import SECRET_REF
+
+    return any(problem.schema is schema for schema in (SECRET_REF,
+                                                       *SECRET_REF["properties"].values()))
 
 
 def _explain(problem: Any) -> str:

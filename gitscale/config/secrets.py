@@ -14,7 +14,11 @@ from typing import Any, Iterable, Literal
 
 from gitscale import files
 from gitscale.errors import GitscaleError, InputError
-from gitscale.redact import hold
+from gitscale.redact import header_problem, hold
+
+# What GitHub's tokens (classic, OAuth, user-to-server, server-to-server, refresh,
+# fine-grained) and Buildkite's API tokens begin with.
+TOKEN_PREFIXES = r"^(gh[pousr]_|github_pat_|bkua_)"
 
 # The JSON Schema of a reference, as gitscale.yaml writes it.
 SECRET_REF: dict[str, Any] = {
@@ -22,7 +26,10 @@ SECRET_REF: dict[str, Any] = {
     "additionalProperties": False,
     "minProperties": 1,
     "maxProperties": 1,
-    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                           # a token pasted where its variable's name belongs: GitHub's
+                           # prefixed tokens and Buildkite's API tokens
+                           "not": {"pattern": TOKEN_PREFIXES}},
                    "file": {"type": "string", "minLength": 1}},
 }
 
@@ -93,6 +100,21 @@ def hold_named(refs: Iterable[SecretRef]) -> None:
             read_secret(ref, "secret")
         except SecretError:
             pass
+
+
+def read_token(ref: Any, what: str) -> str:
+    """A credential sent in an HTTP header (an API token), checked before any request: one
+    that cannot be a header's value (a newline, a space, a byte that is not ASCII — a paste
+    gone wrong) is a ``SecretError`` naming the variable or file, never the value, instead of
+    an HTTP library's error that quotes it (and of retries that cannot help)."""
+    value = read_secret(ref, what)
+    problem = header_problem(value)
+    if problem is not None:
+        parsed = SecretRef.parse(ref.mapping if isinstance(ref, SecretRef) else ref)
+        where = f"environment variable {parsed.where}" if parsed.kind == "env" else str(
+            Path(parsed.where).expanduser())
+        raise SecretError(f"{what}: {where} {problem}", parsed)
+    return value
 
 
 def identity(ref: Any) -> str:

@@ -39,7 +39,7 @@ class FileSettings:
 @dataclass(frozen=True)
 class GitHubApp:
     app_id: str
-    installation_id: str
+    installation_id: str | None  # None: looked up (the org's, or the first repo's)
     private_key: SecretRef
 
 
@@ -66,8 +66,10 @@ class GitHubSettings:
             repos=tuple(raw.get("repos", ())),
             api_url=_api(raw, GITHUB_API),
             token=token,
-            app=None if app is None else GitHubApp(str(app["appId"]), str(app["installationId"]),
-                                                   SecretRef.parse(app["privateKey"])),
+            app=None if app is None else GitHubApp(
+                str(app["appId"]),
+                None if app.get("installationId") is None else str(app["installationId"]),
+                SecretRef.parse(app["privateKey"])),
             concurrency=int(raw.get("concurrency", 8)),
             credential=identity(app or raw.get("token") or {}),
         )
@@ -126,7 +128,7 @@ GITHUB: dict[str, Any] = {
         "app": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["appId", "installationId", "privateKey"],
+            "required": ["appId", "privateKey"],  # installationId: looked up when absent
             "properties": {"appId": {"type": ["integer", "string"]},
                            "installationId": {"type": ["integer", "string"]},
                            "privateKey": SECRET_REF},

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
-from gitscale.clients.errors import ApiError, RateLimited, Unreachable
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
 from gitscale.clients.github import GitHub as GitHubAPI
-from gitscale.clients.github_app import InstallationToken
+from gitscale.clients.github_app import InstallationToken, is_id
 from gitscale.controller.errors import (
     CredentialsError,
     InvalidRunnerSet,
@@ -88,7 +88,14 @@ def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
     app = {k: data.get(f"github_app_{k}", "").strip()
            for k in ("id", "installation_id", "private_key")}
     if app["id"] and app["private_key"]:
-        return Credentials(app_id=app["id"], installation_id=app["installation_id"] or None,
+        installation = app["installation_id"]
+        if installation and not is_id(installation):
+            # GitHub would answer 404 for it; the key is optional: without it, looked up
+            raise CredentialsError(
+                f"{source}: key github_app_installation_id is {installation[:40]!r}, not a "
+                "number: the id of the App's installation (.../settings/installations/ID), or "
+                "leave the key out and the controller looks the installation up")
+        return Credentials(app_id=app["id"], installation_id=installation or None,
                            private_key=app["private_key"])
     raise CredentialsError(f"{source}: needs the key github_token, or github_app_id and "
                            "github_app_private_key (and optionally github_app_installation_id)")
@@ -114,7 +121,8 @@ class GitHub:
         self._app = None if credentials.token else InstallationToken(
             scope.api, credentials.app_id or "", lambda: credentials.private_key or "",
             installation=credentials.installation_id, owner="/".join(scope.path.split("/")[:3]),
-            error=CredentialsError, key_name="github_app_private_key", timeout=timeout,
+            error=CredentialsError, key_name="github_app_private_key",
+            installation_name="github_app_installation_id", timeout=timeout,
             clock=clock)
         token = self._app.get if self._app is not None else (lambda: credentials.token or "")
         # No retries: the controller's next pass is the retry (a POST is never sent twice).
@@ -204,7 +212,7 @@ def translate(exc: ApiError) -> PlatformError:
     message = str(exc)
     if isinstance(exc, (RateLimited, Unreachable)):
         return PlatformError(message)
-    if exc.status in (401, 403):
+    if exc.status in (401, 403) or isinstance(exc, Unsendable):
         return CredentialsError(message)
     if exc.status == 409:
         return RunnerNameTaken(message)

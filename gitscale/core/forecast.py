@@ -1,5 +1,6 @@
 """The forecast: the jobs a set saw *arrive* at the same weekday and time of day in past
-weeks, as runners kept ready ahead of demand. Pure.
+weeks (or on every past workday, or every past day: ``days``), as runners kept ready ahead of
+demand. Pure.
 
 A set's history is its ``Gitscale-Set`` trailers: each scaling commit records queued and
 running when it was written. A rise between two commits is jobs that arrived (a scale-up is a
@@ -13,8 +14,11 @@ between passes; ``lead``: a write to a ready runner). For it to wait at most ``w
 must already be idle for every job that arrives within ``reach = window + lead − wait`` of
 another: the cushion is the most jobs the past weeks saw arrive within one ``reach``, from
 a start in ``[now − jitter, now + lead + jitter]`` (the time of the pattern moves from week to
-week), the ``quantile`` of those over the weeks of the lookback (nearest rank; of two Mondays,
-0.9 is the larger). The span reaches one ``lead`` ahead so that a write's runners are ready
+week), the ``quantile`` of those over the past days of the lookback (nearest rank; of two
+Mondays, 0.9 is the larger). Which past days: by default the same weekday of each past week;
+``days: workdays`` reads every past Monday–Friday (a pattern every workday has, learned from
+five times the samples: a burst later or denser than both past Mondays was seen on some other
+day), ``daily`` every past day. The span reaches one ``lead`` ahead so that a write's runners are ready
 when the first of those jobs come, and starts at ``now`` so that a later write does not take
 away the runners an earlier one made for jobs that have not come yet. The demand itself stays
 reactive: the day's own jobs raise the count as they come, and the cushion keeps runners
@@ -34,10 +38,18 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Literal, get_args
+
+# which past days hold the pattern of today: the same weekday of each past week, every past
+# Monday–Friday on a workday (Saturday–Sunday on a weekend day), or every past day
+Days = Literal["weekday", "workdays", "daily"]
+DAYS: tuple[Days, ...] = get_args(Days)
 
 DEFAULT_WINDOW = timedelta(minutes=1)  # the time between passes, when the caller cannot say
+DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
-MIN_LOOKBACK = WEEK  # one past week at least: fewer holds no weekday to learn from
+# one past week at least, fewer holds no weekday (or no weekend) to learn from; a day for daily
+MIN_LOOKBACK: dict[Days, timedelta] = {"weekday": WEEK, "workdays": WEEK, "daily": DAY}
 MAX_LOOKBACK = timedelta(days=91)  # thirteen weeks: the series a process keeps stays bounded
 
 
@@ -57,10 +69,18 @@ class ForecastPolicy:
     # the wait the cushion aims for: a job may wait this long for a write's runner
     wait: timedelta = timedelta(seconds=30)
     timezone: str | None = None  # IANA name; None: UTC
+    days: Days = "weekday"
 
-    @property
-    def weeks(self) -> int:
-        return self.lookback // WEEK
+    def past_days(self, at: datetime) -> list[datetime]:
+        """The same local time as ``at`` on each past day the pattern is read from, within
+        the lookback, the oldest first (wall-clock arithmetic: across a daylight-saving change
+        the same wall time)."""
+        if self.days == "weekday":
+            return [at - week * WEEK for week in range(self.lookback // WEEK, 0, -1)]
+        days = [at - day * DAY for day in range(self.lookback // DAY, 0, -1)]
+        if self.days == "workdays":
+            return [day for day in days if _workday(day) == _workday(at)]
+        return days
 
     def history_needed(self, now: datetime) -> datetime:
         """The oldest moment whose commits a forecast at ``now`` reads (or earlier): what a
@@ -91,9 +111,8 @@ def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPoli
     next pass can write again."""
     zone = _zone(policy.timezone)
     at = (now + policy.lead).astimezone(zone)
-    weeks = policy.weeks
-    oldest = at - weeks * WEEK  # wall-clock arithmetic: the same local time that day
-    if weeks == 0 or not times or times[0] > oldest.timestamp():
+    past = policy.past_days(at)
+    if not past or not times or times[0] > past[0].timestamp():
         held = 0.0 if not times else max(now.timestamp() - times[0], 0.0) / 86400
         return Forecast(None, f"forecast: {held:.1f}d of history, needs "
                         f"{_days(policy.lookback)}: reactive until then")
@@ -103,14 +122,14 @@ def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPoli
                         f"wait {_short(policy.wait)}")
     jitter, lead = policy.jitter.total_seconds(), policy.lead.total_seconds()
     samples = []
-    for week in range(weeks, 0, -1):  # the oldest first
-        ahead = (at - week * WEEK).timestamp()  # the same local time, one lead from now
+    for day in past:  # the same local time that day, one lead from now
+        ahead = day.timestamp()
         samples.append(arrivals(times, levels, ahead - lead - jitter, ahead + jitter, reach))
     extra = quantile(samples, policy.quantile)
     first, last = at - policy.lead - policy.jitter, at + policy.jitter
     clock = "%H:%M" if first.second == last.second == 0 else "%H:%M:%S"
     shown = ", ".join(str(s) for s in samples)
-    days = f"last {weeks} {at:%A}s" if weeks > 1 else f"last {at:%A}"
+    days = _named(policy.days, at, len(past))
     return Forecast(extra, f"forecast +{extra}: q{policy.quantile:g} of the jobs that "
                     f"arrived within {_short(timedelta(seconds=reach))}, from "
                     f"{first:{clock}}–{last:{clock}} {policy.timezone or 'UTC'}, on the {days} "
@@ -139,6 +158,18 @@ def quantile(values: Sequence[int], q: float) -> int:
     ordered = sorted(values)
     rank = max(1, math.ceil(round(q * len(ordered), 9)))
     return ordered[min(rank, len(ordered)) - 1]
+
+
+def _workday(day: datetime) -> bool:
+    return day.weekday() < 5
+
+
+def _named(days: Days, at: datetime, count: int) -> str:
+    """``last 2 Mondays``, ``last 10 workdays``, ``last 4 weekend days``, ``last 14 days``."""
+    if days == "weekday":
+        return f"last {count} {at:%A}s" if count > 1 else f"last {at:%A}"
+    kind = {"daily": "day", "workdays": "workday" if _workday(at) else "weekend day"}[days]
+    return f"last {count} {kind}s" if count > 1 else f"last {kind}"
 
 
 def _zone(name: str | None) -> tzinfo:

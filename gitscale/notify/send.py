@@ -31,15 +31,19 @@ def notify_all(targets: Sequence[Target], pushed: Pushed, *,
                log: Log = _stderr) -> tuple[str, ...]:
     """Notify every target in order; returns the labels of those that accepted."""
     accepted = []
-    # Loading CA certificates costs 0.1-0.4 s: only when a target speaks https, once a process.
-    # With no https target no TLS can happen (redirects are not followed), so none is loaded.
-    tls = any(t.url.lower().startswith("https:") for t in targets)
+    # Loading CA certificates costs 0.1-0.4 s: only when a target speaks https and verifies
+    # it, once a process. With none, no verified TLS can happen (redirects are not followed).
+    tls = any(t.url.lower().startswith("https:") and t.verify_tls for t in targets)
     client = HttpClient(name="notify", retries=0, follow_redirects=False,
                         verify=tls_context() if tls else False)
+    # insecureSkipTLSVerify: a client of its own, so no other target loses verification
+    unverified = HttpClient(name="notify", retries=0, follow_redirects=False, verify=False) \
+        if any(not t.verify_tls for t in targets) else None
     try:
         for target in targets:
             try:
-                problem = _notify(client, target, pushed)
+                problem = _notify(client if target.verify_tls or unverified is None
+                                  else unverified, target, pushed)
             except Exception as exc:  # noqa: BLE001 - a courtesy call must not fail a pass
                 problem = f"unexpected {type(exc).__name__} (a bug: please report it)"
             if problem is None:
@@ -49,6 +53,8 @@ def notify_all(targets: Sequence[Target], pushed: Pushed, *,
                     "applies")
     finally:
         client.close()
+        if unverified is not None:
+            unverified.close()
     return tuple(accepted)
 
 

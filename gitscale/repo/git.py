@@ -33,6 +33,34 @@ def redact(text: str) -> str:
     return redact_text(text)
 
 
+# The Secret the in-cluster scaler mounts its git token from (`gitscale init --run-in cluster`:
+# deploy/scaler/, key `token`): where a missing file most likely comes from.
+_TOKEN_SECRET_HINT = 'the key "token" of Secret gitscale-git?'
+
+
+def check_token_file() -> None:
+    """``GITSCALE_GIT_TOKEN_FILE``, when set, names a readable, non-empty file: checked before
+    git talks to a server, since the askpass script's ``cat`` failing would only show as git's
+    "Authentication failed" (and a hint that the token was refused, when there was none)."""
+    name = os.environ.get("GITSCALE_GIT_TOKEN_FILE")
+    if not name:
+        return
+    path = Path(name)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        problem = "no such file"
+    except IsADirectoryError:
+        problem = "is a directory, not a file"
+    except OSError as exc:
+        problem = f"cannot be read ({exc.strerror or type(exc).__name__})"
+    else:
+        if text.strip():
+            return
+        problem = "is empty"
+    raise InputError(f"GITSCALE_GIT_TOKEN_FILE={name}", f"{problem} ({_TOKEN_SECRET_HINT})")
+
+
 def is_url(location: str) -> bool:
     """A URL, or git's scp-style ``[user[:password]@]host:path`` with a user."""
     return "://" in location or bool(re.match(r"^[^@/\s]+@[\w.-]+:", location))
@@ -199,6 +227,7 @@ class Git:
         would start a fetch per object the first time each is read."""
         if not ids or self.promisor is None:
             return
+        check_token_file()
         self.run("-c", "fetch.negotiationAlgorithm=noop", "-c", "maintenance.auto=false",
                  "fetch", "--quiet", self.promisor,
                  "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
@@ -206,6 +235,7 @@ class Git:
 
     # -- writing -------------------------------------------------------------------------
     def fetch(self, remote: str, branch: str, depth: int | None = None) -> str:
+        check_token_file()
         args = ["fetch", "--quiet", "--no-tags", remote, f"refs/heads/{branch}"]
         if depth:
             args[1:1] = [f"--depth={depth}"]
@@ -215,6 +245,7 @@ class Git:
     def deepen_since(self, remote: str, branch: str, since: str) -> None:
         """A shallow clone: fetch the commits of ``branch`` from ``since`` (a git date) on, as
         the clone fetches (a partial clone keeps its filter). HEAD does not move."""
+        check_token_file()
         self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
                  f"--shallow-since={since}", remote, f"refs/heads/{branch}")
 
@@ -225,15 +256,18 @@ class Git:
         self.run("reset", "--quiet", "--hard", rev)
 
     def commit(self, message: str, paths: Sequence[str], date: str | None = None) -> str:
-        """Commit ``paths`` as they are in the working tree (none: the index as it is)."""
+        """Commit ``paths`` as they are in the working tree (none: the index as it is).
+        ``--force``: each path is one gitscale decided to write, so a ``.gitignore`` that
+        matches it (a repo that ignores ``.gitscale/``) must not make the commit fail."""
         if paths:
-            self.run("add", "--", *paths)
+            self.run("add", "--force", "--", *paths)
         dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
         self.run("commit", "--quiet", "--no-verify", "--file=-", input=message, extra_env=dates)
         return self.head()
 
     def push(self, remote: str, branch: str) -> None:
         """Push HEAD to ``remote``'s ``branch``. Raises PushRaced or PushRejected."""
+        check_token_file()
         result = self.run("push", "--porcelain", remote, f"HEAD:refs/heads/{branch}",
                           check=False)
         if result.code == 0:
@@ -361,6 +395,7 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
     fetches the blobs it needs in batches); a server that does not allow filters sends
     everything instead, with a warning on stderr that is not an error."""
     check_url(url)
+    check_token_file()
     # --template=: no hooks or other files from the machine's git templates in our clone
     args = ["clone", "--quiet", "--no-tags", "--single-branch", "--template="]
     if since:

@@ -18,14 +18,30 @@ def reference_validator(*names: str) -> SchemaValidator:
 
 
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])
-def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("run_in", ["cluster", "github-actions"])
+def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str,  # type: ignore[no-untyped-def]
+                                       run_in: str) -> None:
+    """Every option given: nothing left to edit, but from CI the GitOps engine's public URL
+    for notify, which init cannot know (its in-cluster address does not resolve there)."""
     root = tmp_path / "config"
     code, out, err = run(capsys, "init", str(root), "--gitops", gitops, "--github-org", "acme",
-                         "--repo-url", "https://git.example.com/ci/config.git")
+                         "--repo-url", "https://git.example.com/ci/config.git",
+                         "--run-in", run_in)
     assert code == 0, err
-    assert "edits left: none" in out
+    if run_in == "github-actions":
+        (edit,) = [line for line in out.splitlines() if "replace CHANGE-ME" in line]
+        assert edit.startswith("  gitscale.yaml:") and "'https://CHANGE-ME'" in edit
+        assert "public" in edit and "edits left: 1 values" in out
+        code, _, err = run(capsys, "validate", "--repo", str(root))
+        assert code == 1 and edit.strip() in err, err
+        config = root / "gitscale.yaml"
+        config.write_text(config.read_text().replace("https://CHANGE-ME",
+                                                     "https://gitops.example.com"))
+        git(root, "commit", "-qam", "the engine's public URL")
+    else:
+        assert "edits left: none" in out
     assert git(root, "status", "--porcelain") == ""
-    assert "gitscale init" in git(root, "log", "-1", "--format=%s")
+    assert "gitscale init" in git(root, "log", "--format=%s")
     # the kustomization lists files that exist
     kustomization = yaml.safe_load((root / "clusters/prod/kustomization.yaml").read_text())
     for resource in kustomization["resources"]:
@@ -85,16 +101,37 @@ def test_init_onto_a_file_is_an_error(tmp_path: Path, capsys) -> None:  # type: 
     assert code == 1 and err.startswith("error: ") and "crashed" not in err, err
 
 
-def test_init_inside_a_repo_commits_only_the_scaffold(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    """DIR inside an existing checkout: someone's staged work must stay staged, not be swept
-    into the `gitscale init` commit."""
+def test_init_on_an_existing_checkout_commits_only_the_scaffold(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """DIR is the top of an existing checkout: someone's staged work must stay staged, not be
+    swept into the `gitscale init` commit."""
     git(tmp_path, "init", "--quiet", "--initial-branch=main")
     (tmp_path / "work.txt").write_text("half done\n")
     git(tmp_path, "add", "work.txt")
-    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux")
+    code, _, err = run(capsys, "init", str(tmp_path), "--gitops", "flux")
     assert code == 0, err
-    assert "work.txt" not in git(tmp_path, "show", "--stat", "--format=", "HEAD")
+    committed = git(tmp_path, "show", "--stat", "--format=", "HEAD")
+    assert "work.txt" not in committed and "gitscale.yaml" in committed
     assert git(tmp_path, "status", "--porcelain") == "A  work.txt"
+
+
+@pytest.mark.parametrize("below", ["config", "infra/config", "existing"])
+def test_init_in_a_subfolder_of_a_checkout_is_refused(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                      below: str) -> None:
+    """Under DIR/ in someone's checkout nothing would read the scaffold (gitscale.yaml, the
+    workflow and the GitOps paths are read from the root): refused, nothing written or
+    committed, whether DIR exists yet or not."""
+    git(tmp_path, "init", "--quiet", "--initial-branch=main")
+    git(tmp_path, "commit", "--quiet", "--allow-empty", "-m", "first")
+    (tmp_path / "existing").mkdir()
+    code, out, err = run(capsys, "init", str(tmp_path / below), "--gitops", "argocd")
+    assert code == 1 and out == "", out
+    assert err == (f"error: {tmp_path / below}: is inside the git checkout {tmp_path}, not its "
+                   "top: a config repo's gitscale.yaml, workflow and GitOps paths are read from "
+                   f"the root. Run init on {tmp_path} itself, or on a directory outside it; "
+                   "nothing was written\n")
+    assert git(tmp_path, "rev-list", "--count", "HEAD") == "1"
+    assert not (tmp_path / below / "gitscale.yaml").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".git", "existing"]
 
 
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])

@@ -16,7 +16,7 @@ import yaml
 from gitscale import __version__
 from gitscale.config.load import load_config
 from tests.helpers import git, run
-from tests.notify.engines import FakeFlux, Receiver
+from tests.notify.engines import Application, FakeArgoCD, FakeFlux, Receiver
 from tests.commands.test_init import reference_validator
 
 URL = "https://git.example.com/ci/config.git"
@@ -59,19 +59,26 @@ def test_flux_receiver_matches_the_crd_the_gitrepository_and_the_notify_entry(  
     assert target.receiver == (receiver["metadata"]["name"], receiver["metadata"]["namespace"])
 
 
+@pytest.mark.parametrize("run_in", ["github-actions", "cluster"])
 def test_the_scaffolded_flux_notify_reaches_its_receiver(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scaffold as written, with only the webhook-receiver address changed (as a user
-    outside the cluster does), makes a request that Receiver accepts."""
-    root, _ = init(tmp_path, capsys, "flux")
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         run_in: str) -> None:
+    """The scaffold as written, with only the webhook-receiver's address filled in (from CI,
+    the CHANGE-ME init listed; in the cluster, the Service's address changed to where the test
+    can reach it), makes a request that Receiver accepts."""
+    root, out = init(tmp_path, capsys, "flux", run_in=run_in)
     (receiver,) = docs(root / "flux/receiver.yaml")
     meta = receiver["metadata"]
     with FakeFlux(Receiver(meta["name"], meta["namespace"], "t0ken-from-the-secret")) as flux:
         config = root / "gitscale.yaml"
         text = config.read_text()
-        assert "url: http://webhook-receiver.flux-system.svc.cluster.local\n" in text
-        config.write_text(text.replace("http://webhook-receiver.flux-system.svc.cluster.local",
-                                       flux.base))
+        written = ("http://webhook-receiver.flux-system.svc.cluster.local" if run_in == "cluster"
+                   else "https://CHANGE-ME")
+        assert f"url: {written}" in text
+        # from CI the URL is one of the edits init listed, and refused until it is done
+        assert (f"gitscale.yaml:{text[:text.index(written)].count(chr(10)) + 1}: replace "
+                "CHANGE-ME" in out) == (run_in != "cluster")
+        config.write_text(text.replace(written, flux.base))
         (root / "demand.yaml").write_text("linux: {queued: 2, running: 0}\n")
         git(root, "commit", "-qam", "point notify at the receiver's ingress")
         remote = tmp_path / "remote.git"
@@ -96,6 +103,39 @@ def test_argocd_notify_entry_and_webhook_secret_howto(tmp_path: Path, capsys) ->
     text = (root / "gitscale.yaml").read_text()
     for words in ("argocd-secret", "webhook.github.secret", "ARGOCD_WEBHOOK_SECRET"):
         assert words in text and words in out
+
+
+def test_the_in_cluster_argocd_notify_speaks_https_to_a_self_signed_server(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--run-in cluster: argocd-server's Service over https (plain http is redirected, and
+    notify follows no redirect), accepting its self-signed certificate for this entry alone.
+    The scaffold as written, with only the Service's host:port changed to the fake's, makes
+    Argo CD refresh the Application init wrote."""
+    root, out = init(tmp_path, capsys, "argocd", run_in="cluster")
+    assert "edits left: none" in out
+    (target,) = load_config(root).notify
+    assert target.url == "https://argocd-server.argocd.svc.cluster.local/api/webhook"
+    assert not target.verify_tls
+    text = (root / "gitscale.yaml").read_text()
+    assert "self-signed" in text and "insecureSkipTLSVerify: true" in text
+    app = docs(root / "argocd/application.yaml")[0]
+    source = app["spec"]["source"]
+    with FakeArgoCD("webhook-secret-4b1d", Application(
+            app["metadata"]["name"], source["repoURL"], source["targetRevision"]),
+            tls=True) as argo:
+        (root / "gitscale.yaml").write_text(text.replace(
+            "https://argocd-server.argocd.svc.cluster.local", argo.base))
+        (root / "demand.yaml").write_text("linux: {queued: 2, running: 0}\n")
+        git(root, "commit", "-qam", "the Service's address, as the test reaches it")
+        remote = tmp_path / "remote.git"
+        git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+        git(root, "remote", "add", "origin", str(remote))
+        git(root, "push", "--quiet", "--set-upstream", "origin", "main")
+        monkeypatch.setenv("ARGOCD_WEBHOOK_SECRET", "webhook-secret-4b1d")
+        code, out, err = run(capsys, "reconcile", "--repo", str(root),
+                             "--demand", str(root / "demand.yaml"))
+    assert code == 0, err
+    assert argo.refreshed == ["gitscale"] and f"notified argocd ({argo.base})" in out
 
 
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])
@@ -219,3 +259,50 @@ def test_scaler_kustomization_builds(tmp_path: Path, capsys) -> None:  # type: i
     volumes = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
     assert {"name": "cache", "persistentVolumeClaim": {
         "claimName": claim["metadata"]["name"]}} in volumes
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_a_notify_url_given_leaves_nothing_to_edit_and_reaches_the_engine(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, gitops: str) -> None:
+    """From CI with --notify-url: the engine's address goes into notify as given (no
+    CHANGE-ME, no step asking for it, no certificate check skipped), and the scaffold as
+    written, untouched, makes the engine sync after a push."""
+    secret = "shared-4b1d"
+    app = Application("gitscale", URL, "main")
+    with (FakeArgoCD(secret, app) if gitops == "argocd"
+          else FakeFlux(Receiver("gitscale", "flux-system", secret))) as engine:
+        root, out = init(tmp_path, capsys, gitops, "--github-org", "acme",
+                         "--notify-url", engine.base + "/")
+        assert "edits left: none" in out and "set notify's url" not in out
+        text = (root / "gitscale.yaml").read_text()
+        assert f"url: {engine.base}\n" in text and "--notify-url" in text
+        assert "insecureSkipTLSVerify" not in text
+        remote = tmp_path / "remote.git"
+        git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+        git(root, "remote", "add", "origin", str(remote))
+        git(root, "push", "--quiet", "--set-upstream", "origin", "main")
+        monkeypatch.setenv("ARGOCD_WEBHOOK_SECRET" if gitops == "argocd"
+                           else "FLUX_RECEIVER_TOKEN", secret)
+        code, out, err = run(capsys, "reconcile", "--repo", str(root),
+                             "--demand", str(root / "demand.yaml"))
+    assert code == 0, err
+    assert f"notified {gitops} ({engine.base})" in out
+    if gitops == "argocd":
+        assert engine.refreshed == ["gitscale"]  # type: ignore[union-attr]
+    else:
+        assert engine.reconciled == ["GitRepository/gitscale"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    pytest.param("argocd.example.com", "is not an http(s):// URL", id="no-scheme"),
+    pytest.param("ftp://argocd.example.com", "is not an http(s):// URL", id="ftp"),
+    pytest.param("https://argocd.example.com/api/webhook", "no path", id="a-path"),
+    pytest.param("https://admin:hunter2@argocd.example.com", "has credentials in it",
+                 id="credentials"),
+])
+def test_a_bad_notify_url_is_refused_before_anything_is_written(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, url: str, words: str) -> None:
+    code, out, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "argocd",
+                         "--notify-url", url)
+    assert code == 1 and err.startswith("error: --notify-url: ") and words in err, err
+    assert "hunter2" not in err + out and not (tmp_path / "config").exists()

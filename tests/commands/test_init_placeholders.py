@@ -64,25 +64,28 @@ def unfinished_repo(tmp_path: Path, capsys) -> tuple[Path, list[tuple[str, int, 
     root, out = init(tmp_path, capsys, "argocd")
     checked = [e for e in listed(out) if e[0] in ("gitscale.yaml",
                                                   "clusters/prod/runnersets/linux.yaml")]
-    assert len(checked) == 3  # the org twice, and the repo URL of the Argo CD notify entry
+    # the org twice, and the Argo CD notify entry's repo URL and (from CI) Argo CD's own URL
+    assert len(checked) == 4
     return root, checked
 
 
 def fill(root: Path, file: str, number: int) -> None:
-    """Put a real value where line ``number`` says CHANGE-ME: a host in a URL, else an org."""
+    """Put a real value where line ``number`` says CHANGE-ME: a host in a URL (for notify's
+    url, a closed port on loopback: a notification fails at once), else an org."""
     path = root / file
     lines = path.read_text().splitlines(keepends=True)
-    value = "git.example.com" if f"://{PLACEHOLDER}/" in lines[number - 1] else "acme"
+    value = "git.example.com" if f"://{PLACEHOLDER}/" in lines[number - 1] else \
+        "127.0.0.1:1" if f"url: https://{PLACEHOLDER} " in lines[number - 1] else "acme"
     lines[number - 1] = lines[number - 1].replace(PLACEHOLDER, value)
     path.write_text("".join(lines))
 
 
-@pytest.mark.parametrize("left", [0, 1, 2])
+@pytest.mark.parametrize("left", [0, 1, 2, 3])
 def test_validate_refuses_each_placeholder_naming_its_file_and_line(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, left: int) -> None:
     root, checked = unfinished_repo(tmp_path, capsys)
     code, out, err = run(capsys, "validate", "--repo", str(root))
-    assert code == 1 and "3 problems" in out
+    assert code == 1 and "4 problems" in out
     # and the files gitscale does not manage: warnings, each at its line
     others = in_files(root) - {(f, n) for f, n, _ in checked}
     assert others and all(f.endswith((".yaml", ".yml")) for f, _ in others)
@@ -106,7 +109,8 @@ def test_validate_refuses_each_placeholder_naming_its_file_and_line(  # type: ig
 
 
 def test_validate_ignores_the_word_in_a_comment(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme", "--repo-url", URL)
+    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme", "--repo-url", URL,
+                   "--run-in", "cluster")
     config = root / "gitscale.yaml"
     config.write_text("# CHANGE-ME was here, and is gone\n" + config.read_text())
     git(root, "commit", "-qam", "a comment")

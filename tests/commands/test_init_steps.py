@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from gitscale.config.load import load_config
 from gitscale.metrics import LoopMetrics, start_listener
 from tests.commands.test_init import reference_validator
 from tests.helpers import git, run
@@ -132,7 +133,7 @@ def test_init_in_a_repo_on_master_follows_master(tmp_path: Path, capsys) -> None
     cluster = tmp_path / "other"
     cluster.mkdir()
     git(cluster, "init", "--quiet", "--initial-branch=trunk")
-    root, _ = init(tmp_path, capsys, "flux", "--run-in", "cluster", root=cluster / "sub")
+    root, _ = init(tmp_path, capsys, "flux", "--run-in", "cluster", root=cluster)
     (cron,) = docs(root / "deploy/scaler/cronjob.yaml")
     args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]  # type: ignore[index]
     assert args[args.index("--branch") + 1] == "trunk"
@@ -142,21 +143,19 @@ def test_init_in_a_repo_on_master_follows_master(tmp_path: Path, capsys) -> None
 
 def test_a_branch_other_than_the_checked_out_one_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     git(tmp_path, "init", "--quiet", "--initial-branch=master")
-    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux",
-                       "--branch", "main")
+    code, _, err = run(capsys, "init", str(tmp_path), "--gitops", "flux", "--branch", "main")
     assert code == 1 and err.startswith("error: --branch: 'main'"), err
     assert "'master' checked out" in err and "nothing was written" in err
-    assert not (tmp_path / "config").exists()
+    assert not (tmp_path / "gitscale.yaml").exists()
     # repeating the checked-out branch is fine
-    assert run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux",
-               "--branch", "master")[0] == 0
+    assert run(capsys, "init", str(tmp_path), "--gitops", "flux", "--branch", "master")[0] == 0
 
 
 def test_a_detached_head_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     git(tmp_path, "init", "--quiet", "--initial-branch=main")
     git(tmp_path, "commit", "--quiet", "--allow-empty", "-m", "first")
     git(tmp_path, "checkout", "--quiet", "--detach")
-    code, _, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "flux")
+    code, _, err = run(capsys, "init", str(tmp_path), "--gitops", "flux")
     assert code == 1 and "detached HEAD" in err and "nothing was written" in err
     assert not (tmp_path / "config").exists()
 
@@ -211,9 +210,10 @@ def test_argocd_webhook_secret_goes_through_a_file_never_an_argument(  # type: i
         tmp_path: Path, capsys) -> None:
     root, out = init(tmp_path, capsys, "argocd", "--repo-url", URL, "--run-in", "cluster")
     printed = lines(out)
-    start = printed.index("4. sync in seconds: share a webhook secret with Argo CD:") + 1
+    start = printed.index("4. sync in seconds: a webhook secret shared with Argo CD:") + 1
     snippet = "\n".join(printed[start:printed.index("", start)])
-    assert " -p " not in snippet and "SECRET=" not in snippet
+    # (a value assigned, never a file named: --from-file=ARGOCD_WEBHOOK_SECRET=./file is fine)
+    assert " -p " not in snippet and not re.search(r"SECRET=(?!\./)", snippet)
     # the file the scaler's README reads the same value from
     assert "--from-file=ARGOCD_WEBHOOK_SECRET=./argocd-webhook-secret" in (
         root / "deploy/scaler/README.md").read_text()
@@ -291,3 +291,174 @@ def test_run_has_no_health_endpoint_so_its_deployment_has_no_probe(  # type: ign
         assert httpx.get(f"http://{host}:{port}/metrics").status_code == 200
     finally:
         server.stop()
+
+
+# Files a user brings (tokens made on GitHub, GitLab, Buildkite): every other file a printed
+# command reads must be made by an earlier printed command.
+USER_FILES = ["config-repo-read-token", "github-source-token", "github-controller-token",
+              "github-app.private-key.pem", "git-push-token"]
+VARIANTS = {
+    "github": ["--github-org", "acme"],
+    "github-app": ["--github-org", "acme", "--github-app-id", "123"],
+    "buildkite": ["--platform", "buildkite", "--buildkite-org", "acme-ci"],
+}
+
+
+def scaffold(tmp_path: Path, capsys, gitops: str, *extra: str) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
+    """``init`` with exactly ``extra`` (the variants say the organization themselves)."""
+    root = tmp_path / "config"
+    code, out, err = run(capsys, "init", str(root), "--gitops", gitops, *extra)
+    assert code == 0, err
+    return root, out
+FAKE_TOOL = """#!/bin/sh
+# {name} as the printed steps use it: every file it is told to read must exist.
+printf '%s' "{name}" >> "$CALLS"; printf ' %s' "$@" >> "$CALLS"; echo >> "$CALLS"
+prev=""
+for a in "$@"; do
+  case "$a" in
+    --from-file=*) f="${{a#--from-file=}}"; f="${{f#*=}}"; [ -s "$f" ] || {{ echo "{name}: no $f" >&2; exit 3; }} ;;
+  esac
+  if [ "$prev" = "-f" ] || [ "$prev" = "--patch-file" ]; then
+    [ -e "$a" ] || {{ echo "{name}: no $a" >&2; exit 3; }}
+    [ "$a" = /dev/stdin ] && cat > /dev/null
+  fi
+  prev="$a"
+done
+if [ "{name}" != kubectl ]; then
+  [ -n "$(cat)" ] || {{ echo "{name}: nothing on stdin" >&2; exit 4; }}
+fi
+exit 0
+"""
+
+
+def printed_steps(out: str, first: int, last: int) -> str:
+    """Steps ``first``..``last`` of init's output as one shell script (the numbered headings
+    dropped): what a user pastes, in order."""
+    text = out.split("\nnext, from ", 1)[1]
+    chunks = re.split(r"\n\n(?=\d\. )", text)
+    keep = [c for c in chunks if re.match(r"\d\. ", c) and first <= int(c[0]) <= last]
+    return "\n".join(c.split("\n", 1)[1] if "\n" in c else "" for c in keep)
+
+
+def paste(tmp_path: Path, root: Path, script: str) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("kubectl", "gh", "glab"):
+        tool = bin_dir / name
+        tool.write_text(FAKE_TOOL.format(name=name))
+        tool.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "CALLS": str(tmp_path / "calls"), "BUILDKITE_AGENT_TOKEN": "bk-agent-token-1234",
+           "BUILDKITE_API_TOKEN": "bk-api-token-5678"}
+    return subprocess.run(["sh", "-e", "-c", script], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("run_in", list(SCHEDULERS))
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_the_printed_steps_work_when_pasted_in_order(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, gitops: str, run_in: str, variant: str) -> None:
+    """From DIR, steps 2 to 4 as printed: each file a command reads exists by then (the
+    notify secret's file is made before `gh secret set` reads it; the Buildkite API token's
+    file is made before its Secret), every path is relative to DIR, and no value is left to
+    invent: the printed steps hold no CHANGE-ME."""
+    root, out = scaffold(tmp_path, capsys, gitops, "--repo-url", URL, "--run-in", run_in,
+                         *VARIANTS[variant])
+    assert "CHANGE-ME" not in out.split("\nnext, from")[1]
+    for name in USER_FILES:
+        (root / name).write_text(f"{name}-value-0123456789\n")
+    done = paste(tmp_path, root, printed_steps(out, 2, 4))
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text()
+    assert "-value-0123456789" not in calls and "bk-a" not in calls  # files, never values
+    if variant == "buildkite":
+        assert (root / "buildkite-api-token").read_text() == "bk-api-token-5678"
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("run_in", ["github-actions", "gitlab"])
+def test_ci_secrets_printed_are_those_the_scheduler_reads(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, run_in: str, variant: str) -> None:
+    """GitHub Actions: a `gh secret set` per `secrets.X` of the workflow. GitLab: a `glab
+    variable set` per variable the pipeline reads (gitscale.yaml's {env: …} and the git token),
+    masked except a PEM key, which GitLab cannot mask (several lines)."""
+    root, out = scaffold(tmp_path, capsys, "flux", "--repo-url", URL, "--run-in", run_in,
+                         *VARIANTS[variant])
+    tool = "gh secret set" if run_in == "github-actions" else "glab variable set"
+    printed = {m[1]: m[0] for m in re.finditer(rf"^{tool} (\w+)(.*)$", out, re.MULTILINE)}
+    if run_in == "github-actions":
+        workflow = (root / ".github/workflows/gitscale.yml").read_text()
+        assert set(printed) == set(re.findall(r"\$\{\{ secrets\.(\w+) \}\}", workflow))
+        return
+    config = (root / "gitscale.yaml").read_text()
+    wanted = set(re.findall(r"\{env: (\w+)\}", config)) | {"GITSCALE_GIT_TOKEN"}
+    assert set(printed) == wanted
+    for name, line in printed.items():
+        pem = name == "GITHUB_APP_PRIVATE_KEY"
+        assert ("--masked" in line) != pem and ("GitLab cannot mask it" in line) == pem, line
+    assert "Settings > CI/CD > Variables" in out
+
+
+def test_the_suggested_commands_run_from_the_folder_the_steps_are_given_from(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`next, from config:` then `gitscale plan --repo config --demand config/demand.yaml`
+    failed when run from config."""
+    root, out = init(tmp_path, capsys, "flux", "--repo-url", URL, "--run-in", "cluster")
+    where = re.search(r"^next, from (\S+)", out, re.MULTILINE)
+    assert where and Path(where[1]) == root
+    suggested = re.findall(r"`gitscale ([^`]+)`", out.split("\ntry ")[1])
+    assert [s.split()[0] for s in suggested] == ["plan", "validate"]
+    monkeypatch.chdir(root)
+    assert [run(capsys, *s.split())[0] for s in suggested] == [2, 0]
+
+
+@pytest.mark.parametrize("installation", [None, "7890"])
+def test_the_app_secret_names_the_installation_only_when_init_knows_it(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, installation: str | None) -> None:
+    """The controller and the source look the installation up when it is not given; a
+    CHANGE-ME there would be taken for the id."""
+    extra = ["--github-app-installation-id", installation] if installation else []
+    root, out = init(tmp_path, capsys, "flux", "--repo-url", URL, "--github-app-id", "123",
+                     *extra, "--run-in", "cluster")
+    # the source looks it up too: nothing is left to edit either way
+    assert "edits left: none" in out
+    (settings,) = [s.source.settings for s in load_config(root).sets]
+    assert settings.app is not None and settings.app.installation_id == installation
+    secret = out[out.index("create secret generic github-app"):]
+    secret = secret[:secret.index("private-key.pem")]
+    assert "--from-literal=github_app_id=123" in secret
+    assert ("github_app_installation_id" in secret) == (installation is not None)
+    if installation:
+        assert f"--from-literal=github_app_installation_id={installation} " in secret
+
+
+@pytest.mark.parametrize("branch", ["main", "gitops"])
+@pytest.mark.parametrize("platform", ["github", "buildkite"])
+def test_the_workflow_says_github_schedules_from_the_default_branch(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, branch: str, platform: str) -> None:
+    """The workflow reconciles the branch Argo CD / Flux follow, whichever branch holds it,
+    and says the schedule runs only from the default branch; init says so too when --branch
+    is not main. The GITHUB_TOKEN remark sits above GitHub's source credential only."""
+    root, out = scaffold(tmp_path, capsys, "argocd", "--repo-url", URL, "--branch", branch,
+                         *VARIANTS[platform])
+    text = (root / ".github/workflows/gitscale.yml").read_text()
+    assert "scheduled workflow only from the repository's default branch" in text
+    workflow = yaml.safe_load(text)
+    (job,) = workflow["jobs"].values()
+    assert job["env"]["GITSCALE_BRANCH"] == branch
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout"))
+    assert checkout["with"]["ref"] == "${{ env.GITSCALE_BRANCH }}"
+    track = next(s["run"] for s in job["steps"] if "set-upstream-to" in s.get("run", ""))
+    assert track.endswith('--set-upstream-to="origin/$GITSCALE_BRANCH"')
+    step = next(line for line in lines(out) if line.startswith("5. "))
+    assert ("default branch" in step) == (branch != "main")
+    if branch != "main":
+        assert f"make {branch} the default" in step
+    lines_ = text.splitlines()
+    source = next(i for i, line in enumerate(lines_)
+                  if re.match(r"\s+(GITHUB_TOKEN|BUILDKITE_AGENT_TOKEN):", line))
+    above = " ".join(line.strip() for line in lines_[source - 2:source])
+    assert ("GITHUB_TOKEN can read only this repository" in text) == (platform == "github")
+    if platform == "github":
+        assert "GITHUB_TOKEN can read only this repository" in above

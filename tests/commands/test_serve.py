@@ -289,6 +289,22 @@ def test_rejected_deliveries_are_logged_once_per_reason_without_body_or_secret(
         assert leak not in err
 
 
+def test_a_signed_payload_nested_too_deep_is_a_400_and_one_log_line(
+        repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """It was a RecursionError: a 500 and a traceback in the log."""
+    server = Server(repo, window="1s")
+    try:
+        status, answer = server.post(b"[" * 100_000 + b"]" * 100_000, delivery="deep-1")
+        assert status == 400, answer
+        assert server.post(job(1, "queued", ["self-hosted", "linux"]))[0] == 202  # still up
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    assert [line.split(" ", 1)[1] for line in err.splitlines() if "deep-1" in line] == [
+        "rejected webhook delivery deep-1: 400 not a workflow_job payload (JSON nested too deep)"]
+    assert "Traceback" not in err and "internal error" not in err
+
+
 def test_a_failed_push_keeps_the_events_for_the_next_window(repo: Path) -> None:
     """The remote refuses (a hook): health says degraded, nothing is lost; once it accepts
     again, the kept events land."""

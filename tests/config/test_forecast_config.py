@@ -35,6 +35,11 @@ def repo(tmp_path: Path, policy: str) -> Path:
     pytest.param("{quantile: 1}", ForecastPolicy(quantile=1.0), id="an-integer-quantile"),
     pytest.param("{timezone: Europe/Berlin}", ForecastPolicy(timezone="Europe/Berlin"),
                  id="zone"),
+    pytest.param("{days: workdays}", ForecastPolicy(days="workdays"), id="workdays"),
+    pytest.param("{days: workdays, lookback: 7d}",
+                 ForecastPolicy(timedelta(days=7), days="workdays"), id="workdays-a-week"),
+    pytest.param("{days: daily, lookback: 2d}", ForecastPolicy(timedelta(days=2), days="daily"),
+                 id="daily-two-days"),
 ])
 def test_forecast_policies(tmp_path: Path, policy: str, expected: ForecastPolicy) -> None:
     checkout = repo(tmp_path, policy)
@@ -55,6 +60,13 @@ def test_the_zone_defaults_to_the_schedules(tmp_path: Path) -> None:
     pytest.param("{lookback: 14days}", ["forecast.lookback", "does not match"], id="bad-duration"),
     pytest.param("{lookback: 3d}", ["between 7d and 91d"], id="too-short"),
     pytest.param("{lookback: 120d}", ["between 7d and 91d"], id="too-long"),
+    pytest.param("{days: workdays, lookback: 5d}",
+                 ["between 7d and 91d: the forecast reads past workdays and weekend days"],
+                 id="workdays-too-short"),
+    pytest.param("{days: daily, lookback: 12h}", ["between 1d and 91d: the forecast reads past "
+                                                  "days"], id="daily-too-short"),
+    pytest.param("{days: weekdays}", ["forecast.days", "weekday", "workdays", "daily"],
+                 id="unknown-days"),
     pytest.param("{quantile: 1.5}", ["quantile", "1.5"], id="quantile-above-1"),
     pytest.param("{quantile: 0}", ["quantile"], id="quantile-0"),
     pytest.param("{lead: 7h}", ["longer than 6h"], id="long-lead"),

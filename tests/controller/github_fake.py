@@ -4,7 +4,8 @@ Serves, under ``/api/v3`` (the GitHub Enterprise Server layout, so a RunnerSet's
 of ``http://127.0.0.1:PORT/acme`` reaches it): generate-jitconfig (org, repo and enterprise
 scopes; 409 when the name exists), the runner list (``name``), GET and DELETE of one runner
 (404 when gone, 422 "still running a job" when busy), runner groups, and GitHub App
-installation tokens (the JWT is verified with the app's public key). Lists page as GitHub's
+installation tokens and the App's installation on an org or repo (``GET /orgs/ORG/installation``,
+id ``installation``; the JWT is verified with the app's public key). Lists page as GitHub's
 do: ``per_page`` (default 30, at most 100) and ``page``, with a ``Link`` header (``rel="next"``,
 ``"last"``, ``"first"``, ``"prev"``) that keeps the other query parameters. Every answer
 carries ``x-ratelimit-*`` headers.
@@ -63,6 +64,7 @@ class FakeGitHub(ThreadingHTTPServer):
         self.remaining = 5000
         self.tokens = {token}
         self.app = app  # (app id, PEM public key)
+        self.installation = 77  # the App's installation on every org and repo
         self.groups = {"Default": 1, "gpu": 7}
         self.refused: set[str] = set()
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
@@ -177,6 +179,10 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "POST" and (m := re.fullmatch(r"/app/installations/(\d+)/access_tokens",
                                                    path)):
             return self._installation_token(auth, m.group(1))
+        if method == "GET" and re.fullmatch(r"/(orgs/[^/]+|repos/[^/]+/[^/]+)/installation", path):
+            if self._app_claims(auth) is None:
+                return None
+            return self._reply(200, {"id": srv.installation, "app_id": int(srv.app[0])})  # type: ignore[index]
         if auth not in srv.tokens:
             return self._reply(401, {"message": "Bad credentials"})
         if method == "POST" and (m := re.fullmatch(f"/{SCOPE}/actions/runners/generate-jitconfig",
@@ -231,16 +237,26 @@ class _Handler(BaseHTTPRequestHandler):
             del srv.runners[runner_id]
         self._reply(204)
 
-    def _installation_token(self, assertion: str, installation: str) -> None:
+    def _app_claims(self, assertion: str) -> dict[str, Any] | None:
+        """The App's JWT, verified; None after answering 404 or 401."""
         srv = self.server
         if srv.app is None:
-            return self._reply(404, {"message": "Not Found"})
+            self._reply(404, {"message": "Not Found"})
+            return None
         try:
-            claims = jwt.decode(assertion, srv.app[1], algorithms=["RS256"])
+            claims: dict[str, Any] = jwt.decode(assertion, srv.app[1], algorithms=["RS256"])
         except jwt.PyJWTError:
-            return self._reply(401, {"message": "A JSON web token could not be decoded"})
+            self._reply(401, {"message": "A JSON web token could not be decoded"})
+            return None
         if str(claims.get("iss")) != srv.app[0]:
-            return self._reply(401, {"message": "Integration not found"})
+            self._reply(401, {"message": "Integration not found"})
+            return None
+        return claims
+
+    def _installation_token(self, assertion: str, installation: str) -> None:
+        srv = self.server
+        if self._app_claims(assertion) is None:
+            return
         token = f"ghs-installation-{installation}"
         with srv.lock:
             srv.tokens.add(token)

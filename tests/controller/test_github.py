@@ -175,6 +175,21 @@ def test_bad_token_is_a_credentials_error_without_the_token(github: FakeGitHub) 
     assert "401" in str(err.value) and "secret" not in str(err.value)
 
 
+@pytest.mark.parametrize(("token", "problem"), [
+    pytest.param("ghp-secret\nrest", "contains a newline", id="newline"),
+    pytest.param("ghp-secret\u00e9", "is not ASCII", id="non-ascii"),
+])
+def test_a_token_that_cannot_be_a_header_is_a_credentials_error_and_never_sent(
+        github: FakeGitHub, token: str, problem: str) -> None:
+    """A credentials error (the Secret is read again next pass), not a platform error; the
+    token is not quoted, as httpx's error did."""
+    with pytest.raises(CredentialsError) as err:
+        client(github, token=token).register("x", ["l"], None)
+    assert f"the credential of its Authorization header {problem}" in str(err.value)
+    assert "secret" not in str(err.value)
+    assert github.runners == {} and github.calls == []
+
+
 def test_github_app_credentials() -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -192,3 +207,43 @@ def test_github_app_credentials() -> None:
             wrong.register("a-3", ["l"], None)
     finally:
         server.stop()
+
+
+def _app_key() -> tuple[str, str]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return pem, public.decode()
+
+
+def test_an_app_secret_without_the_installation_id_looks_it_up() -> None:
+    """The Secret `gitscale init --github-app-id` prints when it was not told the installation:
+    no key github_app_installation_id, and the controller finds the installation itself."""
+    pem, public = _app_key()
+    server = FakeGitHub(app=("4242", public)).start()
+    try:
+        creds = credentials_from({"github_app_id": "4242", "github_app_private_key": pem},
+                                 "Secret ci-runners/github-app")
+        assert creds.installation_id is None
+        client(server, app_id=creds.app_id or "", private_key=pem).register("a-1", ["l"], None)
+        assert server.calls[:2] == [("GET", "/orgs/acme/installation"),
+                                    ("POST", "/app/installations/77/access_tokens")]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("installation", ["CHANGE-ME", "0x4d", "-77", "7 7", "٧٧"])
+def test_an_installation_id_that_is_not_a_number_is_refused_naming_the_key(
+        installation: str) -> None:
+    """Not a GitHub 404 at the token exchange: the Secret and its key, before any request."""
+    pem, _ = _app_key()
+    with pytest.raises(CredentialsError) as caught:
+        credentials_from({"github_app_id": "4242", "github_app_private_key": pem,
+                          "github_app_installation_id": installation},
+                         "Secret ci-runners/github-app")
+    message = str(caught.value)
+    assert message.startswith("Secret ci-runners/github-app: key github_app_installation_id "
+                              f"is {installation!r}, not a number"), message
+    assert "leave the key out" in message and "BEGIN" not in message

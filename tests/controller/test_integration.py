@@ -5,11 +5,15 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
+import re
+from pathlib import Path
 
 import kubernetes.client
 import pytest
 
+from gitscale.controller.observe import FINALIZER
 from tests.controller.harness import NS, Harness
 
 
@@ -381,3 +385,26 @@ def test_deleting_a_set_keeps_its_busy_runner_until_done_then_lets_it_go(
     assert harness.api.get_object("runnersets", "rs", NS) is None
     harness.catch_up()
     assert harness.sync("rs").actions is None  # gone: nothing more to do
+
+
+def test_the_documented_release_of_a_stuck_set_lets_it_go(harness: Harness) -> None:
+    """docs/upgrading.md "Uninstalling": the controller gone before its sets, a deleted set
+    stays Terminating on the finalizer; the merge patch the page prints releases it."""
+    page = (Path(__file__).resolve().parents[2] / "docs/upgrading.md").read_text()
+    section = page[page.index("\n## Uninstalling"):]
+    assert f"`{FINALIZER}`" in section
+    command = re.search(r"^kubectl -n \S+ patch runnerset (\S+) --type=merge -p '(.+)'$",
+                        section, re.MULTILINE)
+    assert command is not None
+    name, patch = command[1], json.loads(command[2])
+    harness.write(name, 1, 0)
+    harness.sync(name)
+    assert harness.api.get_object("runnersets", name, NS)["metadata"]["finalizers"] == [  # type: ignore[index]
+        FINALIZER]
+    custom = kubernetes.client.CustomObjectsApi(harness.controller.kube.api)
+    custom.delete_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", name)
+    stuck = harness.api.get_object("runnersets", name, NS)  # no controller syncs it any more
+    assert stuck is not None and stuck["metadata"]["deletionTimestamp"]
+    custom.patch_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", name,
+                                          patch, _content_type="application/merge-patch+json")
+    assert harness.api.get_object("runnersets", name, NS) is None

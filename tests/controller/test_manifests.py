@@ -124,3 +124,19 @@ def test_readme_permission_table_matches_the_role() -> None:
                if name.startswith("Role/") for rule in obj["rules"]
                for resource in rule["resources"] for verb in rule["verbs"]}
     assert documented == granted
+
+
+def test_rbac_comment_says_what_the_controller_can_serve() -> None:
+    """rbac.yaml's header (init copies it into every config repo) said to bind the Role in more
+    namespaces and drop --namespace; the controller watches one namespace or all of them."""
+    option = next(p for p in cli.commands["controller"].params if p.name == "namespace")
+    assert not option.multiple and option.nargs == 1  # one namespace, or none: every one
+    header = " ".join(line.lstrip("# ") for line in (DEPLOY / "rbac.yaml").read_text()
+                      .split("\napiVersion:")[0].splitlines())
+    assert "bind the same Role in each" not in header
+    for words in ("one controller per namespace", "--leader-election-id", "drop --namespace",
+                  "ClusterRole of the same rules and a ClusterRoleBinding",
+                  "docs/multiple-orgs.md"):
+        assert words in header, words
+    docs = (DEPLOY.parents[1] / "docs/multiple-orgs.md").read_text()
+    assert "ClusterRoleBinding" in docs and "--leader-election-id" in docs

@@ -374,6 +374,86 @@ def test_the_quantile_is_over_the_weeks_of_the_lookback() -> None:
     assert found.extra == 30 and found.detail.endswith(" Mondays (20, 30)")
 
 
+# --- days: which past days hold the pattern ------------------------------------------------
+
+def every_day(levels: dict[int, int]) -> tuple[list[float], list[int]]:
+    """A rise at 09:00 on each of the 14 days before MONDAY (day −14 … −1): ``levels[d]``
+    jobs on day −d (0 when not given), all gone at 09:20; a first commit at midnight."""
+    points: list[tuple[float, int]] = [(t(MONDAY - timedelta(days=14), 0, 0), 0)]
+    for back in range(14, 0, -1):
+        day = MONDAY - timedelta(days=back)
+        points += [(t(day, 9, 0), levels.get(back, 0)), (t(day, 9, 20), 0)]
+    return series(*points)
+
+
+# Mondays (−14, −7) 10 and 20; the other workdays 30…110; the weekend days 200+
+DAYS_SEEN = every_day({14: 10, 13: 30, 12: 40, 11: 50, 10: 60, 9: 200, 8: 210,
+                       7: 20, 6: 70, 5: 80, 4: 90, 3: 110, 2: 220, 1: 230})
+
+
+@pytest.mark.parametrize(("days", "now", "lookback", "samples", "named"), [
+    pytest.param("weekday", BEFORE_NINE, 14, [10, 20], "2 Mondays", id="weekday"),
+    pytest.param("workdays", BEFORE_NINE, 14, [10, 30, 40, 50, 60, 20, 70, 80, 90, 110],
+                 "10 workdays", id="workdays-on-a-monday"),
+    pytest.param("workdays", BEFORE_NINE, 7, [20, 70, 80, 90, 110], "5 workdays",
+                 id="workdays-a-week"),
+    # on the Sunday before, 13 days back reach the Monday the history starts: its weekend
+    # days are the Saturday and Sunday a week before (−9, −8) and the Saturday (−2)
+    pytest.param("workdays", BEFORE_NINE - timedelta(days=1), 13, [200, 210, 220],
+                 "3 weekend days", id="workdays-on-a-sunday"),
+    pytest.param("daily", BEFORE_NINE, 14, [10, 30, 40, 50, 60, 200, 210, 20, 70, 80, 90, 110,
+                                            220, 230], "14 days", id="daily"),
+    pytest.param("daily", BEFORE_NINE, 1, [230], "day", id="daily-one-day"),
+])
+def test_days_picks_the_past_days_the_pattern_is_read_from(
+        days: str, now: datetime, lookback: int, samples: list[int], named: str) -> None:
+    policy = replace(POLICY, days=days, lookback=timedelta(days=lookback))  # type: ignore[arg-type]
+    found = forecast(*DAYS_SEEN, policy, now)
+    assert found.detail.endswith(f"on the last {named} ({', '.join(map(str, samples))})"), \
+        found.detail
+    assert found.extra == quantile(samples, POLICY.quantile)
+
+
+def test_workdays_learn_a_burst_later_than_every_past_monday() -> None:
+    """Day 15's burst comes at 09:04, later than both past Mondays' (09:00) by more than the
+    jitter; other workdays had theirs at 09:03–09:05. At 09:03 (stretches from 09:01) the
+    Mondays saw nothing left to come, the workdays did."""
+    points: list[tuple[float, int]] = [(t(WEEK1, 0, 0), 0)]
+    for back in range(14, 0, -1):
+        day = MONDAY - timedelta(days=back)
+        if day.weekday() >= 5:
+            continue
+        minute = 0 if day.weekday() == 0 else 3 + back % 3
+        points += [(t(day, 9, minute), 60), (t(day, 9, 20), 0)]
+    history = series(*points)
+    at = MONDAY + timedelta(hours=9, minutes=3)
+    assert forecast(*history, POLICY, at).extra == 0
+    assert forecast(*history, replace(POLICY, days="workdays"), at).extra == 60
+
+
+@pytest.mark.parametrize(("days", "lookback", "history_days", "extra"), [
+    pytest.param("workdays", 7, 6.9, None, id="workdays-a-week-not-yet"),
+    pytest.param("workdays", 7, 7.1, 110, id="workdays-a-week"),
+    pytest.param("daily", 1, 0.9, None, id="daily-a-day-not-yet"),
+    pytest.param("daily", 1, 1.1, 230, id="daily-a-day"),
+    pytest.param("daily", 3, 3.1, 230, id="daily-three-days"),
+])
+def test_days_need_history_back_to_the_oldest_day_they_read(
+        days: str, lookback: int, history_days: float, extra: int | None) -> None:
+    """The fallback asks for history back to the oldest day read: a week for workdays (on a
+    Monday, the five workdays before), one day for daily."""
+    times, levels = DAYS_SEEN
+    first = (BEFORE_NINE - timedelta(days=history_days)).timestamp()
+    kept = [(when, level) for when, level in zip(times, levels) if when >= first]
+    history = series((first, 0), *kept)
+    policy = replace(POLICY, days=days, lookback=timedelta(days=lookback))  # type: ignore[arg-type]
+    found = forecast(*history, policy, BEFORE_NINE)
+    assert found.extra == extra, found.detail
+    if extra is None:
+        assert found.detail == (f"forecast: {history_days:.1f}d of history, needs {lookback}d: "
+                                "reactive until then")
+
+
 BERLIN = ZoneInfo("Europe/Berlin")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,3 +167,33 @@ def test_nothing_is_left_in_the_temporary_directory(http_git_server: GitHTTPServ
     assert failed.code == 1, failed
     assert len(seed.commits(bare)) == 2
     assert sorted(p.name for p in scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["reconcile", "history"])
+@pytest.mark.parametrize(("make", "problem"), [
+    pytest.param(lambda path: None, "no such file", id="missing"),
+    pytest.param(lambda path: path.write_text("\n"), "is empty", id="empty"),
+    pytest.param(lambda path: path.mkdir(), "is a directory, not a file", id="directory"),
+])
+def test_a_token_file_that_is_not_there_is_named_before_any_request(
+        http_git_server: GitHTTPServer, tmp_path: Path, command: str, make: Any,
+        problem: str) -> None:
+    """A Secret mounted with another key than `token`: the file is not there. Said as such,
+    not as git's "Authentication failed" with a hint that the server refused the token."""
+    server = http_git_server
+    bare = _remote(server)
+    original = rev(bare)
+    token_file = tmp_path / "secret" / "token"
+    token_file.parent.mkdir()
+    make(token_file)
+    env = {"GITSCALE_GIT_TOKEN_FILE": str(token_file)}
+    if command == "reconcile":
+        result = _reconcile(server, tmp_path, (4, 0), env)
+    else:
+        result = run_cli("history", "--repo", server.url(), cwd=tmp_path, env=env)
+    assert result.code == 1, result
+    assert result.err == (f"error: GITSCALE_GIT_TOKEN_FILE={token_file}: {problem} (the key "
+                          '"token" of Secret gitscale-git?)\n'), result
+    assert "Traceback" not in result.out + result.err and "refused" not in result.err
+    assert server.log == [], "nothing is asked of the server without a token to give it"
+    assert seed.commits(bare) == [original]

@@ -16,19 +16,31 @@ into typed structs (a JSON value of the wrong type fails the request). Then, as
 ``repository.default_branch == revision``; each Application whose targetRevision matches
 (HEAD/empty → touchedHead) and whose repoURL matches ``GetWebURLRegex(repository.html_url)`` is
 refreshed, unless it has ``manifest-generate-paths`` and no changed file lies under them.
+With ``tls=True`` it serves https with a self-signed certificate, as argocd-server does when it
+was given none (and as no CA vouches for).
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import re
+import ssl
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.demand.fake_github import QuietServer
 
@@ -42,20 +54,56 @@ class Seen:
     error: str = ""
 
 
+def self_signed(directory: Path) -> ssl.SSLContext:
+    """A server context with a fresh self-signed certificate for 127.0.0.1 (and the names
+    argocd-server's own certificate has), signed by nothing a client trusts."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Argo CD")])
+    now = datetime.now(timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost"),
+                x509.DNSName("argocd-server.argocd.svc.cluster.local")]), critical=False)
+            .sign(key, hashes.SHA256()))
+    (directory / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
+    return context
+
+
 class _Fake:
-    def __init__(self) -> None:
+    def __init__(self, tls: bool = False) -> None:
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
         self.fail_with: int | None = None  # answer every request with this status
         self.hold = threading.Event()  # while clear and ``stall`` is set, requests hang
         self.stall = False
         self.server = QuietServer(("127.0.0.1", 0), _handler(self))
+        self.tls = tls
+        if tls:
+            with tempfile.TemporaryDirectory() as directory:
+                context = self_signed(Path(directory))
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True,
+                                                     do_handshake_on_connect=False)
+            quiet = self.server.handle_error
+
+            def handle_error(request: Any, address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], ssl.SSLError):  # a client refusing us
+                    quiet(request, address)
+
+            self.server.handle_error = handle_error  # type: ignore[method-assign]
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self) -> Any:
         self.thread.start()
@@ -159,8 +207,8 @@ class Application:
 
 
 class FakeArgoCD(_Fake):
-    def __init__(self, secret: str | None, *apps: Application) -> None:
-        super().__init__()
+    def __init__(self, secret: str | None, *apps: Application, tls: bool = False) -> None:
+        super().__init__(tls)
         self.secret = secret
         self.apps = list(apps)
         self.refreshed: list[str] = []

@@ -294,6 +294,33 @@ def test_argocd_without_a_url_to_announce_says_what_to_set(tmp_path: Path, capsy
     assert "no repository URL to announce" in err and "repoURL" in err
 
 
+def test_a_self_signed_certificate_is_verified_unless_the_entry_says_not_to(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """argocd-server in the cluster serves https with its own self-signed certificate:
+    refused by default; accepted for the one entry with insecureSkipTLSVerify, while another
+    https entry of the same pass, to the same server, is still verified."""
+    app = Application("app", "https://git.example.com/ci/config.git")
+    with FakeArgoCD(ARGO_SECRET, app, tls=True) as argo:
+        assert argo.base.startswith("https://")
+        checkout = repo(tmp_path, f"""\
+notify:
+  - argocd:
+      url: {argo.base}
+      insecureSkipTLSVerify: true
+      secret: {{env: ARGOCD_WEBHOOK_SECRET}}
+      repoURL: https://git.example.com/ci/config.git
+  - webhook: {{url: "{argo.base}/api/webhook"}}
+""")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert [(s.path, s.status) for s in argo.seen] == [("/api/webhook", 200)]
+    assert argo.refreshed == ["app"] and f"notified argocd ({argo.base})" in out
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert f"notify webhook ({argo.base}) failed: cannot connect" in line
+    assert "certificate" in line.lower(), line
+    no_secret_in(out, err)
+
+
 BAD_NOTIFY = [
     pytest.param("  - flux: {url: 'http://flux.example.com', token: {env: T}}\n",
                  ":7:", ["notify[0] flux", "/hook/", "receiver"], id="flux-no-hook-path"),
@@ -312,6 +339,12 @@ BAD_NOTIFY = [
                  ["unknown key 'slack'", "allowed: argocd, flux, webhook"], id="unknown-kind"),
     pytest.param("  - webhook: {url: 'https://h', timeout: 5m}\n", ":7:",
                  ["notify[0] webhook.timeout"], id="timeout-too-long"),
+    pytest.param("  - argocd:\n      url: http://argocd.example.com\n"
+                 "      insecureSkipTLSVerify: true\n", ":9:",
+                 ["notify[0] argocd.insecureSkipTLSVerify", "https:// url only"],
+                 id="insecure-on-http"),
+    pytest.param("  - argocd: {url: 'https://argocd', insecureSkipTLSVerify: 'yes'}\n", ":7:",
+                 ["insecureSkipTLSVerify"], id="insecure-not-a-boolean"),
 ]
 
 

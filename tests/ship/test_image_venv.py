@@ -83,8 +83,9 @@ def test_init_and_validate_read_the_package_data_of_the_installed_wheel(
     gitscale = image_venv.bin("gitscale")
     env = {**os.environ, "GITSCALE_CACHE_DIR": str(tmp_path / "cache")}
     root = tmp_path / "config"
+    # --run-in cluster: from CI, notify's URL would be a CHANGE-ME (the engine's public one)
     sh(gitscale, "init", root, "--gitops", "flux", "--github-org", "acme", "--repo-url",
-       "https://git.example.com/ci/config.git", cwd=tmp_path, env=env)
+       "https://git.example.com/ci/config.git", "--run-in", "cluster", cwd=tmp_path, env=env)
     written = "\n".join(p.read_text() for p in root.rglob("*.yaml") if ".git" not in p.parts)
     assert "kind: CustomResourceDefinition" in written  # the CRD (gitscale.deploy.crds)
     assert "name: gitscale-controller" in written  # the controller (gitscale.deploy.controller)

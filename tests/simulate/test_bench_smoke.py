@@ -43,7 +43,8 @@ def test_outcomes_prints_the_tables_and_the_saturation_verdicts() -> None:
     assert all("runner-minutes" in v and "commits/hour" in v for v in verdicts)
     forecast = tables[3].splitlines()
     assert [line.split(" | ")[1] for line in forecast[2:]] == [
-        "**gitscale**", "**gitscale, forecast**", "arc-listener", "arc-hra", "pod-per-job"]
+        "**gitscale**", "**gitscale, forecast**", "**gitscale, forecast workdays**",
+        "arc-listener", "arc-hra", "pod-per-job"]
     assert all(line.startswith("| weekly, day 15 |") for line in forecast[2:])
 
 

@@ -114,3 +114,17 @@ def test_the_largest_job_id_is_taken() -> None:
                        "repository": {"full_name": "o/r"}}).encode()
     event = parse(body, utcnow())
     assert event is not None and event.job == 2 ** 63 - 1
+
+
+@pytest.mark.parametrize(("body", "detail"), [
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "JSON nested too deep", id="nested-list"),
+    pytest.param(b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "JSON nested too deep",
+                 id="nested-object"),
+    pytest.param(b'{"action": "queued", "workflow_job": {"id": 1, "labels": [null, {"a": 1}]},'
+                 b' "repository": {"full_name": "o/r"}}',
+                 "id, labels or repository malformed", id="labels-not-strings"),
+])
+def test_a_payload_that_is_not_a_job_is_a_400_not_a_crash(body: bytes, detail: str) -> None:
+    """Nesting deeper than the parser goes was a RecursionError: a 500 and a traceback."""
+    refused = rejected(lambda: parse(body, utcnow()))
+    assert refused.status == 400 and str(refused) == f"not a workflow_job payload ({detail})"

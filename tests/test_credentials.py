@@ -74,6 +74,70 @@ def test_a_token_echoed_by_the_server_is_masked(tmp_path: Path, capsys, echoing:
     assert GH_TOKEN not in out + err
 
 
+HOOKED = "hooked-secret-7f3e9a1c55"
+GITHUB_SOURCE = """\
+runnerSets:
+  - name: linux
+    manifest: sets/linux.yaml
+    source: {github: {org: acme, labels: [self-hosted], token: {file: TOKEN_PATH}}}
+    policy: default
+"""
+
+
+@pytest.mark.parametrize("where", [
+    "GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN", "GITHUB_WEBHOOK_SECRET", "GITSCALE_GIT_TOKEN",
+    "GITSCALE_GIT_TOKEN_FILE", "notify-env", "notify-file", "source-file",
+])
+def test_a_secret_echoed_by_a_server_hook_is_masked(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    where: str) -> None:
+    """The remote's pre-receive hook prints a secret gitscale holds (a hook run with the
+    pusher's environment, a misconfigured server): the refusal shows the hook's line, masked,
+    whether or not the pass itself read that secret."""
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(HOOKED + "\n")
+    config = simple_config({"linux": "default"})
+    if where.isupper() and where.endswith("_FILE"):
+        monkeypatch.setenv(where, str(secret_file))
+    elif where.isupper():
+        monkeypatch.setenv(where, HOOKED)
+    elif where.startswith("notify"):
+        ref = "{env: MY_HOOK_SECRET}" if where == "notify-env" else f"{{file: {secret_file}}}"
+        monkeypatch.setenv("MY_HOOK_SECRET", HOOKED)
+        config += f"notify:\n  - webhook: {{url: 'http://127.0.0.1:9/pushed', secret: {ref}}}\n"
+    else:  # a GitHub source whose token is not read: --demand replaces every source
+        config = GITHUB_SOURCE.replace("TOKEN_PATH", str(secret_file))
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config,
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 5, running: 0}\n",
+    })
+    hook = tmp_path / "remote.git" / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho 'checking the push with {HOOKED}'\nexit 1\n")
+    hook.chmod(0o755)
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout),
+                         "--demand", str(checkout / "demand.yaml"))
+    assert code == 1, out + err
+    assert "the remote refused the push" in err and "remote: checking the push with ***" in err
+    assert HOOKED not in out + err
+    from gitscale import crash
+
+    assert HOOKED not in crash.summary(ValueError(f"a bug quoting {HOOKED}"))
+
+
+def test_a_secret_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """Read as a regular file of bounded size (a FIFO without a writer waited forever)."""
+    import os
+
+    from gitscale.config.secrets import SecretError, read_secret, hold_named, SecretRef
+
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    with pytest.raises(SecretError, match=r"token: .*token: is not a regular file \(a FIFO\)"):
+        read_secret({"file": str(fifo)}, "token")
+    hold_named([SecretRef("file", str(fifo))])  # held for masking when it can be: no wait
+
+
 # -- a token never travels to another origin, and is never echoed from gitscale.yaml ------------
 def test_a_next_page_on_another_host_gets_no_token(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,13 +1,20 @@
-"""Credentials named in gitscale.yaml as ``{env: NAME}`` or ``{file: PATH}``: read, never logged."""
+"""Credentials named in gitscale.yaml as ``{env: NAME}`` or ``{file: PATH}``: read, never logged.
+
+Every value read here is held in ``gitscale.redact``'s registry, so that no output masked
+through it (git's, a server's answer, an error, a crash report) shows it; ``hold_named`` holds
+those a config names before they are needed (a server hook may echo a token the pass never
+used).
+"""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
-from gitscale.errors import GitscaleError
-from gitscale.redact import header_problem
+from gitscale import files
+from gitscale.errors import GitscaleError, InputError
+from gitscale.redact import header_problem, hold
 
 # What GitHub's tokens (classic, OAuth, user-to-server, server-to-server, refresh,
 # fine-grained) and Buildkite's API tokens begin with.
@@ -66,18 +73,33 @@ def read_secret(ref: Any, what: str) -> str:
         value = raw.strip()
         if not value:
             raise SecretError(f"{what}: environment variable {name} is empty", parsed)
-        return value
+        return hold(value)
     if isinstance(ref, dict) and "file" in ref:
         path = Path(str(ref["file"])).expanduser()
-        try:
-            value = path.read_text(encoding="utf-8").strip()
+        try:  # a regular file of bounded size: a FIFO or /dev/zero would never end
+            value = files.read_text(path, str(path), InputError, limit=SECRET_FILE_LIMIT).strip()
+        except InputError as exc:
+            raise SecretError(f"{what}: {exc}", parsed) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise SecretError(f"{what}: cannot read {path}: {type(exc).__name__}",
                               parsed) from None
         if not value:
             raise SecretError(f"{what}: {path} is empty", parsed)
-        return value
+        return hold(value)
     raise SecretError(f"{what}: expected {{env: NAME}} or {{file: PATH}}")
+
+
+SECRET_FILE_LIMIT = 1024 * 1024  # a token or a private key is a few kilobytes
+
+
+def hold_named(refs: Iterable[SecretRef]) -> None:
+    """Read what ``refs`` name, where it can be read, only to hold it for masking: one that
+    cannot be read now is said so by the pass that needs it."""
+    for ref in set(refs):
+        try:
+            read_secret(ref, "secret")
+        except SecretError:
+            pass
 
 
 def read_token(ref: Any, what: str) -> str:

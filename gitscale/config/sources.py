@@ -154,6 +154,15 @@ def _no_files(settings: Any) -> tuple[str, ...]:
     return ()
 
 
+def _no_secrets(settings: Any) -> tuple[SecretRef, ...]:
+    return ()
+
+
+def _github_secrets(settings: GitHubSettings) -> tuple[SecretRef, ...]:
+    key = settings.app.private_key if settings.app is not None else None
+    return tuple(ref for ref in (settings.token, key) if ref is not None)
+
+
 @dataclass(frozen=True)
 class SourceKind:
     """One demand source, everything the rest of gitscale asks about it: ``source: {NAME: …}``.
@@ -163,7 +172,7 @@ class SourceKind:
     ``gitscale.demand.registry.connect`` imports it).
     ``webhooks``: whether ``gitscale serve`` routes ``workflow_job`` deliveries to its sets and
     resyncs them. ``files``: the config repo's files a read needs (a sparse checkout fetches
-    them)."""
+    them). ``secrets``: the credentials its settings name (held for masking at config load)."""
 
     name: str
     schema: dict[str, Any]  # the mapping under ``source: {NAME: …}``
@@ -172,15 +181,16 @@ class SourceKind:
     client: str
     webhooks: bool = False
     files: Callable[[Any], tuple[str, ...]] = _no_files
+    secrets: Callable[[Any], tuple[SecretRef, ...]] = _no_secrets
 
 
 SOURCES: Mapping[str, SourceKind] = {kind.name: kind for kind in (
     SourceKind("file", FILE, FileSettings.parse, FileSettings.group,
                "gitscale.demand.file:source", files=lambda s: (s.path,)),
     SourceKind("github", GITHUB, GitHubSettings.parse, GitHubSettings.group,
-               "gitscale.demand.github:source", webhooks=True),
+               "gitscale.demand.github:source", webhooks=True, secrets=_github_secrets),
     SourceKind("buildkite", BUILDKITE, BuildkiteSettings.parse, BuildkiteSettings.group,
-               "gitscale.demand.buildkite:source"),
+               "gitscale.demand.buildkite:source", secrets=lambda s: (s.token,)),
 )}
 
 SOURCE: dict[str, Any] = {

@@ -296,6 +296,10 @@ def controller(leader_elect: bool, leader_election_namespace: str | None,
               help="Where gitscale itself runs; init writes only that scheduler: "
                    ".github/workflows/gitscale.yml, .gitlab-ci.yml, or deploy/scaler/ (a "
                    "CronJob or Deployment you apply).")
+@click.option("--notify-url", default=None, metavar="URL",
+              help="Where gitscale reaches Argo CD's server or Flux's webhook-receiver to ask "
+                   "for a sync after each push (https://HOST, no path) [default: the "
+                   "in-cluster Service with --run-in cluster, else CHANGE-ME].")
 @click.option("--public-repo", is_flag=True, default=False,
               help="Argo CD / Flux read the config repo without a credential (a public "
                    "repo): no repository Secret.")

@@ -1,9 +1,21 @@
 """Credentials out of every message gitscale prints: URLs' user info (``https://user:pw@…`` and
 scp-style ``user:pw@host:repo``), credential-like query parameters (``?token=…``), and the
-values of the secrets gitscale holds, wherever a server or git echoes them back."""
+values of the secrets gitscale holds, wherever a server or git echoes them back — as they are,
+or escaped the way Python, JSON or an HTTP library shows them (``'ghp_a\\nb'``, ``b'\\xc3'``,
+``\\u00e9``). Also what makes a credential unfit for an HTTP header, said without its value.
+
+The secrets are one registry for the process: the variables gitscale documents as credentials
+(read at each call: whether or not this process used them, a server hook may echo one), the
+content of ``GITSCALE_GIT_TOKEN_FILE``, and every value read as a secret (``hold``: what
+gitscale.yaml names, ``serve``'s webhook secret). Git's output, logs, errors and crash reports
+are all masked through ``redact``.
+"""
 from __future__ import annotations
 
+import json
+import os
 import re
+import stat
 from typing import Iterable
 
 MASK = "***"
@@ -15,16 +27,100 @@ _QUERY_SECRET = re.compile(
     r"(?i)(?P<name>[?&;][\w.-]*(?:token|secret|passw(?:or)?d|pwd|key|sig|signature|auth"
     r"|credential)s?[\w.-]*=)[^&#\s'\"<>]+")
 SHORTEST = 4  # shorter "secrets" would mask ordinary words
+# The variables gitscale documents as holding a credential (README, "Help"), and the one that
+# names a file holding one.
+SECRET_ENV = ("GITSCALE_GIT_TOKEN", "GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN",
+              "GITHUB_WEBHOOK_SECRET")
+SECRET_FILE_ENV = "GITSCALE_GIT_TOKEN_FILE"
+_FILE_LIMIT = 64 * 1024  # a token file is small; a bigger "token" is not read for masking
+_held: set[str] = set()  # every secret value this process has read (``hold``)
+
+
+def hold(value: str) -> str:
+    """Remember ``value``, a secret this process has read, so that every ``redact`` masks it
+    from now on (in each of its ``secret_forms``). Returns it."""
+    if len(value.strip()) >= SHORTEST:
+        _held.add(value.strip())  # one C call under the GIL: safe from any thread
+    return value
+
+
+def forget_held() -> None:
+    """Forget what ``hold`` remembered (tests: each starts from a process that read none)."""
+    _held.clear()
+
+
+def known_secrets() -> set[str]:
+    """Every secret ``redact`` masks: those held, the documented variables' values and the
+    content of the git token file."""
+    found = set(_held)  # a copy in one C call (another thread may hold a new one meanwhile)
+    found.update(os.environ.get(name, "").strip() for name in SECRET_ENV)
+    token_file = os.environ.get(SECRET_FILE_ENV)
+    if token_file:
+        found.add(_small_file(token_file).strip())
+    return {s for s in found if len(s) >= SHORTEST}
+
+
+def _small_file(path: str) -> str:
+    """A small regular file's text, or "" (never blocks: the path may name a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _FILE_LIMIT:
+            return ""
+        return os.read(fd, _FILE_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with user info, credential query values and each of ``secrets`` masked."""
+    """``text`` with user info, credential query values, every known secret
+    (``known_secrets``) and each of ``secrets`` masked."""
     text = _USERINFO.sub(rf"\g<scheme>{MASK}@", text)
     text = _SCP_USERINFO.sub(rf"\g<user>:{MASK}@", text)
     text = _QUERY_SECRET.sub(rf"\g<name>{MASK}", text)
-    for secret in sorted({s for s in secrets if len(s) >= SHORTEST}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
+    every = known_secrets().union(secrets)
+    forms = {form for secret in every for form in secret_forms(secret)}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, MASK)
     return text
+
+
+def secret_forms(secret: str) -> set[str]:
+    """Every way ``secret`` may show in an error's text: itself, its ``repr()`` and
+    ``ascii()`` (an exception that quotes a header, ``'Bearer ghp_a\\nb'``), the repr of its
+    UTF-8 bytes (``b'ghp_\\xc3\\xa9'``: h11 and httpx quote bytes), its JSON string, and each line
+    of one that spans lines. Forms shorter than ``SHORTEST`` are left out: they would mask
+    ordinary words."""
+    if len(secret) < SHORTEST:
+        return set()
+    forms = {secret, repr(secret)[1:-1], ascii(secret)[1:-1], json.dumps(secret)[1:-1],
+             repr(secret.encode("utf-8", "surrogateescape"))[2:-1]}
+    forms.update(line for line in secret.splitlines() if len(line) >= 2 * SHORTEST)
+    return {form for form in forms if len(form) >= SHORTEST}
+
+
+def header_problem(value: str) -> str | None:
+    """What keeps ``value`` (a token) out of an HTTP header, in words that do not show it:
+    "contains a newline", "is not ASCII"…; None when it may be sent. A header's value is
+    visible ASCII; a token has no whitespace either (a pasted line break or a space is a
+    broken token, and a newline would end the header)."""
+    for char in value:
+        if char == "\n":
+            return "contains a newline"
+        if char == "\r":
+            return "contains a carriage return"
+        if not char.isascii():
+            return "is not ASCII"
+        if char in " \t":
+            return "contains whitespace"
+        if not char.isprintable():
+            return "contains a control character"
+    return None
 
 
 def has_credentials(url: str) -> bool:

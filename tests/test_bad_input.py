@@ -200,6 +200,45 @@ def test_manifest_through_symlink(tmp_path: Path, capsys) -> None:  # type: igno
     assert (outside / "linux.yaml").read_text() == RUNNERSET.format(name="linux", replicas=2)
 
 
+@pytest.mark.parametrize(("preset", "link"), [
+    pytest.param("team", "policies/team.yaml", id="no-shipped-preset"),  # was "unknown preset"
+    pytest.param("warm", "policies/warm.yaml", id="shadowing-a-shipped-preset"),  # was passed
+    # over for the shipped one without a word
+    pytest.param("team", "policies", id="the-folder"),
+])
+def test_a_symlinked_policy_preset_is_refused(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                              preset: str, link: str) -> None:
+    """As for manifests and gitscale.yaml: the config repo's files are read only as regular
+    files in it, so a preset is never read from outside it nor silently replaced."""
+    checkout = repo_with(tmp_path, config=simple_config({"linux": preset}))
+    (checkout / "presets").mkdir()
+    (checkout / "presets" / f"{preset}.yaml").write_text("minReplicas: 2\nmaxReplicas: 4\n")
+    target = "presets" if link == "policies" else f"../presets/{preset}.yaml"
+    (checkout / "policies").mkdir(exist_ok=link != "policies")
+    if link == "policies":
+        (checkout / "policies").rmdir()
+    os.symlink(target, checkout / link)
+    git(checkout, "add", "--all")
+    git(checkout, "commit", "-qm", "a preset through a link")
+    git(checkout, "push", "-q")
+    err = assert_refused(capsys, checkout, f"error: {link}: is a symlink", "gitscale reads only "
+                         "regular files in the config repo")
+    assert "unknown policy preset" not in err
+
+
+def test_a_preset_symlinked_after_a_cached_pass_is_refused_too(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The parsed config is cached by its text and the presets it may read: a link that
+    appears later changes the key, so the cached config (shipped `warm`) is not used."""
+    checkout = repo_with(tmp_path, config=simple_config({"linux": "warm"}))
+    code, _, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code in (0, 2), err
+    (checkout / "policies").mkdir()
+    os.symlink("/etc/hostname", checkout / "policies" / "warm.yaml")
+    code, _, err = run(capsys, "plan", "--repo", str(checkout))
+    assert (code, err) == (1, "error: policies/warm.yaml: is a symlink (gitscale reads only "
+                              "regular files in the config repo)\n")
+
+
 MANIFEST_CASES = [
     pytest.param(RUNNERSET.format(name="linux", replicas="-1"), "sets/linux.yaml:6",
                  ["spec.replicas", "-1"], id="negative-replicas"),
@@ -454,3 +493,31 @@ def test_credentials_in_a_url_are_refused(capsys, url: str) -> None:  # type: ig
     code, out, err = run(capsys, "plan", "--repo", url)
     assert code == 1 and "has credentials in it" in err
     assert "SECRET" not in out + err
+
+
+@pytest.mark.parametrize("author", [
+    pytest.param("not an author", id="no-address"),
+    pytest.param("<>", id="empty"),
+    pytest.param("Scaler <scaler@example.com>\nOther <x@example.com>", id="two-lines"),
+    pytest.param("Scaler\nBot <scaler@example.com>", id="newline-in-name"),
+    pytest.param("Scaler <scaler @example.com>", id="blank-in-address"),
+    pytest.param("Scaler <<scaler@example.com>>", id="nested"),
+])
+def test_a_malformed_gitscale_author_is_refused(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                author: str) -> None:
+    """It was passed over for gitscale's own identity without a word."""
+    checkout = repo_with(tmp_path, demand="linux: {queued: 5, running: 0}\n")
+    monkeypatch.setenv("GITSCALE_AUTHOR", author)
+    err = assert_refused(capsys, checkout, 'error: GITSCALE_AUTHOR: expected "Name <email>", got ')
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+
+
+def test_a_well_formed_gitscale_author_signs_the_commit(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = repo_with(tmp_path, demand="linux: {queued: 5, running: 0}\n")
+    monkeypatch.setenv("GITSCALE_AUTHOR", "  Jörg O'Neil (CI) <ci+scaler@example.com>\n")
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert git(checkout, "log", "-1", "--format=%an <%ae>|%cn <%ce>") == \
+        "Jörg O'Neil (CI) <ci+scaler@example.com>|Jörg O'Neil (CI) <ci+scaler@example.com>"

@@ -72,3 +72,148 @@ def test_a_token_echoed_by_the_server_is_masked(tmp_path: Path, capsys, echoing:
     assert code == 1, out + err
     assert "answered 401: Bad credentials: Authorization: ***" in out + err, out + err
     assert GH_TOKEN not in out + err
+
+
+HOOKED = "hooked-secret-7f3e9a1c55"
+GITHUB_SOURCE = """\
+runnerSets:
+  - name: linux
+    manifest: sets/linux.yaml
+    source: {github: {org: acme, labels: [self-hosted], token: {file: TOKEN_PATH}}}
+    policy: default
+"""
+
+
+@pytest.mark.parametrize("where", [
+    "GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN", "GITHUB_WEBHOOK_SECRET", "GITSCALE_GIT_TOKEN",
+    "GITSCALE_GIT_TOKEN_FILE", "notify-env", "notify-file", "source-file",
+])
+def test_a_secret_echoed_by_a_server_hook_is_masked(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    where: str) -> None:
+    """The remote's pre-receive hook prints a secret gitscale holds (a hook run with the
+    pusher's environment, a misconfigured server): the refusal shows the hook's line, masked,
+    whether or not the pass itself read that secret."""
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(HOOKED + "\n")
+    config = simple_config({"linux": "default"})
+    if where.isupper() and where.endswith("_FILE"):
+        monkeypatch.setenv(where, str(secret_file))
+    elif where.isupper():
+        monkeypatch.setenv(where, HOOKED)
+    elif where.startswith("notify"):
+        ref = "{env: MY_HOOK_SECRET}" if where == "notify-env" else f"{{file: {secret_file}}}"
+        monkeypatch.setenv("MY_HOOK_SECRET", HOOKED)
+        config += f"notify:\n  - webhook: {{url: 'http://127.0.0.1:9/pushed', secret: {ref}}}\n"
+    else:  # a GitHub source whose token is not read: --demand replaces every source
+        config = GITHUB_SOURCE.replace("TOKEN_PATH", str(secret_file))
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config,
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 5, running: 0}\n",
+    })
+    hook = tmp_path / "remote.git" / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho 'checking the push with {HOOKED}'\nexit 1\n")
+    hook.chmod(0o755)
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout),
+                         "--demand", str(checkout / "demand.yaml"))
+    assert code == 1, out + err
+    assert "the remote refused the push" in err and "remote: checking the push with ***" in err
+    assert HOOKED not in out + err
+    from gitscale import crash
+
+    assert HOOKED not in crash.summary(ValueError(f"a bug quoting {HOOKED}"))
+
+
+def test_a_secret_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """Read as a regular file of bounded size (a FIFO without a writer waited forever)."""
+    import os
+
+    from gitscale.config.secrets import SecretError, read_secret, hold_named, SecretRef
+
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    with pytest.raises(SecretError, match=r"token: .*token: is not a regular file \(a FIFO\)"):
+        read_secret({"file": str(fifo)}, "token")
+    hold_named([SecretRef("file", str(fifo))])  # held for masking when it can be: no wait
+
+
+# -- a token never travels to another origin, and is never echoed from gitscale.yaml ------------
+def test_a_next_page_on_another_host_gets_no_token(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The auditor's case: GitHub's ``Link: rel="next"`` pointing at another host was
+    followed with ``Authorization: Bearer $GITHUB_TOKEN``."""
+    monkeypatch.setenv("GH_TOKEN", GH_TOKEN)
+    with FakeGitHub(token=GH_TOKEN) as api, FakeGitHub(token=GH_TOKEN, host="127.0.0.2") as other:
+        api.add_repo("acme", "app")
+        other.add_repo("acme", "app")
+        api.fail("body", match="/orgs/acme/repos", body=json.dumps(
+            [api.repo_object("acme/app")]).encode(), headers={
+            "Link": f'<{other.url}/orgs/acme/repos?page=2>; rel="next"'})
+        checkout = config_repo(tmp_path, api)
+        before = git(tmp_path / "remote.git", "rev-parse", "main")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+        assert code == 1, out + err
+        assert (f"GET {api.url}/orgs/acme/repos?per_page=100&type=all: its next page is on "
+                f"another origin ({other.url}): not followed, nothing is sent there") in err
+        assert other.log == []
+        assert git(tmp_path / "remote.git", "rev-parse", "main") == before
+        assert GH_TOKEN not in out + err
+
+
+SECRET_SOURCE = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source:\n      github:\n        org: acme\n        labels: [linux]\n"
+                 "        token: {written}\n    policy: default\n")
+SECRET_NOTIFY = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {{file: demand.yaml}}\n    policy: default\nnotify:\n"
+                 "  - webhook:\n      url: https://hooks.example/gitscale\n"
+                 "      secret: {written}\n")
+INLINE = "ghp_SECRETinline0123456789"
+
+
+@pytest.mark.parametrize(("config", "written", "where", "said"), [
+    pytest.param(SECRET_SOURCE, INLINE, "gitscale.yaml:8: runner set 'linux' source.github.token",
+                 "never inline", id="a-string"),
+    pytest.param(SECRET_SOURCE, f"[{INLINE}]", "gitscale.yaml:8: runner set 'linux' "
+                 "source.github.token", "never inline", id="a-list"),
+    pytest.param(SECRET_SOURCE, f"{{env: {INLINE.replace('_', '-')}}}", "gitscale.yaml:8: "
+                 "runner set 'linux' source.github.token.env",
+                 "not the name of an environment variable", id="a-token-as-env-name"),
+    pytest.param(SECRET_SOURCE, f"{{env: {INLINE}}}", "gitscale.yaml:8: runner set 'linux' "
+                 "source.github.token.env", "a token, not the name of the environment variable",
+                 id="a-token-where-the-name-belongs"),
+    pytest.param(SECRET_SOURCE, "{env: github_pat_11ABSECRETinline}", "gitscale.yaml:8: runner "
+                 "set 'linux' source.github.token.env", "revoke the token",
+                 id="a-fine-grained-token-where-the-name-belongs"),
+    pytest.param(SECRET_SOURCE, f"{{value: {INLINE}}}", "gitscale.yaml:8: runner set 'linux' "
+                 "source.github.token", "one of the two, no other key", id="another-key"),
+    pytest.param(SECRET_SOURCE, f"{{env: A, file: {INLINE}}}", "gitscale.yaml:8: runner set "
+                 "'linux' source.github.token", "one of the two, no other key", id="both"),
+    pytest.param(SECRET_NOTIFY, INLINE, "gitscale.yaml:9: notify[0] webhook.secret",
+                 "never inline", id="notify"),
+])
+def test_a_secret_written_inline_is_refused_and_not_echoed(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                           config: str, written: str,
+                                                           where: str, said: str) -> None:
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config.format(written=written),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 1, running: 0}\n"})
+    for command in ("validate", "plan", "reconcile"):
+        code, out, err = run(capsys, command, "--repo", str(checkout))
+        assert code == 1, (command, out, err)
+        assert f"error: {where}: " in err and said in err and "(the value is not shown)" in err, err
+        assert "SECRETinline" not in out + err
+
+
+def test_every_escaped_form_of_a_secret_is_masked() -> None:
+    """An exception that quotes a header quotes it escaped: ``'Bearer ghp_a\\nb'``,
+    ``b'ghp_\\xc3\\xa9'``. Each form is masked, not only the secret as it is."""
+    secret = "ghp_SECRETpart1\nSECRETpart2é\udcff"
+    for text in (repr(f"Bearer {secret}"), ascii(secret), repr(secret.encode("utf-8",
+                                                                              "surrogateescape")),
+                 json.dumps({"authorization": secret}), f"one line: {secret.splitlines()[0]}"):
+        masked = redact(f"header value {text} is invalid", [secret])
+        assert "SECRETpart" not in masked, masked
+        assert "***" in masked
+    assert redact("a word like ab", ["ab"]) == "a word like ab"  # too short to be a secret

@@ -21,6 +21,11 @@ class ApiError(GitscaleError):
         self.detail = detail
 
 
+class Unsendable(ApiError):
+    """A credential that cannot be a header's value (a newline, a byte that is not ASCII): the
+    request was not sent. Fixing the credential is the only cure: it is not retried."""
+
+
 class Unreachable(ApiError):
     """No answer: ``cause`` says why (DNS, refused, TLS, proxy, timeout, a cut connection);
     ``timed_out`` when it was a timeout."""

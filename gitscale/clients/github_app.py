@@ -24,7 +24,7 @@ import jwt
 from gitscale.clients.errors import ApiError, Unreachable
 from gitscale.clients.http import Answer, HttpClient
 from gitscale.errors import GitscaleError
-from gitscale.redact import redact
+from gitscale.redact import header_problem, redact
 from gitscale.timeutil import parse_time
 
 REFRESH_BEFORE = 300.0  # seconds before its expiry a token is replaced
@@ -96,6 +96,11 @@ class InstallationToken:
         if answer.status != 201 or not isinstance(token, str) or not token:
             raise self._error(f"github app {self.app_id}: POST {url} answered {answer.status} "
                               "with no token in its body: could not get an installation token")
+        problem = header_problem(token)
+        if problem is not None:  # said before any request carries it, never shown
+            raise self._error(f"github app {self.app_id}: POST {url} answered {answer.status} "
+                              f"with a token that {problem}: could not get an installation "
+                              "token")
         return token, _epoch(body.get("expires_at")) or now + LIFETIME
 
     def _look_up(self) -> str:
@@ -114,13 +119,18 @@ class InstallationToken:
         try:
             return self._http.request(method, url)
         except Unreachable as exc:
-            raise self._error(str(exc)) from None
+            raise self._error(self._masked(str(exc))) from None
         except ApiError as exc:
             if exc.status < 400:  # a body that is not JSON: no token (or id) in it
                 return Answer(exc.status, {}, None)
             said = f" ({exc.detail})" if exc.detail else ""
-            raise self._error(f"github app {self.app_id}: {method} {redact(url)} answered "
-                              f"{exc.status}{said}: {meaning}") from None
+            raise self._error(self._masked(f"github app {self.app_id}: {method} {redact(url)} "
+                                           f"answered {exc.status}{said}: {meaning}")) from None
+
+    def _masked(self, text: str) -> str:
+        """``text`` without the JWT of this exchange or a token sent before (an endpoint, or a
+        proxy before it, may echo the ``Authorization`` header in its error)."""
+        return redact(text, [self._assertion, *self._http.credentials()])
 
 
 def is_id(value: str) -> bool:

@@ -12,10 +12,20 @@ an HTTP date); with no requests left (``x-ratelimit-remaining: 0``), until
 now); a secondary limit without either, a minute. A 403 that is none of these is a refusal.
 A limit no longer than ``max_wait`` is waited for; a longer one raises ``RateLimited`` and the
 client sends nothing more to that API until it lifts.
+
+What is sent and followed stays with the API: a ``Link: rel="next"`` page and a redirect are
+followed only on the origin (scheme, host and port) of the request that led there — a next page
+or a redirect elsewhere is an ``ApiError`` and nothing, the credential least, is sent there
+(GitHub pages and redirects a renamed repo within its own API). A credential that cannot be a
+header's value (a newline, a byte that is not ASCII) is refused before anything is sent
+(``Unsendable``). An
+answer's body is read streamed, at most ``MAX_BODY`` bytes (a larger one is an ``ApiError``), and
+a JSON body nested too deep to parse is "invalid JSON" like any other.
 """
 from __future__ import annotations
 
 import functools
+import json
 import ssl
 import threading
 import time
@@ -26,17 +36,23 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
-from gitscale.clients.errors import ApiError, RateLimited, Unreachable
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
 from gitscale.clients.etags import EtagCache as EtagCache
 from gitscale.clients.etags import cache_file as cache_file
 from gitscale.clients.no_answer import describe
-from gitscale.redact import redact
+from gitscale.redact import header_problem, redact
 from gitscale.timeutil import format_time
 
 USER_AGENT = "gitscale (+https://gitscale.dev)"
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "private-token"})
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})  # retried on no answer/5xx
 SECONDARY_WAIT = 60.0  # seconds: a secondary limit that says nothing more (GitHub's docs)
+# The largest answer body read: a page of 100 GitHub jobs is ~0.5 MB, and GitHub caps even a
+# webhook payload at 25 MB (``webhooks/delivery.py``). Larger is a broken or hostile server.
+MAX_BODY = 32 * 1024 * 1024
+MAX_REDIRECTS = 20  # httpx's own bound
+DETAIL_CHARS = 200  # an API's own words in an error, at most
+COURTESY_BODY = 64 * 1024  # what ``send`` keeps of an answer: its caller shows a line of it
 
 
 @dataclass
@@ -95,6 +111,7 @@ class HttpClient:
         self.timeout = timeout
         self.retries = retries
         self.max_wait = max_wait
+        self.follow_redirects = follow_redirects
         self.sleep = sleep
         self.stats = Stats()
         self.lock = threading.Lock()  # one client serves several threads
@@ -103,7 +120,7 @@ class HttpClient:
         # masked in every message built from an answer; the last few (an app's token changes)
         self.sent_secrets: dict[str, None] = {}
         self.http = httpx.Client(timeout=timeout, transport=transport, verify=verify,
-                                 follow_redirects=follow_redirects,
+                                 follow_redirects=False,  # followed by _exchange
                                  headers={"User-Agent": USER_AGENT})
 
     def close(self) -> None:
@@ -145,7 +162,12 @@ class HttpClient:
                                   method="GET", url=next_url, status=answer.status)
             items.extend(page)
             pages += 1
-            next_url = next_link(answer.headers.get("link", ""), next_url)
+            current, next_url = next_url, next_link(answer.headers.get("link", ""), next_url)
+            if next_url and origin(next_url) != origin(current):
+                raise self._error(ApiError, f"GET {redact(current)}: its next page is on "
+                                            f"another origin ({origin_text(next_url)}): not "
+                                            "followed, nothing is sent there",
+                                  method="GET", url=current, status=answer.status)
             if next_url and pages >= limit:
                 raise self._error(ApiError, f"GET {redact(url)}: more than {limit} pages",
                                   method="GET", url=url, status=answer.status)
@@ -154,18 +176,22 @@ class HttpClient:
     def send(self, method: str, url: str, *, content: bytes, headers: Mapping[str, str],
              timeout: float | None = None) -> Answer:
         """One attempt, whatever the answer's status (a courtesy call such as a notification:
-        the caller reads the status). Only no answer at all raises: ``Unreachable``."""
+        the caller reads the status and the first ``COURTESY_BODY`` bytes of the body). Only
+        no answer at all raises, ``Unreachable`` (and a credential header that cannot be sent,
+        ``Unsendable``)."""
         full = str(httpx.URL(url))
         wait = httpx.Timeout(self.timeout if timeout is None else timeout)
+        self._remember_secrets(headers)
+        self._check_headers(method, full, headers)
         try:
-            response = self.http.request(method, full, content=content, headers=dict(headers),
-                                         timeout=wait)
+            response, body = self._exchange(method, full, dict(headers), content=content,
+                                            timeout=wait, keep=COURTESY_BODY)
         except httpx.HTTPError as exc:
             cause = describe(exc, full, wait.read or self.timeout)
             raise self._error(Unreachable, f"{method} {redact(full)} failed: {cause}",
                               method=method, url=full, cause=cause,
                               timed_out=isinstance(exc, httpx.TimeoutException)) from None
-        return Answer(response.status_code, response.headers, None, response.content)
+        return Answer(response.status_code, response.headers, None, body)
 
     # -- one request, its retries and its limits ----------------------------------------------
     def _call(self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
@@ -178,13 +204,14 @@ class HttpClient:
         while True:
             headers = dict(self.headers())
             self._remember_secrets(headers)
+            self._check_headers(method, full, headers)
             entry = self._entry(full) if cached and method == "GET" else None
             if entry:
                 headers["If-None-Match"] = entry[0]
             with self.lock:
                 self.stats.requests += 1
             try:
-                response = self.http.request(method, full, headers=headers, json=body)
+                response, content = self._exchange(method, full, headers, body=body)
             except httpx.HTTPError as exc:
                 problem = f"failed: {describe(exc, full, self.timeout)}"
                 status = 0
@@ -194,8 +221,8 @@ class HttpClient:
                 if status == 304 and entry:
                     return self._revalidated(full, entry, response)
                 if status < 400:
-                    return self._answer(method, full, response, cached)
-                until = _limit(response)
+                    return self._answer(method, full, response, content, cached)
+                until = _limit(status, response.headers, content)
                 if until is not None:
                     wait = max(0.0, (until - datetime.now(timezone.utc)).total_seconds())
                     if waited + wait <= self.max_wait:
@@ -208,7 +235,7 @@ class HttpClient:
                         until=until, method=method, url=full, status=status)
                     self.limited = limited
                     raise limited
-                detail = _detail(response)
+                detail = _detail(content, self.credentials())
                 if status < 500:
                     raise self._error(ApiError, f"{method} {redact(full)} answered {status}"
                                                 f"{f': {detail}' if detail else ''}",
@@ -234,6 +261,76 @@ class HttpClient:
             reset = (headers.get("x-ratelimit-reset") or "").strip()
             self.budget = Budget(_number(remaining), _number(limit),
                                  float(_number(reset)) if reset.isdigit() else 0.0)
+
+    def _exchange(self, method: str, url: str, headers: Mapping[str, str], *,
+                  body: Any = None, content: bytes | None = None,
+                  timeout: httpx.Timeout | None = None,
+                  keep: int | None = None) -> tuple[httpx.Response, bytes]:
+        """One request, its redirects (on ``url``'s origin only) and its body (streamed, at most
+        ``MAX_BODY`` bytes; with ``keep``, its first ``keep`` bytes and no error). The response
+        returned is closed; its body is the bytes."""
+        request = self.http.build_request(
+            method, url, headers=headers, json=body, content=content,
+            timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self.http.send(request, stream=True, follow_redirects=False)
+            try:
+                if not (self.follow_redirects and response.next_request is not None):
+                    return response, self._read(method, url, response, keep)
+                request = response.next_request
+                if origin(str(request.url)) != origin(url):
+                    raise self._error(ApiError, f"{method} {redact(url)} answered "
+                                                f"{response.status_code}, a redirect to another "
+                                                f"origin ({origin_text(str(request.url))}): not "
+                                                "followed, nothing is sent there",
+                                      method=method, url=url, status=response.status_code)
+            finally:
+                response.close()
+        raise self._error(ApiError, f"{method} {redact(url)}: more than {MAX_REDIRECTS} "
+                                    "redirects", method=method, url=url)
+
+    def _read(self, method: str, url: str, response: httpx.Response,
+              keep: int | None = None) -> bytes:
+        """The body, refused past ``MAX_BODY`` bytes (as sent, or once decoded) before it is
+        all in memory; with ``keep``, its first ``keep`` bytes (the rest is not read)."""
+        if keep is not None:
+            kept = bytearray()
+            for chunk in response.iter_bytes():
+                kept += chunk[:keep - len(kept)]
+                if len(kept) >= keep:
+                    break
+            return bytes(kept)
+        declared = response.headers.get("content-length", "")
+        size = int(declared) if declared.isascii() and declared.isdigit() \
+            and len(declared) < 20 else 0
+        chunks: list[bytes] = []
+        held = 0
+        if size <= MAX_BODY:
+            for chunk in response.iter_bytes():
+                held += len(chunk)
+                if held > MAX_BODY:
+                    break
+                chunks.append(chunk)
+        if size > MAX_BODY or held > MAX_BODY:
+            raise self._error(ApiError, f"{method} {redact(url)} answered "
+                                        f"{response.status_code} with a body over "
+                                        f"{MAX_BODY // 2**20} MiB (the most gitscale reads of "
+                                        "an API's answer)", method=method, url=url,
+                              status=response.status_code)
+        return b"".join(chunks)
+
+    def _check_headers(self, method: str, url: str, headers: Mapping[str, str]) -> None:
+        """A credential that cannot be a header's value is refused before anything is sent:
+        the HTTP library's error would quote it, and retrying cannot help."""
+        for name, value in headers.items():
+            if name.lower() not in SECRET_HEADERS:
+                continue
+            scheme, space, credential = value.partition(" ")
+            problem = header_problem(credential if space and scheme.isalpha() else value)
+            if problem is not None:
+                raise self._error(Unsendable, f"{method} {redact(url)} not sent: the credential "
+                                            f"of its {name} header {problem}", method=method,
+                                  url=url)
 
     def _respect_limit(self) -> None:
         """Another request hit a limit that has not lifted yet: wait for it when it is short,
@@ -268,17 +365,19 @@ class HttpClient:
                 headers["link"] = self.cache.links[url]
         return Answer(304, headers, entry[1])
 
-    def _answer(self, method: str, url: str, response: httpx.Response, cached: bool) -> Answer:
+    def _answer(self, method: str, url: str, response: httpx.Response, content: bytes,
+                cached: bool) -> Answer:
         body = None
-        if response.content:
+        if content:
             try:
-                body = response.json()
+                body = _json(content)
             except ValueError:
                 kind = response.headers.get("content-type", "")
-                what = "an HTML page" if "html" in kind or response.text.lstrip().startswith(
+                text = content[:64].decode("utf-8", "replace").lstrip()
+                what = "an HTML page" if "html" in kind or text.startswith(
                     "<") else "invalid or truncated JSON"
                 raise self._error(ApiError, f"{method} {redact(url)} returned {what} (status "
-                                            f"{response.status_code}, {len(response.content)} "
+                                            f"{response.status_code}, {len(content)} "
                                             "bytes)", method=method, url=url,
                                   status=response.status_code) from None
         etag = response.headers.get("etag")
@@ -310,6 +409,27 @@ def _with_params(url: str, params: Mapping[str, Any] | None) -> str:
     return str(httpx.URL(url, params=kept)) if kept else url
 
 
+def origin(url: str) -> tuple[str, str, int]:
+    """A URL's origin: scheme, host and port (the scheme's default when none is written)."""
+    parsed = httpx.URL(url)
+    return parsed.scheme, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
+
+
+def origin_text(url: str) -> str:
+    """``scheme://host:port`` of ``url``: never its path, query or user info."""
+    scheme, host, port = origin(url)
+    return f"{scheme}://{host}:{port}"
+
+
+def _json(content: bytes) -> Any:
+    """A JSON body; ``ValueError`` for one that is not JSON or is nested too deep to parse (a
+    ``RecursionError`` is a bad answer, not a bug of ours)."""
+    try:
+        return json.loads(content)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+
+
 def next_link(link: str, base: str) -> str | None:
     """The ``rel="next"`` target of a ``Link`` header, resolved against ``base``."""
     for part in link.split(","):
@@ -322,25 +442,26 @@ def next_link(link: str, base: str) -> str | None:
     return None
 
 
-def _detail(response: httpx.Response) -> str:
-    """The API's own words: a JSON body's ``message`` (GitHub, Buildkite), cut at 200."""
+def _detail(content: bytes, secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """The API's own words: a JSON body's ``message`` (GitHub, Buildkite), ``secrets`` masked
+    before it is cut at ``DETAIL_CHARS`` (a secret cut in half would not be found)."""
     try:
-        body = response.json()
+        body = _json(content)
     except ValueError:
         return ""
     message = body.get("message") if isinstance(body, dict) else None
-    return str(message)[:200] if message else ""
+    if not message:
+        return ""
+    return redact(str(message)[:20 * DETAIL_CHARS], secrets)[:DETAIL_CHARS]
 
 
-def _limit(response: httpx.Response) -> datetime | None:
-    """When a rate limit answered by ``response`` lifts; None when it is not one."""
-    status = response.status_code
+def _limit(status: int, headers: httpx.Headers, content: bytes) -> datetime | None:
+    """When a rate limit answered with ``status`` lifts; None when it is not one."""
     if status not in (403, 429):
         return None
-    headers = response.headers
     remaining = headers.get("x-ratelimit-remaining", headers.get("ratelimit-remaining"))
     retry_after = (headers.get("retry-after") or "").strip()
-    secondary = "rate limit" in _detail(response).lower()
+    secondary = "rate limit" in _detail(content).lower()
     if status == 403 and remaining != "0" and not retry_after and not secondary:
         return None  # a plain permission error, not a limit
     until: datetime | None = None

@@ -70,19 +70,38 @@ def log(message: str) -> None:
 
 
 def stop_on_signals(what: str) -> "threading.Event":
-    """An event set by SIGTERM or SIGINT: the loop finishes ``what`` and stops."""
+    """An event set once SIGTERM or SIGINT arrives: the loop finishes ``what`` and stops.
+
+    The Python handler takes no lock: a handler runs on the main thread between two bytecodes,
+    possibly while that thread holds the event's own lock inside ``stop.wait()``, and an
+    ``Event.set()`` there waits for itself forever (seen: one SIGTERM in six hung `run`). The C
+    handler writes the signal's number into a pipe (``signal.set_wakeup_fd``); a thread reads
+    it, logs the line and sets the event. Call it from the main thread, once per process."""
+    import os
     import signal
     import threading
 
     stop = threading.Event()
+    wake, woken = os.pipe()
+    os.set_blocking(woken, False)  # the C handler must never block on a full pipe
+    stopping = {signal.SIGTERM.value, signal.SIGINT.value}
 
-    def handler(signum: int, _frame: object) -> None:
-        log(f"{signal.Signals(signum).name}: {what}, then stopping")
-        stop.set()
+    def watch() -> None:
+        while data := os.read(wake, 64):
+            for signum in data:
+                if signum in stopping:
+                    log(f"{signal.Signals(signum).name}: {what}, then stopping")
+                    stop.set()
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    threading.Thread(target=watch, name="signals", daemon=True).start()
+    signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
+    for signum in stopping:
+        signal.signal(signum, _ignore)  # a Python handler: the C one writes to the pipe
     return stop
+
+
+def _ignore(_signum: int, _frame: object) -> None:
+    """Nothing: ``stop_on_signals``'s thread does the work, outside the signal handler."""
 
 
 def pass_inputs(ws: "Workspace", config_path: str,

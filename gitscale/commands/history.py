@@ -11,8 +11,8 @@ import click
 
 from gitscale.commands import EXIT_OK, RepoOptions
 from gitscale.errors import InputError
-from gitscale.record.history import Entry, between, history_since, iter_history, read_history, \
-    within
+from gitscale.record.history import Entry, Skipped, between, history_since, iter_history, \
+    read_history, within
 from gitscale.progress import Progress
 from gitscale.timeutil import parse_time
 from gitscale.repo.workspace import open_workspace
@@ -32,10 +32,12 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     # over a URL, only commits from a day before --since are fetched (a chart draws the
     # count that holds at the window's start, from before it: it needs them all)
     recent = history_since(start) if chart_path is None else None
+    skipped: list[Skipped] = []
     with open_workspace(opts.repo, opts.branch, history=True, since=recent) as ws:
         if chart_path is not None:  # a chart needs every entry first
             with Progress("reading scaling commits", None, show=output == "text") as bar:
-                everything = read_history(ws.git, only=only, progress=bar.if_shown())
+                everything = read_history(ws.git, only=only, progress=bar.if_shown(),
+                                          skipped=skipped)
             _write_chart(everything, chart_path, only, start, end, zone)
             found: Iterable[Entry] = between(everything, start, end)
         else:
@@ -44,7 +46,7 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 # streamed: the first rows show while git still walks the history; with a
                 # bar on the terminal, read under the bar and shown once it is erased
                 found = iter_history(ws.git, only=only, progress=shown,
-                                     details=output == "json")
+                                     details=output == "json", skipped=skipped)
                 if start or end:
                     found = (e for e in found if within(e, start, end))
                 if shown is not None:
@@ -53,7 +55,28 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
         # older commit and so can miss commits whose dates are out of order.
         lines = json_lines(found) if output == "json" else history_lines(found, zone)
         _stream(lines)
+    if skipped:
+        click.echo(unread_line(skipped), err=True)
     return EXIT_OK
+
+
+def unread_line(skipped: list[Skipped]) -> str:
+    """One line for the trailers that could not be read, naming the first (a hand-written or
+    damaged trailer is not passed over without a word)."""
+    first = skipped[0]
+    value = first.value if len(first.value) <= 80 else first.value[:80] + "…"
+    many = len(skipped) != 1
+    return (f"history: {len(skipped)} Gitscale-Set trailer{'s' if many else ''} could not be "
+            f"read (first: {first.commit[:10]} line \"Gitscale-Set: {shown(value)}\")")
+
+
+def shown(text: str) -> str:
+    """``text`` safe for a terminal: a control character (an escape sequence in a commit
+    message would move the cursor, retitle the window…) is written as its escape, ``\\x1b``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
 
 
 def _stream(lines: Iterable[str]) -> None:
@@ -157,10 +180,12 @@ def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iter
     utc = zone is timezone.utc
     for e in entries:
         commit, when, name, previous, replicas, patch, queued, running, reason, _ = e
-        row = (when if utc else e.when.astimezone(zone).isoformat(), commit[:10], name,
+        row = (when if utc else e.when.astimezone(zone).isoformat(), commit[:10],
+               name if name.isprintable() else shown(name),
                f"{'-' if previous is None else previous}→{replicas}",
                "-" if patch is None else str(patch),
-               "-" if queued is None else f"{queued}q+{running}r", reason)
+               "-" if queued is None else f"{queued}q+{running}r",
+               reason if reason.isprintable() else shown(reason))
         if form is not None:
             yield (form % row).rstrip()
             continue

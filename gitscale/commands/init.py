@@ -100,8 +100,13 @@ def argocd_application(choices: Choices) -> dict[str, Any]:
             "source": {"repoURL": choices.repo_url, "targetRevision": choices.branch,
                        "path": choices.path},
             "destination": {**destination, "namespace": choices.namespace},
+            # Prune with background propagation: Argo CD's default, foreground, has the
+            # garbage collector delete a pruned RunnerSet's runner pods at once, busy ones too,
+            # before the controller's finalizer can drain them (README, "Removing a runner
+            # set"). Flux's kustomize-controller prunes in the background already.
             "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
-                           "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"]},
+                           "syncOptions": ["CreateNamespace=true", "ServerSideApply=true",
+                                           "PrunePropagationPolicy=background"]},
         },
     }
 

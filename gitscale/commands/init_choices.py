@@ -55,6 +55,7 @@ class Choices:
     buildkite_queue: str = "default"
     run_in: RunIn = "github-actions"  # the one place gitscale runs from (one scheduler)
     public_repo: bool = False  # True: Argo CD / Flux read the config repo without a credential
+    notify_url: str | None = None  # the engine's address for notify; None: init's default
 
     @property
     def repo_url_given(self) -> bool:
@@ -72,7 +73,7 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
            github_org: str | None = None, github_app_id: str | None = None,
            github_app_installation_id: str | None = None, buildkite_org: str | None = None,
            buildkite_queue: str | None = None, run_in: str = "github-actions",
-           public_repo: bool = False) -> Choices:
+           public_repo: bool = False, notify_url: str | None = None) -> Choices:
     """The options of `gitscale init`, checked; an error names the option. ``branch``: the
     one ``branch_of`` chose."""
     url = repo_url or REPO_URL_PLACEHOLDER
@@ -106,6 +107,8 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
         raise InputError("--cluster", f"{cluster!r}: an Argo CD cluster name or server URL")
     if cluster is not None:
         _no_credentials("--cluster", cluster)
+    if notify_url is not None:
+        _engine_url(notify_url)
     return Choices(
         gitops="argocd" if gitops == "argocd" else "flux", repo_url=url, branch=branch,
         path=path.strip("/"), platform=chosen, namespace=namespace,
@@ -121,6 +124,7 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
         buildkite_queue=_checked(buildkite_queue or "default", _QUEUE, "--buildkite-queue",
                                  "a queue name (letters, digits, '.', '_', '-')"),
         run_in=next(r for r in RUN_IN if r == run_in), public_repo=public_repo,
+        notify_url=notify_url.rstrip("/") if notify_url else None,
     )
 
 
@@ -155,6 +159,20 @@ def branch_of(root: Path, given: str | None) -> str:
                          f"{given!r} first, or leave --branch out to use {current!r}; "
                          "nothing was written")
     return current
+
+
+def _engine_url(url: str) -> None:
+    """``--notify-url``: the GitOps engine's base address, http(s)://HOST[:PORT]; gitscale
+    adds the path (Argo CD's /api/webhook, the Receiver's /hook/…)."""
+    _no_credentials("--notify-url", url)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or "://" not in url:
+        raise InputError("--notify-url", f"{url!r} is not an http(s):// URL (the address of "
+                         "Argo CD's server or Flux's webhook-receiver)")
+    if parts.path.strip("/") or parts.query or parts.fragment:
+        raise InputError("--notify-url", f"{url!r}: give the address "
+                         "alone, no path (gitscale adds Argo CD's /api/webhook or the "
+                         "Receiver's /hook/…)")
 
 
 def _https_url(url: str) -> None:

@@ -5,10 +5,10 @@ entry that derives the Receiver's hook path from its token. The token itself is 
 the Receiver's comment (and ``init``'s output) say how to create its Secret. Argo CD: a notify
 entry for ``/api/webhook`` and how to put the shared secret into ``argocd-secret``.
 
-The URL is where the scaler reaches the engine. With ``--run-in cluster`` it is the engine's
-Service inside the cluster; from CI (GitHub Actions, GitLab) a cluster's DNS names do not
-resolve, so it is ``CHANGE-ME``, the engine's public URL, listed and refused like every other
-value init cannot know. In the cluster Argo CD's server speaks https with its own self-signed
+The URL is where the scaler reaches the engine: ``--notify-url`` when given. Else, with
+``--run-in cluster`` it is the engine's Service inside the cluster; from CI (GitHub Actions,
+GitLab) a cluster's DNS names do not resolve, so it is ``CHANGE-ME``, the engine's public URL,
+listed and refused like every other value init cannot know. In the cluster Argo CD's server speaks https with its own self-signed
 certificate (plain http is redirected, and notify follows no redirect), so that entry alone
 skips verification (``insecureSkipTLSVerify``; the request is HMAC-signed and carries no secret).
 """
@@ -105,6 +105,10 @@ ARGOCD_WHERE = {
 """,
 }
 
+GIVEN_WHERE = """\
+# The URL is the one `gitscale init --notify-url` was given.
+"""
+
 ARGOCD_NOTIFY = """\
 # Argo CD (which polls every 3 minutes) refreshes on a signed GitHub-style push event to
 # /api/webhook. Set the shared secret in Argo CD (webhook.github.secret in the Secret
@@ -124,20 +128,24 @@ def notify_block(choices: Choices) -> str:
     in-cluster address when gitscale runs in the cluster, else a ``CHANGE-ME`` for its public
     one (an address in the cluster's DNS cannot be reached from a CI runner)."""
     in_cluster = choices.run_in == "cluster"
+    given = choices.notify_url
     if choices.gitops == "flux":
-        url = FLUX_IN_CLUSTER if in_cluster else hinted(PUBLIC_URL, FLUX_PUBLIC_HINT)
-        return NOTIFY_HEAD + FLUX_NOTIFY.format(secret=RECEIVER_SECRET, where=FLUX_WHERE[
-            in_cluster], url=url, env=FLUX_TOKEN_ENV)
+        url = given or (FLUX_IN_CLUSTER if in_cluster else hinted(PUBLIC_URL, FLUX_PUBLIC_HINT))
+        where = GIVEN_WHERE if given else FLUX_WHERE[in_cluster]
+        return NOTIFY_HEAD + FLUX_NOTIFY.format(secret=RECEIVER_SECRET, where=where, url=url,
+                                                env=FLUX_TOKEN_ENV)
     howto = "\n".join(f"#   {line}" for line in ARGOCD_SECRET_HOWTO.splitlines())
     # Argo CD matches the Application's repoURL; without a URL here (a local path was given)
     # gitscale announces the URL of the remote it pushed to.
     repo_url = choices.repo_url
     repo = hinted(f"\n      repoURL: {_quoted(repo_url)}", REPO_URL_HINT) \
         if web_url(repo_url) else ""
-    url = ARGOCD_IN_CLUSTER if in_cluster else hinted(PUBLIC_URL, ARGOCD_PUBLIC_HINT)
+    url = given or (ARGOCD_IN_CLUSTER if in_cluster else hinted(PUBLIC_URL,
+                                                                ARGOCD_PUBLIC_HINT))
     insecure = "      insecureSkipTLSVerify: true  # argocd-server's own certificate\n" \
-        if in_cluster else ""
-    return NOTIFY_HEAD + ARGOCD_NOTIFY.format(howto=howto, where=ARGOCD_WHERE[in_cluster],
+        if in_cluster and not given else ""
+    where = GIVEN_WHERE if given else ARGOCD_WHERE[in_cluster]
+    return NOTIFY_HEAD + ARGOCD_NOTIFY.format(howto=howto, where=where,
                                               url=url, insecure=insecure,
                                               env=ARGOCD_SECRET_ENV, repo_url=repo)
 
@@ -177,7 +185,7 @@ def notify_next_steps(choices: Choices) -> str:
     lines = ["sync in seconds: " + ("a token for Flux's Receiver, then `kubectl apply -f "
                                     "flux/receiver.yaml`" if flux else
                                     "a webhook secret shared with Argo CD") + ":"]
-    if choices.run_in != "cluster":
+    if choices.run_in != "cluster" and choices.notify_url is None:
         what = ("Flux's webhook-receiver Service, commit and push (the\n# Service has no "
                 "Ingress of its own: expose it)" if flux else
                 "Argo CD's server (its https address), commit and push")

@@ -122,8 +122,15 @@ GITHUB_TOKEN = """\
 GITHUB_APP = """\
         app:
           appId: {app_id}  # the GitHub App's id (gitscale init --github-app-id)
-          installationId: {installation}  # the id of the App's installation (gitscale init --github-app-installation-id)
+{installation}\
           privateKey: {{env: GITHUB_APP_PRIVATE_KEY}}  # in the cluster: key github_app_private_key of {secret}
+"""
+INSTALLATION = """\
+          installationId: {installation}  # the id of the App's installation (gitscale init --github-app-installation-id)
+"""
+# without the id, the source looks the installation up once (GET /orgs/ORG/installation)
+LOOKED_UP = """\
+          # installationId: the App's installation on the org, looked up once; give it to skip that
 """
 
 BUILDKITE_SOURCE = """\
@@ -201,8 +208,10 @@ def config_text(choices: Choices, api_url: str | None) -> str:
                                               secret=SCALER_SECRET)
     if choices.github_app is not None:
         app_id, installation = choices.github_app
-        credential = GITHUB_APP.format(app_id=app_id, installation=installation,
-                                       secret=SCALER_SECRET)
+        credential = GITHUB_APP.format(
+            app_id=app_id, secret=SCALER_SECRET,
+            installation=LOOKED_UP if installation == PLACEHOLDER else INSTALLATION.format(
+                installation=installation))
     else:
         credential = GITHUB_TOKEN.format(secret=SCALER_SECRET)
     api = (f"        apiUrl: {api_url}  # the REST API of {choices.github_server}\n"

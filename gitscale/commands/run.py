@@ -43,8 +43,9 @@ class LoopState:
     not_before: float = 0.0  # a monotonic deadline (rate limits, poll intervals)
 
     def delay(self) -> float:
+        # (the exponent bounded: after a thousand failures a float would overflow)
         base = self.interval if self.failures == 0 else min(
-            MAX_BACKOFF, self.interval * 2 ** self.failures)
+            MAX_BACKOFF, self.interval * 2 ** min(self.failures, 32))
         return max(base, self.not_before - time.monotonic())
 
 

@@ -141,14 +141,42 @@ def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
     return handle
 
 
+# The shortest of each duration: below them serve would spin (a window of 0 is a busy loop), hold
+# a job's runner for less time than one takes to start, or poll GitHub's API without pause.
+MIN_WINDOW, MIN_RESERVATION, MIN_RESYNC = "1s", "1m", "10s"
+RETRY_FLOOR = 1.0  # seconds: a failed batch is retried after at least twice this, any window
+
+
 def _durations(window: str, reservation: str, resync: str) -> tuple[float, timedelta, float]:
-    try:
-        window_s = parse_duration(window).total_seconds()
-        duration = parse_duration(reservation)
-        resync_s = 0.0 if resync.strip() == "0" else parse_duration(resync).total_seconds()
-    except ValueError as exc:
-        raise InputError("--window/--reservation/--resync", str(exc)) from None
+    """``--window``, ``--reservation`` and ``--resync`` (``0``: off), each refused below its
+    minimum."""
+    window_s = _duration("--window", window, MIN_WINDOW,
+                         "the events of one window land as one commit").total_seconds()
+    duration = _duration("--reservation", reservation, MIN_RESERVATION,
+                         "a queued job's runner needs that long to start")
+    if resync.strip() in ("0", "0s"):
+        return window_s, duration, 0.0
+    resync_s = _duration("--resync", resync, MIN_RESYNC, "each resync reads the sets' jobs "
+                         "from GitHub's API; 0 turns it off").total_seconds()
     return window_s, duration, resync_s
+
+
+def _duration(option: str, text: str, least: str, why: str) -> timedelta:
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise InputError(option, str(exc)) from None
+    if value < parse_duration(least):
+        raise InputError(option, f"{text!r} must be at least {least} ({why})")
+    return value
+
+
+def batch_delay(window_s: float, failures: int) -> float:
+    """Seconds until the next batch: the window; after failed batches a backoff that doubles
+    from at least ``2 * RETRY_FLOOR`` whatever the window, up to ``MAX_BACKOFF``."""
+    if not failures:
+        return window_s
+    return min(MAX_BACKOFF, max(window_s, RETRY_FLOOR) * float(2 ** min(failures, 32)))
 
 
 def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,
@@ -201,9 +229,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                 ready(server.port)
             next_batch = time.monotonic() + EXPIRY_CHECK
             while not stop.is_set():
-                delay = window_s if not batcher.failures else min(
-                    MAX_BACKOFF, window_s * 2 ** batcher.failures)
-                stop.wait(delay)
+                stop.wait(batch_delay(window_s, batcher.failures))
                 for line in rejections.flush():  # a flood that stopped is still told
                     log(line)
                 resyncer.start_if_due(ws)

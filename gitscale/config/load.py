@@ -17,7 +17,7 @@ from gitscale.errors import ConfigError
 from gitscale.config.notify_targets import Target, parse_targets
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.config.schemas import check_schema
-from gitscale.config.secrets import SecretRef
+from gitscale.config.secrets import SecretRef, hold_named
 from gitscale.yamlio.read import Document, load_single
 
 # importlib.resources (shipped presets), zoneinfo and gitscale.core.recurrence (schedules) are
@@ -94,6 +94,14 @@ class Config:
         """An error about runner set ``name``, at the line of its ``key`` in the config."""
         return ConfigError(self.path, f"runner set {name!r}: {message}", self.line(name, key))
 
+    @cached_property
+    def secrets(self) -> frozenset[SecretRef]:
+        """Every credential the config names: the sets' sources' and the notify targets'."""
+        found = {SecretRef.parse(t.secret) for t in self.notify if t.secret is not None}
+        for source in {id(s.source): s.source for s in self.sets}.values():
+            found.update(SOURCES[source.kind].secrets(source.settings))
+        return frozenset(found)
+
     def get(self, name: str) -> RunnerSetConfig:
         for runner_set in self.sets:
             if runner_set.name == name:
@@ -118,21 +126,28 @@ def load_config(root: Path, config_path: str = "gitscale.yaml",
         raise ConfigError(config_path, f"cannot be read: {exc}") from None
     key = _cache_key(root, config_path, text) if cache is not None else ""
     if cache is not None and key in cache:
-        return cache[key]
-    config = _parse(root, config_path, text)
-    if cache is not None:
-        cache[key] = config
+        config = cache[key]
+    else:
+        config = _parse(root, config_path, text)
+        if cache is not None:
+            cache[key] = config
+    # what it names is masked in every output from now on, read by this pass or not
+    hold_named(config.secrets)
     return config
 
 
 def _cache_key(root: Path, config_path: str, text: str) -> str:
     digest = hashlib.sha256(f"{config_path}\0{text}".encode())
     policies = root / "policies"
-    if policies.is_dir():
+    if policies.is_symlink():
+        digest.update(b"\0policies: a symlink")  # refused by load_preset: never cached
+    elif policies.is_dir():
         for preset in sorted(policies.glob("*.yaml")):
-            if preset.is_symlink() or not preset.is_file():
-                continue  # load_preset reads neither (a link to /dev/zero would never end)
             digest.update(f"\0{preset.name}\0".encode())
+            if preset.is_symlink() or not preset.is_file():
+                # never read here (a link to /dev/zero would never end); load_preset refuses it
+                digest.update(b"not a regular file")
+                continue
             digest.update(preset.read_bytes())
     return digest.hexdigest()
 
@@ -226,8 +241,12 @@ def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
     from importlib import resources
 
     local = root / "policies" / f"{name}.yaml"
-    if local.is_file() and not local.is_symlink():
-        label = f"policies/{name}.yaml"
+    label = f"policies/{name}.yaml"
+    for path, shown in ((local.parent, "policies"), (local, label)):
+        if path.is_symlink():  # as for manifests: a link could point anywhere on the machine
+            raise ConfigError(shown, "is a symlink (gitscale reads only regular files in the "
+                              "config repo)")
+    if local.is_file():  # (a folder of that name is not a preset: the shipped one applies)
         try:
             text = files.read_text(local, label, ConfigError)
         except (OSError, UnicodeDecodeError) as exc:

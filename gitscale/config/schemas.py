@@ -230,6 +230,18 @@ def check_schema(
         return
     path = list(problem.absolute_path)
     label = describe(path) if describe else format_path(path)
+    if _in_secret_ref(problem):  # the value may be the secret itself: never shown
+        if problem.validator == "not":
+            said = ("a token, not the name of the environment variable that holds it: write "
+                    "{env: NAME}, and revoke the token, which is now in the config repo's "
+                    "history")
+        elif problem.validator == "pattern":
+            said = "not the name of an environment variable (letters, digits and _)"
+        elif isinstance(problem.instance, dict):
+            said = "a secret is written {env: NAME} or {file: PATH}: one of the two, no other key"
+        else:
+            said = "a secret is written {env: NAME} or {file: PATH}, never inline"
+        raise error(source, f"{label}: {said} (the value is not shown)", document.line_of(path))
     if problem.validator == "additionalProperties" and isinstance(problem.instance, dict):
         allowed = sorted(problem.schema.get("properties", {}))
         extra = sorted(k for k in problem.instance if k not in allowed)
@@ -280,6 +292,15 @@ def _has_float(data: Any) -> bool:
         elif isinstance(value, list):
             stack.extend(value)
     return False
+
+
+def _in_secret_ref(problem: Any) -> bool:
+    """Did ``problem`` fail in a credential's ``{env: NAME}`` or ``{file: PATH}`` (or in its
+    name or path)? Its value may then be a token written inline, never to be echoed."""
+    from gitscale.config.secrets import SECRET_REF
+
+    return any(problem.schema is schema for schema in (SECRET_REF,
+                                                       *SECRET_REF["properties"].values()))
 
 
 def _explain(problem: Any) -> str:

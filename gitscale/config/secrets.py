@@ -1,12 +1,24 @@
-"""Credentials named in gitscale.yaml as ``{env: NAME}`` or ``{file: PATH}``: read, never logged."""
+"""Credentials named in gitscale.yaml as ``{env: NAME}`` or ``{file: PATH}``: read, never logged.
+
+Every value read here is held in ``gitscale.redact``'s registry, so that no output masked
+through it (git's, a server's answer, an error, a crash report) shows it; ``hold_named`` holds
+those a config names before they are needed (a server hook may echo a token the pass never
+used).
+"""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
-from gitscale.errors import GitscaleError
+from gitscale import files
+from gitscale.errors import GitscaleError, InputError
+from gitscale.redact import header_problem, hold
+
+# What GitHub's tokens (classic, OAuth, user-to-server, server-to-server, refresh,
+# fine-grained) and Buildkite's API tokens begin with.
+TOKEN_PREFIXES = r"^(gh[pousr]_|github_pat_|bkua_)"
 
 # The JSON Schema of a reference, as gitscale.yaml writes it.
 SECRET_REF: dict[str, Any] = {
@@ -14,7 +26,10 @@ SECRET_REF: dict[str, Any] = {
     "additionalProperties": False,
     "minProperties": 1,
     "maxProperties": 1,
-    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                           # a token pasted where its variable's name belongs: GitHub's
+                           # prefixed tokens and Buildkite's API tokens
+                           "not": {"pattern": TOKEN_PREFIXES}},
                    "file": {"type": "string", "minLength": 1}},
 }
 
@@ -58,18 +73,48 @@ def read_secret(ref: Any, what: str) -> str:
         value = raw.strip()
         if not value:
             raise SecretError(f"{what}: environment variable {name} is empty", parsed)
-        return value
+        return hold(value)
     if isinstance(ref, dict) and "file" in ref:
         path = Path(str(ref["file"])).expanduser()
-        try:
-            value = path.read_text(encoding="utf-8").strip()
+        try:  # a regular file of bounded size: a FIFO or /dev/zero would never end
+            value = files.read_text(path, str(path), InputError, limit=SECRET_FILE_LIMIT).strip()
+        except InputError as exc:
+            raise SecretError(f"{what}: {exc}", parsed) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise SecretError(f"{what}: cannot read {path}: {type(exc).__name__}",
                               parsed) from None
         if not value:
             raise SecretError(f"{what}: {path} is empty", parsed)
-        return value
+        return hold(value)
     raise SecretError(f"{what}: expected {{env: NAME}} or {{file: PATH}}")
+
+
+SECRET_FILE_LIMIT = 1024 * 1024  # a token or a private key is a few kilobytes
+
+
+def hold_named(refs: Iterable[SecretRef]) -> None:
+    """Read what ``refs`` name, where it can be read, only to hold it for masking: one that
+    cannot be read now is said so by the pass that needs it."""
+    for ref in set(refs):
+        try:
+            read_secret(ref, "secret")
+        except SecretError:
+            pass
+
+
+def read_token(ref: Any, what: str) -> str:
+    """A credential sent in an HTTP header (an API token), checked before any request: one
+    that cannot be a header's value (a newline, a space, a byte that is not ASCII — a paste
+    gone wrong) is a ``SecretError`` naming the variable or file, never the value, instead of
+    an HTTP library's error that quotes it (and of retries that cannot help)."""
+    value = read_secret(ref, what)
+    problem = header_problem(value)
+    if problem is not None:
+        parsed = SecretRef.parse(ref.mapping if isinstance(ref, SecretRef) else ref)
+        where = f"environment variable {parsed.where}" if parsed.kind == "env" else str(
+            Path(parsed.where).expanduser())
+        raise SecretError(f"{what}: {where} {problem}", parsed)
+    return value
 
 
 def identity(ref: Any) -> str:

@@ -39,7 +39,7 @@ class FileSettings:
 @dataclass(frozen=True)
 class GitHubApp:
     app_id: str
-    installation_id: str
+    installation_id: str | None  # None: looked up (the org's, or the first repo's)
     private_key: SecretRef
 
 
@@ -66,8 +66,10 @@ class GitHubSettings:
             repos=tuple(raw.get("repos", ())),
             api_url=_api(raw, GITHUB_API),
             token=token,
-            app=None if app is None else GitHubApp(str(app["appId"]), str(app["installationId"]),
-                                                   SecretRef.parse(app["privateKey"])),
+            app=None if app is None else GitHubApp(
+                str(app["appId"]),
+                None if app.get("installationId") is None else str(app["installationId"]),
+                SecretRef.parse(app["privateKey"])),
             concurrency=int(raw.get("concurrency", 8)),
             credential=identity(app or raw.get("token") or {}),
         )
@@ -126,7 +128,7 @@ GITHUB: dict[str, Any] = {
         "app": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["appId", "installationId", "privateKey"],
+            "required": ["appId", "privateKey"],  # installationId: looked up when absent
             "properties": {"appId": {"type": ["integer", "string"]},
                            "installationId": {"type": ["integer", "string"]},
                            "privateKey": SECRET_REF},
@@ -152,6 +154,15 @@ def _no_files(settings: Any) -> tuple[str, ...]:
     return ()
 
 
+def _no_secrets(settings: Any) -> tuple[SecretRef, ...]:
+    return ()
+
+
+def _github_secrets(settings: GitHubSettings) -> tuple[SecretRef, ...]:
+    key = settings.app.private_key if settings.app is not None else None
+    return tuple(ref for ref in (settings.token, key) if ref is not None)
+
+
 @dataclass(frozen=True)
 class SourceKind:
     """One demand source, everything the rest of gitscale asks about it: ``source: {NAME: …}``.
@@ -161,7 +172,7 @@ class SourceKind:
     ``gitscale.demand.registry.connect`` imports it).
     ``webhooks``: whether ``gitscale serve`` routes ``workflow_job`` deliveries to its sets and
     resyncs them. ``files``: the config repo's files a read needs (a sparse checkout fetches
-    them)."""
+    them). ``secrets``: the credentials its settings name (held for masking at config load)."""
 
     name: str
     schema: dict[str, Any]  # the mapping under ``source: {NAME: …}``
@@ -170,15 +181,16 @@ class SourceKind:
     client: str
     webhooks: bool = False
     files: Callable[[Any], tuple[str, ...]] = _no_files
+    secrets: Callable[[Any], tuple[SecretRef, ...]] = _no_secrets
 
 
 SOURCES: Mapping[str, SourceKind] = {kind.name: kind for kind in (
     SourceKind("file", FILE, FileSettings.parse, FileSettings.group,
                "gitscale.demand.file:source", files=lambda s: (s.path,)),
     SourceKind("github", GITHUB, GitHubSettings.parse, GitHubSettings.group,
-               "gitscale.demand.github:source", webhooks=True),
+               "gitscale.demand.github:source", webhooks=True, secrets=_github_secrets),
     SourceKind("buildkite", BUILDKITE, BuildkiteSettings.parse, BuildkiteSettings.group,
-               "gitscale.demand.buildkite:source"),
+               "gitscale.demand.buildkite:source", secrets=lambda s: (s.token,)),
 )}
 
 SOURCE: dict[str, Any] = {

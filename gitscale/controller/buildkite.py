@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from gitscale.clients.buildkite import Agents
-from gitscale.clients.errors import ApiError, RateLimited, Unreachable
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
 from gitscale.controller.errors import CredentialsError, PlatformError
 from gitscale.controller.platform import Registered
 
@@ -54,6 +54,8 @@ class BuildkiteAgents:
 
 
 def translate(exc: ApiError) -> PlatformError:
+    if isinstance(exc, Unsendable):  # a token the Secret holds broken: read it again
+        return CredentialsError(str(exc))
     if not isinstance(exc, (RateLimited, Unreachable)) and exc.status in (401, 403):
         return CredentialsError(f"{exc}: the API token was refused (it needs the read_agents "
                                 "scope)")

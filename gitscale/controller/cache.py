@@ -3,7 +3,15 @@
 A pass reads only from here, so a pass that changes nothing makes no API call. The controller's
 own writes go in at once (``put``), so a pass that runs before the watch has echoed them back
 does not create the same runners twice. Objects never go back in time: an event older than
-what is stored (by resourceVersion, when both are numbers) is ignored.
+what is stored (by resourceVersion, when both are numbers) is ignored. A relist replaces the
+contents in one step: a pass never sees a set with part of its runners (it would create the
+rest again).
+
+A store keeps only what the controller reads of an object (``keep``): no ``managedFields`` (a
+third of a pod's JSON), and of a runner pod its metadata, its containers' names and the state
+of its containers (``runner_pod_fields``). 10,000 pods as the API serves them take hundreds of
+megabytes once parsed; what the controller reads of them, a tenth of that (README,
+"Performance").
 """
 from __future__ import annotations
 
@@ -11,7 +19,7 @@ import collections
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from gitscale.controller.errors import Gone, KubeError
 from gitscale.controller.observe import LABEL_SET, RawObject, key_of
@@ -19,8 +27,44 @@ from gitscale.controller.observe import LABEL_SET, RawObject, key_of
 log = logging.getLogger("gitscale.controller")
 
 GONE_MAX = 10_000
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+Keep = Callable[[RawObject], RawObject]
 Lister = Callable[[], tuple[list[RawObject], str]]
 Watcher = Callable[[str, int], Iterator[tuple[str, RawObject]]]
+
+
+def without_managed_fields(obj: RawObject) -> RawObject:
+    """``obj`` without ``metadata.managedFields`` and kubectl's last-applied annotation (a
+    copy of the whole object): bookkeeping of the API server and of kubectl, read by no one."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    kept = {k: v for k, v in meta.items() if k != "managedFields"}
+    notes = kept.get("annotations")
+    if isinstance(notes, dict) and LAST_APPLIED in notes:
+        kept["annotations"] = {k: v for k, v in notes.items() if k != LAST_APPLIED}
+    return cast(RawObject, {**obj, "metadata": kept})
+
+
+def runner_pod_fields(pod: RawObject) -> RawObject:
+    """What the controller reads of a runner pod (``observe.runner_of``, ``leftovers``): its
+    metadata, its containers' names, and its phase, conditions and container states."""
+    out: dict[str, Any] = dict(without_managed_fields(pod))
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    out["spec"] = {part: [{"name": c.get("name")} for c in spec[part] if isinstance(c, dict)]
+                   for part in ("containers", "initContainers")
+                   if isinstance(spec.get(part), list)}
+    kept: dict[str, Any] = {k: status[k] for k in ("phase", "reason", "startTime")
+                            if k in status}
+    if isinstance(status.get("conditions"), list):
+        kept["conditions"] = [{k: c[k] for k in ("type", "status", "lastTransitionTime")
+                               if k in c} for c in status["conditions"] if isinstance(c, dict)]
+    for part in ("initContainerStatuses", "containerStatuses"):
+        if isinstance(status.get(part), list):
+            kept[part] = [{k: c[k] for k in ("name", "ready", "state") if k in c}
+                          for c in status[part] if isinstance(c, dict)]
+    out["status"] = kept
+    return cast(RawObject, out)
 
 
 def _version(obj: RawObject) -> int | None:
@@ -35,12 +79,15 @@ def set_of_pod(pod: RawObject) -> str | None:
 
 
 class Store:
-    """Objects by ``namespace/name``; with ``index``, also grouped by the index's key."""
+    """Objects by ``namespace/name``, as ``keep`` reduces them; with ``index``, also grouped by
+    the index's key."""
 
-    def __init__(self, index: Callable[[RawObject], str | None] | None = None) -> None:
+    def __init__(self, index: Callable[[RawObject], str | None] | None = None,
+                 keep: Keep = without_managed_fields) -> None:
         self._lock = threading.Lock()
         self._objects: dict[str, RawObject] = {}
         self._index = index
+        self.keep = keep
         self._groups: dict[str, dict[str, RawObject]] = {}
         # uids known deleted: a late echo of a deleted object must not bring it back
         self._gone: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -59,15 +106,13 @@ class Store:
 
     def put(self, obj: RawObject) -> bool:
         """Store ``obj`` unless what is stored is newer. True when it changed something."""
-        key = key_of(obj)
+        key, obj = key_of(obj), self.keep(obj)
         with self._lock:
             if (obj.get("metadata") or {}).get("uid") in self._gone:
                 return False
             old = self._objects.get(key)
-            if old is not None:
-                new_v, old_v = _version(obj), _version(old)
-                if new_v is not None and old_v is not None and new_v < old_v:
-                    return False
+            if old is not None and _older(obj, old):
+                return False
             self._unindex(key, old)
             self._objects[key] = obj
             if self._index is not None and (group := self._index(obj)) is not None:
@@ -94,18 +139,25 @@ class Store:
         from ``version``, will deliver them, and until it does a pass must still see them).
         Returns the objects that changed or went (a gone one as it was last stored)."""
         snapshot = int(version) if version.isdigit() else None
-        with self._lock:
-            before = dict(self._objects)
-            self._objects, self._groups = {}, {}
-        for obj in objects:
-            self.put(obj)
-        if snapshot is not None:
-            for obj in before.values():
-                stored = _version(obj)
-                if stored is not None and stored > snapshot:
-                    self.put(obj)
-        with self._lock:
-            after = dict(self._objects)
+        listed = [(key_of(obj), self.keep(obj)) for obj in objects]
+        with self._lock:  # one step: a pass sees the store before or after, never in between
+            before = self._objects
+            after: dict[str, RawObject] = {}
+            for key, obj in listed:
+                if (obj.get("metadata") or {}).get("uid") not in self._gone:
+                    after[key] = obj
+            if snapshot is not None:
+                for key, obj in before.items():
+                    stored = _version(obj)
+                    if stored is not None and stored > snapshot and (
+                            key not in after or not _older(obj, after[key])):
+                        after[key] = obj
+            groups: dict[str, dict[str, RawObject]] = {}
+            if self._index is not None:
+                for key, obj in after.items():
+                    if (group := self._index(obj)) is not None:
+                        groups.setdefault(group, {})[key] = obj
+            self._objects, self._groups = after, groups
         return [after.get(key) or before[key] for key in before.keys() | after.keys()
                 if before.get(key) != after.get(key)]
 
@@ -117,52 +169,67 @@ class Store:
                 self._groups.pop(group, None)
 
 
+def _older(obj: RawObject, than: RawObject) -> bool:
+    new_v, old_v = _version(obj), _version(than)
+    return new_v is not None and old_v is not None and new_v < old_v
+
+
 class Informer:
-    """List, then watch from the list's version; list again on 410 or after an error."""
+    """List, then watch from the list's version; list again on 410 or after an error.
+
+    ``connected``: the last list or watch request was answered (readiness, not liveness: an
+    API server that does not answer is not a reason to restart the controller). ``beat`` is
+    called at every step of the loop (liveness: it iterates)."""
 
     def __init__(self, name: str, store: Store, list_: Lister, watch: Watcher,
                  on_change: Callable[[RawObject], None], stop: threading.Event, *,
-                 watch_timeout: int = 300) -> None:
+                 watch_timeout: int = 300, beat: Callable[[], None] = lambda: None,
+                 backoff: float = 0.5) -> None:
         self.name = name
         self.store = store
         self._list, self._watch = list_, watch
         self._on_change = on_change
         self._stop = stop
         self._timeout = watch_timeout
+        self._beat = beat
+        self._backoff = backoff  # the first wait after a failure; it doubles, up to 30 s
         self.synced = threading.Event()
-        self.healthy = True
+        self.connected = True
+        self.failures = 0  # in a row
         self.thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
     def _run(self) -> None:
-        failures = 0
         while not self._stop.is_set():
+            self._beat()
             try:
                 version = self._relist()
-                failures = 0
+                self.failures = 0
                 while not self._stop.is_set():
                     version = self._watch_once(version)
+                    self._beat()
             except Gone:
                 log.info("%s: watch expired, listing again", self.name)
             except KubeError as exc:
-                failures += 1
-                self.healthy = failures < 5
+                self.failures += 1
+                self.connected = False
                 log.warning("%s: %s (retrying)", self.name, exc)
-                self._stop.wait(min(2 ** failures * 0.5, 30.0))
+                self._stop.wait(min(2 ** (self.failures - 1) * self._backoff, 30.0))
 
     def _relist(self) -> str:
         objects, version = self._list()
         changed = self.store.replace(objects, version)
         self.synced.set()
-        self.healthy = True
+        self.connected = True
         for obj in changed:
             self._on_change(obj)
         return version
 
     def _watch_once(self, version: str) -> str:
         for kind, obj in self._watch(version, self._timeout):
+            self._beat()
             meta: dict[str, Any] = obj.get("metadata") or {}
             version = str(meta.get("resourceVersion") or version)
             if kind == "BOOKMARK":

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
-from gitscale.clients.errors import ApiError, RateLimited, Unreachable
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
 from gitscale.clients.github import PER_PAGE
 from gitscale.clients.github import GitHub as GitHubAPI
 from gitscale.clients.github_app import InstallationToken, is_id
@@ -258,7 +258,7 @@ def translate(exc: ApiError) -> PlatformError:
     message = str(exc)
     if isinstance(exc, (RateLimited, Unreachable)):
         return PlatformError(message)
-    if exc.status in (401, 403):
+    if exc.status in (401, 403) or isinstance(exc, Unsendable):
         return CredentialsError(message)
     if exc.status == 409:
         return RunnerNameTaken(message)

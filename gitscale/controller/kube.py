@@ -4,11 +4,22 @@ Bodies travel as plain dicts (``RawObject``): every call asks the client for the
 (``_preload_content=False``) and parses the JSON itself, so 500 pods are not turned into model
 objects and back. ``ApiException`` and connection failures become ``KubeError`` subclasses here
 (``NotFound``, ``Conflict``, ``Invalid``, ``Gone``); nothing above this module sees the client.
+
+No call waits forever: each has a timeout (``timeout``: the read, 10 s at most to connect; the
+client has none by default, and a black-holed connection would hold a worker, or a leader's
+renewal, for good). Lease calls take the caller's timeout (below the renew deadline) and go
+through a client of their own without urllib3's retries, which would multiply it: the elector
+retries every retry period itself. Lists go by pages of ``page_size`` (``limit`` and
+``continue``), each page reduced by ``keep`` before the next is read, so a relist of 10,000 pods
+never holds them all as the API sent them; a continue token that expired meanwhile (410) starts
+the list again.
 """
 from __future__ import annotations
 
 import base64
+import copy
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -34,6 +45,16 @@ from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 T = TypeVar("T")
 JSON = "application/json"
 WatchEvent = tuple[str, RawObject]  # (ADDED|MODIFIED|DELETED|BOOKMARK, object)
+Keep = Callable[[RawObject], RawObject]  # what a list keeps of each object
+TIMEOUT = 30.0  # seconds to wait for an answer (per attempt)
+CONNECT_TIMEOUT = 10.0
+PAGE_SIZE = 500
+RELISTS = 3  # times a list whose continue token expired is started again
+log = logging.getLogger("gitscale.controller")
+
+
+def _whole(obj: RawObject) -> RawObject:
+    return obj
 
 
 def load(kubeconfig: str | None, pool_size: int = 32) -> kubernetes.client.ApiClient:
@@ -64,28 +85,42 @@ def client_for(url: str, pool_size: int = 32) -> kubernetes.client.ApiClient:
 
 
 class Kube:
-    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+    def __init__(self, api: kubernetes.client.ApiClient, *, timeout: float = TIMEOUT,
+                 page_size: int = PAGE_SIZE) -> None:
         self.api = api
         self.core = kubernetes.client.CoreV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)
-        self.coordination = kubernetes.client.CoordinationV1Api(api)
+        self._lease_api = _without_retries(api)
+        self.coordination = kubernetes.client.CoordinationV1Api(self._lease_api)
+        self.page_size = page_size
+        self._timeout = (min(CONNECT_TIMEOUT, timeout), timeout)
+        # Called in the calling thread after every call, answered or not (liveness: the
+        # thread is not stuck).
+        self.on_return: Callable[[], None] | None = None
         self._streams: set[urllib3.HTTPResponse] = set()
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self.stop_watches()
         self.api.close()  # type: ignore[no-untyped-call]
+        self._lease_api.close()  # type: ignore[no-untyped-call]
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return _call(what, fn)
+        finally:
+            if self.on_return is not None:
+                self.on_return()
 
     # -- RunnerSets -------------------------------------------------------------------------
-    def list_runnersets(self, namespace: str | None) -> tuple[list[RawObject], str]:
+    def list_runnersets(self, namespace: str | None,
+                        keep: Keep = _whole) -> tuple[list[RawObject], str]:
         if namespace:
-            raw = _call(f"list RunnerSets in {namespace}", lambda: self.custom.
-                        list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                                      _preload_content=False))
-        else:
-            raw = _call("list RunnerSets", lambda: self.custom.list_cluster_custom_object(
-                GROUP, VERSION, PLURAL, _preload_content=False))
-        return _items(raw, KIND, API_VERSION)
+            return self._list(f"list RunnerSets in {namespace}", lambda kw: self.custom.
+                              list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                            **kw), KIND, API_VERSION, keep)
+        return self._list("list RunnerSets", lambda kw: self.custom.list_cluster_custom_object(
+            GROUP, VERSION, PLURAL, **kw), KIND, API_VERSION, keep)
 
     def watch_runnersets(self, namespace: str | None, version: str,
                          timeout: int) -> Iterator[WatchEvent]:
@@ -100,10 +135,11 @@ class Kube:
     def patch_runnerset_status(self, namespace: str, name: str,
                                status: Mapping[str, Any]) -> RawObject:
         """A JSON merge patch of ``status`` through the status subresource."""
-        raw = _call(f"update status of RunnerSet {namespace}/{name}", lambda: self.custom.
-                    patch_namespaced_custom_object_status(
-                        GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)},
-                        _content_type="application/merge-patch+json", _preload_content=False))
+        raw = self._call(f"update status of RunnerSet {namespace}/{name}", lambda: self.custom.
+                         patch_namespaced_custom_object_status(
+                             GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)},
+                             _content_type="application/merge-patch+json",
+                             _preload_content=False, _request_timeout=self._timeout))
         updated: RawObject = _json(raw)
         return updated
 
@@ -114,22 +150,22 @@ class Kube:
         meanwhile is never overwritten."""
         patch = {"metadata": {"finalizers": finalizers or None,
                               "resourceVersion": resource_version}}
-        raw = _call(f"update finalizers of RunnerSet {namespace}/{name}", lambda: self.custom.
-                    patch_namespaced_custom_object(
-                        GROUP, VERSION, namespace, PLURAL, name, patch,
-                        _content_type="application/merge-patch+json", _preload_content=False))
+        raw = self._call(f"update finalizers of RunnerSet {namespace}/{name}", lambda: self.
+                         custom.patch_namespaced_custom_object(
+                             GROUP, VERSION, namespace, PLURAL, name, patch,
+                             _content_type="application/merge-patch+json",
+                             _preload_content=False, _request_timeout=self._timeout))
         updated: RawObject = _json(raw)
         return updated
 
     # -- pods and secrets ---------------------------------------------------------------------
-    def list_pods(self, namespace: str | None) -> tuple[list[RawObject], str]:
+    def list_pods(self, namespace: str | None,
+                  keep: Keep = _whole) -> tuple[list[RawObject], str]:
         if namespace:
-            raw = _call("list runner pods", lambda: self.core.list_namespaced_pod(
-                namespace, label_selector=LABEL_SET, _preload_content=False))
-        else:
-            raw = _call("list runner pods", lambda: self.core.list_pod_for_all_namespaces(
-                label_selector=LABEL_SET, _preload_content=False))
-        return _items(raw, "Pod", "v1")
+            return self._list("list runner pods", lambda kw: self.core.list_namespaced_pod(
+                namespace, label_selector=LABEL_SET, **kw), "Pod", "v1", keep)
+        return self._list("list runner pods", lambda kw: self.core.list_pod_for_all_namespaces(
+            label_selector=LABEL_SET, **kw), "Pod", "v1", keep)
 
     def watch_pods(self, namespace: str | None, version: str,
                    timeout: int) -> Iterator[WatchEvent]:
@@ -143,56 +179,62 @@ class Kube:
     def create_pod(self, body: RawObject, *, dry_run: bool = False) -> RawObject:
         """``dry_run``: admission (quota, webhooks) and validation only, nothing stored."""
         meta, raw_body = body["metadata"], cast(Any, body)  # the client takes dicts too
-        created: RawObject = _json(_call(
+        created: RawObject = _json(self._call(
             f"create pod {meta['namespace']}/{meta['name']}", lambda: self.core.
             create_namespaced_pod(meta["namespace"], raw_body, _content_type=JSON,
                                   dry_run="All" if dry_run else None,
-                                  _preload_content=False)))
+                                  _preload_content=False, _request_timeout=self._timeout)))
         return created
 
     def find_pod(self, namespace: str, name: str) -> RawObject | None:
         """The runner pod of that name, or None (a list by name: the Role grants no get)."""
-        items, _ = _items(_call(f"look for pod {namespace}/{name}", lambda: self.core.
-                                list_namespaced_pod(namespace, label_selector=LABEL_SET,
-                                                    field_selector=f"metadata.name={name}",
-                                                    _preload_content=False)), "Pod", "v1")
+        items, _ = self._list(f"look for pod {namespace}/{name}", lambda kw: self.core.
+                              list_namespaced_pod(namespace, label_selector=LABEL_SET,
+                                                  field_selector=f"metadata.name={name}", **kw),
+                              "Pod", "v1", _whole)
         return items[0] if items else None
 
     def delete_pod(self, namespace: str, name: str) -> RawObject | None:
         """The pod as it now is (terminating), or None once it is gone. NotFound if it was."""
-        raw: RawObject = _json(_call(f"delete pod {namespace}/{name}", lambda: self.core.
-                                     delete_namespaced_pod(name, namespace,
-                                                           _preload_content=False)))
+        raw: RawObject = _json(self._call(f"delete pod {namespace}/{name}", lambda: self.core.
+                                          delete_namespaced_pod(
+                                              name, namespace, _preload_content=False,
+                                              _request_timeout=self._timeout)))
         return raw if raw.get("kind") == "Pod" else None
 
     def create_secret(self, body: RawObject) -> RawObject:
         meta, raw_body = body["metadata"], cast(Any, body)
-        _call(f"create Secret {meta['namespace']}/{meta['name']}", lambda: self.core.
-              create_namespaced_secret(meta["namespace"], raw_body, _content_type=JSON,
-                                       _preload_content=False))
+        self._call(f"create Secret {meta['namespace']}/{meta['name']}", lambda: self.core.
+                   create_namespaced_secret(meta["namespace"], raw_body, _content_type=JSON,
+                                            _preload_content=False,
+                                            _request_timeout=self._timeout))
         return body
 
     def own_secret(self, namespace: str, name: str, owners: list[dict[str, Any]]) -> None:
         """Replace a Secret's ownerReferences (a JIT config handed from its set to its pod)."""
         patch = {"metadata": {"ownerReferences": owners}}
-        _call(f"update owner of Secret {namespace}/{name}", lambda: self.core.
-              patch_namespaced_secret(name, namespace, patch,
-                                      _content_type="application/merge-patch+json",
-                                      _preload_content=False))
+        self._call(f"update owner of Secret {namespace}/{name}", lambda: self.core.
+                   patch_namespaced_secret(name, namespace, patch,
+                                           _content_type="application/merge-patch+json",
+                                           _preload_content=False,
+                                           _request_timeout=self._timeout))
 
     def delete_secret(self, namespace: str, name: str) -> None:
         """Delete a Secret; already gone is fine."""
         try:
-            _call(f"delete Secret {namespace}/{name}", lambda: self.core.
-                  delete_namespaced_secret(name, namespace, _preload_content=False))
+            self._call(f"delete Secret {namespace}/{name}", lambda: self.core.
+                       delete_namespaced_secret(name, namespace, _preload_content=False,
+                                                _request_timeout=self._timeout))
         except NotFound:
             pass
 
     def read_secret(self, namespace: str, name: str) -> dict[str, str]:
         """A Secret's data, decoded. Its values are credentials: never log them."""
         try:
-            raw = _json(_call(f"read Secret {namespace}/{name}", lambda: self.core.
-                              read_namespaced_secret(name, namespace, _preload_content=False)))
+            raw = _json(self._call(f"read Secret {namespace}/{name}", lambda: self.core.
+                                   read_namespaced_secret(name, namespace,
+                                                          _preload_content=False,
+                                                          _request_timeout=self._timeout)))
         except NotFound:
             raise CredentialsError(f"Secret {namespace}/{name} does not exist") from None
         try:
@@ -200,33 +242,60 @@ class Kube:
         except (ValueError, UnicodeDecodeError):
             raise CredentialsError(f"Secret {namespace}/{name} holds undecodable data") from None
 
-    # -- leader election ----------------------------------------------------------------------
-    def read_lease(self, namespace: str, name: str) -> RawObject | None:
+    # -- leader election (``timeout``: seconds for the whole call, one attempt) ----------------
+    def read_lease(self, namespace: str, name: str, *, timeout: float) -> RawObject | None:
         try:
-            lease: RawObject = _json(_call(f"read Lease {namespace}/{name}", lambda: self.
-                                           coordination.read_namespaced_lease(
-                                               name, namespace, _preload_content=False)))
+            lease: RawObject = _json(self._call(
+                f"read Lease {namespace}/{name}", lambda: self.coordination.
+                read_namespaced_lease(name, namespace, _preload_content=False,
+                                      _request_timeout=timeout)))
         except NotFound:
             return None
         return lease
 
-    def create_lease(self, body: RawObject) -> RawObject:
+    def create_lease(self, body: RawObject, *, timeout: float) -> RawObject:
         """Conflict (AlreadyExists) when another candidate created it first."""
         meta, raw_body = body["metadata"], cast(Any, body)
-        lease: RawObject = _json(_call(
+        lease: RawObject = _json(self._call(
             f"create Lease {meta['namespace']}/{meta['name']}", lambda: self.coordination.
             create_namespaced_lease(meta["namespace"], raw_body, _content_type=JSON,
-                                    _preload_content=False)))
+                                    _preload_content=False, _request_timeout=timeout)))
         return lease
 
-    def replace_lease(self, body: RawObject) -> RawObject:
+    def replace_lease(self, body: RawObject, *, timeout: float) -> RawObject:
         """An update on ``metadata.resourceVersion``: Conflict when someone wrote it since."""
         meta, raw_body = body["metadata"], cast(Any, body)
-        lease: RawObject = _json(_call(
+        lease: RawObject = _json(self._call(
             f"update Lease {meta['namespace']}/{meta['name']}", lambda: self.coordination.
             replace_namespaced_lease(meta["name"], meta["namespace"], raw_body,
-                                     _content_type=JSON, _preload_content=False)))
+                                     _content_type=JSON, _preload_content=False,
+                                     _request_timeout=timeout)))
         return lease
+
+    # -- list plumbing ------------------------------------------------------------------------
+    def _list(self, what: str, fetch: Callable[[dict[str, Any]], Any], kind: str,
+              api_version: str, keep: Keep) -> tuple[list[RawObject], str]:
+        """Every page of a list, each object through ``keep``; the list's resourceVersion."""
+        for _ in range(RELISTS):
+            items: list[RawObject] = []
+            version, token = "", ""
+            try:
+                while True:
+                    kw: dict[str, Any] = {"limit": self.page_size, "_preload_content": False,
+                                          "_request_timeout": self._timeout}
+                    if token:
+                        kw["_continue"] = token
+                    page, meta = _page(self._call(what, lambda: fetch(kw)), kind, api_version)
+                    items.extend(keep(item) for item in page)
+                    version = version or str(meta.get("resourceVersion", ""))
+                    token = str(meta.get("continue") or "")
+                    if not token:
+                        return items, version
+            except Gone:
+                if not token:
+                    raise
+                log.info("%s: the list expired while paging (410), listing again", what)
+        raise Gone(f"{what}: the list expired while paging, {RELISTS} times", 410, "Expired")
 
     # -- watch plumbing -----------------------------------------------------------------------
     def stop_watches(self) -> None:
@@ -240,7 +309,7 @@ class Kube:
                 stream.close()
 
     def _stream(self, what: str, open_: Callable[[], Any]) -> Iterator[WatchEvent]:
-        response = _call(what, open_)
+        response = self._call(what, open_)
         with self._lock:
             self._streams.add(response)
         try:
@@ -311,10 +380,19 @@ def _json(response: Any) -> Any:
         raise KubeError("the API server answered something that is not JSON") from None
 
 
-def _items(response: Any, kind: str, api_version: str) -> tuple[list[RawObject], str]:
+def _page(response: Any, kind: str, api_version: str) -> tuple[list[RawObject], dict[str, Any]]:
     body = _json(response)
     items: list[RawObject] = body.get("items") or []
     for item in items:  # list items carry neither kind nor apiVersion
         item.setdefault("kind", kind)
         item.setdefault("apiVersion", api_version)
-    return items, str((body.get("metadata") or {}).get("resourceVersion", ""))
+    return items, body.get("metadata") or {}
+
+
+def _without_retries(api: kubernetes.client.ApiClient) -> kubernetes.client.ApiClient:
+    """A client like ``api`` (same configuration and headers) whose calls are tried once."""
+    config = copy.deepcopy(api.configuration)
+    config.retries = False
+    client = kubernetes.client.ApiClient(config)
+    client.default_headers.update(api.default_headers)
+    return client

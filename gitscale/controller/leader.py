@@ -7,10 +7,13 @@ change: clocks of different nodes are never compared). Every write is conditiona
 resourceVersion read, so two candidates racing for it cannot both win.
 
 The leader renews every ``retry`` seconds. One that has not renewed for ``renew_deadline``
-(< ``duration``) stops acting at once (``on_stop``): creations not yet started are skipped. A
-candidate waits for ``duration`` after the last renewal it saw, so the old leader has stopped
-at least ``duration - renew_deadline`` before a new one starts. On a clean stop the leader
-releases the Lease (empty holder), so the other replica takes over without waiting.
+(< ``duration``) stops acting at once (``on_stop``): creations not yet started are skipped. The
+deadline is kept by a timer, not by the renewal loop, so a renewal stuck on a black-holed
+connection cannot keep a leader acting; and each Lease call has a timeout of the time left
+until the deadline, so the loop comes back to try again. A candidate waits for ``duration``
+after the last renewal it saw, so the old leader has stopped at least ``duration -
+renew_deadline`` before a new one starts. On a clean stop the leader releases the Lease (empty
+holder), so the other replica takes over without waiting.
 """
 from __future__ import annotations
 
@@ -44,6 +47,17 @@ class LeaseConfig:
 
 
 Outcome = Literal["ours", "theirs", "unknown"]  # of one attempt: unknown = the API failed
+MIN_CALL_TIMEOUT = 0.05  # seconds: a call with less left before the deadline fails at once
+
+
+class _Term:
+    """One spell as leader: until ``deadline`` unless renewed; ``ended`` once given up."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.ended = False
+        self.why = ""
+        self.stopped = threading.Event()  # on_stop has returned
 
 
 def micro_time(when: datetime) -> str:
@@ -60,51 +74,88 @@ class LeaderElector:
         self._clock, self._wall = clock, wall
         self.leading = threading.Event()
         self._seen: tuple[str, float] | None = None  # (resourceVersion, when we saw it)
+        self._cv = threading.Condition()
 
     def run(self, stop: threading.Event, release: threading.Event) -> None:
         """Campaign, lead, and campaign again after losing, until ``stop``. Releases the Lease
         on the way out when ``release`` is set (a clean stop; not a simulated crash)."""
         cfg = self.config
         while not stop.is_set():
-            if self._try() != "ours":
+            asked = self._clock()
+            if self._try(cfg.renew_deadline) != "ours":
                 stop.wait(cfg.retry)
                 continue
-            renewed = self._clock()
-            self.leading.set()
-            log.info("leader election: %s leads (Lease %s/%s)", cfg.identity, cfg.namespace,
-                     cfg.name)
-            self._on_start()
-            outcome: Outcome = "ours"
-            while not stop.wait(cfg.retry):
-                outcome = self._try()
-                if outcome == "ours":
-                    renewed = self._clock()
-                elif outcome == "theirs" or self._clock() - renewed >= cfg.renew_deadline:
-                    break
-            self.leading.clear()
-            self._on_stop()
+            self._lead(stop, asked)
             if stop.is_set():
                 if release.is_set():
                     self._release()
                 return
-            log.warning("leader election: %s stopped acting: %s", cfg.identity,
-                        "another replica holds the Lease" if outcome == "theirs" else
-                        f"could not renew the Lease for {cfg.renew_deadline:g}s")
 
-    def _try(self) -> Outcome:
-        """Acquire or renew the Lease."""
+    def _lead(self, stop: threading.Event, acquired: float) -> None:
+        """Act until the Lease is lost (another holder, or no renewal by the deadline, which a
+        timer enforces) or ``stop``. Deadlines run from when the winning write was sent (the
+        server recorded it later; an answer may come late)."""
         cfg = self.config
+        term = _Term(acquired + cfg.renew_deadline)
+        self.leading.set()
+        log.info("leader election: %s leads (Lease %s/%s)", cfg.identity, cfg.namespace,
+                 cfg.name)
+        self._on_start()
+        threading.Thread(target=self._watch, args=(term,), name="leader-deadline",
+                         daemon=True).start()
+        while not stop.wait(cfg.retry) and not term.ended:
+            asked = self._clock()
+            outcome = self._try(term.deadline - asked)
+            if outcome == "ours":
+                with self._cv:
+                    if not term.ended:  # a late renewal after the deadline starts a new term
+                        term.deadline = asked + cfg.renew_deadline
+            elif outcome == "theirs":
+                self._end(term, "another replica holds the Lease")
+        self._end(term, "")
+        term.stopped.wait()  # the timer may be stopping it: done before a next term starts
+        if term.why:
+            log.warning("leader election: %s stopped acting: %s", cfg.identity, term.why)
+
+    def _watch(self, term: _Term) -> None:
+        """The deadline's timer: give leadership up when no renewal came by then."""
+        with self._cv:
+            while not term.ended and (left := term.deadline - self._clock()) > 0:
+                self._cv.wait(left)
+        self._end(term, f"could not renew the Lease for {self.config.renew_deadline:g}s")
+
+    def _end(self, term: _Term, why: str) -> None:
+        """Stop acting (once per term): from the timer, or the loop."""
+        with self._cv:
+            if term.ended:
+                return
+            term.ended, term.why = True, why
+            self.leading.clear()
+            self._cv.notify_all()
         try:
-            lease = self.kube.read_lease(cfg.namespace, cfg.name)
+            self._on_stop()
+        finally:
+            term.stopped.set()
+
+    def _try(self, budget: float) -> Outcome:
+        """Acquire or renew the Lease, within ``budget`` seconds."""
+        cfg = self.config
+        until = self._clock() + budget
+
+        def timeout() -> float:
+            return max(until - self._clock(), MIN_CALL_TIMEOUT)
+
+        try:
+            lease = self.kube.read_lease(cfg.namespace, cfg.name, timeout=timeout())
             if lease is None:
-                self._note(self.kube.create_lease(self._body(None)))
+                self._note(self.kube.create_lease(self._body(None), timeout=timeout()))
                 return "ours"
             self._note(lease)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity") or ""
             if holder and holder != cfg.identity and not self._expired(spec):
                 return "theirs"
-            self._note(self.kube.replace_lease(self._body(lease)))
+            self._note(self.kube.replace_lease(self._body(lease), timeout=timeout()))
         except Conflict:
             return "theirs"  # another candidate wrote it since we read it
         except ControllerError as exc:
@@ -142,12 +193,12 @@ class LeaderElector:
         """Give the Lease up (only if it is still ours): the other replica need not wait."""
         cfg = self.config
         try:
-            lease = self.kube.read_lease(cfg.namespace, cfg.name)
+            lease = self.kube.read_lease(cfg.namespace, cfg.name, timeout=cfg.retry)
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != cfg.identity:
                 return
             spec = {**(lease.get("spec") or {}), "holderIdentity": "",
                     "leaseDurationSeconds": 1, "renewTime": micro_time(self._wall())}
-            self.kube.replace_lease({**lease, "spec": spec})
+            self.kube.replace_lease({**lease, "spec": spec}, timeout=cfg.retry)
             log.info("leader election: %s released the Lease", cfg.identity)
         except ControllerError as exc:
             log.warning("leader election: could not release the Lease: %s", exc)

@@ -7,6 +7,12 @@ run again later (a failed runner's backoff, the 30 s unregister retry, an error)
 With leader election (``election``), every replica keeps its caches warm but runs passes only
 while it holds the Lease (``leader.py``); on taking it, it queues every set, so what the last
 leader left undone is completed at once.
+
+``/healthz`` (liveness) says whether the process moves: its threads are alive, the informers
+and the elector iterate, and no pass has gone ``stall_after`` seconds without progress
+(``liveness.py``). It stays green while the API server does not answer: restarting would not
+bring it back. ``/readyz`` adds the API's state: the first lists are done and the last list or
+watch request of each informer was answered.
 """
 from __future__ import annotations
 
@@ -20,9 +26,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from gitscale import crash
-from gitscale.controller.cache import Informer, Store, set_of_pod
+from gitscale.controller.cache import Informer, Store, runner_pod_fields, set_of_pod
 from gitscale.controller.kube import Kube
 from gitscale.controller.leader import LeaderElector, LeaseConfig
+from gitscale.controller.liveness import Liveness, Pool
 from gitscale.controller.observe import RawObject, key_of
 from gitscale.controller.platforms import Platforms
 from gitscale.controller.memory import Memory
@@ -33,6 +40,7 @@ from gitscale.metrics import exposition
 from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")
+FOREGROUND = "foregroundDeletion"  # the finalizer the API server adds for a foreground deletion
 
 
 class Controller:
@@ -41,17 +49,22 @@ class Controller:
                  clock: Callable[[], datetime] = utcnow,
                  platforms: Platforms | None = None, shutdown_timeout: float = 20.0,
                  election: LeaseConfig | None = None,
-                 metrics: ControllerMetrics | None = None) -> None:
+                 metrics: ControllerMetrics | None = None, stall_after: float = 300.0,
+                 relist_backoff: float = 0.5) -> None:
         self.kube = kube
         self.metrics = metrics or ControllerMetrics()
         self.namespace = namespace
         self.resync = resync
         self.shutdown_timeout = shutdown_timeout
+        self.stall_after = stall_after
+        self.liveness = Liveness()
+        kube.on_return = self.liveness.beat  # every call that returns is progress of its thread
         self.stop_event = threading.Event()
         self.queue = WorkQueue()
         self.runnersets = Store()
-        self.pods = Store(index=set_of_pod)
-        self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="runner-io")
+        self.pods = Store(index=set_of_pod, keep=runner_pod_fields)
+        self.pool: ThreadPoolExecutor = Pool(concurrency, self.liveness,
+                                             thread_name_prefix="runner-io")
         self.reports: collections.deque[Report] = collections.deque(maxlen=1000)
         self.ctx = Context(kube, self.runnersets, self.pods,
                            platforms or Platforms(kube.read_secret), self.pool, Memory(), clock)
@@ -62,13 +75,20 @@ class Controller:
             kube, election, on_start=self._lead, on_stop=self._follow)
         self._campaign_stop, self._release = threading.Event(), threading.Event()
         self._campaign: threading.Thread | None = None
+        self._foreground: set[str] = set()  # sets said to be deleted in the foreground
+        # A silent watch ends after its timeout plus the read timeout (kube._watch_args).
+        self._informer_bound = max(stall_after, watch_timeout + 60.0)
+        beat = self.liveness.beat
         self.informers = [
-            Informer("runnersets", self.runnersets, lambda: kube.list_runnersets(namespace),
+            Informer("runnersets", self.runnersets,
+                     lambda: kube.list_runnersets(namespace, self.runnersets.keep),
                      lambda v, t: kube.watch_runnersets(namespace, v, t), self._set_changed,
-                     self.stop_event, watch_timeout=watch_timeout),
-            Informer("pods", self.pods, lambda: kube.list_pods(namespace),
+                     self.stop_event, watch_timeout=watch_timeout, beat=beat,
+                     backoff=relist_backoff),
+            Informer("pods", self.pods, lambda: kube.list_pods(namespace, self.pods.keep),
                      lambda v, t: kube.watch_pods(namespace, v, t), self._pod_changed,
-                     self.stop_event, watch_timeout=watch_timeout),
+                     self.stop_event, watch_timeout=watch_timeout, beat=beat,
+                     backoff=relist_backoff),
         ]
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -77,6 +97,8 @@ class Controller:
         workers and the resync timer."""
         for informer in self.informers:
             informer.start()
+            self.liveness.watch(informer.thread, f"informer {informer.name}",
+                                self._informer_bound)
         if self.elector is None:
             self.acting.set()
         self.metrics.leading(self.acting.is_set())
@@ -90,15 +112,25 @@ class Controller:
                 target=lambda: elector.run(self._campaign_stop, self._release),
                 name="leader-election", daemon=True)
             self._campaign.start()
+            self.liveness.watch(self._campaign, "leader election", self.stall_after)
         return self
 
     def synced(self, timeout: float | None = None) -> bool:
         return all(i.synced.wait(timeout) for i in self.informers)
 
     def healthy(self) -> bool:
+        return not self.problems()
+
+    def problems(self) -> list[str]:
+        """Why the process is not live: a thread that died, or one that stopped moving."""
         campaign = [] if self._campaign is None else [self._campaign]
-        return all(i.thread.is_alive() and i.healthy for i in self.informers) and all(
-            t.is_alive() for t in self._threads + campaign)
+        dead = [t.name for t in [i.thread for i in self.informers] + self._threads + campaign
+                if not t.is_alive()]
+        return [f"thread {name} died" for name in dead] + self.liveness.stalled(self.stall_after)
+
+    def connected(self) -> bool:
+        """The last list or watch request of every informer was answered."""
+        return all(i.connected for i in self.informers)
 
     def stop(self, *, release: bool = True) -> None:
         """Start no new pass; let the passes in flight finish their creations for up to
@@ -162,7 +194,8 @@ class Controller:
                 continue
             try:
                 if self.acting.is_set():
-                    self.reconcile(key)
+                    with self.liveness.working(key):
+                        self.reconcile(key)
             except Exception as exc:  # noqa: BLE001 - one bad pass must not stop the controller
                 log.error("%s: the pass crashed: %s\n%s", key, crash.summary(exc), crash.report())
                 self.queue.add_after(key, 30.0)
@@ -175,7 +208,18 @@ class Controller:
                 self.queue.add(key)
 
     def _set_changed(self, obj: RawObject) -> None:
-        self.queue.add(key_of(obj))
+        key = key_of(obj)
+        meta = obj.get("metadata") or {}
+        if (meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or [])
+                and key not in self._foreground):
+            self._foreground.add(key)
+            log.warning(
+                "%s: deleted with propagationPolicy=Foreground: Kubernetes' garbage collector "
+                "deletes its runner pods at once, busy ones too, before the controller can "
+                "drain them; delete RunnerSets with background propagation (Argo CD: "
+                "syncOptions PrunePropagationPolicy=background; kubectl: the default "
+                "--cascade=background)", key)
+        self.queue.add(key)
 
     def _pod_changed(self, obj: RawObject) -> None:
         key = set_of_pod(obj)
@@ -190,22 +234,28 @@ class Controller:
 
 def serve_health(controller: Controller, port: int,
                  host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - probed by kubelet
-    """/healthz: informers and workers alive. /readyz: also, the first lists are done.
+    """/healthz: the process moves (threads alive, loops iterating, no pass stalled).
+    /readyz: also, the first lists are done and the API server answers.
     /metrics: the controller's Prometheus metrics."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
             if self.path == "/healthz":
-                ok = controller.healthy()
+                problems = controller.problems()
             elif self.path == "/readyz":
-                ok = controller.healthy() and controller.synced(0)
+                problems = controller.problems()
+                if not controller.synced(0):
+                    problems.append("the first lists are not done")
+                if not controller.connected():
+                    problems.append("the API server did not answer the last list or watch")
             elif self.path == "/metrics":
                 self._send(200, *exposition(controller.metrics.registry))
                 return
             else:
                 self.send_error(404)
                 return
-            self._send(200 if ok else 503, b"ok\n" if ok else b"not ok\n", "text/plain")
+            body = "".join(f"{p}\n" for p in problems) or "ok\n"
+            self._send(503 if problems else 200, body.encode(), "text/plain")
 
         def _send(self, status: int, body: bytes, content_type: str) -> None:
             self.send_response(status)

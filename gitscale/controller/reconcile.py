@@ -7,8 +7,10 @@ create or delete one runner does not stop the others; it becomes the ``Ready`` c
 Creating is ``create.py``, removing ``remove.py``.
 
 Every set served carries the ``gitscale.dev/runners`` finalizer, so deleting it (by hand, or
-Argo CD / Flux pruning it) does not garbage-collect busy runners: a set being deleted is scaled
-to (0, 0) like any other, and the finalizer goes once none of its runner pods remain.
+Argo CD / Flux pruning it) with background propagation does not garbage-collect busy runners: a
+set being deleted is scaled to (0, 0) like any other, and the finalizer goes once none of its
+runner pods remain. (A foreground deletion deletes the pods at once, finalizer or not: the
+README's "Removing a runner set".)
 """
 from __future__ import annotations
 

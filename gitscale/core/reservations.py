@@ -27,6 +27,16 @@ from typing import Iterable, Mapping
 from gitscale.core.model import Demand
 
 
+# GitHub's job ids are int64: anything outside this range is not a job (10**400 was accepted,
+# written to the reservations file, and rewritten in another order at the next start).
+MAX_JOB_ID = 2 ** 63 - 1
+
+
+def is_job_id(value: object) -> bool:
+    """A GitHub job id: an int (not a bool) from 1 to ``MAX_JOB_ID``."""
+    return type(value) is int and 0 < value <= MAX_JOB_ID
+
+
 class Action(str, Enum):
     QUEUED = "queued"
     IN_PROGRESS = "in_progress"

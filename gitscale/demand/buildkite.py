@@ -1,19 +1,21 @@
 """Buildkite demand from the agent metrics API: scheduled + running jobs per queue.
 
 ``GET {apiUrl}/metrics/queue?name=QUEUE`` with ``Authorization: Token <agent token>`` (the
-metrics client of ``gitscale.clients.buildkite``). Missing
-keys count as 0 (the API omits them for idle queues). ``waiting`` jobs (blocked behind others)
+metrics client of ``gitscale.clients.buildkite``). The answer is an object with a ``jobs``
+object; missing counts in it are 0 (the API omits them for idle queues), and an answer of
+another shape is an error, never zero demand. ``waiting`` jobs (blocked behind others)
 count only when the source opts in with ``countWaiting: true``. The response's
 ``Buildkite-Agent-Metrics-Poll-Duration`` header is the fastest the loop may poll.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
+from urllib.parse import urlencode
 
 from gitscale.clients.buildkite import Metrics
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.config.load import RunnerSetConfig
-from gitscale.config.secrets import read_secret
+from gitscale.config.secrets import read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError
@@ -27,9 +29,15 @@ MAX_POLL_INTERVAL = 3600.0  # seconds
 
 
 def queue_demand(body: Any, count_waiting: bool, where: str) -> Demand:
-    jobs = body.get("jobs") if isinstance(body, dict) else None
-    if jobs is None:
-        jobs = {}
+    """The queue's demand from its metrics: an object whose ``jobs`` object holds the counts
+    (an idle queue's is ``{}``). Anything else (``null``, a list, an object without ``jobs``)
+    is not an answer about the queue: an error, never zero demand (that would scale down)."""
+    if not isinstance(body, dict):
+        raise SourceError(f"buildkite: {where}: the answer is {_kind(body)}, not the "
+                          "metrics object")
+    if "jobs" not in body:
+        raise SourceError(f"buildkite: {where}: the answer has no 'jobs' object")
+    jobs = body["jobs"]
     if not isinstance(jobs, dict):
         raise SourceError(f"buildkite: {where}: 'jobs' is not an object")
 
@@ -41,6 +49,14 @@ def queue_demand(body: Any, count_waiting: bool, where: str) -> Demand:
 
     queued = number("scheduled") + (number("waiting") if count_waiting else 0)
     return Demand(queued=queued, running=number("running"))
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in words (never the value: it may be anything)."""
+    if value is None:
+        return "null (or empty)"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list"}.get(type(value), type(value).__name__)
 
 
 def poll_interval(header: str | None) -> float | None:
@@ -70,10 +86,12 @@ class QueueSource:
         queue = self.settings.queue
         answer = self.client.queue(queue)
         body = answer.body
+        url = f"{self.client.api}/metrics/queue?{urlencode({'name': queue})}"
+        where = f"queue {queue} (GET {url})"
         reading = DemandReading(min_interval=poll_interval(answer.headers.get(POLL_HEADER)))
         for runner_set in sets:
             reading.demands[runner_set.name] = queue_demand(
-                body, runner_set.source.settings.count_waiting, f"queue {queue}")
+                body, runner_set.source.settings.count_waiting, where)
         return reading
 
 
@@ -82,7 +100,7 @@ def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
     sources, api = where.sources, settings.api_url
 
     def make() -> Metrics:
-        token = read_secret(settings.token, "buildkite agent token")
+        token = read_token(settings.token, "buildkite agent token")
         cache = EtagCache.load(cache_file(sources.cache_dir, api, settings.credential))
         return Metrics(api, token, cache=cache, timeout=sources.timeout,
                        transport=sources.transport)

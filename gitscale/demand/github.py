@@ -17,7 +17,7 @@ from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.clients.github import GitHub
 from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
-from gitscale.config.secrets import SecretError, read_secret
+from gitscale.config.secrets import SecretError, read_secret, read_token
 from gitscale.config.sources import GitHubSettings
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 KEY_NAME = "github app private key"
 QUEUED = frozenset({"queued", "requested", "pending"})
 RUNNING = frozenset({"in_progress"})
+# A job's statuses, as GitHub documents them (REST "workflow jobs" and the workflow_job event)
+JOB_STATUSES = ("queued", "in_progress", "completed", "waiting", "requested", "pending")
 # A run is `waiting` while any of its jobs waits for an environment approval; its other jobs
 # may be queued for a runner all the same. A job that is itself `waiting` is not counted: a job
 # waiting for a person needs no runner yet (webhook mode follows the same rule).
@@ -75,17 +77,20 @@ class GitHubAuth:
         self._token: str | None = None
         self._lock = threading.Lock()
         app = settings.app
+        # without installationId, the App's installation on the org (or on the first repo's
+        # owner: one installation covers the repos it may read) is looked up once
+        owner = f"orgs/{settings.org}" if settings.org else f"repos/{settings.repos[0]}"
         self._app = None if app is None else InstallationToken(
             settings.api_url, app.app_id, lambda: read_secret(app.private_key, KEY_NAME),
             installation=app.installation_id, error=SecretError, key_name=KEY_NAME,
-            installation_name="source.github.app.installationId")
+            installation_name="source.github.app.installationId", owner=owner)
 
     def token(self) -> str:
         if self._app is not None:
             return self._app.get()
         with self._lock:
             if self._token is None:
-                self._token = read_secret(self.settings.token, "github token")
+                self._token = read_token(self.settings.token, "github token")
             return self._token
 
 
@@ -164,12 +169,25 @@ class GitHubPoller:
 
     def _run_jobs(self, run: tuple[str, int]) -> list[Job]:
         repo, run_id = run
-        return [_job(raw, f"{repo} run {run_id}")
-                for raw in self.client.run_jobs(repo, run_id)]
+        url = f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs"
+        return [_job(raw, url) for raw in self.client.run_jobs(repo, run_id)]
 
 
-def _job(raw: Any, where: str) -> Job:
-    if not isinstance(raw, dict) or not isinstance(raw.get("id"), int):
-        raise SourceError(f"github: a job of {where} has no numeric id")
-    labels = raw.get("labels") or []
-    return Job(raw["id"], str(raw.get("status", "")), tuple(str(label) for label in labels))
+def _job(raw: Any, url: str) -> Job:
+    """A job of GitHub's answer, checked: a numeric ``id``, ``labels`` a list of strings and
+    ``status`` one GitHub documents (other fields are not read). A job of another shape makes
+    the whole answer unusable — counted wrong, it would scale a set down."""
+    where = f"github: GET {url}"
+    job_id = raw.get("id") if isinstance(raw, dict) else None
+    if not isinstance(job_id, int) or isinstance(job_id, bool):
+        raise SourceError(f"{where}: a job without a numeric id")
+    labels = raw.get("labels")
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        said = "no labels" if labels is None else "labels that are not a list of strings"
+        raise SourceError(f"{where}: job {job_id} has {said}")
+    status = raw.get("status")
+    if status not in JOB_STATUSES:  # its value is not shown: a server may write anything there
+        said = "no status" if status is None else "a status GitHub does not document"
+        raise SourceError(f"{where}: job {job_id} has {said} (GitHub's: "
+                          f"{', '.join(JOB_STATUSES)})")
+    return Job(job_id, status, tuple(labels))

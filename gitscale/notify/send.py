@@ -7,6 +7,7 @@ appear.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
@@ -15,7 +16,7 @@ import click
 from gitscale.clients.errors import Unreachable
 from gitscale.clients.http import HttpClient, tls_context
 from gitscale.config.secrets import SecretError, read_secret
-from gitscale.notify.payloads import NotReady, Pushed, request
+from gitscale.notify.payloads import NotReady, Pushed, Request, request
 from gitscale.config.notify_targets import Target
 from gitscale.timeutil import format_time, utcnow
 
@@ -73,24 +74,37 @@ def _notify(client: HttpClient, target: Target, pushed: Pushed) -> str | None:
                              timeout=target.timeout)
     except Unreachable as exc:
         if exc.timed_out:
-            return _clean(f"no answer within {target.timeout:g}s ({exc.cause})", secret,
-                          req.url)
-        return _clean(f"cannot connect ({exc.cause})", secret, req.url)
+            return _clean(f"no answer within {target.timeout:g}s ({exc.cause})", secret, req)
+        return _clean(f"cannot connect ({exc.cause})", secret, req)
     if 200 <= answer.status < 300:
         return None
     if answer.status in (301, 302, 303, 307, 308) and "location" in answer.headers:
         return (f"HTTP {answer.status}: redirected (to https?); give the final URL "
                 "(gitscale does not follow redirects with a signed body)")
-    text = " ".join(answer.text.split())[:160]
-    return _clean(f"HTTP {answer.status}" + (f": {text}" if text else ""), secret, req.url)
+    # cleaned before it is cut: a cut could leave the start of a signature no longer whole
+    text = _clean(" ".join(answer.text.split()), secret, req)
+    if len(text) > ANSWER_SHOWN:
+        text = text[:ANSWER_SHOWN] + "…"
+    return f"HTTP {answer.status}" + (f": {text}" if text else "")
 
 
-def _clean(message: str, secret: str | None, url: str) -> str:
-    """No secret and no URL path in a log line, whatever a server or library echoed back."""
-    message = message.replace(url, "<url>")
-    path = urlsplit(url).path
+ANSWER_SHOWN = 160  # characters of an error answer in the log line
+# A run of hex digits: an echoed signature, whole or cut (shorter runs say nothing of it).
+_HEX_RUN = re.compile(r"[0-9a-fA-F]{8,}")
+
+
+def _clean(message: str, secret: str | None, req: Request) -> str:
+    """No secret, no URL path and no signature we sent in a log line, whatever a server or
+    library echoed back (Argo CD and Flux quote the signature they could not verify)."""
+    message = message.replace(req.url, "<url>")
+    path = urlsplit(req.url).path
     if len(path) > 1:
         message = message.replace(path, "/<path>")
     if secret and len(secret) >= 4:
         message = message.replace(secret, "***")
+    digests = [value.partition("=")[2].lower() or value.lower()
+               for name, value in req.headers.items() if "signature" in name.lower()]
+    if digests:
+        message = _HEX_RUN.sub(lambda m: "***" if any(m.group().lower() in d for d in digests)
+                               else m.group(), message)
     return message

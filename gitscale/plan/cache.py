@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, MutableMapping
+from typing import Any, Callable, Iterator, MutableMapping
 
 from gitscale import __version__
 from gitscale.config.load import Config, ObjectRef
@@ -75,16 +75,63 @@ def _row(found: Located) -> Row:
 
 
 def _located(row: Row) -> Located | None:
-    """The row as a pass uses it; None when the kind is no longer in the table (read again)."""
+    """The row as a pass uses it; None when the kind is no longer in the table, or the row is
+    not one gitscale wrote (the file is read again, and the row replaced)."""
     (index, api_version, kind, name, replicas, patch_id, last_up, fingerprint, drained,
-     paused, backlog) = row
-    owned = owned_for(api_version, kind)
+     paused, backlog) = row  # load() checked that it is an 11-tuple
+    if not (type(index) is int and type(name) is str and _int_or_none(replicas)
+            and _int_or_none(patch_id) and _int_or_none(backlog)
+            and (fingerprint is None or type(fingerprint) is str)
+            and type(drained) is bool and type(paused) is bool):
+        return None
+    try:
+        owned = owned_for(api_version, kind)
+        when = datetime.fromisoformat(last_up) if last_up is not None else None
+    except (TypeError, ValueError):
+        return None
     if owned is None:
         return None
-    when = datetime.fromisoformat(last_up) if last_up is not None else None
     return Located(index, api_version, kind, name, owned,
                    Current(replicas, patch_id, when, fingerprint, drained, paused,
                            backlog=backlog))
+
+
+def _int_or_none(value: object) -> bool:
+    return value is None or type(value) is int
+
+
+def _settled_row(row: object) -> bool:
+    """Is ``row`` a ``Settled`` as gitscale writes it (one per set: cheap to check all)?"""
+    if type(row) is not tuple or len(row) != 11:
+        return False
+    key, blob, queued, running, jobs, since, until, replicas, patch, reason, detail = row
+    return (type(key) is str and type(blob) is str and type(queued) is int
+            and type(running) is int and (jobs is None or type(jobs) is frozenset)
+            and type(since) is float and type(until) is float and type(replicas) is int
+            and _int_or_none(patch) and reason in _REASONS and type(detail) is str)
+
+
+_REASONS = frozenset(r.value for r in Reason)
+
+
+def _malformed(rows: object, jobs: object, settled: object) -> str | None:
+    """What is wrong with a loaded cache whose stamp is right, or None. The manifest rows
+    (tens of thousands) are checked for their shape here and for their fields when used."""
+    if not (isinstance(rows, dict) and isinstance(jobs, dict) and isinstance(settled, dict)):
+        return "not the tables gitscale writes"
+    if not all(type(row) is tuple and len(row) == 11 for row in rows.values()):
+        return "a manifest row is not one gitscale writes"
+    if not all(type(ids) is frozenset for ids in jobs.values()):
+        return "a job-id set is not one gitscale writes"
+    if not all(_settled_row(row) for row in settled.values()):
+        return "a settled decision is not one gitscale writes"
+    return None
+
+
+def _warn(message: str) -> None:
+    import click
+
+    click.echo(f"warning: {message}", err=True)
 
 
 class ConfigStore(MutableMapping[str, Config]):
@@ -209,19 +256,30 @@ class StateCache:
         return self.rows
 
     @classmethod
-    def load(cls, directory: Path | None) -> "StateCache":
+    def load(cls, directory: Path | None,
+             warn: Callable[[str], None] = _warn) -> "StateCache":
+        """The cache kept in ``directory``; an empty one when there is none, when another
+        version wrote it, or when it cannot be used (then ``warn`` is told, once)."""
         cache = cls(directory / STATE_FILE if directory else None)
-        if cache.path is not None and cache.path.is_file():
-            try:
-                with cache.path.open("rb") as handle:
-                    stamp, rows, jobs, settled, series = pickle.load(handle)
-                if stamp == (FORMAT, __version__) and isinstance(rows, dict) \
-                        and isinstance(jobs, dict) and isinstance(settled, dict):
-                    cache.rows, cache.jobs, cache.settled = rows, jobs, settled
-                    cache.series = DemandSeries.from_state(series)
-            except Exception:  # noqa: BLE001 - a broken cache is only a slower pass
-                cache.rows, cache.jobs, cache.settled = {}, {}, {}
-                cache.series = DemandSeries()
+        if cache.path is None or not cache.path.is_file():
+            return cache
+        try:
+            with cache.path.open("rb") as handle:
+                stored = pickle.load(handle)
+            if not (isinstance(stored, tuple) and stored[:1] == ((FORMAT, __version__),)):
+                return cache  # another version's (or format's): not an error, only older
+            _, rows, jobs, settled, series = stored
+            problem = _malformed(rows, jobs, settled)
+            if problem is None:
+                cache.rows, cache.jobs, cache.settled = rows, jobs, settled
+                cache.series = DemandSeries.from_state(series)
+        except Exception as exc:  # noqa: BLE001 - a broken cache is only a slower pass
+            problem = f"cannot be read ({type(exc).__name__})"
+            cache.rows, cache.jobs, cache.settled = {}, {}, {}
+            cache.series = DemandSeries()
+        if problem is not None:
+            warn(f"state cache {cache.path}: {problem}; starting from an empty one (this "
+                 "pass is only slower)")
         return cache
 
     # What a pass reads; what it learns goes to its ``writes``.

@@ -193,7 +193,8 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
     try:
         for path in paths:
             write_atomic(ws.root / path, plan.files[path][1].encode("utf-8"))
-        message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes)
+        message = format_message(set_lines(plan.changes), plan.base, plan.events,
+                                 plan.notes, paths)
         sha = ws.git.commit(message, paths, date)
     except Exception:
         # Nothing half-done is left behind: put the files back as they were.
@@ -213,7 +214,8 @@ def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
     one ``fast-import`` (``gitcommit``), or as blobs staged in the index when the config
     asks ``git commit`` for more (signing, hooks)."""
     paths = plan.changed_paths
-    message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes)
+    message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes,
+                             paths)
     contents = {path: plan.files[path][1].encode("utf-8") for path in paths}
     sha = commit_files(ws.git, {path: (plan.modes.get(path, "100644"), data)
                                 for path, data in contents.items()},

@@ -49,10 +49,12 @@ def _n(value: int | None) -> str:
 
 
 def format_message(lines: Sequence[SetLine], base: str,
-                   events: Mapping[str, int] | None = None, notes: Sequence[str] = ()) -> str:
+                   events: Mapping[str, int] | None = None, notes: Sequence[str] = (),
+                   files: Sequence[str] = ()) -> str:
     """The commit message. ``events`` (webhook mode) counts the deliveries recorded with it;
     ``notes`` are further body lines (webhook mode: what a resync corrected), the first of
-    them the subject when nothing else is to say."""
+    them the subject when nothing else is to say; with none of these the subject names the
+    ``files`` the commit changes: never a bare ``gitscale:``."""
     shown = ", ".join(line.summary() for line in lines[:SUBJECT_SETS])
     if len(lines) > SUBJECT_SETS:
         shown += f" and {len(lines) - SUBJECT_SETS} more"
@@ -67,6 +69,8 @@ def format_message(lines: Sequence[SetLine], base: str,
         trailers.append(f"Gitscale-Events: {counted}")
     if notes and not shown:
         shown = notes[0]
+    if not shown:
+        shown = "update " + (", ".join(files) if files else "files")
     body += [f"- {note}" for note in notes]
     return (f"gitscale: {shown}\n\n" + "\n".join(body) + "\n\n" + "\n".join(trailers)
             + f"\nGitscale-Base: {base}\n")

@@ -51,12 +51,21 @@ class Entry(NamedTuple):
         return parse_time(self.time)
 
 
+class Skipped(NamedTuple):
+    """A ``Gitscale-Set`` trailer that could not be read: its commit and its value."""
+
+    commit: str
+    value: str
+
+
 def iter_history(repo_git: Git, *, only: str | None = None, details: bool = True,
-                 progress: Progress | None = None) -> Iterator[Entry]:
+                 progress: Progress | None = None,
+                 skipped: list[Skipped] | None = None) -> Iterator[Entry]:
     """Every scaling commit reachable from HEAD, newest first, as git walks them (the first
     rows of a long history come at once); ``only`` keeps one set; ``details`` False leaves
     ``Entry.detail`` empty (the table does not show it). With ``progress`` the commits are
-    listed first, then read with a bar that knows their number."""
+    listed first, then read with a bar that knows their number. The trailers that could not
+    be read go to ``skipped``."""
     # GIT_FLUSH=0: into a pipe git log writes a commit at a time otherwise (for a pager), a
     # write and a wake-up of this reader per commit, which cost more than the log itself;
     # buffered, the first rows still come after git's first few kilobytes.
@@ -65,11 +74,14 @@ def iter_history(repo_git: Git, *, only: str | None = None, details: bool = True
     if progress is not None:
         records = progress.each([r for r in records if r.strip()], "reading scaling commits")
     for record in records:
-        yield from parse_record(record, only=only, details=details)
+        yield from parse_record(record, only=only, details=details, skipped=skipped)
 
 
-def parse_record(record: str, *, only: str | None = None, details: bool = True) -> list[Entry]:
-    """The entries of one ``git log`` record (commit, committer time in seconds, message)."""
+def parse_record(record: str, *, only: str | None = None, details: bool = True,
+                 skipped: list[Skipped] | None = None) -> list[Entry]:
+    """The entries of one ``git log`` record (commit, committer time in seconds, message);
+    the ``Gitscale-Set`` trailers it cannot read (of ``only``, or of any set) go to
+    ``skipped``."""
     fields = record.strip("\n").split("\x1f")
     if len(fields) != 3:
         return []
@@ -102,7 +114,11 @@ def parse_record(record: str, *, only: str | None = None, details: bool = True) 
                                known.get(name, "")))
             continue
         line = parse_trailer(value)
-        if line is None or (only and line.name != only):
+        if line is None:
+            if skipped is not None and (not only or value.partition(" ")[0] == only):
+                skipped.append(Skipped(sha, value))
+            continue
+        if only and line.name != only:
             continue
         if known is None:
             known = body_details(message)
@@ -158,9 +174,10 @@ def history_since(since: datetime | None) -> str | None:
 
 
 def read_history(repo_git: Git, *, only: str | None = None, since: str | None = None,
-                 progress: Progress | None = None) -> list[Entry]:
+                 progress: Progress | None = None,
+                 skipped: list[Skipped] | None = None) -> list[Entry]:
     """``iter_history`` as a list; ``since`` (RFC 3339) keeps the entries from then on."""
-    entries = list(iter_history(repo_git, only=only, progress=progress))
+    entries = list(iter_history(repo_git, only=only, progress=progress, skipped=skipped))
     return between(entries, parse_time(since), None) if since else entries
 
 

@@ -114,6 +114,10 @@ class DemandSeries:
                 and isinstance(state[3], dict)):
             return cls()
         head, head_time, since, sets = state
+        if not all(type(points) is tuple and len(points) == 2 and type(points[0]) is list
+                   and type(points[1]) is list and len(points[0]) == len(points[1])
+                   for points in sets.values()):
+            return cls()  # read from git again
         return cls(head if isinstance(head, str) else None, float(head_time), float(since),
                    sets)
 

@@ -20,7 +20,6 @@ from gitscale.errors import GitError, InputError, PushRaced, PushRejected
 from gitscale.redact import has_credentials
 from gitscale.redact import redact as redact_text
 
-_SECRET_ENV = ("GITSCALE_GIT_TOKEN",)
 # receive-pack's status when the ref moved between its advertisement and the update ("failed to
 # update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
 # "cannot lock ref 'refs/heads/main': is at X but expected Y"). A lost race, not a refusal.
@@ -29,19 +28,9 @@ BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
 
 
 def redact(text: str) -> str:
-    """Remove user info and credential query values from URLs, and the git token's value."""
-    return redact_text(text, _secrets())
-
-
-def _secrets() -> list[str]:
-    values = [os.environ.get(name, "") for name in _SECRET_ENV]
-    token_file = os.environ.get("GITSCALE_GIT_TOKEN_FILE")
-    if token_file:
-        try:
-            values.append(Path(token_file).read_text().strip())
-        except OSError:
-            pass
-    return [v for v in values if len(v) >= 4]
+    """Remove user info and credential query values from URLs, and every secret the process
+    knows (``gitscale.redact``'s registry: the git token and its file, GITHUB_TOKEN, …)."""
+    return redact_text(text)
 
 
 # The Secret the in-cluster scaler mounts its git token from (`gitscale init --run-in cluster`:
@@ -267,9 +256,11 @@ class Git:
         self.run("reset", "--quiet", "--hard", rev)
 
     def commit(self, message: str, paths: Sequence[str], date: str | None = None) -> str:
-        """Commit ``paths`` as they are in the working tree (none: the index as it is)."""
+        """Commit ``paths`` as they are in the working tree (none: the index as it is).
+        ``--force``: each path is one gitscale decided to write, so a ``.gitignore`` that
+        matches it (a repo that ignores ``.gitscale/``) must not make the commit fail."""
         if paths:
-            self.run("add", "--", *paths)
+            self.run("add", "--force", "--", *paths)
         dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
         self.run("commit", "--quiet", "--no-verify", "--file=-", input=message, extra_env=dates)
         return self.head()
@@ -323,11 +314,7 @@ def no_git_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 def git_env() -> dict[str, str]:
     """Identity and non-interactive settings for every git call gitscale makes."""
-    name, email = BOT
-    configured = os.environ.get("GITSCALE_AUTHOR", "")
-    match = re.match(r"^\s*(.+?)\s*<([^>]+)>\s*$", configured)
-    if match:
-        name, email = match.group(1), match.group(2)
+    name, email = author()
     env = {
         "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
         "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
@@ -336,6 +323,22 @@ def git_env() -> dict[str, str]:
     }
     env.update(_askpass_env())
     return env
+
+
+# "Name <email>": a name without <, > or control characters, an address without blanks either
+_AUTHOR = re.compile(r"([^<>\x00-\x1f\x7f]*?[^<>\s\x00-\x1f\x7f])\s*<([^<>\s\x00-\x1f\x7f]+)>")
+
+
+def author() -> tuple[str, str]:
+    """The (name, email) of gitscale's commits: ``GITSCALE_AUTHOR``, else gitscale's own. A
+    value that is not ``Name <email>`` is refused, not passed over for the default."""
+    configured = os.environ.get("GITSCALE_AUTHOR", "").strip()
+    if not configured:
+        return BOT
+    match = _AUTHOR.fullmatch(configured)
+    if match is None:
+        raise InputError("GITSCALE_AUTHOR", f'expected "Name <email>", got {configured!r}')
+    return match.group(1), match.group(2)
 
 
 _ASKPASS_SCRIPT = """#!/bin/sh
@@ -416,7 +419,8 @@ def version() -> str:
     """``git version 2.39.5``, for crash reports; never raises."""
     try:
         out = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5,
-                             check=False, env=git_env()).stdout.strip()
+                             check=False, env={**no_git_env(os.environ), "LC_ALL": "C"}
+                             ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "git: not found"
     return out or "git: unknown version"

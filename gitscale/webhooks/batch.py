@@ -73,4 +73,28 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     if set(state.served) != names:
         plan.notes.append(f"served by webhooks: {', '.join(sorted(names)) or 'none'} "
                           f"(`gitscale run` and `reconcile` leave them alone)")
+    if state_path in plan.files and not counts and not plan.changes and not plan.notes:
+        # no event, no scaling: the commit says what changed in the file (a bare `gitscale:`)
+        plan.notes.append(_book_changes(state.books, books, state_path))
     return plan
+
+
+def _book_changes(before: Mapping[str, Book], after: Mapping[str, Book], path: str) -> str:
+    """What a batch without events changed in the reservations: expiry, forgotten
+    tombstones, or only the file's form (written by hand, or by another version)."""
+    def reserved(books: Mapping[str, Book]) -> set[tuple[str, int]]:
+        return {(name, r.job) for name, book in books.items() for r in book.reservations}
+
+    def completed(books: Mapping[str, Book]) -> set[tuple[str, int]]:
+        return {(name, job) for name, book in books.items() for job, _ in book.completed}
+
+    expired = sorted(job for _, job in reserved(before) - reserved(after))
+    forgotten = len(completed(before) - completed(after))
+    said = []
+    if expired:
+        shown = ", ".join(map(str, expired[:10])) + (", …" if len(expired) > 10 else "")
+        said.append(f"{len(expired)} reservation{'s' if len(expired) != 1 else ''} expired "
+                    f"(job{'s' if len(expired) != 1 else ''} {shown})")
+    if forgotten:
+        said.append(f"{forgotten} completed job{'s' if forgotten != 1 else ''} forgotten")
+    return "reservations: " + "; ".join(said) if said else f"rewrite {path} in gitscale's form"

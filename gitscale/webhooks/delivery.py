@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Callable, Sequence
 
 from gitscale.config.load import RunnerSetConfig
-from gitscale.core.reservations import Action, Event
+from gitscale.core.reservations import MAX_JOB_ID, Action, Event, is_job_id
 from gitscale.demand.github import matches
 from gitscale.config.sources import GitHubSettings
 from gitscale.config.sources import SOURCES
@@ -146,15 +146,21 @@ def parse(body: bytes, at: datetime) -> JobEvent | None:
         job_id = job["id"]
         labels = job.get("labels") or []
         repo = payload["repository"]["full_name"]
+    except RecursionError:  # "[[[[…": nested deeper than the parser goes, not a payload
+        raise Rejected(400, f"{NOT_A_JOB} (JSON nested too deep)", NOT_A_JOB) from None
     except (ValueError, KeyError, TypeError) as exc:
         # The error's text names a key or a position, never the body's content (a bad byte
         # would: a UnicodeDecodeError is named by its type only).
         detail = type(exc).__name__ if isinstance(exc, UnicodeDecodeError) \
             else f"{type(exc).__name__}: {exc}"
         raise Rejected(400, f"{NOT_A_JOB} ({detail})", NOT_A_JOB) from None
-    if not isinstance(job_id, int) or not isinstance(labels, list) or not isinstance(repo, str):
+    if not isinstance(labels, list) or not isinstance(repo, str) or not all(
+            isinstance(label, str) for label in labels):
         raise Rejected(400, "not a workflow_job payload (id, labels or repository malformed)",
                        NOT_A_JOB)
+    if not is_job_id(job_id):  # a bool, a string, 0, -1, 10**400: never written to the repo
+        raise Rejected(400, f"not a workflow_job payload (workflow_job.id is not a job id: an "
+                       f"integer from 1 to {MAX_JOB_ID})", NOT_A_JOB)
     try:
         kind = Action(action)
     except ValueError:
@@ -165,7 +171,7 @@ def parse(body: bytes, at: datetime) -> JobEvent | None:
         kind = Action.WAITING
     org = payload.get("organization")
     owner = (org.get("login") if isinstance(org, dict) else None) or repo.split("/")[0]
-    return JobEvent(job_id, kind, tuple(str(label) for label in labels), repo, str(owner), at)
+    return JobEvent(job_id, kind, tuple(labels), repo, str(owner), at)
 
 
 def route(event: JobEvent, sets: Sequence[RunnerSetConfig]) -> str | None:

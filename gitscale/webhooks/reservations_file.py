@@ -73,9 +73,9 @@ def read_state(root: Path, rel: str) -> State:
     try:
         for name, entry in (data.get("sets") or {}).items():
             books[str(name)] = Book(
-                tuple(Reservation(int(r["job"]), bool(r["running"]), _time(r["created"]),
+                tuple(Reservation(_job(r["job"]), bool(r["running"]), _time(r["created"]),
                                   _time(r["expires"])) for r in entry.get("reservations") or []),
-                tuple((int(c["job"]), _time(c["until"])) for c in entry.get("completed") or []),
+                tuple((_job(c["job"]), _time(c["until"])) for c in entry.get("completed") or []),
             )
         served = _served(data)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -126,6 +126,16 @@ def _served(data: Any) -> tuple[str, ...]:
     if not isinstance(served, list) or not all(isinstance(n, str) for n in served):
         raise TypeError("`served` must be a list of the set names `gitscale serve` scales")
     return tuple(served)
+
+
+def _job(value: Any) -> int:
+    from gitscale.core.reservations import MAX_JOB_ID, is_job_id
+
+    job = int(value)
+    if not is_job_id(job):
+        raise ValueError(f"job {str(job)[:24]}{'…' if len(str(job)) > 24 else ''} is not a "
+                         f"GitHub job id (1 to {MAX_JOB_ID})")
+    return job
 
 
 def _time(value: Any) -> datetime:

@@ -49,3 +49,42 @@ def test_history_over_a_url_fetches_once(tmp_path: Path, capsys,  # type: ignore
                for line in path.read_text().splitlines() if '"event":"start"' in line]
     assert sum("upload-pack" in " ".join(argv) for argv in started) == 1, started
     assert any(argv[1:3] == ["clone", "--quiet"] for argv in started), started
+
+
+def _commit(checkout: Path, message: str) -> str:
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-F", "-"], cwd=checkout,
+                   input=message, text=True, check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, text=True, check=True,
+                          capture_output=True).stdout.strip()
+
+
+def test_history_never_prints_a_terminal_escape_from_a_commit(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Anyone who can push a commit writes its trailers: an escape sequence there moved the
+    cursor, cleared the screen or retitled the terminal of whoever ran `history`."""
+    checkout, _ = setup(tmp_path)
+    _commit(checkout, "gitscale: x\n\nGitscale-Set: li\x1b[2Jnux replicas=3 previous=1 patch=2 "
+                      "queued=3 running=0 reason=scale\x1b]0;owned\x07-up\n")
+    code, out, err = run(capsys, "history", "--repo", str(checkout))
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "li\\x1b[2Jnux" in out and "scale\\x1b]0;owned\\x07-up" in out
+    code, out, _ = run(capsys, "history", "--repo", str(checkout), "--output", "json")
+    assert json.loads(out)[0]["set"] == "li\x1b[2Jnux"  # JSON: escaped by JSON, value exact
+
+
+def test_unreadable_trailers_are_counted_in_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A trailer that cannot be read was passed over without a word."""
+    checkout, _ = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+    first = _commit(checkout, "by hand\n\nGitscale-Set: linux replicas=many\x1b[5m\n"
+                              "Gitscale-Set: linux replicas=4 previous=3 patch=9 queued=4 "
+                              "running=0 reason=scale-up\n")
+    first = _commit(checkout, "by hand again\n\nGitscale-Set: linux\n")
+    code, out, err = run(capsys, "history", "--repo", str(checkout))
+    assert code == 0, err
+    assert len(out.splitlines()) == 7  # the header, five rows and the readable hand-written one
+    assert err == ("history: 2 Gitscale-Set trailers could not be read (first: "
+                   f'{first[:10]} line "Gitscale-Set: linux")\n')
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "gpu",
+                         "--output", "json")
+    assert code == 0 and json.loads(out) == [] and err == ""  # another set's: not counted

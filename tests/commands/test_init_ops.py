@@ -259,3 +259,50 @@ def test_scaler_kustomization_builds(tmp_path: Path, capsys) -> None:  # type: i
     volumes = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
     assert {"name": "cache", "persistentVolumeClaim": {
         "claimName": claim["metadata"]["name"]}} in volumes
+
+
+@pytest.mark.parametrize("gitops", ["argocd", "flux"])
+def test_a_notify_url_given_leaves_nothing_to_edit_and_reaches_the_engine(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, gitops: str) -> None:
+    """From CI with --notify-url: the engine's address goes into notify as given (no
+    CHANGE-ME, no step asking for it, no certificate check skipped), and the scaffold as
+    written, untouched, makes the engine sync after a push."""
+    secret = "shared-4b1d"
+    app = Application("gitscale", URL, "main")
+    with (FakeArgoCD(secret, app) if gitops == "argocd"
+          else FakeFlux(Receiver("gitscale", "flux-system", secret))) as engine:
+        root, out = init(tmp_path, capsys, gitops, "--github-org", "acme",
+                         "--notify-url", engine.base + "/")
+        assert "edits left: none" in out and "set notify's url" not in out
+        text = (root / "gitscale.yaml").read_text()
+        assert f"url: {engine.base}\n" in text and "--notify-url" in text
+        assert "insecureSkipTLSVerify" not in text
+        remote = tmp_path / "remote.git"
+        git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+        git(root, "remote", "add", "origin", str(remote))
+        git(root, "push", "--quiet", "--set-upstream", "origin", "main")
+        monkeypatch.setenv("ARGOCD_WEBHOOK_SECRET" if gitops == "argocd"
+                           else "FLUX_RECEIVER_TOKEN", secret)
+        code, out, err = run(capsys, "reconcile", "--repo", str(root),
+                             "--demand", str(root / "demand.yaml"))
+    assert code == 0, err
+    assert f"notified {gitops} ({engine.base})" in out
+    if gitops == "argocd":
+        assert engine.refreshed == ["gitscale"]  # type: ignore[union-attr]
+    else:
+        assert engine.reconciled == ["GitRepository/gitscale"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    pytest.param("argocd.example.com", "is not an http(s):// URL", id="no-scheme"),
+    pytest.param("ftp://argocd.example.com", "is not an http(s):// URL", id="ftp"),
+    pytest.param("https://argocd.example.com/api/webhook", "no path", id="a-path"),
+    pytest.param("https://admin:hunter2@argocd.example.com", "has credentials in it",
+                 id="credentials"),
+])
+def test_a_bad_notify_url_is_refused_before_anything_is_written(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, url: str, words: str) -> None:
+    code, out, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "argocd",
+                         "--notify-url", url)
+    assert code == 1 and err.startswith("error: --notify-url: ") and words in err, err
+    assert "hunter2" not in err + out and not (tmp_path / "config").exists()

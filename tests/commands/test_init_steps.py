@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from gitscale.config.load import load_config
 from gitscale.metrics import LoopMetrics, start_listener
 from tests.commands.test_init import reference_validator
 from tests.helpers import git, run
@@ -415,11 +416,15 @@ def test_the_suggested_commands_run_from_the_folder_the_steps_are_given_from(  #
 @pytest.mark.parametrize("installation", [None, "7890"])
 def test_the_app_secret_names_the_installation_only_when_init_knows_it(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, installation: str | None) -> None:
-    """The controller looks the installation up when the key is absent; a CHANGE-ME there
-    would be taken for the id."""
+    """The controller and the source look the installation up when it is not given; a
+    CHANGE-ME there would be taken for the id."""
     extra = ["--github-app-installation-id", installation] if installation else []
-    _, out = init(tmp_path, capsys, "flux", "--repo-url", URL, "--github-app-id", "123",
-                  *extra)
+    root, out = init(tmp_path, capsys, "flux", "--repo-url", URL, "--github-app-id", "123",
+                     *extra, "--run-in", "cluster")
+    # the source looks it up too: nothing is left to edit either way
+    assert "edits left: none" in out
+    (settings,) = [s.source.settings for s in load_config(root).sets]
+    assert settings.app is not None and settings.app.installation_id == installation
     secret = out[out.index("create secret generic github-app"):]
     secret = secret[:secret.index("private-key.pem")]
     assert "--from-literal=github_app_id=123" in secret

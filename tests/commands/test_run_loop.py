@@ -79,7 +79,8 @@ def test_loop_survives_a_bad_pass(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("failures", "expected"),
     [pytest.param(0, 30.0, id="ok"), pytest.param(1, 60.0, id="one-failure"),
-     pytest.param(3, 240.0, id="three"), pytest.param(10, MAX_BACKOFF, id="capped")],
+     pytest.param(3, 240.0, id="three"), pytest.param(10, MAX_BACKOFF, id="capped"),
+     pytest.param(5000, MAX_BACKOFF, id="days-of-failures")],  # 2**5000: no float overflow
 )
 def test_backoff(failures: int, expected: float) -> None:
     assert LoopState(30.0, failures).delay() == expected

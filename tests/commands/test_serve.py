@@ -289,6 +289,22 @@ def test_rejected_deliveries_are_logged_once_per_reason_without_body_or_secret(
         assert leak not in err
 
 
+def test_a_signed_payload_nested_too_deep_is_a_400_and_one_log_line(
+        repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """It was a RecursionError: a 500 and a traceback in the log."""
+    server = Server(repo, window="1s")
+    try:
+        status, answer = server.post(b"[" * 100_000 + b"]" * 100_000, delivery="deep-1")
+        assert status == 400, answer
+        assert server.post(job(1, "queued", ["self-hosted", "linux"]))[0] == 202  # still up
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    assert [line.split(" ", 1)[1] for line in err.splitlines() if "deep-1" in line] == [
+        "rejected webhook delivery deep-1: 400 not a workflow_job payload (JSON nested too deep)"]
+    assert "Traceback" not in err and "internal error" not in err
+
+
 def test_a_failed_push_keeps_the_events_for_the_next_window(repo: Path) -> None:
     """The remote refuses (a hook): health says degraded, nothing is lost; once it accepts
     again, the kept events land."""
@@ -474,3 +490,95 @@ def test_a_job_waiting_for_an_environment_approval_reserves_no_runner(repo: Path
         assert {r["job"] for r in book["sets"]["linux"]["reservations"]} == {1, waiting_job}
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    pytest.param(["--window", "0s"], "--window: '0s' must be at least 1s", id="window-0"),
+    pytest.param(["--reservation", "0s"], "--reservation: '0s' must be at least 1m",
+                 id="reservation-0"),
+    pytest.param(["--reservation", "30s"], "--reservation: '30s' must be at least 1m",
+                 id="reservation-30s"),
+    pytest.param(["--resync", "1s"], "--resync: '1s' must be at least 10s", id="resync-1s"),
+    pytest.param(["--window", "soon"], "--window: 'soon' is not a duration", id="not-a-duration"),
+])
+def test_durations_below_their_minimum_are_refused(repo: Path, args: list[str],
+                                                   said: str) -> None:
+    """`--window 0s` was accepted and spun at 100 % CPU (a batch loop that never waits): in a
+    process of its own, so that a serve that starts fails the test instead of hanging it."""
+    import os
+    import subprocess
+    import sys
+
+    before = git(repo, "rev-parse", "HEAD")
+    result = subprocess.run(
+        [sys.executable, "-m", "gitscale", "serve", "--repo", str(repo), "--listen",
+         "127.0.0.1:0", "--secret-env", "TEST_WEBHOOK_SECRET", *args],
+        capture_output=True, text=True, timeout=20, env=os.environ.copy())
+    assert result.returncode == 1 and result.stdout == "", result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: {said}"), result.stderr
+    assert git(repo, "rev-parse", "HEAD") == before
+    assert not (repo / ".gitscale").exists()
+
+
+@pytest.mark.parametrize(("window", "failures", "least"), [
+    pytest.param(1.0, 1, 2.0, id="window-1s"),
+    pytest.param(0.0, 1, 2.0, id="window-0"),  # what `--window 0s` made: 0 s, a busy loop
+    pytest.param(0.001, 3, 8.0, id="window-1ms"),
+    pytest.param(10.0, 2, 40.0, id="window-10s"),
+])
+def test_a_failed_batch_backs_off_whatever_the_window(window: float, failures: int,
+                                                      least: float) -> None:
+    from gitscale.commands.serve import MAX_BACKOFF, batch_delay
+
+    assert batch_delay(window, failures) == least
+    assert batch_delay(window, 5000) == MAX_BACKOFF  # no float overflow after days of failures
+    assert batch_delay(window, 0) == window
+
+
+def test_a_job_id_beyond_int64_is_refused_and_never_written(repo: Path) -> None:
+    server = Server(repo, window="1s")
+    try:
+        status, answer = server.post(job(10 ** 400, "queued", ["self-hosted", "linux"]))
+        assert status == 400 and "workflow_job.id is not a job id" in answer["error"]
+        before, _ = remote_state(repo)
+        assert server.post(job(7, "queued", ["self-hosted", "linux"]))[0] == 202
+        wait_for_commit(server, repo, before)
+    finally:
+        server.close()
+    remote = repo.parent / "remote.git"
+    book = yaml.safe_load(git(remote, "show", "main:.gitscale/reservations.yaml"))
+    assert [r["job"] for r in book["sets"]["linux"]["reservations"]] == [7]
+    subjects = git(remote, "log", "--format=%s", "main").splitlines()
+    assert all(s.strip() != "gitscale:" for s in subjects), subjects
+
+
+def test_a_reservations_file_with_a_job_id_beyond_int64_is_an_error(repo: Path) -> None:
+    from gitscale.webhooks.reservations_file import ReservationsError, read_state
+
+    (repo / ".gitscale").mkdir()
+    (repo / ".gitscale/reservations.yaml").write_text(
+        "sets:\n  linux:\n    reservations:\n"
+        f"    - {{job: {10 ** 400}, running: false, created: '2026-01-01T00:00:00Z',"
+        " expires: '2099-01-01T00:00:00Z'}\n")
+    with pytest.raises(ReservationsError, match=r"reservations.yaml: .*is not a GitHub job id"):
+        read_state(repo, ".gitscale/reservations.yaml")
+
+
+def test_a_batch_that_only_expires_reservations_says_so(repo: Path) -> None:
+    """No event and no scaling change, only the file: its commit was `gitscale:` and nothing
+    else. (Expiry at a start is the common case; a file in another order was another.)"""
+    Server(repo, window="1s").close()  # claims the sets, writes the manifests
+    git(repo, "pull", "-q")
+    state = repo / ".gitscale/reservations.yaml"
+    state.write_text(state.read_text().replace("sets: {}", "") + (
+        "sets:\n  linux:\n    reservations:\n"
+        "    - {job: 5, running: false, created: '2026-01-01T00:00:00Z',"
+        " expires: '2026-01-01T00:10:00Z'}\n    completed: []\n"))
+    git(repo, "commit", "-qam", "an old reservation")
+    git(repo, "push", "-q")
+    Server(repo, window="1s").close()
+    remote = repo.parent / "remote.git"
+    assert git(remote, "log", "-1", "--format=%s", "main") == \
+        "gitscale: reservations: 1 reservation expired (job 5)"
+    assert yaml.safe_load(git(remote, "show", "main:sets/linux.yaml"))["spec"]["replicas"] == 0

@@ -151,12 +151,12 @@ def _cached(store: Store, prefix: str) -> dict[str, str]:
     return _versions([dict(o) for o in objects if o is not None], prefix)
 
 
-def start(clock: Clock | None = None, *, workers: bool = False,
+def start(clock: Clock | None = None, *, workers: bool = False, kube_timeout: float = 30.0,
           **controller_options: Any) -> Iterator[Harness]:
     clock = clock or Clock()
     api = start_api_server(clock=clock)
     github = FakeGitHub(TOKEN).start()
-    kube = Kube(client_for(api.url))
+    kube = Kube(client_for(api.url), timeout=kube_timeout)
     controller = Controller(kube, clock=clock, concurrency=8,
                             platforms=Platforms(kube.read_secret, list_max_age=0),
                             **controller_options)

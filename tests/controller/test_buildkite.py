@@ -84,6 +84,26 @@ def test_a_refused_token_is_said_and_the_set_still_served(harness: Harness,
     assert ready["status"] == "True"  # served all the same, under the graceful-stop rule
 
 
+def test_a_token_with_a_line_break_inside_is_said_and_never_sent(harness: Harness,
+                                                               buildkite: FakeBuildkite) -> None:
+    """A Secret written with a line break inside its token: refused before any request (it
+    was quoted, escaped, in httpx's error), as a credentials problem, read again each pass."""
+    broken = TOKEN[:8] + "\n" + TOKEN[8:]
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
+        "token": base64.b64encode(broken.encode()).decode()}}, NS)
+    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
+    harness.sync("bk")
+    cond = busy_known(harness, "bk")
+    assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
+    assert "not sent: the credential of its Authorization header contains a newline" \
+        in cond["message"]
+    assert buildkite.calls == []
+    for shown in (TOKEN[:8], TOKEN[8:], repr(broken)[1:-1]):
+        assert shown not in str(harness.status("bk"))
+
+
 def test_a_missing_token_secret_does_not_stop_the_set(harness: Harness,
                                                       buildkite: FakeBuildkite) -> None:
     harness.write("bk", 1, 0, spec=with_api(buildkite.url, secret="nope"))

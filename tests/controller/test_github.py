@@ -175,6 +175,21 @@ def test_bad_token_is_a_credentials_error_without_the_token(github: FakeGitHub) 
     assert "401" in str(err.value) and "secret" not in str(err.value)
 
 
+@pytest.mark.parametrize(("token", "problem"), [
+    pytest.param("ghp-secret\nrest", "contains a newline", id="newline"),
+    pytest.param("ghp-secret\u00e9", "is not ASCII", id="non-ascii"),
+])
+def test_a_token_that_cannot_be_a_header_is_a_credentials_error_and_never_sent(
+        github: FakeGitHub, token: str, problem: str) -> None:
+    """A credentials error (the Secret is read again next pass), not a platform error; the
+    token is not quoted, as httpx's error did."""
+    with pytest.raises(CredentialsError) as err:
+        client(github, token=token).register("x", ["l"], None)
+    assert f"the credential of its Authorization header {problem}" in str(err.value)
+    assert "secret" not in str(err.value)
+    assert github.runners == {} and github.calls == []
+
+
 def test_github_app_credentials() -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

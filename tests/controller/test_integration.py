@@ -14,6 +14,8 @@ from typing import Any
 import kubernetes.client
 import pytest
 
+from gitscale.commands.init import argocd_application
+from gitscale.commands.init_choices import choose
 from gitscale.controller.observe import FINALIZER
 from gitscale.controller.platforms import Platforms
 from gitscale.timeutil import format_time
@@ -453,6 +455,47 @@ def test_deleting_a_set_keeps_its_busy_runner_until_done_then_lets_it_go(
     assert harness.api.get_object("runnersets", "rs", NS) is None
     harness.catch_up()
     assert harness.sync("rs").actions is None  # gone: nothing more to do
+
+
+def prune_policy_of_init_application() -> str:
+    """The propagation policy Argo CD prunes with, for the Application `gitscale init` writes
+    (Argo CD's default, without the sync option, is foreground)."""
+    app = argocd_application(choose(gitops="argocd", repo_url=None, branch="main",
+                                    path="clusters/prod", platform="github"))
+    options = [o for o in app["spec"]["syncPolicy"]["syncOptions"]
+               if o.startswith("PrunePropagationPolicy=")]
+    return options[0].split("=", 1)[1].capitalize() if options else "Foreground"
+
+
+@pytest.mark.parametrize("policy", ["init's Application", "Foreground"])
+def test_pruning_a_set_keeps_its_busy_runner_only_in_the_background(
+        harness: Harness, policy: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Argo CD prunes a set with its Application's propagation policy. In the background (what
+    `init` writes, and Flux) the busy runner finishes its job. In the foreground (Argo CD's
+    default, `kubectl delete --cascade=foreground`) the garbage collector deletes every runner
+    pod at once, however the finalizer holds the set: the busy runner is killed mid-job and
+    never unregistered, which the README warns of."""
+    propagation = prune_policy_of_init_application() if policy != "Foreground" else policy
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    idle, busy = harness.names("rs")
+    harness.running(idle)
+    harness.running(busy, busy=True)
+    harness.sync("rs")
+    custom = kubernetes.client.CustomObjectsApi(harness.controller.kube.api)
+    custom.delete_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", "rs",
+                                           propagation_policy=propagation)
+    harness.sync("rs")
+    if propagation == "Background":
+        assert harness.names("rs") == [busy] and harness.runner(busy) is not None
+        assert harness.runner(idle) is None  # unregistered, then deleted
+        assert "Foreground" not in caplog.text
+        return
+    assert propagation == "Foreground"
+    assert harness.names("rs") == []  # the busy one too, by the garbage collector
+    assert harness.runner(busy) is not None and harness.runner(idle) is not None  # left behind
+    assert harness.api.get_object("runnersets", "rs", NS) is None  # nothing held it
+    assert "deleted with propagationPolicy=Foreground" in caplog.text
 
 
 def test_the_documented_release_of_a_stuck_set_lets_it_go(harness: Harness) -> None:

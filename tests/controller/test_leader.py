@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -19,6 +20,7 @@ from gitscale.controller.loop import Controller
 from gitscale.controller.reconcile import Report
 from tests.helpers import wait_for
 from tests.controller.harness import NS, buildkite_spec
+from tests.kubeapi.proxy import BlackHoleProxy
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 
 FAST = {"duration": 2, "renew_deadline": 1.4, "retry": 0.2}
@@ -34,8 +36,8 @@ class Cluster:
         self.controllers: dict[str, Controller] = {}
         self._kubes: list[Kube] = []
 
-    def start(self, name: str, **timing: Any) -> Controller:
-        kube = Kube(client_for(self.api.url))
+    def start(self, name: str, url: str | None = None, **timing: Any) -> Controller:
+        kube = Kube(client_for(url or self.api.url))
         self._kubes.append(kube)
         controller = Controller(kube, namespace=NS, resync=0.5, concurrency=4,
                                 election=LeaseConfig(NS, name, **{**FAST, **timing}))
@@ -71,6 +73,7 @@ class Cluster:
                 controller.stop()
         for kube in self._kubes:
             kube.close()
+        self._kubes.clear()
         self.api.stop()
 
 
@@ -136,6 +139,42 @@ def test_a_leader_that_cannot_renew_stops_acting(cluster: Cluster) -> None:
     cluster.api.clear_errors()
     eventually(lambda: cluster.pods("bk") == 4)
     assert cluster.leaders() == ["a"]
+
+
+def test_a_leader_cut_off_from_the_api_stops_acting_before_another_takes_over(
+        cluster: Cluster) -> None:
+    """A network partition: the leader's renewal is sent and never answered. Its deadline is
+    kept by a timer, so it stops acting by then, and the other replica (which sees no renewal
+    for the lease duration) only starts after."""
+    proxy = BlackHoleProxy(cluster.api.server_address).start()
+    try:
+        a = cluster.start("a", url=proxy.url)
+        eventually(lambda: cluster.leaders() == ["a"])
+        b = cluster.start("b")
+        samples: list[tuple[float, bool, bool]] = []
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.002):
+                samples.append((time.monotonic(), a.acting.is_set(), b.acting.is_set()))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        time.sleep(0.3)  # a renews, b waits
+        proxy.blackhole.set()
+        cut = time.monotonic()
+        eventually(lambda: cluster.leaders() == ["b"])
+        done.set()
+        sampler.join()
+        assert not any(ours and theirs for _, ours, theirs in samples)
+        a_stopped = next(t for t, ours, _ in samples if t > cut and not ours)
+        b_started = next(t for t, _, theirs in samples if theirs)
+        assert a_stopped - cut <= FAST["renew_deadline"] + 0.1  # its call still hangs
+        assert b_started - a_stopped >= FAST["duration"] - FAST["renew_deadline"] - 0.2
+    finally:
+        proxy.blackhole.clear()  # let a shut down cleanly
+        cluster.stop()
+        proxy.stop()
 
 
 def test_cli_replicas_elect_one_and_fail_over_on_sigkill(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -89,6 +91,74 @@ def test_health_endpoints(harness: Harness) -> None:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/nope", timeout=5)
     finally:
         server.shutdown()
+
+
+def probe(server: ThreadingHTTPServer, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}{path}",
+                                    timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_an_api_server_that_does_not_answer_is_not_a_liveness_failure() -> None:
+    """A control-plane outage: every call fails. Restarting the controller would not help (and
+    CrashLoopBackOff would delay it after the outage): /healthz stays green, /readyz says."""
+    for harness in start(workers=True, resync=0.2, relist_backoff=0.01):
+        server = serve_health(harness.controller, 0, host="127.0.0.1")
+        try:
+            harness.write("bk", 1, 0, spec=buildkite_spec())
+            eventually(lambda: len(harness.pods("bk")) == 1)
+            assert probe(server, "/readyz") == (200, "ok\n")
+            harness.api.inject_error(code=503, reason="ServiceUnavailable", times=10**6)
+            harness.api.drop_watches()
+            harness.write("bk", 2, 0)  # passes run, and fail
+            eventually(lambda: all(i.failures >= 6 for i in harness.controller.informers))
+            assert probe(server, "/healthz") == (200, "ok\n")
+            code, body = probe(server, "/readyz")
+            assert code == 503 and "the API server did not answer the last list or watch" in body
+            harness.api.clear_errors()
+            eventually(lambda: probe(server, "/readyz")[0] == 200)
+            eventually(lambda: len(harness.pods("bk")) == 2)
+        finally:
+            server.shutdown()
+
+
+@pytest.fixture
+def impatient() -> Iterator[Harness]:
+    yield from start(workers=True, resync=1.0, stall_after=0.5)
+
+
+def test_a_pass_stuck_on_a_call_fails_liveness_until_it_moves(impatient: Harness) -> None:
+    server = serve_health(impatient.controller, 0, host="127.0.0.1")
+    release = impatient.api.hang("create", "pods")  # answered only when released
+    try:
+        impatient.write("bk", 1, 0, spec=buildkite_spec())
+        code, body = eventually(lambda: (answer := probe(server, "/healthz"))[0] == 503
+                                and answer)
+        assert code == 503 and body.startswith("pass over default/bk: no progress for ")
+        release.set()
+        eventually(lambda: len(impatient.pods("bk")) == 1)
+        assert eventually(lambda: probe(server, "/healthz") == (200, "ok\n"))
+    finally:
+        release.set()
+        server.shutdown()
+
+
+def test_a_call_never_answered_times_out_and_the_pass_says_so() -> None:
+    for harness in start(kube_timeout=0.3):
+        harness.write("bk", 2, 0, spec=buildkite_spec())
+        release = harness.api.hang("create", "pods")
+        try:
+            report = harness.sync("bk")
+        finally:
+            release.set()
+        assert report.created == [] and len(report.errors) == 2
+        assert all(": the API server did not answer (ReadTimeoutError)" in e
+                   for e in report.errors), report.errors  # (the first: and the backoff)
+        assert harness.status("bk")["conditions"][0]["reason"] == "CreateFailed"
+        assert harness.controller.healthy()
 
 
 def test_cli_controller_runs_until_sigterm(harness: Harness, tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) ->
     # Leader election: take the Lease, renew it, give it up.
     elector = LeaderElector(harness.controller.kube, LeaseConfig(NS, "me"),
                             on_start=lambda: None, on_stop=lambda: None)
-    assert elector._try() == "ours" and elector._try() == "ours"
+    assert elector._try(5.0) == "ours" and elector._try(5.0) == "ours"
     elector._release()
     used = {(verb, resource.replace(".gitscale.dev", "").replace(".coordination.k8s.io", ""))
             for (verb, resource), n in harness.api.calls_snapshot().items() if n}

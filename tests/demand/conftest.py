@@ -1,9 +1,13 @@
-"""Fake GitHub and Buildkite APIs on loopback, one per test, and the tokens they accept."""
+"""Fake GitHub and Buildkite APIs on loopback, one per test, and the tokens they accept; a
+fake GitHub that exchanges a GitHub App's JWT for installation tokens."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.demand.fake_buildkite import FakeBuildkite
 from tests.demand.fake_github import FakeGitHub
@@ -24,3 +28,24 @@ def buildkite(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeBuildkite]:
     monkeypatch.setenv("BK_TOKEN", BK_TOKEN)
     with FakeBuildkite(token=BK_TOKEN) as fake:
         yield fake
+
+
+def app_key(tmp_path: Path) -> tuple[Path, bytes]:
+    """A new RSA key for a GitHub App: the private key's PEM file, and the public key."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    path = tmp_path / "app.pem"
+    path.write_bytes(pem)
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return path, public
+
+
+@pytest.fixture
+def app_github(tmp_path: Path) -> Iterator[FakeGitHub]:
+    """GitHub with App 4242 installed as 77; ``key_path`` is the app's private key file."""
+    path, public = app_key(tmp_path)
+    with FakeGitHub(token=None, app={"id": 4242, "installation": 77, "public_key": public}) as gh:
+        gh.key_path = path  # type: ignore[attr-defined]
+        yield gh

@@ -17,7 +17,9 @@ repos from their ``repository``, so bodies have GitHub's size and shape.
 
 Faults (``server.fail(...)``): rate limit (403, remaining 0), secondary limit (429 with
 retry-after), 5xx (JSON or an HTML page), slow answers, a 200 HTML page, truncated JSON, and a
-connection cut mid-body, or any body you like. Every request is logged (method, path with query, status, the
+connection cut mid-body, or any body (and headers: a ``Link``, a redirect's ``Location``) you
+like, a huge body (``size`` bytes, streamed chunked or with its length declared), or an error
+that echoes the ``Authorization`` header it was sent. Every request is logged (method, path with query, status, the
 Authorization header as received), so tests can check what was sent.
 
 Used by tests/demand and by benchmarks/bench_github.py.
@@ -78,7 +80,7 @@ class Request:
 
 @dataclass
 class Fault:
-    kind: str  # ratelimit secondary forbidden error slow html truncated cut body
+    kind: str  # ratelimit secondary forbidden error slow html truncated cut body huge echo
     match: str = ""  # a substring of the path (with query); "" matches every request
     times: int | None = None  # None: every matching request
     status: int | None = None  # kind error: default 502; kind body: default 200
@@ -86,6 +88,9 @@ class Fault:
     retry_after: int | str | None = 60  # kind secondary: None sends no retry-after
     html: bool = False
     body: bytes = b""  # kind "body": a 200 with exactly this JSON text
+    headers: dict[str, str] = field(default_factory=dict)  # kind "body": added to its headers
+    size: int = 0  # kind "huge": this many bytes of a JSON array
+    declared: bool = False  # kind "huge": with Content-Length (else chunked)
 
 
 @dataclass
@@ -113,7 +118,8 @@ class FakeGitHub:
     """``with FakeGitHub(token=...) as gh:`` … ``gh.url`` is the apiUrl."""
 
     def __init__(self, *, token: str | None = "ghp_fake_token", max_per_page: int = 30,
-                 app: dict[str, Any] | None = None, link_on_304: bool = True) -> None:
+                 app: dict[str, Any] | None = None, link_on_304: bool = True,
+                 host: str = "127.0.0.1") -> None:
         self.tokens: set[str] = {token} if token else set()
         self.max_per_page = max_per_page
         self.app = app  # {"id": int, "installation": int, "public_key": PEM}
@@ -125,18 +131,20 @@ class FakeGitHub:
         self.archived: set[str] = set()
         self.runs: dict[str, list[Run]] = {}  # repo → runs, newest first
         self.issued: list[dict[str, Any]] = []  # installation tokens handed out
+        self.looked_up: list[str] = []  # owners whose App installation was asked for
         self.rate_limit = 5000
         self.remaining = 5000
         self.reset = RESET_DEFAULT
         self._next_id = 1_000
-        self.server = QuietServer(("127.0.0.1", 0), _handler(self))
+        self.server = QuietServer((host, 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
 
     def start(self) -> "FakeGitHub":
         self.thread.start()
@@ -285,11 +293,11 @@ class FakeGitHub:
             self.remaining = max(0, self.remaining - 1)
             return self.remaining, self.reset
 
-    def issue_token(self, installation: str, authorization: str | None) -> tuple[int, Any]:
+    def _app_claims(self, authorization: str | None) -> tuple[int, Any]:
+        """(200, the JWT's claims), or the refusal GitHub gives an App's bad JWT."""
         import jwt
 
-        if self.app is None or str(self.app["installation"]) != installation:
-            return 404, {"message": "Not Found"}
+        assert self.app is not None
         scheme, _, assertion = (authorization or "").partition(" ")
         if scheme.lower() != "bearer":
             return 401, {"message": "A JSON web token could not be decoded"}
@@ -300,6 +308,29 @@ class FakeGitHub:
             return 401, {"message": f"A JSON web token could not be decoded ({exc})"}
         if str(claims["iss"]) != str(self.app["id"]) or claims["exp"] - claims["iat"] > 660:
             return 401, {"message": "'Issued at' or 'Expiration' time is invalid, or wrong issuer"}
+        return 200, claims
+
+    def installation_of(self, owner: str, authorization: str | None) -> tuple[int, Any]:
+        """``GET /orgs/ORG/installation`` (or ``/repos/O/R/installation``): the App's
+        installation there, for the App's own JWT."""
+        if self.app is None:
+            return 404, {"message": "Not Found"}
+        status, claims = self._app_claims(authorization)
+        if status != 200:
+            return status, claims
+        with self.lock:
+            self.looked_up.append(owner)
+        if owner not in self.app.get("owners", ("orgs/acme",)):
+            return 404, {"message": "Not Found"}
+        return 200, {"id": self.app["installation"], "app_id": self.app["id"],
+                     "account": {"login": owner.split("/")[1]}}
+
+    def issue_token(self, installation: str, authorization: str | None) -> tuple[int, Any]:
+        if self.app is None or str(self.app["installation"]) != installation:
+            return 404, {"message": "Not Found"}
+        status, claims = self._app_claims(authorization)
+        if status != 200:
+            return status, claims
         token = f"ghs_installation_{len(self.issued) + 1:04d}"
         expires = datetime.fromtimestamp(time.time() + 3600, timezone.utc)
         body = {"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -379,6 +410,11 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             if fault and fault.kind == "slow":
                 time.sleep(fault.delay)
                 fault = None
+            owner = re.fullmatch(r"/(orgs/[^/]+|repos/[^/]+/[^/]+)/installation", split.path)
+            if owner:  # an App's own call, with its JWT
+                self._json(*fake.installation_of(owner.group(1),
+                                                 self.headers.get("Authorization")))
+                return
             if not fake.authorized(self.headers.get("Authorization")):
                 self._json(401, {"message": "Bad credentials",
                                  "documentation_url": "https://docs.github.com/rest"})
@@ -460,12 +496,43 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._json(fault.status or 502, {"message": "Server Error"})
             elif fault.kind == "body":
-                self._send(fault.status or 200, fault.body, self._limits())
+                self._send(fault.status or 200, fault.body, {**self._limits(), **fault.headers})
+            elif fault.kind == "huge":
+                self._huge(fault)
+            elif fault.kind == "echo":  # a server (or a proxy) that repeats what it was sent
+                self._json(fault.status or 401, {"message": "Bad credentials: Authorization: "
+                                                            f"{self.headers.get('Authorization')}"})
             elif fault.kind == "html":
                 self._send(200, HTML_PAGE, content_type="text/html; charset=utf-8")
             else:
                 return False
             return True
+
+        def _huge(self, fault: Fault) -> None:
+            """``[0,0,0,…`` for ``fault.size`` bytes, a MiB at a time (never whole in memory);
+            stops when the client hangs up."""
+            self._record(200)
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            if fault.declared:
+                self.send_header("Content-Length", str(fault.size))
+            else:
+                self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"[" + b"0," * (2**19 - 1)
+            left = fault.size
+            try:
+                while left > 0:
+                    part = chunk[:left]
+                    left -= len(part)
+                    chunk = b"0," * 2**19
+                    self.wfile.write(part if fault.declared else
+                                     b"%x\r\n%s\r\n" % (len(part), part))
+                if not fault.declared:
+                    self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
     return Handler
 

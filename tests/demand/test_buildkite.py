@@ -138,7 +138,8 @@ def test_a_bad_count_is_a_clear_error(body: bytes, problem: str, buildkite: Fake
                                       tmp_path: Path) -> None:
     buildkite.queues["deploy"] = body
     config = config_for(tmp_path, {"deploy": source(buildkite, "deploy")})
-    assert read(tmp_path, config).errors == {"deploy": f"buildkite: queue deploy: {problem}"}
+    assert read(tmp_path, config).errors == {"deploy": (
+        f"buildkite: queue deploy (GET {buildkite.url}/metrics/queue?name=deploy): {problem}")}
 
 
 @pytest.mark.parametrize("header,seconds", [("15s", 15.0), ("10", 10.0), ("1m30s", 90.0),

@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gitscale.files import default_cache_dir
 from gitscale.config.load import Config, load_config
@@ -21,7 +19,7 @@ from gitscale.demand.resolve import Sources, read_demand
 from gitscale.config.secrets import SecretError, read_secret
 from gitscale.timeutil import format_time
 
-from tests.demand.conftest import GH_TOKEN
+from tests.demand.conftest import GH_TOKEN, app_key
 from tests.demand.fake_github import FakeGitHub, populate_org
 
 
@@ -281,29 +279,39 @@ def test_a_token_from_a_file_is_sent_as_bearer(github: FakeGitHub, tmp_path: Pat
 
 
 # -- GitHub App ---------------------------------------------------------------------------------
-def _app_key(tmp_path: Path) -> tuple[Path, bytes]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
-    path = tmp_path / "app.pem"
-    path.write_bytes(pem)
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo)
-    return path, public
+def app_source(github: FakeGitHub, key: Path, installation: int | None = 77) -> dict[str, Any]:
+    app: dict[str, Any] = {"appId": 4242, "privateKey": {"file": str(key)}}
+    if installation is not None:
+        app["installationId"] = installation
+    return {"github": {"org": "acme", "labels": ["linux"], "apiUrl": github.url, "app": app}}
 
 
-@pytest.fixture
-def app_github(tmp_path: Path) -> Any:
-    path, public = _app_key(tmp_path)
-    with FakeGitHub(token=None, app={"id": 4242, "installation": 77, "public_key": public}) as gh:
-        gh.key_path = path  # type: ignore[attr-defined]
-        yield gh
+def test_without_an_installation_id_the_apps_installation_on_the_org_is_looked_up(
+        app_github: FakeGitHub, tmp_path: Path) -> None:
+    """``installationId`` left out: the App's installation on the org, asked for once with
+    the App's JWT (GET /orgs/acme/installation), then its token as with the id given."""
+    fixture = populate_org(app_github, "acme", 4)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path,  # type: ignore[attr-defined]
+                                               installation=None)}])
+    reading = read(tmp_path / "repo", config)
+    assert reading.errors == {}
+    assert pair(reading, "linux") == fixture.expected(["linux"])
+    assert app_github.looked_up == ["orgs/acme"]
+    assert [(r.method, r.route) for r in app_github.log[:2]] == [
+        ("GET", "/orgs/acme/installation"), ("POST", "/app/installations/77/access_tokens")]
 
 
-def app_source(github: FakeGitHub, key: Path, installation: int = 77) -> dict[str, Any]:
-    return {"github": {"org": "acme", "labels": ["linux"], "apiUrl": github.url,
-                       "app": {"appId": 4242, "installationId": installation,
-                               "privateKey": {"file": str(key)}}}}
+def test_an_app_not_installed_on_the_org_says_so(app_github: FakeGitHub,
+                                                 tmp_path: Path) -> None:
+    assert app_github.app is not None
+    app_github.app["owners"] = ("orgs/other",)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path,  # type: ignore[attr-defined]
+                                               installation=None)}])
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert "github app 4242" in error and "not installed on orgs/acme" in error, error
+    assert [r.method for r in app_github.log] == ["GET"]
 
 
 def test_github_app_jwt_is_exchanged_for_an_installation_token(app_github: FakeGitHub,
@@ -329,7 +337,7 @@ def test_github_app_jwt_is_exchanged_for_an_installation_token(app_github: FakeG
 def test_github_app_with_the_wrong_key_is_a_clear_error(app_github: FakeGitHub,
                                                         tmp_path: Path) -> None:
     (tmp_path / "other").mkdir()
-    other, _ = _app_key(tmp_path / "other")  # a key, but not the app's
+    other, _ = app_key(tmp_path / "other")  # a key, but not the app's
     config = write_config(tmp_path / "repo", [
         {"name": "linux", "source": app_source(app_github, other)}])
     error = read(tmp_path / "repo", config).errors["linux"]

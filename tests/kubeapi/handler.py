@@ -140,7 +140,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.count(method.lower(), "unknown")
                 raise
             self.server.count(verb, route.resource)
-            self.server.before_call(verb, route.resource)
+            self.server.before_call(verb, route.resource, params)
             if verb == "watch":
                 status = streaming = 200
                 serve_watch(self, self.server, route.rt, route.namespace, route.name, params)

@@ -17,7 +17,10 @@ another custom resource. Semantics live in store.py
 Test seams: ``calls``/``call_count``/``reset_calls`` (API calls by verb and resource),
 ``latency`` (seconds slept before every call), ``inject_error`` (fail the next N matching
 calls, after letting ``skip`` through; ``applied``: make the call, then answer the error, as a
-timeout after etcd stored the object; ``clear_errors`` ends them), ``objects``/``get_object`` (read the store without counting), ``create_object``,
+timeout after etcd stored the object; ``clear_errors`` ends them), ``hang`` (matching calls get
+no answer until the returned event is set: a black-holed request), ``on_call`` (run a function
+before every call, with its verb, resource and query), ``objects``/``get_object`` (read the
+store without counting), ``create_object``,
 ``mutate_object``, ``set_pod_phase``, ``compact`` (force 410 for older watch resumes),
 ``drop_watches`` (end every open stream, as an apiserver restart would),
 ``graceful_pod_deletion`` (pods linger with deletionTimestamp until ``finish_pod_deletions``),
@@ -34,6 +37,7 @@ import collections
 import copy
 import json
 import socket
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -61,6 +65,13 @@ class _InjectedError:
     remaining: int
     skip: int = 0  # matching calls let through first
     applied: bool = False  # the call is made, and the error answered (a lost answer)
+
+
+@dataclass
+class _Hang:
+    verb: str | None
+    resource: str | None
+    release: threading.Event
 
 
 def _resource_matches(wanted: str | None, counted: str) -> bool:
@@ -91,6 +102,8 @@ class KubeAPIServer(ThreadingHTTPServer):
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
         self.log: list[str] = []
         self._errors: list[_InjectedError] = []
+        self._hangs: list[_Hang] = []
+        self._hooks: list[Callable[[str, str, dict[str, str]], None]] = []
         self._connections: set[socket.socket] = set()
         self._thread: threading.Thread | None = None
 
@@ -115,6 +128,9 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.changed:
             self.stopping = True
             self.store.changed.notify_all()
+            hangs = list(self._hangs)
+        for hang in hangs:  # held requests answer now
+            hang.release.set()
         if self._thread is not None:
             self.shutdown()
             self._thread.join(timeout)
@@ -149,7 +165,9 @@ class KubeAPIServer(ThreadingHTTPServer):
                 self._connections.discard(conn)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        if not self.stopping:  # a crash in the fake is a bug worth seeing; shutdown noise is not
+        # A crash in the fake is a bug worth seeing; shutdown noise, or a client that gave up
+        # waiting (a timeout) before the answer was written, is not.
+        if not self.stopping and not isinstance(sys.exc_info()[1], ConnectionError):
             BaseServer.handle_error(self, request, client_address)
 
     # -- kinds -------------------------------------------------------------------------------
@@ -170,9 +188,17 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.lock:
             self.log.append(f"{line} -> {status}")
 
-    def before_call(self, verb: str, resource: str) -> None:
+    def before_call(self, verb: str, resource: str, params: dict[str, str]) -> None:
         if self.latency > 0:
             time.sleep(self.latency)
+        with self.store.lock:
+            hooks = list(self._hooks)
+            hangs = [h.release for h in self._hangs if h.verb in (None, verb)
+                     and _resource_matches(h.resource, resource)]
+        for hook in hooks:
+            hook(verb, resource, params)
+        for release in hangs:
+            release.wait()
         with self.store.lock:
             for rule in self._errors:
                 if (rule.remaining > 0 and not rule.applied and rule.verb in (None, verb)
@@ -223,6 +249,21 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.lock:
             self._errors.append(_InjectedError(verb, resource, APIError(code, reason, message),
                                                times, skip, applied))
+
+    def hang(self, verb: str | None = None, resource: str | None = None) -> threading.Event:
+        """Hold every matching call without an answer (a black-holed request) until the
+        returned event is set; then it is served as usual. ``stop`` releases them all."""
+        release = threading.Event()
+        with self.store.lock:
+            self._hangs.append(_Hang(verb, resource, release))
+            if self.stopping:
+                release.set()
+        return release
+
+    def on_call(self, hook: Callable[[str, str, dict[str, str]], None]) -> None:
+        """Run ``hook(verb, resource, query)`` before each call is served (in its thread)."""
+        with self.store.lock:
+            self._hooks.append(hook)
 
     def clear_errors(self) -> None:
         """Forget every injected failure still pending (the outage is over)."""

@@ -16,7 +16,13 @@ What it does like a real API server:
   changes only ``.status``;
 - deletion honours ``metadata.finalizers`` (``deletionTimestamp`` first, removal when the last
   finalizer goes) and delete preconditions, then garbage-collects dependents by
-  ``ownerReferences`` (synchronously, background semantics; ``Orphan`` strips the references).
+  ``ownerReferences`` synchronously, by ``propagationPolicy``: ``Background`` (the default)
+  deletes the dependents once the owner is gone; ``Orphan`` strips the references;
+  ``Foreground`` marks the owner (``deletionTimestamp`` and the ``foregroundDeletion``
+  finalizer) and deletes every dependent at once, whatever other finalizers hold the owner (as
+  the garbage collector does: a finalizer of the owner does not protect its dependents), then
+  drops ``foregroundDeletion`` once no dependent with ``blockOwnerDeletion: true`` is left;
+- a continue token from before a compaction (``compact``) is 410 Expired, as etcd's is.
 """
 from __future__ import annotations
 
@@ -47,6 +53,7 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the apiserver's generateName
 #: As on a live cluster, versions never start at 0: an empty list still carries a version to
 #: watch from (``resourceVersion=0`` would mean "any", i.e. replay the current state).
 FIRST_RESOURCE_VERSION = 1000
+FOREGROUND = "foregroundDeletion"  # the finalizer of an owner deleted in the foreground
 
 
 @dataclass(frozen=True)
@@ -95,14 +102,21 @@ class Store:
         """(items sorted by namespace/name, list resourceVersion, continue token, remaining).
         A continue token resumes after the last key returned (no snapshot: later writes show)."""
         start: tuple[str, str] | None = None
+        snapshot: int | None = None
         if continue_token:
             try:
-                ns, name = json.loads(base64.b64decode(continue_token))["start"]
-                start = (str(ns), str(name))
+                token = json.loads(base64.b64decode(continue_token))
+                ns, name = token["start"]
+                start, snapshot = (str(ns), str(name)), int(token["rv"])
             except (ValueError, KeyError, TypeError):
                 raise bad_request("continue key is not valid") from None
         with self.lock:
-            rv = self._rv
+            if snapshot is not None and snapshot < self.compacted_rv:
+                raise errors.expired(
+                    "The provided continue parameter is too old to display a consistent list "
+                    "result. You can start a new list without the continue parameter.")
+            # every page of one list carries the first page's version, as on a real server
+            rv = self._rv if snapshot is None else snapshot
             keys = sorted(self._objects.get(rt.key, {}))
             items = [self._objects[rt.key][k] for k in keys
                      if (start is None or k > start) and match(self._objects[rt.key][k])]
@@ -342,6 +356,8 @@ class Store:
 
     def _delete(self, rt: ResourceType, obj: Obj, policy: str,
                 grace: int | None) -> tuple[Obj, bool]:
+        if policy == "Foreground":
+            return self._delete_foreground(rt, obj)
         meta = obj["metadata"]
         terminating = bool(meta.get("deletionTimestamp"))
         if meta.get("finalizers"):
@@ -353,6 +369,42 @@ class Store:
                 (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
             return self._mark_terminating(rt, obj, max(seconds, 1)), False
         return self._remove(rt, obj, policy), True
+
+    def _delete_foreground(self, rt: ResourceType, obj: Obj) -> tuple[Obj, bool]:
+        """Mark the owner, delete every dependent now, and let the owner go once no dependent
+        blocks it (and no other finalizer holds it)."""
+        meta = obj["metadata"]
+        if FOREGROUND not in (meta.get("finalizers") or []):
+            new = copy.deepcopy(obj)
+            new_meta = new["metadata"]
+            new_meta["finalizers"] = [*(new_meta.get("finalizers") or []), FOREGROUND]
+            if not new_meta.get("deletionTimestamp"):
+                new_meta["deletionTimestamp"] = timestamp(self.clock())
+                new_meta["deletionGracePeriodSeconds"] = 0
+            new_meta["resourceVersion"] = str(self._next_rv())
+            self._put(rt, new, obj)
+            self._emit("MODIFIED", rt, new, obj)
+            obj = new
+        self._collect(obj["metadata"]["uid"], "Background")
+        return self._release_foreground(rt, obj)
+
+    def _release_foreground(self, rt: ResourceType, obj: Obj) -> tuple[Obj, bool]:
+        """Drop ``foregroundDeletion`` when no dependent with blockOwnerDeletion is left."""
+        uid = obj["metadata"]["uid"]
+        for dep_rt, ns, name in self._dependents.get(uid, set()):
+            dep = self._objects.get(dep_rt.key, {}).get((ns, name))
+            refs = (dep or {}).get("metadata", {}).get("ownerReferences") or []
+            if any(r.get("uid") == uid and r.get("blockOwnerDeletion") for r in refs):
+                return obj, False
+        new = copy.deepcopy(obj)
+        new["metadata"]["finalizers"] = [
+            f for f in new["metadata"].get("finalizers") or [] if f != FOREGROUND] or None
+        if new["metadata"]["finalizers"] is None:
+            new["metadata"].pop("finalizers")
+        result = self._write(rt, obj, new, validate=False)
+        key = (result["metadata"].get("namespace", "") if rt.namespaced else "",
+               result["metadata"]["name"])
+        return result, key not in self._objects.get(rt.key, {})
 
     def _mark_terminating(self, rt: ResourceType, obj: Obj, seconds: int) -> Obj:
         new = copy.deepcopy(obj)
@@ -375,6 +427,13 @@ class Store:
         final["metadata"]["resourceVersion"] = str(self._next_rv())
         self._emit("DELETED", rt, final, stored)
         self._collect(stored["metadata"]["uid"], policy)
+        for owner in owner_uids(stored):  # an owner deleted in the foreground may go now
+            if owner not in self._by_uid:
+                continue
+            owner_rt, owner_ns, owner_name = self._by_uid[owner]
+            held = self._objects[owner_rt.key][(owner_ns, owner_name)]
+            if FOREGROUND in (held["metadata"].get("finalizers") or []):
+                self._release_foreground(owner_rt, held)
         return final
 
     def _collect(self, owner_uid: str, policy: str) -> None:

@@ -14,6 +14,7 @@ import kubernetes.dynamic
 import kubernetes.informer
 import kubernetes.watch
 import pytest
+import urllib3
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
@@ -250,6 +251,20 @@ def test_limit_and_continue_page_through_a_list(core: Any) -> None:
     assert [p.metadata.name for p in rest.items] == ["p2", "p3", "p4"]
 
 
+def test_pages_carry_the_first_pages_version_and_expire_with_compaction(
+        core: Any, kube_api: KubeAPIServer) -> None:
+    for i in range(6):
+        core.create_namespaced_pod(NS, pod(f"p{i}"))
+    first = core.list_namespaced_pod(NS, limit=2)
+    core.create_namespaced_pod(NS, pod("later"))
+    second = core.list_namespaced_pod(NS, limit=2, _continue=first.metadata._continue)
+    assert second.metadata.resource_version == first.metadata.resource_version
+    kube_api.compact()
+    with pytest.raises(ApiException) as info:
+        core.list_namespaced_pod(NS, limit=2, _continue=second.metadata._continue)
+    assert info.value.status == 410 and json.loads(info.value.body)["reason"] == "Expired"
+
+
 # -- watch -----------------------------------------------------------------------------------
 def test_watch_replays_in_order_and_resumes(core: Any, kube_api: KubeAPIServer) -> None:
     start = core.list_namespaced_pod(NS).metadata.resource_version  # never "0" (= "any")
@@ -464,6 +479,60 @@ def test_owner_reference_gc(core: Any, kube_api: KubeAPIServer) -> None:
     assert core.read_namespaced_secret("shared", NS).metadata.owner_references is None
 
 
+def test_foreground_deletion_takes_the_dependents_at_once(custom: Any, core: Any,
+                                                          kube_api: KubeAPIServer) -> None:
+    # The owner's own finalizer does not protect its dependents: the garbage collector deletes
+    # them as soon as the owner is marked, then the owner waits only for that finalizer.
+    owner = custom.create_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, runnerset("rs", finalizers=["gitscale.dev/runners"]))
+    ref = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RunnerSet", "name": "rs",
+           "uid": owner["metadata"]["uid"], "controller": True}
+    core.create_namespaced_pod(NS, pod("busy", ownerReferences=[ref]))
+    core.create_namespaced_pod(NS, pod("idle", ownerReferences=[ref]))
+    core.create_namespaced_pod(NS, pod("bystander"))
+
+    marked = custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "rs",
+                                                    propagation_policy="Foreground")
+    assert marked["metadata"]["deletionTimestamp"]
+    assert [p["metadata"]["name"] for p in kube_api.objects("pods")] == ["bystander"]
+    held = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "rs")
+    assert held["metadata"]["finalizers"] == ["gitscale.dev/runners"]  # no blocking dependent
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "rs",
+                                          {"metadata": {"finalizers": None}})
+    assert kube_api.objects("runnersets") == []
+
+
+def test_background_deletion_waits_for_the_owner_to_go(custom: Any, core: Any,
+                                                       kube_api: KubeAPIServer) -> None:
+    owner = custom.create_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, runnerset("rs", finalizers=["gitscale.dev/runners"]))
+    ref = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RunnerSet", "name": "rs",
+           "uid": owner["metadata"]["uid"]}
+    core.create_namespaced_pod(NS, pod("runner", ownerReferences=[ref]))
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "rs",
+                                           propagation_policy="Background")
+    assert [p["metadata"]["name"] for p in kube_api.objects("pods")] == ["runner"]
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "rs",
+                                          {"metadata": {"finalizers": None}})
+    assert kube_api.objects("pods") == []
+
+
+def test_foreground_owner_waits_for_blocking_dependents(core: Any,
+                                                        kube_api: KubeAPIServer) -> None:
+    kube_api.graceful_pod_deletion = True
+    owner = core.create_namespaced_pod(NS, pod("owner"))
+    ref = {"apiVersion": "v1", "kind": "Pod", "name": "owner", "uid": owner.metadata.uid,
+           "blockOwnerDeletion": True}
+    core.create_namespaced_pod(NS, pod("child", ownerReferences=[ref]))
+    core.delete_namespaced_pod("owner", NS, propagation_policy="Foreground")
+    owner_now = kube_api.get_object("pods", "owner")
+    child = kube_api.get_object("pods", "child")
+    assert owner_now is not None and owner_now["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert child is not None and child["metadata"]["deletionTimestamp"]  # terminating
+    kube_api.finish_pod_deletions()  # the child goes, then the owner
+    assert kube_api.objects("pods") == []
+
+
 def test_delete_preconditions(core: Any) -> None:
     created = core.create_namespaced_pod(NS, pod("a"))
     with pytest.raises(ApiException) as info:
@@ -502,6 +571,23 @@ def test_injected_errors(core: Any, kube_api: KubeAPIServer) -> None:
     assert info.value.status == 500
     core.create_namespaced_pod(NS, pod("a"))
     assert kube_api.call_count("create", "pods") == 2
+
+
+def test_a_hung_call_gets_no_answer_until_released(core: Any, kube_api: KubeAPIServer) -> None:
+    release = kube_api.hang("create", "pods")
+    with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+        core.create_namespaced_pod(NS, pod("a"), _request_timeout=(1, 0.3))
+    assert core.list_namespaced_pod(NS).items == []  # other calls are served meanwhile
+    release.set()
+    core.create_namespaced_pod(NS, pod("b"))
+    assert [p["metadata"]["name"] for p in kube_api.objects("pods")] in (["b"], ["a", "b"])
+
+
+def test_on_call_hooks_see_every_call(core: Any, kube_api: KubeAPIServer) -> None:
+    seen: list[tuple[str, str, dict[str, str]]] = []
+    kube_api.on_call(lambda verb, resource, query: seen.append((verb, resource, query)))
+    core.list_namespaced_pod(NS, limit=5)
+    assert seen == [("list", "pods", {"limit": "5"})]
 
 
 def test_latency_is_per_request_and_concurrent() -> None:

@@ -360,3 +360,41 @@ def test_bad_notify_entries_are_refused_with_file_and_line(  # type: ignore[no-u
         assert word in err, err
     assert git(checkout, "rev-parse", "HEAD") == before
     assert run(capsys, "validate", "--repo", str(checkout))[0] == 1
+
+
+def test_a_receiver_that_echoes_the_signature_does_not_put_it_in_the_log(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """Argo CD and Flux quote the signature they could not verify in their error answer
+    (`{"message": "bad sig sha256=bf84…"}`): the log line shows neither it, whole or cut, nor
+    the secret or the Flux hook path."""
+    receiver = Receiver("gitscale", "flux-system", TOKEN)
+    sent: list[str] = []
+
+    def echo(path: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+        signatures = [v for k, v in headers.items() if "signature" in k]
+        sent.extend(signatures)
+        quoted = " ".join(f"bad sig {v} (expected {v[7:27]}…)" for v in signatures)
+        return 400, json.dumps({"message": f"{quoted} at {path}"})
+
+    with FakeFlux() as hook:
+        hook.answer = echo  # type: ignore[method-assign]
+        checkout = repo(tmp_path, f"""\
+notify:
+  - argocd: {{url: {hook.base}/api/webhook, secret: {{env: ARGOCD_WEBHOOK_SECRET}},
+              repoURL: "https://git.example.com/ci/config.git"}}
+  - flux: {{url: {hook.base}, receiver: {{name: gitscale, namespace: flux-system}},
+            token: {{env: FLUX_RECEIVER_TOKEN}}}}
+  - webhook: {{url: "{hook.base}/pushed", secret: {{env: HOOK_SECRET}}}}
+""")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert len(sent) == 4  # argocd: sha256 and sha1; flux: X-Signature; the plain webhook
+    lines = [line for line in err.splitlines() if "notify" in line]
+    assert len(lines) == 3, err
+    for line in lines:
+        assert "failed: HTTP 400: " in line and "bad sig sha" in line and "***" in line, line
+    for signature in sent:
+        digest = signature.partition("=")[2]
+        assert digest not in err and digest[:20] not in err, err
+    assert receiver.webhook_path not in err and "/hook/" not in err
+    no_secret_in(out, err)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,89 @@ def test_corrupt_cache_is_ignored(tmp_path: Path, capsys, _isolated_cache: Path)
     plan_json(capsys, checkout)
     (_isolated_cache / "manifest-state.pickle").write_bytes(b"not a pickle")
     assert plan_json(capsys, checkout)["changes"][0]["to"]["replicas"] == 2
+
+
+def _stored(cache_dir: Path) -> tuple:  # type: ignore[type-arg]
+    with (cache_dir / "manifest-state.pickle").open("rb") as handle:
+        return pickle.load(handle)  # type: ignore[no-any-return]
+
+
+def _store(cache_dir: Path, value: object) -> None:
+    with (cache_dir / "manifest-state.pickle").open("wb") as handle:
+        pickle.dump(value, handle)
+
+
+@pytest.mark.parametrize("garbage", [
+    pytest.param(lambda rows: {key: "garbage" for key in rows}, id="rows-are-strings"),
+    pytest.param(lambda rows: {key: row[:5] for key, row in rows.items()}, id="short-rows"),
+    pytest.param(lambda rows: "garbage", id="not-a-table"),
+])
+def test_a_cache_of_the_right_version_holding_garbage_is_one_warning(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, _isolated_cache: Path, garbage) -> None:
+    """It unpickles and has the right stamp, but its rows are not gitscale's: every later run
+    crashed (exit 70, a ValueError unpacking a row). Now it is an empty cache and one line."""
+    checkout = setup(tmp_path)
+    plan_json(capsys, checkout)
+    stamp, rows, jobs, settled, series = _stored(_isolated_cache)
+    assert rows, "the first plan cached its manifest"
+    _store(_isolated_cache, (stamp, garbage(rows), jobs, settled, series))
+    for _ in range(2):  # and the run after it (which finds the cache written again) too
+        code, out, err = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
+                             "--now", "2026-11-21T09:00:00Z")
+        assert code in (0, 2), err
+        assert json.loads(out)["changes"][0]["from"]["replicas"] == 2
+    assert "Traceback" not in err
+
+
+def test_garbage_is_said_once_then_the_cache_is_good_again(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                           _isolated_cache: Path) -> None:
+    checkout = setup(tmp_path)
+    plan_json(capsys, checkout)
+    stamp, rows, jobs, settled, series = _stored(_isolated_cache)
+    _store(_isolated_cache, (stamp, {key: "garbage" for key in rows}, jobs, settled, series))
+    code, out, err = run(capsys, "plan", "--repo", str(checkout))
+    warnings = [line for line in err.splitlines() if "state cache" in line]
+    assert warnings == [f"warning: state cache {_isolated_cache / 'manifest-state.pickle'}: a "
+                        "manifest row is not one gitscale writes; starting from an empty one "
+                        "(this pass is only slower)"], err
+    code, out, err = run(capsys, "plan", "--repo", str(checkout))
+    assert "state cache" not in err  # written anew by the pass that warned
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    pytest.param(4, "three", id="replicas-a-string"),
+    pytest.param(6, "yesterday", id="last-scale-up-not-a-time"),
+    pytest.param(1, ["gitscale.dev/v1alpha1"], id="api-version-unhashable"),
+    pytest.param(8, "no", id="drained-not-a-bool"),
+])
+def test_a_row_with_fields_gitscale_never_writes_is_read_again(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, _isolated_cache: Path, field: int, value: object) -> None:
+    """A row of the right shape whose fields are wrong: that manifest is read from git again."""
+    checkout = setup(tmp_path)
+    plan_json(capsys, checkout)
+    stamp, rows, jobs, settled, series = _stored(_isolated_cache)
+    bad = {key: row[:field] + (value,) + row[field + 1:] for key, row in rows.items()}
+    _store(_isolated_cache, (stamp, bad, jobs, settled, {}))
+    assert plan_json(capsys, checkout)["changes"][0]["from"]["replicas"] == 2
+
+
+def test_settled_decisions_gitscale_never_wrote_are_dropped(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                            _isolated_cache: Path) -> None:
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 2, running: 0}\n",
+    })
+    assert run(capsys, "reconcile", "--repo", str(checkout))[0] == 0  # its first write
+    plan_json(capsys, checkout)  # nothing to write: settled
+    stamp, rows, jobs, settled, series = _stored(_isolated_cache)
+    assert settled, "the pass that wrote nothing settled the set"
+    _store(_isolated_cache, (stamp, rows, jobs, {n: r[:7] + ("two",) + r[8:]
+                                                 for n, r in settled.items()}, series))
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code == 0 and json.loads(out)["changes"] == [], err
+    assert "settled decision is not one gitscale writes" in err
 
 
 def located(cache: StateCache, path: str, text: str, ref: ObjectRef) -> Located:

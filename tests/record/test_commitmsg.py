@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,3 +54,15 @@ def test_a_real_commit_round_trips_through_history(tmp_path_factory, lines: list
     assert [(e.set, e.replicas, e.previous, e.patch, e.queued, e.running, e.reason, e.detail)
             for e in entries] == [(s.name, s.replicas, s.previous, s.patch, s.queued,
                                    s.running, s.reason, s.detail) for s in lines]
+
+
+@pytest.mark.parametrize(("files", "subject"), [
+    pytest.param([".gitscale/reservations.yaml"], "gitscale: update .gitscale/reservations.yaml",
+                 id="a-file"),
+    pytest.param([], "gitscale: update files", id="nothing-named"),
+])
+def test_a_message_with_nothing_to_say_still_has_a_subject(files: list[str],
+                                                           subject: str) -> None:
+    """No set line, no event, no note: the subject was a bare `gitscale:`."""
+    message = format_message([], "abc123", None, [], files)
+    assert message.splitlines()[0] == subject

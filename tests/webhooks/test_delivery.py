@@ -2,6 +2,7 @@
 kind and interval, counting the others; never the body, a signature or the secret."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -96,3 +97,34 @@ def test_no_line_holds_the_body_the_signature_or_the_secret() -> None:
     for line in lines:
         assert line is not None
         assert "marker" not in line and "abab" not in line and "s3cret" not in line
+
+
+@pytest.mark.parametrize("job_id", [10 ** 400, 2 ** 63, 0, -1, True, "42", 4.5])
+def test_a_job_id_outside_githubs_range_is_refused(job_id: object) -> None:
+    """GitHub's job ids are int64: 10**400 was accepted and written to the reservations file."""
+    body = json.dumps({"action": "queued", "workflow_job": {"id": job_id, "labels": []},
+                       "repository": {"full_name": "o/r"}}).encode()
+    refused = rejected(lambda: parse(body, utcnow()))
+    assert refused.status == 400 and "workflow_job.id is not a job id" in str(refused)
+    assert str(10 ** 400)[:30] not in str(refused)
+
+
+def test_the_largest_job_id_is_taken() -> None:
+    body = json.dumps({"action": "queued", "workflow_job": {"id": 2 ** 63 - 1, "labels": []},
+                       "repository": {"full_name": "o/r"}}).encode()
+    event = parse(body, utcnow())
+    assert event is not None and event.job == 2 ** 63 - 1
+
+
+@pytest.mark.parametrize(("body", "detail"), [
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "JSON nested too deep", id="nested-list"),
+    pytest.param(b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "JSON nested too deep",
+                 id="nested-object"),
+    pytest.param(b'{"action": "queued", "workflow_job": {"id": 1, "labels": [null, {"a": 1}]},'
+                 b' "repository": {"full_name": "o/r"}}',
+                 "id, labels or repository malformed", id="labels-not-strings"),
+])
+def test_a_payload_that_is_not_a_job_is_a_400_not_a_crash(body: bytes, detail: str) -> None:
+    """Nesting deeper than the parser goes was a RecursionError: a 500 and a traceback."""
+    refused = rejected(lambda: parse(body, utcnow()))
+    assert refused.status == 400 and str(refused) == f"not a workflow_job payload ({detail})"

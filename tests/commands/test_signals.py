@@ -1,0 +1,73 @@
+"""SIGTERM and SIGINT stop `run`, `serve` and `controller` at once, however often they come:
+the signal handler takes no lock (gitscale.commands.stop_on_signals)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import RUNNERSET, make_repo, simple_config, wait_for
+
+# The main thread holds the stop event's lock, as `stop.wait()` does between waking and
+# returning, when the signal's Python handler runs: a handler that sets the event there waits
+# for its own thread forever.
+HELD = textwrap.dedent("""\
+    import os, signal, time
+    from gitscale.commands import stop_on_signals
+
+    stop = stop_on_signals("testing")
+    with stop._cond:
+        os.kill(os.getpid(), signal.{name})
+        for _ in range(5):
+            time.sleep(0.01)  # calls: where the Python handler runs
+    print("stopped" if stop.wait(5) else "not stopped", flush=True)
+""")
+
+
+def test_a_signal_while_the_stop_event_is_held_does_not_deadlock() -> None:
+    for name in ("SIGTERM", "SIGINT"):
+        result = subprocess.run([sys.executable, "-c", HELD.format(name=name)],
+                                capture_output=True, text=True, timeout=10)
+        assert (result.returncode, result.stdout) == (0, "stopped\n"), result.stderr
+        assert f"{name}: testing, then stopping" in result.stderr
+
+
+def test_run_stops_within_seconds_under_a_burst_of_sigterms(tmp_path: Path) -> None:
+    """Five `run` processes, each sent SIGTERM over and over from the moment its loop waits
+    for the next pass until it is gone; each must be gone within a few seconds."""
+    for attempt in range(5):
+        checkout = make_repo(tmp_path / str(attempt), {
+            "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+            "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+            "demand.yaml": "linux: {queued: 3, running: 0}\n",
+        })
+        log = tmp_path / f"{attempt}.log"
+        with log.open("w") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "gitscale", "run", "--repo",
+                                     str(checkout), "--interval", "1s"],
+                                    stdout=subprocess.DEVNULL, stderr=err, env=os.environ.copy())
+        try:
+            wait_for(lambda: "next pass in" in log.read_text(), timeout=20)
+            time.sleep(0.1 * attempt)  # somewhere else in the wait each time
+            signalled = time.monotonic()
+            while proc.poll() is None and time.monotonic() - signalled < 5:
+                proc.send_signal(signal.SIGTERM)
+                time.sleep(0.0005)
+            if proc.poll() is None:
+                pytest.fail(f"attempt {attempt}: still running 5 s after the first SIGTERM:\n"
+                            + log.read_text())
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        text = log.read_text()
+        # killed by a late SIGTERM once Python has put the default handler back: still a stop
+        assert proc.returncode in (0, -signal.SIGTERM), text
+        assert "SIGTERM: finishing the pass in progress, then stopping" in text
+        assert "stopped after" in text and "Traceback" not in text

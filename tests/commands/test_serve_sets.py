@@ -60,7 +60,8 @@ def replicas(repo: Path, name: str) -> int:
     return int(yaml.safe_load(shown(repo, f"sets/{name}.yaml"))["spec"]["replicas"])
 
 
-def state(repo: Path, path: str = ".gitscale/reservations.yaml") -> tuple[list[str], dict[str, set[int]]]:
+def state(repo: Path, path: str = ".gitscale/reservations.yaml"
+          ) -> tuple[list[str], dict[str, set[int]]]:
     data = yaml.safe_load(shown(repo, path))
     return data["served"], {name: {r["job"] for r in entry["reservations"]}
                             for name, entry in data["sets"].items()}

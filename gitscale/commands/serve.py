@@ -2,8 +2,9 @@
 
 Deliveries are verified, de-duplicated and queued by the HTTP thread (``webhook_http``); a
 batch thread wakes every ``--window``, applies the queued events to the reservations file in the
-config repo, recomputes the webhook-fed sets from their reservations, and lands manifests and
-reservations in one commit (with the same push-race handling as `reconcile`). A failed batch
+config repo, recomputes the served sets (``--set``, by default every webhook-fed set; see
+``gitscale.webhooks.served``) from their reservations, and lands manifests and reservations in
+one commit (with the same push-race handling as `reconcile`). A failed batch
 keeps its events and is retried with backoff. Every ``--resync`` a worker thread reads the sets'
 jobs from GitHub's API, and the next batch corrects the reservations from that list (lost
 deliveries). ``GET /healthz`` reports the queue and the last batch.

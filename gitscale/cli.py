@@ -135,6 +135,10 @@ def run_command(**kw: Any) -> int:
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics instead of at "
                    "/metrics on --listen's port.")
+@click.option("--set", "sets", multiple=True, metavar="NAME",
+              help="Serve only this runner set (repeatable); the other sets with a github "
+                   "source are left to `run`/`reconcile`. Default: every set with a github "
+                   "source.")
 def serve(**kw: Any) -> int:
     """Receive workflow_job webhooks; land reservations and scaling as one commit per window."""
     from gitscale.commands.serve import run_serve

@@ -54,6 +54,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "serve": ((
         "gitscale serve --repo https://github.com/acme/ci-config.git --listen 0.0.0.0:8080",
         "gitscale serve --secret-file /run/secrets/webhook --resync 2m --window 5s",
+        "gitscale serve --set linux-x64 --set gpu --state-file .gitscale/webhooks.yaml",
     ), ("GITHUB_WEBHOOK_SECRET", "GITHUB_TOKEN", *_GIT, "GITSCALE_AUTHOR",
         "GITSCALE_CACHE_DIR")),
     "history": ((

@@ -2,8 +2,9 @@
 
 Deliveries are verified, de-duplicated and queued by the HTTP thread (``webhook_http``); a
 batch thread wakes every ``--window``, applies the queued events to the reservations file in the
-config repo, recomputes the webhook-fed sets from their reservations, and lands manifests and
-reservations in one commit (with the same push-race handling as `reconcile`). A failed batch
+config repo, recomputes the served sets (``--set``, by default every webhook-fed set; see
+``gitscale.webhooks.served``) from their reservations, and lands manifests and reservations in
+one commit (with the same push-race handling as `reconcile`). A failed batch
 keeps its events and is retried with backoff. Every ``--resync`` a worker thread reads the sets'
 jobs from GitHub's API, and the next batch corrects the reservations from that list (lost
 deliveries). ``GET /healthz`` reports the queue and the last batch.
@@ -36,6 +37,7 @@ from gitscale.timeutil import format_time, parse_duration, utcnow
 from gitscale.webhooks.delivery import (MAX_BODY, Deliveries, JobEvent, Rejected, RejectionLog,
                                         parse, verify)
 from gitscale.webhooks.batch import batch_plan
+from gitscale.webhooks.served import Serving, check, check_claims, pick
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.http_server import Handler, HttpServer, Limits, Request, Response
 from gitscale.repo.workspace import Workspace, open_workspace
@@ -182,8 +184,9 @@ def batch_delay(window_s: float, failures: int) -> float:
 def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,
               secret_env: str, secret_file: str | None, state_file: str, resync: str = "5m",
               metrics_listen: str | None = None, stop: threading.Event | None = None,
-              ready: Callable[[int], None] | None = None) -> int:
-    """``ready`` is told the webhook port once deliveries are taken (tests pass port 0)."""
+              ready: Callable[[int], None] | None = None, sets: tuple[str, ...] = ()) -> int:
+    """``sets``: ``--set`` (none: every set whose source takes webhooks). ``ready`` is told the
+    webhook port once deliveries are taken (tests pass port 0)."""
     window_s, duration, resync_s = _durations(window, reservation, resync)
     ref = {"file": secret_file} if secret_file else {"env": secret_env}
     try:
@@ -220,10 +223,13 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     if metrics_server is not None:
         log(f"metrics at {url_of(metrics_server)}")
     cache = StateCache.load(default_cache_dir())
-    resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache, metrics)
+    serving = Serving(tuple(dict.fromkeys(sets)) or None)
+    resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache, metrics,
+                        serving)
     try:
         with open_workspace(opts.repo, opts.branch) as ws:
-            batch = Batch(ws, opts, batcher, duration, state_file, cache, metrics)
+            _check_sets(ws, opts.config, state_file, cache, serving)  # before anything is written
+            batch = Batch(ws, opts, batcher, duration, state_file, cache, metrics, serving)
             batch.run([], None)  # at once: claims the sets, applies expiry
             if ready:
                 ready(server.port)
@@ -255,6 +261,19 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     return EXIT_OK
 
 
+def _check_sets(ws: Workspace, config_path: str, state_file: str, cache: StateCache,
+                serving: Serving) -> None:
+    """``--set`` names sets that take webhooks, and no other reservations file serves them;
+    else an error, and serve stops before it writes. A gitscale.yaml that cannot be read is
+    the first batch's to report (and retry), as without ``--set``."""
+    try:
+        config = load_config(ws.root, config_path, cache.configs)
+    except GitscaleError:
+        return
+    check(config, serving.names)
+    check_claims(ws.root, state_file, pick(config, serving.names).names)
+
+
 def _last_batch(batch: "Batch", batcher: Batcher, attempts: int = 3) -> None:
     """The events still queued at shutdown, with a few quick retries; what cannot be written
     is named, for the resync at the next start corrects it."""
@@ -280,6 +299,7 @@ class Resyncer:
     config_path: str
     cache: StateCache
     metrics: LoopMetrics
+    serving: Serving
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
         1, thread_name_prefix="resync"))
     future: "Future[Listing] | None" = None
@@ -295,7 +315,8 @@ class Resyncer:
         except GitscaleError as exc:
             log(f"resync skipped: {redact(str(exc))}")
             return
-        self.future = self.pool.submit(list_jobs, config.sets, self.sources, utcnow())
+        sets = pick(config, self.serving.names).sets  # only the served sets' scopes
+        self.future = self.pool.submit(list_jobs, sets, self.sources, utcnow())
 
     def take(self) -> Listing | None:
         """The newest listing, once its poll is done (None before)."""
@@ -336,6 +357,8 @@ class Batch:
     state_file: str
     cache: StateCache
     metrics: LoopMetrics
+    serving: Serving
+    told: dict[str, str] = field(default_factory=dict)  # --set names not served, said once
 
     def run(self, events: list[JobEvent], listing: Listing | None) -> bool:
         """True when it landed; a failed batch keeps its events for the next one."""
@@ -348,7 +371,8 @@ class Batch:
             landed = land(ws, lambda: batch_plan(
                 ws.root, ws.base(), self.opts.config, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
-                lambda config: read_forecasts(ws, config, self.cache, now)), cache=self.cache)
+                lambda config: read_forecasts(ws, config, self.cache, now), self.serving),
+                cache=self.cache)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.
@@ -363,6 +387,7 @@ class Batch:
                 f"for the next try): {what}" + (f"\n{crash.report()}" if bug else ""))
             return False
         self.metrics.landed(landed, time.monotonic() - started)
+        self._tell_served()
         with self.batcher.lock:
             self.batcher.writing = 0
             self.batcher.failures = 0
@@ -376,3 +401,27 @@ class Batch:
         if events or landed.commit:
             log(f"batch of {len(events)} events: {describe_landing(landed, ws)}")
         return True
+
+    def _tell_served(self) -> None:
+        """After a landed batch: what it serves, once per change. A ``--set`` name that a
+        reloaded gitscale.yaml lost (or feeds otherwise) is said once; the others are served."""
+        serving, picked = self.serving, self.serving.picked
+        if picked is None:
+            return
+        for name, why in picked.unservable.items():
+            if self.told.get(name) != why:
+                log(f"--set {name}: {why}: not served; serving "
+                    f"{', '.join(picked.names) or 'no set'}")
+        for name in sorted(self.told.keys() - picked.unservable.keys()):
+            log(f"--set {name}: served again")
+        self.told = dict(picked.unservable)
+        if picked.names != serving.claimed:
+            said = [f"served by webhooks: {', '.join(picked.names) or 'none'}"]
+            if picked.others:
+                said.append(f"left to `gitscale run` and `reconcile`: {', '.join(picked.others)}")
+            dropped = sorted(set(serving.found) - set(picked.names))
+            if dropped:
+                said.append(f"no longer served here: {', '.join(dropped)} (reservations dropped; "
+                            "a `gitscale serve` that serves them needs its own --state-file)")
+            log("; ".join(said))
+        serving.claimed = picked.names

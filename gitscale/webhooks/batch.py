@@ -17,10 +17,10 @@ from gitscale.core.forecast import Forecast
 from gitscale.core.reservations import Book, Correction, Event, apply, resync
 from gitscale.demand import DemandReading
 from gitscale.plan.engine import Plan, compute_plan
-from gitscale.webhooks.reservations_file import read_state, render
+from gitscale.webhooks.reservations_file import ReservationsError, State, read_state, render
 from gitscale.webhooks.resync import Listing
 from gitscale.webhooks.delivery import JobEvent, route, to_event
-from gitscale.config.sources import SOURCES
+from gitscale.webhooks.served import Picked, Serving, check_claims, pick
 
 # A reservation made less than this before a resync's poll started is kept even when the poll
 # does not list its job: the API may show a job later than its webhook arrives.
@@ -31,23 +31,30 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
                duration: timedelta, state_path: str, cache: StateCache,
                listing: Listing | None = None,
                corrected: dict[str, Correction] | None = None,
-               forecasts: Callable[[Config], Mapping[str, Forecast]] | None = None) -> Plan:
-    """Apply ``events`` and ``listing`` to the reservations in the repo and plan the
-    webhook-fed sets. What the listing corrected, by set, goes to ``corrected``.
+               forecasts: Callable[[Config], Mapping[str, Forecast]] | None = None,
+               serving: Serving | None = None) -> Plan:
+    """Apply ``events`` and ``listing`` to the reservations in the repo and plan the sets
+    this serve scales (``serving``: ``--set``, by default every webhook-fed set; what this
+    batch picked is left in it). What the listing corrected, by set, goes to ``corrected``.
     ``forecasts``: the forecast sets' forecasts for the config (``gitscale.plan.forecasts``)."""
     config: Config = load_config(root, config_path, cache.configs)
     state = read_state(root, state_path)
+    serving = serving if serving is not None else Serving()
+    picked = pick(config, serving.names)
+    _check_owner(state, state_path, serving, picked)
+    check_claims(root, state_path, picked.names)
+    serving.picked, serving.found = picked, state.served
     routed: dict[str, list[Event]] = {}
     counts: Counter[str] = Counter()
     for event in events:
-        name = route(event, config.sets)
+        name = route(event, picked.sets)  # a job no served set takes is dropped here
         if name is not None:
             routed.setdefault(name, []).append(to_event(event, name))
             counts[event.action.value] += 1
     reading = DemandReading()
-    webhook_sets = [s for s in config.sets if SOURCES[s.source.kind].webhooks]
-    # A set removed from gitscale.yaml (or fed otherwise now) takes its reservations with it:
-    # nothing would ever expire them.
+    webhook_sets = picked.sets
+    # A set removed from gitscale.yaml (or fed otherwise now, or no longer named by --set)
+    # takes its reservations with it: nothing would ever expire them.
     books = {s.name: state.books.get(s.name, Book()) for s in webhook_sets}
     corrections = corrected if corrected is not None else {}
     corrections.clear()
@@ -71,12 +78,31 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     plan.notes = [f"resync with GitHub, {name}: {correction.describe()}"
                   for name, correction in corrections.items()]
     if set(state.served) != names:
+        dropped = sorted(set(state.served) - names)
         plan.notes.append(f"served by webhooks: {', '.join(sorted(names)) or 'none'} "
-                          f"(`gitscale run` and `reconcile` leave them alone)")
+                          f"(`gitscale run` and `reconcile` leave them alone)"
+                          + (f"; no longer: {', '.join(dropped)}" if dropped else ""))
     if state_path in plan.files and not counts and not plan.changes and not plan.notes:
         # no event, no scaling: the commit says what changed in the file (a bare `gitscale:`)
         plan.notes.append(_book_changes(state.books, books, state_path))
     return plan
+
+
+def _check_owner(state: State, path: str, serving: Serving, picked: Picked) -> None:
+    """This serve alone writes its file: a ``served:`` without a set its last batch wrote there
+    (and that it still serves) was written by another serve — a second `gitscale serve` with
+    other sets and the same --state-file, whose batches drop this one's reservations, and this
+    one's its. A deleted file is written again."""
+    if serving.claimed is None or not state.text:
+        return
+    lost = [name for name in serving.claimed if name in picked.names and name not in state.served]
+    if not lost:
+        return
+    raise ReservationsError(
+        path, f"another writer changed its `served:` to {', '.join(state.served) or 'none'}, "
+        f"without {', '.join(lost)} that this serve scales: two `gitscale serve` with "
+        "different sets must each have their own --state-file; this serve writes nothing "
+        "until it is restarted with its own")
 
 
 def _book_changes(before: Mapping[str, Book], after: Mapping[str, Book], path: str) -> str:

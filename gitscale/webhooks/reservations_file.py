@@ -84,15 +84,16 @@ def read_state(root: Path, rel: str) -> State:
     return State(text, books, served)
 
 
-def served_sets(root: Path) -> dict[str, str]:
-    """Set name → the file under ``.gitscale/`` that says `gitscale serve` scales it."""
+def served_sets(root: Path, skip: str | None = None) -> dict[str, str]:
+    """Set name → the file under ``.gitscale/`` that says `gitscale serve` scales it (``skip``:
+    a file left out, a serve's own)."""
     directory = root / DIRECTORY
     if directory.is_symlink() or not directory.is_dir():
         return {}
     found: dict[str, str] = {}
     for path in sorted(directory.glob("*.yaml")):
         rel = f"{DIRECTORY}/{path.name}"
-        if path.is_symlink() or not path.is_file():
+        if rel == skip or path.is_symlink() or not path.is_file():
             continue
         try:
             text = path.read_bytes().decode("utf-8")

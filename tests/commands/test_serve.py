@@ -35,7 +35,8 @@ runnerSets:
 
 class Server:
     def __init__(self, checkout: Path, window: str = "2s", resync: str = "0",
-                 config: str = "gitscale.yaml", **extra: Any) -> None:
+                 config: str = "gitscale.yaml",
+                 state_file: str = ".gitscale/reservations.yaml", **extra: Any) -> None:
         self.stop = threading.Event()
         self.port: int | None = None
         self.ready = threading.Event()
@@ -51,7 +52,7 @@ class Server:
                     RepoOptions(str(checkout), None, config), listen="127.0.0.1:0",
                     path="/webhook", window=window, reservation="10m",
                     secret_env="TEST_WEBHOOK_SECRET", secret_file=None,
-                    state_file=".gitscale/reservations.yaml", resync=resync, stop=self.stop,
+                    state_file=state_file, resync=resync, stop=self.stop,
                     ready=ready, **extra))
             except BaseException as exc:  # noqa: BLE001 - surfaced by the test
                 self.result.append(exc)

@@ -1,0 +1,98 @@
+"""Which runner sets one `gitscale serve` scales: those named by ``--set NAME`` (repeatable), or
+by default every set whose source takes webhooks (``SOURCES[kind].webhooks``).
+
+Deliveries are routed, the resync lists, the batch plans and the reservations file's
+``served:`` names only these; `run`, `reconcile` and `plan` leave exactly the ``served:`` names
+alone, so the other sets stay with the loop. A name that gitscale.yaml does not have, or whose
+source takes no webhooks, is refused at start (``check``); one that disappears from a later
+gitscale.yaml is skipped by each batch (``pick`` says why) until it comes back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from gitscale.config.load import Config, RunnerSetConfig
+from gitscale.config.sources import SOURCES
+from gitscale.errors import InputError
+from gitscale.webhooks.reservations_file import ReservationsError, served_sets
+
+
+def takes_webhooks(runner_set: RunnerSetConfig) -> bool:
+    return SOURCES[runner_set.source.kind].webhooks
+
+
+@dataclass(frozen=True)
+class Picked:
+    """The sets a batch serves (gitscale.yaml order), and each ``--set`` name it cannot serve
+    with why (not in gitscale.yaml, or fed by a source that takes no webhooks)."""
+
+    sets: tuple[RunnerSetConfig, ...]
+    unservable: dict[str, str]
+    others: tuple[str, ...] = ()  # the webhook-fed sets not served: the loop's
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(s.name for s in self.sets))
+
+
+@dataclass
+class Serving:
+    """One serve's sets across its batches: the ``--set`` names (None: every webhook-fed set),
+    the ``served:`` its last landed batch wrote (None before), and what the last
+    ``batch_plan`` picked and found in the file (``land`` may call it again after a race)."""
+
+    names: tuple[str, ...] | None = None
+    claimed: tuple[str, ...] | None = None
+    picked: Picked | None = None
+    found: tuple[str, ...] = ()
+
+
+def pick(config: Config, names: Sequence[str] | None) -> Picked:
+    """``names`` (``--set``; None: every set whose source takes webhooks) in ``config``."""
+    webhook = tuple(s for s in config.sets if takes_webhooks(s))
+    if names is None:
+        return Picked(webhook, {})
+    wanted = set(names)
+    by_name = {s.name: s for s in config.sets}
+    unservable: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        found = by_name.get(name)
+        if found is None:
+            unservable[name] = f"not a runner set of {config.path}"
+        elif not takes_webhooks(found):
+            unservable[name] = (f"its source ({found.source.kind}) takes no webhooks; "
+                                f"{_kinds()} sets do")
+    return Picked(tuple(s for s in webhook if s.name in wanted), unservable,
+                  tuple(s.name for s in webhook if s.name not in wanted))
+
+
+def check(config: Config, names: Sequence[str] | None) -> None:
+    """``--set`` at start: every name a set whose source takes webhooks, or an error naming
+    them and the sets that can be served."""
+    unservable = pick(config, names).unservable
+    if not unservable:
+        return
+    webhook = [s.name for s in config.sets if takes_webhooks(s)]
+    known = (f"the sets of {config.path} with a {_kinds()} source: {', '.join(webhook)}"
+             if webhook else f"{config.path} has no set with a {_kinds()} source")
+    said = "; ".join(f"{name!r}: {why}" for name, why in unservable.items())
+    raise InputError("--set", f"{said} ({known})")
+
+
+def check_claims(root: Path, state_path: str, serving: Sequence[str]) -> None:
+    """No other reservations file lists a set this serve scales under ``served:``: two servers
+    writing one set's replicas from two files would undo each other's reservations."""
+    others = served_sets(root, skip=state_path)
+    taken = sorted(name for name in serving if name in others)
+    if taken:
+        where = sorted({others[name] for name in taken})
+        raise ReservationsError(
+            "--state-file", f"{', '.join(taken)} already served by {', '.join(where)} (another "
+            f"`gitscale serve`'s --state-file, listing it under `served:`): give each serve "
+            f"its own --set, or delete that file in a commit if no serve uses it")
+
+
+def _kinds() -> str:
+    return "/".join(sorted(name for name, kind in SOURCES.items() if kind.webhooks))

@@ -63,6 +63,16 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """A rate limit as the API's last answer stated it (``x-ratelimit-*``): the requests left
+    of ``limit``, and when it refills (epoch seconds, 0 when not said)."""
+
+    remaining: int
+    limit: int
+    reset: float
+
+
+@dataclass(frozen=True)
 class Answer:
     """A successful answer: its status, headers (case-insensitive), JSON body (None when
     empty) and raw bytes (``send`` only; a cached body has none)."""
@@ -106,6 +116,7 @@ class HttpClient:
         self.stats = Stats()
         self.lock = threading.Lock()  # one client serves several threads
         self.limited: RateLimited | None = None  # set once the API says stop
+        self.budget: Budget | None = None  # the rate limit, as the last answer stated it
         # masked in every message built from an answer; the last few (an app's token changes)
         self.sent_secrets: dict[str, None] = {}
         self.http = httpx.Client(timeout=timeout, transport=transport, verify=verify,
@@ -206,6 +217,7 @@ class HttpClient:
                 status = 0
             else:
                 status = response.status_code
+                self._note_budget(response.headers)
                 if status == 304 and entry:
                     return self._revalidated(full, entry, response)
                 if status < 400:
@@ -242,6 +254,13 @@ class HttpClient:
         cause = problem.removeprefix("failed: ")
         raise self._error(Unreachable, f"{method} {redact(full)} {problem}{after}", method=method,
                           url=full, cause=cause)
+
+    def _note_budget(self, headers: Mapping[str, str]) -> None:
+        remaining, limit = headers.get("x-ratelimit-remaining"), headers.get("x-ratelimit-limit")
+        if remaining and limit and remaining.isdigit() and limit.isdigit():
+            reset = (headers.get("x-ratelimit-reset") or "").strip()
+            self.budget = Budget(_number(remaining), _number(limit),
+                                 float(_number(reset)) if reset.isdigit() else 0.0)
 
     def _exchange(self, method: str, url: str, headers: Mapping[str, str], *,
                   body: Any = None, content: bytes | None = None,

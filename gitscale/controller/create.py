@@ -4,23 +4,36 @@ One runner is: register it with the platform (GitHub: a JIT config), create its 
 by the set), create its pod (which reads the Secret), then hand the Secret to the pod (deleted
 with it). The Secret comes first so that no pod ever waits for a Secret that will never come;
 a crash before the pod leaves only a registration (and maybe its Secret) with no pod, which
-``leftovers.py`` removes. A failure undoes what the runner got so far.
+``leftovers.py`` removes. A failure undoes what the runner got so far, unless the pod may
+exist after all (no answer, or a 5xx): it is looked for, and when that cannot be known the
+registration and its Secret are left, for the sweep (no pod shows up) or the pod (one does).
+A Secret that could not be handed to its pod is handed over by a later pass (``hand_over``),
+or deleted once the pod is gone.
 
-After a pass whose creations were refused (a quota, an admission webhook, GitHub down), the
-next passes create in slow-start batches of 1, 2, 4… that stop at the first failure, like the
-ReplicaSet controller: each runner tried costs a GitHub registration (and its removal when the
-pod is refused), and a set stuck on its quota must not spend the rate limit every pass.
+Each runner tried costs a GitHub registration (and its removal when the pod is refused), and
+GitHub limits content creation (80 a minute): a set stuck on its quota must not spend it for
+every set. So, where the platform registers runners, one pod of the pass is first created
+with ``dryRun=All`` (admission — quota, webhooks — and validation, nothing stored; the
+ResourceQuota plugin evaluates dry runs, kubernetes/kubernetes#66391): when it is refused, no
+runner is registered at all. After a pass whose creations were refused (a quota, an admission
+webhook, GitHub down), the set's creations wait ``CREATE_RETRY`` seconds, doubling with each
+pass refused in a row up to ``CREATE_RETRY_MAX`` (any runner created starts it again from
+``CREATE_RETRY``; no refusal ends it); then they come in slow-start batches of 1, 2, 4… that
+stop at the first failure, like the ReplicaSet controller.
 
 When the controller stops (or loses its leadership), creations not yet started are skipped
 (``Interrupted``); the write is then not recorded as applied, so the next start completes it.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from datetime import datetime, timedelta
+from typing import Any, Callable, Literal
 
 from gitscale.controller.cache import Store
 from gitscale.controller.decide import Actions
@@ -29,15 +42,19 @@ from gitscale.controller.errors import (
     CredentialsError,
     Interrupted,
     KubeError,
+    NotFound,
 )
 from gitscale.controller.kube import Kube
-from gitscale.controller.memory import Memory
-from gitscale.controller.observe import RunnerSetView
+from gitscale.controller.memory import Memory, Refusal
+from gitscale.controller.observe import RawObject, RunnerSetView
 from gitscale.controller.platform import Adapter
 from gitscale.controller.platforms import Platforms
 from gitscale.controller.podspec import jit_secret, new_name, pod_owner, runner_pod
+from gitscale.timeutil import format_time
 
 log = logging.getLogger("gitscale.controller")
+CREATE_RETRY = 10.0  # seconds before creations refused once are tried again, doubling ...
+CREATE_RETRY_MAX = 300.0  # ... up to this
 
 
 @dataclass
@@ -49,11 +66,27 @@ class Created:
     unreplaced: set[str] = field(default_factory=set)  # failed runners whose successor failed
     errors: list[str] = field(default_factory=list)
     reason: str | None = None
+    retry_after: float | None = None  # seconds until creations refused are tried again
+
+
+def held_back(memory: Memory, view: RunnerSetView, now: datetime) -> Refusal | None:
+    """The set's refused creations, while their backoff runs (no creation is tried) and its
+    pods would be made the same way (a template fixed after a webhook refused it is tried at
+    once; a new replicas or patch ID is not a fix)."""
+    refusal = memory.refusal(view.key)
+    return refusal if refusal is not None and now < refusal.until and (
+        refusal.shape == shape(view)) else None
+
+
+def shape(view: RunnerSetView) -> str:
+    """A digest of what the set's pods are made from: its template and platform settings."""
+    made_of = json.dumps([view.template, repr(view.settings)], sort_keys=True, default=str)
+    return hashlib.sha256(made_of.encode()).hexdigest()[:16]
 
 
 def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory,
                    pool: Executor, halt: threading.Event, view: RunnerSetView,
-                   platform: Adapter, actions: Actions) -> Created:
+                   platform: Adapter, actions: Actions, now: datetime) -> Created:
     out = Created()
     # Replacements of failed runners first: a slow start that stops early keeps their lineage;
     # then the refills of finished slots (each keeps its marker until it exists).
@@ -61,21 +94,37 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     predecessors = actions.predecessors
     if not lineage:
         return out
+    held = held_back(memory, view, now)
+    if held is not None:
+        return _not_tried(out, len(lineage), predecessors, held.message, held.reason,
+                          (held.until - now).total_seconds())
     taken = {p["metadata"]["name"] for p in pods.group(view.key)}
     names: list[str] = []
     while len(names) < len(lineage):
-        name = new_name(view.name)
+        name = new_name(view.name, view.uid)
         if name not in taken:
             taken.add(name)
             names.append(name)
+    if view.kind.registration_labels is not None and not halt.is_set():
+        try:  # before any registration: would Kubernetes take the pod?
+            kube.create_pod(runner_pod(view, names[0], actions.create_patch_id, lineage[0],
+                                       platform.env(names[0])), dry_run=True)
+        except ControllerError as exc:
+            message = f"{exc} (a dry run: no runner registered)"
+            reason = "QuotaExceeded" if _quota(exc) else "CreateFailed"
+            _refused(memory, view, now, made=False, message=message, reason=reason)
+            refusal = memory.refusal(view.key)
+            assert refusal is not None
+            return _not_tried(out, len(lineage), predecessors, refusal.message, reason,
+                              (refusal.until - now).total_seconds())
     todo = list(enumerate(zip(names, lineage)))
-    batch = 1 if memory.refused(view.key) else len(todo)
+    batch = 1 if memory.refusal(view.key) is not None else len(todo)
     refused = False
     while todo and not refused:
         tried, todo = todo[:batch], todo[batch:]
         batch *= 2
         futures: list[tuple[int, Future[str]]] = [
-            (i, pool.submit(_create_one, kube, pods, halt, view, platform, name,
+            (i, pool.submit(_create_one, kube, pods, memory, halt, view, platform, name,
                             actions.create_patch_id, failures))
             for i, (name, failures) in tried]
         wait([f for _, f in futures])
@@ -105,14 +154,23 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     if out.failed and out.reason is None:
         out.reason = "CreateFailed"
     if out.reason != "Interrupted":
-        memory.set_refused(view.key, refused)
+        if refused:
+            _refused(memory, view, now, made=bool(out.names), message=out.errors[0],
+                     reason=out.reason or "CreateFailed")
+            refusal = memory.refusal(view.key)
+            assert refusal is not None
+            out.errors[0] = refusal.message  # as the passes that wait for it say it
+            out.retry_after = (refusal.until - now).total_seconds()
+        else:
+            memory.set_refusal(view.key, None)
     if out.names:
         log.info("%s: created %d runner(s) for patch %d", view.key, len(out.names),
                  actions.create_patch_id)
     return out
 
 
-def _create_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetView,
+def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
+                view: RunnerSetView,
                 platform: Adapter, name: str, patch_id: int, failures: int) -> str:
     if halt.is_set():
         raise Interrupted("the controller is stopping: runner not created, left to the next "
@@ -128,16 +186,85 @@ def _create_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetV
     body = runner_pod(view, name, patch_id, failures, platform.env(name), runner_id)
     try:
         pod = kube.create_pod(body)
-    except ControllerError:
-        if registration is not None:
+    except ControllerError as exc:
+        if registration is None:
+            raise
+        made = _made_anyway(kube, view.namespace, name, exc)
+        if made is False:  # refused: undo
             _quietly(kube.delete_secret, view.namespace, name)
             _quietly(platform.unregister, registration.runner_id)
-        raise
+        if not isinstance(made, dict):
+            # (None: unknown. The registration and its Secret stay: with no pod, the leftover
+            # sweep removes them; the pod, if it exists after all, runs.)
+            raise
+        log.info("%s: pod %s was created though its creation answered: %s", view.key, name, exc)
+        pod = made
     pods.put(pod)
     if registration is not None:
-        # If this fails the Secret stays with the set (deleted with it): the pod runs anyway.
-        _quietly(kube.own_secret, view.namespace, name, pod_owner(pod))
+        try:
+            kube.own_secret(view.namespace, name, pod_owner(pod))
+        except ControllerError as exc:
+            # The pod runs anyway; the Secret, still the set's, would outlive it: the next
+            # passes hand it over (or delete it once the pod is gone).
+            log.warning("%s: Secret %s not handed to its pod yet: %s", view.key, name, exc)
+            memory.add_unowned(view.key, name)
     return name
+
+
+def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, message: str,
+             reason: str) -> None:
+    """Creations refused: back off, from ``CREATE_RETRY`` again if any runner was made."""
+    before = memory.refusal(view.key)
+    count = 1 if made or before is None else before.count + 1
+    wait = min(CREATE_RETRY * 2 ** (count - 1), CREATE_RETRY_MAX)
+    until = now + timedelta(seconds=wait)
+    memory.set_refusal(view.key, Refusal(count, until, (
+        f"{message}; creations refused {count} pass(es) in a row, tried again from "
+        f"{format_time(until)}"), reason, shape(view)))
+
+
+def _not_tried(out: Created, count: int, predecessors: tuple[str, ...], message: str,
+               reason: str, wait: float) -> Created:
+    """No creation tried this pass: every successor is missing, every predecessor kept."""
+    out.failed = count
+    out.unreplaced.update(predecessors[:count])
+    out.errors.append(message)
+    out.reason, out.retry_after = reason, max(wait, 0.0)
+    return out
+
+
+def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> list[str]:
+    """JIT Secrets a pass could not hand to their pod (still owned by the set, they would
+    outlive it): handed over now, or deleted once the pod is gone. The errors."""
+    errors = []
+    for name in memory.unowned(view.key):
+        pod = pods.get(f"{view.namespace}/{name}")
+        try:
+            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                kube.own_secret(view.namespace, name, pod_owner(pod))
+            else:
+                kube.delete_secret(view.namespace, name)
+        except NotFound:
+            pass  # the Secret is gone already
+        except KubeError as exc:
+            errors.append(str(exc))
+            continue
+        memory.owned(view.key, name)
+    return errors
+
+
+def _made_anyway(kube: Kube, namespace: str, name: str,
+                 exc: ControllerError) -> RawObject | Literal[False] | None:
+    """After a pod creation failed: the pod if it exists all the same, False if it surely
+    does not, None if that cannot be known. No answer (or a 5xx, such as a timeout between the
+    API server and etcd) does not say the pod was not stored: look for it."""
+    if not isinstance(exc, KubeError) or 0 < exc.status < 500:
+        return False  # refused (quota, webhook, validation, conflict): it was not created
+    try:
+        found = kube.find_pod(namespace, name)
+    except ControllerError:
+        return None
+    return found if found is not None else False
 
 
 def _quota(exc: ControllerError) -> bool:

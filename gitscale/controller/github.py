@@ -1,5 +1,6 @@
 """GitHub's side of a runner, for the controller: a RunnerSet's scope and credentials,
-just-in-time registration, the runner list (reused for a few seconds), unregistration.
+just-in-time registration, the runner list (reused for as long as its reader allows, longer
+while the rate limit runs low), unregistration.
 
 The requests go through the GitHub client (``gitscale.clients.github``: every page by ``Link``,
 rate limits, errors naming the URL and the cause); its errors become the controller's here, so
@@ -26,6 +27,7 @@ from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
 from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
+from gitscale.clients.github import PER_PAGE
 from gitscale.clients.github import GitHub as GitHubAPI
 from gitscale.clients.github_app import InstallationToken, is_id
 from gitscale.controller.errors import (
@@ -38,6 +40,16 @@ from gitscale.controller.errors import (
 from gitscale.controller.platform import LIST_MAX_AGE, Registration
 
 MAX_WAIT = 10.0  # seconds a rate limit may hold a pass before it is reported instead
+# The runner list costs a request per 100 runners of the scope (the whole org's, not only the
+# controller's), and registrations — what the rate limit is for — must not starve. A list of
+# P pages is reused at least P × 3600 / LIST_BUDGET seconds, so that reading it costs at most
+# LIST_BUDGET requests an hour however large the org (a quarter of a token's 5,000; an App
+# has 15,000 or more). And with less than LOW_BUDGET of the hour's requests left
+# (x-ratelimit-remaining of x-ratelimit-limit), a list is reused 4 times as long; with less
+# than SCARCE_BUDGET, until the limit refills (x-ratelimit-reset).
+LIST_BUDGET = 1200
+LOW_BUDGET = 0.25
+SCARCE_BUDGET = 0.05
 T = TypeVar("T")
 
 
@@ -115,9 +127,11 @@ class GitHub:
 
     def __init__(self, scope: Scope, credentials: Credentials, *, timeout: float = 15.0,
                  clock: Callable[[], float] = time.time, max_wait: float = MAX_WAIT,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.scope = scope
-        self._clock = clock
+        self._clock = clock  # wall-clock time: tokens, the rate limit's reset
+        self._monotonic = monotonic  # the runner list's age
         self._app = None if credentials.token else InstallationToken(
             scope.api, credentials.app_id or "", lambda: credentials.private_key or "",
             installation=credentials.installation_id, owner="/".join(scope.path.split("/")[:3]),
@@ -131,11 +145,25 @@ class GitHub:
         self._lock = threading.Lock()
         self._groups: dict[str, int] = {}
         self._listed: tuple[float, dict[int, RegisteredRunner]] | None = None
+        self._pages = 1  # of the last list
 
     def close(self) -> None:
         self._api.close()
         if self._app is not None:
             self._app.close()
+
+    def take_over(self, old: object) -> None:
+        """What the client this one replaces kept (the same scope: its credentials were read
+        again): the runner list and its age, the runner groups, ETags, the rate limit last
+        stated. The list is not read again because a Secret was."""
+        if not isinstance(old, GitHub) or old.scope != self.scope:
+            return
+        with old._lock:
+            listed, pages, groups = old._listed, old._pages, dict(old._groups)
+        with self._lock:
+            self._listed, self._pages, self._groups = listed, pages, groups
+        self._api.http.cache = old._api.http.cache
+        self._api.http.budget = old._api.http.budget
 
     # -- verbs --------------------------------------------------------------------------------
     def register(self, name: str, labels: Sequence[str], group: str | None) -> Registration:
@@ -171,14 +199,32 @@ class GitHub:
         return found[0] if found else None
 
     def runners(self, max_age: float = LIST_MAX_AGE) -> dict[int, RegisteredRunner]:
-        """Every runner of the scope by id (status and busy), reused for ``max_age`` seconds."""
+        """Every runner of the scope by id (status and busy), reused for ``max_age`` seconds
+        (longer while the rate limit runs low: ``reuse``). Every page is asked for with its
+        ETag: an unchanged page is a 304, which GitHub does not count against the limit."""
         with self._lock:
-            if self._listed is not None and self._clock() - self._listed[0] < max_age:
+            if self._listed is not None and (
+                    self._monotonic() - self._listed[0] < self.reuse(max_age)):
                 return self._listed[1]
-        found = {r.id: r for r in _runners(_call(self._api.runners, self.scope.path))}
+        listed = _call(self._api.runners, self.scope.path)
+        found = {r.id: r for r in _runners(listed)}
         with self._lock:
-            self._listed = (self._clock(), found)
+            self._listed = (self._monotonic(), found)
+            self._pages = max(1, -(-len(listed) // PER_PAGE))
         return found
+
+    def reuse(self, max_age: float) -> float:
+        """How long a list serves a reader that asks for ``max_age``, given its size and what
+        GitHub's last answer said of the rate limit (0: none, it is read now)."""
+        if max_age <= 0:
+            return 0.0
+        age = max(max_age, self._pages * 3600 / LIST_BUDGET)
+        budget = self._api.http.budget
+        if budget is None or budget.limit <= 0 or budget.remaining >= LOW_BUDGET * budget.limit:
+            return age
+        if budget.remaining >= SCARCE_BUDGET * budget.limit:
+            return age * 4
+        return max(age * 4, budget.reset - self._clock())
 
     # -- plumbing -----------------------------------------------------------------------------
     def _group_id(self, group: str | None) -> int:

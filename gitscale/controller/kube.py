@@ -176,13 +176,23 @@ class Kube:
         return self._stream("watch runner pods", lambda: self.core.list_pod_for_all_namespaces(
             label_selector=LABEL_SET, **kw))
 
-    def create_pod(self, body: RawObject) -> RawObject:
+    def create_pod(self, body: RawObject, *, dry_run: bool = False) -> RawObject:
+        """``dry_run``: admission (quota, webhooks) and validation only, nothing stored."""
         meta, raw_body = body["metadata"], cast(Any, body)  # the client takes dicts too
         created: RawObject = _json(self._call(
             f"create pod {meta['namespace']}/{meta['name']}", lambda: self.core.
             create_namespaced_pod(meta["namespace"], raw_body, _content_type=JSON,
+                                  dry_run="All" if dry_run else None,
                                   _preload_content=False, _request_timeout=self._timeout)))
         return created
+
+    def find_pod(self, namespace: str, name: str) -> RawObject | None:
+        """The runner pod of that name, or None (a list by name: the Role grants no get)."""
+        items, _ = self._list(f"look for pod {namespace}/{name}", lambda kw: self.core.
+                              list_namespaced_pod(namespace, label_selector=LABEL_SET,
+                                                  field_selector=f"metadata.name={name}", **kw),
+                              "Pod", "v1", _whole)
+        return items[0] if items else None
 
     def delete_pod(self, namespace: str, name: str) -> RawObject | None:
         """The pod as it now is (terminating), or None once it is gone. NotFound if it was."""

@@ -2,7 +2,9 @@
 
 A controller killed between registering a runner and creating its pod leaves a registration no
 pod will ever use (and maybe its JIT Secret). A registration is the set's when its name is one
-``new_name`` makes for the set and it carries every label of the set; it is a leftover when no
+``new_name`` makes for this instance of the set (its name and four hex digits of its uid: a
+same-named set of another cluster or namespace in the same org, whose pods this controller
+cannot see, is another instance) and it carries every label of the set; it is a leftover when no
 runner pod the controller knows carries its id or its name, and GitHub says it is offline and
 idle. Creations of a pass are done before its pass ends (and a pod follows its registration
 within seconds), but another controller may share the org: so a registration is removed only
@@ -50,7 +52,7 @@ def leftovers(view: RunnerSetView, registered: Mapping[int, Registered],
         if runner_id is not None:
             known_ids.add(str(runner_id))
     return {i: r.name for i, r in registered.items()
-            if not r.online and not r.busy and is_runner_name(view.name, r.name)
+            if not r.online and not r.busy and is_runner_name(view.name, view.uid, r.name)
             and labels <= set(r.labels) and str(i) not in known_ids
             and r.name not in known_names}
 

@@ -1,15 +1,30 @@
 """What passes learn that the cluster does not hold, kept in the controller process.
 
-Runners GitHub called busy (a 422 on unregister), the sets whose last creations were refused
-(slow start), and registrations suspected to be crash leftovers (seen with no pod; removed once
-they stay so for a grace period). All of it may be lost on a restart: each item only saves API
+Runners GitHub called busy (a 422 on unregister), runners seen online, the sets whose last creations were refused
+(slow start, and the backoff before the next try), JIT Secrets whose handover to their pod
+failed, and registrations suspected to be crash leftovers (seen with no pod; removed once they
+stay so for a grace period). All of it may be lost on a restart: each item only saves API
 calls or delays an action, and is learnt again.
 """
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A set's creations refused ``count`` passes in a row: none is tried before ``until``
+    unless the pods would be made otherwise (``shape``: a digest of the template and the
+    platform's settings); ``message`` and ``reason`` (the Ready reason) say why, meanwhile."""
+
+    count: int
+    until: datetime
+    message: str
+    reason: str
+    shape: str = ""
 
 
 class Memory:
@@ -17,26 +32,46 @@ class Memory:
         self._lock = threading.Lock()
         self._busy: dict[str, dict[str, datetime]] = {}
         self._said: dict[str, set[str]] = {}
-        self._refused: set[str] = set()
+        self._online: dict[str, set[str]] = {}
+        self._unowned: dict[str, set[str]] = {}
+        self._refused: dict[str, Refusal] = {}
         self._suspects: dict[str, dict[int, datetime]] = {}
         self._swept: dict[str, datetime] = {}
 
-    # -- slow start after refused creations --------------------------------------------------
-    def refused(self, set_key: str) -> bool:
+    # -- refused creations: slow start and backoff -------------------------------------------
+    def refusal(self, set_key: str) -> Refusal | None:
+        """The set's last creations were refused (None: they were not, or it was never tried)."""
         with self._lock:
-            return set_key in self._refused
+            return self._refused.get(set_key)
 
-    def set_refused(self, set_key: str, refused: bool) -> None:
+    def set_refusal(self, set_key: str, refusal: Refusal | None) -> None:
         with self._lock:
-            (self._refused.add if refused else self._refused.discard)(set_key)
+            if refusal is None:
+                self._refused.pop(set_key, None)
+            else:
+                self._refused[set_key] = refusal
 
     def forget(self, set_key: str) -> None:
         """The set is gone."""
         self.keep_only(set_key, set())
-        self.set_refused(set_key, False)
+        self.set_refusal(set_key, None)
         with self._lock:
             self._suspects.pop(set_key, None)
             self._swept.pop(set_key, None)
+            self._unowned.pop(set_key, None)  # (the set's Secrets go with it)
+
+    # -- JIT Secrets not handed to their pod (still the set's) --------------------------------
+    def unowned(self, set_key: str) -> list[str]:
+        with self._lock:
+            return sorted(self._unowned.get(set_key, set()))
+
+    def add_unowned(self, set_key: str, name: str) -> None:
+        with self._lock:
+            self._unowned.setdefault(set_key, set()).add(name)
+
+    def owned(self, set_key: str, name: str) -> None:
+        with self._lock:
+            self._unowned.get(set_key, set()).discard(name)
 
     # -- runners GitHub called busy ----------------------------------------------------------
     def busy_until(self, set_key: str, pod: str) -> datetime | None:
@@ -58,11 +93,21 @@ class Memory:
             busy = self._busy.get(set_key, {})
             for pod in [p for p in busy if p not in pods]:
                 busy.pop(pod, None)
-            said = self._said.get(set_key, set())
-            said.intersection_update(pods)
+            for seen in (self._said.get(set_key, set()), self._online.get(set_key, set())):
+                seen.intersection_update(pods)
             if not pods:
                 self._busy.pop(set_key, None)
                 self._said.pop(set_key, None)
+                self._online.pop(set_key, None)
+
+    # -- runners seen online (the registration timeout is for those never seen so) ----------
+    def came_online(self, set_key: str, pod: str) -> bool:
+        with self._lock:
+            return pod in self._online.get(set_key, set())
+
+    def mark_online(self, set_key: str, pod: str) -> None:
+        with self._lock:
+            self._online.setdefault(set_key, set()).add(pod)
 
     # -- crash leftovers: registrations with no pod ------------------------------------------
     def sweep_due(self, set_key: str, now: datetime, every: timedelta) -> bool:

@@ -139,13 +139,16 @@ def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
 # -- pods -------------------------------------------------------------------------------------
 def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | None,
               busy_until: datetime | None, now: datetime,
-              running: RunningRule | None = None) -> Runner:
+              running: RunningRule | None = None, came_online: bool = False) -> Runner:
     """A pod as the decision sees it.
 
     ``registered`` is the platform's view (GitHub's runner list by runner id, Buildkite's
     connected agents by name; None when it could not say) and ``running`` the platform's rule
     that reads it for a running pod (``Kind.running``); without a rule a running pod counts as
     busy, so nothing is deleted on a guess. ``busy_until``: a recent 422 said it is busy.
+    A running pod whose runner the platform has not seen online (``came_online``: since this
+    controller started) ``REGISTRATION_TIMEOUT`` after it started is failed: it would be
+    pending for ever (a bad JIT config, no way out to GitHub, a runner too old to connect).
     """
     meta = pod.get("metadata") or {}
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
@@ -173,7 +176,12 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
         return make(Phase.PENDING)
     if (busy_until is not None and now < busy_until) or running is None:
         return make(Phase.BUSY)
-    return make(running(str(meta.get("name")), notes, runner_id, registered))
+    phase = running(str(meta.get("name")), notes, runner_id, registered)
+    if phase is Phase.PENDING and registered is not None and not came_online:
+        started = started_at(pod)
+        if started is not None and now - started >= REGISTRATION_TIMEOUT:
+            return make(Phase.FAILED, started + REGISTRATION_TIMEOUT)
+    return make(phase)
 
 
 # Waiting reasons that do not clear by themselves: a pod in one of them for longer than
@@ -181,6 +189,9 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
 STUCK_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName",
                            "CreateContainerConfigError", "CreateContainerError"})
 STUCK_AFTER = timedelta(minutes=5)
+# A running runner never seen online this long after it started is failed and replaced (with
+# the failed runners' backoff), as actions-runner-controller's registration timeout does.
+REGISTRATION_TIMEOUT = timedelta(minutes=10)
 
 
 def _stuck(pod: Mapping[str, Any], now: datetime) -> datetime | None:
@@ -196,6 +207,29 @@ def _stuck(pod: Mapping[str, Any], now: datetime) -> datetime | None:
         if isinstance(waiting, dict) and waiting.get("reason") in STUCK_REASONS:
             return created + STUCK_AFTER
     return None
+
+
+def started_at(pod: Mapping[str, Any]) -> datetime | None:
+    """When the runner container started (else the pod, else its creation)."""
+    spec_containers = (pod.get("spec") or {}).get("containers") or []
+    name = runner_container({"spec": {"containers": spec_containers}}) if spec_containers \
+        else RUNNER_CONTAINER
+    status = pod.get("status") or {}
+    for cs in status.get("containerStatuses") or []:
+        if isinstance(cs, dict) and cs.get("name") == name:
+            started = _time(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
+            if started is not None:
+                return started
+    return _time(status.get("startTime")) or _time(
+        (pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+def stopped(pod: Mapping[str, Any]) -> bool:
+    """Has the runner stopped for good: its container terminated, or the pod ``Succeeded`` or
+    ``Failed`` (evicted, OOM-killed, deleted by the node)? Such a runner runs no job, whatever
+    its platform still says."""
+    phase = (pod.get("status") or {}).get("phase")
+    return _runner_terminated(pod) is not None or phase in ("Succeeded", "Failed")
 
 
 def runner_container(template: Mapping[str, Any]) -> str:

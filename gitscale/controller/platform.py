@@ -7,18 +7,26 @@ runners need (GitHub: the runner image's start command, which the image itself l
 running pod is told idle from busy, what the ``BusyKnown`` condition says, and an adapter with
 four verbs — ``env`` (what the runner container needs), ``register`` (GitHub: a JIT config;
 Buildkite: none), ``unregister`` (GitHub: DELETE the runner; ``RunnerBusy`` on 422) and
-``registered`` (idle and busy as the platform sees them; None when it cannot say).
+``registered`` (idle and busy as the platform sees them, read at most ``max_age`` seconds ago;
+None when it cannot say).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from gitscale.controller.decide import Phase
+from gitscale.controller.errors import PlatformError
 from gitscale.controller.status import Condition
 
-LIST_MAX_AGE = 15.0  # seconds a platform's runner list is reused: it serves every pass
+# Seconds a platform's runner list is reused by the passes of every set that shares it (one
+# credentials Secret and configURL): LIST_MAX_AGE for a pass that may remove a running runner
+# (a scale-down choosing idle ones, a set being deleted, a runner that may have timed out);
+# STATUS_LIST_MAX_AGE for the others (their status counts, the leftover sweep). A list read
+# earlier is safe for a removal: a runner that took a job since is refused (422) and kept.
+LIST_MAX_AGE = 15.0
+STATUS_LIST_MAX_AGE = 4 * LIST_MAX_AGE
 
 
 @dataclass(frozen=True)
@@ -49,24 +57,58 @@ class Adapter(Protocol):
 
     def unregister(self, runner_id: int) -> None: ...
 
-    def registered(self) -> Mapping[Any, Registered] | None: ...
+    def registered(self, max_age: float) -> Mapping[Any, Registered] | None: ...
 
     def busy_source(self) -> tuple[bool, str | None]:
         """(is the platform set up to say who is busy, why it cannot this time)"""
         ...
 
 
+class Unavailable:
+    """The adapter of a set being deleted whose platform cannot be reached at all (its
+    credentials gone with it, and no client left from before): nothing can be registered or
+    unregistered, and no one says which runner is busy."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def env(self, name: str) -> list[dict[str, Any]]:
+        raise PlatformError(self.reason)
+
+    def register(self, name: str) -> Registration | None:
+        raise PlatformError(self.reason)
+
+    def unregister(self, runner_id: int) -> None:
+        raise PlatformError(self.reason)
+
+    def registered(self, max_age: float) -> Mapping[Any, Registered] | None:
+        raise PlatformError(self.reason)
+
+    def busy_source(self) -> tuple[bool, str | None]:
+        return True, self.reason
+
+
 class Client(Protocol):
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Successor(Protocol):
+    """A client that takes over what the one it replaces (its credentials read again, every
+    ``platforms.CREDENTIALS_MAX_AGE``) kept: a runner list and its age, ETags, the rate limit
+    as last stated."""
+
+    def take_over(self, old: object) -> None: ...
 
 
 SecretReader = Callable[[str, str], Mapping[str, str]]
 
 
 class Clients(Protocol):
-    """API clients kept across passes (``platforms.Platforms``), for an adapter to reuse."""
+    """API clients kept across passes (``platforms.Platforms``), for an adapter to reuse;
+    ``clock``: monotonic seconds, for the age of what they keep (a runner list)."""
 
-    list_max_age: float
+    clock: Callable[[], float]
 
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]: ...
 

@@ -114,10 +114,9 @@ def busy_known(configured: bool, failure: str | None) -> Condition:
 
 class BuildkiteAgentRunners:
     def __init__(self, settings: BuildkiteSettings, api: BuildkiteAgents | None,
-                 list_max_age: float, problem: str | None = None) -> None:
+                 problem: str | None = None) -> None:
         self.settings = settings
         self.api = api
-        self.list_max_age = list_max_age
         self.problem = problem  # why the agents API is configured but not used
 
     def env(self, name: str) -> list[dict[str, Any]]:
@@ -141,16 +140,16 @@ class BuildkiteAgentRunners:
     def busy_source(self) -> tuple[bool, str | None]:
         return self.api is not None or self.problem is not None, self.problem
 
-    def registered(self) -> Mapping[str, Registered] | None:
+    def registered(self, max_age: float) -> Mapping[str, Registered] | None:
         """Connected agents by name (None without the agents API: see the module docstring)."""
-        return None if self.api is None else self.api.agents(self.list_max_age)
+        return None if self.api is None else self.api.agents(max_age)
 
 
 def adapter(clients: Clients, namespace: str, settings: BuildkiteSettings) -> Adapter:
     """Without the agents API settings, or when its token cannot be read: no busy signal
     (the set is still served, under the graceful-stop rule; ``problem`` says why)."""
     if settings.organization is None or settings.api_token_secret is None:
-        return BuildkiteAgentRunners(settings, None, clients.list_max_age)
+        return BuildkiteAgentRunners(settings, None)
     from gitscale.controller.buildkite import BuildkiteAgents
 
     secret, org = settings.api_token_secret, settings.organization
@@ -160,14 +159,14 @@ def adapter(clients: Clients, namespace: str, settings: BuildkiteSettings) -> Ad
         if not token:
             raise CredentialsError(f"Secret {namespace}/{secret}: needs the key {TOKEN_KEY} (a "
                                    "Buildkite REST API token with the read_agents scope)")
-        return BuildkiteAgents(settings.api_url, org, token)
+        return BuildkiteAgents(settings.api_url, org, token, clock=clients.clock)
 
     try:
         client = clients.cached(("buildkite", namespace, secret, settings.api_url, org), make)
     except ControllerError as exc:
-        return BuildkiteAgentRunners(settings, None, clients.list_max_age, problem=str(exc))
+        return BuildkiteAgentRunners(settings, None, problem=str(exc))
     assert isinstance(client, BuildkiteAgents)
-    return BuildkiteAgentRunners(settings, client, clients.list_max_age)
+    return BuildkiteAgentRunners(settings, client)
 
 
 def _secrets(settings: BuildkiteSettings) -> frozenset[str]:

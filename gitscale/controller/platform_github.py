@@ -79,9 +79,11 @@ def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,
         return Phase.BUSY  # GitHub could not be asked: nothing is removed on a guess
     seen = registered.get(runner_id) if runner_id is not None else next(
         (r for r in registered.values() if r.name == name), None)
+    if seen is not None and seen.busy:
+        return Phase.BUSY  # offline too: its connection dropped mid-job, GitHub still waits
     if seen is None or not seen.online:
         return Phase.PENDING  # started, not connected yet (or already gone after a job)
-    return Phase.BUSY if seen.busy else Phase.IDLE
+    return Phase.IDLE
 
 
 def busy_known(configured: bool, failure: str | None) -> Condition:
@@ -92,10 +94,9 @@ def busy_known(configured: bool, failure: str | None) -> Condition:
 
 
 class GitHubRunners:
-    def __init__(self, client: GitHub, settings: GitHubSettings, list_max_age: float) -> None:
+    def __init__(self, client: GitHub, settings: GitHubSettings) -> None:
         self.client = client
         self.settings = settings
-        self.list_max_age = list_max_age
 
     def env(self, name: str) -> list[dict[str, Any]]:
         # The runner reads ACTIONS_RUNNER_INPUT_<ARG> as its --<arg> option.
@@ -111,9 +112,9 @@ class GitHubRunners:
     def busy_source(self) -> tuple[bool, str | None]:
         return True, None
 
-    def registered(self) -> Mapping[int, Registered]:  # by runner id
+    def registered(self, max_age: float) -> Mapping[int, Registered]:  # by runner id
         return {i: Registered(r.online, r.busy, r.name, r.labels)
-                for i, r in self.client.runners(self.list_max_age).items()}
+                for i, r in self.client.runners(max_age).items()}
 
 
 def adapter(clients: Clients, namespace: str, settings: GitHubSettings) -> Adapter:
@@ -121,14 +122,18 @@ def adapter(clients: Clients, namespace: str, settings: GitHubSettings) -> Adapt
 
     secret = settings.credentials_secret
 
+    scope = scope_of(settings.config_url)
+
     def make() -> GitHub:
         data = clients.read_secret(namespace, secret)
-        return GitHub(scope_of(settings.config_url),
-                      credentials_from(data, f"Secret {namespace}/{secret}"))
+        return GitHub(scope, credentials_from(data, f"Secret {namespace}/{secret}"),
+                      monotonic=clients.clock)
 
-    client = clients.cached(("github", namespace, secret, settings.config_url), make)
+    # One client, and so one runner list, for every set of the same credentials and scope
+    # (``https://github.com/acme`` and ``…/acme/`` alike).
+    client = clients.cached(("github", namespace, secret, scope.api, scope.path), make)
     assert isinstance(client, GitHub)
-    return GitHubRunners(client, settings, clients.list_max_age)
+    return GitHubRunners(client, settings)
 
 
 GITHUB = Kind(

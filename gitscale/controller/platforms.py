@@ -14,9 +14,17 @@ import time
 from collections.abc import Mapping
 from typing import Callable
 
-from gitscale.controller.errors import UnsupportedPlatform
+from gitscale.controller.errors import CredentialsError, UnsupportedPlatform
 from gitscale.controller.observe import RunnerSetView
-from gitscale.controller.platform import LIST_MAX_AGE, Adapter, Client, Kind, SecretReader
+from gitscale.controller.platform import (
+    LIST_MAX_AGE,
+    STATUS_LIST_MAX_AGE,
+    Adapter,
+    Client,
+    Kind,
+    SecretReader,
+    Successor,
+)
 from gitscale.controller.platform_buildkite import BUILDKITE
 from gitscale.controller.platform_github import GITHUB
 
@@ -38,18 +46,33 @@ def kind_of(name: object) -> Kind:
 
 
 class Platforms:
-    """Adapters by RunnerSet, with API clients (and their tokens) reused across passes."""
+    """Adapters by RunnerSet, with API clients (and their tokens) reused across passes.
+
+    ``list_max_age`` and ``status_list_max_age`` (4 × the first unless given): how old a
+    platform's runner list may be for a pass that may remove a running runner, and for any
+    other pass (``platform.LIST_MAX_AGE``)."""
 
     def __init__(self, read_secret: SecretReader, *, list_max_age: float = LIST_MAX_AGE,
+                 status_list_max_age: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._read_secret = read_secret
         self.list_max_age = list_max_age
-        self._clock = clock
+        self.status_list_max_age = (status_list_max_age if status_list_max_age is not None
+                                    else list_max_age * STATUS_LIST_MAX_AGE / LIST_MAX_AGE)
+        self.clock = clock
         self._lock = threading.Lock()
         self._clients: dict[tuple[str, ...], tuple[float, Client]] = {}
 
     def for_set(self, rs: RunnerSetView) -> Adapter:
-        return rs.kind.adapter(self, rs.namespace, rs.settings)
+        """The set's adapter. A set being deleted whose credentials can no longer be read (its
+        Secret pruned with it, its namespace being deleted) keeps the client it last had: the
+        token it holds still serves to unregister the set's runners."""
+        try:
+            return rs.kind.adapter(self, rs.namespace, rs.settings)
+        except CredentialsError:
+            if not rs.deleting:
+                raise
+            return rs.kind.adapter(_LastRead(self), rs.namespace, rs.settings)
 
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
         return self._read_secret(namespace, name)
@@ -72,10 +95,29 @@ class Platforms:
     def cached(self, key: tuple[str, ...], make: Callable[[], Client]) -> Client:
         with self._lock:
             cached = self._clients.get(key)
-        if cached is not None and self._clock() - cached[0] < CREDENTIALS_MAX_AGE:
+        if cached is not None and self.clock() - cached[0] < CREDENTIALS_MAX_AGE:
             return cached[1]
         client = make()
+        if cached is not None and isinstance(client, Successor):
+            client.take_over(cached[1])
         with self._lock:
             # A replaced client may still serve a pass in flight: it is left to the GC.
-            self._clients[key] = (self._clock(), client)
+            self._clients[key] = (self.clock(), client)
         return client
+
+
+class _LastRead:
+    """``Platforms`` for a set being deleted: the client it last had, however old (its Secret
+    may be gone for good), else a new one."""
+
+    def __init__(self, platforms: Platforms) -> None:
+        self._platforms = platforms
+        self.clock = platforms.clock
+
+    def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
+        return self._platforms.read_secret(namespace, name)
+
+    def cached(self, key: tuple[str, ...], make: Callable[[], Client]) -> Client:
+        with self._platforms._lock:
+            cached = self._platforms._clients.get(key)
+        return cached[1] if cached is not None else self._platforms.cached(key, make)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import re
 import secrets
 from collections.abc import Mapping
@@ -30,17 +31,27 @@ JIT_KEY = "jitconfig"
 NAME_MAX = 57  # room for GitHub's runner-name limit (64) and Kubernetes' hostname limit (63)
 
 
-def new_name(set_name: str) -> str:
-    return f"{_prefix(set_name)}-{secrets.token_hex(3)}"
+def new_name(set_name: str, set_uid: str) -> str:
+    """``<set name>-<instance>-<random>``: the pod's name and its runner's. ``instance`` is of
+    the set's uid, so that registrations of a same-named set elsewhere (another cluster or
+    namespace, the same org) are never taken for this one's (``is_runner_name``)."""
+    return f"{_prefix(set_name)}-{instance(set_uid)}-{secrets.token_hex(3)}"
 
 
-def is_runner_name(set_name: str, name: str) -> bool:
-    """Could ``name`` be one of ``new_name(set_name)``? (Finds a set's GitHub registrations.)"""
-    return re.fullmatch(re.escape(_prefix(set_name)) + "-[0-9a-f]{6}", name) is not None
+def is_runner_name(set_name: str, set_uid: str, name: str) -> bool:
+    """Could ``name`` be one of ``new_name(set_name, set_uid)``? (Finds the GitHub
+    registrations of this very set, the one with that uid.)"""
+    return re.fullmatch(f"{re.escape(_prefix(set_name))}-{instance(set_uid)}-[0-9a-f]{{6}}",
+                        name) is not None
+
+
+def instance(set_uid: str) -> str:
+    """Four hex digits of the set's uid (a set deleted and made again is another instance)."""
+    return hashlib.sha256(set_uid.encode()).hexdigest()[:4]
 
 
 def _prefix(set_name: str) -> str:
-    return set_name[:NAME_MAX - 7].rstrip("-.")
+    return set_name[:NAME_MAX - 12].rstrip("-.")
 
 
 def owner_reference(rs: RunnerSetView) -> dict[str, Any]:

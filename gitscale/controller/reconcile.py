@@ -4,6 +4,7 @@ Everything the pass reads comes from the stores; everything it writes goes throu
 and the platform adapter, in bulk: all creations of a pass are submitted to the shared thread
 pool at once, and deletions run wave by wave (idle before pending). A failure to
 create or delete one runner does not stop the others; it becomes the ``Ready`` condition.
+Creating is ``create.py``, removing ``remove.py``.
 
 Every set served carries the ``gitscale.dev/runners`` finalizer, so deleting it (by hand, or
 Argo CD / Flux pruning it) with background propagation does not garbage-collect busy runners: a
@@ -16,16 +17,15 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from gitscale.controller import status as st
 from gitscale.controller.cache import Store
-from gitscale.controller.create import Created, create_runners
+from gitscale.controller.create import Created, create_runners, hand_over, held_back
 from gitscale.controller.decide import (
     Actions,
-    Delete,
     DeleteReason,
     Phase,
     Refilled,
@@ -40,28 +40,30 @@ from gitscale.controller.decide import (
 from gitscale.controller.errors import (
     Conflict,
     ControllerError,
-    Interrupted,
+    CredentialsError,
     InvalidRunnerSet,
     KubeError,
     NotFound,
-    PlatformError,
-    RunnerBusy,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.leftovers import EVERY, GRACE, sweep
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import (
     FINALIZER,
+    REGISTRATION_TIMEOUT,
     RawObject,
     RunnerSetView,
     parse_runnerset,
+    refilled_of,
     runner_of,
+    started_at,
+    stopped,
 )
-from gitscale.controller.platform import Adapter, Registered
+from gitscale.controller.platform import Adapter, Registered, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
+from gitscale.controller.remove import BUSY_RETRY, remove_runners
 
 log = logging.getLogger("gitscale.controller")
-BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked again sooner
 ERROR_RETRY = 10.0
 
 
@@ -109,7 +111,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.before = obj.get("status") or {}
     try:
         view = parse_runnerset(obj, kind_of)
-        platform = ctx.platforms.for_set(view)
+        platform = _platform(ctx, view)
     except InvalidRunnerSet as exc:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not any(
@@ -126,15 +128,32 @@ def reconcile(ctx: Context, key: str) -> Report:
 
     if not view.deleting:
         obj = _hold(ctx, obj, report)
+    report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
-    registered = _registered(ctx, view, platform, pods, now, report)
+    unavailable = platform.reason if isinstance(platform, Unavailable) else None
+    try:
+        registered = None if unavailable else _registered(ctx, view, platform, pods, now,
+                                                          report)
+    except CredentialsError as exc:  # a set being deleted: its credentials no longer work
+        platform, unavailable, registered = Unavailable(str(exc)), str(exc), None
     by_name = {}
     runners: list[Runner] = []
+    dead: set[str] = set()  # runners that stopped for good (busy or not, GitHub may say)
+    live: set[str] = set()  # runners that may be connected (idle or busy)
     for pod in pods:
-        busy_until = ctx.memory.busy_until(key, pod["metadata"]["name"])
-        runner = runner_of(pod, registered, busy_until, now, view.kind.running)
+        name = pod["metadata"]["name"]
+        runner = runner_of(pod, registered, ctx.memory.busy_until(key, name), now,
+                           view.kind.running, ctx.memory.came_online(key, name))
+        if registered is not None and runner.phase in (Phase.IDLE, Phase.BUSY):
+            ctx.memory.mark_online(key, name)  # no registration timeout for it any more
+        if unavailable and runner.phase in (Phase.PENDING, Phase.FAILED, Phase.FINISHED):
+            runner = replace(runner, runner_id=None)  # removed without unregistering: see below
         runners.append(runner)
         by_name[runner.name] = runner
+        if stopped(pod):
+            dead.add(runner.name)
+        if runner.phase in (Phase.IDLE, Phase.BUSY):
+            live.add(runner.name)
     ctx.memory.keep_only(key, set(by_name))
 
     spec = effective(view.spec, view.deleting)
@@ -145,8 +164,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     # a slot unfilled until the next write, but never refill beyond the backlog.
     refilled = refilled_after(spec, view.refilled, len(actions.refills)) \
         if actions.refills else None
-    if actions.create and (view.applied is None
-                           or st.ready_of(previous).get("status") != "False"):
+    if actions.create and held_back(ctx.memory, view, now) is None and (
+            view.applied is None or st.ready_of(previous).get("status") != "False"):
         # Say the set is short before creating, and that the write is not applied yet: a pass
         # may be cut short (killed, stopped), and the next one must complete the write.
         before = _adjust(actions, by_name, Report(key), Created(failed=actions.create))
@@ -154,14 +173,28 @@ def reconcile(ctx: Context, key: str) -> Report:
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
             generation=generation, refilled=refilled), previous=None)
+    unrefilled: tuple[str, ...] = ()
     if refilled is not None:  # (a status that already says so is not written again)
         obj = _write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
                      previous=None)
+        counted = refilled_of(obj.get("status"))
+        if counted is None or counted.count != refilled.count or not refilled.write.same(
+                counted.write):
+            unrefilled = actions.refills  # uncounted, they could be made twice: not now
     created = create_runners(ctx.kube, ctx.pods, ctx.platforms, ctx.memory, ctx.pool, ctx.halt,
-                             view, platform, actions)
+                             view, platform, replace(actions, refills=()) if unrefilled
+                             else actions, now)
+    if unrefilled:  # as if refused: their markers stay, the write is not recorded as applied
+        created.failed += len(unrefilled)
+        created.unreplaced.update(unrefilled)
+        created.errors.append(f"{len(unrefilled)} refill(s) not made: their count could not "
+                              "be written to status first")
     report.created = created.names
     report.errors += created.errors
-    _delete(ctx, view, platform, actions, report, now, keep=created.unreplaced)
+    removed = remove_runners(ctx.kube, ctx.pods, ctx.memory, ctx.pool, ctx.halt, view, platform,
+                             actions, now, keep=created.unreplaced, dead=dead, live=live)
+    report.deleted, report.busy = removed.deleted, removed.busy
+    report.errors += removed.errors
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return _release(ctx, obj, report)
 
@@ -175,31 +208,66 @@ def reconcile(ctx: Context, key: str) -> Report:
                             refilled.count - len(created.unreplaced & set(actions.refills)))
     trouble = st.Problem(created.reason or "ApplyFailed",
                          "; ".join(report.errors[:3])) if report.errors else None
+    if unavailable:
+        trouble = _without_platform(unavailable, report)
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
+    others = len(report.errors) - len(created.errors)  # errors not of its creations
     waits = [w for w in (actions.requeue_after,
                          BUSY_RETRY.total_seconds() if report.busy else None,
-                         ERROR_RETRY if report.errors else None,
+                         created.retry_after,  # refused creations back off
+                         ERROR_RETRY if others or (created.errors and created.retry_after is None)
+                         else None,
                          report.requeue_after) if w is not None]
     report.requeue_after = min(waits) if waits else None
     return _finish(ctx, obj, report, counts, conditions, now, applied=applied,
                    generation=generation, refilled=refilled)
 
 
+def _platform(ctx: Context, view: RunnerSetView) -> Adapter:
+    """The set's adapter. A set being deleted is seen out even when its platform cannot be
+    reached at all (its credentials Secret pruned with it, its namespace being deleted, no
+    client left from before): ``Unavailable``."""
+    try:
+        return ctx.platforms.for_set(view)
+    except ControllerError as exc:
+        if not view.deleting:
+            raise
+        return Unavailable(str(exc))
+
+
+def _without_platform(reason: str, report: Report) -> st.Problem:
+    """A set being deleted without its platform: runners that are not running were removed
+    without unregistering (the offline registrations of ephemeral runners are GitHub's to
+    drop, after a day); running ones are kept until they stop, since idle cannot be told from
+    busy; the finalizer goes once no pod is left. Said in Ready (and so once in the log)."""
+    report.requeue_after = ERROR_RETRY * 3
+    return st.Problem("PlatformUnavailable", "; ".join([
+        f"{reason}: the set is being deleted without its platform: runners that were not "
+        "running are removed without unregistering (GitHub drops the offline registrations "
+        "of ephemeral runners after a day); running ones are kept until they stop, as idle "
+        "cannot be told from busy without it (delete their pods to let the set go now)",
+        *report.errors[:2]]))
+
+
 def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
                 now: datetime, report: Report) -> dict[Any, Registered] | None:
     """The platform's view of the set's runners, when a pass needs it: some runner is running
-    (idle or busy?), or it is time to look for registrations left without a pod."""
+    (idle or busy?), or it is time to look for registrations left without a pod — on every
+    pass of a set being deleted, with no grace (it creates no runner), so that none is left
+    behind when the finalizer goes. The list is shared by the sets of one credentials Secret
+    and scope, and read again only when older than the pass allows (``_list_age``)."""
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
     registers = view.kind.registration_labels is not None
-    sweeping = registers and not view.deleting and ctx.memory.sweep_due(
-        view.key, now, EVERY)
+    sweeping = registers and (view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
     if not running and not sweeping:
         return None
     try:
-        found = platform.registered()
+        found = platform.registered(_list_age(ctx, view, pods, now))
     except ControllerError as exc:
+        if view.deleting and isinstance(exc, CredentialsError):
+            raise  # no longer to be had: the set is seen out without its platform
         # A platform that registers its runners (GitHub): running runners count as busy
         # (nothing removed: an error of the pass). Buildkite: the graceful-stop rule still
         # holds; BusyKnown says so.
@@ -210,13 +278,31 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     registered = dict(found) if found is not None else None
     if registered is not None and sweeping:
         swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, registered, now,
-                      ctx.leftover_grace)
+                      timedelta(0) if view.deleting else ctx.leftover_grace)
         report.leftovers = swept.removed
         report.errors += swept.errors
         report.requeue_after = swept.wake_after
         ids = {i for i, r in registered.items() if r.name in swept.removed}
         registered = {i: r for i, r in registered.items() if i not in ids}
     return registered
+
+
+def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: datetime) -> float:
+    """How old the platform's list may be for this pass: ``list_max_age`` when a decision may
+    remove a running runner on it — a set being deleted, a scale-down (patch 0, more runners
+    than replicas), a running runner never seen online and past its registration timeout —,
+    ``status_list_max_age`` when it only feeds the counts of status and the sweep."""
+    platforms = ctx.platforms
+    alive = [p for p in pods if not stopped(p) and not p["metadata"].get("deletionTimestamp")]
+    if view.deleting or (view.spec.patch_id == 0 and len(alive) > view.spec.replicas):
+        return platforms.list_max_age
+    for pod in alive:
+        started = started_at(pod) if (pod.get("status") or {}).get("phase") == "Running" \
+            else None
+        if started is not None and now - started >= REGISTRATION_TIMEOUT and not (
+                ctx.memory.came_online(view.key, pod["metadata"]["name"])):
+            return platforms.list_max_age
+    return platforms.status_list_max_age
 
 
 def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
@@ -259,63 +345,6 @@ def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
         log.info("%s: no runners left: finalizer %s removed", report.key, FINALIZER)
     ctx.memory.forget(report.key)
     return report
-
-
-def _delete(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
-            report: Report, now: datetime, keep: set[str]) -> None:
-    """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
-    next pass tries again) rather than leave their slot empty. A surplus runner that proves
-    busy when it is unregistered (422) is kept, and the next of ``actions.standby`` goes in
-    its place in the same pass (idle ones before pending ones, as the scale-down's order), so
-    the pass removes as many as the surplus while idle runners are left."""
-    todo = [d for d in actions.deletes if d.name not in keep]
-    standby = list(actions.standby)
-    while todo:
-        wave = min(d.wave for d in todo)
-        batch = [d for d in todo if d.wave == wave]
-        todo = [d for d in todo if d.wave != wave]
-        futures = [(d, ctx.pool.submit(_delete_one, ctx, view, platform, d)) for d in batch]
-        for delete, future in futures:
-            try:
-                future.result()
-                report.deleted.append(delete.name)
-            except RunnerBusy:
-                report.busy.append(delete.name)
-                if ctx.memory.mark_busy(view.key, delete.name, now + BUSY_RETRY):
-                    log.info("%s: runner %s is still running a job: kept (asked again in "
-                             "%ds at the earliest)", view.key, delete.name,
-                             BUSY_RETRY.total_seconds())
-                if delete.reason is DeleteReason.SURPLUS and standby:
-                    todo.append(standby.pop(0))
-            except ControllerError as exc:
-                report.errors.append(str(exc))
-    if report.deleted:
-        log.info("%s: removed %s", view.key, ", ".join(report.deleted))
-
-
-def _delete_one(ctx: Context, view: RunnerSetView, platform: Adapter, delete: Delete) -> None:
-    if ctx.halt.is_set():
-        raise Interrupted("the controller is stopping: runner not removed, left to the next "
-                          "pass (or the next leader)")
-    if delete.runner_id is not None:
-        try:
-            platform.unregister(delete.runner_id)
-        except RunnerBusy:
-            raise
-        except PlatformError:
-            if delete.reason is DeleteReason.SURPLUS:
-                raise  # a live runner is only removed once it is unregistered
-            # finished or failed: its pod goes anyway; an ephemeral runner unregisters itself
-    cached = ctx.pods.get(f"{view.namespace}/{delete.name}")
-    try:
-        pod = ctx.kube.delete_pod(view.namespace, delete.name)
-    except NotFound:
-        pod = None
-    if pod is not None and (pod.get("metadata") or {}).get("deletionTimestamp"):
-        ctx.pods.put(pod)  # terminating (graceful): the watch will say when it is gone
-    else:
-        ctx.pods.remove(pod or cached or {"metadata": {"namespace": view.namespace,
-                                                       "name": delete.name}})
 
 
 def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,

@@ -7,17 +7,20 @@ scopes; 409 when the name exists), the runner list (``name``), GET and DELETE of
 installation tokens and the App's installation on an org or repo (``GET /orgs/ORG/installation``,
 id ``installation``; the JWT is verified with the app's public key). Lists page as GitHub's
 do: ``per_page`` (default 30, at most 100) and ``page``, with a ``Link`` header (``rel="next"``,
-``"last"``, ``"first"``, ``"prev"``) that keeps the other query parameters. Every answer
-carries ``x-ratelimit-*`` headers.
+``"last"``, ``"first"``, ``"prev"``) that keeps the other query parameters, and an ``ETag``: a
+page asked for with its current ETag in ``If-None-Match`` is answered 304 with no body (GitHub
+does not count those against the rate limit). Every answer carries ``x-ratelimit-*`` headers.
 
 Test seams: ``runners`` (by id), ``set_state(name, online=, busy=)``, ``refuse_delete(name)``
 (answer 422 though the list says idle: a job was picked up between the two calls), ``calls``
 (method and path of each request), ``queries`` (the query string of each), ``tokens``
 (accepted bearer tokens), ``groups`` (name → id), ``limit(times, retry_after=, reset=)`` (the
-next ``times`` requests answer 403/429 as a primary or secondary rate limit).
+next ``times`` requests answer 403/429 as a primary or secondary rate limit), ``remaining``
+(the ``x-ratelimit-remaining`` every answer says), ``not_modified`` (304s answered).
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -62,6 +65,7 @@ class FakeGitHub(ThreadingHTTPServer):
         self.queries: list[str] = []
         self.limits: list[tuple[int | None, int | None]] = []  # (retry-after, reset) per request
         self.remaining = 5000
+        self.not_modified = 0
         self.tokens = {token}
         self.app = app  # (app id, PEM public key)
         self.installation = 77  # the App's installation on every org and repo
@@ -150,8 +154,15 @@ class _Handler(BaseHTTPRequestHandler):
         if page > 1:
             links += [f'{url(1)}; rel="first"', f'{url(page - 1)}; rel="prev"']
         chunk = items[(page - 1) * per_page: page * per_page]
-        self._reply(200, {"total_count": len(items), key: chunk},
-                    {"Link": ", ".join(links)} if links else None)
+        body = {"total_count": len(items), key: chunk}
+        headers = {"Link": ", ".join(links)} if links else {}
+        digest = hashlib.sha256(json.dumps([body, headers], sort_keys=True).encode()).hexdigest()
+        headers["ETag"] = f'W/"{digest[:40]}"'
+        if self.headers.get("If-None-Match") == headers["ETag"]:
+            with self.server.lock:
+                self.server.not_modified += 1
+            return self._reply(304, None, headers)
+        self._reply(200, body, headers)
 
     def _body(self) -> dict[str, Any]:
         n = int(self.headers.get("Content-Length") or 0)

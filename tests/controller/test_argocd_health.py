@@ -84,11 +84,12 @@ def test_health(status: dict[str, Any] | None, expected: str, words: str) -> Non
 
 def test_health_of_a_real_set_from_short_to_ready(harness: Harness) -> None:
     harness.write("rs", 4, 1)
-    harness.api.inject_error("create", "pods", times=2)
+    harness.api.inject_error("create", "pods", times=2, skip=1)  # (the first is a dry run)
     harness.sync("rs")
     obj = harness.api.get_object("runnersets", "rs", NS)
     assert obj is not None and health(obj) == ("Progressing", health(obj)[1])
     assert "2 of 4 runner(s) missing" in health(obj)[1]
+    harness.clock.advance(10)  # refused creations are tried again after 10 s
     harness.sync("rs")
     obj = harness.api.get_object("runnersets", "rs", NS)
     assert obj is not None and health(obj)[0] == "Healthy"

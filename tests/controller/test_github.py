@@ -247,3 +247,56 @@ def test_an_installation_id_that_is_not_a_number_is_refused_naming_the_key(
     assert message.startswith("Secret ci-runners/github-app: key github_app_installation_id "
                               f"is {installation!r}, not a number"), message
     assert "leave the key out" in message and "BEGIN" not in message
+
+
+def test_an_unchanged_list_is_asked_again_with_its_etags(github: FakeGitHub) -> None:
+    """Each page is asked for with its ETag: an unchanged one is a 304 (not counted by GitHub
+    against the rate limit), and only the changed page comes back whole."""
+    now = [0.0]
+    gh = GitHub(Scope(f"{github.url}/api/v3", "orgs/acme"), Credentials(token=TOKEN),
+                monotonic=lambda: now[0])
+    for n in range(150):
+        gh.register(f"r-{n:03d}", ["l"], None)
+    gh.runners(max_age=0)
+    github.set_state("r-120", online=True, busy=True)  # on the second page
+    now[0] += 60
+    listed = gh.runners(max_age=0)
+    assert github.not_modified == 1 and listed[github.by_name("r-120").id].busy  # type: ignore[union-attr]
+
+
+def test_a_list_of_many_pages_is_reused_longer(github: FakeGitHub) -> None:
+    """P pages are reused P × 3 s at least, whatever the reader asks: 1,200 requests an hour."""
+    now = [0.0]
+    gh = GitHub(Scope(f"{github.url}/api/v3", "orgs/acme"), Credentials(token=TOKEN),
+                monotonic=lambda: now[0])
+    for n in range(2000):
+        gh.register(f"r-{n:04d}", ["l"], None)
+    gh.runners(max_age=15)
+    asked = github.count("GET", "/actions/runners$")
+    now[0] += 59
+    gh.runners(max_age=15)
+    assert github.count("GET", "/actions/runners$") == asked  # 20 pages: reused 60 s
+    now[0] += 1
+    gh.runners(max_age=15)
+    assert github.count("GET", "/actions/runners$") == asked + 20
+    gh.runners(max_age=0)  # 0: read now
+    assert github.count("GET", "/actions/runners$") == asked + 40
+
+
+def test_a_client_made_again_takes_over_the_list(github: FakeGitHub) -> None:
+    """Credentials are read again every 5 minutes, and a new client made: it keeps the list
+    (and its age), the ETags and the rate limit last stated, so no list is read for that."""
+    now = [0.0]
+    scope = Scope(f"{github.url}/api/v3", "orgs/acme")
+    old = GitHub(scope, Credentials(token=TOKEN), monotonic=lambda: now[0])
+    old.register("r-1", ["l"], None)
+    old.runners(max_age=0)
+    asked = len(github.calls)
+    new = GitHub(scope, Credentials(token=TOKEN), monotonic=lambda: now[0])
+    new.take_over(old)
+    now[0] += 30
+    assert [r.name for r in new.runners(max_age=60).values()] == ["r-1"]
+    assert len(github.calls) == asked
+    other = GitHub(Scope(f"{github.url}/api/v3", "orgs/other"), Credentials(token=TOKEN))
+    other.take_over(old)  # another scope: nothing to take
+    assert other.runners(max_age=60) == {} and len(github.calls) == asked + 1

@@ -9,6 +9,7 @@ import json
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import kubernetes.client
 import pytest
@@ -16,6 +17,8 @@ import pytest
 from gitscale.commands.init import argocd_application
 from gitscale.commands.init_choices import choose
 from gitscale.controller.observe import FINALIZER
+from gitscale.controller.platforms import Platforms
+from gitscale.timeutil import format_time
 from tests.controller.harness import NS, Harness
 
 
@@ -184,6 +187,39 @@ def test_unregister_422_keeps_the_pod_says_so_once_and_waits_30s(
     assert (status["busy"], status["replicas"]) == (1, 1)
 
 
+@pytest.mark.parametrize("death", [
+    pytest.param({"containers": [{"name": "runner", "ready": False, "state": {"terminated": {
+        "exitCode": 137, "reason": "OOMKilled"}}}]}, id="oom-killed"),
+    pytest.param({"containers": [], "reason": "Evicted",
+                  "message": "The node was low on resource: memory."}, id="evicted"),
+])
+def test_a_runner_killed_mid_job_goes_though_github_still_counts_it_busy(
+        harness: Harness, death: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """GitHub answers 422 for a runner it still counts busy; a dead pod is not kept for it
+    (that would hold its slot and retry every 30 s, "still running a job"). Its registration
+    stays until GitHub releases it, then the leftover sweep removes it."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (pod,) = harness.names("rs")
+    harness.running(pod, busy=True)
+    harness.sync("rs")
+    harness.clock.advance(60)
+    extra = {k: v for k, v in death.items() if k != "containers"}
+    harness.api.set_pod_phase(NS, pod, "Failed", death["containers"], **extra)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    report = harness.sync("rs")
+    assert report.deleted == [pod] and report.busy == [] and report.errors == []
+    (successor,) = report.created
+    assert harness.names("rs") == [successor]
+    assert harness.runner(pod) is not None  # GitHub's to release: left for now
+    assert "still counts it busy" in caplog.text and "still running a job" not in caplog.text
+    harness.github.set_state(pod, online=False, busy=False)  # GitHub noticed: offline, idle
+    harness.clock.advance(301)  # the next look for leftovers: suspected ...
+    assert harness.sync("rs").leftovers == []
+    harness.clock.advance(61)  # ... and removed after the grace
+    assert harness.sync("rs").leftovers == [pod] and harness.runner(pod) is None
+
+
 def test_status_counts_pending_running_failed(harness: Harness) -> None:
     harness.write("rs", 3, 1)
     harness.sync("rs")
@@ -337,26 +373,58 @@ def test_credentials_in_config_url_are_refused_and_never_shown(
     assert "ghp-in-the-url" not in str(harness.status("rs")) + caplog.text
 
 
-def test_refused_pod_creations_do_not_burn_the_github_rate_limit(harness: Harness) -> None:
-    """A quota refusing pods costs GitHub a registration and an unregistration per runner tried.
-    After one refused pass, the next passes try one runner first (the ReplicaSet controller's
-    slow start), so a set stuck on its quota costs two GitHub calls per pass, not 2 × missing."""
-    harness.api.inject_error("create", "pods", code=403, reason="Forbidden",
-                             message="exceeded quota: pods", times=23)
+@pytest.mark.parametrize(("code", "reason", "message", "ready"), [
+    pytest.param(403, "Forbidden", 'pods "rs-x" is forbidden: exceeded quota: pods, '
+                 "requested: pods=1, used: pods=20, limited: pods=20", "QuotaExceeded",
+                 id="quota"),
+    pytest.param(400, "BadRequest", 'admission webhook "policy.example.com" denied the '
+                 "request: images must come from registry.example.com", "CreateFailed",
+                 id="webhook"),
+])
+def test_refused_pod_creations_do_not_burn_the_github_rate_limit(
+        harness: Harness, code: int, reason: str, message: str, ready: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Each runner tried costs GitHub a registration and its removal, and GitHub allows 80
+    content-creating requests a minute: 100 sets stuck on their quota, retried every 10 s,
+    spent 600. One pod is first created as a dry run, so a refused pass registers nothing,
+    and a set's refused creations wait 10 s, doubling to 5 minutes; once the quota is raised
+    every missing runner comes in one pass again, and the backoff starts over."""
+    harness.api.inject_error("create", "pods", code=code, reason=reason, message=message,
+                             times=1000)
     harness.write("rs", 20, 0)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+
+    def registrations() -> int:
+        return harness.github.count("POST") + harness.github.count("DELETE")
+
     first = harness.sync("rs")
-    assert first.created == [] and len(first.errors) == 20  # unknown until tried: all at once
-    for _ in range(3):
-        harness.clock.advance(10)
-        before = len(harness.github.calls)
-        report = harness.sync("rs")
-        assert len(harness.github.calls) - before == 2  # one register, one unregister
-        assert report.created == [] and report.requeue_after == pytest.approx(10)
+    assert first.created == [] and registrations() == 0  # nothing registered
+    assert harness.api.call_count("create", "pods") == 1 and first.requeue_after == 10
+    condition = next(c for c in harness.status("rs")["conditions"] if c["type"] == "Ready")
+    assert (condition["status"], condition["reason"]) == ("False", ready)
+    assert message in condition["message"] and "dry run" in condition["message"]
+    for wait, following in [(10, 20), (20, 40), (40, 80), (80, 160), (160, 300), (300, 300)]:
+        harness.clock.advance(wait - 1)  # a pass within the backoff (a resync, a pod event)
+        tries = harness.api.call_count("create", "pods")
+        early = harness.sync("rs")
+        assert harness.api.call_count("create", "pods") == tries  # tries nothing
+        assert early.requeue_after == pytest.approx(1)
+        harness.clock.advance(1)
+        assert harness.sync("rs").requeue_after == following
+        assert harness.api.call_count("create", "pods") == tries + 1  # one dry run
+    assert registrations() == 0
+    said = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 7  # once per try, not once per pass
     status = harness.status("rs")
     assert (status["pending"], status["replicas"]) == (0, 0)
-    harness.clock.advance(10)  # the quota was raised: every missing runner in one pass again
+    harness.api.clear_errors()  # the quota was raised: every missing runner in one pass again
+    harness.clock.advance(300)
     assert len(harness.sync("rs").created) == 20
     assert len(harness.pods("rs")) == 20 and len(harness.github.runners) == 20
+    harness.api.inject_error("create", "pods", code=code, reason=reason, message=message)
+    harness.clock.advance(10)
+    harness.write("rs", 21, 0)
+    assert harness.sync("rs").requeue_after == 10  # started over
 
 
 def test_deleting_a_set_keeps_its_busy_runner_until_done_then_lets_it_go(
@@ -451,3 +519,148 @@ def test_the_documented_release_of_a_stuck_set_lets_it_go(harness: Harness) -> N
     custom.patch_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", name,
                                           patch, _content_type="application/merge-patch+json")
     assert harness.api.get_object("runnersets", name, NS) is None
+
+
+def _delete_set(harness: Harness, name: str) -> None:
+    custom = kubernetes.client.CustomObjectsApi(harness.controller.kube.api)
+    custom.delete_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", name)
+
+
+def _delete_secret(harness: Harness, name: str = "gh-creds") -> None:
+    kubernetes.client.CoreV1Api(harness.controller.kube.api).delete_namespaced_secret(name, NS)
+
+
+def test_a_set_deleted_with_its_secret_is_let_go(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Argo CD prunes the set and its credentials Secret together, and the controller has no
+    client left from before (it restarted): runners that are not running need no GitHub to be
+    removed, so they go, and the finalizer with them. Their offline registrations stay for
+    GitHub to drop (an ephemeral runner's after a day)."""
+    harness.write("rs", 3, 0)
+    harness.sync("rs")
+    pending, finished, failed = harness.names("rs")
+    harness.clock.advance(30)
+    harness.stop(finished)  # did its job: unregistered itself
+    harness.stop(failed, exit_code=1)
+    _delete_secret(harness)
+    harness.controller.ctx.platforms.close()  # a restarted controller: nothing cached
+    _delete_set(harness, "rs")
+    calls = len(harness.github.calls)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    report = harness.sync("rs")
+    assert sorted(report.deleted) == sorted([pending, finished, failed])
+    assert harness.names("rs") == [] and harness.api.get_object("runnersets", "rs", NS) is None
+    assert len(harness.github.calls) == calls  # nothing asked of GitHub: it could not be
+    assert {r.name for r in harness.github.runners.values()} == {pending, failed}
+    said = [r for r in caplog.records if "being deleted without its platform" in r.getMessage()]
+    assert len(said) <= 1  # (none when nothing was left to say it about)
+
+
+def test_a_namespace_deleted_with_a_running_runner_is_let_go(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """A namespace being deleted: its Secret goes at once, the RunnerSet waits on its
+    finalizer. Running runners cannot be told idle from busy without the credentials, so the
+    controller keeps them (says why, once) and lets the set go as soon as they are gone —
+    here the namespace controller deletes them; the set, the namespace's last object, goes."""
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    busy, idle = harness.names("rs")
+    harness.running(busy, busy=True)
+    harness.running(idle)
+    harness.sync("rs")
+    _delete_secret(harness)
+    harness.controller.ctx.platforms.close()
+    _delete_set(harness, "rs")
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    for _ in range(2):
+        report = harness.sync("rs")
+        assert report.deleted == [] and harness.names("rs") == [busy, idle]
+        harness.clock.advance(30)
+    assert report.requeue_after == pytest.approx(30)
+    said = [r.getMessage() for r in caplog.records
+            if "being deleted without its platform" in r.getMessage()]
+    assert len(said) == 1 and "running ones are kept until they stop" in said[0]
+    assert "Secret default/gh-creds does not exist" in said[0]
+    (ready,) = [c for c in harness.status("rs")["conditions"] if c["type"] == "Ready"]
+    assert "delete their pods to let the set go" in ready["message"]
+    harness.stop(busy)  # its job done
+    assert harness.sync("rs").deleted == [busy]
+    assert harness.api.get_object("runnersets", "rs", NS) is not None
+    core = kubernetes.client.CoreV1Api(harness.controller.kube.api)  # the namespace
+    core.delete_namespaced_pod(idle, NS, _preload_content=False)  # controller's part
+    harness.sync("rs")
+    assert harness.api.get_object("runnersets", "rs", NS) is None
+
+
+def test_a_set_deleted_with_its_secret_keeps_the_credentials_it_last_read(
+        harness: Harness) -> None:
+    """The Secret pruned with the set, the controller still running: the client it last made
+    (its token still valid) sees the runners out as usual, long after the 5 minutes a
+    credential is kept before it is read again — the idle one unregistered and removed, the
+    busy one left to finish its job."""
+    seconds = [0.0]
+    kube = harness.controller.kube
+    harness.controller.ctx.platforms = Platforms(kube.read_secret, list_max_age=0,
+                                                 clock=lambda: seconds[0])
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    busy, idle = harness.names("rs")
+    harness.running(busy, busy=True)
+    harness.running(idle)
+    harness.sync("rs")
+    _delete_secret(harness)
+    _delete_set(harness, "rs")
+    seconds[0] += 3600
+    report = harness.sync("rs")
+    assert report.deleted == [idle] and harness.runner(idle) is None
+    assert harness.names("rs") == [busy]
+    harness.clock.advance(60)
+    harness.stop(busy)
+    assert harness.sync("rs").deleted == [busy]
+    assert harness.api.get_object("runnersets", "rs", NS) is None
+
+
+def test_a_template_fixed_after_a_webhook_refused_it_is_tried_at_once(harness: Harness) -> None:
+    """The backoff holds new writes of replicas (they fix nothing), not a new template."""
+    harness.api.inject_error("create", "pods", code=400, reason="BadRequest", times=1000,
+                             message='admission webhook "policy.example.com" denied the '
+                                     "request: images must come from registry.example.com")
+    harness.write("rs", 2, 0)
+    assert harness.sync("rs").created == []
+    harness.write("rs", 3, 0)
+    tries = harness.api.call_count("create", "pods")
+    assert harness.sync("rs").created == []
+    assert harness.api.call_count("create", "pods") == tries  # held: the same pods
+    harness.api.clear_errors()
+    harness.api.mutate_object("runnersets", "rs", lambda o: o["spec"]["template"]["spec"][
+        "containers"][0].update(image="registry.example.com/actions-runner:2.336.0"), NS)
+    assert len(harness.sync("rs").created) == 3
+
+
+def test_a_runner_that_never_comes_online_is_replaced_after_10_minutes(
+        harness: Harness) -> None:
+    """Its pod runs, GitHub never sees it (a bad JIT config, no way out): it was pending for
+    ever, holding its slot. After REGISTRATION_TIMEOUT it is failed, unregistered, replaced."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (silent,) = harness.names("rs")
+    started = format_time(harness.clock.now)
+    harness.api.set_pod_phase(NS, silent, "Running", [
+        {"name": "runner", "ready": True, "state": {"running": {"startedAt": started}}}])
+    harness.clock.advance(9 * 60)
+    report = harness.sync("rs")
+    assert (report.deleted, report.created) == ([], [])
+    assert harness.status("rs")["pending"] == 1
+    harness.clock.advance(60)
+    report = harness.sync("rs")
+    assert report.deleted == [silent] and harness.runner(silent) is None
+    (successor,) = report.created
+    assert harness.pod(successor)["metadata"]["annotations"]["gitscale.dev/failures"] == "1"
+    # One that came online, then dropped off (a network blip), is not a registration timeout.
+    harness.running(successor)
+    harness.sync("rs")
+    harness.github.set_state(successor, online=False)
+    harness.clock.advance(3600)
+    report = harness.sync("rs")
+    assert (report.deleted, report.created) == ([], [])
+    assert harness.names("rs") == [successor]

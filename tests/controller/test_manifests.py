@@ -11,6 +11,7 @@ import yaml
 from gitscale.cli import cli
 from tests.controller.github_fake import FakeRunner
 from gitscale.controller.leader import LeaderElector, LeaseConfig
+from gitscale.controller.podspec import instance
 from tests.controller.harness import NS, Harness
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "controller"
@@ -31,14 +32,16 @@ def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) ->
     harness.write("rs", 0, 0)
     harness.sync("rs")
     # A registration a crash left without a pod: removed with its Secret after the grace.
+    name = f"rs-{instance(harness.api.get_object('runnersets', 'rs', NS)['metadata']['uid'])}" \
+        "-0a1b2c"  # type: ignore[index]
     with harness.github.lock:
         runner_id = next(harness.github.ids)
-        harness.github.runners[runner_id] = FakeRunner(runner_id, "rs-0a1b2c", "orgs/acme",
+        harness.github.runners[runner_id] = FakeRunner(runner_id, name, "orgs/acme",
                                                        ["linux"], 1)
     harness.clock.advance(301)
     harness.sync("rs")
     harness.clock.advance(61)
-    assert harness.sync("rs").leftovers == ["rs-0a1b2c"]
+    assert harness.sync("rs").leftovers == [name]
     # Leader election: take the Lease, renew it, give it up.
     elector = LeaderElector(harness.controller.kube, LeaseConfig(NS, "me"),
                             on_start=lambda: None, on_stop=lambda: None)

@@ -119,6 +119,8 @@ ID, NAME = 7, "set-abc123"
         pytest.param(GITHUB, {}, ID, {ID: Registered(False, False, NAME)}, Phase.PENDING,
                      id="github-offline"),
         pytest.param(GITHUB, {}, ID, {}, Phase.PENDING, id="github-not-listed-yet"),
+        pytest.param(GITHUB, {}, ID, {ID: Registered(False, True, NAME)}, Phase.BUSY,
+                     id="github-offline-mid-job"),
         # A GitHub pod without its runner-id annotation is found by name (it used to fall
         # under Buildkite's rule, and without the list counted as idle).
         pytest.param(GITHUB, {}, None, {ID: Registered(True, True, NAME)}, Phase.BUSY,

@@ -137,7 +137,7 @@ def test_refills_are_counted_in_status_before_their_runners_exist(harness: Harne
     """Even in a pass that also completes a write applied in part (Ready already False, so the
     "Creating" status is not written again): the count comes first, then the pods."""
     harness.write("rs", 3, 1, backlog=2)
-    harness.api.inject_error("create", "pods", code=500)
+    harness.api.inject_error("create", "pods", code=500, skip=1)  # (the first is a dry run)
     assert len(harness.sync("rs").created) == 2  # one refused: the write is not applied
     assert next(c for c in harness.status("rs")["conditions"]
                 if c["type"] == "Ready")["status"] == "False"
@@ -154,3 +154,22 @@ def test_refills_are_counted_in_status_before_their_runners_exist(harness: Harne
     assert "/runnersets/rs/status" in log[0] and log[1].startswith("POST") and "/pods" in log[1]
     status = harness.status("rs")
     assert (status["refilled"], status["refilledPatchID"], status["appliedPatchID"]) == (1, 1, 1)
+
+
+def test_no_refill_when_its_count_could_not_be_written_first(harness: Harness) -> None:
+    """The count is written before the refills are made, so that a pass cut short never
+    refills a slot twice; when that write fails, the refills wait for a pass that can count
+    them (the marker keeps its slot, the write stays not applied)."""
+    first, _ = busy_pair(harness)
+    harness.clock.advance(60)
+    harness.stop(first)
+    harness.catch_up()
+    harness.api.inject_error("patch", "runnersets/status", code=500)
+    report = harness.sync("rs")
+    assert report.created == [] and report.deleted == []
+    assert any("refill(s) not made" in e for e in report.errors)
+    assert first in harness.names("rs") and harness.status("rs").get("refilled", 0) == 0
+    harness.clock.advance(10)
+    report = harness.sync("rs")
+    assert len(report.created) == 1 and report.deleted == [first]
+    assert harness.status("rs")["refilled"] == 1

@@ -97,11 +97,12 @@ def test_kstatus_follows_a_set_from_written_to_short_to_ready(harness: Harness) 
     harness.write("rs", 4, 1)
     obj = harness.api.get_object("runnersets", "rs", NS)
     assert obj is not None and _kstatus(obj) == "Current"  # no status yet: nothing to wait on
-    harness.api.inject_error("create", "pods", times=2)
+    harness.api.inject_error("create", "pods", times=2, skip=1)  # (the first is a dry run)
     harness.sync("rs")
     obj = harness.api.get_object("runnersets", "rs", NS)
     assert obj is not None and _kstatus(obj) == "InProgress"
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    harness.clock.advance(10)  # (refused creations are tried again after 10 s)
     harness.write("rs", 5, 2)  # a new generation the controller has not seen yet
     obj = harness.api.get_object("runnersets", "rs", NS)
     assert obj is not None and _kstatus(obj) == "InProgress"

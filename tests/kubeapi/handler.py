@@ -13,6 +13,7 @@ Every answer is JSON; every failure is a ``Status`` with the real code and reaso
 """
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
@@ -144,6 +145,14 @@ class Handler(BaseHTTPRequestHandler):
                 status = streaming = 200
                 serve_watch(self, self.server, route.rt, route.namespace, route.name, params)
                 return
+            lost = self.server.after_call(verb, route.resource)
+            if lost is not None:  # made, but its answer is lost: the client sees the error
+                real, self.wfile = self.wfile, io.BytesIO()
+                try:
+                    self._dispatch(verb, route, params, raw)
+                finally:
+                    self.wfile = real
+                raise lost
             status = self._dispatch(verb, route, params, raw)
         except APIError as exc:
             status = self._send_json(exc.code, exc.status())

@@ -16,9 +16,11 @@ another custom resource. Semantics live in store.py
 
 Test seams: ``calls``/``call_count``/``reset_calls`` (API calls by verb and resource),
 ``latency`` (seconds slept before every call), ``inject_error`` (fail the next N matching
-calls; ``clear_errors`` ends them), ``hang`` (matching calls get no answer until the returned
-event is set: a black-holed request), ``on_call`` (run a function before every call, with its
-verb, resource and query), ``objects``/``get_object`` (read the store without counting), ``create_object``,
+calls, after letting ``skip`` through; ``applied``: make the call, then answer the error, as a
+timeout after etcd stored the object; ``clear_errors`` ends them), ``hang`` (matching calls get
+no answer until the returned event is set: a black-holed request), ``on_call`` (run a function
+before every call, with its verb, resource and query), ``objects``/``get_object`` (read the
+store without counting), ``create_object``,
 ``mutate_object``, ``set_pod_phase``, ``compact`` (force 410 for older watch resumes),
 ``drop_watches`` (end every open stream, as an apiserver restart would),
 ``graceful_pod_deletion`` (pods linger with deletionTimestamp until ``finish_pod_deletions``),
@@ -61,6 +63,8 @@ class _InjectedError:
     resource: str | None
     error: APIError
     remaining: int
+    skip: int = 0  # matching calls let through first
+    applied: bool = False  # the call is made, and the error answered (a lost answer)
 
 
 @dataclass
@@ -197,10 +201,26 @@ class KubeAPIServer(ThreadingHTTPServer):
             release.wait()
         with self.store.lock:
             for rule in self._errors:
-                if (rule.remaining > 0 and rule.verb in (None, verb)
+                if (rule.remaining > 0 and not rule.applied and rule.verb in (None, verb)
                         and _resource_matches(rule.resource, resource)):
+                    if rule.skip > 0:
+                        rule.skip -= 1
+                        continue
                     rule.remaining -= 1
                     raise rule.error
+
+    def after_call(self, verb: str, resource: str) -> APIError | None:
+        """The error to answer for a call that was made all the same (``applied`` rules)."""
+        with self.store.lock:
+            for rule in self._errors:
+                if (rule.remaining > 0 and rule.applied and rule.verb in (None, verb)
+                        and _resource_matches(rule.resource, resource)):
+                    if rule.skip > 0:
+                        rule.skip -= 1
+                        continue
+                    rule.remaining -= 1
+                    return rule.error
+        return None
 
     def call_count(self, verb: str | None = None, resource: str | None = None) -> int:
         """API calls so far, optionally only one verb (get, list, watch, create, update, patch,
@@ -221,11 +241,14 @@ class KubeAPIServer(ThreadingHTTPServer):
 
     def inject_error(self, verb: str | None = None, resource: str | None = None, *,
                      code: int = 500, reason: str = "InternalError",
-                     message: str = "injected failure", times: int = 1) -> None:
-        """Fail the next ``times`` calls matching verb/resource with a Status of ``code``."""
+                     message: str = "injected failure", times: int = 1,
+                     skip: int = 0, applied: bool = False) -> None:
+        """Fail the next ``times`` calls matching verb/resource with a Status of ``code``
+        (after letting ``skip`` of them through). ``applied``: the call is made all the same,
+        only its answer is the error (a timeout after etcd stored the object)."""
         with self.store.lock:
             self._errors.append(_InjectedError(verb, resource, APIError(code, reason, message),
-                                               times))
+                                               times, skip, applied))
 
     def hang(self, verb: str | None = None, resource: str | None = None) -> threading.Event:
         """Hold every matching call without an answer (a black-holed request) until the

@@ -1,0 +1,119 @@
+"""Removing a pass's runners: wave by wave (idle before pending), each unregistered first.
+
+A runner whose unregistration answers 422 (GitHub: it runs a job) is kept, said once, and not
+asked again for ``BUSY_RETRY``; a surplus runner kept so gives its place to the next of the
+scale-down's order (``Actions.standby``) in the same pass. A runner that stopped for good
+(evicted, OOM-killed mid-job) goes even while GitHub still counts it busy: its registration is
+left until GitHub releases it, then the leftover sweep removes it. A failure to remove one
+runner does not stop the others.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from gitscale.controller.cache import Store
+from gitscale.controller.decide import Actions, Delete, DeleteReason
+from gitscale.controller.errors import (
+    ControllerError,
+    CredentialsError,
+    Interrupted,
+    NotFound,
+    PlatformError,
+    RunnerBusy,
+)
+from gitscale.controller.kube import Kube
+from gitscale.controller.memory import Memory
+from gitscale.controller.observe import RunnerSetView
+from gitscale.controller.platform import Adapter
+
+log = logging.getLogger("gitscale.controller")
+BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked again sooner
+
+
+@dataclass
+class Removed:
+    """What the removals of a pass did: runners removed, kept as busy (422), errors."""
+
+    deleted: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
+                   halt: threading.Event, view: RunnerSetView, platform: Adapter,
+                   actions: Actions, now: datetime, *, keep: set[str], dead: set[str],
+                   live: set[str]) -> Removed:
+    """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
+    next pass tries again) rather than leave their slot empty. A surplus runner that proves
+    busy when it is unregistered (422) is kept, and the next of ``actions.standby`` goes in
+    its place in the same pass (idle ones before pending ones, as the scale-down's order), so
+    the pass removes as many as the surplus while idle runners are left. ``dead``: runners
+    that stopped for good, whose pods go even while GitHub still counts them busy; ``live``:
+    runners that may be connected (idle or busy), only ever removed once unregistered."""
+    out = Removed()
+    todo = [d for d in actions.deletes if d.name not in keep]
+    standby = list(actions.standby)
+    while todo:
+        wave = min(d.wave for d in todo)
+        batch = [d for d in todo if d.wave == wave]
+        todo = [d for d in todo if d.wave != wave]
+        futures = [(d, pool.submit(_remove_one, kube, pods, halt, view, platform, d,
+                                   d.name in dead, d.name in live)) for d in batch]
+        for delete, future in futures:
+            try:
+                future.result()
+                out.deleted.append(delete.name)
+            except RunnerBusy:
+                out.busy.append(delete.name)
+                if memory.mark_busy(view.key, delete.name, now + BUSY_RETRY):
+                    log.info("%s: runner %s is still running a job: kept (asked again in "
+                             "%ds at the earliest)", view.key, delete.name,
+                             BUSY_RETRY.total_seconds())
+                if delete.reason is DeleteReason.SURPLUS and standby:
+                    todo.append(standby.pop(0))
+            except ControllerError as exc:
+                out.errors.append(str(exc))
+    if out.deleted:
+        log.info("%s: removed %s", view.key, ", ".join(out.deleted))
+    return out
+
+
+def _remove_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetView,
+                platform: Adapter, delete: Delete, dead: bool, live: bool) -> None:
+    if halt.is_set():
+        raise Interrupted("the controller is stopping: runner not removed, left to the next "
+                          "pass (or the next leader)")
+    if delete.runner_id is not None:
+        try:
+            platform.unregister(delete.runner_id)
+        except RunnerBusy:
+            if not dead:
+                raise
+            # Killed mid-job (evicted, OOM-killed): GitHub counts it busy until it notices.
+            # Keeping the pod would help no one; the registration is GitHub's to release,
+            # then the leftover sweep removes it.
+            log.info("%s: runner %s stopped while GitHub still counts it busy (evicted or "
+                     "killed mid-job?): its pod is removed; its registration is left until "
+                     "GitHub releases it, then swept", view.key, delete.name)
+        except PlatformError as exc:
+            # A live runner is only removed once it is unregistered. A pending or failed one
+            # of a set being deleted whose credentials are gone goes anyway (``reconcile``'s
+            # ``_without_platform``); finished or failed: its pod goes anyway (an ephemeral
+            # runner unregisters itself).
+            if delete.reason is DeleteReason.SURPLUS and (live or not (
+                    view.deleting and isinstance(exc, CredentialsError))):
+                raise
+    cached = pods.get(f"{view.namespace}/{delete.name}")
+    try:
+        pod = kube.delete_pod(view.namespace, delete.name)
+    except NotFound:
+        pod = None
+    if pod is not None and (pod.get("metadata") or {}).get("deletionTimestamp"):
+        pods.put(pod)  # terminating (graceful): the watch will say when it is gone
+    else:
+        pods.remove(pod or cached or {"metadata": {"namespace": view.namespace,
+                                                   "name": delete.name}})

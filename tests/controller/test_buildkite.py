@@ -144,3 +144,26 @@ def test_a_rate_limited_agents_api_is_said_and_the_set_still_served(
     assert "rate limited until" in cond["message"] and "answered 429" in cond["message"]
     ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"
+
+
+def test_a_refused_token_fixed_in_its_secret_is_used_on_the_next_pass(
+        harness: Harness, buildkite: FakeBuildkite) -> None:
+    """The agents API refused the token (401): the Secret is read again, not the refused
+    client kept until it ages out, so a corrected Secret counts busy agents on the next pass."""
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
+        "token": base64.b64encode(b"wrong").decode()}}, NS)
+    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    (pod,) = harness.names("bk")
+    harness.api.set_pod_phase(NS, pod, "Running")
+    buildkite.connect(pod, busy=True)
+    harness.sync("bk")
+    assert busy_known(harness, "bk")["reason"] == "AgentsAPIUnavailable"
+
+    def fix(secret: dict[str, Any]) -> None:
+        secret["data"]["token"] = base64.b64encode(TOKEN.encode()).decode()
+
+    harness.api.mutate_object("secrets", "bk-api", fix, NS)
+    harness.sync("bk")
+    assert busy_known(harness, "bk")["status"] == "True"
+    assert harness.status("bk")["busy"] == 1

@@ -52,6 +52,7 @@ class InstallationToken:
         self.app_id = app_id
         self._private_key = private_key
         self._installation = installation
+        self._configured = installation is not None  # else looked up (and again, if it goes)
         self._owner = owner
         self._error = error
         self._key_name = key_name
@@ -90,7 +91,12 @@ class InstallationToken:
         installation = self._installation or self._look_up()
         self._installation = installation
         url = f"{self.api}/app/installations/{installation}/access_tokens"
-        answer = self._call("POST", url, "could not get an installation token")
+        try:
+            answer = self._call("POST", url, "could not get an installation token")
+        except Exception:  # (``error``: the caller's own class)
+            if not self._configured:  # (the App may have been installed again, under a new id: ask again)
+                self._installation = None
+            raise
         body: dict[str, Any] = answer.body if isinstance(answer.body, dict) else {}
         token = body.get("token")
         if answer.status != 201 or not isinstance(token, str) or not token:

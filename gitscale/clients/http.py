@@ -14,7 +14,8 @@ A limit no longer than ``max_wait`` is waited for; a longer one raises ``RateLim
 client sends nothing more to that API until it lifts.
 
 What is sent and followed stays with the API: a ``Link: rel="next"`` page and a redirect are
-followed only on the origin (scheme, host and port) of the request that led there — a next page
+followed only on the origin (scheme, host and port) of the request that led there, or its
+upgrade from http to https on the same host (``same_api``) — a next page
 or a redirect elsewhere is an ``ApiError`` and nothing, the credential least, is sent there
 (GitHub pages and redirects a renamed repo within its own API). A credential that cannot be a
 header's value (a newline, a byte that is not ASCII) is refused before anything is sent
@@ -163,7 +164,7 @@ class HttpClient:
             items.extend(page)
             pages += 1
             current, next_url = next_url, next_link(answer.headers.get("link", ""), next_url)
-            if next_url and origin(next_url) != origin(current):
+            if next_url and not same_api(next_url, current):
                 raise self._error(ApiError, f"GET {redact(current)}: its next page is on "
                                             f"another origin ({origin_text(next_url)}): not "
                                             "followed, nothing is sent there",
@@ -278,7 +279,7 @@ class HttpClient:
                 if not (self.follow_redirects and response.next_request is not None):
                     return response, self._read(method, url, response, keep)
                 request = response.next_request
-                if origin(str(request.url)) != origin(url):
+                if not same_api(str(request.url), url):
                     raise self._error(ApiError, f"{method} {redact(url)} answered "
                                                 f"{response.status_code}, a redirect to another "
                                                 f"origin ({origin_text(str(request.url))}): not "
@@ -413,6 +414,15 @@ def origin(url: str) -> tuple[str, str, int]:
     """A URL's origin: scheme, host and port (the scheme's default when none is written)."""
     parsed = httpx.URL(url)
     return parsed.scheme, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
+
+
+def same_api(target: str, source: str) -> bool:
+    """Whether ``target`` may be sent what ``source`` was: the same origin, or the same host
+    upgraded from http to https on the default ports (a server that redirects plain http to
+    TLS, as GitHub Enterprise Server does; httpx keeps the credential there too). Never the
+    other way: a credential is not downgraded to plain http."""
+    to, came = origin(target), origin(source)
+    return to == came or (came == ("http", to[1], 80) and to == ("https", came[1], 443))
 
 
 def origin_text(url: str) -> str:

@@ -146,8 +146,8 @@ def branch_of(root: Path, given: str | None) -> str:
         # the scaffold would be committed under DIR/ of someone's repo, where nothing reads it
         raise InputError(str(root), f"is inside the git checkout {where}, not its top: a "
                          "config repo's gitscale.yaml, workflow and GitOps paths are read from "
-                         f"the root. Run init on {where} itself, or on a directory outside it; "
-                         "nothing was written")
+                         f"the root. Run init on {where} itself, on a directory outside it, or "
+                         f"`git init {root}` first for a repo of its own; nothing was written")
     current = repo.current_branch()
     if current is None:
         raise InputError(str(root), f"the repo at {where} has no branch checked out (a "

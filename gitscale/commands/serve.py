@@ -156,11 +156,19 @@ def _durations(window: str, reservation: str, resync: str) -> tuple[float, timed
                          "the events of one window land as one commit").total_seconds()
     duration = _duration("--reservation", reservation, MIN_RESERVATION,
                          "a queued job's runner needs that long to start")
-    if resync.strip() in ("0", "0s"):
+    if resync.strip() == "0" or _is_zero(resync):
         return window_s, duration, 0.0
     resync_s = _duration("--resync", resync, MIN_RESYNC, "each resync reads the sets' jobs "
                          "from GitHub's API; 0 turns it off").total_seconds()
     return window_s, duration, resync_s
+
+
+def _is_zero(text: str) -> bool:
+    """``0s``, ``0m``, ``0h``…: every way to write a duration of nothing (resync off)."""
+    try:
+        return parse_duration(text) == timedelta(0)
+    except ValueError:
+        return False  # (said by the check that follows)
 
 
 def _duration(option: str, text: str, least: str, why: str) -> timedelta:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
+from gitscale import files
 from gitscale.repo import scratch as scratch
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
 from gitscale.redact import has_credentials
@@ -46,8 +47,10 @@ def check_token_file() -> None:
     if not name:
         return
     path = Path(name)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+    label = f"GITSCALE_GIT_TOKEN_FILE={name}"
+    try:  # a regular file of at most a megabyte: a FIFO or a device would hang or never end
+        text = files.read_bytes(path, label, InputError, limit=1024 * 1024).decode(
+            "utf-8", errors="replace")
     except FileNotFoundError:
         problem = "no such file"
     except IsADirectoryError:
@@ -58,7 +61,7 @@ def check_token_file() -> None:
         if text.strip():
             return
         problem = "is empty"
-    raise InputError(f"GITSCALE_GIT_TOKEN_FILE={name}", f"{problem} ({_TOKEN_SECRET_HINT})")
+    raise InputError(label, f"{problem} ({_TOKEN_SECRET_HINT})")
 
 
 def is_url(location: str) -> bool:

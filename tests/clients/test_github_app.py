@@ -36,6 +36,7 @@ class TokenEndpoint:
     def __init__(self) -> None:
         self.exchanges = 0
         self.lookups = 0
+        self.installation = 77  # the App's installation on acme (another after a reinstall)
         self.delay = 0.05
         self.answer: tuple[int, bytes] | None = None  # instead of a token
         self.expires_in = 3600.0
@@ -78,11 +79,12 @@ class TokenEndpoint:
                     return self._send(404, b'{"message": "Not Found"}')
                 with fake.lock:
                     fake.lookups += 1
-                self._send(200, b'{"id": 77}')
+                self._send(200, json.dumps({"id": fake.installation}).encode())
 
             def do_POST(self) -> None:  # noqa: N802
                 path = self.path.removeprefix("/api/v3")
-                if path != "/app/installations/77/access_tokens" or not self._verified():
+                if path != f"/app/installations/{fake.installation}/access_tokens" \
+                        or not self._verified():
                     return self._send(404, b'{"message": "Not Found"}')
                 time.sleep(fake.delay)
                 with fake.lock:
@@ -161,6 +163,26 @@ def test_the_installation_is_looked_up_once(endpoint: TokenEndpoint) -> None:
     clock.now += 3600
     assert source.get() == "ghs_2"
     assert (endpoint.lookups, endpoint.exchanges) == (1, 2)
+
+
+def test_an_installation_looked_up_is_looked_up_again_when_it_is_gone(
+        endpoint: TokenEndpoint) -> None:
+    """The App installed again (a new installation id): a long-running serve or run asked the
+    old id until restarted. The exchange refused, the id it looked up is forgotten, and the
+    next exchange looks it up again; an id given in the config is never replaced."""
+    clock = Clock(endpoint)
+    app = token(endpoint, installation=None, owner="orgs/acme", clock=clock)
+    assert app.get() == "ghs_1" and endpoint.lookups == 1
+    endpoint.installation = 78
+    clock.now += 3600  # the token expired: a new exchange, with the id looked up before
+    with pytest.raises(CredentialsError, match="installations/77/access_tokens answered 404"):
+        app.get()
+    assert app.get() == "ghs_2" and endpoint.lookups == 2
+    given = token(endpoint, installation="77", owner="orgs/acme", clock=clock)
+    for _ in range(2):
+        with pytest.raises(CredentialsError, match="installations/77/"):
+            given.get()
+    assert endpoint.lookups == 2
 
 
 @pytest.mark.parametrize("error", [CredentialsError, SecretError])

@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 
 from gitscale.clients.errors import ApiError
-from gitscale.clients.http import COURTESY_BODY, MAX_BODY, HttpClient
+from gitscale.clients.http import COURTESY_BODY, MAX_BODY, HttpClient, same_api
 from gitscale.redact import secret_forms
 
 from tests.clients.test_http import add_runs, assert_clean_auth, make_client, runs_url
@@ -57,6 +57,27 @@ def test_a_next_page_over_another_scheme_is_refused(github: FakeGitHub) -> None:
     with pytest.raises(ApiError, match=rf"another origin \(https://127.0.0.1:{port}\)"):
         make_client(github).paginate(runs_url(github), {}, "workflow_runs")
     assert len(github.log) == 1
+
+
+@pytest.mark.parametrize(("target", "source", "same"), [
+    pytest.param("https://api.github.com/x?page=2", "https://api.github.com/x", True,
+                 id="same-origin"),
+    pytest.param("https://API.github.com:443/x", "https://api.github.com/x", True,
+                 id="default-port-and-case"),
+    # a GitHub Enterprise Server that redirects plain http to TLS (httpx keeps the header too)
+    pytest.param("https://ghes.example.com/api/v3/x", "http://ghes.example.com/api/v3/x", True,
+                 id="upgrade-to-https"),
+    pytest.param("http://ghes.example.com/api/v3/x", "https://ghes.example.com/api/v3/x", False,
+                 id="never-downgraded"),
+    pytest.param("https://ghes.example.com:8443/x", "http://ghes.example.com:8080/x", False,
+                 id="upgrade-on-other-ports"),
+    pytest.param("https://evil.example.com/x", "http://ghes.example.com/x", False,
+                 id="upgrade-to-another-host"),
+    pytest.param("https://api.github.com.evil.example/x", "https://api.github.com/x", False,
+                 id="another-host"),
+])
+def test_what_may_be_sent_what_the_api_was_sent(target: str, source: str, same: bool) -> None:
+    assert same_api(target, source) is same
 
 
 def test_a_redirect_within_the_api_is_followed_with_the_credential(github: FakeGitHub) -> None:

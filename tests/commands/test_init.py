@@ -127,11 +127,17 @@ def test_init_in_a_subfolder_of_a_checkout_is_refused(tmp_path: Path, capsys,  #
     assert code == 1 and out == "", out
     assert err == (f"error: {tmp_path / below}: is inside the git checkout {tmp_path}, not its "
                    "top: a config repo's gitscale.yaml, workflow and GitOps paths are read from "
-                   f"the root. Run init on {tmp_path} itself, or on a directory outside it; "
-                   "nothing was written\n")
+                   f"the root. Run init on {tmp_path} itself, on a directory outside it, or "
+                   f"`git init {tmp_path / below}` first for a repo of its own; nothing was "
+                   "written\n")
     assert git(tmp_path, "rev-list", "--count", "HEAD") == "1"
     assert not (tmp_path / below / "gitscale.yaml").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".git", "existing"]
+    # as it says: a repo of its own there is the top of a checkout
+    (tmp_path / below).mkdir(parents=True, exist_ok=True)
+    git(tmp_path / below, "init", "--quiet", "--initial-branch=main")
+    assert run(capsys, "init", str(tmp_path / below), "--gitops", "argocd")[0] == 0
+    assert (tmp_path / below / "gitscale.yaml").is_file()
 
 
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])

@@ -8,6 +8,7 @@ import json
 import re
 import threading
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -520,6 +521,14 @@ def test_durations_below_their_minimum_are_refused(repo: Path, args: list[str],
     assert result.stderr.startswith(f"error: {said}"), result.stderr
     assert git(repo, "rev-parse", "HEAD") == before
     assert not (repo / ".gitscale").exists()
+
+
+@pytest.mark.parametrize("off", ["0", "0s", "0m", "0h", " 0 "])
+def test_every_zero_duration_turns_resync_off(off: str) -> None:
+    """`--resync 0m` turned resync off before the minimums; it still does, as `0` and `0s`."""
+    from gitscale.commands.serve import _durations
+
+    assert _durations("10s", "10m", off) == (10.0, timedelta(minutes=10), 0.0)
 
 
 @pytest.mark.parametrize(("window", "failures", "least"), [

@@ -16,7 +16,7 @@ from typing import Callable
 from gitscale.clients.buildkite import Agents
 from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
 from gitscale.controller.errors import CredentialsError, PlatformError
-from gitscale.controller.platform import Registered
+from gitscale.controller.platform import Listed, Registered
 
 
 class BuildkiteAgents:
@@ -33,11 +33,15 @@ class BuildkiteAgents:
     def close(self) -> None:
         self._api.close()
 
-    def agents(self, max_age: float) -> dict[str, Registered]:
-        """Connected agents by name, reused for ``max_age`` seconds."""
+    def agents(self, max_age: float) -> Listed:
+        """Connected agents by name, reused for ``max_age`` seconds (``Listed.age``: how long
+        ago they were read)."""
         with self._lock:
-            if self._listed is not None and self._clock() - self._listed[0] < max_age:
-                return self._listed[1]
+            if self._listed is not None:
+                age = self._clock() - self._listed[0]
+                if age < max_age:
+                    return Listed(self._listed[1], max(age, 0.0))
+        read_at = self._clock()
         try:
             listed = self._api.connected()
         except ApiError as exc:
@@ -49,8 +53,8 @@ class BuildkiteAgents:
                 found[name] = Registered(agent.get("connection_state") == "connected",
                                          isinstance(agent.get("job"), dict), name)
         with self._lock:
-            self._listed = (self._clock(), found)
-        return found
+            self._listed = (read_at, found)
+        return Listed(found, max(self._clock() - read_at, 0.0))
 
 
 def translate(exc: ApiError) -> PlatformError:

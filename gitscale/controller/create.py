@@ -17,12 +17,14 @@ with ``dryRun=All`` (admission — quota, webhooks — and validation, nothing s
 ResourceQuota plugin evaluates dry runs, kubernetes/kubernetes#66391): when it is refused, no
 runner is registered at all. After a pass whose creations were refused (a quota, an admission
 webhook, GitHub down), the set's creations wait ``CREATE_RETRY`` seconds, doubling with each
-pass refused in a row up to ``CREATE_RETRY_MAX`` (any runner created starts it again from
-``CREATE_RETRY``; no refusal ends it); then they come in slow-start batches of 1, 2, 4… that
-stop at the first failure, like the ReplicaSet controller.
+pass refused in a row up to ``CREATE_RETRY_MAX`` (any runner created, a changed template or
+platform setting, or a refusal more than ``CREATE_RETRY_MAX`` after the last one was due starts
+it again from ``CREATE_RETRY``; a pass with nothing to create ends it); then they come in
+slow-start batches of 1, 2, 4… that stop at the first failure, like the ReplicaSet controller.
 
 When the controller stops (or loses its leadership), creations not yet started are skipped
-(``Interrupted``); the write is then not recorded as applied, so the next start completes it.
+(``Interrupted``), and so is the pod of a creation in flight, its registration undone; the
+write is then not recorded as applied, so the next start completes it.
 """
 from __future__ import annotations
 
@@ -93,6 +95,7 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     lineage = list(actions.retries) + [0] * (len(actions.refills) + actions.create)
     predecessors = actions.predecessors
     if not lineage:
+        memory.set_refusal(view.key, None)  # nothing wanted: a later refusal is a first one
         return out
     held = held_back(memory, view, now)
     if held is not None:
@@ -183,6 +186,12 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
         except ControllerError:
             _quietly(platform.unregister, registration.runner_id)
             raise
+    if halt.is_set():  # stopped (or the Lease lost) meanwhile: no pod, and nothing left
+        if registration is not None:
+            _quietly(kube.delete_secret, view.namespace, name)
+            _quietly(platform.unregister, registration.runner_id)
+        raise Interrupted("the controller is stopping: runner not created, left to the next "
+                          "pass (or the next leader)")
     body = runner_pod(view, name, patch_id, failures, platform.env(name), runner_id)
     try:
         pod = kube.create_pod(body)
@@ -213,9 +222,15 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
 
 def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, message: str,
              reason: str) -> None:
-    """Creations refused: back off, from ``CREATE_RETRY`` again if any runner was made."""
+    """Creations refused: back off, from ``CREATE_RETRY`` again if any runner was made, if the
+    pods are made otherwise than when the last refusal came (a changed template or platform
+    setting), or if that refusal is old (not "in a row": due more than ``CREATE_RETRY_MAX``
+    ago)."""
     before = memory.refusal(view.key)
-    count = 1 if made or before is None else before.count + 1
+    count = 1
+    if not made and before is not None and before.shape == shape(view) and (
+            now - before.until).total_seconds() <= CREATE_RETRY_MAX:
+        count = before.count + 1
     wait = min(CREATE_RETRY * 2 ** (count - 1), CREATE_RETRY_MAX)
     until = now + timedelta(seconds=wait)
     memory.set_refusal(view.key, Refusal(count, until, (

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
@@ -144,6 +145,10 @@ class GitHub:
                               sleep=sleep)
         self._lock = threading.Lock()
         self._groups: dict[str, int] = {}
+        # (when it was read, by id). Passes of several sets read the same list while others
+        # unregister runners: a list, once kept here, is never changed — ``unregister`` keeps
+        # a new one without the runner (copy on write) — so a pass iterating it never sees it
+        # change size under it.
         self._listed: tuple[float, dict[int, RegisteredRunner]] | None = None
         self._pages = 1  # of the last list
 
@@ -190,28 +195,38 @@ class GitHub:
         """Remove a registration; already gone is fine. ``RunnerBusy`` when it runs a job."""
         _call(self._api.delete_runner, self.scope.path, runner_id)
         with self._lock:
-            if self._listed is not None:
-                self._listed[1].pop(runner_id, None)
+            if self._listed is not None and runner_id in self._listed[1]:
+                read_at, listed = self._listed
+                self._listed = (read_at, {i: r for i, r in listed.items() if i != runner_id})
 
     def find(self, name: str) -> RegisteredRunner | None:
         found = [r for r in _runners(_call(self._api.runners, self.scope.path, name))
                  if r.name == name]
         return found[0] if found else None
 
-    def runners(self, max_age: float = LIST_MAX_AGE) -> dict[int, RegisteredRunner]:
+    def runners(self, max_age: float = LIST_MAX_AGE) -> Mapping[int, RegisteredRunner]:
         """Every runner of the scope by id (status and busy), reused for ``max_age`` seconds
         (longer while the rate limit runs low: ``reuse``). Every page is asked for with its
         ETag: an unchanged page is a 304, which GitHub does not count against the limit."""
+        return self.listed(max_age)[0]
+
+    def listed(self, max_age: float = LIST_MAX_AGE) -> tuple[Mapping[int, RegisteredRunner],
+                                                            float]:
+        """``runners``, and how many seconds before now that list was read (from the moment
+        its first page was asked for): a runner that came online since is not in it as such.
+        The list is read-only, and never changes once returned."""
         with self._lock:
-            if self._listed is not None and (
-                    self._monotonic() - self._listed[0] < self.reuse(max_age)):
-                return self._listed[1]
+            if self._listed is not None:
+                age = self._monotonic() - self._listed[0]
+                if age < self.reuse(max_age):
+                    return MappingProxyType(self._listed[1]), max(age, 0.0)
+        read_at = self._monotonic()
         listed = _call(self._api.runners, self.scope.path)
         found = {r.id: r for r in _runners(listed)}
         with self._lock:
-            self._listed = (self._monotonic(), found)
+            self._listed = (read_at, found)
             self._pages = max(1, -(-len(listed) // PER_PAGE))
-        return found
+        return MappingProxyType(found), max(self._monotonic() - read_at, 0.0)
 
     def reuse(self, max_age: float) -> float:
         """How long a list serves a reader that asks for ``max_age``, given its size and what

@@ -140,6 +140,7 @@ class Controller:
         if not release:  # a crash: act no more, at once
             self.acting.clear()
             self.ctx.halt.set()
+            self.ctx.deposed.set()
         self.stop_event.set()
         self.queue.close()
         self.kube.stop_watches()
@@ -175,6 +176,7 @@ class Controller:
 
     def _lead(self) -> None:
         self.ctx.halt.clear()
+        self.ctx.deposed.clear()
         self.acting.set()
         self.metrics.leading(True)
         for key in self.runnersets.keys():  # complete whatever the last leader left
@@ -182,7 +184,10 @@ class Controller:
 
     def _follow(self) -> None:
         self.acting.clear()
-        self.ctx.halt.set()  # passes in flight start no more creations
+        # Passes in flight start no more creations, create no more pods, write no status:
+        # the next leader may already be acting on the same sets.
+        self.ctx.halt.set()
+        self.ctx.deposed.set()
         self.metrics.leading(False, self.runnersets.keys())
 
     def _work(self) -> None:

@@ -139,7 +139,8 @@ def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
 # -- pods -------------------------------------------------------------------------------------
 def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | None,
               busy_until: datetime | None, now: datetime,
-              running: RunningRule | None = None, came_online: bool = False) -> Runner:
+              running: RunningRule | None = None, came_online: bool = False,
+              listed_at: datetime | None = None) -> Runner:
     """A pod as the decision sees it.
 
     ``registered`` is the platform's view (GitHub's runner list by runner id, Buildkite's
@@ -149,6 +150,9 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
     A running pod whose runner the platform has not seen online (``came_online``: since this
     controller started) ``REGISTRATION_TIMEOUT`` after it started is failed: it would be
     pending for ever (a bad JIT config, no way out to GitHub, a runner too old to connect).
+    That is judged on a list read at ``listed_at`` (None: ``now``), which lists are reused:
+    a list read before the timeout ran out says nothing about the runner since, so the runner
+    stays pending until a list read after it says the same.
     """
     meta = pod.get("metadata") or {}
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
@@ -179,7 +183,7 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
     phase = running(str(meta.get("name")), notes, runner_id, registered)
     if phase is Phase.PENDING and registered is not None and not came_online:
         started = started_at(pod)
-        if started is not None and now - started >= REGISTRATION_TIMEOUT:
+        if started is not None and (listed_at or now) - started >= REGISTRATION_TIMEOUT:
             return make(Phase.FAILED, started + REGISTRATION_TIMEOUT)
     return make(phase)
 
@@ -210,14 +214,19 @@ def _stuck(pod: Mapping[str, Any], now: datetime) -> datetime | None:
 
 
 def started_at(pod: Mapping[str, Any]) -> datetime | None:
-    """When the runner container started (else the pod, else its creation)."""
+    """When the runner container started (else the pod, else its creation); None while the
+    runner container's status says it is not running yet (its image still being pulled while
+    a sidecar runs: the pod is Running, the runner has not started)."""
     spec_containers = (pod.get("spec") or {}).get("containers") or []
     name = runner_container({"spec": {"containers": spec_containers}}) if spec_containers \
         else RUNNER_CONTAINER
     status = pod.get("status") or {}
     for cs in status.get("containerStatuses") or []:
         if isinstance(cs, dict) and cs.get("name") == name:
-            started = _time(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
+            running = (cs.get("state") or {}).get("running")
+            if not isinstance(running, dict):
+                return None  # waiting (or no state yet): not started
+            started = _time(running.get("startedAt"))
             if started is not None:
                 return started
     return _time(status.get("startTime")) or _time(

@@ -7,12 +7,12 @@ runners need (GitHub: the runner image's start command, which the image itself l
 running pod is told idle from busy, what the ``BusyKnown`` condition says, and an adapter with
 four verbs — ``env`` (what the runner container needs), ``register`` (GitHub: a JIT config;
 Buildkite: none), ``unregister`` (GitHub: DELETE the runner; ``RunnerBusy`` on 422) and
-``registered`` (idle and busy as the platform sees them, read at most ``max_age`` seconds ago;
-None when it cannot say).
+``registered`` (idle and busy as the platform sees them, read at most ``max_age`` seconds ago —
+a ``Listed`` says how long ago exactly —; None when it cannot say).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -37,6 +37,26 @@ class Registered:
     busy: bool
     name: str = ""
     labels: tuple[str, ...] = ()
+
+
+class Listed(Mapping[Any, Registered]):
+    """The platform's runners as a list read ``age`` seconds before it was handed over (lists
+    are reused across passes): a runner that came online since is not online in it, so its
+    absence says nothing of the time after it was read (the registration timeout is judged at
+    the list's time, ``observe.runner_of``). A plain mapping counts as read just now."""
+
+    def __init__(self, runners: Mapping[Any, Registered], age: float = 0.0) -> None:
+        self._runners = runners
+        self.age = age
+
+    def __getitem__(self, key: Any) -> Registered:
+        return self._runners[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._runners)
+
+    def __len__(self) -> int:
+        return len(self._runners)
 
 
 @dataclass(frozen=True)

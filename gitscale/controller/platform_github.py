@@ -20,7 +20,14 @@ from urllib.parse import urlsplit
 
 from gitscale.controller.decide import Phase
 from gitscale.controller.errors import InvalidRunnerSet
-from gitscale.controller.platform import Adapter, Clients, Kind, Registered, Registration
+from gitscale.controller.platform import (
+    Adapter,
+    Clients,
+    Kind,
+    Listed,
+    Registered,
+    Registration,
+)
 from gitscale.controller.podspec import JIT_KEY
 from gitscale.controller.status import BUSY, Condition
 
@@ -112,9 +119,10 @@ class GitHubRunners:
     def busy_source(self) -> tuple[bool, str | None]:
         return True, None
 
-    def registered(self, max_age: float) -> Mapping[int, Registered]:  # by runner id
-        return {i: Registered(r.online, r.busy, r.name, r.labels)
-                for i, r in self.client.runners(max_age).items()}
+    def registered(self, max_age: float) -> Listed:  # by runner id
+        runners, age = self.client.listed(max_age)
+        return Listed({i: Registered(r.online, r.busy, r.name, r.labels)
+                       for i, r in runners.items()}, age)
 
 
 def adapter(clients: Clients, namespace: str, settings: GitHubSettings) -> Adapter:

@@ -44,6 +44,7 @@ from gitscale.controller.errors import (
     InvalidRunnerSet,
     KubeError,
     NotFound,
+    RunnerBusy,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.leftovers import EVERY, GRACE, sweep
@@ -59,7 +60,7 @@ from gitscale.controller.observe import (
     started_at,
     stopped,
 )
-from gitscale.controller.platform import Adapter, Registered, Unavailable
+from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
 from gitscale.controller.remove import BUSY_RETRY, remove_runners
 
@@ -77,6 +78,9 @@ class Context:
     memory: Memory
     clock: Callable[[], datetime]
     halt: threading.Event = field(default_factory=threading.Event)  # stop creating (shutdown)
+    # Set while this replica does not hold the Lease (lost in the middle of a pass): the pass
+    # writes no status any more, as it starts no creation (``halt`` is set with it).
+    deposed: threading.Event = field(default_factory=threading.Event)
     leftover_grace: timedelta = GRACE
 
 
@@ -136,14 +140,18 @@ def reconcile(ctx: Context, key: str) -> Report:
                                                           report)
     except CredentialsError as exc:  # a set being deleted: its credentials no longer work
         platform, unavailable, registered = Unavailable(str(exc)), str(exc), None
+    # The list may be a reused one: a runner's registration timeout is judged at its time (to
+    # the second, as a container's start: a list read by this pass counts as read now).
+    listed_at = now - timedelta(seconds=int(registered.age)) \
+        if isinstance(registered, Listed) else None
     by_name = {}
     runners: list[Runner] = []
     dead: set[str] = set()  # runners that stopped for good (busy or not, GitHub may say)
-    live: set[str] = set()  # runners that may be connected (idle or busy)
+    live: set[str] = set()  # runners whose pod runs: they may be connected (idle or busy)
     for pod in pods:
         name = pod["metadata"]["name"]
         runner = runner_of(pod, registered, ctx.memory.busy_until(key, name), now,
-                           view.kind.running, ctx.memory.came_online(key, name))
+                           view.kind.running, ctx.memory.came_online(key, name), listed_at)
         if registered is not None and runner.phase in (Phase.IDLE, Phase.BUSY):
             ctx.memory.mark_online(key, name)  # no registration timeout for it any more
         if unavailable and runner.phase in (Phase.PENDING, Phase.FAILED, Phase.FINISHED):
@@ -152,12 +160,14 @@ def reconcile(ctx: Context, key: str) -> Report:
         by_name[runner.name] = runner
         if stopped(pod):
             dead.add(runner.name)
-        if runner.phase in (Phase.IDLE, Phase.BUSY):
-            live.add(runner.name)
+        elif (pod.get("status") or {}).get("phase") == "Running":
+            live.add(runner.name)  # (one past its registration timeout too)
     ctx.memory.keep_only(key, set(by_name))
 
     spec = effective(view.spec, view.deleting)
     actions = decide(spec, runners, now, view.applied, view.refilled)
+    # A failed runner whose pod still runs is unregistered before its successor is created.
+    actions = _retire(ctx, view, platform, actions, dead, now, report)
     report.actions = actions
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
@@ -193,7 +203,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.errors += created.errors
     removed = remove_runners(ctx.kube, ctx.pods, ctx.memory, ctx.pool, ctx.halt, view, platform,
                              actions, now, keep=created.unreplaced, dead=dead, live=live)
-    report.deleted, report.busy = removed.deleted, removed.busy
+    report.deleted = removed.deleted
+    report.busy += removed.busy
     report.errors += removed.errors
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return _release(ctx, obj, report)
@@ -228,13 +239,55 @@ def reconcile(ctx: Context, key: str) -> Report:
 def _platform(ctx: Context, view: RunnerSetView) -> Adapter:
     """The set's adapter. A set being deleted is seen out even when its platform cannot be
     reached at all (its credentials Secret pruned with it, its namespace being deleted, no
-    client left from before): ``Unavailable``."""
+    client left from before; or settings no platform client can be made of): ``Unavailable``.
+    Only then: a Secret that could not be read this time (the API server failed, no answer)
+    is no reason to remove runners without unregistering them, so that error is the pass's,
+    and the pass is tried again."""
     try:
         return ctx.platforms.for_set(view)
-    except ControllerError as exc:
+    except (CredentialsError, InvalidRunnerSet) as exc:
         if not view.deleting:
             raise
         return Unavailable(str(exc))
+
+
+def _retire(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
+            dead: set[str], now: datetime, report: Report) -> Actions:
+    """Failed runners to be replaced whose pods have not stopped (past their registration
+    timeout, judged on a list that may be a little old; stuck) are unregistered *before*
+    their successors are created: one that took a job meanwhile (GitHub's 422) is busy, kept
+    and not replaced — its successor would put the set above ``replicas``, and a scale-up
+    (patch > 0) never scales down —; one that could not be unregistered (a 5xx, no answer,
+    a rate limit) is kept, not replaced, and tried again by the next pass. The others go
+    as usual (their pods after their successors exist), without being unregistered twice."""
+    ids = {d.name: d.runner_id for d in actions.deletes
+           if d.reason is DeleteReason.FAILED and d.runner_id is not None}
+    todo = [n for n in actions.replaced if n not in dead and n in ids]
+    if not todo or ctx.halt.is_set():  # (halted: no successor is created anyway)
+        return actions
+    futures = [(n, ctx.pool.submit(platform.unregister, ids[n])) for n in todo]
+    kept: set[str] = set()
+    for name, future in futures:
+        try:
+            future.result()
+        except RunnerBusy:
+            kept.add(name)
+            report.busy.append(name)
+            ctx.memory.mark_online(view.key, name)  # it took a job: it came online
+            if ctx.memory.mark_busy(view.key, name, now + BUSY_RETRY):
+                log.info("%s: runner %s, never seen online in the runner list, is running a "
+                         "job: kept, not replaced", view.key, name)
+        except ControllerError as exc:
+            kept.add(name)
+            report.errors.append(f"runner {name} not replaced: it could not be unregistered "
+                                 f"first ({exc})")
+    index = [i for i, n in enumerate(actions.replaced) if n not in kept]
+    gone = set(todo) - kept
+    return replace(
+        actions, retries=tuple(actions.retries[i] for i in index),
+        replaced=tuple(actions.replaced[i] for i in index),
+        deletes=tuple(replace(d, runner_id=None) if d.name in gone else d
+                      for d in actions.deletes if d.name not in kept))
 
 
 def _without_platform(reason: str, report: Report) -> st.Problem:
@@ -252,12 +305,13 @@ def _without_platform(reason: str, report: Report) -> st.Problem:
 
 
 def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
-                now: datetime, report: Report) -> dict[Any, Registered] | None:
+                now: datetime, report: Report) -> Listed | None:
     """The platform's view of the set's runners, when a pass needs it: some runner is running
     (idle or busy?), or it is time to look for registrations left without a pod — on every
     pass of a set being deleted, with no grace (it creates no runner), so that none is left
     behind when the finalizer goes. The list is shared by the sets of one credentials Secret
-    and scope, and read again only when older than the pass allows (``_list_age``)."""
+    and scope, and read again only when older than the pass allows (``_list_age``); the
+    ``Listed`` returned says how old it is."""
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
     registers = view.kind.registration_labels is not None
     sweeping = registers and (view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
@@ -277,8 +331,11 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
             report.errors.append(str(exc))
         report.unheard = str(exc)
         return None
-    registered = dict(found) if found is not None else None
-    if registered is not None and sweeping:
+    if found is None:
+        return None
+    age = found.age if isinstance(found, Listed) else 0.0
+    registered = dict(found)
+    if sweeping:
         swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, registered, now,
                       timedelta(0) if view.deleting else ctx.leftover_grace)
         report.leftovers = swept.removed
@@ -286,7 +343,7 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
         report.requeue_after = swept.wake_after
         ids = {i for i, r in registered.items() if r.name in swept.removed}
         registered = {i: r for i, r in registered.items() if i not in ids}
-    return registered
+    return Listed(registered, age)
 
 
 def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: datetime) -> float:
@@ -380,6 +437,9 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
     for name in standby & set(report.busy):  # it took a job too
         if runners[name].phase is Phase.IDLE:
             idle, busy = idle - 1, busy + 1
+    for name in set(report.busy) - surplus - standby:  # failed, but it runs a job (a 422)
+        if runners[name].phase is Phase.FAILED:
+            failed, busy = failed - 1, busy + 1
     return Status(pending + idle + busy + failed, pending, idle, busy, failed,
                   counts.observed_patch_id, counts.wanted, counts.held + unrefilled,
                   counts.waiting)
@@ -401,6 +461,8 @@ def _write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
     message differs from ``previous`` (the status before the pass; None: say nothing) is
     logged once: the condition stays until it changes."""
     if not st.changed(obj.get("status"), new):
+        return obj
+    if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader writes it
         return obj
     ready = st.ready_of(new)
     if previous is not None and ready.get("status") == "False":

@@ -4,8 +4,10 @@ A runner whose unregistration answers 422 (GitHub: it runs a job) is kept, said 
 asked again for ``BUSY_RETRY``; a surplus runner kept so gives its place to the next of the
 scale-down's order (``Actions.standby``) in the same pass. A runner that stopped for good
 (evicted, OOM-killed mid-job) goes even while GitHub still counts it busy: its registration is
-left until GitHub releases it, then the leftover sweep removes it. A failure to remove one
-runner does not stop the others.
+left until GitHub releases it, then the leftover sweep removes it. Any other runner whose
+unregistration failed (a 5xx, no answer, a rate limit) keeps its pod, whatever the reason for
+removing it — one failed by the registration timeout may be running a job —, and a later pass
+tries again. A failure to remove one runner does not stop the others.
 """
 from __future__ import annotations
 
@@ -52,8 +54,9 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
     busy when it is unregistered (422) is kept, and the next of ``actions.standby`` goes in
     its place in the same pass (idle ones before pending ones, as the scale-down's order), so
     the pass removes as many as the surplus while idle runners are left. ``dead``: runners
-    that stopped for good, whose pods go even while GitHub still counts them busy; ``live``:
-    runners that may be connected (idle or busy), only ever removed once unregistered."""
+    that stopped for good, whose pods go even while GitHub still counts them busy, or when
+    they could not be unregistered; ``live``: runners whose pods run (they may be connected,
+    idle or busy, whatever a list said), only ever removed once unregistered."""
     out = Removed()
     todo = [d for d in actions.deletes if d.name not in keep]
     standby = list(actions.standby)
@@ -69,6 +72,7 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
                 out.deleted.append(delete.name)
             except RunnerBusy:
                 out.busy.append(delete.name)
+                memory.mark_online(view.key, delete.name)  # it took a job: it came online
                 if memory.mark_busy(view.key, delete.name, now + BUSY_RETRY):
                     log.info("%s: runner %s is still running a job: kept (asked again in "
                              "%ds at the earliest)", view.key, delete.name,
@@ -100,12 +104,14 @@ def _remove_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetV
                      "killed mid-job?): its pod is removed; its registration is left until "
                      "GitHub releases it, then swept", view.key, delete.name)
         except PlatformError as exc:
-            # A live runner is only removed once it is unregistered. A pending or failed one
-            # of a set being deleted whose credentials are gone goes anyway (``reconcile``'s
-            # ``_without_platform``); finished or failed: its pod goes anyway (an ephemeral
-            # runner unregisters itself).
-            if delete.reason is DeleteReason.SURPLUS and (live or not (
-                    view.deleting and isinstance(exc, CredentialsError))):
+            # Only a runner known stopped (its registration is GitHub's to release, then the
+            # sweep's) goes without being unregistered; and one whose pod does not run, of a
+            # set being deleted whose credentials are gone (``reconcile``'s
+            # ``_without_platform``). Any other may be running a job — one failed by the
+            # registration timeout too, or pending on an old list —: its pod stays, and the
+            # next pass tries again.
+            if not (dead or (not live and view.deleting
+                             and isinstance(exc, CredentialsError))):
                 raise
     cached = pods.get(f"{view.namespace}/{delete.name}")
     try:

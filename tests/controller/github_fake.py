@@ -12,7 +12,8 @@ page asked for with its current ETag in ``If-None-Match`` is answered 304 with n
 does not count those against the rate limit). Every answer carries ``x-ratelimit-*`` headers.
 
 Test seams: ``runners`` (by id), ``set_state(name, online=, busy=)``, ``refuse_delete(name)``
-(answer 422 though the list says idle: a job was picked up between the two calls), ``calls``
+(answer 422 though the list says idle: a job was picked up between the two calls),
+``fail_delete(name, code)`` (answer DELETE with a 5xx, the runner kept), ``calls``
 (method and path of each request), ``queries`` (the query string of each), ``tokens``
 (accepted bearer tokens), ``groups`` (name → id), ``limit(times, retry_after=, reset=)`` (the
 next ``times`` requests answer 403/429 as a primary or secondary rate limit), ``remaining``
@@ -71,6 +72,7 @@ class FakeGitHub(ThreadingHTTPServer):
         self.installation = 77  # the App's installation on every org and repo
         self.groups = {"Default": 1, "gpu": 7}
         self.refused: set[str] = set()
+        self.failing: dict[str, int] = {}  # runner name → the status its DELETE answers
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
@@ -102,6 +104,15 @@ class FakeGitHub(ThreadingHTTPServer):
     def refuse_delete(self, name: str) -> None:
         with self.lock:
             self.refused.add(name)
+
+    def fail_delete(self, name: str, code: int | None = 502) -> None:
+        """DELETE of runner ``name`` answers ``code`` (a 5xx: GitHub failed) and keeps it;
+        None: answered as usual again."""
+        with self.lock:
+            if code is None:
+                self.failing.pop(name, None)
+            else:
+                self.failing[name] = code
 
     def limit(self, times: int = 1, *, retry_after: int | None = None,
               reset: int | None = None) -> None:
@@ -242,6 +253,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(200, runner.json())
             if method != "DELETE":
                 return self._reply(405, {"message": "Method Not Allowed"})
+            if runner.name in srv.failing:
+                return self._reply(srv.failing[runner.name], {"message": "Server Error"})
             if runner.busy or runner.name in srv.refused:
                 return self._reply(422, {"message": f'Bad request - Runner "{runner.name}" is '
                                                     "still running a job\""})

@@ -300,3 +300,24 @@ def test_a_client_made_again_takes_over_the_list(github: FakeGitHub) -> None:
     other = GitHub(Scope(f"{github.url}/api/v3", "orgs/other"), Credentials(token=TOKEN))
     other.take_over(old)  # another scope: nothing to take
     assert other.runners(max_age=60) == {} and len(github.calls) == asked + 1
+
+
+def test_a_list_handed_out_never_changes_under_its_reader(github: FakeGitHub) -> None:
+    """Passes of several sets share one list while other passes unregister runners: a pass
+    iterating the list it got (``registered``) must never see it change size under it
+    ("dictionary changed size during iteration" crashed the pass). An unregistered runner
+    leaves the lists handed out later, not those already handed out."""
+    now = [0.0]
+    gh = GitHub(Scope(f"{github.url}/api/v3", "orgs/acme"), Credentials(token=TOKEN),
+                monotonic=lambda: now[0])
+    ids = [gh.register(f"r-{n}", ["l"], None).runner_id for n in range(3)]
+    held = gh.runners(max_age=60)
+    names = iter(held)
+    next(names)  # a pass in the middle of iterating it
+    gh.unregister(ids[0])  # another pass
+    assert sorted(held) == ids and len(list(names)) == 2
+    now[0] += 20
+    later, age = gh.listed(max_age=60)  # the same list, reused, without the runner
+    assert sorted(later) == ids[1:] and age == 20.0
+    with pytest.raises(TypeError):
+        later[ids[0]] = later[ids[1]]  # type: ignore[index]  # read-only

@@ -664,3 +664,174 @@ def test_a_runner_that_never_comes_online_is_replaced_after_10_minutes(
     report = harness.sync("rs")
     assert (report.deleted, report.created) == ([], [])
     assert harness.names("rs") == [successor]
+
+
+def _started_now(harness: Harness, pod: str) -> None:
+    """The kubelet: the pod runs, its runner container started now."""
+    harness.api.set_pod_phase(NS, pod, "Running", [
+        {"name": "runner", "ready": True,
+         "state": {"running": {"startedAt": format_time(harness.clock.now)}}}])
+
+
+def _platforms_on_the_harness_clock(harness: Harness) -> None:
+    """Lists and credentials age with the harness clock (they age in real time otherwise)."""
+    start = harness.clock.now
+    kube = harness.controller.kube
+    harness.controller.ctx.platforms = Platforms(
+        kube.read_secret, clock=lambda: (harness.clock.now - start).total_seconds())
+
+
+def test_a_healthy_runner_is_not_timed_out_on_a_list_read_before_it_started(
+        harness: Harness) -> None:
+    """With under 5 % of GitHub's rate limit left, the runner list is reused until the limit
+    refills (up to an hour). A runner that started after that list was read, and came online
+    at once, is not in it as online: it is not failed after 10 minutes (and replaced, at the
+    cost of a registration) — only a list read after its 10 minutes could say so."""
+    _platforms_on_the_harness_clock(harness)
+    harness.github.remaining = 100  # < 5 % of 5000
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (first,) = harness.names("rs")
+    harness.running(first, busy=True)
+    harness.sync("rs")  # the list is read here, then reused
+    harness.write("rs", 2, 2)
+    (late,) = harness.sync("rs").created
+    _started_now(harness, late)
+    harness.github.set_state(late, online=True)  # online within seconds, idle
+    for _ in range(15):
+        harness.clock.advance(60)
+        report = harness.sync("rs")
+        assert (report.deleted, report.created) == ([], []), harness.clock.now
+    assert harness.names("rs") == sorted([first, late])
+    assert harness.github.by_name(late) is not None and harness.status("rs")["replicas"] == 2
+
+
+def test_a_runner_past_its_registration_timeout_that_runs_a_job_is_kept_not_replaced(
+        harness: Harness) -> None:
+    """The list never showed it online, but it took a job since (GitHub answers the
+    unregistration 422): it is unregistered *before* its successor is created, so it stays,
+    counted busy, and no successor puts the set above replicas (patch > 0 never scales
+    down)."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (silent,) = harness.names("rs")
+    _started_now(harness, silent)
+    harness.github.refuse_delete(silent)
+    harness.clock.advance(10 * 60)
+    report = harness.sync("rs")
+    assert (report.created, report.deleted, report.busy) == ([], [], [silent])
+    assert harness.names("rs") == [silent] and harness.runner(silent) is not None
+    status = harness.status("rs")
+    assert (status["replicas"], status["busy"], status["failed"]) == (1, 1, 0)
+    assert report.requeue_after == 30
+    for _ in range(3):  # not asked again, not replaced
+        harness.clock.advance(30)
+        report = harness.sync("rs")
+        assert (report.created, report.deleted) == ([], [])
+    assert harness.names("rs") == [silent]
+
+
+def test_a_timed_out_runner_that_cannot_be_unregistered_keeps_its_pod(
+        harness: Harness) -> None:
+    """GitHub answers its unregistration with a 5xx: the runner may be running a job, so
+    its pod stays and no successor is made; the next pass, GitHub back, replaces it."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (silent,) = harness.names("rs")
+    _started_now(harness, silent)
+    harness.github.fail_delete(silent)
+    harness.clock.advance(10 * 60)
+    report = harness.sync("rs")
+    assert (report.created, report.deleted) == ([], [])
+    assert harness.names("rs") == [silent] and harness.runner(silent) is not None
+    assert any("502" in e and "not replaced" in e for e in report.errors), report.errors
+    assert report.requeue_after == 10
+    harness.github.fail_delete(silent, None)
+    harness.clock.advance(10)
+    report = harness.sync("rs")
+    assert report.deleted == [silent] and harness.runner(silent) is None
+    (successor,) = report.created
+    assert harness.names("rs") == [successor]
+
+
+def test_a_runner_removed_without_successor_keeps_its_pod_until_it_is_unregistered(
+        harness: Harness) -> None:
+    """Only a runner known stopped goes without being unregistered. One failed by the
+    registration timeout, no longer wanted (replicas 0), whose unregistration fails (a 5xx)
+    keeps its pod — it may be running a job — until a pass unregisters it."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (silent,) = harness.names("rs")
+    _started_now(harness, silent)
+    harness.clock.advance(10 * 60)
+    harness.write("rs", 0, 2)
+    harness.github.fail_delete(silent)
+    report = harness.sync("rs")
+    assert (report.created, report.deleted) == ([], [])
+    assert harness.names("rs") == [silent]
+    assert any("502" in e for e in report.errors), report.errors
+    harness.github.fail_delete(silent, None)
+    harness.clock.advance(10)
+    assert harness.sync("rs").deleted == [silent]
+    assert harness.names("rs") == [] and harness.runner(silent) is None
+
+
+QUOTA = dict(code=403, reason="Forbidden", message='pods "x" is forbidden: exceeded quota: '
+             "runners")
+
+
+def _refused_passes(harness: Harness, passes: int) -> list[float | None]:
+    waits = []
+    for _ in range(passes):
+        report = harness.sync("rs")
+        waits.append(report.requeue_after)
+        harness.clock.advance(report.requeue_after or 0)
+    return waits
+
+
+def test_a_refusal_of_long_ago_does_not_lengthen_a_new_ones_wait(harness: Harness) -> None:
+    """The creations' backoff doubles with the passes refused *in a row*: a pass with
+    nothing to create ends it, and so does a day without a pass (a replica that did not lead
+    meanwhile); a changed template starts it over too."""
+    harness.api.inject_error("create", "pods", times=10_000, **QUOTA)  # type: ignore[arg-type]
+    harness.write("rs", 1, 1)
+    assert _refused_passes(harness, 5) == [10, 20, 40, 80, 160]
+    harness.write("rs", 0, 2)  # nothing to create any more
+    harness.sync("rs")
+    harness.clock.advance(7 * 24 * 3600)
+    harness.write("rs", 1, 3)
+    assert _refused_passes(harness, 2) == [10, 20]  # not 300
+    harness.clock.advance(24 * 3600)  # no pass for a day
+    assert _refused_passes(harness, 2) == [10, 20]
+    assert _refused_passes(harness, 1) == [40]
+    harness.api.mutate_object("runnersets", "rs", lambda o: o["spec"]["template"]["spec"][
+        "containers"][0].update(image="registry.example.com/actions-runner:2.336.0"), NS)
+    assert _refused_passes(harness, 2) == [10, 20]  # a new template: refused anew
+
+
+def test_a_set_being_deleted_whose_secret_cannot_be_read_this_time_keeps_its_runners(
+        harness: Harness) -> None:
+    """The API server fails reading the credentials Secret (a 5xx) of a set being deleted,
+    with no client kept from before: that says nothing of the credentials, so its runners are
+    not removed without being unregistered — the pass is an error and is tried again; once
+    the Secret is read, they are unregistered and removed as usual."""
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    idle, pending = harness.names("rs")
+    harness.running(idle)
+    harness.sync("rs")
+    harness.controller.ctx.platforms.close()  # a restarted controller: nothing cached
+    _delete_set(harness, "rs")
+    harness.api.inject_error("get", "secrets", times=10_000)
+    calls = len(harness.github.calls)
+    report = harness.sync("rs")
+    assert report.deleted == [] and harness.names("rs") == [idle, pending]
+    assert len(harness.github.calls) == calls
+    assert report.requeue_after is not None
+    (ready,) = [c for c in harness.status("rs")["conditions"] if c["type"] == "Ready"]
+    assert ready["reason"] == "PlatformUnavailable" and "Secret" in ready["message"]
+    harness.api.clear_errors()
+    report = harness.sync("rs")
+    assert sorted(report.deleted) == [idle, pending]
+    assert harness.runner(idle) is None and harness.runner(pending) is None  # unregistered
+    assert harness.api.get_object("runnersets", "rs", NS) is None

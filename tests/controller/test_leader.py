@@ -19,7 +19,7 @@ from gitscale.controller.leader import LeaseConfig
 from gitscale.controller.loop import Controller
 from gitscale.controller.reconcile import Report
 from tests.helpers import wait_for
-from tests.controller.harness import NS, buildkite_spec
+from tests.controller.harness import NS, Harness, buildkite_spec
 from tests.kubeapi.proxy import BlackHoleProxy
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 
@@ -175,6 +175,31 @@ def test_a_leader_cut_off_from_the_api_stops_acting_before_another_takes_over(
         proxy.blackhole.clear()  # let a shut down cleanly
         cluster.stop()
         proxy.stop()
+
+
+def test_a_leader_that_loses_the_lease_mid_creation_makes_no_pod_and_writes_no_status(
+        harness: Harness) -> None:
+    """The Lease is lost (the elector's ``on_stop``) while a pass registers its runners: the
+    creations in flight create no pod and undo their registrations and Secrets, and the pass
+    writes no status — the next leader may already act on the set. Leading again, the same
+    write is completed."""
+    harness.write("rs", 2, 1)
+    written: list[int] = []
+
+    def lose_the_lease(verb: str, resource: str, query: dict[str, str]) -> None:
+        if (verb, resource) == ("create", "secrets") and not written:
+            harness.controller._follow()  # what the elector calls: renewal deadline passed
+            written.append(harness.api.call_count("patch", "runnersets/status"))
+
+    harness.api.on_call(lose_the_lease)
+    report = harness.sync("rs")
+    assert written and report.created == [] and harness.names("rs") == []
+    assert harness.github.runners == {}  # registrations undone
+    assert harness.api.objects("secrets", NS, label_selector="gitscale.dev/runnerset=rs") == []
+    assert harness.api.call_count("patch", "runnersets/status") == written[0]
+    harness.controller._lead()
+    assert len(harness.sync("rs").created) == 2 and len(harness.names("rs")) == 2
+    assert harness.status("rs")["appliedPatchID"] == 1
 
 
 def test_cli_replicas_elect_one_and_fail_over_on_sigkill(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from gitscale.controller.decide import Phase
-from gitscale.controller.observe import runner_of
+from gitscale.controller.observe import REGISTRATION_TIMEOUT, runner_of, started_at
+from gitscale.controller.platform import Registered
+from gitscale.controller.platform_github import running as github_running
 
 NOW = datetime(2026, 11, 22, 9, 0, tzinfo=timezone.utc)
 
@@ -44,3 +46,52 @@ def test_stuck_pending_pods_are_failed_runners(age: timedelta, reason: str | Non
         assert runner.finished_at == NOW - age + timedelta(minutes=5)
         later = runner_of(pod(age, reason), None, None, NOW + timedelta(minutes=1))
         assert later.finished_at == runner.finished_at
+
+
+def running_pod(runner_state: dict[str, Any], *, started: datetime) -> dict[str, Any]:
+    """A Running pod with a sidecar (dind) started at ``started`` and the runner container in
+    ``runner_state``, its runner id 7."""
+    stamp = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {"name": "r-1", "labels": {"gitscale.dev/patch-id": "3"},
+                     "annotations": {"gitscale.dev/runner-id": "7"},
+                     "creationTimestamp": stamp},
+        "spec": {"containers": [{"name": "dind", "image": "docker:dind"},
+                                {"name": "runner", "image": "x"}]},
+        "status": {"phase": "Running", "startTime": stamp, "containerStatuses": [
+            {"name": "dind", "state": {"running": {"startedAt": stamp}}},
+            {"name": "runner", "state": runner_state}]},
+    }
+
+
+def test_a_runner_still_pulling_its_image_beside_a_running_sidecar_has_not_started() -> None:
+    """The pod is Running (its sidecar runs) while the runner's image is pulled: the
+    registration timeout starts when the runner container does, not with the pod."""
+    pulling = running_pod({"waiting": {"reason": "ContainerCreating"}},
+                          started=NOW - timedelta(minutes=15))
+    assert started_at(pulling) is None
+    runner = runner_of(pulling, {}, None, NOW, github_running)
+    assert runner.phase is Phase.PENDING
+    began = NOW - timedelta(minutes=11)
+    started = running_pod({"running": {"startedAt": began.strftime("%Y-%m-%dT%H:%M:%SZ")}},
+                          started=NOW - timedelta(minutes=15))
+    assert started_at(started) == began
+    timed_out = runner_of(started, {}, None, NOW, github_running)
+    assert (timed_out.phase, timed_out.finished_at) == (Phase.FAILED,
+                                                        began + REGISTRATION_TIMEOUT)
+
+
+def test_the_registration_timeout_is_judged_at_the_time_of_the_list() -> None:
+    """A list read before the runner's 10 minutes ran out cannot say it never came online:
+    lists are reused (for minutes, up to an hour while GitHub's rate limit is scarce)."""
+    began = NOW - timedelta(minutes=30)
+    pod = running_pod({"running": {"startedAt": began.strftime("%Y-%m-%dT%H:%M:%SZ")}},
+                      started=began)
+    for listed_at, phase in [(began + timedelta(minutes=9), Phase.PENDING),
+                             (began + REGISTRATION_TIMEOUT, Phase.FAILED),
+                             (None, Phase.FAILED)]:  # None: read now
+        runner = runner_of(pod, {}, None, NOW, github_running, listed_at=listed_at)
+        assert runner.phase is phase, listed_at
+    online = {7: Registered(True, False, "r-1")}
+    assert runner_of(pod, online, None, NOW, github_running,
+                     listed_at=began + timedelta(minutes=1)).phase is Phase.IDLE

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Callable
 
-from gitscale.controller.errors import CredentialsError, UnsupportedPlatform
+from gitscale.controller.errors import CredentialsError, KubeError, UnsupportedPlatform
 from gitscale.controller.observe import RunnerSetView
 from gitscale.controller.platform import (
     LIST_MAX_AGE,
@@ -97,7 +97,14 @@ class Platforms:
             cached = self._clients.get(key)
         if cached is not None and self.clock() - cached[0] < CREDENTIALS_MAX_AGE:
             return cached[1]
-        client = make()
+        try:
+            client = make()
+        except KubeError:
+            if cached is None:
+                raise
+            # the Secret could not be read this time (a timeout, the API server restarting):
+            # the client read before still serves, and the Secret is read again next pass
+            return cached[1]
         if cached is not None and isinstance(client, Successor):
             client.take_over(cached[1])
         with self._lock:

@@ -620,6 +620,28 @@ def test_a_set_deleted_with_its_secret_keeps_the_credentials_it_last_read(
     assert harness.api.get_object("runnersets", "rs", NS) is None
 
 
+def test_a_secret_that_cannot_be_read_this_time_keeps_the_client_read_before(
+        harness: Harness) -> None:
+    """Every 5 minutes the credentials are read again; when that read fails for a moment
+    (the API server answers 503), the client read before still serves: the pass goes on
+    (a scale-up creates its runners) instead of failing, and the next pass reads it again."""
+    seconds = [0.0]
+    kube = harness.controller.kube
+    harness.controller.ctx.platforms = Platforms(kube.read_secret, list_max_age=0,
+                                                 clock=lambda: seconds[0])
+    harness.write("rs", 1, 0)
+    assert len(harness.sync("rs").created) == 1
+    seconds[0] += 3600
+    harness.api.inject_error("get", "secrets", code=503, reason="ServiceUnavailable",
+                             times=1000)
+    harness.write("rs", 3, 0)
+    report = harness.sync("rs")
+    assert len(report.created) == 2, report
+    assert len(harness.names("rs")) == 3
+    assert harness.api.call_count("get", "secrets") >= 1  # it was asked again
+    harness.api.clear_errors()
+
+
 def test_a_template_fixed_after_a_webhook_refused_it_is_tried_at_once(harness: Harness) -> None:
     """The backoff holds new writes of replicas (they fix nothing), not a new template."""
     harness.api.inject_error("create", "pods", code=400, reason="BadRequest", times=1000,

@@ -37,6 +37,19 @@ def docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
 
 
+def push_and_reconcile(tmp_path: Path, root: Path, capsys,  # type: ignore[no-untyped-def]
+                       monkeypatch: pytest.MonkeyPatch, env: str,
+                       secret: str) -> tuple[int, str, str]:
+    """The scaffold pushed to a bare remote, then one `reconcile` of its demand file with the
+    GitOps engine's shared secret in ``env``: (exit code, stdout, stderr)."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    git(root, "remote", "add", "origin", str(remote))
+    git(root, "push", "--quiet", "--set-upstream", "origin", "main")
+    monkeypatch.setenv(env, secret)
+    return run(capsys, "reconcile", "--repo", str(root), "--demand", str(root / "demand.yaml"))
+
+
 def test_flux_receiver_matches_the_crd_the_gitrepository_and_the_notify_entry(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys) -> None:
     root, out = init(tmp_path, capsys, "flux")
@@ -81,13 +94,8 @@ def test_the_scaffolded_flux_notify_reaches_its_receiver(tmp_path: Path, capsys,
         config.write_text(text.replace(written, flux.base))
         (root / "demand.yaml").write_text("linux: {queued: 2, running: 0}\n")
         git(root, "commit", "-qam", "point notify at the receiver's ingress")
-        remote = tmp_path / "remote.git"
-        git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
-        git(root, "remote", "add", "origin", str(remote))
-        git(root, "push", "--quiet", "--set-upstream", "origin", "main")
-        monkeypatch.setenv("FLUX_RECEIVER_TOKEN", "t0ken-from-the-secret")
-        code, out, err = run(capsys, "reconcile", "--repo", str(root),
-                             "--demand", str(root / "demand.yaml"))
+        code, out, err = push_and_reconcile(tmp_path, root, capsys, monkeypatch,
+                                            "FLUX_RECEIVER_TOKEN", "t0ken-from-the-secret")
     assert code == 0, err
     assert [s.status for s in flux.seen] == [200] and flux.reconciled == ["GitRepository/gitscale"]
     assert f"notified flux ({flux.base})" in out
@@ -127,13 +135,8 @@ def test_the_in_cluster_argocd_notify_speaks_https_to_a_self_signed_server(  # t
             "https://argocd-server.argocd.svc.cluster.local", argo.base))
         (root / "demand.yaml").write_text("linux: {queued: 2, running: 0}\n")
         git(root, "commit", "-qam", "the Service's address, as the test reaches it")
-        remote = tmp_path / "remote.git"
-        git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
-        git(root, "remote", "add", "origin", str(remote))
-        git(root, "push", "--quiet", "--set-upstream", "origin", "main")
-        monkeypatch.setenv("ARGOCD_WEBHOOK_SECRET", "webhook-secret-4b1d")
-        code, out, err = run(capsys, "reconcile", "--repo", str(root),
-                             "--demand", str(root / "demand.yaml"))
+        code, out, err = push_and_reconcile(tmp_path, root, capsys, monkeypatch,
+                                            "ARGOCD_WEBHOOK_SECRET", "webhook-secret-4b1d")
     assert code == 0, err
     assert argo.refreshed == ["gitscale"] and f"notified argocd ({argo.base})" in out
 
@@ -277,14 +280,9 @@ def test_a_notify_url_given_leaves_nothing_to_edit_and_reaches_the_engine(  # ty
         text = (root / "gitscale.yaml").read_text()
         assert f"url: {engine.base}\n" in text and "--notify-url" in text
         assert "insecureSkipTLSVerify" not in text
-        remote = tmp_path / "remote.git"
-        git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
-        git(root, "remote", "add", "origin", str(remote))
-        git(root, "push", "--quiet", "--set-upstream", "origin", "main")
-        monkeypatch.setenv("ARGOCD_WEBHOOK_SECRET" if gitops == "argocd"
-                           else "FLUX_RECEIVER_TOKEN", secret)
-        code, out, err = run(capsys, "reconcile", "--repo", str(root),
-                             "--demand", str(root / "demand.yaml"))
+        code, out, err = push_and_reconcile(
+            tmp_path, root, capsys, monkeypatch,
+            "ARGOCD_WEBHOOK_SECRET" if gitops == "argocd" else "FLUX_RECEIVER_TOKEN", secret)
     assert code == 0, err
     assert f"notified {gitops} ({engine.base})" in out
     if gitops == "argocd":

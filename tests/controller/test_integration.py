@@ -530,6 +530,17 @@ def _delete_secret(harness: Harness, name: str = "gh-creds") -> None:
     kubernetes.client.CoreV1Api(harness.controller.kube.api).delete_namespaced_secret(name, NS)
 
 
+def _busy_and_idle(harness: Harness) -> tuple[str, str]:
+    """Set ``rs`` with two runners up, one running a job and one idle: (busy, idle)."""
+    harness.write("rs", 2, 0)
+    harness.sync("rs")
+    busy, idle = harness.names("rs")
+    harness.running(busy, busy=True)
+    harness.running(idle)
+    harness.sync("rs")
+    return busy, idle
+
+
 def test_a_set_deleted_with_its_secret_is_let_go(
         harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
     """Argo CD prunes the set and its credentials Secret together, and the controller has no
@@ -562,12 +573,7 @@ def test_a_namespace_deleted_with_a_running_runner_is_let_go(
     finalizer. Running runners cannot be told idle from busy without the credentials, so the
     controller keeps them (says why, once) and lets the set go as soon as they are gone —
     here the namespace controller deletes them; the set, the namespace's last object, goes."""
-    harness.write("rs", 2, 0)
-    harness.sync("rs")
-    busy, idle = harness.names("rs")
-    harness.running(busy, busy=True)
-    harness.running(idle)
-    harness.sync("rs")
+    busy, idle = _busy_and_idle(harness)
     _delete_secret(harness)
     harness.controller.ctx.platforms.close()
     _delete_set(harness, "rs")
@@ -602,12 +608,7 @@ def test_a_set_deleted_with_its_secret_keeps_the_credentials_it_last_read(
     kube = harness.controller.kube
     harness.controller.ctx.platforms = Platforms(kube.read_secret, list_max_age=0,
                                                  clock=lambda: seconds[0])
-    harness.write("rs", 2, 0)
-    harness.sync("rs")
-    busy, idle = harness.names("rs")
-    harness.running(busy, busy=True)
-    harness.running(idle)
-    harness.sync("rs")
+    busy, idle = _busy_and_idle(harness)
     _delete_secret(harness)
     _delete_set(harness, "rs")
     seconds[0] += 3600

@@ -133,13 +133,15 @@ class Store:
                 return  # a newer object took the name
             self._unindex(key, self._objects.pop(key, None))
 
-    def replace(self, objects: list[RawObject], version: str = "") -> list[RawObject]:
+    def replace(self, objects: list[RawObject], version: str = "", *,
+                kept: bool = False) -> list[RawObject]:
         """After a (re)list at ``version``: exactly these objects, plus what is stored with a
         newer version (the controller's own writes after the list's snapshot: the watch, resumed
         from ``version``, will deliver them, and until it does a pass must still see them).
-        Returns the objects that changed or went (a gone one as it was last stored)."""
+        Returns the objects that changed or went (a gone one as it was last stored). ``kept``:
+        the lister already reduced each object with ``keep`` (page by page, as it listed)."""
         snapshot = int(version) if version.isdigit() else None
-        listed = [(key_of(obj), self.keep(obj)) for obj in objects]
+        listed = [(key_of(obj), obj if kept else self.keep(obj)) for obj in objects]
         with self._lock:  # one step: a pass sees the store before or after, never in between
             before = self._objects
             after: dict[str, RawObject] = {}
@@ -220,7 +222,7 @@ class Informer:
 
     def _relist(self) -> str:
         objects, version = self._list()
-        changed = self.store.replace(objects, version)
+        changed = self.store.replace(objects, version, kept=True)
         self.synced.set()
         self.connected = True
         for obj in changed:

@@ -115,9 +115,7 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
         except ControllerError as exc:
             message = f"{exc} (a dry run: no runner registered)"
             reason = "QuotaExceeded" if _quota(exc) else "CreateFailed"
-            _refused(memory, view, now, made=False, message=message, reason=reason)
-            refusal = memory.refusal(view.key)
-            assert refusal is not None
+            refusal = _refused(memory, view, now, made=False, message=message, reason=reason)
             return _not_tried(out, len(lineage), predecessors, refusal.message, reason,
                               (refusal.until - now).total_seconds())
     todo = list(enumerate(zip(names, lineage)))
@@ -158,10 +156,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
         out.reason = "CreateFailed"
     if out.reason != "Interrupted":
         if refused:
-            _refused(memory, view, now, made=bool(out.names), message=out.errors[0],
-                     reason=out.reason or "CreateFailed")
-            refusal = memory.refusal(view.key)
-            assert refusal is not None
+            refusal = _refused(memory, view, now, made=bool(out.names), message=out.errors[0],
+                               reason=out.reason or "CreateFailed")
             out.errors[0] = refusal.message  # as the passes that wait for it say it
             out.retry_after = (refusal.until - now).total_seconds()
         else:
@@ -221,21 +217,24 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
 
 
 def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, message: str,
-             reason: str) -> None:
+             reason: str) -> Refusal:
     """Creations refused: back off, from ``CREATE_RETRY`` again if any runner was made, if the
     pods are made otherwise than when the last refusal came (a changed template or platform
     setting), or if that refusal is old (not "in a row": due more than ``CREATE_RETRY_MAX``
-    ago)."""
+    ago). Returns the refusal it keeps."""
     before = memory.refusal(view.key)
+    made_as = shape(view)
     count = 1
-    if not made and before is not None and before.shape == shape(view) and (
+    if not made and before is not None and before.shape == made_as and (
             now - before.until).total_seconds() <= CREATE_RETRY_MAX:
         count = before.count + 1
     wait = min(CREATE_RETRY * 2 ** (count - 1), CREATE_RETRY_MAX)
     until = now + timedelta(seconds=wait)
-    memory.set_refusal(view.key, Refusal(count, until, (
+    refusal = Refusal(count, until, (
         f"{message}; creations refused {count} pass(es) in a row, tried again from "
-        f"{format_time(until)}"), reason, shape(view)))
+        f"{format_time(until)}"), reason, made_as)
+    memory.set_refusal(view.key, refusal)
+    return refusal
 
 
 def _not_tried(out: Created, count: int, predecessors: tuple[str, ...], message: str,

@@ -217,18 +217,15 @@ def started_at(pod: Mapping[str, Any]) -> datetime | None:
     """When the runner container started (else the pod, else its creation); None while the
     runner container's status says it is not running yet (its image still being pulled while
     a sidecar runs: the pod is Running, the runner has not started)."""
-    spec_containers = (pod.get("spec") or {}).get("containers") or []
-    name = runner_container({"spec": {"containers": spec_containers}}) if spec_containers \
-        else RUNNER_CONTAINER
     status = pod.get("status") or {}
-    for cs in status.get("containerStatuses") or []:
-        if isinstance(cs, dict) and cs.get("name") == name:
-            running = (cs.get("state") or {}).get("running")
-            if not isinstance(running, dict):
-                return None  # waiting (or no state yet): not started
-            started = _time(running.get("startedAt"))
-            if started is not None:
-                return started
+    cs = _runner_status(pod)
+    if cs is not None:
+        running = (cs.get("state") or {}).get("running")
+        if not isinstance(running, dict):
+            return None  # waiting (or no state yet): not started
+        started = _time(running.get("startedAt"))
+        if started is not None:
+            return started
     return _time(status.get("startTime")) or _time(
         (pod.get("metadata") or {}).get("creationTimestamp"))
 
@@ -247,16 +244,23 @@ def runner_container(template: Mapping[str, Any]) -> str:
     return RUNNER_CONTAINER if RUNNER_CONTAINER in names else str(names[0])
 
 
-def _runner_terminated(pod: Mapping[str, Any]) -> tuple[int, datetime | None] | None:
-    """(exit code, finish time) once the runner container has stopped (sidecars may not have)."""
+def _runner_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The runner container's entry in the pod's ``containerStatuses``, if there is one yet."""
     spec_containers = (pod.get("spec") or {}).get("containers") or []
     name = runner_container({"spec": {"containers": spec_containers}}) if spec_containers \
         else RUNNER_CONTAINER
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        if cs.get("name") == name:
-            done = (cs.get("state") or {}).get("terminated")
-            if isinstance(done, dict):
-                return int(done.get("exitCode", 1)), _time(done.get("finishedAt"))
+        if isinstance(cs, dict) and cs.get("name") == name:
+            return cs
+    return None
+
+
+def _runner_terminated(pod: Mapping[str, Any]) -> tuple[int, datetime | None] | None:
+    """(exit code, finish time) once the runner container has stopped (sidecars may not have)."""
+    cs = _runner_status(pod)
+    done = (cs.get("state") or {}).get("terminated") if cs is not None else None
+    if isinstance(done, dict):
+        return int(done.get("exitCode", 1)), _time(done.get("finishedAt"))
     return None
 
 

@@ -69,10 +69,10 @@ class Platforms:
         token it holds still serves to unregister the set's runners."""
         try:
             return rs.kind.adapter(self, rs.namespace, rs.settings)
-        except CredentialsError:
+        except CredentialsError as exc:
             if not rs.deleting:
                 raise
-            return rs.kind.adapter(_LastRead(self), rs.namespace, rs.settings)
+            return rs.kind.adapter(_LastRead(self, exc), rs.namespace, rs.settings)
 
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
         return self._read_secret(namespace, name)
@@ -115,10 +115,11 @@ class Platforms:
 
 class _LastRead:
     """``Platforms`` for a set being deleted: the client it last had, however old (its Secret
-    may be gone for good), else a new one."""
+    may be gone for good), else the refusal that brought it here."""
 
-    def __init__(self, platforms: Platforms) -> None:
+    def __init__(self, platforms: Platforms, refused: CredentialsError) -> None:
         self._platforms = platforms
+        self._refused = refused  # what reading the credentials just said
         self.clock = platforms.clock
 
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
@@ -127,4 +128,6 @@ class _LastRead:
     def cached(self, key: tuple[str, ...], make: Callable[[], Client]) -> Client:
         with self._platforms._lock:
             cached = self._platforms._clients.get(key)
-        return cached[1] if cached is not None else self._platforms.cached(key, make)
+        if cached is None:  # (the Secret was just read, and refused: not read again)
+            raise self._refused
+        return cached[1]

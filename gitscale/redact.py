@@ -12,6 +12,7 @@ are all masked through ``redact``.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -61,7 +62,8 @@ def known_secrets() -> set[str]:
 
 
 def _small_file(path: str) -> str:
-    """A small regular file's text, or "" (never blocks: the path may name a FIFO)."""
+    """A small regular file's text, or "" (never blocks: the path may name a FIFO). Not
+    ``gitscale.files.read_bytes``: this module sits below it (every layer masks secrets)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
@@ -90,18 +92,19 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
-def secret_forms(secret: str) -> set[str]:
+@functools.lru_cache(maxsize=256)  # (asked for each secret held, on every redact)
+def secret_forms(secret: str) -> frozenset[str]:
     """Every way ``secret`` may show in an error's text: itself, its ``repr()`` and
     ``ascii()`` (an exception that quotes a header, ``'Bearer ghp_a\\nb'``), the repr of its
     UTF-8 bytes (``b'ghp_\\xc3\\xa9'``: h11 and httpx quote bytes), its JSON string, and each line
     of one that spans lines. Forms shorter than ``SHORTEST`` are left out: they would mask
     ordinary words."""
     if len(secret) < SHORTEST:
-        return set()
+        return frozenset()
     forms = {secret, repr(secret)[1:-1], ascii(secret)[1:-1], json.dumps(secret)[1:-1],
              repr(secret.encode("utf-8", "surrogateescape"))[2:-1]}
     forms.update(line for line in secret.splitlines() if len(line) >= 2 * SHORTEST)
-    return {form for form in forms if len(form) >= SHORTEST}
+    return frozenset(form for form in forms if len(form) >= SHORTEST)
 
 
 def header_problem(value: str) -> str | None:

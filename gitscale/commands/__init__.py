@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitscale.core.forecast import DEFAULT_WINDOW
 from gitscale.errors import InputError
 from gitscale.timeutil import format_time, parse_duration, parse_time, utcnow
 
@@ -47,6 +46,8 @@ def resolve_every(every: str | None) -> timedelta:
     """``--every``: how often a `plan` or `reconcile` runs (a cron's period), the time a
     forecast's cushion must serve until the next pass; a minute when not given."""
     if every is None:
+        from gitscale.core.forecast import DEFAULT_WINDOW  # (not on every command's start)
+
         return DEFAULT_WINDOW
     try:
         value = parse_duration(every)
@@ -56,6 +57,12 @@ def resolve_every(every: str | None) -> timedelta:
         raise InputError("--every", f"{every!r} must be between 1s and 1h (a forecast's "
                          "cushion covers the jobs of one run to the next)")
     return value
+
+
+def backoff(base: float, failures: int, cap: float) -> float:
+    """After ``failures`` failed passes in a row: ``base`` doubled that many times, up to
+    ``cap`` (the exponent bounded: after a thousand failures a float would overflow)."""
+    return min(cap, base * float(2 ** min(failures, 32)))
 
 
 def demand_path(demand: str | None) -> Path | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 from gitscale import crash
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
-from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, log,
+from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, backoff, log,
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
 from gitscale.demand.resolve import Sources
@@ -43,9 +43,8 @@ class LoopState:
     not_before: float = 0.0  # a monotonic deadline (rate limits, poll intervals)
 
     def delay(self) -> float:
-        # (the exponent bounded: after a thousand failures a float would overflow)
-        base = self.interval if self.failures == 0 else min(
-            MAX_BACKOFF, self.interval * 2 ** min(self.failures, 32))
+        base = self.interval if self.failures == 0 else backoff(
+            self.interval, self.failures, MAX_BACKOFF)
         return max(base, self.not_before - time.monotonic())
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from gitscale import crash
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
-from gitscale.commands import EXIT_OK, RepoOptions, log, stop_on_signals
+from gitscale.commands import EXIT_OK, RepoOptions, backoff, log, stop_on_signals
 from gitscale.config.load import load_config
 from gitscale.core.reservations import Correction
 from gitscale.demand.resolve import Sources
@@ -186,7 +186,7 @@ def batch_delay(window_s: float, failures: int) -> float:
     from at least ``2 * RETRY_FLOOR`` whatever the window, up to ``MAX_BACKOFF``."""
     if not failures:
         return window_s
-    return min(MAX_BACKOFF, max(window_s, RETRY_FLOOR) * float(2 ** min(failures, 32)))
+    return backoff(max(window_s, RETRY_FLOOR), failures, MAX_BACKOFF)
 
 
 def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,

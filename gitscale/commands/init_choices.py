@@ -164,15 +164,24 @@ def branch_of(root: Path, given: str | None) -> str:
 def _engine_url(url: str) -> None:
     """``--notify-url``: the GitOps engine's base address, http(s)://HOST[:PORT]; gitscale
     adds the path (Argo CD's /api/webhook, the Receiver's /hook/…)."""
-    _no_credentials("--notify-url", url)
+    _base_address("--notify-url", url, not_url=(
+        f"{url!r} is not an http(s):// URL (the address of Argo CD's server or Flux's "
+        "webhook-receiver)"), has_path=(
+        f"{url!r}: give the address alone, no path (gitscale adds Argo CD's /api/webhook or "
+        "the Receiver's /hook/…)"))
+
+
+def _base_address(option: str, url: str, *, not_url: str, has_path: str) -> str:
+    """An http(s)://HOST[:PORT] address with nothing after it, no credentials in it:
+    ``scheme://netloc``; else an ``InputError`` of ``option`` saying ``not_url`` or
+    ``has_path``."""
+    _no_credentials(option, url)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or "://" not in url:
-        raise InputError("--notify-url", f"{url!r} is not an http(s):// URL (the address of "
-                         "Argo CD's server or Flux's webhook-receiver)")
+        raise InputError(option, not_url)
     if parts.path.strip("/") or parts.query or parts.fragment:
-        raise InputError("--notify-url", f"{url!r}: give the address "
-                         "alone, no path (gitscale adds Argo CD's /api/webhook or the "
-                         "Receiver's /hook/…)")
+        raise InputError(option, has_path)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _https_url(url: str) -> None:
@@ -227,15 +236,10 @@ def _no_credentials(option: str, url: str) -> None:
 def _server(url: str) -> str:
     """``--github-url``: the server's address, ``https://HOST`` (GitHub Enterprise Server, or
     a ``*.ghe.com`` tenant); the organization is ``--github-org``."""
-    _no_credentials("--github-url", url)
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError("--github-url", f"{url!r}: give the server's address, e.g. "
-                         "https://github.example.com")
-    if parts.path.strip("/") or parts.query or parts.fragment:
-        raise InputError("--github-url", f"{url!r}: give the server's address only "
-                         "(https://HOST), and the organization with --github-org")
-    return f"{parts.scheme}://{parts.netloc}"
+    return _base_address("--github-url", url, not_url=(
+        f"{url!r}: give the server's address, e.g. https://github.example.com"), has_path=(
+        f"{url!r}: give the server's address only (https://HOST), and the organization with "
+        "--github-org"))
 
 
 def hinted(text: str, hint: str) -> str:

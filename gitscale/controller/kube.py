@@ -40,6 +40,7 @@ from gitscale.controller.errors import (
     NotFound,
 )
 from gitscale.controller.observe import LABEL_SET, RawObject
+from gitscale.redact import redact
 from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 
 T = TypeVar("T")
@@ -384,7 +385,9 @@ def _translate(what: str, exc: ApiException) -> KubeError:
         reason, message = str(body.get("reason") or reason), str(body.get("message") or "")
     except (ValueError, TypeError, AttributeError):
         pass
-    text = f"{what}: {status} {reason}" + (f": {message}" if message else "")
+    # The API server's words may echo a credential (an admission webhook's URL with user info):
+    # masked here, so no status, log or Event built from the error shows it.
+    text = redact(f"{what}: {status} {reason}" + (f": {message}" if message else ""))
     cls = {404: NotFound, 409: Conflict, 410: Gone, 422: Invalid}.get(status, KubeError)
     return cls(text, status, reason)
 

@@ -66,7 +66,8 @@ def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
     if report.busy:
         out.append(Event("Normal", "UnregisterRefused", (
             f"kept {_runners(report.busy)} running a job ({_names(report.busy)}): the platform "
-            "refused to unregister them; tried again later, never deleted while busy")))
+            f"refused to unregister {'it' if len(report.busy) == 1 else 'them'}; tried again "
+            "later, never deleted while busy")))
     if report.leftovers:
         out.append(Event("Normal", "LeftoversRemoved", (
             f"removed {len(report.leftovers)} registration(s) left without a pod "
@@ -75,7 +76,8 @@ def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
     reason = str(ready.get("reason") or "")
     if ready.get("status") == "False" and reason and reason not in QUIET:
         out.append(Event("Warning", reason, str(ready.get("message") or reason)))
-    elif ready.get("status") == "True" and said.get("status") == "False":
+    elif ready.get("status") == "True" and said.get("status") == "False" and (
+            said.get("reason") not in QUIET):  # (after a warning, not after creating)
         out.append(Event("Normal", reason or "Reconciled", str(ready.get("message") or "")))
     if report.errors and ready.get("status") != "False":  # (the status could not say them)
         out.append(Event("Warning", "ApplyFailed", "; ".join(report.errors[:3])))

@@ -48,6 +48,7 @@ class Recorder:
         self._queue: queue.Queue[Item | None] = queue.Queue(capacity)
         self._thread: threading.Thread | None = None
         self._failing = False  # said once: the next failures go to debug
+        self._stopping = threading.Event()  # post nothing more (stop's time is up)
         self._nanos = 0
 
     def start(self) -> Recorder:
@@ -77,11 +78,16 @@ class Recorder:
         return True
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Post what is queued for up to ``timeout`` s, then stop."""
+        """Post what is queued for up to ``timeout`` s, then stop: what is left is dropped
+        (a call in flight ends with its timeout, in a daemon thread)."""
         if self._thread is None:
             return
         self.flush(timeout)
-        self._queue.put(None)
+        self._stopping.set()
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            pass  # the thread drops what is queued, and ends with the process
         self._thread.join(timeout)
         self._thread = None
 
@@ -93,7 +99,7 @@ class Recorder:
                     return
                 ref, events, now = item
                 for event in events:
-                    if self._allowed():
+                    if self._allowed() and not self._stopping.is_set():
                         self._write(ref, event, now)
             except Exception:  # noqa: BLE001 - an Event is never worth the thread
                 log.exception("posting an Event failed")

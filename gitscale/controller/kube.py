@@ -40,6 +40,7 @@ from gitscale.controller.errors import (
     NotFound,
 )
 from gitscale.controller.observe import LABEL_SET, RawObject
+from gitscale.redact import redact
 from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 
 T = TypeVar("T")
@@ -242,6 +243,22 @@ class Kube:
         except (ValueError, UnicodeDecodeError):
             raise CredentialsError(f"Secret {namespace}/{name} holds undecodable data") from None
 
+    # -- events -------------------------------------------------------------------------------
+    def create_event(self, body: Mapping[str, Any]) -> None:
+        """A core/v1 Event in its object's namespace (``events.body``)."""
+        meta, raw_body = body["metadata"], cast(Any, dict(body))
+        self._call(f"create Event {meta['namespace']}/{meta['name']}", lambda: self.core.
+                   create_namespaced_event(meta["namespace"], raw_body, _content_type=JSON,
+                                           _preload_content=False,
+                                           _request_timeout=self._timeout))
+
+    def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """A JSON merge patch of an Event (a repeat: ``events.repeat``). NotFound once the API
+        server's event TTL has removed it."""
+        self._call(f"update Event {namespace}/{name}", lambda: self.core.patch_namespaced_event(
+            name, namespace, dict(patch), _content_type="application/merge-patch+json",
+            _preload_content=False, _request_timeout=self._timeout))
+
     # -- leader election (``timeout``: seconds for the whole call, one attempt) ----------------
     def read_lease(self, namespace: str, name: str, *, timeout: float) -> RawObject | None:
         try:
@@ -368,7 +385,9 @@ def _translate(what: str, exc: ApiException) -> KubeError:
         reason, message = str(body.get("reason") or reason), str(body.get("message") or "")
     except (ValueError, TypeError, AttributeError):
         pass
-    text = f"{what}: {status} {reason}" + (f": {message}" if message else "")
+    # The API server's words may echo a credential (an admission webhook's URL with user info):
+    # masked here, so no status, log or Event built from the error shows it.
+    text = redact(f"{what}: {status} {reason}" + (f": {message}" if message else ""))
     cls = {404: NotFound, 409: Conflict, 410: Gone, 422: Invalid}.get(status, KubeError)
     return cls(text, status, reason)
 

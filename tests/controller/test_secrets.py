@@ -49,3 +49,41 @@ def test_a_token_github_echoes_is_masked_in_status_and_log(
     assert "answered 401: Bad credentials: ***" in ready(harness, "rs")["message"]
     assert "Bad credentials: ***" in caplog.text
     assert TOKEN not in str(harness.status("rs")) + caplog.text
+
+
+def test_a_credential_an_api_quotes_is_masked_in_status_and_log(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever brings a credential the controller holds into a message — here an admission
+    webhook whose refusal quotes it, escaped as JSON would — the RunnerSet's status and the
+    controller's log show ``***``: both pass through ``redact``, not only the HTTP client's
+    own errors."""
+    harness.write("rs", 1, 0)
+    assert len(harness.sync("rs").created) == 1  # the credentials are read (and held)
+    harness.api.inject_error("create", "pods", code=400, reason="BadRequest", times=1000,
+                             message='admission webhook "policy.example.com" denied the '
+                                     f'request: env {{"GITHUB_TOKEN": "{TOKEN}"}} is not '
+                                     "allowed")
+    caplog.set_level(logging.INFO, "gitscale")
+    harness.write("rs", 3, 0)
+    assert harness.sync("rs").created == []
+    message = ready(harness, "rs")["message"]
+    assert '{"GITHUB_TOKEN": "***"} is not allowed' in message, message
+    assert '{"GITHUB_TOKEN": "***"} is not allowed' in caplog.text
+    assert TOKEN not in str(harness.status("rs")) + caplog.text
+    harness.api.clear_errors()
+
+
+def test_a_controller_log_line_is_masked_traceback_and_all(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """The filter is on the controller's logger: every handler gets the record masked (its
+    message, arguments and the traceback of its exception)."""
+    harness.write("rs", 1, 0)
+    harness.sync("rs")
+    log = logging.getLogger("gitscale.controller")
+    try:
+        raise ValueError(f"a library quoting {TOKEN!r}")
+    except ValueError:
+        log.exception("%s: something failed with %s", "default/rs", TOKEN)
+    assert "default/rs: something failed with ***" in caplog.text
+    assert "ValueError: a library quoting '***'" in caplog.text
+    assert TOKEN not in caplog.text

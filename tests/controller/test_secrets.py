@@ -3,6 +3,7 @@ held for masking (``gitscale.redact``), and the JIT configs it hands to runner p
 runner and never held, never leave the Secret they go in."""
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any
 
@@ -87,3 +88,34 @@ def test_a_controller_log_line_is_masked_traceback_and_all(
     assert "default/rs: something failed with ***" in caplog.text
     assert "ValueError: a library quoting '***'" in caplog.text
     assert TOKEN not in caplog.text
+
+
+def test_a_jit_config_quoted_by_a_refusal_of_its_secret_is_masked(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """An admission webhook refuses the runner's Secret and quotes the object: its JIT
+    config, as the Secret carries it (base64) and decoded, shows ``***`` in status and log."""
+    quoted: list[str] = []
+
+    def webhook(verb: str, resource: str, query: dict[str, str]) -> None:
+        if (verb, resource) != ("create", "secrets"):
+            return
+        with harness.github.lock:
+            runner = max(harness.github.runners.values(), key=lambda r: r.id)
+        jit = f"jit-{runner.name}-{runner.id}"
+        encoded = base64.b64encode(jit.encode()).decode()
+        quoted.extend((jit, encoded))
+        harness.api.inject_error("create", "secrets", code=400, reason="BadRequest",
+                                 message='admission webhook "policy.example.com" denied the '
+                                         f'request: data.jitconfig "{encoded}" ({jit}) is '
+                                         "not allowed")
+
+    harness.api.on_call(webhook)
+    caplog.set_level(logging.INFO, "gitscale")
+    harness.write("rs", 1, 0)
+    assert harness.sync("rs").created == []
+    message = ready(harness, "rs")["message"]
+    assert 'data.jitconfig "***" (***) is not allowed' in message, message
+    assert 'data.jitconfig "***" (***) is not allowed' in caplog.text
+    assert quoted and harness.github.runners == {}  # refused: unregistered
+    for shown in quoted:
+        assert shown not in str(harness.status("rs")) + caplog.text

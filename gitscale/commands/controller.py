@@ -32,8 +32,12 @@ class Election:
 
 
 def _logging() -> None:
-    """The controller logs through ``logging``, in the line format of `run` and `serve`."""
+    """The controller logs through ``logging``, in the line format of `run` and `serve`; every
+    line masked (``redact``), whichever of gitscale's loggers wrote it."""
+    from gitscale.redact import MASK_LOG
+
     handler = logging.StreamHandler()
+    handler.addFilter(MASK_LOG)
     formatter = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
     formatter.converter = time.gmtime
     handler.setFormatter(formatter)

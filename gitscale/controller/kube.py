@@ -204,11 +204,21 @@ class Kube:
         return raw if raw.get("kind") == "Pod" else None
 
     def create_secret(self, body: RawObject) -> RawObject:
+        """Create a Secret (a runner's JIT config). Its values, as sent (base64) and decoded,
+        are masked in the error when the API server refuses it: an admission webhook may quote
+        the object. They are not held for masking (``redact.hold``): one per runner would
+        fill the registry of a controller that runs for months."""
         meta, raw_body = body["metadata"], cast(Any, body)
-        self._call(f"create Secret {meta['namespace']}/{meta['name']}", lambda: self.core.
-                   create_namespaced_secret(meta["namespace"], raw_body, _content_type=JSON,
-                                            _preload_content=False,
-                                            _request_timeout=self._timeout))
+        try:
+            self._call(f"create Secret {meta['namespace']}/{meta['name']}", lambda: self.core.
+                       create_namespaced_secret(meta["namespace"], raw_body, _content_type=JSON,
+                                                _preload_content=False,
+                                                _request_timeout=self._timeout))
+        except KubeError as exc:
+            masked = redact(str(exc), _secret_values(body))
+            if masked == str(exc):
+                raise
+            raise type(exc)(masked, exc.status, exc.reason) from None
         return body
 
     def own_secret(self, namespace: str, name: str, owners: list[dict[str, Any]]) -> None:
@@ -343,6 +353,19 @@ class Kube:
             with self._lock:
                 self._streams.discard(response)
             response.release_conn()
+
+
+def _secret_values(body: RawObject) -> list[str]:
+    """A Secret's values: ``data`` as sent (base64) and decoded, and ``stringData``."""
+    plain, data = body.get("stringData"), body.get("data")
+    values = [str(v) for v in plain.values()] if isinstance(plain, dict) else []
+    for value in data.values() if isinstance(data, dict) else ():
+        values.append(str(value))
+        try:
+            values.append(base64.b64decode(str(value)).decode())
+        except (ValueError, UnicodeDecodeError):
+            pass
+    return values
 
 
 def _watch_args(version: str, timeout: int) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from gitscale.controller.recorder import Recorder
 from gitscale.controller.workqueue import WorkQueue
 from gitscale.controller.metrics import ControllerMetrics
 from gitscale.metrics import exposition
+from gitscale.redact import MASK_LOG
 from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")
@@ -54,6 +55,9 @@ class Controller:
                  metrics: ControllerMetrics | None = None, stall_after: float = 300.0,
                  relist_backoff: float = 0.5) -> None:
         self.kube = kube
+        # Every line the controller logs is masked, whichever handler writes it (a message
+        # quotes what an API said, which may echo a credential the process holds).
+        log.addFilter(MASK_LOG)
         self.metrics = metrics or ControllerMetrics()
         self.namespace = namespace
         self.resync = resync

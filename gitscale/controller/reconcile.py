@@ -333,17 +333,18 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
         return None
     if found is None:
         return None
-    age = found.age if isinstance(found, Listed) else 0.0
-    registered = dict(found)
-    if sweeping:
-        swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, registered, now,
-                      timedelta(0) if view.deleting else ctx.leftover_grace)
-        report.leftovers = swept.removed
-        report.errors += swept.errors
-        report.requeue_after = swept.wake_after
-        ids = {i for i, r in registered.items() if r.name in swept.removed}
-        registered = {i: r for i, r in registered.items() if i not in ids}
-    return Listed(registered, age)
+    listed = found if isinstance(found, Listed) else Listed(found)
+    if not sweeping:
+        return listed
+    swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, listed, now,
+                  timedelta(0) if view.deleting else ctx.leftover_grace)
+    report.leftovers = swept.removed
+    report.errors += swept.errors
+    report.requeue_after = swept.wake_after
+    if not swept.removed:  # the list is shared, read-only: copied only to leave some out
+        return listed
+    gone = set(swept.removed)
+    return Listed({i: r for i, r in listed.items() if r.name not in gone}, listed.age)
 
 
 def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: datetime) -> float:

@@ -51,13 +51,12 @@ from gitscale.controller.leftovers import EVERY, GRACE, sweep
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import (
     FINALIZER,
-    REGISTRATION_TIMEOUT,
     RawObject,
     RunnerSetView,
     parse_runnerset,
     refilled_of,
+    registration_timed_out,
     runner_of,
-    started_at,
     stopped,
 )
 from gitscale.controller.platform import Adapter, Listed, Unavailable
@@ -356,12 +355,9 @@ def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: dat
     alive = [p for p in pods if not stopped(p) and not p["metadata"].get("deletionTimestamp")]
     if view.deleting or (view.spec.patch_id == 0 and len(alive) > view.spec.replicas):
         return platforms.list_max_age
-    for pod in alive:
-        started = started_at(pod) if (pod.get("status") or {}).get("phase") == "Running" \
-            else None
-        if started is not None and now - started >= REGISTRATION_TIMEOUT and not (
-                ctx.memory.came_online(view.key, pod["metadata"]["name"])):
-            return platforms.list_max_age
+    if any(registration_timed_out(p, ctx.memory.came_online(view.key, p["metadata"]["name"]),
+                                  now) for p in alive):
+        return platforms.list_max_age
     return platforms.status_list_max_age
 
 

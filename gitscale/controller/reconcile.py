@@ -44,7 +44,6 @@ from gitscale.controller.errors import (
     InvalidRunnerSet,
     KubeError,
     NotFound,
-    RunnerBusy,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.leftovers import EVERY, GRACE, sweep
@@ -61,7 +60,7 @@ from gitscale.controller.observe import (
 )
 from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
-from gitscale.controller.remove import BUSY_RETRY, remove_runners
+from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
 
 log = logging.getLogger("gitscale.controller")
 ERROR_RETRY = 10.0
@@ -166,7 +165,10 @@ def reconcile(ctx: Context, key: str) -> Report:
     spec = effective(view.spec, view.deleting)
     actions = decide(spec, runners, now, view.applied, view.refilled)
     # A failed runner whose pod still runs is unregistered before its successor is created.
-    actions = _retire(ctx, view, platform, actions, dead, now, report)
+    actions, retired = retire(ctx.memory, ctx.pool, ctx.halt, view, platform, actions, dead,
+                              now)
+    report.busy += retired.busy
+    report.errors += retired.errors
     report.actions = actions
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
@@ -248,45 +250,6 @@ def _platform(ctx: Context, view: RunnerSetView) -> Adapter:
         if not view.deleting:
             raise
         return Unavailable(str(exc))
-
-
-def _retire(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
-            dead: set[str], now: datetime, report: Report) -> Actions:
-    """Failed runners to be replaced whose pods have not stopped (past their registration
-    timeout, judged on a list that may be a little old; stuck) are unregistered *before*
-    their successors are created: one that took a job meanwhile (GitHub's 422) is busy, kept
-    and not replaced — its successor would put the set above ``replicas``, and a scale-up
-    (patch > 0) never scales down —; one that could not be unregistered (a 5xx, no answer,
-    a rate limit) is kept, not replaced, and tried again by the next pass. The others go
-    as usual (their pods after their successors exist), without being unregistered twice."""
-    ids = {d.name: d.runner_id for d in actions.deletes
-           if d.reason is DeleteReason.FAILED and d.runner_id is not None}
-    todo = [n for n in actions.replaced if n not in dead and n in ids]
-    if not todo or ctx.halt.is_set():  # (halted: no successor is created anyway)
-        return actions
-    futures = [(n, ctx.pool.submit(platform.unregister, ids[n])) for n in todo]
-    kept: set[str] = set()
-    for name, future in futures:
-        try:
-            future.result()
-        except RunnerBusy:
-            kept.add(name)
-            report.busy.append(name)
-            ctx.memory.mark_online(view.key, name)  # it took a job: it came online
-            if ctx.memory.mark_busy(view.key, name, now + BUSY_RETRY):
-                log.info("%s: runner %s, never seen online in the runner list, is running a "
-                         "job: kept, not replaced", view.key, name)
-        except ControllerError as exc:
-            kept.add(name)
-            report.errors.append(f"runner {name} not replaced: it could not be unregistered "
-                                 f"first ({exc})")
-    index = [i for i, n in enumerate(actions.replaced) if n not in kept]
-    gone = set(todo) - kept
-    return replace(
-        actions, retries=tuple(actions.retries[i] for i in index),
-        replaced=tuple(actions.replaced[i] for i in index),
-        deletes=tuple(replace(d, runner_id=None) if d.name in gone else d
-                      for d in actions.deletes if d.name not in kept))
 
 
 def _without_platform(reason: str, report: Report) -> st.Problem:

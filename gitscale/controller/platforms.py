@@ -14,7 +14,12 @@ import time
 from collections.abc import Mapping
 from typing import Callable
 
-from gitscale.controller.errors import CredentialsError, KubeError, UnsupportedPlatform
+from gitscale.controller.errors import (
+    ControllerError,
+    CredentialsError,
+    KubeError,
+    UnsupportedPlatform,
+)
 from gitscale.controller.observe import RunnerSetView
 from gitscale.controller.platform import (
     LIST_MAX_AGE,
@@ -77,8 +82,15 @@ class Platforms:
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
         return self._read_secret(namespace, name)
 
-    def forget(self, rs: RunnerSetView) -> None:
-        """Drop a set's clients, e.g. after its credentials were refused: read them again."""
+    def refused(self, rs: RunnerSetView, exc: ControllerError) -> None:
+        """A call of the set's adapter failed with ``exc``. Credentials refused: its clients
+        are dropped, so the next pass reads the Secret again (it may be fixed) — unless the
+        set is being deleted, whose client is the last it may get (``for_set``)."""
+        if isinstance(exc, CredentialsError) and not rs.deleting:
+            self._forget(rs)
+
+    def _forget(self, rs: RunnerSetView) -> None:
+        """Drop a set's clients: its credentials are read again."""
         secrets = rs.kind.secrets(rs.settings)
         with self._lock:
             gone = [self._clients.pop(k) for k in list(self._clients)

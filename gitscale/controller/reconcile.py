@@ -284,8 +284,7 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     except ControllerError as exc:
         if view.deleting and isinstance(exc, CredentialsError):
             raise  # no longer to be had: the set is seen out without its platform
-        if isinstance(exc, CredentialsError):
-            ctx.platforms.forget(view)  # read the Secret again next pass: it may be fixed
+        ctx.platforms.refused(view, exc)
         # A platform that registers its runners (GitHub): running runners count as busy
         # (nothing removed: an error of the pass). Buildkite: the graceful-stop rule still
         # holds; BusyKnown says so.

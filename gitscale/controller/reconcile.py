@@ -77,7 +77,8 @@ class Context:
     clock: Callable[[], datetime]
     halt: threading.Event = field(default_factory=threading.Event)  # stop creating (shutdown)
     # Set while this replica does not hold the Lease (lost in the middle of a pass): the pass
-    # writes no status any more, as it starts no creation (``halt`` is set with it).
+    # writes no status, sweeps no leftover registration and adds or lifts no finalizer any
+    # more, as it starts no creation or removal (``halt`` is set with it): the new leader does.
     deposed: threading.Event = field(default_factory=threading.Event)
     leftover_grace: timedelta = GRACE
 
@@ -276,7 +277,8 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     ``Listed`` returned says how old it is."""
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
     registers = view.kind.registration_labels is not None
-    sweeping = registers and (view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
+    sweeping = registers and not ctx.deposed.is_set() and (
+        view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
     if not running and not sweeping:
         return None
     try:
@@ -298,7 +300,7 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     if not sweeping:
         return listed
     swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, listed, now,
-                  timedelta(0) if view.deleting else ctx.leftover_grace)
+                  timedelta(0) if view.deleting else ctx.leftover_grace, stop=ctx.deposed)
     report.leftovers = swept.removed
     report.errors += swept.errors
     report.requeue_after = swept.wake_after
@@ -328,7 +330,7 @@ def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
     is tried again); the pass goes on, since not serving the set would help no one."""
     meta = obj["metadata"]
     finalizers = list(meta.get("finalizers") or [])
-    if FINALIZER in finalizers:
+    if FINALIZER in finalizers or ctx.deposed.is_set():  # (deposed: the new leader adds it)
         return obj
     try:
         updated = ctx.kube.patch_runnerset_finalizers(
@@ -344,6 +346,8 @@ def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
 
 def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
     """Remove the finalizer of a set being deleted whose runners are all gone: the set goes."""
+    if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader lifts it
+        return report
     meta = obj["metadata"]
     finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
     if FINALIZER in (meta.get("finalizers") or []):

@@ -7,16 +7,22 @@ or escaped the way Python, JSON or an HTTP library shows them (``'ghp_a\\nb'``, 
 The secrets are one registry for the process: the variables gitscale documents as credentials
 (read at each call: whether or not this process used them, a server hook may echo one), the
 content of ``GITSCALE_GIT_TOKEN_FILE``, and every value read as a secret (``hold``: what
-gitscale.yaml names, ``serve``'s webhook secret). Git's output, logs, errors and crash reports
-are all masked through ``redact``.
+gitscale.yaml names, ``serve``'s webhook secret, the controller's credentials Secrets, a GitHub
+App's installation tokens). What ``hold`` keeps is bounded: the ``HELD`` values held most
+recently (a value held again counts as new), so that a long-running process that re-reads
+rotated secrets, or mints an App token an hour, does not grow without end; the secrets in use
+are held again each time they are read (each pass, each credentials re-read), and stay.
+Git's output, logs, errors and crash reports are all masked through ``redact``.
 """
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import stat
+import threading
 from typing import Iterable
 
 MASK = "***"
@@ -34,26 +40,38 @@ SECRET_ENV = ("GITSCALE_GIT_TOKEN", "GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN",
               "GITHUB_WEBHOOK_SECRET")
 SECRET_FILE_ENV = "GITSCALE_GIT_TOKEN_FILE"
 _FILE_LIMIT = 64 * 1024  # a token file is small; a bigger "token" is not read for masking
-_held: set[str] = set()  # every secret value this process has read (``hold``)
+HELD = 256  # distinct secrets ``hold`` keeps, the most recently held
+# The secret values this process has read (``hold``), the least recently held first; a lock:
+# ``hold`` is called from worker threads, and its eviction is more than one step.
+_held: dict[str, None] = {}
+_lock = threading.Lock()
 
 
 def hold(value: str) -> str:
     """Remember ``value``, a secret this process has read, so that every ``redact`` masks it
-    from now on (in each of its ``secret_forms``). Returns it."""
-    if len(value.strip()) >= SHORTEST:
-        _held.add(value.strip())  # one C call under the GIL: safe from any thread
+    from now on (in each of its ``secret_forms``), until ``HELD`` other values have been held
+    since (the least recently held goes first). Returns it."""
+    secret = value.strip()
+    if len(secret) >= SHORTEST:
+        with _lock:
+            _held.pop(secret, None)  # held again: the most recent
+            _held[secret] = None
+            while len(_held) > HELD:
+                del _held[next(iter(_held))]
     return value
 
 
 def forget_held() -> None:
     """Forget what ``hold`` remembered (tests: each starts from a process that read none)."""
-    _held.clear()
+    with _lock:
+        _held.clear()
 
 
 def known_secrets() -> set[str]:
     """Every secret ``redact`` masks: those held, the documented variables' values and the
     content of the git token file."""
-    found = set(_held)  # a copy in one C call (another thread may hold a new one meanwhile)
+    with _lock:
+        found = set(_held)
     found.update(os.environ.get(name, "").strip() for name in SECRET_ENV)
     token_file = os.environ.get(SECRET_FILE_ENV)
     if token_file:
@@ -92,7 +110,10 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=256)  # (asked for each secret held, on every redact)
+# Asked for each known secret on every ``redact``: room for all of them (those held, the
+# variables, the token file, a client's own), or a cycle through more than it holds would
+# compute every one each time.
+@functools.lru_cache(maxsize=2 * HELD)
 def secret_forms(secret: str) -> frozenset[str]:
     """Every way ``secret`` may show in an error's text: itself, its ``repr()`` and
     ``ascii()`` (an exception that quotes a header, ``'Bearer ghp_a\\nb'``), the repr of its
@@ -105,6 +126,30 @@ def secret_forms(secret: str) -> frozenset[str]:
              repr(secret.encode("utf-8", "surrogateescape"))[2:-1]}
     forms.update(line for line in secret.splitlines() if len(line) >= 2 * SHORTEST)
     return frozenset(form for form in forms if len(form) >= SHORTEST)
+
+
+class MaskingFilter(logging.Filter):
+    """Masks a log record's message, traceback and stack (``redact``) in the record itself, so
+    that every handler, whatever its format, gets it masked. On a logger, it sees the records
+    logged there; on a handler, every record that reaches it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format: the handler reports it, as logging does
+            return True
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        record.exc_info = None  # (a formatter would format it again, unmasked)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+MASK_LOG = MaskingFilter()  # one instance: adding it twice to a logger adds it once
 
 
 def header_problem(value: str) -> str | None:

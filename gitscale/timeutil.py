@@ -46,5 +46,11 @@ def format_time(value: datetime) -> str:
     return value.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_micro_time(value: datetime) -> str:
+    """RFC 3339 in UTC with microseconds: a Kubernetes ``MicroTime`` (a Lease's renewTime, an
+    Event's eventTime)."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)

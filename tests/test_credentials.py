@@ -3,12 +3,21 @@ git's error output, not from a server that echoes the token back in its error me
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from gitscale.redact import redact
+from gitscale.redact import (
+    HELD,
+    SECRET_ENV,
+    SECRET_FILE_ENV,
+    hold,
+    known_secrets,
+    redact,
+    secret_forms,
+)
 from tests.demand.conftest import GH_TOKEN
 from tests.demand.fake_github import FakeGitHub
 from tests.demand.test_reconcile_github import config_repo
@@ -217,3 +226,63 @@ def test_every_escaped_form_of_a_secret_is_masked() -> None:
         assert "SECRETpart" not in masked, masked
         assert "***" in masked
     assert redact("a word like ab", ["ab"]) == "a word like ab"  # too short to be a secret
+
+
+@pytest.fixture
+def no_secret_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*SECRET_ENV, SECRET_FILE_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("no_secret_variables")
+def test_the_registry_keeps_the_most_recently_held_secrets() -> None:
+    """A long-running process re-reads rotated secrets (a Secret, a file) and mints an App
+    token an hour: the registry keeps the ``HELD`` most recent values, the oldest held goes
+    first, and a value held again (a secret in use is read again each pass) counts as new."""
+    values = [f"rotated-secret-{i:04d}" for i in range(HELD + 50)]
+    hold(values[0])
+    for value in values[1:HELD]:
+        hold(value)
+    hold(values[0])  # read again: now the most recent
+    for value in values[HELD:]:
+        hold(value)
+    known = known_secrets()
+    assert len(known) == HELD
+    assert values[0] in known and values[-1] in known
+    assert values[1] not in known and values[50] not in known and values[51] in known
+    said = redact(" ".join(values))
+    assert values[1] in said  # forgotten: no longer masked
+    for value in (values[0], *values[51:]):
+        assert value not in said
+    assert secret_forms.cache_info().maxsize is not None
+    assert secret_forms.cache_info().maxsize >= HELD + len(SECRET_ENV) + 1
+    redact("twice")
+    before = secret_forms.cache_info().hits
+    redact("twice")  # every form asked for again is in the cache: none computed twice
+    info = secret_forms.cache_info()
+    assert info.hits - before == HELD and info.currsize <= info.maxsize
+
+
+@pytest.mark.usefixtures("no_secret_variables")
+def test_secrets_held_from_many_threads_stay_bounded() -> None:
+    """``hold`` is called from worker threads (the controller's, ``serve``'s): its eviction
+    stays whole under contention."""
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            for i in range(400):
+                hold(f"thread-{n}-secret-{i:04d}")
+                if i % 50 == 0:
+                    known_secrets()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    known = known_secrets()
+    assert errors == [] and len(known) == HELD
+    assert known <= {f"thread-{n}-secret-{i:04d}" for n in range(8) for i in range(400)}

@@ -7,8 +7,8 @@ until 5 minutes before it expires. One exchange at a time, however many threads 
 wait for it and use its token. Anything wrong — a key that cannot sign, an installation that
 cannot be found, a refusal, an answer without a token, no answer — raises the caller's
 credentials error (a ``GitscaleError``) naming the URL (and the cause, when there was no
-answer), never the key or a token. The requests go through the one HTTP client
-(``http.py``).
+answer), never the key or a token. Each token minted is held for masking (``gitscale.redact``).
+The requests go through the one HTTP client (``http.py``).
 
 https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-an-installation-access-token-for-a-github-app
 """
@@ -24,7 +24,7 @@ import jwt
 from gitscale.clients.errors import ApiError, Unreachable
 from gitscale.clients.http import Answer, HttpClient
 from gitscale.errors import GitscaleError
-from gitscale.redact import header_problem, redact
+from gitscale.redact import header_problem, hold, redact
 from gitscale.timeutil import parse_time
 
 REFRESH_BEFORE = 300.0  # seconds before its expiry a token is replaced
@@ -107,7 +107,9 @@ class InstallationToken:
             raise self._error(f"github app {self.app_id}: POST {url} answered {answer.status} "
                               f"with a token that {problem}: could not get an installation "
                               "token")
-        return token, _epoch(body.get("expires_at")) or now + LIFETIME
+        # Held for masking in every message of the process, not only this client's: one an
+        # hour per installation, which the registry's bound (the most recent) keeps finite.
+        return hold(token), _epoch(body.get("expires_at")) or now + LIFETIME
 
     def _look_up(self) -> str:
         if self._owner is None:

@@ -31,15 +31,23 @@ class Election:
     lease_name: str = "gitscale-controller"  # --leader-election-id
 
 
-def _logging() -> None:
-    """The controller logs through ``logging``, in the line format of `run` and `serve`."""
+def _logging() -> logging.Handler:
+    """The controller logs through ``logging``, in the line format of `run` and `serve`; every
+    line masked (``redact``): gitscale's own from INFO, and the libraries' (the kubernetes
+    client, urllib3) from WARNING, which would otherwise reach stderr through Python's
+    last-resort handler, unmasked. Returns the handler (tests remove it)."""
+    from gitscale.redact import MASK_LOG
+
     handler = logging.StreamHandler()
+    handler.addFilter(MASK_LOG)
     formatter = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
     formatter.converter = time.gmtime
     handler.setFormatter(formatter)
-    root = logging.getLogger("gitscale")
+    root = logging.getLogger()
     root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("gitscale").setLevel(logging.INFO)
+    return handler
 
 
 def lease_namespace(option: str | None, watched: str | None) -> str:

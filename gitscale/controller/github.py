@@ -15,7 +15,10 @@ The API base comes from the RunnerSet's ``configURL``: github.com → api.github
 tests point ``configURL`` at a loopback server. Credentials come from the Secret named in
 ``spec.github.credentialsSecret`` with the key names actions-runner-controller uses
 (``github_token``, or ``github_app_id``, ``github_app_installation_id`` and
-``github_app_private_key``). They are never logged, and no message contains a token.
+``github_app_private_key``). They are never logged, and no message contains a token: the token
+and the private key are held for masking (``gitscale.redact``) as they are read (the ids are
+not secrets: held, they would mask every number that happens to equal them), and an App's
+installation tokens as they are minted (``github_app.py``).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from gitscale.controller.errors import (
     RunnerNameTaken,
 )
 from gitscale.controller.platform import LIST_MAX_AGE, Registered, Registration
+from gitscale.redact import hold
 
 MAX_WAIT = 10.0  # seconds a rate limit may hold a pass before it is reported instead
 # The runner list costs a request per 100 runners of the scope (the whole org's, not only the
@@ -95,9 +99,10 @@ class Credentials:
 
 
 def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
-    """Read credentials from a Secret's (decoded) data; ``source`` names it in errors."""
+    """Read credentials from a Secret's (decoded) data; ``source`` names it in errors. The
+    token or the private key is held for masking (each read: the most recent stay held)."""
     if data.get("github_token"):
-        return Credentials(token=data["github_token"].strip())
+        return Credentials(token=hold(data["github_token"]).strip())
     app = {k: data.get(f"github_app_{k}", "").strip()
            for k in ("id", "installation_id", "private_key")}
     if app["id"] and app["private_key"]:
@@ -109,7 +114,7 @@ def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
                 "number: the id of the App's installation (.../settings/installations/ID), or "
                 "leave the key out and the controller looks the installation up")
         return Credentials(app_id=app["id"], installation_id=installation or None,
-                           private_key=app["private_key"])
+                           private_key=hold(app["private_key"]))
     raise CredentialsError(f"{source}: needs the key github_token, or github_app_id and "
                            "github_app_private_key (and optionally github_app_installation_id)")
 

@@ -40,6 +40,7 @@ from gitscale.controller.errors import (
     NotFound,
 )
 from gitscale.controller.observe import LABEL_SET, RawObject
+from gitscale.redact import redact
 from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 
 T = TypeVar("T")
@@ -203,11 +204,21 @@ class Kube:
         return raw if raw.get("kind") == "Pod" else None
 
     def create_secret(self, body: RawObject) -> RawObject:
+        """Create a Secret (a runner's JIT config). Its values, as sent (base64) and decoded,
+        are masked in the error when the API server refuses it: an admission webhook may quote
+        the object. They are not held for masking (``redact.hold``): one per runner would
+        fill the registry of a controller that runs for months."""
         meta, raw_body = body["metadata"], cast(Any, body)
-        self._call(f"create Secret {meta['namespace']}/{meta['name']}", lambda: self.core.
-                   create_namespaced_secret(meta["namespace"], raw_body, _content_type=JSON,
-                                            _preload_content=False,
-                                            _request_timeout=self._timeout))
+        try:
+            self._call(f"create Secret {meta['namespace']}/{meta['name']}", lambda: self.core.
+                       create_namespaced_secret(meta["namespace"], raw_body, _content_type=JSON,
+                                                _preload_content=False,
+                                                _request_timeout=self._timeout))
+        except KubeError as exc:
+            masked = redact(str(exc), _secret_values(body))
+            if masked == str(exc):
+                raise
+            raise type(exc)(masked, exc.status, exc.reason) from None
         return body
 
     def own_secret(self, namespace: str, name: str, owners: list[dict[str, Any]]) -> None:
@@ -241,6 +252,22 @@ class Kube:
             return {k: base64.b64decode(v).decode() for k, v in (raw.get("data") or {}).items()}
         except (ValueError, UnicodeDecodeError):
             raise CredentialsError(f"Secret {namespace}/{name} holds undecodable data") from None
+
+    # -- events -------------------------------------------------------------------------------
+    def create_event(self, body: Mapping[str, Any]) -> None:
+        """A core/v1 Event in its object's namespace (``events.body``)."""
+        meta, raw_body = body["metadata"], cast(Any, dict(body))
+        self._call(f"create Event {meta['namespace']}/{meta['name']}", lambda: self.core.
+                   create_namespaced_event(meta["namespace"], raw_body, _content_type=JSON,
+                                           _preload_content=False,
+                                           _request_timeout=self._timeout))
+
+    def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """A JSON merge patch of an Event (a repeat: ``events.repeat``). NotFound once the API
+        server's event TTL has removed it."""
+        self._call(f"update Event {namespace}/{name}", lambda: self.core.patch_namespaced_event(
+            name, namespace, dict(patch), _content_type="application/merge-patch+json",
+            _preload_content=False, _request_timeout=self._timeout))
 
     # -- leader election (``timeout``: seconds for the whole call, one attempt) ----------------
     def read_lease(self, namespace: str, name: str, *, timeout: float) -> RawObject | None:
@@ -328,6 +355,19 @@ class Kube:
             response.release_conn()
 
 
+def _secret_values(body: RawObject) -> list[str]:
+    """A Secret's values: ``data`` as sent (base64) and decoded, and ``stringData``."""
+    plain, data = body.get("stringData"), body.get("data")
+    values = [str(v) for v in plain.values()] if isinstance(plain, dict) else []
+    for value in data.values() if isinstance(data, dict) else ():
+        values.append(str(value))
+        try:
+            values.append(base64.b64decode(str(value)).decode())
+        except (ValueError, UnicodeDecodeError):
+            pass
+    return values
+
+
 def _watch_args(version: str, timeout: int) -> dict[str, Any]:
     return {"watch": True, "resource_version": version, "allow_watch_bookmarks": True,
             "timeout_seconds": timeout, "_preload_content": False,
@@ -368,7 +408,9 @@ def _translate(what: str, exc: ApiException) -> KubeError:
         reason, message = str(body.get("reason") or reason), str(body.get("message") or "")
     except (ValueError, TypeError, AttributeError):
         pass
-    text = f"{what}: {status} {reason}" + (f": {message}" if message else "")
+    # The API server's words may echo a credential (an admission webhook's URL with user info):
+    # masked here, so no status, log or Event built from the error shows it.
+    text = redact(f"{what}: {status} {reason}" + (f": {message}" if message else ""))
     cls = {404: NotFound, 409: Conflict, 410: Gone, 422: Invalid}.get(status, KubeError)
     return cls(text, status, reason)
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Literal
 from gitscale.controller.errors import Conflict, ControllerError
 from gitscale.controller.kube import Kube
 from gitscale.controller.observe import RawObject
-from gitscale.timeutil import utcnow
+from gitscale.timeutil import format_micro_time as micro_time, utcnow
 
 log = logging.getLogger("gitscale.controller")
 
@@ -58,10 +58,6 @@ class _Term:
         self.ended = False
         self.why = ""
         self.stopped = threading.Event()  # on_stop has returned
-
-
-def micro_time(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:

@@ -27,6 +27,7 @@ from typing import Callable
 
 from gitscale import crash
 from gitscale.controller.cache import Informer, Store, runner_pod_fields, set_of_pod
+from gitscale.controller.events import involved, of_pass
 from gitscale.controller.kube import Kube
 from gitscale.controller.leader import LeaderElector, LeaseConfig
 from gitscale.controller.liveness import Liveness, Pool
@@ -34,9 +35,11 @@ from gitscale.controller.observe import RawObject, key_of
 from gitscale.controller.platforms import Platforms
 from gitscale.controller.memory import Memory
 from gitscale.controller.reconcile import Context, Report, reconcile
+from gitscale.controller.recorder import Recorder
 from gitscale.controller.workqueue import WorkQueue
 from gitscale.controller.metrics import ControllerMetrics
 from gitscale.metrics import exposition
+from gitscale.redact import MASK_LOG
 from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")
@@ -52,6 +55,9 @@ class Controller:
                  metrics: ControllerMetrics | None = None, stall_after: float = 300.0,
                  relist_backoff: float = 0.5) -> None:
         self.kube = kube
+        # Every line the controller logs is masked, whichever handler writes it (a message
+        # quotes what an API said, which may echo a credential the process holds).
+        log.addFilter(MASK_LOG)
         self.metrics = metrics or ControllerMetrics()
         self.namespace = namespace
         self.resync = resync
@@ -68,6 +74,9 @@ class Controller:
         self.reports: collections.deque[Report] = collections.deque(maxlen=1000)
         self.ctx = Context(kube, self.runnersets, self.pods,
                            platforms or Platforms(kube.read_secret), self.pool, Memory(), clock)
+        # Events of each pass, posted by a thread of their own; none once deposed.
+        self.events = Recorder(kube, allowed=lambda: not self.ctx.deposed.is_set(),
+                               instance=election.identity if election else None)
         self._workers = workers
         self._threads: list[threading.Thread] = []
         self.acting = threading.Event()  # leading (always, without leader election)
@@ -95,6 +104,7 @@ class Controller:
     def start(self, *, workers: bool = True) -> Controller:
         """Start the informers and, unless ``workers`` is False (a test drives passes), the
         workers and the resync timer."""
+        self.events.start()
         for informer in self.informers:
             informer.start()
             self.liveness.watch(informer.thread, f"informer {informer.name}",
@@ -155,6 +165,7 @@ class Controller:
             if thread.is_alive():
                 thread.join(5)
         self.pool.shutdown(wait=True)  # what is still queued sees ``halt`` and returns at once
+        self.events.stop()  # (a crash: deposed, it posts nothing more)
         if release:
             self._release.set()
         self._campaign_stop.set()
@@ -169,7 +180,10 @@ class Controller:
         report = reconcile(self.ctx, key)
         report.started, report.seconds = started, time.monotonic() - started
         self.reports.append(report)
-        self.metrics.reconciled(report, gone=self.runnersets.get(key) is None)
+        obj = self.runnersets.get(key)
+        self.metrics.reconciled(report, gone=obj is None)
+        if obj is not None and not self.ctx.deposed.is_set():
+            self.events.post(involved(obj), of_pass(report, obj.get("status")), self.ctx.clock())
         if report.requeue_after is not None:
             self.queue.add_after(key, report.requeue_after)
         return report

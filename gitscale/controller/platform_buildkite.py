@@ -28,6 +28,7 @@ from gitscale.controller.decide import Phase
 from gitscale.controller.errors import ControllerError, CredentialsError, InvalidRunnerSet
 from gitscale.controller.platform import Adapter, Clients, Kind, Registered
 from gitscale.controller.status import BUSY, Condition
+from gitscale.redact import hold
 
 if TYPE_CHECKING:
     from gitscale.controller.buildkite import BuildkiteAgents
@@ -155,7 +156,7 @@ def adapter(clients: Clients, namespace: str, settings: BuildkiteSettings) -> Ad
     secret, org = settings.api_token_secret, settings.organization
 
     def make() -> BuildkiteAgents:
-        token = clients.read_secret(namespace, secret).get(TOKEN_KEY, "").strip()
+        token = hold(clients.read_secret(namespace, secret).get(TOKEN_KEY, "")).strip()
         if not token:
             raise CredentialsError(f"Secret {namespace}/{secret}: needs the key {TOKEN_KEY} (a "
                                    "Buildkite REST API token with the read_agents scope)")

@@ -90,13 +90,14 @@ class Platforms:
             self._forget(rs)
 
     def _forget(self, rs: RunnerSetView) -> None:
-        """Drop a set's clients: its credentials are read again."""
+        """Drop a set's clients: its credentials are read again. They are not closed: the
+        pass that was refused still holds its adapter (it goes on to create runners, which
+        then fail as refused too), and passes of other sets of the same Secret may be using
+        them; like a replaced client, they are left to the GC."""
         secrets = rs.kind.secrets(rs.settings)
         with self._lock:
-            gone = [self._clients.pop(k) for k in list(self._clients)
-                    if k[1] == rs.namespace and k[2] in secrets]
-        for _, client in gone:
-            client.close()
+            for key in [k for k in self._clients if k[1] == rs.namespace and k[2] in secrets]:
+                del self._clients[key]
 
     def close(self) -> None:
         with self._lock:

@@ -61,6 +61,7 @@ from gitscale.controller.observe import (
 from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
 from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
+from gitscale.redact import redact
 
 log = logging.getLogger("gitscale.controller")
 ERROR_RETRY = 10.0
@@ -422,7 +423,10 @@ def _write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
            previous: dict[str, Any] | None) -> RawObject:
     """Patch the status if it changed; the object as it now is. A Ready=False whose reason or
     message differs from ``previous`` (the status before the pass; None: say nothing) is
-    logged once: the condition stays until it changes."""
+    logged once: the condition stays until it changes. Every condition's message is masked
+    (``redact``) first: it quotes what the APIs said, which may echo a credential the process
+    holds, and anyone who may read the RunnerSet reads it."""
+    new = _masked(new)
     if not st.changed(obj.get("status"), new):
         return obj
     if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader writes it
@@ -447,6 +451,15 @@ def _write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
     ctx.runnersets.put(updated)
     report.status_written = True
     return updated
+
+
+def _masked(status: dict[str, Any]) -> dict[str, Any]:
+    conditions = status.get("conditions")
+    if not conditions:
+        return status
+    return {**status, "conditions": [
+        {**c, "message": redact(str(c["message"]))} if isinstance(c, dict) and c.get("message")
+        else c for c in conditions]}
 
 
 def _generation(obj: RawObject) -> int | None:

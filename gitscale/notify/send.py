@@ -17,6 +17,7 @@ from gitscale.clients.errors import Unreachable
 from gitscale.clients.http import HttpClient, tls_context
 from gitscale.config.secrets import SecretError, read_secret
 from gitscale.notify.payloads import NotReady, Pushed, Request, request
+from gitscale.redact import redact
 from gitscale.config.notify_targets import Target
 from gitscale.timeutil import format_time, utcnow
 
@@ -95,13 +96,14 @@ _HEX_RUN = re.compile(r"[0-9a-fA-F]{8,}")
 
 def _clean(message: str, secret: str | None, req: Request) -> str:
     """No secret, no URL path and no signature we sent in a log line, whatever a server or
-    library echoed back (Argo CD and Flux quote the signature they could not verify)."""
+    library echoed back (Argo CD and Flux quote the signature they could not verify). The
+    secret, and every other the process holds, in each form an echo may take (JSON- or
+    Python-escaped: ``redact``); the URL and its path first, as they were sent."""
     message = message.replace(req.url, "<url>")
     path = urlsplit(req.url).path
     if len(path) > 1:
         message = message.replace(path, "/<path>")
-    if secret and len(secret) >= 4:
-        message = message.replace(secret, "***")
+    message = redact(message, [secret] if secret else [])
     digests = [value.partition("=")[2].lower() or value.lower()
                for name, value in req.headers.items() if "signature" in name.lower()]
     if digests:

@@ -241,7 +241,8 @@ def _describe(landed: Landed, ws: Workspace) -> str:
     if landed.commit is None:
         return "no change: nothing to commit"
     short = landed.commit[:12]
-    retried = f" after {landed.attempts - 1} retries" if landed.attempts > 1 else ""
+    retries = landed.attempts - 1
+    retried = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
     if landed.pushed:
         where = f"{ws.remote}/{ws.remote_branch}" if ws.mode == "checkout" else \
             f"{git.redact(ws.label)} ({ws.remote_branch})"

@@ -83,8 +83,15 @@ class Harness:
 
     # -- the controller -----------------------------------------------------------------------
     def sync(self, name: str) -> Report:
+        """One pass over the set, once the caches caught up; its Events posted when it returns."""
         self.catch_up()
-        return self.controller.reconcile(f"{NS}/{name}")
+        report = self.controller.reconcile(f"{NS}/{name}")
+        assert self.controller.events.flush(5), "the pass's Events were not posted"
+        return report
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The Events about the set (as ``kubectl describe`` finds them: by involvedObject)."""
+        return self.api.objects("events", NS, field_selector=f"involvedObject.name={name}")
 
     def catch_up(self, timeout: float = 5.0) -> None:
         """Wait until the controller's caches hold what the server holds."""

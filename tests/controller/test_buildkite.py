@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from gitscale.redact import known_secrets, redact
 from tests.controller.buildkite_fake import FakeBuildkite
 from tests.controller.harness import NS, Harness, buildkite_spec
 
@@ -57,6 +58,23 @@ def test_a_busy_agent_is_kept_on_scale_down_though_its_pod_says_nothing(
     assert report.deleted == [idle, starting]  # idle first, then the one not connected yet
     assert harness.names("bk") == [busy]
     assert TOKEN not in str(harness.status("bk")) + caplog.text
+
+
+def test_the_api_token_read_is_held_for_masking_and_the_agent_token_never_read(
+        harness: Harness, buildkite: FakeBuildkite) -> None:
+    """Whatever echoes the REST API token later (a proxy, a library, a crash report) has it
+    masked: it is held as it is read. The agent token is the pod's, never the controller's."""
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
+        "token": base64.b64encode(f"{TOKEN}\n".encode()).decode()}}, NS)
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-token"}, "data": {
+        "token": base64.b64encode(b"bk-agent-token-of-the-pods").decode()}}, NS)
+    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
+    harness.sync("bk")
+    assert busy_known(harness, "bk")["status"] == "True"
+    assert TOKEN in known_secrets() and "bk-agent-token-of-the-pods" not in known_secrets()
+    assert redact(f"echoed: {TOKEN}") == "echoed: ***"
 
 
 def test_without_the_agents_api_status_says_scale_down_relies_on_graceful_stop(

@@ -15,6 +15,7 @@ from gitscale.controller.errors import (
     RunnerBusy,
 )
 from gitscale.controller.github import Credentials, GitHub, Scope, credentials_from, scope_of
+from gitscale.redact import SECRET_ENV, SECRET_FILE_ENV, known_secrets, redact
 from tests.controller.github_fake import FakeGitHub
 
 TOKEN = "ghp-test-token"
@@ -232,6 +233,29 @@ def test_an_app_secret_without_the_installation_id_looks_it_up() -> None:
                                     ("POST", "/app/installations/77/access_tokens")]
     finally:
         server.stop()
+
+
+def test_the_app_key_and_each_installation_token_are_held_for_masking_the_ids_are_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy, a library or a crash report that echoes the key or a token minted from it has
+    it masked, in every message of the process. The App's and installation's ids are no
+    secrets: held, they would mask any number equal to them (a runner id, a count)."""
+    for name in (*SECRET_ENV, SECRET_FILE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    pem, public = _app_key()
+    server = FakeGitHub(app=("4242", public)).start()
+    try:
+        creds = credentials_from({"github_app_id": "4242", "github_app_private_key": pem,
+                                  "github_app_installation_id": "77"}, "Secret ns/github-app")
+        assert known_secrets() == {pem.strip()}
+        client(server, app_id="4242", installation_id="77", private_key=pem).register(
+            "a-1", ["l"], None)
+    finally:
+        server.stop()
+    assert creds.app_id == "4242"
+    assert known_secrets() == {pem.strip(), "ghs-installation-77"}
+    said = redact(f"runner 4242 of installation 77: ghs-installation-77\n{pem}")
+    assert said.startswith("runner 4242 of installation 77: ***") and "PRIVATE" not in said
 
 
 @pytest.mark.parametrize("installation", ["CHANGE-ME", "0x4d", "-77", "7 7", "٧٧"])

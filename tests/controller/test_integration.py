@@ -19,7 +19,7 @@ from gitscale.commands.init_choices import choose
 from gitscale.controller.observe import FINALIZER
 from gitscale.controller.platforms import Platforms
 from gitscale.timeutil import format_time
-from tests.controller.harness import NS, Harness
+from tests.controller.harness import NS, TOKEN, Harness
 
 
 def test_from_nothing_5_0_creates_5_in_one_pass(harness: Harness) -> None:
@@ -878,3 +878,21 @@ def test_a_set_being_deleted_whose_secret_cannot_be_read_this_time_keeps_its_run
     assert sorted(report.deleted) == [idle, pending]
     assert harness.runner(idle) is None and harness.runner(pending) is None  # unregistered
     assert harness.api.get_object("runnersets", "rs", NS) is None
+
+
+def test_a_token_refused_while_listing_runners_is_said_in_ready_not_a_crash(
+        harness: Harness) -> None:
+    """A revoked token: the runner list of a pass answers 401, so the set's clients are
+    forgotten (the Secret is read again next pass); the same pass then creates its runners
+    with the adapter it holds, and that is refused too — a credentials problem in Ready,
+    not "the pass crashed" on a client closed under it."""
+    harness.github.tokens = {"ghp-the-token-github-now-wants"}
+    harness.write("rs", 2, 0)
+    report = harness.sync("rs")
+    assert report.created == [] and report.errors, report
+    assert all("answered 401" in error for error in report.errors), report.errors
+    ready = next(c for c in harness.status("rs")["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and "answered 401: Bad credentials" in ready["message"]
+    harness.github.tokens.add(TOKEN)
+    harness.clock.advance(60)  # past the creations' backoff
+    assert len(harness.sync("rs").created) == 2  # the Secret read again: the token works

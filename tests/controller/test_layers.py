@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gitscale" / "controller"
 CLIENT = {"kubernetes", "pydantic", "urllib3"}
 IO = CLIENT | {"httpx", "socket", "http", "subprocess", "threading", "time", "yaml",
                "concurrent", "jwt", "logging", "os"}
-PURE = ["decide.py", "observe.py", "podspec.py", "status.py", "platform.py"]
+PURE = ["decide.py", "observe.py", "podspec.py", "status.py", "platform.py", "events.py"]
 
 
 @pytest.mark.parametrize("module", sorted(p.name for p in PACKAGE.glob("*.py")))

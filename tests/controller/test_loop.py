@@ -40,6 +40,11 @@ def test_watch_driven_scale_up_and_down(running: Harness) -> None:
     assert status["status"]["replicas"] == 2
     creates = [r for r in running.controller.reports if r.created]
     assert len(creates) == 1 and len(creates[0].created) == 5  # one pass created all five
+    # The workers' passes post their Events: on the set, one for the five.
+    events = eventually(lambda: (found := {e["reason"]: e for e in running.events("bk")}).keys()
+                        >= {"RunnersCreated", "RunnersDeleted"} and found)
+    assert events["RunnersCreated"]["message"].startswith("created 5 runners for patch 0 (")
+    assert events["RunnersDeleted"]["message"].startswith("deleted 3 runners: 3 surplus")
 
 
 def test_bad_runnersets_get_a_condition_and_others_are_served(running: Harness) -> None:
@@ -144,6 +149,20 @@ def test_a_pass_stuck_on_a_call_fails_liveness_until_it_moves(impatient: Harness
     finally:
         release.set()
         server.shutdown()
+
+
+def test_a_pass_does_not_wait_for_its_events(harness: Harness) -> None:
+    release = harness.api.hang("create", "events")  # the API server holds every Event
+    try:
+        harness.write("rs", 2, 0)
+        harness.catch_up()
+        report = harness.controller.reconcile(f"{NS}/rs")  # returns while its Event is held
+        assert len(report.created) == 2 and len(harness.pods("rs")) == 2
+        assert harness.events("rs") == [] and not harness.controller.events.flush(0.1)
+    finally:
+        release.set()
+    assert harness.controller.events.flush(5)
+    assert [e["reason"] for e in harness.events("rs")] == ["RunnersCreated"]
 
 
 def test_a_call_never_answered_times_out_and_the_pass_says_so() -> None:

@@ -24,7 +24,7 @@ def manifests() -> dict[str, dict[str, Any]]:
 
 
 def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) -> None:
-    # Exercise every verb: create (pods, JIT secrets), credentials, scale-down, status.
+    # Exercise every verb: create (pods, JIT secrets), credentials, scale-down, status, events.
     harness.write("rs", 2, 0)
     harness.sync("rs")
     for pod in harness.names("rs"):
@@ -42,6 +42,12 @@ def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) ->
     harness.sync("rs")
     harness.clock.advance(61)
     assert harness.sync("rs").leftovers == [name]
+    # Events: a warning posted, then counted again (harness.sync waits for them).
+    harness.api.mutate_object("runnersets", "rs", lambda o: o["spec"].pop("template"), NS)
+    harness.sync("rs")
+    harness.sync("rs")
+    assert [e["count"] for e in harness.events("rs")
+            if e["reason"] == "InvalidSpec"] == [2]
     # Leader election: take the Lease, renew it, give it up.
     elector = LeaderElector(harness.controller.kube, LeaseConfig(NS, "me"),
                             on_start=lambda: None, on_stop=lambda: None)

@@ -143,7 +143,7 @@ def test_many_writers_many_rounds_every_run_lands(git_server: GitDaemon, tmp_pat
                                            "--demand", str(demand), "--now", NOW),
                                   cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
                                   timeout=CLI_TIMEOUT + 30)
-            retried = re.search(r"after (\d+) retries", proc.stdout)
+            retried = re.search(r"after (\d+) retr(?:y|ies)", proc.stdout)
             with lock:
                 if proc.returncode != 0 or "and pushed to" not in proc.stdout:
                     failures.append(f"writer {number} round {round_no}: exit "

@@ -114,7 +114,11 @@ def _race(git_server: GitDaemon, tmp_path: Path, round_no: int, barrier: bool) -
     gpu = seed.runner_set(seed.show(bare, history[0], seed.GPU), "gpu")
     assert (gpu["spec"]["replicas"], gpu["spec"]["patchID"]) == (0, 0)
 
-    return sum("retries" in out for out, _ in outputs.values())
+    # One lost race is one retry, said as such ("after 1 retry", not "after 1 retries").
+    retried = [out for out, _ in outputs.values() if " after " in out and " retr" in out]
+    assert all("and pushed to" in out and ("after 1 retry\n" in out or "after 1 retry;" in out)
+               for out in retried), retried
+    return len(retried)
 
 
 def test_two_reconcilers_racing_both_land_linearly(git_server: GitDaemon,

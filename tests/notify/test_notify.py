@@ -398,3 +398,30 @@ notify:
         assert digest not in err and digest[:20] not in err, err
     assert receiver.webhook_path not in err and "/hook/" not in err
     no_secret_in(out, err)
+
+
+def test_a_receiver_that_echoes_the_secret_escaped_does_not_put_it_in_the_log(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A receiver that quotes the secret in a JSON answer quotes it JSON-escaped (a quote, a
+    backslash, a letter outside ASCII): the log line masks that form too, not only the secret
+    as it is."""
+    secret = 'hook-"secret"\\with-é-77aa'
+    monkeypatch.setenv("HOOK_SECRET", secret)
+    echoed = json.dumps(secret)[1:-1]
+    assert echoed != secret
+
+    def echo(path: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+        return 401, json.dumps({"message": f"secret {secret} does not match"})
+
+    with FakeFlux() as hook:
+        hook.answer = echo  # type: ignore[method-assign]
+        checkout = repo(tmp_path, f"""\
+notify:
+  - webhook: {{url: "{hook.base}/pushed", secret: {{env: HOOK_SECRET}}}}
+""")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    (line,) = [line for line in err.splitlines() if "notify" in line]
+    assert 'failed: HTTP 401: {"message": "secret *** does not match"}' in line, line
+    for shown in (secret, echoed, "hook-", "77aa"):
+        assert shown not in out + err

@@ -41,7 +41,6 @@ from gitscale.controller.cache import Store
 from gitscale.controller.decide import Actions
 from gitscale.controller.errors import (
     ControllerError,
-    CredentialsError,
     Interrupted,
     KubeError,
     NotFound,
@@ -136,10 +135,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             except Interrupted as exc:
                 out.reason = out.reason or "Interrupted"
                 message = str(exc)
-            except CredentialsError as exc:
-                platforms.forget(view)  # read the Secret again next pass: it may be fixed
-                refused, message = True, str(exc)
             except ControllerError as exc:
+                platforms.refused(view, exc)
                 refused, message = True, str(exc)
                 if out.reason is None and _quota(exc):
                     out.reason = "QuotaExceeded"

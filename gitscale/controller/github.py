@@ -41,7 +41,7 @@ from gitscale.controller.errors import (
     RunnerBusy,
     RunnerNameTaken,
 )
-from gitscale.controller.platform import LIST_MAX_AGE, Registration
+from gitscale.controller.platform import LIST_MAX_AGE, Registered, Registration
 from gitscale.redact import hold
 
 MAX_WAIT = 10.0  # seconds a rate limit may hold a pass before it is reported instead
@@ -119,15 +119,6 @@ def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
                            "github_app_private_key (and optionally github_app_installation_id)")
 
 
-@dataclass(frozen=True)
-class RegisteredRunner:
-    id: int
-    name: str
-    online: bool
-    busy: bool
-    labels: tuple[str, ...] = ()
-
-
 class GitHub:
     """One scope and one set of credentials. Thread-safe: passes share it."""
 
@@ -154,7 +145,7 @@ class GitHub:
         # unregister runners: a list, once kept here, is never changed — ``unregister`` keeps
         # a new one without the runner (copy on write) — so a pass iterating it never sees it
         # change size under it.
-        self._listed: tuple[float, dict[int, RegisteredRunner]] | None = None
+        self._listed: tuple[float, dict[int, Registered]] | None = None
         self._pages = 1  # of the last list
 
     def close(self) -> None:
@@ -188,7 +179,7 @@ class GitHub:
             stale = self.find(name)
             if stale is None:
                 raise
-            self.unregister(stale.id)  # RunnerBusy if a live runner owns the name: let it be
+            self.unregister(stale)  # RunnerBusy if a live runner owns the name: let it be
             data = _call(self._api.generate_jitconfig, path, body)
         try:
             return Registration(int(data["runner"]["id"]), str(data["encoded_jit_config"]))
@@ -204,19 +195,18 @@ class GitHub:
                 read_at, listed = self._listed
                 self._listed = (read_at, {i: r for i, r in listed.items() if i != runner_id})
 
-    def find(self, name: str) -> RegisteredRunner | None:
-        found = [r for r in _runners(_call(self._api.runners, self.scope.path, name))
-                 if r.name == name]
-        return found[0] if found else None
+    def find(self, name: str) -> int | None:
+        """The id of the runner registered as ``name``, if there is one."""
+        found = _runners(_call(self._api.runners, self.scope.path, name))
+        return next((i for i, r in found.items() if r.name == name), None)
 
-    def runners(self, max_age: float = LIST_MAX_AGE) -> Mapping[int, RegisteredRunner]:
+    def runners(self, max_age: float = LIST_MAX_AGE) -> Mapping[int, Registered]:
         """Every runner of the scope by id (status and busy), reused for ``max_age`` seconds
         (longer while the rate limit runs low: ``reuse``). Every page is asked for with its
         ETag: an unchanged page is a 304, which GitHub does not count against the limit."""
         return self.listed(max_age)[0]
 
-    def listed(self, max_age: float = LIST_MAX_AGE) -> tuple[Mapping[int, RegisteredRunner],
-                                                            float]:
+    def listed(self, max_age: float = LIST_MAX_AGE) -> tuple[Mapping[int, Registered], float]:
         """``runners``, and how many seconds before now that list was read (from the moment
         its first page was asked for): a runner that came online since is not in it as such.
         The list is read-only, and never changes once returned."""
@@ -227,7 +217,7 @@ class GitHub:
                     return MappingProxyType(self._listed[1]), max(age, 0.0)
         read_at = self._monotonic()
         listed = _call(self._api.runners, self.scope.path)
-        found = {r.id: r for r in _runners(listed)}
+        found = _runners(listed)
         with self._lock:
             self._listed = (read_at, found)
             self._pages = max(1, -(-len(listed) // PER_PAGE))
@@ -287,13 +277,14 @@ def translate(exc: ApiError) -> PlatformError:
     return PlatformError(message)
 
 
-def _runners(listed: list[Any]) -> list[RegisteredRunner]:
-    out = []
+def _runners(listed: list[Any]) -> dict[int, Registered]:
+    """GitHub's runners by id, as the controller's passes read them (the list kept is handed
+    to them as it is: no conversion per pass)."""
+    out = {}
     for raw in listed:
         if isinstance(raw, dict) and isinstance(raw.get("id"), int):
             labels = tuple(str(label.get("name")) for label in raw.get("labels") or []
                            if isinstance(label, dict) and label.get("name"))
-            out.append(RegisteredRunner(raw["id"], str(raw.get("name", "")),
-                                        raw.get("status") == "online", bool(raw.get("busy")),
-                                        labels))
+            out[raw["id"]] = Registered(raw.get("status") == "online", bool(raw.get("busy")),
+                                        str(raw.get("name", "")), labels)
     return out

@@ -13,6 +13,7 @@ after it has been seen as a leftover for ``GRACE``. Its Secret (same name) goes 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -59,12 +60,16 @@ def leftovers(view: RunnerSetView, registered: Mapping[int, Registered],
 
 def sweep(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView, platform: Adapter,
           registered: Mapping[int, Registered], now: datetime,
-          grace: timedelta = GRACE) -> Swept:
-    """Remove the leftovers seen for ``grace``; remember the others for a later pass."""
+          grace: timedelta = GRACE, *, stop: threading.Event) -> Swept:
+    """Remove the leftovers seen for ``grace``; remember the others for a later pass. Once
+    ``stop`` is set (the Lease lost), nothing more is removed: the new leader's sweep finds
+    them."""
     found = leftovers(view, registered, pods)
     ripe, wake = memory.suspect(view.key, found, now, grace)
     out = Swept(wake_after=wake)
     for runner_id in ripe:
+        if stop.is_set():
+            break
         name = found[runner_id]
         try:
             platform.unregister(runner_id)

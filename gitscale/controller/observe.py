@@ -181,11 +181,24 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
     if (busy_until is not None and now < busy_until) or running is None:
         return make(Phase.BUSY)
     phase = running(str(meta.get("name")), notes, runner_id, registered)
-    if phase is Phase.PENDING and registered is not None and not came_online:
-        started = started_at(pod)
-        if started is not None and (listed_at or now) - started >= REGISTRATION_TIMEOUT:
-            return make(Phase.FAILED, started + REGISTRATION_TIMEOUT)
+    if phase is Phase.PENDING and registered is not None:
+        timed_out = registration_timed_out(pod, came_online, listed_at or now)
+        if timed_out is not None:
+            return make(Phase.FAILED, timed_out)
     return make(phase)
+
+
+def registration_timed_out(pod: Mapping[str, Any], came_online: bool,
+                           at: datetime) -> datetime | None:
+    """When a running pod whose runner was never seen online (``came_online``) ran out of its
+    ``REGISTRATION_TIMEOUT`` (its start + the timeout), if that is at or before ``at``; None
+    otherwise (not running, seen online, not started, or still in time)."""
+    if came_online or (pod.get("status") or {}).get("phase") != "Running":
+        return None
+    started = started_at(pod)
+    if started is None or at - started < REGISTRATION_TIMEOUT:
+        return None
+    return started + REGISTRATION_TIMEOUT
 
 
 # Waiting reasons that do not clear by themselves: a pod in one of them for longer than

@@ -120,9 +120,7 @@ class GitHubRunners:
         return True, None
 
     def registered(self, max_age: float) -> Listed:  # by runner id
-        runners, age = self.client.listed(max_age)
-        return Listed({i: Registered(r.online, r.busy, r.name, r.labels)
-                       for i, r in runners.items()}, age)
+        return Listed(*self.client.listed(max_age))  # read-only, shared: not copied
 
 
 def adapter(clients: Clients, namespace: str, settings: GitHubSettings) -> Adapter:

@@ -14,7 +14,12 @@ import time
 from collections.abc import Mapping
 from typing import Callable
 
-from gitscale.controller.errors import CredentialsError, KubeError, UnsupportedPlatform
+from gitscale.controller.errors import (
+    ControllerError,
+    CredentialsError,
+    KubeError,
+    UnsupportedPlatform,
+)
 from gitscale.controller.observe import RunnerSetView
 from gitscale.controller.platform import (
     LIST_MAX_AGE,
@@ -77,11 +82,18 @@ class Platforms:
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
         return self._read_secret(namespace, name)
 
-    def forget(self, rs: RunnerSetView) -> None:
-        """Drop a set's clients, e.g. after its credentials were refused: read them again.
-        They are not closed: the pass that was refused still holds its adapter (it goes on to
-        create runners, which then fail as refused too), and passes of other sets of the same
-        Secret may be using them; like a replaced client, they are left to the GC."""
+    def refused(self, rs: RunnerSetView, exc: ControllerError) -> None:
+        """A call of the set's adapter failed with ``exc``. Credentials refused: its clients
+        are dropped, so the next pass reads the Secret again (it may be fixed) — unless the
+        set is being deleted, whose client is the last it may get (``for_set``)."""
+        if isinstance(exc, CredentialsError) and not rs.deleting:
+            self._forget(rs)
+
+    def _forget(self, rs: RunnerSetView) -> None:
+        """Drop a set's clients: its credentials are read again. They are not closed: the
+        pass that was refused still holds its adapter (it goes on to create runners, which
+        then fail as refused too), and passes of other sets of the same Secret may be using
+        them; like a replaced client, they are left to the GC."""
         secrets = rs.kind.secrets(rs.settings)
         with self._lock:
             for key in [k for k in self._clients if k[1] == rs.namespace and k[2] in secrets]:

@@ -44,25 +44,23 @@ from gitscale.controller.errors import (
     InvalidRunnerSet,
     KubeError,
     NotFound,
-    RunnerBusy,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.leftovers import EVERY, GRACE, sweep
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import (
     FINALIZER,
-    REGISTRATION_TIMEOUT,
     RawObject,
     RunnerSetView,
     parse_runnerset,
     refilled_of,
+    registration_timed_out,
     runner_of,
-    started_at,
     stopped,
 )
 from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
-from gitscale.controller.remove import BUSY_RETRY, remove_runners
+from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
 from gitscale.redact import redact
 
 log = logging.getLogger("gitscale.controller")
@@ -80,7 +78,8 @@ class Context:
     clock: Callable[[], datetime]
     halt: threading.Event = field(default_factory=threading.Event)  # stop creating (shutdown)
     # Set while this replica does not hold the Lease (lost in the middle of a pass): the pass
-    # writes no status any more, as it starts no creation (``halt`` is set with it).
+    # writes no status, sweeps no leftover registration and adds or lifts no finalizer any
+    # more, as it starts no creation or removal (``halt`` is set with it): the new leader does.
     deposed: threading.Event = field(default_factory=threading.Event)
     leftover_grace: timedelta = GRACE
 
@@ -168,7 +167,10 @@ def reconcile(ctx: Context, key: str) -> Report:
     spec = effective(view.spec, view.deleting)
     actions = decide(spec, runners, now, view.applied, view.refilled)
     # A failed runner whose pod still runs is unregistered before its successor is created.
-    actions = _retire(ctx, view, platform, actions, dead, now, report)
+    actions, retired = retire(ctx.memory, ctx.pool, ctx.halt, view, platform, actions, dead,
+                              now)
+    report.busy += retired.busy
+    report.errors += retired.errors
     report.actions = actions
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
@@ -252,45 +254,6 @@ def _platform(ctx: Context, view: RunnerSetView) -> Adapter:
         return Unavailable(str(exc))
 
 
-def _retire(ctx: Context, view: RunnerSetView, platform: Adapter, actions: Actions,
-            dead: set[str], now: datetime, report: Report) -> Actions:
-    """Failed runners to be replaced whose pods have not stopped (past their registration
-    timeout, judged on a list that may be a little old; stuck) are unregistered *before*
-    their successors are created: one that took a job meanwhile (GitHub's 422) is busy, kept
-    and not replaced — its successor would put the set above ``replicas``, and a scale-up
-    (patch > 0) never scales down —; one that could not be unregistered (a 5xx, no answer,
-    a rate limit) is kept, not replaced, and tried again by the next pass. The others go
-    as usual (their pods after their successors exist), without being unregistered twice."""
-    ids = {d.name: d.runner_id for d in actions.deletes
-           if d.reason is DeleteReason.FAILED and d.runner_id is not None}
-    todo = [n for n in actions.replaced if n not in dead and n in ids]
-    if not todo or ctx.halt.is_set():  # (halted: no successor is created anyway)
-        return actions
-    futures = [(n, ctx.pool.submit(platform.unregister, ids[n])) for n in todo]
-    kept: set[str] = set()
-    for name, future in futures:
-        try:
-            future.result()
-        except RunnerBusy:
-            kept.add(name)
-            report.busy.append(name)
-            ctx.memory.mark_online(view.key, name)  # it took a job: it came online
-            if ctx.memory.mark_busy(view.key, name, now + BUSY_RETRY):
-                log.info("%s: runner %s, never seen online in the runner list, is running a "
-                         "job: kept, not replaced", view.key, name)
-        except ControllerError as exc:
-            kept.add(name)
-            report.errors.append(f"runner {name} not replaced: it could not be unregistered "
-                                 f"first ({exc})")
-    index = [i for i, n in enumerate(actions.replaced) if n not in kept]
-    gone = set(todo) - kept
-    return replace(
-        actions, retries=tuple(actions.retries[i] for i in index),
-        replaced=tuple(actions.replaced[i] for i in index),
-        deletes=tuple(replace(d, runner_id=None) if d.name in gone else d
-                      for d in actions.deletes if d.name not in kept))
-
-
 def _without_platform(reason: str, report: Report) -> st.Problem:
     """A set being deleted without its platform: runners that are not running were removed
     without unregistering (the offline registrations of ephemeral runners are GitHub's to
@@ -315,7 +278,8 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     ``Listed`` returned says how old it is."""
     running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
     registers = view.kind.registration_labels is not None
-    sweeping = registers and (view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
+    sweeping = registers and not ctx.deposed.is_set() and (
+        view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
     if not running and not sweeping:
         return None
     try:
@@ -323,8 +287,7 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
     except ControllerError as exc:
         if view.deleting and isinstance(exc, CredentialsError):
             raise  # no longer to be had: the set is seen out without its platform
-        if isinstance(exc, CredentialsError):
-            ctx.platforms.forget(view)  # read the Secret again next pass: it may be fixed
+        ctx.platforms.refused(view, exc)
         # A platform that registers its runners (GitHub): running runners count as busy
         # (nothing removed: an error of the pass). Buildkite: the graceful-stop rule still
         # holds; BusyKnown says so.
@@ -334,17 +297,18 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
         return None
     if found is None:
         return None
-    age = found.age if isinstance(found, Listed) else 0.0
-    registered = dict(found)
-    if sweeping:
-        swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, registered, now,
-                      timedelta(0) if view.deleting else ctx.leftover_grace)
-        report.leftovers = swept.removed
-        report.errors += swept.errors
-        report.requeue_after = swept.wake_after
-        ids = {i for i, r in registered.items() if r.name in swept.removed}
-        registered = {i: r for i, r in registered.items() if i not in ids}
-    return Listed(registered, age)
+    listed = found if isinstance(found, Listed) else Listed(found)
+    if not sweeping:
+        return listed
+    swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, listed, now,
+                  timedelta(0) if view.deleting else ctx.leftover_grace, stop=ctx.deposed)
+    report.leftovers = swept.removed
+    report.errors += swept.errors
+    report.requeue_after = swept.wake_after
+    if not swept.removed:  # the list is shared, read-only: copied only to leave some out
+        return listed
+    gone = set(swept.removed)
+    return Listed({i: r for i, r in listed.items() if r.name not in gone}, listed.age)
 
 
 def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: datetime) -> float:
@@ -356,12 +320,9 @@ def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: dat
     alive = [p for p in pods if not stopped(p) and not p["metadata"].get("deletionTimestamp")]
     if view.deleting or (view.spec.patch_id == 0 and len(alive) > view.spec.replicas):
         return platforms.list_max_age
-    for pod in alive:
-        started = started_at(pod) if (pod.get("status") or {}).get("phase") == "Running" \
-            else None
-        if started is not None and now - started >= REGISTRATION_TIMEOUT and not (
-                ctx.memory.came_online(view.key, pod["metadata"]["name"])):
-            return platforms.list_max_age
+    if any(registration_timed_out(p, ctx.memory.came_online(view.key, p["metadata"]["name"]),
+                                  now) for p in alive):
+        return platforms.list_max_age
     return platforms.status_list_max_age
 
 
@@ -370,7 +331,7 @@ def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
     is tried again); the pass goes on, since not serving the set would help no one."""
     meta = obj["metadata"]
     finalizers = list(meta.get("finalizers") or [])
-    if FINALIZER in finalizers:
+    if FINALIZER in finalizers or ctx.deposed.is_set():  # (deposed: the new leader adds it)
         return obj
     try:
         updated = ctx.kube.patch_runnerset_finalizers(
@@ -386,6 +347,8 @@ def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
 
 def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
     """Remove the finalizer of a set being deleted whose runners are all gone: the set goes."""
+    if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader lifts it
+        return report
     meta = obj["metadata"]
     finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
     if FINALIZER in (meta.get("finalizers") or []):

@@ -1,4 +1,5 @@
-"""Removing a pass's runners: wave by wave (idle before pending), each unregistered first.
+"""Removing a pass's runners: wave by wave (idle before pending), each unregistered first;
+and, before a pass creates anything, unregistering the failed runners it replaces (``retire``).
 
 A runner whose unregistration answers 422 (GitHub: it runs a job) is kept, said once, and not
 asked again for ``BUSY_RETRY``; a surplus runner kept so gives its place to the next of the
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from gitscale.controller.cache import Store
@@ -71,12 +72,7 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
                 future.result()
                 out.deleted.append(delete.name)
             except RunnerBusy:
-                out.busy.append(delete.name)
-                memory.mark_online(view.key, delete.name)  # it took a job: it came online
-                if memory.mark_busy(view.key, delete.name, now + BUSY_RETRY):
-                    log.info("%s: runner %s is still running a job: kept (asked again in "
-                             "%ds at the earliest)", view.key, delete.name,
-                             BUSY_RETRY.total_seconds())
+                _busy(out, memory, view, delete.name, now, "is still running a job: kept")
                 if delete.reason is DeleteReason.SURPLUS and standby:
                     todo.append(standby.pop(0))
             except ControllerError as exc:
@@ -84,6 +80,57 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
     if out.deleted:
         log.info("%s: removed %s", view.key, ", ".join(out.deleted))
     return out
+
+
+def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSetView,
+           platform: Adapter, actions: Actions, dead: set[str],
+           now: datetime) -> tuple[Actions, Removed]:
+    """Failed runners to be replaced whose pods have not stopped (past their registration
+    timeout, judged on a list that may be a little old; stuck) are unregistered *before*
+    their successors are created: one that took a job meanwhile (GitHub's 422) is busy, kept
+    and not replaced — its successor would put the set above ``replicas``, and a scale-up
+    (patch > 0) never scales down —; one that could not be unregistered (a 5xx, no answer,
+    a rate limit) is kept, not replaced, and tried again by the next pass. The others go
+    as usual (their pods after their successors exist), without being unregistered twice.
+    Returns the actions without the runners kept, and what was kept (busy, errors)."""
+    out = Removed()
+    ids = {d.name: d.runner_id for d in actions.deletes
+           if d.reason is DeleteReason.FAILED and d.runner_id is not None}
+    todo = [n for n in actions.replaced if n not in dead and n in ids]
+    if not todo or halt.is_set():  # (halted: no successor is created anyway)
+        return actions, out
+    futures = [(n, pool.submit(platform.unregister, ids[n])) for n in todo]
+    kept: set[str] = set()
+    for name, future in futures:
+        try:
+            future.result()
+        except RunnerBusy:
+            kept.add(name)
+            _busy(out, memory, view, name, now, "never seen online in the runner list, is "
+                  "running a job: kept, not replaced")
+        except ControllerError as exc:
+            kept.add(name)
+            out.errors.append(f"runner {name} not replaced: it could not be unregistered "
+                              f"first ({exc})")
+    index = [i for i, n in enumerate(actions.replaced) if n not in kept]
+    gone = set(todo) - kept
+    return replace(
+        actions, retries=tuple(actions.retries[i] for i in index),
+        replaced=tuple(actions.replaced[i] for i in index),
+        deletes=tuple(replace(d, runner_id=None) if d.name in gone else d
+                      for d in actions.deletes if d.name not in kept)), out
+
+
+def _busy(out: Removed, memory: Memory, view: RunnerSetView, name: str, now: datetime,
+          said: str) -> None:
+    """A runner whose unregistration answered 422 (GitHub: it runs a job): kept and counted
+    busy; it took a job, so it came online (no registration timeout for it any more); not
+    asked again for ``BUSY_RETRY``. Said once (``said``: what about it)."""
+    out.busy.append(name)
+    memory.mark_online(view.key, name)
+    if memory.mark_busy(view.key, name, now + BUSY_RETRY):
+        log.info("%s: runner %s %s (asked again in %ds at the earliest)", view.key, name,
+                 said, BUSY_RETRY.total_seconds())
 
 
 def _remove_one(kube: Kube, pods: Store, halt: threading.Event, view: RunnerSetView,

@@ -643,6 +643,26 @@ def test_a_secret_that_cannot_be_read_this_time_keeps_the_client_read_before(
     harness.api.clear_errors()
 
 
+def test_a_token_refused_at_registration_is_read_again_from_its_secret(
+        harness: Harness) -> None:
+    """GitHub refuses the token a registration sends (401: rotated): the Secret is read
+    again on the next pass — not the refused client kept for the 5 minutes a credential
+    lives —, so the rotated token registers the runner."""
+    harness.write("rs", 1, 0)
+    assert len(harness.sync("rs").created) == 1
+    harness.github.tokens = {"ghp-rotated"}  # the old token no longer works
+    harness.write("rs", 2, 0)
+    report = harness.sync("rs")  # (no runner running, no sweep due: no list is read)
+    assert report.created == [] and any("401" in e for e in report.errors), report.errors
+
+    def rotate(secret: dict[str, Any]) -> None:
+        secret["data"]["github_token"] = base64.b64encode(b"ghp-rotated").decode()
+
+    harness.api.mutate_object("secrets", "gh-creds", rotate, NS)
+    harness.clock.advance(10)  # refused creations back off
+    assert len(harness.sync("rs").created) == 1 and len(harness.names("rs")) == 2
+
+
 def test_a_template_fixed_after_a_webhook_refused_it_is_tried_at_once(harness: Harness) -> None:
     """The backoff holds new writes of replicas (they fix nothing), not a new template."""
     harness.api.inject_error("create", "pods", code=400, reason="BadRequest", times=1000,

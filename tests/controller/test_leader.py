@@ -12,14 +12,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import kubernetes.client
 import pytest
 
 from gitscale.controller.kube import Kube, client_for
 from gitscale.controller.leader import LeaseConfig
 from gitscale.controller.loop import Controller
+from gitscale.controller.observe import FINALIZER
+from gitscale.controller.podspec import instance
 from gitscale.controller.reconcile import Report
 from tests.helpers import wait_for
-from tests.controller.harness import NS, Harness, buildkite_spec
+from tests.controller.github_fake import FakeRunner
+from tests.controller.harness import NS, Harness, buildkite_spec, start
 from tests.kubeapi.proxy import BlackHoleProxy
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 
@@ -200,6 +204,81 @@ def test_a_leader_that_loses_the_lease_mid_creation_makes_no_pod_and_writes_no_s
     harness.controller._lead()
     assert len(harness.sync("rs").created) == 2 and len(harness.names("rs")) == 2
     assert harness.status("rs")["appliedPatchID"] == 1
+
+
+@pytest.fixture
+def elected() -> Iterator[Harness]:
+    """The harness (passes run by the test) with leader election: once another holder takes
+    the Lease, this controller waits 60 s before it takes an unrenewed Lease back."""
+    yield from start(election=LeaseConfig(NS, "a", duration=60, renew_deadline=40, retry=0.1))
+
+
+def _take_lease(api: KubeAPIServer, holder: str) -> None:
+    api.mutate_object("leases", "gitscale-controller",
+                      lambda o: o["spec"].update(holderIdentity=holder), NS)
+
+
+def test_a_deposed_leader_sweeps_no_registration_and_patches_no_finalizer(
+        elected: Harness) -> None:
+    """Another replica took the Lease: a pass still run by this one (in flight when the
+    Lease went) writes nothing the new leader writes — no leftover registration swept, no
+    finalizer added or lifted — as it creates, removes and writes no status. Leading again,
+    it does all of it."""
+    h, controller = elected, elected.controller
+    eventually(controller.acting.is_set)
+    h.write("old", 0, 0)
+    h.sync("old")  # no runner; the finalizer holds it
+    uid = h.api.get_object("runnersets", "old", NS)["metadata"]["uid"]  # type: ignore[index]
+    leftover = f"old-{instance(uid)}-abcdef"  # a crash left its registration, no pod
+    with h.github.lock:
+        runner_id = next(h.github.ids)
+        h.github.runners[runner_id] = FakeRunner(runner_id, leftover, "orgs/acme", ["linux"], 1)
+    _take_lease(h.api, "b")
+    eventually(controller.ctx.deposed.is_set)
+    kubernetes.client.CustomObjectsApi(controller.kube.api).delete_namespaced_custom_object(
+        "gitscale.dev", "v1alpha1", NS, "runnersets", "old")  # Argo CD prunes it
+    h.write("new", 1, 0)
+    patches, deletes = h.api.call_count("patch", "runnersets"), h.github.count("DELETE")
+
+    assert h.sync("old").leftovers == [] and h.sync("new").created == []
+    assert h.github.count("DELETE") == deletes and runner_id in h.github.runners
+    assert h.api.call_count("patch", "runnersets") == patches
+    old = h.api.get_object("runnersets", "old", NS)
+    assert old is not None and old["metadata"]["finalizers"] == [FINALIZER]
+    new = h.api.get_object("runnersets", "new", NS)
+    assert new is not None and not new["metadata"].get("finalizers")
+
+    _take_lease(h.api, "")  # b released it: a takes it at once
+    eventually(lambda: controller.acting.is_set() and not controller.ctx.deposed.is_set())
+    assert h.sync("old").leftovers == [leftover] and runner_id not in h.github.runners
+    assert h.api.get_object("runnersets", "old", NS) is None
+    assert len(h.sync("new").created) == 1
+    new = h.api.get_object("runnersets", "new", NS)
+    assert new is not None and new["metadata"]["finalizers"] == [FINALIZER]
+
+
+def test_a_sweep_stops_removing_when_the_lease_is_lost(harness: Harness) -> None:
+    """The Lease is lost (the elector's ``on_stop``) while a pass removes two leftover
+    registrations: the one in hand is finished, the other left to the next leader."""
+    harness.write("rs", 0, 0)
+    harness.sync("rs")
+    uid = harness.api.get_object("runnersets", "rs", NS)["metadata"]["uid"]  # type: ignore[index]
+    gh = harness.github
+    with gh.lock:
+        for suffix in ("aaaaaa", "bbbbbb"):
+            runner_id = next(gh.ids)
+            gh.runners[runner_id] = FakeRunner(runner_id, f"rs-{instance(uid)}-{suffix}",
+                                               "orgs/acme", ["linux"], 1)
+    harness.clock.advance(301)  # the next look for leftovers: suspected...
+    assert harness.sync("rs").leftovers == [] and len(gh.runners) == 2
+    harness.clock.advance(60)  # ...and removed once their grace is over
+
+    def lose_the_lease(verb: str, resource: str, query: dict[str, str]) -> None:
+        if (verb, resource) == ("delete", "secrets"):  # the first one's Secret
+            harness.controller._follow()
+
+    harness.api.on_call(lose_the_lease)
+    assert len(harness.sync("rs").leftovers) == 1 and len(gh.runners) == 1
 
 
 def test_cli_replicas_elect_one_and_fail_over_on_sigkill(tmp_path: Path) -> None:

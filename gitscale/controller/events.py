@@ -213,17 +213,16 @@ def body(ref: Mapping[str, str], post: Post, name: str, instance: str) -> dict[s
     """A new core/v1 Event named ``name`` about ``ref`` (``involved``), reported by
     ``instance`` (the controller's pod). ``eventTime`` is the first occurrence: with it set,
     the API server requires ``reportingComponent`` and ``reportingInstance``. It is a
-    MicroTime, which the API server parses only with its fraction of a second, and the
-    generated client writes a time of whole seconds without one: such a time is sent 1 µs
-    later."""
-    first = post.first if post.first.microsecond else post.first.replace(microsecond=1)
+    MicroTime, which the API server parses only with its six digits of fraction: written here
+    as a string (the generated client sends strings as they are; a ``datetime`` it would
+    write without a fraction on a whole second)."""
     return {"apiVersion": "v1", "kind": "Event",
             "metadata": {"name": name, "namespace": ref["namespace"]},
             "involvedObject": dict(ref), "type": post.event.type, "reason": post.event.reason,
             "message": post.event.message, "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT, "reportingInstance": instance[:128],
             "firstTimestamp": format_time(post.first), "lastTimestamp": format_time(post.last),
-            "eventTime": format_micro_time(first), "count": post.count}
+            "eventTime": format_micro_time(post.first), "count": post.count}
 
 
 def repeat(post: Post) -> dict[str, Any]:

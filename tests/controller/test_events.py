@@ -241,7 +241,7 @@ def test_the_event_body_and_its_repeat() -> None:
         "message": "exceeded quota", "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT, "reportingInstance": "gitscale-controller-7d9f_ab12",
         "firstTimestamp": "2026-11-23T09:00:00Z", "lastTimestamp": "2026-11-23T09:00:00Z",
-        "eventTime": "2026-11-23T09:00:00.000001Z", "count": 1}
+        "eventTime": "2026-11-23T09:00:00.000000Z", "count": 1}
     assert repeat(again) == {"count": 2, "lastTimestamp": "2026-11-23T09:01:30Z",
                              "message": "exceeded quota"}
 

@@ -328,6 +328,12 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
         # Gate shut: a finished runner marks its slot until the next write; those beyond the
         # slots wanted mark nothing (a scale-down) and go (the latest to finish are kept).
         markers = finished[max(len(finished) - missing, 0):] if missing else []
+        # A slot with neither a runner nor a marker lost its runner to something outside (a
+        # node drained or preempted, an eviction, ``kubectl delete pod``) before it finished:
+        # refilled now with a runner of the same write, as actions-runner-controller recreates
+        # the pod of an ephemeral runner that has not run a job. A pass's own removals always
+        # leave ``replicas`` covered, so this never refills the slot of a finished job.
+        create = missing - len(markers)
     # The write's backlog: markers give way to new runners of it.
     left = refills_left(spec.backlog, refilled.under(spec) if refilled else 0)
     refills = markers[:left] if left else []

@@ -8,7 +8,7 @@ generation of the spec the status describes:
   a finished runner holding its slot until the next write counts too). False while the set is
   short, or a pass failed, with the reason: ``Creating``, ``CreateFailed``, ``QuotaExceeded``,
   ``Interrupted`` (the controller stopped before it was done), ``RunnersMissing`` (runners
-  went away while the write was already applied: the next write brings them back),
+  went away while the write was already applied, and their replacements are not made yet),
   ``Backoff`` (failed runners wait to be replaced), ``ApplyFailed``, ``InvalidSpec``,
   ``PlatformUnavailable``;
 - ``Reconciling``: True while Ready is False and the controller keeps working on it;
@@ -89,7 +89,7 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int) -> Con
     if counts.short:
         return Condition(READY, False, "RunnersMissing",
                          f"{missing}: they went away after patch {counts.observed_patch_id} was "
-                         "applied (deleted or evicted?); the next spec write replaces them")
+                         "applied (deleted or evicted?); they are replaced without a new write")
     if counts.waiting:
         return Condition(READY, False, "Backoff", f"{counts.waiting} runner(s) failed: each is "
                          "replaced once its backoff has passed")

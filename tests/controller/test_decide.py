@@ -90,7 +90,13 @@ SCENARIOS = [
     pytest.param(Spec(1, 0, at(0)), [r("i", 0, I), r("x", 0, X, ended=5, failures=2)], 8,
                  (0, ["x"], []), (1, 0, 1, 0, 0), id="failed-surplus-goes-first"),
     pytest.param(Spec(2, 1, at(0)), [r("a", 1, Phase.TERMINATING), r("b", 1, I)], 10,
-                 (0, [], []), (1, 0, 1, 0, 0), id="terminating-runner-counts-for-the-gate"),
+                 (1, [], []), (2, 1, 1, 0, 0), id="terminating-runner-counts-for-the-gate"),
+    # A runner deleted from outside (a drained node, an eviction) leaves a slot with neither a
+    # runner nor a marker: refilled while the gate is shut; a finished runner's slot is not.
+    pytest.param(Spec(3, 1, at(0)), [r("i", 1, I), r("b", 1, B)], 10,
+                 (1, [], []), (3, 1, 1, 1, 0), id="slot-lost-outside-refilled-gate-shut"),
+    pytest.param(Spec(3, 1, at(0)), [r("i", 1, I), r("b", 1, B), r("f", 1, F, ended=5)], 10,
+                 (0, [], []), (2, 0, 1, 1, 0), id="finished-slot-not-refilled-gate-shut"),
 ]
 
 
@@ -379,8 +385,10 @@ def test_gate_stays_open_until_a_pass_fully_applied_the_write() -> None:
     some = [r(f"r{n}", 5, P, created=1) for n in range(82)]  # killed at 82 of 300
     for n in range(82):
         some[n] = replace(some[n], spec_time=at(0))
-    # The runners' labels alone say "applied" (the old gate): stuck at 82 until the next write.
-    assert not decide(spec, some, at(10)).acting
+    # The runners' labels alone say "applied" (the old gate): shut, but the 218 slots with no
+    # runner are refilled all the same (as slots whose runners were deleted from outside).
+    old_gate = decide(spec, some, at(10))
+    assert not old_gate.acting and old_gate.create == 300 - 82
     # The record says patch 4 was the last write fully applied: act, and create the rest only.
     actions = decide(spec, some, at(10), last_applied=Write(4, at(-60)))
     assert actions.acting and actions.create == 300 - 82
@@ -388,10 +396,11 @@ def test_gate_stays_open_until_a_pass_fully_applied_the_write() -> None:
     # Recorded only once every creation succeeded: a pass cut short keeps the old record.
     assert record(spec, Write(4, at(-60)), all_created=False) == Write(4, at(-60))
     assert record(spec, Write(4, at(-60)), all_created=True) == Write(5, at(0))
-    # Once recorded, the gate is shut: nothing is created even though runners went missing.
+    # Once recorded, the gate is shut; runners that went missing since (no finished runner
+    # marks their slots) are refilled.
     shut = decide(spec, some, at(20), last_applied=Write(5, at(0)))
-    assert not shut.acting and shut.create == 0
-    assert shut.status.short == 300 - 82
+    assert not shut.acting and shut.create == 300 - 82
+    assert shut.status.short == 0
 
 
 def test_a_first_pass_cut_short_leaves_a_record_that_keeps_the_gate_open() -> None:
@@ -426,5 +435,6 @@ def test_status_counts_held_and_waiting_slots_as_not_short() -> None:
     status = decide(Spec(4, 1, at(0)), runners, at(56), Write(0, None)).status
     assert (status.replicas, status.held, status.waiting, status.wanted) == (3, 1, 1, 4)
     assert status.short == 0
-    quiet = decide(Spec(5, 1, at(0)), runners, at(56), Write(1, at(0))).status
-    assert quiet.short == 2  # gate shut: two slots have nothing in them
+    quiet = decide(Spec(5, 1, at(0)), runners, at(56), Write(1, at(0)))
+    # gate shut: two slots have nothing in them (deleted from outside): both refilled
+    assert quiet.create == 2 and quiet.status.short == 0

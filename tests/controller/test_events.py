@@ -98,7 +98,7 @@ QUOTA = st.Problem("QuotaExceeded", 'create pod default/linux-ab12-000001: 403 F
                  id="invalid-spec"),
     pytest.param(Report("ci/linux", actions(), before=READY), status(counts(2, idle=1)),
                  [("Warning", "RunnersMissing", "1 of 2 runner(s) missing: they went away after "
-                   "patch 3 was applied (deleted or evicted?); the next spec write replaces them")],
+                   "patch 3 was applied (deleted or evicted?); they are replaced without a new write")],
                  id="runners-deleted-from-outside"),
     pytest.param(Report("ci/linux", actions(), before=status(counts(2, idle=1))), READY,
                  [("Normal", "Reconciled", "2 of 2 runner(s): 0 pending, 2 idle, 0 busy")],

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import re
 import stat
@@ -126,30 +125,6 @@ def secret_forms(secret: str) -> frozenset[str]:
              repr(secret.encode("utf-8", "surrogateescape"))[2:-1]}
     forms.update(line for line in secret.splitlines() if len(line) >= 2 * SHORTEST)
     return frozenset(form for form in forms if len(form) >= SHORTEST)
-
-
-class MaskingFilter(logging.Filter):
-    """Masks a log record's message, traceback and stack (``redact``) in the record itself, so
-    that every handler, whatever its format, gets it masked. On a logger, it sees the records
-    logged there; on a handler, every record that reaches it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a bad format: the handler reports it, as logging does
-            return True
-        record.msg, record.args = redact(message), None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        record.exc_info = None  # (a formatter would format it again, unmasked)
-        if record.exc_text:
-            record.exc_text = redact(record.exc_text)
-        if record.stack_info:
-            record.stack_info = redact(record.stack_info)
-        return True
-
-
-MASK_LOG = MaskingFilter()  # one instance: adding it twice to a logger adds it once
 
 
 def header_problem(value: str) -> str | None:

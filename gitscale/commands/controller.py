@@ -36,7 +36,7 @@ def _logging() -> logging.Handler:
     line masked (``redact``): gitscale's own from INFO, and the libraries' (the kubernetes
     client, urllib3) from WARNING, which would otherwise reach stderr through Python's
     last-resort handler, unmasked. Returns the handler (tests remove it)."""
-    from gitscale.redact import MASK_LOG
+    from gitscale.controller.logmask import MASK_LOG
 
     handler = logging.StreamHandler()
     handler.addFilter(MASK_LOG)

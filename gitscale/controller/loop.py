@@ -39,7 +39,7 @@ from gitscale.controller.recorder import Recorder
 from gitscale.controller.workqueue import WorkQueue
 from gitscale.controller.metrics import ControllerMetrics
 from gitscale.metrics import exposition
-from gitscale.redact import MASK_LOG
+from gitscale.controller.logmask import MASK_LOG
 from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")

@@ -79,10 +79,17 @@ CASES = {
         (2, 1, 190), (R("r1", I, 110, 1, 100),), (), 1),
     "creation times tie at 1 s: any tied runner of this write shuts the gate": Case(
         (2, 2, 150), (R("old", I, 150.2, 1, 100), R("new", P, 150.7, 2, 150)), (), 0),
+    # (shut: the finished runner, done before the write, marks its slot; acting, it would go
+    # and be replaced)
     "the newest runner, not the highest patch, decides the gate": Case(
-        (3, 2, 150), (R("busy", B, 10, 7, 5), R("new", P, 151, 2, 150)), (), 0),
+        (3, 2, 150), (R("busy", B, 10, 7, 5), R("done", F, 20, 7, 5, finished=100),
+                      R("new", P, 151, 2, 150)), (), 0),
+    # (the gate shut, a slot with no runner and no marker is refilled: lost from outside)
     "gate shut: finished runners fewer than the missing slots all keep marking them": Case(
-        (3, 1, 100), (R("r2", F, 110, finished=150), R("r3", F, 110, finished=160)), (), 0),
+        (3, 1, 100), (R("r2", F, 110, finished=150), R("r3", F, 110, finished=160)), (), 1),
+    "gate shut: every slot marked or filled, nothing created": Case(
+        (3, 1, 100), (R("r1", B, 110), R("r2", F, 110, finished=150),
+                      R("r3", F, 110, finished=160)), (), 0),
     "the backlog refills a slot freed after effectiveTime, without a new write": Case(
         (3, 1, 100), (R("r1", B, 110), R("r2", B, 110), R("r3", F, 110, finished=150)),
         ("r3",), 0, backlog=2, refills=("r3",)),

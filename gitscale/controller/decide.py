@@ -152,9 +152,10 @@ class Actions:
     # ``create_patch_id``, after ``retries``), each marker going (its delete is in ``deletes``)
     # once its successor exists, as for ``replaced``.
     refills: tuple[str, ...] = ()
-    # The scale-down's next candidates, in its order, beyond the surplus in ``deletes``: a
-    # surplus runner that proves busy when it is unregistered (GitHub's 422: it took a job
-    # since the list was read) gives its place to the next of these in the same pass.
+    # The scale-down's next candidates, in its order, beyond the surplus in ``deletes`` (not
+    # the failed runners past their backoff, which go anyway): a surplus runner that proves
+    # busy when it is unregistered (GitHub's 422: it took a job since the list was read)
+    # gives its place to the next of these in the same pass.
     standby: tuple[Delete, ...] = ()
 
     @property
@@ -315,6 +316,9 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
             retries.append(runner.failures + 1)
             replaced.append(runner.name)
             occupied += 1
+    # A failed runner past its backoff goes in this pass anyway: removing it in place of a
+    # surplus runner that proves busy would free no slot.
+    standby = [d for d in standby if d.name not in {r.name for r in due}]
 
     create, held = 0, []
     missing = max(spec.replicas - occupied, 0)

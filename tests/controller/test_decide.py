@@ -141,6 +141,29 @@ def test_scale_down_standby_continues_its_order_beyond_the_surplus() -> None:
     assert decide(Spec(4, 3), runners, at(10)).standby == ()  # patch > 0: no scale-down
 
 
+@pytest.mark.parametrize(("replicas", "runners", "deletes", "standby"), [
+    # x1 is the surplus; x2, past its backoff, goes anyway (replaced): i1 is next, not x2
+    pytest.param(3, [r("x1", 0, X, ended=1), r("x2", 0, X, ended=2), r("i1", 0, I, created=1),
+                     r("i2", 0, I, created=2)], ["x2", "x1"], ["i1", "i2"],
+                 id="failed-past-backoff-replaced"),
+    pytest.param(1, [r("x1", 0, X, ended=1), r("x2", 0, X, ended=2)], ["x2", "x1"], [],
+                 id="failed-past-backoff-only"),
+    # x2 still waits out its backoff (failures 3: 20 s): it stays unless it takes x1's place
+    pytest.param(2, [r("x1", 0, X, ended=1), r("x2", 0, X, ended=9, failures=3),
+                     r("i1", 0, I, created=1)], ["x1"], ["x2", "i1"],
+                 id="failed-in-backoff-is-a-candidate"),
+])
+def test_scale_down_standby_leaves_out_the_runners_the_pass_removes_anyway(
+        replicas: int, runners: list[Runner], deletes: list[str], standby: list[str]) -> None:
+    """A surplus runner that proves busy (a 422) gives its place to the next candidate: one
+    that goes in this pass anyway (a failed runner past its backoff) would free no slot, and
+    the set would stay above ``replicas`` with an idle runner left (found by
+    test_decide_properties: 3 replicas on patch 0 left 4 runners, 2 of them idle)."""
+    actions = decide(Spec(replicas, 0, at(0)), runners, at(10))
+    assert [d.name for d in actions.deletes] == deletes
+    assert [d.name for d in actions.standby] == standby
+
+
 def test_a_set_being_deleted_is_decided_as_0_0() -> None:
     spec = Spec(3, 5, at(0))
     assert effective(spec, False) == spec

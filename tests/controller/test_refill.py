@@ -10,7 +10,8 @@ import logging
 
 import pytest
 
-from tests.controller.harness import Harness
+from gitscale.timeutil import format_time
+from tests.controller.harness import NS, Harness
 
 
 def busy_pair(harness: Harness) -> list[str]:
@@ -131,6 +132,35 @@ def test_the_422_replacements_stop_at_the_surplus(harness: Harness) -> None:
     assert report.busy == [first, second] and report.deleted == [third]
     assert harness.names("rs") == [first, second, fourth]
     assert harness.github.count("DELETE") == 3
+
+
+def test_a_422_gives_way_to_an_idle_runner_not_to_a_failed_one_that_goes_anyway(
+        harness: Harness) -> None:
+    """Patch 0, a surplus of one: the first of the order is a runner failed by its
+    registration timeout (its pod runs) that took a job after all (422); the next is a failed
+    runner past its backoff, replaced and removed in this pass anyway. An idle runner goes in
+    the first one's place, so the set ends at ``replicas`` (it stayed one above, an idle
+    runner, until the next pass)."""
+    harness.write("rs", 4, 0)
+    harness.sync("rs")
+    silent, crashed, idle1, idle2 = sorted(harness.names("rs"))
+    harness.api.set_pod_phase(NS, silent, "Running", [
+        {"name": "runner", "ready": True,
+         "state": {"running": {"startedAt": format_time(harness.clock.now)}}}])
+    for name in (crashed, idle1, idle2):
+        harness.running(name)
+    harness.sync("rs")
+    harness.github.refuse_delete(silent)  # it took a job the list does not show yet
+    harness.clock.advance(10 * 60 + 1)  # silent failed at 10 min, crashed 1 s later
+    harness.stop(crashed, exit_code=1)
+    harness.write("rs", 3, 0)
+    report = harness.sync("rs")
+    (successor,) = report.created  # crashed's
+    assert report.busy == [silent]
+    assert sorted(report.deleted) == sorted([crashed, idle1])
+    assert harness.names("rs") == sorted([silent, idle2, successor])
+    status = harness.status("rs")
+    assert (status["replicas"], status["busy"]) == (3, 1)
 
 
 def test_refills_are_counted_in_status_before_their_runners_exist(harness: Harness) -> None:

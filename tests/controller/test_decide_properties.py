@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
+from typing import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -340,51 +341,46 @@ def check_lost_slots_refilled(p: Pass) -> None:
     assert p.counted_after + p.finished_after == max(p.spec.replicas, p.live_before)
 
 
-@settings(max_examples=300, deadline=None)
-@given(world(own))
-def test_property_a_shut_pass_never_refills_a_finished_slot(
-        events: list[tuple[tuple[str, int, int, int], tuple[int, int, int] | None]]) -> None:
-    cluster = Cluster(outside=False)
+Events = list[tuple[tuple[str, int, int, int], tuple[int, int, int] | None]]
+
+
+def play(cluster: Cluster, events: Events, check: Callable[[Pass], None]) -> None:
+    """The set written at 2 replicas (patch 0), then ``events`` with their passes, then passes
+    until it settles; ``check`` after every pass."""
     cluster.write(replicas=2, patch_0=True, backlog=0, skew=0)
     for event, plan in events:
         cluster.step(event)
         if plan is not None:
-            check_own_removals_cover(run_pass(cluster, plan))
+            check(run_pass(cluster, plan))
     for p in settle(cluster):
-        check_own_removals_cover(p)
+        check(p)
+
+
+@settings(max_examples=300, deadline=None)
+@given(world(own))
+def test_property_a_shut_pass_never_refills_a_finished_slot(events: Events) -> None:
+    cluster = Cluster(outside=False)
+    play(cluster, events, check_own_removals_cover)
     assert settled(cluster, cluster.passes[-1].actions), "did not settle"
 
 
 @settings(max_examples=100, deadline=None)
 @given(world(own, st.tuples(st.sampled_from([0, 5, 6]), st.integers(0, 3), st.integers(0, 7))))
 def test_property_without_a_status_a_shut_pass_never_refills_a_finished_slot(
-        events: list[tuple[tuple[str, int, int, int], tuple[int, int, int] | None]]) -> None:
+        events: Events) -> None:
     """The same, with every status write refused: the gate goes by the runners' labels, so a
     pass cut short (killed, creations refused) leaves it shut with slots never filled, which
     the next passes fill as lost slots: passes here make every creation they decide."""
     cluster = Cluster(outside=False, no_status=True)
-    cluster.write(replicas=2, patch_0=True, backlog=0, skew=0)
-    for event, plan in events:
-        cluster.step(event)
-        if plan is not None:
-            check_own_removals_cover(run_pass(cluster, plan))
-    for p in settle(cluster):
-        check_own_removals_cover(p)
+    play(cluster, events, check_own_removals_cover)
     assert settled(cluster, cluster.passes[-1].actions), "did not settle"
 
 
 @settings(max_examples=300, deadline=None)
 @given(world(rough))
-def test_property_a_slot_lost_from_outside_is_refilled_by_the_next_pass(
-        events: list[tuple[tuple[str, int, int, int], tuple[int, int, int] | None]]) -> None:
+def test_property_a_slot_lost_from_outside_is_refilled_by_the_next_pass(events: Events) -> None:
     cluster = Cluster(outside=True)
-    cluster.write(replicas=2, patch_0=True, backlog=0, skew=0)
-    for event, plan in events:
-        cluster.step(event)
-        if plan is not None:
-            check_lost_slots_refilled(run_pass(cluster, plan))
-    for p in settle(cluster):
-        check_lost_slots_refilled(p)
+    play(cluster, events, check_lost_slots_refilled)
     last = cluster.passes[-1]
     assert not last.actions.changes, "did not settle"
     assert last.actions.status.short == 0

@@ -18,6 +18,16 @@ def ready(harness: Harness, name: str) -> dict[str, Any]:
     return next(c for c in harness.status(name)["conditions"] if c["type"] == "Ready")
 
 
+def assert_masked(harness: Harness, log: str, said: str, secrets: list[str]) -> None:
+    """``said`` (with its ``***``) is in the set's Ready message and in the log; no secret is
+    in its status or the log."""
+    message = ready(harness, "rs")["message"]
+    assert said in message, message
+    assert said in log, log
+    shown = str(harness.status("rs")) + log
+    assert secrets and not [s for s in secrets if s in shown]
+
+
 def test_the_token_read_is_held_and_no_jit_config_is(harness: Harness) -> None:
     """The token of the credentials Secret is held as it is read (every re-read holds it again:
     the most recent stay held); the JIT configs are not: one per runner would fill the registry,
@@ -67,10 +77,7 @@ def test_a_credential_an_api_quotes_is_masked_in_status_and_log(
     caplog.set_level(logging.INFO, "gitscale")
     harness.write("rs", 3, 0)
     assert harness.sync("rs").created == []
-    message = ready(harness, "rs")["message"]
-    assert '{"GITHUB_TOKEN": "***"} is not allowed' in message, message
-    assert '{"GITHUB_TOKEN": "***"} is not allowed' in caplog.text
-    assert TOKEN not in str(harness.status("rs")) + caplog.text
+    assert_masked(harness, caplog.text, '{"GITHUB_TOKEN": "***"} is not allowed', [TOKEN])
     harness.api.clear_errors()
 
 
@@ -113,9 +120,5 @@ def test_a_jit_config_quoted_by_a_refusal_of_its_secret_is_masked(
     caplog.set_level(logging.INFO, "gitscale")
     harness.write("rs", 1, 0)
     assert harness.sync("rs").created == []
-    message = ready(harness, "rs")["message"]
-    assert 'data.jitconfig "***" (***) is not allowed' in message, message
-    assert 'data.jitconfig "***" (***) is not allowed' in caplog.text
-    assert quoted and harness.github.runners == {}  # refused: unregistered
-    for shown in quoted:
-        assert shown not in str(harness.status("rs")) + caplog.text
+    assert_masked(harness, caplog.text, 'data.jitconfig "***" (***) is not allowed', quoted)
+    assert harness.github.runners == {}  # refused: unregistered

@@ -81,7 +81,7 @@ def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
         out.append(Event("Normal", reason or "Reconciled", str(ready.get("message") or "")))
     if report.errors and ready.get("status") != "False":  # (the status could not say them)
         out.append(Event("Warning", "ApplyFailed", "; ".join(report.errors[:3])))
-    failing = _condition(after, st.FAILING)
+    failing = st.condition_of(after, st.FAILING)
     if failing.get("status") == "True":
         out.append(Event("Warning", str(failing.get("reason") or "RepeatedFailures"),
                          str(failing.get("message") or "")))
@@ -110,11 +110,6 @@ def _names(names: list[str]) -> str:
     shown = ", ".join(names[:NAMES_SHOWN])
     rest = len(names) - NAMES_SHOWN
     return f"{shown} and {rest} more" if rest > 0 else shown
-
-
-def _condition(status: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any]:
-    return next((c for c in (status or {}).get("conditions") or []
-                 if isinstance(c, dict) and c.get("type") == kind), {})
 
 
 def clip(message: str, limit: int = MESSAGE_LIMIT) -> str:

@@ -14,11 +14,14 @@ class MaskingFilter(logging.Filter):
     logged there; on a handler, every record that reaches it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "gitscale_masked", False):  # by the logger's filter, then the handler's
+            return True
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a bad format: the handler reports it, as logging does
             return True
         record.msg, record.args = redact(message), None
+        record.gitscale_masked = True
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         record.exc_info = None  # (a formatter would format it again, unmasked)

@@ -182,7 +182,7 @@ class Controller:
         self.reports.append(report)
         obj = self.runnersets.get(key)
         self.metrics.reconciled(report, gone=obj is None)
-        if obj is not None and not self.ctx.deposed.is_set():
+        if obj is not None:  # (the recorder posts nothing once deposed)
             self.events.post(involved(obj), of_pass(report, obj.get("status")), self.ctx.clock())
         if report.requeue_after is not None:
             self.queue.add_after(key, report.requeue_after)

@@ -178,7 +178,12 @@ def changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     return dict(current or {}) != dict(new)
 
 
+def condition_of(status: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any]:
+    """The condition ``kind`` of a status ({} when there is none)."""
+    return next((c for c in (status or {}).get("conditions") or []
+                 if isinstance(c, dict) and c.get("type") == kind), {})
+
+
 def ready_of(status: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """The Ready condition of a status ({} when there is none)."""
-    return next((c for c in (status or {}).get("conditions") or []
-                 if isinstance(c, dict) and c.get("type") == READY), {})
+    return condition_of(status, READY)

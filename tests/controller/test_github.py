@@ -273,12 +273,17 @@ def test_an_installation_id_that_is_not_a_number_is_refused_naming_the_key(
     assert "leave the key out" in message and "BEGIN" not in message
 
 
+def _on_clock(github: FakeGitHub, now: list[float]) -> GitHub:
+    """A client of the fake's org whose clock is ``now[0]``."""
+    return GitHub(Scope(f"{github.url}/api/v3", "orgs/acme"), Credentials(token=TOKEN),
+                  monotonic=lambda: now[0])
+
+
 def test_an_unchanged_list_is_asked_again_with_its_etags(github: FakeGitHub) -> None:
     """Each page is asked for with its ETag: an unchanged one is a 304 (not counted by GitHub
     against the rate limit), and only the changed page comes back whole."""
     now = [0.0]
-    gh = GitHub(Scope(f"{github.url}/api/v3", "orgs/acme"), Credentials(token=TOKEN),
-                monotonic=lambda: now[0])
+    gh = _on_clock(github, now)
     for n in range(150):
         gh.register(f"r-{n:03d}", ["l"], None)
     gh.runners(max_age=0)
@@ -291,8 +296,7 @@ def test_an_unchanged_list_is_asked_again_with_its_etags(github: FakeGitHub) -> 
 def test_a_list_of_many_pages_is_reused_longer(github: FakeGitHub) -> None:
     """P pages are reused P × 3 s at least, whatever the reader asks: 1,200 requests an hour."""
     now = [0.0]
-    gh = GitHub(Scope(f"{github.url}/api/v3", "orgs/acme"), Credentials(token=TOKEN),
-                monotonic=lambda: now[0])
+    gh = _on_clock(github, now)
     for n in range(2000):
         gh.register(f"r-{n:04d}", ["l"], None)
     gh.runners(max_age=15)
@@ -332,8 +336,7 @@ def test_a_list_handed_out_never_changes_under_its_reader(github: FakeGitHub) ->
     ("dictionary changed size during iteration" crashed the pass). An unregistered runner
     leaves the lists handed out later, not those already handed out."""
     now = [0.0]
-    gh = GitHub(Scope(f"{github.url}/api/v3", "orgs/acme"), Credentials(token=TOKEN),
-                monotonic=lambda: now[0])
+    gh = _on_clock(github, now)
     ids = [gh.register(f"r-{n}", ["l"], None).runner_id for n in range(3)]
     held = gh.runners(max_age=60)
     names = iter(held)

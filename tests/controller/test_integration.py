@@ -716,6 +716,15 @@ def _started_now(harness: Harness, pod: str) -> None:
          "state": {"running": {"startedAt": format_time(harness.clock.now)}}}])
 
 
+def _one_runner_running(harness: Harness) -> str:
+    """(1, 1) applied: its one runner's pod runs, its container started now (never online)."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    (silent,) = harness.names("rs")
+    _started_now(harness, silent)
+    return silent
+
+
 def _platforms_on_the_harness_clock(harness: Harness) -> None:
     """Lists and credentials age with the harness clock (they age in real time otherwise)."""
     start = harness.clock.now
@@ -755,10 +764,7 @@ def test_a_runner_past_its_registration_timeout_that_runs_a_job_is_kept_not_repl
     unregistration 422): it is unregistered *before* its successor is created, so it stays,
     counted busy, and no successor puts the set above replicas (patch > 0 never scales
     down)."""
-    harness.write("rs", 1, 1)
-    harness.sync("rs")
-    (silent,) = harness.names("rs")
-    _started_now(harness, silent)
+    silent = _one_runner_running(harness)
     harness.github.refuse_delete(silent)
     harness.clock.advance(10 * 60)
     report = harness.sync("rs")
@@ -778,10 +784,7 @@ def test_a_timed_out_runner_that_cannot_be_unregistered_keeps_its_pod(
         harness: Harness) -> None:
     """GitHub answers its unregistration with a 5xx: the runner may be running a job, so
     its pod stays and no successor is made; the next pass, GitHub back, replaces it."""
-    harness.write("rs", 1, 1)
-    harness.sync("rs")
-    (silent,) = harness.names("rs")
-    _started_now(harness, silent)
+    silent = _one_runner_running(harness)
     harness.github.fail_delete(silent)
     harness.clock.advance(10 * 60)
     report = harness.sync("rs")
@@ -802,10 +805,7 @@ def test_a_runner_removed_without_successor_keeps_its_pod_until_it_is_unregister
     """Only a runner known stopped goes without being unregistered. One failed by the
     registration timeout, no longer wanted (replicas 0), whose unregistration fails (a 5xx)
     keeps its pod — it may be running a job — until a pass unregisters it."""
-    harness.write("rs", 1, 1)
-    harness.sync("rs")
-    (silent,) = harness.names("rs")
-    _started_now(harness, silent)
+    silent = _one_runner_running(harness)
     harness.clock.advance(10 * 60)
     harness.write("rs", 0, 2)
     harness.github.fail_delete(silent)

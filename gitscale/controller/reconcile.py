@@ -60,7 +60,7 @@ from gitscale.controller.observe import (
 )
 from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
-from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
+from gitscale.controller.remove import BUSY_RETRY, Removed, remove_runners, retire
 from gitscale.redact import redact
 
 log = logging.getLogger("gitscale.controller")
@@ -171,6 +171,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                               now)
     report.busy += retired.busy
     report.errors += retired.errors
+    _refused(ctx, view, retired)
     report.actions = actions
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
@@ -209,6 +210,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.deleted = removed.deleted
     report.busy += removed.busy
     report.errors += removed.errors
+    _refused(ctx, view, removed)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return _release(ctx, obj, report)
 
@@ -237,6 +239,13 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.requeue_after = min(waits) if waits else None
     return _finish(ctx, obj, report, counts, conditions, now, applied=applied,
                    generation=generation, refilled=refilled)
+
+
+def _refused(ctx: Context, view: RunnerSetView, removed: Removed) -> None:
+    """An unregistration refused the set's credentials (a revoked or rotated token): its
+    clients are forgotten, so the next pass reads the Secret again."""
+    if removed.refused is not None:
+        ctx.platforms.refused(view, removed.refused)
 
 
 def _platform(ctx: Context, view: RunnerSetView) -> Adapter:

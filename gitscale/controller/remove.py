@@ -39,11 +39,19 @@ BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked ag
 
 @dataclass
 class Removed:
-    """What the removals of a pass did: runners removed, kept as busy (422), errors."""
+    """What the removals of a pass did: runners removed, kept as busy (422), errors, and the
+    platform's refusal of the set's credentials (a 401/403 on unregister: the caller has the
+    Secret read again, as a refused registration or list does)."""
 
     deleted: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    refused: CredentialsError | None = None
+
+    def failed(self, message: str, exc: ControllerError) -> None:
+        self.errors.append(message)
+        if isinstance(exc, CredentialsError):
+            self.refused = exc
 
 
 def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
@@ -76,7 +84,7 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
                 if delete.reason is DeleteReason.SURPLUS and standby:
                     todo.append(standby.pop(0))
             except ControllerError as exc:
-                out.errors.append(str(exc))
+                out.failed(str(exc), exc)
     if out.deleted:
         log.info("%s: removed %s", view.key, ", ".join(out.deleted))
     return out
@@ -110,8 +118,8 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
                   "running a job: kept, not replaced")
         except ControllerError as exc:
             kept.add(name)
-            out.errors.append(f"runner {name} not replaced: it could not be unregistered "
-                              f"first ({exc})")
+            out.failed(f"runner {name} not replaced: it could not be unregistered first "
+                       f"({exc})", exc)
     index = [i for i, n in enumerate(actions.replaced) if n not in kept]
     gone = set(todo) - kept
     return replace(

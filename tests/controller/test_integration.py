@@ -896,3 +896,27 @@ def test_a_token_refused_while_listing_runners_is_said_in_ready_not_a_crash(
     harness.github.tokens.add(TOKEN)
     harness.clock.advance(60)  # past the creations' backoff
     assert len(harness.sync("rs").created) == 2  # the Secret read again: the token works
+
+
+def test_a_token_refused_at_unregistration_is_read_again_from_its_secret(
+        harness: Harness) -> None:
+    """A scale-down of pending runners (no list read: none runs) meets a rotated token on
+    unregister (401): the runners stay, the pass says why, and the next pass reads the Secret
+    again — not the refused client kept for the 5 minutes a credential lives —, so the new
+    token unregisters and removes them."""
+    harness.write("rs", 2, 1)
+    assert len(harness.sync("rs").created) == 2
+    pending = harness.names("rs")
+    harness.github.tokens = {"ghp-rotated"}
+    harness.write("rs", 0, 0)
+    report = harness.sync("rs")
+    assert report.deleted == [] and harness.names("rs") == pending
+    assert report.errors and all("401" in e for e in report.errors), report.errors
+
+    def rotate(secret: dict[str, Any]) -> None:
+        secret["data"]["github_token"] = base64.b64encode(b"ghp-rotated").decode()
+
+    harness.api.mutate_object("secrets", "gh-creds", rotate, NS)
+    report = harness.sync("rs")
+    assert sorted(report.deleted) == sorted(pending), report.errors
+    assert harness.names("rs") == [] and all(harness.runner(n) is None for n in pending)

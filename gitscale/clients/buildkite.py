@@ -7,7 +7,7 @@
   token (scope ``read_agents``) — the *connected* agents, each with the ``job`` it runs, paged
   by ``Link: rel="next"`` (the controller);
 - ``QueueJobs``: the GraphQL API (``POST https://graphql.buildkite.com/v1``) with a bearer API
-  access token (GraphQL access, scope ``read_builds``) — the uuid and state of a queue's
+  access token (GraphQL API access; read-only is enough) — the uuid and state of a queue's
   command jobs, ``organization.jobs(state:, type: [COMMAND], agentQueryRules: ["queue=Q"],
   cluster:|clustered: false, first:, after:)``, paged by ``pageInfo.hasNextPage/endCursor``
   (the demand source's job ids, opt-in).

@@ -90,7 +90,7 @@ class BuildkiteJobIds:
     """``jobIds: {...}`` of a Buildkite source: the ids of the queue's jobs, from the GraphQL
     API with an API access token (``demand/buildkite_jobs.py``)."""
 
-    token: SecretRef  # an API access token with GraphQL access and read_builds
+    token: SecretRef  # an API access token with GraphQL access (read-only is enough)
     graphql_url: str = BUILDKITE_GRAPHQL
     cluster: str | None = None  # the queue's cluster (its UUID); None: unclustered jobs only
 

@@ -11,6 +11,7 @@ import pytest
 
 from gitscale.clients import buildkite as client
 from gitscale.demand import DemandReading
+from gitscale.errors import ConfigError
 
 from tests.demand.conftest import BK_TOKEN
 from tests.demand.fake_buildkite import FakeBuildkite, Job
@@ -212,3 +213,19 @@ def test_an_unreadable_api_token_fails_the_reading_at_its_line(
     message = reading.errors["deploy"]
     assert "gitscale.yaml" in message and "environment variable BK_API_TOKEN is not set" in message
     assert "jobIds" in message and buildkite.log == []  # nothing was sent
+
+
+@pytest.mark.parametrize(("job_ids", "said"), [
+    pytest.param({}, "jobIds: 'token' is required", id="no-token"),
+    pytest.param({"token": {"env": "BK_API_TOKEN"}, "cluster": "my-cluster"},
+                 "cluster", id="cluster-not-a-uuid"),
+    pytest.param({"token": {"env": "BK_API_TOKEN"}, "graphqlUrl": "graphql.buildkite.com"},
+                 "graphqlUrl", id="url-without-scheme"),
+    pytest.param({"token": {"env": "BK_API_TOKEN"}, "org": "acme"}, "org", id="unknown-key"),
+])
+def test_a_bad_job_ids_mapping_is_refused_at_its_line(
+        job_ids: dict[str, Any], said: str, buildkite: FakeBuildkite, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_for(tmp_path, {"deploy": source(buildkite, "deploy", jobIds=job_ids)})
+    message = str(caught.value)
+    assert message.startswith("gitscale.yaml:") and said in message, message

@@ -139,6 +139,12 @@ BUILDKITE_SOURCE = """\
       buildkite:
         queue: {queue}  # the RunnerSet's spec.buildkite.queue: keep the two equal
         token: {{env: BUILDKITE_AGENT_TOKEN}}  # an agent token; in the cluster: key buildkite_agent_token of {secret}
+        # Optional: the jobs' ids too (GraphQL API), so that a saturated queue costs a commit per
+        # backlog used up, not per change (README, "Sources"). An API access token with GraphQL
+        # API access (read-only); in the cluster: key BUILDKITE_API_TOKEN of gitscale-notify.
+        # jobIds:
+        #   token: {{env: BUILDKITE_API_TOKEN}}
+        #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # omit for an unclustered queue
     policy: default
 """
 

@@ -16,6 +16,7 @@ GITHUB_API = "https://api.github.com"
 GITHUB_TOKEN = SecretRef("env", "GITHUB_TOKEN")  # without an app or a token
 BUILDKITE_API = "https://agent.buildkite.com/v3"
 BUILDKITE_TOKEN = SecretRef("env", "BUILDKITE_AGENT_TOKEN")
+BUILDKITE_GRAPHQL = "https://graphql.buildkite.com/v1"
 
 
 def _api(raw: dict[str, Any], default: str) -> str:
@@ -85,27 +86,56 @@ class GitHubSettings:
 
 
 @dataclass(frozen=True)
+class BuildkiteJobIds:
+    """``jobIds: {...}`` of a Buildkite source: the ids of the queue's jobs, from the GraphQL
+    API with an API access token (``demand/buildkite_jobs.py``)."""
+
+    token: SecretRef  # an API access token with GraphQL access (read-only is enough)
+    graphql_url: str = BUILDKITE_GRAPHQL
+    cluster: str | None = None  # the queue's cluster (its UUID); None: unclustered jobs only
+
+    @classmethod
+    def parse(cls, raw: Any) -> BuildkiteJobIds:
+        return cls(SecretRef.parse(raw["token"]),
+                   str(raw.get("graphqlUrl", BUILDKITE_GRAPHQL)).rstrip("/"),
+                   None if raw.get("cluster") is None else str(raw["cluster"]))
+
+    @property
+    def credential(self) -> str:
+        return identity(self.token.mapping)
+
+
+@dataclass(frozen=True)
 class BuildkiteSettings:
-    """``source: {buildkite: ...}``: the agent metrics API of one queue."""
+    """``source: {buildkite: ...}``: the agent metrics API of one queue, and optionally the
+    ids of its jobs (``jobIds``)."""
 
     queue: str
     api_url: str = BUILDKITE_API
     token: SecretRef = BUILDKITE_TOKEN  # an agent token
     count_waiting: bool = False  # jobs waiting behind others count as queued
+    job_ids: BuildkiteJobIds | None = None  # None: counts only
 
     @classmethod
     def parse(cls, raw: Any) -> BuildkiteSettings:
         return cls(str(raw["queue"]), _api(raw, BUILDKITE_API),
                    SecretRef.parse(raw["token"]) if "token" in raw else BUILDKITE_TOKEN,
-                   bool(raw.get("countWaiting", False)))
+                   bool(raw.get("countWaiting", False)),
+                   BuildkiteJobIds.parse(raw["jobIds"]) if "jobIds" in raw else None)
 
     @property
     def credential(self) -> str:
         return identity(self.token.mapping)
 
     def group(self) -> tuple[str, ...]:
-        """One request per API, credential and queue (each set counts waiting jobs or not)."""
-        return ("buildkite", self.api_url, self.credential, self.queue)
+        """One request per API, credential and queue (each set counts waiting jobs or not),
+        and one id query per GraphQL API, credential and cluster."""
+        ids = self.job_ids
+        more = () if ids is None else (ids.graphql_url, ids.credential, ids.cluster or "")
+        return ("buildkite", self.api_url, self.credential, self.queue, *more)
+
+    def secrets(self) -> tuple[SecretRef, ...]:
+        return (self.token,) if self.job_ids is None else (self.token, self.job_ids.token)
 
 
 # Each source's JSON Schema, checked before ``parse`` sees the mapping.
@@ -145,6 +175,17 @@ BUILDKITE: dict[str, Any] = {
         "queue": {"type": "string", "minLength": 1, "maxLength": 256},
         "token": SECRET_REF,
         "countWaiting": {"type": "boolean"},
+        "jobIds": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["token"],
+            "properties": {
+                "token": SECRET_REF,
+                "graphqlUrl": API_URL,
+                "cluster": {"type": "string",  # a cluster's UUID, as Buildkite shows it
+                            "pattern": "^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$"},
+            },
+        },
     },
 }
 FILE: dict[str, Any] = {"type": "string", "minLength": 1}
@@ -190,7 +231,7 @@ SOURCES: Mapping[str, SourceKind] = {kind.name: kind for kind in (
     SourceKind("github", GITHUB, GitHubSettings.parse, GitHubSettings.group,
                "gitscale.demand.github:source", webhooks=True, secrets=_github_secrets),
     SourceKind("buildkite", BUILDKITE, BuildkiteSettings.parse, BuildkiteSettings.group,
-               "gitscale.demand.buildkite:source", secrets=lambda s: (s.token,)),
+               "gitscale.demand.buildkite:source", secrets=BuildkiteSettings.secrets),
 )}
 
 SOURCE: dict[str, Any] = {

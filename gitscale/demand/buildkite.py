@@ -6,19 +6,23 @@ object; missing counts in it are 0 (the API omits them for idle queues), and an 
 another shape is an error, never zero demand. ``waiting`` jobs (blocked behind others)
 count only when the source opts in with ``countWaiting: true``. The response's
 ``Buildkite-Agent-Metrics-Poll-Duration`` header is the fastest the loop may poll.
+
+With ``jobIds:`` the sets also get the ids of the queue's jobs from the GraphQL API
+(``buildkite_jobs.py``); without it nothing else is sent or read.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import urlencode
 
-from gitscale.clients.buildkite import Metrics
+from gitscale.clients.buildkite import Metrics, QueueJobs
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.secrets import read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError
+from gitscale.demand.buildkite_jobs import JobIdReader
 from gitscale.timeutil import parse_duration
 
 if TYPE_CHECKING:
@@ -78,9 +82,11 @@ def poll_interval(header: str | None) -> float | None:
 class QueueSource:
     """One queue's metrics, for the sets that scale on it (each counts waiting jobs or not)."""
 
-    def __init__(self, client: Metrics, settings: BuildkiteSettings) -> None:
+    def __init__(self, client: Metrics, settings: BuildkiteSettings,
+                 ids: JobIdReader | None = None) -> None:
         self.client = client
         self.settings = settings
+        self.ids = ids
 
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
         queue = self.settings.queue
@@ -92,12 +98,15 @@ class QueueSource:
         for runner_set in sets:
             reading.demands[runner_set.name] = queue_demand(
                 body, runner_set.source.settings.count_waiting, where)
+        if self.ids is not None:
+            self.ids.add(body, list(sets), reading.demands)
         return reading
 
 
 def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
-    """The registry's client factory: one client per API and agent token, kept across passes."""
-    sources, api = where.sources, settings.api_url
+    """The registry's client factory: one client per API and agent token, and one per GraphQL
+    API and API access token (``jobIds``), kept across passes."""
+    sources, api, job_ids = where.sources, settings.api_url, settings.job_ids
 
     def make() -> Metrics:
         token = read_token(settings.token, "buildkite agent token")
@@ -105,4 +114,15 @@ def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
         return Metrics(api, token, cache=cache, timeout=sources.timeout,
                        transport=sources.transport)
 
-    return QueueSource(sources.client(("buildkite", api, settings.credential), make), settings)
+    ids = None
+    if job_ids is not None:
+        def make_ids() -> QueueJobs:
+            token = read_token(job_ids.token, "buildkite API access token (jobIds)")
+            return QueueJobs(job_ids.graphql_url, token, timeout=sources.timeout,
+                             transport=sources.transport)
+
+        ids = JobIdReader(sources.client(("buildkite-graphql", job_ids.graphql_url,
+                                          job_ids.credential), make_ids),
+                          job_ids, settings.queue)
+    return QueueSource(sources.client(("buildkite", api, settings.credential), make), settings,
+                       ids)

@@ -139,3 +139,28 @@ def test_a_repo_without_a_commit_is_said_so(tmp_path: Path, capsys, command: str
     # `validate` reads the files as they are: a repo not committed yet is checked all the same
     code, out, err = run(capsys, "validate", "--repo", str(empty))
     assert code == 0 and "no commits" not in err, (out, err)
+
+
+def test_a_pass_refused_for_an_invalid_manifest_teaches_the_cache_nothing(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The state cache took what the pass learnt before the edit was validated: a reconcile
+    refused (exit 1, nothing committed) still wrote manifest-state.pickle."""
+    from tests.helpers import RUNNERSET, make_repo, simple_config
+
+    state = Path(os.environ["GITSCALE_CACHE_DIR"]) / "manifest-state.pickle"
+    manifest = RUNNERSET.format(name="linux", replicas=1)
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "default"}),
+        "sets/linux.yaml": manifest.replace("  platform: github", "  platform: jenkins"),
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "refusing to commit invalid manifests" in err
+    assert not state.exists()
+    # the same pass on a valid manifest: it is written (the test can see a write)
+    (checkout / "sets/linux.yaml").write_text(manifest)
+    git(checkout, "commit", "-qam", "fix the platform")
+    git(checkout, "push", "-q")
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert state.exists()

@@ -327,7 +327,8 @@ def controller(leader_elect: bool, leader_election_namespace: str | None,
 @click.option("--github-app-id", default=None, metavar="ID",
               help="Poll with a GitHub App instead of a token: its id.")
 @click.option("--github-app-installation-id", default=None, metavar="ID",
-              help="The GitHub App's installation id (with --github-app-id).")
+              help="The GitHub App's installation id; needs --github-app-id [default: looked "
+                   "up on the org].")
 @click.option("--buildkite-org", default=None, metavar="SLUG",
               help="The Buildkite organization (the controller's agents API). Without it: "
                    "CHANGE-ME.")

@@ -1,8 +1,9 @@
 """Credentials out of every message gitscale prints: URLs' user info (``https://user:pw@…`` and
 scp-style ``user:pw@host:repo``), credential-like query parameters (``?token=…``), and the
 values of the secrets gitscale holds, wherever a server or git echoes them back — as they are,
-or escaped the way Python, JSON or an HTTP library shows them (``'ghp_a\\nb'``, ``b'\\xc3'``,
-``\\u00e9``). Also what makes a credential unfit for an HTTP header, said without its value.
+or escaped the way Python, JSON, an HTTP library or a URL shows them (``'ghp_a\\nb'``,
+``b'\\xc3'``, ``\\u00e9``, ``a%2Fb``). Also what makes a credential unfit for an HTTP header,
+said without its value.
 
 The secrets are one registry for the process: the variables gitscale documents as credentials
 (read at each call: whether or not this process used them, a server hook may echo one), the
@@ -23,6 +24,7 @@ import re
 import stat
 import threading
 from typing import Iterable
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
@@ -116,13 +118,17 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 def secret_forms(secret: str) -> frozenset[str]:
     """Every way ``secret`` may show in an error's text: itself, its ``repr()`` and
     ``ascii()`` (an exception that quotes a header, ``'Bearer ghp_a\\nb'``), the repr of its
-    UTF-8 bytes (``b'ghp_\\xc3\\xa9'``: h11 and httpx quote bytes), its JSON string, and each line
-    of one that spans lines. Forms shorter than ``SHORTEST`` are left out: they would mask
-    ordinary words."""
+    UTF-8 bytes (``b'ghp_\\xc3\\xa9'``: h11 and httpx quote bytes), its JSON string, its
+    percent-encoded forms (a server that echoes it in a URL or a form: ``a%2Fb``, ``a+b``, hex
+    digits in either case), and each line of one that spans lines. Forms shorter than
+    ``SHORTEST`` are left out: they would mask ordinary words."""
     if len(secret) < SHORTEST:
         return frozenset()
     forms = {secret, repr(secret)[1:-1], ascii(secret)[1:-1], json.dumps(secret)[1:-1],
              repr(secret.encode("utf-8", "surrogateescape"))[2:-1]}
+    raw = secret.encode("utf-8", "surrogateescape")
+    for encoded in (quote(raw, safe=""), quote(raw, safe="~"), quote_plus(raw)):
+        forms.update((encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), encoded)))
     forms.update(line for line in secret.splitlines() if len(line) >= 2 * SHORTEST)
     return frozenset(form for form in forms if len(form) >= SHORTEST)
 

@@ -57,6 +57,22 @@ CONFIG_CASES = [
                  "    source: {file: demand.yaml}\n    policy: {maxReplicas: \"3\"}\n",
                  "gitscale.yaml:5", ["maxReplicas", "integer"], id="wrong-type"),
     pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy: 7\n",
+                 "gitscale.yaml:5", ["policy: 7 is not a policy: write a preset's name",
+                                     "or a mapping such as {maxReplicas: 10"],
+                 id="policy-a-number"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy: [warm]\n",
+                 "gitscale.yaml:5", ["['warm'] is not a policy"], id="policy-a-list"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy: my policy\n",
+                 "gitscale.yaml:5", ["'my policy' is not a preset's name"], id="policy-bad-name"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      buffer: 1\n"
+                 "      maxReplicas: .inf\n",
+                 "gitscale.yaml:7", ["policy.maxReplicas: inf is not of type integer"],
+                 id="policy-max-inf"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
                  "    source: {file: demand.yaml}\n    policy: default\n    replica: 3\n",
                  "gitscale.yaml:6", ["unknown key 'replica'"], id="unknown-key"),
     pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
@@ -152,6 +168,17 @@ CONFIG_CASES = [
 def test_bad_config(tmp_path: Path, capsys, config: str, where: str, words: list[str]) -> None:  # type: ignore[no-untyped-def]
     checkout = repo_with(tmp_path, config=config)
     assert_refused(capsys, checkout, where, *words)
+
+
+@pytest.mark.parametrize("command", ["validate", "plan", "reconcile"])
+def test_a_config_path_that_is_a_directory_says_so(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                   command: str) -> None:
+    checkout = repo_with(tmp_path)
+    before = git(checkout, "rev-parse", "HEAD")
+    code, out, err = run(capsys, command, "--repo", str(checkout), "--config", "sets")
+    assert code == 1, (out, err)
+    assert err.startswith("error: sets: is a directory, not a config file"), err
+    assert "Traceback" not in err and git(checkout, "rev-parse", "HEAD") == before
 
 
 def test_a_preset_that_is_not_utf_8(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

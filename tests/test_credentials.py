@@ -228,6 +228,19 @@ def test_every_escaped_form_of_a_secret_is_masked() -> None:
     assert redact("a word like ab", ["ab"]) == "a word like ab"  # too short to be a secret
 
 
+@pytest.mark.parametrize("echoed", [
+    pytest.param("https://hook.example/?t=SECRET%2Fpart1%2Bpart2%3D%3D", id="percent-encoded"),
+    pytest.param("https://hook.example/?t=SECRET%2fpart1%2bpart2%3d%3d", id="lowercase-hex"),
+    pytest.param("token=SECRET%2Fpart1%2Bpart2%3D%3D&x=1 sent as a form", id="form"),
+])
+def test_a_secret_echoed_percent_encoded_is_masked(echoed: str) -> None:
+    """A server that puts a secret in a URL or a form it echoes shows it percent-encoded
+    (a base64 App token or webhook secret has ``/``, ``+`` and ``=``)."""
+    secret = "SECRET/part1+part2=="
+    masked = redact(f"HTTP 400: {echoed}", [secret])
+    assert "part1" not in masked and "***" in masked, masked
+
+
 @pytest.fixture
 def no_secret_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (*SECRET_ENV, SECRET_FILE_ENV):

@@ -90,8 +90,13 @@ def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: i
     controller = Controller(api, namespace=namespace, concurrency=concurrency,
                             shutdown_timeout=shutdown_timeout, election=lease)
     controller.ctx.leftover_grace = timedelta(seconds=leftover_grace)
+    try:
+        health = serve_health(controller, health_port) if health_port else None
+    except (OSError, OverflowError) as exc:  # in use, or a port above 65535 (as `serve`)
+        api.close()
+        raise InputError("--health-port", f"cannot listen on 0.0.0.0:{health_port}: {exc}") \
+            from None
     stop = stop_on_signals(f"finishing the passes in flight (up to {shutdown_timeout:g}s)")
-    health = serve_health(controller, health_port) if health_port else None
     controller.start()
     logging.getLogger("gitscale.controller").info(
         "watching RunnerSets in %s (concurrency %d%s)", namespace or "all namespaces",

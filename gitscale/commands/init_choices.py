@@ -109,6 +109,13 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
         _no_credentials("--cluster", cluster)
     if notify_url is not None:
         _engine_url(notify_url)
+    if github_app_installation_id is not None and github_app_id is None:
+        # the installation id alone would have init write and print the App's id as CHANGE-ME
+        # (a pasted `kubectl create secret` would store that as the id); the id alone is
+        # fine: the installation is looked up
+        raise InputError("--github-app-installation-id", "needs --github-app-id (the GitHub "
+                         "App's numeric id, under the App's settings: App ID); without the "
+                         "App, leave both out to poll with a token; nothing was written")
     return Choices(
         gitops="argocd" if gitops == "argocd" else "flux", repo_url=url, branch=branch,
         path=path.strip("/"), platform=chosen, namespace=namespace,

@@ -52,11 +52,22 @@ def source_secrets(choices: Choices) -> list[SourceSecret]:
                          "GITSCALE_SOURCE_TOKEN")]
 
 
+# A Buildkite source's optional ``jobIds`` token (written commented in gitscale.yaml): its key
+# of the Secret is optional, so the pods start without it, and a jobIds uncommented later
+# finds its variable once the key is added.
+JOB_IDS_TOKEN = SourceSecret("BUILDKITE_API_TOKEN", "buildkite_api_token",
+                             "./buildkite-api-token", "BUILDKITE_API_TOKEN")
+
+
 def scaler_env(choices: Choices) -> list[dict[str, object]]:
     """The scaler container's variables for the source: each from the Secret, never a value."""
-    return [{"name": s.env, "valueFrom": {"secretKeyRef": {"name": SCALER_SECRET,
-                                                          "key": s.key}}}
-            for s in source_secrets(choices)]
+    env: list[dict[str, object]] = [
+        {"name": s.env, "valueFrom": {"secretKeyRef": {"name": SCALER_SECRET, "key": s.key}}}
+        for s in source_secrets(choices)]
+    if choices.platform == "buildkite":
+        env.append({"name": JOB_IDS_TOKEN.env, "valueFrom": {"secretKeyRef": {
+            "name": SCALER_SECRET, "key": JOB_IDS_TOKEN.key, "optional": True}}})
+    return env
 
 
 def scaler_secret_command(choices: Choices) -> str:
@@ -141,7 +152,7 @@ BUILDKITE_SOURCE = """\
         token: {{env: BUILDKITE_AGENT_TOKEN}}  # an agent token; in the cluster: key buildkite_agent_token of {secret}
         # Optional: the jobs' ids too (GraphQL API), so that a saturated queue costs a commit per
         # backlog used up, not per change (README, "Sources"). An API access token with GraphQL
-        # API access (read-only); in the cluster: key BUILDKITE_API_TOKEN of gitscale-notify.
+        # API access (read-only); in the cluster: the optional key buildkite_api_token of {secret}.
         # jobIds:
         #   token: {{env: BUILDKITE_API_TOKEN}}
         #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # omit for an unclustered queue

@@ -1,7 +1,8 @@
 """`gitscale init`: the ways to run gitscale itself; ``--run-in`` picks the one written.
 
 - ``.github/workflows/gitscale.yml``: a reconcile pass every 5 minutes (GitHub's shortest
-  schedule), never two at once, the state cache kept between runs, ``contents: write`` only;
+  schedule), never two at once, the state cache kept between runs, ``contents: write`` only,
+  the config repo checked out whole (``fetch-depth: 0``: a forecast reads its history);
 - ``.gitlab-ci.yml``: the same for a GitLab pipeline schedule;
 - ``deploy/scaler/``: gitscale in a cluster, outside the GitOps path (apply it by hand): a
   CronJob for ``reconcile`` (``concurrencyPolicy: Forbid``, its state cache on a
@@ -70,6 +71,10 @@ jobs:
         with:
           path: config
           ref: ${{{{ env.GITSCALE_BRANCH }}}}
+          # The whole history: a forecast (policy.forecast) learns from the past weeks'
+          # scaling commits, and gitscale never deepens a checkout it is given. The default
+          # (one commit) would leave it reactive ("the checkout is shallow").
+          fetch-depth: 0
       - name: Track the branch, so gitscale pushes the commit it makes
         run: git -C config branch --set-upstream-to="origin/$GITSCALE_BRANCH"
       - uses: actions/setup-python@v5
@@ -103,7 +108,8 @@ gitscale:
     - if: $CI_PIPELINE_SOURCE == "web"
   resource_group: gitscale   # one pass at a time: never two overlapping
   variables:
-    GIT_STRATEGY: none       # gitscale clones the config repo itself
+    GIT_STRATEGY: none       # gitscale clones the config repo itself (no GIT_DEPTH: it
+                             # deepens its clone to what a forecast's lookback reads)
     GITSCALE_VERSION: "{version}"
     GITSCALE_GIT_USERNAME: oauth2
     GITSCALE_CACHE_DIR: $CI_PROJECT_DIR/.gitscale-cache

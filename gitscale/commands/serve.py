@@ -235,7 +235,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     rejections = RejectionLog()
     handler = make_handler(secret, batcher, Deliveries(), path, utcnow, metrics,
                            expose=metrics_listen is None, rejections=rejections)
-    try:
+    try:  # bound now (an address in use is refused before a clone), served once checked
         server = HttpServer(host, port, handler,
                             Limits(deadline=REQUEST_DEADLINE, max_body=MAX_BODY,
                                    connections=MAX_CONNECTIONS), report=log,
@@ -243,24 +243,24 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                             refused=log_refused(rejections, path))
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
-    server.start()
-    log(f"listening on {host}:{server.port}{path}; one commit per {window} "
-        f"window; " + (f"resync with GitHub every {resync}" if resync_s else "no resync"))
-    try:
-        metrics_server = start_listener(metrics_listen, metrics.registry) \
-            if metrics_listen else None
-    except InputError:
-        server.stop()
-        raise
-    if metrics_server is not None:
-        log(f"metrics at {url_of(metrics_server)}")
     cache = StateCache.load(default_cache_dir())
     serving = Serving(tuple(dict.fromkeys(sets)) or None)
     resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache, metrics,
                         serving)
+    metrics_server = None
     try:
         with open_workspace(opts.repo, opts.branch) as ws:
-            _check_sets(ws, opts.config, state_file, cache, serving)  # before anything is written
+            # Before serve says it listens and answers a delivery: a refused --set stops it
+            # with nothing written and no 202 given. Deliveries that come meanwhile wait in
+            # the listen backlog (GitHub waits 10 s); the resync at start finds the rest.
+            _check_sets(ws, opts.config, state_file, cache, serving)
+            server.start()
+            log(f"listening on {host}:{server.port}{path}; one commit per {window} "
+                f"window; " + (f"resync with GitHub every {resync}" if resync_s
+                               else "no resync"))
+            if metrics_listen:
+                metrics_server = start_listener(metrics_listen, metrics.registry)
+                log(f"metrics at {url_of(metrics_server)}")
             batch = Batch(ws, opts, batcher, duration, state_file, cache, metrics, serving)
             batch.run([], None)  # at once: claims the sets, applies expiry
             if ready:

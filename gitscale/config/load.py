@@ -122,6 +122,9 @@ def load_config(root: Path, config_path: str = "gitscale.yaml",
         text = files.read_text(path, config_path, ConfigError)
     except FileNotFoundError:
         raise ConfigError(config_path, "not found in the config repo (run `gitscale init`?)") from None
+    except IsADirectoryError:
+        raise ConfigError(config_path, "is a directory, not a config file (--config names "
+                          "the file in the config repo, such as gitscale.yaml)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(config_path, f"cannot be read: {exc}") from None
     key = _cache_key(root, config_path, text) if cache is not None else ""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 from gitscale.core.forecast import DAYS
@@ -65,6 +66,10 @@ POLICY: dict[str, Any] = {
         "forecast": FORECAST,
     },
 }
+
+# a set's policy: a preset's name (policies/NAME.yaml, or a shipped one) or the policy itself
+POLICY_CHOICE: dict[str, Any] = {"oneOf": [{"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"},
+                                           POLICY]}
 
 from gitscale.config.secrets import SECRET_REF  # noqa: E402  (the notify schema uses it)
 from gitscale.config.sources import SOURCE  # noqa: E402  (each source's schema is in its entry)
@@ -157,8 +162,7 @@ CONFIG: dict[str, Any] = {
                         },
                     },
                     "source": SOURCE,
-                    "policy": {"oneOf": [{"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"},
-                                         POLICY]},
+                    "policy": POLICY_CHOICE,
                 },
             },
         },
@@ -225,7 +229,8 @@ def check_schema(
         return
     import jsonschema  # only now: importing it costs more than most passes
 
-    problem = jsonschema.exceptions.best_match(validator(schema).iter_errors(document.data))
+    problem = _policy_branch(jsonschema.exceptions.best_match(
+        validator(schema).iter_errors(document.data)))
     if problem is None:
         return
     path = list(problem.absolute_path)
@@ -256,13 +261,18 @@ def _refuse_floats(document: Document, source: str, error: type[InputError],
                    describe: Any) -> None:
     """JSON Schema counts 2.0 as an integer; gitscale's files have no fractional numbers but
     ``forecast.quantile`` (``FRACTIONS``), and a float that got this far crashed the manifest
-    edit (``replicas: 2.0``)."""
+    edit (``replicas: 2.0``). Nor does it refuse YAML's ``.nan`` where a number is bounded
+    (NaN is neither above a minimum nor below a maximum): no file holds a number that is not
+    finite, a fraction neither."""
     found = _first_float(document.data, [])
     if found is None:
         return
     path, value = found
     label = describe(path) if describe else format_path(path)
-    hint = f" (write {int(value)})" if value.is_integer() else ""
+    if tuple(path[-2:]) in FRACTIONS:  # not finite
+        raise error(source, f"{label}: {value!r} is not a number (write one such as 0.9)",
+                    document.line_of(path))
+    hint = f" (write {int(value)})" if math.isfinite(value) and value.is_integer() else ""
     raise error(source, f"{label}: {value!r} is not an integer{hint}", document.line_of(path))
 
 
@@ -272,7 +282,8 @@ def _first_float(data: Any, path: list[Any]) -> tuple[list[Any], float] | None:
     stack: list[tuple[Any, list[Any]]] = [(data, path)]
     while stack:
         value, at = stack.pop()
-        if isinstance(value, float) and tuple(at[-2:]) not in FRACTIONS:
+        if isinstance(value, float) and (tuple(at[-2:]) not in FRACTIONS
+                                         or not math.isfinite(value)):
             return at, value
         if isinstance(value, dict):
             stack.extend((v, [*at, k]) for k, v in reversed(list(value.items())))
@@ -303,7 +314,28 @@ def _in_secret_ref(problem: Any) -> bool:
                                                        *SECRET_REF["properties"].values()))
 
 
+def _policy_branch(problem: Any) -> Any:
+    """A policy that is neither: the problem of the branch its type chose (a name's, or a
+    mapping's, at its own key and line), not "not valid under any of the given schemas"."""
+    import jsonschema
+
+    if problem is None or problem.schema is not POLICY_CHOICE or not problem.context:
+        return problem
+    if not isinstance(problem.instance, (str, dict)):
+        return problem  # (``_explain`` says what a policy is)
+    branch = 0 if isinstance(problem.instance, str) else 1
+    errors = [e for e in problem.context if list(e.relative_schema_path)[:1] == [branch]]
+    return jsonschema.exceptions.best_match(errors) or problem
+
+
 def _explain(problem: Any) -> str:
+    if problem.schema is POLICY_CHOICE["oneOf"][0] and problem.validator == "pattern":
+        return (f"{problem.instance!r} is not a preset's name (letters, digits, '_', '.' and "
+                "'-': policies/NAME.yaml's NAME, or a shipped preset such as default)")
+    if problem.schema is POLICY_CHOICE:
+        return (f"{problem.instance!r} is not a policy: write a preset's name (such as default "
+                "or warm, or policies/NAME.yaml's NAME) or a mapping such as "
+                "{maxReplicas: 10, buffer: 1}")
     if problem.validator == "required":
         return str(problem.message).replace("is a required property", "is required")
     if problem.validator == "type":

@@ -29,6 +29,7 @@ import kubernetes.client
 import kubernetes.config
 import pydantic
 import urllib3
+import yaml
 from kubernetes.client.exceptions import ApiException
 
 from gitscale.controller.errors import (
@@ -40,7 +41,7 @@ from gitscale.controller.errors import (
     NotFound,
 )
 from gitscale.controller.observe import LABEL_SET, RawObject
-from gitscale.redact import redact
+from gitscale.redact import hold, redact
 from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 
 T = TypeVar("T")
@@ -50,6 +51,7 @@ Keep = Callable[[RawObject], RawObject]  # what a list keeps of each object
 TIMEOUT = 30.0  # seconds to wait for an answer (per attempt)
 CONNECT_TIMEOUT = 10.0
 PAGE_SIZE = 500
+KEY_LIMIT = 64 * 1024  # a client key is a few KB: no more is read to hold
 RELISTS = 3  # times a list whose continue token expired is started again
 log = logging.getLogger("gitscale.controller")
 
@@ -70,11 +72,96 @@ def load(kubeconfig: str | None, pool_size: int = 32) -> kubernetes.client.ApiCl
             kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, client_configuration=config)
     except (kubernetes.config.ConfigException, OSError) as exc:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise KubeError(f"no usable Kubernetes configuration (in-cluster or {where}): "
-                        f"{exc}") from None
+        raise KubeError(f"no usable Kubernetes configuration (in-cluster or {_where(kubeconfig)}):"
+                        f" {exc}") from None
+    except yaml.YAMLError as exc:  # the loader parses the file itself and lets this through
+        raise KubeError(f"{_yaml_where(exc, kubeconfig)}: not a kubeconfig: not valid YAML "
+                        f"({getattr(exc, 'problem', None) or type(exc).__name__})") from None
+    except (ValueError, TypeError, AttributeError, LookupError) as exc:
+        # not UTF-8, or YAML of another shape (a list, a number where a mapping goes): the
+        # loader indexes it as it comes
+        raise KubeError(redact(f"{_where(kubeconfig)}: not a kubeconfig of the expected shape "
+                               f"({type(exc).__name__}: {exc})")) from None
+    _hold_credentials(config)
     config.connection_pool_maxsize = pool_size
     return kubernetes.client.ApiClient(config)
+
+
+def _hold_credentials(config: kubernetes.client.Configuration) -> None:
+    """Hold (``redact.hold``) the credentials the configuration carries — the bearer token or
+    basic-auth header (``api_key``) and the client key — so that an API server, a proxy or a
+    library quoting one (a 401 that echoes the Authorization header) is masked in every error
+    and log line. A token the client re-reads (a token file, an exec plugin, the in-cluster
+    service account token, all through ``refresh_api_key_hook``, called before each request)
+    is held as it is re-read."""
+    _hold_api_keys(config)
+    _hold_key_file(config.key_file)
+    refresh: Any = config.refresh_api_key_hook  # (the client types it None)
+    if refresh is not None:
+        config.refresh_api_key_hook = _RefreshAndHold(refresh)  # type: ignore[assignment]
+
+
+class _RefreshAndHold:
+    """A configuration's ``refresh_api_key_hook`` that holds what the client's own hook
+    refreshed. That hook installs a new hook of its own on each refresh (the kubeconfig
+    loader's ``_set_config``): it is taken as the one to call next, and this one put back."""
+
+    def __init__(self, refresh: Callable[[kubernetes.client.Configuration], None]) -> None:
+        self.refresh = refresh
+
+    def __call__(self, configuration: kubernetes.client.Configuration) -> None:
+        key_file = configuration.key_file
+        self.refresh(configuration)
+        installed: Any = configuration.refresh_api_key_hook
+        if installed is not self:
+            if installed is not None:
+                self.refresh = installed
+            configuration.refresh_api_key_hook = self  # type: ignore[assignment]
+        _hold_api_keys(configuration)
+        if configuration.key_file != key_file:  # an exec plugin's new client key
+            _hold_key_file(configuration.key_file)
+
+
+def _hold_api_keys(config: kubernetes.client.Configuration) -> None:
+    """An Authorization value (``Bearer t``, ``Basic dXNlcjpwdw==``): its credential held
+    (the scheme stays readable: ``Bearer ***``), and a basic one's password."""
+    for value in list(config.api_key.values()):
+        scheme, _, credential = str(value).strip().partition(" ")
+        hold(credential or scheme)
+        if scheme.lower() == "basic" and credential:
+            try:
+                hold(base64.b64decode(credential).decode().partition(":")[2])
+            except (ValueError, UnicodeDecodeError):
+                pass
+    if config.password:
+        hold(str(config.password))
+
+
+def _hold_key_file(path: str | None) -> None:
+    """The client key (a PEM file the loader wrote, or the kubeconfig names) held: each of
+    its lines is masked wherever it shows (``redact.secret_forms``)."""
+    if not path:
+        return
+    try:
+        with open(path, "rb") as key:
+            text = key.read(KEY_LIMIT).decode("ascii", "replace")
+    except OSError:
+        return
+    hold(text)
+
+
+def _where(kubeconfig: str | None) -> str:
+    return kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+
+
+def _yaml_where(exc: yaml.YAMLError, kubeconfig: str | None) -> str:
+    """The file and line of a YAML error (the file the loader read: $KUBECONFIG may list
+    several), without the offending text (it may hold a token)."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return _where(kubeconfig)
+    name = mark.name if mark.name and not mark.name.startswith("<") else _where(kubeconfig)
+    return f"{name}:{mark.line + 1}"
 
 
 def client_for(url: str, pool_size: int = 32) -> kubernetes.client.ApiClient:

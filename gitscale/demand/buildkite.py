@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from gitscale.clients.buildkite import Metrics, QueueJobs
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.config.load import RunnerSetConfig
+from gitscale.config.schemas import JOB_LIMIT
 from gitscale.config.secrets import read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
@@ -49,10 +50,19 @@ def queue_demand(body: Any, count_waiting: bool, where: str) -> Demand:
         value = jobs.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SourceError(f"buildkite: {where}: jobs.{key} is not a count: {value!r}")
+        if value > JOB_LIMIT:  # (its digits are not shown: there may be thousands)
+            raise SourceError(past_bound(where, f"jobs.{key}"))
         return int(value)
 
     queued = number("scheduled") + (number("waiting") if count_waiting else 0)
+    if queued > JOB_LIMIT:
+        raise SourceError(past_bound(where, "jobs.scheduled + jobs.waiting"))
     return Demand(queued=queued, running=number("running"))
+
+
+def past_bound(where: str, what: str) -> str:
+    return (f"buildkite: {where}: {what} is more than {JOB_LIMIT:,} jobs, gitscale's bound for "
+            "a count (a demand file's too): not a count to scale by")
 
 
 def _kind(value: Any) -> str:

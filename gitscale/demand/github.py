@@ -17,9 +17,11 @@ from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.clients.github import GitHub
 from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
+from gitscale.config.schemas import JOB_LIMIT
 from gitscale.config.secrets import SecretError, read_secret, read_token
 from gitscale.config.sources import GitHubSettings
 from gitscale.core.model import Demand
+from gitscale.core.reservations import MAX_JOB_ID, is_job_id
 from gitscale.demand import DemandReading, SourceError
 
 if TYPE_CHECKING:
@@ -124,8 +126,23 @@ class GitHubPoller:
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
         """Demand for each of ``sets`` (of this scope), from one poll."""
         jobs = self.jobs()
-        return DemandReading(demands={s.name: count(jobs, s.source.settings.labels)
-                                      for s in sets})
+        reading = DemandReading()
+        for runner_set in sets:
+            demand = count(jobs, runner_set.source.settings.labels)
+            if max(demand.queued, demand.running) > JOB_LIMIT:
+                reading.errors[runner_set.name] = (
+                    f"github: {self.api} ({self._scope()}): more than {JOB_LIMIT:,} "
+                    f"{'queued' if demand.queued > JOB_LIMIT else 'running'} jobs for "
+                    "the set's labels, gitscale's bound for a count (a demand file's too): "
+                    "not a count to scale by")
+            else:
+                reading.demands[runner_set.name] = demand
+        return reading
+
+    def _scope(self) -> str:
+        if self.settings.org is not None:
+            return f"org {self.settings.org}"
+        return f"repos {', '.join(self.settings.repos)}"
 
     def repos(self) -> list[str]:
         if self.settings.org is None:
@@ -181,6 +198,8 @@ def _job(raw: Any, url: str) -> Job:
     job_id = raw.get("id") if isinstance(raw, dict) else None
     if not isinstance(job_id, int) or isinstance(job_id, bool):
         raise SourceError(f"{where}: a job without a numeric id")
+    if not is_job_id(job_id):  # 0, -1, 10**400: not GitHub's (the webhooks refuse them too)
+        raise SourceError(f"{where}: a job whose id is not between 1 and {MAX_JOB_ID}")
     labels = raw.get("labels")
     if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
         said = "no labels" if labels is None else "labels that are not a list of strings"

@@ -273,6 +273,21 @@ class Git:
     def is_shallow(self) -> bool:
         return self.out("rev-parse", "--is-shallow-repository") == "true"
 
+    def shallow_cut(self) -> float | None:
+        """A shallow repository: the committer time (POSIX seconds) of the newest commit its
+        history is cut at (the commits before it are not here); None when it is whole. Read
+        from the ``shallow`` file's commits: no walk of the history."""
+        if not self.is_shallow():
+            return None
+        try:
+            cut = self.git_path("shallow").read_text().split()
+        except OSError:
+            return None
+        if not cut:
+            return None
+        times = self.out("log", "--no-walk", "--format=%ct", *cut).split()
+        return max((float(t) for t in times), default=None)
+
     def reset_hard(self, rev: str) -> None:
         self.run("reset", "--quiet", "--hard", rev)
 

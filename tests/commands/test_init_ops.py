@@ -159,6 +159,8 @@ def test_github_workflow_runs_every_5_minutes_one_at_a_time_with_least_permissio
     assert cache["with"]["path"] == "${{ env.GITSCALE_CACHE_DIR }}"
     assert "GITSCALE_CACHE_DIR" in job["env"] and cache["with"]["restore-keys"]
     checkout = next(s for s in steps if s.get("uses", "").startswith("actions/checkout@"))
+    # the whole history (0): a forecast reads the past weeks' commits; the default is one
+    assert checkout["with"]["fetch-depth"] == 0
     reconcile = next(s for s in steps if "gitscale reconcile" in s.get("run", ""))
     assert f"--repo {checkout['with']['path']}" in reconcile["run"]
     # every action is pinned to a release
@@ -177,6 +179,10 @@ def test_gitlab_example_is_serialised_cached_and_pinned(tmp_path: Path, capsys) 
     assert job["variables"]["GITSCALE_CACHE_DIR"] == "$CI_PROJECT_DIR/.gitscale-cache"
     assert any('gitscale==$GITSCALE_VERSION' in line for line in job["script"])
     assert "GITSCALE_GIT_TOKEN" not in str(job["variables"])  # a masked CI/CD variable
+    # gitscale clones the repo itself (a URL clone is deepened for a forecast): no shallow
+    # GitLab checkout for it to read
+    assert job["variables"]["GIT_STRATEGY"] == "none" and "GIT_DEPTH" not in job["variables"]
+    assert any('--repo "$CI_PROJECT_URL.git"' in line for line in job["script"])
 
 
 SCALER = ["serviceaccount.yaml", "cache-pvc.yaml", "cronjob.yaml", "deployment-run.yaml",

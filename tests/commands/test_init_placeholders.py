@@ -244,6 +244,10 @@ def test_init_with_every_option_validates_and_puts_each_value_where_it_belongs( 
                  "not a Kubernetes namespace", id="bad-namespace"),
     pytest.param(["--gitops", "argocd", "--github-app-id", "12a"], "--github-app-id",
                  "numeric id", id="bad-app-id"),
+    # without the App's id the printed `kubectl create secret` would carry CHANGE-ME as the id
+    pytest.param(["--gitops", "argocd", "--github-app-installation-id", "5"],
+                 "--github-app-installation-id", "needs --github-app-id",
+                 id="installation-without-app-id"),
 ])
 def test_init_refuses_options_it_cannot_use_and_writes_nothing(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, argv: list[str], option: str, words: str) -> None:

@@ -60,17 +60,24 @@ def test_the_scaler_reads_the_source_credential_from_the_documented_secret_keys(
         variant != "buildkite")
     for name, spec in found:
         (container,) = spec["containers"]
-        refs = {}
+        refs, optional = {}, {}
         for env in container["env"]:
             if "value" in env:
                 assert env["name"] in NOT_SECRET, (name, env)
                 continue
             ref = env["valueFrom"]["secretKeyRef"]
             if ref["name"] == "gitscale-scaler":
-                refs[env["name"]] = ref["key"]
-        # exactly the variables gitscale.yaml reads, each from the key the doc gives it
+                (optional if ref.get("optional") else refs)[env["name"]] = ref["key"]
+        # exactly the variables gitscale.yaml reads, each from the key the doc gives it; and
+        # the one its commented jobIds would read (Buildkite), from an optional key
         assert set(refs) == wanted, name
         assert all(table[key] == variable for variable, key in refs.items()), (name, refs)
+        assert optional == ({"BUILDKITE_API_TOKEN": "buildkite_api_token"}
+                            if variant == "buildkite" else {}), (name, optional)
+        assert all(table[key] == variable for variable, key in optional.items())
+        if optional:
+            assert "# jobIds:" in (root / "gitscale.yaml").read_text()
+            assert "#   token: {env: BUILDKITE_API_TOKEN}" in (root / "gitscale.yaml").read_text()
     keys = set(refs.values())
     # the Secret at a glance lists them, and init's kubectl line creates them from files
     glance = next(line for line in CREDENTIALS.read_text().splitlines()

@@ -147,6 +147,8 @@ def test_a_set_serve_cannot_serve_is_refused_and_nothing_is_written(
         assert (code, out) == (1, "")
         assert err.endswith(f"error: --set: {said}\n"), err
         assert "Traceback" not in err
+        # refused before serve says it listens: a reader of the log must not think it started
+        assert "listening on" not in err and "metrics at" not in err, err
     assert git(remote(repo), "rev-parse", "main") == before
     assert not (repo / ".gitscale").exists() and git(repo, "status", "--porcelain") == ""
 

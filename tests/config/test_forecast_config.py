@@ -69,6 +69,12 @@ def test_the_zone_defaults_to_the_schedules(tmp_path: Path) -> None:
                  id="unknown-days"),
     pytest.param("{quantile: 1.5}", ["quantile", "1.5"], id="quantile-above-1"),
     pytest.param("{quantile: 0}", ["quantile"], id="quantile-0"),
+    pytest.param("{quantile: .nan}", ["forecast.quantile: nan is not a number"],
+                 id="quantile-nan"),
+    pytest.param("{quantile: .NaN}", ["forecast.quantile: nan is not a number"],
+                 id="quantile-NaN"),
+    pytest.param("{quantile: .inf}", ["quantile", "inf"], id="quantile-inf"),
+    pytest.param("{quantile: -.inf}", ["quantile", "-inf"], id="quantile-minus-inf"),
     pytest.param("{lead: 7h}", ["longer than 6h"], id="long-lead"),
     pytest.param("{jitter: 7h}", ["forecast jitter '7h' is longer than 6h"], id="long-jitter"),
     pytest.param("{wait: 2h}", ["forecast wait '2h' is longer than 1h"], id="long-wait"),
@@ -90,3 +96,13 @@ def test_a_float_elsewhere_is_still_refused(tmp_path: Path,
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
         "demand.yaml": "linux: {queued: 1, running: 0}\n"})
     assert_refused(capsys, checkout, "gitscale.yaml:6", "not an integer")
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_number_that_is_not_finite_is_refused_where_an_integer_goes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config("{}").replace("maxReplicas: 50", f"maxReplicas: {value}"),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 1, running: 0}\n"})
+    assert_refused(capsys, checkout, "gitscale.yaml:6", "maxReplicas")

@@ -133,6 +133,12 @@ def test_a_missing_token_is_a_clear_error_and_nothing_is_sent(buildkite: FakeBui
     (b'{"jobs": {"scheduled": "3"}}', "jobs.scheduled is not a count: '3'"),
     (b'{"jobs": {"running": -1}}', "jobs.running is not a count: -1"),
     (b'{"jobs": []}', "'jobs' is not an object"),
+    (b'{"jobs": {"scheduled": 1000000000000000000000000000000}}',
+     "jobs.scheduled is more than 1,000,000 jobs, gitscale's bound for a count (a demand "
+     "file's too): not a count to scale by"),
+    (b'{"jobs": {"scheduled": 1, "running": 1000001}}',
+     "jobs.running is more than 1,000,000 jobs, gitscale's bound for a count (a demand "
+     "file's too): not a count to scale by"),
 ])
 def test_a_bad_count_is_a_clear_error(body: bytes, problem: str, buildkite: FakeBuildkite,
                                       tmp_path: Path) -> None:
@@ -180,3 +186,20 @@ def test_reconcile_scales_a_buildkite_queue(buildkite: FakeBuildkite, tmp_path: 
     assert spec["replicas"] == 3 + 4 + 1 + 1  # scheduled + waiting + running + buffer
     assert BK_TOKEN not in out + err
     assert BK_TOKEN not in git(tmp_path / "remote.git", "log", "-1", "--format=%B", "main")
+
+
+def test_the_bound_is_the_demand_files_and_applies_to_the_sum_with_waiting(
+        buildkite: FakeBuildkite, tmp_path: Path) -> None:
+    from gitscale.config.schemas import JOB_LIMIT
+
+    buildkite.queues["at"] = json.dumps({"jobs": {"scheduled": JOB_LIMIT}}).encode()
+    buildkite.queues["sum"] = json.dumps({"jobs": {"scheduled": JOB_LIMIT,
+                                                   "waiting": 1}}).encode()
+    config = config_for(tmp_path, {"at": source(buildkite, "at"),
+                                   "sum": source(buildkite, "sum", countWaiting=True)})
+    reading = read(tmp_path, config)
+    assert pair(reading, "at") == (JOB_LIMIT, 0)
+    assert reading.errors == {"sum": (
+        f"buildkite: queue sum (GET {buildkite.url}/metrics/queue?name=sum): jobs.scheduled + "
+        "jobs.waiting is more than 1,000,000 jobs, gitscale's bound for a count (a demand "
+        "file's too): not a count to scale by")}

@@ -150,6 +150,55 @@ def test_a_job_of_another_shape_is_an_error_naming_the_url_and_the_field(
         assert "bogus" not in error  # what a server wrote there is not repeated
 
 
+@pytest.mark.parametrize("job_id", [0, -7, 2 ** 63, 10 ** 30])
+def test_a_job_id_github_never_gives_is_an_error(github: FakeGitHub, tmp_path: Path,
+                                                  job_id: int) -> None:
+    url, _ = serve_jobs(github, [{"status": "queued", "labels": ["linux"]}, {"id": job_id}])
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    reading = read(tmp_path, config)
+    assert reading.demands == {}
+    assert reading.errors["linux"] == (f"github: GET {url}: a job whose id is not between 1 "
+                                       f"and {2 ** 63 - 1}")
+
+
+def test_more_jobs_than_a_count_holds_is_an_error_naming_the_source(
+        github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is the demand file's (1,000,000); lowered here so that a few jobs pass it."""
+    import gitscale.demand.github
+
+    monkeypatch.setattr(gitscale.demand.github, "JOB_LIMIT", 2)
+    serve_jobs(github, [{"status": "queued", "labels": ["linux"]} for _ in range(3)])
+    config = write_config(tmp_path, [
+        {"name": "linux", "source": github_source(github, ["linux"])},
+        {"name": "gpu", "source": github_source(github, ["gpu"])}])
+    reading = read(tmp_path, config)
+    assert reading.errors == {"linux": (f"github: {github.url} (org acme): more than 2 queued "
+                                        "jobs for the set's labels, gitscale's bound for a "
+                                        "count (a demand file's too): not a count to scale by")}
+    assert pair(reading, "gpu") == (0, 0)
+
+
+def test_an_absurd_buildkite_count_is_never_committed(
+        buildkite: FakeBuildkite, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The auditor's case: scheduled 10**30 was committed as queued=1000…, a trailer `history`
+    cannot read back."""
+    buildkite.queues["deploy"] = b'{"jobs": {"scheduled": 1000000000000000000000000000000}}'
+    source = yaml.safe_dump(buildkite_source(buildkite, "deploy"), default_flow_style=True)
+    config = (f"runnerSets:\n  - name: deploy\n    manifest: sets/deploy.yaml\n"
+              f"    source: {{buildkite: {source.strip()}}}\n"
+              "    policy: {minReplicas: 0, maxReplicas: 20}\n")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config, "sets/deploy.yaml":
+                                    RUNNERSET.format(name="deploy", replicas=5)})
+    before = git(checkout, "rev-parse", "HEAD")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "Traceback" not in err, err
+    assert (f"buildkite: queue deploy (GET {buildkite.url}/metrics/queue?name=deploy): "
+            "jobs.scheduled is more than 1,000,000 jobs") in err, err
+    assert "1000000000000" not in out + err
+    assert git(tmp_path / "remote.git", "rev-parse", "main") == before
+
+
 def test_a_job_without_labels_counts_for_no_set(github: FakeGitHub, tmp_path: Path) -> None:
     """A job with no ``labels`` key counted for every set: now the answer is refused."""
     repo = github.add_repo("acme", "app")

@@ -139,6 +139,8 @@ def test_repeated_policy_presets_and_inline(capsys, tmp_path: Path,  # type: ign
     ("{minReplicas: 5, maxReplicas: 2}", "minReplicas 5 is greater than maxReplicas 2"),
     ("{scaleDownDelay: soon}", "--policy '{scaleDownDelay: soon}'"),
     ("{noSuchKey: 1}", "--policy '{noSuchKey: 1}'"),
+    ("{forecast: {quantile: .nan, lookback: 7d, days: daily}}",
+     "forecast.quantile: nan is not a number"),
     ("{buffer: 2", "--policy '{buffer: 2'"),
     ("no-such-preset", "unknown policy preset 'no-such-preset'"),
 ])

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gitscale.config.secrets import SecretRef, read_secret
+from gitscale.redact import hold
 
 Reader = Callable[[Any, str], str]  # ``read_secret`` or ``read_token``
 Signature = tuple[str, int, int, int, int]  # resolved path, device, inode, size, mtime (ns)
@@ -68,7 +69,7 @@ class Rotating:
                 seen = self._signature()
                 if seen is None or seen != self._seen:
                     self._reread(seen)
-            return self._value
+            return hold(self._value)  # held again at each use: kept masked while in use
 
     def refresh(self) -> bool:
         """Read the file again (the credential was refused: it may have been rotated in a way

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import os
 import pickle
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from gitscale.config.load import Config, ObjectRef
 from gitscale.core.decide import FOREVER
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.errors import ManifestError
+from gitscale.files import write_cache
 from gitscale.manifest.target import KeptReads, Located, locate, owned_for
 from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
@@ -419,16 +419,8 @@ class StateCache:
 
 
 def _write(path: Path, value: Any) -> bool:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with tmp.open("wb") as handle:
-            os.chmod(tmp, 0o600)
-            pickle.dump(value, handle, protocol=5)
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        return False  # a read-only home: run without a disk cache
+    # a read-only or full disk: said once, and the pass goes on without a disk cache
+    return write_cache(path, lambda out: pickle.dump(value, out, protocol=5))
 
 
 @contextmanager

@@ -37,10 +37,19 @@ def shipped_blob() -> str:
 
 
 def named_like_the_crd(paths: Iterable[str]) -> list[str]:
-    """The paths named after the CRD (``…/runnersets.gitscale.dev.yaml``, as `gitscale init`
-    and `gitscale crd --repo` write it): where `reconcile` looks, without reading every file."""
-    return [p for p in paths if posixpath.basename(p).startswith(CRD_NAME)
-            and p.endswith((".yaml", ".yml"))]
+    """The paths where the CRD is put: named after it (``…/runnersets.gitscale.dev.yaml``,
+    `gitscale crd --repo`'s default), ``…/crd.yaml`` (`gitscale init`'s
+    ``<path>/gitscale-system/crd.yaml``), or in a ``crds/`` folder. `reconcile` looks there
+    only, without reading every file (`validate` reads them all)."""
+    found = []
+    for path in paths:
+        if not path.endswith((".yaml", ".yml")):
+            continue
+        name = posixpath.basename(path)
+        if name.startswith(CRD_NAME) or name.rsplit(".", 1)[0] in ("crd", "crds") \
+                or "crds" in path.split("/")[:-1]:
+            found.append(path)
+    return found
 
 
 def drift(path: str, text: str) -> str | None:

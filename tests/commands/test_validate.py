@@ -124,15 +124,16 @@ def _older_crd() -> str:
     return yaml.safe_dump(crd, sort_keys=False)
 
 
+@pytest.mark.parametrize("crd_path", ["deploy/crds/runnersets.gitscale.dev.yaml",
+                                      "clusters/prod/gitscale-system/crd.yaml"])  # init's
 def test_an_older_runnerset_crd_in_the_repo_is_a_warning_in_validate_and_reconcile(  # type: ignore[no-untyped-def]
-        tmp_path: Path, capsys) -> None:
+        tmp_path: Path, capsys, crd_path: str) -> None:
     """Upgraded in the wrong order (the scaler before the repo's CRD): RunnerSets are checked
     against the CRD gitscale ships, so without a warning `validate` says all is well while the
     cluster's CRD does not know the fields the scaler writes."""
     from gitscale.manifest.crd_drift import shipped_text
     from tests.helpers import RUNNERSET, simple_config
 
-    crd_path = "deploy/crds/runnersets.gitscale.dev.yaml"
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 5}"}),
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),

@@ -54,11 +54,18 @@ Handler = Callable[[Request], Response]
 
 
 class Refused(Exception):
-    """Answer ``status`` and close the connection."""
+    """Answer ``status`` and close the connection. ``request``: the refused request without
+    its body, when its head was read (a body too large): the server's ``refused`` hook is told
+    of it."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, request: Request | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.request = request
+
+
+# Told of a request refused after its head was read: (status, reason, the request, no body).
+RefusedHook = Callable[[int, str, Request], None]
 
 
 class HttpServer:
@@ -67,8 +74,10 @@ class HttpServer:
 
     def __init__(self, host: str, port: int, handler: Handler, limits: Limits = Limits(),
                  report: Callable[[str], None] = lambda message: None,
-                 offload: frozenset[str] = frozenset()) -> None:
+                 offload: frozenset[str] = frozenset(),
+                 refused: RefusedHook = lambda status, reason, request: None) -> None:
         self.handler = handler
+        self.refused = refused  # e.g. serve logs a 413 as it logs its own rejections
         self.offload = offload  # paths answered on a worker thread (slow to build: /metrics)
         self.report = report  # told of unexpected errors (bugs), once each
         self.limits = limits
@@ -153,6 +162,8 @@ class HttpServer:
         except TimeoutError:
             return False  # nobody waits for an answer from a client this slow
         except Refused as exc:
+            if exc.request is not None:
+                self.refused(exc.status, str(exc), exc.request)
             await _close(writer, _raw(exc.status, str(exc)))
             return False
         except h11.RemoteProtocolError as exc:  # the message would echo what the client sent
@@ -198,7 +209,7 @@ class HttpServer:
                 head = event
                 length = _content_length(event)
                 if length is not None and length > self.limits.max_body:
-                    raise Refused(413, "payload too large")
+                    raise Refused(413, "payload too large", _head(event))
                 if conn.they_are_waiting_for_100_continue:
                     go_on = h11.InformationalResponse(status_code=100, headers=[],
                                                       reason=b"Continue")
@@ -207,18 +218,25 @@ class HttpServer:
                 held[0] += len(event.data)
                 self.buffered += len(event.data)
                 if held[0] > self.limits.max_body:
-                    raise Refused(413, "payload too large")
+                    raise Refused(413, "payload too large", _head(head))
                 if self.buffered > self.limits.buffered:
-                    raise Refused(503, "too many large requests at once")
+                    raise Refused(503, "too many large requests at once", _head(head))
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 assert head is not None
-                target = head.target.decode("latin-1")
-                return Request(head.method.decode("latin-1"), target.split("?")[0],
-                               {k.decode("latin-1").lower(): v.decode("latin-1")
-                                for k, v in head.headers}, b"".join(chunks))
+                return _head(head, b"".join(chunks))
             else:  # ConnectionClosed, or PAUSED after an answer (not reached)
                 return None
+
+
+def _head(head: h11.Request | None, body: bytes = b"") -> Request:
+    """The Request of h11's head (none read yet: an empty one) and ``body``."""
+    if head is None:
+        return Request("", "", {}, body)
+    target = head.target.decode("latin-1")
+    return Request(head.method.decode("latin-1"), target.split("?")[0],
+                   {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in head.headers},
+                   body)
 
 
 def _content_length(event: h11.Request) -> int | None:

@@ -11,6 +11,7 @@ deliveries). ``GET /healthz`` reports the queue and the last batch.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,7 +40,7 @@ from gitscale.webhooks.delivery import (MAX_BODY, Deliveries, JobEvent, Rejected
 from gitscale.webhooks.batch import batch_plan
 from gitscale.webhooks.served import Serving, check, check_claims, pick
 from gitscale.plan.forecasts import read_forecasts
-from gitscale.http_server import Handler, HttpServer, Limits, Request, Response
+from gitscale.http_server import Handler, HttpServer, Limits, RefusedHook, Request, Response
 from gitscale.repo.workspace import Workspace, open_workspace
 
 MAX_BACKOFF = 300.0
@@ -143,6 +144,27 @@ def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
     return handle
 
 
+def log_refused(rejections: RejectionLog, path: str) -> RefusedHook:
+    """The HTTP server's hook for a delivery it refused before the handler saw it (a body
+    over GitHub's 25 MB: 413): logged as the handler's rejections are."""
+
+    def refused(status: int, reason: str, request: Request) -> None:
+        if request.method == "POST" and request.path == path:
+            line = rejections.note(Rejected(status, reason), request.headers.get(
+                "x-github-delivery"))
+            if line is not None:
+                log(line)
+
+    return refused
+
+
+def _check_hook_path(path: str) -> None:
+    """``--path``: what a request's path is compared with (its query string cut off)."""
+    if not re.fullmatch(r"/[!-~]*", path) or "?" in path or "#" in path:
+        raise InputError("--path", f"{path!r} is not a URL path: it starts with / and holds "
+                         "no blank, ? or # (e.g. /webhook)")
+
+
 # The shortest of each duration: below them serve would spin (a window of 0 is a busy loop), hold
 # a job's runner for less time than one takes to start, or poll GitHub's API without pause.
 MIN_WINDOW, MIN_RESERVATION, MIN_RESYNC = "1s", "1m", "10s"
@@ -196,6 +218,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     """``sets``: ``--set`` (none: every set whose source takes webhooks). ``ready`` is told the
     webhook port once deliveries are taken (tests pass port 0)."""
     window_s, duration, resync_s = _durations(window, reservation, resync)
+    _check_hook_path(path)
     ref = {"file": secret_file} if secret_file else {"env": secret_env}
     try:
         secret = read_secret(ref, "webhook secret").encode()
@@ -216,7 +239,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
         server = HttpServer(host, port, handler,
                             Limits(deadline=REQUEST_DEADLINE, max_body=MAX_BODY,
                                    connections=MAX_CONNECTIONS), report=log,
-                            offload=frozenset({"/metrics"}))
+                            offload=frozenset({"/metrics"}),
+                            refused=log_refused(rejections, path))
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
     cache = StateCache.load(default_cache_dir())

@@ -57,14 +57,22 @@ def runner_pod_fields(pod: RawObject) -> RawObject:
     kept: dict[str, Any] = {k: status[k] for k in ("phase", "reason", "startTime")
                             if k in status}
     if isinstance(status.get("conditions"), list):
-        kept["conditions"] = [{k: c[k] for k in ("type", "status", "lastTransitionTime")
-                               if k in c} for c in status["conditions"] if isinstance(c, dict)]
+        kept["conditions"] = [_condition(c) for c in status["conditions"] if isinstance(c, dict)]
     for part in ("initContainerStatuses", "containerStatuses"):
         if isinstance(status.get(part), list):
             kept[part] = [{k: c[k] for k in ("name", "ready", "state") if k in c}
                           for c in status[part] if isinstance(c, dict)]
     out["status"] = kept
     return cast(RawObject, out)
+
+
+def _condition(cond: dict[str, Any]) -> dict[str, Any]:
+    """A pod condition as kept: its type, status, reason and time; the message only of a pod
+    the scheduler could not place (``PodScheduled`` False: what ``Ready`` then quotes)."""
+    keys: tuple[str, ...] = ("type", "status", "reason", "lastTransitionTime")
+    if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+        keys += ("message",)
+    return {k: cond[k] for k in keys if k in cond}
 
 
 def _version(obj: RawObject) -> int | None:

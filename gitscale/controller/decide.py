@@ -84,6 +84,17 @@ class Spec:
 
 
 @dataclass(frozen=True)
+class Unschedulable:
+    """A pending runner's pod the scheduler could not place (its ``PodScheduled`` condition
+    False, reason ``Unschedulable``): since when (the condition's ``lastTransitionTime``, else
+    the pod's creation; None: unknown) and the scheduler's message. Reported, never acted on:
+    see ``status.unscheduled``."""
+
+    since: datetime | None
+    message: str
+
+
+@dataclass(frozen=True)
 class Runner:
     """One runner pod as observed. ``failures`` counts the failed runners it replaced, in a row."""
 
@@ -95,6 +106,7 @@ class Runner:
     failures: int = 0
     created_at: datetime | None = None
     spec_time: datetime | None = None  # effectiveTime of the spec that created it, if known
+    unschedulable: Unschedulable | None = None  # PENDING: the scheduler cannot place its pod
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ Normal, from what the pass did: ``RunnersCreated``, ``RunnersDeleted``, ``Unregi
 (registrations left without a pod), and ``Reconciled`` when Ready turns True again.
 Warning, from the status the pass left: Ready False with its reason (``CreateFailed``,
 ``QuotaExceeded``, ``ApplyFailed``, ``PlatformUnavailable``, ``InvalidSpec``,
-``RunnersMissing``, ``Backoff``, ``Interrupted``: the reasons of ``status.py``), and
+``RunnersMissing``, ``RunnersUnschedulable``, ``Backoff``, ``Interrupted``: the reasons of
+``status.py``), and
 ``RepeatedFailures`` while RunnersFailing is True — posted on every pass the condition holds,
 so the first one marks the transition and the repeats only count.
 """

@@ -1,5 +1,5 @@
 """The controller's Prometheus metrics, per RunnerSet (labels ``namespace`` and ``set``):
-runners by state, desired and missing runners, creations, deletions, 422 refusals, API errors,
+runners by state, desired, missing and unschedulable runners, creations, deletions, 422 refusals, API errors,
 pass duration, leadership. Served at ``/metrics`` on the health port (``exposition``)."""
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ class ControllerMetrics:
         self.missing = Gauge("gitscale_controller_runners_missing", "Slots of spec.replicas "
                              "with no runner at all (what Ready=False reports)", per_set,
                              registry=reg)
+        self.unschedulable = Gauge("gitscale_controller_runners_unschedulable", "Pending "
+                                   "runners whose pods the scheduler could not place "
+                                   "(PodScheduled=False, Unschedulable), without Ready's grace",
+                                   per_set, registry=reg)
         self.created = Counter("gitscale_controller_runner_creations", "Runners created",
                                per_set, registry=reg)
         self.deleted = Counter("gitscale_controller_runner_deletions", "Runners removed",
@@ -63,6 +67,7 @@ class ControllerMetrics:
                 self.runners.labels(namespace, name, state).set(getattr(counts, state))
             self.desired.labels(namespace, name).set(counts.wanted)
             self.missing.labels(namespace, name).set(counts.short)
+            self.unschedulable.labels(namespace, name).set(report.unschedulable)
 
     def leading(self, acting: bool, keys: Iterable[str] = ()) -> None:
         """Leadership changed. A replica that stops acting drops its per-set gauges: the new
@@ -71,14 +76,15 @@ class ControllerMetrics:
         if not acting:
             for key in keys:
                 namespace, _, name = key.partition("/")
-                for gauge in (self.desired, self.missing, self.last_duration):
+                for gauge in (self.desired, self.missing, self.unschedulable,
+                              self.last_duration):
                     remove(gauge, namespace, name)
                 for state in RUNNER_STATES:
                     remove(self.runners, namespace, name, state)
 
     def _forget(self, namespace: str, name: str) -> None:
-        for metric in (self.desired, self.missing, self.last_duration, self.created,
-                       self.deleted, self.refusals, self.api_errors):
+        for metric in (self.desired, self.missing, self.unschedulable, self.last_duration,
+                       self.created, self.deleted, self.refusals, self.api_errors):
             remove(metric, namespace, name)
         for state in RUNNER_STATES:
             remove(self.runners, namespace, name, state)

@@ -9,11 +9,11 @@ platform's rule (GitHub's runner list by runner id, Buildkite's agents or the po
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, TypedDict
 
-from gitscale.controller.decide import Phase, Refilled, Runner, Spec, Write
+from gitscale.controller.decide import Phase, Refilled, Runner, Spec, Unschedulable, Write
 from gitscale.controller.errors import InvalidRunnerSet
 from gitscale.controller.platform import Kind, Registered, RunningRule
 from gitscale.runnerset_api import BACKLOG_MAX, PATCH_ID_MAX, REPLICAS_MAX
@@ -177,7 +177,7 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
         stuck_since = _stuck(pod, now)
         if stuck_since is not None:  # it would hold its slot forever: back off and replace it
             return make(Phase.FAILED, stuck_since)
-        return make(Phase.PENDING)
+        return replace(make(Phase.PENDING), unschedulable=unschedulable_of(pod))
     if (busy_until is not None and now < busy_until) or running is None:
         return make(Phase.BUSY)
     phase = running(str(meta.get("name")), notes, runner_id, registered)
@@ -201,10 +201,28 @@ def registration_timed_out(pod: Mapping[str, Any], came_online: bool,
     return started + REGISTRATION_TIMEOUT
 
 
+def unschedulable_of(pod: Mapping[str, Any]) -> Unschedulable | None:
+    """The scheduler's word on a pod it could not place: its ``PodScheduled`` condition False
+    with reason ``Unschedulable`` (no node fits: too little CPU or memory, a nodeSelector or
+    taint no node matches, a volume zone; the cluster autoscaler may be adding a node). None
+    for a pod scheduled, not yet tried, or refused for another reason (``SchedulingGated``:
+    held on purpose)."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
+            if cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
+                return None
+            since = _time(cond.get("lastTransitionTime")) or _time(
+                (pod.get("metadata") or {}).get("creationTimestamp"))
+            return Unschedulable(since, str(cond.get("message") or "no node fits the pod"))
+    return None
+
+
 # Waiting reasons that do not clear by themselves: a pod in one of them for longer than
 # STUCK_AFTER is a failed runner (a missing JIT Secret after a crash, a bad image, ...).
+# (ErrImageNeverPull: imagePullPolicy Never and the image is not on the node.)
 STUCK_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName",
-                           "CreateContainerConfigError", "CreateContainerError"})
+                           "ErrImageNeverPull", "CreateContainerConfigError",
+                           "CreateContainerError"})
 STUCK_AFTER = timedelta(minutes=5)
 # A running runner never seen online this long after it started is failed and replaced (with
 # the failed runners' backoff), as actions-runner-controller's registration timeout does.

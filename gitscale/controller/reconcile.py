@@ -97,6 +97,7 @@ class Report:
     leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
     unheard: str | None = None  # why the platform could not say who is idle or busy
     counts: Status | None = None  # the set at the end of the pass (None: it could not count)
+    unschedulable: int = 0  # pending runners left whose pods the scheduler could not place
     before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
     status_written: bool = False
     requeue_after: float | None = None
@@ -226,7 +227,11 @@ def reconcile(ctx: Context, key: str) -> Report:
                          "; ".join(report.errors[:3])) if report.errors else None
     if unavailable:
         trouble = _without_platform(unavailable, report)
-    conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now)
+    gone = set(report.deleted)
+    unscheduled = st.unscheduled((r for r in runners if r.name not in gone), now)
+    report.unschedulable = unscheduled.count
+    conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now,
+                               unschedulable=unscheduled)
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
     others = len(report.errors) - len(created.errors)  # errors not of its creations
@@ -235,7 +240,8 @@ def reconcile(ctx: Context, key: str) -> Report:
                          created.retry_after,  # refused creations back off
                          ERROR_RETRY if others or (created.errors and created.retry_after is None)
                          else None,
-                         report.requeue_after) if w is not None]
+                         report.requeue_after,
+                         unscheduled.wake_after) if w is not None]  # (its grace runs out)
     report.requeue_after = min(waits) if waits else None
     return _finish(ctx, obj, report, counts, conditions, now, applied=applied,
                    generation=generation, refilled=refilled)

@@ -9,11 +9,13 @@ generation of the spec the status describes:
   short, or a pass failed, with the reason: ``Creating``, ``CreateFailed``, ``QuotaExceeded``,
   ``Interrupted`` (the controller stopped before it was done), ``RunnersMissing`` (runners
   went away while the write was already applied, and their replacements are not made yet),
-  ``Backoff`` (failed runners wait to be replaced), ``ApplyFailed``, ``InvalidSpec``,
-  ``PlatformUnavailable``;
+  ``RunnersUnschedulable`` (pending runners the scheduler has not placed for
+  ``UNSCHEDULABLE_GRACE``: reported, not replaced, see ``unscheduled``), ``Backoff`` (failed
+  runners wait to be replaced), ``ApplyFailed``, ``InvalidSpec``, ``PlatformUnavailable``;
 - ``Reconciling``: True while Ready is False and the controller keeps working on it;
 - ``Stalled``: True when it cannot get there by itself: an invalid spec at once, any other
-  failure once Ready has been False for ``STALLED_AFTER`` (a progress deadline);
+  failure (unschedulable runners too) once Ready has been False for ``STALLED_AFTER`` (a
+  progress deadline);
 - ``RunnersFailing``: runners failing again and again (each replaced after its backoff);
 - ``BusyKnown``: whether the platform says which runners run a job (GitHub's runner list,
   Buildkite's agents API), or the controller goes by the graceful-stop rule; each platform
@@ -24,17 +26,21 @@ written only when something in it changed.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gitscale.controller.decide import Refilled, Status, Write
+from gitscale.controller.decide import Phase, Refilled, Runner, Status, Write
 from gitscale.timeutil import format_time, parse_time
 
 READY, RECONCILING, STALLED, FAILING = "Ready", "Reconciling", "Stalled", "RunnersFailing"
 BUSY = "BusyKnown"
 STALLED_AFTER = timedelta(minutes=5)
+UNSCHEDULABLE = "RunnersUnschedulable"
+# How long a pending runner may stay unschedulable before Ready says so: a cluster autoscaler
+# or Karpenter adding a node takes about a minute or two, and Ready must not flap on each.
+UNSCHEDULABLE_GRACE = timedelta(minutes=2)
 COUNTS = ("replicas", "pending", "idle", "busy", "failed")
 KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime", "refilled",
         "refilledPatchID", "refilledEffectiveTime", "observedGeneration")
@@ -57,14 +63,47 @@ class Problem:
     person: bool = False
 
 
+@dataclass(frozen=True)
+class Unscheduled:
+    """The set's pending runners the scheduler could not place, at the end of a pass.
+
+    ``count``: all of them (the metric); ``late``: those unschedulable for ``grace`` or more
+    (what Ready reports), ``message`` the scheduler's word on the longest-waiting of those;
+    ``wake_after``: seconds until the next one's grace runs out (a pass then, since an
+    unschedulable pod may change no more), None when none is in its grace."""
+
+    count: int = 0
+    late: int = 0
+    message: str = ""
+    wake_after: float | None = None
+
+
+def unscheduled(runners: Iterable[Runner], now: datetime,
+                grace: timedelta = UNSCHEDULABLE_GRACE) -> Unscheduled:
+    """Pure. Pass the runners left at the end of the pass (not those it removed). They are
+    never replaced: a new pod would wait for the same node, and the slot is taken either way;
+    a scale-down (patch 0) removes pending runners last, unschedulable ones among them. An
+    unknown ``since`` counts as late (reported rather than hidden)."""
+    stuck = sorted((r.unschedulable for r in runners
+                    if r.phase is Phase.PENDING and r.unschedulable is not None),
+                   key=lambda u: (u.since is not None, u.since or now))
+    late = [u for u in stuck if u.since is None or now - u.since >= grace]
+    waits = [(u.since + grace - now).total_seconds() for u in stuck
+             if u.since is not None and now - u.since < grace]
+    return Unscheduled(len(stuck), len(late), late[0].message if late else "",
+                       max(min(waits), 0.0) if waits else None)
+
+
 def conditions(counts: Status | None, problem: Problem | None,
                failing: tuple[tuple[str, int], ...], current: Mapping[str, Any] | None,
-               now: datetime, creating: int = 0) -> list[Condition]:
+               now: datetime, creating: int = 0,
+               unschedulable: Unscheduled | None = None) -> list[Condition]:
     """Ready, Reconciling, Stalled and RunnersFailing after a pass (or, with ``creating``,
     before a pass's creations: ``Creating``)."""
-    ready = _ready(counts, problem, creating)
-    stalled = not ready.status and problem is not None and (
-        problem.person or _false_since(current, now) >= STALLED_AFTER)
+    ready = _ready(counts, problem, creating, unschedulable)
+    stuck = problem is not None or ready.reason == UNSCHEDULABLE
+    stalled = not ready.status and stuck and (
+        (problem is not None and problem.person) or _false_since(current, now) >= STALLED_AFTER)
     if stalled:
         stall = Condition(STALLED, True, ready.reason,
                           ready.message if problem is not None and problem.person else
@@ -76,7 +115,8 @@ def conditions(counts: Status | None, problem: Problem | None,
     return [ready, working, stall, _failing(failing)]
 
 
-def _ready(counts: Status | None, problem: Problem | None, creating: int) -> Condition:
+def _ready(counts: Status | None, problem: Problem | None, creating: int,
+           unschedulable: Unscheduled | None) -> Condition:
     if counts is None:
         assert problem is not None, "a pass that could not count has a problem"
         return Condition(READY, False, problem.reason, problem.message[:1000])
@@ -90,6 +130,11 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int) -> Con
         return Condition(READY, False, "RunnersMissing",
                          f"{missing}: they went away after patch {counts.observed_patch_id} was "
                          "applied (deleted or evicted?); they are replaced without a new write")
+    if unschedulable is not None and unschedulable.late:
+        return Condition(READY, False, UNSCHEDULABLE, (
+            f"{unschedulable.late} of {counts.wanted} runner(s) cannot be scheduled: "
+            f"{unschedulable.message} (they stay pending, not replaced, until a node fits "
+            "them)")[:1000])
     if counts.waiting:
         return Condition(READY, False, "Backoff", f"{counts.waiting} runner(s) failed: each is "
                          "replaced once its backoff has passed")

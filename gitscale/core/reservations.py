@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TypeGuard
 
 from gitscale.core.model import Demand
 
@@ -32,7 +32,7 @@ from gitscale.core.model import Demand
 MAX_JOB_ID = 2 ** 63 - 1
 
 
-def is_job_id(value: object) -> bool:
+def is_job_id(value: object) -> TypeGuard[int]:
     """A GitHub job id: an int (not a bool) from 1 to ``MAX_JOB_ID``."""
     return type(value) is int and 0 < value <= MAX_JOB_ID
 

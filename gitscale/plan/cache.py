@@ -203,7 +203,8 @@ class CacheWrites:
     """What one pass learnt for the state cache, in the order it learnt it. A pass only reads
     the cache (``compute_plan`` hands this back in ``Plan.cache_writes``); whoever runs the pass
     applies it once the pass has decided (``StateCache.apply``: `land` for the commands that
-    commit, `plan` itself), so a pass that fails leaves the cache as it found it."""
+    commit, once the edits passed validation; `plan` itself), so a pass that fails or is
+    refused leaves the cache as it found it."""
 
     floor: int = 0  # the config's sets: the cache keeps at least twice as many entries
     keep_settled: frozenset[str] | None = None  # the answers of any other set are forgotten

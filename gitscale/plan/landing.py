@@ -1,7 +1,9 @@
 """Write, validate, commit and push one pass, retrying when another writer got there first.
 
 The pass decides (``compute_plan``) and this applies what it decided, once: first what the state
-cache learnt (``Plan.cache_writes``, when given the ``cache``), then the commit and the push.
+cache learnt (``Plan.cache_writes``, when given the ``cache``) — once the plan has passed its
+checks (placeholders, schema validation): a pass refused teaches the cache nothing —, then the
+commit and the push.
 
 On a non-fast-forward rejection we fetch, reset to the new head and recompute the plan from the
 *same* demand (the caller's ``make_plan`` closes over it), so the commit that lands always
@@ -61,21 +63,23 @@ class Landed:
 def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | None = None,
          date: str | None = None, sleep: Callable[[float], None] = time.sleep,
          clock: Callable[[], float] = time.monotonic, deadline: float = DEADLINE) -> Landed:
-    """Commit and push what ``make_plan`` decides. Each plan's cache writes go to ``cache`` as
-    soon as it is made: what a pass learnt holds whether or not its commit lands (it depends
-    on file contents only), and a retry after a lost race reads less."""
+    """Commit and push what ``make_plan`` decides. Each plan's cache writes go to ``cache`` once
+    its checks pass (a refused pass, like one that failed to decide, leaves the cache as it
+    found it), before the commit: what a pass learnt holds whether or not its commit lands (it
+    depends on file contents only), and a retry after a lost race reads less."""
     ws.prepare_write()
     started = clock()
     attempt = 0
     while True:
         attempt += 1
         plan = make_plan()
+        refuse_unfinished(plan)
+        if plan.changed_paths:
+            check_plan(ws, plan)
         if cache is not None:
             cache.apply(plan.cache_writes)
-        refuse_unfinished(plan)
         if not plan.changed_paths:
             return Landed(plan, None, False, attempt)
-        check_plan(ws, plan)
         sha = _commit(ws, plan, date)
         if ws.remote is None:
             ws.end_write()

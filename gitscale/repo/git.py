@@ -18,7 +18,7 @@ from typing import Iterator, Mapping, Sequence
 from gitscale import files
 from gitscale.repo import scratch as scratch
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
-from gitscale.redact import has_credentials
+from gitscale.redact import has_credentials, header_problem
 from gitscale.redact import redact as redact_text
 
 # receive-pack's status when the ref moved between its advertisement and the update ("failed to
@@ -39,12 +39,17 @@ def redact(text: str) -> str:
 _TOKEN_SECRET_HINT = 'the key "token" of Secret gitscale-git?'
 
 
-def check_token_file() -> None:
-    """``GITSCALE_GIT_TOKEN_FILE``, when set, names a readable, non-empty file: checked before
-    git talks to a server, since the askpass script's ``cat`` failing would only show as git's
-    "Authentication failed" (and a hint that the token was refused, when there was none)."""
+def check_token() -> None:
+    """The git token, checked before git talks to a server: ``GITSCALE_GIT_TOKEN_FILE``, when
+    set, names a readable, non-empty file, since the askpass script's ``cat`` failing would
+    only show as git's "Authentication failed" (and a hint that the token was refused, when
+    there was none); and the token (the file's or ``GITSCALE_GIT_TOKEN``) is one line of
+    visible ASCII, as the API tokens are (``gitscale.redact.header_problem``): git sends what
+    comes before the first line break, so a token broken by a paste would be sent cut and
+    blamed on the server. Never shown."""
     name = os.environ.get("GITSCALE_GIT_TOKEN_FILE")
     if not name:
+        _check_token_text(os.environ.get("GITSCALE_GIT_TOKEN", ""), "GITSCALE_GIT_TOKEN")
         return
     path = Path(name)
     label = f"GITSCALE_GIT_TOKEN_FILE={name}"
@@ -59,9 +64,18 @@ def check_token_file() -> None:
         problem = f"cannot be read ({exc.strerror or type(exc).__name__})"
     else:
         if text.strip():
+            _check_token_text(text, label)
             return
         problem = "is empty"
     raise InputError(label, f"{problem} ({_TOKEN_SECRET_HINT})")
+
+
+def _check_token_text(token: str, label: str) -> None:
+    """Line breaks at its end are not sent (git reads up to the first), all else is."""
+    problem = header_problem(token.rstrip("\r\n")) if token else None
+    if problem is not None:
+        raise InputError(label, f"the token {problem} (a token is one line of visible ASCII; "
+                         "git would send it cut or broken, and the server refuse it)")
 
 
 def is_url(location: str) -> bool:
@@ -153,6 +167,10 @@ class Git:
     def head(self) -> str:
         return self.out("rev-parse", "HEAD")
 
+    def has_commits(self) -> bool:
+        """False in a repository created and not yet committed to (HEAD names no commit)."""
+        return self.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).code == 0
+
     def current_branch(self) -> str | None:
         result = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         return result.stdout.strip() or None
@@ -230,7 +248,7 @@ class Git:
         would start a fetch per object the first time each is read."""
         if not ids or self.promisor is None:
             return
-        check_token_file()
+        check_token()
         self.run("-c", "fetch.negotiationAlgorithm=noop", "-c", "maintenance.auto=false",
                  "fetch", "--quiet", self.promisor,
                  "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
@@ -238,7 +256,7 @@ class Git:
 
     # -- writing -------------------------------------------------------------------------
     def fetch(self, remote: str, branch: str, depth: int | None = None) -> str:
-        check_token_file()
+        check_token()
         args = ["fetch", "--quiet", "--no-tags", remote, f"refs/heads/{branch}"]
         if depth:
             args[1:1] = [f"--depth={depth}"]
@@ -248,7 +266,7 @@ class Git:
     def deepen_since(self, remote: str, branch: str, since: str) -> None:
         """A shallow clone: fetch the commits of ``branch`` from ``since`` (a git date) on, as
         the clone fetches (a partial clone keeps its filter). HEAD does not move."""
-        check_token_file()
+        check_token()
         self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
                  f"--shallow-since={since}", remote, f"refs/heads/{branch}")
 
@@ -285,7 +303,7 @@ class Git:
 
     def push(self, remote: str, branch: str) -> None:
         """Push HEAD to ``remote``'s ``branch``. Raises PushRaced or PushRejected."""
-        check_token_file()
+        check_token()
         result = self.run("push", "--porcelain", remote, f"HEAD:refs/heads/{branch}",
                           check=False)
         if result.code == 0:
@@ -413,7 +431,7 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
     fetches the blobs it needs in batches); a server that does not allow filters sends
     everything instead, with a warning on stderr that is not an error."""
     check_url(url)
-    check_token_file()
+    check_token()
     # --template=: no hooks or other files from the machine's git templates in our clone
     args = ["clone", "--quiet", "--no-tags", "--single-branch", "--template="]
     if since:

@@ -202,11 +202,13 @@ def _digest(data: bytes) -> str:
 @contextmanager
 def open_workspace(repo: str, branch: str | None, *, push: bool = True,
                    history: bool = False, sparse: bool = False,
-                   since: str | None = None, kept: bool = False) -> Iterator[Workspace]:
+                   since: str | None = None, kept: bool = False,
+                   unborn_ok: bool = False) -> Iterator[Workspace]:
     """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
     ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
     git: ``gitscale.repo.index``). ``kept``: the clone serves pass after pass (``run``; see
-    ``_clone``)."""
+    ``_clone``). A repo without a commit is refused (a pass starts from one), unless
+    ``unborn_ok`` (``validate`` reads the files as they are)."""
     if git.is_url(repo):
         git.check_url(repo)  # before anything can echo it or hand it to git
     path = Path(repo).expanduser()
@@ -214,7 +216,10 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         if not git.is_work_tree(path):
             raise InputError(repo, "is not the top of a git checkout (git init it, or pass "
                              "a URL)")
-        yield _checkout(path, branch, push)
+        ws = _checkout(path, branch, push)
+        if not unborn_ok:
+            _check_born(ws)
+        yield ws
         return
     if not git.is_url(repo) and not path.exists():
         raise InputError(git.redact(repo), "no such directory, and not a URL")
@@ -230,10 +235,19 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         current = repo_git.current_branch()
         if current is None:
             raise GitError(f"{git.redact(repo)} has no branch to work on")
-        yield Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo),
-                        sparse)
+        ws = Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo),
+                       sparse)
+        if not unborn_ok:
+            _check_born(ws)
+        yield ws
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _check_born(ws: Workspace) -> None:
+    if not ws.git.has_commits():
+        raise InputError(ws.label, "has no commits yet: commit gitscale.yaml and the manifests "
+                         "first (`gitscale init` writes and commits them)")
 
 
 def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool,

@@ -138,29 +138,32 @@ class JobEvent:
 
 
 def parse(body: bytes, at: datetime) -> JobEvent | None:
-    """A workflow_job payload → JobEvent; None for actions that need no runner bookkeeping."""
-    try:
-        payload = json.loads(body)
-        action = payload["action"]
-        job = payload["workflow_job"]
-        job_id = job["id"]
-        labels = job.get("labels") or []
-        repo = payload["repository"]["full_name"]
-    except RecursionError:  # "[[[[…": nested deeper than the parser goes, not a payload
-        raise Rejected(400, f"{NOT_A_JOB} (JSON nested too deep)", NOT_A_JOB) from None
-    except (ValueError, KeyError, TypeError) as exc:
-        # The error's text names a key or a position, never the body's content (a bad byte
-        # would: a UnicodeDecodeError is named by its type only).
-        detail = type(exc).__name__ if isinstance(exc, UnicodeDecodeError) \
-            else f"{type(exc).__name__}: {exc}"
-        raise Rejected(400, f"{NOT_A_JOB} ({detail})", NOT_A_JOB) from None
-    if not isinstance(labels, list) or not isinstance(repo, str) or not all(
-            isinstance(label, str) for label in labels):
-        raise Rejected(400, "not a workflow_job payload (id, labels or repository malformed)",
-                       NOT_A_JOB)
+    """A workflow_job payload → JobEvent; None for actions that need no runner bookkeeping.
+    A body of another shape is a 400 naming what is wrong in the payload's terms
+    (``workflow_job.labels is not a list of strings``), never a value of it: a client wrote it.
+    A job whose labels are missing or not a list of strings is refused, as the polling source
+    refuses it: taken as no labels, every set would match it and reserve a runner."""
+    payload = _json(body)
+    if not isinstance(payload, dict):
+        raise _malformed("the body is not a JSON object")
+    action = _member(payload, "action", "action")
+    job = _member(payload, "workflow_job", "workflow_job")
+    if not isinstance(job, dict):
+        raise _malformed("workflow_job is not an object")
+    job_id = _member(job, "id", "workflow_job.id")
     if not is_job_id(job_id):  # a bool, a string, 0, -1, 10**400: never written to the repo
-        raise Rejected(400, f"not a workflow_job payload (workflow_job.id is not a job id: an "
-                       f"integer from 1 to {MAX_JOB_ID})", NOT_A_JOB)
+        raise _malformed(f"workflow_job.id is not a job id: an integer from 1 to {MAX_JOB_ID}")
+    labels = _member(job, "labels", "workflow_job.labels")
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        raise _malformed("workflow_job.labels is not a list of strings")
+    repository = _member(payload, "repository", "repository")
+    if not isinstance(repository, dict):
+        raise _malformed("repository is not an object")
+    repo = _member(repository, "full_name", "repository.full_name")
+    if not isinstance(repo, str):
+        raise _malformed("repository.full_name is not a string")
+    if not isinstance(action, str):
+        raise _malformed("action is not a string")
     try:
         kind = Action(action)
     except ValueError:
@@ -172,6 +175,39 @@ def parse(body: bytes, at: datetime) -> JobEvent | None:
     org = payload.get("organization")
     owner = (org.get("login") if isinstance(org, dict) else None) or repo.split("/")[0]
     return JobEvent(job_id, kind, tuple(labels), repo, str(owner), at)
+
+
+class _TooLong:
+    """A JSON integer of more digits than any job id has: parsed as this, not converted (an
+    int of thousands of digits is slow to convert, and Python refuses past 4,300)."""
+
+
+def _integer(text: str) -> int | _TooLong:
+    return int(text) if len(text) <= 20 else _TooLong()
+
+
+def _json(body: bytes) -> object:
+    """The body's JSON value; a 400 saying why when it is not JSON. The JSON parser's message
+    is cut at its colon: past it, it quotes the body (``Invalid \\escape: 'x'``)."""
+    try:
+        return json.loads(body, parse_int=_integer)
+    except RecursionError:  # "[[[[…": nested deeper than the parser goes, not a payload
+        raise _malformed("JSON nested too deep") from None
+    except json.JSONDecodeError as exc:
+        raise _malformed(f"the body is not JSON: {exc.msg.split(':')[0]} at line "
+                         f"{exc.lineno} column {exc.colno}") from None
+    except UnicodeDecodeError:  # its text would quote a byte of the body
+        raise _malformed("the body is not JSON: not UTF-8 text") from None
+
+
+def _member(container: dict[str, object], key: str, name: str) -> object:
+    if key not in container:
+        raise _malformed(f"{name} is missing")
+    return container[key]
+
+
+def _malformed(detail: str) -> Rejected:
+    return Rejected(400, f"{NOT_A_JOB} ({detail})", NOT_A_JOB)
 
 
 def route(event: JobEvent, sets: Sequence[RunnerSetConfig]) -> str | None:

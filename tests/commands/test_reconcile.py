@@ -1,7 +1,10 @@
 """`gitscale reconcile` on a checkout with a local bare remote: commits, pushes, refusals."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import git, run
 from tests.one_set import land_sequence, reconcile, setup, spec
@@ -108,3 +111,56 @@ def test_a_failed_fetch_after_a_push_race_leaves_the_checkout_as_it_was(tmp_path
             land(ws, make_plan, sleep=remote_goes_away)
     assert git(checkout, "rev-parse", "HEAD") == head
     assert git(checkout, "status", "--porcelain") == ""
+
+
+NO_COMMITS = ("has no commits yet: commit gitscale.yaml and the manifests first (`gitscale init` "
+              "writes and commits them)")
+
+
+@pytest.mark.parametrize("command", ["plan", "reconcile", "history"])
+def test_a_repo_without_a_commit_is_said_so(tmp_path: Path, capsys, command: str) -> None:  # type: ignore[no-untyped-def]
+    """`git init`, the files written, nothing committed: `git rev-parse HEAD failed (exit 128):
+    fatal: ambiguous argument 'HEAD'…` was the error. A bare repo with no commit (cloned) too."""
+    checkout, _ = setup(tmp_path / "model")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "--quiet", "--initial-branch=main")
+    for path in ("gitscale.yaml", "sets/linux.yaml", "demand.yaml"):
+        (empty / path).parent.mkdir(parents=True, exist_ok=True)
+        (empty / path).write_text((checkout / path).read_text())
+    bare = tmp_path / "empty.git"
+    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(bare))
+    demand = ["--demand", str(empty / "demand.yaml")] if command != "history" else []
+    for repo in (empty, bare):
+        code, out, err = run(capsys, command, "--repo", str(repo), *demand)
+        assert (code, out, err) == (1, "", f"error: {repo}: {NO_COMMITS}\n")
+        assert git(repo, "rev-list", "--all") == ""
+    assert not any(p for p in Path(os.environ["GITSCALE_CACHE_DIR"]).iterdir())
+    # `validate` reads the files as they are: a repo not committed yet is checked all the same
+    code, out, err = run(capsys, "validate", "--repo", str(empty))
+    assert code == 0 and "no commits" not in err, (out, err)
+
+
+def test_a_pass_refused_for_an_invalid_manifest_teaches_the_cache_nothing(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The state cache took what the pass learnt before the edit was validated: a reconcile
+    refused (exit 1, nothing committed) still wrote manifest-state.pickle."""
+    from tests.helpers import RUNNERSET, make_repo, simple_config
+
+    state = Path(os.environ["GITSCALE_CACHE_DIR"]) / "manifest-state.pickle"
+    manifest = RUNNERSET.format(name="linux", replicas=1)
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "default"}),
+        "sets/linux.yaml": manifest.replace("  platform: github", "  platform: jenkins"),
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "refusing to commit invalid manifests" in err
+    assert not state.exists()
+    # the same pass on a valid manifest: it is written (the test can see a write)
+    (checkout / "sets/linux.yaml").write_text(manifest)
+    git(checkout, "commit", "-qam", "fix the platform")
+    git(checkout, "push", "-q")
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert state.exists()

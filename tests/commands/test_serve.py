@@ -280,7 +280,7 @@ def test_rejected_deliveries_are_logged_once_per_reason_without_body_or_secret(
         "rejected webhook delivery bad-0: 401 bad signature",
         "rejected webhook delivery unsigned-1: 401 missing X-Hub-Signature-256",
         "rejected webhook delivery garbled-1: 400 not a workflow_job payload "
-        "(KeyError: 'workflow_job')",
+        "(workflow_job is missing)",
     ], lines
     # the other 40 are told when the server stops (or, while it runs, once a minute has passed)
     assert len(lines) == 4 and re.fullmatch(
@@ -561,6 +561,60 @@ def test_a_job_id_beyond_int64_is_refused_and_never_written(repo: Path) -> None:
     assert [r["job"] for r in book["sets"]["linux"]["reservations"]] == [7]
     subjects = git(remote, "log", "--format=%s", "main").splitlines()
     assert all(s.strip() != "gitscale:" for s in subjects), subjects
+
+
+def test_a_job_without_a_list_of_labels_is_refused_and_reserves_nothing(
+        repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """`"labels": null`, or no labels at all, was taken as a job without labels, which every
+    set matches: both got 202 and the next batch committed `linux 0→2`."""
+    def unlabelled(job_id: int, labels: object) -> bytes:
+        payload = json.loads(job(job_id, "queued", []))
+        if labels is None:
+            payload["workflow_job"]["labels"] = None
+        else:
+            del payload["workflow_job"]["labels"]
+        return json.dumps(payload).encode()
+
+    server = Server(repo, window="1s")
+    try:
+        status, answer = server.post(unlabelled(21, None), delivery="null-labels")
+        assert (status, answer) == (400, {"error": "not a workflow_job payload "
+                                          "(workflow_job.labels is not a list of strings)"})
+        status, answer = server.post(unlabelled(22, "absent"), delivery="no-labels")
+        assert (status, answer) == (400, {"error": "not a workflow_job payload "
+                                          "(workflow_job.labels is missing)"})
+        before, _ = remote_state(repo)
+        assert server.post(job(7, "queued", ["self-hosted", "linux"]))[0] == 202
+        wait_for_commit(server, repo, before)
+    finally:
+        server.close()
+    _, spec = remote_state(repo)
+    assert spec["replicas"] == 1
+    book = yaml.safe_load(git(repo.parent / "remote.git", "show",
+                              "main:.gitscale/reservations.yaml"))
+    assert [r["job"] for r in book["sets"]["linux"]["reservations"]] == [7]
+    assert "gpu" not in book["sets"]
+    lines = [line.split(" ", 1)[1] for line in capfd.readouterr().err.splitlines()
+             if "rejected" in line]
+    assert lines[0] == ("rejected webhook delivery null-labels: 400 not a workflow_job payload "
+                        "(workflow_job.labels is not a list of strings)")
+    # the second, of the same kind within the minute, is counted (RejectionLog)
+    assert re.fullmatch(r"rejected 1 more webhook deliveries: 400 not a workflow_job payload "
+                        r"\(since \d+ s ago\)", lines[1]) and len(lines) == 2, lines
+
+
+@pytest.mark.parametrize("path", ["nopath", "", "webhook/", "/hook?x=1", "/a b", "/hook#x"])
+def test_a_path_that_is_not_a_url_path_is_refused(repo: Path, capsys, path: str) -> None:  # type: ignore[no-untyped-def]
+    """`--path nopath` was taken, logged `listening on 127.0.0.1:8080nopath` and matched no
+    request: every delivery a 404."""
+    from tests.helpers import run
+
+    code, out, err = run(capsys, "serve", "--repo", str(repo), "--listen", "127.0.0.1:0",
+                         "--path", path, "--secret-env", "TEST_WEBHOOK_SECRET")
+    assert (code, out) == (1, "")
+    assert err == (f"error: --path: {path!r} is not a URL path: it starts with / and holds no "
+                   "blank, ? or # (e.g. /webhook)\n")
+    assert git(repo.parent / "remote.git", "rev-list", "--count", "main") == "1"
 
 
 def test_a_reservations_file_with_a_job_id_beyond_int64_is_an_error(repo: Path) -> None:

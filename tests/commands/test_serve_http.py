@@ -161,3 +161,30 @@ def test_events_the_last_batch_cannot_write_are_named(repo: Path,
     server.close()
     err = capfd.readouterr().err
     assert "1 accepted events could not be written (jobs 77)" in err
+
+
+def test_a_body_too_large_is_logged_as_the_other_rejections(
+        repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A 413 (a body over GitHub's 25 MB, refused before the handler sees it) was answered and
+    logged nowhere, where a 401 or a 400 is logged with its delivery id."""
+    from gitscale.webhooks.delivery import MAX_BODY
+
+    server = Server(repo, window="1s")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Delivery: big-1\r\n"
+                         b"X-Hub-Signature-256: sha256=body-marker\r\n"
+                         + f"Content-Length: {MAX_BODY + 1}\r\n\r\n".encode())
+            assert sock.makefile("rb").readline().startswith(b"HTTP/1.1 413")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            # the same refused on another path is not a webhook delivery: not logged
+            sock.sendall(b"POST /other HTTP/1.1\r\nHost: x\r\nX-GitHub-Delivery: big-2\r\n"
+                         + f"Content-Length: {MAX_BODY + 1}\r\n\r\n".encode())
+            assert sock.makefile("rb").readline().startswith(b"HTTP/1.1 413")
+        assert server.post(job(1, "queued", LINUX))[0] == 202  # still up
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    lines = [line.split(" ", 1)[1] for line in err.splitlines() if "rejected" in line]
+    assert lines == ["rejected webhook delivery big-1: 413 payload too large"], err
+    assert "body-marker" not in err and "Traceback" not in err

@@ -134,6 +134,24 @@ class Harness:
         if self.github.by_name(pod) is not None:
             self.github.set_state(pod, online=True, busy=busy)
 
+    def unschedulable(self, pod: str, message: str = "0/3 nodes are available: 3 Insufficient "
+                      "cpu. preemption: 0/3 nodes are available: 3 No preemption victims found "
+                      "for incoming pod.", since: datetime | None = None) -> None:
+        """The scheduler cannot place the pod (as kube-scheduler writes it), since ``since``
+        (default: now)."""
+        self.api.set_pod_phase(NS, pod, "Pending", conditions=[
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": message, "lastProbeTime": None,
+             "lastTransitionTime": format_time(since or self.clock.now)}])
+
+    def scheduled(self, pod: str) -> None:
+        """The scheduler placed the pod (a node was added): the kubelet is pulling its image."""
+        self.api.set_pod_phase(NS, pod, "Pending", [
+            {"name": "runner", "ready": False, "state": {"waiting": {
+                "reason": "ContainerCreating"}}}], conditions=[
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+             "lastTransitionTime": format_time(self.clock.now)}])
+
     def stop(self, pod: str, exit_code: int = 0) -> None:
         """The runner exits (0: did its job; else failed), now."""
         runner = self.github.by_name(pod)

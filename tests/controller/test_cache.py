@@ -148,6 +148,28 @@ def test_the_stores_keep_only_what_the_controller_reads() -> None:
                                                  "spec": {"replicas": 1}}
 
 
+def test_a_pod_the_scheduler_could_not_place_keeps_its_message() -> None:
+    """Ready quotes the scheduler's message: kept for PodScheduled=False, and only there."""
+    now = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)
+    conds = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+              "message": "0/3 nodes are available: 3 Insufficient cpu.",
+              "lastProbeTime": None, "lastTransitionTime": "2026-11-23T08:50:00Z"},
+             {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
+              "message": "containers with unready status: [runner]",
+              "lastTransitionTime": "2026-11-23T08:50:00Z"}]
+    full: RawObject = {"metadata": {"name": "rs-1", "namespace": "default",
+                                    "creationTimestamp": "2026-11-23T08:50:00Z"},
+                       "spec": {"containers": [{"name": "runner", "image": "r:1"}]},
+                       "status": {"phase": "Pending", "conditions": conds}}
+    kept = runner_pod_fields(full)
+    assert kept["status"]["conditions"] == [
+        {k: v for k, v in conds[0].items() if k != "lastProbeTime"},
+        {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
+         "lastTransitionTime": "2026-11-23T08:50:00Z"}]
+    runner = runner_of(kept, None, None, now)
+    assert runner == runner_of(full, None, None, now) and runner.unschedulable is not None
+
+
 def test_relists_during_passes_create_no_extra_runner(harness: Harness) -> None:
     harness.write("rs", 50, 0, spec=buildkite_spec())
     assert len(harness.sync("rs").created) == 50

@@ -84,6 +84,17 @@ class Cluster:
                          {"name": "agent", "image": "busybox:1.36",
                           "command": ["sh", "-c", command]}]}}}})
 
+    def create(self, name: str, replicas: int, pod_spec: dict[str, Any]) -> None:
+        from gitscale.timeutil import format_time, utcnow
+
+        self.custom.create_namespaced_custom_object(
+            "gitscale.dev", "v1alpha1", self.ns, "runnersets",
+            {"apiVersion": "gitscale.dev/v1alpha1", "kind": "RunnerSet",
+             "metadata": {"name": name}, "spec": {
+                 "replicas": replicas, "patchID": 0, "effectiveTime": format_time(utcnow()),
+                 "platform": "buildkite", "buildkite": {"queue": "test"},
+                 "template": {"spec": pod_spec}}})
+
     def pods(self, name: str, phase: str | None = None) -> list[dict[str, Any]]:
         raw = self.core.list_namespaced_pod(self.ns, label_selector=f"gitscale.dev/runnerset={name}")
         pods = [self.api.sanitize_for_serialization(p) for p in raw.items]
@@ -170,3 +181,27 @@ def test_the_crd_refuses_a_negative_replica_count(cluster: Cluster) -> None:
                                                       "runnersets", "bad",
                                                       {"spec": {"replicas": -1}})
     assert err.value.status == 422
+
+
+def test_unschedulable_runners_turn_ready_false_and_are_not_replaced(cluster: Cluster) -> None:
+    from gitscale.controller import status as st
+
+    cluster.create("nowhere", 2, {"terminationGracePeriodSeconds": 1,
+                                  "nodeSelector": {"gitscale.dev/no-such-node": "true"},
+                                  "containers": [{"name": "agent", "image": "busybox:1.36",
+                                                  "command": ["sleep", "3600"]}]})
+    pods = eventually(lambda: len(cluster.pods("nowhere")) == 2 and sorted(
+        p["metadata"]["name"] for p in cluster.pods("nowhere")))
+
+    def unschedulable() -> dict[str, Any] | None:
+        ready = st.ready_of(cluster.status("nowhere"))
+        return dict(ready) if ready.get("reason") == st.UNSCHEDULABLE else None
+
+    ready = eventually(unschedulable, timeout=TIMEOUT + st.UNSCHEDULABLE_GRACE.total_seconds())
+    assert ready["status"] == "False"
+    assert ready["message"].startswith("2 of 2 runner(s) cannot be scheduled: 0/")
+    assert "node affinity/selector" in ready["message"]
+    events = cluster.core.list_namespaced_event(
+        cluster.ns, field_selector="involvedObject.name=nowhere").items
+    assert any(e.type == "Warning" and e.reason == st.UNSCHEDULABLE for e in events)
+    assert sorted(p["metadata"]["name"] for p in cluster.pods("nowhere")) == pods

@@ -6,8 +6,13 @@ from typing import Any
 
 import pytest
 
-from gitscale.controller.decide import Phase
-from gitscale.controller.observe import REGISTRATION_TIMEOUT, runner_of, started_at
+from gitscale.controller.decide import Phase, Unschedulable
+from gitscale.controller.observe import (
+    REGISTRATION_TIMEOUT,
+    runner_of,
+    started_at,
+    unschedulable_of,
+)
 from gitscale.controller.platform import Registered
 from gitscale.controller.platform_github import running as github_running
 
@@ -35,6 +40,10 @@ def pod(age: timedelta, reason: str | None, phase: str = "Pending") -> dict[str,
                      id="young-enough-to-recover"),
         pytest.param(timedelta(minutes=10), "ContainerCreating", Phase.PENDING,
                      id="slow-but-normal"),
+        pytest.param(timedelta(minutes=10), "ErrImageNeverPull", Phase.FAILED,
+                     id="never-pull-and-not-on-the-node"),
+        pytest.param(timedelta(minutes=10), "InvalidImageName", Phase.FAILED,
+                     id="invalid-image-name"),
         pytest.param(timedelta(minutes=10), None, Phase.PENDING, id="unscheduled"),
     ],
 )
@@ -95,3 +104,47 @@ def test_the_registration_timeout_is_judged_at_the_time_of_the_list() -> None:
     online = {7: Registered(True, False, "r-1")}
     assert runner_of(pod, online, None, NOW, github_running,
                      listed_at=began + timedelta(minutes=1)).phase is Phase.IDLE
+
+
+def scheduled(status: str, reason: str | None, *, since: bool = True,
+              phase: str = "Pending") -> dict[str, Any]:
+    """A pod 10 minutes old whose PodScheduled condition is ``status``/``reason``."""
+    cond: dict[str, Any] = {"type": "PodScheduled", "status": status,
+                            "message": "0/3 nodes are available: 3 Insufficient memory."}
+    if reason is not None:
+        cond["reason"] = reason
+    if since:
+        cond["lastTransitionTime"] = "2026-11-22T08:58:00Z"
+    obj = pod(timedelta(minutes=10), None, phase)
+    obj["status"]["conditions"] = [{"type": "Initialized", "status": "True"}, cond]
+    return obj
+
+
+MEMORY = "0/3 nodes are available: 3 Insufficient memory."
+
+
+@pytest.mark.parametrize(("obj", "expected"), [
+    pytest.param(scheduled("False", "Unschedulable"),
+                 Unschedulable(NOW - timedelta(minutes=2), MEMORY), id="since-its-transition"),
+    pytest.param(scheduled("False", "Unschedulable", since=False),
+                 Unschedulable(NOW - timedelta(minutes=10), MEMORY),
+                 id="no-transition-time:-since-creation"),
+    pytest.param(scheduled("True", None), None, id="scheduled"),
+    pytest.param(scheduled("False", "SchedulingGated"), None, id="gated-on-purpose"),
+    pytest.param(pod(timedelta(minutes=10), None), None, id="no-conditions-yet"),
+])
+def test_the_schedulers_word_on_a_pod(obj: dict[str, Any],
+                                      expected: Unschedulable | None) -> None:
+    assert unschedulable_of(obj) == expected
+    runner = runner_of(obj, None, None, NOW)
+    assert (runner.phase, runner.unschedulable) == (Phase.PENDING, expected)
+
+
+def test_unschedulable_is_a_pending_runners_word_only() -> None:
+    """A pod that runs (a stale condition) or failed is not reported as unschedulable, and an
+    unschedulable pod is never failed for it: it is not replaced, whatever its age."""
+    stale = scheduled("False", "Unschedulable", phase="Running")
+    stale["status"]["containerStatuses"] = [{"name": "runner", "state": {"running": {}}}]
+    assert runner_of(stale, None, None, NOW).unschedulable is None
+    old = scheduled("False", "Unschedulable")
+    assert runner_of(old, None, None, NOW + timedelta(days=1)).phase is Phase.PENDING

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gitscale.controller import status as st
-from gitscale.controller.decide import Status
+from gitscale.controller.decide import Phase, Runner, Status, Unschedulable
 from gitscale.timeutil import format_time
 from tests.controller.harness import NS, Harness
 
@@ -68,6 +68,63 @@ def test_stalled_after_the_progress_deadline() -> None:
     assert by_type(late)["Stalled"] == (True, "CreateFailed")
     assert not by_type(late)["Reconciling"][0]  # kstatus reads Reconciling first
     assert late[2].message.startswith("no progress for 5m: 2 of 3 runner(s) missing")
+
+
+CPU = "0/3 nodes are available: 3 Insufficient cpu."
+
+
+def pending(name: str, since: datetime | None, message: str = CPU,
+            phase: Phase = Phase.PENDING) -> Runner:
+    return Runner(name, 4, phase, unschedulable=Unschedulable(since, message))
+
+
+GRACE = st.UNSCHEDULABLE_GRACE
+
+
+@pytest.mark.parametrize(("runners", "expected"), [
+    pytest.param([], st.Unscheduled(), id="none"),
+    pytest.param([pending("a", T0)], st.Unscheduled(1, 0, "", GRACE.total_seconds()),
+                 id="just-now:-in-its-grace"),
+    pytest.param([pending("a", T0 - GRACE)], st.Unscheduled(1, 1, CPU, None),
+                 id="grace-run-out"),
+    pytest.param([pending("a", T0 - GRACE, "later"), pending("b", T0 - 2 * GRACE, "first"),
+                  pending("c", T0 - timedelta(seconds=30))],
+                 st.Unscheduled(3, 2, "first", GRACE.total_seconds() - 30),
+                 id="the-longest-waiting-speaks;-the-next-grace-wakes"),
+    pytest.param([pending("a", None)], st.Unscheduled(1, 1, CPU, None),
+                 id="unknown-since:-reported"),
+    pytest.param([pending("a", T0 - GRACE, phase=Phase.TERMINATING), Runner("b", 4, Phase.IDLE)],
+                 st.Unscheduled(), id="only-pending-runners"),
+])
+def test_unscheduled(runners: list[Runner], expected: st.Unscheduled) -> None:
+    assert st.unscheduled(runners, T0) == expected
+
+
+def test_unschedulable_runners_after_their_grace_make_ready_false() -> None:
+    late, early = st.Unscheduled(2, 2, CPU), st.Unscheduled(2, 0, "", 30.0)
+    ready, working, stalled, _ = st.conditions(counts(3, pending=2, idle=1), None, (), None, T0,
+                                               unschedulable=late)
+    assert (ready.status, ready.reason) == (False, "RunnersUnschedulable")
+    assert ready.message == (f"2 of 3 runner(s) cannot be scheduled: {CPU} (they stay "
+                             "pending, not replaced, until a node fits them)")
+    assert working.status and not stalled.status
+    quiet = by_type(st.conditions(counts(3, pending=2, idle=1), None, (), None, T0,
+                                  unschedulable=early))
+    assert quiet["Ready"] == (True, "Reconciled")
+    # A failure of the pass says more (and is what to fix first); a set short of runners too.
+    failed = by_type(st.conditions(counts(3, pending=2, idle=1), st.Problem("ApplyFailed", "x"),
+                                   (), None, T0, unschedulable=late))
+    assert failed["Ready"] == (False, "ApplyFailed")
+    short = by_type(st.conditions(counts(4, pending=2, idle=1), None, (), None, T0,
+                                  unschedulable=late))
+    assert short["Ready"] == (False, "RunnersMissing")
+    since = {"conditions": [{"type": "Ready", "status": "False",
+                             "reason": "RunnersUnschedulable",
+                             "lastTransitionTime": format_time(T0)}]}
+    stuck = by_type(st.conditions(counts(3, pending=2, idle=1), None, (), since,
+                                  T0 + st.STALLED_AFTER, unschedulable=late))
+    assert stuck["Stalled"] == (True, "RunnersUnschedulable")
+    assert not stuck["Reconciling"][0]
 
 
 def test_conditions_and_status_carry_the_observed_generation() -> None:

@@ -200,3 +200,50 @@ def test_a_token_file_that_is_not_there_is_named_before_any_request(
     assert "Traceback" not in result.out + result.err and "refused" not in result.err
     assert server.log == [], "nothing is asked of the server without a token to give it"
     assert seed.commits(bare) == [original]
+
+
+@pytest.mark.parametrize(("via", "broken"), [
+    pytest.param("env", lambda token: token[:12] + "\n" + token[12:], id="env-newline"),
+    pytest.param("file", lambda token: token[:12] + "\n" + token[12:] + "\n", id="file-newline"),
+    pytest.param("env", lambda token: token[:12] + " " + token[12:], id="env-space"),
+    pytest.param("file", lambda token: "\n" + token + "\n", id="file-leading-newline"),
+])
+def test_a_token_broken_by_a_paste_is_refused_before_any_request(
+        http_git_server: GitHTTPServer, tmp_path: Path, via: str, broken: Any) -> None:
+    """git sends the token up to its first line break: one with a newline inside was sent cut,
+    and the error blamed the server ("the server refused the token…"). Refused before git
+    talks to the server, as a GitHub or Buildkite token is; the token is never shown."""
+    server = http_git_server
+    bare = _remote(server)
+    original = rev(bare)
+    value = broken(server.token)
+    if via == "env":
+        env, label = {"GITSCALE_GIT_TOKEN": value}, "GITSCALE_GIT_TOKEN"
+    else:
+        token_file = tmp_path / "token"
+        token_file.write_text(value)
+        env, label = {"GITSCALE_GIT_TOKEN_FILE": str(token_file)}, \
+            f"GITSCALE_GIT_TOKEN_FILE={token_file}"
+    problem = "contains whitespace" if " " in value else "contains a newline"
+    for result in (_reconcile(server, tmp_path, (4, 0), env),
+                   run_cli("history", "--repo", server.url(), cwd=tmp_path, env=env)):
+        assert result.code == 1, result
+        assert result.err == (f"error: {label}: the token {problem} (a token is one line of "
+                              "visible ASCII; git would send it cut or broken, and the server "
+                              "refuse it)\n"), result
+        _assert_no_secret(server.token[:12], result.out, result.err)
+        _assert_no_secret(server.token[12:], result.out, result.err)
+    assert server.log == [], "nothing is sent with a broken token"
+    assert seed.commits(bare) == [original]
+
+
+def test_a_token_file_ending_in_a_windows_line_break_is_taken(
+        http_git_server: GitHTTPServer, tmp_path: Path) -> None:
+    """git reads the token up to the first CR or LF: a file saved with CRLF works as it is."""
+    server = http_git_server
+    bare = _remote(server)
+    token_file = tmp_path / "token"
+    token_file.write_bytes(server.token.encode() + b"\r\n")
+    result = _reconcile(server, tmp_path, (4, 0), {"GITSCALE_GIT_TOKEN_FILE": str(token_file)})
+    assert result.code == 0, result
+    assert len(seed.commits(bare)) == 2

@@ -79,6 +79,9 @@ def cli() -> None:
               help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
                    "serve until the next run. Default 1m.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--set", "only", multiple=True, metavar="NAME",
+              help="Show only this set (repeat for more); the exit code is that of the sets "
+                   "shown.")
 def plan(**kw: Any) -> int:
     """Show what the next pass would change. Exit 0 none, 2 pending, 1 error."""
     from gitscale.commands.plan import run_plan

@@ -1,4 +1,5 @@
-"""Reading the files people point gitscale at: regular files only, of a bounded size.
+"""Reading the files people point gitscale at: regular files only, of a bounded size; and
+writing gitscale's own cache files (``write_cache``).
 
 ``open()`` on a FIFO waits for a writer that may never come, and ``/dev/zero`` never ends: both
 hung or exhausted memory when given as ``--demand`` or as a manifest. The file is opened without
@@ -10,10 +11,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import IO, Callable
 
 from gitscale.errors import InputError
 
 MAX_BYTES = 64 * 1024 * 1024  # a 100,000-set gitscale.yaml or a million-job demand file fit
+# Whether this process has said that its cache cannot be written: once is enough for a loop
+# that would otherwise repeat it every pass (the one piece of process state here, on purpose).
+_cache_warned: list[str] = []
 
 
 def read_bytes(path: Path, label: str, error: type[InputError], *,
@@ -72,3 +77,48 @@ def default_cache_dir() -> Path | None:
         return Path(configured) if configured else None  # empty: no disk cache
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "gitscale"
+
+
+def write_cache(path: Path, write: Callable[[IO[bytes]], object]) -> bool:
+    """Write one of gitscale's cache files: ``write`` fills a temporary file beside ``path``
+    (mode 0600: tokens' and private repos' data), which then replaces ``path`` at once, so a
+    reader never sees half a file. False when that fails (a read-only or full disk, a path
+    under a file): the temporary file is removed, the process says so once on stderr (naming
+    the directory and the error, no traceback), and the caller goes on without its cache —
+    slower, never wrong. (A CronJob on a full volume would otherwise run cold on every pass,
+    silently, leaving a zero-byte temporary file each time.)"""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
+                     0o600)
+        try:
+            os.fchmod(fd, 0o600)  # a tmp file left by a crash keeps its mode otherwise
+            with os.fdopen(fd, "wb") as out:
+                fd = -1  # closed by the file object from here on
+                write(out)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        os.replace(tmp, path)
+        return True
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass  # the directory itself is gone or unreadable: nothing was left in it
+        cache_write_failed(path.parent, exc)
+        return False
+
+
+def cache_write_failed(directory: Path, exc: OSError) -> None:
+    """Say once per process that the cache in ``directory`` cannot be written, and why."""
+    if _cache_warned:
+        return
+    _cache_warned.append(str(directory))
+    import click
+
+    why = exc.strerror or type(exc).__name__
+    click.echo(f"warning: cannot write gitscale's cache in {directory}: {why}; every run "
+               "starts without it (slower, never wrong). Free space or make it writable, or "
+               "set GITSCALE_CACHE_DIR to another directory (empty: no disk cache).", err=True)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+PASS_RESULTS = ("ok", "partial", "error")
 ERROR_KINDS = ("config", "manifest", "demand", "input", "validation", "push_rejected", "git",
                "other", "unexpected", "resync")
 DELIVERY_RESULTS = ("accepted", "ignored", "duplicate", "ping", "unauthorized", "bad_request",
@@ -62,18 +63,22 @@ class LoopMetrics:
 
     def __init__(self, *, webhooks: bool = False) -> None:
         reg = self.registry = CollectorRegistry()
+        self.started = time.time()
         self.sets = SetGauges()
         reg.register(self.sets)
         self.writes = Counter("gitscale_set_writes", "Writes of the set's manifest, by reason "
                               "(scale-up, scale-down, reaffirm, quiet-reset, ...)",
                               ["set", "reason"], registry=reg)
-        self.passes = Counter("gitscale_passes", "Passes (serve: batches), by result",
-                              ["result"], registry=reg)
+        self.passes = Counter("gitscale_passes", "Passes (serve: batches), by result: ok, "
+                              "partial (landed, but a set's demand could not be read: that set "
+                              "was left untouched), error (nothing landed)", ["result"],
+                              registry=reg)
         self.duration = Histogram("gitscale_pass_duration_seconds", "Wall time of a pass "
                                   "(serve: a batch), failed ones included", registry=reg,
                                   buckets=PASS_BUCKETS)
         self.last_success = Gauge("gitscale_last_success_timestamp_seconds", "Unix time at "
-                                  "which the last pass (serve: batch) succeeded", registry=reg)
+                                  "which the last pass (serve: batch) succeeded: landed with "
+                                  "every set's demand read (exit code 0)", registry=reg)
         self.commits = Counter("gitscale_commits", "Commits made (and pushed, when the repo "
                                "has a remote)", registry=reg)
         self.retries = Counter("gitscale_push_retries", "Pushes retried because another "
@@ -86,7 +91,7 @@ class LoopMetrics:
                                      registry=reg)
         self.deliveries = Counter("gitscale_webhook_deliveries", "Webhook deliveries to "
                                   "`serve`, by result", ["result"], registry=reg)
-        for result in ("ok", "error"):
+        for result in PASS_RESULTS:
             self.passes.labels(result)
         for kind in ERROR_KINDS:
             self.errors.labels(kind)
@@ -94,11 +99,15 @@ class LoopMetrics:
             self.deliveries.labels(result)
 
     def landed(self, landed: "Landed", seconds: float) -> None:
-        """A pass that landed (with or without a commit)."""
+        """A pass that landed (with or without a commit). One that left a set untouched because
+        its demand could not be read is ``partial``, not a success: `reconcile` and `run
+        --max-passes` exit 1 on it, and last_success must not move while nothing scales."""
         plan = landed.plan
-        self.passes.labels("ok").inc()
+        now = time.time()
+        self.passes.labels("partial" if plan.errors else "ok").inc()
         self.duration.observe(seconds)
-        self.last_success.set(time.time())
+        if not plan.errors:
+            self.last_success.set(now)
         if landed.commit is not None:
             self.commits.inc()
         self.retries.inc(landed.attempts - 1)
@@ -111,6 +120,10 @@ class LoopMetrics:
                                    change.demand)
             self.writes.labels(change.name, change.decision.reason.value).inc()
         self.sets.values = values
+        # a set never read by this process counts from its start: "not read for 10 minutes"
+        # then fires for a set whose source has failed since start-up, too
+        self.sets.read = {name: now if name in plan.demands and name not in plan.errors
+                          else self.sets.read.get(name, self.started) for name in values}
         for _ in plan.errors:
             self.errors.labels("demand").inc()
         if landed.pushed:
@@ -148,17 +161,22 @@ class SetGauges(Collector):
         ("gitscale_set_desired_replicas", "spec.replicas of the set after the last pass "
          "(written by it, or left as it was)"),
         ("gitscale_set_patch_id", "spec.patchID of the set after the last pass"),
+        ("gitscale_set_last_read_timestamp_seconds", "Unix time at which a pass last read the "
+         "set's demand (the process's start while it never has)"),
     )
 
     def __init__(self) -> None:
         # set → (replicas, patch ID, demand); replaced whole by each pass
         self.values: dict[str, tuple[int, int | None, "Demand | None"]] = {}
+        self.read: dict[str, float] = {}  # set → when its demand was last read (Unix time)
 
     def describe(self) -> list[GaugeMetricFamily]:
         return [GaugeMetricFamily(name, text, labels=["set"]) for name, text in self.FAMILIES]
 
     def collect(self) -> list[GaugeMetricFamily]:
-        queued, running, desired, patch = self.describe()
+        queued, running, desired, patch, read = self.describe()
+        for name, when in self.read.items():
+            read.add_metric([name], when)
         for name, (replicas, patch_id, demand) in self.values.items():
             desired.add_metric([name], replicas)
             if patch_id is not None:
@@ -166,7 +184,7 @@ class SetGauges(Collector):
             if demand is not None:
                 queued.add_metric([name], demand.queued)
                 running.add_metric([name], demand.running)
-        return [queued, running, desired, patch]
+        return [queued, running, desired, patch, read]
 
 
 def remove(metric: Gauge | Counter, *labels: str) -> None:

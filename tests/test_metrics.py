@@ -98,7 +98,7 @@ class Loop:
         def done() -> Samples | None:
             _, _, samples = scrape(self.port)
             passes = sum(value(samples, "gitscale_passes_total", result=r) or 0
-                         for r in ("ok", "error"))
+                         for r in ("ok", "partial", "error"))
             return samples if passes >= n else None
         return eventually(done)  # type: ignore[no-any-return]
 
@@ -171,6 +171,7 @@ def test_run_metrics_count_errors_and_follow_changes(tmp_path: Path) -> None:
         first = loop.after_passes(1)
         push("demand.yaml", "linux: {queued: -1, running: 0}\n")  # this set's demand: unread
         unread = scraped(lambda s: value(s, "gitscale_errors_total", kind="demand") == 1)
+        unread_again = scraped(lambda s: value(s, "gitscale_errors_total", kind="demand") == 2)
         push("gitscale.yaml", "runnerSets: [{name: linux}]\n")  # the whole pass fails
         failed = scraped(lambda s: value(s, "gitscale_passes_total", result="error") == 1)
         push("gitscale.yaml", simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}))
@@ -183,6 +184,18 @@ def test_run_metrics_count_errors_and_follow_changes(tmp_path: Path) -> None:
     # demand unknown: the set's replicas are still reported, its queue is not (no stale value)
     assert value(unread, "gitscale_set_desired_replicas", set="linux") == 2
     assert value(unread, "gitscale_set_queued_jobs", set="linux") is None
+    # a pass that left a set unread is not a success (`reconcile` exits 1 on it): counted
+    # apart, and neither the loop's nor the set's last-success time moves
+    for name, labels in (("gitscale_passes_total", {"result": "ok"}),
+                         ("gitscale_last_success_timestamp_seconds", {}),
+                         ("gitscale_set_last_read_timestamp_seconds", {"set": "linux"})):
+        assert value(unread, name, **labels) == value(unread_again, name, **labels), name
+    assert value(unread_again, "gitscale_passes_total", result="partial") == 2
+    read = value(first, "gitscale_set_last_read_timestamp_seconds", set="linux")
+    assert read is not None and read > time.time() - 120
+    # both still say the last pass that read it
+    assert value(unread, "gitscale_set_last_read_timestamp_seconds", set="linux") == value(
+        unread, "gitscale_last_success_timestamp_seconds")
     assert value(failed, "gitscale_errors_total", kind="config") == 1
     assert value(failed, "gitscale_set_desired_replicas", set="linux") == 2  # kept as it was
     assert value(later, "gitscale_commits_total") == 2
@@ -191,6 +204,7 @@ def test_run_metrics_count_errors_and_follow_changes(tmp_path: Path) -> None:
     assert value(later, "gitscale_set_running_jobs", set="linux") == 2
     assert value(later, "gitscale_set_writes_total", set="linux", reason="scale-up") == 1
     assert value(later, "gitscale_errors_total", kind="config") == 1
+    assert (value(later, "gitscale_set_last_read_timestamp_seconds", set="linux") or 0) > read
 
 
 def test_run_metrics_listen_refuses_a_bad_address(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -322,3 +336,39 @@ def test_the_scaffolded_deployments_serve_metrics_off_the_service(tmp_path: Path
         assert {"name": "metrics", "containerPort": 9090} in container["ports"]
     service = yaml.safe_load((scaler / "service-serve.yaml").read_text())
     assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]
+
+
+def exposed_names() -> set[str]:
+    """Every series name the loop's and the controller's registries can expose: a counter only
+    as ``_total``, a histogram as itself and its ``_bucket``/``_count``/``_sum``."""
+    from gitscale.controller.metrics import ControllerMetrics
+    from gitscale.metrics import LoopMetrics
+
+    names: set[str] = set()
+    for metrics in (LoopMetrics(webhooks=True), ControllerMetrics()):
+        for family in metrics.registry.collect():
+            if family.type == "counter":
+                names.add(family.name + "_total")
+            elif family.type == "histogram":
+                names |= {family.name + s for s in ("", "_bucket", "_count", "_sum")}
+            else:
+                names.add(family.name)
+    return names
+
+
+def test_every_metric_named_in_docs_and_templates_exists() -> None:
+    import re
+
+    root = README.parent
+    texts = [README, root / "CONTRIBUTING.md", *sorted((root / "docs").rglob("*.md")),
+             *sorted((root / "gitscale" / "commands").glob("*.py"))]  # init's templates
+    named = {(str(path.relative_to(root)), name) for path in texts
+             for name in re.findall(r"\bgitscale_[a-z0-9_]+", path.read_text())}
+    assert any(name == "gitscale_passes_total" for _, name in named)
+    exposed = exposed_names()
+    assert {(p, n) for p, n in named if n not in exposed} == set()
+
+
+def test_the_name_check_catches_a_metric_that_does_not_exist() -> None:
+    assert "gitscale_passes" not in exposed_names()  # the family: exposed as _total only
+    assert "gitscale_passes_total" in exposed_names()

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gitscale.files import write_cache
 
 MAX_AGE = 86_400.0  # seconds: an entry no pass has used for a day is dropped on save
 
@@ -73,17 +74,12 @@ class EtagCache:
         self.prune()
         if self.path is None or not self.dirty:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         # The bodies are private repos' run lists (names, branches, commit titles, actors):
-        # readable by the owner only, whatever the umask.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)  # an old tmp file left by a crash keeps its mode otherwise
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps({k: [*v, round(self.used.get(k, 0.0)), self.links.get(k)]
-                                  for k, v in self.entries.items()}))
-        os.replace(tmp, self.path)
-        self.dirty = False
+        # readable by the owner only, whatever the umask (write_cache: 0600).
+        data = json.dumps({k: [*v, round(self.used.get(k, 0.0)), self.links.get(k)]
+                           for k, v in self.entries.items()}).encode()
+        if write_cache(self.path, lambda out: out.write(data)):
+            self.dirty = False
 
 
 def cache_file(cache_dir: Path | None, api: str, identity: str) -> Path | None:

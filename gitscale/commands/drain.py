@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from dataclasses import replace
+
 from gitscale.commands import EXIT_OK, RepoOptions, resolve_now
 from gitscale.commands.plan import plan_text
 from gitscale.config.load import RunnerSetConfig, load_config
@@ -19,7 +21,16 @@ def _drain(_: RunnerSetConfig, current: Current, __: Demand | None) -> Decision:
 
 
 def _resume(_: RunnerSetConfig, current: Current, __: Demand | None) -> Decision:
-    return resume(current)
+    decision = resume(current)
+    if decision.write and current.paused:
+        # the drain is lifted, but the loop leaves a paused set alone: say so in the commit
+        # rather than promise a scaling that will not come
+        return replace(decision, detail=f"resumed, but {PAUSED_NOTE}")
+    return decision
+
+
+PAUSED_NOTE = ("still paused (annotation gitscale.dev/paused: \"true\"): it stays at its count "
+               "until the annotation is removed")
 
 
 def run_drain(opts: RepoOptions, name: str, *, now: str | None, push: bool,
@@ -36,4 +47,6 @@ def run_drain(opts: RepoOptions, name: str, *, now: str | None, push: bool,
         landed = land(ws, make_plan, date=date)
         click.echo(plan_text(landed.plan, diffs=False))
         click.echo(describe_landing(landed, ws))
+    if resume and any(c.before.paused for c in landed.plan.changes):
+        click.echo(f"warning: {name}: {PAUSED_NOTE} (README, \"Holding a set\")", err=True)
     return EXIT_OK

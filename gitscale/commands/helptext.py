@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         "gitscale plan",
         "gitscale plan --repo https://github.com/acme/ci-config.git --output json",
         "gitscale plan --demand what-if.yaml --now 2026-11-23T09:00:00Z",
+        "gitscale plan --set linux-x64 --set gpu",
     ), (*_SOURCES, *_GIT, "GITSCALE_CACHE_DIR", "GITSCALE_PROGRESS_DELAY")),
     "reconcile": ((
         "gitscale reconcile --repo https://github.com/acme/ci-config.git",

@@ -5,7 +5,7 @@ import json
 from json.encoder import encode_basestring_ascii
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 import click
 
@@ -15,7 +15,24 @@ from gitscale.record.history import Entry, Skipped, between, history_since, iter
     read_history, within
 from gitscale.progress import Progress
 from gitscale.timeutil import parse_time
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.workspace import Workspace, open_workspace
+
+
+class HandRow(NamedTuple):
+    """A commit that is not gitscale's but changed a managed manifest (``set``: that set;
+    None: gitscale.yaml): its author and subject, and the set's replicas and patch ID after it
+    when its object could be read there."""
+
+    commit: str
+    time: str
+    set: str | None
+    replicas: int | None
+    patch: int | None
+    author: str
+    subject: str
+
+
+Row = Entry | HandRow
 
 
 def run_history(opts: RepoOptions, *, only: str | None, since: str | None, output: str,
@@ -33,6 +50,7 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     # count that holds at the window's start, from before it: it needs them all)
     recent = history_since(start) if chart_path is None else None
     skipped: list[Skipped] = []
+    note: str | None = None
     with open_workspace(opts.repo, opts.branch, history=True, since=recent) as ws:
         if chart_path is not None:  # a chart needs every entry first
             with Progress("reading scaling commits", None, show=output == "text") as bar:
@@ -45,10 +63,16 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 shown = bar.if_shown()
                 # streamed: the first rows show while git still walks the history; with a
                 # bar on the terminal, read under the bar and shown once it is erased
-                found = iter_history(ws.git, only=only, progress=shown,
-                                     details=output == "json", skipped=skipped)
+                scaling = iter_history(ws.git, only=only, progress=shown,
+                                       details=output == "json", skipped=skipped)
+                rows: Iterable[Row] = scaling
+                if ws.mode == "checkout":  # commits by people, read alongside (trees here)
+                    rows = merged(scaling, hand_rows(ws, opts.config, only))
+                else:
+                    note = unseen_note(ws)
                 if start or end:
-                    found = (e for e in found if within(e, start, end))
+                    rows = (e for e in rows if within(e, start, end))  # type: ignore[arg-type]
+                found = rows  # type: ignore[assignment]
                 if shown is not None:
                     found = list(found)
         # Filtered here rather than by `git log --since`, which stops walking at the first
@@ -57,7 +81,79 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
         _stream(lines)
     if skipped:
         click.echo(unread_line(skipped), err=True)
+    if note:
+        click.echo(note, err=True)
     return EXIT_OK
+
+
+def hand_rows(ws: Workspace, config_path: str, only: str | None) -> Iterator[HandRow]:
+    """The commits that are not gitscale's and change a managed manifest (of ``only``, when
+    given) or the config file, newest first: a row per set whose manifest each changed, with
+    what the set's object says after it; one row (set None) for an edit of the config only.
+    The managed paths are those of the config in the checkout; a config that cannot be read
+    shows none (the scaling rows still do)."""
+    from gitscale.config.load import ObjectRef, load_config
+    from gitscale.errors import GitscaleError
+    from gitscale.manifest.target import read_target
+    from gitscale.record.manual import iter_manual
+
+    try:
+        config = load_config(ws.root, config_path)
+    except GitscaleError:
+        return
+    by_path: dict[str, list[tuple[str, ObjectRef]]] = {}
+    for runner_set in config.sets:
+        if only is None or runner_set.name == only:
+            by_path.setdefault(runner_set.manifest, []).append((runner_set.name,
+                                                                runner_set.object))
+    for commit in iter_manual(ws.git, [config.path, *by_path]):
+        touched = [p for p in commit.paths if p in by_path]
+        if not touched:
+            yield HandRow(commit.commit, commit.time, None, None, None, commit.author,
+                          commit.subject)
+            continue
+        for path in touched:
+            data = ws.git.blob(f"{commit.commit}:{path}")
+            for name, ref in by_path[path]:
+                replicas = patch = None
+                if data is not None:
+                    try:
+                        current = read_target(path, data.decode("utf-8"), ref).current
+                        replicas, patch = current.replicas, current.patch_id
+                    except (GitscaleError, UnicodeDecodeError):
+                        pass  # "manual edit" without a count: the object cannot be read there
+                yield HandRow(commit.commit, commit.time, name, replicas, patch, commit.author,
+                              commit.subject)
+
+
+def merged(scaling: Iterator[Entry], hand: Iterator[HandRow]) -> Iterator[Row]:
+    """Both, newest first: a commit by a person is shown before the scaling rows it is no
+    older than (a revert comes after what it reverts). Both walks go on as the rows are read,
+    so the first rows still show at once."""
+    pending = next(hand, None)
+    for entry in scaling:
+        while pending is not None and pending.time >= entry.time:
+            yield pending
+            pending = next(hand, None)
+        yield entry
+    if pending is not None:
+        yield pending
+        yield from hand
+
+
+def unseen_note(ws: Workspace) -> str | None:
+    """Over a clone (commit messages, no trees), commits by people are not looked into: say how
+    many come after the newest scaling commit, where they may have changed a set."""
+    from gitscale.record.manual import unseen_after
+
+    found = unseen_after(ws.git)
+    if found is None:
+        return None
+    newest, count = found
+    return (f"history: {count} commit{'s' if count != 1 else ''} after the newest scaling "
+            f"commit ({newest[:10]}) {'are' if count != 1 else 'is'} not gitscale's and may have "
+            "changed a set (a revert, a pause): run `gitscale history` in a checkout to see "
+            f"{'them' if count != 1 else 'it'} as rows, or `git log {newest[:10]}..`")
 
 
 def unread_line(skipped: list[Skipped]) -> str:
@@ -92,12 +188,18 @@ def _stream(lines: Iterable[str]) -> None:
         click.echo("\n".join(block))
 
 
-def json_lines(entries: Iterable[Entry]) -> Iterator[str]:
-    """The lines of ``json.dumps(list, indent=2)``, an entry at a time."""
+def json_lines(entries: Iterable[Row]) -> Iterator[str]:
+    """The lines of ``json.dumps(list, indent=2)``, an entry at a time. A commit by a person
+    has the same keys (``reason`` "manual", ``detail`` its subject; ``previous``, ``queued``
+    and ``running`` null; ``replicas`` and ``patch`` null when its object could not be read)
+    and two more, ``author`` and ``subject``."""
     held: str | None = None
     for entry in entries:
-        item = "  {\n" + ",\n".join(f"    {key}: {_json_value(getattr(entry, name))}"
-                                    for name, key in _JSON_KEYS) + "\n  }"
+        if isinstance(entry, HandRow):
+            item = _hand_json(entry)
+        else:
+            item = "  {\n" + ",\n".join(f"    {key}: {_json_value(getattr(entry, name))}"
+                                        for name, key in _JSON_KEYS) + "\n  }"
         if held is None:
             yield "["
         else:
@@ -111,6 +213,15 @@ def json_lines(entries: Iterable[Entry]) -> Iterator[str]:
 
 
 _JSON_KEYS = [(name, json.dumps(name)) for name in Entry._fields]
+
+
+def _hand_json(row: HandRow) -> str:
+    fields = {"commit": row.commit, "time": row.time, "set": row.set, "previous": None,
+              "replicas": row.replicas, "patch": row.patch, "queued": None, "running": None,
+              "reason": "manual", "detail": row.subject, "author": row.author,
+              "subject": row.subject}
+    return "  {\n" + ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}"
+                                for k, v in fields.items()) + "\n  }"
 
 
 def _json_value(value: str | int | None) -> str:
@@ -171,7 +282,7 @@ def history_text(entries: list[Entry], zone: tzinfo = timezone.utc) -> str:
     return "".join(line + "\n" for line in history_lines(entries, zone))
 
 
-def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iterator[str]:
+def history_lines(entries: Iterable[Row], zone: tzinfo = timezone.utc) -> Iterator[str]:
     """The table a line at a time. Columns take the widths of the first ``ALIGNED`` rows, so
     the first lines of a long history show at once; a wider row further down widens its cell
     only."""
@@ -179,13 +290,16 @@ def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iter
     form: str | None = None
     utc = zone is timezone.utc
     for e in entries:
-        commit, when, name, previous, replicas, patch, queued, running, reason, _ = e
-        row = (when if utc else e.when.astimezone(zone).isoformat(), commit[:10],
-               name if name.isprintable() else shown(name),
-               f"{'-' if previous is None else previous}→{replicas}",
-               "-" if patch is None else str(patch),
-               "-" if queued is None else f"{queued}q+{running}r",
-               reason if reason.isprintable() else shown(reason))
+        if isinstance(e, HandRow):
+            row = _hand_cells(e, zone)
+        else:
+            commit, when, name, previous, replicas, patch, queued, running, reason, _ = e
+            row = (when if utc else e.when.astimezone(zone).isoformat(), commit[:10],
+                   name if name.isprintable() else shown(name),
+                   f"{'-' if previous is None else previous}→{replicas}",
+                   "-" if patch is None else str(patch),
+                   "-" if queued is None else f"{queued}q+{running}r",
+                   reason if reason.isprintable() else shown(reason))
         if form is not None:
             yield (form % row).rstrip()
             continue
@@ -198,6 +312,17 @@ def history_lines(entries: Iterable[Entry], zone: tzinfo = timezone.utc) -> Iter
         yield from ((form % r).rstrip() for r in rows)
         if len(rows) == 1:
             yield "(no scaling commits)"
+
+
+def _hand_cells(row: HandRow, zone: tzinfo) -> tuple[str, ...]:
+    """A commit by a person: ``?→N`` (the count after it; before it is the row below), and
+    who did what in the reason column."""
+    when = row.time if zone is timezone.utc else parse_time(row.time).astimezone(zone).isoformat()
+    what = "manual edit" + ("" if row.set is not None else " of the config")
+    return (when, row.commit[:10], "*" if row.set is None else shown(row.set),
+            "-" if row.replicas is None else f"?→{row.replicas}",
+            "-" if row.patch is None else str(row.patch), "-",
+            f"{what} by {shown(row.author)}: {shown(row.subject)}")
 
 
 def _layout(rows: list[tuple[str, ...]]) -> str:

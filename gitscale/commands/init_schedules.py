@@ -239,7 +239,8 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             "# No probes: `run` has no health endpoint (--metrics-listen serves /metrics only,\n"
             "# from a thread of its own, so it would answer while passes fail). A pass that fails\n"
             "# is logged and counted; alert on gitscale_last_success_timestamp_seconds going\n"
-            "# stale, or on gitscale_passes{result=\"error\"}. A crash restarts the pod.\n",
+            "# stale, or on gitscale_passes_total{result!=\"ok\"} (README, Metrics). A crash\n"
+            "# restarts the pod.\n",
             [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS], env)]),
     }
     if choices.platform == "github":  # webhooks are GitHub's (workflow_job)

@@ -14,6 +14,7 @@ from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import read_demand
 from gitscale.core.model import Reason
 from gitscale.plan.engine import Plan, SetChange, compute_plan
+from gitscale.plan.explain import unchanged_note
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
@@ -25,12 +26,14 @@ FORMAT_VERSION = 1
 
 
 def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: str,
-             every: str | None = None) -> int:
+             every: str | None = None, only: tuple[str, ...] = ()) -> int:
     clock, _ = resolve_now(now)
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, sparse=True) as ws:
         tree, config = pass_inputs(ws, opts.config, cache)
+        for name in only:
+            config.get(name)  # a clear error for a set gitscale.yaml does not have
         ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
         reading = read_demand(ws.root, config if demand else ours,
                               demand_path(demand))  # closes its clients
@@ -39,6 +42,8 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
             plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
                                 tree=tree, progress=bar.if_shown(), forecasts=forecasts)
         plan.left = left
+        if only:
+            plan = shown_sets(plan, set(only))
     # Nothing goes to git; the state cache learns what the pass read and the answers that
     # wrote nothing (as `reconcile` would), so the next pass reads and decides less.
     cache.apply(plan.cache_writes)
@@ -52,6 +57,22 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     if plan.errors:
         return EXIT_ERROR
     return EXIT_CHANGES if plan.changes else EXIT_OK
+
+
+def shown_sets(plan: Plan, names: set[str]) -> Plan:
+    """``plan`` narrowed to the sets ``names`` (`plan --set`): their lines, the diffs of the
+    files their changes touch (whole files: another set's change in a shared file shows too),
+    the summary and the exit code. The pass itself is computed over every set, so that what it
+    shows is what `reconcile` would do (a global cap shares out among all of them)."""
+    from dataclasses import replace
+
+    paths = {c.path for c in plan.changes if c.name in names}
+    return replace(
+        plan, changes=[c for c in plan.changes if c.name in names],
+        unchanged=[(n, d) for n, d in plan.unchanged if n in names],
+        errors={n: m for n, m in plan.errors.items() if n in names},
+        files={p: texts for p, texts in plan.files.items() if p in paths},
+        left={n: why for n, why in plan.left.items() if n in names})
 
 
 def owned(obj: dict[str, Any]) -> dict[str, Any]:
@@ -108,6 +129,9 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
         if name in plan.errors:
             continue
         state = "unchanged" if decision.reason is Reason.UNCHANGED else decision.reason.value
+        note = unchanged_note(decision, plan.demands.get(name))
+        if note:  # held, drained, paused, at max with jobs waiting…; a plain one says nothing
+            state += f": {note}"
         if name in plan.forecasts:  # what the history predicts, or why it cannot yet
             state += f" ({plan.forecasts[name].detail})"
         out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} {state}")

@@ -52,6 +52,28 @@ class Planner:
         return plan
 
 
+def crd_drift(ws: Workspace) -> list[str]:
+    """The repo's RunnerSet CRD, where `init` and `crd --repo` put it (a file named after it),
+    when it is not this gitscale's (``gitscale.manifest.crd_drift``): free when it is, by its
+    blob id."""
+    from gitscale.manifest.crd_drift import drift, named_like_the_crd, shipped_blob
+    from gitscale.repo.index import Tree
+
+    tree = Tree.read(ws.git, sparse=ws.sparse)
+    listed = tree.files()
+    paths = named_like_the_crd(listed)
+    stale = {p: listed[p] for p in paths if tree.blob(p) != shipped_blob()}
+    if not stale:
+        return []
+    if ws.sparse:
+        contents = tree.read_blobs(stale)
+        texts = {p: contents[blob].decode("utf-8", "replace") for p, blob in stale.items()}
+    else:
+        texts = {p: (ws.root / p).read_text(encoding="utf-8", errors="replace")
+                 for p in stale if (ws.root / p).is_file() and not (ws.root / p).is_symlink()}
+    return [w for w in (drift(p, t) for p, t in texts.items()) if w]
+
+
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
                   push: bool, every: str | None = None) -> int:
     clock, date = resolve_now(now)
@@ -66,6 +88,9 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
             cache.save()
         click.echo(plan_text(landed.plan, diffs=False))
         click.echo(describe_landing(landed, ws))
+        if any(c.kind == "RunnerSet" for c in landed.plan.changes):
+            for warning in crd_drift(ws):
+                click.echo(f"warning: {warning}", err=True)
     for name, message in landed.plan.errors.items():
         click.echo(f"error: {name}: {message} (left untouched)", err=True)
     return EXIT_ERROR if landed.plan.errors else EXIT_OK

@@ -2,7 +2,7 @@
 
 Between passes it keeps only plain data: the workspace's path, the ETag caches of the sources
 and the manifest state cache. A failing pass (network, a bad config pushed by someone) is
-logged and retried with exponential backoff, and so is a pass that crashed on a bug in
+logged and retried with exponential backoff (up to max(interval, 2 minutes)), and so is a pass that crashed on a bug in
 gitscale (logged with a crash report, exit code 70 for that pass); a rate limit or a Buildkite poll interval pushes
 the next pass back. SIGTERM or SIGINT ends the loop after the pass in progress.
 """
@@ -30,7 +30,11 @@ from gitscale.repo.workspace import Workspace, open_workspace
 if TYPE_CHECKING:
     from gitscale.metrics import LoopMetrics
 
-MAX_BACKOFF = 600.0
+# After failed passes the wait doubles from --interval up to max(--interval, BACKOFF_CAP): a
+# 30 s loop is back within 2 minutes of the remote (or the API) answering again, not frozen
+# for 10, and a failing remote gets one fetch every 2 minutes. A loop slower than that never
+# waits longer than its own interval.
+BACKOFF_CAP = 120.0
 MAX_RATE_WAIT = 3600.0
 
 
@@ -44,7 +48,7 @@ class LoopState:
 
     def delay(self) -> float:
         base = self.interval if self.failures == 0 else backoff(
-            self.interval, self.failures, MAX_BACKOFF)
+            self.interval, self.failures, max(self.interval, BACKOFF_CAP))
         return max(base, self.not_before - time.monotonic())
 
 

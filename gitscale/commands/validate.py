@@ -2,7 +2,8 @@
 gitscale.yaml may still hold a ``CHANGE-ME`` that `gitscale init` could not fill in (problems:
 exit 1). Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps
 source, the scaler's pods), and a GitHub set whose RunnerSet registers runners with other labels
-than its source counts jobs for."""
+than its source counts jobs for, and a RunnerSet CRD in the repo that is not this gitscale's (an
+upgrade done in the wrong order)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,6 +59,7 @@ def run_validate(opts: RepoOptions) -> int:
                     checked += 1
         managed = {config.path, *by_file}
         warnings += unmanaged_placeholders(ws.root, [p for p in listed if p not in managed])
+        warnings += crd_drift(ws.root, listed)
     for problem in problems:
         click.echo(f"error: {problem}", err=True)
     for warning in warnings:
@@ -89,6 +91,28 @@ def unmanaged_placeholders(root: Path, paths: list[str]) -> list[str]:
             continue  # not ours to read: validate reports what gitscale itself reads
         if PLACEHOLDER in text:
             found += placeholder_problems(rel, text)
+    return found
+
+
+def crd_drift(root: Path, paths: list[str]) -> list[str]:
+    """A warning for each tracked file holding a RunnerSet CRD other than this gitscale's:
+    RunnerSets are checked against the CRD gitscale ships, but the cluster applies the repo's
+    (an upgrade done in the wrong order: ``gitscale.manifest.crd_drift``)."""
+    from gitscale.manifest.crd_drift import CRD_NAME, drift
+
+    found: list[str] = []
+    for rel in paths:
+        path = root / rel
+        if not rel.endswith((".yaml", ".yml")) or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            text = files.read_text(path, rel, InputError)
+        except (InputError, OSError, UnicodeDecodeError):
+            continue
+        if CRD_NAME in text:
+            warning = drift(rel, text)
+            if warning:
+                found.append(warning)
     return found
 
 

@@ -21,7 +21,7 @@ controller does with each write (README, "The controller"):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from gitscale.core.backlog import backlog_of, refills_left, uncovered
 from gitscale.core.forecast import Forecast
@@ -29,6 +29,38 @@ from gitscale.core.model import Current, Decision, Demand, Reason, next_patch_id
 from gitscale.core.policy import Policy
 
 FOREVER = datetime.max.replace(tzinfo=timezone.utc)
+# A last scale-up stamped later than this ahead of the pass's clock was written by a host whose
+# clock ran ahead (`reconcile --now` in the future, a VM with a bad clock): not a time to hold a
+# scale-down from. Past a few minutes no NTP-synced pair of hosts disagrees.
+CLOCK_SKEW_TOLERANCE = timedelta(minutes=5)
+
+
+def hold_from(last_scale_up: datetime | None, now: datetime) -> datetime | None:
+    """The last scale-up the scale-down delay counts from at ``now``: ``None`` when there is
+    none, or when it lies more than ``CLOCK_SKEW_TOLERANCE`` in the future.
+
+    A future stamp is ignored rather than read as "now": it says nothing of when demand last
+    rose, and read as now it would hold every pass, until the real clock reaches it (years,
+    for a 2030 stamp). Ignored, the set scales as one with no scale-up on record — at worst
+    one scale-down the delay would have held, which the next demand undoes — and the next
+    scale-up writes a stamp from this clock, which ends the skew."""
+    if last_scale_up is None or last_scale_up - now > CLOCK_SKEW_TOLERANCE:
+        return None
+    return last_scale_up
+
+
+def skew_note(last_scale_up: datetime | None, now: datetime) -> str:
+    """What a pass says of a last scale-up ``hold_from`` ignores ("" for any other)."""
+    if last_scale_up is None or hold_from(last_scale_up, now) is not None:
+        return ""
+    return f"clock skew: last scale-up {last_scale_up.isoformat()} (annotation " \
+           f"gitscale.dev/last-scale-up) is in the future of this pass's clock " \
+           f"{now.isoformat()} by more than {_minutes(CLOCK_SKEW_TOLERANCE)}: the " \
+           "scale-down delay is not held on it"
+
+
+def _minutes(span: timedelta) -> str:
+    return f"{span.total_seconds() / 60:g} minutes"
 
 
 @dataclass(frozen=True)
@@ -95,7 +127,11 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
             why += f"; step limited to +{policy.max_step_up}"
     # Bounds are hard; delays and step limits only act inside them.
     unheld = min(max(target, lo), hi)
-    held_until = last_scale_up + policy.scale_down_delay if last_scale_up else None
+    skew = skew_note(last_scale_up, now)
+    if skew:
+        why += f"; {skew}"
+    last_up = hold_from(last_scale_up, now)
+    held_until = last_up + policy.scale_down_delay if last_up else None
     if unheld < current and held_until is not None and now < held_until:
         # The delay never holds a set above its (possibly scheduled) max.
         value = min(current, hi)
@@ -200,8 +236,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                      Reason.SCALE_DOWN if target.unheld < have else Reason.REAFFIRM,
                      f"{target.reasoning}; no job waits beyond {have}: backlog "
                      f"{current.backlog} withdrawn, so no slot is refilled for nobody")
-    delayed = current.last_scale_up is not None and now < (current.last_scale_up
-                                                           + policy.scale_down_delay)
+    last_up = hold_from(current.last_scale_up, now)
+    delayed = last_up is not None and now < last_up + policy.scale_down_delay
     if demand.queued == 0 and current.patch_id != 0 and not delayed:
         return write(have, 0, Reason.QUIET_RESET,
                      f"{why}; nothing waits: patch 0 lets the controller remove idle "
@@ -221,6 +257,9 @@ def settled_until(current: Current, policy: Policy, now: datetime) -> datetime |
     if policy.schedules or policy.forecast is not None:
         return None
     if current.last_scale_up is not None:
+        if hold_from(current.last_scale_up, now) is None:
+            # ignored as clock skew until the clock comes within the tolerance of it
+            return current.last_scale_up - CLOCK_SKEW_TOLERANCE
         held_until = current.last_scale_up + policy.scale_down_delay
         if now < held_until:
             return held_until

@@ -16,7 +16,7 @@ import functools
 import json
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
@@ -31,6 +31,20 @@ from gitscale.yamlio.read import Document, load_documents
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Value = int | str
+
+
+@dataclass(frozen=True)
+class Remove:
+    """As a value: remove the key (an annotation gitscale no longer needs). Removed only where
+    that is one whole line of a block mapping that keeps other keys, with nothing else on it
+    (no comment, no other key); anywhere else (a flow mapping, the mapping's only key, a key
+    over several lines) ``fallback`` is written instead, as a value would be. An absent key
+    stays absent."""
+
+    fallback: str
+
+
+Edit = Value | Remove
 
 
 _WHERE = attrgetter("start", "order")
@@ -52,14 +66,14 @@ class Edited:
     after: list[Document]
 
 
-def set_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value],
+def set_fields(text: str, source: str, doc_index: int, values: Mapping[FieldPath, Edit],
                owned: Owned = SPEC_PATCH) -> str:
     """Return ``text`` with each path in document ``doc_index`` set to its value; a missing
     key goes where ``owned`` (the object's kind, ``target.KINDS``) puts it."""
     return edit_fields(text, source, doc_index, values, owned=owned).text
 
 
-def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, Value],
+def edit_fields(text: str, source: str, doc_index: int, values: Mapping[FieldPath, Edit],
                 before: list[Document] | None = None, kept: KeptReads | None = None,
                 owned: Owned = SPEC_PATCH) -> Edited:
     """``set_fields``, also giving the documents of both texts (``before``: those of ``text``
@@ -72,10 +86,13 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
     root = _document_root(docs, doc_index, text, source)
     newline = "\r\n" if "\r\n" in text else "\n"
     splices: list[_Splice] = []
+    if any(isinstance(v, Remove) for v in values.values()):
+        return _edit_removing(text, source, doc_index, values, before, kept, owned)
+    plain: Mapping[FieldPath, Value] = values  # type: ignore[assignment]  # (no Remove: above)
     pending: dict[tuple[int, str], dict[FieldPath, Value]] = {}
     parents: dict[int, Span] = {}
     seen: dict[FieldPath, tuple[Span, Span] | None] = {}  # the paths share their first keys
-    for order, (path, value) in enumerate(values.items()):
+    for order, (path, value) in enumerate(plain.items()):
         node: Span = root
         for depth, key in enumerate(path):
             if node.kind != MAP:
@@ -110,8 +127,86 @@ def edit_fields(text: str, source: str, doc_index: int, values: dict[FieldPath, 
     result = text
     for splice in sorted(splices, key=_WHERE, reverse=True):
         result = result[: splice.start] + splice.text + result[splice.end:]
-    old, new = _verify(text, result, source, doc_index, values, before)
+    old, new = _verify(text, result, source, doc_index, plain, before)
     return Edited(result, old, new)
+
+
+def _edit_removing(text: str, source: str, doc_index: int,
+                   values: Mapping[FieldPath, Edit],
+                   before: list[Document] | None, kept: KeptReads | None,
+                   owned: Owned) -> Edited:
+    """``edit_fields`` with keys to remove (rare: `drain --resume`): the values are set first,
+    then each key is removed on the text that results (so no insertion and removal meet at one
+    place), or given its fallback value; the whole is verified against the original."""
+    plain = {p: v for p, v in values.items() if not isinstance(v, Remove)}
+    current = edit_fields(text, source, doc_index, plain, before, kept, owned).text \
+        if plain else text
+    cuts: list[tuple[int, int]] = []
+    removed: list[FieldPath] = []
+    fallback: dict[FieldPath, Value] = {}
+    for _ in range(2):  # a fallback changes the text: find the lines to cut again after it
+        root = _document_root(_parse(current, source, None, None)[0], doc_index, current,
+                              source)
+        cuts, removed = [], []
+        for path, value in values.items():
+            if not isinstance(value, Remove) or path in fallback:
+                continue
+            found = _find(root, path)
+            if found is None:
+                continue  # absent already
+            cut = _whole_line(current, *found)
+            if cut is None:
+                fallback[path] = value.fallback
+            else:
+                cuts.append(cut)
+                removed.append(path)
+        pending = {p: v for p, v in fallback.items()
+                   if (found := _find(root, p)) is None or found[2].value != v}
+        if not pending:
+            break
+        current = edit_fields(current, source, doc_index, pending, owned=owned).text
+    result = current
+    for start, end in sorted(cuts, reverse=True):
+        result = result[:start] + result[end:]
+    old, new = _verify(text, result, source, doc_index, {**plain, **fallback}, before, removed)
+    return Edited(result, old, new)
+
+
+def _find(root: Span, path: FieldPath) -> tuple[Span, Span, Span] | None:
+    """(the mapping holding the last key, the key, its value) along ``path``, if there."""
+    mapping = root
+    for depth, key in enumerate(path):
+        if mapping.kind != MAP:
+            return None
+        found = _lookup(mapping, key)
+        if found is None:
+            return None
+        if depth == len(path) - 1:
+            return mapping, found[0], found[1]
+        mapping = found[1]
+    return None
+
+
+def _whole_line(text: str, mapping: Span, key: Span, value: Span) -> tuple[int, int] | None:
+    """The span of the line holding ``key: value`` and nothing else, in a block ``mapping``
+    that has other keys; None when removing it would touch anything else."""
+    if mapping.flow or len(mapping.pairs()) < 2 or value.kind != SCALAR:
+        return None
+    if value.start < key.end or text.startswith(("&", "*"), value.start) \
+            or value.end_line != key.line or value.end == value.start:
+        return None  # an alias, a value on another line, an empty value
+    start = text.rfind("\n", 0, key.start) + 1
+    if text[start:key.start].strip(" "):
+        return None  # something else before the key on its line (`- key: …`)
+    end = text.find("\n", value.end)
+    rest = text[value.end:len(text) if end == -1 else end]
+    if rest.strip(" \t\r"):
+        return None  # a comment or more after the value
+    if end == -1:  # the last line, without a newline: take the newline before it
+        if start == 0:
+            return None
+        return (start - 2 if text[start - 2:start] == "\r\n" else start - 1), len(text)
+    return start, end + 1
 
 
 def _parse(text: str, source: str, before: list[Document] | None,
@@ -308,8 +403,8 @@ def render_key(key: str) -> str:
 
 
 def _verify(before: str, after: str, source: str, doc_index: int,
-            values: dict[FieldPath, Value],
-            documents: list[Document] | None) -> tuple[list[Document], list[Document]]:
+            values: Mapping[FieldPath, Value], documents: list[Document] | None,
+            removed: Sequence[FieldPath] = ()) -> tuple[list[Document], list[Document]]:
     """Re-read the result: the target document must equal the old one with ``values`` set.
     The documents returned for the result hold that expected data (equal, as just checked, to
     what the result reads as), sharing every untouched part with the old documents."""
@@ -320,26 +415,30 @@ def _verify(before: str, after: str, source: str, doc_index: int,
     except ManifestError as exc:
         raise ManifestError(source, f"editing produced invalid YAML ({exc.detail}); nothing was "
                             "written. This is a gitscale bug: please report it") from None
-    expected = _expected(old, doc_index, values)
+    expected = _expected(old, doc_index, values, removed)
     if new != expected:
         raise ManifestError(source, "editing changed more than the owned fields; nothing was "
                             "written. This is a gitscale bug: please report it")
     return old_documents, [Document(data, after, i) for i, data in enumerate(expected)]
 
 
-def _expected(old: list[Any], doc_index: int, values: dict[FieldPath, Value]) -> list[Any]:
-    """``old`` with ``values`` set in document ``doc_index``: the mappings on the way to each
-    value are copied, everything else is shared (a deep copy of every manifest was a tenth of
-    a first pass)."""
+def _expected(old: list[Any], doc_index: int, values: Mapping[FieldPath, Value],
+              removed: Sequence[FieldPath] = ()) -> list[Any]:
+    """``old`` with ``values`` set in document ``doc_index`` and the ``removed`` keys gone:
+    the mappings on the way to each value are copied, everything else is shared (a deep copy
+    of every manifest was a tenth of a first pass)."""
     expected = list(old)
     if type(old[doc_index]) is not dict:
         expected = copy.deepcopy(old)
         for path, value in values.items():
             _set(expected[doc_index], path, value)
+        for path in removed:
+            _pop(expected[doc_index], path)
         return expected
     root = expected[doc_index] = dict(old[doc_index])
     copied = {id(root)}
-    for path, value in values.items():
+    changes: list[tuple[FieldPath, Any]] = [*values.items(), *((p, _MISSING) for p in removed)]
+    for path, value in changes:
         obj = root
         for key in path[:-1]:
             child = obj.get(key, _MISSING)
@@ -352,8 +451,17 @@ def _expected(old: list[Any], doc_index: int, values: dict[FieldPath, Value]) ->
                 child = obj[key] = dict(child)
                 copied.add(id(child))
             obj = child
-        obj[path[-1]] = value
+        if value is _MISSING:
+            obj.pop(path[-1], None)
+        else:
+            obj[path[-1]] = value
     return expected
+
+
+def _pop(obj: Any, path: Sequence[str]) -> None:
+    for key in path[:-1]:
+        obj = obj[key]
+    obj.pop(path[-1], None)
 
 
 _MISSING: Any = object()

@@ -14,11 +14,12 @@ import hashlib
 import importlib.util
 import json
 import marshal
-import os
 from functools import partial
 from pathlib import Path
 from types import CodeType
 from typing import Any, Callable, Mapping
+
+from gitscale.files import write_cache
 
 FORMAT = 2  # of the cached files (2: without detailed exceptions)
 KEEP = 16  # validator files kept (one per schema version seen); the oldest go first
@@ -74,14 +75,11 @@ def _load(path: Path, key: str) -> CodeType | None:
 def _store(path: Path, key: str, code: CodeType) -> None:
     payload = marshal.dumps(code)
     data = _MAGIC + f"{key}\n{hashlib.sha256(payload).hexdigest()}\n".encode() + payload
+    if not write_cache(path, lambda out: out.write(data)):
+        return  # said once (gitscale.files): compiled again next time
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
         files = sorted(path.parent.glob("validator-*.marshal"), key=lambda p: p.stat().st_mtime)
         for old in files[:-KEEP]:
             old.unlink(missing_ok=True)
     except OSError:
-        pass  # a read-only cache directory: compile again next time
+        pass  # another process pruned them first

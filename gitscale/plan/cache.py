@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import os
 import pickle
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,12 +36,14 @@ from gitscale.config.load import Config, ObjectRef
 from gitscale.core.decide import FOREVER
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.errors import ManifestError
+from gitscale.files import write_cache
 from gitscale.manifest.target import KeptReads, Located, locate, owned_for
 from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
 
-FORMAT = 9  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
-# 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS)
+FORMAT = 10  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
+# 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS); 10: no
+# settled answer held on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE)
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
@@ -419,16 +420,8 @@ class StateCache:
 
 
 def _write(path: Path, value: Any) -> bool:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with tmp.open("wb") as handle:
-            os.chmod(tmp, 0o600)
-            pickle.dump(value, handle, protocol=5)
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        return False  # a read-only home: run without a disk cache
+    # a read-only or full disk: said once, and the pass goes on without a disk cache
+    return write_cache(path, lambda out: pickle.dump(value, out, protocol=5))
 
 
 @contextmanager

@@ -32,7 +32,7 @@ from gitscale.yamlio.placeholders import placeholder_problems
 from gitscale.yamlio.read import Document
 
 if TYPE_CHECKING:
-    from gitscale.manifest.edit import Value
+    from gitscale.manifest.edit import Edit
     from gitscale.manifest.target import FieldPath
 
 Decider = Callable[[RunnerSetConfig, Current, "Demand | None"], Decision]
@@ -113,7 +113,7 @@ class _Edit(NamedTuple):
 
     found: _Found
     decision: Decision
-    values: dict[FieldPath, Value]
+    values: dict[FieldPath, Edit]
 
 
 class _Pass:
@@ -313,7 +313,7 @@ def _caps(config: Config, found: list[_Found], now: datetime,
 
 
 def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
-            stamp: str) -> dict[FieldPath, Value]:
+            stamp: str) -> dict[FieldPath, Edit]:
     """The owned fields to write for ``decision``, where the target's kind keeps them
     (``target.KINDS``); empty when nothing would change."""
     owned = target.owned
@@ -321,7 +321,7 @@ def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
         return {}
     if not owned.reaffirms and decision.reason in (Reason.REAFFIRM, Reason.QUIET_RESET):
         return {}  # a plain Deployment has nothing to re-affirm: no commit for it
-    values: dict[FieldPath, Value] = {owned.replicas: decision.replicas}
+    values: dict[FieldPath, Edit] = {owned.replicas: decision.replicas}
     patch = decision.patch_id if decision.patch_id is not None else 0
     values[owned.patch_id] = str(patch) if owned.patch_in_annotation else patch
     if owned.effective_time is not None:
@@ -335,5 +335,9 @@ def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
     if decision.reason == Reason.DRAIN:
         values[owned.annotation(tgt.A_DRAINED)] = "true"
     elif decision.reason == Reason.RESUME:
-        values[owned.annotation(tgt.A_DRAINED)] = "false"
+        from gitscale.manifest.edit import Remove  # (only `drain --resume` removes a key)
+
+        # gone, not "false": nothing left behind to read as a state; "false" only where the
+        # line cannot be cut cleanly (a flow mapping, the only annotation)
+        values[owned.annotation(tgt.A_DRAINED)] = Remove("false")
     return values

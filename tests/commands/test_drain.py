@@ -20,3 +20,44 @@ def test_drain_and_resume(tmp_path: Path, capsys) -> None:  # type: ignore[no-un
     assert run(capsys, "drain", "--repo", str(checkout), "linux", "--resume")[0] == 0
     reconcile(capsys, checkout, tmp_path, 1, 0, "2026-11-21T09:06:00Z")
     assert spec(remote)["replicas"] == 2
+
+
+def test_resume_removes_the_drained_annotation_and_names_a_pause(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """`drain --resume` on a set a person has also paused lifts the drain, but the loop leaves
+    a paused set alone: the commit and a warning say so. The drained annotation goes (not
+    "false"), byte for byte otherwise."""
+    checkout, remote = setup(tmp_path)
+    reconcile(capsys, checkout, tmp_path, 2, 0, "2026-11-21T09:00:00Z")
+    assert run(capsys, "drain", "--repo", str(checkout), "linux",
+               "--now", "2026-11-21T09:01:00Z")[0] == 0
+    manifest = checkout / "sets/linux.yaml"
+    drained = manifest.read_text()
+    assert '    gitscale.dev/drained: "true"\n' in drained
+    paused = drained.replace('    gitscale.dev/drained: "true"\n',
+                             '    gitscale.dev/drained: "true"\n    gitscale.dev/paused: "true"\n')
+    manifest.write_text(paused)
+    git(checkout, "commit", "--quiet", "-am", "hold linux")
+    git(checkout, "push", "--quiet")
+
+    code, out, err = run(capsys, "drain", "--repo", str(checkout), "linux", "--resume",
+                         "--now", "2026-11-21T09:02:00Z")
+    assert code == 0, err
+    body = git(remote, "log", "-1", "--format=%B", "main")
+    assert "resumed, but still paused (annotation gitscale.dev/paused: \"true\")" in body
+    assert "warning: linux: still paused (annotation gitscale.dev/paused: \"true\"): it stays " \
+           "at its count until the annotation is removed" in err
+    after = git(remote, "show", "main:sets/linux.yaml") + "\n"
+    assert "gitscale.dev/drained" not in after
+    # only the drained line and effectiveTime changed
+    assert [line for line in after.splitlines() if line not in paused.splitlines()] == \
+        ['  effectiveTime: "2026-11-21T09:02:00Z"']
+    assert [line for line in paused.splitlines() if line not in after.splitlines()] == \
+        ['    gitscale.dev/drained: "true"', '  effectiveTime: "2026-11-21T09:01:00Z"']
+    # still paused: the loop leaves it at 0, and plan says why
+    reconcile(capsys, checkout, tmp_path, 5, 0, "2026-11-21T09:03:00Z")
+    assert spec(remote)["replicas"] == 0
+    # resuming a set that is not drained changes nothing and says so
+    code, out, err = run(capsys, "drain", "--repo", str(checkout), "linux", "--resume",
+                         "--now", "2026-11-21T09:04:00Z")
+    assert code == 0 and "not drained: nothing to resume" in out, out

@@ -88,3 +88,52 @@ def test_unreadable_trailers_are_counted_in_one_line(tmp_path: Path, capsys) -> 
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "gpu",
                          "--output", "json")
     assert code == 0 and json.loads(out) == [] and err == ""  # another set's: not counted
+
+
+def test_commits_by_people_on_a_managed_manifest_are_rows(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A `git revert` of a drain, and a pause, are not gitscale's commits: without them
+    history's newest row for the set said 3→0 while the repo said 3."""
+    from tests.helpers import git
+    from tests.one_set import reconcile
+
+    checkout, remote = setup(tmp_path)
+    reconcile(capsys, checkout, tmp_path, 2, 0, "2026-11-21T09:00:00Z")
+    assert run(capsys, "drain", "--repo", str(checkout), "linux",
+               "--now", "2026-11-21T09:01:00Z")[0] == 0
+    import os
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ana Ops", "GIT_AUTHOR_EMAIL": "ana@example.com",
+           "GIT_COMMITTER_NAME": "Ana Ops", "GIT_COMMITTER_EMAIL": "ana@example.com",
+           "GIT_COMMITTER_DATE": "2026-11-21T09:02:00Z"}
+    subprocess.run(["git", "revert", "--no-edit", "HEAD"], cwd=checkout, env=env, check=True,
+                   capture_output=True)
+    (checkout / "README").write_text("not a manifest\n")
+    git(checkout, "add", "README")
+    subprocess.run(["git", "commit", "-qm", "docs"], cwd=checkout, env=env, check=True)
+
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--output", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["reason"], r["replicas"]) for r in rows] == [
+        ("manual", 3), ("drain", 0), ("first-write", 3)]
+    revert = rows[0]
+    assert revert["author"] == "Ana Ops" and revert["set"] == "linux"
+    assert revert["subject"].startswith('Revert "gitscale: linux 3→0')
+    assert revert["patch"] is not None and revert["queued"] is None
+    assert set(rows[1]) == set(rows[0]) - {"author", "subject"}  # gitscale's rows: as before
+
+    code, out, err = run(capsys, "history", "--repo", str(checkout))
+    first = out.splitlines()[1].split()
+    assert first[2:6] == ["linux", "?→3", first[4], "-"] and "manual" in out.splitlines()[1]
+    assert out.splitlines()[1].endswith('by Ana Ops: Revert "gitscale: linux 3→0"')
+    assert "docs" not in out  # README is not managed
+
+    # over a clone (commit messages only) they are not looked into: a note says so
+    code, out, err = run(capsys, "history", "--repo", str(remote))
+    assert code == 0 and "manual" not in out
+    git(checkout, "push", "--quiet")
+    code, out, err = run(capsys, "history", "--repo", str(remote))
+    assert code == 0 and "manual" not in out
+    assert err.startswith("history: 2 commits after the newest scaling commit (")
+    assert "are not gitscale's and may have changed a set (a revert, a pause)" in err

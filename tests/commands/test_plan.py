@@ -140,3 +140,74 @@ def test_what_if_at_nine(tmp_path: Path, capsys) -> None:  # type: ignore[no-unt
     code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
                        "--now", "2026-11-23T06:00:00Z")
     assert json.loads(out)["changes"][0]["to"]["replicas"] == 10
+
+
+def _plan_line(out: str, name: str) -> str:
+    return next(line for line in out.splitlines() if line[2:].split(" ", 1)[0] == name)
+
+
+def test_an_unchanged_set_says_why_when_it_is_held_drained_or_at_max(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """Text `plan` gives the reason JSON's detail gives, on the line of a set it leaves alone
+    for a reason worth saying; a plain unchanged set's line stays short."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 1, maxReplicas: 3, buffer: 1, "
+                                                 "scaleDownDelay: 10m}", "gpu": "default"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
+        "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0),
+        "demand.yaml": "linux: {queued: 2, running: 0}\ngpu: {queued: 0, running: 0}\n",
+    })
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0  # linux 1→3
+    quiet = tmp_path / "quiet.yaml"
+    quiet.write_text("linux: {queued: 0, running: 0}\ngpu: {queued: 0, running: 0}\n")
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(quiet),
+                       "--now", "2026-11-21T09:05:00Z")
+    assert code == 0, out
+    assert _plan_line(out, "linux").endswith(
+        "unchanged: scale-down held until 2026-11-21 09:10:00 UTC (scaleDownDelay)")
+    assert _plan_line(out, "gpu").split() == ["gpu", "0", "unchanged"]
+
+    busy = tmp_path / "busy.yaml"
+    busy.write_text("linux: {queued: 7, running: 3}\ngpu: {queued: 0, running: 0}\n")
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(busy),
+               "--now", "2026-11-21T09:20:00Z")[0] == 0
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(busy),
+                       "--now", "2026-11-21T09:20:30Z")
+    assert code == 0, out
+    assert _plan_line(out, "linux").endswith(
+        "unchanged: at max 3; demand 10 (7 queued, 3 running)")
+
+    assert run(capsys, "drain", "--repo", str(checkout), "linux",
+               "--now", "2026-11-21T09:30:00Z")[0] == 0
+    waiting = tmp_path / "waiting.yaml"
+    waiting.write_text("linux: {queued: 8, running: 0}\ngpu: {queued: 0, running: 0}\n")
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(waiting),
+                       "--now", "2026-11-21T09:31:00Z")
+    assert code == 0, out
+    assert _plan_line(out, "linux").endswith(
+        "unchanged: drained: held at 0 until `gitscale drain --resume`; demand 8 (8 queued, "
+        "0 running)")
+    assert "Plan: 0 to change, 2 unchanged" in out
+
+
+def test_plan_set_shows_only_the_sets_named_and_exits_on_them(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    checkout = two_sets(tmp_path)
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0
+    more = tmp_path / "more.yaml"
+    more.write_text("linux: {queued: 2, running: 0}\ngpu: {queued: 2, running: 0}\n")
+    later = "2026-11-21T09:01:00Z"
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(more),
+                       "--now", later, "--set", "linux")
+    assert code == 0, out  # gpu's change is pending, but only linux is shown
+    assert "gpu" not in out and "sets/gpu.yaml" not in out
+    assert "Plan: 0 to change, 1 unchanged" in out
+    code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(more),
+                       "--now", later, "--set", "gpu", "--set", "linux", "--output", "json")
+    assert code == 2
+    doc = json.loads(out)
+    assert [c["set"] for c in doc["changes"]] == ["gpu"]
+    assert [u["set"] for u in doc["unchanged"]] == ["linux"]
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--set", "gpx")
+    assert code == 1 and out == ""
+    assert "no runner set named 'gpx' (known: linux, gpu)" in err

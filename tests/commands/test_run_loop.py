@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gitscale.commands.run import MAX_BACKOFF, LoopState
+from gitscale.commands.run import BACKOFF_CAP, LoopState
 from tests.helpers import RUNNERSET, git, make_repo, simple_config
 
 
@@ -77,13 +77,18 @@ def test_loop_survives_a_bad_pass(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("failures", "expected"),
-    [pytest.param(0, 30.0, id="ok"), pytest.param(1, 60.0, id="one-failure"),
-     pytest.param(3, 240.0, id="three"), pytest.param(10, MAX_BACKOFF, id="capped"),
-     pytest.param(5000, MAX_BACKOFF, id="days-of-failures")],  # 2**5000: no float overflow
+    ("interval", "failures", "expected"),
+    [pytest.param(30.0, 0, 30.0, id="ok"), pytest.param(30.0, 1, 60.0, id="one-failure"),
+     # a 30 s loop waits at most 2 minutes once the remote is back, not 10
+     pytest.param(30.0, 3, 120.0, id="three-capped-at-2-minutes"),
+     pytest.param(30.0, 5000, 120.0, id="days-of-failures"),  # 2**5000: no float overflow
+     pytest.param(1.0, 4, 16.0, id="fast-loop-doubles"),
+     pytest.param(600.0, 1, 600.0, id="slow-loop-never-beyond-its-interval"),
+     pytest.param(3600.0, 9, 3600.0, id="hourly")],
 )
-def test_backoff(failures: int, expected: float) -> None:
-    assert LoopState(30.0, failures).delay() == expected
+def test_backoff(interval: float, failures: int, expected: float) -> None:
+    assert BACKOFF_CAP == 120.0
+    assert LoopState(interval, failures).delay() == expected
 
 
 def test_rate_limit_pushes_the_next_pass_back() -> None:

@@ -110,3 +110,57 @@ def test_change_me_in_unmanaged_files_is_a_warning_and_exit_0(tmp_path: Path, ca
     assert code == 1 and out.rstrip().endswith(", 1 problem, 2 warnings"), out
     assert err.splitlines()[0] == (f"error: gitscale.yaml:{line_of(config, 'org:')}: replace "
                                    "CHANGE-ME with the value gitscale init could not guess")
+
+
+def _older_crd() -> str:
+    """gitscale's RunnerSet CRD as a release before ``spec.backlog`` shipped it."""
+    import yaml
+
+    from gitscale.manifest.crd_drift import shipped_text
+
+    crd = yaml.safe_load(shipped_text())
+    for version in crd["spec"]["versions"]:
+        del version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["backlog"]
+    return yaml.safe_dump(crd, sort_keys=False)
+
+
+@pytest.mark.parametrize("crd_path", ["deploy/crds/runnersets.gitscale.dev.yaml",
+                                      "clusters/prod/gitscale-system/crd.yaml"])  # init's
+def test_an_older_runnerset_crd_in_the_repo_is_a_warning_in_validate_and_reconcile(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, crd_path: str) -> None:
+    """Upgraded in the wrong order (the scaler before the repo's CRD): RunnerSets are checked
+    against the CRD gitscale ships, so without a warning `validate` says all is well while the
+    cluster's CRD does not know the fields the scaler writes."""
+    from gitscale.manifest.crd_drift import shipped_text
+    from tests.helpers import RUNNERSET, simple_config
+
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 5}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 2, running: 0}\n",
+        crd_path: _older_crd(),
+    })
+    expected = (f"warning: {crd_path}: older than this gitscale's RunnerSet CRD (no "
+                "spec.backlog): run `gitscale crd --repo .` and apply it before this version "
+                "writes")
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err
+    assert expected in err.splitlines()
+    assert out.strip().endswith("0 problems, 1 warning")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout),
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code == 0, err
+    assert expected in err.splitlines()
+    assert "gitscale: linux" in git(checkout, "log", "-1", "--format=%s")  # warned, not refused
+
+    # `gitscale crd --repo .` brings it up to date: no warning any more
+    assert run(capsys, "crd", "--repo", str(checkout))[0] == 0
+    assert (checkout / crd_path).read_text() == shipped_text()
+    git(checkout, "push", "--quiet")
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0 and "warning" not in err, err
+    more = tmp_path / "more.yaml"
+    more.write_text("linux: {queued: 4, running: 0}\n")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(more),
+                         "--now", "2026-11-21T09:01:00Z")
+    assert code == 0 and "warning" not in err, err

@@ -1,13 +1,24 @@
-"""Fixtures for the controller tests: the harness (local API server, GitHub fake, controller)."""
+"""Fixtures for the controller tests: the harness (local API server, GitHub fake, controller)
+and the port of its health server (``/metrics``, ``/healthz``)."""
 from __future__ import annotations
 
 from typing import Iterator
 
 import pytest
 
+from gitscale.controller.loop import serve_health
 from tests.controller.harness import Harness, start
 
 
 @pytest.fixture
 def harness() -> Iterator[Harness]:
     yield from start()
+
+
+@pytest.fixture
+def port(harness: Harness) -> Iterator[int]:
+    server = serve_health(harness.controller, 0, host="127.0.0.1")
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()

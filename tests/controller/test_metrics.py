@@ -2,23 +2,11 @@
 the kubelet and GitHub: the values follow what each pass did."""
 from __future__ import annotations
 
-from typing import Iterator
-
 import kubernetes.client
 import pytest
 
-from gitscale.controller.loop import serve_health
 from tests.controller.harness import NS, Harness
 from tests.test_metrics import Samples, scrape, value
-
-
-@pytest.fixture
-def port(harness: Harness) -> Iterator[int]:
-    server = serve_health(harness.controller, 0, host="127.0.0.1")
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
 
 
 def metrics(port: int) -> Samples:

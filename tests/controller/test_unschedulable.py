@@ -4,33 +4,18 @@ added: the pods scheduled). They are reported — Ready False after a grace, a W
 a gauge — and never replaced or removed for it."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from gitscale.controller import status as st
-from gitscale.controller.loop import serve_health
 from tests.controller.harness import NS, TOKEN, Harness
-from tests.test_metrics import Samples, scrape, value
+from tests.controller.test_metrics import metrics
+from tests.test_metrics import value
 
 GRACE = st.UNSCHEDULABLE_GRACE.total_seconds()
 CPU = "0/3 nodes are available: 3 Insufficient cpu."
 PER_SET = {"namespace": NS, "set": "rs"}
-
-
-@pytest.fixture
-def port(harness: Harness) -> Iterator[int]:
-    server = serve_health(harness.controller, 0, host="127.0.0.1")
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-
-
-def metrics(port: int) -> Samples:
-    status, _, samples = scrape(port)
-    assert status == 200
-    return samples
 
 
 def ready(harness: Harness, name: str = "rs") -> dict[str, Any]:

@@ -323,3 +323,47 @@ def test_drain_and_resume_decisions() -> None:
     assert not resume(busy).write
     back = resume(Current(0, 0, None, "x", drained=True))
     assert (back.write, back.reason) == (True, Reason.RESUME)
+
+
+FUTURE = datetime(2030, 1, 1, tzinfo=timezone.utc)  # a scale-up from a host whose clock ran ahead
+
+
+@pytest.mark.parametrize(
+    ("last_up", "demand", "have", "patch", "want"),
+    [
+        pytest.param(FUTURE, D(0, 0), 5, 3, (True, 0, 4, Reason.SCALE_DOWN),
+                     id="years-ahead-not-held"),
+        pytest.param(NOW + timedelta(minutes=6), D(0, 0), 5, 3, (True, 0, 4, Reason.SCALE_DOWN),
+                     id="past-the-tolerance-not-held"),
+        pytest.param(NOW + timedelta(minutes=4), D(0, 0), 5, 3, (False, 5, 3, Reason.UNCHANGED),
+                     id="within-the-tolerance-held"),
+        pytest.param(FUTURE, D(0, 2), 2, 3, (True, 2, 0, Reason.QUIET_RESET),
+                     id="quiet-reset-not-delayed"),
+        pytest.param(FUTURE, D(3, 4), 5, 3, (True, 7, 4, Reason.SCALE_UP),
+                     id="scale-up-unaffected"),
+    ],
+)
+def test_a_last_scale_up_in_the_future_is_clock_skew(last_up, demand, have, patch,  # type: ignore[no-untyped-def]
+                                                    want) -> None:
+    from gitscale.core.decide import CLOCK_SKEW_TOLERANCE
+
+    assert CLOCK_SKEW_TOLERANCE == timedelta(minutes=5)
+    policy = Policy(0, 20, 0, scale_down_delay=timedelta(minutes=10))
+    state = Current(have, patch, last_scale_up=last_up, fingerprint=demand.fingerprint)
+    decision = decide(state, demand, policy, NOW)
+    assert (decision.write, decision.replicas, decision.patch_id, decision.reason) == want
+    skewed = last_up - NOW > CLOCK_SKEW_TOLERANCE
+    assert ("clock skew: last scale-up " + last_up.isoformat() in decision.detail) == skewed
+    assert ("held until" in decision.detail) == (not skewed and not decision.write)
+
+
+def test_a_skewed_scale_up_settles_until_it_is_within_the_tolerance() -> None:
+    from gitscale.core.decide import CLOCK_SKEW_TOLERANCE, settled_until
+
+    policy = Policy(0, 20, 0, scale_down_delay=timedelta(minutes=10))
+    state = Current(5, 3, last_scale_up=FUTURE)
+    until = settled_until(state, policy, NOW)
+    assert until == FUTURE - CLOCK_SKEW_TOLERANCE
+    # from then on the stamp counts again: the delay holds, as the settled answer says
+    assert decide(state, D(0, 0), policy, until).reason == Reason.UNCHANGED
+    assert decide(state, D(0, 0), policy, until - timedelta(seconds=1)).write

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from gitscale.yamlio import block as yamlblock
 from gitscale.config.load import ObjectRef
 from gitscale.errors import ManifestError
-from gitscale.manifest.edit import Value, edit_fields, set_fields
+from gitscale.manifest.edit import Edit, Remove, Value, edit_fields, set_fields
 from gitscale.manifest.target import ANNOTATIONS, KINDS, FieldPath, read_target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ class Case:
     original: bytes
     expected: bytes | None
     ref: ObjectRef
-    values: dict[FieldPath, Value]
+    values: dict[FieldPath, Edit]
     error_line: int | None
 
     @property
@@ -59,8 +59,12 @@ def _path(raw: Any) -> FieldPath:
 def load_case(name: str) -> Case:
     directory = FIXTURES / name
     spec = yaml.safe_load((directory / "edit.yaml").read_bytes())
-    values: dict[FieldPath, Value] = {}
+    values: dict[FieldPath, Edit] = {}
     for item in spec["values"]:
+        if "remove" in item:  # remove the key (its fallback where it cannot be cut cleanly)
+            assert type(item["remove"]) is str, f"{name}/edit.yaml: {item!r}"
+            values[_path(item["path"])] = Remove(item["remove"])
+            continue
         value = item["value"]
         # a fixture typo such as an unquoted timestamp would otherwise test the wrong thing
         assert type(value) in (int, str), f"{name}/edit.yaml: {value!r} is not an int or a string"
@@ -83,14 +87,16 @@ def load_case(name: str) -> Case:
     )
 
 
-def edit(text: str, label: str, ref: ObjectRef, values: dict[FieldPath, Value]) -> str:
+def edit(text: str, label: str, ref: ObjectRef, values: dict[FieldPath, Edit]) -> str:
     """What the engine does: find the object, then set its fields (a missing one where the
     object's kind puts it)."""
     target = read_target(label, text, ref)
     return set_fields(text, label, target.index, values, target.owned)
 
 
-def _with_values(obj: Any, values: dict[FieldPath, Value]) -> Any:
+def _with_values(obj: Any, values: dict[FieldPath, Edit], removable: bool = True) -> Any:
+    """``obj`` with ``values`` set; a ``Remove`` takes its key away (``removable``) or sets
+    its fallback."""
     obj = copy.deepcopy(obj)
     for path, value in values.items():
         node = obj
@@ -98,7 +104,13 @@ def _with_values(obj: Any, values: dict[FieldPath, Value]) -> Any:
             if node.get(key) is None:
                 node[key] = {}
             node = node[key]
-        node[path[-1]] = value
+        if isinstance(value, Remove):
+            if removable:
+                node.pop(path[-1], None)
+            else:
+                node[path[-1]] = value.fallback
+        else:
+            node[path[-1]] = value
     return obj
 
 
@@ -139,6 +151,8 @@ def test_expected_files_mean_the_original_with_values_set(name: str) -> None:
     index = read_target(case.label, case.text, case.ref).index
     wanted = copy.deepcopy(before)
     wanted[index] = _with_values(before[index], case.values)
+    if after != wanted:  # a key to remove that is kept with its fallback value instead
+        wanted[index] = _with_values(before[index], case.values, removable=False)
     assert after == wanted
 
 

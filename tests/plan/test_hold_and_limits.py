@@ -29,7 +29,8 @@ def test_paused_set_is_left_alone_and_plan_says_so(tmp_path: Path, capsys) -> No
     assert [c["set"] for c in document["changes"]] == ["b"]
     assert {"set": "a", "reason": "paused"}.items() <= document["unchanged"][0].items()
     code, out, _ = run(capsys, "plan", "--repo", str(checkout))
-    assert any(line.split()[:1] == ["a"] and line.rstrip().endswith("paused")
+    assert any(line.split()[:1] == ["a"] and line.rstrip().endswith(
+        'paused: annotation gitscale.dev/paused: "true"; demand 7 (7 queued, 0 running)')
                for line in out.splitlines())
     code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
     assert code == 0, err

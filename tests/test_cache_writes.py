@@ -1,0 +1,122 @@
+"""gitscale's cache files (`gitscale.files.write_cache`): written whole or not at all; a cache
+that cannot be written is said once on stderr, leaves no temporary file, and never stops a
+pass. Tests may run as root, which ignores permission bits: the unwritable directory is a path
+under a regular file, the failed rename a target that is a directory, and the full disk an
+``ENOSPC`` raised by the writer the helper takes."""
+from __future__ import annotations
+
+import errno
+import stat
+from pathlib import Path
+from typing import IO
+
+import pytest
+import yaml
+
+from gitscale import files
+from gitscale.clients.etags import EtagCache
+from gitscale.files import write_cache
+from gitscale.manifest import validate
+from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+
+WARNING = "warning: cannot write gitscale's cache in "
+
+
+@pytest.fixture(autouse=True)
+def _not_warned_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "_cache_warned", [])  # once per process: this test's process
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_a_cache_file_is_written_whole_and_owner_only(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "cache" / "state.bin"
+    assert write_cache(target, lambda out: out.write(b"abc"))
+    assert target.read_bytes() == b"abc"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert leftovers(target.parent) == []
+    assert capsys.readouterr().err == ""
+
+
+def test_a_full_disk_leaves_no_temporary_file_and_is_said_once(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                               capsys) -> None:
+    def full(out: IO[bytes]) -> None:
+        out.write(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    old = tmp_path / "state.bin"
+    old.write_bytes(b"what the last run wrote")
+    assert not write_cache(old, full)
+    assert not write_cache(tmp_path / "other.bin", full)
+    assert old.read_bytes() == b"what the last run wrote"  # never half a file
+    assert leftovers(tmp_path) == []
+    err = capsys.readouterr().err
+    assert err.count(WARNING) == 1, err
+    assert f"{WARNING}{tmp_path}: No space left on device" in err
+    assert "Traceback" not in err
+
+
+def test_a_failed_rename_removes_the_temporary_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "state.bin").mkdir()  # os.replace onto a directory fails
+    assert not write_cache(tmp_path / "state.bin", lambda out: out.write(b"abc"))
+    assert leftovers(tmp_path) == []
+    assert "Is a directory" in capsys.readouterr().err
+
+
+def test_the_etag_cache_on_an_unwritable_path_is_not_an_error(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                               capsys) -> None:
+    (tmp_path / "file").write_text("")
+    cache = EtagCache(tmp_path / "file" / "sub" / "etags.json")
+    cache.store("https://api.example/x", '"e1"', {"a": 1})
+    cache.save()  # before: NotADirectoryError out of the pass
+    assert cache.dirty  # kept, for the next save
+    assert f"{WARNING}{tmp_path / 'file' / 'sub'}: Not a directory" in capsys.readouterr().err
+
+
+def reconcile_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+
+
+def test_reconcile_with_an_unwritable_cache_commits_and_says_so_once(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = reconcile_repo(tmp_path)
+    (tmp_path / "volume").write_text("")  # the cache dir is under a regular file
+    monkeypatch.setenv("GITSCALE_CACHE_DIR", str(tmp_path / "volume" / "gitscale"))
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    spec = yaml.safe_load(git(tmp_path / "remote.git", "show", "main:sets/linux.yaml"))["spec"]
+    assert spec["replicas"] == 3
+    assert err.count(WARNING) == 1, err
+    assert f"{WARNING}{tmp_path / 'volume' / 'gitscale'}: Not a directory" in err
+    assert "Traceback" not in err
+
+
+def test_reconcile_whose_cache_writes_fail_leaves_no_temporary_files(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = reconcile_repo(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("GITSCALE_CACHE_DIR", str(cache))
+    monkeypatch.setattr(validate, "_COMPILED", {})  # compiled (and cached on disk) again
+    # every file a pass writes there is a directory already: each rename fails
+    assert run(capsys, "reconcile", "--repo", str(checkout))[0] == 0
+    names = sorted(p.name for p in cache.iterdir())
+    for prefix in ("manifest-state.pickle", "config-", "validator-"):
+        assert any(n.startswith(prefix) for n in names), names
+    for name in names:
+        (cache / name).unlink()
+        (cache / name).mkdir()
+    demand = tmp_path / "more.yaml"
+    demand.write_text("linux: {queued: 5, running: 0}\n")
+    monkeypatch.setattr(validate, "_COMPILED", {})
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0, err
+    assert git(tmp_path / "remote.git", "log", "-1", "--format=%s", "main") == "gitscale: linux 3→5"
+    assert leftovers(cache) == [], sorted(p.name for p in cache.iterdir())
+    assert err.count(WARNING) == 1 and "Is a directory" in err, err

@@ -46,17 +46,27 @@ QUERY = """query GitscaleQueueJobs($slug: ID!, $rules: [String!], $states: [JobS
     }
   }
 }"""
+# A token, or what gives the current one (asked before every request: a rotated token file
+# is picked up). With ``refused``, a request refused (401/403) is sent once more when the
+# token, read again, has changed.
+Token = str | Callable[[], str]
+
+
+def _value(token: Token) -> str:
+    return token if isinstance(token, str) else token()
 
 
 class Metrics:
     """The agent metrics API of one ``apiUrl`` (``https://agent.buildkite.com/v3``) and token."""
 
-    def __init__(self, api_url: str, token: str, *, cache: EtagCache | None = None,
-                 timeout: float = 10.0, transport: Any = None) -> None:
+    def __init__(self, api_url: str, token: Token, *, cache: EtagCache | None = None,
+                 timeout: float = 10.0, transport: Any = None,
+                 refused: Callable[[int], Any] | None = None) -> None:
         self.api = api_url.rstrip("/")
         self.http = HttpClient(name=f"buildkite ({self.api})",
-                               headers=lambda: {"Authorization": f"Token {token}"},
-                               cache=cache, timeout=timeout, transport=transport)
+                               headers=lambda: {"Authorization": f"Token {_value(token)}"},
+                               refused=refused, cache=cache, timeout=timeout,
+                               transport=transport)
 
     def close(self) -> None:
         self.http.close()
@@ -92,12 +102,12 @@ class Agents:
 class QueueJobs:
     """A queue's command jobs from the GraphQL API of one URL and API access token."""
 
-    def __init__(self, url: str, token: str, *, timeout: float = 10.0,
-                 transport: Any = None) -> None:
+    def __init__(self, url: str, token: Token, *, timeout: float = 10.0,
+                 transport: Any = None, refused: Callable[[int], Any] | None = None) -> None:
         self.url = url.rstrip("/")
         self.http = HttpClient(name=f"buildkite GraphQL ({self.url})",
-                               headers=lambda: {"Authorization": f"Bearer {token}"},
-                               timeout=timeout, transport=transport)
+                               headers=lambda: {"Authorization": f"Bearer {_value(token)}"},
+                               refused=refused, timeout=timeout, transport=transport)
 
     def close(self) -> None:
         self.http.close()

@@ -1,8 +1,9 @@
 """GitHub's REST API: the calls gitscale makes, on the one HTTP client (``http.py``).
 
 One ``GitHub`` per API base URL and credential: a token, or a GitHub App's installation token
-(``github_app.py``) — ``token`` is asked before every request, so an App's refreshed token is
-picked up. Every list is read to its end by ``Link: rel="next"`` at 100 a page.
+(``github_app.py``) — ``token`` is asked before every request, so an App's refreshed token, or
+a token file rotated, is picked up; ``refused`` is told of a 401/403 (the credential is read
+again, and a request refused with the old one sent once more with the new). Every list is read to its end by ``Link: rel="next"`` at 100 a page.
 
 - the polling source and ``serve``'s resync: an org's repos, a repo's workflow runs by status,
   a run's jobs (``filter=latest``);
@@ -32,10 +33,12 @@ class GitHub:
 
     def __init__(self, api: str, token: Callable[[], str], *, cache: EtagCache | None = None,
                  timeout: float = 10.0, retries: int = 2, max_wait: float = 0.0,
-                 transport: Any = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 transport: Any = None, sleep: Callable[[float], None] = time.sleep,
+                 refused: Callable[[int], Any] | None = None) -> None:
         self.api = api.rstrip("/")
         self._token = token
-        self.http = HttpClient(name=f"github ({self.api})", headers=self._headers, cache=cache,
+        self.http = HttpClient(name=f"github ({self.api})", headers=self._headers,
+                               refused=refused, cache=cache,
                                timeout=timeout, retries=retries, max_wait=max_wait,
                                transport=transport, sleep=sleep)
 

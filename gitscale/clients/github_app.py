@@ -28,6 +28,9 @@ from gitscale.redact import header_problem, hold, redact
 from gitscale.timeutil import parse_time
 
 REFRESH_BEFORE = 300.0  # seconds before its expiry a token is replaced
+# A token refused (401: revoked, or the App's key or installation changed) is exchanged again,
+# but not one this young: every request of a pass refused at once must not each exchange one.
+REFUSED_AGE = 30.0
 LIFETIME = 3600.0  # how long an installation token lives when the answer does not say
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 
@@ -60,6 +63,7 @@ class InstallationToken:
         self._clock = clock
         self._lock = threading.Lock()
         self._token: tuple[str, float] | None = None  # token, expiry (epoch seconds)
+        self._minted = 0.0  # when the token was exchanged (``clock``)
         self._assertion = ""  # the JWT of the exchange under way
         self._http = HttpClient(name=f"github app {app_id}", retries=0, timeout=timeout,
                                 headers=lambda: {**HEADERS,
@@ -73,7 +77,15 @@ class InstallationToken:
         with self._lock:  # held through the exchange: one exchange, the others wait for it
             if self._token is None or self._token[1] - self._clock() <= REFRESH_BEFORE:
                 self._token = self._exchange()
+                self._minted = self._clock()
             return self._token[0]
+
+    def refused(self) -> None:
+        """The API refused the token (401): the next ``get`` exchanges another, reading the
+        private key again — unless it was exchanged less than ``REFUSED_AGE`` seconds ago."""
+        with self._lock:
+            if self._token is not None and self._clock() - self._minted >= REFUSED_AGE:
+                self._token = None
 
     def _exchange(self) -> tuple[str, float]:
         if self._installation is not None and not is_id(self._installation):

@@ -98,9 +98,13 @@ class HttpClient:
     """One API and credential. ``headers`` is called for every request (a token that changes,
     such as an App's, is picked up); the secrets it sends are masked in every message built
     from an answer, as a server or a proxy in front of it may echo them
-    (``{"message": "Bad credentials: <token>"}``)."""
+    (``{"message": "Bad credentials: <token>"}``). ``refused`` is told the status of a
+    request the API refused (401, or a 403 that is no rate limit) — the credential may have
+    been rotated: it reads it again — and the request is sent once more when ``headers`` then
+    gives another credential."""
 
     def __init__(self, *, name: str, headers: Callable[[], Mapping[str, str]] = dict,
+                 refused: Callable[[int], Any] | None = None,
                  cache: EtagCache | None = None, timeout: float = 10.0, retries: int = 2,
                  max_wait: float = 0.0, follow_redirects: bool = True,
                  verify: ssl.SSLContext | bool = True,
@@ -108,6 +112,7 @@ class HttpClient:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.name = name
         self.headers = headers
+        self.refused = refused
         self.cache = cache if cache is not None else EtagCache()
         self.timeout = timeout
         self.retries = retries
@@ -202,6 +207,7 @@ class HttpClient:
         tries = self.retries + 1 if method in IDEMPOTENT else 1
         waited = 0.0
         attempt = 0
+        renewed = False  # a refused credential was read again and sent once more
         while True:
             headers = dict(self.headers())
             self._remember_secrets(headers)
@@ -236,6 +242,9 @@ class HttpClient:
                         until=until, method=method, url=full, status=status)
                     self.limited = limited
                     raise limited
+                if status in (401, 403) and not renewed and self._renewed(status, headers):
+                    renewed = True
+                    continue
                 detail = _detail(content, self.credentials())
                 if status < 500:
                     raise self._error(ApiError, f"{method} {redact(full)} answered {status}"
@@ -255,6 +264,15 @@ class HttpClient:
         cause = problem.removeprefix("failed: ")
         raise self._error(Unreachable, f"{method} {redact(full)} {problem}{after}", method=method,
                           url=full, cause=cause)
+
+    def _renewed(self, status: int, sent: Mapping[str, str]) -> bool:
+        """Whether the credential, read again after a refusal, is another than ``sent``'s
+        (another thread may have read the new one first: compared with what was sent)."""
+        if self.refused is None:
+            return False
+        self.refused(status)
+        now = {k.lower(): v for k, v in self.headers().items() if k.lower() in SECRET_HEADERS}
+        return now != {k.lower(): v for k, v in sent.items() if k.lower() in SECRET_HEADERS}
 
     def _note_budget(self, headers: Mapping[str, str]) -> None:
         remaining, limit = headers.get("x-ratelimit-remaining"), headers.get("x-ratelimit-limit")

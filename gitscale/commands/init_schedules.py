@@ -30,6 +30,9 @@ GIT_SECRET = "gitscale-git"  # key `token`: a token that may push to the config 
 GIT_TOKEN_FILE = "./git-push-token"  # what the printed commands read that token from
 WEBHOOK_SECRET = "gitscale-webhook"  # key `secret`: GitHub's workflow_job webhook secret
 TOKEN_DIR = "/var/run/secrets/gitscale/git"
+# serve's webhook secret, a Secret volume: a rotated secret reaches the running pod (a
+# variable would not), and serve reads the file again when it changes
+WEBHOOK_DIR = "/var/run/secrets/gitscale/webhook"
 CACHE_DIR = "/var/cache/gitscale"  # the image's GITSCALE_CACHE_DIR
 CACHE_CLAIM = "gitscale-cache"  # the CronJob's state cache, kept between passes
 UID = 65532  # the image's USER
@@ -163,6 +166,13 @@ kubectl -n {namespace} create secret generic {git_secret} --from-file=token={git
 # optional: more variables, one key each, e.g. the notify secret
 kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify_env}=./{notify_file}
 {webhook}```
+
+Rotating a credential: the git token (and `serve`'s webhook secret) are mounted as files, which
+a running pod reads again when the Secret changes; the source's credential and the notify
+secrets are variables, which never change in a running pod. The CronJob's next pass reads them
+anyway; after rotating one of them for `run` or `serve`, restart it
+(`kubectl -n {namespace} rollout restart deploy/gitscale-run`). gitscale's
+docs/credentials.md, "Rotating credentials", says what each mode picks up.
 """
 
 
@@ -238,6 +248,7 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             "# `gitscale serve`: GitHub workflow_job webhooks at /webhook, one commit per 10 s\n"
             "# window. Point the webhook at the Service (through your Ingress).\n",
             [deployment("gitscale-serve", ["serve", *repo, "--listen", "0.0.0.0:8080",
+                                           "--secret-file", f"{WEBHOOK_DIR}/secret",
                                            *METRICS], env, serve=True)])
         manifests["service-serve.yaml"] = ("# Where GitHub's webhooks reach `gitscale serve`.\n",
                                            [service()])
@@ -274,16 +285,18 @@ def pod_spec(args: list[str], source_env: list[dict[str, Any]], *, restart: str,
              serve: bool = False, cache_claim: str | None = None) -> dict[str, Any]:
     """One scaler pod. The image runs as uid 65532 with a read-only root filesystem: /tmp
     (clones, git's askpass script: an emptyDir, which is not noexec) and the state cache are
-    the writable mounts, and fsGroup makes a claim's volume writable for that user."""
+    the writable mounts, and fsGroup makes a claim's volume writable for that user. The git
+    token (and serve's webhook secret) are Secret volumes, which a rotation updates in the
+    running pod; the source's token and the notify secrets are variables, which need a
+    restart (docs/credentials.md, "Rotating credentials")."""
+    cache: dict[str, Any] = ({"persistentVolumeClaim": {"claimName": cache_claim}}
+                             if cache_claim else {"emptyDir": {}})
     env: list[dict[str, Any]] = [
         {"name": "GITSCALE_GIT_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
         {"name": "GITSCALE_CACHE_DIR", "value": CACHE_DIR},
         *source_env,
     ]
     env_from = [{"secretRef": {"name": NOTIFY_SECRET, "optional": True}}]
-    if serve:
-        env.append({"name": "GITHUB_WEBHOOK_SECRET", "valueFrom": {"secretKeyRef": {
-            "name": WEBHOOK_SECRET, "key": "secret"}}})
     container: dict[str, Any] = {
         "name": "gitscale",
         "image": IMAGE,
@@ -300,6 +313,15 @@ def pod_spec(args: list[str], source_env: list[dict[str, Any]], *, restart: str,
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }
+    volumes: list[dict[str, Any]] = [
+        {"name": "git-token", "secret": {"secretName": GIT_SECRET}},
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "cache", **cache},
+    ]
+    if serve:
+        container["volumeMounts"].append({"name": "webhook-secret", "mountPath": WEBHOOK_DIR,
+                                          "readOnly": True})
+        volumes.append({"name": "webhook-secret", "secret": {"secretName": WEBHOOK_SECRET}})
     if restart == "Always":  # a Deployment: Prometheus metrics on a port the Service leaves out
         container["ports"] = [{"name": "metrics", "containerPort": METRICS_PORT}]
     if serve:
@@ -307,8 +329,6 @@ def pod_spec(args: list[str], source_env: list[dict[str, Any]], *, restart: str,
         probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
         container["readinessProbe"] = probe
         container["livenessProbe"] = {**probe, "initialDelaySeconds": 10, "failureThreshold": 3}
-    cache: dict[str, Any] = ({"persistentVolumeClaim": {"claimName": cache_claim}}
-                             if cache_claim else {"emptyDir": {}})
     return {
         "serviceAccountName": "gitscale-scaler",
         "automountServiceAccountToken": False,
@@ -317,11 +337,7 @@ def pod_spec(args: list[str], source_env: list[dict[str, Any]], *, restart: str,
                             "fsGroup": UID, "fsGroupChangePolicy": "OnRootMismatch",
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
-        "volumes": [
-            {"name": "git-token", "secret": {"secretName": GIT_SECRET}},
-            {"name": "tmp", "emptyDir": {}},
-            {"name": "cache", **cache},
-        ],
+        "volumes": volumes,
     }
 
 

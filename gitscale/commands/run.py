@@ -74,7 +74,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     stop = stop or stop_on_signals("finishing the pass in progress")
     state = LoopState(seconds)
     cache = StateCache.load(default_cache_dir())
-    sources = Sources(default_cache_dir())
+    sources = Sources(default_cache_dir(), report=log)  # a credential file rotated: said
     passes = 0
     last_code = EXIT_OK
     try:

@@ -26,7 +26,7 @@ from gitscale.commands import EXIT_OK, RepoOptions, backoff, log, stop_on_signal
 from gitscale.config.load import load_config
 from gitscale.core.reservations import Correction
 from gitscale.demand.resolve import Sources
-from gitscale.config.secrets import SecretError, read_secret
+from gitscale.config.secrets import SecretError
 from gitscale.errors import GitscaleError, InputError
 from gitscale.repo.git import redact
 from gitscale.plan.landing import describe_landing, land
@@ -38,6 +38,7 @@ from gitscale.timeutil import format_time, parse_duration, utcnow
 from gitscale.webhooks.delivery import (MAX_BODY, Deliveries, JobEvent, Rejected, RejectionLog,
                                         parse, verify)
 from gitscale.webhooks.batch import batch_plan
+from gitscale.webhooks.secret import WebhookSecret
 from gitscale.webhooks.served import Serving, check, check_claims, pick
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.http_server import Handler, HttpServer, Limits, RefusedHook, Request, Response
@@ -89,7 +90,7 @@ class Batcher:
                     "commits": self.commits}
 
 
-def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
+def make_handler(secret: bytes | WebhookSecret, batcher: Batcher, deliveries: Deliveries,
                  path: str, clock: Callable[[], datetime],
                  metrics: LoopMetrics | None = None, expose: bool = True,
                  rejections: RejectionLog | None = None) -> Handler:
@@ -116,7 +117,11 @@ def make_handler(secret: bytes, batcher: Batcher, deliveries: Deliveries,
     def deliver(request: Request) -> tuple[str, Response]:
         """A delivery's answer, and its ``result`` label in gitscale_webhook_deliveries_total."""
         try:
-            verify(secret, request.body, request.headers.get("x-hub-signature-256"))
+            signature = request.headers.get("x-hub-signature-256")
+            if isinstance(secret, WebhookSecret):
+                secret.verify(request.body, signature)
+            else:
+                verify(secret, request.body, signature)
             kind = request.headers.get("x-github-event", "")
             if kind == "ping":
                 return "ping", Response(200, {"ok": "pong"})
@@ -220,8 +225,9 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     window_s, duration, resync_s = _durations(window, reservation, resync)
     _check_hook_path(path)
     ref = {"file": secret_file} if secret_file else {"env": secret_env}
+    secret = WebhookSecret(ref, report=log)  # a file is read again as it changes
     try:
-        secret = read_secret(ref, "webhook secret").encode()
+        secret.check()
     except SecretError as exc:  # it says "webhook secret: …" already: no second prefix
         raise SecretError(f"{exc} (the secret GitHub signs workflow_job deliveries with: "
                           "--secret-env names its variable, --secret-file its file)") from None
@@ -245,8 +251,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
     cache = StateCache.load(default_cache_dir())
     serving = Serving(tuple(dict.fromkeys(sets)) or None)
-    resyncer = Resyncer(resync_s, Sources(default_cache_dir()), opts.config, cache, metrics,
-                        serving)
+    resyncer = Resyncer(resync_s, Sources(default_cache_dir(), report=log), opts.config, cache,
+                        metrics, serving)
     metrics_server = None
     try:
         with open_workspace(opts.repo, opts.branch) as ws:

@@ -19,6 +19,7 @@ from gitscale.clients.buildkite import Metrics, QueueJobs
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.schemas import JOB_LIMIT
+from gitscale.config.rotating import Rotating
 from gitscale.config.secrets import read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
@@ -115,21 +116,27 @@ class QueueSource:
 
 def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
     """The registry's client factory: one client per API and agent token, and one per GraphQL
-    API and API access token (``jobIds``), kept across passes."""
+    API and API access token (``jobIds``), kept across passes; a token file is read again when
+    it changes or its token is refused (``config/rotating.py``)."""
     sources, api, job_ids = where.sources, settings.api_url, settings.job_ids
 
     def make() -> Metrics:
-        token = read_token(settings.token, "buildkite agent token")
+        token = Rotating(settings.token, "buildkite agent token", read=read_token,
+                         report=sources.report)
+        token.get()  # (one that cannot be read is said now, not at the first request)
         cache = EtagCache.load(cache_file(sources.cache_dir, api, settings.credential))
-        return Metrics(api, token, cache=cache, timeout=sources.timeout,
-                       transport=sources.transport)
+        return Metrics(api, token.get, cache=cache, timeout=sources.timeout,
+                       transport=sources.transport, refused=lambda _status: token.refresh())
 
     ids = None
     if job_ids is not None:
         def make_ids() -> QueueJobs:
-            token = read_token(job_ids.token, "buildkite API access token (jobIds)")
-            return QueueJobs(job_ids.graphql_url, token, timeout=sources.timeout,
-                             transport=sources.transport)
+            token = Rotating(job_ids.token, "buildkite API access token (jobIds)",
+                             read=read_token, report=sources.report)
+            token.get()
+            return QueueJobs(job_ids.graphql_url, token.get, timeout=sources.timeout,
+                             transport=sources.transport,
+                             refused=lambda _status: token.refresh())
 
         ids = JobIdReader(sources.client(("buildkite-graphql", job_ids.graphql_url,
                                           job_ids.credential), make_ids),

@@ -4,19 +4,20 @@ For the repos in scope (a list, or every repo of an org), list queued and in-pro
 runs, then their jobs (``filter=latest``), through the GitHub client (``gitscale.clients``:
 every page, ETags, rate limits). A job counts for a set when every job label other than
 ``self-hosted`` is among the set's labels. Sets that share an API, scope and credential share
-one poll, and one client kept across passes (its ETag cache and token).
+one poll, and one client kept across passes (its ETag cache and token: a token file rotated is
+read again, ``config/rotating.py``).
 """
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.clients.github import GitHub
 from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
+from gitscale.config.rotating import Rotating
 from gitscale.config.schemas import JOB_LIMIT
 from gitscale.config.secrets import SecretError, read_secret, read_token
 from gitscale.config.sources import GitHubSettings
@@ -71,13 +72,16 @@ def count(jobs: Iterable[Job], labels: Sequence[str]) -> Demand:
 
 
 class GitHubAuth:
-    """A token (read once, when first needed), or a GitHub App's installation token
-    (``gitscale.clients.github_app``), from the source's settings."""
+    """A token, or a GitHub App's installation token (``gitscale.clients.github_app``), from
+    the source's settings. A token in a file is read again when the file changes, and when
+    GitHub refuses it (``refused``: a 401 or 403); an App's private key is read at each
+    exchange, and its installation token exchanged again after a 401."""
 
-    def __init__(self, settings: GitHubSettings) -> None:
+    def __init__(self, settings: GitHubSettings,
+                 report: Callable[[str], None] | None = None) -> None:
         self.settings = settings
-        self._token: str | None = None
-        self._lock = threading.Lock()
+        self._token = None if settings.token is None or settings.app is not None else Rotating(
+            settings.token, "github token", read=read_token, report=report)
         app = settings.app
         # without installationId, the App's installation on the org (or on the first repo's
         # owner: one installation covers the repos it may read) is looked up once
@@ -90,10 +94,17 @@ class GitHubAuth:
     def token(self) -> str:
         if self._app is not None:
             return self._app.get()
-        with self._lock:
-            if self._token is None:
-                self._token = read_token(self.settings.token, "github token")
-            return self._token
+        if self._token is None:  # (settings always name one or the other)
+            raise SecretError("github token: the source names neither a token nor an app")
+        return self._token.get()
+
+    def refused(self, status: int) -> None:
+        """GitHub refused the credential: read it again (it may have been rotated)."""
+        if self._app is not None:
+            if status == 401:
+                self._app.refused()
+        elif self._token is not None:
+            self._token.refresh()
 
 
 def poller(sources: Sources, settings: GitHubSettings) -> GitHubPoller:
@@ -103,8 +114,9 @@ def poller(sources: Sources, settings: GitHubSettings) -> GitHubPoller:
     def make() -> GitHub:
         api = settings.api_url
         cache = EtagCache.load(cache_file(sources.cache_dir, api, settings.credential))
-        return GitHub(api, GitHubAuth(settings).token, cache=cache, timeout=sources.timeout,
-                      transport=sources.transport)
+        auth = GitHubAuth(settings, sources.report)
+        return GitHub(api, auth.token, cache=cache, timeout=sources.timeout,
+                      transport=sources.transport, refused=auth.refused)
 
     client = sources.client(("github", settings.api_url, settings.credential), make)
     return GitHubPoller(client, settings)

@@ -34,6 +34,9 @@ class Sources:
     timeout: float = 10.0
     transport: Any = None  # an httpx transport, for tests that need one
     clients: dict[tuple[str, ...], Kept] = field(default_factory=dict)
+    # told when a credential file the clients read changes (``config/rotating.py``): run and
+    # serve log it
+    report: Callable[[str], None] | None = None
 
     def client(self, key: tuple[str, ...], make: Callable[[], K]) -> K:
         """The client kept under ``key`` (a kind, an API and a credential), made on first

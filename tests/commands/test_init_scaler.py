@@ -129,3 +129,22 @@ def test_the_cronjob_keeps_its_cache_on_a_claim_its_user_may_write(  # type: ign
         assert volumes[mounts["/tmp"]] == {"name": "tmp", "emptyDir": {}}
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert "HOME" not in env  # the image's HOME, only ever read
+
+
+def test_serve_reads_its_webhook_secret_from_a_secret_volume(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A rotated webhook secret reaches the running pod (a Secret volume is updated in place,
+    a variable never is): serve is given the file, and reads it again when it changes."""
+    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme", "--run-in", "cluster")
+    spec = dict(pods(root))["deployment-serve.yaml"]
+    (container,) = spec["containers"]
+    assert "GITHUB_WEBHOOK_SECRET" not in {e["name"] for e in container["env"]}
+    args = container["args"]
+    path = args[args.index("--secret-file") + 1]
+    mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True and path == f"{mount['mountPath']}/secret"
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"] == {"secretName": "gitscale-webhook"}  # its key `secret`
+    for name, other in pods(root):  # run and reconcile never see it
+        if name != "deployment-serve.yaml":
+            assert "gitscale-webhook" not in str(other)

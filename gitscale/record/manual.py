@@ -2,11 +2,11 @@
 edit of a manifest or of gitscale.yaml. `history` shows them beside the scaling commits, so
 that its newest row for a set is the repo's newest word on it.
 
-Found by a second ``git log`` limited to the managed paths, of the commits without a
-``Gitscale-Set:`` line, with each changed file's blob ids before and after (``--raw``): the
+Found by a second ``git log`` of the commits without a ``Gitscale-Set:`` line, with each
+changed file's blob ids before and after (``--raw``), kept for the managed paths: the
 contents of both are read for a block of commits at a time in one ``git cat-file --batch``
 (``with_blobs``), never a process per commit, so that `history` can tell an edit of what
-gitscale owns from a label bumped by a bot. Limiting by path needs the commits' trees, which a
+gitscale owns from a label bumped by a bot. The commits' changes need their trees, which a
 checkout has and `history`'s clone of a URL (commit messages only) does not: there,
 ``unseen_after`` counts the commits after the newest scaling commit that are not gitscale's,
 for a one-line note.
@@ -52,10 +52,13 @@ def iter_manual(repo_git: Git, paths: Sequence[str]) -> Iterator[ManualCommit]:
     that only adds them (the set's creation) is not one."""
     if not paths:
         return
+    wanted = set(paths)
+    # No pathspec: limiting the walk by path makes git diff the trees of every commit,
+    # gitscale's included (3× the time on 20,000 of them); without it, the grep drops those
+    # first and only the rest are diffed, their paths kept here.
     records = repo_git.records(
-        "--literal-pathspecs", "-c", "core.quotePath=false", "log",
-        "--format=%x1e%H%x1f%ct%x1f%an%x1f%s", "--raw", "--no-abbrev", "--no-renames",
-        *_NOT_OURS, "--", *paths, separator="\x1e")
+        "-c", "core.quotePath=false", "log", "--format=%x1e%H%x1f%ct%x1f%an%x1f%s", "--raw",
+        "--no-abbrev", "--no-renames", *_NOT_OURS, separator="\x1e")
     for record in records:
         head, _, names = record.partition("\n")
         fields = head.split("\x1f")
@@ -63,7 +66,7 @@ def iter_manual(repo_git: Git, paths: Sequence[str]) -> Iterator[ManualCommit]:
             continue
         sha, seconds, author, subject = fields
         changed = tuple(change for change in map(_raw_change, names.split("\n"))
-                        if change is not None)
+                        if change is not None and change.path in wanted)
         if changed:
             yield ManualCommit(sha, utc_text(int(seconds)), author, subject, changed)
 

@@ -27,14 +27,16 @@ class Planner:
     re-read on every attempt (the branch may have moved); demand is read once, so every
     attempt decides from the same numbers. ``progress``: a bar on a terminal while it plans
     (when that takes a while: thousands of sets on a first pass). ``window``: the time until
-    the next pass, which a forecast's count must serve (`run` knows it)."""
+    the next pass, which a forecast's count must serve (`run` knows it). ``pinned_clock``:
+    ``now`` is `reconcile --now`, not the host's clock (`run` never pins it)."""
 
     def __init__(self, ws: Workspace, opts: RepoOptions, demand: str | None, now: datetime,
                  cache: StateCache, sources: Sources | None = None, *,
-                 progress: bool = False, window: timedelta = DEFAULT_WINDOW) -> None:
+                 progress: bool = False, window: timedelta = DEFAULT_WINDOW,
+                 pinned_clock: bool = False) -> None:
         self.ws, self.opts, self.demand, self.now = ws, opts, demand, now
         self.cache, self.sources, self.progress = cache, sources, progress
-        self.window = window
+        self.window, self.pinned_clock = window, pinned_clock
         self.reading: DemandReading | None = None
 
     def __call__(self) -> Plan:
@@ -48,7 +50,7 @@ class Planner:
         with Progress("planning", None, show=self.progress) as bar:
             plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(),
                                 cache=self.cache, tree=tree, progress=bar.if_shown(),
-                                forecasts=forecasts)
+                                forecasts=forecasts, pinned_clock=self.pinned_clock)
         plan.left = left
         return plan
 
@@ -107,7 +109,7 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
     with open_workspace(opts.repo, opts.branch, push=push, sparse=True) as ws:
         try:
             landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True,
-                                      window=window),
+                                      window=window, pinned_clock=now is not None),
                           cache=cache, date=date)
         finally:
             cache.save()

@@ -74,7 +74,8 @@ def cli() -> None:
 @cli.command()
 @repo_options(BRANCH_READ)
 @click.option("--demand", type=str, help="Demand file replacing every source.")
-@click.option("--now", help="Pin the clock (RFC 3339).")
+@click.option("--now", help="Pin the clock (RFC 3339), e.g. to ask what 9:00 would do; a "
+                            "last scale-up after it still holds a scale-down (not clock skew).")
 @click.option("--every", default=None, metavar="DURATION",
               help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
                    "serve until the next run. Default 1m.")
@@ -92,7 +93,8 @@ def plan(**kw: Any) -> int:
 @cli.command()
 @repo_options(BRANCH_WRITE)
 @click.option("--demand", type=str, help="Demand file replacing every source.")
-@click.option("--now", help="Pin the clock (RFC 3339); commits are dated with it too.")
+@click.option("--now", help="Pin the clock (RFC 3339); commits are dated with it too. A last "
+                            "scale-up after it still holds a scale-down (not clock skew).")
 @click.option("--every", default=None, metavar="DURATION",
               help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
                    "serve until the next run. Default 1m.")

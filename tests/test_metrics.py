@@ -321,6 +321,23 @@ def test_the_readme_documents_every_metric_and_its_alerts_parse() -> None:
     assert any("gitscale_controller_runners_missing" in e for e in exprs)
 
 
+
+def test_the_loop_alert_counts_a_pass_with_a_set_unread_as_landed() -> None:
+    """One set's broken source makes every pass ``partial`` and holds last_success still while
+    the other sets scale: an alert on that gauge would fire for as long as the set is broken.
+    The loop's alert watches passes that landed (``ok`` and ``partial``); the set's own alert
+    watches its last read."""
+    import yaml
+
+    text = README.read_text()
+    block = text.split("kind: PodMonitor", 1)[1].split("```", 1)[0]
+    rule = list(yaml.safe_load_all("kind: PodMonitor" + block))[1]
+    alerts = {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert "gitscale_last_success_timestamp_seconds" not in "".join(alerts.values())
+    loop = alerts["GitscaleLoopStuck"]
+    assert "gitscale_passes_total" in loop and 'result=~"ok|partial"' in loop
+    assert "gitscale_set_last_read_timestamp_seconds" in alerts["GitscaleSetDemandUnread"]
+
 def test_the_scaffolded_deployments_serve_metrics_off_the_service(tmp_path: Path,
                                                                  capsys) -> None:  # type: ignore[no-untyped-def]
     import yaml

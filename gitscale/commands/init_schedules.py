@@ -238,9 +238,10 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n"
             "# No probes: `run` has no health endpoint (--metrics-listen serves /metrics only,\n"
             "# from a thread of its own, so it would answer while passes fail). A pass that fails\n"
-            "# is logged and counted; alert on gitscale_last_success_timestamp_seconds going\n"
-            "# stale, or on gitscale_passes_total{result!=\"ok\"} (README, Metrics). A crash\n"
-            "# restarts the pod.\n",
+            "# is logged and counted: alert when gitscale_passes_total{result=~\"ok|partial\"}\n"
+            "# stops increasing (the loop lands no pass), and per set on\n"
+            "# gitscale_set_last_read_timestamp_seconds (README, Metrics). A crash restarts\n"
+            "# the pod.\n",
             [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS], env)]),
     }
     if choices.platform == "github":  # webhooks are GitHub's (workflow_job)

@@ -40,7 +40,8 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
         forecasts = read_forecasts(ws, ours, cache, clock, window)
         with Progress("planning", None, show=output == "text") as bar:
             plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
-                                tree=tree, progress=bar.if_shown(), forecasts=forecasts)
+                                tree=tree, progress=bar.if_shown(), forecasts=forecasts,
+                                pinned_clock=now is not None)
         plan.left = left
         if only:
             plan = shown_sets(plan, set(only))

@@ -9,6 +9,7 @@ from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, pas
     resolve_every, resolve_now
 from gitscale.commands.plan import plan_text
 from gitscale.demand import DemandReading
+from gitscale.errors import GitscaleError
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import Sources, read_demand
@@ -26,14 +27,16 @@ class Planner:
     re-read on every attempt (the branch may have moved); demand is read once, so every
     attempt decides from the same numbers. ``progress``: a bar on a terminal while it plans
     (when that takes a while: thousands of sets on a first pass). ``window``: the time until
-    the next pass, which a forecast's count must serve (`run` knows it)."""
+    the next pass, which a forecast's count must serve (`run` knows it). ``pinned_clock``:
+    ``now`` is `reconcile --now`, not the host's clock (`run` never pins it)."""
 
     def __init__(self, ws: Workspace, opts: RepoOptions, demand: str | None, now: datetime,
                  cache: StateCache, sources: Sources | None = None, *,
-                 progress: bool = False, window: timedelta = DEFAULT_WINDOW) -> None:
+                 progress: bool = False, window: timedelta = DEFAULT_WINDOW,
+                 pinned_clock: bool = False) -> None:
         self.ws, self.opts, self.demand, self.now = ws, opts, demand, now
         self.cache, self.sources, self.progress = cache, sources, progress
-        self.window = window
+        self.window, self.pinned_clock = window, pinned_clock
         self.reading: DemandReading | None = None
 
     def __call__(self) -> Plan:
@@ -47,31 +50,55 @@ class Planner:
         with Progress("planning", None, show=self.progress) as bar:
             plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(),
                                 cache=self.cache, tree=tree, progress=bar.if_shown(),
-                                forecasts=forecasts)
+                                forecasts=forecasts, pinned_clock=self.pinned_clock)
         plan.left = left
         return plan
 
 
 def crd_drift(ws: Workspace) -> list[str]:
     """The repo's RunnerSet CRD, where `init` and `crd --repo` put it (a file named after it),
-    when it is not this gitscale's (``gitscale.manifest.crd_drift``): free when it is, by its
-    blob id."""
-    from gitscale.manifest.crd_drift import drift, named_like_the_crd, shipped_blob
+    or in a ``crds.yaml`` bundle this clone already holds, when it is not this gitscale's
+    (``gitscale.manifest.crd_drift``): free when it is, by its blob id. A bundle's blob is
+    never fetched for a warning (a partial clone lacks it: another project's CRDs, megabytes
+    of them), nor is another file read."""
+    from gitscale.manifest.crd_drift import drift, shipped_blob, where_the_crd_is
     from gitscale.repo.index import Tree
 
     tree = Tree.read(ws.git, sparse=ws.sparse)
     listed = tree.files()
-    paths = named_like_the_crd(listed)
-    stale = {p: listed[p] for p in paths if tree.blob(p) != shipped_blob()}
+    named, bundles = where_the_crd_is(listed)
+    stale = {p: listed[p] for p in named + bundles if listed[p] != shipped_blob()}
     if not stale:
         return []
     if ws.sparse:
+        in_bundles = sorted(p for p in stale if p in bundles)
+        if in_bundles and ws.git.promisor is not None:  # a partial clone: what it holds only
+            lacking = ws.git.missing_blobs(in_bundles)
+            for p in in_bundles:
+                if stale[p] in lacking:
+                    del stale[p]
         contents = tree.read_blobs(stale)
         texts = {p: contents[blob].decode("utf-8", "replace") for p, blob in stale.items()}
-    else:
-        texts = {p: (ws.root / p).read_text(encoding="utf-8", errors="replace")
-                 for p in stale if (ws.root / p).is_file() and not (ws.root / p).is_symlink()}
+    else:  # a checkout: its files (git's would fetch each blob a partial checkout lacks)
+        texts = {}
+        for p in stale:
+            path = ws.root / p
+            if path.is_file() and not path.is_symlink():
+                try:
+                    texts[p] = path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue  # not ours to report: `validate` reads the files it can
     return [w for w in (drift(p, t) for p, t in texts.items()) if w]
+
+
+def crd_warnings(ws: Workspace) -> list[str]:
+    """``crd_drift``, after the pass has landed: never an error of the pass (it has pushed).
+    What stops the check (a fetch that fails) is one warning line."""
+    try:
+        return crd_drift(ws)
+    except GitscaleError as exc:
+        said = " ".join(str(exc).split())
+        return [f"the repo's RunnerSet CRD not checked: {said[:300]}"]
 
 
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
@@ -82,14 +109,14 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
     with open_workspace(opts.repo, opts.branch, push=push, sparse=True) as ws:
         try:
             landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True,
-                                      window=window),
+                                      window=window, pinned_clock=now is not None),
                           cache=cache, date=date)
         finally:
             cache.save()
         click.echo(plan_text(landed.plan, diffs=False))
         click.echo(describe_landing(landed, ws))
         if any(c.kind == "RunnerSet" for c in landed.plan.changes):
-            for warning in crd_drift(ws):
+            for warning in crd_warnings(ws):
                 click.echo(f"warning: {warning}", err=True)
     for name, message in landed.plan.errors.items():
         click.echo(f"error: {name}: {message} (left untouched)", err=True)

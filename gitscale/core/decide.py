@@ -30,28 +30,38 @@ from gitscale.core.policy import Policy
 
 FOREVER = datetime.max.replace(tzinfo=timezone.utc)
 # A last scale-up stamped later than this ahead of the pass's clock was written by a host whose
-# clock ran ahead (`reconcile --now` in the future, a VM with a bad clock): not a time to hold a
+# clock ran ahead (a VM with a bad clock, `reconcile --now` in the future): not a time to hold a
 # scale-down from. Past a few minutes no NTP-synced pair of hosts disagrees.
 CLOCK_SKEW_TOLERANCE = timedelta(minutes=5)
 
 
-def hold_from(last_scale_up: datetime | None, now: datetime) -> datetime | None:
+def hold_from(last_scale_up: datetime | None, now: datetime, *,
+              pinned_clock: bool = False) -> datetime | None:
     """The last scale-up the scale-down delay counts from at ``now``: ``None`` when there is
-    none, or when it lies more than ``CLOCK_SKEW_TOLERANCE`` in the future.
+    none, or when it lies more than ``CLOCK_SKEW_TOLERANCE`` in the future of a clock that is
+    the host's.
 
     A future stamp is ignored rather than read as "now": it says nothing of when demand last
     rose, and read as now it would hold every pass, until the real clock reaches it (years,
     for a 2030 stamp). Ignored, the set scales as one with no scale-up on record — at worst
     one scale-down the delay would have held, which the next demand undoes — and the next
-    scale-up writes a stamp from this clock, which ends the skew."""
-    if last_scale_up is None or last_scale_up - now > CLOCK_SKEW_TOLERANCE:
+    scale-up writes a stamp from this clock, which ends the skew.
+
+    ``pinned_clock`` (`plan`/`reconcile --now`): ``now`` is the user's statement of the time,
+    not a host clock that may be wrong — "what if 40 jobs queue at 9:00?" asked after a 9:30
+    scale-up. A stamp ahead of it is held from, as the delay says."""
+    if last_scale_up is None:
+        return None
+    if not pinned_clock and last_scale_up - now > CLOCK_SKEW_TOLERANCE:
         return None
     return last_scale_up
 
 
-def skew_note(last_scale_up: datetime | None, now: datetime) -> str:
+def skew_note(last_scale_up: datetime | None, now: datetime, *,
+              pinned_clock: bool = False) -> str:
     """What a pass says of a last scale-up ``hold_from`` ignores ("" for any other)."""
-    if last_scale_up is None or hold_from(last_scale_up, now) is not None:
+    if last_scale_up is None or \
+            hold_from(last_scale_up, now, pinned_clock=pinned_clock) is not None:
         return ""
     return f"clock skew: last scale-up {last_scale_up.isoformat()} (annotation " \
            f"gitscale.dev/last-scale-up) is in the future of this pass's clock " \
@@ -83,14 +93,14 @@ class Target:
 
 def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
                     last_scale_up: datetime | None, cap: int | None = None,
-                    forecast: Forecast | None = None) -> Target:
+                    forecast: Forecast | None = None, *, pinned_clock: bool = False) -> Target:
     """The replica count this pass aims for, and a one-line explanation of how it was reached.
 
     ``cap`` is the set's share of ``limits.maxTotalReplicas`` this pass, if the sets together
     want more than it. ``forecast`` (``policy.forecast``: what the set's history predicts,
     ``gitscale.core.forecast``) adds its cushion to demand: runners kept ready for the jobs
     the past weeks saw arrive next; the same bounds, schedules, cap and step limits then apply
-    to the sum.
+    to the sum. ``pinned_clock``: ``now`` is `--now` (``hold_from``).
     """
     lo, hi, window = policy.bounds(now)
     wanted = demand.assigned + policy.buffer
@@ -127,10 +137,10 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
             why += f"; step limited to +{policy.max_step_up}"
     # Bounds are hard; delays and step limits only act inside them.
     unheld = min(max(target, lo), hi)
-    skew = skew_note(last_scale_up, now)
+    skew = skew_note(last_scale_up, now, pinned_clock=pinned_clock)
     if skew:
         why += f"; {skew}"
-    last_up = hold_from(last_scale_up, now)
+    last_up = hold_from(last_scale_up, now, pinned_clock=pinned_clock)
     held_until = last_up + policy.scale_down_delay if last_up else None
     if unheld < current and held_until is not None and now < held_until:
         # The delay never holds a set above its (possibly scheduled) max.
@@ -141,15 +151,17 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
 
 
 def wanted(current: Current, demand: Demand, policy: Policy, now: datetime,
-           forecast: Forecast | None = None) -> tuple[int, int]:
+           forecast: Forecast | None = None, *, pinned_clock: bool = False) -> tuple[int, int]:
     """(minimum, count) this set would aim for without a global cap: what limits share out."""
     lo = policy.bounds(now)[0]
     return lo, target_replicas(current.replicas or 0, demand, policy, now,
-                               current.last_scale_up, forecast=forecast).value
+                               current.last_scale_up, forecast=forecast,
+                               pinned_clock=pinned_clock).value
 
 
 def decide(current: Current, demand: Demand | None, policy: Policy, now: datetime,
-           cap: int | None = None, forecast: Forecast | None = None) -> Decision:
+           cap: int | None = None, forecast: Forecast | None = None, *,
+           pinned_clock: bool = False) -> Decision:
     """What to write for one set this pass (``write`` False: leave it alone).
 
     In order, the first that applies:
@@ -179,6 +191,9 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     ``forecast`` (sets with ``policy.forecast``) can raise the target ahead of demand; a
     scale-up that demand alone would not have made has the reason ``forecast`` and does not
     start the scale-down delay (``last scale-up`` is the last one demand asked for).
+
+    ``pinned_clock``: ``now`` is the user's (`--now`), not the host's: a last scale-up ahead of
+    it is held from, not ignored as clock skew (``hold_from``).
     """
     have = current.replicas
     if current.paused:
@@ -193,7 +208,7 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                         "demand unknown: left untouched (never scaled down on a guess)")
 
     target = target_replicas(have or 0, demand, policy, now, current.last_scale_up, cap,
-                             forecast)
+                             forecast, pinned_clock=pinned_clock)
     why = target.why
 
     def write(replicas: int, patch: int, reason: Reason, detail: str,
@@ -236,7 +251,7 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                      Reason.SCALE_DOWN if target.unheld < have else Reason.REAFFIRM,
                      f"{target.reasoning}; no job waits beyond {have}: backlog "
                      f"{current.backlog} withdrawn, so no slot is refilled for nobody")
-    last_up = hold_from(current.last_scale_up, now)
+    last_up = hold_from(current.last_scale_up, now, pinned_clock=pinned_clock)
     delayed = last_up is not None and now < last_up + policy.scale_down_delay
     if demand.queued == 0 and current.patch_id != 0 and not delayed:
         return write(have, 0, Reason.QUIET_RESET,
@@ -253,13 +268,15 @@ def settled_until(current: Current, policy: Policy, now: datetime) -> datetime |
     decide again every pass. ``FOREVER``: no clock left in it.
 
     A pass may then skip the sets whose inputs did not change: ten thousand sets, ten
-    changing, cost ten decisions."""
+    changing, cost ten decisions. A last scale-up more than ``CLOCK_SKEW_TOLERANCE`` ahead of
+    ``now`` gives ``None`` too: a host's clock ignores it and a pinned one holds from it
+    (``hold_from``), and one remembered answer serves both (`plan --now` and `run` share the
+    state cache)."""
     if policy.schedules or policy.forecast is not None:
         return None
     if current.last_scale_up is not None:
-        if hold_from(current.last_scale_up, now) is None:
-            # ignored as clock skew until the clock comes within the tolerance of it
-            return current.last_scale_up - CLOCK_SKEW_TOLERANCE
+        if current.last_scale_up - now > CLOCK_SKEW_TOLERANCE:
+            return None
         held_until = current.last_scale_up + policy.scale_down_delay
         if now < held_until:
             return held_until

@@ -17,6 +17,7 @@ from gitscale.runnerset_api import GROUP, PLURAL
 from gitscale.yamlio.read import load_documents
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
+INIT_PATH = "/gitscale-system/crd.yaml"  # `gitscale init` writes <path>/gitscale-system/crd.yaml
 FIX = "run `gitscale crd --repo .` and apply it before this version writes"
 
 
@@ -36,30 +37,40 @@ def shipped_blob() -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def named_like_the_crd(paths: Iterable[str]) -> list[str]:
-    """The paths where the CRD is put: named after it (``…/runnersets.gitscale.dev.yaml``,
-    `gitscale crd --repo`'s default), ``…/crd.yaml`` (`gitscale init`'s
-    ``<path>/gitscale-system/crd.yaml``), or in a ``crds/`` folder. `reconcile` looks there
-    only, without reading every file (`validate` reads them all)."""
-    found = []
+def where_the_crd_is(paths: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The files `reconcile` checks, without reading every file (`validate` reads them all):
+    (files that hold this CRD by their name — ``…runnersets.gitscale.dev….yaml``, `gitscale crd
+    --repo`'s default, and ``<path>/gitscale-system/crd.yaml``, `gitscale init`'s —, bundles
+    that may hold it among others: ``crds.yaml``, ``….crds.yaml``). Another project's CRD
+    (``crossplane/crds/provider-aws.yaml``, ``apps/argo/crd.yaml``) is in neither: read on
+    every pass, it would cost a fetch of its blob in a partial clone for nothing."""
+    named: list[str] = []
+    bundles: list[str] = []
     for path in paths:
         if not path.endswith((".yaml", ".yml")):
             continue
         name = posixpath.basename(path)
-        if name.startswith(CRD_NAME) or name.rsplit(".", 1)[0] in ("crd", "crds") \
-                or "crds" in path.split("/")[:-1]:
-            found.append(path)
-    return found
+        if CRD_NAME in name or f"/{path}".endswith(INIT_PATH):
+            named.append(path)
+        elif name.rsplit(".", 1)[0] == "crds" or name.rsplit(".", 1)[0].endswith(".crds"):
+            bundles.append(path)
+    return named, bundles
 
 
 def drift(path: str, text: str) -> str | None:
     """A warning when ``text`` (the file at ``path``) holds the RunnerSet CRD and it is not
-    this gitscale's; None when it is the same, or not that CRD at all."""
+    this gitscale's; None when it is the same, or not that CRD at all. Never raises: a CRD
+    whose versions or schemas are not the shape Kubernetes takes (``schema: broken``) cannot
+    be compared, and the warning says so (`gitscale crd --repo .` replaces it)."""
     if text == shipped_text():
         return None
     theirs = _crd(text, path)
     if theirs is None:
         return None
+    unreadable = _unreadable(theirs)
+    if unreadable:
+        return (f"{path}: a RunnerSet CRD gitscale cannot compare with its own ({unreadable}): "
+                f"{FIX}")
     ours = _crd(shipped_text(), "gitscale's CRD")
     assert ours is not None  # (shipped: a test keeps it equal to gitscale.controller.crd)
     mine, yours = _fields(ours), _fields(theirs)
@@ -92,20 +103,45 @@ def _crd(text: str, path: str) -> dict[str, Any] | None:
     return None
 
 
+def _unreadable(crd: dict[str, Any]) -> str | None:
+    """Where ``crd`` is not the shape a CRD's versions take (the first such place), or None:
+    ``spec`` a mapping, ``spec.versions`` a non-empty list of mappings, each one's ``schema``
+    and ``schema.openAPIV3Schema`` mappings."""
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return "spec is not a mapping"
+    versions = spec.get("versions")
+    if not isinstance(versions, list) or not versions:
+        return "spec.versions is not a list of versions"
+    for i, version in enumerate(versions):
+        at = f"spec.versions[{i}]"
+        if not isinstance(version, dict):
+            return f"{at} is not a mapping"
+        schema = version.get("schema")
+        if not isinstance(schema, dict):
+            return f"{at}.schema is not a mapping"
+        if not isinstance(schema.get("openAPIV3Schema"), dict):
+            return f"{at}.schema.openAPIV3Schema is not a mapping"
+    return None
+
+
+def _version_list(crd: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = crd.get("spec")
+    versions = spec.get("versions") if isinstance(spec, dict) else None
+    return [v for v in versions if isinstance(v, dict)] if isinstance(versions, list) else []
+
+
 def _versions(crd: dict[str, Any]) -> list[tuple[str, bool, bool]]:
-    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
     return [(str(v.get("name")), bool(v.get("served")), bool(v.get("storage")))
-            for v in (spec or {}).get("versions") or [] if isinstance(v, dict)]
+            for v in _version_list(crd)]
 
 
 def _fields(crd: dict[str, Any]) -> set[str]:
     """Every field path the CRD's schemas define (``spec.backlog``), over its versions."""
     found: set[str] = set()
-    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
-    for version in (spec or {}).get("versions") or []:
-        schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema") \
-            if isinstance(version, dict) else None
-        _walk(schema, "", found)
+    for version in _version_list(crd):
+        schema = version.get("schema")
+        _walk(schema.get("openAPIV3Schema") if isinstance(schema, dict) else None, "", found)
     return found
 
 

@@ -43,7 +43,7 @@ from gitscale.yamlio.read import Document
 
 FORMAT = 10  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
 # 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS); 10: no
-# settled answer held on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE)
+# settled answer on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE)
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)

@@ -84,15 +84,17 @@ def compute_plan(root: Path, config: Config, reading: DemandReading, now: dateti
                  decider: Decider | None = None, only: set[str] | None = None,
                  cache: StateCache | None = None, tree: Tree | None = None,
                  progress: Progress | None = None,
-                 forecasts: Mapping[str, Forecast] | None = None) -> Plan:
+                 forecasts: Mapping[str, Forecast] | None = None, *,
+                 pinned_clock: bool = False) -> Plan:
     """The pass over ``config``'s sets (``only``: those named) at ``now``. ``decider`` replaces
     the scaler (`drain`). ``cache`` is read, never written: apply ``plan.cache_writes`` to it.
     ``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread.
     ``forecasts``: what the history predicts for the sets with ``policy.forecast``
-    (``gitscale.plan.forecasts``); a forecast set missing from it is decided reactively."""
+    (``gitscale.plan.forecasts``); a forecast set missing from it is decided reactively.
+    ``pinned_clock``: ``now`` is `--now`, not the host's clock (``core.decide.hold_from``)."""
     with gc_paused():
         pass_ = _Pass(root, config, reading, now, decider, cache or StateCache(), tree,
-                      progress, forecasts or {})
+                      progress, forecasts or {}, pinned_clock)
         plan = pass_.run(base, only)
     plan.demands = reading.demands
     plan.forecasts = dict(forecasts or {})
@@ -124,8 +126,10 @@ class _Pass:
 
     def __init__(self, root: Path, config: Config, reading: DemandReading, now: datetime,
                  decider: Decider | None, cache: StateCache, tree: Tree | None,
-                 progress: Progress | None, forecasts: Mapping[str, Forecast]) -> None:
+                 progress: Progress | None, forecasts: Mapping[str, Forecast],
+                 pinned_clock: bool) -> None:
         self.config, self.reading, self.now, self.decider = config, reading, now, decider
+        self.pinned_clock = pinned_clock
         self.cache, self.tree, self.progress, self.forecasts = cache, tree, progress, forecasts
         self.files = ManifestFiles(root, config, tree)
         self.cache_writes = CacheWrites(floor=len(config.sets))
@@ -201,7 +205,7 @@ class _Pass:
     def decide(self, found: list[_Found]) -> dict[str, tuple[_Found, Decision]]:
         """Each located set's decision: the ``decider`` when given, else the scaler (under its
         share of ``limits.maxTotalReplicas`` when there is one)."""
-        caps = _caps(self.config, found, self.now, self.forecasts) \
+        caps = _caps(self.config, found, self.now, self.forecasts, self.pinned_clock) \
             if self.decider is None else {}
         decided: dict[str, tuple[_Found, Decision]] = {}
         for one in found:
@@ -211,7 +215,8 @@ class _Pass:
             elif caps:
                 decision = decide(current, demand, runner_set.policy, self.now,
                                   caps[runner_set.name] if runner_set.name in caps else None,
-                                  self.forecasts.get(runner_set.name))
+                                  self.forecasts.get(runner_set.name),
+                                  pinned_clock=self.pinned_clock)
             else:
                 decision = self._decide_settling(one)
             decided[runner_set.name] = (one, decision)
@@ -223,7 +228,8 @@ class _Pass:
         manifest blob and demand stay the same."""
         runner_set, _, current, demand = one
         decision = decide(current, demand, runner_set.policy, self.now,
-                          forecast=self.forecasts.get(runner_set.name))
+                          forecast=self.forecasts.get(runner_set.name),
+                          pinned_clock=self.pinned_clock)
         until = settled_until(current, runner_set.policy, self.now)
         blob = self.files.blob(runner_set.manifest)
         if decision.write or demand is None or blob is None or until is None:
@@ -291,7 +297,7 @@ class _Pass:
 
 
 def _caps(config: Config, found: list[_Found], now: datetime,
-          forecasts: Mapping[str, Forecast]) -> dict[str, int]:
+          forecasts: Mapping[str, Forecast], pinned_clock: bool) -> dict[str, int]:
     """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none).
     Sets the pass leaves alone (paused, drained, demand unknown) keep what they have, and that
     counts against the total."""
@@ -305,9 +311,10 @@ def _caps(config: Config, found: list[_Found], now: datetime,
             fixed += 0 if current.drained else (current.replicas or 0)
             continue
         name = runner_set.name
-        wants[name] = wanted(current, demand, runner_set.policy, now)
+        wants[name] = wanted(current, demand, runner_set.policy, now, pinned_clock=pinned_clock)
         if name in forecasts:
-            with_forecast = wanted(current, demand, runner_set.policy, now, forecasts[name])
+            with_forecast = wanted(current, demand, runner_set.policy, now, forecasts[name],
+                                   pinned_clock=pinned_clock)
             ahead[name] = with_forecast[1] - wants[name][1]
     return share_ahead(config.max_total_replicas, wants, ahead, fixed)
 

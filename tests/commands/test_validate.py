@@ -164,3 +164,65 @@ def test_an_older_runnerset_crd_in_the_repo_is_a_warning_in_validate_and_reconci
     code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(more),
                          "--now", "2026-11-21T09:01:00Z")
     assert code == 0 and "warning" not in err, err
+
+
+def _crd_with(change: str) -> str:
+    """gitscale's RunnerSet CRD with one part of it not the shape a CRD takes."""
+    import yaml
+
+    from gitscale.manifest.crd_drift import shipped_text
+
+    crd = yaml.safe_load(shipped_text())
+    if change == "schema-scalar":
+        crd["spec"]["versions"][0]["schema"] = "broken"
+    elif change == "versions-number":
+        crd["spec"]["versions"] = 5
+    elif change == "versions-string":
+        crd["spec"]["versions"] = "v1alpha1"
+    elif change == "version-list":
+        crd["spec"]["versions"] = [["v1alpha1"]]
+    elif change == "openapi-list":
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = []
+    elif change == "spec-null":
+        crd["spec"] = None
+    return yaml.safe_dump(crd, sort_keys=False)
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    pytest.param("schema-scalar", "spec.versions[0].schema is not a mapping", id="schema-scalar"),
+    pytest.param("versions-number", "spec.versions is not a list of versions",
+                 id="versions-number"),
+    pytest.param("versions-string", "spec.versions is not a list of versions",
+                 id="versions-string"),
+    pytest.param("version-list", "spec.versions[0] is not a mapping", id="version-list"),
+    pytest.param("openapi-list", "spec.versions[0].schema.openAPIV3Schema is not a mapping",
+                 id="openapi-list"),
+    pytest.param("spec-null", "spec is not a mapping", id="spec-null"),
+])
+def test_a_malformed_runnerset_crd_is_a_warning_not_a_crash(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, change: str, why: str) -> None:
+    """A CRD gitscale cannot read is one it cannot compare: said, as the other warnings are
+    (`gitscale crd --repo .` replaces it). `reconcile` checks after it has pushed: it must not
+    turn a pass that landed into a crash (it was exit 70, the commit made)."""
+    from tests.helpers import RUNNERSET, simple_config
+
+    crd_path = "clusters/prod/gitscale-system/crd.yaml"
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 5}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 2, running: 0}\n",
+        crd_path: _crd_with(change),
+    })
+    expected = (f"warning: {crd_path}: a RunnerSet CRD gitscale cannot compare with its own "
+                f"({why}): run `gitscale crd --repo .` and apply it before this version writes")
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err
+    assert expected in err.splitlines(), err
+    assert out.strip().endswith("0 problems, 1 warning")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout),
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code == 0, err
+    assert expected in err.splitlines(), err
+    assert "gitscale: linux" in git(checkout, "log", "-1", "--format=%s")
+    assert git(checkout, "rev-parse", "HEAD") == git(tmp_path / "remote.git", "rev-parse",
+                                                     "main")  # pushed

@@ -357,13 +357,38 @@ def test_a_last_scale_up_in_the_future_is_clock_skew(last_up, demand, have, patc
     assert ("held until" in decision.detail) == (not skewed and not decision.write)
 
 
-def test_a_skewed_scale_up_settles_until_it_is_within_the_tolerance() -> None:
+def test_a_skewed_scale_up_is_not_settled() -> None:
+    """A host's clock ignores a stamp beyond the tolerance, a pinned clock (`--now`) holds from
+    it: no answer remembered for a span could serve both (they share the state cache)."""
     from gitscale.core.decide import CLOCK_SKEW_TOLERANCE, settled_until
 
     policy = Policy(0, 20, 0, scale_down_delay=timedelta(minutes=10))
     state = Current(5, 3, last_scale_up=FUTURE)
-    until = settled_until(state, policy, NOW)
-    assert until == FUTURE - CLOCK_SKEW_TOLERANCE
-    # from then on the stamp counts again: the delay holds, as the settled answer says
-    assert decide(state, D(0, 0), policy, until).reason == Reason.UNCHANGED
-    assert decide(state, D(0, 0), policy, until - timedelta(seconds=1)).write
+    assert settled_until(state, policy, NOW) is None
+    within = FUTURE - CLOCK_SKEW_TOLERANCE
+    assert settled_until(state, policy, within) == FUTURE + timedelta(minutes=10)
+    # from then on both clocks hold from the stamp, as the settled answer says
+    for pinned in (False, True):
+        assert decide(state, D(0, 0), policy, within, pinned_clock=pinned).reason \
+            == Reason.UNCHANGED
+    assert decide(state, D(0, 0), policy, within - timedelta(seconds=1)).write
+
+
+@pytest.mark.parametrize(("last_up", "want"), [
+    pytest.param(FUTURE, (False, 5, 3, Reason.UNCHANGED), id="years-ahead-held"),
+    pytest.param(NOW + timedelta(minutes=30), (False, 5, 3, Reason.UNCHANGED),
+                 id="what-if-before-a-scale-up-held"),
+    pytest.param(NOW - timedelta(minutes=11), (True, 0, 4, Reason.SCALE_DOWN),
+                 id="delay-over-scales-down"),
+])
+def test_a_pinned_clock_holds_from_a_later_scale_up(last_up: datetime,
+                                                   want: tuple[object, ...]) -> None:
+    """`--now T` is the user's "now": a scale-up stamped after T is held from, as before the
+    clock-skew rule, which is for host clocks."""
+    policy = Policy(0, 20, 0, scale_down_delay=timedelta(minutes=10))
+    state = Current(5, 3, last_scale_up=last_up, fingerprint=D(0, 0).fingerprint)
+    decision = decide(state, D(0, 0), policy, NOW, pinned_clock=True)
+    assert (decision.write, decision.replicas, decision.patch_id, decision.reason) == want
+    assert "clock skew" not in decision.detail
+    assert ("held until " + (last_up + timedelta(minutes=10)).isoformat() in decision.detail) \
+        == (not decision.write)

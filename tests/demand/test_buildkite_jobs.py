@@ -229,3 +229,17 @@ def test_a_bad_job_ids_mapping_is_refused_at_its_line(
         config_for(tmp_path, {"deploy": source(buildkite, "deploy", jobIds=job_ids)})
     message = str(caught.value)
     assert message.startswith("gitscale.yaml:") and said in message, message
+
+
+def test_the_readme_states_the_cost_and_the_bound_of_job_ids() -> None:
+    """The README's figures for `jobIds` are the client's: a request per page of JOB_PAGE jobs,
+    at most JOB_PAGES_MAX a pass, and what happens past that bound."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    text = " ".join(readme.split("**What `jobIds` costs**", 1)[1].split("\n\n", 1)[0].split())
+    bound = client.JOB_PAGE * client.JOB_PAGES_MAX
+    assert f"one GraphQL request per {client.JOB_PAGE} of the queue's jobs" in text
+    assert f"at most {client.JOB_PAGES_MAX}:" in text
+    assert f"a backlog of {bound:,} jobs costs {client.JOB_PAGES_MAX} requests" in text
+    assert f"more than {bound:,} jobs in those states" in text
+    assert f"more than {client.JOB_PAGES_MAX} pages of {client.JOB_PAGE} jobs" in text
+    assert "decides on the counts alone for that pass" in text

@@ -289,3 +289,73 @@ def test_a_token_reaches_a_partial_clone_only_through_askpass(
     assert watch.scans > 0 and watch.leaks == []
     for text in (result.out, result.err, trace.file.read_text(), "\n".join(server.log)):
         assert token not in text
+
+
+def _older_runnerset_crd() -> str:
+    import yaml
+
+    from gitscale.manifest.crd_drift import shipped_text
+
+    crd = yaml.safe_load(shipped_text())
+    for version in crd["spec"]["versions"]:
+        del version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["backlog"]
+    return yaml.safe_dump(crd, sort_keys=False)
+
+
+def _other_crds(kind: str, count: int) -> str:
+    """A bundle of another project's CRDs (cert-manager's is ~1.5 MB), naming ours nowhere."""
+    one = ("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n"
+           "  name: {n}.{kind}.example.io\nspec:\n  group: {kind}.example.io\n"
+           "  description: |\n" + "    padding padding padding padding padding padding\n" * 200)
+    return "---\n".join(one.format(n=f"thing{i}", kind=kind) for i in range(count))
+
+
+UNRELATED = {  # what the check selected before: each fetched on every scaling pass
+    "infra/crds/cert-manager.crds.yaml": _other_crds("cert-manager", 100),
+    "crossplane/crds/provider-aws.yaml": _other_crds("aws", 20),
+    "apps/argo/crd.yaml": _other_crds("argo", 5),
+    "charts/x/templates/crds.yaml": _other_crds("x", 5),
+}
+
+
+def test_the_crd_check_after_a_pass_fetches_only_the_file_that_holds_our_crd(
+        git_server: GitDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`reconcile`'s CRD warning reads `init`'s crd.yaml (fetched: it is ours, small) and a
+    ``crds.yaml`` bundle the clone holds already (top-level files are checked out), never
+    another project's CRDs (megabytes, fetched again on every pass); and a check that cannot
+    read is one warning line, not an error of a pass that has pushed."""
+    from gitscale.commands.reconcile import crd_warnings
+
+    ours = "clusters/prod/gitscale-system/crd.yaml"
+    files = {**repo_files(), **UNRELATED, ours: _older_runnerset_crd(),
+             "crds.yaml": _other_crds("top", 2) + "---\n" + _older_runnerset_crd()}
+    bare = git_server.create(files)
+    allow_filters(bare, True)
+    opts = RepoOptions(git_server.url(), None, "gitscale.yaml")
+    now = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    trace = Trace(tmp_path)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", trace.env["GIT_CONFIG_GLOBAL"])
+    older = ": older than this gitscale's RunnerSet CRD (no spec.backlog): run `gitscale crd " \
+            "--repo .` and apply it before this version writes"
+    for server_gone in (False, True):
+        cache = StateCache()
+        with open_workspace(git_server.url(), None, sparse=True) as ws:
+            landed = land(ws, Planner(ws, opts, demand(tmp_path, {"s01": 3 + server_gone},
+                                                       f"crd-{server_gone}"), now, cache),
+                          cache=cache)
+            assert landed.pushed and rev(bare) == landed.commit
+            blobs = Tree.read(ws.git, sparse=True).files()
+            unrelated = {blobs[p] for p in UNRELATED}
+            if server_gone:
+                git_server.stop()
+            trace.clear()
+            warnings = crd_warnings(ws)
+            missing = ws.git.missing_blobs(sorted(UNRELATED))
+        if not server_gone:
+            assert sorted(warnings) == [f"{ours}{older}", f"crds.yaml{older}"]
+            assert len(trace.fetches()) == 1, trace.fetches()  # ours, not the others
+        else:
+            (warning,) = warnings  # the blob of ours cannot be fetched: said, not raised
+            assert warning.startswith("the repo's RunnerSet CRD not checked: git ")
+            assert "\n" not in warning
+        assert missing == unrelated  # never fetched for the check

@@ -23,6 +23,16 @@ and the steps of history-all one by one (wall and CPU), to show where its time g
   step-python     the Python per row: that log's output parsed and laid out as the table,
                   in one process (µs per row; in `history` it runs alongside git log)
 
+With --checkout, `gitscale history` runs in a checkout of that history instead (a plain
+clone), where it also reads the commits by people on managed files: --hand-labels N commits
+by a bot that change only a label in a manifest (Renovate bumping something: no row) and
+--hand-replicas M that change a set's replicas by hand (a row each), spread evenly through
+the history (`fast-import` too). --before DIR times the same with an older gitscale (its
+source folder, e.g. `git archive COMMIT gitscale | tar -x -C DIR`), interleaved run by run:
+
+    .venv/bin/python benchmarks/bench_history.py --checkout --commits 20000 --sets 100 \
+        --hand-labels 2000 --hand-replicas 20 --passes 5 [--before /tmp/gitscale-main]
+
 Every history run is checked (the row count against the fixture). JSON results go to
 benchmarks/results/history-<UTC time>.json.
 """
@@ -31,6 +41,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -49,9 +60,13 @@ PROJECT = HERE.parent
 STEP = 30  # seconds between scaling commits
 
 
-def build_history(remote: Path, fx: br.Fixture, commits: int, end: int) -> dict[str, int]:
-    """``commits`` scaling commits on main, the last one at ``end`` (epoch seconds). Returns
-    the commit times (to count rows in a window)."""
+def build_history(remote: Path, fx: br.Fixture, commits: int, end: int, labels: int = 0,
+                  hand_replicas: int = 0) -> dict[str, int]:
+    """``commits`` scaling commits on main, the last one at ``end`` (epoch seconds), and
+    ``labels`` + ``hand_replicas`` commits by a bot spread evenly between them (10 s after the
+    scaling commit before each): the first change only a label of a manifest, the others its
+    replicas (every (labels + hand_replicas) / hand_replicas-th one). Returns the commit times
+    (to count rows in a window)."""
     br.git(remote.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
     files = {fx.paths[n]: fx.texts[n] for n in fx.names}
     files["gitscale.yaml"] = fx.config_text()
@@ -73,6 +88,10 @@ def build_history(remote: Path, fx: br.Fixture, commits: int, end: int) -> dict[
         write(f"M 100644 inline {path}\n".encode())
         data(text)
     replicas = {n: 1 for n in fx.names}
+    texts = dict(fx.texts)  # each manifest as its last commit left it
+    hand = labels + hand_replicas
+    after = {(k * commits) // hand: k for k in range(hand)} if hand else {}
+    every = hand // hand_replicas if hand_replicas else 0
     for number in range(commits):
         name = fx.names[number % len(fx.names)]
         old, new = replicas[name], (replicas[name] % 9) + 1
@@ -86,7 +105,26 @@ def build_history(remote: Path, fx: br.Fixture, commits: int, end: int) -> dict[
               "+0000\n".encode())
         data(message)
         write(f"M 100644 inline {fx.paths[name]}\n".encode())
-        data(fx.texts[name].replace("replicas: ", f"replicas: {new} # ", 1))
+        texts[name] = fx.texts[name].replace("replicas: ", f"replicas: {new} # ", 1)
+        data(texts[name])
+        if number in after:
+            k = after[number]
+            name = fx.names[k % len(fx.names)]
+            if every and k % every == every - 1:  # a person sets the count
+                replicas[name] = (replicas[name] % 9) + 1
+                texts[name] = fx.texts[name].replace("replicas: ", f"replicas: "
+                                                     f"{replicas[name]} # ", 1)
+                subject = f"{name}: hold {replicas[name]} runners"
+            else:  # a bot bumps a label: nothing gitscale owns
+                base = re.sub(r'\n  labels: \{bump: "\d+", ', "\n  labels: {", texts[name],
+                              count=1)
+                texts[name] = base.replace("\n  labels: {", f"\n  labels: {{bump: \"{k}\", ", 1)
+                subject = f"chore(deps): update runner label to {k}"
+            write(f"commit refs/heads/main\ncommitter Renovate Bot <bot@example.invalid> "
+                  f"{when + 10} +0000\n".encode())
+            data(subject)
+            write(f"M 100644 inline {fx.paths[name]}\n".encode())
+            data(texts[name])
     out.stdin.close()
     if out.wait() != 0:
         raise RuntimeError("git fast-import failed")
@@ -173,6 +211,57 @@ def steps(url: str, work: Path, gitscale: list[str], env: dict[str, str]) -> dic
     return found
 
 
+# An older gitscale from its source folder: the editable install's finder (ahead of sys.path
+# on sys.meta_path) is taken out first, or it would import this checkout's gitscale.
+BEFORE = """import runpy, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "")]
+sys.path.insert(0, {source!r})
+runpy.run_module("gitscale", run_name="__main__")
+"""
+
+
+def checkout_mode(args: argparse.Namespace, work: Path, gitscale: list[str],
+                  env: dict[str, str]) -> dict[str, Any]:
+    """`gitscale history` in a checkout of a history with commits by a bot and by people,
+    each run checked against the rows it must show; with ``args.before``, the older gitscale
+    at that source folder too, run by run."""
+    fx = br.Fixture(args.sets, 10, 2, 20261122)
+    long = work / "long.git"
+    t0 = time.perf_counter()
+    build_history(long, fx, args.commits, int(time.time()) - 60, args.hand_labels,
+                  args.hand_replicas)
+    build = time.perf_counter() - t0
+    checkout = work / "checkout"
+    br.git(work, "clone", "--quiet", str(long), str(checkout))
+    print(f"built {args.commits} scaling commits, {args.hand_labels} label-only and "
+          f"{args.hand_replicas} replica edits by hand in {build:.1f}s", flush=True)
+    runs = {"after": (gitscale, env, args.commits + args.hand_replicas)}
+    if args.before:
+        old = [sys.executable, "-c", BEFORE.format(source=str(Path(args.before).resolve()))]
+        runs["before"] = (old, env, args.commits + args.hand_labels + args.hand_replicas)
+    samples: dict[str, list[dict[str, Any]]] = {label: [] for label in runs}
+    for n in range(args.passes + 1):
+        for label, (command, child_env, expected) in runs.items():
+            streamed = first_row([*command, "history", "--repo", str(checkout)], child_env)
+            if streamed["code"] != 0 or streamed["rows"] != expected:
+                raise RuntimeError(f"{label}: {streamed['rows']} rows, expected {expected}, "
+                                   f"exit {streamed['code']}\n{streamed['stderr']}")
+            print(f"  {'warm-up' if n == 0 else f'pass {n}/{args.passes}'} {label}: "
+                  f"{streamed['wall']:.2f}s (first row {streamed['first_row_s']:.2f}s, CPU "
+                  f"{streamed['cpu']:.2f}s, {streamed['rows']} rows)", flush=True)
+            if n:
+                samples[label].append(streamed)
+    modes = {}
+    for label, found in samples.items():
+        walls = [s["wall"] for s in found]
+        modes[f"checkout-{label}"] = {
+            "walls_s": walls, "median_s": statistics.median(walls), "min_s": min(walls),
+            "max_s": max(walls), "cpu_median_s": statistics.median(s["cpu"] for s in found),
+            "first_row_median_s": statistics.median(s["first_row_s"] for s in found),
+            "rows": found[0]["rows"]}
+    return {"build_s": build, "modes": modes, "loadavg": os.getloadavg()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=100_000)
@@ -182,6 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--checkout", action="store_true",
+                        help="time `history` in a checkout (with the commits by hand) only")
+    parser.add_argument("--hand-labels", type=int, default=0,
+                        help="commits by a bot that change only a manifest's label")
+    parser.add_argument("--hand-replicas", type=int, default=0,
+                        help="commits by a person that change a set's replicas")
+    parser.add_argument("--before", help="with --checkout: an older gitscale's source folder, "
+                        "timed alongside")
     args = parser.parse_args(argv)
     python = sys.executable
     script = Path(python).parent / "gitscale"
@@ -191,6 +288,21 @@ def main(argv: list[str] | None = None) -> int:
     br.CHILD_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     br.CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     env = {**br.CHILD_ENV, "GITSCALE_CACHE_DIR": str(work / "cache")}
+    if args.checkout:
+        try:
+            results = {"params": vars(args), **checkout_mode(args, work, gitscale, env)}
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        print(f"\n{args.commits} scaling commits, {args.hand_labels} label-only, "
+              f"{args.hand_replicas} replica edits; medians of {args.passes} runs; load "
+              f"average at the end {results['loadavg'][0]:.2f}")
+        for key, m in results["modes"].items():
+            print(f"  {key:<16} {m['median_s']:>7.3f}s  (min {m['min_s']:.3f}, max "
+                  f"{m['max_s']:.3f})  CPU {m['cpu_median_s']:.3f}s  first row "
+                  f"{m['first_row_median_s']:.2f}s  {m['rows']} rows")
+        print(f"results: {br.write_results('history', results)}")
+        return 0
     fx = br.Fixture(args.sets, 10, args.passes + 2, 20261122)
     results: dict[str, Any] = {"params": vars(args), "modes": {}}
     try:

@@ -5,7 +5,7 @@ import json
 from json.encoder import encode_basestring_ascii
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 
 import click
 
@@ -17,15 +17,19 @@ from gitscale.progress import Progress
 from gitscale.timeutil import parse_time
 from gitscale.repo.workspace import Workspace, open_workspace
 
+if TYPE_CHECKING:
+    from gitscale.config.load import ObjectRef
+
 
 class HandRow(NamedTuple):
-    """A commit that is not gitscale's but changed a managed manifest (``set``: that set;
-    None: gitscale.yaml): its author and subject, and the set's replicas and patch ID after it
-    when its object could be read there."""
+    """A commit that is not gitscale's but changed what gitscale owns in a managed manifest
+    (``set``: that set; None: gitscale.yaml): its author and subject, and the set's replicas
+    and patch ID before (``previous``) and after it, each when its object could be read."""
 
     commit: str
     time: str
     set: str | None
+    previous: int | None
     replicas: int | None
     patch: int | None
     author: str
@@ -87,15 +91,17 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
 
 
 def hand_rows(ws: Workspace, config_path: str, only: str | None) -> Iterator[HandRow]:
-    """The commits that are not gitscale's and change a managed manifest (of ``only``, when
-    given) or the config file, newest first: a row per set whose manifest each changed, with
-    what the set's object says after it; one row (set None) for an edit of the config only.
-    The managed paths are those of the config in the checkout; a config that cannot be read
-    shows none (the scaling rows still do)."""
-    from gitscale.config.load import ObjectRef, load_config
+    """The commits that are not gitscale's and change what gitscale owns in a managed manifest
+    (of ``only``, when given) or the config file, newest first: a row per set whose owned
+    fields (replicas, patch ID, the paused and drained annotations) each changed, with what the
+    set's object says before and after it; one row (set None) for a change of the config file
+    (any: what it means is the config's business). A manifest edit that leaves them as they
+    were (a label, an image bumped by a bot) is no row. The managed paths are those of the
+    config in the checkout; a config that cannot be read shows none (the scaling rows still
+    do)."""
+    from gitscale.config.load import load_config
     from gitscale.errors import GitscaleError
-    from gitscale.manifest.target import read_target
-    from gitscale.record.manual import iter_manual
+    from gitscale.record.manual import iter_manual, with_blobs
 
     try:
         config = load_config(ws.root, config_path)
@@ -106,24 +112,58 @@ def hand_rows(ws: Workspace, config_path: str, only: str | None) -> Iterator[Han
         if only is None or runner_set.name == only:
             by_path.setdefault(runner_set.manifest, []).append((runner_set.name,
                                                                 runner_set.object))
-    for commit in iter_manual(ws.git, [config.path, *by_path]):
-        touched = [p for p in commit.paths if p in by_path]
+    owned = _OwnedReader()
+    for commit, blobs in with_blobs(ws.git, iter_manual(ws.git, [config.path, *by_path]),
+                                    by_path):
+        touched = [c for c in commit.changes if c.path in by_path]
         if not touched:
-            yield HandRow(commit.commit, commit.time, None, None, None, commit.author,
+            yield HandRow(commit.commit, commit.time, None, None, None, None, commit.author,
                           commit.subject)
             continue
-        for path in touched:
-            data = ws.git.blob(f"{commit.commit}:{path}")
+        for path, before, after in touched:
             for name, ref in by_path[path]:
-                replicas = patch = None
-                if data is not None:
-                    try:
-                        current = read_target(path, data.decode("utf-8"), ref).current
-                        replicas, patch = current.replicas, current.patch_id
-                    except (GitscaleError, UnicodeDecodeError):
-                        pass  # "manual edit" without a count: the object cannot be read there
-                yield HandRow(commit.commit, commit.time, name, replicas, patch, commit.author,
-                              commit.subject)
+                old = owned.read(path, before, blobs, ref)
+                new = owned.read(path, after, blobs, ref)
+                if old is not None and new is not None and old == new:
+                    continue  # a label, an image, a comment: nothing gitscale owns
+                yield HandRow(commit.commit, commit.time, name,
+                              None if old is None else old[0], None if new is None else new[0],
+                              None if new is None else new[1], commit.author, commit.subject)
+
+
+Owned = tuple[int | None, int | None, bool, bool]  # replicas, patch ID, paused, drained
+
+
+class _OwnedReader:
+    """The owned fields of a set's object in a blob, read with the manifest code
+    (``manifest.target.locate``: the line reader, then PyYAML) once per blob and object."""
+
+    KEPT = 4096  # a commit's blob before is usually the next older one's after
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, ObjectRef], Owned | None] = {}
+
+    def read(self, path: str, blob: str | None, blobs: dict[str, bytes],
+             ref: ObjectRef) -> Owned | None:
+        """None: no blob (deleted), not read, or its object cannot be read there."""
+        from gitscale.errors import GitscaleError
+        from gitscale.manifest.target import locate
+
+        if blob is None or blob not in blobs:
+            return None
+        key = (blob, ref)
+        if key in self.seen:
+            return self.seen[key]
+        if len(self.seen) >= self.KEPT:
+            self.seen.clear()
+        found: Owned | None
+        try:
+            now = locate(path, blobs[blob].decode("utf-8"), ref).current
+            found = (now.replicas, now.patch_id, now.paused, now.drained)
+        except (GitscaleError, UnicodeDecodeError):
+            found = None  # "manual edit" without a count: the object cannot be read there
+        self.seen[key] = found
+        return found
 
 
 def merged(scaling: Iterator[Entry], hand: Iterator[HandRow]) -> Iterator[Row]:
@@ -190,9 +230,9 @@ def _stream(lines: Iterable[str]) -> None:
 
 def json_lines(entries: Iterable[Row]) -> Iterator[str]:
     """The lines of ``json.dumps(list, indent=2)``, an entry at a time. A commit by a person
-    has the same keys (``reason`` "manual", ``detail`` its subject; ``previous``, ``queued``
-    and ``running`` null; ``replicas`` and ``patch`` null when its object could not be read)
-    and two more, ``author`` and ``subject``."""
+    has the same keys (``reason`` "manual", ``detail`` its subject; ``queued`` and ``running``
+    null; ``previous``, ``replicas`` and ``patch`` null when its object could not be read
+    before or after it) and two more, ``author`` and ``subject``."""
     held: str | None = None
     for entry in entries:
         if isinstance(entry, HandRow):
@@ -216,7 +256,7 @@ _JSON_KEYS = [(name, json.dumps(name)) for name in Entry._fields]
 
 
 def _hand_json(row: HandRow) -> str:
-    fields = {"commit": row.commit, "time": row.time, "set": row.set, "previous": None,
+    fields = {"commit": row.commit, "time": row.time, "set": row.set, "previous": row.previous,
               "replicas": row.replicas, "patch": row.patch, "queued": None, "running": None,
               "reason": "manual", "detail": row.subject, "author": row.author,
               "subject": row.subject}
@@ -315,12 +355,14 @@ def history_lines(entries: Iterable[Row], zone: tzinfo = timezone.utc) -> Iterat
 
 
 def _hand_cells(row: HandRow, zone: tzinfo) -> tuple[str, ...]:
-    """A commit by a person: ``?→N`` (the count after it; before it is the row below), and
-    who did what in the reason column."""
+    """A commit by a person: ``3→5`` (the set's count before and after it; ``?`` before when
+    the object could not be read there, ``-`` when it cannot be read after), and who did what
+    in the reason column."""
     when = row.time if zone is timezone.utc else parse_time(row.time).astimezone(zone).isoformat()
     what = "manual edit" + ("" if row.set is not None else " of the config")
-    return (when, row.commit[:10], "*" if row.set is None else shown(row.set),
-            "-" if row.replicas is None else f"?→{row.replicas}",
+    counts = "-" if row.replicas is None else \
+        f"{'?' if row.previous is None else row.previous}→{row.replicas}"
+    return (when, row.commit[:10], "*" if row.set is None else shown(row.set), counts,
             "-" if row.patch is None else str(row.patch), "-",
             f"{what} by {shown(row.author)}: {shown(row.subject)}")
 

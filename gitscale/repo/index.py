@@ -80,20 +80,36 @@ class Tree:
         if not wanted:
             return {}
         fetch_missing(self.git, paths)
-        out = self.git.run_bytes("cat-file", "--batch",
-                                 input=("\n".join(wanted) + "\n").encode())
-        found: dict[str, bytes] = {}
-        at = 0
+        found = cat_blobs(self.git, wanted)
         for blob in wanted:
-            header_end = out.index(b"\n", at)
-            header = out[at:header_end].decode().split(" ")
-            if len(header) != 3 or header[1] != "blob":
-                raise GitError(f"git cat-file: {blob} is not a blob ({' '.join(header)})")
-            size = int(header[2])
-            start = header_end + 1
-            found[blob] = out[start:start + size]
-            at = start + size + 1  # the content is followed by a newline
+            if blob not in found:
+                raise GitError(f"git cat-file: {blob} is missing")
         return found
+
+
+def cat_blobs(repo: Git, ids: Iterable[str]) -> dict[str, bytes]:
+    """The contents of the blobs ``ids``, by id, in one ``git cat-file --batch``. An id git
+    does not have is left out; one that names something else than a blob is an error. (In a
+    partial clone, ``fetch_missing`` first: git would fetch each missing blob by itself.)"""
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return {}
+    out = repo.run_bytes("cat-file", "--batch", input=("\n".join(wanted) + "\n").encode())
+    found: dict[str, bytes] = {}
+    at = 0
+    for blob in wanted:
+        header_end = out.index(b"\n", at)
+        header = out[at:header_end].decode().split(" ")
+        if header[-1] == "missing":  # "<id> missing": no content follows
+            at = header_end + 1
+            continue
+        if len(header) != 3 or header[1] != "blob":
+            raise GitError(f"git cat-file: {blob} is not a blob ({' '.join(header)})")
+        size = int(header[2])
+        start = header_end + 1
+        found[blob] = out[start:start + size]
+        at = start + size + 1  # the content is followed by a newline
+    return found
 
 
 CHECK_LIMIT = 256  # paths asked about by name; more: fetch them all, asking nothing

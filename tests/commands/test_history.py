@@ -115,8 +115,8 @@ def test_commits_by_people_on_a_managed_manifest_are_rows(  # type: ignore[no-un
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--output", "json")
     assert code == 0, err
     rows = json.loads(out)
-    assert [(r["reason"], r["replicas"]) for r in rows] == [
-        ("manual", 3), ("drain", 0), ("first-write", 3)]
+    assert [(r["reason"], r["previous"], r["replicas"]) for r in rows] == [
+        ("manual", 0, 3), ("drain", 3, 0), ("first-write", 1, 3)]
     revert = rows[0]
     assert revert["author"] == "Ana Ops" and revert["set"] == "linux"
     assert revert["subject"].startswith('Revert "gitscale: linux 3→0')
@@ -125,7 +125,7 @@ def test_commits_by_people_on_a_managed_manifest_are_rows(  # type: ignore[no-un
 
     code, out, err = run(capsys, "history", "--repo", str(checkout))
     first = out.splitlines()[1].split()
-    assert first[2:6] == ["linux", "?→3", first[4], "-"] and "manual" in out.splitlines()[1]
+    assert first[2:6] == ["linux", "0→3", first[4], "-"] and "manual" in out.splitlines()[1]
     assert out.splitlines()[1].endswith('by Ana Ops: Revert "gitscale: linux 3→0"')
     assert "docs" not in out  # README is not managed
 
@@ -137,3 +137,68 @@ def test_commits_by_people_on_a_managed_manifest_are_rows(  # type: ignore[no-un
     assert code == 0 and "manual" not in out
     assert err.startswith("history: 2 commits after the newest scaling commit (")
     assert "are not gitscale's and may have changed a set (a revert, a pause)" in err
+
+
+def test_only_edits_of_what_gitscale_owns_are_rows(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    """A bot bumping an image or a label in a managed manifest changes nothing gitscale owns:
+    no row. Replicas, the patch ID, a pause, a deletion and any config edit are rows, with the
+    count before and after."""
+    import os
+
+    from gitscale.record import manual
+    from tests.helpers import git
+    from tests.one_set import reconcile
+
+    checkout, _ = setup(tmp_path)
+    reconcile(capsys, checkout, tmp_path, 2, 0, "2026-11-21T09:00:00Z")  # linux: 1→3
+    manifest = checkout / "sets/linux.yaml"
+    minute = iter(range(1, 60))
+
+    def by_hand(subject: str, path: Path, old: str, new: str) -> None:
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new, 1))
+        when = f"2026-11-21T09:{next(minute):02d}:00Z"
+        env = {**os.environ, "GIT_AUTHOR_NAME": "Renovate Bot",
+               "GIT_AUTHOR_EMAIL": "bot@example.com", "GIT_COMMITTER_NAME": "Renovate Bot",
+               "GIT_COMMITTER_EMAIL": "bot@example.com", "GIT_COMMITTER_DATE": when,
+               "GIT_AUTHOR_DATE": when}
+        subprocess.run(["git", "commit", "-qam", subject], cwd=checkout, env=env, check=True)
+
+    by_hand("image 2", manifest, "image: runner:1", "image: runner:2")
+    by_hand("label", manifest, "  name: linux\n", "  name: linux\n  labels: {team: ci}\n")
+    by_hand("replicas 5", manifest, "replicas: 3", "replicas: 5")
+    by_hand("image 3", manifest, "image: runner:2", "image: runner:3  # pinned")
+    by_hand("pause", manifest, "  annotations:\n", "  annotations:\n"
+            "    gitscale.dev/paused: \"true\"\n")
+    by_hand("patch", manifest, "patchID: 0", "patchID: 7")
+    by_hand("max 4", checkout / "gitscale.yaml", "maxReplicas: 3", "maxReplicas: 4")
+    git(checkout, "rm", "--quiet", "sets/linux.yaml")
+    by_hand("drop linux", checkout / "demand.yaml", "queued", "queued")  # commits the removal
+
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--output", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["subject"] if r["reason"] == "manual" else r["reason"], r["set"], r["previous"],
+             r["replicas"], r["patch"]) for r in rows] == [
+        ("drop linux", "linux", 5, None, None),
+        ("max 4", None, None, None, None),
+        ("patch", "linux", 5, 5, 7),
+        ("pause", "linux", 5, 5, 0),
+        ("replicas 5", "linux", 3, 5, 0),
+        ("first-write", "linux", 1, 3, 0)]
+    assert all(set(r) == set(rows[-1]) | {"author", "subject"} for r in rows[:-1])
+    assert rows[0]["author"] == "Renovate Bot" and rows[0]["detail"] == "drop linux"
+
+    code, text, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
+    lines = text.splitlines()
+    assert [line.split()[2:5] for line in lines[1:]] == [
+        ["linux", "-", "-"], ["*", "-", "-"], ["linux", "5→5", "7"], ["linux", "5→5", "0"],
+        ["linux", "3→5", "0"], ["linux", "1→3", "0"]]
+    assert lines[2].endswith("manual edit of the config by Renovate Bot: max 4")
+
+    # read a commit or two at a time, the blobs before and after still pair up across blocks
+    monkeypatch.setattr(manual, "FIRST_BLOCK", 1)
+    monkeypatch.setattr(manual, "LAST_BLOCK", 2)
+    assert run(capsys, "history", "--repo", str(checkout), "--set", "linux")[1] == text

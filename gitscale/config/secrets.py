@@ -75,11 +75,11 @@ def read_secret(ref: Any, what: str) -> str:
     if isinstance(ref, dict) and "env" in ref:
         name = str(ref["env"])
         try:
-            path = variable_file(name)
+            named = variable_file(name)
         except InputError as exc:
             raise SecretError(f"{what}: {exc}", parsed) from None
-        if path is not None:
-            return _read_file(Path(path), f"{name}{FILE_SUFFIX}={path}", what, parsed)
+        if named is not None:
+            return _read_file(Path(named), f"{name}{FILE_SUFFIX}={named}", what, parsed)
         raw = os.environ.get(name)
         if raw is None:
             raise SecretError(f"{what}: environment variable {name} is not set", parsed)
@@ -88,8 +88,8 @@ def read_secret(ref: Any, what: str) -> str:
             raise SecretError(f"{what}: environment variable {name} is empty", parsed)
         return hold(value)
     if isinstance(ref, dict) and "file" in ref:
-        path = Path(str(ref["file"])).expanduser()
-        return _read_file(path, str(path), what, parsed)
+        file = Path(str(ref["file"])).expanduser()
+        return _read_file(file, str(file), what, parsed)
     raise SecretError(f"{what}: expected {{env: NAME}} or {{file: PATH}}")
 
 

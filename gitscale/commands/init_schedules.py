@@ -169,10 +169,11 @@ kubectl -n {namespace} create secret generic {git_secret} --from-file=token={git
 kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify_env}=./{notify_file}
 {webhook}```
 
-Rotating a credential: the git token, the source's credential (`gitscale-scaler`, as files
-under {scaler_dir}/ that `GITHUB_TOKEN_FILE` and the like point at) and `serve`'s webhook
-secret are mounted as files, which a running pod reads again when the Secret changes (within a
-minute or two: the kubelet's sync). The keys of `gitscale-notify` are variables (`envFrom`: any
+Rotating a credential: the git token, the source's credential (`gitscale-scaler`, files
+that `GITHUB_TOKEN_FILE` and the like point at, in
+{scaler_dir}/) and `serve`'s webhook secret are
+mounted as files, which a running pod reads again when the Secret changes (within a minute or
+two: the kubelet's sync). The keys of `gitscale-notify` are variables (`envFrom`: any
 key may be there), which never change in a running pod: the CronJob's next pass reads them
 anyway; after rotating one of them for `run` or `serve`, restart it
 (`kubectl -n {namespace} rollout restart deploy/gitscale-run`). gitscale's

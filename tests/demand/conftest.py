@@ -14,6 +14,10 @@ from tests.demand.fake_github import FakeGitHub
 
 GH_TOKEN = "ghp_S3cr3tT0kenValue0123456789abcdefABCD"
 BK_TOKEN = "bkua_S3cr3tAgentToken0123456789"
+# a token before and after a rotation (tests/demand/test_rotation.py, test_env_file.py); as
+# long as each other: a file's size does not tell them apart
+OLD = "ghp_OldT0kenValue0123456789abcdefABCDEF"
+NEW = "ghp_NewT0kenValue0123456789abcdefABCDEF"
 
 
 @pytest.fixture
@@ -49,3 +53,13 @@ def app_github(tmp_path: Path) -> Iterator[FakeGitHub]:
     with FakeGitHub(token=None, app={"id": 4242, "installation": 77, "public_key": public}) as gh:
         gh.key_path = path  # type: ignore[attr-defined]
         yield gh
+
+
+@pytest.fixture
+def gh() -> Iterator[FakeGitHub]:
+    """A GitHub that takes ``OLD`` (a test rotates it), with one job queued for linux."""
+    fake = FakeGitHub(token=OLD)
+    with fake:
+        repo = fake.add_repo("acme", "app")
+        fake.add_run(repo, "queued", [("queued", ["self-hosted", "linux"])])
+        yield fake

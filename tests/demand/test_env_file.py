@@ -18,17 +18,10 @@ from gitscale.redact import forget_held, redact
 
 from tests.demand.fake_github import FakeGitHub
 from tests.demand.test_github import pair, write_config
-from tests.demand.test_rotation import NEW, OLD, rewrite_unseen, secret_volume, statuses
+from tests.demand.conftest import NEW, OLD
+from tests.demand.test_rotation import (rewrite_unseen, secret_volume, seen_at_the_next_pass,
+                                        statuses)
 from tests.helpers import RUNNERSET, git, make_repo, run
-
-
-@pytest.fixture
-def gh() -> FakeGitHub:
-    fake = FakeGitHub(token=OLD)
-    with fake:
-        repo = fake.add_repo("acme", "app")
-        fake.add_run(repo, "queued", [("queued", ["self-hosted", "linux"])])
-        yield fake
 
 
 def env_config(root: Path, gh: FakeGitHub):  # type: ignore[no-untyped-def]
@@ -51,22 +44,12 @@ def only_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def test_only_the_file_variable_set_is_read_and_a_volume_swap_is_used_at_the_next_pass(
         gh: FakeGitHub, tmp_path: Path, only_file: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    config = env_config(tmp_path / "repo", gh)
-    said: list[str] = []
-    sources = Sources(default_cache_dir(), timeout=5, report=said.append)
-    assert pair(read_demand(tmp_path / "repo", config, None, sources), "linux") == (1, 0)
-    assert {r.authorization for r in gh.log} == {f"Bearer {OLD}"}
-    gh.tokens = {NEW}  # rotated at GitHub, then in the Secret (the volume's symlink swapped)
-    secret_volume(tmp_path / "scaler", "github_token", NEW + "\n", 2)
-    gh.log.clear()
-    reading = read_demand(tmp_path / "repo", config, None, sources)
-    assert reading.errors == {} and pair(reading, "linux") == (1, 0)
-    assert statuses(gh) and 401 not in statuses(gh)  # the stat said so: not even one 401
-    assert {r.authorization for r in gh.log} == {f"Bearer {NEW}"}
-    assert said == [f"github token: {only_file} changed: the new value is used from now on"]
-    sources.close()
-    out = capsys.readouterr()
-    assert OLD not in out.out + out.err and NEW not in out.out + out.err
+    def rotate() -> Path:  # the Secret updated: the volume's ..data symlink swapped
+        secret_volume(tmp_path / "scaler", "github_token", NEW + "\n", 2)
+        return only_file
+
+    seen_at_the_next_pass(gh, tmp_path / "repo", env_config(tmp_path / "repo", gh), rotate,
+                          capsys)
 
 
 def test_a_rewrite_the_stat_misses_is_found_by_the_401_and_sent_again(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -14,14 +15,12 @@ from gitscale.config.secrets import SecretError
 from gitscale.demand.resolve import Sources, read_demand
 from gitscale.files import default_cache_dir
 
-from tests.demand.conftest import BK_TOKEN
+from tests.demand.conftest import BK_TOKEN, NEW, OLD
 from tests.demand.fake_buildkite import FakeBuildkite, Job
 from tests.demand.fake_github import FakeGitHub
 from tests.demand.test_buildkite import SOME_JOBS, config_for
 from tests.demand.test_github import pair, write_config
 
-OLD = "ghp_OldT0kenValue0123456789abcdefABCDEF"
-NEW = "ghp_NewT0kenValue0123456789abcdefABCDEF"  # as long as OLD: the size does not tell
 
 
 def rewrite_unseen(path: Path, text: str) -> None:
@@ -49,15 +48,6 @@ def secret_volume(root: Path, key: str, value: str, version: int) -> Path:
     return root / key
 
 
-@pytest.fixture
-def gh(tmp_path: Path) -> FakeGitHub:
-    fake = FakeGitHub(token=OLD)
-    with fake:
-        repo = fake.add_repo("acme", "app")
-        fake.add_run(repo, "queued", [("queued", ["self-hosted", "linux"])])
-        yield fake
-
-
 def github_config(root: Path, gh: FakeGitHub, token_file: Path):  # type: ignore[no-untyped-def]
     return write_config(root, [{"name": "linux", "source": {"github": {
         "org": "acme", "labels": ["self-hosted", "linux"], "apiUrl": gh.url,
@@ -69,27 +59,41 @@ def statuses(gh: FakeGitHub) -> list[int]:
         return [r.status for r in gh.log]
 
 
+def seen_at_the_next_pass(gh: FakeGitHub, root: Path, config,  # type: ignore[no-untyped-def]
+                          rotate: Callable[[], Path],
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    """One pass with OLD, then GitHub takes NEW only and ``rotate`` puts NEW where the token
+    is read from (returning that path): the next pass of the same ``Sources`` uses NEW without
+    a single 401 (the file's stat said so), says so once, and neither token is ever shown."""
+    said: list[str] = []
+    sources = Sources(default_cache_dir(), timeout=5, report=said.append)
+    assert pair(read_demand(root, config, None, sources), "linux") == (1, 0)
+    gh.tokens = {NEW}
+    path = rotate()
+    gh.log.clear()
+    reading = read_demand(root, config, None, sources)
+    assert reading.errors == {} and pair(reading, "linux") == (1, 0)
+    assert statuses(gh) and 401 not in statuses(gh)  # the stat said so: not even one 401
+    assert {r.authorization for r in gh.log} == {f"Bearer {NEW}"}
+    assert said == [f"github token: {path} changed: the new value is used from now on"]
+    sources.close()
+    out = capsys.readouterr()
+    assert OLD not in out.out + out.err and NEW not in out.out + out.err
+
+
 def test_a_rewritten_token_file_is_used_at_the_next_pass(
         gh: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     token = tmp_path / "secrets" / "github-token"
     token.parent.mkdir()
     token.write_text(OLD + "\n")
-    config = github_config(tmp_path / "repo", gh, token)
-    said: list[str] = []
-    sources = Sources(default_cache_dir(), timeout=5, report=said.append)
-    assert pair(read_demand(tmp_path / "repo", config, None, sources), "linux") == (1, 0)
-    gh.tokens = {NEW}  # rotated at GitHub, then in the file (a new file put in its place)
-    (tmp_path / "secrets" / "next").write_text(NEW + "\n")
-    os.replace(tmp_path / "secrets" / "next", token)
-    gh.log.clear()
-    reading = read_demand(tmp_path / "repo", config, None, sources)
-    assert reading.errors == {} and pair(reading, "linux") == (1, 0)
-    assert statuses(gh) and 401 not in statuses(gh)  # the stat said so: not even one 401
-    assert {r.authorization for r in gh.log} == {f"Bearer {NEW}"}
-    assert said == [f"github token: {token} changed: the new value is used from now on"]
-    sources.close()
-    out = capsys.readouterr()
-    assert OLD not in out.out + out.err and NEW not in out.out + out.err
+
+    def rotate() -> Path:  # a new file put in its place
+        (tmp_path / "secrets" / "next").write_text(NEW + "\n")
+        os.replace(tmp_path / "secrets" / "next", token)
+        return token
+
+    seen_at_the_next_pass(gh, tmp_path / "repo", github_config(tmp_path / "repo", gh, token),
+                          rotate, capsys)
 
 
 def test_a_refused_token_is_read_again_at_once(gh: FakeGitHub, tmp_path: Path) -> None:

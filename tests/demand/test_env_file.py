@@ -12,15 +12,12 @@ import pytest
 
 from gitscale.config.rotating import Rotating
 from gitscale.config.secrets import SecretError, read_secret, read_token
-from gitscale.demand.resolve import Sources, read_demand
-from gitscale.files import default_cache_dir
 from gitscale.redact import forget_held, redact
 
 from tests.demand.fake_github import FakeGitHub
-from tests.demand.test_github import pair, write_config
+from tests.demand.test_github import write_config
 from tests.demand.conftest import NEW, OLD
-from tests.demand.test_rotation import (rewrite_unseen, secret_volume, seen_at_the_next_pass,
-                                        statuses)
+from tests.demand.test_rotation import found_by_the_refusal, secret_volume, seen_at_the_next_pass
 from tests.helpers import RUNNERSET, git, make_repo, run
 
 
@@ -58,16 +55,7 @@ def test_a_rewrite_the_stat_misses_is_found_by_the_401_and_sent_again(
     token = tmp_path / "github-token"
     token.write_text(OLD)
     monkeypatch.setenv("GITHUB_TOKEN_FILE", str(token))
-    config = env_config(tmp_path / "repo", gh)
-    sources = Sources(default_cache_dir(), timeout=5)
-    assert read_demand(tmp_path / "repo", config, None, sources).errors == {}
-    gh.tokens = {NEW}
-    rewrite_unseen(token, NEW)
-    gh.log.clear()
-    reading = read_demand(tmp_path / "repo", config, None, sources)
-    assert reading.errors == {} and pair(reading, "linux") == (1, 0)
-    assert statuses(gh)[0] == 401 and statuses(gh).count(401) == 1
-    sources.close()
+    found_by_the_refusal(gh, tmp_path / "repo", env_config(tmp_path / "repo", gh), token)
 
 
 def test_the_variable_itself_still_never_rotates(monkeypatch: pytest.MonkeyPatch) -> None:

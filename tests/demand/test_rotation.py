@@ -96,21 +96,28 @@ def test_a_rewritten_token_file_is_used_at_the_next_pass(
                           rotate, capsys)
 
 
-def test_a_refused_token_is_read_again_at_once(gh: FakeGitHub, tmp_path: Path) -> None:
-    token = tmp_path / "github-token"
-    token.write_text(OLD)
-    config = github_config(tmp_path / "repo", gh, token)
+def found_by_the_refusal(gh: FakeGitHub, root: Path, config,  # type: ignore[no-untyped-def]
+                         token: Path) -> None:
+    """A pass with OLD from ``token``, then GitHub takes NEW only and ``token`` is rewritten in
+    place, unseen by its stat: the next pass's first request is refused, the file read again
+    and the request sent with NEW — one 401, no error."""
     sources = Sources(default_cache_dir(), timeout=5)
-    assert read_demand(tmp_path / "repo", config, None, sources).errors == {}
+    assert read_demand(root, config, None, sources).errors == {}
     gh.tokens = {NEW}
     rewrite_unseen(token, NEW)
     gh.log.clear()
-    reading = read_demand(tmp_path / "repo", config, None, sources)
-    # the first request was refused with the old token, read again and sent with the new one
+    reading = read_demand(root, config, None, sources)
     assert reading.errors == {} and pair(reading, "linux") == (1, 0)
     assert statuses(gh)[0] == 401 and statuses(gh).count(401) == 1
     assert set(statuses(gh)[1:]) == {304}  # (the ETags of the first pass: still good)
     sources.close()
+
+
+def test_a_refused_token_is_read_again_at_once(gh: FakeGitHub, tmp_path: Path) -> None:
+    token = tmp_path / "github-token"
+    token.write_text(OLD)
+    found_by_the_refusal(gh, tmp_path / "repo", github_config(tmp_path / "repo", gh, token),
+                         token)
 
 
 def test_a_token_refused_and_not_rotated_is_an_error_without_it(

@@ -130,7 +130,8 @@ def run_command(**kw: Any) -> int:
 @click.option("--reservation", default="10m", show_default=True,
               help="How long a queued job's reservation lasts once it has capacity.")
 @click.option("--secret-env", default="GITHUB_WEBHOOK_SECRET", show_default=True,
-              help="Environment variable holding the webhook secret.")
+              help="Environment variable holding the webhook secret (or, when it is not "
+                   "set, NAME_FILE: a file holding it, read again when it changes).")
 @click.option("--secret-file", default=None, help="File holding the webhook secret instead.")
 @click.option("--state-file", default=".gitscale/reservations.yaml", show_default=True,
               help="Reservations file in the config repo (directly under .gitscale/).")

@@ -68,6 +68,26 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
+FILE_SUFFIX = "_FILE"  # NAME_FILE names the file NAME's value is read from
+
+
+def variable_file(name: str) -> str | None:
+    """The ``_FILE`` convention (Docker's official images, and many tools): the path
+    ``NAME_FILE`` gives, when ``NAME``'s value is to be read from that file; None when
+    ``NAME_FILE`` is unset or empty (``NAME`` itself is read). Both set is refused, naming both
+    (an ``InputError``, never a value): which one is current cannot be guessed, and a stale
+    file silently winning over a fresh variable (or the reverse) is worse than a clear error.
+    A ``NAME`` set but empty counts as unset, as Docker's images count it (a CI secret that
+    does not exist expands to "")."""
+    path = os.environ.get(name + FILE_SUFFIX, "")
+    if not path:
+        return None
+    if os.environ.get(name, "").strip():
+        raise InputError(f"{name}{FILE_SUFFIX}", f"{name} is set too: set one of the two "
+                         f"({name}_FILE names a file holding {name}'s value)")
+    return path
+
+
 def default_cache_dir() -> Path | None:
     """Where gitscale keeps what it remembers between runs (the state cache, compiled schemas,
     tokens): ``$GITSCALE_CACHE_DIR`` (empty: nowhere), else ``$XDG_CACHE_HOME/gitscale`` or

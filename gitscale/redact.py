@@ -7,7 +7,8 @@ said without its value.
 
 The secrets are one registry for the process: the variables gitscale documents as credentials
 (read at each call: whether or not this process used them, a server hook may echo one), the
-content of ``GITSCALE_GIT_TOKEN_FILE``, and every value read as a secret (``hold``: what
+content of the file each one's ``_FILE`` variable names (``GITSCALE_GIT_TOKEN_FILE``,
+``GITHUB_TOKEN_FILE``…), and every value read as a secret (``hold``: what
 gitscale.yaml names, ``serve``'s webhook secret, the controller's credentials Secrets, a GitHub
 App's installation tokens). What ``hold`` keeps is bounded: the ``HELD`` values held most
 recently (a value held again counts as new), so that a long-running process that re-reads
@@ -40,6 +41,9 @@ SHORTEST = 4  # shorter "secrets" would mask ordinary words
 SECRET_ENV = ("GITSCALE_GIT_TOKEN", "GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN",
               "GITHUB_WEBHOOK_SECRET")
 SECRET_FILE_ENV = "GITSCALE_GIT_TOKEN_FILE"
+# ... and the ``_FILE`` of each (``files.variable_file``: ``NAME_FILE`` names a file holding
+# NAME's value), the git token's among them
+SECRET_FILES = tuple(f"{name}_FILE" for name in SECRET_ENV)
 _FILE_LIMIT = 64 * 1024  # a token file is small; a bigger "token" is not read for masking
 HELD = 256  # distinct secrets ``hold`` keeps, the most recently held
 # The secret values this process has read (``hold``), the least recently held first; a lock:
@@ -70,13 +74,14 @@ def forget_held() -> None:
 
 def known_secrets() -> set[str]:
     """Every secret ``redact`` masks: those held, the documented variables' values and the
-    content of the git token file."""
+    content of the files their ``_FILE`` variables name."""
     with _lock:
         found = set(_held)
     found.update(os.environ.get(name, "").strip() for name in SECRET_ENV)
-    token_file = os.environ.get(SECRET_FILE_ENV)
-    if token_file:
-        found.add(_small_file(token_file).strip())
+    for name in SECRET_FILES:
+        path = os.environ.get(name)
+        if path:
+            found.add(_small_file(path).strip())
     return {s for s in found if len(s) >= SHORTEST}
 
 

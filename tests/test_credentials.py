@@ -13,6 +13,7 @@ from gitscale.redact import (
     HELD,
     SECRET_ENV,
     SECRET_FILE_ENV,
+    SECRET_FILES,
     hold,
     known_secrets,
     redact,
@@ -243,7 +244,7 @@ def test_a_secret_echoed_percent_encoded_is_masked(echoed: str) -> None:
 
 @pytest.fixture
 def no_secret_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (*SECRET_ENV, SECRET_FILE_ENV):
+    for name in (*SECRET_ENV, SECRET_FILE_ENV, *SECRET_FILES):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 
 _GIT = ("GITSCALE_GIT_TOKEN", "GITSCALE_GIT_TOKEN_FILE", "GITSCALE_GIT_USERNAME")
-_SOURCES = ("GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN")
+_SOURCES = ("GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN", "NAME_FILE")
 
 ENVIRONMENT: dict[str, str] = {
     "GITSCALE_GIT_TOKEN": "token for git over HTTPS (--repo URL): clone and push. Given to git "
@@ -27,6 +27,9 @@ ENVIRONMENT: dict[str, str] = {
                              "names no token:",
     "GITHUB_WEBHOOK_SECRET": "the secret GitHub signs workflow_job deliveries with "
                              "(--secret-env names another variable)",
+    "NAME_FILE": "for each credential variable NAME here (and every {env: NAME} of "
+                 "gitscale.yaml): a file holding its value, read when NAME is not set; run "
+                 "and serve read it again when it changes. Both set: an error",
     "GITSCALE_PROGRESS_DELAY": "seconds of work before a progress bar shows on a terminal "
                                "(default: 1; 0: at once). TERM=dumb: never",
     "KUBECONFIG": "kubeconfig outside a cluster (default: ~/.kube/config)",
@@ -56,7 +59,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         "gitscale serve --repo https://github.com/acme/ci-config.git --listen 0.0.0.0:8080",
         "gitscale serve --secret-file /run/secrets/webhook --resync 2m --window 5s",
         "gitscale serve --set linux-x64 --set gpu --state-file .gitscale/webhooks.yaml",
-    ), ("GITHUB_WEBHOOK_SECRET", "GITHUB_TOKEN", *_GIT, "GITSCALE_AUTHOR",
+    ), ("GITHUB_WEBHOOK_SECRET", "GITHUB_TOKEN", "NAME_FILE", *_GIT, "GITSCALE_AUTHOR",
         "GITSCALE_CACHE_DIR")),
     "history": ((
         "gitscale history --set linux-x64 --since 2026-11-01T00:00:00Z",

@@ -9,7 +9,9 @@ The credentials each part reads, and the Secrets they come from (docs/credential
 
 - the scaler (``deploy/scaler/``: the CronJob, ``run`` and ``serve``) reads the source's token
   from the Secret ``gitscale-scaler`` (``SCALER_SECRET``), one key per variable
-  (``SourceSecret``), through ``valueFrom.secretKeyRef``;
+  (``SourceSecret``), mounted as files (``SCALER_DIR``) that ``NAME_FILE`` variables point at
+  (the ``_FILE`` rule of ``{env: NAME}``, ``config/secrets.py``): a Secret volume is updated
+  in a running pod, so ``run`` and ``serve`` take a rotated token without a restart;
 - the controller reads the Secrets the RunnerSet names, in the runners' namespace.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gitscale.commands.init_choices import SYSTEM_NAMESPACE, Choices
+from gitscale.files import FILE_SUFFIX
 from gitscale.runnerset_api import API_VERSION, BUILDKITE_AGENT_IMAGE, GITHUB_RUNNER_IMAGE, KIND
 from gitscale.yamlio.placeholders import PLACEHOLDER
 
@@ -59,15 +62,34 @@ JOB_IDS_TOKEN = SourceSecret("BUILDKITE_API_TOKEN", "buildkite_api_token",
                              "./buildkite-api-token", "BUILDKITE_API_TOKEN")
 
 
+SCALER_DIR = "/var/run/secrets/gitscale/scaler"  # gitscale-scaler's keys, one file each
+SCALER_VOLUME = "scaler-secret"
+
+
 def scaler_env(choices: Choices) -> list[dict[str, object]]:
-    """The scaler container's variables for the source: each from the Secret, never a value."""
-    env: list[dict[str, object]] = [
-        {"name": s.env, "valueFrom": {"secretKeyRef": {"name": SCALER_SECRET, "key": s.key}}}
-        for s in source_secrets(choices)]
+    """The scaler container's variables for the source: ``NAME_FILE``, a path in the Secret's
+    volume (``scaler_volume``), for each ``{env: NAME}`` gitscale.yaml names; never a value."""
+    return [{"name": f"{s.env}{FILE_SUFFIX}", "value": f"{SCALER_DIR}/{s.key}"}
+            for s in _scaler_keys(choices)]
+
+
+def scaler_volume(choices: Choices) -> dict[str, object]:
+    """``gitscale-scaler`` as one directory of files: its required keys from one source (a
+    key missing keeps the pod from starting, and its events say which), the optional jobIds
+    key from a second, ``optional`` one (the pod starts without it; once added, the running
+    pod's volume gets it). A projected volume: two sources of one Secret in one directory."""
+    required = [{"key": s.key, "path": s.key} for s in source_secrets(choices)]
+    sources: list[dict[str, object]] = [
+        {"secret": {"name": SCALER_SECRET, "items": required}}]
     if choices.platform == "buildkite":
-        env.append({"name": JOB_IDS_TOKEN.env, "valueFrom": {"secretKeyRef": {
-            "name": SCALER_SECRET, "key": JOB_IDS_TOKEN.key, "optional": True}}})
-    return env
+        sources.append({"secret": {"name": SCALER_SECRET, "optional": True, "items": [
+            {"key": JOB_IDS_TOKEN.key, "path": JOB_IDS_TOKEN.key}]}})
+    return {"name": SCALER_VOLUME, "projected": {"sources": sources}}
+
+
+def _scaler_keys(choices: Choices) -> list[SourceSecret]:
+    return source_secrets(choices) + ([JOB_IDS_TOKEN] if choices.platform == "buildkite"
+                                      else [])
 
 
 def scaler_secret_command(choices: Choices) -> str:

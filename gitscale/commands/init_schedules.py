@@ -9,7 +9,8 @@
   PersistentVolumeClaim) or a Deployment for ``run`` / ``serve``. The scaler needs no Kubernetes
   permission at all (no RBAC, no service account token): it only pushes to git, with a token
   from a Secret (``GITSCALE_GIT_TOKEN_FILE``), and reads the demand source's token from the
-  Secret ``gitscale-scaler`` (``valueFrom.secretKeyRef``, never a value in the manifest).
+  Secret ``gitscale-scaler`` mounted as files (``GITHUB_TOKEN_FILE``…, never a value in the
+  manifest): a rotated Secret reaches a running ``run`` or ``serve``.
 
 Every object is written by ``gitscale.yamlio.write.dump``: no YAML anchors or aliases.
 """
@@ -22,7 +23,8 @@ from gitscale import __version__
 from gitscale.commands.init_choices import DEFAULT_BRANCH, REPO_URL_HINT, \
     SYSTEM_NAMESPACE as NAMESPACE, Choices, hinted
 from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, FLUX_TOKEN_ENV, NOTIFY_SECRET
-from gitscale.commands.init_runners import scaler_env, scaler_secret_command, source_secrets
+from gitscale.commands.init_runners import SCALER_DIR, SCALER_VOLUME, scaler_env, \
+    scaler_secret_command, scaler_volume, source_secrets
 from gitscale.yamlio.write import dump
 
 IMAGE = f"ghcr.io/gitscale/gitscale:{__version__}"
@@ -159,17 +161,20 @@ gitscale says what each token must be allowed to do):
 ```sh
 # the namespaces first (Argo CD / Flux would create them only at their first sync)
 {namespaces}
-# the demand source's credential ({keys}), read through valueFrom.secretKeyRef
+# the demand source's credential ({keys}), mounted as files
 {scaler_secret}
 # a token that may push to the config repo (GITSCALE_GIT_TOKEN_FILE)
 kubectl -n {namespace} create secret generic {git_secret} --from-file=token={git_token_file}
-# optional: more variables, one key each, e.g. the notify secret
+# optional: more variables, one key each (loaded as variables: envFrom), e.g. the notify secret
 kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify_env}=./{notify_file}
 {webhook}```
 
-Rotating a credential: the git token (and `serve`'s webhook secret) are mounted as files, which
-a running pod reads again when the Secret changes; the source's credential and the notify
-secrets are variables, which never change in a running pod. The CronJob's next pass reads them
+Rotating a credential: the git token, the source's credential (`gitscale-scaler`, files
+that `GITHUB_TOKEN_FILE` and the like point at, in
+{scaler_dir}/) and `serve`'s webhook secret are
+mounted as files, which a running pod reads again when the Secret changes (within a minute or
+two: the kubelet's sync). The keys of `gitscale-notify` are variables (`envFrom`: any
+key may be there), which never change in a running pod: the CronJob's next pass reads them
 anyway; after rotating one of them for `run` or `serve`, restart it
 (`kubectl -n {namespace} rollout restart deploy/gitscale-run`). gitscale's
 docs/credentials.md, "Rotating credentials", says what each mode picks up.
@@ -213,14 +218,14 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             namespace=NAMESPACE, git_secret=GIT_SECRET, git_token_file=GIT_TOKEN_FILE,
             notify_secret=NOTIFY_SECRET,
             notify_env=notify_env, notify_file=notify_env.lower().replace("_", "-"),
-            claim=CACHE_CLAIM, serve=SERVE[choices.platform],
+            claim=CACHE_CLAIM, serve=SERVE[choices.platform], scaler_dir=SCALER_DIR,
             webhook=WEBHOOK_HOWTO if choices.platform == "github" else "",
             keys=", ".join(f"{s.key} → {s.env}" for s in secrets),
             scaler_secret=scaler_secret_command(choices),
             namespaces=f"kubectl apply -f {choices.path}/gitscale-system/namespace.yaml"),
     }
     repo = ["--repo", choices.repo_url, "--branch", choices.branch]
-    env = scaler_env(choices)
+    env = scaler_env(choices), scaler_volume(choices)
     manifests = {
         "serviceaccount.yaml": (
             "# gitscale's identity in the cluster: it has no permission and mounts no token.\n",
@@ -282,14 +287,20 @@ def cache_claim() -> dict[str, Any]:
                      "resources": {"requests": {"storage": "1Gi"}}}}
 
 
-def pod_spec(args: list[str], source_env: list[dict[str, Any]], *, restart: str,
+# The source's credential in a pod: its NAME_FILE variables, and the volume they point into.
+Source = tuple[list[dict[str, Any]], dict[str, Any]]
+
+
+def pod_spec(args: list[str], source: Source, *, restart: str,
              serve: bool = False, cache_claim: str | None = None) -> dict[str, Any]:
     """One scaler pod. The image runs as uid 65532 with a read-only root filesystem: /tmp
     (clones, git's askpass script: an emptyDir, which is not noexec) and the state cache are
     the writable mounts, and fsGroup makes a claim's volume writable for that user. The git
-    token (and serve's webhook secret) are Secret volumes, which a rotation updates in the
-    running pod; the source's token and the notify secrets are variables, which need a
-    restart (docs/credentials.md, "Rotating credentials")."""
+    token, the source's credential (``source``) and serve's webhook secret are Secret
+    volumes, which a rotation updates in the running pod; the notify secrets are variables
+    (any key of ``gitscale-notify``), which need a restart (docs/credentials.md, "Rotating
+    credentials")."""
+    source_env, source_volume = source
     cache: dict[str, Any] = ({"persistentVolumeClaim": {"claimName": cache_claim}}
                              if cache_claim else {"emptyDir": {}})
     env: list[dict[str, Any]] = [
@@ -306,6 +317,7 @@ def pod_spec(args: list[str], source_env: list[dict[str, Any]], *, restart: str,
         "envFrom": env_from,
         "volumeMounts": [
             {"name": "git-token", "mountPath": TOKEN_DIR, "readOnly": True},
+            {"name": SCALER_VOLUME, "mountPath": SCALER_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "cache", "mountPath": CACHE_DIR},
         ],
@@ -316,6 +328,7 @@ def pod_spec(args: list[str], source_env: list[dict[str, Any]], *, restart: str,
     }
     volumes: list[dict[str, Any]] = [
         {"name": "git-token", "secret": {"secretName": GIT_SECRET}},
+        source_volume,
         {"name": "tmp", "emptyDir": {}},
         {"name": "cache", **cache},
     ]
@@ -346,7 +359,7 @@ def _labels(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "gitscale"}
 
 
-def cronjob(args: list[str], source_env: list[dict[str, Any]]) -> dict[str, Any]:
+def cronjob(args: list[str], source: Source) -> dict[str, Any]:
     name = "gitscale-reconcile"
     return {
         "apiVersion": "batch/v1",
@@ -363,14 +376,14 @@ def cronjob(args: list[str], source_env: list[dict[str, Any]]) -> dict[str, Any]
                 "activeDeadlineSeconds": 300,
                 "ttlSecondsAfterFinished": 3600,
                 "template": {"metadata": {"labels": _labels(name)},
-                             "spec": pod_spec(args, source_env, restart="Never",
+                             "spec": pod_spec(args, source, restart="Never",
                                               cache_claim=CACHE_CLAIM)},
             }},
         },
     }
 
 
-def deployment(name: str, args: list[str], source_env: list[dict[str, Any]], *,
+def deployment(name: str, args: list[str], source: Source, *,
                serve: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
@@ -381,7 +394,7 @@ def deployment(name: str, args: list[str], source_env: list[dict[str, Any]], *,
             "strategy": {"type": "Recreate"},  # two loops on one repo would race each push
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "template": {"metadata": {"labels": _labels(name)},
-                         "spec": pod_spec(args, source_env, restart="Always", serve=serve)},
+                         "spec": pod_spec(args, source, restart="Always", serve=serve)},
         },
     }
 

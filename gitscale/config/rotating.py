@@ -9,8 +9,11 @@ changes its size or time. Any change reads the file again, and a new value repla
 (the same value read again changes nothing). ``refresh`` reads it again whatever the stat says:
 a caller whose credential was just refused (401) asks for it before it retries.
 
-An ``{env: NAME}`` credential cannot change in a running process (its environment is fixed
-when it starts): it is read once, and a rotation needs a restart.
+An ``{env: NAME}`` credential read from the file ``NAME_FILE`` names (the ``_FILE``
+convention, ``config/secrets.py``: what the in-cluster scaler's pods set, pointing into a
+Secret volume) is that file's credential, and rotates the same way. One read from the variable
+``NAME`` itself cannot change in a running process (its environment is fixed when it starts):
+it is read once, and a rotation needs a restart.
 
 Thread-safe; never logs or returns a value in a message. ``report`` is told once per change
 (``what`` and where it came from, never the value).
@@ -23,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from gitscale.config.secrets import SecretRef, read_secret
+from gitscale.config.secrets import SecretRef, read_secret, secret_file
 from gitscale.redact import hold
 
 Reader = Callable[[Any, str], str]  # ``read_secret`` or ``read_token``
@@ -55,8 +58,13 @@ class Rotating:
 
     @property
     def rotates(self) -> bool:
-        """Whether a new value can reach this process: a file's can, a variable's cannot."""
-        return self.ref.kind == "file"
+        """Whether a new value can reach this process: a file's can (``{file: PATH}``, or
+        ``NAME_FILE``'s for an ``{env: NAME}``), a variable's cannot."""
+        return self._file is not None
+
+    @property
+    def _file(self) -> Path | None:
+        return secret_file(self.ref)  # (the environment is the process's: a lookup, no I/O)
 
     def get(self) -> str:
         """The value: read on first use, and again when its file looks changed. A file that
@@ -88,15 +96,15 @@ class Rotating:
             if self._value is not None:
                 self.previous, self.changed_at = self._value, self._clock()
                 if self._report is not None:
-                    self._report(f"{self.what}: {self.ref.where} changed: the new value is "
-                                 "used from now on")
+                    self._report(f"{self.what}: {self._file or self.ref.where} changed: the "
+                                 "new value is used from now on")
             self._value = value
 
     def _signature(self) -> Signature | None:
         """What changes when the file does; None for a variable or a file that is not there."""
-        if not self.rotates:
+        path = self._file
+        if path is None:
             return None
-        path = Path(self.ref.where).expanduser()
         try:
             resolved = os.path.realpath(path)
             info = os.stat(resolved)

@@ -1,4 +1,6 @@
 """Credentials named in gitscale.yaml as ``{env: NAME}`` or ``{file: PATH}``: read, never logged.
+An ``{env: NAME}`` is read from the file ``NAME_FILE`` names when only that is set (the
+``_FILE`` convention: a Kubernetes Secret volume, a Docker secret).
 
 Every value read here is held in ``gitscale.redact``'s registry, so that no output masked
 through it (git's, a server's answer, an error, a crash report) shows it; ``hold_named`` holds
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from gitscale import files
+from gitscale.files import FILE_SUFFIX, variable_file
 from gitscale.errors import GitscaleError, InputError
 from gitscale.redact import header_problem, hold
 
@@ -62,11 +65,21 @@ class SecretError(GitscaleError):
 
 
 def read_secret(ref: Any, what: str) -> str:
+    """The value ``ref`` names, stripped and held for masking. ``{env: NAME}`` follows the
+    ``_FILE`` convention (``files.variable_file``): with ``NAME_FILE`` set and ``NAME`` not,
+    the value is read from that file (and rotates as a ``{file: PATH}`` one does,
+    ``config/rotating.py``); with both set it is an error naming both."""
     if isinstance(ref, SecretRef):
         ref = ref.mapping
     parsed = SecretRef.parse(ref) if isinstance(ref, dict) and len(ref) == 1 else None
     if isinstance(ref, dict) and "env" in ref:
         name = str(ref["env"])
+        try:
+            named = variable_file(name)
+        except InputError as exc:
+            raise SecretError(f"{what}: {exc}", parsed) from None
+        if named is not None:
+            return _read_file(Path(named), f"{name}{FILE_SUFFIX}={named}", what, parsed)
         raw = os.environ.get(name)
         if raw is None:
             raise SecretError(f"{what}: environment variable {name} is not set", parsed)
@@ -75,18 +88,45 @@ def read_secret(ref: Any, what: str) -> str:
             raise SecretError(f"{what}: environment variable {name} is empty", parsed)
         return hold(value)
     if isinstance(ref, dict) and "file" in ref:
-        path = Path(str(ref["file"])).expanduser()
-        try:  # a regular file of bounded size: a FIFO or /dev/zero would never end
-            value = files.read_text(path, str(path), InputError, limit=SECRET_FILE_LIMIT).strip()
-        except InputError as exc:
-            raise SecretError(f"{what}: {exc}", parsed) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SecretError(f"{what}: cannot read {path}: {type(exc).__name__}",
-                              parsed) from None
-        if not value:
-            raise SecretError(f"{what}: {path} is empty", parsed)
-        return hold(value)
+        file = Path(str(ref["file"])).expanduser()
+        return _read_file(file, str(file), what, parsed)
     raise SecretError(f"{what}: expected {{env: NAME}} or {{file: PATH}}")
+
+
+def secret_file(ref: SecretRef) -> Path | None:
+    """The file ``ref``'s value is read from: ``{file: PATH}``'s, or ``NAME_FILE``'s for an
+    ``{env: NAME}`` (None: a variable's, fixed for the life of the process). Both ``NAME`` and
+    ``NAME_FILE`` set is not decided here: ``read_secret`` says so."""
+    if ref.kind == "file":
+        return Path(ref.where).expanduser()
+    try:
+        path = variable_file(ref.where)
+    except InputError:
+        return None
+    return None if path is None else Path(path)
+
+
+def source_of(ref: SecretRef) -> str:
+    """Where ``ref``'s value is read from, in words that name no value."""
+    if ref.kind == "file":
+        return str(Path(ref.where).expanduser())
+    path = secret_file(ref)
+    if path is not None:
+        return f"{ref.where}{FILE_SUFFIX}={path}"
+    return f"environment variable {ref.where}"
+
+
+def _read_file(path: Path, label: str, what: str, parsed: SecretRef | None) -> str:
+    try:  # a regular file of bounded size: a FIFO or /dev/zero would never end
+        value = files.read_text(path, label, InputError, limit=SECRET_FILE_LIMIT).strip()
+    except InputError as exc:
+        raise SecretError(f"{what}: {exc}", parsed) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SecretError(f"{what}: cannot read {label}: {type(exc).__name__}",
+                          parsed) from None
+    if not value:
+        raise SecretError(f"{what}: {label} is empty", parsed)
+    return hold(value)
 
 
 SECRET_FILE_LIMIT = 1024 * 1024  # a token or a private key is a few kilobytes
@@ -111,9 +151,7 @@ def read_token(ref: Any, what: str) -> str:
     problem = header_problem(value)
     if problem is not None:
         parsed = SecretRef.parse(ref.mapping if isinstance(ref, SecretRef) else ref)
-        where = f"environment variable {parsed.where}" if parsed.kind == "env" else str(
-            Path(parsed.where).expanduser())
-        raise SecretError(f"{what}: {where} {problem}", parsed)
+        raise SecretError(f"{what}: {source_of(parsed)} {problem}", parsed)
     return value
 
 

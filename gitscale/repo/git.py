@@ -46,9 +46,10 @@ def check_token() -> None:
     there was none); and the token (the file's or ``GITSCALE_GIT_TOKEN``) is one line of
     visible ASCII, as the API tokens are (``gitscale.redact.header_problem``): git sends what
     comes before the first line break, so a token broken by a paste would be sent cut and
-    blamed on the server. Never shown."""
-    name = os.environ.get("GITSCALE_GIT_TOKEN_FILE")
-    if not name:
+    blamed on the server. Both set is refused, naming both (``files.variable_file``: the
+    ``_FILE`` rule of every credential variable gitscale reads). Never shown."""
+    name = files.variable_file("GITSCALE_GIT_TOKEN")
+    if name is None:
         _check_token_text(os.environ.get("GITSCALE_GIT_TOKEN", ""), "GITSCALE_GIT_TOKEN")
         return
     path = Path(name)

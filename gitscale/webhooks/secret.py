@@ -10,7 +10,8 @@ again (at most once every ``RECHECK`` seconds: a flood of bad signatures does no
 time) before it is refused: a rotation the file's stat does not show is still found.
 A file that cannot be read for a while (it is being replaced) leaves the value read last in
 use, said once. ``--secret-env``'s variable cannot change in a running process: one value,
-until a restart.
+until a restart — unless it is read through its ``_FILE`` (``GITHUB_WEBHOOK_SECRET_FILE``),
+which is a file's secret like ``--secret-file``'s.
 """
 from __future__ import annotations
 

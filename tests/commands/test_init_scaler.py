@@ -1,6 +1,7 @@
 """`gitscale init`'s in-cluster scaler (deploy/scaler/): the demand source's credential comes from
-the Secret docs/credentials.md names, under the keys it lists, never as a value; the CronJob keeps
-its state cache on a claim the image's user may write."""
+the Secret docs/credentials.md names, under the keys it lists, mounted as files that the
+variables' ``_FILE`` twins point at (a rotated Secret reaches a running pod), never as a value;
+the CronJob keeps its state cache on a claim the image's user may write."""
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ from tests.commands.init_variants import ALL, docs, init, options
 from tests.ship.shipfiles import ROOT
 
 CREDENTIALS = ROOT / "docs" / "credentials.md"
-NOT_SECRET = {"GITSCALE_GIT_TOKEN_FILE", "GITSCALE_CACHE_DIR"}  # the only plain values
+NOT_SECRET = {"GITSCALE_GIT_TOKEN_FILE", "GITSCALE_CACHE_DIR"}  # plain values besides NAME_FILE
 
 
 def documented_keys() -> dict[str, str]:
@@ -60,17 +61,34 @@ def test_the_scaler_reads_the_source_credential_from_the_documented_secret_keys(
         variant != "buildkite")
     for name, spec in found:
         (container,) = spec["containers"]
+        assert not any("valueFrom" in env for env in container["env"]), name  # files only
+        # gitscale-scaler, one projected volume: required keys from one source, the optional
+        # jobIds key from a second, optional one (the pod starts without it)
+        (volume,) = [v for v in spec["volumes"] if "gitscale-scaler" in str(v)]
+        required, optional_keys = set(), set()
+        for source in volume["projected"]["sources"]:
+            secret = source["secret"]
+            assert secret["name"] == "gitscale-scaler"
+            assert all(item["path"] == item["key"] for item in secret["items"])
+            (optional_keys if secret.get("optional") else required).update(
+                item["key"] for item in secret["items"])
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        assert mount["readOnly"] is True
         refs, optional = {}, {}
         for env in container["env"]:
-            if "value" in env:
-                assert env["name"] in NOT_SECRET, (name, env)
+            assert "value" in env, (name, env)
+            if env["name"] in NOT_SECRET:
                 continue
-            ref = env["valueFrom"]["secretKeyRef"]
-            if ref["name"] == "gitscale-scaler":
-                (optional if ref.get("optional") else refs)[env["name"]] = ref["key"]
+            variable, value = env["name"].removesuffix("_FILE"), env["value"]
+            assert env["name"] == f"{variable}_FILE", (name, env)
+            directory, key = value.rsplit("/", 1)
+            assert directory == mount["mountPath"], (name, env)
+            (optional if key in optional_keys else refs)[variable] = key
+            assert key in required | optional_keys, (name, key)
         # exactly the variables gitscale.yaml reads, each from the key the doc gives it; and
         # the one its commented jobIds would read (Buildkite), from an optional key
         assert set(refs) == wanted, name
+        assert set(refs.values()) == required, name
         assert all(table[key] == variable for variable, key in refs.items()), (name, refs)
         assert optional == ({"BUILDKITE_API_TOKEN": "buildkite_api_token"}
                             if variant == "buildkite" else {}), (name, optional)
@@ -148,3 +166,36 @@ def test_serve_reads_its_webhook_secret_from_a_secret_volume(  # type: ignore[no
     for name, other in pods(root):  # run and reconcile never see it
         if name != "deployment-serve.yaml":
             assert "gitscale-webhook" not in str(other)
+
+
+@pytest.mark.parametrize(("gitops", "variant", "complete"), ALL)
+def test_the_pods_variables_lead_gitscale_to_the_mounted_keys(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, gitops: str, variant: str,
+        complete: bool) -> None:
+    """The Deployment's environment, with its Secret volume laid out as the kubelet lays it
+    out (each key a file under the mount path), makes gitscale.yaml's ``{env: NAME}`` read
+    each key's file — the token that `gitscale run` then re-reads as the Secret rotates."""
+    from gitscale.config.rotating import Rotating
+
+    root, _ = init(tmp_path, capsys, gitops, *options(gitops, variant, complete))
+    spec = dict(pods(root))["deployment-run.yaml"]
+    (container,) = spec["containers"]
+    (volume,) = [v for v in spec["volumes"] if "gitscale-scaler" in str(v)]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    kubelet = tmp_path / "kubelet-volume"
+    kubelet.mkdir()
+    for source in volume["projected"]["sources"]:
+        for item in source["secret"]["items"]:
+            (kubelet / item["path"]).write_text(f"value-of-{item['key']}-0123456789\n")
+    for env in container["env"]:
+        monkeypatch.setenv(env["name"], env["value"].replace(mount["mountPath"], str(kubelet)))
+    for variable in source_variables(root):
+        monkeypatch.delenv(variable, raising=False)
+        token = Rotating({"env": variable}, variable)
+        assert token.rotates and token.get().startswith("value-of-"), variable
+        assert token.get() == f"value-of-{documented_keys_of(variable)}-0123456789"
+
+
+def documented_keys_of(variable: str) -> str:
+    (key,) = [k for k, v in documented_keys().items() if v == variable]
+    return key

@@ -141,3 +141,42 @@ def test_a_file_gone_for_a_moment_keeps_the_secret_read_before(tmp_path: Path) -
     secret.verify(body, signed(OLD, body))
     assert len(said) == 1 and str(path) in said[0] and "read before" in said[0]
     assert OLD not in said[0]
+
+
+def test_the_default_variable_read_through_its_file_variable_rotates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--secret-env GITHUB_WEBHOOK_SECRET`` (the default) with only
+    ``GITHUB_WEBHOOK_SECRET_FILE`` set: the file's secret, read again as it changes, the old
+    one kept its grace — as ``--secret-file``."""
+    monkeypatch.delenv("GITHUB_WEBHOOK_SECRET", raising=False)
+    path = tmp_path / "secret"
+    path.write_text(OLD)
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET_FILE", str(path))
+    said: list[str] = []
+    secret = WebhookSecret({"env": "GITHUB_WEBHOOK_SECRET"}, report=said.append,
+                           clock=lambda: 1.0)
+    secret.check()
+    body = b'{"action": "queued"}'
+    secret.verify(body, signed(OLD, body))
+    path.write_text(NEW + "\n")
+    secret.verify(body, signed(NEW, body))
+    secret.verify(body, signed(OLD, body))  # within its grace
+    assert len(said) == 1 and said[0].startswith(f"webhook secret: {path} changed")
+
+
+def test_serve_refuses_to_start_with_both_the_variable_and_its_file_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.helpers import run
+
+    checkout = make_repo(tmp_path, {"gitscale.yaml": CONFIG,
+                                    "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+                                    "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0)})
+    (tmp_path / "secret").write_text(OLD)
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", NEW)
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET_FILE", str(tmp_path / "secret"))
+    code, out, err = run(capsys, "serve", "--repo", str(checkout), "--listen", "127.0.0.1:0")
+    assert code == 1 and out == ""
+    assert err.startswith("error: webhook secret: GITHUB_WEBHOOK_SECRET_FILE: "
+                          "GITHUB_WEBHOOK_SECRET is set too: set one of the two"), err
+    assert OLD not in err and NEW not in err

@@ -247,3 +247,27 @@ def test_a_token_file_ending_in_a_windows_line_break_is_taken(
     result = _reconcile(server, tmp_path, (4, 0), {"GITSCALE_GIT_TOKEN_FILE": str(token_file)})
     assert result.code == 0, result
     assert len(seed.commits(bare)) == 2
+
+
+def test_the_git_token_and_its_file_both_set_are_refused_before_any_request(
+        http_git_server: GitHTTPServer, tmp_path: Path) -> None:
+    """The ``_FILE`` rule of every credential variable: the file no longer wins silently over
+    a variable set beside it (which of the two is current cannot be guessed)."""
+    server = http_git_server
+    bare = _remote(server)
+    original = rev(bare)
+    token_file = tmp_path / "token"
+    token_file.write_text(server.token)
+    env = {"GITSCALE_GIT_TOKEN_FILE": str(token_file), "GITSCALE_GIT_TOKEN": "stale-0123456789"}
+    result = _reconcile(server, tmp_path, (4, 0), env)
+    assert result.code == 1, result
+    assert result.err == ("error: GITSCALE_GIT_TOKEN_FILE: GITSCALE_GIT_TOKEN is set too: set "
+                          "one of the two (GITSCALE_GIT_TOKEN_FILE names a file holding "
+                          "GITSCALE_GIT_TOKEN's value)\n"), result
+    _assert_no_secret(server.token, result.out, result.err)
+    _assert_no_secret("stale-0123456789", result.out, result.err)
+    assert server.log == [] and seed.commits(bare) == [original]
+    # an empty variable beside the file counts as unset: the file's token pushes
+    result = _reconcile(server, tmp_path, (4, 0), {**env, "GITSCALE_GIT_TOKEN": ""})
+    assert result.code == 0, result
+    assert len(seed.commits(bare)) == 2

@@ -425,3 +425,35 @@ notify:
     assert 'failed: HTTP 401: {"message": "secret *** does not match"}' in line, line
     for shown in (secret, echoed, "hook-", "77aa"):
         assert shown not in out + err
+
+
+def test_a_notify_secret_read_through_its_file_variable_rotates_between_passes(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``{env: FLUX_RECEIVER_TOKEN}`` with only ``FLUX_RECEIVER_TOKEN_FILE`` set: the file's
+    token, read at each send, so a `run` loop signs with a rotated one at its next pass."""
+    token_file = tmp_path / "notify" / "FLUX_RECEIVER_TOKEN"
+    token_file.parent.mkdir()
+    token_file.write_text(TOKEN + "\n")
+    monkeypatch.delenv("FLUX_RECEIVER_TOKEN")
+    monkeypatch.setenv("FLUX_RECEIVER_TOKEN_FILE", str(token_file))
+    receiver = Receiver("gitscale", "flux-system", TOKEN)
+    with FakeFlux(receiver) as flux:
+        checkout = repo(tmp_path, f"""\
+notify:
+  - flux: {{url: "{flux.base}{receiver.webhook_path}", token: {{env: FLUX_RECEIVER_TOKEN}}}}
+""")
+        code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+        assert code == 0, err
+        rotated = "flux-receiver-token-rotated-5e1b"
+        token_file.write_text(rotated + "\n")
+        (checkout / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
+        git(checkout, "commit", "--quiet", "-am", "more demand")
+        git(checkout, "push", "--quiet")
+        code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+        assert code == 0, err
+    first, second = flux.seen
+    assert first.status == 200  # the file's token: the Receiver accepted it
+    digest = hmac.new(rotated.encode(), second.body, hashlib.sha256).hexdigest()
+    assert second.headers["x-signature"] == f"sha256={digest}"  # the rotated one, no restart
+    no_secret_in(err)
+    assert rotated not in err

@@ -83,7 +83,9 @@ def stop_on_signals(what: str) -> "threading.Event":
     possibly while that thread holds the event's own lock inside ``stop.wait()``, and an
     ``Event.set()`` there waits for itself forever (seen: one SIGTERM in six hung `run`). The C
     handler writes the signal's number into a pipe (``signal.set_wakeup_fd``); a thread reads
-    it, logs the line and sets the event. Call it from the main thread, once per process."""
+    it, logs the line and sets the event — for the first signal only: a supervisor that
+    signals the process and then its group (GNU timeout, a wrapper script) sends two, and the
+    stop is one. Call it from the main thread, once per process."""
     import os
     import signal
     import threading
@@ -96,7 +98,7 @@ def stop_on_signals(what: str) -> "threading.Event":
     def watch() -> None:
         while data := os.read(wake, 64):
             for signum in data:
-                if signum in stopping:
+                if signum in stopping and not stop.is_set():  # said once, however many come
                     log(f"{signal.Signals(signum).name}: {what}, then stopping")
                     stop.set()
 

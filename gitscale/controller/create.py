@@ -39,8 +39,10 @@ from typing import Any, Callable, Literal
 
 from gitscale.controller.cache import Store
 from gitscale.controller.decide import Actions
+from gitscale.controller.status import platform_reason
 from gitscale.controller.errors import (
     ControllerError,
+    CredentialsError,
     Interrupted,
     KubeError,
     NotFound,
@@ -140,6 +142,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
                 refused, message = True, str(exc)
                 if out.reason is None and _quota(exc):
                     out.reason = "QuotaExceeded"
+                elif out.reason is None and isinstance(exc, CredentialsError):
+                    out.reason = platform_reason(exc)  # a token refused: not to wait out
             out.failed += 1
             if i < len(predecessors):
                 out.unreplaced.add(predecessors[i])

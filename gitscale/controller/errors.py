@@ -59,7 +59,13 @@ class RunnerNameTaken(PlatformError):
 
 
 class CredentialsError(PlatformError):
-    """The credentials Secret is missing, incomplete or refused by the platform."""
+    """The credentials were refused: the platform answered 401/403, or a credential the
+    Secret holds could not be sent (``CredentialsRefused`` in Ready)."""
+
+
+class CredentialsMissing(CredentialsError):
+    """The credentials Secret, or a key it needs, does not exist (or cannot be decoded): a
+    configuration to fix (``CredentialsMissing`` in Ready). Names the Secret and key."""
 
 
 class Interrupted(ControllerError):

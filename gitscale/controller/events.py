@@ -11,7 +11,8 @@ Normal, from what the pass did: ``RunnersCreated``, ``RunnersDeleted``, ``Unregi
 (runners running a job kept: the platform refused to unregister them), ``LeftoversRemoved``
 (registrations left without a pod), and ``Reconciled`` when Ready turns True again.
 Warning, from the status the pass left: Ready False with its reason (``CreateFailed``,
-``QuotaExceeded``, ``ApplyFailed``, ``PlatformUnavailable``, ``InvalidSpec``,
+``QuotaExceeded``, ``ApplyFailed``, ``CredentialsMissing``, ``CredentialsRefused``,
+``PlatformUnavailable``, ``InvalidSpec``,
 ``RunnersMissing``, ``RunnersUnschedulable``, ``Backoff``, ``Interrupted``: the reasons of
 ``status.py``), and
 ``RepeatedFailures`` while RunnersFailing is True — posted on every pass the condition holds,

@@ -36,6 +36,7 @@ from gitscale.clients.github import GitHub as GitHubAPI
 from gitscale.clients.github_app import InstallationToken, is_id
 from gitscale.controller.errors import (
     CredentialsError,
+    CredentialsMissing,
     InvalidRunnerSet,
     PlatformError,
     RunnerBusy,
@@ -109,13 +110,13 @@ def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
         installation = app["installation_id"]
         if installation and not is_id(installation):
             # GitHub would answer 404 for it; the key is optional: without it, looked up
-            raise CredentialsError(
+            raise CredentialsMissing(
                 f"{source}: key github_app_installation_id is {installation[:40]!r}, not a "
                 "number: the id of the App's installation (.../settings/installations/ID), or "
                 "leave the key out and the controller looks the installation up")
         return Credentials(app_id=app["id"], installation_id=installation or None,
                            private_key=hold(app["private_key"]))
-    raise CredentialsError(f"{source}: needs the key github_token, or github_app_id and "
+    raise CredentialsMissing(f"{source}: needs the key github_token, or github_app_id and "
                            "github_app_private_key (and optionally github_app_installation_id)")
 
 

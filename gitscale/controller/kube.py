@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gitscale.controller.errors import (
     Conflict,
-    CredentialsError,
+    CredentialsMissing,
     Gone,
     Invalid,
     KubeError,
@@ -334,11 +334,12 @@ class Kube:
                                                           _preload_content=False,
                                                           _request_timeout=self._timeout)))
         except NotFound:
-            raise CredentialsError(f"Secret {namespace}/{name} does not exist") from None
+            raise CredentialsMissing(f"Secret {namespace}/{name} does not exist") from None
         try:
             return {k: base64.b64decode(v).decode() for k, v in (raw.get("data") or {}).items()}
         except (ValueError, UnicodeDecodeError):
-            raise CredentialsError(f"Secret {namespace}/{name} holds undecodable data") from None
+            raise CredentialsMissing(f"Secret {namespace}/{name} holds undecodable data") \
+                from None
 
     # -- events -------------------------------------------------------------------------------
     def create_event(self, body: Mapping[str, Any]) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from gitscale.controller.decide import Phase
-from gitscale.controller.errors import ControllerError, CredentialsError, InvalidRunnerSet
+from gitscale.controller.errors import ControllerError, CredentialsMissing, InvalidRunnerSet
 from gitscale.controller.platform import Adapter, Clients, Kind, Registered
 from gitscale.controller.status import BUSY, Condition
 from gitscale.redact import hold
@@ -158,7 +158,7 @@ def adapter(clients: Clients, namespace: str, settings: BuildkiteSettings) -> Ad
     def make() -> BuildkiteAgents:
         token = hold(clients.read_secret(namespace, secret).get(TOKEN_KEY, "")).strip()
         if not token:
-            raise CredentialsError(f"Secret {namespace}/{secret}: needs the key {TOKEN_KEY} (a "
+            raise CredentialsMissing(f"Secret {namespace}/{secret}: needs the key {TOKEN_KEY} (a "
                                    "Buildkite REST API token with the read_agents scope)")
         return BuildkiteAgents(settings.api_url, org, token, clock=clients.clock)
 

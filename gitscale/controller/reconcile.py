@@ -62,6 +62,7 @@ from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.platforms import Platforms, kind_of
 from gitscale.controller.remove import BUSY_RETRY, Removed, remove_runners, retire
 from gitscale.redact import redact
+from gitscale.runnerset_api import PATCH_ID_MAX
 
 log = logging.getLogger("gitscale.controller")
 ERROR_RETRY = 10.0
@@ -96,6 +97,7 @@ class Report:
     errors: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
     unheard: str | None = None  # why the platform could not say who is idle or busy
+    reason: str | None = None  # Ready's reason for its errors, when not ApplyFailed
     counts: Status | None = None  # the set at the end of the pass (None: it could not count)
     unschedulable: int = 0  # pending runners left whose pods the scheduler could not place
     before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
@@ -124,12 +126,14 @@ def reconcile(ctx: Context, key: str) -> Report:
             return _release(ctx, obj, report)  # nothing to see out: do not hold the deletion
         problem = st.Problem("InvalidSpec", str(exc), person=True)
         return _finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
-            "status"), now), now, generation=generation)
+            "status"), now), now, generation=generation, observed=_patch_id(obj))
     except ControllerError as exc:
+        # Its credentials Secret missing or refused (a configuration to fix), or the platform
+        # or the Secret not to be had this time (an outage): nothing done, status says which.
         report.requeue_after = ERROR_RETRY * 3
-        problem = st.Problem("PlatformUnavailable", str(exc))
+        problem = st.Problem(st.platform_reason(exc), str(exc))
         return _finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
-            "status"), now), now, generation=generation)
+            "status"), now), now, generation=generation, observed=_patch_id(obj))
 
     if not view.deleting:
         obj = _hold(ctx, obj, report)
@@ -223,7 +227,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     if refilled is not None:
         refilled = Refilled(refilled.write,
                             refilled.count - len(created.unreplaced & set(actions.refills)))
-    trouble = st.Problem(created.reason or "ApplyFailed",
+    trouble = st.Problem(created.reason or report.reason or "ApplyFailed",
                          "; ".join(report.errors[:3])) if report.errors else None
     if unavailable:
         trouble = _without_platform(unavailable, report)
@@ -275,7 +279,7 @@ def _without_platform(reason: str, report: Report) -> st.Problem:
     drop, after a day); running ones are kept until they stop, since idle cannot be told from
     busy; the finalizer goes once no pod is left. Said in Ready (and so once in the log)."""
     report.requeue_after = ERROR_RETRY * 3
-    return st.Problem("PlatformUnavailable", "; ".join([
+    return st.Problem(st.UNAVAILABLE, "; ".join([
         f"{reason}: the set is being deleted without its platform: runners that were not "
         "running are removed without unregistering (GitHub drops the offline registrations "
         "of ephemeral runners after a day); running ones are kept until they stop, as idle "
@@ -308,6 +312,8 @@ def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list
         # holds; BusyKnown says so.
         if registers:
             report.errors.append(str(exc))
+            if isinstance(exc, CredentialsError):
+                report.reason = st.platform_reason(exc)
         report.unheard = str(exc)
         return None
     if found is None:
@@ -426,10 +432,12 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
 
 def _finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
             conditions: list[st.Condition], now: datetime, *, applied: Write | None = None,
-            generation: int | None = None, refilled: Refilled | None = None) -> Report:
-    """Write the status at the end of a pass (logging a new Ready=False once)."""
+            generation: int | None = None, refilled: Refilled | None = None,
+            observed: int | None = None) -> Report:
+    """Write the status at the end of a pass (logging a new Ready=False once); ``observed``:
+    the spec's patch ID, when the pass could not count (``st.build``)."""
     new = st.build(obj.get("status"), counts, conditions, now, applied=applied,
-                   generation=generation, refilled=refilled)
+                   generation=generation, refilled=refilled, observed=observed)
     _write(ctx, obj, report, new, previous=report.before)
     return report
 
@@ -480,6 +488,15 @@ def _masked(status: dict[str, Any]) -> dict[str, Any]:
 def _generation(obj: RawObject) -> int | None:
     value = (obj.get("metadata") or {}).get("generation")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _patch_id(obj: RawObject) -> int | None:
+    """``spec.patchID`` of a set whose spec could not be parsed, when it is one (the CRD's
+    schema makes it so; else None: status keeps the one it had)."""
+    value = (obj.get("spec") or {}).get("patchID")
+    value = 0 if value is None else value  # (as parse_runnerset reads it)
+    return value if isinstance(value, int) and not isinstance(value, bool) and (
+        0 <= value <= PATCH_ID_MAX) else None
 
 
 def _owned_by(pod: RawObject, uid: str) -> bool:

@@ -11,7 +11,11 @@ generation of the spec the status describes:
   went away while the write was already applied, and their replacements are not made yet),
   ``RunnersUnschedulable`` (pending runners the scheduler has not placed for
   ``UNSCHEDULABLE_GRACE``: reported, not replaced, see ``unscheduled``), ``Backoff`` (failed
-  runners wait to be replaced), ``ApplyFailed``, ``InvalidSpec``, ``PlatformUnavailable``;
+  runners wait to be replaced), ``ApplyFailed``, ``InvalidSpec``, ``CredentialsMissing`` (the
+  credentials Secret or a key of it does not exist), ``CredentialsRefused`` (the platform
+  answered 401/403), ``PlatformUnavailable`` (an outage: a 5xx, no answer, a rate limit, the
+  Secret not read this time; and a set being deleted seen out without its platform)
+  (``platform_reason``);
 - ``Reconciling``: True while Ready is False and the controller keeps working on it;
 - ``Stalled``: True when it cannot get there by itself: an invalid spec at once, any other
   failure (unschedulable runners too) once Ready has been False for ``STALLED_AFTER`` (a
@@ -32,12 +36,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gitscale.controller.decide import Phase, Refilled, Runner, Status, Write
+from gitscale.controller.errors import ControllerError, CredentialsError, CredentialsMissing
 from gitscale.timeutil import format_time, parse_time
 
 READY, RECONCILING, STALLED, FAILING = "Ready", "Reconciling", "Stalled", "RunnersFailing"
 BUSY = "BusyKnown"
 STALLED_AFTER = timedelta(minutes=5)
 UNSCHEDULABLE = "RunnersUnschedulable"
+CREDENTIALS_MISSING, CREDENTIALS_REFUSED = "CredentialsMissing", "CredentialsRefused"
+UNAVAILABLE = "PlatformUnavailable"
 # How long a pending runner may stay unschedulable before Ready says so: a cluster autoscaler
 # or Karpenter adding a node takes about a minute or two, and Ready must not flap on each.
 UNSCHEDULABLE_GRACE = timedelta(minutes=2)
@@ -61,6 +68,16 @@ class Problem:
     reason: str
     message: str
     person: bool = False
+
+
+def platform_reason(exc: ControllerError) -> str:
+    """Ready's reason for an error of the platform or of its credentials: a configuration to
+    fix (the Secret or a key missing; credentials refused) is not an outage."""
+    if isinstance(exc, CredentialsMissing):
+        return CREDENTIALS_MISSING
+    if isinstance(exc, CredentialsError):
+        return CREDENTIALS_REFUSED
+    return UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -172,15 +189,20 @@ def _minutes(span: timedelta) -> str:
 
 def build(current: Mapping[str, Any] | None, counts: Status | None,
           conds: list[Condition], now: datetime, *, applied: Write | None = None,
-          generation: int | None = None, refilled: Refilled | None = None) -> dict[str, Any]:
+          generation: int | None = None, refilled: Refilled | None = None,
+          observed: int | None = None) -> dict[str, Any]:
     """The new status; counts None keeps the current ones (a pass that could not count),
-    ``applied`` and ``refilled`` None keep theirs."""
+    ``applied`` and ``refilled`` None keep theirs. ``observedPatchID`` is the patch ID of the
+    spec the status was computed for, as ``observedGeneration`` is its generation: the
+    counts' own, or ``observed`` for a pass that could not count (None: kept)."""
     current = dict(current or {})
     status: dict[str, Any] = {k: current[k] for k in KEPT if k in current}
     if counts is not None:
         status.update(replicas=counts.replicas, pending=counts.pending, idle=counts.idle,
                       busy=counts.busy, failed=counts.failed,
                       observedPatchID=counts.observed_patch_id)
+    elif observed is not None:
+        status["observedPatchID"] = observed
     if applied is not None:
         status["appliedPatchID"] = applied.patch_id
         if applied.effective_time is not None:

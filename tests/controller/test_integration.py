@@ -893,9 +893,71 @@ def test_a_token_refused_while_listing_runners_is_said_in_ready_not_a_crash(
     assert all("answered 401" in error for error in report.errors), report.errors
     ready = next(c for c in harness.status("rs")["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and "answered 401: Bad credentials" in ready["message"]
+    assert ready["reason"] == "CredentialsRefused"  # a configuration to fix, not an outage
     harness.github.tokens.add(TOKEN)
     harness.clock.advance(60)  # past the creations' backoff
     assert len(harness.sync("rs").created) == 2  # the Secret read again: the token works
+
+
+def _ready(harness: Harness, name: str) -> dict[str, Any]:
+    return next(c for c in harness.status(name)["conditions"] if c["type"] == "Ready")
+
+
+@pytest.mark.parametrize(("data", "said"), [
+    pytest.param(None, "Secret default/gh-creds does not exist", id="no-secret"),
+    pytest.param({"github_app_id": "12"}, "Secret default/gh-creds: needs the key "
+                 "github_token, or github_app_id and github_app_private_key", id="no-key"),
+])
+def test_a_missing_credentials_secret_or_key_is_a_configuration_error_not_an_outage(
+        harness: Harness, data: dict[str, str] | None, said: str) -> None:
+    """Ready says CredentialsMissing, naming the Secret and the key (never a value), and
+    status says which spec it was computed for (observedPatchID with observedGeneration),
+    though the pass could not count or create anything; once the Secret is there, the set
+    is served."""
+    _delete_secret(harness)
+    if data is not None:
+        harness.api.create_object("secrets", {"metadata": {"name": "gh-creds"}, "data": {
+            k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}, NS)
+    harness.write("rs", 2, 7)
+    report = harness.sync("rs")
+    assert report.created == [] and harness.github.calls == []
+    status = harness.status("rs")
+    ready = _ready(harness, "rs")
+    assert (ready["status"], ready["reason"]) == ("False", "CredentialsMissing")
+    assert said in ready["message"]
+    generation = harness.api.get_object("runnersets", "rs", NS)["metadata"]["generation"]
+    assert (status["observedPatchID"], status["observedGeneration"]) == (7, generation)
+    assert "appliedPatchID" not in status  # nothing was applied
+    assert harness.controller.events.flush(5)
+    assert [(e["type"], e["reason"]) for e in harness.events("rs")] == [
+        ("Warning", "CredentialsMissing")]
+    harness.write("rs", 2, 8)  # a new write while the Secret is still missing
+    harness.sync("rs")
+    assert harness.status("rs")["observedPatchID"] == 8
+    if data is not None:
+        _delete_secret(harness)
+    harness.api.create_object("secrets", {"metadata": {"name": "gh-creds"}, "data": {
+        "github_token": base64.b64encode(TOKEN.encode()).decode()}}, NS)
+    harness.catch_up()
+    assert len(harness.sync("rs").created) == 2
+    assert (harness.status("rs")["observedPatchID"], harness.status("rs")["appliedPatchID"]) \
+        == (8, 8)
+
+
+def test_a_credentials_secret_the_api_server_fails_to_read_is_platform_unavailable(
+        harness: Harness) -> None:
+    """A 5xx reading the Secret, with no client kept from before: nothing says the
+    credentials are wrong, so Ready keeps PlatformUnavailable (an outage, tried again)."""
+    harness.api.inject_error("get", "secrets", times=10_000)
+    harness.write("rs", 1, 3)
+    report = harness.sync("rs")
+    assert report.created == [] and report.requeue_after is not None
+    ready = _ready(harness, "rs")
+    assert (ready["status"], ready["reason"]) == ("False", "PlatformUnavailable")
+    assert "Secret default/gh-creds" in ready["message"]
+    assert harness.status("rs")["observedPatchID"] == 3
+    harness.api.clear_errors()
+    assert len(harness.sync("rs").created) == 1
 
 
 def test_a_token_refused_at_unregistration_is_read_again_from_its_secret(

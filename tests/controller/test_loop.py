@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from http.server import ThreadingHTTPServer
@@ -196,3 +197,36 @@ def test_cli_controller_runs_until_sigterm(harness: Harness, tmp_path: Path) -> 
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert "created 2 runner(s) for patch 0" in err
+
+
+def test_cli_controller_says_sigterm_once_however_often_it_comes(harness: Harness,
+                                                                 tmp_path: Path) -> None:
+    """A supervisor that signals the process and then its group (GNU timeout, a wrapper
+    script) delivers SIGTERM twice, the second while the passes in flight finish: the stop is
+    one event, said once."""
+    kubeconfig = harness.api.write_kubeconfig(tmp_path / "kubeconfig")
+    release = harness.api.hang("create", "pods")  # a pass in flight while it stops
+    harness.write("bk", 1, 0, spec=buildkite_spec())
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    log = tmp_path / "stderr"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gitscale", "controller", "--kubeconfig", str(kubeconfig),
+             "--namespace", NS, "--health-port", "0", "--shutdown-timeout", "10"],
+            stdout=subprocess.DEVNULL, stderr=sink, env=env, text=True)
+    try:
+        eventually(lambda: harness.api.calls[("create", "pods")] or proc.poll() is not None)
+        assert proc.poll() is None, log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        eventually(lambda: "then stopping" in log.read_text())
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # (the signals thread reads them at once: nothing to wait on)
+        assert proc.poll() is None  # still finishing its pass
+    finally:
+        release.set()
+        proc.wait(30)
+    err = log.read_text()
+    assert proc.returncode == 0, err
+    assert err.count("then stopping") == 1, err
+    assert "SIGTERM: finishing the passes in flight (up to 10s), then stopping" in err

@@ -9,6 +9,13 @@ import pytest
 
 from gitscale.controller import status as st
 from gitscale.controller.decide import Phase, Runner, Status, Unschedulable
+from gitscale.controller.errors import (
+    ControllerError,
+    CredentialsError,
+    CredentialsMissing,
+    KubeError,
+    PlatformError,
+)
 from gitscale.timeutil import format_time
 from tests.controller.harness import NS, Harness
 
@@ -181,3 +188,30 @@ def test_kstatus_follows_a_set_from_written_to_short_to_ready(harness: Harness) 
     harness.write("rs", 5, 3)
     harness.sync("rs")
     assert _kstatus(harness.api.get_object("runnersets", "rs", NS) or {}) == "Current"
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    pytest.param(CredentialsMissing("Secret ns/s does not exist"), "CredentialsMissing",
+                 id="secret-missing"),
+    pytest.param(CredentialsError("https://api.github.com/... answered 401"),
+                 "CredentialsRefused", id="refused"),
+    pytest.param(PlatformError("https://api.github.com/... answered 503"),
+                 "PlatformUnavailable", id="platform-5xx"),
+    pytest.param(KubeError("read Secret ns/s: 500", status=500), "PlatformUnavailable",
+                 id="secret-not-read"),
+])
+def test_a_configuration_error_is_not_reported_as_an_outage(error: ControllerError,
+                                                             reason: str) -> None:
+    assert st.platform_reason(error) == reason
+
+
+def test_a_pass_that_could_not_count_says_which_patch_it_saw() -> None:
+    before = st.build(None, counts(2, idle=2), st.conditions(counts(2, idle=2), None, (), None,
+                                                             T0), T0, generation=1)
+    problem = st.Problem("CredentialsMissing", "Secret ns/s does not exist")
+    after = st.build(before, None, st.conditions(None, problem, (), before, T0), T0,
+                     generation=2, observed=9)
+    assert (after["observedPatchID"], after["observedGeneration"]) == (9, 2)
+    assert (after["replicas"], after["idle"]) == (2, 2)  # the last counted, kept
+    kept = st.build(after, None, st.conditions(None, problem, (), after, T0), T0, generation=3)
+    assert kept["observedPatchID"] == 9

@@ -138,8 +138,10 @@ def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
                              transport=sources.transport,
                              refused=lambda _status: token.refresh())
 
-        ids = JobIdReader(sources.client(("buildkite-graphql", job_ids.graphql_url,
-                                          job_ids.credential), make_ids),
-                          job_ids, settings.queue)
+        client = sources.client(("buildkite-graphql", job_ids.graphql_url, job_ids.credential),
+                                make_ids)
+        ids = sources.client(("buildkite-job-ids", job_ids.graphql_url, job_ids.credential,
+                              str(job_ids.cluster), settings.queue),
+                             lambda: JobIdReader(client, job_ids, settings.queue))
     return QueueSource(sources.client(("buildkite", api, settings.credential), make), settings,
                        ids)

@@ -15,6 +15,10 @@ so then, and whenever the ids cannot be read (no answer, a refusal, a rate limit
 ``errors`` answer, a page of another shape, more pages than the bound, a metrics answer
 without the organization's slug), the pass decides on the counts alone for those sets, as the
 source does without ``jobIds``, and says so on stderr (naming the source, never the token).
+The one exception to saying so: fewer ids than jobs counted on a pass right after one whose
+ids matched is a job that came or went between the two reads, which a busy queue in a loop
+sees now and then; it is said when it happens on two passes in a row (a wrong cluster, a
+token that cannot see the pipelines: every pass), or on a run's only pass.
 Counts alone are never a guess: they err towards writing (any change may be a new job), and
 failing the reading instead would leave the sets untouched, so a GraphQL outage would stop a
 queue from scaling up at all. More ids than counted (a job the metrics API does not count as
@@ -68,7 +72,8 @@ def with_ids(demand: Demand, jobs: dict[str, str], count_waiting: bool) -> Deman
 
 
 class JobIdReader:
-    """One queue's job ids, added to the demands its metrics gave."""
+    """One queue's job ids, added to the demands its metrics gave. Kept across passes by a
+    loop (``Sources``), so that it knows whether the last pass's ids matched its counts."""
 
     def __init__(self, client: QueueJobs, settings: BuildkiteJobIds, queue: str,
                  report: Callable[[str], None] = warn) -> None:
@@ -76,6 +81,13 @@ class JobIdReader:
         self.settings = settings
         self.queue = queue
         self.report = report
+        self.matched: set[str] = set()  # the sets whose ids matched their counts last pass
+
+    def save(self) -> None:
+        """(Kept by ``Sources`` beside its client, which saves and closes itself.)"""
+
+    def close(self) -> None:
+        """(See ``save``.)"""
 
     def add(self, body: Any, sets: list[RunnerSetConfig], demands: dict[str, Demand]) -> None:
         """Give each of ``sets`` (their demands from the metrics ``body``) its jobs' ids, or
@@ -101,9 +113,12 @@ class JobIdReader:
             found = with_ids(demands[runner_set.name], jobs,
                              runner_set.source.settings.count_waiting)
             if isinstance(found, str):
-                self._fallback([runner_set.name], found)
+                if runner_set.name not in self.matched:  # (else a race: said if it repeats)
+                    self._fallback([runner_set.name], found)
+                self.matched.discard(runner_set.name)
             else:
                 demands[runner_set.name] = found
+                self.matched.add(runner_set.name)
 
     def _fallback(self, names: list[str], why: str) -> None:
         self.report(f"buildkite: queue {self.queue} (jobIds): job ids not used this pass, "

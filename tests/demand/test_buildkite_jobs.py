@@ -11,6 +11,8 @@ import pytest
 
 from gitscale.clients import buildkite as client
 from gitscale.demand import DemandReading
+from gitscale.demand.resolve import Sources, read_demand
+from gitscale.files import default_cache_dir
 from gitscale.errors import ConfigError
 
 from tests.demand.conftest import BK_TOKEN
@@ -243,3 +245,28 @@ def test_the_readme_states_the_cost_and_the_bound_of_job_ids() -> None:
     assert f"more than {bound:,} jobs in those states" in text
     assert f"more than {client.JOB_PAGES_MAX} pages of {client.JOB_PAGE} jobs" in text
     assert "decides on the counts alone for that pass" in text
+
+
+def test_a_miss_right_after_a_match_is_a_race_said_only_when_it_repeats(
+        buildkite: FakeBuildkite, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In a loop (one ``Sources`` kept), a job that came between the metrics read and the
+    GraphQL read makes one pass fall back to the counts: silently after a pass whose ids
+    matched; a second miss in a row (a wrong cluster every pass) is said."""
+    buildkite.queues["deploy"] = SOME_JOBS  # 3 scheduled, 1 running
+    buildkite.jobs["deploy"] = deploy_jobs()
+    config = config_for(tmp_path, {"deploy": with_ids(buildkite, "deploy")})
+    sources = Sources(default_cache_dir(), timeout=5)
+
+    def one_pass() -> tuple[frozenset[str] | None, str]:
+        reading = read_demand(tmp_path, config, None, sources)
+        assert reading.errors == {} and pair(reading, "deploy") == (3, 1)
+        return ids(reading, "deploy"), capsys.readouterr().err
+
+    assert one_pass() == (frozenset({"s1", "s2", "s3", "r1"}), "")
+    buildkite.jobs["deploy"] = [j for j in deploy_jobs() if j.uuid != "s3"]  # s3 finished
+    assert one_pass() == (None, "")  # counts alone, nothing said: a race
+    said = one_pass()
+    assert said[0] is None and "the GraphQL API lists 3 job(s)" in said[1]
+    buildkite.jobs["deploy"] = deploy_jobs()
+    assert one_pass()[0] == frozenset({"s1", "s2", "s3", "r1"})
+    sources.close()

@@ -218,3 +218,24 @@ def test_the_scaler_readme_steps_work_pasted_and_name_the_variants_own_files(  #
     rotating = rotating[:rotating.index("mounted as files")]
     assert set(re.findall(r"`(\w+_FILE)`", rotating)) == own, rotating
     assert ("webhook secret" in rotating) == serve
+
+
+def test_the_readme_names_what_init_writes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """README: Troubleshooting's `git log -p` path is the RunnerSet init writes, and the init
+    section names every ``NAME_FILE`` the scaler's pods of any variant point at."""
+    from tests.ship.shipfiles import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Scaffolding: `gitscale init`"):
+                     readme.index("### The controller: `gitscale controller`")]
+    named: set[str] = set()
+    for variant in VARIANTS:
+        root, _ = init(tmp_path, capsys, "flux", *options("flux", variant, True),
+                       name=variant)
+        (container,) = dict(pods(root))["deployment-run.yaml"]["containers"]
+        named |= {e["name"] for e in container["env"] if e["name"].endswith("_FILE")}
+        if variant == "github":  # the default --path
+            paths = re.findall(r"`git log -p -- (\S+)`", readme)
+            assert paths and all((root / path).is_file() for path in paths), paths
+    assert "BUILDKITE_API_TOKEN_FILE" in named
+    assert all(f"`{name}`" in section for name in named), named

@@ -22,7 +22,7 @@ from gitscale.commands.init_choices import GITHUB, REPO_URL_HINT, RUNNERS_NAMESP
 from gitscale.commands.init_notify import notify_block, notify_files, notify_next_steps, \
     scaler_secret_line
 from gitscale.commands.init_runners import SET, config_text, controller_secret_commands, \
-    demand_text, runnerset_text, scaler_secret_command, source_secrets
+    demand_text, job_ids_steps, runnerset_text, scaler_secret_command, source_secrets
 from gitscale.commands.init_schedules import GIT_SECRET, GIT_TOKEN_FILE, schedule_files, \
     schedule_next_steps
 from gitscale.errors import InputError
@@ -253,14 +253,14 @@ def secrets_text(choices: Choices) -> str:
     commands = [namespace_command(choices), *controller_secret_commands(choices),
                 *repo_credential_commands(choices)]
     if choices.run_in == "cluster":
-        commands += [scaler_secret_command(choices),
+        commands += [scaler_secret_command(choices), *job_ids_steps(choices),
                      f"kubectl -n {SYSTEM_NAMESPACE} create secret generic {GIT_SECRET} "
                      f"--from-file=token={GIT_TOKEN_FILE}"]
     if choices.run_in == "github-actions":
         # (the workflow pushes with its checkout's own token: no git token to set)
         commands += ["# the workflow's repository secrets (stdin: never an argument)",
                      *(scaler_secret_line(choices.run_in, s.ci_secret, s.file)
-                       for s in source_secrets(choices))]
+                       for s in source_secrets(choices)), *job_ids_steps(choices)]
     if choices.run_in == "gitlab":
         commands += ["# the pipeline's CI/CD variables (Settings > CI/CD > Variables; stdin: "
                      "never an argument):",
@@ -271,5 +271,6 @@ def secrets_text(choices: Choices) -> str:
                                       masked=secret.maskable)
             commands.append(line + ("" if secret.maskable else
                                     "   # several lines: GitLab cannot mask it"))
+        commands += job_ids_steps(choices)
     return ("the namespaces, then the secrets in them (docs/credentials.md of gitscale says "
             "what each token may do):\n" + "\n".join(commands))

@@ -12,6 +12,9 @@ The credentials each part reads, and the Secrets they come from (docs/credential
   (``SourceSecret``), mounted as files (``SCALER_DIR``) that ``NAME_FILE`` variables point at
   (the ``_FILE`` rule of ``{env: NAME}``, ``config/secrets.py``): a Secret volume is updated
   in a running pod, so ``run`` and ``serve`` take a rotated token without a restart;
+- from CI (``--run-in github-actions`` or ``gitlab``) the same variables come from the
+  workflow's repository secrets (``SourceSecret.ci_secret``) or the pipeline's CI/CD variables;
+  gitscale.yaml's comments say which (``where_from``);
 - the controller reads the Secrets the RunnerSet names, in the runners' namespace.
 """
 from __future__ import annotations
@@ -55,11 +58,52 @@ def source_secrets(choices: Choices) -> list[SourceSecret]:
                          "GITSCALE_SOURCE_TOKEN")]
 
 
-# A Buildkite source's optional ``jobIds`` token (written commented in gitscale.yaml): its key
-# of the Secret is optional, so the pods start without it, and a jobIds uncommented later
-# finds its variable once the key is added.
+# A Buildkite source's optional ``jobIds`` token (written commented in gitscale.yaml), a
+# GraphQL token: its key of the Secret is optional, so the pods start without it, and a jobIds
+# uncommented later finds its variable once the key is added; the workflow passes its secret
+# always (empty while it does not exist, and unread while jobIds is commented out). Its file
+# and shell variable are not the controller's REST token's (``./buildkite-api-token``), so that
+# following both sets of steps never puts one token where the other belongs.
 JOB_IDS_TOKEN = SourceSecret("BUILDKITE_API_TOKEN", "buildkite_api_token",
-                             "./buildkite-api-token", "BUILDKITE_API_TOKEN")
+                             "./buildkite-graphql-token", "GITSCALE_BUILDKITE_API_TOKEN")
+JOB_IDS_SHELL = "BUILDKITE_GRAPHQL_TOKEN"  # what the printed steps write its file from
+REST_TOKEN_FILE = "./buildkite-api-token"  # the controller's (read_agents)
+
+
+def optional_secrets(choices: Choices) -> list[SourceSecret]:
+    """The credentials gitscale.yaml names only in a comment (Buildkite's jobIds)."""
+    return [JOB_IDS_TOKEN] if choices.platform == "buildkite" else []
+
+
+def where_from(choices: Choices, secret: SourceSecret, *, optional: bool = False) -> str:
+    """Where the scaler that ``--run-in`` wrote finds ``secret``'s variable: for the comment
+    on the line of gitscale.yaml that names it."""
+    if choices.run_in == "github-actions":
+        return f"from the repository secret {secret.ci_secret} (the workflow's env)"
+    if choices.run_in == "gitlab":
+        return f"from the CI/CD variable {secret.env}"
+    return (f"in the cluster: {'the optional key' if optional else 'key'} {secret.key} of the "
+            f"Secret {SCALER_SECRET}")
+
+
+def job_ids_steps(choices: Choices) -> list[str]:
+    """Commented lines: how the optional jobIds token reaches the scaler ``--run-in`` wrote
+    (init's printed steps and deploy/scaler/README.md)."""
+    if choices.platform != "buildkite":
+        return []
+    s = JOB_IDS_TOKEN
+    if choices.run_in == "github-actions":
+        give = [f"# gh secret set {s.ci_secret} < {s.file}"]
+    elif choices.run_in == "gitlab":
+        give = [f"# glab variable set {s.env} --masked < {s.file}"]
+    else:
+        give = [f"# and add --from-file={s.key}={s.file} to {SCALER_SECRET}'s line"]
+    return ["# optional, for jobIds (commented out in gitscale.yaml): an API access token "
+            "with GraphQL",
+            "# access, read-only (docs/credentials.md, \"Job ids\"); one token that has "
+            "read_agents too may",
+            f"# serve the controller as well: then give {REST_TOKEN_FILE} here instead",
+            f"# printf '%s' \"${JOB_IDS_SHELL}\" > {s.file}", *give]
 
 
 SCALER_DIR = "/var/run/secrets/gitscale/scaler"  # gitscale-scaler's keys, one file each
@@ -70,7 +114,7 @@ def scaler_env(choices: Choices) -> list[dict[str, object]]:
     """The scaler container's variables for the source: ``NAME_FILE``, a path in the Secret's
     volume (``scaler_volume``), for each ``{env: NAME}`` gitscale.yaml names; never a value."""
     return [{"name": f"{s.env}{FILE_SUFFIX}", "value": f"{SCALER_DIR}/{s.key}"}
-            for s in _scaler_keys(choices)]
+            for s in scaler_keys(choices)]
 
 
 def scaler_volume(choices: Choices) -> dict[str, object]:
@@ -81,15 +125,15 @@ def scaler_volume(choices: Choices) -> dict[str, object]:
     required = [{"key": s.key, "path": s.key} for s in source_secrets(choices)]
     sources: list[dict[str, object]] = [
         {"secret": {"name": SCALER_SECRET, "items": required}}]
-    if choices.platform == "buildkite":
-        sources.append({"secret": {"name": SCALER_SECRET, "optional": True, "items": [
-            {"key": JOB_IDS_TOKEN.key, "path": JOB_IDS_TOKEN.key}]}})
+    optional = [{"key": s.key, "path": s.key} for s in optional_secrets(choices)]
+    if optional:
+        sources.append({"secret": {"name": SCALER_SECRET, "optional": True, "items": optional}})
     return {"name": SCALER_VOLUME, "projected": {"sources": sources}}
 
 
-def _scaler_keys(choices: Choices) -> list[SourceSecret]:
-    return source_secrets(choices) + ([JOB_IDS_TOKEN] if choices.platform == "buildkite"
-                                      else [])
+def scaler_keys(choices: Choices) -> list[SourceSecret]:
+    """Every credential the scaler's pods point a ``NAME_FILE`` at: required and optional."""
+    return source_secrets(choices) + optional_secrets(choices)
 
 
 def scaler_secret_command(choices: Choices) -> str:
@@ -110,9 +154,9 @@ def controller_secret_commands(choices: Choices) -> list[str]:
                 "--from-file=token=./buildkite-agent-token",
                 "# a REST API token with read_agents only, to see which agent is busy "
                 "(Buildkite: Personal\n# Settings > API Access Tokens)",
-                "printf '%s' \"$BUILDKITE_API_TOKEN\" > ./buildkite-api-token",
+                f"printf '%s' \"$BUILDKITE_API_TOKEN\" > {REST_TOKEN_FILE}",
                 f"kubectl -n {ns} create secret generic {API_TOKEN_SECRET} "
-                "--from-file=token=./buildkite-api-token"]
+                f"--from-file=token={REST_TOKEN_FILE}"]
     if choices.github_app is not None:
         app_id, installation = choices.github_app
         # Without its id the controller looks the installation up (GET /orgs/ORG/installation):
@@ -149,14 +193,14 @@ GITHUB_SOURCE = """\
 """
 
 GITHUB_TOKEN = """\
-        token: {{env: GITHUB_TOKEN}}  # in the cluster: key github_token of the Secret {secret}
+        token: {{env: GITHUB_TOKEN}}  # {where}
 """
 
 GITHUB_APP = """\
         app:
           appId: {app_id}  # the GitHub App's id (gitscale init --github-app-id)
 {installation}\
-          privateKey: {{env: GITHUB_APP_PRIVATE_KEY}}  # in the cluster: key github_app_private_key of {secret}
+          privateKey: {{env: GITHUB_APP_PRIVATE_KEY}}  # {where}
 """
 INSTALLATION = """\
           installationId: {installation}  # the id of the App's installation (gitscale init --github-app-installation-id)
@@ -171,10 +215,12 @@ BUILDKITE_SOURCE = """\
     source:
       buildkite:
         queue: {queue}  # the RunnerSet's spec.buildkite.queue: keep the two equal
-        token: {{env: BUILDKITE_AGENT_TOKEN}}  # an agent token; in the cluster: key buildkite_agent_token of {secret}
+        token: {{env: BUILDKITE_AGENT_TOKEN}}  # an agent token; {where}
         # Optional: the jobs' ids too (GraphQL API), so that a saturated queue costs a commit per
         # backlog used up, not per change (README, "Sources"). An API access token with GraphQL
-        # API access (read-only); in the cluster: the optional key buildkite_api_token of {secret}.
+        # API access (read-only; one with read_agents too may serve the controller as well),
+        # {job_ids_where}
+        # (docs/credentials.md of gitscale, "Job ids").
         # jobIds:
         #   token: {{env: BUILDKITE_API_TOKEN}}
         #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # omit for an unclustered queue
@@ -243,16 +289,19 @@ def config_text(choices: Choices, api_url: str | None) -> str:
     api.github.com (the one the controller derives from configURL)."""
     head = CONFIG_HEAD.format(name=SET, path=choices.path)
     if choices.platform == "buildkite":
-        return head + BUILDKITE_SOURCE.format(queue=choices.buildkite_queue,
-                                              secret=SCALER_SECRET)
+        (agent,) = source_secrets(choices)
+        return head + BUILDKITE_SOURCE.format(
+            queue=choices.buildkite_queue, where=where_from(choices, agent),
+            job_ids_where=where_from(choices, JOB_IDS_TOKEN, optional=True))
+    (secret,) = source_secrets(choices)
     if choices.github_app is not None:
         app_id, installation = choices.github_app
         credential = GITHUB_APP.format(
-            app_id=app_id, secret=SCALER_SECRET,
+            app_id=app_id, where=where_from(choices, secret),
             installation=LOOKED_UP if installation == PLACEHOLDER else INSTALLATION.format(
                 installation=installation))
     else:
-        credential = GITHUB_TOKEN.format(secret=SCALER_SECRET)
+        credential = GITHUB_TOKEN.format(where=where_from(choices, secret))
     api = (f"        apiUrl: {api_url}  # the REST API of {choices.github_server}\n"
            if api_url else "")
     return head + GITHUB_SOURCE.format(org=choices.github_org, api=api, labels=LABELS,

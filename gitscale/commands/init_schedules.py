@@ -23,8 +23,10 @@ from gitscale import __version__
 from gitscale.commands.init_choices import DEFAULT_BRANCH, REPO_URL_HINT, \
     SYSTEM_NAMESPACE as NAMESPACE, Choices, hinted
 from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, FLUX_TOKEN_ENV, NOTIFY_SECRET
-from gitscale.commands.init_runners import SCALER_DIR, SCALER_VOLUME, scaler_env, \
-    scaler_secret_command, scaler_volume, source_secrets
+from gitscale.commands.init_runners import SCALER_DIR, SCALER_VOLUME, job_ids_steps, \
+    SourceSecret, optional_secrets, scaler_env, scaler_keys, scaler_secret_command, \
+    scaler_volume, source_secrets
+from gitscale.files import FILE_SUFFIX
 from gitscale.yamlio.write import dump
 
 IMAGE = f"ghcr.io/gitscale/gitscale:{__version__}"
@@ -120,7 +122,7 @@ gitscale:
     GITSCALE_CACHE_DIR: $CI_PROJECT_DIR/.gitscale-cache
     # {notify_env} and {source_vars}: CI/CD variables, masked (init prints a
     # `glab variable set` line for each; a PEM key cannot be masked: protected)
-  cache:
+{optional_vars}  cache:
     key: gitscale-state
     paths:
       - .gitscale-cache/
@@ -163,15 +165,15 @@ gitscale says what each token must be allowed to do):
 {namespaces}
 # the demand source's credential ({keys}), mounted as files
 {scaler_secret}
-# a token that may push to the config repo (GITSCALE_GIT_TOKEN_FILE)
+{job_ids}# a token that may push to the config repo (GITSCALE_GIT_TOKEN_FILE)
 kubectl -n {namespace} create secret generic {git_secret} --from-file=token={git_token_file}
 # optional: more variables, one key each (loaded as variables: envFrom), e.g. the notify secret
 kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify_env}=./{notify_file}
 {webhook}```
 
-Rotating a credential: the git token, the source's credential (`gitscale-scaler`, files
-that `GITHUB_TOKEN_FILE` and the like point at, in
-{scaler_dir}/) and `serve`'s webhook secret are
+Rotating a credential: the git token{comma} the source's credential (`gitscale-scaler`,
+{file_variables}, in
+{scaler_dir}/){webhook_rotates} are
 mounted as files, which a running pod reads again when the Secret changes (within a minute or
 two: the kubelet's sync). The keys of `gitscale-notify` are variables (`envFrom`: any
 key may be there), which never change in a running pod: the CronJob's next pass reads them
@@ -184,7 +186,11 @@ docs/credentials.md, "Rotating credentials", says what each mode picks up.
 METRICS_PORT = 9090
 METRICS = ["--metrics-listen", f"0.0.0.0:{METRICS_PORT}"]  # noqa: S104 - scraped in the pod network
 WEBHOOK_HOWTO = f"""\
-# serve only: GitHub's webhook secret
+# serve only: GitHub's webhook secret, a random value (no newline). Give GitHub the same
+# value: the organization's Settings > Webhooks > Add webhook, Payload URL the Service's
+# /webhook through your Ingress, Content type application/json, Secret the content of
+# ./webhook-secret, the event "Workflow jobs" (docs/credentials.md, "gitscale serve")
+printf '%s' "$(openssl rand -hex 32)" > ./webhook-secret
 kubectl -n {NAMESPACE} create secret generic {WEBHOOK_SECRET} --from-file=secret=./webhook-secret
 """
 SERVE = {
@@ -203,6 +209,13 @@ def schedule_files(choices: Choices) -> dict[str, str]:
     secrets = source_secrets(choices)
     source_env = "".join(f"          {s.env}: ${{{{ secrets.{s.ci_secret} }}}}\n"
                          for s in secrets)
+    # the optional jobIds token, always passed: a secret that does not exist is an empty
+    # value, which nothing reads while jobIds is commented out (and which, once it is not, is
+    # refused as empty, naming the variable and gitscale.yaml's line)
+    source_env += "".join(
+        "          # optional: jobIds' GraphQL token (gitscale.yaml), once that secret exists\n"
+        f"          {s.env}: ${{{{ secrets.{s.ci_secret} }}}}\n"
+        for s in optional_secrets(choices))
     if choices.run_in == "github-actions":
         # GitHub's source reads the organization's jobs, which the workflow's own token cannot
         why = (": the\n          # workflow's own GITHUB_TOKEN can read only this repository"
@@ -211,8 +224,12 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             version=__version__, notify_env=notify_env, source_env=source_env, why=why,
             branch=choices.branch, quoted_branch=json.dumps(choices.branch))}
     if choices.run_in == "gitlab":
+        optional_vars = "".join(
+            f"    # {s.env} too (a CI/CD variable, masked), once jobIds in gitscale.yaml is\n"
+            "    # uncommented: its GraphQL token\n" for s in optional_secrets(choices))
         return {".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
-                                                source_vars=", ".join(s.env for s in secrets))}
+                                                source_vars=", ".join(s.env for s in secrets),
+                                                optional_vars=optional_vars)}
     files = {
         "deploy/scaler/README.md": SCALER_README.format(
             namespace=NAMESPACE, git_secret=GIT_SECRET, git_token_file=GIT_TOKEN_FILE,
@@ -220,8 +237,13 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             notify_env=notify_env, notify_file=notify_env.lower().replace("_", "-"),
             claim=CACHE_CLAIM, serve=SERVE[choices.platform], scaler_dir=SCALER_DIR,
             webhook=WEBHOOK_HOWTO if choices.platform == "github" else "",
+            comma="," if choices.platform == "github" else " and",
+            webhook_rotates=(" and `serve`'s webhook secret" if choices.platform == "github"
+                             else ""),
             keys=", ".join(f"{s.key} → {s.env}" for s in secrets),
             scaler_secret=scaler_secret_command(choices),
+            job_ids="".join(f"{line}\n" for line in job_ids_steps(choices)),
+            file_variables=_files_named(scaler_keys(choices)),
             namespaces=f"kubectl apply -f {choices.path}/gitscale-system/namespace.yaml"),
     }
     repo = ["--repo", choices.repo_url, "--branch", choices.branch]
@@ -271,6 +293,13 @@ def schedule_files(choices: Choices) -> dict[str, str]:
                 "resources": ["serviceaccount.yaml", "cache-pvc.yaml", "cronjob.yaml"]},
                width=100))
     return files
+
+
+def _files_named(secrets: list[SourceSecret]) -> str:
+    """'the file `A_FILE` points at', or 'the files `A_FILE` and `B_FILE` point at'."""
+    names = " and ".join(f"`{s.env}{FILE_SUFFIX}`" for s in secrets)
+    return f"the file {names} points at" if len(secrets) == 1 else \
+        f"the files {names} point at"
 
 
 def service_account() -> dict[str, Any]:

@@ -382,20 +382,25 @@ def test_ci_secrets_printed_are_those_the_scheduler_reads(  # type: ignore[no-un
         tmp_path: Path, capsys, run_in: str, variant: str) -> None:
     """GitHub Actions: a `gh secret set` per `secrets.X` of the workflow. GitLab: a `glab
     variable set` per variable the pipeline reads (gitscale.yaml's {env: …} and the git token),
-    masked except a PEM key, which GitLab cannot mask (several lines)."""
+    masked except a PEM key, which GitLab cannot mask (several lines). What gitscale.yaml
+    offers in a comment (Buildkite's optional jobIds token) is offered commented out too."""
     root, out = scaffold(tmp_path, capsys, "flux", "--repo-url", URL, "--run-in", run_in,
                          *VARIANTS[variant])
     tool = "gh secret set" if run_in == "github-actions" else "glab variable set"
     printed = {m[1]: m[0] for m in re.finditer(rf"^{tool} (\w+)(.*)$", out, re.MULTILINE)}
+    offered = set(re.findall(rf"^# {tool} (\w+)", out, re.MULTILINE))
+    config = (root / "gitscale.yaml").read_text()
+    commented = set(re.findall(r"^\s*#.*\{env: (\w+)\}", config, re.MULTILINE))
+    assert bool(offered) == bool(commented) == (variant == "buildkite")
     if run_in == "github-actions":
         workflow = (root / ".github/workflows/gitscale.yml").read_text()
-        assert set(printed) == set(re.findall(r"\$\{\{ secrets\.(\w+) \}\}", workflow))
+        assert set(printed) | offered == set(re.findall(r"\$\{\{ secrets\.(\w+) \}\}",
+                                                        workflow))
         return
-    config = (root / "gitscale.yaml").read_text()
-    # what a line reads, not what a comment offers (Buildkite's optional jobIds token)
+    # what a line reads; what a comment offers is offered commented out
     wanted = set(re.findall(r"^[^#\n]*\{env: (\w+)\}", config, re.MULTILINE)) | {
         "GITSCALE_GIT_TOKEN"}
-    assert set(printed) == wanted
+    assert set(printed) == wanted and offered == commented
     for name, line in printed.items():
         pem = name == "GITHUB_APP_PRIVATE_KEY"
         assert ("--masked" in line) != pem and ("GitLab cannot mask it" in line) == pem, line

@@ -64,8 +64,8 @@ def source_secrets(choices: Choices) -> list[SourceSecret]:
 # always (empty while it does not exist, and unread while jobIds is commented out). Its file
 # and shell variable are not the controller's REST token's (``./buildkite-api-token``), so that
 # following both sets of steps never puts one token where the other belongs.
-JOB_IDS_TOKEN = SourceSecret("BUILDKITE_API_TOKEN", "buildkite_api_token",
-                             "./buildkite-graphql-token", "GITSCALE_BUILDKITE_API_TOKEN")
+JOB_IDS_TOKEN = SourceSecret("BUILDKITE_GRAPHQL_TOKEN", "buildkite_graphql_token",
+                             "./buildkite-graphql-token", "GITSCALE_BUILDKITE_GRAPHQL_TOKEN")
 JOB_IDS_SHELL = "BUILDKITE_GRAPHQL_TOKEN"  # what the printed steps write its file from
 REST_TOKEN_FILE = "./buildkite-api-token"  # the controller's (read_agents)
 
@@ -222,7 +222,7 @@ BUILDKITE_SOURCE = """\
         # {job_ids_where}
         # (docs/credentials.md of gitscale, "Job ids").
         # jobIds:
-        #   token: {{env: BUILDKITE_API_TOKEN}}
+        #   token: {{env: BUILDKITE_GRAPHQL_TOKEN}}
         #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # omit for an unclustered queue
     policy: default
 """

@@ -54,12 +54,12 @@ def uncomment_job_ids(root: Path, buildkite: FakeBuildkite) -> None:
     config = root / "gitscale.yaml"
     text = config.read_text()
     commented = ("        # jobIds:\n"
-                 "        #   token: {env: BUILDKITE_API_TOKEN}\n"
+                 "        #   token: {env: BUILDKITE_GRAPHQL_TOKEN}\n"
                  "        #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # omit for an unclustered"
                  " queue\n")
     assert commented in text
     text = text.replace(commented, "        jobIds:\n"
-                        "          token: {env: BUILDKITE_API_TOKEN}\n"
+                        "          token: {env: BUILDKITE_GRAPHQL_TOKEN}\n"
                         f"          graphqlUrl: {buildkite.graphql_url}\n")
     text = text.replace("        queue: deploy", f"        apiUrl: {buildkite.url}\n"
                         "        queue: deploy", 1)
@@ -98,9 +98,9 @@ def test_job_ids_token_reaches_gitscale_from_the_ci_secret_init_printed(  # type
               if file in files and (state == "set" or not commented)}
     env = ci_environment(root, run_in, stored)
     assert env.get("BUILDKITE_AGENT_TOKEN") == BK_TOKEN
-    assert env.get("BUILDKITE_API_TOKEN") == (GRAPHQL_TOKEN if state == "set" else
+    assert env.get("BUILDKITE_GRAPHQL_TOKEN") == (GRAPHQL_TOKEN if state == "set" else
                                              "" if run_in == "github-actions" else None)
-    for variable in ("BUILDKITE_AGENT_TOKEN", "BUILDKITE_API_TOKEN", "BUILDKITE_API_TOKEN_FILE",
+    for variable in ("BUILDKITE_AGENT_TOKEN", "BUILDKITE_GRAPHQL_TOKEN", "BUILDKITE_GRAPHQL_TOKEN_FILE",
                      "BUILDKITE_AGENT_TOKEN_FILE"):
         monkeypatch.delenv(variable, raising=False)
     for variable, value in env.items():
@@ -125,11 +125,11 @@ def test_job_ids_token_reaches_gitscale_from_the_ci_secret_init_printed(  # type
         assert code == 1, plan_out + err
         unset = "is empty" if run_in == "github-actions" else "is not set"
         said = plan_out + err
-        assert re.search(rf"gitscale\.yaml:\d+: .*BUILDKITE_API_TOKEN {unset}", said), said
+        assert re.search(rf"gitscale\.yaml:\d+: .*BUILDKITE_GRAPHQL_TOKEN {unset}", said), said
         assert graphql == []
         return
     assert code in (0, 2), plan_out + err  # 2: a change to commit
-    assert "BUILDKITE_API_TOKEN" not in err
+    assert "BUILDKITE_GRAPHQL_TOKEN" not in err
     if state == "set":  # the GraphQL API was asked, with the token from the CI secret
         assert graphql and all(r.authorization == f"Bearer {GRAPHQL_TOKEN}" and r.status == 200
                                for r in graphql)
@@ -164,7 +164,7 @@ def test_credential_comments_name_where_the_scheduler_reads_each(  # type: ignor
         tmp_path: Path, capsys, run_in: str, variant: str) -> None:
     root, _ = init(tmp_path, capsys, "flux", *options("flux", variant, True, run_in))
     comments = credential_comments((root / "gitscale.yaml").read_text())
-    assert set(comments) >= {"BUILDKITE_AGENT_TOKEN", "BUILDKITE_API_TOKEN"} if \
+    assert set(comments) >= {"BUILDKITE_AGENT_TOKEN", "BUILDKITE_GRAPHQL_TOKEN"} if \
         variant == "buildkite" else len(comments) == 1
     if run_in == "github-actions":
         workflow = yaml.safe_load((root / ".github/workflows/gitscale.yml").read_text())
@@ -237,5 +237,5 @@ def test_the_readme_names_what_init_writes(tmp_path: Path, capsys) -> None:  # t
         if variant == "github":  # the default --path
             paths = re.findall(r"`git log -p -- (\S+)`", readme)
             assert paths and all((root / path).is_file() for path in paths), paths
-    assert "BUILDKITE_API_TOKEN_FILE" in named
+    assert "BUILDKITE_GRAPHQL_TOKEN_FILE" in named
     assert all(f"`{name}`" in section for name in named), named

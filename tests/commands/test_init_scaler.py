@@ -90,12 +90,12 @@ def test_the_scaler_reads_the_source_credential_from_the_documented_secret_keys(
         assert set(refs) == wanted, name
         assert set(refs.values()) == required, name
         assert all(table[key] == variable for variable, key in refs.items()), (name, refs)
-        assert optional == ({"BUILDKITE_API_TOKEN": "buildkite_api_token"}
+        assert optional == ({"BUILDKITE_GRAPHQL_TOKEN": "buildkite_graphql_token"}
                             if variant == "buildkite" else {}), (name, optional)
         assert all(table[key] == variable for variable, key in optional.items())
         if optional:
             assert "# jobIds:" in (root / "gitscale.yaml").read_text()
-            assert "#   token: {env: BUILDKITE_API_TOKEN}" in (root / "gitscale.yaml").read_text()
+            assert "#   token: {env: BUILDKITE_GRAPHQL_TOKEN}" in (root / "gitscale.yaml").read_text()
     keys = set(refs.values())
     # the Secret at a glance lists them, and init's kubectl line creates them from files
     glance = next(line for line in CREDENTIALS.read_text().splitlines()

@@ -8,6 +8,7 @@ read to at most ``MAX_BYTES``.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -30,7 +31,7 @@ def read_bytes(path: Path, label: str, error: type[InputError], *,
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(str(path))
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(info.st_mode):
             raise error(label, f"is not a regular file ({_kind(info.st_mode)}); gitscale "
                         "reads only regular files")

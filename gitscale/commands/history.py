@@ -98,7 +98,9 @@ def hand_rows(ws: Workspace, config_path: str, only: str | None) -> Iterator[Han
     (any: what it means is the config's business). A manifest edit that leaves them as they
     were (a label, an image bumped by a bot) is no row. The managed paths are those of the
     config in the checkout; a config that cannot be read shows none (the scaling rows still
-    do)."""
+    do). A merge is compared with its first parent, and is a row only for what it made
+    anew: a path that differs from every parent (``log -c``) whose owned fields are not
+    those of one of its other parents (the merged side's own commits are rows already)."""
     from gitscale.config.load import load_config
     from gitscale.errors import GitscaleError
     from gitscale.record.manual import iter_manual, with_blobs
@@ -120,12 +122,15 @@ def hand_rows(ws: Workspace, config_path: str, only: str | None) -> Iterator[Han
             yield HandRow(commit.commit, commit.time, None, None, None, None, commit.author,
                           commit.subject)
             continue
-        for path, before, after in touched:
+        for path, before, after, others in touched:
             for name, ref in by_path[path]:
                 old = owned.read(path, before, blobs, ref)
                 new = owned.read(path, after, blobs, ref)
                 if old is not None and new is not None and old == new:
                     continue  # a label, an image, a comment: nothing gitscale owns
+                if new is not None and any(owned.read(path, other, blobs, ref) == new
+                                           for other in others):
+                    continue  # a merge bringing a side's values: that side's commits say so
                 yield HandRow(commit.commit, commit.time, name,
                               None if old is None else old[0], None if new is None else new[0],
                               None if new is None else new[1], commit.author, commit.subject)

@@ -136,9 +136,11 @@ def _read_file(path: Path, label: str, what: str, parsed: SecretRef | None) -> s
         value = files.read_text(path, label, InputError, limit=SECRET_FILE_LIMIT).strip()
     except InputError as exc:
         raise SecretError(f"{what}: {exc}", parsed) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SecretError(f"{what}: cannot read {label}: {type(exc).__name__}",
+    except OSError as exc:  # (the OS's words: they hold no byte of the file)
+        raise SecretError(f"{what}: cannot read {label}: {exc.strerror or type(exc).__name__}",
                           parsed) from None
+    except UnicodeDecodeError:  # (its text would quote the bytes: never shown)
+        raise SecretError(f"{what}: cannot read {label}: not UTF-8 text", parsed) from None
     if not value:
         raise SecretError(f"{what}: {label} is empty", parsed)
     return hold(value)

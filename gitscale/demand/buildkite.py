@@ -12,7 +12,7 @@ With ``jobIds:`` the sets also get the ids of the queue's jobs from the GraphQL 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import urlencode
 
 from gitscale.clients.buildkite import Metrics, QueueJobs
@@ -24,7 +24,7 @@ from gitscale.config.secrets import read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError
-from gitscale.demand.buildkite_jobs import JobIdReader
+from gitscale.demand.buildkite_jobs import JobIdReader, warn
 from gitscale.timeutil import parse_duration
 
 if TYPE_CHECKING:
@@ -142,6 +142,15 @@ def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
                                 make_ids)
         ids = sources.client(("buildkite-job-ids", job_ids.graphql_url, job_ids.credential,
                               str(job_ids.cluster), settings.queue),
-                             lambda: JobIdReader(client, job_ids, settings.queue))
+                             lambda: JobIdReader(client, job_ids, settings.queue,
+                                                 _warn_through(sources.report)))
     return QueueSource(sources.client(("buildkite", api, settings.credential), make), settings,
                        ids)
+
+
+def _warn_through(report: Callable[[str], None] | None) -> Callable[[str], None]:
+    """A warning of the job-id reader: through the loop's log (timestamped) in `run` and
+    `serve`, straight to stderr in a CLI run."""
+    if report is None:
+        return warn
+    return lambda message: report(f"warning: {message}")

@@ -25,11 +25,12 @@ _NOT_OURS = ("--no-mailmap", "--no-decorate", "--no-show-signature", "--encoding
 
 class Change(NamedTuple):
     """A path a commit changed: its blob id in the first parent and in the commit (None: the
-    commit deleted it)."""
+    commit deleted it); for a merge, also in its other parents (None: not there)."""
 
     path: str
     before: str | None
     after: str | None
+    others: tuple[str | None, ...] = ()
 
 
 class ManualCommit(NamedTuple):
@@ -55,9 +56,12 @@ def iter_manual(repo_git: Git, paths: Sequence[str]) -> Iterator[ManualCommit]:
     wanted = set(paths)
     # No pathspec: limiting the walk by path makes git diff the trees of every commit,
     # gitscale's included (3× the time on 20,000 of them); without it, the grep drops those
-    # first and only the rest are diffed, their paths kept here.
+    # first and only the rest are diffed, their paths kept here. `log -c`: a merge's combined
+    # diff, the paths whose result differs from every parent, with each parent's blob (any
+    # git; without it a merge shows no change at all, one resolved by hand included).
     records = repo_git.records(
         "-c", "core.quotePath=false", "log", "--format=%x1e%H%x1f%ct%x1f%an%x1f%s", "--raw",
+        "-c",
         "--no-abbrev", "--no-renames", *_NOT_OURS, separator="\x1e")
     for record in records:
         head, _, names = record.partition("\n")
@@ -72,15 +76,17 @@ def iter_manual(repo_git: Git, paths: Sequence[str]) -> Iterator[ManualCommit]:
 
 
 def _raw_change(line: str) -> Change | None:
-    """``:100644 100644 <before> <after> M\tpath`` → a Change; None for a file added (a set
-    being set up, not an edit of what gitscale wrote) and for anything else."""
+    """``:100644 100644 <before> <after> M\tpath`` → a Change, and a merge's combined line,
+    ``::<modes…> <first parent> <other parents…> <after> MM\tpath`` (a colon per parent);
+    None for a file added to the first parent (a set being set up, not an edit of what
+    gitscale wrote) and for anything else."""
     info, tab, path = line.partition("\t")
-    parts = info.split(" ")
-    if not tab or len(parts) != 5 or not line.startswith(":") or parts[4].startswith("A"):
+    parents = len(line) - len(line.lstrip(":"))
+    parts = info[parents:].split(" ")
+    if not tab or not parents or len(parts) != 2 * parents + 3 or parts[-1].startswith("A"):
         return None
-    before, after = parts[2], parts[3]
-    return Change(path, None if not before.strip("0") else before,
-                  None if not after.strip("0") else after)
+    blobs = [None if not blob.strip("0") else blob for blob in parts[parents + 1:-1]]
+    return Change(path, blobs[0], blobs[-1], tuple(blobs[1:-1]))
 
 
 FIRST_BLOCK = 64  # commits whose blobs are read together at first: the first rows show soon
@@ -91,7 +97,8 @@ def with_blobs(repo_git: Git, commits: Iterator[ManualCommit],
                read: Container[str]) -> Iterator[tuple[ManualCommit, dict[str, bytes]]]:
     """Each commit with the contents of its changes' blobs (before and after, by blob id) for
     the paths in ``read``, in the order given. The blobs of a block of commits are read in one
-    ``git cat-file --batch``; a blob git does not have is left out."""
+    ``git cat-file --batch`` (a merge's other parents' too); a blob git does not have is
+    left out."""
     commits = iter(commits)
     size = FIRST_BLOCK
     while True:
@@ -103,7 +110,7 @@ def with_blobs(repo_git: Git, commits: Iterator[ManualCommit],
         if not block:
             return
         ids = [blob for commit in block for change in commit.changes if change.path in read
-               for blob in (change.before, change.after) if blob is not None]
+               for blob in (change.before, change.after, *change.others) if blob is not None]
         contents = cat_blobs(repo_git, ids)
         for commit in block:
             yield commit, contents

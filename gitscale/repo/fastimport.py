@@ -15,10 +15,9 @@ trees (``gitindex.Tree.read``), and the next sync or take-back resets both.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Mapping
 
-from gitscale.repo.git import Git
+from gitscale.repo.git import Git, raw_date
 
 # what makes `git commit` differ from a plain fast-import commit
 _COMMIT_CONFIG = r"^(commit\.gpgsign|commit\.cleanup|i18n\.commitencoding|core\.hookspath)$"
@@ -33,7 +32,7 @@ def commit_files(repo: Git, files: Mapping[str, tuple[str, bytes]], message: str
     env = repo.environment()
     author = _ident(env.get("GIT_AUTHOR_NAME", ""), env.get("GIT_AUTHOR_EMAIL", ""))
     committer = _ident(env.get("GIT_COMMITTER_NAME", ""), env.get("GIT_COMMITTER_EMAIL", ""))
-    when = "now" if date is None else _raw_date(date)
+    when = "now" if date is None else raw_date(date)
     if author is None or committer is None or when is None or not files:
         return None
     if repo.run("config", "--get-regexp", _COMMIT_CONFIG, check=False).stdout.strip():
@@ -63,20 +62,6 @@ def _ident(name: str, email: str) -> str | None:
 
 def _crud(char: str) -> bool:
     return char <= " " or char in _CRUD
-
-
-def _raw_date(date: str) -> str | None:
-    """``2026-11-21T09:00:00Z`` → ``1795251600 +0000``, as git parses it for a commit."""
-    try:
-        value = datetime.fromisoformat(date)
-    except ValueError:
-        return None
-    offset = value.utcoffset()
-    if offset is None:
-        return None
-    minutes = int(offset.total_seconds()) // 60
-    sign = "-" if minutes < 0 else "+"
-    return f"{int(value.timestamp())} {sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
 
 
 def stripspace(message: str) -> str:

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -298,7 +299,11 @@ class Git:
         matches it (a repo that ignores ``.gitscale/``) must not make the commit fail."""
         if paths:
             self.run("add", "--force", "--", *paths)
-        dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
+        # as seconds since the epoch: git parses an RFC 3339 text only up to 2099, while
+        # `--now` takes years up to 9000 (`timeutil.LAST_YEAR`)
+        raw = None if date is None else raw_date(date)
+        when = date if raw is None else f"@{raw}"
+        dates = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when} if when else {}
         self.run("commit", "--quiet", "--no-verify", "--file=-", input=message, extra_env=dates)
         return self.head()
 
@@ -402,6 +407,22 @@ def _askpass_env() -> dict[str, str]:
         path.chmod(0o700)
         _askpass_path = str(path)
     return {"GIT_ASKPASS": _askpass_path}
+
+
+def raw_date(date: str) -> str | None:
+    """``2026-11-21T09:00:00Z`` → ``1795251600 +0000``: git's raw date, which it takes for any
+    year (`fast-import --date-format=raw` as is, `git commit` after an ``@``); None when
+    ``date`` is not an RFC 3339 time with an offset."""
+    try:
+        value = datetime.fromisoformat(date)
+    except ValueError:
+        return None
+    offset = value.utcoffset()
+    if offset is None:
+        return None
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    return f"{int(value.timestamp())} {sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
 
 
 def describe_failure(args: Sequence[str], result: Result) -> str:

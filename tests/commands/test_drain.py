@@ -61,3 +61,23 @@ def test_resume_removes_the_drained_annotation_and_names_a_pause(  # type: ignor
     code, out, err = run(capsys, "drain", "--repo", str(checkout), "linux", "--resume",
                          "--now", "2026-11-21T09:04:00Z")
     assert code == 0 and "not drained: nothing to resume" in out, out
+
+
+def test_a_far_future_clock_commits_through_git_commit(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """`--now` takes any year up to 9000; `git commit` is handed the date as seconds since the
+    epoch (`@N +0000`), which it takes for any year, not the RFC 3339 text (which git 2.39
+    refuses from 2100 on: `fatal: invalid date format`)."""
+    checkout, remote = setup(tmp_path)
+    reconcile(capsys, checkout, tmp_path, 2, 0, "8999-12-31T00:00:00Z")  # in a checkout
+    code, out, err = run(capsys, "drain", "--repo", str(remote), "linux",
+                         "--now", "2100-01-01T00:00:00Z")  # over a bare repo
+    assert code == 0, err
+    code, out, err = run(capsys, "drain", "--repo", str(checkout), "linux", "--resume",
+                         "--now", "9000-12-31T23:59:59Z")
+    assert code == 0, err
+    git(checkout, "pull", "--quiet", "--rebase")
+    dates = git(checkout, "log", "-3", "--format=%aI %cI", "main").splitlines()
+    assert dates == [f"{when} {when}" for when in (
+        "9000-12-31T23:59:59+00:00", "2100-01-01T00:00:00+00:00", "8999-12-31T00:00:00+00:00")]
+    assert spec(remote)["effectiveTime"] == "9000-12-31T23:59:59Z"

@@ -202,3 +202,70 @@ def test_only_edits_of_what_gitscale_owns_are_rows(  # type: ignore[no-untyped-d
     monkeypatch.setattr(manual, "FIRST_BLOCK", 1)
     monkeypatch.setattr(manual, "LAST_BLOCK", 2)
     assert run(capsys, "history", "--repo", str(checkout), "--set", "linux")[1] == text
+
+
+def test_a_merge_that_sets_what_gitscale_owns_is_a_row(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A merge whose conflict is resolved by hand to a count neither side had is a row,
+    compared with its first parent (the branch it landed on): without it the newest row said
+    what a side commit did. A merge that only brings a side's count (whose own commit is a row
+    already), or keeps its first parent's, is no row."""
+    import os
+
+    from tests.helpers import git
+    from tests.one_set import reconcile
+
+    checkout, _ = setup(tmp_path)
+    reconcile(capsys, checkout, tmp_path, 2, 0, "2026-11-21T09:00:00Z")  # linux: 1→3
+    manifest = checkout / "sets/linux.yaml"
+    minute = iter(range(1, 60))
+
+    def commit(*args: str) -> None:
+        when = f"2026-11-21T09:{next(minute):02d}:00Z"
+        env = {**os.environ, "GIT_AUTHOR_NAME": "Ana Ops", "GIT_AUTHOR_EMAIL": "ana@example.com",
+               "GIT_COMMITTER_NAME": "Ana Ops", "GIT_COMMITTER_EMAIL": "ana@example.com",
+               "GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when}
+        subprocess.run(["git", "commit", "-q", *args], cwd=checkout, env=env, check=True)
+
+    def by_hand(subject: str, old: str, new: str) -> None:
+        text = manifest.read_text()
+        assert old in text
+        manifest.write_text(text.replace(old, new, 1))
+        commit("-am", subject)
+
+    def merge(branch: str, subject: str, resolved: str | None = None) -> None:
+        done = subprocess.run(["git", "merge", "-q", "--no-ff", "--no-commit", branch],
+                              cwd=checkout, capture_output=True, check=False)
+        assert (done.returncode != 0) == (resolved is not None), done
+        if resolved is not None:
+            manifest.write_text(resolved)
+            git(checkout, "add", "sets/linux.yaml")
+        commit("-m", subject)
+
+    git(checkout, "checkout", "-q", "-b", "side")
+    by_hand("side 6", "replicas: 3", "replicas: 6")
+    git(checkout, "checkout", "-q", "main")
+    by_hand("main 4", "replicas: 3", "replicas: 4")
+    ours = manifest.read_text()
+    merge("side", "merge 12", ours.replace("replicas: 4", "replicas: 12"))  # a conflict
+    git(checkout, "checkout", "-q", "-b", "side2")
+    by_hand("side2 7", "replicas: 12", "replicas: 7")
+    git(checkout, "checkout", "-q", "main")
+    by_hand("image 2", "image: runner:1", "image: runner:2")
+    merge("side2", "merge side2")  # clean: brings 7 (and keeps the image): side2 7's row
+    git(checkout, "checkout", "-q", "-b", "side3")
+    by_hand("side3 9", "replicas: 7", "replicas: 9")
+    git(checkout, "checkout", "-q", "main")
+    by_hand("main 5", "replicas: 7", "replicas: 5")
+    kept = manifest.read_text().replace("image: runner:2", "image: runner:3")
+    merge("side3", "merge ours", kept)  # a conflict resolved to main's 5: nothing new
+
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--output", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["subject"] if r["reason"] == "manual" else r["reason"], r["previous"],
+             r["replicas"]) for r in rows] == [
+        ("main 5", 7, 5), ("side3 9", 7, 9), ("side2 7", 12, 7), ("merge 12", 4, 12),
+        ("main 4", 3, 4), ("side 6", 3, 6), ("first-write", 1, 3)]
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
+    assert "merge ours" not in out and "merge side2" not in out

@@ -244,7 +244,7 @@ HINT = ("(the secret GitHub signs workflow_job deliveries with: --secret-env nam
     pytest.param(["--secret-env", "MY_HOOK_SECRET"],
                  "webhook secret: environment variable MY_HOOK_SECRET is not set", id="env"),
     pytest.param(["--secret-file", "/nonexistent/hook-secret"],
-                 "webhook secret: cannot read /nonexistent/hook-secret: FileNotFoundError",
+                 "webhook secret: cannot read /nonexistent/hook-secret: No such file or directory",
                  id="file"),
 ])
 def test_missing_secret_refuses_to_start(repo: Path, monkeypatch: pytest.MonkeyPatch, capsys,  # type: ignore[no-untyped-def]

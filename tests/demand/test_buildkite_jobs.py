@@ -280,3 +280,19 @@ def test_a_miss_right_after_a_match_is_a_race_said_only_when_it_repeats(
     buildkite.jobs["deploy"] = deploy_jobs()
     assert one_pass()[0] == frozenset({"s1", "s2", "s3", "r1"})
     sources.close()
+
+
+def test_in_a_loop_the_warning_goes_through_its_timestamped_log(
+        buildkite: FakeBuildkite, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run` and `serve` hand their log to ``Sources``: the fallback's warning is one of their
+    timestamped lines, not a bare line on stderr."""
+    buildkite.queues["deploy"] = SOME_JOBS
+    buildkite.graphql_answer = (502, b"bad gateway", "text/plain")
+    said: list[str] = []
+    sources = Sources(default_cache_dir(), timeout=5, report=said.append)
+    config = config_for(tmp_path, {"deploy": with_ids(buildkite, "deploy")})
+    assert read_demand(tmp_path, config, None, sources).errors == {}
+    sources.close()
+    (line,) = said
+    assert line.startswith("warning: buildkite: queue deploy (jobIds): job ids not used")
+    assert "answered 502" in line and capsys.readouterr().err == ""

@@ -104,13 +104,13 @@ def _unreadable(path: Path) -> None:
 
 
 @pytest.mark.parametrize(("make", "problem"), [
-    pytest.param(None, "cannot read GITHUB_TOKEN_FILE={path}: FileNotFoundError", id="missing"),
+    pytest.param(None, "cannot read GITHUB_TOKEN_FILE={path}: No such file or directory", id="missing"),
     pytest.param(_empty, "GITHUB_TOKEN_FILE={path} is empty", id="empty"),
     pytest.param(_unreadable, "cannot read GITHUB_TOKEN_FILE={path}: PermissionError",
                  id="unreadable"),
     pytest.param(lambda p: os.mkfifo(p), "GITHUB_TOKEN_FILE={path}: is not a regular file (a "
                  "FIFO)", id="fifo"),
-    pytest.param(lambda p: p.mkdir(), "cannot read GITHUB_TOKEN_FILE={path}: IsADirectoryError",
+    pytest.param(lambda p: p.mkdir(), "cannot read GITHUB_TOKEN_FILE={path}: Is a directory",
                  id="directory"),
     pytest.param("both", "GITHUB_TOKEN_FILE: GITHUB_TOKEN is set too: set one of the two "
                  "(GITHUB_TOKEN_FILE names a file holding GITHUB_TOKEN's value)", id="both-set"),

@@ -2,6 +2,7 @@
 and after, read back in blocks through one ``cat-file`` each, in a real repository."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,22 @@ def test_cat_blobs_leaves_out_what_git_lacks(tmp_path: Path) -> None:
     assert cat_blobs(repo, [absent, blob, blob]) == {blob: b"one\n"}
     with pytest.raises(GitError, match="is not a blob"):
         cat_blobs(repo, [git(checkout, "rev-parse", "HEAD^{tree}")])
+
+
+def test_a_merge_carries_each_parents_blob(tmp_path: Path) -> None:
+    """A merge's combined line: the first parent's blob before, the others' apart; a path the
+    merge took as one parent had it is not listed (the merged commits are rows of their own)."""
+    checkout = make_repo(tmp_path, {"a.yaml": "v: 0\nx: 0\n", "b.yaml": "b: 0\n"},
+                         bare_remote=False)
+    git(checkout, "checkout", "-q", "-b", "side")
+    _commit(checkout, {"a.yaml": "v: 1\nx: 0\n", "b.yaml": "b: 1\n"}, "side")
+    git(checkout, "checkout", "-q", "-")
+    _commit(checkout, {"a.yaml": "v: 2\nx: 0\n"}, "main")
+    subprocess.run(["git", "merge", "-q", "side"], cwd=checkout, capture_output=True)
+    _commit(checkout, {"a.yaml": "v: 3\nx: 0\n"}, "merge")
+    merge, *_ = manual.iter_manual(Git(checkout), ["a.yaml", "b.yaml"])
+    assert merge.subject == "merge" and merge.paths == ("a.yaml",)  # b.yaml: side's as is
+    assert merge.changes[0] == manual.Change(
+        "a.yaml", git(checkout, "rev-parse", "HEAD^1:a.yaml"), git(checkout, "rev-parse",
+                                                                   "HEAD:a.yaml"),
+        (git(checkout, "rev-parse", "HEAD^2:a.yaml"),))

@@ -132,7 +132,8 @@ def run_command(**kw: Any) -> int:
 @click.option("--secret-env", default="GITHUB_WEBHOOK_SECRET", show_default=True,
               help="Environment variable holding the webhook secret (or, when it is not "
                    "set, NAME_FILE: a file holding it, read again when it changes).")
-@click.option("--secret-file", default=None, help="File holding the webhook secret instead.")
+@click.option("--secret-file", default=None,
+              help="File holding the webhook secret instead (not with --secret-env).")
 @click.option("--state-file", default=".gitscale/reservations.yaml", show_default=True,
               help="Reservations file in the config repo (directly under .gitscale/).")
 @click.option("--resync", default="5m", show_default=True,
@@ -149,7 +150,10 @@ def serve(**kw: Any) -> int:
     """Receive workflow_job webhooks; land reservations and scaling as one commit per window."""
     from gitscale.commands.serve import run_serve
 
-    return run_serve(_opts(kw), **kw)
+    source = click.get_current_context().get_parameter_source("secret_env")
+    given = source not in (click.core.ParameterSource.DEFAULT,
+                           click.core.ParameterSource.DEFAULT_MAP)
+    return run_serve(_opts(kw), **kw, secret_env_given=given)
 
 
 @cli.command()

@@ -16,8 +16,9 @@ Rate limits (429 with ``RateLimit-Reset``) and errors are the HTTP client's.
 
 A GraphQL answer is checked here: an ``errors`` array (GraphQL answers most failures with HTTP
 200), a null organization (an unknown slug, or one the token cannot see), a page of another
-shape, or more than ``JOB_PAGES_MAX`` pages is an ``ApiError`` naming the URL and the
-organization, never the token.
+shape (more than the ``JOB_PAGE`` jobs asked for, a uuid longer than ``UUID_CHARS``), or
+more than ``JOB_PAGES_MAX`` pages is an ``ApiError`` naming the URL and the organization,
+never the token.
 
 https://buildkite.com/docs/apis/agent-api/metrics, https://buildkite.com/docs/apis/rest-api/agents,
 https://buildkite.com/docs/apis/graphql-api
@@ -35,6 +36,7 @@ from gitscale.redact import redact
 AGENT_PAGES_MAX = 50  # 5,000 connected agents: a bound on one listing
 JOB_PAGE = 100  # jobs a GraphQL page asks for (agent-stack-k8s' default): ~100 points each
 JOB_PAGES_MAX = 20  # 2,000 jobs of one queue: a bound on one pass's id query
+UUID_CHARS = 64  # a job's uuid is 36 characters; a longer one is not Buildkite's
 # ``cluster`` is the cluster's GraphQL ID; without one, only jobs outside every cluster
 QUERY = """query GitscaleQueueJobs($slug: ID!, $rules: [String!], $states: [JobStates!],
  $first: Int, $after: String%s) {
@@ -134,12 +136,18 @@ class QueueJobs:
             edges = connection.get("edges")
             if not isinstance(edges, list):
                 raise self._fail(f"{where}: jobs.edges is not a list")
+            if len(edges) > JOB_PAGE:  # more than asked for: not a page the bound bounds
+                raise self._fail(f"{where}: a page of {len(edges):,} jobs; asked for "
+                                 f"{JOB_PAGE}")
             for edge in edges:
                 node = edge.get("node") if isinstance(edge, dict) else None
                 uuid = node.get("uuid") if isinstance(node, dict) else None
                 state = node.get("state") if isinstance(node, dict) else None
                 if not isinstance(uuid, str) or not uuid or not isinstance(state, str):
                     raise self._fail(f"{where}: a job without a uuid and a state")
+                if len(uuid) > UUID_CHARS:
+                    raise self._fail(f"{where}: a job uuid of {len(uuid):,} characters "
+                                     f"(Buildkite's have 36)")
                 found[uuid] = state
             page = connection.get("pageInfo")
             if not isinstance(page, dict) or not isinstance(page.get("hasNextPage"), bool):

@@ -26,7 +26,7 @@ from gitscale.commands import EXIT_OK, RepoOptions, backoff, log, stop_on_signal
 from gitscale.config.load import load_config
 from gitscale.core.reservations import Correction
 from gitscale.demand.resolve import Sources
-from gitscale.config.secrets import SecretError
+from gitscale.config.secrets import SecretError, env_name_problem
 from gitscale.errors import GitscaleError, InputError
 from gitscale.repo.git import redact
 from gitscale.plan.landing import describe_landing, land
@@ -208,6 +208,14 @@ def _duration(option: str, text: str, least: str, why: str) -> timedelta:
     return value
 
 
+def _check_secret_env(name: str) -> None:
+    """``--secret-env`` names a variable: a token pasted there is refused without showing it
+    (it was in "environment variable ghp_… is not set")."""
+    problem = env_name_problem(name)
+    if problem:
+        raise InputError("--secret-env", problem)
+
+
 def batch_delay(window_s: float, failures: int) -> float:
     """Seconds until the next batch: the window; after failed batches a backoff that doubles
     from at least ``2 * RETRY_FLOOR`` whatever the window, up to ``MAX_BACKOFF``."""
@@ -219,11 +227,16 @@ def batch_delay(window_s: float, failures: int) -> float:
 def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reservation: str,
               secret_env: str, secret_file: str | None, state_file: str, resync: str = "5m",
               metrics_listen: str | None = None, stop: threading.Event | None = None,
-              ready: Callable[[int], None] | None = None, sets: tuple[str, ...] = ()) -> int:
+              ready: Callable[[int], None] | None = None, sets: tuple[str, ...] = (),
+              secret_env_given: bool = False) -> int:
     """``sets``: ``--set`` (none: every set whose source takes webhooks). ``ready`` is told the
-    webhook port once deliveries are taken (tests pass port 0)."""
+    webhook port once deliveries are taken (tests pass port 0). ``secret_env_given``:
+    ``--secret-env`` was on the command line (not its default)."""
     window_s, duration, resync_s = _durations(window, reservation, resync)
     _check_hook_path(path)
+    _check_secret_env(secret_env)
+    if secret_file is not None and secret_env_given:  # which is meant cannot be guessed
+        raise InputError("--secret-file", "give --secret-env or --secret-file, not both")
     ref = {"file": secret_file} if secret_file else {"env": secret_env}
     secret = WebhookSecret(ref, report=log)  # a file is read again as it changes
     try:

@@ -98,7 +98,7 @@ def crd_drift(root: Path, paths: list[str]) -> list[str]:
     """A warning for each tracked file holding a RunnerSet CRD other than this gitscale's:
     RunnerSets are checked against the CRD gitscale ships, but the cluster applies the repo's
     (an upgrade done in the wrong order: ``gitscale.manifest.crd_drift``)."""
-    from gitscale.manifest.crd_drift import CRD_NAME, drift
+    from gitscale.manifest.crd_drift import CRD_NAME, drift, where_the_crd_is
 
     found: list[str] = []
     for rel in paths:
@@ -109,7 +109,7 @@ def crd_drift(root: Path, paths: list[str]) -> list[str]:
             text = files.read_text(path, rel, InputError)
         except (InputError, OSError, UnicodeDecodeError):
             continue
-        if CRD_NAME in text:
+        if CRD_NAME in text or where_the_crd_is([rel])[0]:
             warning = drift(rel, text)
             if warning:
                 found.append(warning)

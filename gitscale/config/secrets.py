@@ -10,6 +10,7 @@ used).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -22,6 +23,7 @@ from gitscale.redact import header_problem, hold
 # What GitHub's tokens (classic, OAuth, user-to-server, server-to-server, refresh,
 # fine-grained) and Buildkite's API tokens begin with.
 TOKEN_PREFIXES = r"^(gh[pousr]_|github_pat_|bkua_)"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 # The JSON Schema of a reference, as gitscale.yaml writes it.
 SECRET_REF: dict[str, Any] = {
@@ -29,12 +31,25 @@ SECRET_REF: dict[str, Any] = {
     "additionalProperties": False,
     "minProperties": 1,
     "maxProperties": 1,
-    "properties": {"env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+    "properties": {"env": {"type": "string", "pattern": ENV_NAME,
                            # a token pasted where its variable's name belongs: GitHub's
                            # prefixed tokens and Buildkite's API tokens
                            "not": {"pattern": TOKEN_PREFIXES}},
                    "file": {"type": "string", "minLength": 1}},
 }
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why ``name``, given where the name of a secret's environment variable belongs (an
+    option such as `serve --secret-env`), is not one, in words that do not show it: it may be
+    the secret itself, pasted there. None for a name."""
+    if re.match(TOKEN_PREFIXES, name):
+        return ("a token, not the name of the environment variable that holds it (the value "
+                "is not shown)")
+    if not re.fullmatch(ENV_NAME, name):
+        return ("not the name of an environment variable: letters, digits and _ (the value "
+                "is not shown)")
+    return None
 
 
 @dataclass(frozen=True)

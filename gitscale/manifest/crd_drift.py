@@ -13,6 +13,7 @@ import posixpath
 from functools import lru_cache
 from typing import Any, Iterable
 
+from gitscale.errors import InputError
 from gitscale.runnerset_api import GROUP, PLURAL
 from gitscale.yamlio.read import load_documents
 
@@ -60,20 +61,34 @@ def where_the_crd_is(paths: Iterable[str]) -> tuple[list[str], list[str]]:
 def drift(path: str, text: str) -> str | None:
     """A warning when ``text`` (the file at ``path``) holds the RunnerSet CRD and it is not
     this gitscale's; None when it is the same, or not that CRD at all. Never raises: a CRD
-    whose versions or schemas are not the shape Kubernetes takes (``schema: broken``) cannot
-    be compared, and the warning says so (`gitscale crd --repo .` replaces it)."""
+    whose versions or schemas are not the shape Kubernetes takes (``schema: broken``, a schema
+    that holds itself through a YAML anchor), or a file named after it (``where_the_crd_is``)
+    that is not YAML gitscale reads, cannot be compared, and the warning says so and why
+    (`gitscale crd --repo .` replaces it)."""
     if text == shipped_text():
         return None
-    theirs = _crd(text, path)
+    named = bool(where_the_crd_is([path])[0])
+    if not named and (CRD_NAME not in text or "CustomResourceDefinition" not in text):
+        return None
+    try:
+        theirs = _crd(text, path)
+    except InputError as exc:  # not YAML, nested too deep, aliases that expand too far
+        if not named:
+            return None  # not known to be this CRD: another file (validate reads what it reads)
+        return _cannot_compare(path, exc.detail if exc.line is None
+                               else f"line {exc.line}: {exc.detail}")
     if theirs is None:
         return None
-    unreadable = _unreadable(theirs)
+    try:
+        unreadable = _unreadable(theirs)
+        yours = _fields(theirs)
+    except _Unwalkable as exc:
+        unreadable = str(exc)
     if unreadable:
-        return (f"{path}: a RunnerSet CRD gitscale cannot compare with its own ({unreadable}): "
-                f"{FIX}")
+        return _cannot_compare(path, unreadable)
     ours = _crd(shipped_text(), "gitscale's CRD")
     assert ours is not None  # (shipped: a test keeps it equal to gitscale.controller.crd)
-    mine, yours = _fields(ours), _fields(theirs)
+    mine = _fields(ours)
     if mine == yours and _versions(ours) == _versions(theirs):
         return None  # the same schema, written differently (comments, order): nothing to do
     missing = sorted(mine - yours, key=lambda f: (f.count("."), f))
@@ -88,13 +103,14 @@ def drift(path: str, text: str) -> str | None:
     return f"{path}: differs from this gitscale's RunnerSet CRD: {FIX}"
 
 
+def _cannot_compare(path: str, why: str) -> str:
+    return f"{path}: a RunnerSet CRD gitscale cannot compare with its own ({why}): {FIX}"
+
+
 def _crd(text: str, path: str) -> dict[str, Any] | None:
-    if CRD_NAME not in text or "CustomResourceDefinition" not in text:
-        return None
-    try:
-        docs = load_documents(text, path)
-    except Exception:  # noqa: BLE001 - not YAML: not a CRD to compare (validate reports files it reads)
-        return None
+    """The RunnerSet CRD among ``text``'s documents, or None; ``InputError`` when ``text`` is
+    not YAML gitscale reads (``yamlio.read.load_documents``)."""
+    docs = load_documents(text, path)  # InputError: not YAML, or too deep to read
     for doc in docs:
         data = doc.data
         if isinstance(data, dict) and data.get("kind") == "CustomResourceDefinition" and \
@@ -137,21 +153,38 @@ def _versions(crd: dict[str, Any]) -> list[tuple[str, bool, bool]]:
 
 
 def _fields(crd: dict[str, Any]) -> set[str]:
-    """Every field path the CRD's schemas define (``spec.backlog``), over its versions."""
+    """Every field path the CRD's schemas define (``spec.backlog``), over its versions;
+    ``_Unwalkable`` for a schema that holds itself (a recursive YAML anchor) or is nested
+    deeper than ``MAX_SCHEMA_DEPTH``."""
     found: set[str] = set()
-    for version in _version_list(crd):
+    for i, version in enumerate(_version_list(crd)):
         schema = version.get("schema")
-        _walk(schema.get("openAPIV3Schema") if isinstance(schema, dict) else None, "", found)
+        _walk(schema.get("openAPIV3Schema") if isinstance(schema, dict) else None,
+              f"spec.versions[{i}].schema.openAPIV3Schema", "", found, ())
     return found
 
 
-def _walk(schema: Any, prefix: str, found: set[str]) -> None:
+MAX_SCHEMA_DEPTH = 100  # schemas nested in a schema: far more than a CRD needs
+
+
+class _Unwalkable(Exception):
+    """A schema ``_walk`` cannot list the fields of; the message says where and why."""
+
+
+def _walk(schema: Any, at: str, prefix: str, found: set[str], within: tuple[int, ...]) -> None:
+    """``within``: the ids of the schemas enclosing this one (a YAML alias makes one dict
+    appear at several places: only one that encloses itself is a cycle)."""
     if not isinstance(schema, dict):
         return
+    if id(schema) in within:
+        raise _Unwalkable(f"{at} holds itself: a recursive YAML anchor")
+    if len(within) >= MAX_SCHEMA_DEPTH:
+        raise _Unwalkable(f"{at}: schemas nested more than {MAX_SCHEMA_DEPTH} levels deep")
+    within = (*within, id(schema))
     properties = schema.get("properties")
     if isinstance(properties, dict):
         for key, sub in properties.items():
             name = f"{prefix}.{key}" if prefix else str(key)
             found.add(name)
-            _walk(sub, name, found)
-    _walk(schema.get("items"), prefix + "[]", found)
+            _walk(sub, f"{at}.properties.{key}", name, found, within)
+    _walk(schema.get("items"), f"{at}.items", prefix + "[]", found, within)

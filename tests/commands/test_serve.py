@@ -258,6 +258,47 @@ def test_missing_secret_refuses_to_start(repo: Path, monkeypatch: pytest.MonkeyP
     assert (code, out, err) == (1, "", f"error: {said} {HINT}\n")
 
 
+@pytest.mark.parametrize(("name", "said"), [
+    pytest.param("ghp_abcdefabcdef", "a token, not the name of the environment variable that "
+                 "holds it (the value is not shown)", id="github-token"),
+    pytest.param("bkua_0123456789abcdef", "a token, not the name of the environment variable "
+                 "that holds it (the value is not shown)", id="buildkite-token"),
+    pytest.param("9f86d081884c7d65-webhook", "not the name of an environment variable: letters, "
+                 "digits and _ (the value is not shown)", id="not-a-name"),
+])
+def test_a_secret_pasted_into_secret_env_is_refused_unshown(  # type: ignore[no-untyped-def]
+        repo: Path, capsys, name: str, said: str) -> None:
+    """It was "environment variable ghp_… is not set": the pasted token in the error."""
+    from tests.helpers import run
+
+    for more in ([], ["--secret-file", "/nonexistent/hook-secret"]):
+        code, out, err = run(capsys, "serve", "--repo", str(repo), "--listen", "127.0.0.1:0",
+                             "--secret-env", name, *more)
+        assert (code, out, err) == (1, "", f"error: --secret-env: {said}\n")
+
+
+def test_secret_env_and_secret_file_together_are_refused(  # type: ignore[no-untyped-def]
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Both given: which secret is meant cannot be guessed (the file silently won). The default
+    variable merely set beside --secret-file is not a choice made twice: the file is read."""
+    from tests.helpers import run
+
+    secret = tmp_path / "hook-secret"
+    secret.write_text("from-the-file\n")
+    monkeypatch.setenv("MY_HOOK_SECRET", "from-the-variable")
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "from-the-default")
+    for name in ("MY_HOOK_SECRET", "GITHUB_WEBHOOK_SECRET"):  # the default, written out
+        code, out, err = run(capsys, "serve", "--repo", str(repo), "--listen", "127.0.0.1:0",
+                             "--secret-env", name, "--secret-file", str(secret))
+        assert (code, out, err) == (
+            1, "", "error: --secret-file: give --secret-env or --secret-file, not both\n")
+    # past the secret (read from the file): the next check (--listen's) is what stops it
+    code, out, err = run(capsys, "serve", "--repo", str(repo), "--listen", "nowhere",
+                         "--secret-file", str(secret))
+    assert code == 1 and err.startswith("error: --listen: "), err
+    assert "secret" not in err
+
+
 def test_rejected_deliveries_are_logged_once_per_reason_without_body_or_secret(
         repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A secret mismatch shows in the log (it showed only in the metrics); a flood of them is

@@ -185,6 +185,13 @@ def _crd_with(change: str) -> str:
         crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = []
     elif change == "spec-null":
         crd["spec"] = None
+    elif change == "recursive-anchor":  # dumped as &id001 {…, properties: {spec: *id001}}
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        schema["properties"]["spec"] = schema
+    elif change == "not-yaml":
+        return "spec: [\n"
+    elif change == "too-deep":
+        return "spec: " + "[" * 1001 + "]" * 1001 + "\n"
     return yaml.safe_dump(crd, sort_keys=False)
 
 
@@ -198,6 +205,11 @@ def _crd_with(change: str) -> str:
     pytest.param("openapi-list", "spec.versions[0].schema.openAPIV3Schema is not a mapping",
                  id="openapi-list"),
     pytest.param("spec-null", "spec is not a mapping", id="spec-null"),
+    pytest.param("recursive-anchor", "spec.versions[0].schema.openAPIV3Schema.properties.spec "
+                 "holds itself: a recursive YAML anchor", id="recursive-anchor"),
+    pytest.param("not-yaml", "line 2: not valid YAML: did not find expected node content",
+                 id="not-yaml"),
+    pytest.param("too-deep", "line 1: nested more than 1000 levels deep", id="too-deep"),
 ])
 def test_a_malformed_runnerset_crd_is_a_warning_not_a_crash(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, change: str, why: str) -> None:

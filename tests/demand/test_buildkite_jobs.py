@@ -147,6 +147,16 @@ def unusable(buildkite: FakeBuildkite, tmp_path: Path, capsys: pytest.CaptureFix
                  "a job without a uuid and a state", id="job-without-uuid"),
     pytest.param((200, b'{"data":{"organization":{"jobs":{"edges":[]}}}}', "application/json"),
                  "no pageInfo.hasNextPage", id="no-page-info"),
+    pytest.param((200, json.dumps({"data": {"organization": {"jobs": {
+        "edges": [{"node": {"uuid": f"{i:08x}-0000-4000-8000-000000000000", "state": "SCHEDULED"}}
+                  for i in range(client.JOB_PAGE + 1)],
+        "pageInfo": {"hasNextPage": False}}}}}).encode(), "application/json"),
+                 f"a page of {client.JOB_PAGE + 1} jobs; asked for {client.JOB_PAGE}",
+                 id="more-edges-than-asked"),
+    pytest.param((200, json.dumps({"data": {"organization": {"jobs": {
+        "edges": [{"node": {"uuid": "a" * 65, "state": "SCHEDULED"}}],
+        "pageInfo": {"hasNextPage": False}}}}}).encode(), "application/json"),
+                 "a job uuid of 65 characters (Buildkite's have 36)", id="uuid-too-long"),
     pytest.param((502, b"bad gateway", "text/plain"), "answered 502", id="bad-gateway"),
     pytest.param((429, b"{}", "application/json"), "rate limited until", id="rate-limited"),
 ])

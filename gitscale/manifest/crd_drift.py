@@ -38,6 +38,14 @@ def shipped_blob() -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+@lru_cache(maxsize=1)
+def _shipped_schema() -> tuple[frozenset[str], list[tuple[str, bool, bool]]]:
+    """The fields and versions of ``shipped_text``'s CRD: parsed once per process."""
+    ours = _crd(shipped_text(), "gitscale's CRD")
+    assert ours is not None  # (shipped: a test keeps it equal to gitscale.controller.crd)
+    return frozenset(_fields(ours)), _versions(ours)
+
+
 def where_the_crd_is(paths: Iterable[str]) -> tuple[list[str], list[str]]:
     """The files `reconcile` checks, without reading every file (`validate` reads them all):
     (files that hold this CRD by their name — ``…runnersets.gitscale.dev….yaml``, `gitscale crd
@@ -86,10 +94,8 @@ def drift(path: str, text: str) -> str | None:
         unreadable = str(exc)
     if unreadable:
         return _cannot_compare(path, unreadable)
-    ours = _crd(shipped_text(), "gitscale's CRD")
-    assert ours is not None  # (shipped: a test keeps it equal to gitscale.controller.crd)
-    mine = _fields(ours)
-    if mine == yours and _versions(ours) == _versions(theirs):
+    mine, our_versions = _shipped_schema()
+    if mine == yours and our_versions == _versions(theirs):
         return None  # the same schema, written differently (comments, order): nothing to do
     missing = sorted(mine - yours, key=lambda f: (f.count("."), f))
     if missing:

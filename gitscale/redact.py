@@ -85,9 +85,31 @@ def known_secrets() -> set[str]:
     return {s for s in found if len(s) >= SHORTEST}
 
 
+# path → (what its stat said, its text): ``redact`` runs on every message, and the token files
+# of the variables above are read again only when their stat changes (a Secret volume's swap
+# changes the resolved file; a rewrite its size or time).
+_file_texts: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+
+
 def _small_file(path: str) -> str:
     """A small regular file's text, or "" (never blocks: the path may name a FIFO). Not
     ``gitscale.files.read_bytes``: this module sits below it (every layer masks secrets)."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return ""
+    seen = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    with _lock:
+        kept = _file_texts.get(path)
+    if kept is not None and kept[0] == seen:
+        return kept[1]
+    text = _read_small_file(path)
+    with _lock:
+        _file_texts[path] = (seen, text)
+    return text
+
+
+def _read_small_file(path: str) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:

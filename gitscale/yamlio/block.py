@@ -19,6 +19,7 @@ marks give: what the manifest editor splices at.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -27,10 +28,6 @@ from typing import Any, Callable
 from gitscale.yamlio.flow import DQ, SQ, FrozenMap, read_flow, thaw
 from gitscale.yamlio.span import MAP, SCALAR, SEQ, Deferred, Source, Span, placed
 
-# Characters PyYAML refuses in a stream; tabs, CR, NEL, Unicode line breaks and BOM are valid
-# YAML but left to libyaml.
-_REFUSED = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd"
-                      "\U00010000-\U0010ffff]")
 _KEY = re.compile(r"""(?:([A-Za-z0-9_][A-Za-z0-9_./-]{0,999})|"([^"\\]{0,999})"|'([^']{0,999})')"""
                   r":(?: +|$)")
 _TAIL = re.compile(r"(?: +(?:#.*)?)?$")
@@ -39,6 +36,17 @@ _PLAIN_START = frozenset("-?:,[]{}#&*!|>'\"%@`")  # a plain scalar starts with n
 LINES = 20_000  # distinct lines remembered (then forgotten all at once, and learnt again)
 
 Resolve = Callable[[str], Any]
+
+
+@functools.cache
+def _refused() -> re.Pattern[str]:
+    """Characters PyYAML refuses in a stream; tabs, CR, NEL, Unicode line breaks and BOM are
+    valid YAML but left to libyaml. Compiled on the first line that is not ASCII: the class
+    spans the astral planes and compiling it costs ≈ 20 ms, more than reading a thousand
+    manifests (an ASCII line is refused by ``str.isprintable`` alone, the same set)."""
+    return re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd"
+                      "\U00010000-\U0010ffff]")
+
 
 # What a line is (the first item of its reading)
 _BLANK, _MARKER, _KEY_LINE, _ITEM, _ITEM_KEY, _KEY_SCALAR = range(6)  # _KEY_SCALAR: a key line
@@ -355,7 +363,7 @@ def _classify(line: str, resolve: Resolve) -> tuple[Any, ...]:
     """What ``line`` says, wherever it stands: (kind, indent, column of the key or item,
     key as written, key, end column of the key, key style, how to check the key for
     duplicates, value...), or (kind, indent, column, value...) for a plain entry."""
-    if not (line.isascii() and line.isprintable()) and _REFUSED.search(line):
+    if (not line.isprintable()) if line.isascii() else _refused().search(line):
         raise Deferred("a tab, CR, BOM or a character PyYAML refuses")
     body = line.lstrip(" ")
     if not body or body[0] == "#":

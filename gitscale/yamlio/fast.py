@@ -36,9 +36,16 @@ _plain: dict[str, tuple[Any]] = {}
 _NO_KEY: Any = object()
 # What YAML 1.1 does not allow in a stream (its printable set: tab, line breaks, printable
 # ASCII, NEL, and the printable Unicode planes); a JSON text with one is left to PyYAML, which
-# refuses it with its words.
-_NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD"
-                            "\U00010000-\U0010FFFF]")
+# refuses it with its words. An ASCII text is checked against the ASCII part of the set: the
+# whole class spans the astral planes and compiling it costs ≈ 20 ms of every CLI start, so it
+# is compiled only for a text that is not ASCII.
+_NON_PRINTABLE_ASCII = re.compile("[^\x09\x0A\x0D\x20-\x7E]")
+
+
+@functools.cache
+def _non_printable() -> re.Pattern[str]:
+    return re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD"
+                      "\U00010000-\U0010FFFF]")
 
 
 @functools.cache
@@ -89,7 +96,8 @@ def _constant(name: str) -> Any:
 def _json(text: str) -> list[Any] | None:
     """JSON is YAML: a program's demand file for ten thousand sets loads 10× faster still.
     Numbers are resolved as YAML 1.1 reads them (``1e3`` is a string there)."""
-    if text.lstrip()[:1] not in ("{", "[") or "\\u" in text or _NON_PRINTABLE.search(text):
+    if text.lstrip()[:1] not in ("{", "[") or "\\u" in text \
+            or (_NON_PRINTABLE_ASCII if text.isascii() else _non_printable()).search(text):
         return None  # (surrogate pairs: json joins them; control characters: PyYAML refuses)
     try:
         # a JSON integer (no sign but -, no leading zero, no _) is the same YAML 1.1 integer;

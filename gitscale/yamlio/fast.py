@@ -56,6 +56,60 @@ def _pyyaml_resolving() -> tuple[Any, Any]:
     return yaml.resolver.Resolver(), yaml.constructor.SafeConstructor()
 
 
+# PyYAML's implicit resolvers (``yaml.resolver.Resolver``) are keyed by a scalar's first
+# character. Those of a letter are bool and null, which match only the words below: any other
+# plain scalar that starts with none of OTHER_FIRST and has no line break is a string. Plain
+# decimal integers, a text after a dot that is not a number, inf or nan, and one after a digit
+# or a sign with a character no number or timestamp has (4Gi) are read here too; everything
+# else is PyYAML's to resolve. This spares a pass whose manifests hold only such
+# scalars the import of PyYAML (≈ 15 ms of a CLI start); tests/yamlio/test_fast.py checks the
+# table against PyYAML's resolver.
+OTHER_FIRST = frozenset("-+0123456789.<=~!&*")
+WORDS: dict[str, Any] = {
+    **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), None)}
+_DOT_FLOATS = frozenset((".inf", ".Inf", ".INF", ".nan", ".NaN", ".NAN"))
+# Every character an int, float or timestamp starting with a sign or a digit may hold (-.inf)
+_NUMBER_CHARS = frozenset("0123456789_.:+-eEbxXabcdefABCDEFTtZinIN \t")
+
+
+def without_pyyaml(value: str) -> tuple[Any] | None:
+    """``value`` as PyYAML resolves and constructs a plain scalar, for the common cases; None:
+    ask PyYAML."""
+    if value in WORDS:
+        return (WORDS[value],)
+    if "\n" in value:
+        return None  # (PyYAML's ``$`` matches before a final line break)
+    first = value[0]
+    if first not in OTHER_FIRST:
+        return (value,)
+    if first in "<=~!&*":
+        return None
+    if first == ".":
+        return (value,) if not value[1:2].isdigit() and value not in _DOT_FLOATS else None
+    if not _NUMBER_CHARS.issuperset(value):
+        return (value,)  # 4Gi, 500m: a letter no int, float or timestamp has
+    if first in "123456789" and len(value) <= 18 and value.isascii() and value.isdigit():
+        return (int(value),)
+    return (0,) if value == "0" else None
+
+
+def _with_pyyaml(value: str) -> tuple[Any]:
+    import yaml  # only here and for YAML events: most manifests and a JSON demand need none
+
+    _resolver, _constructor = _pyyaml_resolving()
+    tag = _resolver.resolve(yaml.ScalarNode, value, (True, False))
+    if tag == STR:
+        return (value,)
+    if tag in PLAIN:
+        try:
+            return (_constructor.construct_object(yaml.ScalarNode(tag, value)),)
+        except Exception as exc:  # 2026-02-30: PyYAML reports it, with its words
+            raise Unsupported(str(exc)) from None
+    raise Unsupported(tag)
+
+
 class Unsupported(Exception):
     """The text uses YAML this loader leaves to PyYAML."""
 
@@ -64,19 +118,7 @@ def scalar(value: str) -> Any:
     """A plain scalar as PyYAML resolves and constructs it (remembered per process)."""
     found = _plain.get(value)
     if found is None:
-        import yaml  # only here and for YAML events: a JSON demand file of integers needs none
-
-        _resolver, _constructor = _pyyaml_resolving()
-        tag = _resolver.resolve(yaml.ScalarNode, value, (True, False))
-        if tag == STR:
-            found = (value,)
-        elif tag in PLAIN:
-            try:
-                found = (_constructor.construct_object(yaml.ScalarNode(tag, value)),)
-            except Exception as exc:  # 2026-02-30: PyYAML reports it, with its words
-                raise Unsupported(str(exc)) from None
-        else:
-            raise Unsupported(tag)
+        found = without_pyyaml(value) or _with_pyyaml(value)
         if len(_plain) < CACHED:
             _plain[value] = found
     return found[0]

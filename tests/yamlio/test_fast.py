@@ -1,6 +1,7 @@
 """The event loader gives PyYAML's data exactly, or steps aside (``Unsupported``)."""
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -145,3 +146,55 @@ def test_any_json_loads_the_same(data: Any) -> None:
     except (TypeError, ValueError):
         return
     same_or_unsupported(text)
+
+
+def pyyaml_scalar(value: str) -> tuple[Any] | None:
+    """A plain scalar as PyYAML's own resolver and constructor read it; None: refused."""
+    resolver, constructor = yaml.resolver.Resolver(), yaml.constructor.SafeConstructor()
+    tag = resolver.resolve(yaml.ScalarNode, value, (True, False))
+    try:
+        return (constructor.construct_object(yaml.ScalarNode(tag, value)),)
+    except Exception:  # noqa: BLE001 - a merge or value tag, a bad date: PyYAML refuses it
+        return None
+
+
+def test_the_table_without_pyyaml_is_pyyamls() -> None:
+    """Every first character that PyYAML resolves to something other than bool or null is in
+    OTHER_FIRST, and WORDS are exactly what bool and null match."""
+    table = yaml.resolver.Resolver.yaml_implicit_resolvers
+    assert None not in table  # no resolver for every first character
+    bool_null = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"}
+    for first, resolvers in table.items():
+        if first not in yamlfast.OTHER_FIRST and first != "":
+            assert {tag for tag, _ in resolvers} <= bool_null, first
+    for word, value in yamlfast.WORDS.items():
+        assert yamlfast.without_pyyaml(word) == pyyaml_scalar(word) == (value,)
+    letters = "yesnoturflaYESNOTURFLA"
+    for size in (1, 2, 3, 4):
+        for word in map("".join, itertools.product(letters, repeat=size)):
+            assert yamlfast.without_pyyaml(word) == pyyaml_scalar(word), word
+
+
+@pytest.mark.parametrize("value", [
+    "apiVersion", "gitscale.dev/v1alpha1", "name", "namespace", "true", "Off", "NULL", "~", "",
+    "3", "0", "10000", "4Gi", "500m", "2.5", "1e3", "0x1F", "0o17", "017", "1_000", "1:20",
+    "2026-11-21", "2026-11-21T09:00:00Z", "-1", "+1", "-", ".status.x", ".5", ".inf", ".NaN",
+    "-.inf", "+.5", "<<", "=", "~x", "ghcr.io/actions/actions-runner:2.321.0", "x64", "amd64", "true\n",
+    "9" * 19, "١٢", "12a", "1 2",
+])
+def test_scalars_read_without_pyyaml_are_pyyamls(value: str) -> None:
+    quick = yamlfast.without_pyyaml(value)
+    assert quick is None or (quick == pyyaml_scalar(value)
+                             and type(quick[0]) is type(pyyaml_scalar(value)[0]))  # type: ignore[index]
+    assert value not in ("4Gi", "500m", "apiVersion", "name", "3", ".status.x", "true") \
+        or quick is not None  # what manifests hold is read here
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="0123456789abefinoxyEINTZ_.:+-<=~ \t\n/Gm", min_size=1, max_size=12))
+def test_any_plain_scalar_without_pyyaml_is_pyyamls(value: str) -> None:
+    quick = yamlfast.without_pyyaml(value)
+    if quick is not None:
+        expected = pyyaml_scalar(value)
+        assert expected is not None and quick == expected, value
+        assert type(quick[0]) is type(expected[0]), value

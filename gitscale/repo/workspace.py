@@ -270,7 +270,7 @@ def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool
             shutil.rmtree(dest, ignore_errors=True)
     blobless = sparse and not history and not kept and git.is_url(url)
     git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
-              commits_only=history, blobless=blobless)
+              commits_only=history, blobless=blobless, throwaway=not kept and not history)
     return blobless
 
 

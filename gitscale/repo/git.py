@@ -455,7 +455,13 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
     clone is deleted after one pass, so its commit's objects stay in fast-import's pack
     (``fastimport.unpackLimit=0``) instead of being unpacked into a directory each: removing
     some forty one-file directories cost more than the rest of the clean-up (≈ 40–90 ms on
-    this project's build machine), for the same commit and the same push."""
+    this project's build machine), for the same commit and the same push. A throwaway clone
+    of a local path borrows the source's objects (``--shared``: an alternates file) rather than
+    linking each of them, pack files and every loose object a push left there, into a
+    directory of its own: git ignores ``--depth`` for a local path, so the clone held them all,
+    and creating and then deleting a hundred-odd object directories was the largest part of a
+    1,000-set pass over a local bare repo. It lives for one pass; git prunes no object that a
+    branch reaches, nor an unreachable one younger than ``gc.pruneExpire`` (two weeks)."""
     check_url(url)
     check_token()
     # --template=: no hooks or other files from the machine's git templates in our clone
@@ -476,6 +482,8 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
         args += ["--branch", branch]
     if throwaway:
         args += ["--config", "fastimport.unpackLimit=0"]
+        if not is_url(url):
+            args.append("--shared")
     Git(dest.parent).run(*args, "--", url, str(dest))
 
 

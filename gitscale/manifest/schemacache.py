@@ -7,6 +7,9 @@ gitscale or CRD version. The compiled code object is kept in the state cache dir
 determines it: the schema, the options, the fastjsonschema version and the Python bytecode
 version. The file carries a checksum of its content: a missing, stale, truncated or otherwise
 corrupt file is compiled again and rewritten, never trusted and never an error.
+
+The data of gitscale's own CRD, which every validating pass reads, is kept the same way
+(``parsed_crd``, ``crd-*.marshal``): the file needs PyYAML, a text keyed by its hash does not.
 """
 from __future__ import annotations
 
@@ -36,14 +39,14 @@ def validator(definition: dict[str, Any], formats: Mapping[str, Callable[[Any], 
     key = _key(definition, sorted(formats), fastjsonschema.VERSION)
     path = directory / f"validator-{key[:32]}.marshal" if directory is not None else None
     code = _load(path, key) if path is not None else None
-    if code is None:
+    if not isinstance(code, CodeType):
         # Without detailed exceptions (whose payload nobody reads: jsonschema explains a
         # refusal) the generated code is half the size and compiles in a third of the time.
         source = fastjsonschema.compile_to_code(definition, formats=dict(formats),
                                                 use_default=False, detailed_exceptions=False)
         code = compile(source, "<gitscale validator>", "exec")
         if path is not None:
-            _store(path, key, code)
+            _store(path, key, marshal.dumps(code))
     namespace: dict[str, Any] = {}
     exec(code, namespace)  # noqa: S102 - code fastjsonschema generated from our schema
     function = namespace.get(_ENTRY)
@@ -59,26 +62,48 @@ def _key(definition: dict[str, Any], formats: list[str], version: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _load(path: Path, key: str) -> CodeType | None:
+def parsed_crd(text: str, parse: Callable[[], dict[str, Any]],
+               directory: Path | None) -> dict[str, Any]:
+    """``parse()``, the data of the CRD ``text`` (gitscale's own, read by every pass that
+    validates), kept in ``directory`` between runs: the text is read with PyYAML's events
+    (multi-line plain scalars), which with PyYAML's import cost a writing CLI pass ≈ 25 ms;
+    loading the kept data costs well under one. Kept in marshal's format, which gives back the
+    same types (str, int, float, bool, None, lists, dicts in their order); data it cannot hold
+    (a timestamp) is parsed every time. A missing, stale or damaged file is parsed again."""
+    key = hashlib.sha256(f"{FORMAT} {importlib.util.MAGIC_NUMBER.hex()}\n{text}".encode()
+                         ).hexdigest()
+    path = directory / f"crd-{key[:32]}.marshal" if directory is not None else None
+    found = _load(path, key) if path is not None else None
+    if isinstance(found, dict):
+        return found
+    data = parse()
+    if path is not None:
+        try:
+            payload = marshal.dumps(data)
+        except ValueError:
+            return data
+        _store(path, key, payload, "crd-*.marshal")
+    return data
+
+
+def _load(path: Path, key: str) -> Any:
     try:
         data = path.read_bytes()
         magic, stored_key, checksum, payload = data.split(b"\n", 3)
         if magic + b"\n" != _MAGIC or stored_key.decode() != key \
                 or hashlib.sha256(payload).hexdigest() != checksum.decode():
             return None
-        code = marshal.loads(payload)
+        return marshal.loads(payload)
     except (OSError, ValueError, EOFError, TypeError, UnicodeDecodeError):
         return None
-    return code if isinstance(code, CodeType) else None
 
 
-def _store(path: Path, key: str, code: CodeType) -> None:
-    payload = marshal.dumps(code)
+def _store(path: Path, key: str, payload: bytes, pattern: str = "validator-*.marshal") -> None:
     data = _MAGIC + f"{key}\n{hashlib.sha256(payload).hexdigest()}\n".encode() + payload
     if not write_cache(path, lambda out: out.write(data)):
-        return  # said once (gitscale.files): compiled again next time
+        return  # said once (gitscale.files): made again next time
     try:
-        files = sorted(path.parent.glob("validator-*.marshal"), key=lambda p: p.stat().st_mtime)
+        files = sorted(path.parent.glob(pattern), key=lambda p: p.stat().st_mtime)
         for old in files[:-KEEP]:
             old.unlink(missing_ok=True)
     except OSError:

@@ -26,13 +26,21 @@ from gitscale.yamlio.read import Document, load_documents
 def shipped_crd() -> dict[str, Any]:
     """gitscale's RunnerSet CRD, as shipped in deploy/crds/: ``gitscale.controller.crd.crd()``,
     written there by `gitscale crd` (a test keeps the two identical). Reading the file costs a
-    pass ~5 ms; building the CRD imports the controller's platform registry, ~25 ms."""
+    pass ~5 ms; building the CRD imports the controller's platform registry, ~25 ms. Its data
+    is kept in the state cache directory (``schemacache.parsed_crd``)."""
     from importlib import resources
+
+    from gitscale.files import default_cache_dir
+    from gitscale.manifest.schemacache import parsed_crd
 
     name = f"{PLURAL}.{GROUP}.yaml"
     text = resources.files("gitscale.deploy.crds").joinpath(name).read_text(encoding="utf-8")
-    crd: dict[str, Any] = load_documents(text, f"gitscale's {name}")[0].data
-    return crd
+
+    def parse() -> dict[str, Any]:
+        crd: dict[str, Any] = load_documents(text, f"gitscale's {name}")[0].data
+        return crd
+
+    return parsed_crd(text, parse, default_cache_dir())
 
 
 def _date_time(value: object) -> bool:

@@ -113,3 +113,65 @@ def test_schema_validation_reads_the_cache_of_an_earlier_run(
         assert any("replica" in str(p) for p in schemas.check(broken))
     assert len(compiles) == 1
     assert len(list(_isolated_cache.glob("validator-*.marshal"))) == 1
+
+
+CRD_TEXT = "spec:\n  group: example.com\n  names: {kind: Thing}\n  n: 1\n  f: 1.5\n  b: true\n"
+
+
+def test_parsed_crd_kept_then_loaded_equal_with_its_types(tmp_path: Path) -> None:
+    parses: list[int] = []
+
+    def parse() -> dict[str, Any]:
+        parses.append(1)
+        data: dict[str, Any] = yaml.safe_load(CRD_TEXT)
+        return data
+
+    first = schemacache.parsed_crd(CRD_TEXT, parse, tmp_path)
+    again = schemacache.parsed_crd(CRD_TEXT, parse, tmp_path)
+    assert len(parses) == 1
+    assert again == first == yaml.safe_load(CRD_TEXT)
+    assert [type(v) for v in again["spec"].values()] == [str, dict, int, float, bool]
+    assert list(again["spec"]) == ["group", "names", "n", "f", "b"]
+    (kept,) = tmp_path.glob("crd-*.marshal")
+    assert kept.stat().st_mode & 0o777 == 0o600
+    # another text: parsed, and kept beside the first
+    schemacache.parsed_crd(CRD_TEXT + "x: 2\n", parse, tmp_path)
+    assert len(parses) == 2 and len(list(tmp_path.glob("crd-*.marshal"))) == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "garbage", "empty"])
+def test_a_damaged_parsed_crd_is_parsed_again(tmp_path: Path, damage: str) -> None:
+    def parse() -> dict[str, Any]:
+        data: dict[str, Any] = yaml.safe_load(CRD_TEXT)
+        return data
+
+    schemacache.parsed_crd(CRD_TEXT, parse, tmp_path)
+    (kept,) = tmp_path.glob("crd-*.marshal")
+    data = kept.read_bytes()
+    kept.write_bytes({"truncated": data[:-7], "flipped": data[:-1] + bytes([data[-1] ^ 1]),
+                      "garbage": b"\x00" * 40, "empty": b""}[damage])
+    assert schemacache.parsed_crd(CRD_TEXT, parse, tmp_path) == yaml.safe_load(CRD_TEXT)
+    assert schemacache.parsed_crd(CRD_TEXT, lambda: {}, tmp_path) == yaml.safe_load(CRD_TEXT)
+
+
+def test_a_crd_marshal_cannot_hold_is_parsed_each_time(tmp_path: Path) -> None:
+    text = "spec: {since: 2026-11-21}\n"
+    dated: dict[str, Any] = yaml.safe_load(text)
+    assert schemacache.parsed_crd(text, lambda: dated, tmp_path) == dated
+    assert list(tmp_path.glob("crd-*.marshal")) == []
+    assert schemacache.parsed_crd(text, lambda: {"again": 1}, None) == {"again": 1}
+
+
+def test_the_shipped_crd_from_the_cache_is_the_file_read(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import resources
+
+    from gitscale.manifest import validate
+
+    monkeypatch.setenv("GITSCALE_CACHE_DIR", str(tmp_path))
+    text = resources.files("gitscale.deploy.crds").joinpath(
+        "runnersets.gitscale.dev.yaml").read_text(encoding="utf-8")
+    expected = yaml.safe_load(text)
+    assert validate.shipped_crd() == expected  # parsed, then kept
+    assert len(list(tmp_path.glob("crd-*.marshal"))) == 1
+    assert validate.shipped_crd() == expected  # loaded

@@ -4,6 +4,7 @@
   schedule), never two at once, the state cache kept between runs, ``contents: write`` only,
   the config repo checked out whole (``fetch-depth: 0``: a forecast reads its history);
 - ``.gitlab-ci.yml``: the same for a GitLab pipeline schedule;
+- beside either, a review of each pull / merge request: validate and plan (``init_review``);
 - ``deploy/scaler/``: gitscale in a cluster, outside the GitOps path (apply it by hand): a
   CronJob for ``reconcile`` (``concurrencyPolicy: Forbid``, its state cache on a
   PersistentVolumeClaim) or a Deployment for ``run`` / ``serve``. The scaler needs no Kubernetes
@@ -22,6 +23,7 @@ from typing import Any
 from gitscale import __version__
 from gitscale.commands.init_choices import DEFAULT_BRANCH, REPO_URL_HINT, \
     SYSTEM_NAMESPACE as NAMESPACE, Choices, hinted
+from gitscale.commands.init_review import github_review, gitlab_review
 from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, FLUX_TOKEN_ENV, NOTIFY_SECRET
 from gitscale.commands.init_runners import SCALER_DIR, SCALER_VOLUME, job_ids_steps, \
     SourceSecret, optional_secrets, scaler_env, scaler_keys, scaler_secret_command, \
@@ -223,14 +225,16 @@ def schedule_files(choices: Choices) -> dict[str, str]:
                if choices.platform == "github" else "")
         return {".github/workflows/gitscale.yml": WORKFLOW.format(
             version=__version__, notify_env=notify_env, source_env=source_env, why=why,
-            branch=choices.branch, quoted_branch=json.dumps(choices.branch), config=config)}
+            branch=choices.branch, quoted_branch=json.dumps(choices.branch), config=config),
+            **github_review(choices, source_env, json.dumps(choices.branch))}
     if choices.run_in == "gitlab":
         optional_vars = "".join(
             f"    # {s.env} too (a CI/CD variable, masked), once jobIds in gitscale.yaml is\n"
             "    # uncommented: its GraphQL token\n" for s in optional_secrets(choices))
         return {".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
                                                 source_vars=", ".join(s.env for s in secrets),
-                                                optional_vars=optional_vars, config=config)}
+                                                optional_vars=optional_vars, config=config)
+                + gitlab_review(choices)}
     files = {
         "deploy/scaler/README.md": SCALER_README.format(
             namespace=NAMESPACE, git_secret=GIT_SECRET, git_token_file=GIT_TOKEN_FILE,

@@ -177,14 +177,16 @@ kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify
 
 Rotating a credential: the git token, the source's credential (`gitscale-scaler`,
 {file_variables}, in
-{scaler_dir}/){comma} the notify secret (`{notify_secret}`, the file `{notify_env}_FILE` points at, in
-{notify_dir}/){webhook_rotates} are mounted as files, which a running pod
-reads again when the Secret changes (within a minute or two: the kubelet's sync): no restart.
-No Secret is loaded as variables. A further key of `{notify_secret}` (another notify entry's
-secret, another organization's token) is a file in {notify_dir}/ as well: name it
-`{{file: {notify_dir}/KEY}}` in gitscale.yaml, or, for an `{{env: KEY}}`, add
-`KEY_FILE` with that path to the `env:` of the manifests (never `KEY` itself beside it: both set
-is refused). gitscale's docs/credentials.md, "Rotating credentials", says what each mode picks up.
+{scaler_dir}/){comma} the notify secret (`{notify_secret}`, the file
+`{notify_env}_FILE` points at, in
+{notify_dir}/){webhook_rotates} are mounted as files, which a
+running pod reads again when the Secret changes (within a minute or two: the kubelet's sync):
+no restart. No Secret is loaded as variables. A further key of `{notify_secret}` (another
+notify entry's secret, another organization's token) is a file in that directory as well:
+name it `{{file: {notify_dir}/KEY}}` in gitscale.yaml, or, for an
+`{{env: KEY}}`, add `KEY_FILE` with that path to the `env:` of the manifests (never `KEY`
+itself beside it: both set is refused). gitscale's docs/credentials.md, "Rotating
+credentials", says what each mode picks up.
 """
 
 

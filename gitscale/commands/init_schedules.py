@@ -100,7 +100,7 @@ jobs:
           restore-keys: gitscale-state-
       - name: Reconcile
         # --every: the schedule's period (a forecast's cushion serves until the next run)
-        run: gitscale reconcile --repo config --every 5m
+        run: gitscale reconcile --repo config{config} --every 5m
         env:
           {notify_env}: ${{{{ secrets.{notify_env} }}}}
           # The demand source's credential, as gitscale.yaml names it (a repository secret{why}):
@@ -132,7 +132,7 @@ gitscale:
   script:
     - pip install --quiet "gitscale==$GITSCALE_VERSION"
     # --every: the schedule's period (a forecast's cushion serves until the next run)
-    - gitscale reconcile --repo "$CI_PROJECT_URL.git" --branch "$CI_COMMIT_REF_NAME" --every 5m
+    - gitscale reconcile --repo "$CI_PROJECT_URL.git" --branch "$CI_COMMIT_REF_NAME"{config} --every 5m
 """
 
 SCALER_README = """\
@@ -223,20 +223,21 @@ def schedule_files(choices: Choices) -> dict[str, str]:
         "          # optional: jobIds' GraphQL token (gitscale.yaml), once that secret exists\n"
         f"          {s.env}: ${{{{ secrets.{s.ci_secret} }}}}\n"
         for s in optional_secrets(choices))
+    config = choices.config_flag
     if choices.run_in == "github-actions":
         # GitHub's source reads the organization's jobs, which the workflow's own token cannot
         why = (": the\n          # workflow's own GITHUB_TOKEN can read only this repository"
                if choices.platform == "github" else "")
         return {".github/workflows/gitscale.yml": WORKFLOW.format(
             version=__version__, notify_env=notify_env, source_env=source_env, why=why,
-            branch=choices.branch, quoted_branch=json.dumps(choices.branch))}
+            branch=choices.branch, quoted_branch=json.dumps(choices.branch), config=config)}
     if choices.run_in == "gitlab":
         optional_vars = "".join(
             f"    # {s.env} too (a CI/CD variable, masked), once jobIds in gitscale.yaml is\n"
             "    # uncommented: its GraphQL token\n" for s in optional_secrets(choices))
         return {".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
                                                 source_vars=", ".join(s.env for s in secrets),
-                                                optional_vars=optional_vars)}
+                                                optional_vars=optional_vars, config=config)}
     files = {
         "deploy/scaler/README.md": SCALER_README.format(
             namespace=NAMESPACE, git_secret=GIT_SECRET, git_token_file=GIT_TOKEN_FILE,
@@ -253,7 +254,7 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             file_variables=_files_named(scaler_keys(choices)),
             namespaces=f"kubectl apply -f {choices.path}/gitscale-system/namespace.yaml"),
     }
-    repo = ["--repo", choices.repo_url, "--branch", choices.branch]
+    repo = ["--repo", choices.repo_url, "--branch", choices.branch, *choices.config_option]
     mounted = Mounted(env=[*scaler_env(choices), *notify_files_env(choices.gitops)],
                       volumes=[scaler_volume(choices), notify_volume()],
                       mounts=[{"name": SCALER_VOLUME, "mountPath": SCALER_DIR, "readOnly": True},

@@ -19,7 +19,7 @@ from typing import Any
 from gitscale.commands.init_choices import REPO_URL_HINT, SYSTEM_NAMESPACE, Choices, \
     hinted
 from gitscale.config.notify_targets import web_url
-from gitscale.files import FILE_SUFFIX
+from gitscale.files import FILE_SUFFIX, SECRET_MOUNTS
 from gitscale.yamlio.placeholders import PLACEHOLDER
 from gitscale.yamlio.write import dump
 
@@ -32,7 +32,7 @@ ARGOCD_SECRET_ENV = "ARGOCD_WEBHOOK_SECRET"
 # loaded as variables (envFrom): a running pod never sees a variable change, and a key named
 # NAME beside NAME_FILE would be refused as set twice.
 NOTIFY_SECRET = "gitscale-notify"
-NOTIFY_DIR = "/var/run/secrets/gitscale/notify"
+NOTIFY_DIR = f"{SECRET_MOUNTS}/notify"  # Secret gitscale-notify (files.mounted_secret_hint)
 NOTIFY_VOLUME = "notify-secret"
 
 FLUX_TOKEN_FILE = "./flux-receiver-token"  # the file deploy/scaler/README.md reads too

@@ -31,17 +31,17 @@ from gitscale.commands.init_notify import NOTIFY_DIR, NOTIFY_SECRET, NOTIFY_VOLU
 from gitscale.commands.init_runners import SCALER_DIR, SCALER_VOLUME, job_ids_steps, \
     SourceSecret, optional_secrets, scaler_env, scaler_keys, scaler_secret_command, \
     scaler_volume, source_secrets
-from gitscale.files import FILE_SUFFIX
+from gitscale.files import FILE_SUFFIX, SECRET_MOUNTS
 from gitscale.yamlio.write import dump
 
 IMAGE = f"ghcr.io/gitscale/gitscale:{__version__}"
 GIT_SECRET = "gitscale-git"  # key `token`: a token that may push to the config repo
 GIT_TOKEN_FILE = "./git-push-token"  # what the printed commands read that token from
 WEBHOOK_SECRET = "gitscale-webhook"  # key `secret`: GitHub's workflow_job webhook secret
-TOKEN_DIR = "/var/run/secrets/gitscale/git"
+TOKEN_DIR = f"{SECRET_MOUNTS}/git"  # Secret gitscale-git
 # serve's webhook secret, a Secret volume: a rotated secret reaches the running pod (a
 # variable would not), and serve reads the file again when it changes
-WEBHOOK_DIR = "/var/run/secrets/gitscale/webhook"
+WEBHOOK_DIR = f"{SECRET_MOUNTS}/webhook"  # Secret gitscale-webhook
 CACHE_DIR = "/var/cache/gitscale"  # the image's GITSCALE_CACHE_DIR
 CACHE_CLAIM = "gitscale-cache"  # the CronJob's state cache, kept between passes
 UID = 65532  # the image's USER

@@ -252,3 +252,19 @@ def test_the_notify_secret_is_a_file_of_gitscale_notify_in_every_pod(  # type: i
     assert read_secret(target.secret, "token") == "engine-secret-before-1f2e"
     volume.update({variable: "engine-secret-after-93ab"})
     assert read_secret(target.secret, "token") == "engine-secret-after-93ab"
+
+
+def test_each_secret_mount_is_named_after_its_secret() -> None:
+    """A missing key's error names the Secret from the file's folder
+    (``files.mounted_secret_hint``): every folder init mounts a Secret at is its name's."""
+    from pathlib import Path
+
+    from gitscale.commands import init_notify, init_runners, init_schedules
+    from gitscale.files import mounted_secret_hint
+
+    for folder, secret in [(init_notify.NOTIFY_DIR, init_notify.NOTIFY_SECRET),
+                           (init_runners.SCALER_DIR, init_runners.SCALER_SECRET),
+                           (init_schedules.TOKEN_DIR, init_schedules.GIT_SECRET),
+                           (init_schedules.WEBHOOK_DIR, init_schedules.WEBHOOK_SECRET)]:
+        assert mounted_secret_hint(Path(folder) / "k") == f' (the key "k" of Secret {secret}?)'
+    assert mounted_secret_hint(Path("/etc/gitscale/k")) == ""

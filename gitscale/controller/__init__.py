@@ -9,5 +9,7 @@ The flow, one module per step:
   platform_github.py / platform_buildkite.py, whose API clients are github.py / buildkite.py.
   loop.py runs it: informers, a work queue (workqueue.py), workers, a periodic resync,
   /healthz /readyz, and leader election (leader.py). memory.py keeps what passes learn.
-Only kube.py imports the ``kubernetes`` client; errors.py holds the controller's error types.
+Only kube.py (its verbs), kube_config.py (the kubeconfig) and kube_answers.py (the answers,
+the client's errors) import the ``kubernetes`` client; errors.py holds the controller's error
+types.
 """

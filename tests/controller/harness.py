@@ -13,7 +13,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 
 from gitscale.controller.cache import Store
-from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.kube import Kube
+from gitscale.controller.kube_config import client_for
 from gitscale.controller.loop import Controller
 from gitscale.controller.observe import LABEL_SET
 from gitscale.controller.platforms import Platforms

@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator
 import kubernetes.client
 import pytest
 
-from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.kube import Kube
+from gitscale.controller.kube_config import client_for
 from gitscale.controller.leader import LeaseConfig
 from gitscale.controller.loop import Controller
 from gitscale.controller.observe import FINALIZER

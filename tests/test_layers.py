@@ -20,7 +20,8 @@ OWNERS = {
                    "controller/kube_answers.py"},
     "matplotlib": {"charts/render.py", "charts/axis.py"},  # the optional extra, imported lazily
     "prometheus_client": {"metrics.py", "controller/metrics.py"},
-    "httpx": {"clients/http.py", "clients/no_answer.py"},  # GitHub, Buildkite, notifications
+    # GitHub, Buildkite, notifications: the one client, its answers, its URLs, no answer's cause
+    "httpx": {"clients/http.py", "clients/answers.py", "clients/urls.py", "clients/no_answer.py"},
     "jwt": {"clients/github_app.py"},  # a GitHub App's token, for the source and controller
 }
 

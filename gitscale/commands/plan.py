@@ -32,7 +32,7 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     clock, _ = resolve_now(now)
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
-    with open_workspace(opts.repo, opts.branch, sparse=True) as ws:
+    with open_workspace(opts.repo, opts.branch, sparse=True, writes=False) as ws:
         tree, config = pass_inputs(ws, opts.config, cache)
         for name in only:
             config.get(name)  # a clear error for a set gitscale.yaml does not have

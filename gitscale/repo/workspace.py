@@ -74,8 +74,13 @@ class Workspace:
 
     def deepen_since(self, since: datetime) -> None:
         """A shallow clone: fetch the remote branch's commits from ``since`` on (a forecast's
-        history); later syncs keep them joined."""
+        history); later syncs keep them joined. When the branch's newest commit (HEAD, just
+        synced) is older than ``since`` there is nothing to fetch, and git would refuse to
+        try ("no commits selected for shallow requests"): a quiet repo, a rollback by force
+        push to an older commit."""
         assert self.remote is not None and self.remote_branch is not None
+        if self.git.commit_time("HEAD") < since.timestamp():
+            return
         self.git.deepen_since(self.remote, self.remote_branch, format_time(since))
         self.deepened = True
 

@@ -170,6 +170,28 @@ def sweep_stale(directory: Path, older_than: float = STALE_TMP) -> None:
         pass  # another process removed it first, or the directory is not readable: no harm
 
 
+def keep_newest(directory: Path, pattern: str, keep: int) -> None:
+    """Remove all but the ``keep`` newest files (by mtime) of ``directory`` matching
+    ``pattern``. Another process may prune the same directory at the same moment (processes
+    sharing a cache): a file gone between the listing and its ``stat`` is already pruned, not
+    an error (it crashed `plan` and `reconcile`, exit 70, after the pass had pushed)."""
+    dated: list[tuple[float, Path]] = []
+    try:
+        for path in directory.glob(pattern):
+            try:
+                dated.append((path.stat(follow_symlinks=False).st_mtime, path))
+            except FileNotFoundError:
+                continue
+    except OSError:
+        return  # the directory is gone or unreadable: nothing to prune
+    dated.sort(key=lambda entry: entry[0])
+    for _, old in dated[:-keep] if keep else dated:
+        try:
+            old.unlink(missing_ok=True)
+        except OSError:
+            pass  # not ours to remove after all (permissions): only a larger cache
+
+
 def cache_write_failed(directory: Path, exc: OSError) -> None:
     """Say once per process that the cache in ``directory`` cannot be written, and why."""
     if _cache_warned:

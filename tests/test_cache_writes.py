@@ -174,3 +174,57 @@ def test_a_killed_writers_temporary_file_is_removed_by_a_later_run(tmp_path: Pat
     assert write_cache(tmp_path / "manifest-state.pickle", lambda out: out.write(b"state"))
     assert leftovers(tmp_path) == sorted([live.name, unrelated.name])
     assert (tmp_path / "manifest-state.pickle").read_bytes() == b"state"
+
+
+CHURN = """
+import os, sys, time
+directory, until = sys.argv[1], time.time() + float(sys.argv[2])
+print("churning", flush=True)
+while time.time() < until:  # another process's configs, written and pruned as fast as it can
+    for n in range(20):
+        name = os.path.join(directory, f"config-{n:032x}.pickle")
+        try:
+            open(name, "wb").close()
+            os.unlink(name)
+        except OSError:
+            pass
+"""
+
+
+def test_configs_pruned_by_another_process_at_once_are_no_crash(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every save prunes the parsed configs to the newest 8 (``ConfigStore``): listed, then
+    each one's mtime read. A file another gitscale process pruned in between (two processes
+    sharing the cache directory) crashed the run, exit 70 with a FileNotFoundError — after
+    `reconcile` had pushed. A listed name whose file is gone is the same thing made certain
+    (a dangling symlink); the other process is a real one, writing and removing config files
+    while six passes save theirs (13 of 25 such passes crashed)."""
+    import subprocess
+    import sys
+
+    checkout = reconcile_repo(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("GITSCALE_CACHE_DIR", str(cache))
+    for n in range(10):  # more than the 8 kept: every save prunes
+        (cache / f"config-old{n:02d}.pickle").write_bytes(b"an older config")
+    (cache / "config-gone.pickle").symlink_to(cache / "pruned-by-the-other-process")
+    code, _, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 2 and "crashed" not in err, err
+    assert len(list(cache.glob("config-*.pickle"))) == 8
+
+    churn = subprocess.Popen([sys.executable, "-c", CHURN, str(cache), "60"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert churn.stdout is not None and churn.stdout.readline() == "churning\n"
+        for queued in range(4, 10):
+            demand = tmp_path / f"demand-{queued}.yaml"
+            demand.write_text(f"linux: {{queued: {queued}, running: 0}}\n")
+            code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand",
+                                 str(demand))
+            assert code == 0 and "crashed" not in err, out + err
+    finally:
+        churn.kill()
+        churn.wait()
+    assert git(tmp_path / "remote.git", "log", "-1", "--format=%s", "main") == \
+        "gitscale: linux 8→9"

@@ -135,6 +135,14 @@ class Workspace:
             raise InputError(self.label, f"has uncommitted changes ({listed}); commit or stash "
                              "them first: gitscale only commits its own edits")
         if self.remote is None or self.remote_branch is None:
+            # --no-push (or no upstream): the record alone says which commit was the killed
+            # run's, on which base; left here it would pass for a --no-push commit
+            base = pending.get("base")
+            head = self.git.head()
+            if isinstance(base, str) and head != base and self._is_own_commit(head, base,
+                                                                              pending):
+                self.git.reset_hard(base)
+                self.recovered.append(f"unpushed commit {head[:12]}")
             return
         tip = self.git.fetch(self.remote, self.remote_branch)
         head = self.git.head()

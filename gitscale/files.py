@@ -97,6 +97,20 @@ def variable_file(name: str) -> str | None:
     return path
 
 
+# Where the in-cluster scaler `gitscale init --run-in cluster` writes mounts the Secret
+# gitscale-NAME, one file per key: at SECRET_MOUNTS/NAME/KEY.
+SECRET_MOUNTS = "/var/run/secrets/gitscale"
+
+
+def mounted_secret_hint(path: Path) -> str:
+    """" (the key "KEY" of Secret gitscale-NAME?)" for a file of ``SECRET_MOUNTS`` that is
+    missing (a Secret not created yet, or without that key: the volume is optional), else
+    nothing."""
+    if str(path.parent.parent) != SECRET_MOUNTS:
+        return ""
+    return f' (the key "{path.name}" of Secret gitscale-{path.parent.name}?)'
+
+
 def default_cache_dir() -> Path | None:
     """Where gitscale keeps what it remembers between runs (the state cache, compiled schemas,
     tokens): ``$GITSCALE_CACHE_DIR`` (empty: nowhere), else ``$XDG_CACHE_HOME/gitscale`` or

@@ -275,12 +275,14 @@ def _digest(data: bytes) -> str:
 def open_workspace(repo: str, branch: str | None, *, push: bool = True,
                    history: bool = False, sparse: bool = False,
                    since: str | None = None, kept: bool = False,
-                   unborn_ok: bool = False) -> Iterator[Workspace]:
+                   unborn_ok: bool = False, writes: bool = True) -> Iterator[Workspace]:
     """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
     ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
     git: ``gitscale.repo.index``). ``kept``: the clone serves pass after pass (``run``; see
     ``_clone``). A repo without a commit is refused (a pass starts from one), unless
-    ``unborn_ok`` (``validate`` reads the files as they are)."""
+    ``unborn_ok`` (``validate`` reads the files as they are). ``writes=False`` (``plan``,
+    ``validate``, ``history``, ``simulate``): a checkout with a detached HEAD is read as it
+    is — a CI job reviewing a pull request checks out its merge commit that way."""
     if git.is_url(repo):
         git.check_url(repo)  # before anything can echo it or hand it to git
     path = Path(repo).expanduser()
@@ -288,7 +290,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         if not git.is_work_tree(path):
             raise InputError(repo, "is not the top of a git checkout (git init it, or pass "
                              "a URL)")
-        ws = _checkout(path, branch, push)
+        ws = _checkout(path, branch, push, writes)
         if not unborn_ok:
             _check_born(ws)
         yield ws
@@ -346,12 +348,17 @@ def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool
     return blobless
 
 
-def _checkout(path: Path, branch: str | None, push: bool) -> Workspace:
+def _checkout(path: Path, branch: str | None, push: bool, writes: bool = True) -> Workspace:
     repo_git = git.Git(path)
     current = repo_git.current_branch()
-    if current is None:
+    if current is None and writes:
         raise InputError(str(path), "HEAD is detached; check out the branch gitscale should "
                          "commit to")
+    if current is None:  # read as it is: nothing is committed, so no branch is needed
+        if branch is not None:
+            raise InputError(str(path), f"HEAD is detached, not on branch {branch}; check out "
+                             f"{branch}, or drop --branch to read the commit checked out")
+        return Workspace(path, repo_git, "HEAD", "checkout", None, None, str(path))
     if branch is not None and branch != current:
         raise InputError(str(path), f"is on branch {current}, not {branch}; check out {branch} "
                          "or drop --branch")

@@ -107,7 +107,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     try:
         if number > 0 and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
-        landed = land(ws, planner, cache=cache)
+        landed = land(ws, planner, cache=cache, say=log)
     except GitscaleError as exc:
         metrics.failed(exc, time.monotonic() - started)
         state.failures += 1

@@ -423,7 +423,7 @@ class Batch:
                 ws.root, ws.base(), self.opts.config, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
                 lambda config: read_forecasts(ws, config, self.cache, now), self.serving),
-                cache=self.cache)
+                cache=self.cache, say=log)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.

@@ -36,7 +36,7 @@ from gitscale.config.load import Config, ObjectRef
 from gitscale.core.decide import FOREVER
 from gitscale.core.model import Cap, CapBy, Current, Decision, Demand, Drain, Reason, Why
 from gitscale.errors import ManifestError
-from gitscale.files import write_cache
+from gitscale.files import keep_newest, write_cache
 from gitscale.manifest.target import KeptReads, Located, locate, owned_for
 from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
@@ -224,10 +224,7 @@ class ConfigStore(MutableMapping[str, Config]):
                 _write(path, ((FORMAT, __version__), key, self.memory[key]))
         self.new.clear()
         if self.directory is not None and self.directory.is_dir():
-            files = sorted(self.directory.glob("config-*.pickle"),
-                           key=lambda p: p.stat().st_mtime)
-            for old in files[:-CONFIGS]:
-                old.unlink(missing_ok=True)
+            keep_newest(self.directory, "config-*.pickle", CONFIGS)
 
 
 @dataclass

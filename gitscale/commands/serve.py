@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable
@@ -340,6 +340,9 @@ def _last_batch(batch: "Batch", batcher: Batcher, attempts: int = 3) -> None:
         "next start corrects their reservations")
 
 
+CLOSE_GRACE = 5.0  # seconds a resync poll in flight at a stop has to finish
+
+
 @dataclass
 class Resyncer:
     """Polls GitHub for the webhook-fed sets' jobs on a worker thread, every ``every`` seconds
@@ -392,8 +395,22 @@ class Resyncer:
         if self.ready is None:
             self.ready = listing
 
-    def close(self) -> None:
+    def close(self, grace: float = CLOSE_GRACE) -> None:
+        """Stop polling, then save and close the clients. A poll in flight has ``grace``
+        seconds to finish first: its thread uses those clients (and their ETag caches), which
+        must not be saved or closed under it. One still running then dies with the process,
+        and what the clients learnt since start is not saved (the next start asks again)."""
         self.pool.shutdown(wait=False, cancel_futures=True)
+        future = self.future
+        if future is not None:
+            try:
+                future.exception(timeout=grace)
+            except TimeoutError:
+                log(f"resync: a poll still running {grace:g} s after the stop; its clients' "
+                    "cache is not saved")
+                return
+            except CancelledError:
+                pass
         self.sources.close()
 
 

@@ -20,6 +20,7 @@ from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
+from gitscale.plan.landing import DEADLINE, say_on_stderr
 from gitscale.repo.workspace import open_workspace
 
 # Bumped only when a key is removed or changes meaning; a new key leaves it as it is (README,
@@ -33,20 +34,22 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, sparse=True, writes=False) as ws:
-        tree, config = pass_inputs(ws, opts.config, cache)
-        for name in only:
-            config.get(name)  # a clear error for a set gitscale.yaml does not have
-        ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
-        reading = read_demand(ws.root, config if demand else ours,
-                              demand_path(demand))  # closes its clients
-        forecasts = read_forecasts(ws, ours, cache, clock, window)
-        with Progress("planning", None, show=output == "text") as bar:
-            plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
-                                tree=tree, progress=bar.if_shown(), forecasts=forecasts,
-                                pinned_clock=now is not None)
-        plan.left = left
-        if only:
-            plan = shown_sets(plan, set(only))
+        # a writer in the same checkout is waited for: its edit in progress is not read
+        with ws.exclusive(DEADLINE, say_on_stderr):
+            tree, config = pass_inputs(ws, opts.config, cache)
+            for name in only:
+                config.get(name)  # a clear error for a set gitscale.yaml does not have
+            ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
+            reading = read_demand(ws.root, config if demand else ours,
+                                  demand_path(demand))  # closes its clients
+            forecasts = read_forecasts(ws, ours, cache, clock, window)
+            with Progress("planning", None, show=output == "text") as bar:
+                plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
+                                    tree=tree, progress=bar.if_shown(), forecasts=forecasts,
+                                    pinned_clock=now is not None)
+            plan.left = left
+            if only:
+                plan = shown_sets(plan, set(only))
     # Nothing goes to git; the state cache learns what the pass read and the answers that
     # wrote nothing (as `reconcile` would), so the next pass reads and decides less.
     cache.apply(plan.cache_writes)

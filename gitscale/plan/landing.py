@@ -71,11 +71,12 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | No
 
     In a checkout the whole pass holds it (``Workspace.exclusive``): another gitscale process
     writing there is waited for, up to ``deadline``, and ``say`` is told (default: stderr)."""
-    with ws.exclusive(deadline, say or _stderr):
+    with ws.exclusive(deadline, say or say_on_stderr):
         return _land(ws, make_plan, cache, date, sleep, clock, deadline)
 
 
-def _stderr(line: str) -> None:
+def say_on_stderr(line: str) -> None:
+    """What a pass says while it waits (another process holds the checkout): on stderr."""
     import click
 
     click.echo(line, err=True)

@@ -87,34 +87,13 @@ class Workspace:
     @contextmanager
     def exclusive(self, timeout: float, say: Callable[[str], None] | None = None,
                   clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
-        """Checkout mode: hold the checkout for one pass, against another gitscale process
-        working in it (an ``flock`` on ``LOCK`` in the git directory, released by the kernel
-        when its holder dies, so a killed run leaves no lock behind). A second process waits,
-        saying so once through ``say``, up to ``timeout`` seconds, then gives up. A clone is
-        this process's own: nothing to hold."""
+        """Checkout mode: hold the checkout for one pass (``hold_checkout``). A clone is this
+        process's own: nothing to hold."""
         if self.mode != "checkout":
             yield
             return
-        path = self.git.git_path(LOCK)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            started = None
-            while not _try_lock(fd):
-                if started is None:
-                    started = clock()
-                    if say is not None:
-                        say(f"waiting for another gitscale run in {self.label} "
-                            f"({_holder(fd)}) to finish its pass")
-                if clock() - started >= timeout:
-                    raise GitError(f"{self.label}: another gitscale run ({_holder(fd)}) has "
-                                   f"been writing in this checkout for more than {timeout:g} "
-                                   f"s (it holds {path}); nothing was written")
-                time.sleep(0.1)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        with hold_checkout(self.git, self.label, timeout, say, clock):
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
     def prepare_write(self) -> None:
         """Checkout mode: refuse to work on top of local changes that a retry could drop,
@@ -236,6 +215,37 @@ class Workspace:
     def push(self) -> None:
         if self.remote is not None and self.remote_branch is not None:
             self.git.push(self.remote, self.remote_branch)
+
+
+@contextmanager
+def hold_checkout(repo: git.Git, label: str, timeout: float,
+                  say: Callable[[str], None] | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+    """Hold a checkout against another gitscale process working in it (an ``flock`` on
+    ``LOCK`` in the git directory, released by the kernel when its holder dies, so a killed
+    run leaves no lock behind): a pass that writes, `plan` (which would otherwise read the
+    other's edit in progress) and `crd --repo`. A second process waits, saying so once
+    through ``say``, up to ``timeout`` seconds, then gives up."""
+    path = repo.git_path(LOCK)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        started = None
+        while not _try_lock(fd):
+            if started is None:
+                started = clock()
+                if say is not None:
+                    say(f"waiting for another gitscale run in {label} "
+                        f"({_holder(fd)}) to finish its pass")
+            if clock() - started >= timeout:
+                raise GitError(f"{label}: another gitscale run ({_holder(fd)}) has "
+                               f"been writing in this checkout for more than {timeout:g} "
+                               f"s (it holds {path}); nothing was written")
+            time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _try_lock(fd: int) -> bool:

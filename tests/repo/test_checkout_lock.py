@@ -104,3 +104,29 @@ def test_a_clone_takes_no_lock(checkout: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param(["plan", "--demand", "demand.yaml"], id="plan"),
+    pytest.param(["crd"], id="crd"),
+])
+def test_plan_and_crd_wait_for_a_pass_writing_in_the_checkout(  # type: ignore[no-untyped-def]
+        checkout: Path, capsys, monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    """plan would read the writer's edit in progress; crd's commit would collide with its
+    commit: both wait for the holder (here gone after a moment), say for whom, then go on."""
+    holder = hold(checkout / ".git" / LOCK)
+    releaser = subprocess.Popen([sys.executable, "-c",
+                                 f"import os, signal, time; time.sleep(0.5); "
+                                 f"os.kill({holder.pid}, signal.SIGKILL)"])
+    monkeypatch.chdir(checkout)
+    try:
+        started = time.monotonic()
+        code, out, err = run(capsys, *argv, "--repo", str(checkout))
+        waited = time.monotonic() - started
+    finally:
+        releaser.wait()
+        holder.kill()
+        holder.wait()
+    assert f"waiting for another gitscale run in {checkout} (pid {holder.pid})" in err
+    assert waited >= 0.4
+    assert code == (2 if argv[0] == "plan" else 0), out + err

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from gitscale import crash
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
-from gitscale.commands import EXIT_OK, RepoOptions, backoff, log, stop_on_signals
+from gitscale.commands import EXIT_OK, Checkpoint, RepoOptions, backoff, log, stop_on_signals
 from gitscale.config.load import load_config
 from gitscale.core.reservations import Correction
 from gitscale.demand.resolve import Sources
@@ -285,6 +285,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             if ready:
                 ready(server.port)
             next_batch = time.monotonic() + EXPIRY_CHECK
+            checkpoint = Checkpoint(cache.save)  # (the resync's clients save after each poll)
             while not stop.is_set():
                 stop.wait(batch_delay(window_s, batcher.failures))
                 for line in rejections.flush():  # a flood that stopped is still told
@@ -296,6 +297,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                     next_batch = time.monotonic() + EXPIRY_CHECK
                     if not batch.run(events, listing) and listing is not None:
                         resyncer.give_back(listing)
+                checkpoint()
             # Stop taking deliveries (those in flight finish), then write a last batch: an
             # accepted delivery is never left behind.
             server.stop()

@@ -15,6 +15,7 @@ import yaml
 from gitscale import __version__
 from tests.commands.test_init_ops import init
 from tests.helpers import git
+from tests.ship.test_workflows import schema_check
 
 WORKFLOW = ".github/workflows/gitscale-plan.yml"
 FILE_SOURCE = """\
@@ -103,3 +104,19 @@ def test_no_review_from_the_cluster(tmp_path: Path, capsys) -> None:  # type: ig
     """The source's credentials live in the cluster there, not in CI."""
     root, _ = init(tmp_path, capsys, "flux", run_in="cluster")
     assert not (root / ".github").exists() and not (root / ".gitlab-ci.yml").exists()
+
+
+@pytest.mark.parametrize(("run_in", "files", "schema"), [
+    pytest.param("github-actions", [".github/workflows/gitscale.yml", WORKFLOW],
+                 "vendor.github-workflows", id="github"),
+    pytest.param("gitlab", [".gitlab-ci.yml"], "vendor.gitlab-ci", id="gitlab"),
+])
+def test_the_ci_files_init_writes_are_valid_against_the_ci_schemas(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, run_in: str, files: list[str], schema: str) -> None:
+    """SchemaStore's schemas of GitHub workflows and GitLab CI (check-jsonschema's vendored
+    copies, offline): a misspelt or misplaced key would be refused by GitHub or GitLab."""
+    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme", "--config", "ci/g.yaml",
+                   run_in=run_in)
+    for rel in files:
+        done = schema_check(root / rel, tmp_path, schema)
+        assert done.returncode == 0, (rel, done.stdout + done.stderr)

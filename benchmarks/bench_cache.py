@@ -151,7 +151,8 @@ def rss_mb() -> float:
 
 def measure(mode: str, url: str, trace: bool) -> dict[str, Any]:
     from gitscale.controller.cache import Store, runner_pod_fields, set_of_pod
-    from gitscale.controller.kube import Kube, client_for
+    from gitscale.controller.kube import Kube
+    from gitscale.controller.kube_config import client_for
     from gitscale.controller.observe import LABEL_SET
 
     kube = Kube(client_for(url))

@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gitscale.controller.kube import Kube, client_for  # noqa: E402
+from gitscale.controller.kube import Kube  # noqa: E402
+from gitscale.controller.kube_config import client_for  # noqa: E402
 from gitscale.controller.loop import Controller  # noqa: E402
 from gitscale.controller.observe import LABEL_SET  # noqa: E402
 from gitscale.controller.platforms import Platforms  # noqa: E402

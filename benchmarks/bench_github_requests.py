@@ -27,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gitscale.controller import github as controller_github  # noqa: E402
-from gitscale.controller.kube import Kube, client_for  # noqa: E402
+from gitscale.controller.kube import Kube  # noqa: E402
+from gitscale.controller.kube_config import client_for  # noqa: E402
 from gitscale.controller.loop import Controller  # noqa: E402
 from gitscale.controller.platforms import Platforms  # noqa: E402
 from tests.controller.github_fake import FakeGitHub, FakeRunner  # noqa: E402

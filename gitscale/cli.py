@@ -9,6 +9,7 @@ import click
 
 from gitscale import __version__
 from gitscale.commands import EXIT_ERROR, RepoOptions
+from gitscale.config import DEFAULT_CONFIG
 from gitscale.errors import GitscaleError
 
 # Each command imports its module when it runs (`--version` none, `--help` only the help text
@@ -28,7 +29,7 @@ def repo_options(branch: str) -> Callable[[Callable[..., Any]], Callable[..., An
     """--repo, --branch (``branch``: what the command does with it) and --config."""
 
     def add(func: Callable[..., Any]) -> Callable[..., Any]:
-        func = click.option("--config", default="gitscale.yaml", show_default=True,
+        func = click.option("--config", default=DEFAULT_CONFIG, show_default=True,
                             help="Config file, relative to the repo root.")(func)
         func = click.option("--branch", default=None, help=branch)(func)
         func = click.option("--repo", default=".", show_default=True,
@@ -179,7 +180,7 @@ def history(**kw: Any) -> int:
 @click.option("--branch", default=None,
               help="Branch whose scaling commits --from-history reads (default: the remote's "
                    "default branch).")
-@click.option("--config", default="gitscale.yaml", show_default=True)
+@click.option("--config", default=DEFAULT_CONFIG, show_default=True)
 @click.option("--trace", type=str, help="CSV of jobs: arrival,duration[,set].")
 @click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst", "weekly"]),
               help="A seeded synthetic trace of this shape (weekly: 15 days of a weekday "
@@ -301,6 +302,9 @@ def controller(leader_elect: bool, leader_election_namespace: str | None,
 @click.option("--repo-url", default=None,
               help="The https:// URL the config repo will be pushed to (the GitOps source, "
                    "the scaler's --repo). Without it: CHANGE-ME.")
+@click.option("--config", default=DEFAULT_CONFIG, show_default=True,
+              help="Path of the config file to write, relative to the repo root; the "
+                   "scheduler init writes passes it on as --config.")
 @click.option("--branch", default=None,
               help="Branch of the new repo: the one Argo CD or Flux follows and gitscale "
                    "commits to [default: main]. In an existing checkout: its checked-out "

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
+import tempfile
+import time
 from pathlib import Path
 from typing import IO, Callable
 
@@ -20,6 +23,11 @@ MAX_BYTES = 64 * 1024 * 1024  # a 100,000-set gitscale.yaml or a million-job dem
 # Whether this process has said that its cache cannot be written: once is enough for a loop
 # that would otherwise repeat it every pass (the one piece of process state here, on purpose).
 _cache_warned: list[str] = []
+# The cache directories whose stale temporary files this process has removed (once each).
+_swept: set[str] = set()
+# write_cache's temporary files: ``.NAME.PID.RANDOM.tmp`` (``.NAME.PID.tmp`` before 0.1.0)
+_CACHE_TMP = re.compile(r"^\..+\.\d+(\.[^./]+)?\.tmp$")
+STALE_TMP = 3600.0  # seconds: a temporary cache file this old is a killed writer's
 
 
 def read_bytes(path: Path, label: str, error: type[InputError], *,
@@ -89,6 +97,20 @@ def variable_file(name: str) -> str | None:
     return path
 
 
+# Where the in-cluster scaler `gitscale init --run-in cluster` writes mounts the Secret
+# gitscale-NAME, one file per key: at SECRET_MOUNTS/NAME/KEY.
+SECRET_MOUNTS = "/var/run/secrets/gitscale"
+
+
+def mounted_secret_hint(path: Path) -> str:
+    """" (the key "KEY" of Secret gitscale-NAME?)" for a file of ``SECRET_MOUNTS`` that is
+    missing (a Secret not created yet, or without that key: the volume is optional), else
+    nothing."""
+    if str(path.parent.parent) != SECRET_MOUNTS:
+        return ""
+    return f' (the key "{path.name}" of Secret gitscale-{path.parent.name}?)'
+
+
 def default_cache_dir() -> Path | None:
     """Where gitscale keeps what it remembers between runs (the state cache, compiled schemas,
     tokens): ``$GITSCALE_CACHE_DIR`` (empty: nowhere), else ``$XDG_CACHE_HOME/gitscale`` or
@@ -107,14 +129,22 @@ def write_cache(path: Path, write: Callable[[IO[bytes]], object]) -> bool:
     under a file): the temporary file is removed, the process says so once on stderr (naming
     the directory and the error, no traceback), and the caller goes on without its cache —
     slower, never wrong. (A CronJob on a full volume would otherwise run cold on every pass,
-    silently, leaving a zero-byte temporary file each time.)"""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    silently, leaving a zero-byte temporary file each time.)
+
+    The temporary file's name is the writer's own (``mkstemp``), not only its process number:
+    two threads saving one file (serve's resync and its shutdown), or two processes of one
+    number in two containers sharing the cache volume (each PID 1), wrote one file at once.
+    The first write of a process in a directory also removes the temporary files that writers
+    killed mid-write left there (``sweep_stale``)."""
+    tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
-                     0o600)
+        sweep_stale(path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                    dir=path.parent)  # 0600, O_EXCL
+        tmp = Path(name)
         try:
-            os.fchmod(fd, 0o600)  # a tmp file left by a crash keeps its mode otherwise
+            os.fchmod(fd, 0o600)  # whatever mkstemp did: the bodies are owner-only
             with os.fdopen(fd, "wb") as out:
                 fd = -1  # closed by the file object from here on
                 write(out)
@@ -123,13 +153,57 @@ def write_cache(path: Path, write: Callable[[IO[bytes]], object]) -> bool:
                 os.close(fd)
         os.replace(tmp, path)
         return True
-    except OSError as exc:
+    except BaseException as exc:
         try:
-            tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
         except OSError:
             pass  # the directory itself is gone or unreadable: nothing was left in it
+        if not isinstance(exc, OSError):
+            raise  # a bug in ``write``: not a cache failure, but no file left behind either
         cache_write_failed(path.parent, exc)
         return False
+
+
+def sweep_stale(directory: Path, older_than: float = STALE_TMP) -> None:
+    """Remove ``write_cache``'s temporary files in ``directory`` that are older than
+    ``older_than`` seconds (no write takes that long: a writer killed mid-write left them);
+    once per process and directory. By age, not by process number: a cache volume may be
+    shared by containers whose process numbers mean different things."""
+    if str(directory) in _swept:
+        return
+    _swept.add(str(directory))
+    cutoff = time.time() - older_than
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if _CACHE_TMP.match(entry.name) and entry.is_file(follow_symlinks=False) \
+                        and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+    except OSError:
+        pass  # another process removed it first, or the directory is not readable: no harm
+
+
+def keep_newest(directory: Path, pattern: str, keep: int) -> None:
+    """Remove all but the ``keep`` newest files (by mtime) of ``directory`` matching
+    ``pattern``. Another process may prune the same directory at the same moment (processes
+    sharing a cache): a file gone between the listing and its ``stat`` is already pruned, not
+    an error (it crashed `plan` and `reconcile`, exit 70, after the pass had pushed)."""
+    dated: list[tuple[float, Path]] = []
+    try:
+        for path in directory.glob(pattern):
+            try:
+                dated.append((path.stat(follow_symlinks=False).st_mtime, path))
+            except FileNotFoundError:
+                continue
+    except OSError:
+        return  # the directory is gone or unreadable: nothing to prune
+    dated.sort(key=lambda entry: entry[0])
+    for _, old in dated[:-keep] if keep else dated:
+        try:
+            old.unlink(missing_ok=True)
+        except OSError:
+            pass  # not ours to remove after all (permissions): only a larger cache
 
 
 def cache_write_failed(directory: Path, exc: OSError) -> None:

@@ -120,3 +120,111 @@ def test_reconcile_whose_cache_writes_fail_leaves_no_temporary_files(  # type: i
     assert git(tmp_path / "remote.git", "log", "-1", "--format=%s", "main") == "gitscale: linux 3→5"
     assert leftovers(cache) == [], sorted(p.name for p in cache.iterdir())
     assert err.count(WARNING) == 1 and "Is a directory" in err, err
+
+
+def test_two_writers_of_one_file_at_once_both_land_whole(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The temporary file was named after the process alone: two threads of one process
+    (serve's resync saving its ETags while SIGTERM saves them too) or two processes of one
+    number in two containers (each PID 1, one cache volume) wrote one temporary file at once,
+    and the second rename failed: `cannot write gitscale's cache …: No such file or directory;
+    every run starts without it`, or a file of both writers' bytes."""
+    import threading
+
+    target = tmp_path / "etags.json"
+    both_inside = threading.Barrier(2, timeout=10)
+    results: list[bool] = []
+
+    def writer(data: bytes) -> None:
+        def write(out: IO[bytes]) -> None:
+            out.write(data[:3])
+            both_inside.wait()  # both temporary files open and half written
+            out.write(data[3:])
+
+        results.append(write_cache(target, write))
+
+    threads = [threading.Thread(target=writer, args=(data,))
+               for data in (b"first writer's bytes", b"second writer, longer bytes")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [True, True]
+    assert target.read_bytes() in (b"first writer's bytes", b"second writer, longer bytes")
+    assert leftovers(tmp_path) == []
+    assert capsys.readouterr().err == ""
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_a_later_run(tmp_path: Path) -> None:
+    """A writer killed mid-write (SIGKILL, an OOM kill) left its temporary file for ever, one
+    per kill, each as large as the state cache. The first cache write of a later process
+    removes those over an hour old; a younger one may be a live writer's, and stays."""
+    import os
+    import time
+
+    dead = tmp_path / ".manifest-state.pickle.4242.tmp"  # as named before this fix
+    dead_too = tmp_path / ".etags-0123456789abcdef.json.4243.k2j4_x1q.tmp"
+    live = tmp_path / ".manifest-state.pickle.4244.a8f_3kqz.tmp"
+    unrelated = tmp_path / ".keep.tmp"
+    for path in (dead, dead_too, live, unrelated):
+        path.write_bytes(b"half a pickle")
+    hours_ago = time.time() - 2 * 3600
+    for path in (dead, dead_too, unrelated):
+        os.utime(path, (hours_ago, hours_ago))
+    files._swept.clear()
+    assert write_cache(tmp_path / "manifest-state.pickle", lambda out: out.write(b"state"))
+    assert leftovers(tmp_path) == sorted([live.name, unrelated.name])
+    assert (tmp_path / "manifest-state.pickle").read_bytes() == b"state"
+
+
+CHURN = """
+import os, sys, time
+directory, until = sys.argv[1], time.time() + float(sys.argv[2])
+print("churning", flush=True)
+while time.time() < until:  # another process's configs, written and pruned as fast as it can
+    for n in range(20):
+        name = os.path.join(directory, f"config-{n:032x}.pickle")
+        try:
+            open(name, "wb").close()
+            os.unlink(name)
+        except OSError:
+            pass
+"""
+
+
+def test_configs_pruned_by_another_process_at_once_are_no_crash(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every save prunes the parsed configs to the newest 8 (``ConfigStore``): listed, then
+    each one's mtime read. A file another gitscale process pruned in between (two processes
+    sharing the cache directory) crashed the run, exit 70 with a FileNotFoundError — after
+    `reconcile` had pushed. A listed name whose file is gone is the same thing made certain
+    (a dangling symlink); the other process is a real one, writing and removing config files
+    while six passes save theirs (13 of 25 such passes crashed)."""
+    import subprocess
+    import sys
+
+    checkout = reconcile_repo(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("GITSCALE_CACHE_DIR", str(cache))
+    for n in range(10):  # more than the 8 kept: every save prunes
+        (cache / f"config-old{n:02d}.pickle").write_bytes(b"an older config")
+    (cache / "config-gone.pickle").symlink_to(cache / "pruned-by-the-other-process")
+    code, _, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 2 and "crashed" not in err, err
+    assert len(list(cache.glob("config-*.pickle"))) == 8
+
+    churn = subprocess.Popen([sys.executable, "-c", CHURN, str(cache), "60"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert churn.stdout is not None and churn.stdout.readline() == "churning\n"
+        for queued in range(4, 10):
+            demand = tmp_path / f"demand-{queued}.yaml"
+            demand.write_text(f"linux: {{queued: {queued}, running: 0}}\n")
+            code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand",
+                                 str(demand))
+            assert code == 0 and "crashed" not in err, out + err
+    finally:
+        churn.kill()
+        churn.wait()
+    assert git(tmp_path / "remote.git", "log", "-1", "--format=%s", "main") == \
+        "gitscale: linux 8→9"

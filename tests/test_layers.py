@@ -15,10 +15,13 @@ IO = {"yaml", "ruamel", "httpx", "jwt", "kubernetes", "subprocess", "socket", "h
       "threading", "time", "pathlib", "click"}
 OWNERS = {
     "subprocess": {"repo/git.py", "manifest/validate.py"},  # git, and kubeconform when on PATH
-    "kubernetes": {"controller/kube.py"},
+    # the verbs, the kubeconfig and its credentials, the answers and the client's errors
+    "kubernetes": {"controller/kube.py", "controller/kube_config.py",
+                   "controller/kube_answers.py"},
     "matplotlib": {"charts/render.py", "charts/axis.py"},  # the optional extra, imported lazily
     "prometheus_client": {"metrics.py", "controller/metrics.py"},
-    "httpx": {"clients/http.py", "clients/no_answer.py"},  # GitHub, Buildkite, notifications
+    # GitHub, Buildkite, notifications: the one client, its answers, its URLs, no answer's cause
+    "httpx": {"clients/http.py", "clients/answers.py", "clients/urls.py", "clients/no_answer.py"},
     "jwt": {"clients/github_app.py"},  # a GitHub App's token, for the source and controller
 }
 

@@ -29,8 +29,9 @@ import base64
 import time
 from typing import Any, Callable, Sequence
 
+from gitscale.clients.answers import DETAIL_CHARS, Answer
 from gitscale.clients.errors import ApiError
-from gitscale.clients.http import DETAIL_CHARS, Answer, EtagCache, HttpClient
+from gitscale.clients.http import EtagCache, HttpClient
 from gitscale.redact import redact
 
 AGENT_PAGES_MAX = 50  # 5,000 connected agents: a bound on one listing

@@ -21,8 +21,9 @@ from typing import Any, Callable
 
 import jwt
 
+from gitscale.clients.answers import Answer
 from gitscale.clients.errors import ApiError, Unreachable
-from gitscale.clients.http import Answer, HttpClient
+from gitscale.clients.http import HttpClient
 from gitscale.errors import GitscaleError
 from gitscale.redact import header_problem, hold, redact
 from gitscale.timeutil import parse_time

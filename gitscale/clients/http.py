@@ -9,13 +9,14 @@ tried again on no answer or a 5xx, a POST never is.
 Rate limits, as GitHub and Buildkite state them: a 403 or 429 with ``retry-after`` (seconds or
 an HTTP date); with no requests left (``x-ratelimit-remaining: 0``), until
 ``x-ratelimit-reset`` (GitHub, epoch seconds) or ``ratelimit-reset`` (Buildkite, seconds from
-now); a secondary limit without either, a minute. A 403 that is none of these is a refusal.
+now); a secondary limit without either, a minute. A 403 that is none of these is a refusal
+(read by ``answers.py``: ``limit_until``, with the answer's JSON and the API's own words).
 A limit no longer than ``max_wait`` is waited for; a longer one raises ``RateLimited`` and the
 client sends nothing more to that API until it lifts.
 
 What is sent and followed stays with the API: a ``Link: rel="next"`` page and a redirect are
 followed only on the origin (scheme, host and port) of the request that led there, or its
-upgrade from http to https on the same host (``same_api``) — a next page
+upgrade from http to https on the same host (``urls.same_api``) — a next page
 or a redirect elsewhere is an ``ApiError`` and nothing, the credential least, is sent there
 (GitHub pages and redirects a renamed repo within its own API). A credential that cannot be a
 header's value (a newline, a byte that is not ASCII) is refused before anything is sent
@@ -26,33 +27,31 @@ a JSON body nested too deep to parse is "invalid JSON" like any other.
 from __future__ import annotations
 
 import functools
-import json
 import ssl
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Mapping
 
 import httpx
 
+from gitscale.clients.answers import Answer, Budget, detail_of, json_of, limit_until, number_of
 from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
 from gitscale.clients.etags import EtagCache as EtagCache
 from gitscale.clients.etags import cache_file as cache_file
 from gitscale.clients.no_answer import describe
+from gitscale.clients.urls import next_link, origin_text, same_api, with_params
 from gitscale.redact import header_problem, redact
 from gitscale.timeutil import format_time
 
 USER_AGENT = "gitscale (+https://gitscale.dev)"
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "private-token"})
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})  # retried on no answer/5xx
-SECONDARY_WAIT = 60.0  # seconds: a secondary limit that says nothing more (GitHub's docs)
 # The largest answer body read: a page of 100 GitHub jobs is ~0.5 MB, and GitHub caps even a
 # webhook payload at 25 MB (``webhooks/delivery.py``). Larger is a broken or hostile server.
 MAX_BODY = 32 * 1024 * 1024
 MAX_REDIRECTS = 20  # httpx's own bound
-DETAIL_CHARS = 200  # an API's own words in an error, at most
 COURTESY_BODY = 64 * 1024  # what ``send`` keeps of an answer: its caller shows a line of it
 
 
@@ -62,30 +61,6 @@ class Stats:
     not_modified: int = 0
     retries: int = 0
 
-
-@dataclass(frozen=True)
-class Budget:
-    """A rate limit as the API's last answer stated it (``x-ratelimit-*``): the requests left
-    of ``limit``, and when it refills (epoch seconds, 0 when not said)."""
-
-    remaining: int
-    limit: int
-    reset: float
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A successful answer: its status, headers (case-insensitive), JSON body (None when
-    empty) and raw bytes (``send`` only; a cached body has none)."""
-
-    status: int
-    headers: Mapping[str, str]
-    body: Any = None
-    content: bytes = b""
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
 
 
 @functools.cache
@@ -156,7 +131,7 @@ class HttpClient:
         """Every item of a paginated list (under ``key`` of each page, or the page itself when
         ``key`` is ""), following ``Link: rel="next"`` to the end."""
         items: list[Any] = []
-        next_url: str | None = _with_params(url, params)
+        next_url: str | None = with_params(url, params)
         pages = 0
         while next_url:
             answer = self.get(next_url)
@@ -202,7 +177,7 @@ class HttpClient:
     # -- one request, its retries and its limits ----------------------------------------------
     def _call(self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
               body: Any = None, cached: bool = True) -> Answer:
-        full = _with_params(url, params)
+        full = with_params(url, params)
         self._respect_limit()
         tries = self.retries + 1 if method in IDEMPOTENT else 1
         waited = 0.0
@@ -229,7 +204,7 @@ class HttpClient:
                     return self._revalidated(full, entry, response)
                 if status < 400:
                     return self._answer(method, full, response, content, cached)
-                until = _limit(status, response.headers, content)
+                until = limit_until(status, response.headers, content)
                 if until is not None:
                     wait = max(0.0, (until - datetime.now(timezone.utc)).total_seconds())
                     if waited + wait <= self.max_wait:
@@ -245,7 +220,7 @@ class HttpClient:
                 if status in (401, 403) and not renewed and self._renewed(status, headers):
                     renewed = True
                     continue
-                detail = _detail(content, self.credentials())
+                detail = detail_of(content, self.credentials())
                 if status < 500:
                     raise self._error(ApiError, f"{method} {redact(full)} answered {status}"
                                                 f"{f': {detail}' if detail else ''}",
@@ -278,8 +253,8 @@ class HttpClient:
         remaining, limit = headers.get("x-ratelimit-remaining"), headers.get("x-ratelimit-limit")
         if remaining and limit and remaining.isdigit() and limit.isdigit():
             reset = (headers.get("x-ratelimit-reset") or "").strip()
-            self.budget = Budget(_number(remaining), _number(limit),
-                                 float(_number(reset)) if reset.isdigit() else 0.0)
+            self.budget = Budget(number_of(remaining), number_of(limit),
+                                 float(number_of(reset)) if reset.isdigit() else 0.0)
 
     def _exchange(self, method: str, url: str, headers: Mapping[str, str], *,
                   body: Any = None, content: bytes | None = None,
@@ -389,7 +364,7 @@ class HttpClient:
         body = None
         if content:
             try:
-                body = _json(content)
+                body = json_of(content)
             except ValueError:
                 kind = response.headers.get("content-type", "")
                 text = content[:64].decode("utf-8", "replace").lstrip()
@@ -421,106 +396,3 @@ class HttpClient:
                         self.sent_secrets[secret] = None
             while len(self.sent_secrets) > 16:
                 self.sent_secrets.pop(next(iter(self.sent_secrets)), None)
-
-
-def _with_params(url: str, params: Mapping[str, Any] | None) -> str:
-    kept = {k: v for k, v in (params or {}).items() if v is not None}
-    return str(httpx.URL(url, params=kept)) if kept else url
-
-
-def origin(url: str) -> tuple[str, str, int]:
-    """A URL's origin: scheme, host and port (the scheme's default when none is written)."""
-    parsed = httpx.URL(url)
-    return parsed.scheme, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
-
-
-def same_api(target: str, source: str) -> bool:
-    """Whether ``target`` may be sent what ``source`` was: the same origin, or the same host
-    upgraded from http to https on the default ports (a server that redirects plain http to
-    TLS, as GitHub Enterprise Server does; httpx keeps the credential there too). Never the
-    other way: a credential is not downgraded to plain http."""
-    to, came = origin(target), origin(source)
-    return to == came or (came == ("http", to[1], 80) and to == ("https", came[1], 443))
-
-
-def origin_text(url: str) -> str:
-    """``scheme://host:port`` of ``url``: never its path, query or user info."""
-    scheme, host, port = origin(url)
-    return f"{scheme}://{host}:{port}"
-
-
-def _json(content: bytes) -> Any:
-    """A JSON body; ``ValueError`` for one that is not JSON or is nested too deep to parse (a
-    ``RecursionError`` is a bad answer, not a bug of ours)."""
-    try:
-        return json.loads(content)
-    except RecursionError:
-        raise ValueError("JSON nested too deep") from None
-
-
-def next_link(link: str, base: str) -> str | None:
-    """The ``rel="next"`` target of a ``Link`` header, resolved against ``base``."""
-    for part in link.split(","):
-        section = part.split(";")
-        if len(section) < 2:
-            continue
-        target = section[0].strip().strip("<>")
-        if any(p.strip().replace(" ", "") in ('rel="next"', "rel=next") for p in section[1:]):
-            return str(httpx.URL(base).join(target))
-    return None
-
-
-def _detail(content: bytes, secrets: list[str] | tuple[str, ...] = ()) -> str:
-    """The API's own words: a JSON body's ``message`` (GitHub, Buildkite), ``secrets`` masked
-    before it is cut at ``DETAIL_CHARS`` (a secret cut in half would not be found)."""
-    try:
-        body = _json(content)
-    except ValueError:
-        return ""
-    message = body.get("message") if isinstance(body, dict) else None
-    if not message:
-        return ""
-    return redact(str(message)[:20 * DETAIL_CHARS], secrets)[:DETAIL_CHARS]
-
-
-def _limit(status: int, headers: httpx.Headers, content: bytes) -> datetime | None:
-    """When a rate limit answered with ``status`` lifts; None when it is not one."""
-    if status not in (403, 429):
-        return None
-    remaining = headers.get("x-ratelimit-remaining", headers.get("ratelimit-remaining"))
-    retry_after = (headers.get("retry-after") or "").strip()
-    secondary = "rate limit" in _detail(content).lower()
-    if status == 403 and remaining != "0" and not retry_after and not secondary:
-        return None  # a plain permission error, not a limit
-    until: datetime | None = None
-    if retry_after.isascii() and retry_after.isdigit():
-        until = _timestamp(time.time() + _number(retry_after))
-    elif retry_after:
-        try:
-            parsed = parsedate_to_datetime(retry_after)
-            until = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)) \
-                .astimezone(timezone.utc)
-        except (TypeError, ValueError):
-            until = None
-    if until is None and remaining == "0":
-        reset = (headers.get("x-ratelimit-reset") or "").strip()  # GitHub: epoch seconds
-        relative = (headers.get("ratelimit-reset") or "").strip()  # Buildkite: seconds left
-        if reset.isascii() and reset.isdigit():
-            until = _timestamp(_number(reset))
-        elif relative.isascii() and relative.isdigit():
-            until = _timestamp(time.time() + _number(relative))
-    return until or datetime.fromtimestamp(time.time() + SECONDARY_WAIT, timezone.utc)
-
-
-def _number(digits: str) -> int:
-    """A header's digits as an int; one too long to be real (int() refuses 4,300 digits) is
-    simply very large."""
-    return int(digits) if len(digits) <= 15 else 10**15
-
-
-def _timestamp(seconds: float) -> datetime | None:
-    """None for a time datetime cannot hold: the caller falls back to its default wait."""
-    try:
-        return datetime.fromtimestamp(seconds, timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return None

@@ -1,10 +1,11 @@
 """One module per command; each is a typed function returning an exit code."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gitscale.errors import InputError
 from gitscale.timeutil import format_time, parse_duration, parse_time, utcnow
@@ -63,6 +64,32 @@ def backoff(base: float, failures: int, cap: float) -> float:
     """After ``failures`` failed passes in a row: ``base`` doubled that many times, up to
     ``cap`` (the exponent bounded: after a thousand failures a float would overflow)."""
     return min(cap, base * float(2 ** min(failures, 32)))
+
+
+CHECKPOINT_SECONDS = 600.0  # run and serve save what they learnt at least this often
+
+
+@dataclass
+class Checkpoint:
+    """Saves what a long-running command (run, serve) learnt at most every ``every`` seconds,
+    besides at its stop: a ``kill -9`` (an OOM kill, a node lost) then costs what it learnt
+    since the last save, not since its start (the next start would be a cold pass, and a
+    saturated set's job ids would be forgotten)."""
+
+    save: Callable[[], None]
+    every: float | None = None  # None: CHECKPOINT_SECONDS
+    clock: Callable[[], float] = time.monotonic
+    last: float | None = field(default=None)
+
+    def __call__(self) -> None:
+        """Called after each pass or batch: saves when ``every`` has gone by since the
+        first call or the last save."""
+        now = self.clock()
+        if self.last is None:
+            self.last = now
+        elif now - self.last >= (CHECKPOINT_SECONDS if self.every is None else self.every):
+            self.save()
+            self.last = self.clock()
 
 
 def demand_path(demand: str | None) -> Path | None:

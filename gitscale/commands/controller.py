@@ -66,7 +66,7 @@ def lease_namespace(option: str | None, watched: str | None) -> str:
 def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: int,
                    health_port: int, shutdown_timeout: float = 20.0,
                    leftover_grace: float = 60.0, election: Election = Election()) -> int:
-    from gitscale.controller import kube
+    from gitscale.controller import kube, kube_config
     from gitscale.controller.leader import LeaseConfig
     from gitscale.controller.loop import Controller, serve_health
 
@@ -86,7 +86,7 @@ def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: i
             raise InputError("--lease-duration/--renew-deadline/--retry-period", str(exc)) \
                 from None
     _logging()
-    api = kube.Kube(kube.load(kubeconfig, pool_size=concurrency + 8))
+    api = kube.Kube(kube_config.load(kubeconfig, pool_size=concurrency + 8))
     controller = Controller(api, namespace=namespace, concurrency=concurrency,
                             shutdown_timeout=shutdown_timeout, election=lease)
     controller.ctx.leftover_grace = timedelta(seconds=leftover_grace)

@@ -15,7 +15,9 @@ import click
 from gitscale import __version__
 from gitscale.commands import EXIT_OK
 from gitscale.errors import InputError, ManifestError
+from gitscale.plan.landing import DEADLINE, say_on_stderr
 from gitscale.repo.git import Git, is_url, is_work_tree
+from gitscale.repo.workspace import hold_checkout
 from gitscale.controller.crd import crd_yaml
 from gitscale.yamlio.read import load_documents
 
@@ -33,6 +35,12 @@ def run_crd(repo: str | None) -> int:
         raise InputError("--repo", f"{repo}: not the top of a git checkout; `crd --repo` writes "
                          "and commits the CRD in a checkout (push it yourself)")
     git = Git(root)
+    # a gitscale pass writing in the same checkout is waited for (its commit, then this one)
+    with hold_checkout(git, str(root), DEADLINE, say_on_stderr):
+        return _update(root, git, text)
+
+
+def _update(root: Path, git: Git, text: str) -> int:
     paths = find_crd_files(root, git.run("ls-files", "-z", "--", "*.yaml", "*.yml")
                            .stdout.split("\0"))
     paths = paths or [DEFAULT_PATH]

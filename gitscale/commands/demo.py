@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from gitscale.commands import EXIT_ERROR, RepoOptions
+from gitscale.config import DEFAULT_CONFIG
 from gitscale.commands.history import run_history
 from gitscale.commands.plan import run_plan
 from gitscale.commands.reconcile import run_reconcile
@@ -65,7 +66,7 @@ def run_demo(directory: str | None, repo: str | None = None) -> int:
         base.mkdir(parents=True, exist_ok=True)
         remote, checkout = build_demo_repo(base)
     demand = str(checkout / "demand.yaml")
-    opts = RepoOptions(str(checkout), None, "gitscale.yaml")
+    opts = RepoOptions(str(checkout), None, DEFAULT_CONFIG)
 
     def step(title: str) -> None:
         click.secho(f"\n$ {title}", bold=True)

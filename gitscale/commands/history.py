@@ -55,7 +55,8 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     recent = history_since(start) if chart_path is None else None
     skipped: list[Skipped] = []
     note: str | None = None
-    with open_workspace(opts.repo, opts.branch, history=True, since=recent) as ws:
+    with open_workspace(opts.repo, opts.branch, history=True, since=recent,
+                        writes=False) as ws:
         if chart_path is not None:  # a chart needs every entry first
             with Progress("reading scaling commits", None, show=output == "text") as bar:
                 everything = read_history(ws.git, only=only, progress=bar.if_shown(),

@@ -40,7 +40,6 @@ def scaffold(choices: Choices) -> dict[str, str]:
     """path → text of every file ``init`` writes."""
     path = choices.path
     files = {
-        "gitscale.yaml": config_text(choices, _api_url(choices)),
         "demand.yaml": demand_text(),
         f"{path}/runnersets/{SET}.yaml": runnerset_text(choices),
         f"{path}/gitscale-system/crd.yaml": crd_yaml(),
@@ -72,10 +71,13 @@ def scaffold(choices: Choices) -> dict[str, str]:
                                              private=not choices.public_repo)
         files["flux/gitscale.yaml"] = hinted(_dump(source), REPO_URL_HINT) + "---\n" \
             + _dump(kustomization)
-    files["gitscale.yaml"] += notify_block(choices)
     files.update(notify_files(choices.gitops))
     files.update(schedule_files(choices))
-    return files
+    if choices.config in files:
+        raise InputError("--config", f"{choices.config!r} is a file init writes for another "
+                         "purpose; pick another path; nothing was written")
+    config = config_text(choices, _api_url(choices)) + notify_block(choices)
+    return {choices.config: config, **files}
 
 
 def _api_url(choices: Choices) -> str | None:
@@ -200,6 +202,7 @@ def next_steps(choices: Choices, root: Path, *, has_origin: bool = False) -> str
                  "--patch-file argocd/argocd-cm-patch.yaml"]
     else:
         apply = ["kubectl apply -f flux/gitscale.yaml"]
+    config = choices.config_flag
     return "\n".join([
         f"next, from {root} (cd there: every path below is relative to it):",
         f"1. push it{'' if choices.repo_url_given else ' (your config repo: its https URL)'}:",
@@ -214,7 +217,8 @@ def next_steps(choices: Choices, root: Path, *, has_origin: bool = False) -> str
         "",
         f"5. {schedule_next_steps(choices)}",
         "",
-        "try `gitscale plan --repo . --demand demand.yaml` and `gitscale validate --repo .`.",
+        f"try `gitscale plan --repo .{config} --demand demand.yaml` and "
+        f"`gitscale validate --repo .{config}`.",
     ])
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+from gitscale.config import DEFAULT_CONFIG
 from gitscale.errors import InputError
 from gitscale.redact import has_credentials, redact
 from gitscale.repo.git import Git
@@ -56,6 +57,17 @@ class Choices:
     run_in: RunIn = "github-actions"  # the one place gitscale runs from (one scheduler)
     public_repo: bool = False  # True: Argo CD / Flux read the config repo without a credential
     notify_url: str | None = None  # the engine's address for notify; None: init's default
+    config: str = DEFAULT_CONFIG  # the config file's path in the repo (every command's --config)
+
+    @property
+    def config_option(self) -> list[str]:
+        """``--config PATH`` for the commands init writes, when the file is not the default."""
+        return [] if self.config == DEFAULT_CONFIG else ["--config", self.config]
+
+    @property
+    def config_flag(self) -> str:
+        """``config_option`` for a command line in a text: " --config PATH", or nothing."""
+        return "".join(f" {word}" for word in self.config_option)
 
     @property
     def repo_url_given(self) -> bool:
@@ -73,18 +85,18 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
            github_org: str | None = None, github_app_id: str | None = None,
            github_app_installation_id: str | None = None, buildkite_org: str | None = None,
            buildkite_queue: str | None = None, run_in: str = "github-actions",
-           public_repo: bool = False, notify_url: str | None = None) -> Choices:
+           public_repo: bool = False, notify_url: str | None = None,
+           config: str = DEFAULT_CONFIG) -> Choices:
     """The options of `gitscale init`, checked; an error names the option. ``branch``: the
     one ``branch_of`` chose."""
     url = repo_url or REPO_URL_PLACEHOLDER
     if repo_url is not None:
         _https_url(repo_url)
     _no_credentials("--repo-url", url)
-    if path.startswith("/") or ".." in Path(path).parts:
-        raise InputError("--path", f"{path!r} must be a relative path inside the repo")
-    if not re.fullmatch(r"[A-Za-z0-9._/-]+", path):
-        # it is written unquoted into gitscale.yaml and the kustomizations
-        raise InputError("--path", f"{path!r}: use letters, digits, '.', '_', '-' and '/'")
+    _relative("--path", path)
+    _relative("--config", config)
+    if config.endswith("/") or Path(config).name in ("", "."):
+        raise InputError("--config", f"{config!r}: the path of a file, e.g. gitscale.yaml")
     if Git(Path.cwd()).run("check-ref-format", "--branch", branch, check=False).code != 0:
         raise InputError("--branch", f"{branch!r} is not a valid git branch name")
     github = {"--github-url": github_url, "--github-org": github_org,
@@ -131,8 +143,17 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
         buildkite_queue=_checked(buildkite_queue or "default", _QUEUE, "--buildkite-queue",
                                  "a queue name (letters, digits, '.', '_', '-')"),
         run_in=next(r for r in RUN_IN if r == run_in), public_repo=public_repo,
-        notify_url=notify_url.rstrip("/") if notify_url else None,
+        notify_url=notify_url.rstrip("/") if notify_url else None, config=config,
     )
+
+
+def _relative(option: str, path: str) -> None:
+    """A relative path inside the repo, in characters that need no quoting: it is written
+    unquoted into gitscale.yaml, the kustomizations and the schedulers' commands."""
+    if path.startswith("/") or ".." in Path(path).parts:
+        raise InputError(option, f"{path!r} must be a relative path inside the repo")
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", path):
+        raise InputError(option, f"{path!r}: use letters, digits, '.', '_', '-' and '/'")
 
 
 def branch_of(root: Path, given: str | None) -> str:

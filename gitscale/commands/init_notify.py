@@ -19,13 +19,21 @@ from typing import Any
 from gitscale.commands.init_choices import REPO_URL_HINT, SYSTEM_NAMESPACE, Choices, \
     hinted
 from gitscale.config.notify_targets import web_url
+from gitscale.files import FILE_SUFFIX, SECRET_MOUNTS
 from gitscale.yamlio.placeholders import PLACEHOLDER
 from gitscale.yamlio.write import dump
 
 RECEIVER_SECRET = "gitscale-receiver-token"
 FLUX_TOKEN_ENV = "FLUX_RECEIVER_TOKEN"
 ARGOCD_SECRET_ENV = "ARGOCD_WEBHOOK_SECRET"
-NOTIFY_SECRET = "gitscale-notify"  # the in-cluster scaler's optional variables (envFrom)
+# The in-cluster scaler's notify secrets: the optional Secret gitscale-notify, every key a file
+# in NOTIFY_DIR (a Secret volume, which the kubelet updates in a running pod), and a NAME_FILE
+# variable pointing at the key gitscale.yaml's notify entry names (`notify_files_env`). Never
+# loaded as variables (envFrom): a running pod never sees a variable change, and a key named
+# NAME beside NAME_FILE would be refused as set twice.
+NOTIFY_SECRET = "gitscale-notify"
+NOTIFY_DIR = f"{SECRET_MOUNTS}/notify"  # Secret gitscale-notify (files.mounted_secret_hint)
+NOTIFY_VOLUME = "notify-secret"
 
 FLUX_TOKEN_FILE = "./flux-receiver-token"  # the file deploy/scaler/README.md reads too
 FLUX_SECRET_COMMANDS = f"""\
@@ -45,7 +53,7 @@ EOF"""
 def _share(what: str, env: str) -> str:
     return (f"# gitscale needs the same {what} as {env}: in CI a (masked) secret\n"
             f"# holding the file's content; in the cluster the key {env} of the\n"
-            f"# Secret {NOTIFY_SECRET}")
+            f"# Secret {NOTIFY_SECRET}, a file the pods read through {env}{FILE_SUFFIX}")
 
 
 FLUX_SECRET_HOWTO = FLUX_SECRET_COMMANDS + "\n" + _share("token", FLUX_TOKEN_ENV)
@@ -197,6 +205,25 @@ def notify_next_steps(choices: Choices) -> str:
     lines.append(f"# and the same {'token' if flux else 'value'} for gitscale:")
     lines.append(scaler_secret_line(choices.run_in, env, file))
     return "\n".join(lines)
+
+
+def notify_env_name(gitops: str) -> str:
+    """The variable init's notify entry names (``{env: NAME}``), also its key in the Secret."""
+    return FLUX_TOKEN_ENV if gitops == "flux" else ARGOCD_SECRET_ENV
+
+
+def notify_files_env(gitops: str) -> list[dict[str, object]]:
+    """The in-cluster scaler's ``NAME_FILE`` for the notify entry's ``{env: NAME}``: its key's
+    file in the ``gitscale-notify`` volume (``notify_volume``), read at each send, so a rotated
+    key reaches a running ``run`` or ``serve`` once the kubelet has updated the volume."""
+    env = notify_env_name(gitops)
+    return [{"name": f"{env}{FILE_SUFFIX}", "value": f"{NOTIFY_DIR}/{env}"}]
+
+
+def notify_volume() -> dict[str, object]:
+    """``gitscale-notify``, every key a file, ``optional``: the pods start without it (a notify
+    entry then fails with one line per push, naming the file, and the engine's poll applies)."""
+    return {"name": NOTIFY_VOLUME, "secret": {"secretName": NOTIFY_SECRET, "optional": True}}
 
 
 def scaler_secret_line(run_in: str, env: str, file: str, *, masked: bool = True) -> str:

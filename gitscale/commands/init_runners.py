@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gitscale.commands.init_choices import SYSTEM_NAMESPACE, Choices
-from gitscale.files import FILE_SUFFIX
+from gitscale.files import FILE_SUFFIX, SECRET_MOUNTS
 from gitscale.runnerset_api import API_VERSION, BUILDKITE_AGENT_IMAGE, GITHUB_RUNNER_IMAGE, KIND
 from gitscale.yamlio.placeholders import PLACEHOLDER
 
@@ -106,7 +106,7 @@ def job_ids_steps(choices: Choices) -> list[str]:
             f"# printf '%s' \"${JOB_IDS_SHELL}\" > {s.file}", *give]
 
 
-SCALER_DIR = "/var/run/secrets/gitscale/scaler"  # gitscale-scaler's keys, one file each
+SCALER_DIR = f"{SECRET_MOUNTS}/scaler"  # gitscale-scaler's keys, one file each
 SCALER_VOLUME = "scaler-secret"
 
 

@@ -4,39 +4,44 @@
   schedule), never two at once, the state cache kept between runs, ``contents: write`` only,
   the config repo checked out whole (``fetch-depth: 0``: a forecast reads its history);
 - ``.gitlab-ci.yml``: the same for a GitLab pipeline schedule;
+- beside either, a review of each pull / merge request: validate and plan (``init_review``);
 - ``deploy/scaler/``: gitscale in a cluster, outside the GitOps path (apply it by hand): a
   CronJob for ``reconcile`` (``concurrencyPolicy: Forbid``, its state cache on a
   PersistentVolumeClaim) or a Deployment for ``run`` / ``serve``. The scaler needs no Kubernetes
   permission at all (no RBAC, no service account token): it only pushes to git, with a token
   from a Secret (``GITSCALE_GIT_TOKEN_FILE``), and reads the demand source's token from the
-  Secret ``gitscale-scaler`` mounted as files (``GITHUB_TOKEN_FILE``…, never a value in the
-  manifest): a rotated Secret reaches a running ``run`` or ``serve``.
+  Secret ``gitscale-scaler`` and the notify entry's secret from the optional ``gitscale-notify``,
+  both mounted as files (``GITHUB_TOKEN_FILE``…, ``FLUX_RECEIVER_TOKEN_FILE``…, never a value
+  in the manifest, never a variable): a rotated Secret reaches a running ``run`` or ``serve``.
 
 Every object is written by ``gitscale.yamlio.write.dump``: no YAML anchors or aliases.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from gitscale import __version__
 from gitscale.commands.init_choices import DEFAULT_BRANCH, REPO_URL_HINT, \
     SYSTEM_NAMESPACE as NAMESPACE, Choices, hinted
-from gitscale.commands.init_notify import ARGOCD_SECRET_ENV, FLUX_TOKEN_ENV, NOTIFY_SECRET
+from gitscale.commands.init_review import github_review, gitlab_review
+from gitscale.commands.init_notify import NOTIFY_DIR, NOTIFY_SECRET, NOTIFY_VOLUME, \
+    notify_env_name, notify_files_env, notify_volume
 from gitscale.commands.init_runners import SCALER_DIR, SCALER_VOLUME, job_ids_steps, \
     SourceSecret, optional_secrets, scaler_env, scaler_keys, scaler_secret_command, \
     scaler_volume, source_secrets
-from gitscale.files import FILE_SUFFIX
+from gitscale.files import FILE_SUFFIX, SECRET_MOUNTS
 from gitscale.yamlio.write import dump
 
 IMAGE = f"ghcr.io/gitscale/gitscale:{__version__}"
 GIT_SECRET = "gitscale-git"  # key `token`: a token that may push to the config repo
 GIT_TOKEN_FILE = "./git-push-token"  # what the printed commands read that token from
 WEBHOOK_SECRET = "gitscale-webhook"  # key `secret`: GitHub's workflow_job webhook secret
-TOKEN_DIR = "/var/run/secrets/gitscale/git"
+TOKEN_DIR = f"{SECRET_MOUNTS}/git"  # Secret gitscale-git
 # serve's webhook secret, a Secret volume: a rotated secret reaches the running pod (a
 # variable would not), and serve reads the file again when it changes
-WEBHOOK_DIR = "/var/run/secrets/gitscale/webhook"
+WEBHOOK_DIR = f"{SECRET_MOUNTS}/webhook"  # Secret gitscale-webhook
 CACHE_DIR = "/var/cache/gitscale"  # the image's GITSCALE_CACHE_DIR
 CACHE_CLAIM = "gitscale-cache"  # the CronJob's state cache, kept between passes
 UID = 65532  # the image's USER
@@ -97,7 +102,7 @@ jobs:
           restore-keys: gitscale-state-
       - name: Reconcile
         # --every: the schedule's period (a forecast's cushion serves until the next run)
-        run: gitscale reconcile --repo config --every 5m
+        run: gitscale reconcile --repo config{config} --every 5m
         env:
           {notify_env}: ${{{{ secrets.{notify_env} }}}}
           # The demand source's credential, as gitscale.yaml names it (a repository secret{why}):
@@ -129,7 +134,7 @@ gitscale:
   script:
     - pip install --quiet "gitscale==$GITSCALE_VERSION"
     # --every: the schedule's period (a forecast's cushion serves until the next run)
-    - gitscale reconcile --repo "$CI_PROJECT_URL.git" --branch "$CI_COMMIT_REF_NAME" --every 5m
+    - gitscale reconcile --repo "$CI_PROJECT_URL.git" --branch "$CI_COMMIT_REF_NAME"{config} --every 5m
 """
 
 SCALER_README = """\
@@ -167,19 +172,23 @@ gitscale says what each token must be allowed to do):
 {scaler_secret}
 {job_ids}# a token that may push to the config repo (GITSCALE_GIT_TOKEN_FILE)
 kubectl -n {namespace} create secret generic {git_secret} --from-file=token={git_token_file}
-# optional: more variables, one key each (loaded as variables: envFrom), e.g. the notify secret
+# the notify secret (step 4 of init's output writes its file), mounted as files
+# ({notify_env}_FILE points at its key); optional: the pods start without it
 kubectl -n {namespace} create secret generic {notify_secret} --from-file={notify_env}=./{notify_file}
 {webhook}```
 
-Rotating a credential: the git token{comma} the source's credential (`gitscale-scaler`,
+Rotating a credential: the git token, the source's credential (`gitscale-scaler`,
 {file_variables}, in
-{scaler_dir}/){webhook_rotates} are
-mounted as files, which a running pod reads again when the Secret changes (within a minute or
-two: the kubelet's sync). The keys of `gitscale-notify` are variables (`envFrom`: any
-key may be there), which never change in a running pod: the CronJob's next pass reads them
-anyway; after rotating one of them for `run` or `serve`, restart it
-(`kubectl -n {namespace} rollout restart deploy/gitscale-run`). gitscale's
-docs/credentials.md, "Rotating credentials", says what each mode picks up.
+{scaler_dir}/){comma} the notify secret (`{notify_secret}`, the file
+`{notify_env}_FILE` points at, in
+{notify_dir}/){webhook_rotates} are mounted as files, which a
+running pod reads again when the Secret changes (within a minute or two: the kubelet's sync):
+no restart. No Secret is loaded as variables. A further key of `{notify_secret}` (another
+notify entry's secret, another organization's token) is a file in that directory as well:
+name it `{{file: {notify_dir}/KEY}}` in gitscale.yaml, or, for an
+`{{env: KEY}}`, add `KEY_FILE` with that path to the `env:` of the manifests (never `KEY`
+itself beside it: both set is refused). gitscale's docs/credentials.md, "Rotating
+credentials", says what each mode picks up.
 """
 
 
@@ -205,7 +214,7 @@ SERVE = {
 def schedule_files(choices: Choices) -> dict[str, str]:
     """path → text of the one scheduler ``--run-in`` chose: the GitHub workflow, the GitLab
     pipeline, or the in-cluster scaler's manifests (never two: they would race)."""
-    notify_env = FLUX_TOKEN_ENV if choices.gitops == "flux" else ARGOCD_SECRET_ENV
+    notify_env = notify_env_name(choices.gitops)
     secrets = source_secrets(choices)
     source_env = "".join(f"          {s.env}: ${{{{ secrets.{s.ci_secret} }}}}\n"
                          for s in secrets)
@@ -216,28 +225,31 @@ def schedule_files(choices: Choices) -> dict[str, str]:
         "          # optional: jobIds' GraphQL token (gitscale.yaml), once that secret exists\n"
         f"          {s.env}: ${{{{ secrets.{s.ci_secret} }}}}\n"
         for s in optional_secrets(choices))
+    config = choices.config_flag
     if choices.run_in == "github-actions":
         # GitHub's source reads the organization's jobs, which the workflow's own token cannot
         why = (": the\n          # workflow's own GITHUB_TOKEN can read only this repository"
                if choices.platform == "github" else "")
         return {".github/workflows/gitscale.yml": WORKFLOW.format(
             version=__version__, notify_env=notify_env, source_env=source_env, why=why,
-            branch=choices.branch, quoted_branch=json.dumps(choices.branch))}
+            branch=choices.branch, quoted_branch=json.dumps(choices.branch), config=config),
+            **github_review(choices, source_env, json.dumps(choices.branch))}
     if choices.run_in == "gitlab":
         optional_vars = "".join(
             f"    # {s.env} too (a CI/CD variable, masked), once jobIds in gitscale.yaml is\n"
             "    # uncommented: its GraphQL token\n" for s in optional_secrets(choices))
         return {".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
                                                 source_vars=", ".join(s.env for s in secrets),
-                                                optional_vars=optional_vars)}
+                                                optional_vars=optional_vars, config=config)
+                + gitlab_review(choices)}
     files = {
         "deploy/scaler/README.md": SCALER_README.format(
             namespace=NAMESPACE, git_secret=GIT_SECRET, git_token_file=GIT_TOKEN_FILE,
             notify_secret=NOTIFY_SECRET,
             notify_env=notify_env, notify_file=notify_env.lower().replace("_", "-"),
             claim=CACHE_CLAIM, serve=SERVE[choices.platform], scaler_dir=SCALER_DIR,
+            notify_dir=NOTIFY_DIR, comma="," if choices.platform == "github" else " and",
             webhook=WEBHOOK_HOWTO if choices.platform == "github" else "",
-            comma="," if choices.platform == "github" else " and",
             webhook_rotates=(" and `serve`'s webhook secret" if choices.platform == "github"
                              else ""),
             keys=", ".join(f"{s.key} → {s.env}" for s in secrets),
@@ -246,8 +258,11 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             file_variables=_files_named(scaler_keys(choices)),
             namespaces=f"kubectl apply -f {choices.path}/gitscale-system/namespace.yaml"),
     }
-    repo = ["--repo", choices.repo_url, "--branch", choices.branch]
-    env = scaler_env(choices), scaler_volume(choices)
+    repo = ["--repo", choices.repo_url, "--branch", choices.branch, *choices.config_option]
+    mounted = Mounted(env=[*scaler_env(choices), *notify_files_env(choices.gitops)],
+                      volumes=[scaler_volume(choices), notify_volume()],
+                      mounts=[{"name": SCALER_VOLUME, "mountPath": SCALER_DIR, "readOnly": True},
+                              {"name": NOTIFY_VOLUME, "mountPath": NOTIFY_DIR, "readOnly": True}])
     manifests = {
         "serviceaccount.yaml": (
             "# gitscale's identity in the cluster: it has no permission and mounts no token.\n",
@@ -260,7 +275,7 @@ def schedule_files(choices: Choices) -> dict[str, str]:
         "cronjob.yaml": (
             "# `gitscale reconcile` every minute; a pass still running holds the next one back.\n"
             "# --every is the schedule's period: change both together.\n",
-            [cronjob(["reconcile", *repo, "--every", "1m"], env)]),
+            [cronjob(["reconcile", *repo, "--every", "1m"], mounted)]),
         "deployment-run.yaml": (
             "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n"
             "# No probes: `run` has no health endpoint (--metrics-listen serves /metrics only,\n"
@@ -269,7 +284,7 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             "# stops increasing (the loop lands no pass), and per set on\n"
             "# gitscale_set_last_read_timestamp_seconds (README, Metrics). A crash restarts\n"
             "# the pod.\n",
-            [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS], env)]),
+            [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS], mounted)]),
     }
     if choices.platform == "github":  # webhooks are GitHub's (workflow_job)
         manifests["deployment-serve.yaml"] = (
@@ -277,7 +292,7 @@ def schedule_files(choices: Choices) -> dict[str, str]:
             "# window. Point the webhook at the Service (through your Ingress).\n",
             [deployment("gitscale-serve", ["serve", *repo, "--listen", "0.0.0.0:8080",
                                            "--secret-file", f"{WEBHOOK_DIR}/secret",
-                                           *METRICS], env, serve=True)])
+                                           *METRICS], mounted, serve=True)])
         manifests["service-serve.yaml"] = ("# Where GitHub's webhooks reach `gitscale serve`.\n",
                                            [service()])
     for name, (comment, objects) in manifests.items():
@@ -316,37 +331,40 @@ def cache_claim() -> dict[str, Any]:
                      "resources": {"requests": {"storage": "1Gi"}}}}
 
 
-# The source's credential in a pod: its NAME_FILE variables, and the volume they point into.
-Source = tuple[list[dict[str, Any]], dict[str, Any]]
+@dataclass(frozen=True)
+class Mounted:
+    """The Secrets a scaler pod reads as files: the ``NAME_FILE`` variables (the source's
+    credential, the notify entry's secret), and the volumes and mounts they point into."""
+
+    env: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    mounts: list[dict[str, Any]]
 
 
-def pod_spec(args: list[str], source: Source, *, restart: str,
+def pod_spec(args: list[str], source: Mounted, *, restart: str,
              serve: bool = False, cache_claim: str | None = None) -> dict[str, Any]:
     """One scaler pod. The image runs as uid 65532 with a read-only root filesystem: /tmp
     (clones, git's askpass script: an emptyDir, which is not noexec) and the state cache are
-    the writable mounts, and fsGroup makes a claim's volume writable for that user. The git
-    token, the source's credential (``source``) and serve's webhook secret are Secret
-    volumes, which a rotation updates in the running pod; the notify secrets are variables
-    (any key of ``gitscale-notify``), which need a restart (docs/credentials.md, "Rotating
-    credentials")."""
-    source_env, source_volume = source
+    the writable mounts, and fsGroup makes a claim's volume writable for that user. Every
+    credential is a Secret volume, which a rotation updates in the running pod: the git
+    token, the source's and the notify entry's (``source``: ``gitscale-scaler``, and every
+    key of the optional ``gitscale-notify``) and serve's webhook secret. No Secret is loaded as
+    variables (docs/credentials.md, "Rotating credentials")."""
     cache: dict[str, Any] = ({"persistentVolumeClaim": {"claimName": cache_claim}}
                              if cache_claim else {"emptyDir": {}})
     env: list[dict[str, Any]] = [
         {"name": "GITSCALE_GIT_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
         {"name": "GITSCALE_CACHE_DIR", "value": CACHE_DIR},
-        *source_env,
+        *source.env,
     ]
-    env_from = [{"secretRef": {"name": NOTIFY_SECRET, "optional": True}}]
     container: dict[str, Any] = {
         "name": "gitscale",
         "image": IMAGE,
         "args": args,
         "env": env,
-        "envFrom": env_from,
         "volumeMounts": [
             {"name": "git-token", "mountPath": TOKEN_DIR, "readOnly": True},
-            {"name": SCALER_VOLUME, "mountPath": SCALER_DIR, "readOnly": True},
+            *source.mounts,
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "cache", "mountPath": CACHE_DIR},
         ],
@@ -357,7 +375,7 @@ def pod_spec(args: list[str], source: Source, *, restart: str,
     }
     volumes: list[dict[str, Any]] = [
         {"name": "git-token", "secret": {"secretName": GIT_SECRET}},
-        source_volume,
+        *source.volumes,
         {"name": "tmp", "emptyDir": {}},
         {"name": "cache", **cache},
     ]
@@ -388,7 +406,7 @@ def _labels(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "gitscale"}
 
 
-def cronjob(args: list[str], source: Source) -> dict[str, Any]:
+def cronjob(args: list[str], source: Mounted) -> dict[str, Any]:
     name = "gitscale-reconcile"
     return {
         "apiVersion": "batch/v1",
@@ -412,7 +430,7 @@ def cronjob(args: list[str], source: Source) -> dict[str, Any]:
     }
 
 
-def deployment(name: str, args: list[str], source: Source, *,
+def deployment(name: str, args: list[str], source: Mounted, *,
                serve: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",

@@ -12,7 +12,7 @@ from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, de
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
 from gitscale.demand.resolve import read_demand
-from gitscale.core.model import Reason
+from gitscale.core.model import Drain, Reason, Why
 from gitscale.plan.engine import Plan, SetChange, compute_plan
 from gitscale.plan.explain import unchanged_note
 from gitscale.plan.forecasts import read_forecasts
@@ -20,8 +20,11 @@ from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
+from gitscale.plan.landing import DEADLINE, say_on_stderr
 from gitscale.repo.workspace import open_workspace
 
+# Bumped only when a key is removed or changes meaning; a new key leaves it as it is (README,
+# "plan --output json"): consumers ignore the keys they do not know.
 FORMAT_VERSION = 1
 
 
@@ -30,21 +33,23 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     clock, _ = resolve_now(now)
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
-    with open_workspace(opts.repo, opts.branch, sparse=True) as ws:
-        tree, config = pass_inputs(ws, opts.config, cache)
-        for name in only:
-            config.get(name)  # a clear error for a set gitscale.yaml does not have
-        ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
-        reading = read_demand(ws.root, config if demand else ours,
-                              demand_path(demand))  # closes its clients
-        forecasts = read_forecasts(ws, ours, cache, clock, window)
-        with Progress("planning", None, show=output == "text") as bar:
-            plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
-                                tree=tree, progress=bar.if_shown(), forecasts=forecasts,
-                                pinned_clock=now is not None)
-        plan.left = left
-        if only:
-            plan = shown_sets(plan, set(only))
+    with open_workspace(opts.repo, opts.branch, sparse=True, writes=False) as ws:
+        # a writer in the same checkout is waited for: its edit in progress is not read
+        with ws.exclusive(DEADLINE, say_on_stderr):
+            tree, config = pass_inputs(ws, opts.config, cache)
+            for name in only:
+                config.get(name)  # a clear error for a set gitscale.yaml does not have
+            ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
+            reading = read_demand(ws.root, config if demand else ours,
+                                  demand_path(demand))  # closes its clients
+            forecasts = read_forecasts(ws, ours, cache, clock, window)
+            with Progress("planning", None, show=output == "text") as bar:
+                plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
+                                    tree=tree, progress=bar.if_shown(), forecasts=forecasts,
+                                    pinned_clock=now is not None)
+            plan.left = left
+            if only:
+                plan = shown_sets(plan, set(only))
     # Nothing goes to git; the state cache learns what the pass read and the answers that
     # wrote nothing (as `reconcile` would), so the next pass reads and decides less.
     cache.apply(plan.cache_writes)
@@ -92,9 +97,20 @@ def change_json(change: SetChange) -> dict[str, Any]:
         "to": owned(change.new_object),
         "reason": change.decision.reason.value,
         "detail": change.decision.detail,
+        "why": why_json(change.decision.why),
         "demand": None if demand is None else {"queued": demand.queued,
                                                "running": demand.running},
         "patch": change.patch,
+    }
+
+
+def why_json(why: Why) -> dict[str, Any]:
+    """What held or capped a set's count (``Decision.why``), for scripts: the values the
+    ``detail`` text says, so nothing has to parse it."""
+    return {
+        "held_until": None if why.held_until is None else format_time(why.held_until),
+        "capped": None if why.cap is None else {"by": why.cap.by.value, "at": why.cap.at},
+        "drained": why.drain is Drain.DRAINED,
     }
 
 
@@ -106,7 +122,7 @@ def plan_json(plan: Plan, now: str) -> dict[str, Any]:
         "changes": [change_json(c) for c in plan.changes],
         "unchanged": [{"set": name, "replicas": d.replicas, "patchID": d.patch_id,
                        "reason": d.reason.value,
-                       "detail": d.detail} for name, d in plan.unchanged
+                       "detail": d.detail, "why": why_json(d.why)} for name, d in plan.unchanged
                       if name not in plan.errors],
         "errors": [{"set": name, "message": msg} for name, msg in plan.errors.items()],
         "left": [{"set": name, "reason": why} for name, why in plan.left.items()],

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 from gitscale import crash
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
-from gitscale.commands import (EXIT_ERROR, EXIT_OK, RepoOptions, backoff, log,
+from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, backoff, log,
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
 from gitscale.demand.resolve import Sources
@@ -77,6 +77,12 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     sources = Sources(default_cache_dir(), report=log)  # a credential file rotated: said
     passes = 0
     last_code = EXIT_OK
+
+    def save() -> None:
+        sources.save()
+        cache.save()
+
+    checkpoint = Checkpoint(save)
     try:
         with open_workspace(opts.repo, opts.branch, sparse=True, kept=True) as ws:
             while not stop.is_set():
@@ -84,13 +90,14 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                 last_code = _one_pass(ws, opts, demand, cache, sources, state, clock, passes,
                                       metrics)
                 passes += 1
+                checkpoint()
                 if max_passes is not None and passes >= max_passes:
                     break
                 wait = max(0.0, state.delay() - (time.monotonic() - started))
                 log(f"next pass in {wait:.0f}s")
                 stop.wait(wait)
     finally:
-        sources.close()
+        sources.close()  # (saves them)
         cache.save()
         if listener is not None:
             listener.stop()
@@ -107,7 +114,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     try:
         if number > 0 and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
-        landed = land(ws, planner, cache=cache)
+        landed = land(ws, planner, cache=cache, say=log)
     except GitscaleError as exc:
         metrics.failed(exc, time.monotonic() - started)
         state.failures += 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable
@@ -22,7 +22,7 @@ from typing import Any, Callable
 from gitscale import crash
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
-from gitscale.commands import EXIT_OK, RepoOptions, backoff, log, stop_on_signals
+from gitscale.commands import EXIT_OK, Checkpoint, RepoOptions, backoff, log, stop_on_signals
 from gitscale.config.load import load_config
 from gitscale.core.reservations import Correction
 from gitscale.demand.resolve import Sources
@@ -285,6 +285,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             if ready:
                 ready(server.port)
             next_batch = time.monotonic() + EXPIRY_CHECK
+            checkpoint = Checkpoint(cache.save)  # (the resync's clients save after each poll)
             while not stop.is_set():
                 stop.wait(batch_delay(window_s, batcher.failures))
                 for line in rejections.flush():  # a flood that stopped is still told
@@ -296,6 +297,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                     next_batch = time.monotonic() + EXPIRY_CHECK
                     if not batch.run(events, listing) and listing is not None:
                         resyncer.give_back(listing)
+                checkpoint()
             # Stop taking deliveries (those in flight finish), then write a last batch: an
             # accepted delivery is never left behind.
             server.stop()
@@ -338,6 +340,9 @@ def _last_batch(batch: "Batch", batcher: Batcher, attempts: int = 3) -> None:
     jobs = ", ".join(str(e.job) for e in lost[:20]) + (", …" if len(lost) > 20 else "")
     log(f"{len(lost)} accepted events could not be written (jobs {jobs}); the resync at the "
         "next start corrects their reservations")
+
+
+CLOSE_GRACE = 5.0  # seconds a resync poll in flight at a stop has to finish
 
 
 @dataclass
@@ -392,8 +397,22 @@ class Resyncer:
         if self.ready is None:
             self.ready = listing
 
-    def close(self) -> None:
+    def close(self, grace: float = CLOSE_GRACE) -> None:
+        """Stop polling, then save and close the clients. A poll in flight has ``grace``
+        seconds to finish first: its thread uses those clients (and their ETag caches), which
+        must not be saved or closed under it. One still running then dies with the process,
+        and what the clients learnt since start is not saved (the next start asks again)."""
         self.pool.shutdown(wait=False, cancel_futures=True)
+        future = self.future
+        if future is not None:
+            try:
+                future.exception(timeout=grace)
+            except TimeoutError:
+                log(f"resync: a poll still running {grace:g} s after the stop; its clients' "
+                    "cache is not saved")
+                return
+            except CancelledError:
+                pass
         self.sources.close()
 
 
@@ -423,7 +442,7 @@ class Batch:
                 ws.root, ws.base(), self.opts.config, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
                 lambda config: read_forecasts(ws, config, self.cache, now), self.serving),
-                cache=self.cache)
+                cache=self.cache, say=log)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.

@@ -152,7 +152,7 @@ def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> trace
             start = parse_time(since)
         except ValueError as exc:
             raise InputError("--since", str(exc)) from None
-    with open_workspace(opts.repo, opts.branch, history=True) as ws:
+    with open_workspace(opts.repo, opts.branch, history=True, writes=False) as ws:
         entries = read_history(ws.git)
     observed = [traces.Observation(parse_time(e.time), e.set, e.queued, e.running)
                 for e in entries if e.queued is not None and e.running is not None

@@ -27,7 +27,7 @@ def run_validate(opts: RepoOptions) -> int:
     problems: list[str] = []
     warnings: list[str] = []
     checked = skipped = 0
-    with open_workspace(opts.repo, opts.branch, unborn_ok=True) as ws:
+    with open_workspace(opts.repo, opts.branch, unborn_ok=True, writes=False) as ws:
         config = load_config(ws.root, opts.config)
         # values `gitscale init` could not fill in: the config is not finished
         problems += placeholder_problems(config.path, config.text)

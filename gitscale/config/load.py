@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, MutableMapping, Optional, Sequence, Union
 
 from gitscale import files
+from gitscale.config import DEFAULT_CONFIG
 from gitscale.core.forecast import MAX_LOOKBACK, MIN_LOOKBACK, ForecastPolicy
 from gitscale.core.policy import Policy, Schedule
 from gitscale.config.sources import SOURCES
@@ -110,7 +111,7 @@ class Config:
         raise ConfigError(self.path, f"no runner set named {name!r} (known: {known})")
 
 
-def load_config(root: Path, config_path: str = "gitscale.yaml",
+def load_config(root: Path, config_path: str = DEFAULT_CONFIG,
                 cache: MutableMapping[str, Config] | None = None) -> Config:
     """Read and validate ``config_path`` inside the checkout at ``root``.
 

@@ -137,8 +137,9 @@ def _read_file(path: Path, label: str, what: str, parsed: SecretRef | None) -> s
     except InputError as exc:
         raise SecretError(f"{what}: {exc}", parsed) from None
     except OSError as exc:  # (the OS's words: they hold no byte of the file)
-        raise SecretError(f"{what}: cannot read {label}: {exc.strerror or type(exc).__name__}",
-                          parsed) from None
+        hint = files.mounted_secret_hint(path) if isinstance(exc, FileNotFoundError) else ""
+        raise SecretError(f"{what}: cannot read {label}: {exc.strerror or type(exc).__name__}"
+                          f"{hint}", parsed) from None
     except UnicodeDecodeError:  # (its text would quote the bytes: never shown)
         raise SecretError(f"{what}: cannot read {label}: not UTF-8 text", parsed) from None
     if not value:

@@ -12,7 +12,8 @@ patch-ID model, adapted so that a write applied in part is completed):
   older controller) the gate falls back to the runners: shut once the newest runner carries the
   write (``applied``);
 - an acting pass creates *every* missing runner at once (no requeue per pod), removes finished runners, and
-  scales down only on patch 0: failed and idle runners first, pending runners last, busy never;
+  scales down only on patch 0: failed runners and pending ones the scheduler cannot place
+  first, then idle runners, other pending runners last, busy never;
   a pass whose gate is shut removes only the finished runners beyond the slots ``replicas``
   wants (the others mark their slots until the next write);
 - a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timedelta
 from enum import Enum
 
@@ -113,8 +115,9 @@ class Runner:
 class Delete:
     """Remove one runner: unregister it first when ``runner_id`` is set, then delete its pod.
 
-    Deletes run in waves (0: clean-up, 1: failed and idle surplus, 2: pending surplus): a wave
-    starts when the previous one is done, so idle runners always go before pending ones.
+    Deletes run in waves (0: clean-up, 1: failed, unschedulable and idle surplus, 2: pending
+    surplus): a wave starts when the previous one is done, so idle runners always go before
+    pending ones the scheduler has placed.
     """
 
     name: str
@@ -192,7 +195,7 @@ class Actions:
 
 def effective(spec: Spec, deleting: bool) -> Spec:
     """The spec a pass acts on: that of a set being deleted is (0, 0), a scale-down to nothing
-    (idle first, pending last, busy never, each unregistered first) that creates no runner."""
+    (in ``decide``'s order, busy never, each unregistered first) that creates no runner."""
     return Spec(0, 0, spec.effective_time) if deleting else spec
 
 
@@ -286,6 +289,14 @@ def _newest_first(runners: Sequence[Runner]) -> list[Runner]:
                   reverse=True)
 
 
+def _longest_stuck_first(runners: Sequence[Runner]) -> list[Runner]:
+    # Unschedulable the longest first (an unknown since counts as longest, as status reports it).
+    def since(r: Runner) -> tuple[bool, Any, str]:
+        when = r.unschedulable.since if r.unschedulable else None
+        return (when is not None, when or 0, r.name)
+    return sorted(runners, key=since)
+
+
 def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
            last_applied: Write | None = None, refilled: Refilled | None = None) -> Actions:
     """The effects of one pass for one set. Has no side effects; ``now`` is the pass clock.
@@ -302,12 +313,16 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
     deletes: list[Delete] = []
     gone: set[str] = set()
 
-    # Scale-down: patch 0 only, never a busy runner; failed and idle first, pending last.
+    # Scale-down: patch 0 only, never a busy runner. Failed runners and pending ones the
+    # scheduler cannot place first (neither can take a job), then idle, then pending last.
     total = len(pending) + len(idle) + len(busy) + len(failed)
     standby: list[Delete] = []
     if acting and spec.patch_id == 0 and total > spec.replicas:
-        order = ([(r, 1) for r in failed] + [(r, 1) for r in _oldest_first(idle)]
-                 + [(r, 2) for r in _newest_first(pending)])
+        stuck = [r for r in pending if r.unschedulable is not None]
+        placed = [r for r in pending if r.unschedulable is None]
+        order = ([(r, 1) for r in failed] + [(r, 1) for r in _longest_stuck_first(stuck)]
+                 + [(r, 1) for r in _oldest_first(idle)]
+                 + [(r, 2) for r in _newest_first(placed)])
         surplus = total - spec.replicas
         for runner, wave in order[:surplus]:
             deletes.append(Delete(runner.name, DeleteReason.SURPLUS, runner.runner_id, wave))

@@ -1,7 +1,7 @@
 """The controller's errors: what the Kubernetes and CI APIs said, as our types.
 
-``kube.py``, ``github.py`` and ``buildkite.py`` translate their client's exceptions into these
-at the boundary, so the loop branches on a class (``NotFound``, ``Conflict``, ``RunnerBusy``…)
+``kube_answers.py`` (for ``kube.py``), ``github.py`` and ``buildkite.py`` translate their
+client's exceptions into these at the boundary, so the loop branches on a class (``NotFound``, ``Conflict``, ``RunnerBusy``…)
 and never on a status code. Messages name the object or URL, never a credential.
 """
 from __future__ import annotations

@@ -33,7 +33,7 @@ from gitscale.runnerset_api import API_VERSION, KIND
 from gitscale.timeutil import format_micro_time, format_time
 
 if TYPE_CHECKING:
-    from gitscale.controller.reconcile import Report
+    from gitscale.controller.context import Report
 
 EventType = Literal["Normal", "Warning"]
 COMPONENT = "gitscale-controller"  # source.component and reportingComponent

@@ -27,6 +27,7 @@ from typing import Callable
 
 from gitscale import crash
 from gitscale.controller.cache import Informer, Store, runner_pod_fields, set_of_pod
+from gitscale.controller.context import Context, Report
 from gitscale.controller.events import involved, of_pass
 from gitscale.controller.kube import Kube
 from gitscale.controller.leader import LeaderElector, LeaseConfig
@@ -34,7 +35,7 @@ from gitscale.controller.liveness import Liveness, Pool
 from gitscale.controller.observe import RawObject, key_of
 from gitscale.controller.platforms import Platforms
 from gitscale.controller.memory import Memory
-from gitscale.controller.reconcile import Context, Report, reconcile
+from gitscale.controller.reconcile import reconcile
 from gitscale.controller.recorder import Recorder
 from gitscale.controller.workqueue import WorkQueue
 from gitscale.controller.metrics import ControllerMetrics

@@ -4,7 +4,9 @@ Everything the pass reads comes from the stores; everything it writes goes throu
 and the platform adapter, in bulk: all creations of a pass are submitted to the shared thread
 pool at once, and deletions run wave by wave (idle before pending). A failure to
 create or delete one runner does not stop the others; it becomes the ``Ready`` condition.
-Creating is ``create.py``, removing ``remove.py``.
+Creating is ``create.py``, removing ``remove.py``; what the pass is given and what it did,
+``context.py``; the platform's list of the set's runners, ``registered.py``; the finalizer
+and the status written, ``runnerset_writes.py``.
 
 Every set served carries the ``gitscale.dev/runners`` finalizer, so deleting it (by hand, or
 Argo CD / Flux pruning it) with background propagation does not garbage-collect busy runners: a
@@ -14,15 +16,11 @@ README's "Removing a runner set".)
 """
 from __future__ import annotations
 
-import logging
-import threading
-from concurrent.futures import Executor
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from typing import Any, Callable
+from dataclasses import replace
+from datetime import timedelta
 
 from gitscale.controller import status as st
-from gitscale.controller.cache import Store
+from gitscale.controller.context import ERROR_RETRY, Context, Report
 from gitscale.controller.create import Created, create_runners, hand_over, held_back
 from gitscale.controller.decide import (
     Actions,
@@ -31,80 +29,25 @@ from gitscale.controller.decide import (
     Refilled,
     Runner,
     Status,
-    Write,
     decide,
     effective,
     record,
     refilled_after,
 )
-from gitscale.controller.errors import (
-    Conflict,
-    ControllerError,
-    CredentialsError,
-    InvalidRunnerSet,
-    KubeError,
-    NotFound,
-)
-from gitscale.controller.kube import Kube
-from gitscale.controller.leftovers import EVERY, GRACE, sweep
-from gitscale.controller.memory import Memory
+from gitscale.controller.errors import ControllerError, CredentialsError, InvalidRunnerSet
 from gitscale.controller.observe import (
-    FINALIZER,
     RawObject,
-    RunnerSetView,
     parse_runnerset,
     refilled_of,
-    registration_timed_out,
     runner_of,
     stopped,
 )
-from gitscale.controller.platform import Adapter, Listed, Unavailable
-from gitscale.controller.platforms import Platforms, kind_of
-from gitscale.controller.remove import BUSY_RETRY, Removed, remove_runners, retire
-from gitscale.redact import redact
+from gitscale.controller.platform import Listed, Unavailable
+from gitscale.controller.platforms import kind_of
+from gitscale.controller.registered import platform_of, refused, registered_of, without_platform
+from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
+from gitscale.controller.runnerset_writes import finish, hold, release, write
 from gitscale.runnerset_api import PATCH_ID_MAX
-
-log = logging.getLogger("gitscale.controller")
-ERROR_RETRY = 10.0
-
-
-@dataclass
-class Context:
-    kube: Kube
-    runnersets: Store
-    pods: Store
-    platforms: Platforms
-    pool: Executor
-    memory: Memory
-    clock: Callable[[], datetime]
-    halt: threading.Event = field(default_factory=threading.Event)  # stop creating (shutdown)
-    # Set while this replica does not hold the Lease (lost in the middle of a pass): the pass
-    # writes no status, sweeps no leftover registration and adds or lifts no finalizer any
-    # more, as it starts no creation or removal (``halt`` is set with it): the new leader does.
-    deposed: threading.Event = field(default_factory=threading.Event)
-    leftover_grace: timedelta = GRACE
-
-
-@dataclass
-class Report:
-    """What a pass did (logged, kept for tests and the benchmark)."""
-
-    key: str
-    actions: Actions | None = None
-    created: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    busy: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
-    unheard: str | None = None  # why the platform could not say who is idle or busy
-    reason: str | None = None  # Ready's reason for its errors, when not ApplyFailed
-    counts: Status | None = None  # the set at the end of the pass (None: it could not count)
-    unschedulable: int = 0  # pending runners left whose pods the scheduler could not place
-    before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
-    status_written: bool = False
-    requeue_after: float | None = None
-    started: float = 0.0  # time.monotonic() at the start of the pass
-    seconds: float = 0.0
 
 
 def reconcile(ctx: Context, key: str) -> Report:
@@ -118,31 +61,31 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.before = obj.get("status") or {}
     try:
         view = parse_runnerset(obj, kind_of)
-        platform = _platform(ctx, view)
+        platform = platform_of(ctx, view)
     except InvalidRunnerSet as exc:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not any(
                 _owned_by(p, str(meta.get("uid", ""))) for p in ctx.pods.group(key)):
-            return _release(ctx, obj, report)  # nothing to see out: do not hold the deletion
+            return release(ctx, obj, report)  # nothing to see out: do not hold the deletion
         problem = st.Problem("InvalidSpec", str(exc), person=True)
-        return _finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
+        return finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
             "status"), now), now, generation=generation, observed=_patch_id(obj))
     except ControllerError as exc:
         # Its credentials Secret missing or refused (a configuration to fix), or the platform
         # or the Secret not to be had this time (an outage): nothing done, status says which.
         report.requeue_after = ERROR_RETRY * 3
         problem = st.Problem(st.platform_reason(exc), str(exc))
-        return _finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
+        return finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
             "status"), now), now, generation=generation, observed=_patch_id(obj))
 
     if not view.deleting:
-        obj = _hold(ctx, obj, report)
+        obj = hold(ctx, obj, report)
     report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None
     try:
-        registered = None if unavailable else _registered(ctx, view, platform, pods, now,
-                                                          report)
+        registered = None if unavailable else registered_of(ctx, view, platform, pods, now,
+                                                            report)
     except CredentialsError as exc:  # a set being deleted: its credentials no longer work
         platform, unavailable, registered = Unavailable(str(exc)), str(exc), None
     # The list may be a reused one: a runner's registration timeout is judged at its time (to
@@ -176,7 +119,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                               now)
     report.busy += retired.busy
     report.errors += retired.errors
-    _refused(ctx, view, retired)
+    refused(ctx, view, retired)
     report.actions = actions
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
@@ -188,14 +131,14 @@ def reconcile(ctx: Context, key: str) -> Report:
         # Say the set is short before creating, and that the write is not applied yet: a pass
         # may be cut short (killed, stopped), and the next one must complete the write.
         before = _adjust(actions, by_name, Report(key), Created(failed=actions.create))
-        obj = _write(ctx, obj, report, st.build(previous, before, st.conditions(
+        obj = write(ctx, obj, report, st.build(previous, before, st.conditions(
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
             generation=generation, refilled=refilled), previous=None)
     unrefilled: tuple[str, ...] = ()
     if refilled is not None:  # (a status that already says so is not written again)
-        obj = _write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
-                     previous=None)
+        obj = write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
+                    previous=None)
         counted = refilled_of(obj.get("status"))
         if counted is None or counted.count != refilled.count or not refilled.write.same(
                 counted.write):
@@ -215,9 +158,9 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.deleted = removed.deleted
     report.busy += removed.busy
     report.errors += removed.errors
-    _refused(ctx, view, removed)
+    refused(ctx, view, removed)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
-        return _release(ctx, obj, report)
+        return release(ctx, obj, report)
 
     counts = report.counts = _adjust(actions, by_name, report, created)
     # The write is recorded as applied only when all of its creations were made; a refill
@@ -230,7 +173,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     trouble = st.Problem(created.reason or report.reason or "ApplyFailed",
                          "; ".join(report.errors[:3])) if report.errors else None
     if unavailable:
-        trouble = _without_platform(unavailable, report)
+        trouble = without_platform(unavailable, report)
     gone = set(report.deleted)
     unscheduled = st.unscheduled((r for r in runners if r.name not in gone), now)
     report.unschedulable = unscheduled.count
@@ -247,148 +190,8 @@ def reconcile(ctx: Context, key: str) -> Report:
                          report.requeue_after,
                          unscheduled.wake_after) if w is not None]  # (its grace runs out)
     report.requeue_after = min(waits) if waits else None
-    return _finish(ctx, obj, report, counts, conditions, now, applied=applied,
-                   generation=generation, refilled=refilled)
-
-
-def _refused(ctx: Context, view: RunnerSetView, removed: Removed) -> None:
-    """An unregistration refused the set's credentials (a revoked or rotated token): its
-    clients are forgotten, so the next pass reads the Secret again."""
-    if removed.refused is not None:
-        ctx.platforms.refused(view, removed.refused)
-
-
-def _platform(ctx: Context, view: RunnerSetView) -> Adapter:
-    """The set's adapter. A set being deleted is seen out even when its platform cannot be
-    reached at all (its credentials Secret pruned with it, its namespace being deleted, no
-    client left from before; or settings no platform client can be made of): ``Unavailable``.
-    Only then: a Secret that could not be read this time (the API server failed, no answer)
-    is no reason to remove runners without unregistering them, so that error is the pass's,
-    and the pass is tried again."""
-    try:
-        return ctx.platforms.for_set(view)
-    except (CredentialsError, InvalidRunnerSet) as exc:
-        if not view.deleting:
-            raise
-        return Unavailable(str(exc))
-
-
-def _without_platform(reason: str, report: Report) -> st.Problem:
-    """A set being deleted without its platform: runners that are not running were removed
-    without unregistering (the offline registrations of ephemeral runners are GitHub's to
-    drop, after a day); running ones are kept until they stop, since idle cannot be told from
-    busy; the finalizer goes once no pod is left. Said in Ready (and so once in the log)."""
-    report.requeue_after = ERROR_RETRY * 3
-    return st.Problem(st.UNAVAILABLE, "; ".join([
-        f"{reason}: the set is being deleted without its platform: runners that were not "
-        "running are removed without unregistering (GitHub drops the offline registrations "
-        "of ephemeral runners after a day); running ones are kept until they stop, as idle "
-        "cannot be told from busy without it (delete their pods to let the set go now)",
-        *report.errors[:2]]))
-
-
-def _registered(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
-                now: datetime, report: Report) -> Listed | None:
-    """The platform's view of the set's runners, when a pass needs it: some runner is running
-    (idle or busy?), or it is time to look for registrations left without a pod — on every
-    pass of a set being deleted, with no grace (it creates no runner), so that none is left
-    behind when the finalizer goes. The list is shared by the sets of one credentials Secret
-    and scope, and read again only when older than the pass allows (``_list_age``); the
-    ``Listed`` returned says how old it is."""
-    running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
-    registers = view.kind.registration_labels is not None
-    sweeping = registers and not ctx.deposed.is_set() and (
-        view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
-    if not running and not sweeping:
-        return None
-    try:
-        found = platform.registered(_list_age(ctx, view, pods, now))
-    except ControllerError as exc:
-        if view.deleting and isinstance(exc, CredentialsError):
-            raise  # no longer to be had: the set is seen out without its platform
-        ctx.platforms.refused(view, exc)
-        # A platform that registers its runners (GitHub): running runners count as busy
-        # (nothing removed: an error of the pass). Buildkite: the graceful-stop rule still
-        # holds; BusyKnown says so.
-        if registers:
-            report.errors.append(str(exc))
-            if isinstance(exc, CredentialsError):
-                report.reason = st.platform_reason(exc)
-        report.unheard = str(exc)
-        return None
-    if found is None:
-        return None
-    listed = found if isinstance(found, Listed) else Listed(found)
-    if not sweeping:
-        return listed
-    swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, listed, now,
-                  timedelta(0) if view.deleting else ctx.leftover_grace, stop=ctx.deposed)
-    report.leftovers = swept.removed
-    report.errors += swept.errors
-    report.requeue_after = swept.wake_after
-    if not swept.removed:  # the list is shared, read-only: copied only to leave some out
-        return listed
-    gone = set(swept.removed)
-    return Listed({i: r for i, r in listed.items() if r.name not in gone}, listed.age)
-
-
-def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: datetime) -> float:
-    """How old the platform's list may be for this pass: ``list_max_age`` when a decision may
-    remove a running runner on it — a set being deleted, a scale-down (patch 0, more runners
-    than replicas), a running runner never seen online and past its registration timeout —,
-    ``status_list_max_age`` when it only feeds the counts of status and the sweep."""
-    platforms = ctx.platforms
-    alive = [p for p in pods if not stopped(p) and not p["metadata"].get("deletionTimestamp")]
-    if view.deleting or (view.spec.patch_id == 0 and len(alive) > view.spec.replicas):
-        return platforms.list_max_age
-    if any(registration_timed_out(p, ctx.memory.came_online(view.key, p["metadata"]["name"]),
-                                  now) for p in alive):
-        return platforms.list_max_age
-    return platforms.status_list_max_age
-
-
-def _hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
-    """Add the finalizer, before any runner is created. A failure is an error of the pass (it
-    is tried again); the pass goes on, since not serving the set would help no one."""
-    meta = obj["metadata"]
-    finalizers = list(meta.get("finalizers") or [])
-    if FINALIZER in finalizers or ctx.deposed.is_set():  # (deposed: the new leader adds it)
-        return obj
-    try:
-        updated = ctx.kube.patch_runnerset_finalizers(
-            meta["namespace"], meta["name"], finalizers + [FINALIZER], meta["resourceVersion"])
-    except NotFound:
-        return obj
-    except KubeError as exc:
-        report.errors.append(str(exc))
-        return obj
-    ctx.runnersets.put(updated)
-    return updated
-
-
-def _release(ctx: Context, obj: RawObject, report: Report) -> Report:
-    """Remove the finalizer of a set being deleted whose runners are all gone: the set goes."""
-    if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader lifts it
-        return report
-    meta = obj["metadata"]
-    finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
-    if FINALIZER in (meta.get("finalizers") or []):
-        try:
-            updated = ctx.kube.patch_runnerset_finalizers(
-                meta["namespace"], meta["name"], finalizers, meta["resourceVersion"])
-        except NotFound:
-            updated = None
-        except KubeError as exc:
-            report.errors.append(str(exc))
-            report.requeue_after = ERROR_RETRY
-            return report
-        if finalizers and updated is not None:
-            ctx.runnersets.put(updated)  # someone else's finalizer still holds it
-        else:
-            ctx.runnersets.remove(obj)
-        log.info("%s: no runners left: finalizer %s removed", report.key, FINALIZER)
-    ctx.memory.forget(report.key)
-    return report
+    return finish(ctx, obj, report, counts, conditions, now, applied=applied,
+                  generation=generation, refilled=refilled)
 
 
 def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
@@ -428,61 +231,6 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
     return Status(pending + idle + busy + failed, pending, idle, busy, failed,
                   counts.observed_patch_id, counts.wanted, counts.held + unrefilled,
                   counts.waiting)
-
-
-def _finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
-            conditions: list[st.Condition], now: datetime, *, applied: Write | None = None,
-            generation: int | None = None, refilled: Refilled | None = None,
-            observed: int | None = None) -> Report:
-    """Write the status at the end of a pass (logging a new Ready=False once); ``observed``:
-    the spec's patch ID, when the pass could not count (``st.build``)."""
-    new = st.build(obj.get("status"), counts, conditions, now, applied=applied,
-                   generation=generation, refilled=refilled, observed=observed)
-    _write(ctx, obj, report, new, previous=report.before)
-    return report
-
-
-def _write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
-           previous: dict[str, Any] | None) -> RawObject:
-    """Patch the status if it changed; the object as it now is. A Ready=False whose reason or
-    message differs from ``previous`` (the status before the pass; None: say nothing) is
-    logged once: the condition stays until it changes. Every condition's message is masked
-    (``redact``) first: it quotes what the APIs said, which may echo a credential the process
-    holds, and anyone who may read the RunnerSet reads it."""
-    new = _masked(new)
-    if not st.changed(obj.get("status"), new):
-        return obj
-    if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader writes it
-        return obj
-    ready = st.ready_of(new)
-    if previous is not None and ready.get("status") == "False":
-        said = st.ready_of(previous)
-        if (said.get("reason"), said.get("message")) != (ready.get("reason"),
-                                                         ready.get("message")):
-            log.warning("%s: %s", report.key, ready.get("message", ready.get("reason")))
-    meta = obj["metadata"]
-    try:
-        updated = ctx.kube.patch_runnerset_status(meta["namespace"], meta["name"], new)
-    except NotFound:
-        return obj
-    except KubeError as exc:
-        if isinstance(exc, Conflict) and meta.get("deletionTimestamp"):
-            return obj  # being deleted: its status no longer matters
-        report.errors.append(str(exc))
-        report.requeue_after = min(report.requeue_after or ERROR_RETRY, ERROR_RETRY)
-        return obj
-    ctx.runnersets.put(updated)
-    report.status_written = True
-    return updated
-
-
-def _masked(status: dict[str, Any]) -> dict[str, Any]:
-    conditions = status.get("conditions")
-    if not conditions:
-        return status
-    return {**status, "conditions": [
-        {**c, "message": redact(str(c["message"]))} if isinstance(c, dict) and c.get("message")
-        else c for c in conditions]}
 
 
 def _generation(obj: RawObject) -> int | None:

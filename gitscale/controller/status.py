@@ -99,7 +99,7 @@ def unscheduled(runners: Iterable[Runner], now: datetime,
                 grace: timedelta = UNSCHEDULABLE_GRACE) -> Unscheduled:
     """Pure. Pass the runners left at the end of the pass (not those it removed). They are
     never replaced: a new pod would wait for the same node, and the slot is taken either way;
-    a scale-down (patch 0) removes pending runners last, unschedulable ones among them. An
+    a scale-down (patch 0) removes them first, before idle runners (``decide``). An
     unknown ``since`` counts as late (reported rather than hidden)."""
     stuck = sorted((r.unschedulable for r in runners
                     if r.phase is Phase.PENDING and r.unschedulable is not None),

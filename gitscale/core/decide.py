@@ -25,7 +25,8 @@ from datetime import datetime, timedelta, timezone
 
 from gitscale.core.backlog import backlog_of, refills_left, uncovered
 from gitscale.core.forecast import Forecast
-from gitscale.core.model import Current, Decision, Demand, Reason, next_patch_id
+from gitscale.core.model import Cap, CapBy, Current, Decision, Demand, Drain, Reason, Why, \
+    next_patch_id
 from gitscale.core.policy import Policy
 
 FOREVER = datetime.max.replace(tzinfo=timezone.utc)
@@ -33,6 +34,7 @@ FOREVER = datetime.max.replace(tzinfo=timezone.utc)
 # clock ran ahead (a VM with a bad clock, `reconcile --now` in the future): not a time to hold a
 # scale-down from. Past a few minutes no NTP-synced pair of hosts disagrees.
 CLOCK_SKEW_TOLERANCE = timedelta(minutes=5)
+DRAINED = Why(drain=Drain.DRAINED)
 
 
 def hold_from(last_scale_up: datetime | None, now: datetime, *,
@@ -83,12 +85,24 @@ class Target:
     held_until: datetime | None = None  # set while the delay holds a scale-down
     forecast: bool = False  # a forecast keeps runners ahead of demand in the count
     reactive: int = 0  # the count demand alone asks for (inside the bounds)
+    capped: Cap | None = None  # the max or the global limit cut what was wanted
+
     @property
     def why(self) -> str:
         if self.held_until is None:
             return self.reasoning
         return f"{self.reasoning}; scale-down held until {self.held_until.isoformat()} " \
                "(scaleDownDelay)"
+
+    @property
+    def facts(self) -> Why:
+        """What ``why`` says held or capped the count, as values."""
+        return Why(held_until=self.held_until, cap=self.capped)
+
+    @property
+    def unheld_facts(self) -> Why:
+        """What ``reasoning`` (no delay) says capped the count, as values."""
+        return Why(cap=self.capped)
 
 
 def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
@@ -109,6 +123,7 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
         why += f" + buffer {policy.buffer}"
     reactive = min(max(wanted, lo), hi)
     ahead = False
+    capped: Cap | None = None
     if forecast is not None:
         if forecast.extra:
             wanted, ahead = wanted + forecast.extra, True
@@ -119,8 +134,10 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
         lo, hi = min(lo, cap), cap  # the global limit is harder than a set's minimum
         why += f", capped at {hi} by limits.maxTotalReplicas (shared in proportion to demand, " \
                "then to forecasts)"
+        capped = Cap(CapBy.MAX_TOTAL_REPLICAS, hi)
     elif wanted > hi:
         why += f", capped at max {hi}"
+        capped = Cap(CapBy.MAX_REPLICAS, hi)
     elif wanted < lo:
         why += f", raised to min {lo}"
     if window:
@@ -146,8 +163,8 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
         # The delay never holds a set above its (possibly scheduled) max.
         value = min(current, hi)
         if value > unheld:
-            return Target(value, unheld, why, held_until, reactive=reactive)
-    return Target(unheld, unheld, why, forecast=ahead, reactive=reactive)
+            return Target(value, unheld, why, held_until, reactive=reactive, capped=capped)
+    return Target(unheld, unheld, why, forecast=ahead, reactive=reactive, capped=capped)
 
 
 def wanted(current: Current, demand: Demand, policy: Policy, now: datetime,
@@ -194,6 +211,10 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
 
     ``pinned_clock``: ``now`` is the user's (`--now`), not the host's: a last scale-up ahead of
     it is held from, not ignored as clock skew (``hold_from``).
+
+    What ``detail`` says held or capped the count (the scale-down delay and until when, the
+    max or the global limit and at what, a drain) the decision also carries as values, in
+    ``why`` (``gitscale.core.model.Why``): readers take them from there, not from the text.
     """
     have = current.replicas
     if current.paused:
@@ -201,8 +222,9 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                         "paused (annotation gitscale.dev/paused: \"true\"): left alone")
     if current.drained:
         if have != 0 or current.patch_id != 0:
-            return Decision(True, 0, 0, Reason.DRAIN, "drained: held at 0 until resumed")
-        return Decision(False, 0, 0, Reason.UNCHANGED, "drained")
+            return Decision(True, 0, 0, Reason.DRAIN, "drained: held at 0 until resumed",
+                            why=DRAINED)
+        return Decision(False, 0, 0, Reason.UNCHANGED, "drained", why=DRAINED)
     if demand is None:
         return Decision(False, have or 0, current.patch_id, Reason.DEMAND_UNKNOWN,
                         "demand unknown: left untouched (never scaled down on a guess)")
@@ -212,12 +234,12 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     why = target.why
 
     def write(replicas: int, patch: int, reason: Reason, detail: str,
-              scaled_up: bool = False) -> Decision:
+              scaled_up: bool = False, facts: Why = target.facts) -> Decision:
         backlog = backlog_of(demand.assigned, replicas) if current.backlog is not None else 0
         if backlog:
             detail += f"; backlog {backlog}: the controller refills up to {backlog} finished " \
                       "slot(s) without a new write"
-        return Decision(True, replicas, patch, reason, detail, scaled_up, backlog)
+        return Decision(True, replicas, patch, reason, detail, scaled_up, backlog, facts)
 
     if current.patch_id is None or have is None:
         return write(target.value, 0, Reason.FIRST_WRITE,
@@ -236,7 +258,7 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         if target.unheld < have:
             return write(target.unheld, patch, Reason.SCALE_DOWN,
                          f"{target.reasoning}; jobs wait: written at demand, not held at "
-                         f"{have}, so no idle runner is refilled")
+                         f"{have}, so no idle runner is refilled", facts=target.unheld_facts)
         return write(have, patch, Reason.REAFFIRM,
                      f"{why}; jobs wait and others started or completed: re-affirm so "
                      "finished slots refill")
@@ -250,14 +272,16 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         return write(target.unheld, patch,
                      Reason.SCALE_DOWN if target.unheld < have else Reason.REAFFIRM,
                      f"{target.reasoning}; no job waits beyond {have}: backlog "
-                     f"{current.backlog} withdrawn, so no slot is refilled for nobody")
+                     f"{current.backlog} withdrawn, so no slot is refilled for nobody",
+                     facts=target.unheld_facts)
     last_up = hold_from(current.last_scale_up, now, pinned_clock=pinned_clock)
     delayed = last_up is not None and now < last_up + policy.scale_down_delay
     if demand.queued == 0 and current.patch_id != 0 and not delayed:
         return write(have, 0, Reason.QUIET_RESET,
                      f"{why}; nothing waits: patch 0 lets the controller remove idle "
                      "runners beyond the count")
-    return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why)
+    return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why,
+                    why=target.facts)
 
 
 def settled_until(current: Current, policy: Policy, now: datetime) -> datetime | None:
@@ -287,16 +311,16 @@ def drain(current: Current) -> Decision:
     """`gitscale drain`: replicas 0 with patch 0 (the controller removes every idle runner and
     lets busy ones finish), held there until resumed."""
     if current.replicas == 0 and current.patch_id == 0 and current.drained:
-        return Decision(False, 0, 0, Reason.UNCHANGED, "already drained")
+        return Decision(False, 0, 0, Reason.UNCHANGED, "already drained", why=DRAINED)
     return Decision(True, 0, 0, Reason.DRAIN, "drained by hand: replicas 0, patch 0; held "
-                    "until `gitscale drain --resume`")
+                    "until `gitscale drain --resume`", why=DRAINED)
 
 
 def resume(current: Current) -> Decision:
     """`gitscale drain --resume`: hand the set back to the loop, which scales it from demand."""
     if not current.drained:
         return Decision(False, current.replicas or 0, current.patch_id, Reason.UNCHANGED,
-                        "not drained")
+                        "not drained", why=Why(drain=Drain.NOT_DRAINED))
     return Decision(True, current.replicas or 0, 0, Reason.RESUME,
                     "resumed: the next pass scales from demand again")
 

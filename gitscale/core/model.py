@@ -89,6 +89,45 @@ class Reason(str, Enum):
     PAUSED = "paused"
 
 
+class CapBy(str, Enum):
+    """What cut the count demand asked for: the set's max (its policy's, or an active
+    schedule's), or its share of ``limits.maxTotalReplicas``."""
+
+    MAX_REPLICAS = "maxReplicas"
+    MAX_TOTAL_REPLICAS = "limits.maxTotalReplicas"
+
+
+@dataclass(frozen=True)
+class Cap:
+    """The count was cut to ``at`` by ``by``."""
+
+    by: CapBy
+    at: int
+
+
+class Drain(str, Enum):
+    """Where `gitscale drain` stands in a decision: the set is held at 0 until resumed, or a
+    resume was asked of a set that is not drained."""
+
+    DRAINED = "drained"
+    NOT_DRAINED = "not-drained"
+
+
+@dataclass(frozen=True)
+class Why:
+    """The facts behind a decision's ``detail`` that someone acts on, as values, set where
+    ``decide`` makes them: `plan` explains a set it leaves alone from these (never by reading
+    ``detail``), its JSON shows them, and the state cache keeps them with a settled decision.
+    ``Reason`` says the rest (paused, demand unknown). An empty ``Why``: nothing held it."""
+
+    held_until: datetime | None = None  # scaleDownDelay holds a scale-down until then
+    cap: Cap | None = None  # the count demand asked for was cut (``detail``: "capped at …")
+    drain: Drain | None = None
+
+
+NO_WHY = Why()
+
+
 @dataclass(frozen=True)
 class Decision:
     """What to write for one set. ``write`` False means leave the manifest alone."""
@@ -100,6 +139,7 @@ class Decision:
     detail: str
     scaled_up: bool = False
     backlog: int = 0  # spec.backlog to write (a RunnerSet's; README, "The controller")
+    why: Why = NO_WHY  # what ``detail`` says held or capped it, as values
 
 
 def next_patch_id(previous: int | None) -> int:

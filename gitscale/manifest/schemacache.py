@@ -22,7 +22,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, Callable, Mapping
 
-from gitscale.files import write_cache
+from gitscale.files import keep_newest, write_cache
 
 FORMAT = 2  # of the cached files (2: without detailed exceptions)
 KEEP = 16  # validator files kept (one per schema version seen); the oldest go first
@@ -102,9 +102,4 @@ def _store(path: Path, key: str, payload: bytes, pattern: str = "validator-*.mar
     data = _MAGIC + f"{key}\n{hashlib.sha256(payload).hexdigest()}\n".encode() + payload
     if not write_cache(path, lambda out: out.write(data)):
         return  # said once (gitscale.files): made again next time
-    try:
-        files = sorted(path.parent.glob(pattern), key=lambda p: p.stat().st_mtime)
-        for old in files[:-KEEP]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass  # another process pruned them first
+    keep_newest(path.parent, pattern, KEEP)

@@ -4,6 +4,14 @@ A failure (no secret, connection refused, a timeout, a non-2xx answer) is one li
 naming the target by kind and host, and the cause when there was no answer (the one HTTP
 client's, ``gitscale.clients.http``); the secret, the signature and a Flux hook path never
 appear.
+
+Each target's secret is read at each send, never kept: ``{file: PATH}``, or ``{env: NAME}``
+through ``NAME_FILE`` (``config/secrets.py``; the in-cluster scaler's pods point
+``FLUX_RECEIVER_TOKEN_FILE`` / ``ARGOCD_WEBHOOK_SECRET_FILE`` into the Secret volume of
+``gitscale-notify``). A rotated file therefore signs the next notification of a running ``run``
+or ``serve``, with no stat check needed (a notification follows a push: a small read per push).
+An engine that refuses the request (401/403, or Flux's and Argo CD's 400 for a signature that
+does not verify) is one line, never retried: the next push reads the file again.
 """
 from __future__ import annotations
 

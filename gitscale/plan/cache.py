@@ -34,16 +34,17 @@ from typing import Any, Callable, Iterator, MutableMapping
 from gitscale import __version__
 from gitscale.config.load import Config, ObjectRef
 from gitscale.core.decide import FOREVER
-from gitscale.core.model import Current, Decision, Demand, Reason
+from gitscale.core.model import Cap, CapBy, Current, Decision, Demand, Drain, Reason, Why
 from gitscale.errors import ManifestError
-from gitscale.files import write_cache
+from gitscale.files import keep_newest, write_cache
 from gitscale.manifest.target import KeptReads, Located, locate, owned_for
 from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
 
-FORMAT = 10  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
+FORMAT = 11  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
 # 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS); 10: no
-# settled answer on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE)
+# settled answer on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE); 11: a
+# settled decision's ``why`` (held until, cap, drain), so a cached one still explains itself
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
@@ -54,9 +55,10 @@ STATE_FILE = "manifest-state.pickle"
 Row = tuple[int, str, str, str, "int | None", "int | None", "str | None", "str | None", bool,
             bool, "int | None"]  # the time as ISO 8601: datetimes pickle 3× slower
 # set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
-# replicas, patch ID, reason, detail) of a decision that wrote nothing
+# replicas, patch ID, reason, detail, held until (ISO 8601), capped by, cap, drain) of a
+# decision that wrote nothing; the last four are its ``why`` (core.model.Why)
 Settled = tuple[str, str, int, int, "frozenset[str] | None", float, float, int, "int | None",
-                str, str]
+                str, str, "str | None", "str | None", "int | None", "str | None"]
 
 
 def blob_id(data: bytes) -> str:
@@ -103,16 +105,45 @@ def _int_or_none(value: object) -> bool:
 
 def _settled_row(row: object) -> bool:
     """Is ``row`` a ``Settled`` as gitscale writes it (one per set: cheap to check all)?"""
-    if type(row) is not tuple or len(row) != 11:
+    if type(row) is not tuple or len(row) != 15:
         return False
-    key, blob, queued, running, jobs, since, until, replicas, patch, reason, detail = row
+    (key, blob, queued, running, jobs, since, until, replicas, patch, reason, detail,
+     held_until, capped_by, cap, drain) = row
     return (type(key) is str and type(blob) is str and type(queued) is int
             and type(running) is int and (jobs is None or type(jobs) is frozenset)
             and type(since) is float and type(until) is float and type(replicas) is int
-            and _int_or_none(patch) and reason in _REASONS and type(detail) is str)
+            and _int_or_none(patch) and reason in _REASONS and type(detail) is str
+            and (held_until is None or type(held_until) is str)
+            and (capped_by is None) == (cap is None)
+            and (capped_by is None or (capped_by in _CAPS and type(cap) is int))
+            and (drain is None or drain in _DRAINS))
 
 
 _REASONS = frozenset(r.value for r in Reason)
+_CAPS = frozenset(c.value for c in CapBy)
+_DRAINS = frozenset(d.value for d in Drain)
+
+
+def _why_row(why: Why) -> tuple[str | None, str | None, int | None, str | None]:
+    """A decision's ``why`` as the last four items of its ``Settled`` row."""
+    held = why.held_until.isoformat() if why.held_until is not None else None
+    cap = why.cap
+    return (held, cap.by.value if cap else None, cap.at if cap else None,
+            why.drain.value if why.drain else None)
+
+
+def _why(row: Settled) -> Why | None:
+    """The ``why`` of a ``Settled`` row (``_settled_row`` checked its types); None when its
+    time cannot be read (then the set is decided again)."""
+    held, capped_by, cap, drain = row[11:]
+    try:
+        when = datetime.fromisoformat(held) if held is not None else None
+    except ValueError:
+        return None
+    return Why(held_until=when,
+               cap=Cap(CapBy(capped_by), cap) if capped_by is not None and cap is not None
+               else None,
+               drain=Drain(drain) if drain is not None else None)
 
 
 def _malformed(rows: object, jobs: object, settled: object) -> str | None:
@@ -193,10 +224,7 @@ class ConfigStore(MutableMapping[str, Config]):
                 _write(path, ((FORMAT, __version__), key, self.memory[key]))
         self.new.clear()
         if self.directory is not None and self.directory.is_dir():
-            files = sorted(self.directory.glob("config-*.pickle"),
-                           key=lambda p: p.stat().st_mtime)
-            for old in files[:-CONFIGS]:
-                old.unlink(missing_ok=True)
+            keep_newest(self.directory, "config-*.pickle", CONFIGS)
 
 
 @dataclass
@@ -222,7 +250,8 @@ class CacheWrites:
         """A decision that wrote nothing, valid from ``since`` until ``until``."""
         end = float("inf") if until == FOREVER else until.timestamp()
         row = (key, blob, demand.queued, demand.running, demand.jobs, since.timestamp(), end,
-               decision.replicas, decision.patch_id, decision.reason.value, decision.detail)
+               decision.replicas, decision.patch_id, decision.reason.value, decision.detail,
+               *_why_row(decision.why))
         self.settled.append((name, (row, decision)))
 
     def unsettle(self, name: str) -> None:
@@ -338,8 +367,11 @@ class StateCache:
             return None
         decision = self.decisions.get(name)
         if decision is None:
+            why = _why(row)
+            if why is None:
+                return None
             decision = writes.decisions[name] = Decision(False, row[7], row[8], Reason(row[9]),
-                                                         row[10])
+                                                         row[10], why=why)
         return decision
 
     # What changes it: a pass's writes, applied in the order the pass learnt them.

@@ -62,11 +62,29 @@ class Landed:
 
 def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | None = None,
          date: str | None = None, sleep: Callable[[float], None] = time.sleep,
-         clock: Callable[[], float] = time.monotonic, deadline: float = DEADLINE) -> Landed:
+         clock: Callable[[], float] = time.monotonic, deadline: float = DEADLINE,
+         say: Callable[[str], None] | None = None) -> Landed:
     """Commit and push what ``make_plan`` decides. Each plan's cache writes go to ``cache`` once
     its checks pass (a refused pass, like one that failed to decide, leaves the cache as it
     found it), before the commit: what a pass learnt holds whether or not its commit lands (it
-    depends on file contents only), and a retry after a lost race reads less."""
+    depends on file contents only), and a retry after a lost race reads less.
+
+    In a checkout the whole pass holds it (``Workspace.exclusive``): another gitscale process
+    writing there is waited for, up to ``deadline``, and ``say`` is told (default: stderr)."""
+    with ws.exclusive(deadline, say or say_on_stderr):
+        return _land(ws, make_plan, cache, date, sleep, clock, deadline)
+
+
+def say_on_stderr(line: str) -> None:
+    """What a pass says while it waits (another process holds the checkout): on stderr."""
+    import click
+
+    click.echo(line, err=True)
+
+
+def _land(ws: Workspace, make_plan: Callable[[], Plan], cache: StateCache | None,
+          date: str | None, sleep: Callable[[float], None], clock: Callable[[], float],
+          deadline: float) -> Landed:
     ws.prepare_write()
     started = clock()
     attempt = 0

@@ -272,6 +272,10 @@ class Git:
         self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
                  f"--shallow-since={since}", remote, f"refs/heads/{branch}")
 
+    def commit_time(self, rev: str) -> float:
+        """The committer time of ``rev`` (POSIX seconds)."""
+        return float(self.out("show", "-s", "--format=%ct", rev))
+
     def is_shallow(self) -> bool:
         return self.out("rev-parse", "--is-shallow-repository") == "true"
 

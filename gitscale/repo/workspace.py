@@ -12,19 +12,26 @@ decision would be stale anyway), by the record ``begin_write`` keeps in the git 
 a write is in progress: each edited path with the hashes of its text before and after the edit
 (a person's later change matches neither), then the commit, until it is pushed (which must also
 carry gitscale's subject and ``Gitscale-Base`` trailer). Anything else is still refused.
+
+Two gitscale processes in one checkout take turns, a pass at a time (``exclusive``): they share
+the work tree, the index, FETCH_HEAD and that record, and the second one took the first one's
+edit in progress for the leftovers of a killed run.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Callable, Iterator, Literal, Mapping
 
 from gitscale.repo import git as git
 from gitscale.repo import scratch as scratch_dirs
@@ -33,6 +40,7 @@ from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
 PENDING = "gitscale-pending-write.json"  # in the git directory, while a write is in progress
+LOCK = "gitscale.lock"  # in the git directory: held by the pass writing in the checkout
 _OWN_COMMIT = re.compile(r"\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z", re.M | re.S)
 
 
@@ -66,10 +74,26 @@ class Workspace:
 
     def deepen_since(self, since: datetime) -> None:
         """A shallow clone: fetch the remote branch's commits from ``since`` on (a forecast's
-        history); later syncs keep them joined."""
+        history); later syncs keep them joined. When the branch's newest commit (HEAD, just
+        synced) is older than ``since`` there is nothing to fetch, and git would refuse to
+        try ("no commits selected for shallow requests"): a quiet repo, a rollback by force
+        push to an older commit."""
         assert self.remote is not None and self.remote_branch is not None
+        if self.git.commit_time("HEAD") < since.timestamp():
+            return
         self.git.deepen_since(self.remote, self.remote_branch, format_time(since))
         self.deepened = True
+
+    @contextmanager
+    def exclusive(self, timeout: float, say: Callable[[str], None] | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+        """Checkout mode: hold the checkout for one pass (``hold_checkout``). A clone is this
+        process's own: nothing to hold."""
+        if self.mode != "checkout":
+            yield
+            return
+        with hold_checkout(self.git, self.label, timeout, say, clock):
+            yield
 
     def prepare_write(self) -> None:
         """Checkout mode: refuse to work on top of local changes that a retry could drop,
@@ -90,6 +114,14 @@ class Workspace:
             raise InputError(self.label, f"has uncommitted changes ({listed}); commit or stash "
                              "them first: gitscale only commits its own edits")
         if self.remote is None or self.remote_branch is None:
+            # --no-push (or no upstream): the record alone says which commit was the killed
+            # run's, on which base; left here it would pass for a --no-push commit
+            base = pending.get("base")
+            head = self.git.head()
+            if isinstance(base, str) and head != base and self._is_own_commit(head, base,
+                                                                              pending):
+                self.git.reset_hard(base)
+                self.recovered.append(f"unpushed commit {head[:12]}")
             return
         tip = self.git.fetch(self.remote, self.remote_branch)
         head = self.git.head()
@@ -185,6 +217,56 @@ class Workspace:
             self.git.push(self.remote, self.remote_branch)
 
 
+@contextmanager
+def hold_checkout(repo: git.Git, label: str, timeout: float,
+                  say: Callable[[str], None] | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+    """Hold a checkout against another gitscale process working in it (an ``flock`` on
+    ``LOCK`` in the git directory, released by the kernel when its holder dies, so a killed
+    run leaves no lock behind): a pass that writes, `plan` (which would otherwise read the
+    other's edit in progress) and `crd --repo`. A second process waits, saying so once
+    through ``say``, up to ``timeout`` seconds, then gives up."""
+    path = repo.git_path(LOCK)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        started = None
+        while not _try_lock(fd):
+            if started is None:
+                started = clock()
+                if say is not None:
+                    say(f"waiting for another gitscale run in {label} "
+                        f"({_holder(fd)}) to finish its pass")
+            if clock() - started >= timeout:
+                raise GitError(f"{label}: another gitscale run ({_holder(fd)}) has "
+                               f"been writing in this checkout for more than {timeout:g} "
+                               f"s (it holds {path}); nothing was written")
+            time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as its holder wrote it: ``pid N``."""
+    try:
+        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        pid = ""
+    return f"pid {pid}" if pid.isdigit() else "pid unknown"
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all: a kill mid-write leaves the old text, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)  # .gitscale/ on the first write
@@ -203,12 +285,14 @@ def _digest(data: bytes) -> str:
 def open_workspace(repo: str, branch: str | None, *, push: bool = True,
                    history: bool = False, sparse: bool = False,
                    since: str | None = None, kept: bool = False,
-                   unborn_ok: bool = False) -> Iterator[Workspace]:
+                   unborn_ok: bool = False, writes: bool = True) -> Iterator[Workspace]:
     """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
     ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
     git: ``gitscale.repo.index``). ``kept``: the clone serves pass after pass (``run``; see
     ``_clone``). A repo without a commit is refused (a pass starts from one), unless
-    ``unborn_ok`` (``validate`` reads the files as they are)."""
+    ``unborn_ok`` (``validate`` reads the files as they are). ``writes=False`` (``plan``,
+    ``validate``, ``history``, ``simulate``): a checkout with a detached HEAD is read as it
+    is — a CI job reviewing a pull request checks out its merge commit that way."""
     if git.is_url(repo):
         git.check_url(repo)  # before anything can echo it or hand it to git
     path = Path(repo).expanduser()
@@ -216,7 +300,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         if not git.is_work_tree(path):
             raise InputError(repo, "is not the top of a git checkout (git init it, or pass "
                              "a URL)")
-        ws = _checkout(path, branch, push)
+        ws = _checkout(path, branch, push, writes)
         if not unborn_ok:
             _check_born(ws)
         yield ws
@@ -274,12 +358,17 @@ def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool
     return blobless
 
 
-def _checkout(path: Path, branch: str | None, push: bool) -> Workspace:
+def _checkout(path: Path, branch: str | None, push: bool, writes: bool = True) -> Workspace:
     repo_git = git.Git(path)
     current = repo_git.current_branch()
-    if current is None:
+    if current is None and writes:
         raise InputError(str(path), "HEAD is detached; check out the branch gitscale should "
                          "commit to")
+    if current is None:  # read as it is: nothing is committed, so no branch is needed
+        if branch is not None:
+            raise InputError(str(path), f"HEAD is detached, not on branch {branch}; check out "
+                             f"{branch}, or drop --branch to read the commit checked out")
+        return Workspace(path, repo_git, "HEAD", "checkout", None, None, str(path))
     if branch is not None and branch != current:
         raise InputError(str(path), f"is on branch {current}, not {branch}; check out {branch} "
                          "or drop --branch")

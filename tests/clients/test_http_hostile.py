@@ -10,7 +10,8 @@ from typing import Iterator
 import pytest
 
 from gitscale.clients.errors import ApiError
-from gitscale.clients.http import COURTESY_BODY, MAX_BODY, HttpClient, same_api
+from gitscale.clients.http import COURTESY_BODY, MAX_BODY, HttpClient
+from gitscale.clients.urls import same_api
 from gitscale.redact import secret_forms
 
 from tests.clients.test_http import add_runs, assert_clean_auth, make_client, runs_url

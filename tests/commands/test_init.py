@@ -65,6 +65,39 @@ def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str,  # t
     assert "git.example.com/ci/config.git" in yaml.safe_dump(docs[0])
 
 
+@pytest.mark.parametrize("run_in", ["cluster", "github-actions", "gitlab"])
+def test_init_config_elsewhere_is_passed_on(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                            run_in: str) -> None:
+    """--config: the config is written there (no gitscale.yaml), every command init writes or
+    prints passes it on, and the repo validates and plans with it."""
+    root = tmp_path / "config"
+    code, out, err = run(capsys, "init", str(root), "--gitops", "flux", "--github-org", "acme",
+                         "--run-in", run_in, "--config", "ci/scale.yaml",
+                         "--notify-url", "https://gitops.example.com")
+    assert code == 0, err
+    assert (root / "ci/scale.yaml").is_file() and not (root / "gitscale.yaml").exists()
+    assert "  ci/scale.yaml" in out.splitlines()
+    assert "gitscale plan --repo . --config ci/scale.yaml --demand demand.yaml" in out
+    commands = {"github-actions": [".github/workflows/gitscale.yml"],
+                "gitlab": [".gitlab-ci.yml"],
+                "cluster": ["deploy/scaler/cronjob.yaml", "deploy/scaler/deployment-run.yaml",
+                            "deploy/scaler/deployment-serve.yaml"]}[run_in]
+    for rel in commands:
+        text = (root / rel).read_text()
+        if run_in == "cluster":
+            (pod,) = [d for d in yaml.safe_load_all(text) if d]
+            spec = pod["spec"].get("jobTemplate", pod)["spec"]["template"]["spec"]
+            args = spec["containers"][0]["args"]
+            assert args[args.index("--config") + 1] == "ci/scale.yaml", (rel, args)
+        else:
+            assert "--config ci/scale.yaml --every 5m" in text, rel
+    assert run(capsys, "validate", "--repo", str(root))[0] == 1  # no gitscale.yaml there
+    assert run(capsys, "validate", "--repo", str(root), "--config", "ci/scale.yaml")[0] == 0
+    code, out, _ = run(capsys, "plan", "--repo", str(root), "--config", "ci/scale.yaml",
+                       "--demand", str(root / "demand.yaml"))
+    assert code == 2 and "first-write" in out
+
+
 def test_init_never_overwrites(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     root = tmp_path / "config"
     root.mkdir()
@@ -85,6 +118,11 @@ def test_init_refuses_credentials_in_url(tmp_path: Path, capsys) -> None:  # typ
 @pytest.mark.parametrize(("option", "value", "words"), [
     pytest.param("--branch", "ma in", "not a valid git branch name", id="bad-branch"),
     pytest.param("--path", "prod: {x", "use letters, digits", id="yaml-in-path"),
+    pytest.param("--config", "../gitscale.yaml", "relative path inside the repo",
+                 id="config-outside"),
+    pytest.param("--config", "flux/gitscale.yaml", "a file init writes for another purpose",
+                 id="config-clashes"),
+    pytest.param("--config", "ci/", "the path of a file", id="config-no-name"),
 ])
 def test_init_refuses_bad_options_before_writing(tmp_path: Path, capsys, option: str,  # type: ignore[no-untyped-def]
                                                  value: str, words: str) -> None:

@@ -268,6 +268,36 @@ def test_scaler_kustomization_builds(tmp_path: Path, capsys) -> None:  # type: i
     volumes = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
     assert {"name": "cache", "persistentVolumeClaim": {
         "claimName": claim["metadata"]["name"]}} in volumes
+    assert_notify_is_a_file(cron["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+    # the README's swap: run, or serve with its Service, instead of the CronJob and its claim
+    kustomization = root / "deploy/scaler/kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace(
+        "- cache-pvc.yaml\n- cronjob.yaml", "- deployment-run.yaml\n- deployment-serve.yaml\n"
+        "- service-serve.yaml"))
+    built = subprocess.run(["kubectl", "kustomize", str(root / "deploy/scaler")],
+                           capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+    deployments = [d for d in yaml.safe_load_all(built.stdout) if d["kind"] == "Deployment"]
+    assert sorted(d["metadata"]["name"] for d in deployments) == ["gitscale-run",
+                                                                  "gitscale-serve"]
+    for deployment in deployments:
+        assert deployment["metadata"]["namespace"] == "gitscale-system"
+        assert_notify_is_a_file(deployment["spec"]["template"]["spec"])
+
+
+def assert_notify_is_a_file(spec: dict[str, Any]) -> None:
+    """Flux's notify token: the key FLUX_RECEIVER_TOKEN of the optional Secret gitscale-notify,
+    a file that FLUX_RECEIVER_TOKEN_FILE points at; no Secret loaded as variables."""
+    (container,) = spec["containers"]
+    assert "envFrom" not in container
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert "FLUX_RECEIVER_TOKEN" not in env
+    directory, key = env["FLUX_RECEIVER_TOKEN_FILE"].rsplit("/", 1)
+    assert key == "FLUX_RECEIVER_TOKEN"
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"] == {"secretName": "gitscale-notify", "optional": True}
 
 
 @pytest.mark.parametrize("gitops", ["argocd", "flux"])

@@ -16,6 +16,7 @@ from tests.ship.shipfiles import ROOT
 
 CREDENTIALS = ROOT / "docs" / "credentials.md"
 NOT_SECRET = {"GITSCALE_GIT_TOKEN_FILE", "GITSCALE_CACHE_DIR"}  # plain values besides NAME_FILE
+NOTIFY_DIR = "/var/run/secrets/gitscale/notify"  # where credentials.md says gitscale-notify is
 
 
 def documented_keys() -> dict[str, str]:
@@ -77,8 +78,8 @@ def test_the_scaler_reads_the_source_credential_from_the_documented_secret_keys(
         refs, optional = {}, {}
         for env in container["env"]:
             assert "value" in env, (name, env)
-            if env["name"] in NOT_SECRET:
-                continue
+            if env["name"] in NOT_SECRET or env["value"].startswith(NOTIFY_DIR + "/"):
+                continue  # (the notify entry's secret: its own test below)
             variable, value = env["name"].removesuffix("_FILE"), env["value"]
             assert env["name"] == f"{variable}_FILE", (name, env)
             directory, key = value.rsplit("/", 1)
@@ -199,3 +200,71 @@ def test_the_pods_variables_lead_gitscale_to_the_mounted_keys(  # type: ignore[n
 def documented_keys_of(variable: str) -> str:
     (key,) = [k for k, v in documented_keys().items() if v == variable]
     return key
+
+
+@pytest.mark.parametrize(("gitops", "variant", "complete"), ALL)
+def test_the_notify_secret_is_a_file_of_gitscale_notify_in_every_pod(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, gitops: str, variant: str,
+        complete: bool) -> None:
+    """gitscale.yaml's notify entry names ``{env: NAME}``; every pod (the CronJob, run, serve)
+    points ``NAME_FILE`` at the key NAME of the optional Secret gitscale-notify, mounted as
+    files, and loads no Secret as variables (a running pod never sees a variable change, and
+    ``NAME`` beside ``NAME_FILE`` is refused). Laid out as the kubelet lays the volume out, the
+    pod's environment makes gitscale read that key, and the key the kubelet swapped in after
+    an update."""
+    from gitscale.config.secrets import read_secret
+    from tests.notify.test_notify_rotation import Volume
+
+    root, out = init(tmp_path, capsys, gitops, *options(gitops, variant, complete))
+    (target,) = load_config(root).notify
+    assert target.secret is not None
+    variable = target.secret["env"]
+    assert variable == {"flux": "FLUX_RECEIVER_TOKEN", "argocd": "ARGOCD_WEBHOOK_SECRET"}[gitops]
+    found = pods(root)
+    assert {name for name, _ in found} >= {"cronjob.yaml", "deployment-run.yaml"}
+    for name, spec in found:
+        (container,) = spec["containers"]
+        assert "envFrom" not in container, name
+        env = {e["name"]: e for e in container["env"]}
+        assert variable not in env, name
+        path = env[f"{variable}_FILE"]["value"]
+        assert path == f"{NOTIFY_DIR}/{variable}", name
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == NOTIFY_DIR]
+        assert mount["readOnly"] is True
+        (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+        # every key of the Secret a file; the pod starts before the Secret exists
+        assert volume == {"name": mount["name"],
+                          "secret": {"secretName": "gitscale-notify", "optional": True}}
+    # init's printed step and deploy/scaler/README.md create that key from a file
+    line = rf"^kubectl -n gitscale-system create secret generic gitscale-notify " \
+        rf"--from-file={variable}=\./[\w-]+$"
+    readme = (root / "deploy/scaler/README.md").read_text()
+    assert re.search(line, out, re.M) and re.search(line, readme, re.M)
+    assert f"`{variable}_FILE`" in readme and NOTIFY_DIR in readme
+    assert "rollout restart" not in readme and "envFrom" not in readme
+    # the pod's environment over the kubelet's layout of the volume
+    spec = dict(found)["deployment-run.yaml"]
+    (container,) = spec["containers"]
+    volume = Volume(tmp_path / "kubelet-notify", {variable: "engine-secret-before-1f2e"})
+    for env in container["env"]:
+        monkeypatch.setenv(env["name"], env["value"].replace(NOTIFY_DIR, str(volume.root)))
+    monkeypatch.delenv(variable, raising=False)
+    assert read_secret(target.secret, "token") == "engine-secret-before-1f2e"
+    volume.update({variable: "engine-secret-after-93ab"})
+    assert read_secret(target.secret, "token") == "engine-secret-after-93ab"
+
+
+def test_each_secret_mount_is_named_after_its_secret() -> None:
+    """A missing key's error names the Secret from the file's folder
+    (``files.mounted_secret_hint``): every folder init mounts a Secret at is its name's."""
+    from pathlib import Path
+
+    from gitscale.commands import init_notify, init_runners, init_schedules
+    from gitscale.files import mounted_secret_hint
+
+    for folder, secret in [(init_notify.NOTIFY_DIR, init_notify.NOTIFY_SECRET),
+                           (init_runners.SCALER_DIR, init_runners.SCALER_SECRET),
+                           (init_schedules.TOKEN_DIR, init_schedules.GIT_SECRET),
+                           (init_schedules.WEBHOOK_DIR, init_schedules.WEBHOOK_SECRET)]:
+        assert mounted_secret_hint(Path(folder) / "k") == f' (the key "k" of Secret {secret}?)'
+    assert mounted_secret_hint(Path("/etc/gitscale/k")) == ""

@@ -190,6 +190,108 @@ def test_an_unchanged_set_says_why_when_it_is_held_drained_or_at_max(  # type: i
     assert "Plan: 0 to change, 2 unchanged" in out
 
 
+CACHED = "(the detail as the state cache kept it)"
+
+
+def _plan_from_the_cache(capsys, checkout: Path, cache_dir: Path, demand: Path, at: str,  # type: ignore[no-untyped-def]
+                         again: str) -> tuple[str, dict]:  # type: ignore[type-arg]
+    """`plan` at ``at``, which settles every set (nothing to write), then `plan` text and JSON
+    at ``again``, a new run that takes each answer from the state cache on disk. The detail
+    text in the cache is replaced first: what the notes say comes from the cached values."""
+    import pickle
+
+    assert run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),
+               "--now", at)[0] == 0
+    state = cache_dir / "manifest-state.pickle"
+    stamp, rows, jobs, settled, series = pickle.loads(state.read_bytes())
+    assert sorted(settled) == ["gpu", "linux"]
+    settled = {name: row[:10] + (CACHED,) + row[11:] for name, row in settled.items()}
+    state.write_bytes(pickle.dumps((stamp, rows, jobs, settled, series)))
+    code, text, err = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),
+                          "--now", again)
+    assert code == 0 and err == "", err
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),
+                         "--now", again, "--output", "json")
+    assert code == 0, err
+    linux = {u["set"]: u for u in json.loads(out)["unchanged"]}["linux"]
+    assert linux["detail"] == CACHED  # taken from the cache, not decided again
+    return text, linux
+
+
+def test_an_unchanged_set_taken_from_the_state_cache_still_says_why(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, _isolated_cache: Path) -> None:
+    """The notes of a set whose answer a later CLI run takes from the state cache (held,
+    at max, drained) are those of deciding it anew; JSON's ``why`` has them as values."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 1, maxReplicas: 3, buffer: 1, "
+                                                 "scaleDownDelay: 10m}", "gpu": "default"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
+        "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0),
+        "demand.yaml": "linux: {queued: 2, running: 0}\ngpu: {queued: 0, running: 0}\n",
+    })
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0  # linux 1→3
+    quiet = tmp_path / "quiet.yaml"
+    quiet.write_text("linux: {queued: 0, running: 0}\ngpu: {queued: 0, running: 0}\n")
+    text, linux = _plan_from_the_cache(capsys, checkout, _isolated_cache, quiet,
+                                       "2026-11-21T09:05:00Z", "2026-11-21T09:06:00Z")
+    assert _plan_line(text, "linux").endswith(
+        "unchanged: scale-down held until 2026-11-21 09:10:00 UTC (scaleDownDelay)")
+    assert _plan_line(text, "gpu").split() == ["gpu", "0", "unchanged"]
+    assert linux["why"] == {"held_until": "2026-11-21T09:10:00Z", "capped": None,
+                            "drained": False}
+
+    busy = tmp_path / "busy.yaml"
+    busy.write_text("linux: {queued: 7, running: 3}\ngpu: {queued: 0, running: 0}\n")
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(busy),
+               "--now", "2026-11-21T09:20:00Z")[0] == 0
+    text, linux = _plan_from_the_cache(capsys, checkout, _isolated_cache, busy,
+                                       "2026-11-21T09:20:30Z", "2026-11-21T09:21:00Z")
+    assert _plan_line(text, "linux").endswith(
+        "unchanged: at max 3; demand 10 (7 queued, 3 running)")
+    assert linux["why"] == {"held_until": None, "capped": {"by": "maxReplicas", "at": 3},
+                            "drained": False}
+
+    assert run(capsys, "drain", "--repo", str(checkout), "linux",
+               "--now", "2026-11-21T09:30:00Z")[0] == 0
+    waiting = tmp_path / "waiting.yaml"
+    waiting.write_text("linux: {queued: 8, running: 0}\ngpu: {queued: 0, running: 0}\n")
+    text, linux = _plan_from_the_cache(capsys, checkout, _isolated_cache, waiting,
+                                       "2026-11-21T09:31:00Z", "2026-11-21T09:32:00Z")
+    assert _plan_line(text, "linux").endswith(
+        "unchanged: drained: held at 0 until `gitscale drain --resume`; demand 8 (8 queued, "
+        "0 running)")
+    assert linux["why"] == {"held_until": None, "capped": None, "drained": True}
+
+
+def test_a_set_capped_by_the_global_limit_says_so_in_text_and_json(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": "limits: {maxTotalReplicas: 4}\n" + simple_config(
+            {"a": "{maxReplicas: 10}", "b": "{maxReplicas: 10}", "c": "{maxReplicas: 10}"}),
+        "sets/a.yaml": RUNNERSET.format(name="a", replicas=0),
+        "sets/b.yaml": RUNNERSET.format(name="b", replicas=0),
+        "sets/c.yaml": RUNNERSET.format(name="c", replicas=0),
+        "demand.yaml": "a: {queued: 6, running: 0}\nb: {queued: 2, running: 0}\n"
+                       "c: {queued: 0, running: 0}\n",
+    })
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", NOW,
+                         "--output", "json")
+    assert code == 2, err
+    whys = {c["set"]: c["why"] for c in json.loads(out)["changes"]}
+    assert whys["a"] == {"held_until": None, "drained": False,
+                         "capped": {"by": "limits.maxTotalReplicas", "at": 3}}
+    assert whys["b"]["capped"] == {"by": "limits.maxTotalReplicas", "at": 1}
+    assert whys["c"] == {"held_until": None, "capped": None, "drained": False}
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", NOW)
+    assert code == 0, err
+    assert _plan_line(out, "a").endswith(
+        "unchanged: capped at 3 by limits.maxTotalReplicas; demand 6 (6 queued, 0 running)")
+    assert _plan_line(out, "b").endswith(
+        "unchanged: capped at 1 by limits.maxTotalReplicas; demand 2 (2 queued, 0 running)")
+    assert _plan_line(out, "c").split() == ["c", "0", "unchanged"]
+
+
 def test_plan_set_shows_only_the_sets_named_and_exits_on_them(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys) -> None:
     checkout = two_sets(tmp_path)

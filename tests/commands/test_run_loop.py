@@ -156,3 +156,56 @@ def test_a_forecast_in_run_serves_until_the_next_pass(tmp_path: Path) -> None:
     # history, which shows no rise (0): q0.9 of (0, 40) is 40, on a demand of 0
     assert "- linux: demand 0 (queued 0, running 0) + forecast +40: q0.9 of the jobs that " \
         "arrived within 1m, from 08:57–09:02 UTC, on the last 2 Mondays (0, 40)" in body
+
+
+CHECKPOINTED_RUN = """
+import sys
+import gitscale.commands as commands
+commands.CHECKPOINT_SECONDS = float(sys.argv[1])
+from gitscale.cli import main
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("every", [0.0, 3600.0])
+def test_a_killed_run_keeps_what_it_learnt_up_to_its_last_checkpoint(tmp_path: Path,
+                                                                     every: float) -> None:
+    """`run` saves its state cache every CHECKPOINT_SECONDS, not only at a clean stop: after a
+    kill -9 the cache holds the passes before it (here a checkpoint after every pass, against
+    none within the hour)."""
+    checkout = setup(tmp_path)
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHECKPOINTED_RUN, str(every), "run", "--repo", str(checkout),
+         "--interval", "1s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "GITSCALE_CACHE_DIR": str(cache)})
+    passes = 0
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the third pass logged: two checkpoints behind it
+            passes += " pass at " in line
+            if passes == 3:
+                break
+        proc.kill()  # kill -9: no clean stop, no save at exit
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert passes == 3
+    saved = sorted(p.name for p in cache.iterdir()) if cache.exists() else []
+    if every == 0.0:
+        assert "manifest-state.pickle" in saved, saved
+    else:
+        assert "manifest-state.pickle" not in saved, saved
+
+
+def test_checkpoint_saves_once_every_period_counted_from_its_first_call() -> None:
+    from gitscale.commands import Checkpoint
+
+    now = [100.0]
+    saves: list[float] = []
+    checkpoint = Checkpoint(lambda: saves.append(now[0]), every=60.0, clock=lambda: now[0])
+    for at in (100.0, 130.0, 159.9, 160.0, 200.0, 219.9, 220.0, 400.0):
+        now[0] = at
+        checkpoint()
+    assert saves == [160.0, 220.0, 400.0]

@@ -13,11 +13,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 
 from gitscale.controller.cache import Store
-from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.context import Report
+from gitscale.controller.kube import Kube
+from gitscale.controller.kube_config import client_for
 from gitscale.controller.loop import Controller
 from gitscale.controller.observe import LABEL_SET
 from gitscale.controller.platforms import Platforms
-from gitscale.controller.reconcile import Report
 from gitscale.timeutil import format_time
 from tests.controller.github_fake import FakeGitHub, FakeRunner
 from tests.kubeapi.server import KubeAPIServer, start_api_server

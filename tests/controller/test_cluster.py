@@ -30,7 +30,8 @@ class Cluster:
         import kubernetes.client
         from kubernetes.client.exceptions import ApiException
 
-        from gitscale.controller.kube import Kube, load
+        from gitscale.controller.kube import Kube
+        from gitscale.controller.kube_config import load
         from gitscale.controller.loop import Controller
 
         self.ApiException = ApiException

@@ -13,7 +13,8 @@ from typing import Any, Callable
 import kubernetes.client
 import pytest
 
-from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.kube import Kube
+from gitscale.controller.kube_config import client_for
 from gitscale.controller.loop import Controller
 from gitscale.controller.platforms import Platforms
 from gitscale.controller.podspec import instance

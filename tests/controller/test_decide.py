@@ -17,6 +17,7 @@ from gitscale.controller.decide import (
     Phase,
     Runner,
     Spec,
+    Unschedulable,
     Write,
     backoff,
     decide,
@@ -139,6 +140,32 @@ def test_scale_down_standby_continues_its_order_beyond_the_surplus() -> None:
         ("i3", 1, DeleteReason.SURPLUS), ("p2", 2, DeleteReason.SURPLUS),
         ("p1", 2, DeleteReason.SURPLUS)]
     assert decide(Spec(4, 3), runners, at(10)).standby == ()  # patch > 0: no scale-down
+
+
+def stuck(name: str, since: float | None, created: float) -> Runner:
+    """A pending runner the scheduler has not placed since ``since`` (None: unknown)."""
+    return replace(r(name, 0, P, created=created),
+                   unschedulable=Unschedulable(at(since) if since is not None else None, "cpu"))
+
+
+@pytest.mark.parametrize(("replicas", "runners", "deletes"), [
+    pytest.param(2, [r("i", 0, I, created=1), r("p", 0, P, created=2), stuck("s", 3, 3)],
+                 [("s", 1)], id="unschedulable-before-idle"),
+    pytest.param(1, [r("i", 0, I, created=1), stuck("s1", 5, 2), stuck("s2", 4, 3),
+                     r("p", 0, P, created=4)],
+                 [("s2", 1), ("s1", 1), ("i", 1)], id="longest-stuck-first-placed-pending-last"),
+    pytest.param(1, [stuck("s1", 5, 2), stuck("s2", None, 3), r("b", 0, B)],
+                 [("s2", 1), ("s1", 1)], id="unknown-since-counts-as-longest"),
+    pytest.param(2, [r("x", 0, X, ended=9, failures=3), stuck("s", 1, 2), r("i", 0, I)],
+                 [("x", 1)], id="failed-still-first"),
+])
+def test_scale_down_removes_unschedulable_runners_before_idle_ones(
+        replicas: int, runners: list[Runner], deletes: list[tuple[str, int]]) -> None:
+    """A pending runner the scheduler cannot place can take no job: it goes with the failed
+    ones, before an idle runner that can; a placed pending runner still goes last."""
+    actions = decide(Spec(replicas, 0), runners, at(10))
+    assert [(d.name, d.wave) for d in actions.deletes] == deletes
+    assert decide(Spec(replicas, 1), runners, at(10)).deletes == ()  # patch > 0: none
 
 
 @pytest.mark.parametrize(("replicas", "runners", "deletes", "standby"), [

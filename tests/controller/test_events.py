@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gitscale.controller import status as st
+from gitscale.controller.context import Report
 from gitscale.controller.decide import Actions, Delete, DeleteReason, Status
 from gitscale.controller.events import (
     COMBINED,
@@ -24,7 +25,6 @@ from gitscale.controller.events import (
     of_pass,
     repeat,
 )
-from gitscale.controller.reconcile import Report
 from gitscale.redact import MASK, forget_held, hold
 from gitscale.timeutil import parse_time
 from tests.controller.harness import NS, Harness

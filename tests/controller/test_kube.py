@@ -8,7 +8,8 @@ import pytest
 
 from gitscale.controller.cache import runner_pod_fields
 from gitscale.controller.errors import KubeError
-from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.kube import Kube
+from gitscale.controller.kube_config import client_for
 from gitscale.controller.observe import LABEL_SET
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 

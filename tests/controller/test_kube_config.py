@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gitscale.controller import kube
+from gitscale.controller import kube, kube_config
 from gitscale.controller.errors import KubeError
 from gitscale.redact import MASK, redact
 from tests.helpers import wait_for
@@ -103,7 +103,7 @@ def exec_user(tmp_path: Path) -> dict[str, Any]:
 ])
 def test_a_credential_the_api_server_echoes_is_masked_in_the_error(
         echo: EchoingAPIServer, tmp_path: Path, user: Any) -> None:
-    api = kube.Kube(kube.load(str(kubeconfig(tmp_path / "K", echo.url, user(tmp_path)))),
+    api = kube.Kube(kube_config.load(str(kubeconfig(tmp_path / "K", echo.url, user(tmp_path)))),
                     timeout=5)
     try:
         for _ in range(2):  # the exec plugin's token is another one on each request
@@ -188,7 +188,7 @@ def test_the_client_key_is_held_for_masking(tmp_path: Path) -> None:
     config = kubeconfig(tmp_path / "K", "https://127.0.0.1:1", {
         "client-key-data": base64.b64encode(key.encode()).decode(),
         "client-certificate-data": base64.b64encode(cert.encode()).decode()})
-    kube.load(str(config)).close()
+    kube_config.load(str(config)).close()
     line = key.splitlines()[1]
     assert redact(f"TLS: bad key {line}") == f"TLS: bad key {MASK}"
     assert redact(f"the key:\n{key}").count(line) == 0

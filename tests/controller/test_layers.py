@@ -1,5 +1,6 @@
-"""The controller's layering: the decision is pure, only kube.py knows the kubernetes client,
-and the CI platforms are spoken to through ``gitscale.clients`` (no HTTP library here)."""
+"""The controller's layering: the decision is pure, only the kube modules (``KUBE``) know the
+kubernetes client, and the CI platforms are spoken to through ``gitscale.clients`` (no HTTP
+library here)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,13 +13,20 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gitscale" / "controller"
 CLIENT = {"kubernetes", "pydantic", "urllib3"}
 IO = CLIENT | {"httpx", "socket", "http", "subprocess", "threading", "time", "yaml",
                "concurrent", "jwt", "logging", "os"}
+# One place speaks Kubernetes: the verbs (kube.py), the kubeconfig and its credentials
+# (kube_config.py), the answers and the client's errors (kube_answers.py).
+KUBE = {"kube.py", "kube_config.py", "kube_answers.py"}
 PURE = ["decide.py", "observe.py", "podspec.py", "status.py", "platform.py", "events.py"]
 
 
 @pytest.mark.parametrize("module", sorted(p.name for p in PACKAGE.glob("*.py")))
 def test_only_kube_imports_the_kubernetes_client(module: str) -> None:
-    if module != "kube.py":
+    if module not in KUBE:
         assert not imports(PACKAGE / module) & CLIENT
+
+
+def test_the_kube_modules_exist() -> None:
+    assert {p.name for p in PACKAGE.glob("kube*.py")} == KUBE
 
 
 @pytest.mark.parametrize("module", PURE)

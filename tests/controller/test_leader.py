@@ -15,12 +15,13 @@ from typing import Any, Callable, Iterator
 import kubernetes.client
 import pytest
 
-from gitscale.controller.kube import Kube, client_for
+from gitscale.controller.context import Report
+from gitscale.controller.kube import Kube
+from gitscale.controller.kube_config import client_for
 from gitscale.controller.leader import LeaseConfig
 from gitscale.controller.loop import Controller
 from gitscale.controller.observe import FINALIZER
 from gitscale.controller.podspec import instance
-from gitscale.controller.reconcile import Report
 from tests.helpers import wait_for
 from tests.controller.github_fake import FakeRunner
 from tests.controller.harness import NS, Harness, buildkite_spec, start

@@ -140,7 +140,7 @@ def test_a_scale_down_removes_them_and_they_stop_counting(harness: Harness,
     harness.clock.advance(GRACE)
     harness.sync("rs")
     assert ready(harness)["message"].startswith("3 of 3 runner(s) cannot be scheduled")
-    harness.write("rs", 1, 0)  # pending runners go last, newest first: unschedulable or not
+    harness.write("rs", 1, 0)  # unschedulable pending runners go (they can take no job)
     report = harness.sync("rs")
     assert len(report.deleted) == 2 and set(report.deleted) < set(pods)
     assert ready(harness)["message"].startswith("1 of 1 runner(s) cannot be scheduled")
@@ -149,6 +149,24 @@ def test_a_scale_down_removes_them_and_they_stop_counting(harness: Harness,
     harness.sync("rs")
     assert (ready(harness)["status"], ready(harness)["reason"]) == ("True", "Reconciled")
     assert value(metrics(port), "gitscale_controller_runners_unschedulable", **PER_SET) == 0
+
+
+def test_a_scale_down_keeps_an_idle_runner_over_an_unschedulable_one(harness: Harness) -> None:
+    """The idle runner can take the next job; the unschedulable one cannot until a node
+    comes, so a patch-0 scale-down removes it first (it goes with the failed runners, before
+    idle ones); a pending runner the scheduler has placed still goes last."""
+    harness.write("rs", 3, 0)
+    harness.sync("rs")
+    idle, placed, stuck = harness.names("rs")
+    harness.running(idle)
+    harness.scheduled(placed)
+    harness.unschedulable(stuck, CPU)
+    harness.sync("rs")
+    harness.write("rs", 2, 0)
+    assert harness.sync("rs").deleted == [stuck]
+    harness.write("rs", 1, 0)  # then idle before a pending runner the scheduler has placed
+    assert harness.sync("rs").deleted == [idle]
+    assert harness.names("rs") == [placed]
 
 
 def test_a_secret_in_the_schedulers_message_is_masked(harness: Harness) -> None:

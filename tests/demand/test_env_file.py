@@ -93,6 +93,20 @@ def test_a_value_read_through_the_file_variable_is_masked(
     forget_held()
 
 
+def test_a_missing_key_of_a_mounted_secret_names_the_secret(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-cluster scaler's volumes are optional: before its Secret (or the key) exists
+    the file is missing, and the error says which Secret and key (init's layout)."""
+    path = "/var/run/secrets/gitscale/notify/FLUX_RECEIVER_TOKEN"
+    assert not Path(path).exists()
+    monkeypatch.setenv("FLUX_RECEIVER_TOKEN_FILE", path)
+    with pytest.raises(SecretError) as error:
+        read_secret({"env": "FLUX_RECEIVER_TOKEN"}, "notify token")
+    assert str(error.value).endswith(f'cannot read FLUX_RECEIVER_TOKEN_FILE={path}: No such '
+                                     'file or directory (the key "FLUX_RECEIVER_TOKEN" of '
+                                     'Secret gitscale-notify?)')
+
+
 # -- errors: named, never shown ---------------------------------------------------------------
 def _empty(path: Path) -> None:
     path.write_text("\n")

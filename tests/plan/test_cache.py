@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import pickle
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
+from gitscale.core.model import Current, Decision, Demand, Drain, Reason, Why
 from gitscale.plan.cache import CacheWrites, StateCache
 from gitscale.config.load import ObjectRef
 from gitscale.manifest.target import Located
@@ -250,3 +252,98 @@ def test_a_pass_only_reads_the_cache_and_a_failed_pass_teaches_it_nothing(
         compute_plan(checkout, config, reading, now, "base", cache=cache,
                      tree=Tree.read(Git(checkout)))
     assert _state(cache) == before
+
+
+def _decided(current: Current, demand: Demand, cap: int | None = None) -> Decision:
+    from gitscale.core.decide import decide
+    from gitscale.core.policy import Policy
+
+    policy = Policy(0, 10, 0, scale_down_delay=timedelta(minutes=10))
+    return decide(current, demand, policy, WHEN, cap)
+
+
+WHEN = datetime(2026, 11, 23, 9, 30, tzinfo=timezone.utc)
+UP = WHEN - timedelta(minutes=4)
+
+
+@pytest.mark.parametrize("decision", [
+    pytest.param(_decided(Current(5, 3, UP, "x"), Demand(0, 0)), id="held"),
+    pytest.param(Decision(False, 5, 3, Reason.UNCHANGED, "held", why=Why(held_until=datetime(
+        2026, 11, 23, 11, 36, 0, 5, tzinfo=timezone(timedelta(hours=2))))),
+        id="held-until-a-time-with-an-offset-and-microseconds"),
+    pytest.param(_decided(Current(10, 3, None, Demand(12, 3).fingerprint), Demand(12, 3)),
+                 id="at-max"),
+    pytest.param(_decided(Current(6, 3, None, Demand(9, 0).fingerprint), Demand(9, 0), 6),
+                 id="capped-by-the-global-limit"),
+    pytest.param(_decided(Current(0, 0, None, "x", drained=True), Demand(8, 0)), id="drained"),
+    pytest.param(Decision(False, 4, 9, Reason.UNCHANGED, "not drained",
+                          why=Why(drain=Drain.NOT_DRAINED)), id="not-drained"),
+])
+def test_a_settled_decision_keeps_its_why_across_runs(tmp_path: Path,
+                                                      decision: Decision) -> None:
+    """What held or capped a settled set survives the cache on disk, so a later CLI run that
+    takes the answer from it (not deciding again) still explains the set."""
+    assert not decision.write and decision.why != Why()
+    demand = Demand(0, 1)
+    writes = CacheWrites()
+    writes.settle("linux", "digest", "blob", demand, WHEN, WHEN + timedelta(hours=1), decision)
+    cache = StateCache.load(tmp_path)
+    cache.apply(writes)
+    cache.save()
+    again = StateCache.load(tmp_path, warn=pytest.fail)
+    assert not again.decisions  # a new process: the decision is built from its row
+    found = again.settled_decision("linux", "digest", "blob", demand,
+                                   (WHEN + timedelta(minutes=1)).timestamp(), CacheWrites())
+    assert found == decision
+    assert found is not None and found.why.held_until == decision.why.held_until
+    if found.why.held_until is not None:  # the same instant, and the same offset
+        assert found.why.held_until.utcoffset() == decision.why.held_until.utcoffset()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    pytest.param(12, "maxCars", id="capped-by-what-gitscale-never-writes"),
+    pytest.param(13, "6", id="cap-a-string"),
+    pytest.param(12, None, id="a-cap-without-what-capped-it"),
+    pytest.param(14, "half", id="drain-not-a-drain"),
+    pytest.param(11, 1763888160.0, id="held-until-not-a-text"),
+])
+def test_a_settled_why_gitscale_never_wrote_is_dropped(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, _isolated_cache: Path, field: int, value: object) -> None:
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 2}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 5, running: 0}\n",
+    })
+    assert run(capsys, "reconcile", "--repo", str(checkout))[0] == 0  # its first write
+    plan_json(capsys, checkout)  # nothing to write (at max): settled, capped
+    stamp, rows, jobs, settled, series = _stored(_isolated_cache)
+    assert [r[12:14] for r in settled.values()] == [("maxReplicas", 2)]
+    _store(_isolated_cache, (stamp, rows, jobs, {n: r[:field] + (value,) + r[field + 1:]
+                                                 for n, r in settled.items()}, series))
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code == 0 and json.loads(out)["changes"] == [], err
+    assert "settled decision is not one gitscale writes" in err
+    assert json.loads(out)["unchanged"][0]["why"]["capped"] == {"by": "maxReplicas", "at": 2}
+
+
+def test_a_settled_held_until_that_is_not_a_time_is_decided_again(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, _isolated_cache: Path) -> None:
+    """A row of the right types whose time cannot be read: no answer from it, no crash."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 2}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=2),
+        "demand.yaml": "linux: {queued: 5, running: 0}\n",
+    })
+    assert run(capsys, "reconcile", "--repo", str(checkout))[0] == 0
+    plan_json(capsys, checkout)
+    stamp, rows, jobs, settled, series = _stored(_isolated_cache)
+    _store(_isolated_cache, (stamp, rows, jobs, {n: r[:11] + ("yesterday",) + r[12:]
+                                                 for n, r in settled.items()}, series))
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code == 0 and err == "", err
+    unchanged = json.loads(out)["unchanged"][0]
+    assert unchanged["why"] == {"held_until": None, "drained": False,
+                                "capped": {"by": "maxReplicas", "at": 2}}
+    assert _stored(_isolated_cache)[3]["linux"][11] is None  # decided again, and kept right

@@ -126,3 +126,26 @@ def test_a_lone_gitscale_commit_made_with_no_push_is_kept(tmp_path: Path, capsys
     code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
     assert code == 1 and "push them first" in err
     assert git(checkout, "rev-parse", "HEAD") == mine
+
+
+def test_a_killed_runs_commit_is_discarded_by_a_no_push_run_too(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                capsys) -> None:
+    """A `--no-push` run after a killed one took the record of the killed run's write and
+    left its commit: the stale decision stayed under the --no-push commit, where it passed for
+    the user's own (`push them first`). The record names the commit and its base without the
+    upstream: it is discarded there too."""
+    checkout = setup(tmp_path, "post-commit")  # after the commit, before the push
+    base = git(checkout, "rev-parse", "HEAD")
+    killed_reconcile(checkout)
+    stale = git(checkout, "rev-parse", "HEAD")
+    assert stale != base
+    demand = tmp_path / "later.yaml"
+    demand.write_text("linux: {queued: 7, running: 0}\narm: {queued: 1, running: 0}\n")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--no-push",
+                         "--demand", str(demand))
+    assert code == 0, out + err
+    assert f"discarded the leftovers of an interrupted gitscale run: unpushed commit " \
+           f"{stale[:12]}" in out
+    assert git(checkout, "rev-parse", "HEAD~1") == base  # its own commit, on the base
+    assert git(checkout, "log", "-1", "--format=%s") == "gitscale: linux 2→7, arm 2→1"
+    assert not (checkout / ".git" / "gitscale-pending-write.json").exists()

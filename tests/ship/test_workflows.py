@@ -40,12 +40,13 @@ def test_every_action_is_pinned_to_a_major_version_at_least(name: str) -> None:
             assert re.search(r"@(v\d+(\.\d+)*|release/v\d+|[0-9a-f]{40})$", step["uses"]), step
 
 
-def schema_check(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def schema_check(path: Path, cwd: Path, schema: str = "vendor.github-workflows",
+                 ) -> subprocess.CompletedProcess[str]:
     """check-jsonschema against its vendored copy of SchemaStore's GitHub workflow schema
-    (offline)."""
+    (offline; ``vendor.gitlab-ci``: GitLab's CI schema)."""
     binary = Path(sys.executable).parent / "check-jsonschema"
-    return subprocess.run([str(binary), "--builtin-schema", "vendor.github-workflows",
-                           str(path)], capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run([str(binary), "--builtin-schema", schema, str(path)],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 @pytest.mark.parametrize("name", ["ci.yml", "release.yml"])

@@ -1,0 +1,61 @@
+"""What a pass over a RunnerSet is given (``Context``: the API, the informers' stores, the
+platforms, the shared thread pool, what passes remember, the clock, and the events that stop it)
+and what it did (``Report``: logged, counted in the metrics, turned into Events, kept for the
+tests and the benchmark). ``reconcile.py`` runs the pass; ``registered.py`` and
+``runnerset_writes.py`` are its helpers.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from gitscale.controller.cache import Store
+from gitscale.controller.decide import Actions, Status
+from gitscale.controller.kube import Kube
+from gitscale.controller.leftovers import GRACE
+from gitscale.controller.memory import Memory
+from gitscale.controller.platforms import Platforms
+
+ERROR_RETRY = 10.0  # seconds before a pass that failed is tried again
+
+
+@dataclass
+class Context:
+    kube: Kube
+    runnersets: Store
+    pods: Store
+    platforms: Platforms
+    pool: Executor
+    memory: Memory
+    clock: Callable[[], datetime]
+    halt: threading.Event = field(default_factory=threading.Event)  # stop creating (shutdown)
+    # Set while this replica does not hold the Lease (lost in the middle of a pass): the pass
+    # writes no status, sweeps no leftover registration and adds or lifts no finalizer any
+    # more, as it starts no creation or removal (``halt`` is set with it): the new leader does.
+    deposed: threading.Event = field(default_factory=threading.Event)
+    leftover_grace: timedelta = GRACE
+
+
+@dataclass
+class Report:
+    """What a pass did (logged, kept for tests and the benchmark)."""
+
+    key: str
+    actions: Actions | None = None
+    created: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
+    unheard: str | None = None  # why the platform could not say who is idle or busy
+    reason: str | None = None  # Ready's reason for its errors, when not ApplyFailed
+    counts: Status | None = None  # the set at the end of the pass (None: it could not count)
+    unschedulable: int = 0  # pending runners left whose pods the scheduler could not place
+    before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
+    status_written: bool = False
+    requeue_after: float | None = None
+    started: float = 0.0  # time.monotonic() at the start of the pass
+    seconds: float = 0.0

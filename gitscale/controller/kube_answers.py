@@ -1,0 +1,79 @@
+"""What the Kubernetes API answered, as ours: a raw response's JSON, a list's page (its items
+given the kind and apiVersion a list leaves out), a watch stream's event, and the client's
+exceptions (``ApiException``, a pydantic validation error, no answer) as ``KubeError``
+subclasses (``NotFound``, ``Conflict``, ``Invalid``, ``Gone``), the API server's words masked.
+``kube.py`` calls the client through ``call`` and reads every answer here.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, TypeVar
+
+import pydantic
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from gitscale.controller.errors import Conflict, Gone, Invalid, KubeError, NotFound
+from gitscale.controller.observe import RawObject
+from gitscale.redact import redact
+
+T = TypeVar("T")
+WatchEvent = tuple[str, RawObject]  # (ADDED|MODIFIED|DELETED|BOOKMARK, object)
+
+
+def event_of(what: str, line: bytes) -> WatchEvent:
+    try:
+        event = json.loads(line)
+        kind, obj = event["type"], event["object"]
+    except (ValueError, KeyError, TypeError):
+        raise KubeError(f"{what}: the stream sent something that is not a watch event") from None
+    if kind == "ERROR":
+        code = int(obj.get("code", 0))
+        cls = Gone if code == 410 else KubeError
+        raise cls(f"{what}: {obj.get('message', 'error')}", code, str(obj.get("reason", "")))
+    return kind, obj
+
+
+def call(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except ApiException as exc:
+        raise _translate(what, exc) from None
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}"
+                             for e in exc.errors()[:5])
+        raise Invalid(f"{what}: the object is not valid: {problems}", 422, "Invalid") from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise KubeError(f"{what}: the API server did not answer ({type(exc).__name__})") from None
+
+
+def _translate(what: str, exc: ApiException) -> KubeError:
+    status = int(exc.status or 0)
+    reason, message = str(exc.reason or ""), ""
+    try:
+        body = json.loads(exc.body or "{}")
+        reason, message = str(body.get("reason") or reason), str(body.get("message") or "")
+    except (ValueError, TypeError, AttributeError):
+        pass
+    # The API server's words may echo a credential (an admission webhook's URL with user info):
+    # masked here, so no status, log or Event built from the error shows it.
+    text = redact(f"{what}: {status} {reason}" + (f": {message}" if message else ""))
+    cls = {404: NotFound, 409: Conflict, 410: Gone, 422: Invalid}.get(status, KubeError)
+    return cls(text, status, reason)
+
+
+def json_of(response: Any) -> Any:
+    try:
+        return json.loads(response.data or b"{}")
+    except ValueError:
+        raise KubeError("the API server answered something that is not JSON") from None
+
+
+def page_of(response: Any, kind: str, api_version: str) -> tuple[list[RawObject], dict[str, Any]]:
+    body = json_of(response)
+    items: list[RawObject] = body.get("items") or []
+    for item in items:  # list items carry neither kind nor apiVersion
+        item.setdefault("kind", kind)
+        item.setdefault("apiVersion", api_version)
+    return items, body.get("metadata") or {}
+

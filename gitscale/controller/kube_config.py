@@ -1,0 +1,146 @@
+"""Connecting to the Kubernetes API: the kubeconfig (or the in-cluster config) loaded, the
+credentials it carries held for masking, and the clients ``kube.py``'s ``Kube`` speaks through.
+
+``load`` reads the in-cluster configuration in a pod, else a kubeconfig; a file that is not one
+is a ``KubeError`` naming the file (and the line, for bad YAML), never its content. Every
+credential of the configuration — a bearer token, a basic-auth password, the client key, and
+each token the client re-reads later (token file, exec plugin, service account) — is held
+(``redact.hold``), so an API server or proxy that echoes one is masked in every error and log
+line. ``without_retries`` makes the Lease calls' client (tried once: the elector retries).
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import os
+from typing import Any, Callable
+
+import kubernetes.client
+import kubernetes.config
+import yaml
+
+from gitscale.controller.errors import KubeError
+from gitscale.redact import hold, redact
+
+KEY_LIMIT = 64 * 1024  # a client key is a few KB: no more is read to hold
+
+
+def load(kubeconfig: str | None, pool_size: int = 32) -> kubernetes.client.ApiClient:
+    """In-cluster config when running in a pod (and no kubeconfig is given), else a kubeconfig:
+    ``--kubeconfig``, then $KUBECONFIG, then ~/.kube/config."""
+    config = kubernetes.client.Configuration()
+    try:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=config)
+        else:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=config)
+    except (kubernetes.config.ConfigException, OSError) as exc:
+        raise KubeError(f"no usable Kubernetes configuration (in-cluster or {_where(kubeconfig)}):"
+                        f" {exc}") from None
+    except yaml.YAMLError as exc:  # the loader parses the file itself and lets this through
+        raise KubeError(f"{_yaml_where(exc, kubeconfig)}: not a kubeconfig: not valid YAML "
+                        f"({getattr(exc, 'problem', None) or type(exc).__name__})") from None
+    except (ValueError, TypeError, AttributeError, LookupError) as exc:
+        # not UTF-8, or YAML of another shape (a list, a number where a mapping goes): the
+        # loader indexes it as it comes
+        raise KubeError(redact(f"{_where(kubeconfig)}: not a kubeconfig of the expected shape "
+                               f"({type(exc).__name__}: {exc})")) from None
+    _hold_credentials(config)
+    config.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(config)
+
+
+def _hold_credentials(config: kubernetes.client.Configuration) -> None:
+    """Hold (``redact.hold``) the credentials the configuration carries — the bearer token or
+    basic-auth header (``api_key``) and the client key — so that an API server, a proxy or a
+    library quoting one (a 401 that echoes the Authorization header) is masked in every error
+    and log line. A token the client re-reads (a token file, an exec plugin, the in-cluster
+    service account token, all through ``refresh_api_key_hook``, called before each request)
+    is held as it is re-read."""
+    _hold_api_keys(config)
+    _hold_key_file(config.key_file)
+    refresh: Any = config.refresh_api_key_hook  # (the client types it None)
+    if refresh is not None:
+        config.refresh_api_key_hook = _RefreshAndHold(refresh)  # type: ignore[assignment]
+
+
+class _RefreshAndHold:
+    """A configuration's ``refresh_api_key_hook`` that holds what the client's own hook
+    refreshed. That hook installs a new hook of its own on each refresh (the kubeconfig
+    loader's ``_set_config``): it is taken as the one to call next, and this one put back."""
+
+    def __init__(self, refresh: Callable[[kubernetes.client.Configuration], None]) -> None:
+        self.refresh = refresh
+
+    def __call__(self, configuration: kubernetes.client.Configuration) -> None:
+        key_file = configuration.key_file
+        self.refresh(configuration)
+        installed: Any = configuration.refresh_api_key_hook
+        if installed is not self:
+            if installed is not None:
+                self.refresh = installed
+            configuration.refresh_api_key_hook = self  # type: ignore[assignment]
+        _hold_api_keys(configuration)
+        if configuration.key_file != key_file:  # an exec plugin's new client key
+            _hold_key_file(configuration.key_file)
+
+
+def _hold_api_keys(config: kubernetes.client.Configuration) -> None:
+    """An Authorization value (``Bearer t``, ``Basic dXNlcjpwdw==``): its credential held
+    (the scheme stays readable: ``Bearer ***``), and a basic one's password."""
+    for value in list(config.api_key.values()):
+        scheme, _, credential = str(value).strip().partition(" ")
+        hold(credential or scheme)
+        if scheme.lower() == "basic" and credential:
+            try:
+                hold(base64.b64decode(credential).decode().partition(":")[2])
+            except (ValueError, UnicodeDecodeError):
+                pass
+    if config.password:
+        hold(str(config.password))
+
+
+def _hold_key_file(path: str | None) -> None:
+    """The client key (a PEM file the loader wrote, or the kubeconfig names) held: each of
+    its lines is masked wherever it shows (``redact.secret_forms``)."""
+    if not path:
+        return
+    try:
+        with open(path, "rb") as key:
+            text = key.read(KEY_LIMIT).decode("ascii", "replace")
+    except OSError:
+        return
+    hold(text)
+
+
+def _where(kubeconfig: str | None) -> str:
+    return kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+
+
+def _yaml_where(exc: yaml.YAMLError, kubeconfig: str | None) -> str:
+    """The file and line of a YAML error (the file the loader read: $KUBECONFIG may list
+    several), without the offending text (it may hold a token)."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return _where(kubeconfig)
+    name = mark.name if mark.name and not mark.name.startswith("<") else _where(kubeconfig)
+    return f"{name}:{mark.line + 1}"
+
+
+def client_for(url: str, pool_size: int = 32) -> kubernetes.client.ApiClient:
+    """An ApiClient for a plain URL (tests and benchmarks against a local API server)."""
+    config = kubernetes.client.Configuration(host=url)
+    config.proxy = None
+    config.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(config)
+
+
+def without_retries(api: kubernetes.client.ApiClient) -> kubernetes.client.ApiClient:
+    """A client like ``api`` (same configuration and headers) whose calls are tried once."""
+    config = copy.deepcopy(api.configuration)
+    config.retries = False
+    client = kubernetes.client.ApiClient(config)
+    client.default_headers.update(api.default_headers)
+    return client

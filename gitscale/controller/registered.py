@@ -1,0 +1,114 @@
+"""A pass's platform: the set's adapter (``platform_of``; ``Unavailable`` for a set being
+deleted that has none left, seen out all the same: ``without_platform``), and the platform's
+list of the set's registered runners (``registered_of``), read only when the pass needs it, no
+older than the pass allows, and swept of the registrations a crash left without a pod
+(``leftovers.py``). An unregistration the credentials were refused for is told to the platform
+registry (``refused``), so the next pass reads the Secret again.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from gitscale.controller import status as st
+from gitscale.controller.context import ERROR_RETRY, Context, Report
+from gitscale.controller.errors import ControllerError, CredentialsError, InvalidRunnerSet
+from gitscale.controller.leftovers import EVERY, sweep
+from gitscale.controller.observe import RawObject, RunnerSetView, registration_timed_out, stopped
+from gitscale.controller.platform import Adapter, Listed, Unavailable
+from gitscale.controller.remove import Removed
+
+
+def refused(ctx: Context, view: RunnerSetView, removed: Removed) -> None:
+    """An unregistration refused the set's credentials (a revoked or rotated token): its
+    clients are forgotten, so the next pass reads the Secret again."""
+    if removed.refused is not None:
+        ctx.platforms.refused(view, removed.refused)
+
+
+def platform_of(ctx: Context, view: RunnerSetView) -> Adapter:
+    """The set's adapter. A set being deleted is seen out even when its platform cannot be
+    reached at all (its credentials Secret pruned with it, its namespace being deleted, no
+    client left from before; or settings no platform client can be made of): ``Unavailable``.
+    Only then: a Secret that could not be read this time (the API server failed, no answer)
+    is no reason to remove runners without unregistering them, so that error is the pass's,
+    and the pass is tried again."""
+    try:
+        return ctx.platforms.for_set(view)
+    except (CredentialsError, InvalidRunnerSet) as exc:
+        if not view.deleting:
+            raise
+        return Unavailable(str(exc))
+
+
+def without_platform(reason: str, report: Report) -> st.Problem:
+    """A set being deleted without its platform: runners that are not running were removed
+    without unregistering (the offline registrations of ephemeral runners are GitHub's to
+    drop, after a day); running ones are kept until they stop, since idle cannot be told from
+    busy; the finalizer goes once no pod is left. Said in Ready (and so once in the log)."""
+    report.requeue_after = ERROR_RETRY * 3
+    return st.Problem(st.UNAVAILABLE, "; ".join([
+        f"{reason}: the set is being deleted without its platform: runners that were not "
+        "running are removed without unregistering (GitHub drops the offline registrations "
+        "of ephemeral runners after a day); running ones are kept until they stop, as idle "
+        "cannot be told from busy without it (delete their pods to let the set go now)",
+        *report.errors[:2]]))
+
+
+def registered_of(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
+                  now: datetime, report: Report) -> Listed | None:
+    """The platform's view of the set's runners, when a pass needs it: some runner is running
+    (idle or busy?), or it is time to look for registrations left without a pod — on every
+    pass of a set being deleted, with no grace (it creates no runner), so that none is left
+    behind when the finalizer goes. The list is shared by the sets of one credentials Secret
+    and scope, and read again only when older than the pass allows (``_list_age``); the
+    ``Listed`` returned says how old it is."""
+    running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+    registers = view.kind.registration_labels is not None
+    sweeping = registers and not ctx.deposed.is_set() and (
+        view.deleting or ctx.memory.sweep_due(view.key, now, EVERY))
+    if not running and not sweeping:
+        return None
+    try:
+        found = platform.registered(_list_age(ctx, view, pods, now))
+    except ControllerError as exc:
+        if view.deleting and isinstance(exc, CredentialsError):
+            raise  # no longer to be had: the set is seen out without its platform
+        ctx.platforms.refused(view, exc)
+        # A platform that registers its runners (GitHub): running runners count as busy
+        # (nothing removed: an error of the pass). Buildkite: the graceful-stop rule still
+        # holds; BusyKnown says so.
+        if registers:
+            report.errors.append(str(exc))
+            if isinstance(exc, CredentialsError):
+                report.reason = st.platform_reason(exc)
+        report.unheard = str(exc)
+        return None
+    if found is None:
+        return None
+    listed = found if isinstance(found, Listed) else Listed(found)
+    if not sweeping:
+        return listed
+    swept = sweep(ctx.kube, ctx.pods, ctx.memory, view, platform, listed, now,
+                  timedelta(0) if view.deleting else ctx.leftover_grace, stop=ctx.deposed)
+    report.leftovers = swept.removed
+    report.errors += swept.errors
+    report.requeue_after = swept.wake_after
+    if not swept.removed:  # the list is shared, read-only: copied only to leave some out
+        return listed
+    gone = set(swept.removed)
+    return Listed({i: r for i, r in listed.items() if r.name not in gone}, listed.age)
+
+
+def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: datetime) -> float:
+    """How old the platform's list may be for this pass: ``list_max_age`` when a decision may
+    remove a running runner on it — a set being deleted, a scale-down (patch 0, more runners
+    than replicas), a running runner never seen online and past its registration timeout —,
+    ``status_list_max_age`` when it only feeds the counts of status and the sweep."""
+    platforms = ctx.platforms
+    alive = [p for p in pods if not stopped(p) and not p["metadata"].get("deletionTimestamp")]
+    if view.deleting or (view.spec.patch_id == 0 and len(alive) > view.spec.replicas):
+        return platforms.list_max_age
+    if any(registration_timed_out(p, ctx.memory.came_online(view.key, p["metadata"]["name"]),
+                                  now) for p in alive):
+        return platforms.list_max_age
+    return platforms.status_list_max_age

@@ -1,0 +1,119 @@
+"""A pass's writes to its RunnerSet: the finalizer added before any runner is created
+(``hold``) and lifted once a set being deleted has no runner left (``release``), and the status
+patched when it changed (``write``; ``finish`` at the end of a pass), each condition's message
+masked first, a new Ready=False logged once. A replica that lost the Lease writes none of them:
+the new leader does.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from gitscale.controller import status as st
+from gitscale.controller.context import ERROR_RETRY, Context, Report
+from gitscale.controller.decide import Refilled, Status, Write
+from gitscale.controller.errors import Conflict, KubeError, NotFound
+from gitscale.controller.observe import FINALIZER, RawObject
+from gitscale.redact import redact
+
+log = logging.getLogger("gitscale.controller")
+
+
+def hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
+    """Add the finalizer, before any runner is created. A failure is an error of the pass (it
+    is tried again); the pass goes on, since not serving the set would help no one."""
+    meta = obj["metadata"]
+    finalizers = list(meta.get("finalizers") or [])
+    if FINALIZER in finalizers or ctx.deposed.is_set():  # (deposed: the new leader adds it)
+        return obj
+    try:
+        updated = ctx.kube.patch_runnerset_finalizers(
+            meta["namespace"], meta["name"], finalizers + [FINALIZER], meta["resourceVersion"])
+    except NotFound:
+        return obj
+    except KubeError as exc:
+        report.errors.append(str(exc))
+        return obj
+    ctx.runnersets.put(updated)
+    return updated
+
+
+def release(ctx: Context, obj: RawObject, report: Report) -> Report:
+    """Remove the finalizer of a set being deleted whose runners are all gone: the set goes."""
+    if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader lifts it
+        return report
+    meta = obj["metadata"]
+    finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+    if FINALIZER in (meta.get("finalizers") or []):
+        try:
+            updated = ctx.kube.patch_runnerset_finalizers(
+                meta["namespace"], meta["name"], finalizers, meta["resourceVersion"])
+        except NotFound:
+            updated = None
+        except KubeError as exc:
+            report.errors.append(str(exc))
+            report.requeue_after = ERROR_RETRY
+            return report
+        if finalizers and updated is not None:
+            ctx.runnersets.put(updated)  # someone else's finalizer still holds it
+        else:
+            ctx.runnersets.remove(obj)
+        log.info("%s: no runners left: finalizer %s removed", report.key, FINALIZER)
+    ctx.memory.forget(report.key)
+    return report
+
+
+def finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
+           conditions: list[st.Condition], now: datetime, *, applied: Write | None = None,
+           generation: int | None = None, refilled: Refilled | None = None,
+           observed: int | None = None) -> Report:
+    """Write the status at the end of a pass (logging a new Ready=False once); ``observed``:
+    the spec's patch ID, when the pass could not count (``st.build``)."""
+    new = st.build(obj.get("status"), counts, conditions, now, applied=applied,
+                   generation=generation, refilled=refilled, observed=observed)
+    write(ctx, obj, report, new, previous=report.before)
+    return report
+
+
+def write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
+          previous: dict[str, Any] | None) -> RawObject:
+    """Patch the status if it changed; the object as it now is. A Ready=False whose reason or
+    message differs from ``previous`` (the status before the pass; None: say nothing) is
+    logged once: the condition stays until it changes. Every condition's message is masked
+    (``redact``) first: it quotes what the APIs said, which may echo a credential the process
+    holds, and anyone who may read the RunnerSet reads it."""
+    new = _masked(new)
+    if not st.changed(obj.get("status"), new):
+        return obj
+    if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader writes it
+        return obj
+    ready = st.ready_of(new)
+    if previous is not None and ready.get("status") == "False":
+        said = st.ready_of(previous)
+        if (said.get("reason"), said.get("message")) != (ready.get("reason"),
+                                                         ready.get("message")):
+            log.warning("%s: %s", report.key, ready.get("message", ready.get("reason")))
+    meta = obj["metadata"]
+    try:
+        updated = ctx.kube.patch_runnerset_status(meta["namespace"], meta["name"], new)
+    except NotFound:
+        return obj
+    except KubeError as exc:
+        if isinstance(exc, Conflict) and meta.get("deletionTimestamp"):
+            return obj  # being deleted: its status no longer matters
+        report.errors.append(str(exc))
+        report.requeue_after = min(report.requeue_after or ERROR_RETRY, ERROR_RETRY)
+        return obj
+    ctx.runnersets.put(updated)
+    report.status_written = True
+    return updated
+
+
+def _masked(status: dict[str, Any]) -> dict[str, Any]:
+    conditions = status.get("conditions")
+    if not conditions:
+        return status
+    return {**status, "conditions": [
+        {**c, "message": redact(str(c["message"]))} if isinstance(c, dict) and c.get("message")
+        else c for c in conditions]}

@@ -169,6 +169,8 @@ def test_a_leader_cut_off_from_the_api_stops_acting_before_another_takes_over(
         proxy.blackhole.set()
         cut = time.monotonic()
         eventually(lambda: cluster.leaders() == ["b"])
+        # the sampler (a thread of its own, late under load) has seen b acting too
+        eventually(lambda: any(theirs for _, _, theirs in samples[-50:]))
         done.set()
         sampler.join()
         assert not any(ours and theirs for _, ours, theirs in samples)

@@ -15,7 +15,7 @@ import click
 from gitscale import __version__
 from gitscale.commands import EXIT_OK
 from gitscale.errors import InputError, ManifestError
-from gitscale.plan.landing import DEADLINE, say_on_stderr
+from gitscale.plan.landing import HOLD_WAIT, say_on_stderr
 from gitscale.repo.git import Git, is_url, is_work_tree
 from gitscale.repo.workspace import hold_checkout
 from gitscale.controller.crd import crd_yaml
@@ -36,7 +36,7 @@ def run_crd(repo: str | None) -> int:
                          "and commits the CRD in a checkout (push it yourself)")
     git = Git(root)
     # a gitscale pass writing in the same checkout is waited for (its commit, then this one)
-    with hold_checkout(git, str(root), DEADLINE, say_on_stderr):
+    with hold_checkout(git, str(root), HOLD_WAIT, say_on_stderr):
         return _update(root, git, text)
 
 

@@ -241,7 +241,7 @@ def schedule_files(choices: Choices) -> dict[str, str]:
         return {".gitlab-ci.yml": GITLAB.format(version=__version__, notify_env=notify_env,
                                                 source_vars=", ".join(s.env for s in secrets),
                                                 optional_vars=optional_vars, config=config)
-                + gitlab_review(choices)}
+                + gitlab_review(choices, secrets)}
     files = {
         "deploy/scaler/README.md": SCALER_README.format(
             namespace=NAMESPACE, git_secret=GIT_SECRET, git_token_file=GIT_TOKEN_FILE,

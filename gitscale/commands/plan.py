@@ -20,7 +20,7 @@ from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
-from gitscale.plan.landing import DEADLINE, say_on_stderr
+from gitscale.plan.landing import HOLD_WAIT, say_on_stderr
 from gitscale.repo.workspace import open_workspace
 
 # Bumped only when a key is removed or changes meaning; a new key leaves it as it is (README,
@@ -35,7 +35,7 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, sparse=True, writes=False) as ws:
         # a writer in the same checkout is waited for: its edit in progress is not read
-        with ws.exclusive(DEADLINE, say_on_stderr):
+        with ws.exclusive(HOLD_WAIT, say_on_stderr, reading=True):
             tree, config = pass_inputs(ws, opts.config, cache)
             for name in only:
                 config.get(name)  # a clear error for a set gitscale.yaml does not have

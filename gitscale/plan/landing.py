@@ -34,6 +34,9 @@ from gitscale.yamlio.placeholders import PLACEHOLDER, placeholder_problems
 # deadline, not a count: with many writers on one branch a run may lose many races in a row,
 # and each attempt costs a fetch, a commit and a push).
 DEADLINE = 120.0
+# How long a pass waits for another process's pass in the same checkout: longer than that
+# pass may take (its deadline of push races, besides reading demand and the push itself)
+HOLD_WAIT = 2 * DEADLINE
 BACKOFF = 0.5  # seconds: the first backoff's ceiling, doubled per attempt up to BACKOFF_CAP
 BACKOFF_CAP = 4.0
 PRIORITY_AFTER = 30.0  # seconds: a run waiting this long retries at once
@@ -71,7 +74,7 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | No
 
     In a checkout the whole pass holds it (``Workspace.exclusive``): another gitscale process
     writing there is waited for, up to ``deadline``, and ``say`` is told (default: stderr)."""
-    with ws.exclusive(deadline, say or say_on_stderr):
+    with ws.exclusive(2 * deadline, say or say_on_stderr):
         return _land(ws, make_plan, cache, date, sleep, clock, deadline)
 
 

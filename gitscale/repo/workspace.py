@@ -86,13 +86,14 @@ class Workspace:
 
     @contextmanager
     def exclusive(self, timeout: float, say: Callable[[str], None] | None = None,
-                  clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+                  clock: Callable[[], float] = time.monotonic, *,
+                  reading: bool = False) -> Iterator[None]:
         """Checkout mode: hold the checkout for one pass (``hold_checkout``). A clone is this
         process's own: nothing to hold."""
         if self.mode != "checkout":
             yield
             return
-        with hold_checkout(self.git, self.label, timeout, say, clock):
+        with hold_checkout(self.git, self.label, timeout, say, clock, reading=reading):
             yield
 
     def prepare_write(self) -> None:
@@ -220,14 +221,23 @@ class Workspace:
 @contextmanager
 def hold_checkout(repo: git.Git, label: str, timeout: float,
                   say: Callable[[str], None] | None = None,
-                  clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+                  clock: Callable[[], float] = time.monotonic, *,
+                  reading: bool = False) -> Iterator[None]:
     """Hold a checkout against another gitscale process working in it (an ``flock`` on
     ``LOCK`` in the git directory, released by the kernel when its holder dies, so a killed
     run leaves no lock behind): a pass that writes, `plan` (which would otherwise read the
     other's edit in progress) and `crd --repo`. A second process waits, saying so once
-    through ``say``, up to ``timeout`` seconds, then gives up."""
+    through ``say``, up to ``timeout`` seconds, then gives up.
+
+    A lock file this process may not write (another user's, in a shared checkout) is held
+    through a read-only descriptor (``flock`` needs no more). One that cannot be opened at
+    all (a read-only mount): a ``reading`` command (`plan`) goes on without the hold — no
+    writer can be editing there — and a writing one stops with an error naming the file."""
     path = repo.git_path(LOCK)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = _open_lock(path, label, reading)
+    if fd is None:
+        yield
+        return
     try:
         started = None
         while not _try_lock(fd):
@@ -241,11 +251,29 @@ def hold_checkout(repo: git.Git, label: str, timeout: float,
                                f"been writing in this checkout for more than {timeout:g} "
                                f"s (it holds {path}); nothing was written")
             time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:  # who holds it, for a waiter's message: best effort (a read-only descriptor)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _open_lock(path: Path, label: str, reading: bool) -> int | None:
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | cloexec, 0o644)
+    except OSError as exc:
+        try:
+            return os.open(path, os.O_RDONLY | cloexec)
+        except OSError:
+            pass
+        if reading:
+            return None
+        raise GitError(f"{label}: cannot hold the checkout for this pass: {path}: "
+                       f"{exc.strerror or type(exc).__name__}; nothing was written") from None
 
 
 def _try_lock(fd: int) -> bool:

@@ -36,10 +36,13 @@ def proposed(root: Path, max_replicas: str) -> None:
     git(root, "commit", "--quiet", "-am", "the proposed change")
 
 
-def shell(script: str, cwd: Path, summary: Path) -> subprocess.CompletedProcess[str]:
-    """The step's script as the runner runs it: bash -e, gitscale on PATH."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "GITHUB_STEP_SUMMARY": str(summary)}
+def shell(script: str, cwd: Path, summary: Path, first_on_path: Path | None = None,
+          **env_vars: str) -> subprocess.CompletedProcess[str]:
+    """The step's script as the runner runs it: bash -e, gitscale on PATH (after
+    ``first_on_path``, a stand-in's folder)."""
+    path = os.pathsep.join(str(p) for p in (first_on_path, Path(sys.executable).parent) if p)
+    env = {**os.environ, "PATH": f"{path}{os.pathsep}{os.environ['PATH']}",
+           "GITHUB_STEP_SUMMARY": str(summary), **env_vars}
     return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
@@ -76,6 +79,14 @@ def test_github_review_runs_validate_and_plan_read_only(tmp_path: Path, capsys) 
     proposed(work / "config", "lots")
     done = shell(steps["Plan"]["run"], work, summary)
     assert done.returncode == 1 and "gitscale.yaml" in done.stderr and "maxReplicas" in done.stderr
+    # a crash (70) or a kill fails it too: an empty summary must not read as "no change"
+    crashing = tmp_path / "crashing"
+    crashing.mkdir()
+    (crashing / "gitscale").write_text("#!/bin/sh\necho 'gitscale crashed: this is a bug' >&2\n"
+                                      "exit 70\n")
+    (crashing / "gitscale").chmod(0o755)
+    done = shell(steps["Plan"]["run"], work, summary, first_on_path=crashing)
+    assert done.returncode == 70, done.stderr
 
 
 @pytest.mark.parametrize("config", [None, "ci/scale.yaml"])
@@ -93,11 +104,41 @@ def test_gitlab_review_job_runs_on_merge_requests(tmp_path: Path, capsys,  # typ
     assert f"gitscale plan --repo .{flag} --every 5m" in plan
     # the scheduled job is still the only one on a schedule
     assert pipeline["gitscale"]["rules"][0] == {"if": '$CI_PIPELINE_SOURCE == "schedule"'}
-    if config is None:  # the script, run for real on GitLab's detached checkout
-        proposed(root, "2")
-        done = shell(plan, root, tmp_path / "unused")
-        assert done.returncode == 0, done.stderr
-        assert re.search(r"~ linux\s+0 → 2", done.stdout)
+    if config is None:  # the scripts, run for real on GitLab's checkout
+        gitlab_merge_request(tmp_path, root, job["script"])
+
+
+def gitlab_merge_request(tmp_path: Path, root: Path, script: list[str]) -> None:
+    """GitLab checks out the source branch's head, detached; meanwhile gitscale committed
+    to the target branch (replicas 0 → 1). The job merges the target in, so the plan is
+    that of the merge (1 → 2 with the change's max), not of the branch point (0 → 2)."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(root), str(remote))
+    git(root, "remote", "add", "origin", str(remote))
+    git(root, "checkout", "--quiet", "-b", "more")
+    proposed(root, "2")  # (detached on the change)
+    source = git(root, "rev-parse", "HEAD")
+    target = tmp_path / "target"
+    git(tmp_path, "clone", "--quiet", str(remote), str(target))
+    manifest = target / "clusters/prod/runnersets/linux.yaml"
+    manifest.write_text(manifest.read_text().replace("replicas: 0", "replicas: 1"))
+    git(target, "commit", "--quiet", "-am", "gitscale: linux 0→1")
+    git(target, "push", "--quiet", "origin", "main")
+    git(root, "checkout", "--quiet", source)
+    merge, validate, plan = script[1:]
+    for step in (merge, validate, plan):
+        done = shell(step, root, tmp_path / "unused", CI_MERGE_REQUEST_TARGET_BRANCH_NAME="main")
+        assert done.returncode == 0, (step, done.stderr)
+    assert re.search(r"~ linux\s+1 → 2", done.stdout), done.stdout
+    assert git(root, "status", "--porcelain") == "?? plan.txt"
+
+
+def test_no_gitlab_review_with_a_github_apps_key(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A PEM key cannot be masked, so it is protected: a merge request's pipeline would
+    never get it, and unprotecting it would hand it to every branch."""
+    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme", "--github-app-id", "7",
+                   run_in="gitlab")
+    assert "gitscale-plan" not in yaml.safe_load((root / ".gitlab-ci.yml").read_text())
 
 
 def test_no_review_from_the_cluster(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

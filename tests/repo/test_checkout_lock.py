@@ -130,3 +130,22 @@ def test_plan_and_crd_wait_for_a_pass_writing_in_the_checkout(  # type: ignore[n
     assert f"waiting for another gitscale run in {checkout} (pid {holder.pid})" in err
     assert waited >= 0.4
     assert code == (2 if argv[0] == "plan" else 0), out + err
+
+
+def test_a_lock_that_cannot_be_opened_stops_a_writer_and_not_plan(checkout: Path,  # type: ignore[no-untyped-def]
+                                                                 capsys) -> None:
+    """As on a read-only mount: the lock file can be neither created nor opened (here a
+    dangling symlink into a folder that does not exist). `plan` writes nothing and no writer
+    can be editing there, so it goes on without the hold; `reconcile` stops, naming the file,
+    with nothing written and no traceback."""
+    lock = checkout / ".git" / LOCK
+    lock.symlink_to(checkout / "no-such-folder" / "lock")
+    head = git(checkout, "rev-parse", "HEAD")
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--demand",
+                         str(checkout / "demand.yaml"))
+    assert code == 2 and "linux" in out, err
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "Traceback" not in err
+    assert f"cannot hold the checkout for this pass: {lock}: No such file or directory" in err
+    assert git(checkout, "rev-parse", "HEAD") == head and git(checkout, "status",
+                                                              "--porcelain") == ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -97,6 +97,10 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
     _relative("--config", config)
     if config.endswith("/") or Path(config).name in ("", "."):
         raise InputError("--config", f"{config!r}: the path of a file, e.g. gitscale.yaml")
+    if ".git" in PurePosixPath(config).parts:
+        raise InputError("--config", f"{config!r} is inside .git (git's own files); name a "
+                         "file the repo tracks")
+    config = str(PurePosixPath(config))  # ./a//b.yaml: a/b.yaml, as init writes and compares it
     if Git(Path.cwd()).run("check-ref-format", "--branch", branch, check=False).code != 0:
         raise InputError("--branch", f"{branch!r} is not a valid git branch name")
     github = {"--github-url": github_url, "--github-org": github_org,

@@ -400,16 +400,17 @@ class Resyncer:
     def close(self, grace: float = CLOSE_GRACE) -> None:
         """Stop polling, then save and close the clients. A poll in flight has ``grace``
         seconds to finish first: its thread uses those clients (and their ETag caches), which
-        must not be saved or closed under it. One still running then dies with the process,
-        and what the clients learnt since start is not saved (the next start asks again)."""
+        must not be saved or closed under it. One still running then is not waited for here:
+        the process waits for it at exit (the pool's thread is joined then), and it saves its
+        clients itself when done (``list_jobs``); its requests are bounded by their timeouts."""
         self.pool.shutdown(wait=False, cancel_futures=True)
         future = self.future
         if future is not None:
             try:
                 future.exception(timeout=grace)
             except TimeoutError:
-                log(f"resync: a poll still running {grace:g} s after the stop; its clients' "
-                    "cache is not saved")
+                log(f"resync: a poll still running {grace:g} s after the stop; the process "
+                    "exits once it is done")
                 return
             except CancelledError:
                 pass

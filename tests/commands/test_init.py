@@ -123,6 +123,9 @@ def test_init_refuses_credentials_in_url(tmp_path: Path, capsys) -> None:  # typ
     pytest.param("--config", "flux/gitscale.yaml", "a file init writes for another purpose",
                  id="config-clashes"),
     pytest.param("--config", "ci/", "the path of a file", id="config-no-name"),
+    pytest.param("--config", "./demand.yaml", "a file init writes for another purpose",
+                 id="config-clashes-spelt-otherwise"),
+    pytest.param("--config", ".git/config", "inside .git", id="config-in-dot-git"),
 ])
 def test_init_refuses_bad_options_before_writing(tmp_path: Path, capsys, option: str,  # type: ignore[no-untyped-def]
                                                  value: str, words: str) -> None:

@@ -5,7 +5,7 @@ import re
 import time
 from functools import lru_cache
 from datetime import datetime, timedelta
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterator, NamedTuple
 
 from gitscale.record.commitmsg import WRITTEN, body_details, parse_trailer
 from gitscale.repo.git import Git
@@ -25,6 +25,22 @@ _LINE_KEY = "\n" + _KEY  # fixed-string grep above also lets through the key ins
 # A trailer line, matched from the newline before it: a pattern that starts with a literal is
 # searched for that character (a line at a time), one that starts with ^ at every position.
 _SET_TRAILER = re.compile(r"\n[ \t]*(?i:gitscale-set)[ \t]*:([^\n]*)")
+# A whole record as gitscale writes its commits (``commitmsg.format_message``), read in one
+# match: the commit, its seconds, the message (subject and body lines, a blank line, then the last
+# paragraph: the first Gitscale-Set trailer's fields in groups, any further ones as written in
+# the last group, an optional Gitscale-Events and the Gitscale-Base), the newlines around it and
+# the separator. Nearly every scaling commit is one; any other record (a hand-edited trailer,
+# another trailer, a continued value, CRLF) goes to the general reader (``_read_record``), whose
+# reading of these it must equal: every line of that last paragraph starts with "Gitscale-", so
+# it holds no blank line (it is the last paragraph) and no continued value, and only its
+# Gitscale-Set lines are trailers the general reader takes, their values as WRITTEN matches them.
+_WRITTEN_LINE = "Gitscale-Set: " + WRITTEN.pattern + r"\n"
+_RECORD = re.compile(
+    r"\n*([0-9a-f]{40})\x1f([0-9]+)\x1f("  # the commit, its seconds, then the message:
+    r"(?:[^\n\x1e\x1f]*+\n)*?\n"  # its lines up to a blank one (the fewest that do)
+    + _WRITTEN_LINE + "((?:" + re.sub(r"\((?!\?)", "(?:", _WRITTEN_LINE) + r")*)"
+    r"(?:Gitscale-Events: [^\n\x1e\x1f]*\n)?Gitscale-Base: [^\n\x1e\x1f]*)\n*(?:\x1e|\Z)")
+_MORE_WRITTEN = re.compile(_WRITTEN_LINE)
 MARGIN = timedelta(days=1)  # history_since: commits dated this much out of order still show
 
 
@@ -70,10 +86,12 @@ def iter_history(repo_git: Git, *, only: str | None = None, details: bool = True
     # write and a wake-up of this reader per commit, which cost more than the log itself;
     # buffered, the first rows still come after git's first few kilobytes.
     buffered = Git(repo_git.cwd, {**repo_git.env, "GIT_FLUSH": "0"})
-    records: Iterable[str] = buffered.records(*LOG_ARGS, separator="\x1e")
-    if progress is not None:
-        records = progress.each([r for r in records if r.strip()], "reading scaling commits")
-    for record in records:
+    if progress is None:  # a block of records at a time: no string per record
+        for block in buffered.blocks(*LOG_ARGS, separator="\x1e"):
+            yield from parse_block(block, only=only, details=details, skipped=skipped)
+        return
+    records = buffered.records(*LOG_ARGS, separator="\x1e")
+    for record in progress.each([r for r in records if r.strip()], "reading scaling commits"):
         yield from parse_record(record, only=only, details=details, skipped=skipped)
 
 
@@ -82,6 +100,45 @@ def parse_record(record: str, *, only: str | None = None, details: bool = True,
     """The entries of one ``git log`` record (commit, committer time in seconds, message);
     the ``Gitscale-Set`` trailers it cannot read (of ``only``, or of any set) go to
     ``skipped``."""
+    return list(parse_block(record, only=only, details=details, skipped=skipped))
+
+
+def parse_block(text: str, *, only: str | None = None, details: bool = True,
+                skipped: list[Skipped] | None = None) -> Iterator[Entry]:
+    """The entries of the ``git log`` records in ``text``, each ended by ``\\x1e`` (the last
+    may not be), as ``parse_record`` reads each: a record as gitscale writes it in one match
+    of ``_RECORD``, any other by the general reader."""
+    pos, end = 0, len(text)
+    match = _RECORD.match
+    while pos < end:
+        found = match(text, pos)
+        if found is None:
+            stop = text.find("\x1e", pos)
+            stop = end if stop < 0 else stop
+            yield from _read_record(text[pos:stop], only, details, skipped)
+            pos = stop + 1
+            continue
+        pos = found.end()
+        groups = found.groups()
+        sha, seconds, message, more = groups[0], groups[1], groups[2], groups[10]
+        when = utc_text(int(seconds))
+        known: dict[str, str] | None = None if details else {}
+        for name, replicas, previous, patch, queued, running, reason in (
+                [groups[3:10]] if not more else
+                [groups[3:10], *(line.groups() for line in _MORE_WRITTEN.finditer(more))]):
+            if only and name != only:
+                continue
+            if known is None:
+                known = body_details(message)
+            yield Entry(sha, when, name, None if previous == "-" else int(previous),
+                        int(replicas), None if patch == "-" else int(patch),
+                        None if queued == "-" else int(queued),
+                        None if running == "-" else int(running), reason, known.get(name, ""))
+
+
+def _read_record(record: str, only: str | None, details: bool,
+                 skipped: list[Skipped] | None) -> list[Entry]:
+    """The general reader of one record: any message, any spelling of the trailer."""
     fields = record.strip("\n").split("\x1f")
     if len(fields) != 3:
         return []

@@ -132,6 +132,16 @@ class Git:
     def records(self, *args: str, separator: str) -> Iterator[str]:
         """``run``'s output as it comes, cut at ``separator``: a long ``git log`` is shown
         while git is still walking it."""
+        for block in self.blocks(*args, separator=separator):
+            *complete, rest = block.split(separator)
+            yield from complete
+            if rest:  # only the last block has anything after its last separator
+                yield rest
+
+    def blocks(self, *args: str, separator: str) -> Iterator[str]:
+        """``run``'s output as it comes, in blocks of whole records: each block ends with
+        ``separator`` but the last, which is what follows the last separator (if anything). A
+        reader that walks a block itself spares a string per record."""
         env = self.environment()
         proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace")
@@ -140,8 +150,10 @@ class Git:
             pending = ""
             while chunk := proc.stdout.read(65536):
                 pending += chunk
-                *complete, pending = pending.split(separator)
-                yield from complete
+                cut = pending.rfind(separator) + len(separator)
+                if cut >= len(separator):
+                    yield pending[:cut]
+                    pending = pending[cut:]
             if pending:
                 yield pending
             error = proc.stderr.read()

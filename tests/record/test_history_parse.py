@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from gitscale.commands.history import history_lines, json_lines
 from gitscale.record.commitmsg import SetLine, body_details, format_message, parse_trailer
 from gitscale.repo.git import Git
-from gitscale.record.history import Entry, iter_history, parse_record, read_history, set_trailers, \
-    utc_text
+from gitscale.record.history import _RECORD, Entry, iter_history, parse_block, parse_record, \
+    read_history, set_trailers, utc_text
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -192,6 +192,59 @@ def test_any_message_reads_as_the_former_reader_read_it(lines: list[str], breaks
     assert parse_record(f"\n{SHA}\x1f{seconds}\x1f{message}\n") == expected
     assert parse_record(f"{SHA}\x1f{seconds}\x1f{message}", details=False) == \
         [e._replace(detail="") for e in expected]
+
+
+SET_LINES = st.builds(
+    SetLine, st.from_regex(r"[a-zé0-9-]{1,8}", fullmatch=True), st.integers(0, 10**18),
+    *[st.one_of(st.none(), st.integers(0, 10**18)) for _ in range(4)],
+    st.sampled_from(["scale-up", "quiet-reset", "é"]),
+    st.text(st.characters(blacklist_characters="\x1e\x1f\n"), max_size=20))
+# what a person or another tool may do to a message gitscale wrote, at the edges of the one-match
+# reading: each must read as the general reader reads it (or be read by it)
+EDITS = st.sampled_from([
+    ("", ""), ("\nGitscale-Base: ", "\ngitscale-set: x replicas=1 previous=- patch=- "
+                                    "queued=- running=- reason=r\nGitscale-Base: "),
+    ("\n", "\r\n"), ("\n\n", "\n\n\n"), ("\nGitscale-Base:", "\n Gitscale-Base:"),
+    ("\nGitscale-Base:", "\nSigned-off-by: a\nGitscale-Base:"), (" reason=", "  reason="),
+    ("\nGitscale-Base: ", "\n\nGitscale-Base: "), ("Gitscale-Set: ", "Gitscale-Set:  "),
+    ("\nGitscale-Set: ", "\n\tGitscale-Set: "), ("\n\nGitscale-Set: ", "\n\nGitscale-set: "),
+    ("\n- ", "\n\x1f- "), ("\n- ", "\n\x1e- "), ("previous=-", "previous=007"),
+    ("Gitscale-Base: ", "Gitscale-Base: \u00a0"), ("\nGitscale-Base", "\r\nGitscale-Base"),
+    ("\nGitscale-Base", " \nGitscale-Base"), ("\nGitscale-Base", "\u2003\nGitscale-Base"),
+    ("\nGitscale-Base: ", "\nGitscale-Base:\n ")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages=st.lists(st.tuples(st.lists(SET_LINES, min_size=1, max_size=3),
+                                   st.sampled_from([None, {"queued": 2}]), EDITS,
+                                   st.sampled_from(["", "\n", "\n\n", " folded\n", "Gitscale-Set: "
+                                                    "tail replicas=1 previous=- patch=- "
+                                                    "queued=- running=- reason=t\n"])),
+                        max_size=4),
+       seconds=st.integers(0, 2**36), only=st.sampled_from([None, "a", "é"]))
+def test_a_block_of_written_commits_reads_as_the_former_reader_read_them(
+        messages: list[tuple[list[SetLine], dict[str, int] | None, tuple[str, str], str]],
+        seconds: int, only: str | None) -> None:
+    """``parse_block`` over a block of ``git log`` records (gitscale's commits, some edited)
+    reads what the former reader read record by record, and gitscale's own in one match."""
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    block = reference = ""
+    for lines, events, (old, new), end in messages:
+        written = format_message(lines, "f" * 40, events)
+        message = written.replace(old, new, 1) + end
+        block += f"{SHA}\x1f{seconds}\x1f{message}\x1e\n"
+        if message.startswith("Gitscale-Set: ") or "\nGitscale-Set: " in message:
+            reference += f"{SHA}\x1f{when}\x1f{message}\x1e\n"  # the former --grep=^…
+        counts = [n for line in lines for n in (line.replicas, line.previous, line.patch,
+                                                line.queued, line.running) if n is not None]
+        if max(counts) < 10**18:  # gitscale's own commits take the one match
+            assert _RECORD.fullmatch(f"{SHA}\x1f{seconds}\x1f{written}\x1e")
+    for details in (True, False):
+        expected = [e if details else e._replace(detail="")
+                    for e in reference_rows(reference, only)]
+        assert list(parse_block(block, only=only, details=details)) == expected
+        assert [e for piece in block.split("\x1e")
+                for e in parse_record(piece, only=only, details=details)] == expected
 
 
 TEXT = st.text(max_size=12)

@@ -33,6 +33,9 @@ source folder, e.g. `git archive COMMIT gitscale | tar -x -C DIR`), interleaved 
     .venv/bin/python benchmarks/bench_history.py --checkout --commits 20000 --sets 100 \
         --hand-labels 2000 --hand-replicas 20 --passes 5 [--before /tmp/gitscale-main]
 
+Without --checkout, --before DIR times that older gitscale's `history --repo URL` over every
+commit alongside (history-all-before, first-row-before), the two in alternating order.
+
 Every history run is checked (the row count against the fixture). JSON results go to
 benchmarks/results/history-<UTC time>.json.
 """
@@ -181,11 +184,10 @@ def first_row(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 PYTHON_STEP = """
 import sys, time
 from gitscale.commands.history import history_lines
-from gitscale.record.history import parse_record
+from gitscale.record.history import parse_block
 text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
 start = time.process_time()
-rows = sum(1 for _ in history_lines(e for record in text.split("\\x1e")
-                                    for e in parse_record(record, details=False))) - 1
+rows = sum(1 for _ in history_lines(parse_block(text, details=False))) - 1
 print(rows, (time.process_time() - start) / max(rows, 1) * 1e6)
 """
 
@@ -277,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="commits by a bot that change only a manifest's label")
     parser.add_argument("--hand-replicas", type=int, default=0,
                         help="commits by a person that change a set's replicas")
-    parser.add_argument("--before", help="with --checkout: an older gitscale's source folder, "
-                        "timed alongside")
+    parser.add_argument("--before", help="an older gitscale's source folder, timed alongside "
+                        "(`history` in the checkout with --checkout, full `history --repo URL` "
+                        "without)")
     args = parser.parse_args(argv)
     python = sys.executable
     script = Path(python).parent / "gitscale"
@@ -336,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
             "step-start", "step-clone", "step-log")}
         cpu: dict[str, list[float]] = {k: [] for k in (
             "history-since", "history-all", "step-start", "step-clone", "step-log")}
+        before = None
+        if args.before:  # an older gitscale's full history, interleaved with this one's
+            before = [sys.executable, "-c",
+                      BEFORE.format(source=str(Path(args.before).resolve()))]
+            samples.update({"history-all-before": [], "first-row-before": []})
+            cpu["history-all-before"] = []
         per_row: list[float] = []
         for n in range(args.passes + 1):
             index = n + 1
@@ -346,9 +355,17 @@ def main(argv: list[str] | None = None) -> int:
             landed = args.sets + 10 * n
             rows = sum(1 for line in since_run["stdout"].splitlines()[1:] if line.strip())
             checks["history-since"] = since_run["code"] == 0 and rows == in_window + landed
+            older = None
+            if before and n % 2:  # the older gitscale first every other pass
+                older = first_row([*before, "history", "--repo", url], env)
             streamed = first_row([*gitscale, "history", "--repo", url], env)
+            if before and older is None:
+                older = first_row([*before, "history", "--repo", url], env)
             checks["history-all"] = streamed["code"] == 0 \
                 and streamed["rows"] == args.commits + landed
+            if older is not None:
+                checks["history-all-before"] = older["code"] == 0 \
+                    and older["rows"] == streamed["rows"]
             step = steps(url, work, gitscale, env)  # the same history, step by step
             checks["steps"] = step["step-python"]["rows"] == streamed["rows"]
             passes = {}
@@ -368,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{streamed['wall']:.2f}s (first row {streamed['first_row_s']:.2f}s), "
                   f"pass long {passes['pass-long']['wall']:.2f}s, short "
                   f"{passes['pass-short']['wall']:.2f}s", flush=True)
+            if older is not None:
+                print(f"    before: all {older['wall']:.2f}s (first row "
+                      f"{older['first_row_s']:.2f}s, CPU {older['cpu']:.2f}s); after: CPU "
+                      f"{streamed['cpu']:.2f}s", flush=True)
             print(f"    steps: start {step['step-start']['wall']:.2f}s, clone "
                   f"{step['step-clone']['wall']:.2f}s (CPU {step['step-clone']['cpu']:.2f}s), "
                   f"log {step['step-log']['wall']:.2f}s (CPU {step['step-log']['cpu']:.2f}s), "
@@ -378,6 +399,10 @@ def main(argv: list[str] | None = None) -> int:
             samples["history-since"].append(since_run["wall"])
             samples["history-all"].append(streamed["wall"])
             samples["first-row"].append(streamed["first_row_s"])
+            if older is not None:
+                samples["history-all-before"].append(older["wall"])
+                samples["first-row-before"].append(older["first_row_s"])
+                cpu["history-all-before"].append(older["cpu"])
             samples["pass-long"].append(passes["pass-long"]["wall"])
             samples["pass-short"].append(passes["pass-short"]["wall"])
             for key in ("step-start", "step-clone", "step-log"):
@@ -387,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             cpu["history-all"].append(streamed["cpu"])
             per_row.append(step["step-python"]["us_per_row"])
         for key, values in samples.items():
+            if not values:
+                continue
             results["modes"][key] = {"walls_s": values, "median_s": statistics.median(values),
                                      "min_s": min(values), "max_s": max(values)}
             if key in cpu:

@@ -339,9 +339,9 @@ def main(argv: list[str] | None = None) -> int:
             "step-start", "step-clone", "step-log")}
         cpu: dict[str, list[float]] = {k: [] for k in (
             "history-since", "history-all", "step-start", "step-clone", "step-log")}
-        before = None
+        older_cli = None
         if args.before:  # an older gitscale's full history, interleaved with this one's
-            before = [sys.executable, "-c",
+            older_cli = [sys.executable, "-c",
                       BEFORE.format(source=str(Path(args.before).resolve()))]
             samples.update({"history-all-before": [], "first-row-before": []})
             cpu["history-all-before"] = []
@@ -356,11 +356,11 @@ def main(argv: list[str] | None = None) -> int:
             rows = sum(1 for line in since_run["stdout"].splitlines()[1:] if line.strip())
             checks["history-since"] = since_run["code"] == 0 and rows == in_window + landed
             older = None
-            if before and n % 2:  # the older gitscale first every other pass
-                older = first_row([*before, "history", "--repo", url], env)
+            if older_cli and n % 2:  # the older gitscale first every other pass
+                older = first_row([*older_cli, "history", "--repo", url], env)
             streamed = first_row([*gitscale, "history", "--repo", url], env)
-            if before and older is None:
-                older = first_row([*before, "history", "--repo", url], env)
+            if older_cli and older is None:
+                older = first_row([*older_cli, "history", "--repo", url], env)
             checks["history-all"] = streamed["code"] == 0 \
                 and streamed["rows"] == args.commits + landed
             if older is not None:

@@ -166,6 +166,49 @@ def test_an_older_runnerset_crd_in_the_repo_is_a_warning_in_validate_and_reconci
     assert code == 0 and "warning" not in err, err
 
 
+def test_an_older_runnerset_crd_is_not_used_for_runnersets_beside_a_legacy_set(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A set of another kind (a legacy RunnerDeployment) makes validation read the repo's CRDs;
+    the repo's copy of the RunnerSet CRD must not then replace the shipped one: a config whose
+    first set was legacy refused the RunnerSet's spec.backlog (an error), the same config in
+    the other order only warned."""
+    from tests.helpers import REFERENCE, RUNNERSET
+
+    legacy = ("apiVersion: actions.summerwind.dev/v1alpha1\nkind: RunnerDeployment\n"
+              "metadata: {name: legacy}\nspec:\n  replicas: 1\n"
+              "  template: {spec: {organization: acme}}\n")
+    config = ("runnerSets:\n"
+              "  - {name: legacy, manifest: sets/legacy.yaml, source: {file: demand.yaml},"
+              " policy: {maxReplicas: 5}}\n"
+              "  - {name: linux, manifest: sets/linux.yaml, source: {file: demand.yaml},"
+              " policy: {maxReplicas: 2}}\n")
+    crd_path = "clusters/prod/gitscale-system/crd.yaml"
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config,
+        "sets/legacy.yaml": legacy,
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "legacy: {queued: 1, running: 0}\nlinux: {queued: 5, running: 0}\n",
+        crd_path: _older_crd(),
+        "crds/runnerdeployments.yaml": (REFERENCE / "crds" /
+                                        "actions.summerwind.dev_runnerdeployments.yaml").read_text(),
+    })
+    # the first pass writes spec.backlog (5 jobs, at most 2 runners)
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout),
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code == 0, err
+    assert "backlog: 3" in (checkout / "sets/linux.yaml").read_text()
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err
+    assert "error" not in err, err
+    assert out.strip().endswith("2 checked with in-process JSON Schema, 0 skipped, "
+                                "0 problems, 1 warning"), out
+    # the legacy object is still checked against the committed ARC CRD
+    (checkout / "sets/legacy.yaml").write_text(legacy.replace("organization", "organisation"))
+    git(checkout, "commit", "-qam", "typo")
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 1 and "unknown field 'organisation'" in err, err
+
+
 def _crd_with(change: str) -> str:
     """gitscale's RunnerSet CRD with one part of it not the shape a CRD takes."""
     import yaml

@@ -281,3 +281,46 @@ def test_a_malformed_runnerset_crd_is_a_warning_not_a_crash(  # type: ignore[no-
     assert "gitscale: linux" in git(checkout, "log", "-1", "--format=%s")
     assert git(checkout, "rev-parse", "HEAD") == git(tmp_path / "remote.git", "rev-parse",
                                                      "main")  # pushed
+
+
+REFUSED = """\
+apiVersion: gitscale.dev/v1alpha1
+kind: RunnerSet
+metadata:
+  name: linux
+spec:
+  replicas: 0
+  platform: {platform}
+{block}  template:
+    spec:
+      containers:
+        - name: runner
+          image: runner:1
+"""
+
+
+@pytest.mark.parametrize(("platform", "block", "refusal"), [
+    pytest.param("github", "", "spec.github.configURL is required for platform github",
+                 id="github-without-its-block"),
+    pytest.param("github", "  github: {configURL: 'https://bot:s3cr3t@github.com/acme', "
+                 "credentialsSecret: gh}\n", "must not carry credentials",
+                 id="credentials-in-the-url"),
+    pytest.param("buildkite", "  buildkite: {queue: default, organization: acme}\n",
+                 "spec.buildkite.organization and spec.buildkite.apiTokenSecret go together",
+                 id="buildkite-org-without-its-token"),
+])
+def test_a_runnerset_the_controller_would_refuse_is_a_problem(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, platform: str, block: str, refusal: str) -> None:
+    """The schema accepts these; the controller would set Ready False, InvalidSpec. validate
+    (the pull request's check) says so at the file and line, by the controller's own checks."""
+    repo = make_repo(tmp_path, {
+        "gitscale.yaml": "runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                         "    source: {file: demand.yaml}\n    policy: {maxReplicas: 5}\n",
+        "sets/linux.yaml": REFUSED.format(platform=platform, block=block),
+        "demand.yaml": "linux: {queued: 1, running: 0}\n"})
+    code, out, err = run(capsys, "validate", "--repo", str(repo))
+    assert code == 1, out + err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: sets/linux.yaml:5: RunnerSet linux (set linux): the "
+                           "controller would refuse it: ") and refusal in line, line
+    assert "s3cr3t" not in out + err

@@ -3,7 +3,8 @@ gitscale.yaml may still hold a ``CHANGE-ME`` that `gitscale init` could not fill
 exit 1). Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps
 source, the scaler's pods), and a GitHub set whose RunnerSet registers runners with other labels
 than its source counts jobs for, and a RunnerSet CRD in the repo that is not this gitscale's (an
-upgrade done in the wrong order)."""
+upgrade done in the wrong order). A RunnerSet its schema accepts but the controller would refuse
+(``InvalidSpec``) is a problem too, found by the controller's own checks."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +20,7 @@ from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
 from gitscale.manifest.validate import Validation
 from gitscale.repo.workspace import open_workspace
-from gitscale.runnerset_api import GROUP
+from gitscale.runnerset_api import API_VERSION, GROUP, KIND
 from gitscale.yamlio.placeholders import PLACEHOLDER, placeholder_problems
 
 
@@ -49,6 +50,8 @@ def run_validate(opts: RepoOptions) -> int:
             problems += placeholder_problems(path, texts[path])
             result = validation.check(path, texts[path], [target.obj for _, target in sets])
             problems += result.problems
+            if not result.problems:  # (a spec the schema refuses is said once, by it)
+                problems += controller_refusals(path, sets)
             for runner_set, target in sets:
                 if any(target.obj is o for o in result.unchecked):
                     skipped += 1
@@ -68,6 +71,30 @@ def run_validate(opts: RepoOptions) -> int:
                f"{plural(len(problems), 'problem')}")
     click.echo(summary + (f", {plural(len(warnings), 'warning')}" if warnings else ""))
     return EXIT_ERROR if problems else EXIT_OK
+
+
+def controller_refusals(path: str, sets: list[tuple[RunnerSetConfig, Target]]) -> list[str]:
+    """What the controller would refuse in a RunnerSet its schema accepts (``Ready`` False,
+    ``InvalidSpec``: a platform without its block, a configURL carrying credentials, a
+    Buildkite organization without its token Secret…), by the very checks it runs
+    (``controller.observe.parse_runnerset`` and the platform's settings), so a review finds
+    it before the cluster does."""
+    ours = [(s, t) for s, t in sets if t.kind == KIND and t.api_version == API_VERSION]
+    if not ours:
+        return []
+    from gitscale.controller.errors import InvalidRunnerSet
+    from gitscale.controller.observe import parse_runnerset
+    from gitscale.controller.platforms import kind_of
+
+    found = []
+    for runner_set, target in ours:
+        try:
+            parse_runnerset(target.obj, kind_of)
+        except InvalidRunnerSet as exc:
+            line = target.documents[target.index].line_of(["spec"])
+            found.append(f"{path}:{line}: RunnerSet {target.name} (set {runner_set.name}): "
+                         f"the controller would refuse it: {exc}")
+    return found
 
 
 def plural(count: int, word: str) -> str:

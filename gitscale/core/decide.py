@@ -242,9 +242,11 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         return Decision(True, replicas, patch, reason, detail, scaled_up, backlog, facts)
 
     if current.patch_id is None or have is None:
+        # no replicas in the file is none running (a RunnerSet's default): a first write
+        # above that is a scale-up, and starts the scale-down delay as any other
         return write(target.value, 0, Reason.FIRST_WRITE,
                      f"{why}; first write forces the state (patch 0)",
-                     scaled_up=have is not None and target.value > have)
+                     scaled_up=target.value > (have or 0))
     patch = next_patch_id(current.patch_id)
     if target.value > have:
         # A scale-up demand alone would not have made is the forecast's: it does not start the

@@ -111,7 +111,13 @@ class SchemaValidator:
     def __init__(self, crds: Iterable[dict[str, Any]] = ()) -> None:
         self.schemas: dict[tuple[str, str], dict[str, Any]] = {}
         self._fast: dict[tuple[str, str], Any] = {}
-        for crd in [shipped_crd(), *crds]:
+        self._shipped: frozenset[tuple[str, str]] = frozenset()
+        self.add_crd(shipped_crd())
+        # The kinds of gitscale's own CRD keep its schema: a copy committed in the repo is what
+        # the cluster applies, maybe of another version (crd_drift warns about it), never what
+        # gitscale writes for.
+        self._shipped = frozenset(self.schemas)
+        for crd in crds:
             self.add_crd(crd)
 
     def add_crd(self, crd: dict[str, Any]) -> None:
@@ -119,7 +125,8 @@ class SchemaValidator:
         group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
         for version in spec.get("versions") or []:
             raw = ((version.get("schema") or {}).get("openAPIV3Schema"))
-            if not (group and kind and raw):
+            if not (group and kind and raw) or \
+                    (f"{group}/{version.get('name')}", kind) in self._shipped:
                 continue
             schema = openapi_to_jsonschema(copy.deepcopy(raw))
             props = schema.setdefault("properties", {})

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from gitscale.repo import git as git
@@ -73,9 +73,14 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | No
     depends on file contents only), and a retry after a lost race reads less.
 
     In a checkout the whole pass holds it (``Workspace.exclusive``): another gitscale process
-    writing there is waited for, up to ``deadline``, and ``say`` is told (default: stderr)."""
+    writing there is waited for, up to twice ``deadline`` (what a holder's pass may take), and
+    ``say`` is told (default: stderr). The notify targets are told after the hold is let go:
+    another process's pass need not wait for a GitOps engine's answer."""
     with ws.exclusive(2 * deadline, say or say_on_stderr):
-        return _land(ws, make_plan, cache, date, sleep, clock, deadline)
+        landed = _land(ws, make_plan, cache, date, sleep, clock, deadline)
+    if landed.pushed and landed.commit is not None:
+        landed = replace(landed, notified=notify(ws, landed.plan, landed.commit))
+    return landed
 
 
 def say_on_stderr(line: str) -> None:
@@ -117,7 +122,7 @@ def _land(ws: Workspace, make_plan: Callable[[], Plan], cache: StateCache | None
             raise
         else:
             ws.end_write()
-            return Landed(plan, sha, True, attempt, notify(ws, plan, sha))
+            return Landed(plan, sha, True, attempt)
         wait = backoff(attempt, clock() - started)
         if clock() - started + wait > deadline:
             _take_back(ws, plan)

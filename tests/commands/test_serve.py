@@ -7,6 +7,7 @@ import http.client
 import json
 import re
 import threading
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -687,3 +688,26 @@ def test_a_batch_that_only_expires_reservations_says_so(repo: Path) -> None:
     assert git(remote, "log", "-1", "--format=%s", "main") == \
         "gitscale: reservations: 1 reservation expired (job 5)"
     assert yaml.safe_load(git(remote, "show", "main:sets/linux.yaml"))["spec"]["replicas"] == 0
+
+
+def test_serve_saves_what_it_learnt_at_each_checkpoint_not_only_at_its_stop(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a checkpoint after every batch, the state cache is on disk while serve runs: a
+    kill -9 would cost what came after it (CHECKPOINT_SECONDS, 10 minutes by default)."""
+    import os
+
+    import gitscale.commands as commands
+
+    monkeypatch.setattr(commands, "CHECKPOINT_SECONDS", 0.0)
+    state = Path(os.environ["GITSCALE_CACHE_DIR"]) / "manifest-state.pickle"
+    server = Server(repo, window="1s")
+    try:
+        before, _ = remote_state(repo)
+        assert server.post(job(1, "queued", ["self-hosted", "linux"]))[0] == 202
+        wait_for_commit(server, repo, before)
+        deadline = time.monotonic() + 10
+        while not state.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state.exists() and not server.stop.is_set()  # saved while serving
+    finally:
+        server.close()

@@ -166,6 +166,49 @@ def test_an_older_runnerset_crd_in_the_repo_is_a_warning_in_validate_and_reconci
     assert code == 0 and "warning" not in err, err
 
 
+def test_an_older_runnerset_crd_is_not_used_for_runnersets_beside_a_legacy_set(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A set of another kind (a legacy RunnerDeployment) makes validation read the repo's CRDs;
+    the repo's copy of the RunnerSet CRD must not then replace the shipped one: a config whose
+    first set was legacy refused the RunnerSet's spec.backlog (an error), the same config in
+    the other order only warned."""
+    from tests.helpers import REFERENCE, RUNNERSET
+
+    legacy = ("apiVersion: actions.summerwind.dev/v1alpha1\nkind: RunnerDeployment\n"
+              "metadata: {name: legacy}\nspec:\n  replicas: 1\n"
+              "  template: {spec: {organization: acme}}\n")
+    config = ("runnerSets:\n"
+              "  - {name: legacy, manifest: sets/legacy.yaml, source: {file: demand.yaml},"
+              " policy: {maxReplicas: 5}}\n"
+              "  - {name: linux, manifest: sets/linux.yaml, source: {file: demand.yaml},"
+              " policy: {maxReplicas: 2}}\n")
+    crd_path = "clusters/prod/gitscale-system/crd.yaml"
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config,
+        "sets/legacy.yaml": legacy,
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "legacy: {queued: 1, running: 0}\nlinux: {queued: 5, running: 0}\n",
+        crd_path: _older_crd(),
+        "crds/runnerdeployments.yaml": (REFERENCE / "crds" /
+                                        "actions.summerwind.dev_runnerdeployments.yaml").read_text(),
+    })
+    # the first pass writes spec.backlog (5 jobs, at most 2 runners)
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout),
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code == 0, err
+    assert "backlog: 3" in (checkout / "sets/linux.yaml").read_text()
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err
+    assert "error" not in err, err
+    assert out.strip().endswith("2 checked with in-process JSON Schema, 0 skipped, "
+                                "0 problems, 1 warning"), out
+    # the legacy object is still checked against the committed ARC CRD
+    (checkout / "sets/legacy.yaml").write_text(legacy.replace("organization", "organisation"))
+    git(checkout, "commit", "-qam", "typo")
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 1 and "unknown field 'organisation'" in err, err
+
+
 def _crd_with(change: str) -> str:
     """gitscale's RunnerSet CRD with one part of it not the shape a CRD takes."""
     import yaml
@@ -238,3 +281,46 @@ def test_a_malformed_runnerset_crd_is_a_warning_not_a_crash(  # type: ignore[no-
     assert "gitscale: linux" in git(checkout, "log", "-1", "--format=%s")
     assert git(checkout, "rev-parse", "HEAD") == git(tmp_path / "remote.git", "rev-parse",
                                                      "main")  # pushed
+
+
+REFUSED = """\
+apiVersion: gitscale.dev/v1alpha1
+kind: RunnerSet
+metadata:
+  name: linux
+spec:
+  replicas: 0
+  platform: {platform}
+{block}  template:
+    spec:
+      containers:
+        - name: runner
+          image: runner:1
+"""
+
+
+@pytest.mark.parametrize(("platform", "block", "refusal"), [
+    pytest.param("github", "", "spec.github.configURL is required for platform github",
+                 id="github-without-its-block"),
+    pytest.param("github", "  github: {configURL: 'https://bot:s3cr3t@github.com/acme', "
+                 "credentialsSecret: gh}\n", "must not carry credentials",
+                 id="credentials-in-the-url"),
+    pytest.param("buildkite", "  buildkite: {queue: default, organization: acme}\n",
+                 "spec.buildkite.organization and spec.buildkite.apiTokenSecret go together",
+                 id="buildkite-org-without-its-token"),
+])
+def test_a_runnerset_the_controller_would_refuse_is_a_problem(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, platform: str, block: str, refusal: str) -> None:
+    """The schema accepts these; the controller would set Ready False, InvalidSpec. validate
+    (the pull request's check) says so at the file and line, by the controller's own checks."""
+    repo = make_repo(tmp_path, {
+        "gitscale.yaml": "runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                         "    source: {file: demand.yaml}\n    policy: {maxReplicas: 5}\n",
+        "sets/linux.yaml": REFUSED.format(platform=platform, block=block),
+        "demand.yaml": "linux: {queued: 1, running: 0}\n"})
+    code, out, err = run(capsys, "validate", "--repo", str(repo))
+    assert code == 1, out + err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: sets/linux.yaml:5: RunnerSet linux (set linux): the "
+                           "controller would refuse it: ") and refusal in line, line
+    assert "s3cr3t" not in out + err

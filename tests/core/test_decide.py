@@ -195,6 +195,25 @@ def test_missing_replicas_is_a_first_write() -> None:
     assert (decision.write, decision.replicas, decision.patch_id) == (True, 1, 0)
 
 
+@pytest.mark.parametrize(("have", "demand", "scaled_up"), [
+    pytest.param(None, 3, True, id="no-replicas-to-3"),
+    pytest.param(None, 0, False, id="no-replicas-to-0"),
+    pytest.param(1, 3, True, id="1-to-3"),
+    pytest.param(3, 3, False, id="3-to-3"),
+])
+def test_a_first_write_above_what_runs_starts_the_scale_down_delay(
+        have: int | None, demand: int, scaled_up: bool) -> None:
+    """A file without replicas runs none (a RunnerSet's default): its first write to 3 is a
+    scale-up, so the next pass holds a scale-down for scaleDownDelay as after any other."""
+    policy = Policy(0, 10, 0, scale_down_delay=timedelta(minutes=5))
+    first = decide(Current(have, None), D(demand, 0), policy, NOW)
+    assert first.scaled_up is scaled_up
+    after = current_after(first, D(demand, 0))
+    later = decide(after, D(0, 0), policy, NOW + timedelta(minutes=1))
+    # held after a scale-up; scaled down at once otherwise (nothing to do from 0)
+    assert later.write == (not scaled_up and first.replicas > 0)
+
+
 def test_unknown_demand_never_scales() -> None:
     decision = decide(Current(5, 3, None, "x"), None, Policy(0, 10, 0), NOW)
     assert not decision.write

@@ -457,3 +457,35 @@ notify:
     assert second.headers["x-signature"] == f"sha256={digest}"  # the rotated one, no restart
     no_secret_in(err)
     assert rotated not in err
+
+
+def test_the_checkout_is_let_go_before_the_engines_are_told(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Another process's pass waits for this one's hold on the checkout, not for a GitOps
+    engine's answer: when the notification arrives, the hold is already free."""
+    import fcntl
+    import os
+
+    from gitscale.repo.workspace import LOCK
+
+    free: list[bool] = []
+    with FakeFlux() as hook:
+        checkout = repo(tmp_path, f"""\
+notify:
+  - webhook: {{url: "{hook.base}/pushed"}}
+""")
+
+        def answer(path: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+            fd = os.open(checkout / ".git" / LOCK, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                free.append(True)
+            except BlockingIOError:
+                free.append(False)
+            finally:
+                os.close(fd)
+            return 204, ""
+
+        hook.answer = answer  # type: ignore[method-assign]
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    assert free == [True] and "pushed" in out

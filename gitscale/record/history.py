@@ -36,7 +36,8 @@ _SET_TRAILER = re.compile(r"\n[ \t]*(?i:gitscale-set)[ \t]*:([^\n]*)")
 # Gitscale-Set lines are trailers the general reader takes, their values as WRITTEN matches them.
 _WRITTEN_LINE = "Gitscale-Set: " + WRITTEN.pattern + r"\n"
 _RECORD = re.compile(
-    r"\n*([0-9a-f]{40})\x1f([0-9]+)\x1f("  # the commit, its seconds, then the message:
+    r"\n*([0-9a-f]{40}(?:[0-9a-f]{24})?)\x1f([0-9]+)\x1f("  # the commit (SHA-1 or SHA-256),
+    # its seconds, then the message:
     r"(?:[^\n\x1e\x1f]*+\n)*?\n"  # its lines up to a blank one (the fewest that do)
     + _WRITTEN_LINE + "((?:" + re.sub(r"\((?!\?)", "(?:", _WRITTEN_LINE) + r")*)"
     r"(?:Gitscale-Events: [^\n\x1e\x1f]*\n)?Gitscale-Base: [^\n\x1e\x1f]*)\n*(?:\x1e|\Z)")

@@ -37,6 +37,9 @@ NEVER = ("kubernetes", "httpx", "jwt", "prometheus_client", "matplotlib", "jsons
 ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.manifest.validate", "fastjsonschema", "difflib")
 # Only when a YAML text is read: a warm pass with a JSON demand file (integers) reads none.
 ONLY_READING_YAML = ("yaml", "_yaml")
+# Only when a config is parsed (not from the state cache) or a set has a forecast: the notify
+# targets' parser; the history reader (its regexes, its table of times), which reads commits.
+ONLY_PARSING_OR_FORECAST = ("gitscale.config.notify_targets", "gitscale.record.history")
 
 
 def loaded(tmp_path: Path, *argv: str, code: int = 0) -> set[str]:
@@ -92,7 +95,7 @@ def test_a_warm_reconcile_without_change_loads_nothing_for_writing(
                                                       "gitscale.commands.reconcile"]
     assert found(modules, (*NEVER, *ONLY_WRITING, *ONLY_READING_YAML, "jsonpatch",
                            "gitscale.controller.crd", "gitscale.core.reservations", "zoneinfo",
-                           "traceback")) == []
+                           "traceback", *ONLY_PARSING_OR_FORECAST)) == []
 
 
 def test_plan_loads_difflib_only_for_a_diff(tmp_path: Path, remote: tuple[Path, Path]) -> None:
@@ -123,4 +126,4 @@ def test_a_reconcile_that_writes_loads_no_cluster_or_http_client(
     # and its data from the state cache (the fixture's pass parsed it); the block-style
     # manifests are read and edited without PyYAML
     assert found(modules, (*NEVER, "gitscale.controller.crd", "difflib", "jsonpatch",
-                           *ONLY_READING_YAML)) == []
+                           *ONLY_READING_YAML, *ONLY_PARSING_OR_FORECAST)) == []

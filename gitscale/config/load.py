@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, MutableMapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, MutableMapping, Optional, Sequence, Union
 
 from gitscale import files
 from gitscale.config import DEFAULT_CONFIG
@@ -15,15 +15,17 @@ from gitscale.core.forecast import MAX_LOOKBACK, MIN_LOOKBACK, ForecastPolicy
 from gitscale.core.policy import Policy, Schedule
 from gitscale.config.sources import SOURCES
 from gitscale.errors import ConfigError
-from gitscale.config.notify_targets import Target, parse_targets
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.config.schemas import check_schema
 from gitscale.config.secrets import SecretRef, hold_named
 from gitscale.yamlio.read import Document, load_single
 
-# importlib.resources (shipped presets), zoneinfo and gitscale.core.recurrence (schedules) are
-# imported by the functions that use them: a config read from the state cache needs none of
-# them, and they cost ~8 ms of a CLI start.
+if TYPE_CHECKING:
+    from gitscale.config.notify_targets import Target
+
+# importlib.resources (shipped presets), zoneinfo, gitscale.core.recurrence (schedules) and
+# gitscale.config.notify_targets (`notify:`) are imported by the functions that use them: a
+# config read from the state cache needs none of them, and they cost ~10 ms of a CLI start.
 
 SourceKind = str  # a key of gitscale.config.sources.SOURCES
 MAX_SETS = 100_000  # runnerSets' maxItems in schemas.CONFIG
@@ -222,6 +224,8 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
         raise ConfigError(config_path, f"limits.maxTotalReplicas {total} is less than the sets' "
                           f"minReplicas together ({sum(s.policy.min_replicas for s in sets)})",
                           document.line_of(["limits", "maxTotalReplicas"]))
+    from gitscale.config.notify_targets import parse_targets  # a config parsed, not cached
+
     return Config(config_path, tuple(sets), total, parse_targets(document, config_path), text,
                   document.index)
 

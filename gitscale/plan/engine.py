@@ -25,13 +25,13 @@ from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
 from gitscale.repo.index import Tree
 from gitscale.manifest import target as tgt
-from gitscale.config.notify_targets import Target
 from gitscale.progress import Progress, steps
 from gitscale.timeutil import format_time
 from gitscale.yamlio.placeholders import placeholder_problems
 from gitscale.yamlio.read import Document
 
 if TYPE_CHECKING:
+    from gitscale.config.notify_targets import Target
     from gitscale.manifest.edit import Edit
     from gitscale.manifest.target import FieldPath
 

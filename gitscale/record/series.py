@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from gitscale.record.history import LOG_ARGS, parse_record
 from gitscale.repo.git import Git
 from gitscale.timeutil import format_time
 
@@ -76,6 +75,10 @@ class DemandSeries:
         return git.is_ancestor(self.head, head)
 
     def _read(self, git: Git, revisions: str, since: float | None) -> None:
+        # imported here: the history reader (its regexes, its table of 3,600 times) is for
+        # forecast sets only, and a pass with none never reads a commit
+        from gitscale.record.history import LOG_ARGS, parse_record
+
         args = [*LOG_ARGS, revisions]
         if since is not None:
             args.insert(1, f"--since={format_time(datetime.fromtimestamp(since, timezone.utc))}")

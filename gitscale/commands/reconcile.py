@@ -1,7 +1,9 @@
 """`gitscale reconcile`: plan, edit, validate, commit and push one pass."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +23,9 @@ from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.repo.workspace import Workspace, open_workspace
 
+if TYPE_CHECKING:
+    from gitscale.repo.index import Tree
+
 
 class Planner:
     """``make_plan`` for `land`, shared by `reconcile` and `run`. Config and manifests are
@@ -38,10 +43,12 @@ class Planner:
         self.cache, self.sources, self.progress = cache, sources, progress
         self.window, self.pinned_clock = window, pinned_clock
         self.reading: DemandReading | None = None
+        self.tree: Tree | None = None  # the last plan's (its base commit's files)
 
     def __call__(self) -> Plan:
         root = self.ws.root
         tree, config = pass_inputs(self.ws, self.opts.config, self.cache)
+        self.tree = tree
         ours, left = leave_served(root, config)  # sets `gitscale serve` scales
         if self.reading is None:
             self.reading = read_demand(root, config if self.demand else ours,
@@ -55,16 +62,23 @@ class Planner:
         return plan
 
 
-def crd_drift(ws: Workspace) -> list[str]:
+def crd_drift(ws: Workspace, base: Tree | None = None, changed: Sequence[str] = ()) -> list[str]:
     """The repo's RunnerSet CRD, where `init` and `crd --repo` put it (a file named after it),
     or in a ``crds.yaml`` bundle this clone already holds, when it is not this gitscale's
     (``gitscale.manifest.crd_drift``): free when it is, by its blob id. A bundle's blob is
     never fetched for a warning (a partial clone lacks it: another project's CRDs, megabytes
-    of them), nor is another file read."""
+    of them), nor is another file read.
+
+    ``base``: in a clone, the files of the commit the pass landed on, and ``changed`` the
+    paths its commit changed. When none of those may hold the CRD, the commit's CRD files are
+    the base's, and listing its tree again (a git process) would give the same blob ids."""
     from gitscale.manifest.crd_drift import drift, shipped_blob, where_the_crd_is
     from gitscale.repo.index import Tree
 
-    tree = Tree.read(ws.git, sparse=ws.sparse)
+    if base is not None and ws.sparse and not any(where_the_crd_is(changed)):
+        tree = base
+    else:
+        tree = Tree.read(ws.git, sparse=ws.sparse)
     listed = tree.files()
     named, bundles = where_the_crd_is(listed)
     stale = {p: listed[p] for p in named + bundles if listed[p] != shipped_blob()}
@@ -91,11 +105,12 @@ def crd_drift(ws: Workspace) -> list[str]:
     return [w for w in (drift(p, t) for p, t in texts.items()) if w]
 
 
-def crd_warnings(ws: Workspace) -> list[str]:
+def crd_warnings(ws: Workspace, base: Tree | None = None,
+                 changed: Sequence[str] = ()) -> list[str]:
     """``crd_drift``, after the pass has landed: never an error of the pass (it has pushed).
     What stops the check (a fetch that fails) is one warning line."""
     try:
-        return crd_drift(ws)
+        return crd_drift(ws, base, changed)
     except GitscaleError as exc:
         said = " ".join(str(exc).split())
         return [f"the repo's RunnerSet CRD not checked: {said[:300]}"]
@@ -107,16 +122,16 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, push=push, sparse=True) as ws:
+        planner = Planner(ws, opts, demand, clock, cache, progress=True, window=window,
+                          pinned_clock=now is not None)
         try:
-            landed = land(ws, Planner(ws, opts, demand, clock, cache, progress=True,
-                                      window=window, pinned_clock=now is not None),
-                          cache=cache, date=date)
+            landed = land(ws, planner, cache=cache, date=date)
         finally:
             cache.save()
         click.echo(plan_text(landed.plan, diffs=False))
         click.echo(describe_landing(landed, ws))
         if any(c.kind == "RunnerSet" for c in landed.plan.changes):
-            for warning in crd_warnings(ws):
+            for warning in crd_warnings(ws, planner.tree, landed.plan.changed_paths):
                 click.echo(f"warning: {warning}", err=True)
     for name, message in landed.plan.errors.items():
         click.echo(f"error: {name}: {message} (left untouched)", err=True)

@@ -291,6 +291,43 @@ def test_a_token_reaches_a_partial_clone_only_through_askpass(
         assert token not in text
 
 
+def test_the_crd_check_after_a_pass_lists_the_tree_the_pass_listed(
+        git_server: GitDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The landed commit holds the files of the commit the pass read, but those it changed:
+    when none of those may hold the CRD, the check takes the pass's listing (no `ls-tree`);
+    when one may, it lists the commit again. Either way the warning is the same."""
+    from gitscale.commands.reconcile import crd_warnings
+
+    ours = "clusters/prod/gitscale-system/crd.yaml"
+    bare = git_server.create({**repo_files(), ours: _older_runnerset_crd()})
+    allow_filters(bare, True)
+    opts = RepoOptions(git_server.url(), None, "gitscale.yaml")
+    now = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    trace = Trace(tmp_path)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", trace.env["GIT_CONFIG_GLOBAL"])
+
+    def listings() -> int:
+        count = sum(1 for argv in trace.argvs() if "ls-tree" in argv)
+        trace.clear()
+        return count
+
+    cache = StateCache()
+    with open_workspace(git_server.url(), None, sparse=True) as ws:
+        planner = Planner(ws, opts, demand(tmp_path, {"s01": 3}, "listed"), now, cache)
+        landed = land(ws, planner, cache=cache)
+        assert landed.pushed and "sets/s01.yaml" in landed.plan.changed_paths
+        assert ours not in landed.plan.changed_paths
+        trace.clear()
+        reused = crd_warnings(ws, planner.tree, landed.plan.changed_paths)
+        assert listings() == 0
+        relisted = crd_warnings(ws, planner.tree, [*landed.plan.changed_paths, ours])
+        assert listings() == 1
+        fresh = crd_warnings(ws)
+    older = ": older than this gitscale's RunnerSet CRD (no spec.backlog): run `gitscale crd " \
+            "--repo .` and apply it before this version writes"
+    assert reused == relisted == fresh == [f"{ours}{older}"]
+
+
 def _older_runnerset_crd() -> str:
     import yaml
 

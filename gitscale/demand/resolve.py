@@ -3,16 +3,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from gitscale.files import default_cache_dir
 from gitscale.config.load import Config, RunnerSetConfig
 from gitscale.demand import DemandReading, RateLimited
 from gitscale.demand.file import FileSource, MissingDemandFile
 from gitscale.config.sources import SOURCES
-from gitscale.demand.registry import Where, connect
 from gitscale.errors import ConfigError, GitscaleError
 from gitscale.config.secrets import SecretError
+
+if TYPE_CHECKING:
+    from gitscale.demand.registry import Where
 
 
 class Kept(Protocol):
@@ -64,6 +66,8 @@ def read_demand(root: Path, config: Config, demand_file: Path | None,
     """
     if demand_file is not None:
         return FileSource(demand_file, str(demand_file), strict=True).read(config.sets)
+    from gitscale.demand.registry import Where  # the sources' clients: not for --demand FILE
+
     own = sources is None
     sources = sources or Sources(default_cache_dir())
     where = Where(root, config.path, sources, config)
@@ -87,6 +91,8 @@ def read_demand(root: Path, config: Config, demand_file: Path | None,
 def read_group(where: Where, sets: list[RunnerSetConfig]) -> DemandReading:
     """One read for ``sets`` (one group of one source). The one place where a source that
     cannot be read becomes a reading error for each of its sets."""
+    from gitscale.demand.registry import connect
+
     source = sets[0].source
     try:
         return connect(SOURCES[source.kind], where, source.settings).read(sets)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import click
 
@@ -62,6 +63,22 @@ class Group(click.Group):
         super().format_epilog(ctx, formatter)
 
 
+@contextmanager
+def collector_off() -> Iterator[None]:
+    """Import a command's modules with the garbage collector off, then freeze them as ``main``
+    froze what came before: they live for the whole run, so the dozen collections their
+    loading set off (≈ 2 ms of a `reconcile` pass of 0.25 s) would have walked objects that all
+    survive. The collector is on again for the pass."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def _opts(kw: dict[str, Any]) -> RepoOptions:
     return RepoOptions(kw.pop("repo"), kw.pop("branch"), kw.pop("config"))
 
@@ -86,7 +103,8 @@ def cli() -> None:
                    "shown.")
 def plan(**kw: Any) -> int:
     """Show what the next pass would change. Exit 0 none, 2 pending, 1 error."""
-    from gitscale.commands.plan import run_plan
+    with collector_off():
+        from gitscale.commands.plan import run_plan
 
     return run_plan(_opts(kw), **kw)
 
@@ -102,7 +120,8 @@ def plan(**kw: Any) -> int:
 @click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
 def reconcile(no_push: bool, **kw: Any) -> int:
     """Plan, edit, validate, commit and push one pass."""
-    from gitscale.commands.reconcile import run_reconcile
+    with collector_off():
+        from gitscale.commands.reconcile import run_reconcile
 
     return run_reconcile(_opts(kw), push=not no_push, **kw)
 

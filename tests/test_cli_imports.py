@@ -37,9 +37,11 @@ NEVER = ("kubernetes", "httpx", "jwt", "prometheus_client", "matplotlib", "jsons
 ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.manifest.validate", "fastjsonschema", "difflib")
 # Only when a YAML text is read: a warm pass with a JSON demand file (integers) reads none.
 ONLY_READING_YAML = ("yaml", "_yaml")
-# Only when a config is parsed (not from the state cache) or a set has a forecast: the notify
-# targets' parser; the history reader (its regexes, its table of times), which reads commits.
-ONLY_PARSING_OR_FORECAST = ("gitscale.config.notify_targets", "gitscale.record.history")
+# Only when a config is parsed (not from the state cache), a set has a forecast or a source is
+# asked (not --demand FILE): the notify targets' parser; the history reader (its regexes, its
+# table of times), which reads commits; the sources' client registry.
+ONLY_PARSING_OR_FORECAST = ("gitscale.config.notify_targets", "gitscale.record.history",
+                            "gitscale.demand.registry")
 
 
 def loaded(tmp_path: Path, *argv: str, code: int = 0) -> set[str]:
@@ -127,3 +129,25 @@ def test_a_reconcile_that_writes_loads_no_cluster_or_http_client(
     # manifests are read and edited without PyYAML
     assert found(modules, (*NEVER, "gitscale.controller.crd", "difflib", "jsonpatch",
                            *ONLY_READING_YAML, *ONLY_PARSING_OR_FORECAST)) == []
+
+
+def test_a_command_module_is_imported_with_the_collector_off_then_frozen() -> None:
+    import gc
+
+    from gitscale.cli import collector_off
+
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        with collector_off():
+            assert not gc.isenabled()
+            loaded_now = [[index] for index in range(100)]
+        assert gc.isenabled()  # on again for the pass
+        assert gc.get_freeze_count() >= frozen + len(loaded_now)
+        gc.disable()
+        with collector_off():
+            pass
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()
+        gc.unfreeze()  # this test process is not a CLI run

@@ -146,10 +146,10 @@ def _plan_line(out: str, name: str) -> str:
     return next(line for line in out.splitlines() if line[2:].split(" ", 1)[0] == name)
 
 
-def test_an_unchanged_set_says_why_when_it_is_held_drained_or_at_max(  # type: ignore[no-untyped-def]
-        tmp_path: Path, capsys) -> None:
-    """Text `plan` gives the reason JSON's detail gives, on the line of a set it leaves alone
-    for a reason worth saying; a plain unchanged set's line stays short."""
+
+def _held(tmp_path: Path, capsys) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    """linux scaled 1→3 at NOW (scaleDownDelay 10m) and gpu left at 0, and a demand file
+    where nothing waits: the set a plan five minutes later holds."""
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "{minReplicas: 1, maxReplicas: 3, buffer: 1, "
                                                  "scaleDownDelay: 10m}", "gpu": "default"}),
@@ -160,6 +160,13 @@ def test_an_unchanged_set_says_why_when_it_is_held_drained_or_at_max(  # type: i
     assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0  # linux 1→3
     quiet = tmp_path / "quiet.yaml"
     quiet.write_text("linux: {queued: 0, running: 0}\ngpu: {queued: 0, running: 0}\n")
+    return checkout, quiet
+
+def test_an_unchanged_set_says_why_when_it_is_held_drained_or_at_max(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """Text `plan` gives the reason JSON's detail gives, on the line of a set it leaves alone
+    for a reason worth saying; a plain unchanged set's line stays short."""
+    checkout, quiet = _held(tmp_path, capsys)
     code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(quiet),
                        "--now", "2026-11-21T09:05:00Z")
     assert code == 0, out
@@ -222,16 +229,7 @@ def test_an_unchanged_set_taken_from_the_state_cache_still_says_why(  # type: ig
         tmp_path: Path, capsys, _isolated_cache: Path) -> None:
     """The notes of a set whose answer a later CLI run takes from the state cache (held,
     at max, drained) are those of deciding it anew; JSON's ``why`` has them as values."""
-    checkout = make_repo(tmp_path, {
-        "gitscale.yaml": simple_config({"linux": "{minReplicas: 1, maxReplicas: 3, buffer: 1, "
-                                                 "scaleDownDelay: 10m}", "gpu": "default"}),
-        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
-        "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0),
-        "demand.yaml": "linux: {queued: 2, running: 0}\ngpu: {queued: 0, running: 0}\n",
-    })
-    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0  # linux 1→3
-    quiet = tmp_path / "quiet.yaml"
-    quiet.write_text("linux: {queued: 0, running: 0}\ngpu: {queued: 0, running: 0}\n")
+    checkout, quiet = _held(tmp_path, capsys)
     text, linux = _plan_from_the_cache(capsys, checkout, _isolated_cache, quiet,
                                        "2026-11-21T09:05:00Z", "2026-11-21T09:06:00Z")
     assert _plan_line(text, "linux").endswith(

@@ -18,6 +18,8 @@ which a merge request's pipeline (an unprotected branch) does not get.
 """
 from __future__ import annotations
 
+from textwrap import indent
+
 from gitscale import __version__
 from gitscale.commands.init_choices import Choices
 from gitscale.commands.init_runners import SourceSecret
@@ -103,17 +105,13 @@ gitscale-plan:
 """
 
 
-def _indented(text: str, spaces: int) -> str:
-    return "\n".join(" " * spaces + line for line in text.splitlines())
-
-
 def github_review(choices: Choices, source_env: str, quoted_branch: str) -> dict[str, str]:
     """``.github/workflows/gitscale-plan.yml``; ``source_env``: the scheduler's lines of
     the demand source's secrets (the same variables, the same indentation)."""
     script = PLAN_SCRIPT.format(repo="config", config=choices.config_flag)
     return {".github/workflows/gitscale-plan.yml": GITHUB.format(
         version=__version__, config=choices.config_flag, quoted_branch=quoted_branch,
-        script=_indented(script, 10), source_env=source_env, pass_on=PASS_ON)}
+        script=indent(script, " " * 10), source_env=source_env, pass_on=PASS_ON)}
 
 
 def gitlab_review(choices: Choices, secrets: list[SourceSecret]) -> str:
@@ -123,5 +121,5 @@ def gitlab_review(choices: Choices, secrets: list[SourceSecret]) -> str:
         return ""
     script = PLAN_SCRIPT.format(repo=".", config=choices.config_flag)
     return GITLAB.format(version=__version__, config=choices.config_flag,
-                         script=_indented(script, 6), merge=_indented(MERGE, 6),
+                         script=indent(script, " " * 6), merge=indent(MERGE, " " * 6),
                          pass_on=PASS_ON)

@@ -79,7 +79,10 @@ def reconcile(ctx: Context, key: str) -> Report:
             "status"), now), now, generation=generation, observed=_patch_id(obj))
 
     if not view.deleting:
-        obj = hold(ctx, obj, report)
+        held = hold(ctx, obj, report)
+        if held is None:  # edited since it was read: nothing done on a stale spec
+            return report
+        obj = held
     report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None

@@ -122,7 +122,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                               now)
     report.busy += retired.busy
     report.errors += retired.errors
-    refused(ctx, view, retired)
+    refused(ctx, view, retired, report)
     report.actions = actions
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
@@ -161,7 +161,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.deleted = removed.deleted
     report.busy += removed.busy
     report.errors += removed.errors
-    refused(ctx, view, removed)
+    refused(ctx, view, removed, report)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return release(ctx, obj, report)
 

@@ -26,6 +26,7 @@ from gitscale.controller.errors import (
     Interrupted,
     NotFound,
     PlatformError,
+    PlatformOutage,
     RunnerBusy,
 )
 from gitscale.controller.kube import Kube
@@ -39,19 +40,26 @@ BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked ag
 
 @dataclass
 class Removed:
-    """What the removals of a pass did: runners removed, kept as busy (422), errors, and the
+    """What the removals of a pass did: runners removed, kept as busy (422), errors, the
     platform's refusal of the set's credentials (a 401/403 on unregister: the caller has the
-    Secret read again, as a refused registration or list does)."""
+    Secret read again, as a refused registration or list does) and its failure (a 5xx, no
+    answer, a rate limit: Ready says ``PlatformUnavailable``)."""
 
     deleted: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     refused: CredentialsError | None = None
+    outage: PlatformOutage | None = None  # the platform failed (Ready: PlatformUnavailable)
 
     def failed(self, message: str, exc: ControllerError) -> None:
-        self.errors.append(message)
+        """One removal failed. The same message once (the runners the platform was not asked
+        about while it is given time say the same thing)."""
+        if message not in self.errors:
+            self.errors.append(message)
         if isinstance(exc, CredentialsError):
             self.refused = exc
+        elif isinstance(exc, PlatformOutage):
+            self.outage = exc
 
 
 def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,

@@ -18,6 +18,7 @@ from gitscale.controller.errors import (
     PlatformOutage,
 )
 from gitscale.controller.leftovers import EVERY, sweep
+from gitscale.controller.outage import NotAsked
 from gitscale.controller.observe import RawObject, RunnerSetView, registration_timed_out, stopped
 from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.remove import Removed
@@ -31,6 +32,15 @@ def refused(ctx: Context, view: RunnerSetView, removed: Removed, report: Report)
         ctx.platforms.refused(view, removed.refused)
     if removed.outage is not None and report.reason is None:
         report.reason = st.platform_reason(removed.outage)
+    if isinstance(removed.outage, NotAsked):
+        _again(report, removed.outage)
+
+
+def _again(report: Report, exc: NotAsked) -> None:
+    """A call not made while the platform is given time: the pass is tried again when it
+    may be (a second, when only the one request trying it was in the way)."""
+    now = report.requeue_after if report.requeue_after is not None else ERROR_RETRY
+    report.requeue_after = min(now, max(exc.after, 0.1))
 
 
 def platform_of(ctx: Context, view: RunnerSetView) -> Adapter:
@@ -90,6 +100,8 @@ def registered_of(ctx: Context, view: RunnerSetView, platform: Adapter, pods: li
             if isinstance(exc, (CredentialsError, PlatformOutage)):
                 report.reason = st.platform_reason(exc)
         report.unheard = str(exc)
+        if isinstance(exc, NotAsked):
+            _again(report, exc)
         return None
     if found is None:
         return None

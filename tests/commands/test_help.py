@@ -48,9 +48,9 @@ def variables_read() -> set[str]:
 
 
 def _askpass_script() -> str:
-    from gitscale.repo import git
+    from gitscale.repo import git_env
 
-    return git._ASKPASS_SCRIPT
+    return git_env._ASKPASS_SCRIPT
 
 
 def test_the_commands_have_help_entries_and_the_entries_have_commands() -> None:

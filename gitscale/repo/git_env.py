@@ -102,11 +102,6 @@ def _askpass_env() -> dict[str, str]:
     return {"GIT_ASKPASS": _askpass_path}
 
 
-# The Secret the in-cluster scaler mounts its git token from (`gitscale init --run-in cluster`:
-# deploy/scaler/, key `token`): where a missing file most likely comes from.
-_TOKEN_SECRET_HINT = 'the key "token" of Secret gitscale-git?'
-
-
 def check_token() -> None:
     """The git token, checked before git talks to a server: ``GITSCALE_GIT_TOKEN_FILE``, when
     set, names a readable, non-empty file, since the askpass script's ``cat`` failing would
@@ -115,7 +110,9 @@ def check_token() -> None:
     visible ASCII, as the API tokens are (``gitscale.redact.header_problem``): git sends what
     comes before the first line break, so a token broken by a paste would be sent cut and
     blamed on the server. Both set is refused, naming both (``files.variable_file``: the
-    ``_FILE`` rule of every credential variable gitscale reads). Never shown."""
+    ``_FILE`` rule of every credential variable gitscale reads). A file where the in-cluster
+    scaler mounts its Secrets is said to be the key of its Secret (``gitscale-git``'s
+    ``token``: ``files.mounted_secret_hint``, as for every credential file). Never shown."""
     name = files.variable_file("GITSCALE_GIT_TOKEN")
     if name is None:
         _check_token_text(os.environ.get("GITSCALE_GIT_TOKEN", ""), "GITSCALE_GIT_TOKEN")
@@ -136,7 +133,7 @@ def check_token() -> None:
             _check_token_text(text, label)
             return
         problem = "is empty"
-    raise InputError(label, f"{problem} ({_TOKEN_SECRET_HINT})")
+    raise InputError(label, problem + files.mounted_secret_hint(path))
 
 
 def _check_token_text(token: str, label: str) -> None:

@@ -706,7 +706,7 @@ HOTSPOTS = [
     ("  files.read_manifest (read_bytes + safe path)", "gitscale/plan/manifest_files.py",
      "read_manifest"),
     ("  edit.edit_fields (compose + splice)", "gitscale/manifest/edit.py", "edit_fields"),
-    ("    edit._verify (re-parse before/after)", "gitscale/manifest/edit.py", "_verify"),
+    ("    verify.verify (re-parse before/after)", "gitscale/manifest/verify.py", "verify"),
     ("  core.decide", "gitscale/core/decide.py", "decide"),
     ("yamlread.load_documents (all callers)", "gitscale/yamlio/read.py", "load_documents"),
     ("  yamlread duplicate-key check", "gitscale/yamlio/read.py", "construct_mapping"),

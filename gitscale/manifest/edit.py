@@ -73,12 +73,12 @@ def edit_fields(text: str, source: str, doc_index: int, values: Mapping[FieldPat
         # libyaml's marks count from after a byte-order mark: edit without it, then put it back
         inner = edit_fields(text[1:], source, doc_index, values, before, kept, owned)
         return Edited("\ufeff" + inner.text, inner.before, inner.after)
+    if any(isinstance(v, Remove) for v in values.values()):
+        return _edit_removing(text, source, doc_index, values, before, kept, owned)
     docs, before = _parse(text, source, before, kept)
     root = _document_root(docs, doc_index, text, source)
     newline = "\r\n" if "\r\n" in text else "\n"
     splices: list[Splice] = []
-    if any(isinstance(v, Remove) for v in values.values()):
-        return _edit_removing(text, source, doc_index, values, before, kept, owned)
     plain: Mapping[FieldPath, Value] = values  # type: ignore[assignment]  # (no Remove: above)
     pending: dict[tuple[int, str], dict[FieldPath, Value]] = {}
     parents: dict[int, Span] = {}

@@ -18,7 +18,8 @@ from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
 from gitscale.manifest.target import (A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, ANNOTATIONS, KINDS,
                                       LEGACY, REPLICAS_ONLY, SPEC_PATCH, Owned, locate)
-from gitscale.plan.cache import StateCache, _located, _row
+from gitscale.plan.cache import StateCache
+from gitscale.plan.cache_format import as_located, as_row
 from gitscale.plan.engine import compute_plan
 from gitscale.repo.git import Git
 from gitscale.repo.index import Tree
@@ -94,15 +95,15 @@ def test_each_kind_is_written_where_the_table_says(tmp_path: Path, kind: tuple[s
     cache.apply(plan.cache_writes)
     [(_, found, parsed)] = plan.cache_writes.looked
     assert parsed and found.owned is table and found.api_version == kind[0]
-    assert _located(_row(found)) == found
+    assert as_located(as_row(found)) == found
 
 
 def test_a_row_of_a_kind_gone_from_the_table_is_read_again(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     found = locate("m.yaml", manifest("apps/v1", "Deployment"), ObjectRef())
-    row = _row(found)
+    row = as_row(found)
     assert row[1:3] == ("apps/v1", "Deployment")
     monkeypatch.delitem(KINDS, ("apps/v1", "Deployment"))
-    assert _located(row) is None
+    assert as_located(row) is None
 
 
 # A kind that scales through `spec.size` and keeps its patch ID as an annotation: one row.

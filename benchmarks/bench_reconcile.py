@@ -698,7 +698,7 @@ HOTSPOTS = [
     ("config.load_config (gitscale.yaml)", "gitscale/config/load.py", "load_config"),
     ("  schemas.check_schema (jsonschema best_match)", "gitscale/config/schemas.py", "check_schema"),
     ("  config.safe_repo_path (all callers)", "gitscale/config/load.py", "safe_repo_path"),
-    ("  config.build_policy", "gitscale/config/load.py", "build_policy"),
+    ("  config.build_policy", "gitscale/config/policies.py", "build_policy"),
     ("  Document.line_of (all callers)", "gitscale/yamlio/read.py", "line_of"),
     ("demand.read_demand (demand file)", "gitscale/demand/resolve.py", "read_demand"),
     ("engine.compute_plan", "gitscale/plan/engine.py", "compute_plan"),

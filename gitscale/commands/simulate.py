@@ -14,7 +14,8 @@ from pathlib import Path
 import click
 
 from gitscale.commands import EXIT_OK, RepoOptions
-from gitscale.config.load import build_policy, load_config, load_preset
+from gitscale.config.load import load_config, load_preset
+from gitscale.config.policies import build_policy
 from gitscale.errors import ConfigError
 from gitscale.core.policy import Policy
 from gitscale.errors import InputError

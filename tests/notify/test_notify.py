@@ -465,7 +465,7 @@ def test_the_checkout_is_let_go_before_the_engines_are_told(tmp_path: Path, caps
     import fcntl
     import os
 
-    from gitscale.repo.workspace import LOCK
+    from gitscale.repo.checkout_lock import LOCK
 
     free: list[bool] = []
     with FakeFlux() as hook:

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from gitscale.errors import GitError
-from gitscale.repo.workspace import LOCK, open_workspace
+from gitscale.repo.checkout_lock import LOCK
+from gitscale.repo.workspace import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 HOLD = """

@@ -231,21 +231,11 @@ def _place_key(stack: list[list[Any]], indent: int, rootless: bool, begin: int, 
     """The mapping a key line at ``indent`` belongs to: the frames deeper than it (and a
     sequence at its column) are closed; then a mapping at its column, a new mapping as the
     value of a pending key, or the document's root."""
-    while stack:
-        top = stack[-1]
-        if top[0] > indent or top[0] == indent and not top[2]:
-            stack.pop()
-            if top[3] is not _NO:
-                _null(top, source is not None)
-            continue
-        break
-    else:
+    top = _close(stack, indent, True, source is not None)
+    if top is None:
         if not rootless:
             raise Deferred("a key after the document's root")
-        frame = [indent, {}, True, _NO, Span(MAP, begin + indent, -1, number, indent, -1, [],
-                                             source=source) if source else None, None, None]
-        stack.append(frame)
-        return frame
+        return _root(stack, indent, {}, begin, number, source)
     if top[2] and top[0] == indent:
         if top[3] is not _NO:
             _null(top, source is not None)
@@ -262,21 +252,11 @@ def _place_item(stack: list[list[Any]], indent: int, rootless: bool, begin: int,
     """The sequence an entry at ``indent`` belongs to: the frames deeper than it are closed;
     then a sequence at its column, a new one as the value of a pending key (at the key's own
     column too), or the document's root."""
-    while stack:
-        top = stack[-1]
-        if top[0] > indent:
-            stack.pop()
-            if top[3] is not _NO:
-                _null(top, source is not None)
-            continue
-        break
-    else:
+    top = _close(stack, indent, False, source is not None)
+    if top is None:
         if not rootless:
             raise Deferred("a sequence entry after the document's root")
-        sequence = [indent, [], False, _NO, Span(SEQ, begin + indent, -1, number, indent, -1,
-                                                 [], source=source) if source else None, None, None]
-        stack.append(sequence)
-        return sequence
+        return _root(stack, indent, [], begin, number, source)
     if not top[2] and top[0] == indent:
         return top
     if top[3] is not _NO and top[0] <= indent:
@@ -284,6 +264,29 @@ def _place_item(stack: list[list[Any]], indent: int, rootless: bool, begin: int,
         stack.append(sequence)
         return sequence
     raise Deferred("a sequence entry where none can be")
+
+
+def _close(stack: list[list[Any]], indent: int, sequence: bool, spans: bool) -> list[Any] | None:
+    """Close the frames deeper than ``indent`` (with ``sequence``, a sequence at its column
+    too: a key line ends it); the frame left on top, None when none is left."""
+    while stack:
+        top = stack[-1]
+        if top[0] < indent or top[0] == indent and (top[2] or not sequence):
+            return top
+        stack.pop()
+        if top[3] is not _NO:
+            _null(top, spans)
+    return None
+
+
+def _root(stack: list[list[Any]], indent: int, data: Any, begin: int, number: int,
+          source: _Source | None) -> list[Any]:
+    """The document's root collection, starting on this line."""
+    node = Span(MAP if type(data) is dict else SEQ, begin + indent, -1, number, indent, -1, [],
+                source=source) if source else None
+    frame = [indent, data, type(data) is dict, _NO, node, None, None]
+    stack.append(frame)
+    return frame
 
 
 def _value_span(info: tuple[Any, ...], begin: int, number: int, at: int) -> Span:

@@ -26,6 +26,17 @@ BRANCH_HISTORY = ("Branch whose scaling commits to read (default: the remote's d
                   "branch; a checkout must be on it).")
 
 
+# Options several commands take, alike.
+DEMAND = click.option("--demand", type=str, help="Demand file replacing every source.")
+EVERY = click.option("--every", default=None, metavar="DURATION",
+                     help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion "
+                          "must serve until the next run. Default 1m.")
+OUTPUT = click.option("--output", type=click.Choice(["text", "json"]), default="text",
+                      show_default=True)
+NO_PUSH = click.option("--no-push", "no_push", is_flag=True,
+                       help="Commit in the checkout, do not push.")
+
+
 def repo_options(branch: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--repo, --branch (``branch``: what the command does with it) and --config."""
 
@@ -91,13 +102,11 @@ def cli() -> None:
 
 @cli.command()
 @repo_options(BRANCH_READ)
-@click.option("--demand", type=str, help="Demand file replacing every source.")
+@DEMAND
 @click.option("--now", help="Pin the clock (RFC 3339), e.g. to ask what 9:00 would do; a "
                             "last scale-up after it still holds a scale-down (not clock skew).")
-@click.option("--every", default=None, metavar="DURATION",
-              help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
-                   "serve until the next run. Default 1m.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@EVERY
+@OUTPUT
 @click.option("--set", "only", multiple=True, metavar="NAME",
               help="Show only this set (repeat for more); the exit code is that of the sets "
                    "shown.")
@@ -111,13 +120,11 @@ def plan(**kw: Any) -> int:
 
 @cli.command()
 @repo_options(BRANCH_WRITE)
-@click.option("--demand", type=str, help="Demand file replacing every source.")
+@DEMAND
 @click.option("--now", help="Pin the clock (RFC 3339); commits are dated with it too. A last "
                             "scale-up after it still holds a scale-down (not clock skew).")
-@click.option("--every", default=None, metavar="DURATION",
-              help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
-                   "serve until the next run. Default 1m.")
-@click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
+@EVERY
+@NO_PUSH
 def reconcile(no_push: bool, **kw: Any) -> int:
     """Plan, edit, validate, commit and push one pass."""
     with collector_off():
@@ -129,7 +136,7 @@ def reconcile(no_push: bool, **kw: Any) -> int:
 @cli.command("run")
 @repo_options(BRANCH_WRITE)
 @click.option("--interval", default="30s", show_default=True, help="Time between passes.")
-@click.option("--demand", type=str, help="Demand file replacing every source.")
+@DEMAND
 @click.option("--max-passes", type=click.IntRange(1), default=None,
               help="Stop after this many passes (default: until SIGTERM).")
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
@@ -181,7 +188,7 @@ def serve(**kw: Any) -> int:
 @click.option("--set", "only", help="Only this runner set.")
 @click.option("--since", help="Only commits at or after this time (RFC 3339).")
 @click.option("--until", help="Only commits at or before this time (RFC 3339).")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@OUTPUT
 @click.option("--chart", help="Also draw replicas and demand over time into this .svg or .png "
               "(needs gitscale[charts]).")
 @click.option("--tz", default="utc", show_default=True,
@@ -230,7 +237,7 @@ def history(**kw: Any) -> int:
                    "does not know the last write's job ids.")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
               help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@OUTPUT
 @click.option("--chart", help="Also write a chart (SVG or PNG) of runners and jobs over time.")
 def simulate(**kw: Any) -> int:
     """Replay a job trace through the policy and the controller; compare with baselines."""
@@ -246,7 +253,7 @@ def simulate(**kw: Any) -> int:
 @click.argument("name")
 @click.option("--resume", is_flag=True, help="Undo a drain: let the loop scale the set again.")
 @click.option("--now", help="Pin the clock (RFC 3339).")
-@click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
+@NO_PUSH
 def drain(name: str, no_push: bool, **kw: Any) -> int:
     """Write replicas 0 and patch ID 0 for NAME, and hold it there."""
     from gitscale.commands.drain import run_drain

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import socket
 import time
 from pathlib import Path
@@ -142,6 +143,8 @@ notify:
     lines = [line for line in err.splitlines() if "notify" in line]
     assert len(lines) == 1, err
     assert f"notify argocd ({argo.base}) failed: HTTP 400" in lines[0]
+    # a timestamped line, as run and serve write theirs (gitscale.logline)
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ notify argocd ", lines[0]), lines[0]
     assert "HMAC verification failed" in lines[0] and "poll still applies" in lines[0]
     assert "committed" in out and "pushed" in out
     no_secret_in(out, err)

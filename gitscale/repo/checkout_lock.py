@@ -35,12 +35,18 @@ def hold_checkout(repo: Git, label: str, timeout: float,
     A lock file this process may not write (another user's, in a shared checkout) is held
     through a read-only descriptor (``flock`` needs no more). One that cannot be opened at
     all (a read-only mount): a ``reading`` command (`plan`) goes on without the hold — no
-    writer can be editing there — and a writing one stops with an error naming the file."""
+    writer can be editing there — and a writing one stops with an error naming the file.
+
+    The holder writes its process number into the file for a waiter's message, and takes it
+    out when it lets go: a later holder that cannot write its own (a read-only descriptor) is
+    then "pid unknown", not the process number of one gone (which another process may have
+    by then)."""
     path = repo.git_path(LOCK)
     fd = _open_lock(path, label, reading)
     if fd is None:
         yield
         return
+    held = False
     try:
         started = None
         while not _try_lock(fd):
@@ -54,6 +60,7 @@ def hold_checkout(repo: Git, label: str, timeout: float,
                                f"been writing in this checkout for more than {timeout:g} "
                                f"s (it holds {path}); nothing was written")
             time.sleep(0.1)
+        held = True
         try:  # who holds it, for a waiter's message: best effort (a read-only descriptor)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -61,6 +68,11 @@ def hold_checkout(repo: Git, label: str, timeout: float,
             pass
         yield
     finally:
+        if held:
+            try:  # still ours: no one reads it as the holder once we are gone
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
         os.close(fd)  # releases the lock
 
 

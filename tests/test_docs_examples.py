@@ -1,4 +1,5 @@
-"""The RunnerSet examples in docs/ are valid, and the docs show exactly the example files.
+"""The RunnerSet examples in docs/ are valid, and the docs show exactly the example files; and
+what the docs and the files gitscale writes tell a new user is what gitscale does.
 
 Every ``docs/examples/*.yaml`` holds one RunnerSet (and, for some, the objects it needs): the
 RunnerSet passes gitscale's own in-process validation against the shipped CRD (the check
@@ -19,7 +20,9 @@ import pytest
 import yaml
 
 from gitscale.controller.observe import runner_container
+from gitscale.manifest.target import KINDS
 from gitscale.manifest.validate import SchemaValidator
+from tests.helpers import run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.yaml"))
@@ -96,3 +99,32 @@ def test_the_page_names_each_file_above_its_block() -> None:
     text = PAGE.read_text()
     for path in EXAMPLES:
         assert f"examples/{path.name}" in text, path.name
+
+
+def owned_spec_fields() -> list[str]:
+    owned = KINDS[("gitscale.dev/v1alpha1", "RunnerSet")]
+    paths = [owned.replicas, owned.patch_id, owned.effective_time, owned.backlog]
+    return [".".join(path) for path in paths if path is not None]
+
+
+@pytest.mark.parametrize("platform", ["github", "buildkite"])
+def test_the_runnerset_init_writes_names_every_field_gitscale_owns(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                                   platform: str) -> None:
+    """Its head comment says what gitscale owns and that "everything else is yours": a field
+    left out of it (spec.backlog was) reads as the user's to edit."""
+    root = tmp_path / "config"
+    code, _, err = run(capsys, "init", str(root), "--gitops", "flux", "--platform", platform)
+    assert code == 0, err
+    text = (root / "clusters/prod/runnersets/linux.yaml").read_text()
+    head = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "everything else is yours" in head
+    for field in owned_spec_fields():
+        assert field in head, field
+
+
+def test_the_demo_manifest_names_every_field_gitscale_owns() -> None:
+    text = (ROOT / "gitscale/data/demo/clusters/prod/linux-x64.yaml").read_text()
+    head = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "Humans own everything but" in head
+    for field in owned_spec_fields():
+        assert field in head, field

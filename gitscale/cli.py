@@ -97,7 +97,9 @@ def cli() -> None:
 @click.option("--every", default=None, metavar="DURATION",
               help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
                    "serve until the next run. Default 1m.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A line per set and a diff per file, or JSON for scripts (README: "
+                   "\"plan --output json\").")
 @click.option("--set", "only", multiple=True, metavar="NAME",
               help="Show only this set (repeat for more); the exit code is that of the sets "
                    "shown.")
@@ -181,7 +183,8 @@ def serve(**kw: Any) -> int:
 @click.option("--set", "only", help="Only this runner set.")
 @click.option("--since", help="Only commits at or after this time (RFC 3339).")
 @click.option("--until", help="Only commits at or before this time (RFC 3339).")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A table, or JSON (times in UTC) for scripts.")
 @click.option("--chart", help="Also draw replicas and demand over time into this .svg or .png "
               "(needs gitscale[charts]).")
 @click.option("--tz", default="utc", show_default=True,
@@ -199,14 +202,16 @@ def history(**kw: Any) -> int:
 @click.option("--branch", default=None,
               help="Branch whose scaling commits --from-history reads (default: the remote's "
                    "default branch).")
-@click.option("--config", default=DEFAULT_CONFIG, show_default=True)
+@click.option("--config", default=DEFAULT_CONFIG, show_default=True,
+              help="Config file, relative to the repo root.")
 @click.option("--trace", type=str, help="CSV of jobs: arrival,duration[,set].")
 @click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst", "weekly"]),
               help="A seeded synthetic trace of this shape (weekly: 15 days of a weekday "
                    "09:00 burst, for a forecast policy).")
 @click.option("--from-history", is_flag=True,
               help="Jobs rebuilt from the repo's Gitscale-Set trailers.")
-@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--seed", default=1, show_default=True, type=int,
+              help="Seed of the synthetic trace: the same seed, the same jobs.")
 @click.option("--hours", default=None, type=float,
               help="Length of a synthetic trace (default 4; weekly: 360, 15 days).")
 @click.option("--report-from", default=None,
@@ -230,7 +235,8 @@ def history(**kw: Any) -> int:
                    "does not know the last write's job ids.")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
               help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A table per strategy, or JSON (format_version 1) for scripts.")
 @click.option("--chart", help="Also write a chart (SVG or PNG) of runners and jobs over time.")
 def simulate(**kw: Any) -> int:
     """Replay a job trace through the policy and the controller; compare with baselines."""

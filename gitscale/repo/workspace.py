@@ -57,6 +57,7 @@ class Workspace:
     recovered: list[str] = field(default_factory=list)  # leftovers of a killed run, discarded
     marker: Path | None = None  # where the record of a write in progress lives (see begin_write)
     deepened: bool = False  # a shallow clone deepened for a forecast's history (deepen_since)
+    unpushed: str = "--no-push"  # why a checkout without remote/remote_branch only commits
 
     def base(self) -> str:
         return self.git.head()
@@ -402,4 +403,10 @@ def _checkout(path: Path, branch: str | None, push: bool, writes: bool = True) -
                          "or drop --branch")
     upstream = repo_git.upstream(current) if push else None
     remote, remote_branch = upstream if upstream else (None, None)
-    return Workspace(path, repo_git, current, "checkout", remote, remote_branch, str(path))
+    ws = Workspace(path, repo_git, current, "checkout", remote, remote_branch, str(path))
+    if push and upstream is None:
+        remotes = repo_git.out("remote").split()
+        ws.unpushed = (f"{current} tracks no remote branch; `git branch --set-upstream-to="
+                       f"{remotes[0]}/{current}` makes gitscale push it" if remotes
+                       else "the checkout has no remote")
+    return ws

@@ -11,7 +11,12 @@ file is shown there, so the page and the tested files cannot drift apart.
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +133,34 @@ def test_the_demo_manifest_names_every_field_gitscale_owns() -> None:
     assert "Humans own everything but" in head
     for field in owned_spec_fields():
         assert field in head, field
+
+
+def block_after(text: str, marker: str, lang: str = "sh") -> str:
+    start = text.index(marker)
+    found = re.search(rf"^```{lang}\n(.*?)^```$", text[start:], re.MULTILINE | re.DOTALL)
+    assert found, f"no ```{lang} block after {marker!r}"
+    return found.group(1)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.skipif(shutil.which("curl") is None or shutil.which("openssl") is None,
+                    reason="needs curl and openssl")
+def test_the_readme_serve_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    """README "Trying it without GitHub": init, serve, a delivery signed by openssl and sent by
+    curl, history — as a user pastes it, with only the folder and the port moved."""
+    block = block_after((ROOT / "README.md").read_text(), "**Trying it without GitHub.**")
+    script = block.replace("/tmp/try", str(tmp_path / "try")).replace(
+        "127.0.0.1:8080", f"127.0.0.1:{free_port()}")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith('{"accepted": true}\n'), done.stdout
+    (row,) = [line for line in done.stdout.splitlines() if " 0→1 " in line]
+    assert row.split()[2:] == ["linux", "0→1", "1", "1q+0r", "scale-up"], done.stdout
+    assert "batch of 1 event: committed" in done.stderr

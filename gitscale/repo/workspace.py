@@ -327,8 +327,12 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     path = Path(repo).expanduser()
     if not git.is_url(repo) and path.is_dir() and not git.is_bare(path):
         if not git.is_work_tree(path):
-            raise InputError(repo, "is not the top of a git checkout (git init it, or pass "
-                             "a URL)")
+            top = git.work_tree_top(path)
+            if top is not None:  # `git init` here would nest a second repo in the checkout
+                raise InputError(repo, f"is inside the checkout {top}, not its top: gitscale "
+                                 f"reads the config repo from its root (--repo {top})")
+            raise InputError(repo, "is not a git checkout: pass --repo with the config repo's "
+                             "checkout or URL, or scaffold one with `gitscale init DIR`")
         ws = _checkout(path, branch, push, writes)
         if not unborn_ok:
             _check_born(ws)

@@ -198,10 +198,11 @@ def history(**kw: Any) -> int:
 
 @cli.command()
 @click.option("--repo", default=None, help="Config repo whose gitscale.yaml gives the sets and "
-              "policies (default: . when it has one, else one set on the default preset).")
+              "policies: a checkout or folder, a bare repo path or a URL (default: . when it "
+              "has one, else one set on the default preset).")
 @click.option("--branch", default=None,
-              help="Branch whose scaling commits --from-history reads (default: the remote's "
-                   "default branch).")
+              help="Branch whose scaling commits --from-history reads, and whose gitscale.yaml "
+                   "a URL or bare repo gives (default: the remote's default branch).")
 @click.option("--config", default=DEFAULT_CONFIG, show_default=True,
               help="Config file, relative to the repo root.")
 @click.option("--trace", type=str, help="CSV of jobs: arrival,duration[,set].")

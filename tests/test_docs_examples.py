@@ -164,3 +164,38 @@ def test_the_readme_serve_walkthrough_runs_as_written(tmp_path: Path) -> None:
     (row,) = [line for line in done.stdout.splitlines() if " 0→1 " in line]
     assert row.split()[2:] == ["linux", "0→1", "1", "1q+0r", "scale-up"], done.stdout
     assert "batch of 1 event: committed" in done.stderr
+
+
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation dropped, spaces
+    to hyphens, a repeated one numbered (-1, -2 …); headings inside code blocks are none."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.MULTILINE | re.DOTALL)
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE):
+        base = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchor, n = base, 0
+        while anchor in found:
+            n += 1
+            anchor = f"{base}-{n}"
+        found.add(anchor)
+    return found
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_within_the_repo_reaches_a_file_and_a_heading(page: Path) -> None:
+    """A section renamed leaves its links pointing nowhere; a reader lands on the page top."""
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        if re.match(r"[a-z]+:", link):
+            continue  # https:, mailto:
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(f"{link}: no such file")
+        elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target):
+            broken.append(f"{link}: no such heading in {target.name}")
+    assert broken == [], broken

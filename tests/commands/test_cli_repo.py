@@ -157,3 +157,12 @@ def test_the_demos_closing_hint_is_a_command_that_runs(tmp_path: Path, on_path: 
     rerun = subprocess.run(command, text=True, capture_output=True,
                            env={**os.environ, "PATH": path}, timeout=120)
     assert rerun.returncode == 0, rerun.stderr  # nothing pending: the demo's second pass landed
+    demand = tmp_path / "d" / "demand.yaml"
+    demand.write_text(demand.read_text().replace("queued: ", "queued: 1"))  # 4 → 14, …
+    land = next(line for line in done.stdout.splitlines() if line.startswith("To land it"))
+    landed = subprocess.run(land.split("`")[1], shell=True, text=True, capture_output=True,
+                            env={**os.environ, "PATH": path}, timeout=120)
+    assert landed.returncode == 0, landed.stderr
+    log = subprocess.run(["git", "-C", str(tmp_path / "d"), "log", "--format=%s", "-2"],
+                         text=True, capture_output=True, check=True).stdout.splitlines()
+    assert log[0].startswith("gitscale: ") and log[1] == "demand"

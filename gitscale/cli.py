@@ -31,8 +31,6 @@ DEMAND = click.option("--demand", type=str, help="Demand file replacing every so
 EVERY = click.option("--every", default=None, metavar="DURATION",
                      help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion "
                           "must serve until the next run. Default 1m.")
-OUTPUT = click.option("--output", type=click.Choice(["text", "json"]), default="text",
-                      show_default=True)
 NO_PUSH = click.option("--no-push", "no_push", is_flag=True,
                        help="Commit in the checkout, do not push.")
 
@@ -106,7 +104,9 @@ def cli() -> None:
 @click.option("--now", help="Pin the clock (RFC 3339), e.g. to ask what 9:00 would do; a "
                             "last scale-up after it still holds a scale-down (not clock skew).")
 @EVERY
-@OUTPUT
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A line per set and a diff per file, or JSON for scripts (README: "
+                   "\"plan --output json\").")
 @click.option("--set", "only", multiple=True, metavar="NAME",
               help="Show only this set (repeat for more); the exit code is that of the sets "
                    "shown.")
@@ -188,7 +188,8 @@ def serve(**kw: Any) -> int:
 @click.option("--set", "only", help="Only this runner set.")
 @click.option("--since", help="Only commits at or after this time (RFC 3339).")
 @click.option("--until", help="Only commits at or before this time (RFC 3339).")
-@OUTPUT
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A table, or JSON (times in UTC) for scripts.")
 @click.option("--chart", help="Also draw replicas and demand over time into this .svg or .png "
               "(needs gitscale[charts]).")
 @click.option("--tz", default="utc", show_default=True,
@@ -202,18 +203,21 @@ def history(**kw: Any) -> int:
 
 @cli.command()
 @click.option("--repo", default=None, help="Config repo whose gitscale.yaml gives the sets and "
-              "policies (default: . when it has one, else one set on the default preset).")
+              "policies: a checkout or folder, a bare repo path or a URL (default: . when it "
+              "has one, else one set on the default preset).")
 @click.option("--branch", default=None,
-              help="Branch whose scaling commits --from-history reads (default: the remote's "
-                   "default branch).")
-@click.option("--config", default=DEFAULT_CONFIG, show_default=True)
+              help="Branch whose scaling commits --from-history reads, and whose gitscale.yaml "
+                   "a URL or bare repo gives (default: the remote's default branch).")
+@click.option("--config", default=DEFAULT_CONFIG, show_default=True,
+              help="Config file, relative to the repo root.")
 @click.option("--trace", type=str, help="CSV of jobs: arrival,duration[,set].")
 @click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst", "weekly"]),
               help="A seeded synthetic trace of this shape (weekly: 15 days of a weekday "
                    "09:00 burst, for a forecast policy).")
 @click.option("--from-history", is_flag=True,
               help="Jobs rebuilt from the repo's Gitscale-Set trailers.")
-@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--seed", default=1, show_default=True, type=int,
+              help="Seed of the synthetic trace: the same seed, the same jobs.")
 @click.option("--hours", default=None, type=float,
               help="Length of a synthetic trace (default 4; weekly: 360, 15 days).")
 @click.option("--report-from", default=None,
@@ -237,7 +241,8 @@ def history(**kw: Any) -> int:
                    "does not know the last write's job ids.")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
               help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
-@OUTPUT
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A table per strategy, or JSON (format_version 1) for scripts.")
 @click.option("--chart", help="Also write a chart (SVG or PNG) of runners and jobs over time.")
 def simulate(**kw: Any) -> int:
     """Replay a job trace through the policy and the controller; compare with baselines."""

@@ -388,5 +388,11 @@ def is_bare(path: Path) -> bool:
 
 
 def is_work_tree(path: Path) -> bool:
+    top = work_tree_top(path)
+    return top is not None and top == path.resolve()
+
+
+def work_tree_top(path: Path) -> Path | None:
+    """The top of the checkout ``path`` is in (``path`` itself or a folder above), or None."""
     result = Git(path).run("rev-parse", "--show-toplevel", check=False)
-    return result.code == 0 and Path(result.stdout.strip()).resolve() == path.resolve()
+    return Path(result.stdout.strip()).resolve() if result.code == 0 else None

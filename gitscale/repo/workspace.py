@@ -56,6 +56,7 @@ class Workspace:
     recovered: list[str] = field(default_factory=list)  # leftovers of a killed run, discarded
     marker: Path | None = None  # where the record of a write in progress lives (see begin_write)
     deepened: bool = False  # a shallow clone deepened for a forecast's history (deepen_since)
+    unpushed: str = "--no-push"  # why a checkout without remote/remote_branch only commits
 
     def base(self) -> str:
         return self.git.head()
@@ -248,8 +249,12 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     path = Path(repo).expanduser()
     if not git.is_url(repo) and path.is_dir() and not git.is_bare(path):
         if not git.is_work_tree(path):
-            raise InputError(repo, "is not the top of a git checkout (git init it, or pass "
-                             "a URL)")
+            top = git.work_tree_top(path)
+            if top is not None:  # `git init` here would nest a second repo in the checkout
+                raise InputError(repo, f"is inside the checkout {top}, not its top: gitscale "
+                                 f"reads the config repo from its root (--repo {top})")
+            raise InputError(repo, "is not a git checkout: pass --repo with the config repo's "
+                             "checkout or URL, or scaffold one with `gitscale init DIR`")
         ws = _checkout(path, branch, push, writes)
         if not unborn_ok:
             _check_born(ws)
@@ -324,4 +329,10 @@ def _checkout(path: Path, branch: str | None, push: bool, writes: bool = True) -
                          "or drop --branch")
     upstream = repo_git.upstream(current) if push else None
     remote, remote_branch = upstream if upstream else (None, None)
-    return Workspace(path, repo_git, current, "checkout", remote, remote_branch, str(path))
+    ws = Workspace(path, repo_git, current, "checkout", remote, remote_branch, str(path))
+    if push and upstream is None:
+        remotes = repo_git.out("remote").split()
+        ws.unpushed = (f"{current} tracks no remote branch; `git branch --set-upstream-to="
+                       f"{remotes[0]}/{current}` makes gitscale push it" if remotes
+                       else "the checkout has no remote")
+    return ws

@@ -67,6 +67,16 @@ def test_every_commands_help_has_examples_of_that_command(name: str) -> None:
         assert f"    {example}\n" in text  # a line of its own, as written (not re-wrapped)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_every_option_says_what_it_is_for(name: str) -> None:
+    """An option listed with no words (simulate's --config and --seed were) leaves a new user
+    guessing which file, relative to what, or what a seed changes."""
+    command = cli.commands[name]  # type: ignore[attr-defined]
+    silent = [param.opts[0] for param in command.params
+              if isinstance(param, click.Option) and not param.hidden and not param.help]
+    assert silent == [], f"gitscale {name}: options without help: {silent}"
+
+
 @pytest.mark.parametrize("example", [
     pytest.param(example, id=example)
     for examples, _ in COMMANDS.values() for example in examples] + [

@@ -172,6 +172,13 @@ notify:
                              "reason": "first-write"}]
     assert len(signed.body) < 1000
     no_secret_in(out, err)
+    # what the README promises a receiver: exactly these keys, no more, no fewer
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    bullet = readme[readme.index("- **webhook**: the same facts"):]
+    promised = bullet[bullet.index('`{"event"'):]
+    promised = promised[:promised.index("}`") + 1]
+    keys = re.findall(r'"(\w+)":', promised)
+    assert keys == [*body] + [*body["sets"][0]], promised
 
 
 def closed_port() -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -96,26 +97,30 @@ class Git:
         ``separator`` but the last, which is what follows the last separator (if anything). A
         reader that walks a block itself spares a string per record."""
         env = self.environment()
-        proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, errors="replace")
-        assert proc.stdout is not None and proc.stderr is not None
-        try:
-            pending = ""
-            while chunk := proc.stdout.read(65536):
-                pending += chunk
-                cut = pending.rfind(separator) + len(separator)
-                if cut >= len(separator):
-                    yield pending[:cut]
-                    pending = pending[cut:]
-            if pending:
-                yield pending
-            error = proc.stderr.read()
-        finally:
-            proc.stdout.close()
-            if proc.poll() is None:
-                proc.kill()  # the reader stopped early (a closed pipe, an exception)
-            code = proc.wait()
-            proc.stderr.close()
+        # stderr goes to a file, not a pipe: read only after stdout, a pipe git filled past
+        # its 64 KiB would block git, and with it this reader.
+        with tempfile.TemporaryFile() as stderr:
+            proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
+                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                    errors="replace")
+            assert proc.stdout is not None
+            try:
+                pending = ""
+                while chunk := proc.stdout.read(65536):
+                    pending += chunk
+                    cut = pending.rfind(separator) + len(separator)
+                    if cut >= len(separator):
+                        yield pending[:cut]
+                        pending = pending[cut:]
+                if pending:
+                    yield pending
+            finally:
+                proc.stdout.close()
+                if proc.poll() is None:
+                    proc.kill()  # the reader stopped early (a closed pipe, an exception)
+                code = proc.wait()
+            stderr.seek(0)
+            error = stderr.read().decode(errors="replace")
         if code != 0:
             raise GitError(describe_failure(args, Result("", error, code)))
 

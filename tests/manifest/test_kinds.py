@@ -183,3 +183,30 @@ spec:
                        "--now", "2026-11-21T09:05:00Z")
     assert code == 0 and "no change" in out
     assert "linux" in StateCache.load(_isolated_cache).settled
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, id=f"{k[0]} {k[1]}") for k in KINDS])
+def test_an_absent_replicas_is_what_the_kinds_controller_runs(tmp_path: Path,
+                                                              kind: tuple[str, str]) -> None:
+    """Without ``replicas`` a Deployment (any apps/v1 kind, a Rollout, an actions-runner-
+    controller RunnerDeployment) runs 1, a gitscale RunnerSet none: a first write of 1 is a
+    scale-up only for the RunnerSet (a scale-up stamps the last scale-up, which holds the next
+    scale-down for scaleDownDelay), and the commit says 1→1 or ?→1 accordingly."""
+    table = KINDS[kind]
+    text = manifest(*kind, replicas=".".join(table.replicas)).replace(
+        f"  {table.replicas[-1]}: 1\n", "  other: 1\n")
+    assert "replicas: 1" not in text and "size: 1" not in text
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{maxReplicas: 9}"}),
+        "sets/linux.yaml": text})
+    reading = DemandReading()
+    reading.demands["linux"] = Demand(1, 0)
+    plan = compute_plan(checkout, load_config(checkout), reading, NOW, "base",
+                        tree=Tree.read(Git(checkout)))
+    [change] = plan.changes
+    assert get(change.new_object, table.replicas) == 1
+    stamped = get(change.new_object, (*ANNOTATIONS, A_LAST_SCALE_UP))
+    runs_none = kind == ("gitscale.dev/v1alpha1", "RunnerSet")
+    assert table.unset == (None if runs_none else 1)
+    assert stamped == (STAMP if runs_none else None)
+    assert change.before.replicas == (None if runs_none else 1)

@@ -280,7 +280,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
             _check_born(ws)
         yield ws
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        scratch_dirs.remove(scratch)
 
 
 def _check_born(ws: Workspace) -> None:

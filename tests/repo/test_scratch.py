@@ -75,3 +75,48 @@ def test_only_dead_processes_of_this_host_are_swept(tmp_path: Path) -> None:
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {names[k] for k in ("alive", "mine", "other-host", "not-ours")} | {
         "target", f"gitscale-clone.{host}.{dead}.link"}
+
+
+def test_a_restarted_container_sweeps_the_clone_of_its_previous_process_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a container gitscale is process 1 again after a restart, in the same /tmp (an
+    emptyDir) under the same host name: the old process 1's clone bears this process's number,
+    but nobody holds its lock any more."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    host, me = scratch._host(), os.getpid()
+    before = tmp_path / f"gitscale-clone.{host}.{me}.old"  # the previous process 1's
+    before.mkdir()
+    (before / scratch.LOCK).touch()
+    (before / "repo").mkdir()
+    legacy = tmp_path / f"gitscale-clone.{host}.{me}.legacy"  # an older gitscale's: no lock
+    legacy.mkdir()
+    made = scratch.make("clone")
+    try:
+        assert not before.exists()
+        assert legacy.exists()  # judged by its number, as before: it may be this process's
+        assert made.exists() and (made / scratch.LOCK).is_file()
+        assert scratch.sweep(str(tmp_path)) == []  # its own, held: never swept
+    finally:
+        scratch.remove(made)
+    assert not made.exists()
+
+
+def test_a_live_process_keeps_its_directory_until_it_dies(tmp_path: Path) -> None:
+    """Another process's directory is kept while it lives (its lock is held), and swept once
+    it is killed — whatever its number (a number may be reused)."""
+    code = ("import sys, tempfile; tempfile.tempdir = sys.argv[1]\n"
+            "from gitscale.repo import scratch\n"
+            "print(scratch.make('clone'), flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        made = Path(child.stdout.readline().strip())
+        assert made.is_dir()
+        renamed = made.with_name(made.name.replace(f".{child.pid}.", f".{os.getppid()}."))
+        made.rename(renamed)  # as if its number were another live process's: the lock decides
+        assert scratch.sweep(str(tmp_path)) == [] and renamed.exists()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert scratch.sweep(str(tmp_path)) == [renamed] and not renamed.exists()

@@ -268,7 +268,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                         metrics, serving)
     metrics_server = None
     try:
-        with open_workspace(opts.repo, opts.branch) as ws:
+        with open_workspace(opts.repo, opts.branch, kept=True) as ws:  # for months
             # Before serve says it listens and answers a delivery: a refused --set stops it
             # with nothing written and no 202 given. Deliveries that come meanwhile wait in
             # the listen backlog (GitHub waits 10 s); the resync at start finds the rest.

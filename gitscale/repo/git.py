@@ -308,6 +308,25 @@ class Git:
 
 
 
+# A kept clone is tidied (``tidy``) when it holds this many loose objects or packs: a pass
+# that commits adds five or so loose objects (its commit, trees and blobs; a fetch of another
+# writer's commit as many), and each adds a line to the shallow file that every git call reads.
+TIDY_LOOSE, TIDY_PACKS = 1000, 10
+
+
+def tidy(repo: Git) -> bool:
+    """A clone that lives for months (``clone(kept=True)``): when loose objects or packs have
+    piled up, pack what HEAD reaches and drop the rest at once — the commits each shallow fetch
+    left behind, and with them their lines in ``.git/shallow``. Safe because the clone is one
+    process's own and nothing else runs in it meanwhile. True when it ran ``git gc``."""
+    counts = dict(line.split(": ", 1) for line in repo.out("count-objects", "-v").splitlines())
+    if int(counts.get("count", 0)) < TIDY_LOOSE and int(counts.get("packs", 0)) < TIDY_PACKS:
+        return False
+    repo.run("-c", "gc.reflogExpire=now", "-c", "gc.reflogExpireUnreachable=now",
+             "gc", "--quiet", "--prune=now")
+    return True
+
+
 def raw_date(date: str) -> str | None:
     """``2026-11-21T09:00:00Z`` → ``1795251600 +0000``: git's raw date, which it takes for any
     year (`fast-import --date-format=raw` as is, `git commit` after an ``@``); None when
@@ -336,7 +355,7 @@ def describe_failure(args: Sequence[str], result: Result) -> str:
 
 def clone(url: str, dest: Path, branch: str | None, depth: int | None,
           sparse: bool = False, commits_only: bool = False, since: str | None = None,
-          blobless: bool = False, throwaway: bool = False) -> None:
+          blobless: bool = False, throwaway: bool = False, kept: bool = False) -> None:
     """``since`` (a git date): only the commits from then on (``--shallow-since``).
     ``blobless``: a partial clone of commits and trees, checked out by the caller (which
     fetches the blobs it needs in batches); a server that does not allow filters sends
@@ -350,7 +369,11 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
     directory of its own: git ignores ``--depth`` for a local path, so the clone held them all,
     and creating and then deleting a hundred-odd object directories was the largest part of a
     1,000-set pass over a local bare repo. It lives for one pass; git prunes no object that a
-    branch reaches, nor an unreachable one younger than ``gc.pruneExpire`` (two weeks)."""
+    branch reaches, nor an unreachable one younger than ``gc.pruneExpire`` (two weeks).
+    ``kept``: the clone serves a process for months (``run``, ``serve``) and is tidied by its
+    owner (``tidy``): no reflog, whose entries would keep every commit it ever saw alive, and
+    no automatic gc, which git would start in the background (``gc.autoDetach``) as an orphan
+    of a process that is often a container's process 1 and never reaps it."""
     check_url(url)
     check_token()
     # --template=: no hooks or other files from the machine's git templates in our clone
@@ -369,6 +392,9 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
         args += ["--bare", "--filter=tree:0"]
     if branch:
         args += ["--branch", branch]
+    if kept:
+        args += ["--config", "core.logAllRefUpdates=false", "--config", "gc.auto=0",
+                 "--config", "maintenance.auto=false"]
     if throwaway:
         args += ["--config", "fastimport.unpackLimit=0"]
         if not is_url(url):

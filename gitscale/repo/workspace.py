@@ -40,6 +40,7 @@ from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
 PENDING = "gitscale-pending-write.json"  # in the git directory, while a write is in progress
+TIDY_EVERY = 50  # syncs of a kept clone between two looks at its objects (git.tidy)
 _OWN_COMMIT = re.compile(r"\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z", re.M | re.S)
 
 
@@ -57,6 +58,8 @@ class Workspace:
     marker: Path | None = None  # where the record of a write in progress lives (see begin_write)
     deepened: bool = False  # a shallow clone deepened for a forecast's history (deepen_since)
     unpushed: str = "--no-push"  # why a checkout without remote/remote_branch only commits
+    kept: bool = False  # a clone that serves pass after pass (run, serve): tidied as it goes
+    syncs: int = 0  # syncs since the last look at how much the kept clone holds
 
     def base(self) -> str:
         return self.git.head()
@@ -71,6 +74,11 @@ class Workspace:
         shallow = self.mode == "clone" and not self.deepened
         tip = self.git.fetch(self.remote, self.remote_branch, depth=1 if shallow else None)
         self.git.reset_hard(tip)
+        if self.kept and self.mode == "clone":
+            self.syncs += 1
+            if self.syncs >= TIDY_EVERY:  # one `count-objects` per TIDY_EVERY passes
+                self.syncs = 0
+                git.tidy(self.git)
 
     def deepen_since(self, since: datetime) -> None:
         """A shallow clone: fetch the remote branch's commits from ``since`` on (a forecast's
@@ -240,7 +248,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
     ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
     git: ``gitscale.repo.index``). ``kept``: the clone serves pass after pass (``run``; see
-    ``_clone``). A repo without a commit is refused (a pass starts from one), unless
+    ``_clone``), and is tidied as it goes (``git.tidy``). A repo without a commit is refused (a pass starts from one), unless
     ``unborn_ok`` (``validate`` reads the files as they are). ``writes=False`` (``plan``,
     ``validate``, ``history``, ``simulate``): a checkout with a detached HEAD is read as it
     is — a CI job reviewing a pull request checks out its merge commit that way."""
@@ -275,7 +283,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         if current is None:
             raise GitError(f"{git.redact(repo)} has no branch to work on")
         ws = Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo),
-                       sparse)
+                       sparse, kept=kept)
         if not unborn_ok:
             _check_born(ws)
         yield ws
@@ -309,7 +317,8 @@ def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool
             shutil.rmtree(dest, ignore_errors=True)
     blobless = sparse and not history and not kept and git.is_url(url)
     git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
-              commits_only=history, blobless=blobless, throwaway=not kept and not history)
+              commits_only=history, blobless=blobless, throwaway=not kept and not history,
+              kept=kept)
     return blobless
 
 

@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 # waits longer than its own interval.
 BACKOFF_CAP = 120.0
 MAX_RATE_WAIT = 3600.0
+# A pass that changes nothing is logged when it follows one that did, then once every
+# QUIET_LOG_EVERY seconds with the count of those in between: a quiet day of a 30 s loop is 12
+# lines an hour, not 240 (its liveness is gitscale_passes_total's, not the log's).
+QUIET_LOG_EVERY = 600.0
+QUIET = "no change: nothing to commit"
 
 
 @dataclass
@@ -45,6 +50,10 @@ class LoopState:
     interval: float
     failures: int = 0
     not_before: float = 0.0  # a monotonic deadline (rate limits, poll intervals)
+    quiet: int = 0  # passes in a row that changed nothing (QUIET_LOG_EVERY)
+    quiet_since: datetime | None = None  # the first of them
+    said_at: float = 0.0  # time.monotonic() of the last pass line logged
+    said: bool = True  # the last pass was logged (and so is the wait after it)
 
     def delay(self) -> float:
         base = self.interval if self.failures == 0 else backoff(
@@ -94,7 +103,8 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                 if max_passes is not None and passes >= max_passes:
                     break
                 wait = max(0.0, state.delay() - (time.monotonic() - started))
-                log(f"next pass in {wait:.0f}s")
+                if state.said:
+                    log(f"next pass in {wait:.0f}s")
                 stop.wait(wait)
     finally:
         sources.close()  # (saves them)
@@ -118,11 +128,13 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     except GitscaleError as exc:
         metrics.failed(exc, time.monotonic() - started)
         state.failures += 1
+        state.said, state.quiet = True, 0
         log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the loop outlives a bug too (gitscale/crash.py)
         metrics.failed(exc, time.monotonic() - started)
         state.failures += 1
+        state.said, state.quiet = True, 0
         log(f"pass crashed ({state.failures} in a row): {crash.summary(exc)}\n{crash.report()}")
         return crash.EXIT_CRASH
     metrics.landed(landed, time.monotonic() - started)
@@ -139,12 +151,36 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
             state.interval = max(state.interval, reading.min_interval)
     changed = "".join(f"{c.name} {c.before.replicas}→{c.decision.replicas}, "
                       for c in landed.plan.changes).removesuffix(", ")
+    said = describe_landing(landed, ws)
+    if not _say_pass(state, now, number, quiet=said == QUIET and not changed
+                     and not landed.plan.errors
+                     and (reading is None or reading.retry_at is None)):
+        return EXIT_OK
     # a quiet pass says "no change: nothing to commit" once, not "no change; no change: …"
-    log(f"pass at {format_time(now)}: {changed + '; ' if changed else ''}"
-        f"{describe_landing(landed, ws)}")
+    log(f"pass at {format_time(now)}: {changed + '; ' if changed else ''}{said}"
+        + (f" (nothing changed in {state.quiet} passes since {format_time(state.quiet_since)})"
+           if state.quiet > 1 and state.quiet_since is not None else ""))
     for name, message in landed.plan.errors.items():
         log(f"{name}: {message} (left untouched)")
     if number == 0:
         for name, why in landed.plan.left.items():
             log(f"{name}: {why}")
     return EXIT_ERROR if landed.plan.errors else EXIT_OK
+
+
+def _say_pass(state: LoopState, now: datetime, number: int, *, quiet: bool) -> bool:
+    """Is this pass's line logged? Every pass that did or met something; of the passes that
+    changed nothing in a row, the first, then one every QUIET_LOG_EVERY seconds (which says
+    how many it stands for)."""
+    clock = time.monotonic()
+    if not quiet or number == 0:
+        state.quiet, state.quiet_since = 0, None
+    else:
+        state.quiet += 1
+        if state.quiet_since is None:
+            state.quiet_since = now
+        if state.quiet > 1 and clock - state.said_at < QUIET_LOG_EVERY:
+            state.said = False
+            return False
+    state.said, state.said_at = True, clock
+    return True

@@ -174,7 +174,9 @@ def test_a_forecast_in_run_serves_until_the_next_pass(tmp_path: Path) -> None:
 CHECKPOINTED_RUN = """
 import sys
 import gitscale.commands as commands
+import gitscale.commands.run as run
 commands.CHECKPOINT_SECONDS = float(sys.argv[1])
+run.QUIET_LOG_EVERY = 0.0  # every pass logged: the test counts them
 from gitscale.cli import main
 main(sys.argv[2:])
 """
@@ -222,3 +224,44 @@ def test_checkpoint_saves_once_every_period_counted_from_its_first_call() -> Non
         now[0] = at
         checkpoint()
     assert saves == [160.0, 220.0, 400.0]
+
+
+def test_a_quiet_loop_logs_a_line_every_ten_minutes_not_every_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A day without a change is a few lines an hour: the first pass without one is said, then
+    one line per QUIET_LOG_EVERY standing for the passes in between; a change is said at once."""
+    from gitscale.commands import RepoOptions
+    from gitscale.commands import run as run_module
+
+    checkout = setup(tmp_path)
+    demand = tmp_path / "demand.yaml"
+    demand.write_text("linux: {queued: 3, running: 0}\n")
+    clock = [1000.0]
+    monkeypatch.setattr(run_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(run_module.LoopState, "delay", lambda self: 0.0)
+    quiet_pass = run_module._one_pass
+
+    def one(*args, **kwargs):  # type: ignore[no-untyped-def]
+        clock[0] += 30.0  # a 30 s loop, without waiting for it
+        number = args[7]
+        if number == 45:
+            demand.write_text("linux: {queued: 5, running: 0}\n")
+        return quiet_pass(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "_one_pass", one)
+    code = run_module.run_loop(RepoOptions(str(checkout), None, "gitscale.yaml"),
+                               interval="30s", demand=str(demand), max_passes=50)
+    assert code == 0
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    passes = [line for line in lines if line.startswith("pass at ")]
+    # 1: 0→3; 2: the first quiet one; 22 and 42: ten minutes on; 46: 3→5; 47: quiet again
+    assert len(passes) == 6, lines
+    assert ": linux 0→3; committed" in passes[0]
+    assert passes[1].endswith(": no change: nothing to commit"), passes[1]
+    assert passes[2].endswith("(nothing changed in 21 passes since " + passes[1][8:28] + ")")
+    assert "(nothing changed in 41 passes since" in passes[3]
+    assert ": linux 3→5; committed" in passes[4]
+    assert passes[5].endswith(": no change: nothing to commit"), passes[5]
+    assert len([line for line in lines if line.startswith("next pass in")]) == 6
+    assert lines[-1] == "stopped after 50 passes"

@@ -91,6 +91,7 @@ class LoopMetrics:
                                      registry=reg)
         self.deliveries = Counter("gitscale_webhook_deliveries", "Webhook deliveries to "
                                   "`serve`, by result", ["result"], registry=reg)
+        self.written: set[tuple[str, str]] = set()  # the (set, reason) series of `writes`
         for result in PASS_RESULTS:
             self.passes.labels(result)
         for kind in ERROR_KINDS:
@@ -119,7 +120,14 @@ class LoopMetrics:
             values[change.name] = (change.decision.replicas, change.decision.patch_id,
                                    change.demand)
             self.writes.labels(change.name, change.decision.reason.value).inc()
+            self.written.add((change.name, change.decision.reason.value))
         self.sets.values = values
+        # its writes go with it too: a config that renames sets now and then (or generates
+        # them) would otherwise add series for as long as the process lives
+        for name, reason in [w for w in self.written
+                             if w[0] not in values and w[0] not in plan.errors]:
+            remove(self.writes, name, reason)
+            self.written.discard((name, reason))
         # a set never read by this process counts from its start: "not read for 10 minutes"
         # then fires for a set whose source has failed since start-up, too
         self.sets.read = {name: now if name in plan.demands and name not in plan.errors

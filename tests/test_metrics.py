@@ -207,6 +207,35 @@ def test_run_metrics_count_errors_and_follow_changes(tmp_path: Path) -> None:
     assert (value(later, "gitscale_set_last_read_timestamp_seconds", set="linux") or 0) > read
 
 
+def test_a_set_removed_from_the_config_loses_its_series_counters_included(
+        tmp_path: Path) -> None:
+    """No label grows with the months: a set renamed or removed takes every series it had
+    with it, its writes counter too (the others are labelled by fixed words)."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}",
+                                        "gpu": "{minReplicas: 0, maxReplicas: 20}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0),
+        "demand.yaml": "linux: {queued: 2, running: 0}\ngpu: {queued: 1, running: 0}\n",
+    })
+    loop = Loop(checkout)
+    try:
+        first = loop.after_passes(1)
+        (checkout / "gitscale.yaml").write_text(
+            simple_config({"linux-x64": "{minReplicas: 0, maxReplicas: 20}"})
+            .replace("sets/linux-x64.yaml", "sets/linux.yaml"))
+        (checkout / "demand.yaml").write_text("linux-x64: {queued: 3, running: 0}\n")
+        git(checkout, "commit", "-qam", "rename linux, drop gpu")
+        git(checkout, "push", "-q")
+        later = eventually(lambda: (s := scrape(loop.port)[2]) and value(
+            s, "gitscale_set_desired_replicas", set="linux-x64") == 3 and s)
+    finally:
+        loop.close()
+    assert value(first, "gitscale_set_writes_total", set="gpu", reason="first-write") == 1
+    sets = {dict(labels).get("set") for name, labels in later if name.startswith("gitscale_set_")}
+    assert sets == {"linux-x64"}, sets
+
+
 def test_run_metrics_listen_refuses_a_bad_address(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),

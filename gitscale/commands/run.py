@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from gitscale import crash
 from gitscale.files import default_cache_dir
-from gitscale.plan.cache import StateCache
+from gitscale.plan.cache import LOOP_LIMIT, StateCache
 from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, backoff, log,
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
@@ -82,7 +82,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
             ready(listener.port)
     stop = stop or stop_on_signals("finishing the pass in progress")
     state = LoopState(seconds)
-    cache = StateCache.load(default_cache_dir())
+    cache = StateCache.load(default_cache_dir(), limit=LOOP_LIMIT)  # kept for months
     sources = Sources(default_cache_dir(), report=log)  # a credential file rotated: said
     passes = 0
     last_code = EXIT_OK

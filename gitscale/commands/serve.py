@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from gitscale import crash
 from gitscale.files import default_cache_dir
-from gitscale.plan.cache import StateCache
+from gitscale.plan.cache import LOOP_LIMIT, StateCache
 from gitscale.commands import EXIT_OK, Checkpoint, RepoOptions, backoff, log, stop_on_signals
 from gitscale.config.load import load_config
 from gitscale.core.reservations import Correction
@@ -262,7 +262,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                             refused=log_refused(rejections, path))
     except (OSError, OverflowError) as exc:  # in use, no such address, port above 65535
         raise InputError("--listen", f"cannot listen on {listen}: {exc}") from None
-    cache = StateCache.load(default_cache_dir())
+    cache = StateCache.load(default_cache_dir(), limit=LOOP_LIMIT)  # kept for months
     serving = Serving(tuple(dict.fromkeys(sets)) or None)
     resyncer = Resyncer(resync_s, Sources(default_cache_dir(), report=log), opts.config, cache,
                         metrics, serving)

@@ -44,6 +44,11 @@ from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
 
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
+# ... by `run` and `serve`, which keep one cache for months: every pass that commits adds an
+# entry (≈ 1.2 KB of memory each, measured by benchmarks/bench_longrun.py) that no later pass
+# reads, as the manifest has moved on. At LIMIT that was ≈ 60 MB more than the process needs
+# for a small config; the bound still grows with the config (twice its sets).
+LOOP_LIMIT = 5_000
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
 STATE_FILE = "manifest-state.pickle"
 
@@ -98,8 +103,9 @@ class StateCache:
     (and record there what they learnt) and changes nothing: ``apply`` does, once the pass has
     decided. (``series`` is read from git before a pass, by ``plan.forecasts``.)"""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, limit: int | None = None) -> None:
         self.path = path
+        self.limit = limit  # entries kept at least (None: LIMIT; `run` and `serve`: LOOP_LIMIT)
         self.rows: dict[str, Row] = {}  # what the disk holds: plain tuples
         self.objects: dict[str, Located] = {}  # rows built this process, reused by `run`
         self.configs = ConfigStore(path.parent if path else None)
@@ -120,10 +126,11 @@ class StateCache:
 
     @classmethod
     def load(cls, directory: Path | None,
-             warn: Callable[[str], None] = _warn) -> "StateCache":
+             warn: Callable[[str], None] = _warn, *, limit: int | None = None) -> "StateCache":
         """The cache kept in ``directory``; an empty one when there is none, when another
-        version wrote it, or when it cannot be used (then ``warn`` is told, once)."""
-        cache = cls(directory / STATE_FILE if directory else None)
+        version wrote it, or when it cannot be used (then ``warn`` is told, once). ``limit``:
+        the entries kept at least (a long-running process: LOOP_LIMIT)."""
+        cache = cls(directory / STATE_FILE if directory else None, limit)
         if cache.path is None or not cache.path.is_file():
             return cache
         try:
@@ -136,6 +143,7 @@ class StateCache:
             if problem is None:
                 cache.rows, cache.jobs, cache.settled = rows, jobs, settled
                 cache.series = DemandSeries.from_state(series)
+                cache._bound()  # a CLI's file, up to LIMIT, loaded by `run`
         except Exception as exc:  # noqa: BLE001 - a broken cache is only a slower pass
             problem = f"cannot be read ({type(exc).__name__})"
             cache.rows, cache.jobs, cache.settled = {}, {}, {}
@@ -250,7 +258,7 @@ class StateCache:
         # `run` and `serve` live for months and every write makes a new content: without a
         # bound the cache would grow by each changed manifest on every pass. The bound grows
         # with the config, so a repo with more sets than LIMIT does not evict what it uses.
-        limit = max(LIMIT, 2 * self.floor)
+        limit = max(LIMIT if self.limit is None else self.limit, 2 * self.floor)
         while len(self.rows) > limit:
             key = next(iter(self.rows))
             del self.rows[key]

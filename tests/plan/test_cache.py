@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gitscale.core.model import Current, Decision, Demand, Drain, Reason, Why
-from gitscale.plan.cache import CacheWrites, StateCache
+from gitscale.plan.cache import STATE_FILE, CacheWrites, StateCache
 from gitscale.config.load import ObjectRef
 from gitscale.manifest.target import Located
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
@@ -197,6 +197,30 @@ def test_memory_stays_bounded_in_a_long_running_loop(monkeypatch) -> None:  # ty
         located(cache, "busy.yaml", RUNNERSET.format(name="busy", replicas=replicas), ref)
     assert len(cache.entries) == 3
     assert cache.misses == 11  # the unchanged manifest was parsed once: it stays in the cache
+
+
+def test_a_long_running_process_keeps_fewer_entries_than_a_cli(tmp_path: Path) -> None:
+    """`run` and `serve` load the cache with LOOP_LIMIT: what passes wrote before the last few
+    thousand commits is dropped, in memory and in the file they save (a CLI keeps LIMIT:
+    config repos may share its directory). The bound still grows with the config."""
+    from gitscale.plan.cache import LIMIT, LOOP_LIMIT
+
+    assert LOOP_LIMIT < LIMIT
+    ref = ObjectRef()
+    cli = StateCache(tmp_path / STATE_FILE)
+    for replicas in range(40):
+        located(cli, "busy.yaml", RUNNERSET.format(name="busy", replicas=replicas), ref)
+    cli.save()
+    loop = StateCache.load(tmp_path, limit=10)  # the CLI's 40 entries, cut to the loop's 10
+    assert len(loop.entries) == 10
+    for replicas in range(40, 100):
+        located(loop, "busy.yaml", RUNNERSET.format(name="busy", replicas=replicas), ref)
+    assert len(loop.entries) == 10 and len(loop.objects) <= 10
+    loop.floor = 15  # a config of 15 sets: twice as many kept
+    located(loop, "busy.yaml", RUNNERSET.format(name="busy", replicas=100), ref)
+    assert len(loop.entries) == 11
+    loop.save()
+    assert len(StateCache.load(tmp_path).entries) == 11
 
 
 def _state(cache: StateCache) -> tuple[object, ...]:

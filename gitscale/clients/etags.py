@@ -8,7 +8,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gitscale.files import write_cache
 
@@ -60,6 +60,15 @@ class EtagCache:
         now = time.time()
         if now - self.used.get(url, 0.0) > self.max_age / 24:
             self.used[url] = now
+            self.dirty = True
+
+    def forget(self, gone: Callable[[str], bool]) -> None:
+        """Drop the entries whose URL ``gone`` says will not be asked again (a finished
+        run's jobs), rather than keep them for ``max_age``."""
+        for url in [u for u in self.entries if gone(u)]:
+            del self.entries[url]
+            self.used.pop(url, None)
+            self.links.pop(url, None)
             self.dirty = True
 
     def prune(self) -> None:

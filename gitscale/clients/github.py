@@ -19,7 +19,7 @@ https://docs.github.com/en/rest/actions/workflow-runs, …/workflow-jobs, …/se
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from gitscale.clients.errors import ApiError
 from gitscale.clients.http import EtagCache, HttpClient
@@ -63,6 +63,19 @@ class GitHub:
     def run_jobs(self, repo: str, run_id: int) -> list[Any]:
         return self.http.paginate(f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs",
                                   {"filter": "latest", "per_page": PER_PAGE}, "jobs")
+
+    def forget_finished_runs(self, repos: Iterable[str], listed: Iterable[tuple[str, int]]
+                             ) -> None:
+        """The jobs pages of ``repos``' runs that are not ``listed`` (queued, in progress or
+        waiting) any more are never asked again: drop their cached answers now. Kept for the
+        ETag cache's day, a busy org's finished runs were most of a `run` process's memory
+        (a run of 5 jobs is ≈ 12 KB of JSON, ≈ 35 KB once parsed) and of the file it saves."""
+        prefixes = tuple(f"{self.api}/repos/{repo}/actions/runs/" for repo in repos)
+        live = {f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs"
+                for repo, run_id in listed}
+        if prefixes:
+            self.http.forget(lambda url: url.startswith(prefixes)
+                             and url.partition("?")[0] not in live)
 
     # -- the controller -----------------------------------------------------------------------
     def runners(self, scope: str, name: str | None = None) -> list[Any]:

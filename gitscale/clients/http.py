@@ -120,6 +120,11 @@ class HttpClient:
         """GET ``url`` as JSON, revalidating a cached copy (``If-None-Match``)."""
         return self._call("GET", url, params=params)
 
+    def forget(self, gone: Callable[[str], bool]) -> None:
+        """Drop the cached answers of the URLs ``gone`` names (``EtagCache.forget``)."""
+        with self.lock:
+            self.cache.forget(gone)
+
     def request(self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
                 json: Any = None) -> Answer:
         """Any method, a JSON body in and out, no cache. A status of 400 or more raises

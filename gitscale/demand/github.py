@@ -182,6 +182,7 @@ class GitHubPoller:
             for jobs in pool.map(self._run_jobs, runs):
                 for job in jobs:
                     found[job.id] = job
+        self.client.forget_finished_runs(repos, runs)  # (a poll that failed forgets nothing)
         return list(found.values())
 
     def _runs(self, repo: str) -> list[tuple[str, int]]:

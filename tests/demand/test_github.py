@@ -173,6 +173,39 @@ def test_loop_passes_revalidate_and_see_a_job_start(github: FakeGitHub, tmp_path
         sources.close()
 
 
+def test_a_finished_runs_jobs_page_leaves_the_etag_cache_at_once(github: FakeGitHub,
+                                                                 tmp_path: Path) -> None:
+    """A run no longer queued, in progress or waiting is not asked for its jobs again: its
+    page is dropped from the ETag cache (memory and file) by the next poll, not kept for the
+    cache's day — a busy org's finished runs grew a loop by ≈ 35 KB each. The live run's page
+    stays, and is revalidated (a 304)."""
+    repo = github.add_repo("acme", "app")
+    done = github.add_run(repo, "in_progress", [("in_progress", ["linux"])])
+    live = github.add_run(repo, "queued", [("queued", ["linux"])])
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    sources = Sources(default_cache_dir(), timeout=5)
+    jobs = f"{github.url}/repos/{repo}/actions/runs/{{}}/jobs"
+
+    def cached() -> set[str]:
+        sources.save()
+        (path,) = default_cache_dir().glob("etags-*.json")
+        return {url.partition("?")[0] for url in json.loads(path.read_text())}
+
+    try:
+        assert pair(read(tmp_path, config, sources), "linux") == (1, 1)
+        assert {jobs.format(done.id), jobs.format(live.id)} <= cached()
+        done.status = "completed"
+        github.set_job_status(done.jobs[0]["id"], "completed")
+        github.clear_log()
+        assert pair(read(tmp_path, config, sources), "linux") == (1, 0)
+        assert jobs.format(done.id) not in cached()
+        assert jobs.format(live.id) in cached()
+        assert [r.status for r in github.log if r.route.endswith(f"/{live.id}/jobs")] == [304]
+    finally:
+        sources.close()
+
+
 def test_rate_limited_sets_get_an_error_naming_the_reset(github: FakeGitHub,
                                                          tmp_path: Path) -> None:
     populate_org(github, "acme", 3)

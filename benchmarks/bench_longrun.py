@@ -417,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--histories", default="10000,100000")
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--before", help="an older gitscale's source folder (`git archive "
-                        "COMMIT gitscale | tar -x -C DIR`): the run mode again with it")
+                        "COMMIT gitscale | tar -x -C DIR`, then `git archive COMMIT deploy | "
+                        "tar -x -C DIR/gitscale`): the run and etags modes again with it")
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)

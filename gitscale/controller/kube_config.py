@@ -6,7 +6,11 @@ is a ``KubeError`` naming the file (and the line, for bad YAML), never its conte
 credential of the configuration — a bearer token, a basic-auth password, the client key, and
 each token the client re-reads later (token file, exec plugin, service account) — is held
 (``redact.hold``), so an API server or proxy that echoes one is masked in every error and log
-line. ``without_retries`` makes the Lease calls' client (tried once: the elector retries).
+line. Every client tries each call once (``_client``): urllib3's default (three retries, each
+logged as a ``Retrying (Retry(...))`` warning) would turn one failed call into four lines and
+four times its timeout, where the controller has its own retries and backoffs (the next pass,
+the informers' relist backoff, the elector's retry period) and says a failure once, itself.
+``without_retries`` makes the Lease calls' client (a pool of its own).
 """
 from __future__ import annotations
 
@@ -48,7 +52,16 @@ def load(kubeconfig: str | None, pool_size: int = 32) -> kubernetes.client.ApiCl
         raise KubeError(redact(f"{_where(kubeconfig)}: not a kubeconfig of the expected shape "
                                f"({type(exc).__name__}: {exc})")) from None
     _hold_credentials(config)
+    return _client(config, pool_size)
+
+
+def _client(config: kubernetes.client.Configuration,
+            pool_size: int) -> kubernetes.client.ApiClient:
+    """The client of ``config``: ``pool_size`` connections kept, each call tried once (no
+    urllib3 retries: ``retries=False`` also raises the cause itself — a refused connection,
+    a timeout — rather than urllib3's ``MaxRetryError`` around it)."""
     config.connection_pool_maxsize = pool_size
+    config.retries = False
     return kubernetes.client.ApiClient(config)
 
 
@@ -133,12 +146,12 @@ def client_for(url: str, pool_size: int = 32) -> kubernetes.client.ApiClient:
     """An ApiClient for a plain URL (tests and benchmarks against a local API server)."""
     config = kubernetes.client.Configuration(host=url)
     config.proxy = None
-    config.connection_pool_maxsize = pool_size
-    return kubernetes.client.ApiClient(config)
+    return _client(config, pool_size)
 
 
 def without_retries(api: kubernetes.client.ApiClient) -> kubernetes.client.ApiClient:
-    """A client like ``api`` (same configuration and headers) whose calls are tried once."""
+    """A client like ``api`` (same configuration and headers, calls tried once) with a
+    connection pool of its own."""
     config = copy.deepcopy(api.configuration)
     config.retries = False
     client = kubernetes.client.ApiClient(config)

@@ -177,7 +177,7 @@ def reconcile(ctx: Context, key: str) -> Report:
         refilled = Refilled(refilled.write,
                             refilled.count - len(created.unreplaced & set(actions.refills)))
     trouble = st.Problem(created.reason or report.reason or "ApplyFailed",
-                         "; ".join(report.errors[:3])) if report.errors else None
+                         "; ".join(st.said_once(report.errors)[:3])) if report.errors else None
     if unavailable:
         trouble = without_platform(unavailable, report)
     gone = set(report.deleted)

@@ -69,7 +69,7 @@ def without_platform(reason: str, report: Report) -> st.Problem:
         "running are removed without unregistering (GitHub drops the offline registrations "
         "of ephemeral runners after a day); running ones are kept until they stop, as idle "
         "cannot be told from busy without it (delete their pods to let the set go now)",
-        *report.errors[:2]]))
+        *st.said_once(e for e in report.errors if e not in reason)[:2]]))
 
 
 def registered_of(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],

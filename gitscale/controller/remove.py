@@ -120,6 +120,7 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
         return actions, out
     futures = [(n, pool.submit(platform.unregister, ids[n])) for n in todo]
     kept: set[str] = set()
+    failures: dict[str, tuple[list[str], ControllerError]] = {}  # by cause: said once
     for name, future in futures:
         try:
             future.result()
@@ -131,8 +132,14 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
                   "replaced")
         except ControllerError as exc:
             kept.add(name)
-            out.failed(f"runner {name} not replaced: it could not be unregistered first "
-                       f"({exc})", exc)
+            failures.setdefault(str(exc), ([], exc))[0].append(name)
+    for cause, (names, error) in failures.items():
+        if len(names) == 1:
+            out.failed(f"runner {names[0]} not replaced: it could not be unregistered first "
+                       f"({cause})", error)
+        else:
+            out.failed(f"{len(names)} runners not replaced ({_some(names)}): they could not be "
+                       f"unregistered first ({cause})", error)
     index = [i for i, n in enumerate(actions.replaced) if n not in kept]
     gone = set(todo) - kept
     return replace(
@@ -140,6 +147,12 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
         replaced=tuple(actions.replaced[i] for i in index),
         deletes=tuple(replace(d, runner_id=None) if d.name in gone else d
                       for d in actions.deletes if d.name not in kept)), out
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    """A few of ``names``, and how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _busy(out: Removed, memory: Memory, view: RunnerSetView, name: str, now: datetime,

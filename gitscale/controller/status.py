@@ -80,6 +80,16 @@ def platform_reason(exc: ControllerError) -> str:
     return UNAVAILABLE
 
 
+def said_once(errors: Iterable[str]) -> list[str]:
+    """A pass's errors, each said once, in order: a message repeated (one cause met by every
+    runner of the pass) or said within another (a cause, then what it kept from happening:
+    ``A`` and ``3 runners not replaced (…): they could not be unregistered first (A)``, or
+    ``A; creations refused 1 pass(es) in a row…``) is left out. For Ready's message and the
+    Events, which show the first few: they must not be copies of one cause."""
+    unique = list(dict.fromkeys(errors))
+    return [e for e in unique if not any(e != other and e in other for other in unique)]
+
+
 @dataclass(frozen=True)
 class Unscheduled:
     """The set's pending runners the scheduler could not place, at the end of a pass.

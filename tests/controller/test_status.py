@@ -215,3 +215,17 @@ def test_a_pass_that_could_not_count_says_which_patch_it_saw() -> None:
     assert (after["replicas"], after["idle"]) == (2, 2)  # the last counted, kept
     kept = st.build(after, None, st.conditions(None, problem, (), after, T0), T0, generation=3)
     assert kept["observedPatchID"] == 9
+
+
+@pytest.mark.parametrize(("errors", "said"), [
+    pytest.param(["A", "A", "B"], ["A", "B"], id="repeated"),
+    pytest.param(["A", "A; creations refused 1 pass(es) in a row"],
+                 ["A; creations refused 1 pass(es) in a row"], id="said-within-another"),
+    pytest.param(["3 runners not replaced (a, b, c): they could not be unregistered first (A)",
+                  "A"], ["3 runners not replaced (a, b, c): they could not be unregistered "
+                         "first (A)"], id="the-cause-after"),
+    pytest.param(["B", "A"], ["B", "A"], id="distinct-kept-in-order"),
+    pytest.param([], [], id="none"),
+])
+def test_a_pass_says_each_error_once(errors: list[str], said: list[str]) -> None:
+    assert st.said_once(errors) == said

@@ -12,9 +12,10 @@ modules sees the client.
 
 No call waits forever: each has a timeout (``timeout``: the read, 10 s at most to connect; the
 client has none by default, and a black-holed connection would hold a worker, or a leader's
-renewal, for good), and each is tried once (``kube_config``: urllib3's three retries would
-multiply the timeout and log a warning each, where the next pass, the informers' backoff and
-the elector retry by themselves). Lease calls take the caller's timeout (below the renew
+renewal, for good), and each is tried once (``kube_config.Once``: urllib3's three retries
+would multiply the timeout and log a warning each, where the next pass, the informers' backoff
+and the elector retry by themselves; only a read whose kept-alive connection was reset as it
+was reused is sent again). Lease calls take the caller's timeout (below the renew
 deadline), through a client of their own. Lists go by pages of ``page_size`` (``limit`` and
 ``continue``), each page reduced by ``keep`` before the next is read, so a relist of 10,000 pods
 never holds them all as the API sent them; a continue token that expired meanwhile (410) starts

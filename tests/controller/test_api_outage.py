@@ -25,6 +25,7 @@ from gitscale.controller.observe import LABEL_SET
 from tests.controller.harness import NS, Harness, buildkite_spec, start
 from tests.controller.test_kube_config import kubeconfig
 from tests.helpers import wait_for
+from tests.kubeapi.proxy import BlackHoleProxy
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 
 TROUBLE = 8  # watches refused in a row
@@ -250,3 +251,38 @@ def test_a_read_that_times_out_is_not_sent_again(
         caught.value)
     assert len(hole.accepted) == 1
     assert not [r for r in caplog.records if "Retrying" in r.getMessage()]
+
+
+def test_a_kept_alive_connection_reset_when_reused_is_no_failure_for_a_read(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A load balancer's idle timeout (or a NAT table that dropped the flow) resets a
+    kept-alive connection as it is reused: a GET or a DELETE is sent again, once, on a new
+    connection, and succeeds, with nothing to say; a POST or a PATCH, which may have been
+    applied, is not sent again: it fails, said once by the caller."""
+    server = start_api_server()
+    proxy = BlackHoleProxy(server.server_address).start()
+    kube = Kube(client_for(proxy.url))
+    caplog.set_level(logging.DEBUG, "urllib3")
+    try:
+        server.create_object("secrets", {"metadata": {"name": "s"}, "data": {}}, NS)
+        kube.list_pods(NS)  # a connection is kept alive
+        proxy.forget()
+        assert kube.list_pods(NS)[0] == []  # sent again once, answered
+        proxy.forget()
+        kube.delete_secret(NS, "s")
+        assert server.get_object("secrets", "s", NS) is None
+        assert proxy.resets == 2
+        kube.list_pods(NS)
+        proxy.forget()
+        with pytest.raises(KubeError) as caught:
+            kube.create_secret({"metadata": {"namespace": NS, "name": "t"}, "data": {}})
+        assert "Connection reset by peer" in str(caught.value) or "Connection aborted" in str(
+            caught.value), caught.value
+        assert proxy.resets == 3 and server.call_count("create", "secrets") == 0
+    finally:
+        kube.close()
+        proxy.stop()
+        server.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len([r for r in caplog.records if r.getMessage().startswith("Retrying (")]) == 2

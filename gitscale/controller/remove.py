@@ -33,6 +33,7 @@ from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import RunnerSetView
 from gitscale.controller.platform import Adapter
+from gitscale.controller.status import Alike
 
 log = logging.getLogger("gitscale.controller")
 BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked again sooner
@@ -50,12 +51,15 @@ class Removed:
     errors: list[str] = field(default_factory=list)
     refused: CredentialsError | None = None
     outage: PlatformOutage | None = None  # the platform failed (Ready: PlatformUnavailable)
+    _alike: Alike = field(default_factory=Alike, repr=False)
 
-    def failed(self, message: str, exc: ControllerError) -> None:
-        """One removal failed. The same message once (the runners the platform was not asked
-        about while it is given time say the same thing)."""
-        if message not in self.errors:
-            self.errors.append(message)
+    def failed(self, message: str, exc: ControllerError, delete: Delete | None = None) -> None:
+        """One removal (of ``delete``'s runner) failed. One message for many runners (the
+        runners the platform was not asked about while it is given time say the same thing;
+        so do 300 pod deletions refused alike), with how many."""
+        self._alike.add(message, delete.name if delete else None,
+                        delete.runner_id if delete else None)
+        self.errors = self._alike.messages()
         if isinstance(exc, CredentialsError):
             self.refused = exc
         elif isinstance(exc, PlatformOutage):
@@ -92,7 +96,7 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
                 if delete.reason is DeleteReason.SURPLUS and standby:
                     todo.append(standby.pop(0))
             except ControllerError as exc:
-                out.failed(str(exc), exc)
+                out.failed(str(exc), exc, delete)
     if out.deleted:
         log.info("%s: removed %s", view.key, ", ".join(out.deleted))
     return out

@@ -30,6 +30,7 @@ written only when something in it changed.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -88,6 +89,27 @@ def said_once(errors: Iterable[str]) -> list[str]:
     Events, which show the first few: they must not be copies of one cause."""
     unique = list(dict.fromkeys(errors))
     return [e for e in unique if not any(e != other and e in other for other in unique)]
+
+
+class Alike:
+    """The errors of a pass's runners, each said once: messages that differ only by the runner
+    they are about (its name, its platform id: ``create pod ns/rs-1a2b-0c3d4e: … timed out``
+    for each of 300 runners) are one, the first, with how many more runners met it."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, list[Any]] = {}  # message without its runner → [first, count]
+
+    def add(self, message: str, name: str | None = None, runner_id: int | None = None) -> None:
+        key = message.replace(name, "\0") if name else message
+        if runner_id is not None:
+            key = re.sub(rf"(?<![0-9]){runner_id}(?![0-9])", "\0", key)
+        group = self._groups.setdefault(key, [message, 0])
+        group[1] += 1
+
+    def messages(self) -> list[str]:
+        return [first if count == 1 else
+                f"{first} (and {count - 1} more runner{'s' if count > 2 else ''} alike)"
+                for first, count in self._groups.values()]
 
 
 @dataclass(frozen=True)

@@ -1016,8 +1016,9 @@ def test_a_malformed_app_key_is_said_once_with_the_count_of_runners_it_stops(
     for said in _said(harness, "rs"):
         assert said["reason"] == "CredentialsRefused"
         assert said["message"].count(MALFORMED_KEY) == 1, said["message"]
-        assert said["message"].startswith(f"3 of 3 runner(s) missing: {MALFORMED_KEY}; "
-                                          "creations refused 1 pass(es) in a row"), said
+        assert said["message"].startswith(
+            f"3 of 3 runner(s) missing: {MALFORMED_KEY} (and 2 more runners alike); creations "
+            "refused 1 pass(es) in a row"), said
 
 
 def test_runners_a_malformed_app_key_keeps_from_being_replaced_are_counted_once(

@@ -6,6 +6,7 @@ subclasses (``NotFound``, ``Conflict``, ``Invalid``, ``Gone``), the API server's
 """
 from __future__ import annotations
 
+import http.client
 import json
 from typing import Any, Callable, TypeVar
 
@@ -49,15 +50,20 @@ def call(what: str, fn: Callable[[], T]) -> T:
 
 def _no_answer(exc: BaseException) -> str:
     """Why no answer came, in a few words: the error's type and the system's word for its
-    cause (``NewConnectionError: Connection refused``), or that it timed out. (The client tries
-    each call once, ``kube_config._client``: the cause itself is raised, not a retry count.)"""
+    cause (``NewConnectionError: Connection refused``, ``ProtocolError: Remote end closed
+    connection without response``), or that it timed out. (The client tries each call once,
+    ``kube_config.Once``: the cause itself is raised, not a retry count.)"""
     seen: BaseException | None = exc
     for _ in range(5):  # (a cause chain is short; never loop on a cycle)
         if seen is None:
             break
         if isinstance(seen, OSError) and seen.strerror:
             return f"{type(exc).__name__}: {seen.strerror}"
-        seen = seen.__cause__ or seen.__context__
+        if isinstance(seen, http.client.HTTPException) and str(seen):
+            return f"{type(exc).__name__}: {seen}"
+        inner = seen.args[1] if isinstance(seen, urllib3.exceptions.ProtocolError) and len(
+            seen.args) > 1 else None  # ('Connection aborted.', RemoteDisconnected(…))
+        seen = inner if isinstance(inner, BaseException) else seen.__cause__ or seen.__context__
     if isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)):
         return f"{type(exc).__name__}: timed out"
     return type(exc).__name__

@@ -69,6 +69,7 @@ class Created:
     failed: int = 0  # creations tried and refused, or not tried
     unreplaced: set[str] = field(default_factory=set)  # failed runners whose successor failed
     errors: list[str] = field(default_factory=list)
+    folded: int = 0  # failures said within another's message (``Alike``)
     reason: str | None = None
     retry_after: float | None = None  # seconds until creations refused are tried again
 
@@ -152,7 +153,7 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             if i < len(predecessors):
                 out.unreplaced.add(predecessors[i])
             alike.add(message, name)
-    out.errors = alike.messages()
+    out.errors, out.folded = alike.messages(), alike.folded
     if todo:
         out.failed += len(todo)
         out.unreplaced.update(predecessors[i] for i, _ in todo if i < len(predecessors))

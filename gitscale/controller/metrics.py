@@ -59,8 +59,10 @@ class ControllerMetrics:
             return
         self.last_duration.labels(namespace, name).set(report.seconds)
         for counter, items in ((self.created, report.created), (self.deleted, report.deleted),
-                               (self.refusals, report.busy), (self.api_errors, report.errors)):
+                               (self.refusals, report.busy)):
             counter.labels(namespace, name).inc(len(items))
+        # (one error said for many runners alike counts each)
+        self.api_errors.labels(namespace, name).inc(len(report.errors) + report.folded)
         counts = report.counts
         if counts is not None:
             for state in RUNNER_STATES:

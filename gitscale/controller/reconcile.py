@@ -74,7 +74,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     except ControllerError as exc:
         # Its credentials Secret missing or refused (a configuration to fix), or the platform
         # or the Secret not to be had this time (an outage): nothing done, status says which.
-        report.requeue_after = ERROR_RETRY * 3
+        report.failed(ERROR_RETRY * 3)
         problem = st.Problem(st.platform_reason(exc), str(exc))
         return finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
             "status"), now), now, generation=generation, observed=_patch_id(obj))
@@ -125,6 +125,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                               now)
     report.busy += retired.busy
     report.errors += retired.errors
+    report.folded += retired.folded
     refused(ctx, view, retired, report)
     report.actions = actions
     previous = obj.get("status")
@@ -159,11 +160,13 @@ def reconcile(ctx: Context, key: str) -> Report:
                               "be written to status first")
     report.created = created.names
     report.errors += created.errors
+    report.folded += created.folded
     removed = remove_runners(ctx.kube, ctx.pods, ctx.memory, ctx.pool, ctx.halt, view, platform,
                              actions, now, keep=created.unreplaced, dead=dead, live=live)
     report.deleted = removed.deleted
     report.busy += removed.busy
     report.errors += removed.errors
+    report.folded += removed.folded
     refused(ctx, view, removed, report)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return release(ctx, obj, report)
@@ -188,11 +191,11 @@ def reconcile(ctx: Context, key: str) -> Report:
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
     others = len(report.errors) - len(created.errors)  # errors not of its creations
+    if others or (created.errors and created.retry_after is None):
+        report.failed()  # (refused creations back off on their own: ``created.retry_after``)
     waits = [w for w in (actions.requeue_after,
                          BUSY_RETRY.total_seconds() if report.busy else None,
                          created.retry_after,  # refused creations back off
-                         ERROR_RETRY if others or (created.errors and created.retry_after is None)
-                         else None,
                          report.requeue_after,
                          unscheduled.wake_after) if w is not None]  # (its grace runs out)
     report.requeue_after = min(waits) if waits else None

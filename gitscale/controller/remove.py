@@ -52,6 +52,12 @@ class Removed:
     refused: CredentialsError | None = None
     outage: PlatformOutage | None = None  # the platform failed (Ready: PlatformUnavailable)
     _alike: Alike = field(default_factory=Alike, repr=False)
+    _grouped: int = 0  # failures said together by their caller (``retire``)
+
+    @property
+    def folded(self) -> int:
+        """Failures said within another's message (counted all the same: the metrics)."""
+        return self._alike.folded + self._grouped
 
     def failed(self, message: str, exc: ControllerError, delete: Delete | None = None) -> None:
         """One removal (of ``delete``'s runner) failed. One message for many runners (the
@@ -144,6 +150,7 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
         else:
             out.failed(f"{len(names)} runners not replaced ({_some(names)}): they could not be "
                        f"unregistered first ({cause})", error)
+            out._grouped += len(names) - 1
     index = [i for i, n in enumerate(actions.replaced) if n not in kept]
     gone = set(todo) - kept
     return replace(

@@ -31,6 +31,7 @@ written only when something in it changed.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -97,19 +98,25 @@ class Alike:
     for each of 300 runners) are one, the first, with how many more runners met it."""
 
     def __init__(self) -> None:
-        self._groups: dict[str, list[Any]] = {}  # message without its runner → [first, count]
+        self._first: dict[str, str] = {}  # the message without its runner → the first said
+        self._count: Counter[str] = Counter()
 
     def add(self, message: str, name: str | None = None, runner_id: int | None = None) -> None:
         key = message.replace(name, "\0") if name else message
         if runner_id is not None:
             key = re.sub(rf"(?<![0-9]){runner_id}(?![0-9])", "\0", key)
-        group = self._groups.setdefault(key, [message, 0])
-        group[1] += 1
+        self._first.setdefault(key, message)
+        self._count[key] += 1
+
+    @property
+    def folded(self) -> int:
+        """Errors said within another's message (counted all the same: the metrics)."""
+        return sum(self._count.values()) - len(self._count)
 
     def messages(self) -> list[str]:
-        return [first if count == 1 else
-                f"{first} (and {count - 1} more runner{'s' if count > 2 else ''} alike)"
-                for first, count in self._groups.values()]
+        return [first if self._count[key] == 1 else f"{first} (and {self._count[key] - 1} more "
+                f"runner{'s' if self._count[key] > 2 else ''} alike)"
+                for key, first in self._first.items()]
 
 
 @dataclass(frozen=True)

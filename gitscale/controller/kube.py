@@ -45,12 +45,18 @@ Keep = Callable[[RawObject], RawObject]  # what a list keeps of each object
 TIMEOUT = 30.0  # seconds to wait for an answer (per attempt)
 CONNECT_TIMEOUT = 10.0
 PAGE_SIZE = 500
+# Objects' metadata only, as the API server sends it when asked (``PartialObjectMetadataList``)
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 RELISTS = 3  # times a list whose continue token expired is started again
 log = logging.getLogger("gitscale.controller")
 
 
 def _whole(obj: RawObject) -> RawObject:
     return obj
+
+
+def _metadata(obj: RawObject) -> RawObject:
+    return {"metadata": obj.get("metadata") or {}}
 
 
 
@@ -207,6 +213,17 @@ class Kube:
                                                 _request_timeout=self._timeout))
         except NotFound:
             pass
+
+    def list_runner_secrets(self, namespace: str, set_name: str) -> list[RawObject]:
+        """The Secrets labelled as the set's (its runners' JIT configs): their metadata only
+        (name, owners, creation time), asked for as ``PartialObjectMetadata`` so that no
+        Secret's data reaches the controller; kept so even from a server that sent it."""
+        items, _ = self._list(
+            f"list Secrets of RunnerSet {namespace}/{set_name}", lambda kw: self.core.
+            list_namespaced_secret(namespace, label_selector=f"{LABEL_SET}={set_name}",
+                                   _headers={"Accept": METADATA_ONLY}, **kw),
+            "PartialObjectMetadata", "meta.k8s.io/v1", _metadata)
+        return items
 
     def read_secret(self, namespace: str, name: str) -> dict[str, str]:
         """A Secret's data, decoded. Its values are credentials: never log them."""

@@ -35,6 +35,7 @@ from gitscale.controller.decide import (
     refilled_after,
 )
 from gitscale.controller.errors import ControllerError, CredentialsError, InvalidRunnerSet
+from gitscale.controller.leftovers import EVERY, sweep_secrets
 from gitscale.controller.observe import (
     RawObject,
     parse_runnerset,
@@ -85,6 +86,10 @@ def reconcile(ctx: Context, key: str) -> Report:
             return report
         obj = held
     report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
+    if (view.kind.registration_labels is not None and not view.deleting
+            and not ctx.deposed.is_set() and ctx.memory.secret_sweep_due(key, now, EVERY)):
+        # (what another process, or this one before a restart, could not hand over)
+        report.errors += sweep_secrets(ctx.kube, ctx.pods, view, now, stop=ctx.deposed).errors
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None
     try:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from gitscale.controller.context import Report
 
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-RUNNER_STATES = ("pending", "idle", "busy", "failed")
+RUNNER_STATES = ("pending", "idle", "busy", "failed", "terminating")
 
 
 class ControllerMetrics:

@@ -38,6 +38,7 @@ from gitscale.controller.errors import ControllerError, CredentialsError, Invali
 from gitscale.controller.leftovers import EVERY, sweep_secrets
 from gitscale.controller.observe import (
     RawObject,
+    RunnerSetView,
     parse_runnerset,
     refilled_of,
     runner_of,
@@ -142,7 +143,8 @@ def reconcile(ctx: Context, key: str) -> Report:
             view.applied is None or st.ready_of(previous).get("status") != "False"):
         # Say the set is short before creating, and that the write is not applied yet: a pass
         # may be cut short (killed, stopped), and the next one must complete the write.
-        before = _adjust(actions, by_name, Report(key), Created(failed=actions.create))
+        before = replace(_adjust(actions, by_name, Report(key), Created(failed=actions.create)),
+                         terminating=_terminating(ctx, view))
         obj = write(ctx, obj, report, st.build(previous, before, st.conditions(
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
@@ -176,7 +178,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return release(ctx, obj, report)
 
-    counts = report.counts = _adjust(actions, by_name, report, created)
+    counts = report.counts = replace(_adjust(actions, by_name, report, created),
+                                     terminating=_terminating(ctx, view))
     # The write is recorded as applied only when all of its creations were made; a refill
     # whose runner could not be created keeps its marker, and its place in the backlog.
     applied = view.applied if view.deleting else record(view.spec, view.applied,
@@ -250,6 +253,14 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
     return Status(pending + idle + busy + failed, pending, idle, busy, failed,
                   counts.observed_patch_id, counts.wanted, counts.held + unrefilled,
                   counts.waiting)
+
+
+def _terminating(ctx: Context, view: RunnerSetView) -> int:
+    """The set's pods being deleted that have not stopped (a graceful deletion: this pass's
+    too, its store has them): reported as such in status, never as runners of the set — they
+    hold no slot (``decide`` leaves them out of every count, creation and removal)."""
+    return sum(1 for p in ctx.pods.group(view.key) if _owned_by(p, view.uid)
+               and (p.get("metadata") or {}).get("deletionTimestamp") and not stopped(p))
 
 
 def _generation(obj: RawObject) -> int | None:

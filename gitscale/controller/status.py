@@ -50,7 +50,7 @@ UNAVAILABLE = "PlatformUnavailable"
 # How long a pending runner may stay unschedulable before Ready says so: a cluster autoscaler
 # or Karpenter adding a node takes about a minute or two, and Ready must not flap on each.
 UNSCHEDULABLE_GRACE = timedelta(minutes=2)
-COUNTS = ("replicas", "pending", "idle", "busy", "failed")
+COUNTS = ("replicas", "pending", "idle", "busy", "failed", "terminating")
 KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime", "refilled",
         "refilledPatchID", "refilledEffectiveTime", "observedGeneration")
 
@@ -203,6 +203,9 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int,
         message += ("; the surplus goes as its runners finish their jobs (never a busy runner)"
                     if counts.observed_patch_id == 0 else
                     "; the surplus goes on the next patch-0 write (never a busy runner)")
+    if counts.terminating:
+        message += (f"; {counts.terminating} more being deleted, not stopped yet (their grace "
+                    "period: they hold no slot)")
     return Condition(READY, True, "Reconciled", message)
 
 
@@ -241,7 +244,7 @@ def build(current: Mapping[str, Any] | None, counts: Status | None,
     status: dict[str, Any] = {k: current[k] for k in KEPT if k in current}
     if counts is not None:
         status.update(replicas=counts.replicas, pending=counts.pending, idle=counts.idle,
-                      busy=counts.busy, failed=counts.failed,
+                      busy=counts.busy, failed=counts.failed, terminating=counts.terminating,
                       observedPatchID=counts.observed_patch_id)
     elif observed is not None:
         status["observedPatchID"] = observed

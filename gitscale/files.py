@@ -63,8 +63,23 @@ def read_bytes(path: Path, label: str, error: type[InputError], *,
 
 def read_text(path: Path, label: str, error: type[InputError], *,
               limit: int = MAX_BYTES) -> str:
-    """``read_bytes`` decoded as UTF-8 (newlines untouched: CRLF stays CRLF)."""
-    return read_bytes(path, label, error, limit=limit).decode("utf-8")
+    """``read_bytes`` decoded as UTF-8 (newlines untouched: CRLF stays CRLF); text that is not
+    UTF-8 raises ``error`` at its line (``decode``)."""
+    return decode(read_bytes(path, label, error, limit=limit), label, error)
+
+
+def decode(data: bytes, label: str, error: type[InputError]) -> str:
+    """``data`` as UTF-8 text. A file saved in another encoding (Latin-1, UTF-16) raises
+    ``error`` naming ``label``, the line and the column of its first byte that is not UTF-8,
+    not Python's byte offset into the file."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        utf16 = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise error(label, f"is not UTF-8 text: byte 0x{data[exc.start]:02x} at column "
+                    f"{column}{utf16}; save the file as UTF-8", line) from None
 
 
 def _kind(mode: int) -> str:
@@ -75,6 +90,17 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a file"
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (what ``mkdir -p`` would
+    create, and what a command that failed half-way removes); None when ``path`` exists."""
+    missing = None
+    for folder in (path, *path.parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        missing = folder
+    return missing
 
 
 FILE_SUFFIX = "_FILE"  # NAME_FILE names the file NAME's value is read from

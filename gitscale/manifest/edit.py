@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
@@ -59,6 +60,9 @@ class _Splice(NamedTuple):
     order: int
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
 @dataclass(frozen=True)
 class Edited:
     """An edit's result, with both texts parsed (the verification parsed them anyway)."""
@@ -84,6 +88,13 @@ def edit_fields(text: str, source: str, doc_index: int, values: Mapping[FieldPat
         # libyaml's marks count from after a byte-order mark: edit without it, then put it back
         inner = edit_fields(text[1:], source, doc_index, values, before, kept, owned)
         return Edited("\ufeff" + inner.text, inner.before, inner.after)
+    if "\r" in text and (lone := _LONE_CR.search(text)) is not None:
+        # YAML reads a lone CR as a line break and the splice's line reader does not: the
+        # verifying re-read would refuse the edit as a bug of gitscale's
+        raise ManifestError(source, "a line ends in a lone carriage return (CR, the line end "
+                            "of classic Mac OS); gitscale edits files whose lines end in LF or "
+                            "CRLF: convert it (e.g. `mac2unix`)",
+                            text.count("\n", 0, lone.start()) + 1)
     docs, before = _parse(text, source, before, kept)
     root = _document_root(docs, doc_index, text, source)
     newline = "\r\n" if "\r\n" in text else "\n"

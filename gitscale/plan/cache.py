@@ -41,10 +41,13 @@ from gitscale.manifest.target import KeptReads, Located, locate, owned_for
 from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
 
-FORMAT = 11  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
+FORMAT = 12  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
 # 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS); 10: no
 # settled answer on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE); 11: a
-# settled decision's ``why`` (held until, cap, drain), so a cached one still explains itself
+# settled decision's ``why`` (held until, cap, drain), so a cached one still explains itself;
+# 12: a paused/drained annotation that is not "true" or "false" is refused (a row kept from
+# before read it as false), and so are configs a parse kept from before the checks of paths,
+# zones and API URLs were tightened
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
 CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)

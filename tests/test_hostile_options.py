@@ -230,3 +230,20 @@ def test_a_chart_path_that_is_a_directory_says_so(checkout: Path, tmp_path: Path
     code, out, err = run(capsys, *command, "--repo", str(checkout), "--chart", str(tmp_path))
     assert (code, err) == (1, f"error: {tmp_path}: is a directory; name the chart's file, "
                               f"such as {tmp_path / 'history.svg'}\n"), out
+
+
+def test_a_serve_claim_that_is_not_utf_8_names_its_line(checkout: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """plan and reconcile read every .gitscale/*.yaml for the sets serve scales: a file in
+    another encoding was "cannot be read: 'utf-8' codec can't decode byte 0xe9 in position
+    30"."""
+    (checkout / ".gitscale").mkdir()
+    (checkout / ".gitscale" / "reservations.yaml").write_bytes(b"served: [linux]\n# caf\xe9\n")
+    git(checkout, "add", ".gitscale")
+    git(checkout, "commit", "-qm", "a claim")
+    git(checkout, "push", "-q")
+    before = _unchanged(checkout)
+    for command in ("plan", "reconcile"):
+        code, out, err = run(capsys, command, "--repo", str(checkout))
+        assert (code, err) == (1, "error: .gitscale/reservations.yaml:2: is not UTF-8 text: byte "
+                                  "0xe9 at column 6; save the file as UTF-8\n"), out
+    assert _unchanged(checkout) == before

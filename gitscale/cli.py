@@ -27,6 +27,27 @@ BRANCH_HISTORY = ("Branch whose scaling commits to read (default: the remote's d
                   "branch; a checkout must be on it).")
 
 
+def a_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A file option given as "" (``--demand "$DEMAND"`` with the variable unset) is a
+    mistake to say, not the option left out: the sources would be read instead of the file."""
+    if value == "":
+        from gitscale.errors import InputError
+
+        raise InputError(f"--{param.name}", "is empty: give a file's path, or leave the "
+                         "option out")
+    return value
+
+
+# Options several commands take, alike.
+DEMAND = click.option("--demand", type=str, callback=a_path,
+                      help="Demand file replacing every source.")
+EVERY = click.option("--every", default=None, metavar="DURATION",
+                     help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion "
+                          "must serve until the next run. Default 1m.")
+NO_PUSH = click.option("--no-push", "no_push", is_flag=True,
+                       help="Commit in the checkout, do not push.")
+
+
 def repo_options(branch: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--repo, --branch (``branch``: what the command does with it) and --config."""
 
@@ -80,17 +101,6 @@ def collector_off() -> Iterator[None]:
             gc.enable()
 
 
-def a_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A file option given as "" (``--demand "$DEMAND"`` with the variable unset) is a
-    mistake to say, not the option left out: the sources would be read instead of the file."""
-    if value == "":
-        from gitscale.errors import InputError
-
-        raise InputError(f"--{param.name}", "is empty: give a file's path, or leave the "
-                         "option out")
-    return value
-
-
 class Finite(click.FloatRange):
     """A float range that refuses nan (no comparison fails for it, so FloatRange lets it
     through: a shutdown timeout of nan seconds)."""
@@ -115,13 +125,13 @@ def cli() -> None:
 
 @cli.command()
 @repo_options(BRANCH_READ)
-@click.option("--demand", type=str, callback=a_path, help="Demand file replacing every source.")
+@DEMAND
 @click.option("--now", help="Pin the clock (RFC 3339), e.g. to ask what 9:00 would do; a "
                             "last scale-up after it still holds a scale-down (not clock skew).")
-@click.option("--every", default=None, metavar="DURATION",
-              help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
-                   "serve until the next run. Default 1m.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@EVERY
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A line per set and a diff per file, or JSON for scripts (README: "
+                   "\"plan --output json\").")
 @click.option("--set", "only", multiple=True, metavar="NAME",
               help="Show only this set (repeat for more); the exit code is that of the sets "
                    "shown.")
@@ -135,13 +145,11 @@ def plan(**kw: Any) -> int:
 
 @cli.command()
 @repo_options(BRANCH_WRITE)
-@click.option("--demand", type=str, callback=a_path, help="Demand file replacing every source.")
+@DEMAND
 @click.option("--now", help="Pin the clock (RFC 3339); commits are dated with it too. A last "
                             "scale-up after it still holds a scale-down (not clock skew).")
-@click.option("--every", default=None, metavar="DURATION",
-              help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion must "
-                   "serve until the next run. Default 1m.")
-@click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
+@EVERY
+@NO_PUSH
 def reconcile(no_push: bool, **kw: Any) -> int:
     """Plan, edit, validate, commit and push one pass."""
     with collector_off():
@@ -153,7 +161,7 @@ def reconcile(no_push: bool, **kw: Any) -> int:
 @cli.command("run")
 @repo_options(BRANCH_WRITE)
 @click.option("--interval", default="30s", show_default=True, help="Time between passes.")
-@click.option("--demand", type=str, callback=a_path, help="Demand file replacing every source.")
+@DEMAND
 @click.option("--max-passes", type=click.IntRange(1), default=None,
               help="Stop after this many passes (default: until SIGTERM).")
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
@@ -205,8 +213,10 @@ def serve(**kw: Any) -> int:
 @click.option("--set", "only", help="Only this runner set.")
 @click.option("--since", help="Only commits at or after this time (RFC 3339).")
 @click.option("--until", help="Only commits at or before this time (RFC 3339).")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--chart", callback=a_path, help="Also draw replicas and demand over time into this .svg or .png "
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A table, or JSON (times in UTC) for scripts.")
+@click.option("--chart", callback=a_path,
+              help="Also draw replicas and demand over time into this .svg or .png "
               "(needs gitscale[charts]).")
 @click.option("--tz", default="utc", show_default=True,
               help="Times of the table and the chart: utc, local or a zone like Europe/Berlin.")
@@ -219,18 +229,21 @@ def history(**kw: Any) -> int:
 
 @cli.command()
 @click.option("--repo", default=None, help="Config repo whose gitscale.yaml gives the sets and "
-              "policies (default: . when it has one, else one set on the default preset).")
+              "policies: a checkout or folder, a bare repo path or a URL (default: . when it "
+              "has one, else one set on the default preset).")
 @click.option("--branch", default=None,
-              help="Branch whose scaling commits --from-history reads (default: the remote's "
-                   "default branch).")
-@click.option("--config", default=DEFAULT_CONFIG, show_default=True)
+              help="Branch whose scaling commits --from-history reads, and whose gitscale.yaml "
+                   "a URL or bare repo gives (default: the remote's default branch).")
+@click.option("--config", default=DEFAULT_CONFIG, show_default=True,
+              help="Config file, relative to the repo root.")
 @click.option("--trace", type=str, callback=a_path, help="CSV of jobs: arrival,duration[,set].")
 @click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst", "weekly"]),
               help="A seeded synthetic trace of this shape (weekly: 15 days of a weekday "
                    "09:00 burst, for a forecast policy).")
 @click.option("--from-history", is_flag=True,
               help="Jobs rebuilt from the repo's Gitscale-Set trailers.")
-@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--seed", default=1, show_default=True, type=int,
+              help="Seed of the synthetic trace: the same seed, the same jobs.")
 @click.option("--hours", default=None, type=float,
               help="Length of a synthetic trace (default 4; weekly: 360, 15 days).")
 @click.option("--report-from", default=None,
@@ -254,8 +267,10 @@ def history(**kw: Any) -> int:
                    "does not know the last write's job ids.")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
               help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--chart", callback=a_path, help="Also write a chart (SVG or PNG) of runners and jobs over time.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A table per strategy, or JSON (format_version 1) for scripts.")
+@click.option("--chart", callback=a_path,
+              help="Also write a chart (SVG or PNG) of runners and jobs over time.")
 def simulate(**kw: Any) -> int:
     """Replay a job trace through the policy and the controller; compare with baselines."""
     from gitscale.commands.simulate import run_simulate
@@ -270,7 +285,7 @@ def simulate(**kw: Any) -> int:
 @click.argument("name")
 @click.option("--resume", is_flag=True, help="Undo a drain: let the loop scale the set again.")
 @click.option("--now", help="Pin the clock (RFC 3339).")
-@click.option("--no-push", "no_push", is_flag=True, help="Commit in the checkout, do not push.")
+@NO_PUSH
 def drain(name: str, no_push: bool, **kw: Any) -> int:
     """Write replicas 0 and patch ID 0 for NAME, and hold it there."""
     from gitscale.commands.drain import run_drain

@@ -34,7 +34,8 @@ NOW = "2026-11-21T09:00:00Z"
 NEVER = ("kubernetes", "httpx", "jwt", "prometheus_client", "matplotlib", "jsonschema",
          "gitscale.controller", "gitscale.notify.send", "gitscale.charts.render")
 # Only when a pass writes: editing YAML, validating it, showing a diff.
-ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.manifest.validate", "fastjsonschema", "difflib")
+ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.manifest.splice", "gitscale.manifest.verify",
+                "gitscale.manifest.validate", "fastjsonschema", "difflib")
 # Only when a YAML text is read: a warm pass with a JSON demand file (integers) reads none.
 ONLY_READING_YAML = ("yaml", "_yaml")
 # Only when a config is parsed (not from the state cache), a set has a forecast or a source is

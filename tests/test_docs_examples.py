@@ -1,4 +1,5 @@
-"""The RunnerSet examples in docs/ are valid, and the docs show exactly the example files.
+"""The RunnerSet examples in docs/ are valid, and the docs show exactly the example files; and
+what the docs and the files gitscale writes tell a new user is what gitscale does.
 
 Every ``docs/examples/*.yaml`` holds one RunnerSet (and, for some, the objects it needs): the
 RunnerSet passes gitscale's own in-process validation against the shipped CRD (the check
@@ -10,7 +11,12 @@ file is shown there, so the page and the tested files cannot drift apart.
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +25,9 @@ import pytest
 import yaml
 
 from gitscale.controller.observe import runner_container
+from gitscale.manifest.target import KINDS
 from gitscale.manifest.validate import SchemaValidator
+from tests.helpers import run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.yaml"))
@@ -96,3 +104,98 @@ def test_the_page_names_each_file_above_its_block() -> None:
     text = PAGE.read_text()
     for path in EXAMPLES:
         assert f"examples/{path.name}" in text, path.name
+
+
+def owned_spec_fields() -> list[str]:
+    owned = KINDS[("gitscale.dev/v1alpha1", "RunnerSet")]
+    paths = [owned.replicas, owned.patch_id, owned.effective_time, owned.backlog]
+    return [".".join(path) for path in paths if path is not None]
+
+
+@pytest.mark.parametrize("platform", ["github", "buildkite"])
+def test_the_runnerset_init_writes_names_every_field_gitscale_owns(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                                   platform: str) -> None:
+    """Its head comment says what gitscale owns and that "everything else is yours": a field
+    left out of it (spec.backlog was) reads as the user's to edit."""
+    root = tmp_path / "config"
+    code, _, err = run(capsys, "init", str(root), "--gitops", "flux", "--platform", platform)
+    assert code == 0, err
+    text = (root / "clusters/prod/runnersets/linux.yaml").read_text()
+    head = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "everything else is yours" in head
+    for field in owned_spec_fields():
+        assert field in head, field
+
+
+def test_the_demo_manifest_names_every_field_gitscale_owns() -> None:
+    text = (ROOT / "gitscale/data/demo/clusters/prod/linux-x64.yaml").read_text()
+    head = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "Humans own everything but" in head
+    for field in owned_spec_fields():
+        assert field in head, field
+
+
+def block_after(text: str, marker: str, lang: str = "sh") -> str:
+    start = text.index(marker)
+    found = re.search(rf"^```{lang}\n(.*?)^```$", text[start:], re.MULTILINE | re.DOTALL)
+    assert found, f"no ```{lang} block after {marker!r}"
+    return found.group(1)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.skipif(shutil.which("curl") is None or shutil.which("openssl") is None,
+                    reason="needs curl and openssl")
+def test_the_readme_serve_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    """README "Trying it without GitHub": init, serve, a delivery signed by openssl and sent by
+    curl, history — as a user pastes it, with only the folder and the port moved."""
+    block = block_after((ROOT / "README.md").read_text(), "**Trying it without GitHub.**")
+    script = block.replace("/tmp/try", str(tmp_path / "try")).replace(
+        "127.0.0.1:8080", f"127.0.0.1:{free_port()}")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith('{"accepted": true}\n'), done.stdout
+    (row,) = [line for line in done.stdout.splitlines() if " 0→1 " in line]
+    assert row.split()[2:] == ["linux", "0→1", "1", "1q+0r", "scale-up"], done.stdout
+    assert "batch of 1 event: committed" in done.stderr
+
+
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation dropped, spaces
+    to hyphens, a repeated one numbered (-1, -2 …); headings inside code blocks are none."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.MULTILINE | re.DOTALL)
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE):
+        base = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchor, n = base, 0
+        while anchor in found:
+            n += 1
+            anchor = f"{base}-{n}"
+        found.add(anchor)
+    return found
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_within_the_repo_reaches_a_file_and_a_heading(page: Path) -> None:
+    """A section renamed leaves its links pointing nowhere; a reader lands on the page top."""
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        if re.match(r"[a-z]+:", link):
+            continue  # https:, mailto:
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(f"{link}: no such file")
+        elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target):
+            broken.append(f"{link}: no such heading in {target.name}")
+    assert broken == [], broken

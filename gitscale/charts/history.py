@@ -93,13 +93,18 @@ def choose_window(entries: Sequence[Entry], since: datetime | None, until: datet
     if stretch is None:
         return Window(first - _pad(first, last), last + _pad(first, last), None)
     lo, hi = stretch
-    shown = {e.commit for e in entries if lo <= e.when <= hi}
+    start, end = lo - _pad(lo, hi), hi + _pad(lo, hi)
+    if start <= first and last <= end:
+        # the room around the stretch holds every commit (two passes a second apart): drawn
+        # whole, with no note claiming that some are hidden
+        return Window(first - _pad(first, last), last + _pad(first, last), None)
+    shown = {e.commit for e in entries if start <= e.when <= end}
     local_lo, local_hi = lo.astimezone(tz), hi.astimezone(tz)
     clock = "%H:%M" if local_lo.date() == local_hi.date() else "%d %b %H:%M"
     note = (f"zoomed on the busiest stretch, {local_lo.strftime(clock)}–"
             f"{local_hi.strftime(clock)}: {len(shown)} of {len({e.commit for e in entries})} "
             "commits (--since/--until choose the window)")
-    return Window(lo - _pad(lo, hi), hi + _pad(lo, hi), note)
+    return Window(start, end, note)
 
 
 def _pad(first: datetime, last: datetime) -> timedelta:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from gitscale.errors import InputError
+from gitscale.logline import log as log  # what run and serve report (a timestamped line)
 from gitscale.timeutil import format_time, parse_duration, parse_time, utcnow
 
 if TYPE_CHECKING:
@@ -94,13 +95,6 @@ class Checkpoint:
 
 def demand_path(demand: str | None) -> Path | None:
     return Path(demand).expanduser().resolve() if demand else None
-
-
-def log(message: str) -> None:
-    """One timestamped line on stderr: what the long-running commands (run, serve) report."""
-    import click
-
-    click.echo(f"{format_time(utcnow())} {message}", err=True)
 
 
 def stop_on_signals(what: str) -> "threading.Event":

@@ -17,7 +17,7 @@ from gitscale.commands import EXIT_OK
 from gitscale.errors import InputError, ManifestError
 from gitscale.plan.landing import HOLD_WAIT, say_on_stderr
 from gitscale.repo.git import Git, is_url, is_work_tree
-from gitscale.repo.workspace import hold_checkout
+from gitscale.repo.checkout_lock import hold_checkout
 from gitscale.controller.crd import crd_yaml
 from gitscale.yamlio.read import load_documents
 

@@ -107,6 +107,10 @@ def run_demo(directory: str | None, repo: str | None = None) -> int:
     click.echo(Git(checkout).run("show", "--format=fuller", "HEAD").stdout)
     click.echo(f"Try it yourself: edit {demand} and run "
                f"`{_command()} plan --repo {checkout}` (files are kept in {base}).")
+    # reconcile refuses a checkout with edits not on its remote (it would push them unreviewed).
+    click.echo(f"To land it, commit and push the edit first: `git -C {checkout} commit -qam "
+               f"demand && git -C {checkout} push -q && {_command()} reconcile --repo "
+               f"{checkout}`")
     if repo:
         click.echo(f"Remove it with: rm -rf {checkout} {remote}")
     elif directory is None:

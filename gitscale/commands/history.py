@@ -73,6 +73,7 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 rows: Iterable[Row] = scaling
                 if ws.mode == "checkout":  # commits by people, read alongside (trees here)
                     rows = merged(scaling, hand_rows(ws, opts.config, only))
+                    note = unknown_set_note(ws, opts.config, only)
                 else:
                     note = unseen_note(ws)
                 if start or end:
@@ -82,7 +83,9 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                     found = list(found)
         # Filtered here rather than by `git log --since`, which stops walking at the first
         # older commit and so can miss commits whose dates are out of order.
-        lines = json_lines(found) if output == "json" else history_lines(found, zone)
+        lines = json_lines(found) if output == "json" else history_lines(
+            found, zone, "(no scaling commits)" if only is None
+            else f"(no scaling commits of set {only!r})")
         _stream(lines)
     if skipped:
         click.echo(unread_line(skipped), err=True)
@@ -328,7 +331,26 @@ def history_text(entries: list[Entry], zone: tzinfo = timezone.utc) -> str:
     return "".join(line + "\n" for line in history_lines(entries, zone))
 
 
-def history_lines(entries: Iterable[Row], zone: tzinfo = timezone.utc) -> Iterator[str]:
+def unknown_set_note(ws: Workspace, config_path: str, only: str | None) -> str | None:
+    """In a checkout, a --set that gitscale.yaml does not name (a typo, or a set removed since,
+    whose commits are still shown) is said on stderr, with the names it has."""
+    from gitscale.config.load import load_config
+    from gitscale.errors import GitscaleError
+
+    if only is None:
+        return None
+    try:
+        names = [s.name for s in load_config(ws.root, config_path).sets]
+    except GitscaleError:
+        return None
+    if only in names:
+        return None
+    return (f"history: {only!r} is not a set of {config_path} (its sets: "
+            f"{', '.join(names) or 'none'}); showing the scaling commits that name it")
+
+
+def history_lines(entries: Iterable[Row], zone: tzinfo = timezone.utc,
+                  empty: str = "(no scaling commits)") -> Iterator[str]:
     """The table a line at a time. Columns take the widths of the first ``ALIGNED`` rows, so
     the first lines of a long history show at once; a wider row further down widens its cell
     only."""
@@ -357,7 +379,7 @@ def history_lines(entries: Iterable[Row], zone: tzinfo = timezone.utc) -> Iterat
         form = _layout(rows)
         yield from ((form % r).rstrip() for r in rows)
         if len(rows) == 1:
-            yield "(no scaling commits)"
+            yield empty
 
 
 def _hand_cells(row: HandRow, zone: tzinfo) -> tuple[str, ...]:

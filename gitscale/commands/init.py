@@ -24,8 +24,8 @@ from gitscale.commands.init_notify import notify_block, notify_files, notify_nex
     scaler_secret_line
 from gitscale.commands.init_runners import SET, config_text, controller_secret_commands, \
     demand_text, job_ids_steps, runnerset_text, scaler_secret_command, source_secrets
-from gitscale.commands.init_schedules import GIT_SECRET, GIT_TOKEN_FILE, schedule_files, \
-    schedule_next_steps
+from gitscale.commands.init_scaler import GIT_SECRET, GIT_TOKEN_FILE
+from gitscale.commands.init_schedules import schedule_files, schedule_next_steps
 from gitscale.errors import GitscaleError, InputError
 from gitscale.files import first_missing
 from gitscale.repo.git import Git

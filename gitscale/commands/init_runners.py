@@ -234,8 +234,8 @@ DEMAND = """\
 """
 
 RUNNERSET_HEAD = """\
-# A pool of ephemeral {what}. gitscale owns spec.replicas, spec.patchID and
-# spec.effectiveTime (and gitscale.dev/ annotations); everything else is yours.
+# A pool of ephemeral {what}. gitscale owns spec.replicas, spec.patchID,
+# spec.effectiveTime and spec.backlog (and gitscale.dev/ annotations); everything else is yours.
 # Reference: docs/runnerset.md of gitscale.
 apiVersion: {api_version}
 kind: {kind}

@@ -137,9 +137,11 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
             log(f"rate limited: no pass before {format_time(reading.retry_at)}")
         if reading.min_interval:
             state.interval = max(state.interval, reading.min_interval)
-    changed = ", ".join(f"{c.name} {c.before.replicas}→{c.decision.replicas}"
-                        for c in landed.plan.changes) or "no change"
-    log(f"pass at {format_time(now)}: {changed}; {describe_landing(landed, ws)}")
+    changed = "".join(f"{c.name} {c.before.replicas}→{c.decision.replicas}, "
+                      for c in landed.plan.changes).removesuffix(", ")
+    # a quiet pass says "no change: nothing to commit" once, not "no change; no change: …"
+    log(f"pass at {format_time(now)}: {changed + '; ' if changed else ''}"
+        f"{describe_landing(landed, ws)}")
     for name, message in landed.plan.errors.items():
         log(f"{name}: {message} (left untouched)")
     if number == 0:

@@ -454,7 +454,7 @@ class Batch:
             with self.batcher.lock:
                 self.batcher.failures += 1
                 self.batcher.last_error = what
-            log(f"batch of {len(events)} events failed ({self.batcher.failures} in a row, kept "
+            log(f"batch of {_events(len(events))} failed ({self.batcher.failures} in a row, kept "
                 f"for the next try): {what}" + (f"\n{crash.report()}" if bug else ""))
             return False
         self.metrics.landed(landed, time.monotonic() - started)
@@ -470,7 +470,7 @@ class Batch:
         if listing is not None and not corrected:
             log(f"resync: reservations match GitHub ({len(listing.jobs)} sets)")
         if events or landed.commit:
-            log(f"batch of {len(events)} events: {describe_landing(landed, ws)}")
+            log(f"batch of {_events(len(events))}: {describe_landing(landed, ws)}")
         return True
 
     def _tell_served(self) -> None:
@@ -487,7 +487,10 @@ class Batch:
             log(f"--set {name}: served again")
         self.told = dict(picked.unservable)
         if picked.names != serving.claimed:
-            said = [f"served by webhooks: {', '.join(picked.names) or 'none'}"]
+            said = [f"served by webhooks: {', '.join(picked.names) or 'none'}"
+                    + (f" ({self.opts.config} has no set whose source takes webhooks, such as "
+                       "github: every delivery is answered 202 and dropped until it has)"
+                       if not picked.names and serving.names is None else "")]
             if picked.others:
                 said.append(f"left to `gitscale run` and `reconcile`: {', '.join(picked.others)}")
             dropped = sorted(set(serving.found) - set(picked.names))
@@ -496,3 +499,7 @@ class Batch:
                             "a `gitscale serve` that serves them needs its own --state-file)")
             log("; ".join(said))
         serving.claimed = picked.names
+
+
+def _events(count: int) -> str:
+    return f"{count} event{'' if count == 1 else 's'}"

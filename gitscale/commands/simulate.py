@@ -8,13 +8,15 @@ and the oracle run on the same trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from gitscale.commands import EXIT_OK, RepoOptions
-from gitscale.config.load import build_policy, load_config, load_preset
+from gitscale.config.load import load_config, load_preset
+from gitscale.config.policies import build_policy
 from gitscale.errors import ConfigError
 from gitscale.core.policy import Policy
 from gitscale.errors import InputError
@@ -48,7 +50,15 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         job_memory=not cold_cache,
     )
     root = Path(opts.repo).expanduser()
-    set_policies = _set_policies(opts, root, repo_given or from_history)
+    with ExitStack() as stack:
+        if repo_given and _not_a_folder(opts.repo):
+            # a URL or a bare repo: its gitscale.yaml and policies/ come from a clone
+            from gitscale.repo.workspace import open_workspace
+
+            root = stack.enter_context(open_workspace(opts.repo, opts.branch,
+                                                      writes=False)).root
+        set_policies = _set_policies(opts, root, repo_given or from_history)
+        tried = [(text, _policy(root, text)) for text in policy]
     configured = list(set_policies)
     if only:
         unknown = [name for name in only if name not in set_policies]
@@ -72,7 +82,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
     if report_from is not None:
         settings = replace(settings, report_from=_report_from(report_from, job_trace))
     used = set(job_trace.sets)
-    candidates = _candidates(root, policy, {n: p for n, p in set_policies.items() if n in used})
+    candidates = _candidates(tried, {n: p for n, p in set_policies.items() if n in used})
     runs = len(candidates) + (BASELINES if baselines else 0)
     with Progress("simulating", runs, show=output == "text") as bar:
         outcomes = run_all(job_trace, candidates, settings, baselines=baselines,
@@ -118,17 +128,21 @@ def _set_policies(opts: RepoOptions, root: Path, required: bool) -> dict[str, Po
     return {s.name: s.policy for s in config.sets}
 
 
-def _candidates(root: Path, given: Sequence[str],
+def _not_a_folder(repo: str) -> bool:
+    """A URL or a bare repo path: nothing to read gitscale.yaml from without a clone."""
+    from gitscale.repo import git
+
+    path = Path(repo).expanduser()
+    return git.is_url(repo) or (path.is_dir() and git.is_bare(path))
+
+
+def _candidates(given: Sequence[tuple[str, Policy]],
                 set_policies: dict[str, Policy]) -> list[tuple[str, dict[str, Policy]]]:
     """The policies to compare: each set's own, or each ``--policy`` applied to every set."""
     if not given:
         return [("gitscale.yaml" if len(set_policies) > 1 or DEFAULT_SET not in set_policies
                  else "preset default", set_policies)]
-    found = []
-    for text in given:
-        one = _policy(root, text)
-        found.append((text, {name: one for name in set_policies}))
-    return found
+    return [(text, {name: one for name in set_policies}) for text, one in given]
 
 
 def _policy(root: Path, text: str) -> Policy:

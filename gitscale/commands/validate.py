@@ -57,7 +57,7 @@ def run_validate(opts: RepoOptions) -> int:
                     skipped += 1
                     click.echo(f"skipped {runner_set.name}: no schema for "
                                f"{target.obj.get('apiVersion')} {target.kind} "
-                               "(install kubeconform to check built-in kinds)")
+                               f"({_how_to_check(target.obj.get('apiVersion'))})")
                 else:
                     checked += 1
         managed = {config.path, *by_file}
@@ -183,3 +183,14 @@ def _label_set(labels: list[str]) -> set[str]:
 
 def _at(path: str, line: int | None) -> str:
     return f"{path}:{line}" if line is not None else path
+
+
+def _how_to_check(api_version: object) -> str:
+    """A custom resource (its group has a dot: ARC's RunnerDeployment, a Rollout) is checked
+    against its CRD committed in the repo, which kubeconform would not know either; a built-in
+    kind (apps/v1 Deployment) against kubeconform's Kubernetes schemas."""
+    group = str(api_version).rpartition("/")[0]
+    if "." in group:
+        return "commit its CustomResourceDefinition in the config repo: validate checks each " \
+               "object against the CRDs it finds there"
+    return "install kubeconform to check built-in kinds"

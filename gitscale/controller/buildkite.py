@@ -3,8 +3,10 @@
 The REST API's agents list (``gitscale.clients.buildkite.Agents``: connected agents only, each
 with ``job`` set while it runs one, every page by ``Link``) is reused for a few seconds. Its
 errors become the controller's here: 401/403 ``CredentialsError`` (the token needs the
-``read_agents`` scope), anything else (a rate limit, no answer, a 5xx) ``PlatformError``.
-Messages name the URL, never the token. The platform itself (settings, env, the busy rule) is
+``read_agents`` scope), a rate limit, no answer or a 5xx ``PlatformOutage``, anything else
+``PlatformError``.
+Messages name the URL, never the token. After a 5xx or no answer, the API is not asked
+again before a wait (``outage.py``). The platform itself (settings, env, the busy rule) is
 ``platform_buildkite.py``.
 """
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Callable
 
 from gitscale.clients.buildkite import Agents
 from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
-from gitscale.controller.errors import CredentialsError, PlatformError
+from gitscale.controller.errors import CredentialsError, PlatformError, PlatformOutage
+from gitscale.controller.outage import Outage
 from gitscale.controller.platform import Listed, Registered
 
 
@@ -29,6 +32,8 @@ class BuildkiteAgents:
         self._clock = clock
         self._lock = threading.Lock()
         self._listed: tuple[float, dict[str, Registered]] | None = None
+        # Buildkite failing (a 5xx, no answer): asked again by no set before a wait, then once.
+        self.outage = Outage("Buildkite", clock=clock)
 
     def close(self) -> None:
         self._api.close()
@@ -41,11 +46,21 @@ class BuildkiteAgents:
                 age = self._clock() - self._listed[0]
                 if age < max_age:
                     return Listed(self._listed[1], max(age, 0.0))
+        ticket = self.outage.before()
         read_at = self._clock()
         try:
             listed = self._api.connected()
         except ApiError as exc:
-            raise translate(exc) from None
+            error = translate(exc)
+            if isinstance(error, PlatformOutage) and not isinstance(exc, RateLimited):
+                self.outage.failed(ticket, str(error))
+            else:
+                self.outage.answered(ticket)
+            raise error from None
+        except BaseException:
+            self.outage.abandoned(ticket)
+            raise
+        self.outage.answered(ticket)
         found: dict[str, Registered] = {}
         for agent in listed:
             if isinstance(agent, dict) and agent.get("name"):
@@ -60,7 +75,9 @@ class BuildkiteAgents:
 def translate(exc: ApiError) -> PlatformError:
     if isinstance(exc, Unsendable):  # a token the Secret holds broken: read it again
         return CredentialsError(str(exc))
-    if not isinstance(exc, (RateLimited, Unreachable)) and exc.status in (401, 403):
+    if isinstance(exc, (RateLimited, Unreachable)) or exc.status >= 500:
+        return PlatformOutage(str(exc))
+    if exc.status in (401, 403):
         return CredentialsError(f"{exc}: the API token was refused (it needs the read_agents "
                                 "scope)")
     return PlatformError(str(exc))

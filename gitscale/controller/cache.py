@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -27,6 +28,9 @@ from gitscale.controller.observe import LABEL_SET, RawObject, key_of
 log = logging.getLogger("gitscale.controller")
 
 GONE_MAX = 10_000
+BACKOFF_MAX = 30.0  # seconds: the longest wait between an informer's attempts
+WATCH_MIN = 1.0  # seconds: a watch that ends sooner without an event failed
+SAY_EVERY = 60.0  # seconds: a streak of failures is logged at most this often
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 Keep = Callable[[RawObject], RawObject]
 Lister = Callable[[], tuple[list[RawObject], str]]
@@ -187,6 +191,17 @@ def _older(obj: RawObject, than: RawObject) -> bool:
 class Informer:
     """List, then watch from the list's version; list again on 410 or after an error.
 
+    Failures back off (``backoff`` seconds, doubling up to ``BACKOFF_MAX``), and only a watch
+    that moved counts as recovered — it delivered an event (a bookmark too), or stayed open
+    ``WATCH_MIN`` seconds and ended by itself —: a list that succeeds is no proof, since an
+    API server whose lists answer while its watches fail (a 5xx, a 429 of API Priority and
+    Fairness, a 410 at once because its watch cache lags) would otherwise have every runner
+    pod listed again twice a second, for as long as it lasts (client-go's reflector backs off
+    alike). A 410 on a watch that moved is the usual expiry: listed again at once.
+
+    A streak of failures is logged once when it starts, at most once a ``SAY_EVERY`` seconds
+    while it lasts, and once when it ends.
+
     ``connected``: the last list or watch request was answered (readiness, not liveness: an
     API server that does not answer is not a reason to restart the controller). ``beat`` is
     called at every step of the loop (liveness: it iterates)."""
@@ -194,7 +209,7 @@ class Informer:
     def __init__(self, name: str, store: Store, list_: Lister, watch: Watcher,
                  on_change: Callable[[RawObject], None], stop: threading.Event, *,
                  watch_timeout: int = 300, beat: Callable[[], None] = lambda: None,
-                 backoff: float = 0.5) -> None:
+                 backoff: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.store = store
         self._list, self._watch = list_, watch
@@ -202,10 +217,13 @@ class Informer:
         self._stop = stop
         self._timeout = watch_timeout
         self._beat = beat
-        self._backoff = backoff  # the first wait after a failure; it doubles, up to 30 s
+        self._backoff = backoff  # the first wait after a failure; it doubles, up to BACKOFF_MAX
+        self._clock = clock
         self.synced = threading.Event()
         self.connected = True
-        self.failures = 0  # in a row
+        self.failures = 0  # in a row: since the last watch that moved
+        self._moved = False  # a watch moved since the last (re)list
+        self._said_at: float | None = None  # when the streak was last logged
         self.thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
 
     def start(self) -> None:
@@ -216,30 +234,59 @@ class Informer:
             self._beat()
             try:
                 version = self._relist()
-                self.failures = 0
                 while not self._stop.is_set():
                     version = self._watch_once(version)
                     self._beat()
-            except Gone:
-                log.info("%s: watch expired, listing again", self.name)
+            except Gone as exc:
+                if self._moved:  # the usual expiry of a watch that served: list again now
+                    log.info("%s: watch expired, listing again", self.name)
+                    continue
+                self._failed(f"{exc} (at once after listing)")
             except KubeError as exc:
-                self.failures += 1
                 self.connected = False
-                log.warning("%s: %s (retrying)", self.name, exc)
-                self._stop.wait(min(2 ** (self.failures - 1) * self._backoff, 30.0))
+                self._failed(str(exc))
+
+    def _failed(self, message: str) -> None:
+        """One more failure in a row: say so (once a streak, then now and then), back off."""
+        self.failures += 1
+        wait = min(2 ** (self.failures - 1) * self._backoff, BACKOFF_MAX)
+        now = self._clock()
+        if self._said_at is None or now - self._said_at >= SAY_EVERY:
+            self._said_at = now
+            more = f", {self.failures} in a row" if self.failures > 1 else ""
+            log.warning("%s: %s (retrying in %gs%s)", self.name, message, wait, more)
+        else:
+            log.debug("%s: %s (retrying in %gs)", self.name, message, wait)
+        self._stop.wait(wait)
+
+    def _recovered(self) -> None:
+        """A watch moved: the streak of failures, if any, is over."""
+        self._moved = True
+        if self.failures and self._said_at is not None:
+            log.info("%s: the API server answers again, after %d failed attempt(s)",
+                     self.name, self.failures)
+        self.failures, self._said_at = 0, None
 
     def _relist(self) -> str:
         objects, version = self._list()
         changed = self.store.replace(objects, version, kept=True)
         self.synced.set()
         self.connected = True
+        self._moved = False
         for obj in changed:
             self._on_change(obj)
         return version
 
     def _watch_once(self, version: str) -> str:
+        """Watch from ``version`` until the stream ends; the version reached. A stream that
+        ended at once without an event (cut by a proxy, refused in its first bytes) is a
+        failure: ``KubeError``, with no new version."""
+        opened, moved = self._clock(), False
         for kind, obj in self._watch(version, self._timeout):
             self._beat()
+            if not moved:
+                moved = True
+                self._recovered()
             meta: dict[str, Any] = obj.get("metadata") or {}
             version = str(meta.get("resourceVersion") or version)
             if kind == "BOOKMARK":
@@ -251,4 +298,9 @@ class Informer:
             self._on_change(obj)
             if self._stop.is_set():
                 break
+        if not moved and not self._stop.is_set():
+            if self._clock() - opened < WATCH_MIN:
+                raise KubeError(f"watch {self.name}: the stream ended at once, without an "
+                                "event", 200)
+            self._recovered()  # a quiet watch that ran its course
         return version

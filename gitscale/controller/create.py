@@ -46,6 +46,7 @@ from gitscale.controller.errors import (
     Interrupted,
     KubeError,
     NotFound,
+    PlatformOutage,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory, Refusal
@@ -142,8 +143,10 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
                 refused, message = True, str(exc)
                 if out.reason is None and _quota(exc):
                     out.reason = "QuotaExceeded"
-                elif out.reason is None and isinstance(exc, CredentialsError):
-                    out.reason = platform_reason(exc)  # a token refused: not to wait out
+                elif out.reason is None and isinstance(exc, (CredentialsError,
+                                                             PlatformOutage)):
+                    # a token refused, or the platform failing: not the pod's fault
+                    out.reason = platform_reason(exc)
             out.failed += 1
             if i < len(predecessors):
                 out.unreplaced.add(predecessors[i])

@@ -27,6 +27,10 @@ patch-ID model, adapted so that a write applied in part is completed):
 - a failed runner is replaced after a backoff that grows with the failures of the runners it
   descends from (0, 5, 10, 20, 40, 80 s); this is per runner, so it is not behind the gate,
   and the failed runner goes only once its successor exists (``Actions.replaced``);
+- an outdated runner (``Runner.outdated``: made for job-matching settings the set no longer
+  has) that is pending or idle is no runner of the set: it goes at once, at any patch ID, and
+  is replaced the same way as a failed one when its slot is wanted (no failure counted, not
+  behind the gate); a busy one is left to finish its job;
 - a set being deleted is decided with ``effective()``: replicas 0 on patch 0, so the same path
   removes its runners (never a busy one) and creates none.
 """
@@ -57,6 +61,7 @@ class DeleteReason(str, Enum):
     FINISHED = "finished"
     FAILED = "failed"  # replaced after its backoff, or no longer wanted
     SURPLUS = "surplus"  # scale-down on patch 0
+    OUTDATED = "outdated"  # made for other job-matching settings: replaced at any patch ID
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,9 @@ class Runner:
     created_at: datetime | None = None
     spec_time: datetime | None = None  # effectiveTime of the spec that created it, if known
     unschedulable: Unschedulable | None = None  # PENDING: the scheduler cannot place its pod
+    # Made for job-matching settings the set no longer has (GitHub's labels, runner group or
+    # scope; Buildkite's queue or tags): it can take none of the jobs the set is scaled for.
+    outdated: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,9 +167,9 @@ class Actions:
     status: Status
     requeue_after: float | None  # seconds until a backoff expires, if one is running
     failing: tuple[tuple[str, int], ...]  # (runner, failures in a row) at or past FAILING_AFTER
-    # The failed runners that ``retries`` replace, in the same order. Each goes (its delete is
-    # in ``deletes``) once its successor exists: a replacement that could not be created keeps
-    # its failed runner, so the next pass tries again instead of losing the slot.
+    # The failed (then outdated) runners that ``retries`` replace, in the same order. Each goes
+    # (its delete is in ``deletes``) once its successor exists: a replacement that could not be
+    # created keeps its predecessor, so the next pass tries again instead of losing the slot.
     replaced: tuple[str, ...] = ()
     # Finished runners whose slots the write's backlog refills: one new runner each (labelled
     # ``create_patch_id``, after ``retries``), each marker going (its delete is in ``deletes``)
@@ -317,11 +325,14 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
     # scheduler cannot place first (neither can take a job), then idle, then pending last.
     total = len(pending) + len(idle) + len(busy) + len(failed)
     standby: list[Delete] = []
+    outdated = [r for r in pending + idle if r.outdated]
     if acting and spec.patch_id == 0 and total > spec.replicas:
-        stuck = [r for r in pending if r.unschedulable is not None]
-        placed = [r for r in pending if r.unschedulable is None]
+        # (outdated runners, which can take none of the set's jobs, go before idle ones)
+        stuck = [r for r in pending if r.unschedulable is not None and not r.outdated]
+        placed = [r for r in pending if r.unschedulable is None and not r.outdated]
         order = ([(r, 1) for r in failed] + [(r, 1) for r in _longest_stuck_first(stuck)]
-                 + [(r, 1) for r in _oldest_first(idle)]
+                 + [(r, 1) for r in _oldest_first(outdated)]
+                 + [(r, 1) for r in _oldest_first([r for r in idle if not r.outdated])]
                  + [(r, 2) for r in _newest_first(placed)])
         surplus = total - spec.replicas
         for runner, wave in order[:surplus]:
@@ -331,7 +342,12 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
                    for r, wave in order[surplus:]]
 
     # Failed runners wait out their backoff, then make way for a successor if the slot is wanted.
-    live = [r for r in pending + idle + busy if r.name not in gone]
+    # Outdated runners that are not busy are no runners of the set — they can take none of its
+    # jobs —: they make way at once, at any patch ID, for a successor if the slot is wanted
+    # (a busy one finishes its job; do-once, it is then gone, and a slot refilled gets a
+    # runner of the current settings).
+    stale = [r for r in outdated if r.name not in gone]
+    live = [r for r in pending + idle + busy if r.name not in gone and r not in stale]
     waiting = [r for r in failed if r.name not in gone and not _due(r, now)]
     due = [r for r in failed if r.name not in gone and _due(r, now)]
     occupied = len(live) + len(waiting)
@@ -343,9 +359,15 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
             retries.append(runner.failures + 1)
             replaced.append(runner.name)
             occupied += 1
-    # A failed runner past its backoff goes in this pass anyway: removing it in place of a
-    # surplus runner that proves busy would free no slot.
-    standby = [d for d in standby if d.name not in {r.name for r in due}]
+    for runner in stale:  # (no failure: its successor's lineage is its own)
+        deletes.append(Delete(runner.name, DeleteReason.OUTDATED, runner.runner_id, 0))
+        if occupied < spec.replicas:
+            retries.append(runner.failures)
+            replaced.append(runner.name)
+            occupied += 1
+    # A failed or outdated runner goes in this pass anyway: removing it in place of a surplus
+    # runner that proves busy would free no slot.
+    standby = [d for d in standby if d.name not in {r.name for r in due + stale}]
 
     create, held = 0, []
     missing = max(spec.replicas - occupied, 0)

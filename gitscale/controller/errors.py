@@ -50,6 +50,11 @@ class PlatformError(ControllerError):
     """GitHub or Buildkite refused or failed; the message names the URL, never a token."""
 
 
+class PlatformOutage(PlatformError):
+    """GitHub or Buildkite failed rather than refused: a 5xx, no answer, a rate limit
+    (``PlatformUnavailable`` in Ready)."""
+
+
 class RunnerBusy(PlatformError):
     """GitHub answered 422 to an unregister: the runner is still running a job."""
 

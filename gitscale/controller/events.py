@@ -44,7 +44,8 @@ SIMILAR = 10  # distinct messages of one reason within WINDOW before they are co
 COMBINED = "(combined from similar events): "  # client-go's prefix, as kubectl users know it
 QUIET = {"Creating"}  # Ready False reasons that are no warning (a pass in progress)
 _DELETED = {DeleteReason.SURPLUS: "surplus (scale-down)", DeleteReason.FINISHED: "finished",
-            DeleteReason.FAILED: "failed"}
+            DeleteReason.FAILED: "failed",
+            DeleteReason.OUTDATED: "outdated (made for other job settings)"}
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ while the rate limit runs low), unregistration.
 The requests go through the GitHub client (``gitscale.clients.github``: every page by ``Link``,
 rate limits, errors naming the URL and the cause); its errors become the controller's here, so
 the decision code branches on a class: 401/403 ``CredentialsError``, 409 from generate-jitconfig
-``RunnerNameTaken``, 422 from a delete ``RunnerBusy`` (the runner runs a job), anything else
-(a rate limit, no answer, a 5xx, an odd answer) ``PlatformError``. A rate limit of at most
+``RunnerNameTaken``, 422 from a delete ``RunnerBusy`` (the runner runs a job), a rate limit,
+no answer or a 5xx ``PlatformOutage``, anything else (an odd answer) ``PlatformError``. After
+a 5xx or no answer GitHub is asked again by no set of the client before a wait, then once
+(``outage.py``). A rate limit of at most
 ``MAX_WAIT`` seconds is waited for; a longer one is reported, and nothing more is asked of
 GitHub before it lifts.
 
@@ -39,9 +41,11 @@ from gitscale.controller.errors import (
     CredentialsMissing,
     InvalidRunnerSet,
     PlatformError,
+    PlatformOutage,
     RunnerBusy,
     RunnerNameTaken,
 )
+from gitscale.controller.outage import Outage
 from gitscale.controller.platform import LIST_MAX_AGE, Registered, Registration
 from gitscale.redact import hold
 
@@ -148,6 +152,8 @@ class GitHub:
         # change size under it.
         self._listed: tuple[float, dict[int, Registered]] | None = None
         self._pages = 1  # of the last list
+        # GitHub failing (a 5xx, no answer): asked again by no set before a wait, then once.
+        self.outage = Outage("GitHub", clock=monotonic)
 
     def close(self) -> None:
         self._api.close()
@@ -166,6 +172,7 @@ class GitHub:
             self._listed, self._pages, self._groups = listed, pages, groups
         self._api.http.cache = old._api.http.cache
         self._api.http.budget = old._api.http.budget
+        self.outage.take_over(old.outage)
 
     # -- verbs --------------------------------------------------------------------------------
     def register(self, name: str, labels: Sequence[str], group: str | None) -> Registration:
@@ -175,13 +182,13 @@ class GitHub:
                 "labels": list(labels), "work_folder": "_work"}
         path = self.scope.path
         try:
-            data = _call(self._api.generate_jitconfig, path, body)
+            data = self._ask(self._api.generate_jitconfig, path, body)
         except RunnerNameTaken:
             stale = self.find(name)
             if stale is None:
                 raise
             self.unregister(stale)  # RunnerBusy if a live runner owns the name: let it be
-            data = _call(self._api.generate_jitconfig, path, body)
+            data = self._ask(self._api.generate_jitconfig, path, body)
         try:
             return Registration(int(data["runner"]["id"]), str(data["encoded_jit_config"]))
         except (KeyError, TypeError, ValueError):
@@ -190,7 +197,7 @@ class GitHub:
 
     def unregister(self, runner_id: int) -> None:
         """Remove a registration; already gone is fine. ``RunnerBusy`` when it runs a job."""
-        _call(self._api.delete_runner, self.scope.path, runner_id)
+        self._ask(self._api.delete_runner, self.scope.path, runner_id)
         with self._lock:
             if self._listed is not None and runner_id in self._listed[1]:
                 read_at, listed = self._listed
@@ -198,7 +205,7 @@ class GitHub:
 
     def find(self, name: str) -> int | None:
         """The id of the runner registered as ``name``, if there is one."""
-        found = _runners(_call(self._api.runners, self.scope.path, name))
+        found = _runners(self._ask(self._api.runners, self.scope.path, name))
         return next((i for i, r in found.items() if r.name == name), None)
 
     def runners(self, max_age: float = LIST_MAX_AGE) -> Mapping[int, Registered]:
@@ -217,7 +224,7 @@ class GitHub:
                 if age < self.reuse(max_age):
                     return MappingProxyType(self._listed[1]), max(age, 0.0)
         read_at = self._monotonic()
-        listed = _call(self._api.runners, self.scope.path)
+        listed = self._ask(self._api.runners, self.scope.path)
         found = _runners(listed)
         with self._lock:
             self._listed = (read_at, found)
@@ -245,7 +252,7 @@ class GitHub:
             if group in self._groups:
                 return self._groups[group]
         owner = "/".join(self.scope.path.split("/")[:2])
-        groups = {g.get("name"): g.get("id") for g in _call(self._api.runner_groups, owner)
+        groups = {g.get("name"): g.get("id") for g in self._ask(self._api.runner_groups, owner)
                   if isinstance(g, dict) and isinstance(g.get("id"), int)}
         found: int | None = groups.get(group)
         if found is None:
@@ -255,20 +262,31 @@ class GitHub:
             self._groups[group] = found
         return found
 
-
-def _call(verb: Callable[..., T], *args: Any) -> T:
-    """``verb`` of the GitHub client, its errors as the controller's."""
-    try:
-        return verb(*args)
-    except ApiError as exc:
-        raise translate(exc) from None
+    def _ask(self, verb: Callable[..., T], *args: Any) -> T:
+        """``verb`` of the GitHub client, its errors as the controller's; not sent while GitHub
+        is given time after failing (``outage.py``)."""
+        ticket = self.outage.before()
+        try:
+            answer = verb(*args)
+        except ApiError as exc:
+            error = translate(exc)
+            if isinstance(error, PlatformOutage) and not isinstance(exc, RateLimited):
+                self.outage.failed(ticket, str(error))
+            else:
+                self.outage.answered(ticket)
+            raise error from None
+        except BaseException:
+            self.outage.abandoned(ticket)
+            raise
+        self.outage.answered(ticket)
+        return answer
 
 
 def translate(exc: ApiError) -> PlatformError:
     """The client's error as the controller's: the same message, a class to branch on."""
     message = str(exc)
-    if isinstance(exc, (RateLimited, Unreachable)):
-        return PlatformError(message)
+    if isinstance(exc, (RateLimited, Unreachable)) or exc.status >= 500:
+        return PlatformOutage(message)
     if exc.status in (401, 403) or isinstance(exc, Unsendable):
         return CredentialsError(message)
     if exc.status == 409:

@@ -24,6 +24,8 @@ LABEL_PATCH = "gitscale.dev/patch-id"
 ANNOTATION_FAILURES = "gitscale.dev/failures"
 ANNOTATION_RUNNER_ID = "gitscale.dev/runner-id"
 ANNOTATION_SPEC_TIME = "gitscale.dev/effective-time"  # of the spec that created the pod
+# A digest of the platform settings that decide which jobs the runner takes (``Kind.matching``)
+ANNOTATION_MATCHING = "gitscale.dev/matching"
 RUNNER_CONTAINER = "runner"
 FINALIZER = "gitscale.dev/runners"  # held until the set's runners are unregistered and gone
 
@@ -140,7 +142,7 @@ def _int(spec: Mapping[str, Any], name: str, lo: int, hi: int) -> int:
 def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | None,
               busy_until: datetime | None, now: datetime,
               running: RunningRule | None = None, came_online: bool = False,
-              listed_at: datetime | None = None) -> Runner:
+              listed_at: datetime | None = None, matching: str | None = None) -> Runner:
     """A pod as the decision sees it.
 
     ``registered`` is the platform's view (GitHub's runner list by runner id, Buildkite's
@@ -153,16 +155,23 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
     That is judged on a list read at ``listed_at`` (None: ``now``), which lists are reused:
     a list read before the timeout ran out says nothing about the runner since, so the runner
     stays pending until a list read after it says the same.
+
+    ``matching``: the digest of the set's job-matching settings now (``podspec.matching_of``);
+    a pod made for others is ``outdated`` (a pod without the annotation is not: unknown).
     """
     meta = pod.get("metadata") or {}
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
     status = pod.get("status") or {}
     runner_id = _maybe_int(notes.get(ANNOTATION_RUNNER_ID))
 
+    made_for = notes.get(ANNOTATION_MATCHING)
+    outdated = matching is not None and made_for is not None and made_for != matching
+
     def make(phase: Phase, finished_at: datetime | None = None) -> Runner:
         return Runner(str(meta.get("name")), _maybe_int(labels.get(LABEL_PATCH)) or 0, phase,
                       runner_id, finished_at, _maybe_int(notes.get(ANNOTATION_FAILURES)) or 0,
-                      _time(meta.get("creationTimestamp")), _time(notes.get(ANNOTATION_SPEC_TIME)))
+                      _time(meta.get("creationTimestamp")), _time(notes.get(ANNOTATION_SPEC_TIME)),
+                      outdated=outdated)
 
     if meta.get("deletionTimestamp"):
         return make(Phase.TERMINATING)

@@ -165,3 +165,7 @@ class Kind:
     # runner is known idle, so an unreadable list is an error of the pass; and registrations a
     # crash left without a pod are swept, found by these labels of the set.
     registration_labels: Callable[[Any], frozenset[str]] | None = None
+    # The settings that decide which jobs a runner takes (GitHub: scope, labels, runner group;
+    # Buildkite: queue, tags), as strings: a runner made for others than the set has now is
+    # outdated, and replaced unless busy (``decide``). Empty: never outdated.
+    matching: Callable[[Any], tuple[str, ...]] = lambda settings: ()

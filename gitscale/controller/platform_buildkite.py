@@ -174,9 +174,14 @@ def _secrets(settings: BuildkiteSettings) -> frozenset[str]:
     return frozenset({settings.api_token_secret} if settings.api_token_secret else ())
 
 
+def matching(settings: BuildkiteSettings) -> tuple[str, ...]:
+    """What decides which jobs an agent takes: its queue and tags (as it was started with)."""
+    return (f"queue={settings.queue}", *sorted(settings.tags))
+
+
 BUILDKITE = Kind(
     name="buildkite", schema=SCHEMA, settings=settings, running=running, adapter=adapter,
-    secrets=_secrets, busy_known=busy_known,
+    secrets=_secrets, busy_known=busy_known, matching=matching,
     # SIGTERM makes the agent finish its job before exiting: give it the time to.
     pod_defaults={"terminationGracePeriodSeconds": 3600},
     # No runner_defaults: a command would replace the image's entrypoint (and tini with it).

@@ -142,9 +142,21 @@ def adapter(clients: Clients, namespace: str, settings: GitHubSettings) -> Adapt
     return GitHubRunners(client, settings)
 
 
+def matching(settings: GitHubSettings) -> tuple[str, ...]:
+    """What decides which jobs a runner takes: where it registers (the API and the org, repo or
+    enterprise), its labels and its runner group (as it registered)."""
+    url = urlsplit(settings.config_url)
+    where = f"{url.netloc}/{url.path.strip('/')}".lower()  # (GitHub's names ignore case)
+    repository = url.path.strip("/").count("/") == 1 and not url.path.strip("/").startswith(
+        "enterprises/")
+    group = "Default" if repository else settings.runner_group or "Default"
+    return (where, f"group={group}", *sorted(set(settings.labels)))
+
+
 GITHUB = Kind(
     name="github", schema=SCHEMA, settings=settings, running=running, adapter=adapter,
     secrets=lambda s: frozenset({s.credentials_secret}), busy_known=busy_known,
+    matching=matching,
     registration_labels=lambda s: frozenset(s.labels),
     runner_defaults={"command": [RUN_SH]},
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
+import json
 import re
 import secrets
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from typing import Any
 
 from gitscale.controller.observe import (
     ANNOTATION_FAILURES,
+    ANNOTATION_MATCHING,
     ANNOTATION_RUNNER_ID,
     ANNOTATION_SPEC_TIME,
     LABEL_PATCH,
@@ -54,6 +56,16 @@ def _prefix(set_name: str) -> str:
     return set_name[:NAME_MAX - 12].rstrip("-.")
 
 
+def matching_of(rs: RunnerSetView) -> str | None:
+    """A digest of the set's settings that decide which jobs its runners take
+    (``Kind.matching``: GitHub's scope, labels and runner group, Buildkite's queue and tags),
+    carried by each pod; None when the platform names none."""
+    settings = rs.kind.matching(rs.settings)
+    if not settings:
+        return None
+    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+
+
 def owner_reference(rs: RunnerSetView) -> dict[str, Any]:
     # No blockOwnerDeletion, here or on the Secret's reference to its pod: where the
     # OwnerReferencesPermissionEnforcement admission plugin runs (OpenShift), setting it needs
@@ -74,6 +86,9 @@ def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
         notes[ANNOTATION_RUNNER_ID] = str(runner_id)
     if rs.spec.effective_time is not None:  # with the patch label: which write made this pod
         notes[ANNOTATION_SPEC_TIME] = format_time(rs.spec.effective_time)
+    matching = matching_of(rs)
+    if matching is not None:  # which jobs it takes: told from a later edit (``outdated``)
+        notes[ANNOTATION_MATCHING] = matching
     spec = template["spec"]
     spec["restartPolicy"] = "Never"
     target = runner_container(template)

@@ -44,6 +44,7 @@ from gitscale.controller.observe import (
 )
 from gitscale.controller.platform import Listed, Unavailable
 from gitscale.controller.platforms import kind_of
+from gitscale.controller.podspec import matching_of
 from gitscale.controller.registered import platform_of, refused, registered_of, without_platform
 from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
 from gitscale.controller.runnerset_writes import finish, hold, release, write
@@ -79,7 +80,10 @@ def reconcile(ctx: Context, key: str) -> Report:
             "status"), now), now, generation=generation, observed=_patch_id(obj))
 
     if not view.deleting:
-        obj = hold(ctx, obj, report)
+        held = hold(ctx, obj, report)
+        if held is None:  # edited since it was read: nothing done on a stale spec
+            return report
+        obj = held
     report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None
@@ -92,6 +96,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     # the second, as a container's start: a list read by this pass counts as read now).
     listed_at = now - timedelta(seconds=int(registered.age)) \
         if isinstance(registered, Listed) else None
+    matching = matching_of(view)  # (a pod made for other settings is outdated)
     by_name = {}
     runners: list[Runner] = []
     dead: set[str] = set()  # runners that stopped for good (busy or not, GitHub may say)
@@ -99,7 +104,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     for pod in pods:
         name = pod["metadata"]["name"]
         runner = runner_of(pod, registered, ctx.memory.busy_until(key, name), now,
-                           view.kind.running, ctx.memory.came_online(key, name), listed_at)
+                           view.kind.running, ctx.memory.came_online(key, name), listed_at,
+                           matching)
         if registered is not None and runner.phase in (Phase.IDLE, Phase.BUSY):
             ctx.memory.mark_online(key, name)  # no registration timeout for it any more
         if unavailable and runner.phase in (Phase.PENDING, Phase.FAILED, Phase.FINISHED):
@@ -119,7 +125,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                               now)
     report.busy += retired.busy
     report.errors += retired.errors
-    refused(ctx, view, retired)
+    refused(ctx, view, retired, report)
     report.actions = actions
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
@@ -158,7 +164,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.deleted = removed.deleted
     report.busy += removed.busy
     report.errors += removed.errors
-    refused(ctx, view, removed)
+    refused(ctx, view, removed, report)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return release(ctx, obj, report)
 
@@ -225,9 +231,14 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
     for name in standby & set(report.busy):  # it took a job too
         if runners[name].phase is Phase.IDLE:
             idle, busy = idle - 1, busy + 1
-    for name in set(report.busy) - surplus - standby:  # failed, but it runs a job (a 422)
-        if runners[name].phase is Phase.FAILED:
+    for name in set(report.busy) - surplus - standby:  # replaced, but it runs a job (a 422)
+        phase = runners[name].phase
+        if phase is Phase.FAILED:
             failed, busy = failed - 1, busy + 1
+        elif phase is Phase.IDLE:  # (outdated)
+            idle, busy = idle - 1, busy + 1
+        elif phase is Phase.PENDING:
+            pending, busy = pending - 1, busy + 1
     return Status(pending + idle + busy + failed, pending, idle, busy, failed,
                   counts.observed_patch_id, counts.wanted, counts.held + unrefilled,
                   counts.waiting)

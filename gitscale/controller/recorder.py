@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Callable
 
-from gitscale.controller.errors import ControllerError, NotFound
+from gitscale.controller.errors import ControllerError, KubeError, NotFound
 from gitscale.controller.events import (
     Correlator,
     Event,
@@ -124,10 +124,12 @@ class Recorder:
                           event.reason, exc)
             else:
                 self._failing = True
-                log.warning("%s/%s: Event %s not posted: %s (the controller's Role needs "
-                            "create and patch on events; the passes go on, further failures "
-                            "are logged at debug level)", ref["namespace"], ref["name"],
-                            event.reason, exc)
+                # Only a 403 is the Role's doing; an outage (no answer, a 5xx) is not.
+                why = "the controller's Role needs create and patch on events; " if (
+                    isinstance(exc, KubeError) and exc.status == 403) else ""
+                log.warning("%s/%s: Event %s not posted: %s (%sthe passes go on, further "
+                            "failures are logged at debug level until one is posted)",
+                            ref["namespace"], ref["name"], event.reason, exc, why)
             return
         self._failing = False
         self._correlator.posted(post, name)

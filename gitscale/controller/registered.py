@@ -11,18 +11,36 @@ from datetime import datetime, timedelta
 
 from gitscale.controller import status as st
 from gitscale.controller.context import ERROR_RETRY, Context, Report
-from gitscale.controller.errors import ControllerError, CredentialsError, InvalidRunnerSet
+from gitscale.controller.errors import (
+    ControllerError,
+    CredentialsError,
+    InvalidRunnerSet,
+    PlatformOutage,
+)
 from gitscale.controller.leftovers import EVERY, sweep
+from gitscale.controller.outage import NotAsked
 from gitscale.controller.observe import RawObject, RunnerSetView, registration_timed_out, stopped
 from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.remove import Removed
 
 
-def refused(ctx: Context, view: RunnerSetView, removed: Removed) -> None:
+def refused(ctx: Context, view: RunnerSetView, removed: Removed, report: Report) -> None:
     """An unregistration refused the set's credentials (a revoked or rotated token): its
-    clients are forgotten, so the next pass reads the Secret again."""
+    clients are forgotten, so the next pass reads the Secret again. One the platform failed
+    (an outage): Ready says so (``PlatformUnavailable``), unless the pass has a reason already."""
     if removed.refused is not None:
         ctx.platforms.refused(view, removed.refused)
+    if removed.outage is not None and report.reason is None:
+        report.reason = st.platform_reason(removed.outage)
+    if isinstance(removed.outage, NotAsked):
+        _again(report, removed.outage)
+
+
+def _again(report: Report, exc: NotAsked) -> None:
+    """A call not made while the platform is given time: the pass is tried again when it
+    may be (a second, when only the one request trying it was in the way)."""
+    now = report.requeue_after if report.requeue_after is not None else ERROR_RETRY
+    report.requeue_after = min(now, max(exc.after, 0.1))
 
 
 def platform_of(ctx: Context, view: RunnerSetView) -> Adapter:
@@ -79,9 +97,11 @@ def registered_of(ctx: Context, view: RunnerSetView, platform: Adapter, pods: li
         # holds; BusyKnown says so.
         if registers:
             report.errors.append(str(exc))
-            if isinstance(exc, CredentialsError):
+            if isinstance(exc, (CredentialsError, PlatformOutage)):
                 report.reason = st.platform_reason(exc)
         report.unheard = str(exc)
+        if isinstance(exc, NotAsked):
+            _again(report, exc)
         return None
     if found is None:
         return None

@@ -26,6 +26,7 @@ from gitscale.controller.errors import (
     Interrupted,
     NotFound,
     PlatformError,
+    PlatformOutage,
     RunnerBusy,
 )
 from gitscale.controller.kube import Kube
@@ -39,19 +40,26 @@ BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked ag
 
 @dataclass
 class Removed:
-    """What the removals of a pass did: runners removed, kept as busy (422), errors, and the
+    """What the removals of a pass did: runners removed, kept as busy (422), errors, the
     platform's refusal of the set's credentials (a 401/403 on unregister: the caller has the
-    Secret read again, as a refused registration or list does)."""
+    Secret read again, as a refused registration or list does) and its failure (a 5xx, no
+    answer, a rate limit: Ready says ``PlatformUnavailable``)."""
 
     deleted: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     refused: CredentialsError | None = None
+    outage: PlatformOutage | None = None  # the platform failed (Ready: PlatformUnavailable)
 
     def failed(self, message: str, exc: ControllerError) -> None:
-        self.errors.append(message)
+        """One removal failed. The same message once (the runners the platform was not asked
+        about while it is given time say the same thing)."""
+        if message not in self.errors:
+            self.errors.append(message)
         if isinstance(exc, CredentialsError):
             self.refused = exc
+        elif isinstance(exc, PlatformOutage):
+            self.outage = exc
 
 
 def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
@@ -94,16 +102,19 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
            platform: Adapter, actions: Actions, dead: set[str],
            now: datetime) -> tuple[Actions, Removed]:
     """Failed runners to be replaced whose pods have not stopped (past their registration
-    timeout, judged on a list that may be a little old; stuck) are unregistered *before*
-    their successors are created: one that took a job meanwhile (GitHub's 422) is busy, kept
+    timeout, judged on a list that may be a little old; stuck), and outdated ones (made for
+    job settings the set no longer has), are unregistered *before* their successors are
+    created: one that took a job meanwhile (GitHub's 422) is busy, kept
     and not replaced — its successor would put the set above ``replicas``, and a scale-up
     (patch > 0) never scales down —; one that could not be unregistered (a 5xx, no answer,
     a rate limit) is kept, not replaced, and tried again by the next pass. The others go
     as usual (their pods after their successors exist), without being unregistered twice.
     Returns the actions without the runners kept, and what was kept (busy, errors)."""
     out = Removed()
+    why = {d.name: d.reason for d in actions.deletes}
     ids = {d.name: d.runner_id for d in actions.deletes
-           if d.reason is DeleteReason.FAILED and d.runner_id is not None}
+           if d.reason in (DeleteReason.FAILED, DeleteReason.OUTDATED)
+           and d.runner_id is not None}
     todo = [n for n in actions.replaced if n not in dead and n in ids]
     if not todo or halt.is_set():  # (halted: no successor is created anyway)
         return actions, out
@@ -114,8 +125,10 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
             future.result()
         except RunnerBusy:
             kept.add(name)
-            _busy(out, memory, view, name, now, "never seen online in the runner list, is "
-                  "running a job: kept, not replaced")
+            _busy(out, memory, view, name, now, "made for other job settings, took a job: "
+                  "kept until it is done, not replaced" if why[name] is DeleteReason.OUTDATED
+                  else "never seen online in the runner list, is running a job: kept, not "
+                  "replaced")
         except ControllerError as exc:
             kept.add(name)
             out.failed(f"runner {name} not replaced: it could not be unregistered first "

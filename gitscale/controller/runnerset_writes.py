@@ -18,11 +18,16 @@ from gitscale.controller.observe import FINALIZER, RawObject
 from gitscale.redact import redact
 
 log = logging.getLogger("gitscale.controller")
+STALE_RETRY = 1.0  # seconds: a pass that read a set edited since runs again (if no event came)
 
 
-def hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
+def hold(ctx: Context, obj: RawObject, report: Report) -> RawObject | None:
     """Add the finalizer, before any runner is created. A failure is an error of the pass (it
-    is tried again); the pass goes on, since not serving the set would help no one."""
+    is tried again); the pass goes on, since not serving the set would help no one. A
+    conflict is no failure: someone edited the set since it was read (Argo CD, Flux, a
+    human), so the pass was about to act on a spec that is no longer the set's. None then:
+    the pass stops with nothing done, and the edit, on its way through the watch, brings the
+    next one (``STALE_RETRY`` at the latest)."""
     meta = obj["metadata"]
     finalizers = list(meta.get("finalizers") or [])
     if FINALIZER in finalizers or ctx.deposed.is_set():  # (deposed: the new leader adds it)
@@ -32,6 +37,11 @@ def hold(ctx: Context, obj: RawObject, report: Report) -> RawObject:
             meta["namespace"], meta["name"], finalizers + [FINALIZER], meta["resourceVersion"])
     except NotFound:
         return obj
+    except Conflict:
+        log.debug("%s: edited since it was read: the pass starts again on the new version",
+                  report.key)
+        report.requeue_after = STALE_RETRY
+        return None
     except KubeError as exc:
         report.errors.append(str(exc))
         return obj
@@ -51,6 +61,9 @@ def release(ctx: Context, obj: RawObject, report: Report) -> Report:
                 meta["namespace"], meta["name"], finalizers, meta["resourceVersion"])
         except NotFound:
             updated = None
+        except Conflict:  # edited meanwhile: the next pass, on the new version, lifts it
+            report.requeue_after = STALE_RETRY
+            return report
         except KubeError as exc:
             report.errors.append(str(exc))
             report.requeue_after = ERROR_RETRY
@@ -95,8 +108,12 @@ def write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
                                                          ready.get("message")):
             log.warning("%s: %s", report.key, ready.get("message", ready.get("reason")))
     meta = obj["metadata"]
+    # A merge patch keeps what it does not name: a field the new status no longer has (the
+    # effectiveTime of a write that has none) is sent as null, or it would stay, and every
+    # later pass would find the status changed and patch it again.
+    patch = {**new, **{k: None for k in obj.get("status") or {} if k not in new}}
     try:
-        updated = ctx.kube.patch_runnerset_status(meta["namespace"], meta["name"], new)
+        updated = ctx.kube.patch_runnerset_status(meta["namespace"], meta["name"], patch)
     except NotFound:
         return obj
     except KubeError as exc:

@@ -160,7 +160,10 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int,
         parts.append(f"{counts.held} finished, their slots refilled on the next spec write")
     message = f"{counts.replicas + counts.held} of {counts.wanted} runner(s): " + ", ".join(parts)
     if counts.replicas + counts.held > counts.wanted:
-        message += "; the surplus goes on the next patch-0 write (never a busy runner)"
+        # On patch 0 the pass removed every surplus runner it could: what is left runs a job.
+        message += ("; the surplus goes as its runners finish their jobs (never a busy runner)"
+                    if counts.observed_patch_id == 0 else
+                    "; the surplus goes on the next patch-0 write (never a busy runner)")
     return Condition(READY, True, "Reconciled", message)
 
 

@@ -6,26 +6,24 @@ noise. So nothing is re-emitted: the exact character span of each value (libyaml
 or the same offsets from ``gitscale.yamlio.block``, which reads a manifest's usual block style
 without libyaml, data and spans in one pass) tells where to splice new values into the original
 text, and missing keys are inserted next to their siblings with the file's own indentation and
-line ending. The result is re-read and compared with the intended object before anything is
-written, so a splice bug can never produce a silently wrong manifest.
+line ending (``gitscale.manifest.splice``). The result is re-read and compared with the intended
+object before anything is written (``gitscale.manifest.verify``), so a splice bug can never
+produce a silently wrong manifest.
 """
 from __future__ import annotations
 
-import copy
-import functools
-import json
 import re
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Mapping
 
-from gitscale.yamlio import block as yamlblock
-
-from gitscale.yamlio import fast as yamlfast
 from gitscale.errors import ManifestError
+from gitscale.manifest.splice import Splice, Value, apply, insert, replace
 from gitscale.manifest.target import SPEC_PATCH, FieldPath, KeptReads, Owned
+from gitscale.manifest.verify import verify
+from gitscale.yamlio import block as yamlblock
+from gitscale.yamlio import fast as yamlfast
+from gitscale.yamlio.read import Document
 from gitscale.yamlio.span import MAP, SCALAR, SEQ, Span
-from gitscale.yamlio.read import Document, load_documents
 
 if TYPE_CHECKING:
     from yaml.nodes import Node
@@ -33,7 +31,8 @@ if TYPE_CHECKING:
 # PyYAML is imported only for a text the line reader does not take (flow style, anchors, block
 # scalars...): a pass that edits block-style manifests never needs it, and importing it costs
 # ≈ 20 ms of a CLI start.
-Value = int | str
+
+__all__ = ["Edit", "Edited", "Remove", "Value", "edit_fields", "set_fields"]
 
 
 @dataclass(frozen=True)
@@ -48,16 +47,6 @@ class Remove:
 
 
 Edit = Value | Remove
-
-
-_WHERE = attrgetter("start", "order")
-
-
-class _Splice(NamedTuple):
-    start: int
-    end: int
-    text: str
-    order: int
 
 
 _LONE_CR = re.compile(r"\r(?!\n)")
@@ -95,12 +84,12 @@ def edit_fields(text: str, source: str, doc_index: int, values: Mapping[FieldPat
                             "of classic Mac OS); gitscale edits files whose lines end in LF or "
                             "CRLF: convert it (e.g. `mac2unix`)",
                             text.count("\n", 0, lone.start()) + 1)
+    if any(isinstance(v, Remove) for v in values.values()):
+        return _edit_removing(text, source, doc_index, values, before, kept, owned)
     docs, before = _parse(text, source, before, kept)
     root = _document_root(docs, doc_index, text, source)
     newline = "\r\n" if "\r\n" in text else "\n"
-    splices: list[_Splice] = []
-    if any(isinstance(v, Remove) for v in values.values()):
-        return _edit_removing(text, source, doc_index, values, before, kept, owned)
+    splices: list[Splice] = []
     plain: Mapping[FieldPath, Value] = values  # type: ignore[assignment]  # (no Remove: above)
     pending: dict[tuple[int, str], dict[FieldPath, Value]] = {}
     parents: dict[int, Span] = {}
@@ -128,19 +117,17 @@ def edit_fields(text: str, source: str, doc_index: int, values: Mapping[FieldPat
                 if value_node.kind != SCALAR:
                     raise ManifestError(source, f"{'.'.join(path)} is not a scalar",
                                         value_node.line + 1)
-                splices.append(_replace(text, key_node, value_node, value, order))
+                splices.append(replace(text, key_node, value_node, value, order))
             node = value_node
     inserted: set[int] = set()
     steps: dict[int, int] = {}  # each mapping's indentation step, found once
     after = owned.after
     for order, ((parent_id, key), subtree) in enumerate(pending.items(), start=len(values)):
-        splices.append(_insert(text, root, parents[parent_id], key, subtree, newline, order,
-                               steps, after.get(key, ()), first=parent_id not in inserted))
+        splices.append(insert(text, root, parents[parent_id], key, subtree, newline, order,
+                              steps, after.get(key, ()), first=parent_id not in inserted))
         inserted.add(parent_id)
-    result = text
-    for splice in sorted(splices, key=_WHERE, reverse=True):
-        result = result[: splice.start] + splice.text + result[splice.end:]
-    old, new = _verify(text, result, source, doc_index, plain, before)
+    result = apply(text, splices)
+    old, new = verify(text, result, source, doc_index, plain, before)
     return Edited(result, old, new)
 
 
@@ -181,7 +168,7 @@ def _edit_removing(text: str, source: str, doc_index: int,
     result = current
     for start, end in sorted(cuts, reverse=True):
         result = result[:start] + result[end:]
-    old, new = _verify(text, result, source, doc_index, {**plain, **fallback}, before, removed)
+    old, new = verify(text, result, source, doc_index, {**plain, **fallback}, before, removed)
     return Edited(result, old, new)
 
 
@@ -287,204 +274,3 @@ def _lookup(node: Span, key: str) -> tuple[Span, Span] | None:
     return node.find(key)
 
 
-def render(value: Value, like: Span | None = None) -> str:
-    if isinstance(value, int):
-        return str(value)
-    # Single quotes have no escapes (and fold line breaks): keep them only for printable text.
-    if like is not None and like.style == "'" and value.isprintable():
-        return "'" + value.replace("'", "''") + "'"
-    if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
-        return '"' + value + '"'  # what json.dumps writes for it, without its encoder
-    if all(ord(c) <= 0xFFFF for c in value):
-        return json.dumps(value)
-    # json.dumps writes U+10000 and up as a surrogate pair, which YAML reads as two characters
-    return '"' + "".join(json.dumps(c)[1:-1] if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
-                         for c in value) + '"'
-
-
-def _replace(text: str, key: Span, node: Span, value: Value, order: int) -> _Splice:
-    start, end = node.start, node.end
-    rendered = render(value, node)
-    if start == end:  # an empty (null) value: `replicas:`; its mark may be on the next line
-        colon = key.end
-        while colon < len(text) and text[colon] in " \t":
-            colon += 1
-        if colon < len(text) and text[colon] == ":":
-            return _Splice(colon + 1, colon + 1, " " + rendered, order)
-        if start > 0 and text[start - 1] == ":":
-            rendered = " " + rendered
-    return _Splice(start, end, rendered, order)
-
-
-def _insert(text: str, root: Span, mapping: Span, key: str,
-            subtree: dict[FieldPath, Value], newline: str, order: int,
-            steps: dict[int, int], after: tuple[str, ...], first: bool = True) -> _Splice:
-    """``key`` (with ``subtree`` below it) inserted into ``mapping``: after the first of the
-    siblings ``after`` found as a one-line scalar, else before its first key."""
-    if mapping.flow:
-        return _insert_flow(text, mapping, key, subtree, order, first)
-    first_key = mapping.first_key()
-    if first_key is None:
-        raise ManifestError("", "cannot insert into an empty block mapping")
-    indent = first_key.column
-    step = steps.get(id(mapping)) or steps.setdefault(id(mapping), _indent_step(mapping, root))
-    lines = _render_block(key, subtree, indent, step)
-    anchor = _anchor(mapping, after)
-    if anchor is not None:
-        line_end = text.find("\n", anchor.end)
-        if line_end == -1:
-            line_end = len(text)
-            if not text.endswith("\n"):
-                return _Splice(line_end, line_end, newline + newline.join(lines), order)
-        if line_end > 0 and text[line_end - 1] == "\r":
-            line_end -= 1
-        return _Splice(line_end, line_end, newline + newline.join(lines), order)
-    at = first_key.start
-    body = newline.join(lines)[indent:]  # the first line is already indented in place
-    return _Splice(at, at, body + newline + " " * indent, order)
-
-
-def _anchor(mapping: Span, after: tuple[str, ...]) -> Span | None:
-    for sibling in after:
-        found = _lookup(mapping, sibling)
-        if found and found[1].kind == SCALAR:
-            value = found[1]
-            if value.line == value.end_line == found[0].line:
-                return value
-    return None
-
-
-def _indent_step(mapping: Span, root: Span) -> int:
-    """The file's indentation step: from ``mapping``'s own nested mappings if it has any, else
-    from the first nested block mapping in the document (``metadata`` with only a name in a
-    4-space file must get a 4-space ``annotations`` block, not 2)."""
-    queue: list[Span] = [mapping, root]
-    while queue:
-        parent = queue.pop(0)
-        if parent.kind != MAP or parent.flow:
-            continue
-        first = parent.first_key()
-        if first is None:
-            continue
-        nested = parent.block_mappings()  # (only these can give a step, or hold one)
-        for value in nested:
-            step: int = value.first_key().column - first.column  # type: ignore[union-attr]
-            if step > 0:
-                return step
-        if parent is not mapping:
-            queue.extend(nested)
-    return 2
-
-
-def _render_block(key: str, subtree: dict[FieldPath, Value], indent: int, step: int) -> list[str]:
-    pad = " " * indent
-    if () in subtree:
-        return [f"{pad}{render_key(key)}: {render(subtree[()])}"]
-    lines = [f"{pad}{render_key(key)}:"]
-    children: dict[str, dict[FieldPath, Value]] = {}
-    for path, value in subtree.items():
-        children.setdefault(path[0], {})[path[1:]] = value
-    for child, rest in children.items():
-        lines.extend(_render_block(child, rest, indent + step, step))
-    return lines
-
-
-def _render_flow(key: str, subtree: dict[FieldPath, Value]) -> str:
-    if () in subtree:
-        return f"{render_key(key)}: {render(subtree[()])}"
-    children: dict[str, dict[FieldPath, Value]] = {}
-    for path, value in subtree.items():
-        children.setdefault(path[0], {})[path[1:]] = value
-    inner = ", ".join(_render_flow(child, rest) for child, rest in children.items())
-    return f"{render_key(key)}: {{{inner}}}"
-
-
-def _insert_flow(text: str, mapping: Span, key: str, subtree: dict[FieldPath, Value],
-                 order: int, first: bool = True) -> _Splice:
-    close = mapping.end - 1
-    while close > 0 and text[close] != "}":
-        close -= 1
-    entry = _render_flow(key, subtree)
-    pairs = mapping.pairs()
-    if pairs:
-        at = pairs[-1][1].end
-        return _Splice(at, at, ", " + entry, order)
-    # `spec: {}` getting several keys: every insertion after the first needs its comma
-    return _Splice(close, close, entry if first else ", " + entry, order)
-
-
-@functools.lru_cache(maxsize=256)
-def render_key(key: str) -> str:
-    plain = key.replace("-", "").replace("_", "").replace(".", "").replace("/", "").isalnum()
-    return key if plain and not key[0].isdigit() else json.dumps(key)
-
-
-def _verify(before: str, after: str, source: str, doc_index: int,
-            values: Mapping[FieldPath, Value], documents: list[Document] | None,
-            removed: Sequence[FieldPath] = ()) -> tuple[list[Document], list[Document]]:
-    """Re-read the result: the target document must equal the old one with ``values`` set.
-    The documents returned for the result hold that expected data (equal, as just checked, to
-    what the result reads as), sharing every untouched part with the old documents."""
-    old_documents = documents or load_documents(before, source, ManifestError)
-    old = [d.data for d in old_documents]
-    try:
-        new = [d.data for d in load_documents(after, source, ManifestError)]
-    except ManifestError as exc:
-        raise ManifestError(source, f"editing produced invalid YAML ({exc.detail}); nothing was "
-                            "written. This is a gitscale bug: please report it") from None
-    expected = _expected(old, doc_index, values, removed)
-    if new != expected:
-        raise ManifestError(source, "editing changed more than the owned fields; nothing was "
-                            "written. This is a gitscale bug: please report it")
-    return old_documents, [Document(data, after, i) for i, data in enumerate(expected)]
-
-
-def _expected(old: list[Any], doc_index: int, values: Mapping[FieldPath, Value],
-              removed: Sequence[FieldPath] = ()) -> list[Any]:
-    """``old`` with ``values`` set in document ``doc_index`` and the ``removed`` keys gone:
-    the mappings on the way to each value are copied, everything else is shared (a deep copy
-    of every manifest was a tenth of a first pass)."""
-    expected = list(old)
-    if type(old[doc_index]) is not dict:
-        expected = copy.deepcopy(old)
-        for path, value in values.items():
-            _set(expected[doc_index], path, value)
-        for path in removed:
-            _pop(expected[doc_index], path)
-        return expected
-    root = expected[doc_index] = dict(old[doc_index])
-    copied = {id(root)}
-    changes: list[tuple[FieldPath, Any]] = [*values.items(), *((p, _MISSING) for p in removed)]
-    for path, value in changes:
-        obj = root
-        for key in path[:-1]:
-            child = obj.get(key, _MISSING)
-            if child is _MISSING:
-                child = obj[key] = {}
-                copied.add(id(child))
-            elif id(child) not in copied:
-                if type(child) is not dict:  # not reached: the edit refused a non-mapping
-                    raise ManifestError("", f"{'.'.join(path)}: {key} is not a mapping")
-                child = obj[key] = dict(child)
-                copied.add(id(child))
-            obj = child
-        if value is _MISSING:
-            obj.pop(path[-1], None)
-        else:
-            obj[path[-1]] = value
-    return expected
-
-
-def _pop(obj: Any, path: Sequence[str]) -> None:
-    for key in path[:-1]:
-        obj = obj[key]
-    obj.pop(path[-1], None)
-
-
-_MISSING: Any = object()
-
-
-def _set(obj: Any, path: Sequence[str], value: Value) -> None:
-    for key in path[:-1]:
-        obj = obj.setdefault(key, {})
-    obj[path[-1]] = value

@@ -41,13 +41,17 @@ class Owned:
     integer its controller reads) or an annotation (its digits, for gitscale alone). An
     ``effective_time`` the controller reads, and a ``backlog`` it refills from under saturation
     (gitscale's controller), when the kind has them. ``annotations``: the mapping of gitscale's
-    own annotations (``A_*``)."""
+    own annotations (``A_*``). ``unset``: what the kind's controller runs while ``replicas``
+    is absent, when that is not none at all (Kubernetes defaults an apps/v1 object's replicas to
+    1, actions-runner-controller a RunnerDeployment's): read as the current count, so a first
+    write of 1 is not taken for a scale-up (which would hold the next scale-down)."""
 
     replicas: FieldPath
     patch_id: FieldPath
     effective_time: FieldPath | None = None
     backlog: FieldPath | None = None
     annotations: FieldPath = ANNOTATIONS
+    unset: int | None = None
     # worked out once from the paths above (a pass asks for each on every set it reads or edits)
     patch_in_annotation: bool = field(init=False, repr=False, compare=False)
     after: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
@@ -90,8 +94,9 @@ class Owned:
 
 SPEC_PATCH = Owned(("spec", "replicas"), ("spec", "patchID"), ("spec", "effectiveTime"),
                    ("spec", "backlog"))
-LEGACY = Owned(("spec", "replicas"), (*ANNOTATIONS, A_PATCH_ID), ("spec", "effectiveTime"))
-REPLICAS_ONLY = Owned(("spec", "replicas"), (*ANNOTATIONS, A_PATCH_ID))
+LEGACY = Owned(("spec", "replicas"), (*ANNOTATIONS, A_PATCH_ID), ("spec", "effectiveTime"),
+               unset=1)
+REPLICAS_ONLY = Owned(("spec", "replicas"), (*ANNOTATIONS, A_PATCH_ID), unset=1)
 
 # Every kind gitscale writes, by apiVersion and kind, with where it keeps the owned fields: one
 # table, so adding a kind is one line (CONTRIBUTING.md, "Adding a target kind"). Anything else
@@ -241,6 +246,8 @@ def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Cu
                             doc.line_of(list(owned.annotations)))
     replicas = _int_field(path, doc, list(owned.replicas), _get(data, owned.replicas),
                           REPLICAS_MAX)
+    if replicas is None:
+        replicas = owned.unset
     if not owned.patch_in_annotation:
         patch_id = _int_field(path, doc, list(owned.patch_id), _get(data, owned.patch_id),
                               PATCH_ID_MAX)

@@ -19,25 +19,19 @@ import re
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-import click
-
+from gitscale import logline
 from gitscale.clients.errors import Unreachable
 from gitscale.clients.http import HttpClient, tls_context
 from gitscale.config.secrets import SecretError, read_secret
 from gitscale.notify.payloads import NotReady, Pushed, Request, request
 from gitscale.redact import redact
 from gitscale.config.notify_targets import Target
-from gitscale.timeutil import format_time, utcnow
 
 Log = Callable[[str], None]
 
 
-def _stderr(message: str) -> None:
-    click.echo(f"{format_time(utcnow())} {message}", err=True)
-
-
 def notify_all(targets: Sequence[Target], pushed: Pushed, *,
-               log: Log = _stderr) -> tuple[str, ...]:
+               log: Log = logline.log) -> tuple[str, ...]:
     """Notify every target in order; returns the labels of those that accepted."""
     accepted = []
     # Loading CA certificates costs 0.1-0.4 s: only when a target speaks https and verifies

@@ -18,7 +18,8 @@ A pass never changes it: it reads it and gathers what it learnt in a ``CacheWrit
 its plan), and the command applies that once, after the pass decided (``StateCache.apply``).
 
 On disk the manifest states are plain tuples (a pickle of ten thousand dataclasses loads 3×
-slower), and each parsed config sits in its own file, so a run loads only the one it uses.
+slower: ``plan.cache_format``), and each parsed config sits in its own file, so a run loads
+only the one it uses (``plan.config_store``).
 """
 from __future__ import annotations
 
@@ -29,39 +30,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, MutableMapping
+from typing import Callable, Iterator
 
-from gitscale import __version__
-from gitscale.config.load import Config, ObjectRef
+from gitscale.config.load import ObjectRef
 from gitscale.core.decide import FOREVER
-from gitscale.core.model import Cap, CapBy, Current, Decision, Demand, Drain, Reason, Why
+from gitscale.core.model import Decision, Demand, Reason
 from gitscale.errors import ManifestError
-from gitscale.files import keep_newest, write_cache
-from gitscale.manifest.target import KeptReads, Located, locate, owned_for
+from gitscale.manifest.target import KeptReads, Located, locate
+from gitscale.plan.cache_format import STAMP, Row, Settled, as_located, as_row, malformed, \
+    row_key, why_of, why_row, write
+from gitscale.plan.config_store import ConfigStore
 from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
 
-FORMAT = 12  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
-# 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS); 10: no
-# settled answer on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE); 11: a
-# settled decision's ``why`` (held until, cap, drain), so a cached one still explains itself;
-# 12: a paused/drained annotation that is not "true" or "false" is refused (a row kept from
-# before read it as false), and so are configs a parse kept from before the checks of paths,
-# zones and API URLs were tightened
 LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more)
-CONFIGS = 8  # parsed gitscale.yaml versions kept
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
 STATE_FILE = "manifest-state.pickle"
-
-# (document index, apiVersion, kind, name, replicas, patch ID, last scale-up, fingerprint,
-# drained, paused, backlog): where the owned fields are is the kind's row of target.KINDS
-Row = tuple[int, str, str, str, "int | None", "int | None", "str | None", "str | None", bool,
-            bool, "int | None"]  # the time as ISO 8601: datetimes pickle 3× slower
-# set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
-# replicas, patch ID, reason, detail, held until (ISO 8601), capped by, cap, drain) of a
-# decision that wrote nothing; the last four are its ``why`` (core.model.Why)
-Settled = tuple[str, str, int, int, "frozenset[str] | None", float, float, int, "int | None",
-                str, str, "str | None", "str | None", "int | None", "str | None"]
 
 
 def blob_id(data: bytes) -> str:
@@ -69,165 +53,10 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-def _key(blob: str, ref: ObjectRef) -> str:
-    return f"{blob}\0{ref.kind}\0{ref.name}\0{ref.namespace}"
-
-
-def _row(found: Located) -> Row:
-    c = found.current
-    last_up = c.last_scale_up.isoformat() if c.last_scale_up is not None else None
-    return (found.index, found.api_version, found.kind, found.name, c.replicas, c.patch_id,
-            last_up, c.fingerprint, c.drained, c.paused, c.backlog)
-
-
-def _located(row: Row) -> Located | None:
-    """The row as a pass uses it; None when the kind is no longer in the table, or the row is
-    not one gitscale wrote (the file is read again, and the row replaced)."""
-    (index, api_version, kind, name, replicas, patch_id, last_up, fingerprint, drained,
-     paused, backlog) = row  # load() checked that it is an 11-tuple
-    if not (type(index) is int and type(name) is str and _int_or_none(replicas)
-            and _int_or_none(patch_id) and _int_or_none(backlog)
-            and (fingerprint is None or type(fingerprint) is str)
-            and type(drained) is bool and type(paused) is bool):
-        return None
-    try:
-        owned = owned_for(api_version, kind)
-        when = datetime.fromisoformat(last_up) if last_up is not None else None
-    except (TypeError, ValueError):
-        return None
-    if owned is None:
-        return None
-    return Located(index, api_version, kind, name, owned,
-                   Current(replicas, patch_id, when, fingerprint, drained, paused,
-                           backlog=backlog))
-
-
-def _int_or_none(value: object) -> bool:
-    return value is None or type(value) is int
-
-
-def _settled_row(row: object) -> bool:
-    """Is ``row`` a ``Settled`` as gitscale writes it (one per set: cheap to check all)?"""
-    if type(row) is not tuple or len(row) != 15:
-        return False
-    (key, blob, queued, running, jobs, since, until, replicas, patch, reason, detail,
-     held_until, capped_by, cap, drain) = row
-    return (type(key) is str and type(blob) is str and type(queued) is int
-            and type(running) is int and (jobs is None or type(jobs) is frozenset)
-            and type(since) is float and type(until) is float and type(replicas) is int
-            and _int_or_none(patch) and reason in _REASONS and type(detail) is str
-            and (held_until is None or type(held_until) is str)
-            and (capped_by is None) == (cap is None)
-            and (capped_by is None or (capped_by in _CAPS and type(cap) is int))
-            and (drain is None or drain in _DRAINS))
-
-
-_REASONS = frozenset(r.value for r in Reason)
-_CAPS = frozenset(c.value for c in CapBy)
-_DRAINS = frozenset(d.value for d in Drain)
-
-
-def _why_row(why: Why) -> tuple[str | None, str | None, int | None, str | None]:
-    """A decision's ``why`` as the last four items of its ``Settled`` row."""
-    held = why.held_until.isoformat() if why.held_until is not None else None
-    cap = why.cap
-    return (held, cap.by.value if cap else None, cap.at if cap else None,
-            why.drain.value if why.drain else None)
-
-
-def _why(row: Settled) -> Why | None:
-    """The ``why`` of a ``Settled`` row (``_settled_row`` checked its types); None when its
-    time cannot be read (then the set is decided again)."""
-    held, capped_by, cap, drain = row[11:]
-    try:
-        when = datetime.fromisoformat(held) if held is not None else None
-    except ValueError:
-        return None
-    return Why(held_until=when,
-               cap=Cap(CapBy(capped_by), cap) if capped_by is not None and cap is not None
-               else None,
-               drain=Drain(drain) if drain is not None else None)
-
-
-def _malformed(rows: object, jobs: object, settled: object) -> str | None:
-    """What is wrong with a loaded cache whose stamp is right, or None. The manifest rows
-    (tens of thousands) are checked for their shape here and for their fields when used."""
-    if not (isinstance(rows, dict) and isinstance(jobs, dict) and isinstance(settled, dict)):
-        return "not the tables gitscale writes"
-    if not all(type(row) is tuple and len(row) == 11 for row in rows.values()):
-        return "a manifest row is not one gitscale writes"
-    if not all(type(ids) is frozenset for ids in jobs.values()):
-        return "a job-id set is not one gitscale writes"
-    if not all(_settled_row(row) for row in settled.values()):
-        return "a settled decision is not one gitscale writes"
-    return None
-
-
 def _warn(message: str) -> None:
     import click
 
     click.echo(f"warning: {message}", err=True)
-
-
-class ConfigStore(MutableMapping[str, Config]):
-    """Parsed configs by the hash of their text: in memory, and one file each on disk."""
-
-    def __init__(self, directory: Path | None) -> None:
-        self.directory = directory
-        self.memory: dict[str, Config] = {}
-        self.new: set[str] = set()
-
-    def _file(self, key: str) -> Path | None:
-        return self.directory / f"config-{key[:32]}.pickle" if self.directory else None
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key) is not None
-
-    def __getitem__(self, key: str) -> Config:
-        found: Config | None = self.get(key)
-        if found is None:
-            raise KeyError(key)
-        return found
-
-    def __setitem__(self, key: str, config: Config) -> None:
-        self.memory[key] = config
-        self.new.add(key)
-        while len(self.memory) > CONFIGS:
-            del self.memory[next(iter(self.memory))]
-
-    def __delitem__(self, key: str) -> None:
-        del self.memory[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.memory)
-
-    def __len__(self) -> int:
-        return len(self.memory)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key in self.memory:
-            return self.memory[key]
-        path = self._file(key)
-        if path is None or not path.is_file():
-            return default
-        try:
-            with path.open("rb") as handle:
-                stamp, stored_key, config = pickle.load(handle)
-        except Exception:  # noqa: BLE001 - a broken cache is only a slower pass
-            return default
-        if stamp != (FORMAT, __version__) or stored_key != key or not isinstance(config, Config):
-            return default
-        self.memory[key] = config
-        return config
-
-    def save(self) -> None:
-        for key in sorted(self.new):
-            path = self._file(key)
-            if path is not None and key in self.memory:
-                _write(path, ((FORMAT, __version__), key, self.memory[key]))
-        self.new.clear()
-        if self.directory is not None and self.directory.is_dir():
-            keep_newest(self.directory, "config-*.pickle", CONFIGS)
 
 
 @dataclass
@@ -254,7 +83,7 @@ class CacheWrites:
         end = float("inf") if until == FOREVER else until.timestamp()
         row = (key, blob, demand.queued, demand.running, demand.jobs, since.timestamp(), end,
                decision.replicas, decision.patch_id, decision.reason.value, decision.detail,
-               *_why_row(decision.why))
+               *why_row(decision.why))
         self.settled.append((name, (row, decision)))
 
     def unsettle(self, name: str) -> None:
@@ -300,10 +129,10 @@ class StateCache:
         try:
             with cache.path.open("rb") as handle:
                 stored = pickle.load(handle)
-            if not (isinstance(stored, tuple) and stored[:1] == ((FORMAT, __version__),)):
+            if not (isinstance(stored, tuple) and stored[:1] == (STAMP,)):
                 return cache  # another version's (or format's): not an error, only older
             _, rows, jobs, settled, series = stored
-            problem = _malformed(rows, jobs, settled)
+            problem = malformed(rows, jobs, settled)
             if problem is None:
                 cache.rows, cache.jobs, cache.settled = rows, jobs, settled
                 cache.series = DemandSeries.from_state(series)
@@ -319,15 +148,15 @@ class StateCache:
     # What a pass reads; what it learns goes to its ``writes``.
 
     def knows(self, blob: str, ref: ObjectRef) -> bool:
-        return _key(blob, ref) in self.rows
+        return row_key(blob, ref) in self.rows
 
     def cached(self, blob: str, ref: ObjectRef, writes: CacheWrites) -> Located | None:
         """The state of ``ref`` in the blob ``blob`` when known: no file is read."""
-        key = _key(blob, ref)
+        key = row_key(blob, ref)
         row = self.rows.get(key)
         if row is None:
             return None
-        found = self.objects.get(key) or _located(row)
+        found = self.objects.get(key) or as_located(row)
         if found is None:
             return None
         writes.looked.append((key, found, False))
@@ -337,7 +166,7 @@ class StateCache:
               kept: KeptReads | None = None) -> Located:
         """Parse ``text`` (the content of ``blob``); ``writes`` gets what it says."""
         found = locate(path, text, ref, kept=kept)  # raises on a bad manifest: never cached
-        writes.looked.append((_key(blob, ref), found, True))
+        writes.looked.append((row_key(blob, ref), found, True))
         return found
 
     def located(self, path: str, text: str, ref: ObjectRef, writes: CacheWrites,
@@ -351,7 +180,7 @@ class StateCache:
                  writes: CacheWrites) -> None:
         """The state of a text the pass writes (``documents``: it parsed), for ``writes``: so
         the next pass finds it without reading the file."""
-        key = _key(blob_id(text.encode("utf-8", "surrogateescape")), ref)
+        key = row_key(blob_id(text.encode("utf-8", "surrogateescape")), ref)
         if key in self.rows:
             return
         try:
@@ -370,7 +199,7 @@ class StateCache:
             return None
         decision = self.decisions.get(name)
         if decision is None:
-            why = _why(row)
+            why = why_of(row)
             if why is None:
                 return None
             decision = writes.decisions[name] = Decision(False, row[7], row[8], Reason(row[9]),
@@ -412,7 +241,7 @@ class StateCache:
                     self._put(key, found)
 
     def _put(self, key: str, found: Located) -> None:
-        self.rows[key] = _row(found)
+        self.rows[key] = as_row(found)
         self.objects[key] = found
         self.dirty = True
         self._bound()
@@ -449,14 +278,9 @@ class StateCache:
         self.configs.save()
         if not self.dirty:
             return
-        if _write(self.path, ((FORMAT, __version__), self.rows, self.jobs, self.settled,
+        if write(self.path, (STAMP, self.rows, self.jobs, self.settled,
                               self.series.state())):
             self.dirty = False
-
-
-def _write(path: Path, value: Any) -> bool:
-    # a read-only or full disk: said once, and the pass goes on without a disk cache
-    return write_cache(path, lambda out: pickle.dump(value, out, protocol=5))
 
 
 @contextmanager

@@ -278,4 +278,4 @@ def _describe(landed: Landed, ws: Workspace) -> str:
             f"{git.redact(ws.label)} ({ws.remote_branch})"
         told = f"; notified {', '.join(landed.notified)}" if landed.notified else ""
         return f"committed {short} and pushed to {where}{retried}{told}"
-    return f"committed {short} on {ws.branch} (not pushed: no upstream, or --no-push)"
+    return f"committed {short} on {ws.branch} (not pushed: {ws.unpushed})"

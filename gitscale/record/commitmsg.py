@@ -65,7 +65,8 @@ def format_message(lines: Sequence[SetLine], base: str,
         counted = " ".join(f"{k}={v}" for k, v in sorted(events.items()))
         if not lines:
             shown = f"record {total} workflow_job event{'s' if total != 1 else ''}"
-        body.append(f"- reservations updated from {total} workflow_job events ({counted})")
+        body.append(f"- reservations updated from {total} workflow_job "
+                    f"event{'s' if total != 1 else ''} ({counted})")
         trailers.append(f"Gitscale-Events: {counted}")
     if notes and not shown:
         shown = notes[0]

@@ -1,84 +1,38 @@
 """All of gitscale's git knowledge: small verbs over one subprocess wrapper.
 
 git is driven through its CLI (as pre-commit does): no repository object outlives a call, and
-credentials reach git only through the environment (GIT_ASKPASS), never argv or a URL.
-Errors show the command and git's output with any credentials redacted.
+credentials reach git only through the environment (GIT_ASKPASS), never argv or a URL; what
+that environment holds, and the token's check before git talks to a server, is
+``gitscale.repo.git_env``. Errors show the command and git's output with any credentials
+redacted.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import re
-import shutil
 import subprocess
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-from gitscale import files
-from gitscale.repo import scratch as scratch
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
-from gitscale.redact import has_credentials, header_problem
+from gitscale.redact import has_credentials
 from gitscale.redact import redact as redact_text
+from gitscale.repo.git_env import auth_hint, check_token, git_env, no_git_env
 
 # receive-pack's status when the ref moved between its advertisement and the update ("failed to
 # update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
 # "cannot lock ref 'refs/heads/main': is at X but expected Y"). A lost race, not a refusal.
 _LOST_RACE = re.compile(r"^(failed to update ref|failed to lock|cannot lock ref\b)")
-BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
 
 
 def redact(text: str) -> str:
     """Remove user info and credential query values from URLs, and every secret the process
     knows (``gitscale.redact``'s registry: the git token and its file, GITHUB_TOKEN, …)."""
     return redact_text(text)
-
-
-# The Secret the in-cluster scaler mounts its git token from (`gitscale init --run-in cluster`:
-# deploy/scaler/, key `token`): where a missing file most likely comes from.
-_TOKEN_SECRET_HINT = 'the key "token" of Secret gitscale-git?'
-
-
-def check_token() -> None:
-    """The git token, checked before git talks to a server: ``GITSCALE_GIT_TOKEN_FILE``, when
-    set, names a readable, non-empty file, since the askpass script's ``cat`` failing would
-    only show as git's "Authentication failed" (and a hint that the token was refused, when
-    there was none); and the token (the file's or ``GITSCALE_GIT_TOKEN``) is one line of
-    visible ASCII, as the API tokens are (``gitscale.redact.header_problem``): git sends what
-    comes before the first line break, so a token broken by a paste would be sent cut and
-    blamed on the server. Both set is refused, naming both (``files.variable_file``: the
-    ``_FILE`` rule of every credential variable gitscale reads). Never shown."""
-    name = files.variable_file("GITSCALE_GIT_TOKEN")
-    if name is None:
-        _check_token_text(os.environ.get("GITSCALE_GIT_TOKEN", ""), "GITSCALE_GIT_TOKEN")
-        return
-    path = Path(name)
-    label = f"GITSCALE_GIT_TOKEN_FILE={name}"
-    try:  # a regular file of at most a megabyte: a FIFO or a device would hang or never end
-        text = files.read_bytes(path, label, InputError, limit=1024 * 1024).decode(
-            "utf-8", errors="replace")
-    except FileNotFoundError:
-        problem = "no such file"
-    except IsADirectoryError:
-        problem = "is a directory, not a file"
-    except OSError as exc:
-        problem = f"cannot be read ({exc.strerror or type(exc).__name__})"
-    else:
-        if text.strip():
-            _check_token_text(text, label)
-            return
-        problem = "is empty"
-    raise InputError(label, f"{problem} ({_TOKEN_SECRET_HINT})")
-
-
-def _check_token_text(token: str, label: str) -> None:
-    """Line breaks at its end are not sent (git reads up to the first), all else is."""
-    problem = header_problem(token.rstrip("\r\n")) if token else None
-    if problem is not None:
-        raise InputError(label, f"the token {problem} (a token is one line of visible ASCII; "
-                         "git would send it cut or broken, and the server refuse it)")
 
 
 def is_url(location: str) -> bool:
@@ -159,28 +113,31 @@ class Git:
         ``separator`` but the last, which is what follows the last separator (if anything). A
         reader that walks a block itself spares a string per record."""
         env = self.environment()
-        with _starting(args, self.cwd):
-            proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    errors="replace")
-        assert proc.stdout is not None and proc.stderr is not None
-        try:
-            pending = ""
-            while chunk := proc.stdout.read(65536):
-                pending += chunk
-                cut = pending.rfind(separator) + len(separator)
-                if cut >= len(separator):
-                    yield pending[:cut]
-                    pending = pending[cut:]
-            if pending:
-                yield pending
-            error = proc.stderr.read()
-        finally:
-            proc.stdout.close()
-            if proc.poll() is None:
-                proc.kill()  # the reader stopped early (a closed pipe, an exception)
-            code = proc.wait()
-            proc.stderr.close()
+        # stderr goes to a file, not a pipe: read only after stdout, a pipe git filled past
+        # its 64 KiB would block git, and with it this reader.
+        with tempfile.TemporaryFile() as stderr:
+            with _starting(args, self.cwd):
+                proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
+                                        stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                        errors="replace")
+            assert proc.stdout is not None
+            try:
+                pending = ""
+                while chunk := proc.stdout.read(65536):
+                    pending += chunk
+                    cut = pending.rfind(separator) + len(separator)
+                    if cut >= len(separator):
+                        yield pending[:cut]
+                        pending = pending[cut:]
+                if pending:
+                    yield pending
+            finally:
+                proc.stdout.close()
+                if proc.poll() is None:
+                    proc.kill()  # the reader stopped early (a closed pipe, an exception)
+                code = proc.wait()
+            stderr.seek(0)
+            error = stderr.read().decode(errors="replace")
         if code != 0:
             raise GitError(describe_failure(args, Result("", error, code)))
 
@@ -369,81 +326,6 @@ class Git:
         raise GitError(describe_failure(("push", remote, branch), result))
 
 
-# What the caller's GIT_* variables may still say: how to reach a server (SSH, TLS, proxies,
-# credentials) and configuration given on the command line. Everything else (GIT_DIR,
-# GIT_WORK_TREE, GIT_INDEX_FILE, GIT_OBJECT_DIRECTORY, GIT_NAMESPACE, GIT_AUTHOR_DATE, ...) is
-# dropped: a git hook or `git rebase -x` exports them, and they would point our git at another
-# repository (GIT_DIR=/other/.git made a reconcile commit the manifests into /other).
-_KEPT_GIT_ENV = frozenset({
-    "GIT_EXEC_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_SSL_CAINFO",
-    "GIT_SSL_CAPATH", "GIT_SSL_NO_VERIFY", "GIT_SSL_CERT", "GIT_SSL_KEY",
-    "GIT_HTTP_PROXY_AUTHMETHOD", "GIT_PROXY_COMMAND", "GIT_ALLOW_PROTOCOL", "GIT_ASKPASS",
-    "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
-})
-
-
-def no_git_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without the GIT_* variables that would steer which repository, index or
-    work tree git uses (as pre-commit's ``no_git_env``)."""
-    return {k: v for k, v in environ.items()
-            if not k.startswith("GIT_") or k in _KEPT_GIT_ENV
-            or k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))}
-
-
-def git_env() -> dict[str, str]:
-    """Identity and non-interactive settings for every git call gitscale makes."""
-    name, email = author()
-    env = {
-        "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
-        "GIT_TERMINAL_PROMPT": "0",
-        "LC_ALL": "C",
-    }
-    env.update(_askpass_env())
-    return env
-
-
-# "Name <email>": a name without <, > or control characters, an address without blanks either
-_AUTHOR = re.compile(r"([^<>\x00-\x1f\x7f]*?[^<>\s\x00-\x1f\x7f])\s*<([^<>\s\x00-\x1f\x7f]+)>")
-
-
-def author() -> tuple[str, str]:
-    """The (name, email) of gitscale's commits: ``GITSCALE_AUTHOR``, else gitscale's own. A
-    value that is not ``Name <email>`` is refused, not passed over for the default."""
-    configured = os.environ.get("GITSCALE_AUTHOR", "").strip()
-    if not configured:
-        return BOT
-    match = _AUTHOR.fullmatch(configured)
-    if match is None:
-        raise InputError("GITSCALE_AUTHOR", f'expected "Name <email>", got {configured!r}')
-    return match.group(1), match.group(2)
-
-
-_ASKPASS_SCRIPT = """#!/bin/sh
-# Written by gitscale. Holds no secret: git passes the prompt, the secret comes from the env.
-case "$1" in
-  Username*) printf '%s\\n' "${GITSCALE_GIT_USERNAME:-x-access-token}" ;;
-  *) if [ -n "$GITSCALE_GIT_TOKEN_FILE" ]; then cat "$GITSCALE_GIT_TOKEN_FILE";
-     else printf '%s\\n' "$GITSCALE_GIT_TOKEN"; fi ;;
-esac
-"""
-_askpass_path: str | None = None
-
-
-def _askpass_env() -> dict[str, str]:
-    """Point GIT_ASKPASS at a secret-free script when a token is configured."""
-    global _askpass_path
-    if not (os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE")):
-        return {}
-    if _askpass_path is None or not Path(_askpass_path).exists():
-        directory = str(scratch.make("askpass"))
-        atexit.register(shutil.rmtree, directory, True)  # one per process, not one per run
-        path = Path(directory) / "askpass.sh"
-        path.write_text(_ASKPASS_SCRIPT)
-        path.chmod(0o700)
-        _askpass_path = str(path)
-    return {"GIT_ASKPASS": _askpass_path}
-
 
 def raw_date(date: str) -> str | None:
     """``2026-11-21T09:00:00Z`` → ``1795251600 +0000``: git's raw date, which it takes for any
@@ -467,18 +349,8 @@ def describe_failure(args: Sequence[str], result: Result) -> str:
     if len(lines) > 20:
         lines = lines[:20] + [f"... ({len(lines) - 20} more lines)"]
     return redact(f"git {' '.join(args)} failed (exit {result.code}):\n" + "\n".join(lines)
-                  + _auth_hint(output))
+                  + auth_hint(output))
 
-
-def _auth_hint(output: str) -> str:
-    """Say what to do when the server wanted credentials that git could not give it."""
-    if not re.search(r"Authentication failed|could not read (Username|Password)", output):
-        return ""
-    if os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE"):
-        return ("\nhint: the server refused the token from GITSCALE_GIT_TOKEN / "
-                "GITSCALE_GIT_TOKEN_FILE (wrong, expired, or without access to this repo)")
-    return ("\nhint: the server wants credentials: set GITSCALE_GIT_TOKEN (or "
-            "GITSCALE_GIT_TOKEN_FILE) to a token that may push, or configure a credential helper")
 
 
 def clone(url: str, dest: Path, branch: str | None, depth: int | None,
@@ -540,5 +412,11 @@ def is_bare(path: Path) -> bool:
 
 
 def is_work_tree(path: Path) -> bool:
+    top = work_tree_top(path)
+    return top is not None and top == path.resolve()
+
+
+def work_tree_top(path: Path) -> Path | None:
+    """The top of the checkout ``path`` is in (``path`` itself or a folder above), or None."""
     result = Git(path).run("rev-parse", "--show-toplevel", check=False)
-    return result.code == 0 and Path(result.stdout.strip()).resolve() == path.resolve()
+    return Path(result.stdout.strip()).resolve() if result.code == 0 else None

@@ -13,14 +13,13 @@ a write is in progress: each edited path with the hashes of its text before and 
 (a person's later change matches neither), then the commit, until it is pushed (which must also
 carry gitscale's subject and ``Gitscale-Base`` trailer). Anything else is still refused.
 
-Two gitscale processes in one checkout take turns, a pass at a time (``exclusive``): they share
-the work tree, the index, FETCH_HEAD and that record, and the second one took the first one's
-edit in progress for the leftovers of a killed run.
+Two gitscale processes in one checkout take turns, a pass at a time (``exclusive``, by
+``gitscale.repo.checkout_lock``): they share the work tree, the index, FETCH_HEAD and that
+record, and the second one took the first one's edit in progress for the leftovers of a killed
+run.
 """
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -34,13 +33,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, Mapping
 
 from gitscale.repo import git as git
+from gitscale.repo.checkout_lock import hold_checkout
 from gitscale.repo import scratch as scratch_dirs
 from gitscale.errors import GitError, InputError
 from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
 PENDING = "gitscale-pending-write.json"  # in the git directory, while a write is in progress
-LOCK = "gitscale.lock"  # in the git directory: held by the pass writing in the checkout
 _OWN_COMMIT = re.compile(r"\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z", re.M | re.S)
 
 
@@ -57,6 +56,7 @@ class Workspace:
     recovered: list[str] = field(default_factory=list)  # leftovers of a killed run, discarded
     marker: Path | None = None  # where the record of a write in progress lives (see begin_write)
     deepened: bool = False  # a shallow clone deepened for a forecast's history (deepen_since)
+    unpushed: str = "--no-push"  # why a checkout without remote/remote_branch only commits
 
     def base(self) -> str:
         return self.git.head()
@@ -218,83 +218,6 @@ class Workspace:
             self.git.push(self.remote, self.remote_branch)
 
 
-@contextmanager
-def hold_checkout(repo: git.Git, label: str, timeout: float,
-                  say: Callable[[str], None] | None = None,
-                  clock: Callable[[], float] = time.monotonic, *,
-                  reading: bool = False) -> Iterator[None]:
-    """Hold a checkout against another gitscale process working in it (an ``flock`` on
-    ``LOCK`` in the git directory, released by the kernel when its holder dies, so a killed
-    run leaves no lock behind): a pass that writes, `plan` (which would otherwise read the
-    other's edit in progress) and `crd --repo`. A second process waits, saying so once
-    through ``say``, up to ``timeout`` seconds, then gives up.
-
-    A lock file this process may not write (another user's, in a shared checkout) is held
-    through a read-only descriptor (``flock`` needs no more). One that cannot be opened at
-    all (a read-only mount): a ``reading`` command (`plan`) goes on without the hold — no
-    writer can be editing there — and a writing one stops with an error naming the file."""
-    path = repo.git_path(LOCK)
-    fd = _open_lock(path, label, reading)
-    if fd is None:
-        yield
-        return
-    try:
-        started = None
-        while not _try_lock(fd):
-            if started is None:
-                started = clock()
-                if say is not None:
-                    say(f"waiting for another gitscale run in {label} "
-                        f"({_holder(fd)}) to finish its pass")
-            if clock() - started >= timeout:
-                raise GitError(f"{label}: another gitscale run ({_holder(fd)}) has "
-                               f"been writing in this checkout for more than {timeout:g} "
-                               f"s (it holds {path}); nothing was written")
-            time.sleep(0.1)
-        try:  # who holds it, for a waiter's message: best effort (a read-only descriptor)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except OSError:
-            pass
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _open_lock(path: Path, label: str, reading: bool) -> int | None:
-    cloexec = getattr(os, "O_CLOEXEC", 0)
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | cloexec, 0o644)
-    except OSError as exc:
-        try:
-            return os.open(path, os.O_RDONLY | cloexec)
-        except OSError:
-            pass
-        if reading:
-            return None
-        raise GitError(f"{label}: cannot hold the checkout for this pass: {path}: "
-                       f"{exc.strerror or type(exc).__name__}; nothing was written") from None
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
-
-
-def _holder(fd: int) -> str:
-    """Who holds the lock, as its holder wrote it: ``pid N``."""
-    try:
-        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        pid = ""
-    return f"pid {pid}" if pid.isdigit() else "pid unknown"
-
-
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all: a kill mid-write leaves the old text, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)  # .gitscale/ on the first write
@@ -326,8 +249,12 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     path = Path(repo).expanduser()
     if not git.is_url(repo) and path.is_dir() and not git.is_bare(path):
         if not git.is_work_tree(path):
-            raise InputError(repo, "is not the top of a git checkout (git init it, or pass "
-                             "a URL)")
+            top = git.work_tree_top(path)
+            if top is not None:  # `git init` here would nest a second repo in the checkout
+                raise InputError(repo, f"is inside the checkout {top}, not its top: gitscale "
+                                 f"reads the config repo from its root (--repo {top})")
+            raise InputError(repo, "is not a git checkout: pass --repo with the config repo's "
+                             "checkout or URL, or scaffold one with `gitscale init DIR`")
         ws = _checkout(path, branch, push, writes)
         if not unborn_ok:
             _check_born(ws)
@@ -402,4 +329,10 @@ def _checkout(path: Path, branch: str | None, push: bool, writes: bool = True) -
                          "or drop --branch")
     upstream = repo_git.upstream(current) if push else None
     remote, remote_branch = upstream if upstream else (None, None)
-    return Workspace(path, repo_git, current, "checkout", remote, remote_branch, str(path))
+    ws = Workspace(path, repo_git, current, "checkout", remote, remote_branch, str(path))
+    if push and upstream is None:
+        remotes = repo_git.out("remote").split()
+        ws.unpushed = (f"{current} tracks no remote branch; `git branch --set-upstream-to="
+                       f"{remotes[0]}/{current}` makes gitscale push it" if remotes
+                       else "the checkout has no remote")
+    return ws

@@ -3,8 +3,8 @@
 Manifests, gitscale.yaml and demand files are block mappings and block sequences whose values
 each fit on their line: a plain or quoted scalar, or a flow collection closed on that line. This
 reader takes exactly that shape. What a line says does not depend on the lines around it (its
-indentation, key, value and where each sits), so each distinct line is read once per process
-with a few regular expressions and remembered: a config repo of thousands of sets made from a
+indentation, key, value and where each sits: ``gitscale.yamlio.lines``), so each distinct line
+is read once per process with a few regular expressions and remembered: a config repo of thousands of sets made from a
 template repeats most of its lines. Only the nesting is worked out per text, from the
 indentation. Plain scalars are resolved by the caller's ``resolve`` (PyYAML's own resolver and
 constructor).
@@ -19,40 +19,16 @@ marks give: what the manifest editor splices at.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
-import re
-from typing import Any, Callable
+from typing import Any
 
-from gitscale.yamlio.flow import DQ, SQ, FrozenMap, read_flow, thaw
+from gitscale.yamlio.flow import FrozenMap, read_flow, thaw
+from gitscale.yamlio.lines import BLANK, ITEM, KEY_LINE, KEY_SCALAR, KEY_STR, MARKER, \
+    VALUE_BELOW, VALUE_FLOW, VALUE_SCALAR, Resolve, classify
 from gitscale.yamlio.span import MAP, SCALAR, SEQ, Deferred, Source, Span, placed
 
-_KEY = re.compile(r"""(?:([A-Za-z0-9_][A-Za-z0-9_./-]{0,999})|"([^"\\]{0,999})"|'([^']{0,999})')"""
-                  r":(?: +|$)")
-_TAIL = re.compile(r"(?: +(?:#.*)?)?$")
-_DOCUMENT = re.compile(r"---(?: +(?:#.*)?)?$")
-_PLAIN_START = frozenset("-?:,[]{}#&*!|>'\"%@`")  # a plain scalar starts with none of these
 LINES = 20_000  # distinct lines remembered (then forgotten all at once, and learnt again)
-
-Resolve = Callable[[str], Any]
-
-
-@functools.cache
-def _refused() -> re.Pattern[str]:
-    """Characters PyYAML refuses in a stream; tabs, CR, NEL, Unicode line breaks and BOM are
-    valid YAML but left to libyaml. Compiled on the first line that is not ASCII: the class
-    spans the astral planes and compiling it costs ≈ 20 ms, more than reading a thousand
-    manifests (an ASCII line is refused by ``str.isprintable`` alone, the same set)."""
-    return re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd"
-                      "\U00010000-\U0010ffff]")
-
-
-# What a line is (the first item of its reading)
-_BLANK, _MARKER, _KEY_LINE, _ITEM, _ITEM_KEY, _KEY_SCALAR = range(6)  # _KEY_SCALAR: a key line
-# with a plain key that reads as its text and a scalar value (most lines: read the shortest way)
-# What its value is
-_BELOW, _SCALAR, _FLOW = range(3)
 
 __all__ = ["LINES", "MAP", "SCALAR", "SEQ", "Deferred", "Span", "load"]
 
@@ -132,9 +108,6 @@ def load(text: str, resolve: Resolve, spans: bool = False) -> tuple[list[Any], l
 _INDENT, _DATA, _IS_MAP, _PENDING, _NODE, _RECORD, _ODD = range(7)
 _NO: Any = object()  # no key pending
 _NULL: Any = object()  # a pending key that got no value
-_KEY_STR, _KEY_OTHER, _KEY_QUOTED = range(3)  # a plain key that reads as itself, or not; quoted
-
-
 def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Span]]:
     docs: list[Any] = []
     roots: list[Span] = []
@@ -155,11 +128,11 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         offset += len(line) + 1
         info = lines.get(line)
         if info is None:
-            info = lines[line] = _classify(line, resolve)
+            info = lines[line] = classify(line, resolve)
         if infos is not None:
             infos.append(info)
         kind = info[0]
-        if kind == _KEY_SCALAR:
+        if kind == KEY_SCALAR:
             frame = stack[-1] if stack else None
             if frame is not None and frame[0] == info[1] and frame[2] and frame[3] is _NO:
                 data = frame[1]
@@ -170,17 +143,17 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
                 if spans:
                     frame[4].value.append(number)
                 continue
-            kind = _KEY_LINE
-        elif kind == _BLANK:
+            kind = KEY_LINE
+        elif kind == BLANK:
             continue
-        if kind == _MARKER:
+        if kind == MARKER:
             if in_doc:
                 _end(stack, docs, roots, root, root_node, begin, number, spans)
             in_doc, root, root_node, stack = True, _NO, None, []
             continue
         in_doc = True
         indent = info[1]
-        if kind == _KEY_LINE:
+        if kind == KEY_LINE:
             frame = stack[-1] if stack else None
             if frame is None:
                 frame = _place_key(stack, indent, root is _NO, begin, number, source)
@@ -203,8 +176,8 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
             sequence = _place_item(stack, indent, root is _NO, begin, number, source)
             if root is _NO:
                 root, root_node = stack[0][1], stack[0][4]
-            if kind == _ITEM:
-                sequence[1].append(info[4] if info[3] == _SCALAR else thaw(info[4]))
+            if kind == ITEM:
+                sequence[1].append(info[4] if info[3] == VALUE_SCALAR else thaw(info[4]))
                 if spans:
                     sequence[4].value.append(number)
                 continue
@@ -222,16 +195,16 @@ def _read(text: str, resolve: Resolve, spans: bool) -> tuple[list[Any], list[Spa
         if key in data:
             raise Deferred("duplicate key")
         check = info[7]
-        if check != _KEY_STR:
+        if check != KEY_STR:
             _odd_key(frame, info[3])
         value_kind = info[8]
-        if value_kind == _SCALAR:
+        if value_kind == VALUE_SCALAR:
             data[key] = info[9]
-        elif value_kind == _FLOW:
+        elif value_kind == VALUE_FLOW:
             frozen = info[9]
             data[key] = (dict(frozen) if type(frozen) is FrozenMap else list(frozen)) \
                 if frozen.flat else thaw(frozen)
-        elif value_kind == _BELOW:
+        elif value_kind == VALUE_BELOW:
             frame[3] = key
             frame[5] = number
             continue
@@ -258,21 +231,11 @@ def _place_key(stack: list[list[Any]], indent: int, rootless: bool, begin: int, 
     """The mapping a key line at ``indent`` belongs to: the frames deeper than it (and a
     sequence at its column) are closed; then a mapping at its column, a new mapping as the
     value of a pending key, or the document's root."""
-    while stack:
-        top = stack[-1]
-        if top[0] > indent or top[0] == indent and not top[2]:
-            stack.pop()
-            if top[3] is not _NO:
-                _null(top, source is not None)
-            continue
-        break
-    else:
+    top = _close(stack, indent, True, source is not None)
+    if top is None:
         if not rootless:
             raise Deferred("a key after the document's root")
-        frame = [indent, {}, True, _NO, Span(MAP, begin + indent, -1, number, indent, -1, [],
-                                             source=source) if source else None, None, None]
-        stack.append(frame)
-        return frame
+        return _root(stack, indent, {}, begin, number, source)
     if top[2] and top[0] == indent:
         if top[3] is not _NO:
             _null(top, source is not None)
@@ -289,21 +252,11 @@ def _place_item(stack: list[list[Any]], indent: int, rootless: bool, begin: int,
     """The sequence an entry at ``indent`` belongs to: the frames deeper than it are closed;
     then a sequence at its column, a new one as the value of a pending key (at the key's own
     column too), or the document's root."""
-    while stack:
-        top = stack[-1]
-        if top[0] > indent:
-            stack.pop()
-            if top[3] is not _NO:
-                _null(top, source is not None)
-            continue
-        break
-    else:
+    top = _close(stack, indent, False, source is not None)
+    if top is None:
         if not rootless:
             raise Deferred("a sequence entry after the document's root")
-        sequence = [indent, [], False, _NO, Span(SEQ, begin + indent, -1, number, indent, -1,
-                                                 [], source=source) if source else None, None, None]
-        stack.append(sequence)
-        return sequence
+        return _root(stack, indent, [], begin, number, source)
     if not top[2] and top[0] == indent:
         return top
     if top[3] is not _NO and top[0] <= indent:
@@ -313,8 +266,31 @@ def _place_item(stack: list[list[Any]], indent: int, rootless: bool, begin: int,
     raise Deferred("a sequence entry where none can be")
 
 
+def _close(stack: list[list[Any]], indent: int, sequence: bool, spans: bool) -> list[Any] | None:
+    """Close the frames deeper than ``indent`` (with ``sequence``, a sequence at its column
+    too: a key line ends it); the frame left on top, None when none is left."""
+    while stack:
+        top = stack[-1]
+        if top[0] < indent or top[0] == indent and (top[2] or not sequence):
+            return top
+        stack.pop()
+        if top[3] is not _NO:
+            _null(top, spans)
+    return None
+
+
+def _root(stack: list[list[Any]], indent: int, data: Any, begin: int, number: int,
+          source: _Source | None) -> list[Any]:
+    """The document's root collection, starting on this line."""
+    node = Span(MAP if type(data) is dict else SEQ, begin + indent, -1, number, indent, -1, [],
+                source=source) if source else None
+    frame = [indent, data, type(data) is dict, _NO, node, None, None]
+    stack.append(frame)
+    return frame
+
+
 def _value_span(info: tuple[Any, ...], begin: int, number: int, at: int) -> Span:
-    if info[at] == _SCALAR:
+    if info[at] == VALUE_SCALAR:
         start, end = info[at + 2], info[at + 3]
         return Span(SCALAR, begin + start, begin + end, number, start, number, info[at + 4],
                     info[at + 5])
@@ -355,77 +331,3 @@ def _end(stack: list[list[Any]], docs: list[Any], roots: list[Span], root: Any,
                      else Span(SCALAR, at, at, number, 0, number, "", ""))
 
 
-_BLANK_LINE = (_BLANK,)
-_MARKER_LINE = (_MARKER,)
-
-
-def _classify(line: str, resolve: Resolve) -> tuple[Any, ...]:
-    """What ``line`` says, wherever it stands: (kind, indent, column of the key or item,
-    key as written, key, end column of the key, key style, how to check the key for
-    duplicates, value...), or (kind, indent, column, value...) for a plain entry."""
-    if (not line.isprintable()) if line.isascii() else _refused().search(line):
-        raise Deferred("a tab, CR, BOM or a character PyYAML refuses")
-    body = line.lstrip(" ")
-    if not body or body[0] == "#":
-        return _BLANK_LINE
-    indent = len(line) - len(body)
-    if indent == 0 and body[0] in "-.%" and (body[0] != "-" or body[:3] == "---"):
-        if not _DOCUMENT.match(body):
-            raise Deferred("a document marker or directive")
-        return _MARKER_LINE
-    kind = _KEY_LINE
-    if body[0] == "-" and (len(body) == 1 or body[1] == " "):
-        body = body[1:].lstrip(" ")
-        if not body or body[0] == "#" or body[0] == "-" and (len(body) == 1 or body[1] == " "):
-            raise Deferred("an empty or nested sequence entry")
-        found = _KEY.match(body)
-        column = len(line) - len(body)
-        if found is None:
-            return (_ITEM, indent, column, *_read_value(body, column, resolve))
-        kind = _ITEM_KEY
-    else:
-        found = _KEY.match(body)
-        if found is None:
-            raise Deferred("a line that is neither a key nor a sequence entry")
-        column = indent
-    plain, double, single = found.groups()
-    if plain is not None:
-        raw, key, style, written = plain, resolve(plain), "", len(plain)
-        check = _KEY_STR if type(key) is str else _KEY_OTHER
-    else:
-        raw = double if double is not None else single
-        key, style, written = raw, '"' if double is not None else "'", len(raw) + 2
-        check = _KEY_QUOTED
-    rest = body[found.end():]
-    head = (kind, indent, column, raw, key, column + written, style, check)
-    if not rest or rest[0] == "#":
-        return (*head, _BELOW)
-    value = _read_value(rest, column + found.end(), resolve)
-    if kind == _KEY_LINE and check == _KEY_STR and value[0] == _SCALAR:
-        head = (_KEY_SCALAR, *head[1:])
-    return (*head, *value)
-
-
-def _read_value(rest: str, column: int, resolve: Resolve) -> tuple[Any, ...]:
-    """The value filling the rest of a line from ``column`` (after it: spaces, a comment):
-    (_SCALAR, data, start, end, as written, style) or (_FLOW, frozen data, column, text,
-    resolve): a flow collection's spans are made only when asked (from its text, again)."""
-    first = rest[0]
-    if first == '"' or first == "'":
-        found = (DQ if first == '"' else SQ).match(rest)
-        if found is None or not _TAIL.match(rest, found.end()):
-            raise Deferred("a quoted scalar that does not end on its line")
-        value = found.group(1) if first == '"' else found.group(1).replace("''", "'")
-        return (_SCALAR, value, column, column + found.end(), value, first)
-    if first == "[" or first == "{":
-        frozen, _, end = read_flow(rest, 0, resolve, False)
-        if not _TAIL.match(rest, end):
-            raise Deferred("text after a flow collection")
-        return (_FLOW, frozen, column, rest, resolve)
-    if first in _PLAIN_START and not (first == "-" and len(rest) > 1 and rest[1] not in " -"):
-        raise Deferred("a value starting with an indicator")
-    cut = rest.find(" #")
-    plain = (rest if cut < 0 else rest[:cut]).rstrip(" ")
-    if ": " in plain or plain[-1] == ":":
-        raise Deferred("a colon in a plain value")
-    return (_SCALAR, resolve(plain), column, column + len(plain), plain, "")

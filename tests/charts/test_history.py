@@ -52,6 +52,19 @@ def test_the_default_window_zooms_on_the_busy_morning_and_says_so() -> None:
     assert "--since/--until" in window.note
 
 
+def test_no_zoom_and_no_note_when_the_zoomed_window_would_hold_every_commit() -> None:
+    """Two passes a second apart (the demo, then the quickstart's reconcile): the later one is
+    the "busiest stretch", but the minutes drawn around it hold the earlier one too; the note
+    said "1 of 2 commits" over a chart that drew both."""
+    second = MORNING + timedelta(seconds=1)
+    entries = [entry(MORNING, "gpu", commit="a"), entry(MORNING, "linux", commit="a"),
+               entry(second, "gpu", commit="b"), entry(second, "linux", commit="b")]
+    window = choose_window(entries, None, None, timezone.utc)
+    assert window.note is None
+    assert window.start == MORNING - timedelta(minutes=5)
+    assert window.end == second + timedelta(minutes=5)
+
+
 def test_since_and_until_are_the_window_and_hide_nothing_unasked() -> None:
     entries = [entry(EVENING), entry(MORNING), entry(MORNING + timedelta(minutes=3)),
                entry(MORNING + timedelta(minutes=9))]

@@ -37,6 +37,26 @@ def test_init_takes_repo_as_its_directory(tmp_path: Path, capsys,  # type: ignor
     assert (tmp_path / "here" / "argocd" / "application.yaml").is_file()
 
 
+@pytest.mark.parametrize("command", ["plan", "validate", "history", "reconcile", "drain"])
+def test_repo_in_a_subfolder_or_no_checkout_says_where_to_point_it(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, command: str) -> None:
+    """Run from clusters/prod of the config repo, the advice was "git init it", which would
+    nest a second repo in the checkout."""
+    repo = make_repo(tmp_path, {"sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0)},
+                     bare_remote=False)
+    extra = ["linux"] if command == "drain" else []
+    code, _, err = run(capsys, command, *extra, "--repo", str(repo / "sets"))
+    assert code == 1, err
+    assert (f"error: {repo / 'sets'}: is inside the checkout {repo.resolve()}, not its top: "
+            f"gitscale reads the config repo from its root (--repo {repo.resolve()})") in err
+    assert "git init" not in err
+    (tmp_path / "plain").mkdir()
+    code, _, err = run(capsys, command, *extra, "--repo", str(tmp_path / "plain"))
+    assert code == 1 and ": is not a git checkout: pass --repo with the config repo's checkout " \
+        "or URL, or scaffold one with `gitscale init DIR`" in err, err
+    assert commits(repo) == 1
+
+
 def test_crd_repo_updates_the_scaffolds_copy_and_commits_only_it(tmp_path: Path,
                                                                 capsys) -> None:  # type: ignore[no-untyped-def]
     repo = tmp_path / "config"
@@ -137,3 +157,12 @@ def test_the_demos_closing_hint_is_a_command_that_runs(tmp_path: Path, on_path: 
     rerun = subprocess.run(command, text=True, capture_output=True,
                            env={**os.environ, "PATH": path}, timeout=120)
     assert rerun.returncode == 0, rerun.stderr  # nothing pending: the demo's second pass landed
+    demand = tmp_path / "d" / "demand.yaml"
+    demand.write_text(demand.read_text().replace("queued: ", "queued: 1"))  # 4 → 14, …
+    land = next(line for line in done.stdout.splitlines() if line.startswith("To land it"))
+    landed = subprocess.run(land.split("`")[1], shell=True, text=True, capture_output=True,
+                            env={**os.environ, "PATH": path}, timeout=120)
+    assert landed.returncode == 0, landed.stderr
+    log = subprocess.run(["git", "-C", str(tmp_path / "d"), "log", "--format=%s", "-2"],
+                         text=True, capture_output=True, check=True).stdout.splitlines()
+    assert log[0].startswith("gitscale: ") and log[1] == "demand"

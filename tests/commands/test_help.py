@@ -48,9 +48,9 @@ def variables_read() -> set[str]:
 
 
 def _askpass_script() -> str:
-    from gitscale.repo import git
+    from gitscale.repo import git_env
 
-    return git._ASKPASS_SCRIPT
+    return git_env._ASKPASS_SCRIPT
 
 
 def test_the_commands_have_help_entries_and_the_entries_have_commands() -> None:
@@ -65,6 +65,16 @@ def test_every_commands_help_has_examples_of_that_command(name: str) -> None:
     assert any(line.startswith(f"gitscale {name}") for line in lines), text
     for example in COMMANDS[name][0]:
         assert f"    {example}\n" in text  # a line of its own, as written (not re-wrapped)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_option_says_what_it_is_for(name: str) -> None:
+    """An option listed with no words (simulate's --config and --seed were) leaves a new user
+    guessing which file, relative to what, or what a seed changes."""
+    command = cli.commands[name]  # type: ignore[attr-defined]
+    silent = [param.opts[0] for param in command.params
+              if isinstance(param, click.Option) and not param.hidden and not param.help]
+    assert silent == [], f"gitscale {name}: options without help: {silent}"
 
 
 @pytest.mark.parametrize("example", [

@@ -29,6 +29,21 @@ def test_history_reads_back_the_scaling_commits(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "c.svg").read_text().count('<g id="axes_') == 1
 
 
+def test_a_set_the_config_does_not_name_is_said(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--set linx` showed an empty table as if the set had never scaled."""
+    checkout, remote = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linx")
+    assert code == 0 and out.splitlines()[1:] == ["(no scaling commits of set 'linx')"], out
+    assert err == ("history: 'linx' is not a set of gitscale.yaml (its sets: linux); showing the "
+                   "scaling commits that name it\n")
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
+    assert code == 0 and out.count("linux") == 5 and err == "", err
+    # over a URL there is no checkout to read the config from: the table alone
+    code, out, err = run(capsys, "history", "--repo", str(remote), "--set", "linx")
+    assert code == 0 and "(no scaling commits of set 'linx')" in out and "not a set" not in err
+
+
 def test_history_over_a_url_fetches_once(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
                                          monkeypatch) -> None:
     """The clone without trees is the only fetch: git log must not go back to the remote for
@@ -87,7 +102,9 @@ def test_unreadable_trailers_are_counted_in_one_line(tmp_path: Path, capsys) -> 
                    f'{first[:10]} line "Gitscale-Set: linux")\n')
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "gpu",
                          "--output", "json")
-    assert code == 0 and json.loads(out) == [] and err == ""  # another set's: not counted
+    # another set's: not counted (gpu is no set of this config, which is said)
+    assert code == 0 and json.loads(out) == [] and "could not be read" not in err
+    assert err.startswith("history: 'gpu' is not a set of gitscale.yaml"), err
 
 
 def test_commits_by_people_on_a_managed_manifest_are_rows(  # type: ignore[no-untyped-def]

@@ -259,12 +259,12 @@ def test_each_secret_mount_is_named_after_its_secret() -> None:
     (``files.mounted_secret_hint``): every folder init mounts a Secret at is its name's."""
     from pathlib import Path
 
-    from gitscale.commands import init_notify, init_runners, init_schedules
+    from gitscale.commands import init_notify, init_runners, init_scaler
     from gitscale.files import mounted_secret_hint
 
     for folder, secret in [(init_notify.NOTIFY_DIR, init_notify.NOTIFY_SECRET),
                            (init_runners.SCALER_DIR, init_runners.SCALER_SECRET),
-                           (init_schedules.TOKEN_DIR, init_schedules.GIT_SECRET),
-                           (init_schedules.WEBHOOK_DIR, init_schedules.WEBHOOK_SECRET)]:
+                           (init_scaler.TOKEN_DIR, init_scaler.GIT_SECRET),
+                           (init_scaler.WEBHOOK_DIR, init_scaler.WEBHOOK_SECRET)]:
         assert mounted_secret_hint(Path(folder) / "k") == f' (the key "k" of Secret {secret}?)'
     assert mounted_secret_hint(Path("/etc/gitscale/k")) == ""

@@ -33,12 +33,30 @@ def test_no_push_commits_locally(tmp_path: Path, capsys) -> None:  # type: ignor
     demand.write_text("linux: {queued: 2, running: 0}\n")
     code, out, _ = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
                        "--no-push")
-    assert code == 0 and "not pushed" in out
+    assert code == 0 and "(not pushed: --no-push)" in out
     assert git(remote, "rev-parse", "main") == before
     assert git(checkout, "rev-parse", "HEAD") != before
     # a later pushing run refuses to build on unpushed commits it could lose in a race
     code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
     assert code == 1 and "push them first" in err
+
+
+def test_a_branch_without_upstream_commits_and_says_how_to_push(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A CI checkout whose branch tracks nothing exits 0 with its commit unpushed: the line
+    says so and how to make it push, not "no upstream, or --no-push"."""
+    checkout, remote = setup(tmp_path)
+    git(checkout, "branch", "--unset-upstream")
+    before = git(remote, "rev-parse", "main")
+    demand = tmp_path / "d.yaml"
+    demand.write_text("linux: {queued: 2, running: 0}\n")
+    code, out, _ = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0 and git(remote, "rev-parse", "main") == before
+    assert ("(not pushed: main tracks no remote branch; `git branch "
+            "--set-upstream-to=origin/main` makes gitscale push it)") in out, out
+    git(checkout, "remote", "remove", "origin")
+    demand.write_text("linux: {queued: 3, running: 0}\n")
+    code, out, _ = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0 and "(not pushed: the checkout has no remote)" in out, out
 
 
 def test_dirty_checkout_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -62,6 +62,19 @@ def test_loop_follows_demand_and_stops_on_sigterm(tmp_path: Path, target: str) -
     assert "gitscale: linux 0→3" in log
 
 
+def test_each_pass_says_what_it_did_once(tmp_path: Path) -> None:
+    checkout = setup(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "gitscale", "run", "--repo", str(checkout), "--interval", "1s",
+         "--max-passes", "2"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    passes = [line.split(" ", 1)[1] for line in result.stderr.splitlines() if " pass at " in line]
+    assert len(passes) == 2, result.stderr
+    assert passes[0].endswith(": linux 0→3; committed " + git(checkout, "rev-parse", "HEAD")[:12]
+                              + " and pushed to origin/main"), passes[0]
+    assert passes[1].endswith(": no change: nothing to commit"), passes[1]
+
+
 def test_loop_survives_a_bad_pass(tmp_path: Path) -> None:
     checkout = setup(tmp_path)
     bad = checkout / "demand.yaml"

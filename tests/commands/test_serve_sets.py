@@ -113,6 +113,42 @@ def test_only_the_named_set_is_served_and_the_loop_scales_the_other(
     assert (replicas(repo, "linux"), replicas(repo, "gpu"), replicas(repo, "batch")) == (2, 3, 1)
 
 
+def test_a_batch_counts_its_events_in_words(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server = Server(repo, window="1s", sets=("linux",))
+    try:
+        before = commits(repo)
+        assert server.post(job(1, "queued", LINUX))[0] == 202
+        wait_for_commit(server, repo, before)
+    finally:
+        server.close()
+    assert " batch of 1 event: committed " in capsys.readouterr().err
+    message = git(remote(repo), "log", "-1", "--format=%B", "main")
+    assert "- reservations updated from 1 workflow_job event (queued=1)" in message
+
+
+def test_serve_on_a_config_without_webhook_sets_says_deliveries_are_dropped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Every set polled (a demand file here): serve starts, as a github set may be added
+    later, but says what it does with deliveries meanwhile rather than only "none"."""
+    monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": "runnerSets:\n" + BATCH_SET,
+        "demand.yaml": "batch: {queued: 0, running: 0}\n",
+        "sets/batch.yaml": RUNNERSET.format(name="batch", replicas=0)})
+    server = Server(checkout, window="1s")
+    said: list[str] = []
+    try:
+        assert server.post(job(1, "queued", LINUX))[0] == 202
+        until(lambda: said.append(capsys.readouterr().err) or "served by webhooks" in "".join(said),
+              "serve never said what it serves")
+    finally:
+        server.close()
+    assert ("served by webhooks: none (gitscale.yaml has no set whose source takes webhooks, "
+            "such as github: every delivery is answered 202 and dropped until it has)"
+            in "".join(said)), said
+
+
 def test_a_job_goes_to_the_first_served_set(repo: Path) -> None:
     """A job labelled only `self-hosted` matches every set: without --set it goes to linux,
     the first in gitscale.yaml; served only gpu, it is gpu's."""

@@ -3,6 +3,7 @@ a GitHub set whose RunnerSet registers other labels than its source counts, and 
 in the repo's YAML files that gitscale does not manage — each at its file and line."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,27 @@ def test_label_drift_is_a_warning_naming_both_lines(  # type: ignore[no-untyped-
                               f"'linux': source labels {source} differ from spec.github.labels")
     assert f" at sets/linux.yaml:{where}: " in warning and why in warning, warning
     assert out.rstrip().endswith(", 0 problems, 1 warning"), out
+
+
+@pytest.mark.skipif(shutil.which("kubeconform") is not None, reason="in-process validation")
+@pytest.mark.parametrize(("api_version", "kind", "hint"), [
+    ("actions.summerwind.dev/v1alpha1", "RunnerDeployment",
+     "commit its CustomResourceDefinition in the config repo"),
+    ("apps/v1", "Deployment", "install kubeconform to check built-in kinds"),
+])
+def test_a_kind_without_a_schema_is_skipped_saying_how_to_check_it(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, api_version: str, kind: str, hint: str) -> None:
+    """An ARC RunnerDeployment without its CRD in the repo was told to install kubeconform,
+    which has no schema for it either (docs/migrating-from-arc.md, "Step 0")."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": "runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                         "    source: {file: demand.yaml}\n    policy: default\n",
+        "demand.yaml": "linux: {queued: 0, running: 0}\n",
+        "sets/linux.yaml": f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: linux}}\n"
+                           "spec:\n  replicas: 1\n"})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err
+    assert out.startswith(f"skipped linux: no schema for {api_version} {kind} ({hint}"), out
 
 
 def test_a_buildkite_or_file_source_has_no_labels_to_compare(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,8 @@ and ``RateLimit-Reset`` (seconds until the window resets); past the limit, 429 w
 ``RateLimit-Remaining: 0``.
 
 Test seams: ``agents`` (name → state), ``connect(name, busy=)``, ``disconnect(name)``,
-``calls`` (paths with their query), ``limited_for`` (seconds: answer 429 until set to None).
+``calls`` (paths with their query), ``limited_for`` (seconds: answer 429 until set to None),
+``down`` (a status, say 502: every request answers it until set to None — Buildkite down).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class FakeBuildkite(ThreadingHTTPServer):
         self.agents: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
         self.limited_for: int | None = None  # seconds left of an exhausted rate-limit window
+        self.down: int | None = None  # the status every request answers (an outage)
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
@@ -84,6 +86,8 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         with srv.lock:
             srv.calls.append(self.path)
+        if srv.down is not None:
+            return self._reply(srv.down, {"message": "Bad Gateway"})
         if srv.limited_for is not None:
             return self._reply(429, {"message": "You have exceeded your API rate limit"},
                                {"RateLimit-Remaining": "0", "RateLimit-Limit": "200",

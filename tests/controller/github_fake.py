@@ -17,7 +17,9 @@ Test seams: ``runners`` (by id), ``set_state(name, online=, busy=)``, ``refuse_d
 (method and path of each request), ``queries`` (the query string of each), ``tokens``
 (accepted bearer tokens), ``groups`` (name → id), ``limit(times, retry_after=, reset=)`` (the
 next ``times`` requests answer 403/429 as a primary or secondary rate limit), ``remaining``
-(the ``x-ratelimit-remaining`` every answer says), ``not_modified`` (304s answered).
+(the ``x-ratelimit-remaining`` every answer says), ``not_modified`` (304s answered),
+``outage(code, method=, path=)`` (every matching request answers ``code``, after counting it in
+``calls``, until ``outage(None)``: GitHub down, or a secondary limit with no more to say).
 """
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ class FakeGitHub(ThreadingHTTPServer):
         self.groups = {"Default": 1, "gpu": 7}
         self.refused: set[str] = set()
         self.failing: dict[str, int] = {}  # runner name → the status its DELETE answers
+        # (code, method or None, path regex or None, body, headers): answered to every match
+        self.down: tuple[int, str | None, str | None, dict[str, Any], dict[str, str]] | None = None
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
@@ -120,6 +124,14 @@ class FakeGitHub(ThreadingHTTPServer):
         ``retry_after`` (429), a primary one (403, none remaining) until ``reset``."""
         with self.lock:
             self.limits += [(retry_after, reset)] * times
+
+    def outage(self, code: int | None, *, method: str | None = None, path: str | None = None,
+               message: str = "Server Error", headers: dict[str, str] | None = None) -> None:
+        """Every request of ``method`` (None: any) whose path matches ``path`` (a regex; None:
+        any) answers ``code`` with ``message``; None ends the outage."""
+        with self.lock:
+            self.down = None if code is None else (code, method, path, {"message": message},
+                                                   dict(headers or {}))
 
     def count(self, method: str, pattern: str = "") -> int:
         with self.lock:
@@ -187,6 +199,10 @@ class _Handler(BaseHTTPRequestHandler):
             srv.calls.append((method, path))
             srv.queries.append(url.query)
             limited = srv.limits.pop(0) if srv.limits else None
+            down = srv.down
+        if down is not None and down[1] in (None, method) and (
+                down[2] is None or re.search(down[2], path)):
+            return self._reply(down[0], down[3], dict(down[4]))
         if limited is not None:
             retry_after, reset = limited
             if retry_after is not None:

@@ -10,7 +10,7 @@ import base64
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from gitscale.controller.cache import Store
 from gitscale.controller.context import Report
@@ -55,6 +55,16 @@ def buildkite_spec() -> dict[str, Any]:
             "buildkite": {"queue": "linux", "tags": ["arch=x64"], "agentTokenSecret": "bk-token"},
             "template": {"spec": {"containers": [
                 {"name": "agent", "image": "buildkite/agent:3.137.0"}]}}}
+
+
+@dataclass(frozen=True)
+class Elapsed:
+    """A monotonic clock that keeps the harness clock's time: seconds since ``T0``."""
+
+    clock: Clock
+
+    def __call__(self) -> float:
+        return (self.clock.now - T0).total_seconds()
 
 
 @dataclass
@@ -178,13 +188,20 @@ def _cached(store: Store, prefix: str) -> dict[str, str]:
 
 
 def start(clock: Clock | None = None, *, workers: bool = False, kube_timeout: float = 30.0,
+          platform_clock: Callable[[], float] | None = None,
           **controller_options: Any) -> Iterator[Harness]:
+    """``platform_clock``: the monotonic seconds the platforms' clients keep time by (how old a
+    runner list is, how long GitHub is given after failing, when credentials are read again);
+    the harness clock's, in seconds from ``T0``, unless given."""
     clock = clock or Clock()
+    if platform_clock is None:
+        platform_clock = Elapsed(clock)
     api = start_api_server(clock=clock)
     github = FakeGitHub(TOKEN).start()
     kube = Kube(client_for(api.url), timeout=kube_timeout)
     controller = Controller(kube, clock=clock, concurrency=8,
-                            platforms=Platforms(kube.read_secret, list_max_age=0),
+                            platforms=Platforms(kube.read_secret, list_max_age=0,
+                                                clock=platform_clock),
                             **controller_options)
     api.create_object("secrets", {"metadata": {"name": "gh-creds"}, "type": "Opaque", "data": {
         "github_token": base64.b64encode(TOKEN.encode()).decode()}}, NS)

@@ -235,6 +235,32 @@ def test_failed_runner_not_replaced_when_its_slot_is_not_wanted() -> None:
     assert [d.name for d in actions.deletes] == ["x"]
 
 
+def o(name: str, phase: Phase, created: float, rid: int | None = None) -> Runner:
+    """An outdated runner: made for job settings the set no longer has."""
+    return replace(r(name, 1, phase, rid=rid, created=created), outdated=True)
+
+
+@pytest.mark.parametrize(("spec", "runners", "replaced", "deleted", "create"), [
+    pytest.param(Spec(3, 1, at(0)), [o("a", I, 1), o("b", P, 2), o("c", B, 3)],
+                 ["a", "b"], ["a", "b"], 0, id="idle-and-pending-swapped-busy-left"),
+    pytest.param(Spec(2, 4, at(0)), [o("a", I, 1), o("b", I, 2), r("c", 1, I, created=3)],
+                 ["a"], ["a", "b"], 0, id="beyond-replicas-on-patch-above-0-removed"),
+    pytest.param(Spec(2, 0, at(0)), [o("a", I, 1), r("b", 1, I, created=2),
+                                     r("c", 1, I, created=3)],
+                 [], ["a"], 0, id="patch-0-scale-down-takes-the-outdated-first"),
+    pytest.param(Spec(4, 1, at(0)), [o("a", I, 1)], ["a"], ["a"], 3,
+                 id="the-missing-ones-too"),
+])
+def test_outdated_runners_make_way_at_any_patch_never_busy(
+        spec: Spec, runners: list[Runner], replaced: list[str], deleted: list[str],
+        create: int) -> None:
+    actions = decide(spec, runners, at(10), last_applied=spec.write)
+    assert sorted(actions.replaced) == replaced and actions.retries == (0,) * len(replaced)
+    assert sorted(d.name for d in actions.deletes) == deleted
+    assert actions.create == create
+    assert not {d.name for d in actions.deletes} & {x.name for x in runners if x.phase is B}
+
+
 # -- properties -----------------------------------------------------------------------------
 # A small world: spec writes and runner state changes in random order, with a controller pass
 # (decide, then apply its effects) after some of them. Creations are counted per spec write.

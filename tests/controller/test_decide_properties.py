@@ -57,7 +57,7 @@ MOVES: dict[str, tuple[str, ...]] = {
     "B": ("F", "X", "I"),
     "x": ("P", "I", "B", "F", "X"),
 }
-PHASE = {"P": P, "I": I, "B": B, "F": F, "X": X, "x": X}
+PHASE = {"P": P, "I": I, "B": B, "F": F, "X": X, "x": X, "Q": I}  # Q, q: outdated I, P
 
 FULL, REFUSED, KILLED, STATUS_LOST, UNKNOWN = "full", "refused", "killed", "status-lost", \
     "unknown"  # how a pass went: see Cluster.reconcile
@@ -110,6 +110,8 @@ class Cluster:
             going = self.named(TERMINATING)
             if going:
                 del self.runners[going[a % len(going)]]
+        elif kind == "edit":  # job settings edited: every runner so far is outdated
+            self.runners = {n: replace(r, outdated=True) for n, r in self.runners.items()}
         elif kind == "outside" and self.outside:  # drained, evicted, kubectl delete pod
             here = [n for n in sorted(self.runners) if self.runners[n].phase is not TERMINATING]
             if here:
@@ -181,15 +183,18 @@ class Cluster:
             self.runners[name] = replace(runner, phase=B, finished_at=None)
             return True
 
-        # retire(): failed runners still running are unregistered before their successors.
-        kept = {n for n in actions.replaced if n in self.soft and answers_busy(n)}
+        # retire(): failed runners still running, and outdated ones, are unregistered before
+        # their successors.
+        outdated = {n for n, r in self.runners.items() if r.outdated}
+        kept = {n for n in actions.replaced if (n in self.soft or n in outdated)
+                and answers_busy(n)}
         if kept:
             index = [i for i, n in enumerate(actions.replaced) if n not in kept]
             actions = replace(
                 actions, retries=tuple(actions.retries[i] for i in index),
                 replaced=tuple(actions.replaced[i] for i in index),
                 deletes=tuple(d for d in actions.deletes if d.name not in kept))
-        retired = set(actions.replaced) & self.soft
+        retired = set(actions.replaced) & (self.soft | outdated)
         # The backlog's refills are counted (in status) before they are made.
         refilled = refilled_after(spec, self.refilled, len(actions.refills)) \
             if actions.refills else None
@@ -246,13 +251,19 @@ class Cluster:
     def _passed(self, actions: Actions, spec: Spec, mode: str, raced: bool,
                 before: dict[str, Runner]) -> Pass:
         done = Pass(actions, spec, mode, raced,
-                    live_before=sum(r.phase in (P, I, B) for r in before.values()),
+                    # (an outdated runner not busy is no runner of the set: it goes anyway)
+                    live_before=sum(r.phase in (P, I, B) and not _stale(r)
+                                    for r in before.values()),
                     counted_before=sum(r.phase in COUNTED for r in before.values()),
                     counted_after=self.count(*COUNTED), finished_after=self.count(F),
                     busy_after=self.count(B), old_after=sum(
                         n in before and r.phase in (P, I, X) for n, r in self.runners.items()))
         self.passes.append(done)
         return done
+
+
+def _stale(runner: Runner) -> bool:
+    return runner.outdated and runner.phase in (P, I)
 
 
 def run_pass(cluster: Cluster, plan: tuple[int, int, int]) -> Pass:
@@ -266,11 +277,12 @@ writes = st.tuples(st.just("write"), st.integers(0, 4), st.integers(0, 3), st.in
 moves = st.tuples(st.just("move"), st.integers(0, 9), st.integers(0, 4), st.integers(0, 30))
 ticks = st.tuples(st.just("tick"), st.sampled_from([1, 4, 9, 30, 90]), st.just(0), st.just(0))
 gone = st.tuples(st.just("gone"), st.integers(0, 9), st.just(0), st.just(0))
+edit = st.tuples(st.just("edit"), st.just(0), st.just(0), st.just(0))
 outside = st.tuples(st.just("outside"), st.integers(0, 9), st.integers(0, 1), st.just(0))
 plans = st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 7))
 # Runners change more often than specs are written, so that shut passes meet finished runners.
-own = st.one_of(writes, *[moves] * 5, ticks, gone)
-rough = st.one_of(writes, *[moves] * 5, ticks, gone, outside, outside)
+own = st.one_of(writes, *[moves] * 5, ticks, gone, edit)
+rough = st.one_of(writes, *[moves] * 5, ticks, gone, outside, outside, edit)
 
 
 def world(events: st.SearchStrategy[tuple[str, int, int, int]],
@@ -389,7 +401,7 @@ def test_property_a_slot_lost_from_outside_is_refilled_by_the_next_pass(events: 
 # -- one pass, from any state ------------------------------------------------------------------
 # The bounds of a single pass hold whatever the set looks like, which a random state reaches
 # more often than a history does (several failed runners on a patch-0 scale-down, say).
-runner_states = st.lists(st.tuples(st.sampled_from("PIBFXxT"), st.integers(0, 60),
+runner_states = st.lists(st.tuples(st.sampled_from("PIBFXxTQq"), st.integers(0, 60),
                                    st.integers(0, 4)), max_size=10)
 
 
@@ -405,9 +417,10 @@ def test_property_one_pass_never_grows_a_set_beyond_its_replicas(
     cluster.applied = cluster.spec.write if applied else Write(patch + 1, T0)
     for n, (state, ended, failures) in enumerate(states, start=1):
         stopped = T0 + timedelta(seconds=40 + ended) if state in "FXx" else None
-        phase = TERMINATING if state == "T" else PHASE[state]
+        phase = TERMINATING if state == "T" else {**PHASE, "q": P}[state]
         cluster.runners[f"s{n}"] = Runner(f"s{n}", patch, phase, n, stopped, failures,
-                                          T0 + timedelta(seconds=n), cluster.spec.effective_time)
+                                          T0 + timedelta(seconds=n), cluster.spec.effective_time,
+                                          outdated=state in "Qq")
         if state == "x":
             cluster.soft.add(f"s{n}")
     check_bounds(run_pass(cluster, (mode, k, busy_bits)))

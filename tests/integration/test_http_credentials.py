@@ -171,10 +171,9 @@ def test_nothing_is_left_in_the_temporary_directory(http_git_server: GitHTTPServ
 
 @pytest.mark.parametrize("command", ["reconcile", "history"])
 @pytest.mark.parametrize(("make", "problem"), [
-    pytest.param(lambda path: None, "no such file (the key \"token\" of Secret gitscale-git?)", id="missing"),
-    pytest.param(lambda path: path.write_text("\n"), "is empty (the key \"token\" of Secret gitscale-git?)", id="empty"),
-    pytest.param(lambda path: path.mkdir(), "is a directory, not a file (the key \"token\" of Secret "
-                 "gitscale-git?)", id="directory"),
+    pytest.param(lambda path: None, "no such file", id="missing"),
+    pytest.param(lambda path: path.write_text("\n"), "is empty", id="empty"),
+    pytest.param(lambda path: path.mkdir(), "is a directory, not a file", id="directory"),
     # a FIFO nobody writes to hung `cat` (and the check) for good
     pytest.param(lambda path: os.mkfifo(path), "is not a regular file (a FIFO); gitscale reads "
                  "only regular files", id="fifo"),
@@ -182,8 +181,8 @@ def test_nothing_is_left_in_the_temporary_directory(http_git_server: GitHTTPServ
 def test_a_token_file_that_is_not_there_is_named_before_any_request(
         http_git_server: GitHTTPServer, tmp_path: Path, command: str, make: Any,
         problem: str) -> None:
-    """A Secret mounted with another key than `token`: the file is not there. Said as such,
-    not as git's "Authentication failed" with a hint that the server refused the token."""
+    """A token file that is not there, empty, a folder or a FIFO: said as such, not as git's
+    "Authentication failed" with a hint that the server refused the token."""
     server = http_git_server
     bare = _remote(server)
     original = rev(bare)
@@ -199,6 +198,29 @@ def test_a_token_file_that_is_not_there_is_named_before_any_request(
     assert result.err == f"error: GITSCALE_GIT_TOKEN_FILE={token_file}: {problem}\n", result
     assert "Traceback" not in result.out + result.err and "refused" not in result.err
     assert server.log == [], "nothing is asked of the server without a token to give it"
+    assert seed.commits(bare) == [original]
+
+
+@pytest.mark.parametrize("command", ["reconcile", "history"])
+def test_a_token_file_missing_from_the_scalers_secret_names_the_secret(
+        http_git_server: GitHTTPServer, tmp_path: Path, command: str) -> None:
+    """Where `init --run-in cluster` mounts the Secret gitscale-git, a missing file is its key
+    `token` missing (``files.mounted_secret_hint``, as for every credential file); a file
+    anywhere else is not blamed on that Secret (above)."""
+    server = http_git_server
+    bare = _remote(server)
+    original = rev(bare)
+    token_file = "/var/run/secrets/gitscale/git/token"
+    assert not Path(token_file).exists()
+    env = {"GITSCALE_GIT_TOKEN_FILE": token_file}
+    if command == "reconcile":
+        result = _reconcile(server, tmp_path, (4, 0), env)
+    else:
+        result = run_cli("history", "--repo", server.url(), cwd=tmp_path, env=env)
+    assert result.code == 1, result
+    assert result.err == (f"error: GITSCALE_GIT_TOKEN_FILE={token_file}: no such file (the key "
+                          '"token" of Secret gitscale-git?)\n'), result
+    assert server.log == []
     assert seed.commits(bare) == [original]
 
 

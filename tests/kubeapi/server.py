@@ -22,7 +22,9 @@ no answer until the returned event is set: a black-holed request), ``on_call`` (
 before every call, with its verb, resource and query), ``objects``/``get_object`` (read the
 store without counting), ``create_object``,
 ``mutate_object``, ``set_pod_phase``, ``compact`` (force 410 for older watch resumes),
-``drop_watches`` (end every open stream, as an apiserver restart would),
+``drop_watches`` (end every open stream, as an apiserver restart would), ``cut_watches_after``
+(seconds after which every watch stream ends cleanly, whatever its timeout: 0 ends each at once,
+as a proxy that cuts long requests would; None, the default, never),
 ``graceful_pod_deletion`` (pods linger with deletionTimestamp until ``finish_pod_deletions``),
 ``write_kubeconfig`` (for a controller run as a subprocess) and ``log`` (one line per request,
 ``"METHOD /path?query -> status"``). ``running_api_server()`` is the context-manager form;
@@ -98,6 +100,7 @@ class KubeAPIServer(ThreadingHTTPServer):
         self.bookmark_interval = bookmark_interval
         self.stopping = False
         self.watch_epoch = 0
+        self.cut_watches_after: float | None = None
         self.open_watches = 0  # streams being served (guarded by store.lock)
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
         self.log: list[str] = []

@@ -145,6 +145,9 @@ class _Stream:
         server, store = self.server, self.server.store
         start = time.monotonic()
         deadline = start + self.timeout if self.timeout else None
+        if server.cut_watches_after is not None:
+            cut = start + server.cut_watches_after
+            deadline = cut if deadline is None else min(deadline, cut)
         next_bookmark = start + server.bookmark_interval
         while True:
             now = time.monotonic()

@@ -18,7 +18,8 @@ from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
 from gitscale.manifest.target import (A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, ANNOTATIONS, KINDS,
                                       LEGACY, REPLICAS_ONLY, SPEC_PATCH, Owned, locate)
-from gitscale.plan.cache import StateCache, _located, _row
+from gitscale.plan.cache import StateCache
+from gitscale.plan.cache_format import as_located, as_row
 from gitscale.plan.engine import compute_plan
 from gitscale.repo.git import Git
 from gitscale.repo.index import Tree
@@ -94,15 +95,15 @@ def test_each_kind_is_written_where_the_table_says(tmp_path: Path, kind: tuple[s
     cache.apply(plan.cache_writes)
     [(_, found, parsed)] = plan.cache_writes.looked
     assert parsed and found.owned is table and found.api_version == kind[0]
-    assert _located(_row(found)) == found
+    assert as_located(as_row(found)) == found
 
 
 def test_a_row_of_a_kind_gone_from_the_table_is_read_again(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     found = locate("m.yaml", manifest("apps/v1", "Deployment"), ObjectRef())
-    row = _row(found)
+    row = as_row(found)
     assert row[1:3] == ("apps/v1", "Deployment")
     monkeypatch.delitem(KINDS, ("apps/v1", "Deployment"))
-    assert _located(row) is None
+    assert as_located(row) is None
 
 
 # A kind that scales through `spec.size` and keeps its patch ID as an annotation: one row.
@@ -182,3 +183,30 @@ spec:
                        "--now", "2026-11-21T09:05:00Z")
     assert code == 0 and "no change" in out
     assert "linux" in StateCache.load(_isolated_cache).settled
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, id=f"{k[0]} {k[1]}") for k in KINDS])
+def test_an_absent_replicas_is_what_the_kinds_controller_runs(tmp_path: Path,
+                                                              kind: tuple[str, str]) -> None:
+    """Without ``replicas`` a Deployment (any apps/v1 kind, a Rollout, an actions-runner-
+    controller RunnerDeployment) runs 1, a gitscale RunnerSet none: a first write of 1 is a
+    scale-up only for the RunnerSet (a scale-up stamps the last scale-up, which holds the next
+    scale-down for scaleDownDelay), and the commit says 1→1 or ?→1 accordingly."""
+    table = KINDS[kind]
+    text = manifest(*kind, replicas=".".join(table.replicas)).replace(
+        f"  {table.replicas[-1]}: 1\n", "  other: 1\n")
+    assert "replicas: 1" not in text and "size: 1" not in text
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{maxReplicas: 9}"}),
+        "sets/linux.yaml": text})
+    reading = DemandReading()
+    reading.demands["linux"] = Demand(1, 0)
+    plan = compute_plan(checkout, load_config(checkout), reading, NOW, "base",
+                        tree=Tree.read(Git(checkout)))
+    [change] = plan.changes
+    assert get(change.new_object, table.replicas) == 1
+    stamped = get(change.new_object, (*ANNOTATIONS, A_LAST_SCALE_UP))
+    runs_none = kind == ("gitscale.dev/v1alpha1", "RunnerSet")
+    assert table.unset == (None if runs_none else 1)
+    assert stamped == (STAMP if runs_none else None)
+    assert change.before.replicas == (None if runs_none else 1)

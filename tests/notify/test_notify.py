@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import socket
 import time
 from pathlib import Path
@@ -142,6 +143,8 @@ notify:
     lines = [line for line in err.splitlines() if "notify" in line]
     assert len(lines) == 1, err
     assert f"notify argocd ({argo.base}) failed: HTTP 400" in lines[0]
+    # a timestamped line, as run and serve write theirs (gitscale.logline)
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ notify argocd ", lines[0]), lines[0]
     assert "HMAC verification failed" in lines[0] and "poll still applies" in lines[0]
     assert "committed" in out and "pushed" in out
     no_secret_in(out, err)
@@ -169,6 +172,13 @@ notify:
                              "reason": "first-write"}]
     assert len(signed.body) < 1000
     no_secret_in(out, err)
+    # what the README promises a receiver: exactly these keys, no more, no fewer
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    bullet = readme[readme.index("- **webhook**: the same facts"):]
+    promised = bullet[bullet.index('`{"event"'):]
+    promised = promised[:promised.index("}`") + 1]
+    keys = re.findall(r'"(\w+)":', promised)
+    assert keys == [*body] + [*body["sets"][0]], promised
 
 
 def closed_port() -> int:
@@ -465,7 +475,7 @@ def test_the_checkout_is_let_go_before_the_engines_are_told(tmp_path: Path, caps
     import fcntl
     import os
 
-    from gitscale.repo.workspace import LOCK
+    from gitscale.repo.checkout_lock import LOCK
 
     free: list[bool] = []
     with FakeFlux() as hook:

@@ -8,7 +8,8 @@ from typing import Iterator
 
 import pytest
 
-from gitscale.plan.cache import StateCache, _located, _row
+from gitscale.plan.cache import StateCache
+from gitscale.plan.cache_format import as_located, as_row
 from gitscale.commands.history import ALIGNED, history_lines
 from gitscale.config.load import ObjectRef, load_config
 from gitscale.demand import DemandReading
@@ -127,7 +128,7 @@ def test_cached_rows_are_what_parsing_gives() -> None:
         "\"2026-11-21T09:00:00.5Z\"\n    gitscale.dev/jobs: abc\n")
     found = locate("x.yaml", text, ObjectRef())
     assert found.current.last_scale_up is not None
-    assert _located(_row(found)) == found
+    assert as_located(as_row(found)) == found
 
 
 def test_history_over_a_url_with_since(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from gitscale.errors import GitError
-from gitscale.repo.workspace import LOCK, open_workspace
+from gitscale.repo.checkout_lock import LOCK
+from gitscale.repo.workspace import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 HOLD = """
@@ -27,6 +28,9 @@ os.pwrite(fd, b"%d\\n" % os.getpid(), 0)
 print("held", flush=True)
 time.sleep(600)
 """
+# Another user's lock file, which this one may not write: held through a read-only descriptor.
+HOLD_READ_ONLY = HOLD.replace("os.O_RDWR | os.O_CREAT", "os.O_RDONLY").replace(
+    'os.pwrite(fd, b"%d\\n" % os.getpid(), 0)\n', "")
 
 
 @pytest.fixture
@@ -37,8 +41,8 @@ def checkout(tmp_path: Path) -> Path:
         "demand.yaml": "linux: {queued: 3, running: 0}\n"})
 
 
-def hold(lock: Path) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE,
+def hold(lock: Path, script: str = HOLD) -> subprocess.Popen[str]:
+    holder = subprocess.Popen([sys.executable, "-c", script, str(lock)], stdout=subprocess.PIPE,
                               text=True)
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     return holder
@@ -62,6 +66,8 @@ def test_a_second_holder_waits_says_for_whom_and_gives_up(checkout: Path) -> Non
     assert f"another gitscale run (pid {holder.pid}) has been writing in this checkout for " \
            "more than 0.5 s" in str(caught.value)
     assert "nothing was written" in str(caught.value)
+    # the waiter never held it: the holder's number is left as the holder wrote it
+    assert (checkout / ".git" / LOCK).read_text() == f"{holder.pid}\n"
 
 
 def test_a_killed_holder_leaves_no_lock_and_the_next_pass_lands(checkout: Path,  # type: ignore[no-untyped-def]
@@ -88,11 +94,36 @@ def test_the_lock_is_held_for_the_pass_only(checkout: Path, capsys) -> None:  # 
                 assert lock.read_text() == f"{os.getpid()}\n"
             finally:
                 os.close(fd)
+        assert lock.read_text() == ""  # let go: no holder named any more
         fd = os.open(lock, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released: free again
         finally:
             os.close(fd)
+
+
+def test_a_holder_that_cannot_write_its_number_is_not_named_after_the_last_one(  # type: ignore[no-untyped-def]
+        checkout: Path, capsys) -> None:
+    """A pass that lets go takes its process number out of the lock file: a later holder
+    through a read-only descriptor, which cannot write its own, is "pid unknown" to a waiter,
+    not the number of a process gone (which another process may have by then)."""
+    lock = checkout / ".git" / LOCK
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0 and "pushed" in out, err
+    assert lock.read_text() == ""
+    holder = hold(lock, HOLD_READ_ONLY)
+    said: list[str] = []
+    try:
+        with open_workspace(str(checkout), None) as ws:
+            with pytest.raises(GitError) as caught:
+                with ws.exclusive(0.2, said.append):
+                    raise AssertionError("entered while another process holds the checkout")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert said == [f"waiting for another gitscale run in {checkout} (pid unknown) to finish "
+                    "its pass"]
+    assert "another gitscale run (pid unknown)" in str(caught.value)
 
 
 def test_a_clone_takes_no_lock(checkout: Path) -> None:

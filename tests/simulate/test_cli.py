@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gitscale.simulate.report import Metrics
-from tests.helpers import run
+from tests.helpers import git, run
 from tests.simulate.util import config_dir, config_repo
 
 STRATEGIES = ["gitscale", "arc-listener", "arc-hra", "pod-per-job", "oracle"]
@@ -202,6 +202,33 @@ def test_from_history(capsys, tmp_path: Path) -> None:  # type: ignore[no-untype
     code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history",
                        "--since", "yesterday")
     assert code == 1 and err.startswith("error: --since: 'yesterday' is not an RFC 3339 time")
+
+
+def test_a_url_or_a_bare_repo_is_read_through_a_clone(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`--repo URL` said "gitscale.yaml: not found in the config repo (run `gitscale init`?)":
+    simulate looked for the file in a folder of that name, where every other command clones."""
+    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10}"})
+    (checkout / "policies").mkdir()
+    (checkout / "policies/roomy.yaml").write_text("minReplicas: 2\nmaxReplicas: 30\n")
+    git(checkout, "add", "policies")
+    git(checkout, "commit", "-qm", "a preset of our own")
+    git(checkout, "push", "-q")
+    for clock, queued in [("09:00:00", 0), ("09:01:00", 3), ("09:02:00", 0)]:
+        demand = tmp_path / "demand.yaml"
+        demand.write_text(f"linux: {{queued: {queued}, running: 0}}\n")
+        code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
+                           "--now", f"2026-11-23T{clock}Z")
+        assert code == 0, err
+    remote = tmp_path / "remote.git"
+    for repo in (str(remote), remote.as_uri()):
+        doc = simulate_json(capsys, "--repo", repo, "--from-history", "--policy", "roomy")
+        assert doc["trace"]["jobs"] == 3 and doc["trace"]["sets"] == ["linux"], repo
+        doc = simulate_json(capsys, "--repo", repo, "--synthetic", "spiky", "--hours", "1",
+                            "--no-baselines")
+        assert doc["trace"]["sets"] == ["linux"], repo
+    code, _, err = run(capsys, "simulate", "--repo", str(remote), "--synthetic", "spiky",
+                       "--set", "gpu")
+    assert code == 1 and "unknown runner set 'gpu' (known: linux)" in err
 
 
 def test_jobs_never_started_are_said(capsys, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -122,6 +122,15 @@ CONFIG_CASES = [
                  "    policy: {scaleDownDelay: 99999999999999999h}\n",
                  "gitscale.yaml:5", ["longer than a year"], id="duration-overflow"),
     pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n"
+                 "    policy: {scaleDownDelay: \u0661\u0660m}\n",
+                 "gitscale.yaml:5", ["not a duration"], id="duration-other-digits"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                 "        - {name: x, start: '2026-01-01T09:00:00Z', duration: 0s,\n"
+                 "           minReplicas: 1}\n",
+                 "gitscale.yaml:7", ["never holds the schedule active"], id="schedule-duration-0"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
                  "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
                  "        - {name: x, start: '9999-12-31T23:59:59-23:59', duration: 1h,\n"
                  "           minReplicas: 1}\n",

@@ -103,6 +103,9 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
         duration = parse_duration(item["duration"])
     except ValueError as exc:
         raise fail("duration", f"schedule duration: {exc}") from None
+    if not duration:
+        raise fail("duration", "schedule duration: 0 never holds the schedule active (give "
+                   "how long each window lasts, e.g. 8h)")
     zone = item.get("timezone")
     if zone is not None:
         _check_zone(zone, lambda m: fail("timezone", m))

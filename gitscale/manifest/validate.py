@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -335,6 +335,8 @@ def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[
 class Checked:
     problems: list[str]  # "PATH: where: what"
     unchecked: list[dict[str, Any]]  # objects no schema covers (in-process only)
+    # objects a problem was found in; kubeconform names no object, so then all of the file's
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Validation:
@@ -375,8 +377,11 @@ class Validation:
             found = [(None, p) for p in run_kubeconform(self.binary, text, self.schemas)]
         else:
             found = [(o, p) for o in objects for p in self.schemas.check(o)]
+        refused = list(objects) if found and self.binary else \
+            [o for o in objects if any(o is obj for obj, _ in found)]
         return Checked(_at_lines(path, text if lines_in is None else lines_in, found),
-                       [] if self.binary else [o for o in objects if not self.schemas.knows(o)])
+                       [] if self.binary else [o for o in objects if not self.schemas.knows(o)],
+                       refused)
 
 
 def _at_lines(path: str, text: str, found: list[tuple[dict[str, Any] | None, Problem]]

@@ -50,7 +50,9 @@ class Report:
     deleted: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    folded: int = 0  # failed calls said within another error (counted in the metrics)
+    # Failed calls not listed in ``errors`` (said within another error, or only in the log:
+    # the sweep of Secrets left behind), counted in the metrics all the same
+    folded: int = 0
     leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
     unheard: str | None = None  # why the platform could not say who is idle or busy
     reason: str | None = None  # Ready's reason for its errors, when not ApplyFailed

@@ -40,6 +40,7 @@ class Memory:
         self._suspects: dict[str, dict[int, datetime]] = {}
         self._swept: dict[str, datetime] = {}
         self._secrets_swept: dict[str, datetime] = {}
+        self._said_of: dict[tuple[str, str], str] = {}
 
     # -- refused creations: slow start and backoff -------------------------------------------
     def refusal(self, set_key: str) -> Refusal | None:
@@ -62,6 +63,8 @@ class Memory:
             self._suspects.pop(set_key, None)
             self._swept.pop(set_key, None)
             self._secrets_swept.pop(set_key, None)
+            for topic in [t for t in self._said_of if t[0] == set_key]:
+                del self._said_of[topic]
             self._unowned.pop(set_key, None)  # (the set's Secrets go with it)
 
     # -- JIT Secrets not handed to their pod (still the set's) --------------------------------
@@ -78,6 +81,14 @@ class Memory:
                 return False
             self._secrets_swept[set_key] = now
             return True
+
+    def say(self, set_key: str, topic: str, message: str) -> bool:
+        """Say ``message`` about the set's ``topic`` now? True when it is not what was said
+        last (an empty message says the trouble is over: never said, but remembered)."""
+        with self._lock:
+            before = self._said_of.get((set_key, topic), "")
+            self._said_of[(set_key, topic)] = message
+            return bool(message) and message != before
 
     def add_unowned(self, set_key: str, name: str) -> None:
         with self._lock:

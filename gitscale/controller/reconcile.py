@@ -16,6 +16,7 @@ README's "Removing a runner set".)
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import timedelta
 
@@ -51,6 +52,8 @@ from gitscale.controller.registered import platform_of, refused, registered_of, 
 from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
 from gitscale.controller.runnerset_writes import finish, hold, release, write
 from gitscale.runnerset_api import PATCH_ID_MAX
+
+log = logging.getLogger("gitscale.controller")
 
 
 def reconcile(ctx: Context, key: str) -> Report:
@@ -89,8 +92,15 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
     if (view.kind.registration_labels is not None and not view.deleting
             and not ctx.deposed.is_set() and ctx.memory.secret_sweep_due(key, now, EVERY)):
-        # (what another process, or this one before a restart, could not hand over)
-        report.errors += sweep_secrets(ctx.kube, ctx.pods, view, now, stop=ctx.deposed).errors
+        # What another process, or this one before a restart, could not hand over. Its failure
+        # is housekeeping's, not the set's (Ready stays as the runners make it): said in the
+        # log once, tried again by the next sweep.
+        swept = sweep_secrets(ctx.kube, ctx.pods, view, now, stop=ctx.deposed)
+        report.folded += len(swept.errors)
+        said = "; ".join(st.said_once(swept.errors)[:3])
+        if ctx.memory.say(key, "secrets", said):
+            log.warning("%s: JIT Secrets left behind not swept (tried again in %d minutes): %s",
+                        key, EVERY.total_seconds() // 60, said)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None
     try:

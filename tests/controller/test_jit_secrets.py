@@ -4,6 +4,7 @@ label and deletes those whose pod does not exist — once older than a creation 
 hands the others over. Through the real client, against the local API server."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,3 +101,26 @@ def test_a_young_secret_and_another_sets_are_left_alone(
     harness.sync("rs")
     assert mine not in secrets(harness)
     assert secrets(harness, "other") == {theirs: "RunnerSet"}  # its own set's next sweep
+
+
+def test_a_sweep_the_role_refuses_is_said_once_and_the_set_still_served(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """A Role without ``list`` on secrets (one written before it was needed): the sweep is
+    housekeeping, not the set's health — Ready stays as the runners make it, the log says it
+    once, and each sweep tries again."""
+    harness.api.inject_error("list", "secrets", code=403, reason="Forbidden", times=10**6,
+                             message='secrets is forbidden: User "system:serviceaccount:'
+                                     'gitscale-system:gitscale-controller" cannot list '
+                                     'resource "secrets"')
+    caplog.set_level(logging.WARNING, "gitscale.controller")
+    harness.write("rs", 1, 1)
+    assert len(harness.sync("rs").created) == 1
+    harness.clock.advance(EVERY.total_seconds())
+    report = harness.sync("rs")
+    assert report.errors == [] and harness.api.call_count("list", "secrets") == 2
+    ready = next(c for c in harness.status("rs")["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+    said = [r.getMessage() for r in caplog.records if "not swept" in r.getMessage()]
+    assert len(said) == 1 and "cannot list resource" in said[0], said
+    assert said[0].startswith("default/rs: JIT Secrets left behind not swept (tried again in "
+                              "5 minutes): list Secrets of RunnerSet default/rs: 403 Forbidden")

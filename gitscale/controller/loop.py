@@ -201,6 +201,7 @@ class Controller:
     def _lead(self) -> None:
         self.ctx.halt.clear()
         self.ctx.deposed.clear()
+        self.ctx.memory.leading()  # (sweep what the last leader may have left)
         self.acting.set()
         self.metrics.leading(True)
         for key in self.runnersets.keys():  # complete whatever the last leader left

@@ -82,6 +82,12 @@ class Memory:
             self._secrets_swept[set_key] = now
             return True
 
+    def leading(self) -> None:
+        """This replica took the Lease: every set's Secrets are swept on its next pass (the
+        replica that led meanwhile may have left some)."""
+        with self._lock:
+            self._secrets_swept.clear()
+
     def say(self, set_key: str, topic: str, message: str) -> bool:
         """Say ``message`` about the set's ``topic`` now? True when it is not what was said
         last (an empty message says the trouble is over: never said, but remembered)."""

@@ -124,3 +124,16 @@ def test_a_sweep_the_role_refuses_is_said_once_and_the_set_still_served(
     assert len(said) == 1 and "cannot list resource" in said[0], said
     assert said[0].startswith("default/rs: JIT Secrets left behind not swept (tried again in "
                               "5 minutes): list Secrets of RunnerSet default/rs: 403 Forbidden")
+
+
+def test_a_replica_that_takes_the_lease_again_sweeps_at_once(harness: Harness) -> None:
+    """It led before, swept, and lost the Lease; the replica that led meanwhile may have left
+    Secrets behind: taking the Lease again, its next pass sweeps, whenever it last did."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    harness.sync("rs")
+    assert harness.api.call_count("list", "secrets") == 1  # (not due again before EVERY)
+    harness.controller._follow()
+    harness.controller._lead()
+    harness.sync("rs")
+    assert harness.api.call_count("list", "secrets") == 2

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -26,8 +27,20 @@ BRANCH_HISTORY = ("Branch whose scaling commits to read (default: the remote's d
                   "branch; a checkout must be on it).")
 
 
+def a_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A file option given as "" (``--demand "$DEMAND"`` with the variable unset) is a
+    mistake to say, not the option left out: the sources would be read instead of the file."""
+    if value == "":
+        from gitscale.errors import InputError
+
+        raise InputError(f"--{param.name}", "is empty: give a file's path, or leave the "
+                         "option out")
+    return value
+
+
 # Options several commands take, alike.
-DEMAND = click.option("--demand", type=str, help="Demand file replacing every source.")
+DEMAND = click.option("--demand", type=str, callback=a_path,
+                      help="Demand file replacing every source.")
 EVERY = click.option("--every", default=None, metavar="DURATION",
                      help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion "
                           "must serve until the next run. Default 1m.")
@@ -86,6 +99,18 @@ def collector_off() -> Iterator[None]:
         gc.freeze()
         if enabled:
             gc.enable()
+
+
+class Finite(click.FloatRange):
+    """A float range that refuses nan (no comparison fails for it, so FloatRange lets it
+    through: a shutdown timeout of nan seconds)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return number
 
 
 def _opts(kw: dict[str, Any]) -> RepoOptions:
@@ -190,7 +215,8 @@ def serve(**kw: Any) -> int:
 @click.option("--until", help="Only commits at or before this time (RFC 3339).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="A table, or JSON (times in UTC) for scripts.")
-@click.option("--chart", help="Also draw replicas and demand over time into this .svg or .png "
+@click.option("--chart", callback=a_path,
+              help="Also draw replicas and demand over time into this .svg or .png "
               "(needs gitscale[charts]).")
 @click.option("--tz", default="utc", show_default=True,
               help="Times of the table and the chart: utc, local or a zone like Europe/Berlin.")
@@ -210,7 +236,7 @@ def history(**kw: Any) -> int:
                    "a URL or bare repo gives (default: the remote's default branch).")
 @click.option("--config", default=DEFAULT_CONFIG, show_default=True,
               help="Config file, relative to the repo root.")
-@click.option("--trace", type=str, help="CSV of jobs: arrival,duration[,set].")
+@click.option("--trace", type=str, callback=a_path, help="CSV of jobs: arrival,duration[,set].")
 @click.option("--synthetic", type=click.Choice(["steady", "spiky", "burst", "weekly"]),
               help="A seeded synthetic trace of this shape (weekly: 15 days of a weekday "
                    "09:00 burst, for a forecast policy).")
@@ -243,7 +269,8 @@ def history(**kw: Any) -> int:
               help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="A table per strategy, or JSON (format_version 1) for scripts.")
-@click.option("--chart", help="Also write a chart (SVG or PNG) of runners and jobs over time.")
+@click.option("--chart", callback=a_path,
+              help="Also write a chart (SVG or PNG) of runners and jobs over time.")
 def simulate(**kw: Any) -> int:
     """Replay a job trace through the policy and the controller; compare with baselines."""
     from gitscale.commands.simulate import run_simulate
@@ -281,13 +308,13 @@ def validate(**kw: Any) -> int:
 @click.option("--namespace", default=None, help="Only watch this namespace (default: all).")
 @click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1, 256),
               help="Pod creations in flight at once.")
-@click.option("--health-port", default=8081, show_default=True, type=int,
+@click.option("--health-port", default=8081, show_default=True, type=click.IntRange(0, 65535),
               help="Port of the /healthz, /readyz and /metrics (Prometheus) endpoints (0: off).")
 @click.option("--shutdown-timeout", default=20.0, show_default=True,
-              type=click.FloatRange(0, 3600),
+              type=Finite(0, 3600),
               help="Seconds to finish the passes in flight on SIGTERM; creations not started "
                    "by then are left to the next start.")
-@click.option("--leftover-grace", default=60.0, type=click.FloatRange(0, 86400), hidden=True,
+@click.option("--leftover-grace", default=60.0, type=Finite(0, 86400), hidden=True,
               help="Seconds a GitHub registration must stay without a pod before it is removed.")
 @click.option("--leader-elect", is_flag=True,
               help="Act only while holding a coordination.k8s.io Lease (run 2 replicas).")
@@ -298,10 +325,10 @@ def validate(**kw: Any) -> int:
 @click.option("--lease-duration", default=15, show_default=True, type=click.IntRange(1, 3600),
               help="Seconds a replica waits after the leader's last renewal to take over.")
 @click.option("--renew-deadline", default=10.0, show_default=True,
-              type=click.FloatRange(0, 3600, min_open=True),
+              type=Finite(0, 3600, min_open=True),
               help="Seconds a leader unable to renew keeps acting (< lease duration).")
 @click.option("--retry-period", default=2.0, show_default=True,
-              type=click.FloatRange(0, 3600, min_open=True),
+              type=Finite(0, 3600, min_open=True),
               help="Seconds between attempts to take or renew the Lease.")
 @click.option("--repo", hidden=True, default=None)
 def controller(leader_elect: bool, leader_election_namespace: str | None,

@@ -56,3 +56,19 @@ class PushRejected(GitError):
 
 class PushRaced(GitError):
     """The remote moved (non-fast-forward): fetch, recompute and retry."""
+
+
+SHOWN = 80  # characters of a value an error message quotes
+
+
+def shown(value: object, limit: int = SHOWN) -> str:
+    """``value`` as an error message quotes it: its ``repr``, cut to about ``limit``
+    characters. A message names what is wrong; a 200,000-character name pasted into a config
+    is better said as its start and its length than echoed whole (and every message passes
+    through the secret masking, whose work grows with its length)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value):,} characters" if isinstance(value, (str, bytes)) else \
+        f"{len(text):,} characters as text"
+    return f"{text[:limit]}… ({size})"

@@ -23,6 +23,7 @@ MAX_BYTES = 64 * 1024 * 1024  # a 100,000-set gitscale.yaml or a million-job dem
 # Whether this process has said that its cache cannot be written: once is enough for a loop
 # that would otherwise repeat it every pass (the one piece of process state here, on purpose).
 _cache_warned: list[str] = []
+_distrust_warned: list[str] = []  # (a cache file not loaded: said once)
 # The cache directories whose stale temporary files this process has removed (once each).
 _swept: set[str] = set()
 # write_cache's temporary files: ``.NAME.PID.RANDOM.tmp`` (``.NAME.PID.tmp`` before 0.1.0)
@@ -63,8 +64,23 @@ def read_bytes(path: Path, label: str, error: type[InputError], *,
 
 def read_text(path: Path, label: str, error: type[InputError], *,
               limit: int = MAX_BYTES) -> str:
-    """``read_bytes`` decoded as UTF-8 (newlines untouched: CRLF stays CRLF)."""
-    return read_bytes(path, label, error, limit=limit).decode("utf-8")
+    """``read_bytes`` decoded as UTF-8 (newlines untouched: CRLF stays CRLF); text that is not
+    UTF-8 raises ``error`` at its line (``decode``)."""
+    return decode(read_bytes(path, label, error, limit=limit), label, error)
+
+
+def decode(data: bytes, label: str, error: type[InputError]) -> str:
+    """``data`` as UTF-8 text. A file saved in another encoding (Latin-1, UTF-16) raises
+    ``error`` naming ``label``, the line and the column of its first byte that is not UTF-8,
+    not Python's byte offset into the file."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        utf16 = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise error(label, f"is not UTF-8 text: byte 0x{data[exc.start]:02x} at column "
+                    f"{column}{utf16}; save the file as UTF-8", line) from None
 
 
 def _kind(mode: int) -> str:
@@ -75,6 +91,17 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a file"
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (what ``mkdir -p`` would
+    create, and what a command that failed half-way removes); None when ``path`` exists."""
+    missing = None
+    for folder in (path, *path.parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        missing = folder
+    return missing
 
 
 FILE_SUFFIX = "_FILE"  # NAME_FILE names the file NAME's value is read from
@@ -120,6 +147,63 @@ def default_cache_dir() -> Path | None:
         return Path(configured) if configured else None  # empty: no disk cache
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "gitscale"
+
+
+class UntrustedCache(Exception):
+    """A cache file that someone else could have written: it is not loaded."""
+
+
+def read_cache(path: Path) -> bytes | None:
+    """The bytes of one of gitscale's cache files; None when there is none. Raises
+    ``UntrustedCache`` for a file that is not a regular file owned by this user, or that anyone
+    may write: the caches are pickles and marshalled code, which run what they hold when
+    loaded, so a file another user could have put there (a cache directory shared too widely)
+    is never loaded, and the pass runs as without it. A file only its group may write passes:
+    a volume mounted with an ``fsGroup`` is made group-writable by Kubernetes on each mount."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UntrustedCache(f"{path} is a symbolic link") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UntrustedCache(f"{path} is not a regular file")
+        if info.st_uid != os.geteuid():
+            raise UntrustedCache(f"{path} belongs to another user (uid {info.st_uid})")
+        if info.st_mode & stat.S_IWOTH:
+            raise UntrustedCache(f"{path} may be written by anyone (mode "
+                                 f"{stat.S_IMODE(info.st_mode):04o})")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def load_cache(path: Path | None) -> bytes | None:
+    """``read_cache`` for a loader that goes on without the file: None when there is no file,
+    it cannot be read, or it is not to be trusted (said once per process, on stderr)."""
+    if path is None:
+        return None
+    try:
+        return read_cache(path)
+    except UntrustedCache as exc:
+        if not _distrust_warned:
+            _distrust_warned.append(str(path))
+            import click
+
+            click.echo(f"warning: not loading gitscale's cache file {exc}: its caches run "
+                       "code when loaded, so only files of this user that no one else may "
+                       "write are read. Remove it, or set GITSCALE_CACHE_DIR to a directory "
+                       "of this user's own; meanwhile every run starts without it (slower, "
+                       "never wrong).", err=True)
+        return None
+    except OSError:
+        return None
 
 
 def write_cache(path: Path, write: Callable[[IO[bytes]], object]) -> bool:

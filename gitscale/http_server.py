@@ -48,6 +48,7 @@ class Response:
     body: dict[str, Any] = field(default_factory=dict)  # sent as JSON, unless ``raw`` is set
     raw: bytes | None = None  # sent as it is (e.g. /metrics)
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()  # more headers (``Allow`` with a 405)
 
 
 Handler = Callable[[Request], Response]
@@ -178,7 +179,8 @@ class HttpServer:
             response = self.handler(request)
         self.busy.discard(task)
         data = response.raw if response.raw is not None else json.dumps(response.body).encode()
-        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(data)))]
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(data))),
+                   *response.headers]
         events: list[Any] = [h11.Response(status_code=response.status, headers=headers,
                                           reason=_reason(response.status))]
         if request.method != "HEAD":

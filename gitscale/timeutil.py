@@ -6,7 +6,8 @@ import re
 from datetime import datetime, timedelta, timezone
 
 
-_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+# ASCII digits only: ``\d`` alone also takes other scripts' digits (``١٠m``).
+_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", re.ASCII)
 MAX_DURATION = timedelta(days=366)
 FIRST_YEAR, LAST_YEAR = 1970, 9000
 

@@ -122,6 +122,15 @@ CONFIG_CASES = [
                  "    policy: {scaleDownDelay: 99999999999999999h}\n",
                  "gitscale.yaml:5", ["longer than a year"], id="duration-overflow"),
     pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n"
+                 "    policy: {scaleDownDelay: \u0661\u0660m}\n",
+                 "gitscale.yaml:5", ["not a duration"], id="duration-other-digits"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+                 "        - {name: x, start: '2026-01-01T09:00:00Z', duration: 0s,\n"
+                 "           minReplicas: 1}\n",
+                 "gitscale.yaml:7", ["never holds the schedule active"], id="schedule-duration-0"),
+    pytest.param("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
                  "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
                  "        - {name: x, start: '9999-12-31T23:59:59-23:59', duration: 1h,\n"
                  "           minReplicas: 1}\n",
@@ -164,6 +173,50 @@ CONFIG_CASES = [
 ]
 
 
+def _config_with(**lines: str) -> str:
+    """gitscale.yaml of one set, its ``manifest``/``source``/``policy``/``name`` lines given."""
+    values = {"name": "linux", "manifest": "sets/linux.yaml", "source": "{file: demand.yaml}",
+              "policy": "default", **lines}
+    return "runnerSets:\n" + "".join(
+        f"{'  - ' if key == 'name' else '    '}{key}: {value}\n" for key, value in values.items())
+
+
+SCHEDULE = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
+            "    source: {file: demand.yaml}\n    policy:\n      schedules:\n"
+            "        - name: x\n          start: '2026-01-01T09:00:00Z'\n"
+            "          duration: 1h\n          minReplicas: 1\n")
+
+# Found by the hostile audit: each was a crash (exit 70), a minutes-long pass, a message
+# without the config's line, or an echo of a 200,000-character value.
+CONFIG_CASES += [
+    pytest.param(SCHEDULE + "          timezone: Europe\n", "gitscale.yaml:11",
+                 ["unknown timezone 'Europe'"], id="timezone-a-folder"),
+    pytest.param(SCHEDULE + "          timezone: " + "A" * 5000 + "\n", "gitscale.yaml:11",
+                 ["unknown timezone 'AAAA", "(5,000 characters)"], id="timezone-too-long"),
+    pytest.param(_config_with(policy="p" * 300), "gitscale.yaml:5",
+                 ["unknown policy preset 'pppp", "(300 characters)"], id="preset-name-too-long"),
+    pytest.param(_config_with(manifest='"sets/linux.yaml\\0"'), "gitscale.yaml:3",
+                 ["'sets/linux.yaml\\x00' holds a control character"], id="manifest-nul"),
+    pytest.param(_config_with(manifest='"sets/li\\nnux.yaml"'), "gitscale.yaml:3",
+                 ["'sets/li\\nnux.yaml' holds a control character"], id="manifest-newline"),
+    pytest.param(_config_with(manifest="sets/" + "m" * 300 + ".yaml"), "gitscale.yaml:3",
+                 ["cannot be read: File name too long", "(310 characters)"],
+                 id="manifest-name-too-long"),
+    pytest.param(_config_with(name="n" * 200_000), "gitscale.yaml:2",
+                 ["'nnnn", "(200,000 characters) is too long"], id="name-of-200000-letters"),
+    pytest.param(_config_with(source="{github: {org: acme, labels: [linux], apiUrl: "
+                              "'https://ghe.example/api/v3?access_token=SECRETX'}}"),
+                 "gitscale.yaml:4", ["apiUrl", "access_token=***", "not an API's base URL",
+                                     "without credentials, query or fragment"],
+                 id="api-url-with-a-query"),
+    pytest.param(SCHEDULE.replace("'2026-01-01T09:00:00Z'", "2026-01-01T09:00:00Z"),
+                 "gitscale.yaml:8", ["2026-01-01T09:00:00+00:00 is a YAML timestamp here, not "
+                                     "text: quote it"], id="unquoted-timestamp"),
+    pytest.param("\0raw" + _config_with() + "# caf\u00e9 \x00\n", "gitscale.yaml:6",
+                 ["not valid YAML: U+0000 is not allowed"], id="nul-byte"),
+]
+
+
 @pytest.mark.parametrize(("config", "where", "words"), CONFIG_CASES)
 def test_bad_config(tmp_path: Path, capsys, config: str, where: str, words: list[str]) -> None:  # type: ignore[no-untyped-def]
     checkout = repo_with(tmp_path, config=config)
@@ -188,7 +241,8 @@ def test_a_preset_that_is_not_utf_8(tmp_path: Path, capsys) -> None:  # type: ig
     git(checkout, "add", "policies")
     git(checkout, "commit", "-qm", "preset")
     git(checkout, "push", "-q")
-    assert_refused(capsys, checkout, "policies/mine.yaml", "cannot be read", "utf-8")
+    assert_refused(capsys, checkout, "policies/mine.yaml:1", "is not UTF-8 text: byte 0xff at "
+                   "column 19; save the file as UTF-8")
 
 
 def test_a_folder_named_like_a_preset_is_not_a_crash(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -308,6 +362,27 @@ MANIFEST_CASES += [
                  ["v1 ConfigMap linux", "not a kind gitscale scales"], id="configmap-with-spec"),
     pytest.param("kind: RunnerSet\nmetadata: {name: linux}\nspec: {replicas: 2}\n",
                  "sets/linux.yaml:1", ["(no apiVersion) RunnerSet"], id="no-api-version"),
+]
+
+
+def _annotated(key: str, value: str) -> str:
+    return RUNNERSET.format(name="linux", replicas=2).replace(
+        "  name: linux\n", f"  name: linux\n  annotations:\n    gitscale.dev/{key}: {value}\n")
+
+# Found by the hostile audit: a file with classic Mac line ends was refused as "a gitscale
+# bug: please report it"; a paused or drained value other than "true"/"false" was read as
+# "false", and the set scaled; a NUL had no line.
+MANIFEST_CASES += [
+    pytest.param("\0raw" + RUNNERSET.format(name="linux", replicas=2).replace("\n", "\r"),
+                 "sets/linux.yaml:1", ["a line ends in a lone carriage return"],
+                 id="classic-mac-line-ends"),
+    *[pytest.param(_annotated(key, value), "sets/linux.yaml:6",
+                   [f"annotation gitscale.dev/{key}: {shown} is neither \"true\" nor \"false\""],
+                   id=f"{key}-{value}")
+      for key, value, shown in [("paused", '"yes"', "'yes'"), ("paused", "maybe", "'maybe'"),
+                                ("paused", '"1"', "'1'"), ("drained", "[x]", "['x']")]],
+    pytest.param("\0raw" + RUNNERSET.format(name="linux", replicas=2) + "# \x00\n",
+                 "sets/linux.yaml:14", ["not valid YAML: U+0000 is not allowed"], id="nul-byte"),
 ]
 
 

@@ -58,6 +58,10 @@ def test_a_token_in_the_remote_url_of_a_checkout_is_not_in_git_errors(tmp_path: 
     ("GET https://h/r?page=2&per_page=100", "GET https://h/r?page=2&per_page=100"),
     ("GET https://h/r?page=2&api_key=k1234&sig=s1234", "GET https://h/r?page=2&api_key=***&sig=***"),
     ("a time 10:30:00@noon: no credentials", "a time 10:30:00@noon: no credentials"),
+    # the scheme is not what the mask looks for ("://" is): a word glued before it, or an
+    # unusual scheme, still has its user info masked
+    ("x1https://u:pw1234@h/r git+ssh://t1234@h:r", "x1https://***@h/r git+ssh://***@h:r"),
+    ("a ://u:pw1234@h", "a ://***@h"),
 ])
 def test_redact(text: str, want: str) -> None:
     assert redact(text).startswith(want)

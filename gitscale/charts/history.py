@@ -23,6 +23,17 @@ class Window:
     note: str | None  # says so when the window hides commits the user did not ask to hide
 
 
+def _label(name: str) -> str:
+    """A set's name as a chart's title shows it: it comes from commit messages, which anyone
+    can write: a control character as its escape (``\\x1b``: the font has no glyph for it,
+    and a terminal would act on it in the warning that says so), a ``$`` kept as text (not
+    the start of matplotlib's math)."""
+    if not name.isprintable():
+        name = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                       for c in name)
+    return name.replace("$", r"\$")
+
+
 def history_panels(entries: Sequence[Entry]) -> list[Panel]:
     """One panel per set (in name order): replicas, demand (queued + running), running jobs."""
     panels = []
@@ -34,7 +45,7 @@ def history_panels(entries: Sequence[Entry]) -> list[Panel]:
                   for e in mine]
         running = [nan if e.running is None else float(e.running) for e in mine]
         commits = f"{len(mine)} scaling commit{'s' if len(mine) != 1 else ''}"
-        panels.append(Panel(f"{name}  ({commits})", [
+        panels.append(Panel(f"{_label(name)}  ({commits})", [
             Series("replicas (runners)", times, [float(e.replicas) for e in mine]),
             Series("demand (queued + running jobs)", times, demand, style="dashed"),
             Series("running jobs", times, running, style="area"),

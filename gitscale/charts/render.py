@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
@@ -68,6 +69,9 @@ class Panel:
 
 def chart_format(path: Path) -> str:
     """``svg`` or ``png`` from the suffix; anything else is a ChartError naming the file."""
+    if path.is_dir():
+        raise ChartError(f"{path}: is a directory; name the chart's file, such as "
+                         f"{path / 'history.svg'}")
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ChartError(f"{path}: a chart is written as .svg or .png, not "
@@ -217,7 +221,10 @@ def _save(figure: "Figure", path: Path, fmt: str) -> None:
     try:
         with os.fdopen(fd, "wb") as handle, rc_context({"svg.hashsalt": "gitscale"}):
             metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-            figure.savefig(handle, format=fmt, dpi=150, metadata=metadata)
+            with warnings.catch_warnings():  # a character the font lacks: drawn as a box,
+                # not a warning quoting matplotlib's source on stderr
+                warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from")
+                figure.savefig(handle, format=fmt, dpi=150, metadata=metadata)
         os.chmod(tmp, 0o644)  # not mkstemp's 0600: a chart is for others to read
         os.replace(tmp, path)
     except OSError as exc:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gitscale.files import write_cache
+from gitscale.files import load_cache, write_cache
 
 MAX_AGE = 86_400.0  # seconds: an entry no pass has used for a day is dropped on save
 
@@ -35,9 +35,10 @@ class EtagCache:
     @classmethod
     def load(cls, path: Path | None) -> "EtagCache":
         cache = cls(path)
-        if path is not None and path.is_file():
+        data = load_cache(path)
+        if data is not None:
             try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
+                raw = json.loads(data.decode("utf-8"))
                 now = time.time()
                 cache.entries = {k: (v[0], v[1]) for k, v in raw.items()}
                 cache.used = {k: float(v[2]) if len(v) > 2 else now for k, v in raw.items()}

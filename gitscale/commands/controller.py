@@ -15,6 +15,7 @@ from gitscale.commands import EXIT_OK, stop_on_signals
 from gitscale.errors import InputError
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+NAMESPACE = re.compile(r"(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a DNS-1123 label
 # a Lease's name: a DNS-1123 subdomain
 LEASE_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -70,6 +71,12 @@ def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: i
     from gitscale.controller.leader import LeaseConfig
     from gitscale.controller.loop import Controller, serve_health
 
+    for option, value in (("--namespace", namespace),
+                          ("--leader-election-namespace", election.namespace)):
+        if value is not None and not NAMESPACE.fullmatch(value):
+            raise InputError(option, f"{value!r} is not a Kubernetes namespace name (at most "
+                             "63 lower-case letters, digits and '-', starting and ending with "
+                             "a letter or digit)")
     lease = None
     if election.enabled:
         if not LEASE_NAME.fullmatch(election.lease_name):

@@ -4,6 +4,7 @@ Everything is local: no token, no cluster. The demo shows exactly what a user wo
 """
 from __future__ import annotations
 
+import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -15,7 +16,8 @@ from gitscale.config import DEFAULT_CONFIG
 from gitscale.commands.history import run_history
 from gitscale.commands.plan import run_plan
 from gitscale.commands.reconcile import run_reconcile
-from gitscale.errors import InputError
+from gitscale.errors import GitscaleError, InputError
+from gitscale.files import first_missing
 from gitscale.repo.git import Git
 
 
@@ -46,6 +48,26 @@ def _copy_tree(source: resources.abc.Traversable, dest: Path) -> None:
             (dest / item.name).write_bytes(item.read_bytes())
 
 
+def _build(base: Path, checkout: Path, remote: Path) -> None:
+    """``build_demo_repo``, whole or not at all: a folder that cannot be written (read-only, a
+    full disk, a path under a file) is an error naming it, and what the demo had created by
+    then is removed."""
+    created = [p for p in (first_missing(base), checkout, remote) if p is not None
+               and not p.exists()]
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        build_demo_repo(base, checkout, remote)
+    except (OSError, GitscaleError) as exc:
+        for path in created:
+            shutil.rmtree(path, ignore_errors=True)
+        if isinstance(exc, OSError):  # (mkdir -p says "File exists" of a file on the way)
+            why = "Not a directory" if isinstance(exc, FileExistsError) else \
+                exc.strerror or type(exc).__name__
+            raise InputError(str(exc.filename or base), f"cannot be written: {why}; nothing "
+                             "was kept") from None
+        raise
+
+
 def run_demo(directory: str | None, repo: str | None = None) -> int:
     if directory and repo:
         raise InputError("--repo", "give --dir or --repo, not both")
@@ -57,14 +79,13 @@ def run_demo(directory: str | None, repo: str | None = None) -> int:
             if path.exists() and (not path.is_dir() or any(path.iterdir())):
                 raise InputError(str(path), "exists and is not empty; pick a new path for the "
                                  "demo")
-        base.mkdir(parents=True, exist_ok=True)
-        build_demo_repo(base, checkout, remote)
+        _build(base, checkout, remote)
     else:
         base = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitscale-demo-"))
         if base.exists() and any(base.iterdir()):
             raise InputError(str(base), "is not empty; pick a new directory for the demo")
-        base.mkdir(parents=True, exist_ok=True)
-        remote, checkout = build_demo_repo(base)
+        remote, checkout = base / "remote.git", base / "config"
+        _build(base, checkout, remote)
     demand = str(checkout / "demand.yaml")
     opts = RepoOptions(str(checkout), None, DEFAULT_CONFIG)
 

@@ -10,6 +10,7 @@ same list ``gitscale validate`` refuses the repo with until they are done.
 """
 from __future__ import annotations
 
+import shutil
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ from gitscale.commands.init_runners import SET, config_text, controller_secret_c
     demand_text, job_ids_steps, runnerset_text, scaler_secret_command, source_secrets
 from gitscale.commands.init_scaler import GIT_SECRET, GIT_TOKEN_FILE
 from gitscale.commands.init_schedules import schedule_files, schedule_next_steps
-from gitscale.errors import InputError
+from gitscale.errors import GitscaleError, InputError
+from gitscale.files import first_missing
 from gitscale.repo.git import Git
 from gitscale.controller.crd import crd_yaml
 from gitscale.yamlio.placeholders import PLACEHOLDER, Placeholder, find_placeholders
@@ -149,20 +151,28 @@ def run_init(directory: str, **options: Any) -> int:
     if clashes:
         raise InputError(str(root), "already has " + ", ".join(clashes[:5])
                          + (" …" if len(clashes) > 5 else "") + "; nothing was written")
+    created = first_missing(root)  # the folder init makes, if DIR is new
+    written: list[Path] = []
+    repo = Git(root)
+    new_repo = False
     try:
         for rel, text in files.items():
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
+            written.append(target)
             target.write_text(text, encoding="utf-8")
-    except OSError as exc:  # DIR is a file, or not writable
-        raise InputError(str(root), f"cannot be written: {exc}") from None
-    repo = Git(root)
-    new_repo = repo.run("rev-parse", "--show-toplevel", check=False).code != 0
-    if new_repo:
-        repo.run("init", "--quiet", f"--initial-branch={choices.branch}")
-    repo.run("add", "--", *files)
-    # Only the scaffold: DIR may sit in a repo whose index holds someone's staged work.
-    repo.run("commit", "--quiet", "-m", f"gitscale init ({choices.gitops})", "--", *files)
+        new_repo = repo.run("rev-parse", "--show-toplevel", check=False).code != 0
+        if new_repo:
+            repo.run("init", "--quiet", f"--initial-branch={choices.branch}")
+        repo.run("add", "--", *files)
+        # Only the scaffold: DIR may sit in a repo whose index holds someone's staged work.
+        repo.run("commit", "--quiet", "-m", f"gitscale init ({choices.gitops})", "--", *files)
+    except (OSError, GitscaleError) as exc:  # DIR is a file, not writable, a full disk
+        _undo(root, created, written, list(files) if not new_repo else None)
+        if isinstance(exc, OSError):
+            raise InputError(str(exc.filename or root), "cannot be written: "
+                             f"{exc.strerror or type(exc).__name__}; nothing was kept") from None
+        raise
     click.echo(f"wrote {len(files)} files to {root} and committed them:")
     for rel in files:
         click.echo(f"  {rel}")
@@ -170,6 +180,30 @@ def run_init(directory: str, **options: Any) -> int:
     has_origin = repo.run("remote", "get-url", "origin", check=False).code == 0
     click.echo("\n" + next_steps(choices, root, has_origin=has_origin and not new_repo))
     return EXIT_OK
+
+
+def _undo(root: Path, created: Path | None, written: list[Path],
+          staged: list[str] | None) -> None:
+    """Take back what a failed init wrote: the folder it created, else each file it wrote (no
+    file was there before: init refuses to write over one), the folders left empty, a .git it
+    made, and (``staged``, in a repo that was there) its files from the index."""
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
+        return
+    for path in written:
+        path.unlink(missing_ok=True)
+        for folder in path.parents:
+            if folder == root or not folder.is_relative_to(root):
+                break
+            try:
+                folder.rmdir()  # only if empty
+            except OSError:
+                break
+    if staged is None:
+        shutil.rmtree(root / ".git", ignore_errors=True)
+    elif staged:
+        Git(root).run("rm", "--cached", "--quiet", "--ignore-unmatch", "--", *staged,
+                      check=False)
 
 
 def edits_left(files: dict[str, str]) -> list[tuple[str, Placeholder]]:

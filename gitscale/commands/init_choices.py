@@ -97,9 +97,6 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
     _relative("--config", config)
     if config.endswith("/") or Path(config).name in ("", "."):
         raise InputError("--config", f"{config!r}: the path of a file, e.g. gitscale.yaml")
-    if ".git" in PurePosixPath(config).parts:
-        raise InputError("--config", f"{config!r} is inside .git (git's own files); name a "
-                         "file the repo tracks")
     config = str(PurePosixPath(config))  # ./a//b.yaml: a/b.yaml, as init writes and compares it
     if Git(Path.cwd()).run("check-ref-format", "--branch", branch, check=False).code != 0:
         raise InputError("--branch", f"{branch!r} is not a valid git branch name")
@@ -151,11 +148,23 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
     )
 
 
+def _no_blanks(option: str, url: str) -> None:
+    """A URL holds no blank, tab or line break (urlsplit drops line breaks and tabs without a
+    word, and init would write the URL as given)."""
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise InputError(option, f"{redact(url)!r} holds a blank, a tab or a line break: a URL "
+                         "has none; nothing was written")
+
+
 def _relative(option: str, path: str) -> None:
     """A relative path inside the repo, in characters that need no quoting: it is written
-    unquoted into gitscale.yaml, the kustomizations and the schedulers' commands."""
+    unquoted into gitscale.yaml, the kustomizations and the schedulers' commands; never in
+    .git, git's own folder."""
     if path.startswith("/") or ".." in Path(path).parts:
         raise InputError(option, f"{path!r} must be a relative path inside the repo")
+    if ".git" in PurePosixPath(path).parts:
+        raise InputError(option, f"{path!r} is inside .git (git's own files); name a path "
+                         "the repo tracks")
     if not re.fullmatch(r"[A-Za-z0-9._/-]+", path):
         raise InputError(option, f"{path!r}: use letters, digits, '.', '_', '-' and '/'")
 
@@ -208,6 +217,7 @@ def _base_address(option: str, url: str, *, not_url: str, has_path: str) -> str:
     ``scheme://netloc``; else an ``InputError`` of ``option`` saying ``not_url`` or
     ``has_path``."""
     _no_credentials(option, url)
+    _no_blanks(option, url)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or "://" not in url:
         raise InputError(option, not_url)
@@ -220,6 +230,7 @@ def _https_url(url: str) -> None:
     """``--repo-url``: an http(s) URL. The scaler pushes over HTTPS with a token (git's
     askpass), Argo CD's repository Secret and Flux's GitRepository read it with a username and
     password, and Flux needs the scheme."""
+    _no_blanks("--repo-url", url)
     parts = urlsplit(url)
     if parts.scheme in ("http", "https") and parts.hostname and "://" in url:
         return

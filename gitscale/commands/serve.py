@@ -100,6 +100,9 @@ def make_handler(secret: bytes | WebhookSecret, batcher: Batcher, deliveries: De
     rejected one (401, 400) is logged through ``rejections`` (rate-limited)."""
 
     def handle(request: Request) -> Response:
+        if request.path == path and request.method != "POST":  # (a browser, a probe)
+            return Response(405, {"error": "webhook deliveries are POSTs"},
+                            headers=(("Allow", "POST"),))
         if request.method in ("GET", "HEAD"):
             if request.path in ("/healthz", "/readyz"):
                 return Response(200, batcher.health())

@@ -50,8 +50,9 @@ def run_validate(opts: RepoOptions) -> int:
             problems += placeholder_problems(path, texts[path])
             result = validation.check(path, texts[path], [target.obj for _, target in sets])
             problems += result.problems
-            if not result.problems:  # (a spec the schema refuses is said once, by it)
-                problems += controller_refusals(path, sets)
+            # (a spec the schema refuses is said once, by it; the file's others are checked)
+            problems += controller_refusals(path, [(s, t) for s, t in sets if not any(
+                t.obj is o for o in result.refused)])
             for runner_set, target in sets:
                 if any(target.obj is o for o in result.unchecked):
                     skipped += 1

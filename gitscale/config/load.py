@@ -14,7 +14,7 @@ from gitscale import files
 from gitscale.config import DEFAULT_CONFIG
 from gitscale.core.policy import Policy
 from gitscale.config.sources import SOURCES
-from gitscale.errors import ConfigError
+from gitscale.errors import ConfigError, shown
 from gitscale.config.policies import build_policy
 from gitscale.config.schemas import check_schema
 from gitscale.config.secrets import SecretRef, hold_named
@@ -169,7 +169,8 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
             items = document.data.get("runnerSets") or []
             item = items[p[1]] if p[1] < len(items) else None
             name = item.get("name") if isinstance(item, dict) else None
-            label = f"runner set {name!r}" if isinstance(name, str) else f"runnerSets[{p[1]}]"
+            label = f"runner set {shown(name)}" if isinstance(name, str) else \
+                f"runnerSets[{p[1]}]"
             rest = ".".join(str(x) for x in p[2:])
             return f"{label} {rest}".strip() if rest else label
         return ".".join(str(x) for x in p) or "(top level)"
@@ -251,19 +252,28 @@ def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
 
     local = root / "policies" / f"{name}.yaml"
     label = f"policies/{name}.yaml"
-    for path, shown in ((local.parent, "policies"), (local, label)):
-        if path.is_symlink():  # as for manifests: a link could point anywhere on the machine
-            raise ConfigError(shown, "is a symlink (gitscale reads only regular files in the "
-                              "config repo)")
-    if local.is_file():  # (a folder of that name is not a preset: the shipped one applies)
+    try:
+        for path, where in ((local.parent, "policies"), (local, label)):
+            if path.is_symlink():  # as for manifests: a link could point anywhere
+                raise ConfigError(where, "is a symlink (gitscale reads only regular files in "
+                                  "the config repo)")
+        is_file = local.is_file()
+    except (OSError, ValueError):  # a name no file can have (too long; simulate's --policy)
+        raise ConfigError(source, f"unknown policy preset {shown(name)} (shipped: "
+                          f"{', '.join(preset_names())})", _line(line)) from None
+    if is_file:  # (a folder of that name is not a preset: the shipped one applies)
         try:
             text = files.read_text(local, label, ConfigError)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(label, f"cannot be read: {exc}") from None
     else:
         shipped = resources.files("gitscale.presets").joinpath(f"{name}.yaml")
-        if not shipped.is_file():
-            raise ConfigError(source, f"unknown policy preset {name!r} (shipped: "
+        try:
+            known = shipped.is_file()
+        except (OSError, ValueError):  # (a name longer than a file's)
+            known = False
+        if not known:
+            raise ConfigError(source, f"unknown policy preset {shown(name)} (shipped: "
                               f"{', '.join(preset_names())})", _line(line))
         label = f"preset {name}"
         text = shipped.read_text(encoding="utf-8")
@@ -279,6 +289,9 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigError] | Any,
                    line: LineRef = None, checked: set[Path] | None = None) -> Path:
     """``root/relative``, refusing absolute paths, ``..`` escapes and symlinks on the way.
@@ -286,9 +299,13 @@ def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigErr
     A manifest reached through a symlink could point anywhere on the machine running gitscale;
     git would also commit the link, not the file we edited.
     """
+    if _CONTROL.search(relative):  # a NUL no file name holds; a newline, a tab: a typo
+        raise error(source, f"{shown(relative)} holds a control character (a line break, a "
+                    "tab, a NUL); name a file of the config repo", _line(line))
     pure = PurePosixPath(relative)
     if pure.is_absolute() or "\\" in relative or ".." in pure.parts or relative.startswith("~"):
-        raise error(source, f"{relative!r} must be a path inside the config repo", _line(line))
+        raise error(source, f"{shown(relative)} must be a path inside the config repo",
+                    _line(line))
     if not pure.parts:
         raise error(source, f"{relative!r} is the repo's top folder, not a file", _line(line))
     if ".git" in pure.parts:

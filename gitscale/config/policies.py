@@ -7,7 +7,7 @@ from typing import Any
 
 from gitscale.core.forecast import MAX_LOOKBACK, MIN_LOOKBACK, ForecastPolicy
 from gitscale.core.policy import Policy, Schedule
-from gitscale.errors import ConfigError
+from gitscale.errors import ConfigError, shown
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.yamlio.read import Document
 
@@ -88,9 +88,10 @@ def _check_zone(zone: str, fail: Any) -> None:
 
     try:
         ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise fail(f"unknown timezone {zone!r} (use an IANA name such as Europe/Berlin)") \
-            from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder (Europe), a name
+        # longer than a file name may be
+        raise fail(f"unknown timezone {shown(zone)} (use an IANA name such as "
+                   "Europe/Berlin)") from None
 
 
 def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
@@ -102,6 +103,9 @@ def _schedule(item: dict[str, Any], fail: Any) -> Schedule:
         duration = parse_duration(item["duration"])
     except ValueError as exc:
         raise fail("duration", f"schedule duration: {exc}") from None
+    if not duration:
+        raise fail("duration", "schedule duration: 0 never holds the schedule active (give "
+                   "how long each window lasts, e.g. 8h)")
     zone = item.get("timezone")
     if zone is not None:
         _check_zone(zone, lambda m: fail("timezone", m))

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import functools
 import math
+from datetime import date, time
 from typing import Any
 
 from gitscale.core.forecast import DAYS
-from gitscale.errors import InputError
+from gitscale.errors import InputError, shown
 from gitscale.runnerset_api import REPLICAS_MAX
 from gitscale.yamlio.read import Document, format_path
 
@@ -72,7 +73,8 @@ POLICY_CHOICE: dict[str, Any] = {"oneOf": [{"type": "string", "pattern": r"^[A-Z
                                            POLICY]}
 
 from gitscale.config.secrets import SECRET_REF  # noqa: E402  (the notify schema uses it)
-from gitscale.config.sources import SOURCE  # noqa: E402  (each source's schema is in its entry)
+from gitscale.config.sources import API_URL, SOURCE  # noqa: E402  (each source's schema is
+# in its entry)
 
 # Where to tell a GitOps engine that a push landed (see gitscale/notify/). URLs carry no
 # credentials; the secrets are {env: NAME} or {file: PATH} like every other credential.
@@ -253,7 +255,8 @@ def check_schema(
         key = str(extra[0]) if extra else "?"
         line = document.key_line(path, key)
         where = f"{label}: " if path else ""
-        raise error(source, f"{where}unknown key {key!r} (allowed: {', '.join(allowed)})", line)
+        raise error(source, f"{where}unknown key {shown(key)} (allowed: {', '.join(allowed)})",
+                    line)
     raise error(source, f"{label}: {_explain(problem)}", document.line_of(path))
 
 
@@ -329,15 +332,29 @@ def _policy_branch(problem: Any) -> Any:
 
 
 def _explain(problem: Any) -> str:
+    value = shown(problem.instance)
     if problem.schema is POLICY_CHOICE["oneOf"][0] and problem.validator == "pattern":
-        return (f"{problem.instance!r} is not a preset's name (letters, digits, '_', '.' and "
+        return (f"{value} is not a preset's name (letters, digits, '_', '.' and "
                 "'-': policies/NAME.yaml's NAME, or a shipped preset such as default)")
     if problem.schema is POLICY_CHOICE:
-        return (f"{problem.instance!r} is not a policy: write a preset's name (such as default "
+        return (f"{value} is not a policy: write a preset's name (such as default "
                 "or warm, or policies/NAME.yaml's NAME) or a mapping such as "
                 "{maxReplicas: 10, buffer: 1}")
     if problem.validator == "required":
         return str(problem.message).replace("is a required property", "is required")
     if problem.validator == "type":
-        return f"{problem.instance!r} is not of type {problem.validator_value}"
-    return str(problem.message)
+        if isinstance(problem.instance, (date, time)) and "string" in problem.validator_value:
+            # YAML reads an unquoted 2026-01-05T09:00:00Z as a timestamp, not as text
+            return (f"{problem.instance.isoformat()} is a YAML timestamp here, not text: "
+                    f"quote it ('{problem.instance.isoformat()}')")
+        return f"{value} is not of type {problem.validator_value}"
+    if problem.validator == "pattern" and problem.schema is API_URL:
+        return (f"{value} is not an API's base URL: https://HOST or https://HOST/PATH, "
+                "without credentials, query or fragment (a token goes in {env: NAME} or "
+                "{file: PATH})")
+    if problem.validator == "pattern" and problem.schema is NOTIFY_URL:
+        return (f"{value} is not an http(s) URL without credentials (a secret goes in "
+                "{env: NAME} or {file: PATH})")
+    message = str(problem.message)
+    whole = repr(problem.instance)
+    return message.replace(whole, value) if len(whole) > len(value) else message

@@ -133,7 +133,8 @@ def source_of(ref: SecretRef) -> str:
 
 def _read_file(path: Path, label: str, what: str, parsed: SecretRef | None) -> str:
     try:  # a regular file of bounded size: a FIFO or /dev/zero would never end
-        value = files.read_text(path, label, InputError, limit=SECRET_FILE_LIMIT).strip()
+        value = files.read_bytes(path, label, InputError,
+                                 limit=SECRET_FILE_LIMIT).decode("utf-8").strip()
     except InputError as exc:
         raise SecretError(f"{what}: {exc}", parsed) from None
     except OSError as exc:  # (the OS's words: they hold no byte of the file)

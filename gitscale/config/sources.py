@@ -139,7 +139,10 @@ class BuildkiteSettings:
 
 
 # Each source's JSON Schema, checked before ``parse`` sees the mapping.
-API_URL = {"type": "string", "pattern": r"^https?://[^\s@]+$"}
+# an API's base URL: no credentials (a token goes in {env:}/{file:}), no query or fragment
+# (the client appends paths and its own query: `?access_token=` would be sent on every call)
+API_URL = {"type": "string", "pattern": r"^https?://[^\s@/?#]+(/[^\s@?#]*)?$",
+           "maxLength": 2048}
 
 GITHUB: dict[str, Any] = {
     "type": "object",

@@ -18,8 +18,9 @@ from gitscale.controller.kube import Kube
 from gitscale.controller.leftovers import GRACE
 from gitscale.controller.memory import Memory
 from gitscale.controller.platforms import Platforms
+from gitscale.controller.workqueue import RETRY
 
-ERROR_RETRY = 10.0  # seconds before a pass that failed is tried again
+ERROR_RETRY = RETRY  # seconds before a pass that failed is tried again (doubling, per set)
 
 
 @dataclass
@@ -49,6 +50,9 @@ class Report:
     deleted: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Failed calls not listed in ``errors`` (said within another error, or only in the log:
+    # the sweep of Secrets left behind), counted in the metrics all the same
+    folded: int = 0
     leftovers: list[str] = field(default_factory=list)  # registrations removed (no pod)
     unheard: str | None = None  # why the platform could not say who is idle or busy
     reason: str | None = None  # Ready's reason for its errors, when not ApplyFailed
@@ -56,6 +60,14 @@ class Report:
     unschedulable: int = 0  # pending runners left whose pods the scheduler could not place
     before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
     status_written: bool = False
-    requeue_after: float | None = None
+    requeue_after: float | None = None  # seconds until the pass is due again (a timer, a backoff)
+    # The pass failed: it is tried again after this many seconds, doubled for each failed pass
+    # of the set before it in a row (``WorkQueue.failed``; None: it did not fail)
+    error_retry: float | None = None
     started: float = 0.0  # time.monotonic() at the start of the pass
     seconds: float = 0.0
+
+    def failed(self, floor: float = ERROR_RETRY) -> None:
+        """The pass failed: tried again after ``floor`` seconds at the least (``error_retry``;
+        the loop doubles it while the set's passes fail in a row)."""
+        self.error_retry = floor if self.error_retry is None else min(self.error_retry, floor)

@@ -86,6 +86,11 @@ STATUS: dict[str, Any] = {
     "properties": {
         **{k: {"type": "integer", "minimum": 0}
            for k in ("replicas", "pending", "idle", "busy", "failed")},
+        "terminating": {
+            "type": "integer", "minimum": 0,
+            "description": "Runner pods being deleted that have not stopped yet (in their "
+                           "grace period). Not in replicas: they hold no slot of the set.",
+        },
         "observedPatchID": {"type": "integer", "minimum": 0},
         "observedGeneration": {"type": "integer", "minimum": 0},
         "appliedPatchID": {

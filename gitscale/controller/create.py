@@ -39,7 +39,7 @@ from typing import Any, Callable, Literal
 
 from gitscale.controller.cache import Store
 from gitscale.controller.decide import Actions
-from gitscale.controller.status import platform_reason
+from gitscale.controller.status import Alike, platform_reason
 from gitscale.controller.errors import (
     ControllerError,
     CredentialsError,
@@ -69,6 +69,7 @@ class Created:
     failed: int = 0  # creations tried and refused, or not tried
     unreplaced: set[str] = field(default_factory=set)  # failed runners whose successor failed
     errors: list[str] = field(default_factory=list)
+    folded: int = 0  # failures said within another's message (``Alike``)
     reason: str | None = None
     retry_after: float | None = None  # seconds until creations refused are tried again
 
@@ -123,15 +124,16 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     todo = list(enumerate(zip(names, lineage)))
     batch = 1 if memory.refusal(view.key) is not None else len(todo)
     refused = False
+    alike = Alike()  # (one cause met by many runners: said once, with how many)
     while todo and not refused:
         tried, todo = todo[:batch], todo[batch:]
         batch *= 2
-        futures: list[tuple[int, Future[str]]] = [
-            (i, pool.submit(_create_one, kube, pods, memory, halt, view, platform, name,
-                            actions.create_patch_id, failures))
+        futures: list[tuple[int, str, Future[str]]] = [
+            (i, name, pool.submit(_create_one, kube, pods, memory, halt, view, platform, name,
+                                  actions.create_patch_id, failures))
             for i, (name, failures) in tried]
-        wait([f for _, f in futures])
-        for i, future in futures:
+        wait([f for _, _, f in futures])
+        for i, name, future in futures:
             try:
                 out.names.append(future.result())
                 continue
@@ -150,8 +152,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             out.failed += 1
             if i < len(predecessors):
                 out.unreplaced.add(predecessors[i])
-            if message not in out.errors:
-                out.errors.append(message)
+            alike.add(message, name)
+    out.errors, out.folded = alike.messages(), alike.folded
     if todo:
         out.failed += len(todo)
         out.unreplaced.update(predecessors[i] for i, _ in todo if i < len(predecessors))

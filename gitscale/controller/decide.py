@@ -139,7 +139,11 @@ class Status:
     """The set at the end of a pass. ``replicas`` counts pending, idle, busy and failed runners;
     ``held`` the finished runners kept as the markers of their slots (not refilled until the
     next write); ``waiting`` the failed runners waiting out their backoff; ``wanted`` is
-    ``spec.replicas``. ``short``: slots with no runner at all."""
+    ``spec.replicas``. ``short``: slots with no runner at all. ``terminating``: runner pods
+    being deleted that have not stopped (a Buildkite agent finishing its job in its grace
+    period): reported beside the others, never one of them — they hold no slot (``decide``
+    leaves them out of every count, every removal and every creation). The caller counts them
+    (``decide`` sees no pod: 0 here)."""
 
     replicas: int
     pending: int
@@ -150,6 +154,7 @@ class Status:
     wanted: int = 0
     held: int = 0
     waiting: int = 0
+    terminating: int = 0
 
     @property
     def short(self) -> int:

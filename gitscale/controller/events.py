@@ -83,7 +83,7 @@ def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
             said.get("reason") not in QUIET):  # (after a warning, not after creating)
         out.append(Event("Normal", reason or "Reconciled", str(ready.get("message") or "")))
     if report.errors and ready.get("status") != "False":  # (the status could not say them)
-        out.append(Event("Warning", "ApplyFailed", "; ".join(report.errors[:3])))
+        out.append(Event("Warning", "ApplyFailed", "; ".join(st.said_once(report.errors)[:3])))
     failing = st.condition_of(after, st.FAILING)
     if failing.get("status") == "True":
         out.append(Event("Warning", str(failing.get("reason") or "RepeatedFailures"),

@@ -12,9 +12,11 @@ modules sees the client.
 
 No call waits forever: each has a timeout (``timeout``: the read, 10 s at most to connect; the
 client has none by default, and a black-holed connection would hold a worker, or a leader's
-renewal, for good). Lease calls take the caller's timeout (below the renew deadline) and go
-through a client of their own without urllib3's retries, which would multiply it: the elector
-retries every retry period itself. Lists go by pages of ``page_size`` (``limit`` and
+renewal, for good), and each is tried once (``kube_config.Once``: urllib3's three retries
+would multiply the timeout and log a warning each, where the next pass, the informers' backoff
+and the elector retry by themselves; only a read whose kept-alive connection was reset as it
+was reused is sent again). Lease calls take the caller's timeout (below the renew
+deadline), through a client of their own. Lists go by pages of ``page_size`` (``limit`` and
 ``continue``), each page reduced by ``keep`` before the next is read, so a relist of 10,000 pods
 never holds them all as the API sent them; a continue token that expired meanwhile (410) starts
 the list again.
@@ -43,12 +45,18 @@ Keep = Callable[[RawObject], RawObject]  # what a list keeps of each object
 TIMEOUT = 30.0  # seconds to wait for an answer (per attempt)
 CONNECT_TIMEOUT = 10.0
 PAGE_SIZE = 500
+# Objects' metadata only, as the API server sends it when asked (``PartialObjectMetadataList``)
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 RELISTS = 3  # times a list whose continue token expired is started again
 log = logging.getLogger("gitscale.controller")
 
 
 def _whole(obj: RawObject) -> RawObject:
     return obj
+
+
+def _metadata(obj: RawObject) -> RawObject:
+    return {"metadata": obj.get("metadata") or {}}
 
 
 
@@ -205,6 +213,17 @@ class Kube:
                                                 _request_timeout=self._timeout))
         except NotFound:
             pass
+
+    def list_runner_secrets(self, namespace: str, set_name: str) -> list[RawObject]:
+        """The Secrets labelled as the set's (its runners' JIT configs): their metadata only
+        (name, owners, creation time), asked for as ``PartialObjectMetadata`` so that no
+        Secret's data reaches the controller; kept so even from a server that sent it."""
+        items, _ = self._list(
+            f"list Secrets of RunnerSet {namespace}/{set_name}", lambda kw: self.core.
+            list_namespaced_secret(namespace, label_selector=f"{LABEL_SET}={set_name}",
+                                   _headers={"Accept": METADATA_ONLY}, **kw),
+            "PartialObjectMetadata", "meta.k8s.io/v1", _metadata)
+        return items
 
     def read_secret(self, namespace: str, name: str) -> dict[str, str]:
         """A Secret's data, decoded. Its values are credentials: never log them."""

@@ -6,6 +6,7 @@ subclasses (``NotFound``, ``Conflict``, ``Invalid``, ``Gone``), the API server's
 """
 from __future__ import annotations
 
+import http.client
 import json
 from typing import Any, Callable, TypeVar
 
@@ -44,7 +45,28 @@ def call(what: str, fn: Callable[[], T]) -> T:
                              for e in exc.errors()[:5])
         raise Invalid(f"{what}: the object is not valid: {problems}", 422, "Invalid") from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise KubeError(f"{what}: the API server did not answer ({type(exc).__name__})") from None
+        raise KubeError(f"{what}: the API server did not answer ({_no_answer(exc)})") from None
+
+
+def _no_answer(exc: BaseException) -> str:
+    """Why no answer came, in a few words: the error's type and the system's word for its
+    cause (``NewConnectionError: Connection refused``, ``ProtocolError: Remote end closed
+    connection without response``), or that it timed out. (The client tries each call once,
+    ``kube_config.Once``: the cause itself is raised, not a retry count.)"""
+    seen: BaseException | None = exc
+    for _ in range(5):  # (a cause chain is short; never loop on a cycle)
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.strerror:
+            return f"{type(exc).__name__}: {seen.strerror}"
+        if isinstance(seen, http.client.HTTPException) and str(seen):
+            return f"{type(exc).__name__}: {seen}"
+        inner = seen.args[1] if isinstance(seen, urllib3.exceptions.ProtocolError) and len(
+            seen.args) > 1 else None  # ('Connection aborted.', RemoteDisconnected(…))
+        seen = inner if isinstance(inner, BaseException) else seen.__cause__ or seen.__context__
+    if isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)):
+        return f"{type(exc).__name__}: timed out"
+    return type(exc).__name__
 
 
 def _translate(what: str, exc: ApiException) -> KubeError:

@@ -6,18 +6,29 @@ is a ``KubeError`` naming the file (and the line, for bad YAML), never its conte
 credential of the configuration — a bearer token, a basic-auth password, the client key, and
 each token the client re-reads later (token file, exec plugin, service account) — is held
 (``redact.hold``), so an API server or proxy that echoes one is masked in every error and log
-line. ``without_retries`` makes the Lease calls' client (tried once: the elector retries).
+line. Every client tries each call once (``Once``): urllib3's default (three retries, each
+logged as a ``Retrying (Retry(...))`` warning) would turn one failed call into four lines and
+four times its timeout, where the controller has its own retries and backoffs (the next pass,
+the informers' relist backoff, the elector's retry period) and says a failure once, itself.
+``without_retries`` makes the Lease calls' client (a pool of its own).
 """
 from __future__ import annotations
 
 import base64
 import copy
+import logging
 import os
-from typing import Any, Callable
+from types import TracebackType
+from typing import Any, Callable, Self
 
 import kubernetes.client
 import kubernetes.config
 import yaml
+from urllib3.connectionpool import ConnectionPool
+from urllib3.exceptions import ProtocolError
+from urllib3.response import BaseHTTPResponse
+from urllib3.util.retry import Retry
+from urllib3.util.util import reraise
 
 from gitscale.controller.errors import KubeError
 from gitscale.redact import hold, redact
@@ -48,8 +59,62 @@ def load(kubeconfig: str | None, pool_size: int = 32) -> kubernetes.client.ApiCl
         raise KubeError(redact(f"{_where(kubeconfig)}: not a kubeconfig of the expected shape "
                                f"({type(exc).__name__}: {exc})")) from None
     _hold_credentials(config)
+    return _client(config, pool_size)
+
+
+def _client(config: kubernetes.client.Configuration,
+            pool_size: int) -> kubernetes.client.ApiClient:
+    """The client of ``config``: ``pool_size`` connections kept, each call tried once
+    (``Once``)."""
     config.connection_pool_maxsize = pool_size
+    config.retries = Once()  # (the client passes it to urllib3)
+    _quiet_retries()
     return kubernetes.client.ApiClient(config)
+
+
+class Once(Retry):
+    """urllib3's retries as the controller's clients have them: each call is sent once, and a
+    failure raises its cause itself (a refused connection, a timeout: not urllib3's
+    ``MaxRetryError`` around it), which the controller says once and retries by itself (the
+    set's next pass, the informers' backoff, the elector).
+
+    Save one case, which is no failure of the API server: an idempotent request (GET, DELETE,
+    PUT) whose connection broke before any answer came (``ProtocolError``: a kept-alive
+    connection the API server, or a load balancer's idle timeout, dropped just as it was
+    reused) is sent again at once, once, on a new connection, as urllib3 would. Not a POST or a
+    PATCH (it may have been applied), not a timeout (the API server may be busy with it), not
+    a status (a 429 is the controller's to back off from)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("total", 1)
+        kwargs.setdefault("respect_retry_after_header", False)
+        super().__init__(**kwargs)
+
+    def increment(self, method: str | None = None, url: str | None = None,
+                  response: BaseHTTPResponse | None = None, error: Exception | None = None,
+                  _pool: ConnectionPool | None = None,
+                  _stacktrace: TracebackType | None = None) -> Self:
+        if error is not None and (self.history or not isinstance(error, ProtocolError) or (
+                method is None or not self._is_method_retryable(method))):
+            raise reraise(type(error), error, _stacktrace)
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+class _RetryAtDebug(logging.Filter):
+    """urllib3's ``Retrying (Retry(...)) after connection broken by …`` warning, at debug level:
+    the one resend ``Once`` allows either succeeds (nothing to warn of) or fails with its
+    own error, which the controller says."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Retrying (") and record.levelno > logging.DEBUG:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+def _quiet_retries() -> None:
+    pool_log = logging.getLogger("urllib3.connectionpool")
+    if not any(isinstance(f, _RetryAtDebug) for f in pool_log.filters):
+        pool_log.addFilter(_RetryAtDebug())
 
 
 def _hold_credentials(config: kubernetes.client.Configuration) -> None:
@@ -133,12 +198,12 @@ def client_for(url: str, pool_size: int = 32) -> kubernetes.client.ApiClient:
     """An ApiClient for a plain URL (tests and benchmarks against a local API server)."""
     config = kubernetes.client.Configuration(host=url)
     config.proxy = None
-    config.connection_pool_maxsize = pool_size
-    return kubernetes.client.ApiClient(config)
+    return _client(config, pool_size)
 
 
 def without_retries(api: kubernetes.client.ApiClient) -> kubernetes.client.ApiClient:
-    """A client like ``api`` (same configuration and headers) whose calls are tried once."""
+    """A client like ``api`` (same configuration and headers, calls tried once) with a
+    connection pool of its own."""
     config = copy.deepcopy(api.configuration)
     config.retries = False
     client = kubernetes.client.ApiClient(config)

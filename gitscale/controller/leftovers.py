@@ -1,4 +1,5 @@
-"""Crash leftovers: GitHub registrations of a set that have no pod, and their Secrets.
+"""Crash leftovers: GitHub registrations of a set that have no pod, and their Secrets; and JIT
+Secrets never handed to their pod.
 
 A controller killed between registering a runner and creating its pod leaves a registration no
 pod will ever use (and maybe its JIT Secret). A registration is the set's when its name is one
@@ -9,6 +10,16 @@ runner pod the controller knows carries its id or its name, and GitHub says it i
 idle. Creations of a pass are done before its pass ends (and a pod follows its registration
 within seconds), but another controller may share the org: so a registration is removed only
 after it has been seen as a leftover for ``GRACE``. Its Secret (same name) goes with it.
+
+A JIT Secret is made before its pod, owned by the set, and handed to the pod once the pod
+exists (then deleted with it). A handover that failed is done by a later pass of the same
+process (``create.hand_over``, from ``Memory``); what a process forgets — it restarted, or
+another replica took the Lease, or it stopped between a pod and its handover — is found by
+``sweep_secrets``: the set's Secrets (by the label ``gitscale.dev/runnerset``, metadata only)
+still owned by this set (its uid) and named as its runners, made more than ``SECRET_GRACE``
+ago (a creation takes seconds: its calls time out within a minute), are handed to their pod
+when it exists (asked of the API server, not only the cache) and deleted when it does not.
+On a set's first pass in a process, then every ``EVERY``.
 """
 from __future__ import annotations
 
@@ -17,18 +28,21 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from gitscale.controller.cache import Store
-from gitscale.controller.errors import ControllerError
+from gitscale.controller.errors import ControllerError, NotFound
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import ANNOTATION_RUNNER_ID, RunnerSetView
 from gitscale.controller.platform import Adapter, Registered
-from gitscale.controller.podspec import is_runner_name
+from gitscale.controller.podspec import is_runner_name, pod_owner
+from gitscale.timeutil import parse_time
 
 log = logging.getLogger("gitscale.controller")
 GRACE = timedelta(seconds=60)
 EVERY = timedelta(minutes=5)  # how often a set is swept when nothing is suspected
+SECRET_GRACE = timedelta(minutes=10)  # a JIT Secret older than this, not handed over: left
 
 
 @dataclass
@@ -82,3 +96,57 @@ def sweep(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView, platform
         log.info("%s: removed %d registration(s) left without a pod by an earlier run: %s",
                  view.key, len(out.removed), ", ".join(out.removed))
     return out
+
+
+def sweep_secrets(kube: Kube, pods: Store, view: RunnerSetView, now: datetime,
+                  grace: timedelta = SECRET_GRACE, *, stop: threading.Event) -> Swept:
+    """The set's JIT Secrets that were never handed to their pod and are older than ``grace``:
+    handed over now when the pod exists, else deleted (``removed``). Once ``stop`` is set (the
+    Lease lost), nothing more is done: the new leader's sweep finds them."""
+    out = Swept()
+    try:
+        found = kube.list_runner_secrets(view.namespace, view.name)
+    except ControllerError as exc:
+        out.errors.append(str(exc))
+        return out
+    handed = []
+    for secret in found:
+        meta = secret.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        if stop.is_set():
+            break
+        if not _left_to_the_set(meta, view) or not _older(meta, now, grace):
+            continue
+        try:
+            pod = pods.get(f"{view.namespace}/{name}") or kube.find_pod(view.namespace, name)
+            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                kube.own_secret(view.namespace, name, pod_owner(pod))
+                handed.append(name)
+            else:
+                kube.delete_secret(view.namespace, name)
+                out.removed.append(name)
+        except NotFound:
+            continue  # gone meanwhile
+        except ControllerError as exc:
+            out.errors.append(str(exc))
+    if out.removed or handed:
+        log.info("%s: JIT Secrets an earlier run did not hand to their pod: %s", view.key,
+                 "; ".join(f"{what} {', '.join(names)}" for what, names in (
+                     ("deleted (no pod)", out.removed), ("handed to their pod", handed))
+                     if names))
+    return out
+
+
+def _left_to_the_set(meta: Mapping[str, Any], view: RunnerSetView) -> bool:
+    """Still owned by this very set (its uid; not handed to a pod) and named as its runners."""
+    refs = meta.get("ownerReferences") or []
+    owned = isinstance(refs, list) and any(
+        isinstance(r, dict) and r.get("uid") == view.uid for r in refs)
+    return owned and is_runner_name(view.name, view.uid, str(meta.get("name", "")))
+
+
+def _older(meta: Mapping[str, Any], now: datetime, grace: timedelta) -> bool:
+    try:
+        return now - parse_time(str(meta.get("creationTimestamp"))) >= grace
+    except ValueError:
+        return False  # (no time: never guessed old)

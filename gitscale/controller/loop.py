@@ -2,7 +2,9 @@
 
 Watch-driven: every RunnerSet event and every runner-pod event queues its set; a periodic
 resync queues every set (a missed event costs at most one resync period). A pass may ask to be
-run again later (a failed runner's backoff, the 30 s unregister retry, an error).
+run again later (a failed runner's backoff, the 30 s unregister retry); a pass that failed is
+tried again after a backoff of its set's that doubles while its passes fail in a row
+(``WorkQueue.failed``: 10 s to 5 minutes), which the resync does not cut short.
 
 With leader election (``election``), every replica keeps its caches warm but runs passes only
 while it holds the Lease (``leader.py``); on taking it, it queues every set, so what the last
@@ -45,6 +47,7 @@ from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")
 FOREGROUND = "foregroundDeletion"  # the finalizer the API server adds for a foreground deletion
+CRASH_RETRY = 30.0  # seconds before a pass that crashed is tried again (doubling, per set)
 
 
 class Controller:
@@ -185,13 +188,20 @@ class Controller:
         self.metrics.reconciled(report, gone=obj is None)
         if obj is not None:  # (the recorder posts nothing once deposed)
             self.events.post(involved(obj), of_pass(report, obj.get("status")), self.ctx.clock())
-        if report.requeue_after is not None:
-            self.queue.add_after(key, report.requeue_after)
+        timer = report.requeue_after  # (a backoff of the pass's own, a grace running out)
+        if timer is not None:
+            self.queue.add_after(key, timer)
+        if report.error_retry is not None:  # failed: the set backs off, its failures in a row
+            retry = self.queue.failed(key, report.error_retry, generation=_generation(obj))
+            report.requeue_after = retry if timer is None else min(timer, retry)
+        else:
+            self.queue.forget(key)
         return report
 
     def _lead(self) -> None:
         self.ctx.halt.clear()
         self.ctx.deposed.clear()
+        self.ctx.memory.leading()  # (sweep what the last leader may have left)
         self.acting.set()
         self.metrics.leading(True)
         for key in self.runnersets.keys():  # complete whatever the last leader left
@@ -218,14 +228,15 @@ class Controller:
                         self.reconcile(key)
             except Exception as exc:  # noqa: BLE001 - one bad pass must not stop the controller
                 log.error("%s: the pass crashed: %s\n%s", key, crash.summary(exc), crash.report())
-                self.queue.add_after(key, 30.0)
+                obj = self.runnersets.get(key)
+                self.queue.failed(key, CRASH_RETRY, generation=_generation(obj))
             finally:
                 self.queue.done(key)
 
     def _resync(self) -> None:
         while not self.stop_event.wait(self.resync):
             for key in self.runnersets.keys():
-                self.queue.add(key)
+                self.queue.resync(key)  # (not a set waiting out its backoff)
 
     def _set_changed(self, obj: RawObject) -> None:
         key = key_of(obj)
@@ -250,6 +261,12 @@ class Controller:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
+
+
+def _generation(obj: RawObject | None) -> object:
+    """The set's ``metadata.generation`` (its spec's version): a failure of a new spec is a
+    first one."""
+    return ((obj or {}).get("metadata") or {}).get("generation")
 
 
 def serve_health(controller: Controller, port: int,

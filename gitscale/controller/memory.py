@@ -2,9 +2,11 @@
 
 Runners GitHub called busy (a 422 on unregister), runners seen online, the sets whose last creations were refused
 (slow start, and the backoff before the next try), JIT Secrets whose handover to their pod
-failed, and registrations suspected to be crash leftovers (seen with no pod; removed once they
-stay so for a grace period). All of it may be lost on a restart: each item only saves API
-calls or delays an action, and is learnt again.
+failed, registrations suspected to be crash leftovers (seen with no pod; removed once they
+stay so for a grace period), and when each set's Secrets were last swept. All of it may be
+lost on a restart (or a change of leader): each item only saves API calls or delays an
+action, and is learnt again — the Secrets whose handover failed, by the next sweep of the
+set's labelled Secrets (``leftovers.sweep_secrets``).
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ class Memory:
         self._refused: dict[str, Refusal] = {}
         self._suspects: dict[str, dict[int, datetime]] = {}
         self._swept: dict[str, datetime] = {}
+        self._secrets_swept: dict[str, datetime] = {}
+        self._said_of: dict[tuple[str, str], str] = {}
 
     # -- refused creations: slow start and backoff -------------------------------------------
     def refusal(self, set_key: str) -> Refusal | None:
@@ -58,12 +62,39 @@ class Memory:
         with self._lock:
             self._suspects.pop(set_key, None)
             self._swept.pop(set_key, None)
+            self._secrets_swept.pop(set_key, None)
+            for topic in [t for t in self._said_of if t[0] == set_key]:
+                del self._said_of[topic]
             self._unowned.pop(set_key, None)  # (the set's Secrets go with it)
 
     # -- JIT Secrets not handed to their pod (still the set's) --------------------------------
     def unowned(self, set_key: str) -> list[str]:
         with self._lock:
             return sorted(self._unowned.get(set_key, set()))
+
+    def secret_sweep_due(self, set_key: str, now: datetime, every: timedelta) -> bool:
+        """Look for the set's Secrets left behind now? On its first pass here (a new process,
+        a new leader), then every ``every``; True records the sweep."""
+        with self._lock:
+            last = self._secrets_swept.get(set_key)
+            if last is not None and now - last < every:
+                return False
+            self._secrets_swept[set_key] = now
+            return True
+
+    def leading(self) -> None:
+        """This replica took the Lease: every set's Secrets are swept on its next pass (the
+        replica that led meanwhile may have left some)."""
+        with self._lock:
+            self._secrets_swept.clear()
+
+    def say(self, set_key: str, topic: str, message: str) -> bool:
+        """Say ``message`` about the set's ``topic`` now? True when it is not what was said
+        last (an empty message says the trouble is over: never said, but remembered)."""
+        with self._lock:
+            before = self._said_of.get((set_key, topic), "")
+            self._said_of[(set_key, topic)] = message
+            return bool(message) and message != before
 
     def add_unowned(self, set_key: str, name: str) -> None:
         with self._lock:

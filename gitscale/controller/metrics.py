@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from gitscale.controller.context import Report
 
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-RUNNER_STATES = ("pending", "idle", "busy", "failed")
+RUNNER_STATES = ("pending", "idle", "busy", "failed", "terminating")
 
 
 class ControllerMetrics:
@@ -59,8 +59,10 @@ class ControllerMetrics:
             return
         self.last_duration.labels(namespace, name).set(report.seconds)
         for counter, items in ((self.created, report.created), (self.deleted, report.deleted),
-                               (self.refusals, report.busy), (self.api_errors, report.errors)):
+                               (self.refusals, report.busy)):
             counter.labels(namespace, name).inc(len(items))
+        # (one error said for many runners alike counts each)
+        self.api_errors.labels(namespace, name).inc(len(report.errors) + report.folded)
         counts = report.counts
         if counts is not None:
             for state in RUNNER_STATES:

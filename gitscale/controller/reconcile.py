@@ -16,6 +16,7 @@ README's "Removing a runner set".)
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import timedelta
 
@@ -35,8 +36,10 @@ from gitscale.controller.decide import (
     refilled_after,
 )
 from gitscale.controller.errors import ControllerError, CredentialsError, InvalidRunnerSet
+from gitscale.controller.leftovers import EVERY, sweep_secrets
 from gitscale.controller.observe import (
     RawObject,
+    RunnerSetView,
     parse_runnerset,
     refilled_of,
     runner_of,
@@ -49,6 +52,8 @@ from gitscale.controller.registered import platform_of, refused, registered_of, 
 from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
 from gitscale.controller.runnerset_writes import finish, hold, release, write
 from gitscale.runnerset_api import PATCH_ID_MAX
+
+log = logging.getLogger("gitscale.controller")
 
 
 def reconcile(ctx: Context, key: str) -> Report:
@@ -74,7 +79,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     except ControllerError as exc:
         # Its credentials Secret missing or refused (a configuration to fix), or the platform
         # or the Secret not to be had this time (an outage): nothing done, status says which.
-        report.requeue_after = ERROR_RETRY * 3
+        report.failed(ERROR_RETRY * 3)
         problem = st.Problem(st.platform_reason(exc), str(exc))
         return finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
             "status"), now), now, generation=generation, observed=_patch_id(obj))
@@ -85,6 +90,17 @@ def reconcile(ctx: Context, key: str) -> Report:
             return report
         obj = held
     report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
+    if (view.kind.registration_labels is not None and not view.deleting
+            and not ctx.deposed.is_set() and ctx.memory.secret_sweep_due(key, now, EVERY)):
+        # What another process, or this one before a restart, could not hand over. Its failure
+        # is housekeeping's, not the set's (Ready stays as the runners make it): said in the
+        # log once, tried again by the next sweep.
+        swept = sweep_secrets(ctx.kube, ctx.pods, view, now, stop=ctx.deposed)
+        report.folded += len(swept.errors)
+        said = "; ".join(st.said_once(swept.errors)[:3])
+        if ctx.memory.say(key, "secrets", said):
+            log.warning("%s: JIT Secrets left behind not swept (tried again in %d minutes): %s",
+                        key, EVERY.total_seconds() // 60, said)
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None
     try:
@@ -125,6 +141,7 @@ def reconcile(ctx: Context, key: str) -> Report:
                               now)
     report.busy += retired.busy
     report.errors += retired.errors
+    report.folded += retired.folded
     refused(ctx, view, retired, report)
     report.actions = actions
     previous = obj.get("status")
@@ -136,7 +153,8 @@ def reconcile(ctx: Context, key: str) -> Report:
             view.applied is None or st.ready_of(previous).get("status") != "False"):
         # Say the set is short before creating, and that the write is not applied yet: a pass
         # may be cut short (killed, stopped), and the next one must complete the write.
-        before = _adjust(actions, by_name, Report(key), Created(failed=actions.create))
+        before = replace(_adjust(actions, by_name, Report(key), Created(failed=actions.create)),
+                         terminating=_terminating(ctx, view))
         obj = write(ctx, obj, report, st.build(previous, before, st.conditions(
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
@@ -159,16 +177,19 @@ def reconcile(ctx: Context, key: str) -> Report:
                               "be written to status first")
     report.created = created.names
     report.errors += created.errors
+    report.folded += created.folded
     removed = remove_runners(ctx.kube, ctx.pods, ctx.memory, ctx.pool, ctx.halt, view, platform,
                              actions, now, keep=created.unreplaced, dead=dead, live=live)
     report.deleted = removed.deleted
     report.busy += removed.busy
     report.errors += removed.errors
+    report.folded += removed.folded
     refused(ctx, view, removed, report)
     if view.deleting and not any(_owned_by(p, view.uid) for p in ctx.pods.group(key)):
         return release(ctx, obj, report)
 
-    counts = report.counts = _adjust(actions, by_name, report, created)
+    counts = report.counts = replace(_adjust(actions, by_name, report, created),
+                                     terminating=_terminating(ctx, view))
     # The write is recorded as applied only when all of its creations were made; a refill
     # whose runner could not be created keeps its marker, and its place in the backlog.
     applied = view.applied if view.deleting else record(view.spec, view.applied,
@@ -177,7 +198,7 @@ def reconcile(ctx: Context, key: str) -> Report:
         refilled = Refilled(refilled.write,
                             refilled.count - len(created.unreplaced & set(actions.refills)))
     trouble = st.Problem(created.reason or report.reason or "ApplyFailed",
-                         "; ".join(report.errors[:3])) if report.errors else None
+                         "; ".join(st.said_once(report.errors)[:3])) if report.errors else None
     if unavailable:
         trouble = without_platform(unavailable, report)
     gone = set(report.deleted)
@@ -188,11 +209,11 @@ def reconcile(ctx: Context, key: str) -> Report:
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
     others = len(report.errors) - len(created.errors)  # errors not of its creations
+    if others or (created.errors and created.retry_after is None):
+        report.failed()  # (refused creations back off on their own: ``created.retry_after``)
     waits = [w for w in (actions.requeue_after,
                          BUSY_RETRY.total_seconds() if report.busy else None,
                          created.retry_after,  # refused creations back off
-                         ERROR_RETRY if others or (created.errors and created.retry_after is None)
-                         else None,
                          report.requeue_after,
                          unscheduled.wake_after) if w is not None]  # (its grace runs out)
     report.requeue_after = min(waits) if waits else None
@@ -242,6 +263,14 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
     return Status(pending + idle + busy + failed, pending, idle, busy, failed,
                   counts.observed_patch_id, counts.wanted, counts.held + unrefilled,
                   counts.waiting)
+
+
+def _terminating(ctx: Context, view: RunnerSetView) -> int:
+    """The set's pods being deleted that have not stopped (a graceful deletion: this pass's
+    too, its store has them): reported as such in status, never as runners of the set — they
+    hold no slot (``decide`` leaves them out of every count, creation and removal)."""
+    return sum(1 for p in ctx.pods.group(view.key) if _owned_by(p, view.uid)
+               and (p.get("metadata") or {}).get("deletionTimestamp") and not stopped(p))
 
 
 def _generation(obj: RawObject) -> int | None:

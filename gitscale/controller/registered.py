@@ -63,13 +63,13 @@ def without_platform(reason: str, report: Report) -> st.Problem:
     without unregistering (the offline registrations of ephemeral runners are GitHub's to
     drop, after a day); running ones are kept until they stop, since idle cannot be told from
     busy; the finalizer goes once no pod is left. Said in Ready (and so once in the log)."""
-    report.requeue_after = ERROR_RETRY * 3
+    report.failed(ERROR_RETRY * 3)
     return st.Problem(st.UNAVAILABLE, "; ".join([
         f"{reason}: the set is being deleted without its platform: runners that were not "
         "running are removed without unregistering (GitHub drops the offline registrations "
         "of ephemeral runners after a day); running ones are kept until they stop, as idle "
         "cannot be told from busy without it (delete their pods to let the set go now)",
-        *report.errors[:2]]))
+        *st.said_once(e for e in report.errors if e not in reason)[:2]]))
 
 
 def registered_of(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
@@ -112,7 +112,8 @@ def registered_of(ctx: Context, view: RunnerSetView, platform: Adapter, pods: li
                   timedelta(0) if view.deleting else ctx.leftover_grace, stop=ctx.deposed)
     report.leftovers = swept.removed
     report.errors += swept.errors
-    report.requeue_after = swept.wake_after
+    if swept.wake_after is not None:
+        report.requeue_after = min(report.requeue_after or swept.wake_after, swept.wake_after)
     if not swept.removed:  # the list is shared, read-only: copied only to leave some out
         return listed
     gone = set(swept.removed)

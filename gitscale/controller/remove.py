@@ -33,6 +33,7 @@ from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory
 from gitscale.controller.observe import RunnerSetView
 from gitscale.controller.platform import Adapter
+from gitscale.controller.status import Alike
 
 log = logging.getLogger("gitscale.controller")
 BUSY_RETRY = timedelta(seconds=30)  # a runner that answered 422 is not asked again sooner
@@ -50,12 +51,21 @@ class Removed:
     errors: list[str] = field(default_factory=list)
     refused: CredentialsError | None = None
     outage: PlatformOutage | None = None  # the platform failed (Ready: PlatformUnavailable)
+    _alike: Alike = field(default_factory=Alike, repr=False)
+    _grouped: int = 0  # failures said together by their caller (``retire``)
 
-    def failed(self, message: str, exc: ControllerError) -> None:
-        """One removal failed. The same message once (the runners the platform was not asked
-        about while it is given time say the same thing)."""
-        if message not in self.errors:
-            self.errors.append(message)
+    @property
+    def folded(self) -> int:
+        """Failures said within another's message (counted all the same: the metrics)."""
+        return self._alike.folded + self._grouped
+
+    def failed(self, message: str, exc: ControllerError, delete: Delete | None = None) -> None:
+        """One removal (of ``delete``'s runner) failed. One message for many runners (the
+        runners the platform was not asked about while it is given time say the same thing;
+        so do 300 pod deletions refused alike), with how many."""
+        self._alike.add(message, delete.name if delete else None,
+                        delete.runner_id if delete else None)
+        self.errors = self._alike.messages()
         if isinstance(exc, CredentialsError):
             self.refused = exc
         elif isinstance(exc, PlatformOutage):
@@ -92,7 +102,7 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
                 if delete.reason is DeleteReason.SURPLUS and standby:
                     todo.append(standby.pop(0))
             except ControllerError as exc:
-                out.failed(str(exc), exc)
+                out.failed(str(exc), exc, delete)
     if out.deleted:
         log.info("%s: removed %s", view.key, ", ".join(out.deleted))
     return out
@@ -120,6 +130,7 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
         return actions, out
     futures = [(n, pool.submit(platform.unregister, ids[n])) for n in todo]
     kept: set[str] = set()
+    failures: dict[str, tuple[list[str], ControllerError]] = {}  # by cause: said once
     for name, future in futures:
         try:
             future.result()
@@ -131,8 +142,15 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
                   "replaced")
         except ControllerError as exc:
             kept.add(name)
-            out.failed(f"runner {name} not replaced: it could not be unregistered first "
-                       f"({exc})", exc)
+            failures.setdefault(str(exc), ([], exc))[0].append(name)
+    for cause, (names, error) in failures.items():
+        if len(names) == 1:
+            out.failed(f"runner {names[0]} not replaced: it could not be unregistered first "
+                       f"({cause})", error)
+        else:
+            out.failed(f"{len(names)} runners not replaced ({_some(names)}): they could not be "
+                       f"unregistered first ({cause})", error)
+            out._grouped += len(names) - 1
     index = [i for i, n in enumerate(actions.replaced) if n not in kept]
     gone = set(todo) - kept
     return replace(
@@ -140,6 +158,12 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
         replaced=tuple(actions.replaced[i] for i in index),
         deletes=tuple(replace(d, runner_id=None) if d.name in gone else d
                       for d in actions.deletes if d.name not in kept)), out
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    """A few of ``names``, and how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _busy(out: Removed, memory: Memory, view: RunnerSetView, name: str, now: datetime,

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from gitscale.controller import status as st
-from gitscale.controller.context import ERROR_RETRY, Context, Report
+from gitscale.controller.context import Context, Report
 from gitscale.controller.decide import Refilled, Status, Write
 from gitscale.controller.errors import Conflict, KubeError, NotFound
 from gitscale.controller.observe import FINALIZER, RawObject
@@ -66,7 +66,7 @@ def release(ctx: Context, obj: RawObject, report: Report) -> Report:
             return report
         except KubeError as exc:
             report.errors.append(str(exc))
-            report.requeue_after = ERROR_RETRY
+            report.failed()
             return report
         if finalizers and updated is not None:
             ctx.runnersets.put(updated)  # someone else's finalizer still holds it
@@ -120,7 +120,7 @@ def write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
         if isinstance(exc, Conflict) and meta.get("deletionTimestamp"):
             return obj  # being deleted: its status no longer matters
         report.errors.append(str(exc))
-        report.requeue_after = min(report.requeue_after or ERROR_RETRY, ERROR_RETRY)
+        report.failed()
         return obj
     ctx.runnersets.put(updated)
     report.status_written = True

@@ -30,6 +30,8 @@ written only when something in it changed.
 """
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -48,7 +50,7 @@ UNAVAILABLE = "PlatformUnavailable"
 # How long a pending runner may stay unschedulable before Ready says so: a cluster autoscaler
 # or Karpenter adding a node takes about a minute or two, and Ready must not flap on each.
 UNSCHEDULABLE_GRACE = timedelta(minutes=2)
-COUNTS = ("replicas", "pending", "idle", "busy", "failed")
+COUNTS = ("replicas", "pending", "idle", "busy", "failed", "terminating")
 KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime", "refilled",
         "refilledPatchID", "refilledEffectiveTime", "observedGeneration")
 
@@ -78,6 +80,43 @@ def platform_reason(exc: ControllerError) -> str:
     if isinstance(exc, CredentialsError):
         return CREDENTIALS_REFUSED
     return UNAVAILABLE
+
+
+def said_once(errors: Iterable[str]) -> list[str]:
+    """A pass's errors, each said once, in order: a message repeated (one cause met by every
+    runner of the pass) or said within another (a cause, then what it kept from happening:
+    ``A`` and ``3 runners not replaced (…): they could not be unregistered first (A)``, or
+    ``A; creations refused 1 pass(es) in a row…``) is left out. For Ready's message and the
+    Events, which show the first few: they must not be copies of one cause."""
+    unique = list(dict.fromkeys(errors))
+    return [e for e in unique if not any(e != other and e in other for other in unique)]
+
+
+class Alike:
+    """The errors of a pass's runners, each said once: messages that differ only by the runner
+    they are about (its name, its platform id: ``create pod ns/rs-1a2b-0c3d4e: … timed out``
+    for each of 300 runners) are one, the first, with how many more runners met it."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}  # the message without its runner → the first said
+        self._count: Counter[str] = Counter()
+
+    def add(self, message: str, name: str | None = None, runner_id: int | None = None) -> None:
+        key = message.replace(name, "\0") if name else message
+        if runner_id is not None:
+            key = re.sub(rf"(?<![0-9]){runner_id}(?![0-9])", "\0", key)
+        self._first.setdefault(key, message)
+        self._count[key] += 1
+
+    @property
+    def folded(self) -> int:
+        """Errors said within another's message (counted all the same: the metrics)."""
+        return sum(self._count.values()) - len(self._count)
+
+    def messages(self) -> list[str]:
+        return [first if self._count[key] == 1 else f"{first} (and {self._count[key] - 1} more "
+                f"runner{'s' if self._count[key] > 2 else ''} alike)"
+                for key, first in self._first.items()]
 
 
 @dataclass(frozen=True)
@@ -164,6 +203,9 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int,
         message += ("; the surplus goes as its runners finish their jobs (never a busy runner)"
                     if counts.observed_patch_id == 0 else
                     "; the surplus goes on the next patch-0 write (never a busy runner)")
+    if counts.terminating:
+        message += (f"; {counts.terminating} more being deleted, not stopped yet (their grace "
+                    "period: they hold no slot)")
     return Condition(READY, True, "Reconciled", message)
 
 
@@ -202,7 +244,7 @@ def build(current: Mapping[str, Any] | None, counts: Status | None,
     status: dict[str, Any] = {k: current[k] for k in KEPT if k in current}
     if counts is not None:
         status.update(replicas=counts.replicas, pending=counts.pending, idle=counts.idle,
-                      busy=counts.busy, failed=counts.failed,
+                      busy=counts.busy, failed=counts.failed, terminating=counts.terminating,
                       observedPatchID=counts.observed_patch_id)
     elif observed is not None:
         status["observedPatchID"] = observed

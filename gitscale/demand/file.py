@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 
 class MissingDemandFile(DemandError):
-    """The demand file is not there (or is a folder): the config that names it is to blame."""
+    """The demand file is not there, is a folder, or is named by a path that leaves the config
+    repo: the config line that names it is to blame."""
 
 
 def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
@@ -114,5 +115,5 @@ class FileSource:
 
 def source(where: Where, settings: FileSettings) -> FileSource:
     """The registry's client factory: the file, inside the checkout the pass reads."""
-    path = safe_repo_path(where.root, settings.path, where.config_path, DemandError)
+    path = safe_repo_path(where.root, settings.path, "source.file", MissingDemandFile)
     return FileSource(path, settings.path)

@@ -12,6 +12,7 @@ produce a silently wrong manifest.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
@@ -48,6 +49,9 @@ class Remove:
 Edit = Value | Remove
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
 @dataclass(frozen=True)
 class Edited:
     """An edit's result, with both texts parsed (the verification parsed them anyway)."""
@@ -73,6 +77,13 @@ def edit_fields(text: str, source: str, doc_index: int, values: Mapping[FieldPat
         # libyaml's marks count from after a byte-order mark: edit without it, then put it back
         inner = edit_fields(text[1:], source, doc_index, values, before, kept, owned)
         return Edited("\ufeff" + inner.text, inner.before, inner.after)
+    if "\r" in text and (lone := _LONE_CR.search(text)) is not None:
+        # YAML reads a lone CR as a line break and the splice's line reader does not: the
+        # verifying re-read would refuse the edit as a bug of gitscale's
+        raise ManifestError(source, "a line ends in a lone carriage return (CR, the line end "
+                            "of classic Mac OS); gitscale edits files whose lines end in LF or "
+                            "CRLF: convert it (e.g. `mac2unix`)",
+                            text.count("\n", 0, lone.start()) + 1)
     if any(isinstance(v, Remove) for v in values.values()):
         return _edit_removing(text, source, doc_index, values, before, kept, owned)
     docs, before = _parse(text, source, before, kept)

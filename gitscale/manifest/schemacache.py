@@ -22,7 +22,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, Callable, Mapping
 
-from gitscale.files import keep_newest, write_cache
+from gitscale.files import keep_newest, load_cache, write_cache
 
 FORMAT = 2  # of the cached files (2: without detailed exceptions)
 KEEP = 16  # validator files kept (one per schema version seen); the oldest go first
@@ -88,7 +88,9 @@ def parsed_crd(text: str, parse: Callable[[], dict[str, Any]],
 
 def _load(path: Path, key: str) -> Any:
     try:
-        data = path.read_bytes()
+        data = load_cache(path)
+        if data is None:
+            return None
         magic, stored_key, checksum, payload = data.split(b"\n", 3)
         if magic + b"\n" != _MAGIC or stored_key.decode() != key \
                 or hashlib.sha256(payload).hexdigest() != checksum.decode():

@@ -8,7 +8,7 @@ from typing import Any
 
 from gitscale.config.load import ObjectRef
 from gitscale.core.model import Current
-from gitscale.errors import ManifestError
+from gitscale.errors import ManifestError, shown
 from gitscale.runnerset_api import BACKLOG_MAX, GROUP, PATCH_ID_MAX, REPLICAS_MAX
 from gitscale.timeutil import parse_time
 from gitscale.yamlio.read import Document, load_documents
@@ -225,6 +225,20 @@ def _get(data: Any, path: FieldPath) -> Any:
     return data
 
 
+def _flag(path: str, doc: Document, owned: Owned, annotations: dict[str, Any],
+          key: str) -> bool:
+    """A yes-or-no annotation (``gitscale.dev/paused``, ``gitscale.dev/drained``): "true" or
+    "false" (any case; a YAML boolean too), absent or empty for no. Any other value ("yes",
+    "on", "1", a typo) is refused at its line: read as no, it had gitscale scale a set that
+    a person meant to hold."""
+    value = annotations.get(key)
+    text = "" if value is None else str(value).strip().lower()
+    if text in ("true", "false", ""):
+        return text == "true"
+    raise ManifestError(path, f"annotation {key}: {shown(value)} is neither \"true\" nor "
+                        "\"false\"", doc.line_of([*owned.annotations, key]))
+
+
 def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Current:
     annotations = _get(data, owned.annotations) or {}
     if not isinstance(annotations, dict):
@@ -260,8 +274,8 @@ def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Cu
         patch_id=patch_id,
         last_scale_up=last_scale_up,
         fingerprint=str(jobs) if jobs is not None else None,
-        drained=str(annotations.get(A_DRAINED, "")).lower() == "true",
-        paused=str(annotations.get(A_PAUSED, "")).lower() == "true",
+        drained=_flag(path, doc, owned, annotations, A_DRAINED),
+        paused=_flag(path, doc, owned, annotations, A_PAUSED),
         backlog=backlog,
     )
 

@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -280,6 +280,7 @@ def kubeconform_path() -> str | None:
     return shutil.which("kubeconform")
 
 
+KUBECONFORM_TIMEOUT = 120  # seconds for one manifest (it answers in milliseconds)
 _POINTER = re.compile(r"'(/[^']*)'")
 
 
@@ -292,17 +293,30 @@ def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(schema))
         template = schemas + "/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
-        proc = subprocess.run(
-            [binary, "-strict", "-output", "json", "-schema-location", "default",
-             "-schema-location", template, "-"],
-            input=text, capture_output=True, text=True, timeout=120)
+        try:
+            proc = subprocess.run(
+                [binary, "-strict", "-output", "json", "-schema-location", "default",
+                 "-schema-location", template, "-"],
+                input=text, capture_output=True, text=True, errors="replace",
+                timeout=KUBECONFORM_TIMEOUT)
+        except subprocess.TimeoutExpired:  # (a kubeconform on PATH that hangs: never a crash)
+            return [Problem("kubeconform", f"{binary} gave no answer within "
+                            f"{KUBECONFORM_TIMEOUT} s")]
+        except OSError as exc:  # not a program this machine runs
+            return [Problem("kubeconform", f"{binary} cannot be run: "
+                            f"{exc.strerror or type(exc).__name__}")]
     try:
         report = json.loads(proc.stdout or "{}")
     except json.JSONDecodeError:
+        report = None
+    if not isinstance(report, dict):  # not kubeconform's JSON report
         return [Problem("kubeconform", (proc.stderr or proc.stdout).strip()[:500]
                         or f"exit {proc.returncode}")]
     problems = []
-    for item in report.get("resources") or []:
+    resources = report.get("resources")
+    for item in resources if isinstance(resources, list) else []:
+        if not isinstance(item, dict):
+            continue
         if item.get("status") in ("statusInvalid", "statusError"):
             name = f"{item.get('kind', '?')}/{item.get('name', '?')}"
             message = str(item.get("msg", "invalid"))
@@ -321,6 +335,8 @@ def run_kubeconform(binary: str, text: str, validator: SchemaValidator) -> list[
 class Checked:
     problems: list[str]  # "PATH: where: what"
     unchecked: list[dict[str, Any]]  # objects no schema covers (in-process only)
+    # objects a problem was found in; kubeconform names no object, so then all of the file's
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Validation:
@@ -361,8 +377,11 @@ class Validation:
             found = [(None, p) for p in run_kubeconform(self.binary, text, self.schemas)]
         else:
             found = [(o, p) for o in objects for p in self.schemas.check(o)]
+        refused = list(objects) if found and self.binary else \
+            [o for o in objects if any(o is obj for obj, _ in found)]
         return Checked(_at_lines(path, text if lines_in is None else lines_in, found),
-                       [] if self.binary else [o for o in objects if not self.schemas.knows(o)])
+                       [] if self.binary else [o for o in objects if not self.schemas.knows(o)],
+                       refused)
 
 
 def _at_lines(path: str, text: str, found: list[tuple[dict[str, Any] | None, Problem]]

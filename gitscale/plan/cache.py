@@ -36,6 +36,7 @@ from gitscale.config.load import ObjectRef
 from gitscale.core.decide import FOREVER
 from gitscale.core.model import Decision, Demand, Reason
 from gitscale.errors import ManifestError
+from gitscale.files import load_cache
 from gitscale.manifest.target import KeptReads, Located, locate
 from gitscale.plan.cache_format import STAMP, Row, Settled, as_located, as_row, malformed, \
     row_key, why_of, why_row, write
@@ -131,11 +132,11 @@ class StateCache:
         version wrote it, or when it cannot be used (then ``warn`` is told, once). ``limit``:
         the entries kept at least (a long-running process: LOOP_LIMIT)."""
         cache = cls(directory / STATE_FILE if directory else None, limit)
-        if cache.path is None or not cache.path.is_file():
+        data = load_cache(cache.path)
+        if data is None:
             return cache
         try:
-            with cache.path.open("rb") as handle:
-                stored = pickle.load(handle)
+            stored = pickle.loads(data)
             if not (isinstance(stored, tuple) and stored[:1] == (STAMP,)):
                 return cache  # another version's (or format's): not an error, only older
             _, rows, jobs, settled, series = stored

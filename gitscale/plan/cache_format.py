@@ -19,11 +19,14 @@ from gitscale.core.model import Cap, CapBy, Current, Drain, Reason, Why
 from gitscale.files import write_cache
 from gitscale.manifest.target import Located, owned_for
 
-FORMAT = 12  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
+FORMAT = 13  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
 # 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS); 10: no
 # settled answer on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE); 11: a
 # settled decision's ``why`` (held until, cap, drain), so a cached one still explains itself;
-# 12: an absent replicas read as the kind's default (``Owned.unset``: 1 for apps/v1 kinds)
+# 12: an absent replicas read as the kind's default (``Owned.unset``: 1 for apps/v1 kinds);
+# 13: a paused/drained annotation that is not "true" or "false" is refused (a row kept from
+# before read it as false), and so are configs a parse kept from before the checks of paths,
+# zones and API URLs were tightened
 STAMP = (FORMAT, __version__)  # what a file must begin with to be read
 
 # (document index, apiVersion, kind, name, replicas, patch ID, last scale-up, fingerprint,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterator, MutableMapping
 
 from gitscale.config.load import Config
-from gitscale.files import keep_newest
+from gitscale.files import keep_newest, load_cache
 from gitscale.plan.cache_format import STAMP, write
 
 CONFIGS = 8  # parsed gitscale.yaml versions kept
@@ -52,12 +52,11 @@ class ConfigStore(MutableMapping[str, Config]):
     def get(self, key: str, default: Any = None) -> Any:
         if key in self.memory:
             return self.memory[key]
-        path = self._file(key)
-        if path is None or not path.is_file():
+        data = load_cache(self._file(key))
+        if data is None:
             return default
         try:
-            with path.open("rb") as handle:
-                stamp, stored_key, config = pickle.load(handle)
+            stamp, stored_key, config = pickle.loads(data)
         except Exception:  # noqa: BLE001 - a broken cache is only a slower pass
             return default
         if stamp != STAMP or stored_key != key or not isinstance(config, Config):

@@ -17,7 +17,7 @@ from typing import Sequence
 from gitscale import files
 from gitscale.plan.cache import CacheWrites, StateCache
 from gitscale.config.load import Config, RunnerSetConfig, safe_repo_path
-from gitscale.errors import ConfigError, ManifestError
+from gitscale.errors import ConfigError, ManifestError, shown
 from gitscale.repo.index import REGULAR, Tree
 from gitscale.manifest.target import KeptReads, Located
 
@@ -96,10 +96,7 @@ class ManifestFiles:
 
 
 def _decode(path: str, data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ManifestError(path, f"cannot be read: {exc}") from None
+    return files.decode(data, path, ManifestError)
 
 
 def read_manifest(root: Path, runner_set: RunnerSetConfig, config: Config,
@@ -117,5 +114,6 @@ def read_manifest(root: Path, runner_set: RunnerSetConfig, config: Config,
     except IsADirectoryError:
         raise config.blame(runner_set.name, "manifest", f"manifest {runner_set.manifest!r} "
                            "is a directory, not a manifest file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(runner_set.manifest, f"cannot be read: {exc}") from None
+    except OSError as exc:  # (a name longer than the file system allows, a permission)
+        raise config.blame(runner_set.name, "manifest", f"manifest {shown(runner_set.manifest)} "
+                           f"cannot be read: {exc.strerror or type(exc).__name__}") from None

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -49,6 +50,20 @@ def check_url(url: str) -> None:
                          "GITSCALE_GIT_TOKEN (or a git credential helper) instead")
 
 
+@contextmanager
+def _starting(args: Sequence[str], cwd: Path) -> Iterator[None]:
+    """git that cannot be started (not installed, not on PATH; a folder gone) is a
+    ``GitError`` saying so, not a crash."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename == "git" or (isinstance(exc, FileNotFoundError) and cwd.is_dir()):
+            raise GitError("git is not installed or not on PATH (gitscale runs the git "
+                           f"command): {exc.strerror or type(exc).__name__}") from None
+        raise GitError(f"git {args[0] if args else ''} cannot start in {cwd}: "
+                       f"{exc.strerror or type(exc).__name__}") from None
+
+
 @dataclass(frozen=True)
 class Result:
     stdout: str
@@ -73,8 +88,9 @@ class Git:
     def run(self, *args: str, check: bool = True, extra_env: Mapping[str, str] | None = None,
             input: str | None = None) -> Result:
         env = self.environment(extra_env)
-        proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
-                              capture_output=True, text=True, errors="replace")
+        with _starting(args, self.cwd):
+            proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
+                                  capture_output=True, text=True, errors="replace")
         result = Result(proc.stdout, proc.stderr, proc.returncode)
         if check and proc.returncode != 0:
             raise GitError(describe_failure(args, result))
@@ -100,9 +116,10 @@ class Git:
         # stderr goes to a file, not a pipe: read only after stdout, a pipe git filled past
         # its 64 KiB would block git, and with it this reader.
         with tempfile.TemporaryFile() as stderr:
-            proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
-                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                    errors="replace")
+            with _starting(args, self.cwd):
+                proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
+                                        stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                        errors="replace")
             assert proc.stdout is not None
             try:
                 pending = ""
@@ -127,8 +144,9 @@ class Git:
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
         env = self.environment()
-        proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
-                              capture_output=True)
+        with _starting(args, self.cwd):
+            proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
+                                  capture_output=True)
         if proc.returncode != 0:
             result = Result(proc.stdout.decode(errors="replace"),
                             proc.stderr.decode(errors="replace"), proc.returncode)
@@ -187,8 +205,9 @@ class Git:
 
     def blob(self, spec: str) -> bytes | None:
         """The bytes of ``spec`` (``:path`` in the index, ``REV:path`` in a commit), or None."""
-        proc = subprocess.run(["git", "show", spec], cwd=self.cwd, capture_output=True,
-                              env=self.environment())
+        with _starting(("show", spec), self.cwd):
+            proc = subprocess.run(["git", "show", spec], cwd=self.cwd, capture_output=True,
+                                  env=self.environment())
         return proc.stdout if proc.returncode == 0 else None
 
     def parents(self, rev: str) -> list[str]:

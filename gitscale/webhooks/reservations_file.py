@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitscale import files
 from gitscale.config.load import Config, safe_repo_path
 from gitscale.errors import InputError
 from gitscale.timeutil import format_time, parse_time
@@ -61,10 +62,7 @@ def read_state(root: Path, rel: str) -> State:
     path = safe_repo_path(root, rel, "--state-file", ReservationsError)
     if not path.exists():
         return State("")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReservationsError(rel, f"cannot be read: {exc}") from None
+    text = _read(path, rel)
     docs = [d for d in load_documents(text, rel, ReservationsError) if d.data is not None]
     if not docs:
         return State(text)
@@ -95,10 +93,7 @@ def served_sets(root: Path, skip: str | None = None) -> dict[str, str]:
         rel = f"{DIRECTORY}/{path.name}"
         if rel == skip or path.is_symlink() or not path.is_file():
             continue
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ReservationsError(rel, f"cannot be read: {exc}") from None
+        text = _read(path, rel)
         if "served" not in text:
             continue  # not a claim: no need to parse it
         for doc in load_documents(text, rel, ReservationsError):
@@ -120,6 +115,16 @@ def leave_served(root: Path, config: Config) -> tuple[Config, dict[str, str]]:
     if not left:
         return config, {}
     return replace(config, sets=tuple(s for s in config.sets if s.name not in left)), left
+
+
+def _read(path: Path, rel: str) -> str:
+    """A state file's text: a regular file (a FIFO would be waited on for ever), UTF-8 (an
+    error at the line of the first byte that is not)."""
+    try:
+        return files.read_text(path, rel, ReservationsError)
+    except OSError as exc:
+        raise ReservationsError(rel, f"cannot be read: {exc.strerror or type(exc).__name__}") \
+            from None
 
 
 def _served(data: Any) -> tuple[str, ...]:

@@ -240,6 +240,11 @@ def load_documents(text: str, source: str, error: type[InputError] = InputError)
         problem = exc.problem or exc.context or "invalid YAML"
         raise error(source, f"not valid YAML: {problem}" if "duplicate key" not in problem
                     else problem, line) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: at its line
+        line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
+        what = f"U+{exc.character:04X}" if isinstance(exc.character, int) else "a character"
+        raise error(source, f"not valid YAML: {what} is not allowed ({exc.reason})",
+                    line) from None
     except yaml.YAMLError as exc:
         raise error(source, f"not valid YAML: {exc}") from None
     except (ValueError, OverflowError) as exc:

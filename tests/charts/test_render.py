@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import os
 import sys
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
@@ -202,11 +203,20 @@ def test_only_svg_and_png(tmp_path: Path, name: str) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
+def test_a_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "c.png").mkdir()
-    with pytest.raises(ChartError, match="cannot be written"):
+    with pytest.raises(ChartError, match="c.png: is a directory; name the chart's file"):
         render([Panel("p", [replicas()])], tmp_path / "c.png")
     assert [p.name for p in tmp_path.iterdir()] == ["c.png"]
+
+    def refused(src: object, dst: object) -> None:  # the rename into place fails (EBUSY)
+        raise OSError(16, "Device or resource busy")
+
+    monkeypatch.setattr(os, "replace", refused)
+    with pytest.raises(ChartError, match="d.png: cannot be written: Device or resource busy"):
+        render([Panel("p", [replicas()])], tmp_path / "d.png")
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["c.png"]  # no temporary file left
     with pytest.raises(ChartError, match="not a directory"):
         render([Panel("p", [replicas()])], tmp_path / "missing" / "c.png")
 

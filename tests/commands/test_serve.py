@@ -711,3 +711,21 @@ def test_serve_saves_what_it_learnt_at_each_checkpoint_not_only_at_its_stop(
         assert state.exists() and not server.stop.is_set()  # saved while serving
     finally:
         server.close()
+
+
+def test_the_webhook_path_answers_other_methods_405_with_allow(repo: Path) -> None:
+    """A browser or a probe on the webhook's URL learns that it takes POSTs (405, ``Allow:
+    POST``), not that nothing is there; other paths are still 404."""
+    server = Server(repo)
+    try:
+        for method, where, status in [("GET", "/webhook", 405), ("PUT", "/webhook", 405),
+                                      ("GET", "/nowhere", 404), ("POST", "/nowhere", 404)]:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            conn.request(method, where, body=b"{}" if method != "GET" else None)
+            response = conn.getresponse()
+            response.read()
+            conn.close()
+            assert response.status == status, (method, where)
+            assert (response.getheader("Allow") == "POST") == (status == 405)
+    finally:
+        server.close()

@@ -346,3 +346,30 @@ def test_a_runnerset_the_controller_would_refuse_is_a_problem(  # type: ignore[n
     assert line.startswith("error: sets/linux.yaml:5: RunnerSet linux (set linux): the "
                            "controller would refuse it: ") and refusal in line, line
     assert "s3cr3t" not in out + err
+
+
+def test_each_runnerset_of_a_file_is_checked_when_another_has_a_schema_problem(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """Two RunnerSets in one file, one with a schema problem and one the controller would
+    refuse: both are said in one run (the controller's checks skipped only the object the
+    schema refused), not the second after the first is fixed."""
+    bad_schema = REFUSED.format(platform="github", block="  github: {configURL: "
+                                "'https://github.com/acme', credentialsSecret: 7}\n")
+    refused = REFUSED.format(platform="github", block="").replace("name: linux", "name: gpu")
+    repo = make_repo(tmp_path, {
+        "gitscale.yaml": "runnerSets:\n"
+                         "  - name: linux\n    manifest: sets/both.yaml\n"
+                         "    object: {kind: RunnerSet, name: linux}\n"
+                         "    source: {file: demand.yaml}\n    policy: {maxReplicas: 5}\n"
+                         "  - name: gpu\n    manifest: sets/both.yaml\n"
+                         "    object: {kind: RunnerSet, name: gpu}\n"
+                         "    source: {file: demand.yaml}\n    policy: {maxReplicas: 5}\n",
+        "sets/both.yaml": bad_schema + "---\n" + refused,
+        "demand.yaml": "linux: {queued: 1, running: 0}\ngpu: {queued: 0, running: 0}\n"})
+    code, out, err = run(capsys, "validate", "--repo", str(repo))
+    assert code == 1, out + err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert any("credentialsSecret" in line for line in errors), errors
+    assert any("RunnerSet gpu (set gpu): the controller would refuse it" in line
+               for line in errors), errors
+    assert not any("RunnerSet linux (set linux): the controller" in line for line in errors)

@@ -1,24 +1,32 @@
 """The API server in trouble, through the real ``kubernetes`` client: watches refused while
 lists still answer (a 5xx, a 429 of API Priority and Fairness, a 410 at once because the watch
-cache lags, a proxy that cuts every stream), and the API server restarting while a write lands.
+cache lags, a proxy that cuts every stream), the API server restarting while a write lands, and
+one that does not answer at all.
 
 An informer must back off — not list every runner pod twice a second for as long as it lasts —
-say so once, and say once that it is over.
+say so once, and say once that it is over. A call that gets no answer is tried once (the
+controller has its own retries) and is one line at most, never urllib3's three ``Retrying``.
 """
 from __future__ import annotations
 
 import logging
+import re
+import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from gitscale.controller.cache import BACKOFF_MAX, Informer, Store, runner_pod_fields
+from gitscale.controller.errors import KubeError
 from gitscale.controller.kube import Kube
-from gitscale.controller.kube_config import client_for
+from gitscale.controller.kube_config import client_for, load
 from gitscale.controller.observe import LABEL_SET
 from tests.controller.harness import NS, Harness, buildkite_spec, start
+from tests.controller.test_kube_config import kubeconfig
 from tests.helpers import wait_for
+from tests.kubeapi.proxy import BlackHoleProxy
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 
 TROUBLE = 8  # watches refused in a row
@@ -160,6 +168,123 @@ def test_an_api_server_restart_is_said_once_per_informer_and_the_write_meanwhile
         assert len([r for r in said if r.levelno == logging.WARNING]) == 1, said
         assert len([r for r in said if "answers again" in r.getMessage()]) == 1, said
     assert not [r for r in records if r.exc_info]
+    # Each failed call is said by the controller alone: no urllib3 retry, nor its warning.
+    assert not [r for r in records if r.name.startswith("urllib3")], [
+        r.getMessage() for r in records if r.name.startswith("urllib3")]
     # An Event lost to the outage blames the outage, not the Role.
     lost = [r.getMessage() for r in mine if "not posted" in r.getMessage()]
     assert all("Role" not in m for m in lost), lost
+
+
+def _kube(how: str, url: str, tmp_path: Path, timeout: float = 30.0) -> Kube:
+    """The controller's client as ``gitscale controller`` makes it (a kubeconfig), or as the
+    tests and benchmarks do (a URL)."""
+    if how == "kubeconfig":
+        return Kube(load(str(kubeconfig(tmp_path / "K", url, {"token": "t0ken"}))),
+                    timeout=timeout)
+    return Kube(client_for(url), timeout=timeout)
+
+
+@pytest.mark.parametrize("how", ["kubeconfig", "url"])
+def test_a_call_to_an_api_server_that_is_down_is_tried_once_and_said_once(
+        how: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Connections refused: each call fails once, with the cause, and logs nothing of its own
+    (it was three ``Retrying (Retry(total=2, ...))`` warnings of urllib3 per call); the caller
+    says it — a pass in its status and one line, an informer once per streak."""
+    server = start_api_server()
+    kube = _kube(how, server.url, tmp_path)
+    server.stop()
+    caplog.set_level(logging.DEBUG, "urllib3")
+    try:
+        for call in (lambda: kube.list_pods(NS), lambda: kube.create_pod({
+                "metadata": {"namespace": NS, "name": "p"}, "spec": {"containers": []}}),
+                lambda: kube.patch_runnerset_status(NS, "rs", {"replicas": 1})):
+            with pytest.raises(KubeError) as caught:
+                call()
+            assert "the API server did not answer (NewConnectionError: Connection refused)" \
+                in str(caught.value)
+    finally:
+        kube.close()
+    retried = [r.getMessage() for r in caplog.records if "Retrying" in r.getMessage()]
+    assert retried == []
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+class BlackHole:
+    """A listener that accepts connections and never answers (an API server wedged, a
+    firewall that holds): counts the connections made to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+@pytest.mark.parametrize("how", ["kubeconfig", "url"])
+def test_a_read_that_times_out_is_not_sent_again(
+        how: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A GET the API server never answers: one connection, one timeout (urllib3 sent it
+    four times, each waiting out the timeout: a relist in an outage took 4 × 30 s)."""
+    hole = BlackHole()
+    kube = _kube(how, hole.url, tmp_path, timeout=0.3)
+    caplog.set_level(logging.DEBUG, "urllib3")
+    try:
+        with pytest.raises(KubeError) as caught:
+            kube.list_pods(NS)
+    finally:
+        kube.close()
+        hole.close()
+    assert "list runner pods: the API server did not answer (ReadTimeoutError" in str(
+        caught.value)
+    assert len(hole.accepted) == 1
+    assert not [r for r in caplog.records if "Retrying" in r.getMessage()]
+
+
+def test_a_kept_alive_connection_reset_when_reused_is_no_failure_for_a_read(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A load balancer's idle timeout (or a NAT table that dropped the flow) resets a
+    kept-alive connection as it is reused: a GET or a DELETE is sent again, once, on a new
+    connection, and succeeds, with nothing to say; a POST or a PATCH, which may have been
+    applied, is not sent again: it fails, said once by the caller."""
+    server = start_api_server()
+    proxy = BlackHoleProxy(server.server_address).start()
+    kube = Kube(client_for(proxy.url))
+    caplog.set_level(logging.DEBUG, "urllib3")
+    try:
+        server.create_object("secrets", {"metadata": {"name": "s"}, "data": {}}, NS)
+        kube.list_pods(NS)  # a connection is kept alive
+        proxy.forget()
+        assert kube.list_pods(NS)[0] == []  # sent again once, answered
+        proxy.forget()
+        kube.delete_secret(NS, "s")
+        assert server.get_object("secrets", "s", NS) is None
+        assert proxy.resets == 2
+        kube.list_pods(NS)
+        proxy.forget()
+        with pytest.raises(KubeError) as caught:
+            kube.create_secret({"metadata": {"namespace": NS, "name": "t"}, "data": {}})
+        assert re.fullmatch(r"create Secret default/t: the API server did not answer "
+                            r"\(ProtocolError: (Connection reset by peer|Remote end closed "
+                            r"connection without response)\)", str(caught.value)), caught.value
+        assert proxy.resets == 3 and server.call_count("create", "secrets") == 0
+    finally:
+        kube.close()
+        proxy.stop()
+        server.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len([r for r in caplog.records if r.getMessage().startswith("Retrying (")]) == 2

@@ -578,11 +578,13 @@ def test_a_namespace_deleted_with_a_running_runner_is_let_go(
     harness.controller.ctx.platforms.close()
     _delete_set(harness, "rs")
     caplog.set_level(logging.INFO, "gitscale.controller")
+    waits = []
     for _ in range(2):
         report = harness.sync("rs")
         assert report.deleted == [] and harness.names("rs") == [busy, idle]
+        waits.append(report.requeue_after)
         harness.clock.advance(30)
-    assert report.requeue_after == pytest.approx(30)
+    assert waits == [30, 60]  # (tried again after 30 s, doubling while it waits: the backoff)
     said = [r.getMessage() for r in caplog.records
             if "being deleted without its platform" in r.getMessage()]
     assert len(said) == 1 and "running ones are kept until they stop" in said[0]
@@ -982,3 +984,63 @@ def test_a_token_refused_at_unregistration_is_read_again_from_its_secret(
     report = harness.sync("rs")
     assert sorted(report.deleted) == sorted(pending), report.errors
     assert harness.names("rs") == [] and all(harness.runner(n) is None for n in pending)
+
+
+MALFORMED_KEY = "github_app_private_key: cannot sign a JWT (InvalidKeyError): not a PEM RSA " \
+    "private key"
+
+
+def _malformed_app_key(harness: Harness) -> None:
+    harness.api.mutate_object("secrets", "gh-creds", lambda o: o.update(data={
+        k: base64.b64encode(v.encode()).decode() for k, v in {
+            "github_app_id": "4242", "github_app_installation_id": "77",
+            "github_app_private_key": "-----BEGIN RSA PRIVATE KEY-----\nnot a key\n"}.items()}),
+        NS)
+
+
+def _said(harness: Harness, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Ready and the Warning Event of its reason."""
+    ready = _ready(harness, name)
+    (event,) = [e for e in harness.events(name) if e["reason"] == ready["reason"]]
+    return ready, event
+
+
+def test_a_malformed_app_key_is_said_once_with_the_count_of_runners_it_stops(
+        harness: Harness) -> None:
+    """A GitHub App key that cannot sign: every runner the pass registers, lists or
+    unregisters fails for that one cause. Ready and its Event say it once, with how many
+    runners it kept from being made or replaced — not once per runner, nor once for the
+    runner list and again for the creations."""
+    _malformed_app_key(harness)
+    harness.write("rs", 3, 1)
+    report = harness.sync("rs")
+    assert report.created == [] and harness.pods("rs") == []
+    for said in _said(harness, "rs"):
+        assert said["reason"] == "CredentialsRefused"
+        assert said["message"].count(MALFORMED_KEY) == 1, said["message"]
+        assert said["message"].startswith(
+            f"3 of 3 runner(s) missing: {MALFORMED_KEY} (and 2 more runners alike); creations "
+            "refused 1 pass(es) in a row"), said
+
+
+def test_runners_a_malformed_app_key_keeps_from_being_replaced_are_counted_once(
+        harness: Harness) -> None:
+    """Five runners stuck (their image cannot be pulled) are replaced after being
+    unregistered; with the App key broken meanwhile none can be: one line for the five."""
+    harness.write("rs", 5, 1)
+    harness.sync("rs")
+    names = harness.names("rs")
+    for name in names:
+        harness.api.set_pod_phase(NS, name, "Pending", [{"name": "runner", "ready": False,
+                                  "state": {"waiting": {"reason": "ImagePullBackOff"}}}])
+    _malformed_app_key(harness)
+    harness.controller.ctx.platforms.close()  # (the key is read again: a restarted controller)
+    harness.clock.advance(6 * 60)  # stuck for 5 minutes: failed, to be replaced
+    report = harness.sync("rs")
+    assert (report.created, report.deleted) == ([], []) and harness.names("rs") == names
+    for said in _said(harness, "rs"):
+        assert said["reason"] == "CredentialsRefused"
+        message = said["message"]
+        assert message.count(MALFORMED_KEY) == 1, message
+        assert message.startswith("5 runners not replaced ("), message
+        assert f"and 2 more): they could not be unregistered first ({MALFORMED_KEY})" in message

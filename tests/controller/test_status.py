@@ -215,3 +215,34 @@ def test_a_pass_that_could_not_count_says_which_patch_it_saw() -> None:
     assert (after["replicas"], after["idle"]) == (2, 2)  # the last counted, kept
     kept = st.build(after, None, st.conditions(None, problem, (), after, T0), T0, generation=3)
     assert kept["observedPatchID"] == 9
+
+
+@pytest.mark.parametrize(("errors", "said"), [
+    pytest.param(["A", "A", "B"], ["A", "B"], id="repeated"),
+    pytest.param(["A", "A; creations refused 1 pass(es) in a row"],
+                 ["A; creations refused 1 pass(es) in a row"], id="said-within-another"),
+    pytest.param(["3 runners not replaced (a, b, c): they could not be unregistered first (A)",
+                  "A"], ["3 runners not replaced (a, b, c): they could not be unregistered "
+                         "first (A)"], id="the-cause-after"),
+    pytest.param(["B", "A"], ["B", "A"], id="distinct-kept-in-order"),
+    pytest.param([], [], id="none"),
+])
+def test_a_pass_says_each_error_once(errors: list[str], said: list[str]) -> None:
+    assert st.said_once(errors) == said
+
+
+def test_errors_that_differ_only_by_their_runner_are_said_once_with_how_many() -> None:
+    alike = st.Alike()
+    for name in ("rs-1a2b-000001", "rs-1a2b-000002", "rs-1a2b-000003"):
+        alike.add(f"create pod ci/{name}: 403 Forbidden: pods \"{name}\" is forbidden: "
+                  "exceeded quota", name)
+    for runner_id in (7, 8):
+        alike.add(f"GitHub DELETE https://api.github.com/orgs/acme/actions/runners/{runner_id} "
+                  "answered 401", "rs-1a2b-00000" + str(runner_id), runner_id)
+    alike.add("something else")
+    assert alike.messages() == [
+        'create pod ci/rs-1a2b-000001: 403 Forbidden: pods "rs-1a2b-000001" is forbidden: '
+        "exceeded quota (and 2 more runners alike)",
+        "GitHub DELETE https://api.github.com/orgs/acme/actions/runners/7 answered 401 (and 1 "
+        "more runner alike)",
+        "something else"]

@@ -6,7 +6,7 @@ import random
 import threading
 import time
 
-from gitscale.controller.workqueue import WorkQueue
+from gitscale.controller.workqueue import RETRY_MAX, WorkQueue
 
 
 class Ticks:
@@ -79,3 +79,63 @@ def test_workers_never_run_one_set_in_two_passes_at_once() -> None:
         thread.join(5)
     assert overlaps == []
     assert set(passes) == {"ns/set-0", "ns/set-1", "ns/set-2"}
+
+
+def _due(queue: WorkQueue) -> list[str]:
+    """The keys handed out now (each done at once)."""
+    keys = []
+    while (key := queue.get(0)) is not None:
+        keys.append(key)
+        queue.done(key)
+    return keys
+
+
+def test_a_set_whose_passes_keep_failing_backs_off_doubling_to_5_minutes() -> None:
+    ticks = Ticks()
+    queue = WorkQueue(clock=ticks)
+    delays = [queue.failed("ns/a", generation=1) for _ in range(8)]
+    assert delays == [10, 20, 40, 80, 160, RETRY_MAX, RETRY_MAX, RETRY_MAX]
+    assert queue.failures("ns/a") == 8
+    # Only the latest retry runs: those it put further off are dropped.
+    ticks.now += RETRY_MAX - 0.1
+    assert _due(queue) == []
+    ticks.now += 0.1
+    assert _due(queue) == ["ns/a"]
+    ticks.now += 10 * RETRY_MAX
+    assert _due(queue) == []
+
+
+def test_a_floor_doubles_too() -> None:
+    queue = WorkQueue(clock=Ticks())
+    assert [queue.failed("ns/a", 30.0) for _ in range(5)] == [30, 60, 120, 240, 300]
+
+
+def test_a_pass_that_succeeds_or_a_new_spec_starts_the_backoff_over() -> None:
+    ticks = Ticks()
+    queue = WorkQueue(clock=ticks)
+    queue.failed("ns/a", generation=1)
+    queue.failed("ns/a", generation=1)
+    queue.forget("ns/a")  # a pass succeeded: its retry is no longer needed either
+    ticks.now += 3600
+    assert _due(queue) == [] and queue.failures("ns/a") == 0
+    assert queue.failed("ns/a", generation=1) == 10
+    assert queue.failed("ns/a", generation=1) == 20
+    assert queue.failed("ns/a", generation=2) == 10  # a spec written since: a first failure
+    assert queue.failed("ns/b", generation=2) == 10  # (per set)
+
+
+def test_the_resync_leaves_a_set_alone_while_it_backs_off_and_events_do_not() -> None:
+    ticks = Ticks()
+    queue = WorkQueue(clock=ticks)
+    for _ in range(4):
+        queue.failed("ns/a")  # the next try in 80 s
+    queue.resync("ns/a")
+    queue.resync("ns/b")
+    assert _due(queue) == ["ns/b"]
+    queue.add("ns/a")  # a watch event: news, a pass at once
+    assert _due(queue) == ["ns/a"]
+    ticks.now += 80
+    queue.resync("ns/a")  # (its retry is due as well: one pass)
+    assert _due(queue) == ["ns/a"]
+    queue.resync("ns/a")  # its backoff is over: the resync queues it again
+    assert _due(queue) == ["ns/a"]

@@ -182,6 +182,14 @@ class Handler(BaseHTTPRequestHandler):
             meta: dict[str, Any] = {"resourceVersion": str(rv)}
             if token:
                 meta.update({"continue": token, "remainingItemCount": remaining})
+            if "as=PartialObjectMetadataList" in self.headers.get("Accept", ""):
+                # metadata only, as the API server sends it when asked (kubectl get -o name)
+                self.server.metadata_lists.append(route.resource)
+                partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"}
+                return self._send_json(200, {
+                    "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": meta,
+                    "items": [{**partial, "metadata": i["metadata"]} for i in items]})
             return self._send_json(200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
                                          "metadata": meta, "items": items})
         if verb == "create":

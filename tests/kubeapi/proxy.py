@@ -9,11 +9,18 @@
 What a network partition looks like to a client: its requests are sent and never answered, new
 connections are accepted (the kernel's backlog) and never answered either. Nothing is closed,
 so a client without a timeout waits forever.
+
+    proxy.forget()                         # the connections open now are reset (RST) as soon
+                                           # as the client sends on them again
+
+What a load balancer's idle timeout, or a NAT table that dropped the flow, looks like to a
+client that reuses a kept-alive connection: the request goes out, a reset comes back.
 """
 from __future__ import annotations
 
 import select
 import socket
+import struct
 import threading
 
 
@@ -27,6 +34,8 @@ class BlackHoleProxy:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
+        self._forgotten: set[socket.socket] = set()  # client sides to reset when next used
+        self.resets = 0
 
     @property
     def url(self) -> str:
@@ -46,6 +55,11 @@ class BlackHoleProxy:
                 sock.close()
             except OSError:
                 pass
+
+    def forget(self) -> None:
+        """Reset each connection open now when its client next sends on it."""
+        with self._lock:
+            self._forgotten.update(self._sockets)
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -76,8 +90,16 @@ class BlackHoleProxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                with self._lock:
+                    forgotten = src in self._forgotten
+                if forgotten:  # an RST, not a FIN: the client's request is lost
+                    self.resets += 1
+                    src.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    src.close()
+                    dst.close()
+                    break
                 dst.sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # (ValueError: the other direction closed it: a reset)
             pass
         finally:
             for sock in (src, dst):

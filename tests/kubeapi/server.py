@@ -104,6 +104,7 @@ class KubeAPIServer(ThreadingHTTPServer):
         self.open_watches = 0  # streams being served (guarded by store.lock)
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
         self.log: list[str] = []
+        self.metadata_lists: list[str] = []  # lists asked as PartialObjectMetadataList
         self._errors: list[_InjectedError] = []
         self._hangs: list[_Hang] = []
         self._hooks: list[Callable[[str, str, dict[str, str]], None]] = []

@@ -340,7 +340,7 @@ BAD_NOTIFY = [
     pytest.param("  - flux: {url: 'http://h/hook/abc'}\n", ":7:", ["token", "required"],
                  id="flux-no-token"),
     pytest.param("  - argocd: {url: 'https://bot:pw@argocd.example.com'}\n", ":7:",
-                 ["notify[0] argocd.url", "does not match"], id="credentials-in-url"),
+                 ["notify[0] argocd.url", "URL without credentials"], id="credentials-in-url"),
     pytest.param("  - argocd: {url: 'https://argocd', repoURL: '/srv/git/config'}\n", ":7:",
                  ["repoURL", "not a git URL"], id="argocd-bad-repo-url"),
     pytest.param("  - argocd: {url: 'https://argocd', secret: {env: S}, timout: 2s}\n", ":7:",

@@ -95,7 +95,7 @@ def stats(root, cache):
     return {"rss_kib": int(status["VmRSS"]), "threads": int(status["Threads"]),
             "fds": len(os.listdir("/proc/self/fd")), "cache_rows": len(cache.rows),
             "loose": int(counts["count"]), "packs": int(counts["packs"]),
-            "git_kib": size // 1024, "reflog": lines(root / ".git" / "logs" / "HEAD"),
+            "in_pack": int(counts["in-pack"]), "git_kib": size // 1024, "reflog": lines(root / ".git" / "logs" / "HEAD"),
             "shallow": lines(root / ".git" / "shallow")}
 
 def one(ws, opts, demand, cache, sources, state, clock, number, metrics):
@@ -285,7 +285,7 @@ def clone_stats(temp: Path) -> dict[str, int]:
     counts = dict(line.split(": ") for line in git(root, "count-objects", "-v").splitlines())
     shallow = root / ".git" / "shallow"
     return {"loose": int(counts["count"]), "packs": int(counts["packs"]),
-            "shallow": len(shallow.read_text().split()) if shallow.exists() else 0,
+            "in_pack": int(counts["in-pack"]), "shallow": len(shallow.read_text().split()) if shallow.exists() else 0,
             "reflog": len((root / ".git/logs/HEAD").read_text().splitlines())
             if (root / ".git/logs/HEAD").exists() else 0}
 
@@ -375,8 +375,14 @@ def reconcile_mode(work: Path, histories: list[int], passes: int) -> dict[str, A
                 times[commits].append(time.perf_counter() - t0)
             if git(remote, "rev-parse", "main^") != before:
                 raise RuntimeError(f"{commits}: the pass did not land one commit")
-    return {str(c): {"median_s": statistics.median(t), "min_s": min(t), "max_s": max(t)}
-            for c, t in times.items()}
+    result: dict[str, Any] = {
+        str(c): {"median_s": statistics.median(t), "min_s": min(t), "max_s": max(t)}
+        for c, t in times.items()}
+    # what the runs left: nothing in TMPDIR, a bounded set of files in the cache directory
+    result["tmp_left"] = sorted(p.name for p in Path(ENV["TMPDIR"]).glob("gitscale-*"))
+    result["cache_files"] = sorted(p.name.split("-")[0].split(".")[0]
+                                   for p in (work / "cache-cron").iterdir())
+    return result
 
 
 def kill_mode(work: Path, kills: int) -> dict[str, Any]:
@@ -460,8 +466,10 @@ def main(argv: list[str] | None = None) -> int:
             histories = [int(h) for h in args.histories.split(",") if h]
             results["reconcile"] = c = reconcile_mode(work, histories, 5)
             for commits, m in c.items():
-                print(f"reconcile --repo URL, {commits} commits: median {m['median_s']:.3f}s "
-                      f"(min {m['min_s']:.3f}, max {m['max_s']:.3f})")
+                if commits.isdigit():
+                    print(f"reconcile --repo URL, {commits} commits: median "
+                          f"{m['median_s']:.3f}s (min {m['min_s']:.3f}, max {m['max_s']:.3f})")
+            print(f"  left in TMPDIR: {c['tmp_left']}; cache files: {c['cache_files']}")
         if "kill" in modes:
             results["kill"] = k = kill_mode(work, args.kills)
             print(f"kill: after {k['kills']} SIGKILLs, TMPDIR holds {k['tmp_left_by_kills']}; "

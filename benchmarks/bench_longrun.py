@@ -92,7 +92,14 @@ def stats(root, cache):
     status = {l.split(":")[0]: l.split()[1] for l in open("/proc/self/status")
               if l.startswith(("VmRSS", "Threads"))}
     size = sum(f.stat().st_size for f in (root / ".git").rglob("*") if f.is_file())
-    return {"rss_kib": int(status["VmRSS"]), "threads": int(status["Threads"]),
+    zombies = 0  # children that died and were never reaped (process 1 reaps no orphan)
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        zombies += stat[0] == "Z" and int(stat[1]) == os.getpid()
+    return {"zombies": zombies, "rss_kib": int(status["VmRSS"]), "threads": int(status["Threads"]),
             "fds": len(os.listdir("/proc/self/fd")), "cache_rows": len(cache.rows),
             "loose": int(counts["count"]), "packs": int(counts["packs"]),
             "in_pack": int(counts["in-pack"]), "git_kib": size // 1024, "reflog": lines(root / ".git" / "logs" / "HEAD"),
@@ -213,6 +220,9 @@ def seed_remote(work: Path, name: str, history: int = 0) -> Path:
     if proc.wait() != 0:
         raise RuntimeError("git fast-import failed")
     git(remote, "config", "uploadpack.allowFilter", "true")
+    # no gc after a push: over file:// receive-pack is a child of gitscale's push, and its gc
+    # would run detached in gitscale's process tree (a hosting service keeps its own repos)
+    git(remote, "config", "receive.autogc", "false")
     git(remote, "gc", "--quiet")
     return remote
 
@@ -223,7 +233,7 @@ def gitscale_argv() -> list[str]:
 
 
 def run_mode(work: Path, passes: int, sample: int, change: bool, step: float,
-             before: str | None = None) -> dict[str, Any]:
+             before: str | None = None, pid1: bool = False) -> dict[str, Any]:
     name = ("run" if change else "quiet") + ("-before" if before else "")
     remote = seed_remote(work, f"{name}-remote")
     demand = work / "demand.yaml"
@@ -233,7 +243,9 @@ def run_mode(work: Path, passes: int, sample: int, change: bool, step: float,
         env["BENCH_BEFORE"] = str(Path(before).resolve())
     t0 = time.perf_counter()
     with log.open("w") as err:
-        out = subprocess.run([sys.executable, "-c", WORKER, str(demand), str(sample),
+        # --pid1: the process is process 1 of a PID namespace of its own, as in a container
+        prefix = ["unshare", "--fork", "--pid", "--mount-proc"] if pid1 else []
+        out = subprocess.run([*prefix, sys.executable, "-c", WORKER, str(demand), str(sample),
                               "1" if change else "0", str(step), "run", "--repo",
                               remote.as_uri(), "--demand", str(demand), "--interval", "30s",
                               "--max-passes", str(passes)],
@@ -427,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                         "tar -x -C DIR/gitscale`): the run and etags modes again with it")
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--pid1", action="store_true", help="run mode: gitscale as process 1 "
+                        "of its own PID namespace, as in a container (`unshare`, as root)")
     args = parser.parse_args(argv)
     modes = args.modes.split(",")
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gitscale-longrun-"))
@@ -438,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         for key, before in (("run", None), ("run-before", args.before)):
             if "run" not in modes or (key == "run-before" and not before):
                 continue
-            results[key] = r = run_mode(work, args.passes, args.sample, True, 0.0, before)
+            results[key] = r = run_mode(work, args.passes, args.sample, True, 0.0, before,
+                                        args.pid1)
             print(f"{key}: {r['passes']} passes, {r['commits']} commits in {r['wall_s']:.0f}s "
                   f"(exit {r['exit']})")
             for s in r["samples"]:

@@ -233,9 +233,10 @@ def gitscale_argv() -> list[str]:
 
 
 def run_mode(work: Path, passes: int, sample: int, change: bool, step: float,
-             before: str | None = None, pid1: bool = False) -> dict[str, Any]:
+             before: str | None = None, pid1: bool = False,
+             history: int = 0) -> dict[str, Any]:
     name = ("run" if change else "quiet") + ("-before" if before else "")
-    remote = seed_remote(work, f"{name}-remote")
+    remote = seed_remote(work, f"{name}-remote", history)
     demand = work / "demand.yaml"
     log = work / f"{name}.log"
     env = {**ENV, "GITSCALE_CACHE_DIR": str(work / f"cache-{name}")}
@@ -253,7 +254,7 @@ def run_mode(work: Path, passes: int, sample: int, change: bool, step: float,
     wall = time.perf_counter() - t0
     samples = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     text = log.read_text()
-    commits = int(git(remote, "rev-list", "--count", "main")) - 1
+    commits = int(git(remote, "rev-list", "--count", "main")) - 1 - history
     result: dict[str, Any] = {"passes": passes, "wall_s": wall, "exit": out.returncode,
                               "commits": commits, "log_lines": len(text.splitlines()),
                               "samples": samples}
@@ -434,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                         "default, 10m, would need a run of more than 10 minutes to level off)")
     parser.add_argument("--histories", default="10000,100000")
     parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--history", type=int, default=0, help="run mode: scaling commits "
+                        "the remote holds before the loop starts")
     parser.add_argument("--before", help="an older gitscale's source folder (`git archive "
                         "COMMIT gitscale | tar -x -C DIR`, then `git archive COMMIT deploy | "
                         "tar -x -C DIR/gitscale`): the run and etags modes again with it")
@@ -453,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
             if "run" not in modes or (key == "run-before" and not before):
                 continue
             results[key] = r = run_mode(work, args.passes, args.sample, True, 0.0, before,
-                                        args.pid1)
+                                        args.pid1, args.history)
             print(f"{key}: {r['passes']} passes, {r['commits']} commits in {r['wall_s']:.0f}s "
                   f"(exit {r['exit']})")
             for s in r["samples"]:

@@ -46,21 +46,8 @@ class BuildkiteAgents:
                 age = self._clock() - self._listed[0]
                 if age < max_age:
                     return Listed(self._listed[1], max(age, 0.0))
-        ticket = self.outage.before()
         read_at = self._clock()
-        try:
-            listed = self._api.connected()
-        except ApiError as exc:
-            error = translate(exc)
-            if isinstance(error, PlatformOutage) and not isinstance(exc, RateLimited):
-                self.outage.failed(ticket, str(error))
-            else:
-                self.outage.answered(ticket)
-            raise error from None
-        except BaseException:
-            self.outage.abandoned(ticket)
-            raise
-        self.outage.answered(ticket)
+        listed = self.outage.ask(self._api.connected, translate)
         found: dict[str, Registered] = {}
         for agent in listed:
             if isinstance(agent, dict) and agent.get("name"):

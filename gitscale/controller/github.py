@@ -265,21 +265,7 @@ class GitHub:
     def _ask(self, verb: Callable[..., T], *args: Any) -> T:
         """``verb`` of the GitHub client, its errors as the controller's; not sent while GitHub
         is given time after failing (``outage.py``)."""
-        ticket = self.outage.before()
-        try:
-            answer = verb(*args)
-        except ApiError as exc:
-            error = translate(exc)
-            if isinstance(error, PlatformOutage) and not isinstance(exc, RateLimited):
-                self.outage.failed(ticket, str(error))
-            else:
-                self.outage.answered(ticket)
-            raise error from None
-        except BaseException:
-            self.outage.abandoned(ticket)
-            raise
-        self.outage.answered(ticket)
-        return answer
+        return self.outage.ask(lambda: verb(*args), translate)
 
 
 def translate(exc: ApiError) -> PlatformError:

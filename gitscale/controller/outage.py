@@ -18,14 +18,17 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import Callable, TypeVar
 
-from gitscale.controller.errors import PlatformOutage
+from gitscale.clients.errors import ApiError, RateLimited
+from gitscale.controller.errors import PlatformError, PlatformOutage
 from gitscale.timeutil import format_time, utcnow
 
 OUTAGE_WAIT = 5.0  # seconds the platform is not asked after it failed once ...
 OUTAGE_WAIT_MAX = 300.0  # ... doubling with each failure in a row, up to this
 PROBE_WAIT = 1.0  # seconds before a call not sent while one request tries is worth again
+
+T = TypeVar("T")
 
 
 class NotAsked(PlatformOutage):
@@ -102,3 +105,23 @@ class Outage:
             failures, until, said = old.failures, old._until, old._said
         with self._lock:
             self.failures, self._until, self._said = failures, until, said
+
+    def ask(self, call: Callable[[], T], translate: Callable[[ApiError], PlatformError]) -> T:
+        """``call``'s answer, its errors as the controller's (``translate``); not sent while
+        the wait runs (``NotAsked``). A 5xx or no answer starts or lengthens the wait; a rate
+        limit does not (the platform answered)."""
+        ticket = self.before()
+        try:
+            answer = call()
+        except ApiError as exc:
+            error = translate(exc)
+            if isinstance(error, PlatformOutage) and not isinstance(exc, RateLimited):
+                self.failed(ticket, str(error))
+            else:
+                self.answered(ticket)
+            raise error from None
+        except BaseException:
+            self.abandoned(ticket)
+            raise
+        self.answered(ticket)
+        return answer

@@ -75,16 +75,21 @@ def _refuse(api: KubeAPIServer, how: str) -> Callable[[], None]:
     return api.clear_errors
 
 
+def _pod_informer(api: KubeAPIServer, stop: Waits) -> tuple[Kube, Informer]:
+    """A pod informer of the real client against ``api``, backing off from 0.5 s."""
+    kube = Kube(client_for(api.url))
+    return kube, Informer("pods", Store(keep=runner_pod_fields),
+                          lambda: kube.list_pods(NS, runner_pod_fields),
+                          lambda v, t: kube.watch_pods(NS, v, t), lambda _: None, stop,
+                          watch_timeout=30, backoff=0.5)
+
+
 @pytest.mark.parametrize("how", ["500", "429", "410", "cut"])
 def test_a_watch_refused_while_lists_answer_backs_off_and_is_said_once(
         api: KubeAPIServer, how: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "gitscale.controller")
     stop = Waits(_refuse(api, how))
-    kube = Kube(client_for(api.url))
-    informer = Informer("pods", Store(keep=runner_pod_fields),
-                        lambda: kube.list_pods(NS, runner_pod_fields),
-                        lambda v, t: kube.watch_pods(NS, v, t), lambda _: None, stop,
-                        watch_timeout=30, backoff=0.5)
+    kube, informer = _pod_informer(api, stop)
     informer.start()
     try:
         wait_for(lambda: len(stop.waits) >= TROUBLE and informer.failures == 0, 20)
@@ -112,11 +117,7 @@ def test_a_watch_that_expires_after_serving_lists_again_at_once(
     again at once, no backoff, no warning."""
     caplog.set_level(logging.INFO, "gitscale.controller")
     stop = Waits(lambda: None)
-    kube = Kube(client_for(api.url))
-    informer = Informer("pods", Store(keep=runner_pod_fields),
-                        lambda: kube.list_pods(NS, runner_pod_fields),
-                        lambda v, t: kube.watch_pods(NS, v, t), lambda _: None, stop,
-                        watch_timeout=30, backoff=0.5)
+    kube, informer = _pod_informer(api, stop)
     informer.start()
     try:
         wait_for(lambda: informer.synced.is_set() and api.call_count("watch", "pods"), 5)

@@ -182,7 +182,7 @@ def test_from_observations_rebuilds_arrivals_and_completions() -> None:
 
 
 def test_from_observations_of_more_than_a_year_ask_for_since() -> None:
-    """Months of scaling commits replay (a year at 10 s is about 45 s of CPU per strategy);
+    """Months of scaling commits replay (a year at 10 s: under a minute of CPU);
     more is refused, pointing at --since, instead of running for hours."""
     year = 366 * 24 * 60
     assert from_observations([obs(0, 1, 0), obs(year, 0, 0)], "history").hours == 366 * 24

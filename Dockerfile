@@ -7,7 +7,8 @@
 # release.yml builds and pushes it for linux/amd64 and linux/arm64 on each v* tag.
 # Writable paths under readOnlyRootFilesystem (README, "Releasing and the image"): /tmp (clones
 # of --repo URL, git's askpass script, crash reports) and $GITSCALE_CACHE_DIR
-# (/var/cache/gitscale: the state cache of one-shot runs); the controller writes nothing.
+# (/var/cache/gitscale: the state cache of `reconcile`, `run` and `serve`); the controller writes
+# nothing.
 
 # The base, pinned by version. Its digest pin goes here, after the tag:
 #   ARG PYTHON_IMAGE=python:3.11.15-slim-bookworm@sha256:<digest>

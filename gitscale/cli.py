@@ -465,8 +465,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:  # noqa: BLE001 - the last line of defence: a bug (gitscale/crash.py)
         from gitscale import crash  # imported here: only a crash needs its traceback module
 
-        click.echo("gitscale crashed: this is a bug, please report it with "
-                   f"{crash.write_report()}", err=True)
+        path = crash.write_report()
+        if path is None:  # nowhere to write it (a read-only root filesystem): the log keeps it
+            click.echo("gitscale crashed: this is a bug, please report it with this report (no "
+                       f"file could be written for it):\n{crash.report()}", err=True)
+        else:
+            click.echo(f"gitscale crashed: this is a bug, please report it with {path}", err=True)
         return crash.EXIT_CRASH
     return result if isinstance(result, int) else 0
 

@@ -36,11 +36,16 @@ def report() -> str:
     return versions() + "\n\n" + redact(traceback.format_exc())
 
 
-def write_report() -> str:
-    """``report()`` in a new file; its path."""
+def write_report() -> str | None:
+    """``report()`` in a new file; its path. None when no file can be written: a read-only
+    root filesystem with no writable temporary directory (the controller's Deployment mounts
+    none), where the caller prints the report instead."""
     import tempfile
 
-    with tempfile.NamedTemporaryFile("w", prefix="gitscale-crash-", suffix=".txt",
-                                     delete=False) as out:
-        out.write(report())
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="gitscale-crash-", suffix=".txt",
+                                         delete=False) as out:
+            out.write(report())
+    except OSError:
+        return None
     return out.name

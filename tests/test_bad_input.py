@@ -216,6 +216,20 @@ CONFIG_CASES += [
                  ["not valid YAML: U+0000 is not allowed"], id="nul-byte"),
 ]
 
+# Keys YAML does not read as names (`~:` null, `true:`/`on:` a boolean, `1:` a number): a
+# crash sorting them beside a name (exit 70), or "unknown key 'None'" at the set's line.
+CONFIG_CASES += [
+    pytest.param(_config_with() + "    ~: 1\n", "gitscale.yaml:6",
+                 ["runner set 'linux': a key YAML reads as null '~', not as a name"],
+                 id="null-key"),
+    pytest.param(_config_with() + "    foo: 2\n    ~: 1\n", "gitscale.yaml:7",
+                 ["a key YAML reads as null '~'"], id="null-key-beside-an-unknown-one"),
+    pytest.param(_config_with() + "    on: 1\n", "gitscale.yaml:6",
+                 ["a key YAML reads as bool 'on'"], id="bool-key"),
+    pytest.param(_config_with(policy="{maxReplicas: 3, 10: 2}"), "gitscale.yaml:5",
+                 ["a key YAML reads as int '10'"], id="int-key-in-a-policy"),
+]
+
 
 @pytest.mark.parametrize(("config", "where", "words"), CONFIG_CASES)
 def test_bad_config(tmp_path: Path, capsys, config: str, where: str, words: list[str]) -> None:  # type: ignore[no-untyped-def]
@@ -456,6 +470,11 @@ DEMAND_CASES = [
                  ["queued", "2.0 is not an integer"], id="float"),
     pytest.param("linux: {queued: 1, running: 0, jobs: [2026-02-30]}\n", "demand.yaml:",
                  ["not valid YAML"], id="impossible-date"),
+    pytest.param("linux: {queued: 1, running: 0}\n~: {queued: 1, running: 0}\n",
+                 "demand.yaml:2", ["a key YAML reads as null '~', not as a name"],
+                 id="null-key"),
+    pytest.param("linux: {queued: 1, running: 0, 1: 2}\n", "demand.yaml:1",
+                 ["linux: a key YAML reads as int '1'"], id="int-key"),
 ]
 
 

@@ -222,6 +222,7 @@ def check_schema(
     """
     import fastjsonschema
 
+    _refuse_odd_keys(document, source, error, describe)
     try:
         fast_check(schema)(document.data)
     except fastjsonschema.JsonSchemaException:
@@ -258,6 +259,20 @@ def check_schema(
         raise error(source, f"{where}unknown key {shown(key)} (allowed: {', '.join(allowed)})",
                     line)
     raise error(source, f"{label}: {_explain(problem)}", document.line_of(path))
+
+
+def _refuse_odd_keys(document: Document, source: str, error: type[InputError],
+                     describe: Any) -> None:
+    """Every key in gitscale's files is a name, but YAML reads ``~:`` as null, ``true:`` (or
+    ``on:``, ``yes:``) as a boolean and ``123:`` as a number: said at the key's own line, not
+    as a schema error about ``None`` (or a crash sorting a name beside it)."""
+    found = document.odd_key()
+    if found is None:
+        return
+    path, read, line = found
+    label = describe(path) if describe and path else format_path(path)
+    raise error(source, f"{label}: a key YAML reads as {read[:60]}, not as a name: quote it "
+                        "if it is meant as one, or remove it", line)
 
 
 def _refuse_floats(document: Document, source: str, error: type[InputError],

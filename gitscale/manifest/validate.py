@@ -62,7 +62,8 @@ class Problem:
     path: str  # where in the object, as people read it: "spec.github"
     message: str
     at: tuple[str | int, ...] = ()  # the same path, as keys: for its line in the file
-    key: str | None = None  # the key to point at inside ``at`` (an unknown one), if any
+    key: tuple[object] | None = None  # the key to point at inside ``at`` (an unknown one,
+    # in a tuple: ``(None,)`` is the key YAML read from ``~:``), if any
     object: tuple[str, str] | None = None  # (kind, name): kubeconform names the object
 
     def __str__(self) -> str:
@@ -72,7 +73,7 @@ class Problem:
         """The 1-based line to show: the unknown key's, else the value's (a mapping that
         lacks a required key: its own line)."""
         if self.key is not None:
-            return document.key_line(list(self.at), self.key)
+            return document.key_line(list(self.at), self.key[0])
         return document.line_of(list(self.at))
 
 
@@ -178,7 +179,7 @@ def explain(errors: Iterable[Any]) -> list[Problem]:
     """jsonschema's errors as one ``Problem`` per thing to fix: each unknown key on its own
     (jsonschema words several in one message); an unknown key that is a typo of a missing
     required one (``credentialSecret`` for ``credentialsSecret``) is one problem, not two."""
-    unknown: dict[tuple[str | int, ...], list[tuple[str, list[str]]]] = {}
+    unknown: dict[tuple[str | int, ...], list[tuple[object, list[str]]]] = {}
     missing: dict[tuple[str | int, ...], list[str]] = {}
     others: list[Problem] = []
     for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
@@ -189,7 +190,7 @@ def explain(errors: Iterable[Any]) -> list[Problem]:
             patterns = list((error.schema.get("patternProperties") or {}))
             for key in instance:
                 if key not in known and not any(re.search(p, str(key)) for p in patterns):
-                    unknown.setdefault(at, []).append((str(key), known))
+                    unknown.setdefault(at, []).append((key, known))
         elif error.validator == "required" and isinstance(instance, dict):
             for key in error.validator_value:
                 if key not in instance and key not in missing.setdefault(at, []):
@@ -202,6 +203,10 @@ def explain(errors: Iterable[Any]) -> list[Problem]:
         for key, known in unknown.get(at, []):
             import difflib  # only now: a valid manifest (every pass that writes) never needs it
 
+            if not isinstance(key, str):  # YAML read `~:`, `true:`, `1:` as null, bool, int
+                problems.append(Problem(_label(at), f"a key YAML reads as {key!r:.60}, not as "
+                                        "a field name: quote it, or remove it", at, (key,)))
+                continue
             typo = difflib.get_close_matches(key, lacking, n=1, cutoff=0.6)
             if typo:
                 lacking.remove(typo[0])
@@ -210,7 +215,7 @@ def explain(errors: Iterable[Any]) -> list[Problem]:
                 near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
                 message = f"unknown field {key!r}" + (f": did you mean {near[0]!r}?" if near
                                                       else "")
-            problems.append(Problem(_label(at), message, at, key))
+            problems.append(Problem(_label(at), message, at, (key,)))
         problems += [Problem(_label(at), f"{key!r} is required", at) for key in lacking]
     return sorted(problems + others, key=lambda p: [str(x) for x in p.at])
 

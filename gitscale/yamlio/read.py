@@ -96,18 +96,44 @@ class Document:
             line = (key_node or node).start_mark.line + 1
         return line
 
-    def key_line(self, path: Path, key: str) -> int | None:
-        """1-based line of ``key`` inside the mapping at ``path``."""
+    def key_line(self, path: Path, key: object) -> int | None:
+        """1-based line of ``key`` inside the mapping at ``path`` (a key YAML did not read as
+        a string too: ``None`` is found at ``~:``)."""
         node = self.node
         for part in path:
             child = _child(node, part)
             if child is None:
                 return self.line_of(path)
             node = child[1]
-        found = _child(node, key)
+        found = _child(node, key) if isinstance(key, str) else _odd_child(node, key)
         if found is None:
             return self.line_of(path)
         return (found[0] or found[1]).start_mark.line + 1
+
+    def odd_key(self) -> tuple[list["str | int"], str, int] | None:
+        """The first mapping key in document order that YAML does not read as a string
+        (``~``, ``true``, ``123``, a ``? [complex]`` key): its path (down to the mapping that
+        holds it), what YAML read (``null '~'``), and its 1-based line. None without one (the usual
+        answer, found from the data without composing nodes)."""
+        import yaml
+
+        if not _has_odd_key(self.data):
+            return None
+        stack: list[tuple[yaml.Node | None, list["str | int"]]] = [(self.node, [])]
+        while stack:
+            node, at = stack.pop()
+            if isinstance(node, yaml.MappingNode):
+                for key, _ in node.value:
+                    if not (isinstance(key, yaml.ScalarNode) and key.tag == _STR):
+                        if isinstance(key, yaml.ScalarNode):  # its kind: null, bool, int…
+                            read = f"{key.tag.rsplit(':', 1)[-1]} {key.value!r}"
+                        else:
+                            read = "a list or a mapping"
+                        return at, read, int(key.start_mark.line) + 1
+                stack.extend((v, [*at, k.value]) for k, v in reversed(node.value))
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend((v, [*at, i]) for i, v in reversed(list(enumerate(node.value))))
+        return None
 
     def entry_line(self, path: Path, key: str, value: str) -> int | None:
         """1-based line of the first ``key: value`` (both scalars) anywhere inside the value at
@@ -133,6 +159,37 @@ class Document:
             elif isinstance(node, yaml.SequenceNode):
                 stack.extend(reversed(node.value))
         return None
+
+
+_STR = "tag:yaml.org,2002:str"
+
+
+def _has_odd_key(data: Any) -> bool:
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if not all(isinstance(k, str) for k in value):
+                return True
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
+
+
+def _odd_child(node: yaml.Node | None, key: object) -> tuple[yaml.Node | None, yaml.Node] | None:
+    """The entry of a mapping node whose key YAML read as ``key``, not a string."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    reader = yaml.SafeLoader("")
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.tag != _STR:
+            value = reader.construct_object(k)
+            if value == key and type(value) is type(key):
+                return k, v
+    return None
 
 
 def _child(node: yaml.Node | None, part: "str | int") -> tuple[yaml.Node | None, yaml.Node] | None:

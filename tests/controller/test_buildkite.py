@@ -185,3 +185,32 @@ def test_a_refused_token_fixed_in_its_secret_is_used_on_the_next_pass(
     harness.sync("bk")
     assert busy_known(harness, "bk")["status"] == "True"
     assert harness.status("bk")["busy"] == 1
+
+
+def test_an_agents_list_past_its_page_bound_is_said_as_the_docs_say(
+        harness: Harness, buildkite: FakeBuildkite, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agents list stops at AGENT_PAGES_MAX pages (docs/credentials.md said "all pages"):
+    an organization with more connected agents runs as without the API, BusyKnown=False, and
+    the set is still served."""
+    from pathlib import Path
+
+    from gitscale.clients import buildkite as client
+
+    row = next(line for line in (Path(__file__).resolve().parents[2] / "docs/credentials.md")
+               .read_text().splitlines() if "/v2/organizations/{organization}/agents" in line)
+    assert f"up to {client.AGENT_PAGES_MAX}: {client.AGENT_PAGES_MAX * 100:,} connected" in row
+    assert "BusyKnown=False" in row
+    monkeypatch.setattr(client, "AGENT_PAGES_MAX", 2)
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
+        "token": base64.b64encode(TOKEN.encode()).decode()}}, NS)
+    for n in range(201):  # three pages of 100
+        buildkite.connect(f"elsewhere-{n:03}")
+    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
+    harness.sync("bk")
+    cond = busy_known(harness, "bk")
+    assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
+    assert "more than 2 pages" in cond["message"]
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"

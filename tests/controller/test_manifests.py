@@ -149,3 +149,21 @@ def test_rbac_comment_says_what_the_controller_can_serve() -> None:
         assert words in header, words
     docs = (DEPLOY.parents[1] / "docs/multiple-orgs.md").read_text()
     assert "ClusterRoleBinding" in docs and "--leader-election-id" in docs
+
+
+def test_multiple_orgs_cluster_role_rules_are_the_roles() -> None:
+    """docs/multiple-orgs.md lists the rules to copy into a ClusterRole for a controller of
+    every namespace: it left out `list` on Secrets (the sweep of JIT configs an earlier run
+    left behind), so a ClusterRole written from it was refused that list every pass."""
+    docs = " ".join((DEPLOY.parents[1] / "docs/multiple-orgs.md").read_text().split())
+    listed = re.search(r"the rules of `rbac.yaml` beside it \(([^)]*)\)", docs)
+    assert listed is not None
+    names = {"RunnerSets": "runnersets", "`runnersets/status`": "runnersets/status",
+             "pods": "pods", "Secrets": "secrets", "events": "events"}
+    documented = {(names[what.strip()], verb.strip()) for part in listed[1].split(";")
+                  for what, verbs in [part.split(":")] for verb in verbs.split(",")}
+    granted = {(resource, verb) for obj in manifests().values()
+               if obj["kind"] == "Role" and obj["metadata"]["name"] == "gitscale-controller"
+               for rule in obj["rules"] for resource in rule["resources"]
+               for verb in rule["verbs"]}
+    assert documented == granted

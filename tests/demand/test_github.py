@@ -3,6 +3,7 @@ ETag revalidation across passes, rate limits, credentials and GitHub App auth.""
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -431,3 +432,30 @@ def test_github_app_installation_id_that_is_not_a_number_is_refused_before_any_r
                             f"source.github.app.installationId is {installation!r}, not a "
                             "number"), error
     assert app_github.log == []
+
+
+def test_every_request_of_the_source_is_in_the_credentials_table(app_github: FakeGitHub,
+                                                                 tmp_path: Path) -> None:
+    """docs/credentials.md lists the requests the polling source sends, from which its
+    permissions follow: each one sent (an App without installationId: the lookup too) is
+    there, its names replaced by the table's placeholders."""
+    populate_org(app_github, "acme", 4)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path,  # type: ignore[attr-defined]
+                                               installation=None)}])
+    assert read(tmp_path / "repo", config).errors == {}
+    docs = (Path(__file__).resolve().parents[2] / "docs/credentials.md").read_text()
+    table = docs.split("## Polling source: GitHub")[1].split("Requests are conditional")[0]
+    placeholders = [(r"^/orgs/[^/]+/", "/orgs/{org}/"),
+                    (r"^/repos/[^/]+/[^/]+/", "/repos/{owner}/{repo}/"),
+                    (r"/actions/runs/\d+/", "/actions/runs/{run_id}/"),
+                    (r"^/app/installations/\d+/", "/app/installations/{installationId}/")]
+    sent = set()
+    for request in app_github.log:
+        route = request.route
+        for pattern, placeholder in placeholders:
+            route = re.sub(pattern, placeholder, route)
+        sent.add(f"{request.method} {route}")
+    assert len(sent) == 5, sent  # the lookup, the token, the repos, their runs, the runs' jobs
+    missing = {r for r in sent if f"`{r}`" not in table and f"`{r}?" not in table}
+    assert not missing, missing

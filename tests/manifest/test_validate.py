@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -285,6 +286,27 @@ def test_reconcile_and_validate_check_with_the_same_schemas(
     if not kubeconform:
         assert line == (f"error: sets/legacy.yaml:{number}: spec: unknown field 'replica': "
                         "did you mean 'replicas'?"), line
+
+
+
+@pytest.mark.skipif(shutil.which("kubeconform") is not None,
+                    reason="the in-process checker's words (kubeconform says its own)")
+def test_keys_yaml_reads_as_null_or_true_are_said_at_their_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``~:`` and ``yes:`` are a null and a boolean to YAML: each is said at its own line,
+    as such (it was "unknown field 'None'" at the line of ``spec``)."""
+    manifest = RUNNERSET.format(name="linux", replicas=2).replace(
+        "  platform: github\n", "  platform: github\n  ~: 1\n  yes: 2\n")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": simple_config({"linux": "default"}),
+                                    "sets/linux.yaml": manifest,
+                                    "demand.yaml": "linux: {queued: 1, running: 0}\n"})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 1 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if "sets/linux.yaml" in line]
+    assert lines == [
+        "error: sets/linux.yaml:8: spec: a key YAML reads as None, not as a field name: quote "
+        "it, or remove it",
+        "error: sets/linux.yaml:9: spec: a key YAML reads as True, not as a field name: quote "
+        "it, or remove it"], err
 
 
 @pytest.mark.parametrize(("github", "expected"), [

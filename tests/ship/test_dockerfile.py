@@ -19,6 +19,7 @@ from tests.ship.shipfiles import (BUILD_LOCK, DOCKERFILE, IMAGE_LOCK, ROOT, Stag
                                   exec_form, stages)
 
 CONTROLLER = ROOT / "deploy" / "controller" / "deployment.yaml"
+README = ROOT / "README.md"
 
 
 def hadolint(path: Path, tmp_path: Path) -> tuple[int, list[dict[str, Any]]]:
@@ -154,6 +155,11 @@ def test_read_only_root_filesystem_the_writable_paths_are_mounted(
                   if not m.get("readOnly")}
         cache = values.get("GITSCALE_CACHE_DIR", image_env["GITSCALE_CACHE_DIR"])
         assert cache in mounts and "/tmp" in mounts, (cache, mounts)
+        # the README's table of writable paths names every command that writes the cache
+        # (it said `reconcile` only, while `run` and `serve` keep theirs there too)
+        (row,) = [line for line in README.read_text().splitlines()
+                  if line.startswith(f"| `{cache}` ")]
+        assert f"`{container['args'][0]}`" in row.split("|")[2], (container["args"][0], row)
     controller = yaml.safe_load(CONTROLLER.read_text())["spec"]["template"]["spec"]
     (container,) = controller["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True

@@ -12,10 +12,12 @@ or deleted once the pod is gone.
 
 Each runner tried costs a GitHub registration (and its removal when the pod is refused), and
 GitHub limits content creation (80 a minute): a set stuck on its quota must not spend it for
-every set. So, where the platform registers runners, one pod of the pass is first created
-with ``dryRun=All`` (admission — quota, webhooks — and validation, nothing stored; the
-ResourceQuota plugin evaluates dry runs, kubernetes/kubernetes#66391): when it is refused, no
-runner is registered at all. After a pass whose creations were refused (a quota, an admission
+every set. So, where the platform registers runners, one Secret and one pod of the pass are
+first created with ``dryRun=All`` (authorization, admission — quota, webhooks — and
+validation, nothing stored; the ResourceQuota plugin evaluates dry runs,
+kubernetes/kubernetes#66391): when either is refused, no runner is registered at all. A
+refusal every creation would meet (a 4xx, the platform refusing) also ends the pass's
+creations not started yet: a quota met at the 20th of 10,000 runners costs no more. After a pass whose creations were refused (a quota, an admission
 webhook, GitHub down), the set's creations wait ``CREATE_RETRY`` seconds, doubling with each
 pass refused in a row up to ``CREATE_RETRY_MAX`` (any runner created, a changed template or
 platform setting, or a refusal more than ``CREATE_RETRY_MAX`` after the last one was due starts

@@ -19,7 +19,7 @@ from tests.controller.buildkite_fake import FakeBuildkite
 from tests.controller.harness import NS, TOKEN, Harness, github_spec
 from tests.controller.test_buildkite import TOKEN as BK_TOKEN
 from tests.controller.test_buildkite import with_api
-from tests.kubeapi.errors import APIError, webhook_denied
+from tests.kubeapi.errors import webhook_denied
 
 JIT = "generate-jitconfig"
 KYVERNO = ("\n\nresource Pod/default/x was blocked due to the following policies\n\n"
@@ -284,9 +284,3 @@ def test_a_template_no_pod_can_be_made_of(harness: Harness, caplog: pytest.LogCa
     assert harness.github.runners == {} and harness.names("rs") == []
     assert len(said(caplog, "rs")) == 1
 
-
-def test_the_fakes_admission_error_is_a_real_status() -> None:
-    """(The shape the kubernetes client reads: code, reason, message.)"""
-    error = webhook_denied("w.example.com", "no", 200)
-    assert isinstance(error, APIError) and error.status()["code"] == 400
-    assert error.status()["message"] == 'admission webhook "w.example.com" denied the request: no'

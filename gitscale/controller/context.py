@@ -60,6 +60,10 @@ class Report:
     unschedulable: int = 0  # pending runners left whose pods the scheduler could not place
     before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
     status_written: bool = False
+    # The set was written since the pass read it (a 409 on a write conditional on that
+    # version): the pass stopped, or left its status unwritten; no error, no Event of the
+    # status (the next pass, on the new version, says what holds)
+    stale: bool = False
     requeue_after: float | None = None  # seconds until the pass is due again (a timer, a backoff)
     # The pass failed: it is tried again after this many seconds, doubled for each failed pass
     # of the set before it in a row (``WorkQueue.failed``; None: it did not fail)

@@ -57,8 +57,9 @@ class Event:
 
 def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
     """The Events of one pass over a set: what it did, then what the status it left says is
-    wrong (``after``: the set's status at the end of the pass; the pass's own ``before``).
-    One per reason; messages redacted and cut to Kubernetes' limit."""
+    wrong (``after``: the set's status at the end of the pass; the pass's own ``before``;
+    not for a pass that read a set written since, ``Report.stale``). One per reason;
+    messages redacted and cut to Kubernetes' limit."""
     out: list[Event] = []
     if report.created:
         patch = f" for patch {report.actions.create_patch_id}" if report.actions else ""
@@ -75,6 +76,8 @@ def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
         out.append(Event("Normal", "LeftoversRemoved", (
             f"removed {len(report.leftovers)} registration(s) left without a pod "
             f"({_names(report.leftovers)})")))
+    if report.stale:  # ``after`` is not this pass's status: the next pass says what holds
+        after = None
     ready, said = st.ready_of(after), st.ready_of(report.before)
     reason = str(ready.get("reason") or "")
     if ready.get("status") == "False" and reason and reason not in QUIET:

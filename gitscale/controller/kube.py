@@ -108,12 +108,19 @@ class Kube:
         return self._stream("watch RunnerSets", lambda: self.custom.list_cluster_custom_object(
             GROUP, VERSION, PLURAL, **kw))
 
-    def patch_runnerset_status(self, namespace: str, name: str,
-                               status: Mapping[str, Any]) -> RawObject:
-        """A JSON merge patch of ``status`` through the status subresource."""
+    def patch_runnerset_status(self, namespace: str, name: str, status: Mapping[str, Any], *,
+                               resource_version: str | None = None) -> RawObject:
+        """A JSON merge patch of ``status`` through the status subresource; with
+        ``resource_version``, only on that version of the set (Conflict otherwise: the API
+        server takes a ``metadata.resourceVersion`` in a patch as a precondition, on the
+        status subresource too, and the version counts every write to the object, its spec's
+        included)."""
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
         raw = self._call(f"update status of RunnerSet {namespace}/{name}", lambda: self.custom.
                          patch_namespaced_custom_object_status(
-                             GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)},
+                             GROUP, VERSION, namespace, PLURAL, name, body,
                              _content_type="application/merge-patch+json",
                              _preload_content=False, _request_timeout=self._timeout))
         updated: RawObject = json_of(raw)

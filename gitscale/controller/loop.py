@@ -194,7 +194,7 @@ class Controller:
         if report.error_retry is not None:  # failed: the set backs off, its failures in a row
             retry = self.queue.failed(key, report.error_retry, generation=_generation(obj))
             report.requeue_after = retry if timer is None else min(timer, retry)
-        else:
+        elif not report.stale:  # (a pass on a version written since neither failed nor did)
             self.queue.forget(key)
         return report
 

@@ -146,7 +146,10 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.actions = actions
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
-    # a slot unfilled until the next write, but never refill beyond the backlog.
+    # a slot unfilled until the next write, but never refill beyond the backlog. Both writes
+    # are conditional on the version read (``write``): a count computed from an older one
+    # (another replica counted since, this one deposed without knowing it yet) is a 409, and
+    # the pass stops with nothing done — the next one, on the new version, counts again.
     refilled = refilled_after(spec, view.refilled, len(actions.refills)) \
         if actions.refills else None
     if actions.create and held_back(ctx.memory, view, now) is None and (
@@ -155,14 +158,20 @@ def reconcile(ctx: Context, key: str) -> Report:
         # may be cut short (killed, stopped), and the next one must complete the write.
         before = replace(_adjust(actions, by_name, Report(key), Created(failed=actions.create)),
                          terminating=_terminating(ctx, view))
-        obj = write(ctx, obj, report, st.build(previous, before, st.conditions(
+        written = write(ctx, obj, report, st.build(previous, before, st.conditions(
             before, None, actions.failing, previous, now, creating=actions.create),
             now, applied=record(view.spec, view.applied, all_created=False),
             generation=generation, refilled=refilled), previous=None)
+        if written is None:  # written since it was read: nothing done on a stale version
+            return report
+        obj = written
     unrefilled: tuple[str, ...] = ()
     if refilled is not None:  # (a status that already says so is not written again)
-        obj = write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
-                    previous=None)
+        written = write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
+                        previous=None)
+        if written is None:
+            return report
+        obj = written
         counted = refilled_of(obj.get("status"))
         if counted is None or counted.count != refilled.count or not refilled.write.same(
                 counted.write):

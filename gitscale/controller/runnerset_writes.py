@@ -3,6 +3,15 @@
 patched when it changed (``write``; ``finish`` at the end of a pass), each condition's message
 masked first, a new Ready=False logged once. A replica that lost the Lease writes none of them:
 the new leader does.
+
+Each of them is conditional on the version of the set the pass read (its
+``metadata.resourceVersion``, a precondition of the patch): a status is computed from that
+version — the refill count of its write, the write recorded as applied — and written over a
+newer one it would roll them back (a replica that lost the Lease and has not noticed yet, a
+pass that read its cache before an edit came through the watch), so that the next leader
+refills a slot twice. A conflict (409) is no failure: the pass stops, or leaves its status to
+the next pass, and the edit — on its way through the watch — brings that pass
+(``STALE_RETRY`` at the latest).
 """
 from __future__ import annotations
 
@@ -38,9 +47,7 @@ def hold(ctx: Context, obj: RawObject, report: Report) -> RawObject | None:
     except NotFound:
         return obj
     except Conflict:
-        log.debug("%s: edited since it was read: the pass starts again on the new version",
-                  report.key)
-        report.requeue_after = STALE_RETRY
+        stale(report, "its finalizer")
         return None
     except KubeError as exc:
         report.errors.append(str(exc))
@@ -62,7 +69,7 @@ def release(ctx: Context, obj: RawObject, report: Report) -> Report:
         except NotFound:
             updated = None
         except Conflict:  # edited meanwhile: the next pass, on the new version, lifts it
-            report.requeue_after = STALE_RETRY
+            stale(report, "its finalizer")
             return report
         except KubeError as exc:
             report.errors.append(str(exc))
@@ -82,7 +89,8 @@ def finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
            generation: int | None = None, refilled: Refilled | None = None,
            observed: int | None = None) -> Report:
     """Write the status at the end of a pass (logging a new Ready=False once); ``observed``:
-    the spec's patch ID, when the pass could not count (``st.build``)."""
+    the spec's patch ID, when the pass could not count (``st.build``). A set edited since it
+    was read keeps its status for the next pass to write (``write``)."""
     new = st.build(obj.get("status"), counts, conditions, now, applied=applied,
                    generation=generation, refilled=refilled, observed=observed)
     write(ctx, obj, report, new, previous=report.before)
@@ -90,41 +98,63 @@ def finish(ctx: Context, obj: RawObject, report: Report, counts: Status | None,
 
 
 def write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
-          previous: dict[str, Any] | None) -> RawObject:
-    """Patch the status if it changed; the object as it now is. A Ready=False whose reason or
-    message differs from ``previous`` (the status before the pass; None: say nothing) is
-    logged once: the condition stays until it changes. Every condition's message is masked
-    (``redact``) first: it quotes what the APIs said, which may echo a credential the process
-    holds, and anyone who may read the RunnerSet reads it."""
+          previous: dict[str, Any] | None) -> RawObject | None:
+    """Patch the status if it changed, only on the version of ``obj``; the object as it now
+    is, or None when it was written since (a 409, ``stale``: no error — the pass stops, or
+    leaves its status to the next pass). A Ready=False whose reason or message differs from
+    ``previous`` (the status before the pass; None: say nothing) is logged once: the condition
+    stays until it changes. Every condition's message is masked (``redact``) first: it quotes
+    what the APIs said, which may echo a credential the process holds, and anyone who may read
+    the RunnerSet reads it."""
     new = _masked(new)
     if not st.changed(obj.get("status"), new):
         return obj
     if ctx.deposed.is_set():  # the Lease was lost meanwhile: the new leader writes it
         return obj
-    ready = st.ready_of(new)
-    if previous is not None and ready.get("status") == "False":
-        said = st.ready_of(previous)
-        if (said.get("reason"), said.get("message")) != (ready.get("reason"),
-                                                         ready.get("message")):
-            log.warning("%s: %s", report.key, ready.get("message", ready.get("reason")))
     meta = obj["metadata"]
     # A merge patch keeps what it does not name: a field the new status no longer has (the
     # effectiveTime of a write that has none) is sent as null, or it would stay, and every
     # later pass would find the status changed and patch it again.
     patch = {**new, **{k: None for k in obj.get("status") or {} if k not in new}}
     try:
-        updated = ctx.kube.patch_runnerset_status(meta["namespace"], meta["name"], patch)
+        updated = ctx.kube.patch_runnerset_status(
+            meta["namespace"], meta["name"], patch,
+            resource_version=meta.get("resourceVersion") or None)
     except NotFound:
         return obj
+    except Conflict:
+        stale(report, "its status")
+        return None
     except KubeError as exc:
-        if isinstance(exc, Conflict) and meta.get("deletionTimestamp"):
-            return obj  # being deleted: its status no longer matters
+        _say(report, new, previous)
         report.errors.append(str(exc))
         report.failed()
         return obj
+    _say(report, new, previous)
     ctx.runnersets.put(updated)
     report.status_written = True
     return updated
+
+
+def _say(report: Report, new: dict[str, Any], previous: dict[str, Any] | None) -> None:
+    """Log a Ready=False that ``previous`` did not say (not for a stale pass: the next one
+    says what holds)."""
+    ready = st.ready_of(new)
+    if previous is not None and ready.get("status") == "False":
+        said = st.ready_of(previous)
+        if (said.get("reason"), said.get("message")) != (ready.get("reason"),
+                                                         ready.get("message")):
+            log.warning("%s: %s", report.key, ready.get("message", ready.get("reason")))
+
+
+def stale(report: Report, what: str) -> None:
+    """The set was written since the pass read it (a 409 on ``what``): no error, no Event of
+    the status; the next pass, on the new version, is due in ``STALE_RETRY`` at the latest."""
+    log.debug("%s: edited since it was read (%s not written): the next pass reads it again",
+              report.key, what)
+    report.stale = True
+    report.requeue_after = STALE_RETRY if report.requeue_after is None else min(
+        report.requeue_after, STALE_RETRY)
 
 
 def _masked(status: dict[str, Any]) -> dict[str, Any]:

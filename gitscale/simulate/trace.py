@@ -24,6 +24,9 @@ WEEKLY_START = datetime(2026, 1, 5, tzinfo=timezone.utc)  # the weekly shape: Mo
 WEEKLY_HOURS = 15 * 24.0  # two weeks to learn from, and the Monday after
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 MAX_DURATION = 7 * 24 * 3600.0
+# A replay steps through the whole span, one decision interval at a time (a year at 10 s: 47 s
+# of CPU and 640 MB, baselines included): a trace spanning a century was a hang, not an error.
+MAX_SPAN_DAYS = 366
 
 
 class TraceError(InputError):
@@ -107,6 +110,11 @@ def load_csv(path: Path, default_set: str, known_sets: Sequence[str] | None = No
     else:
         start = DEFAULT_START
         offsets = [float(a) for _, a, _, _ in rows if not isinstance(a, datetime)]
+    latest = max(range(len(rows)), key=lambda i: offsets[i])
+    if offsets[latest] > MAX_SPAN_DAYS * 86400:  # (from the trace's start: offsets are ≥ 0)
+        raise TraceError(name, f"its jobs span {_days(offsets[latest])} (this "
+                         f"line's arrival is the latest); a replay covers at most "
+                         f"{MAX_SPAN_DAYS} days: split the trace", rows[latest][0])
     jobs = sorted((Job(i, s, off, d) for i, ((_, _, d, s), off) in enumerate(zip(rows, offsets))),
                   key=lambda j: (j.arrival, j.id))
     # At least 0.1 h (as for a trace from history), so per-hour rates of a tiny trace stay sane.
@@ -249,6 +257,11 @@ def from_observations(observations: Iterable[Observation], name: str) -> Trace:
     if not seen:
         raise InputError("--from-history", "no scaling commits with demand counts found")
     start = seen[0].time
+    span = (seen[-1].time - start).total_seconds()
+    if span > MAX_SPAN_DAYS * 86400:
+        raise InputError("--from-history", f"the scaling commits span {_days(span)} (from "
+                         f"{start.isoformat()}); a replay covers at most {MAX_SPAN_DAYS} days: "
+                         "give --since")
     open_jobs: dict[str, deque[float]] = {}
     jobs: list[tuple[float, float, str]] = []
     for obs in seen:
@@ -268,3 +281,8 @@ def from_observations(observations: Iterable[Observation], name: str) -> Trace:
     jobs.sort()
     return Trace(f"{name} (rebuilt from {len(seen)} trailers)", start,
                  tuple(Job(i, s, a, d) for i, (a, d, s) in enumerate(jobs)), max(end / 3600, 0.1))
+
+
+def _days(seconds: float) -> str:
+    days = seconds / 86400
+    return f"{math.ceil(days):,} days" if days < 1e9 else f"{days:.3g} days"  # (366 d 1 s: 367)

@@ -7,12 +7,15 @@ conflict), a human editing the template while runners run.
 from __future__ import annotations
 
 import logging
-from typing import Any
+import threading
+import time
+from typing import Any, Iterator
 
 import pytest
 
 from gitscale.controller.observe import FINALIZER
-from tests.controller.harness import NS, Harness
+from tests.controller.harness import NS, Harness, start
+from tests.helpers import wait_for
 
 
 def _edit_during_the_finalizer_patch(harness: Harness, edit: dict[str, Any]) -> list[str]:
@@ -51,6 +54,91 @@ def test_a_set_edited_while_a_pass_reads_it_is_acted_on_as_edited_without_an_err
     assert (status["appliedPatchID"], status["conditions"][0]["status"]) == (2, "True")
     assert [e["type"] for e in harness.events("rs")] == ["Normal"]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_spec_edits_during_every_pass_cost_no_error_and_the_set_converges(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Argo CD applies a new write (one more replica, patch + 1) while each of 10 passes
+    creates its runner: each pass's status, written on the version it read, is a 409 — no
+    error, no backoff, no Warning, the pass due again in a second (the edit's watch event
+    brings it sooner) — and the first pass without an edit writes the status of the last
+    write. Never more runners than the write read wants."""
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.write("rs", 1, 1)
+    assert len(harness.sync("rs").created) == 1
+    harness.write("rs", 2, 2)
+    edits: list[int] = []
+
+    def argo(verb: str, resource: str, query: dict[str, str]) -> None:
+        if (verb, resource) == ("create", "pods") and "dryRun" not in query \
+                and len(edits) < 10:
+            edits.append(3 + len(edits))
+            harness.write("rs", edits[-1], edits[-1])
+
+    harness.api.on_call(argo)
+    harness.api.reset_calls()
+    for replicas in range(2, 12):
+        report = harness.sync("rs")
+        assert (len(report.created), report.errors, report.error_retry) == (1, [], None)
+        assert report.stale and report.requeue_after == 1.0
+        assert len(harness.pods("rs")) == replicas  # what the pass read: 1 more each time
+    assert len(edits) == 10
+    conflicts = [line for line in harness.api.log if "/status" in line and line.endswith("409")]
+    assert len(conflicts) == 10  # one per edited pass, none tried again within it
+    report = harness.sync("rs")
+    assert (len(report.created), report.errors, report.stale) == (1, [], False)
+    obj = harness.api.get_object("runnersets", "rs", NS)
+    assert obj is not None and len(harness.pods("rs")) == 12
+    status = obj["status"]
+    assert (status["appliedPatchID"], status["replicas"]) == (12, 12)
+    assert status["observedGeneration"] == obj["metadata"]["generation"]
+    assert [c["status"] for c in status["conditions"] if c["type"] == "Ready"] == ["True"]
+    assert {e["type"] for e in harness.events("rs")} == {"Normal"}
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert harness.controller.queue.failures(f"{NS}/rs") == 0
+
+
+@pytest.fixture
+def running() -> Iterator[Harness]:
+    """The controller's own workers, each API call answered after 10 ms (a pass spans tens of
+    milliseconds, so edits land inside passes)."""
+    for harness in start(workers=True, resync=1.0):
+        harness.api.latency = 0.01
+        yield harness
+
+
+def test_a_spec_edited_every_few_milliseconds_makes_no_error_loop(running: Harness) -> None:
+    """Argo CD or Flux re-writing the spec every 25 ms for 1.5 s (a write a pass, and more)
+    while the workers run: passes that read a version edited since stop or leave their status
+    without an error — none fails, the set never backs off — and once the edits stop, the
+    status is the last write's, its runners all there."""
+    running.write("rs", 3, 1)
+    wait_for(lambda: len(running.pods("rs")) == 3, 10)
+    patch, stop = 1, time.monotonic() + 1.5
+    done = threading.Event()
+
+    def argo() -> None:
+        nonlocal patch
+        while time.monotonic() < stop:
+            patch += 1
+            running.write("rs", 3 + patch % 2, patch)  # up one, and back (no scale-down)
+            time.sleep(0.025)
+        done.set()
+
+    thread = threading.Thread(target=argo)
+    thread.start()
+    thread.join(5)
+    assert done.is_set()
+    obj = wait_for(lambda: (o := running.api.get_object("runnersets", "rs", NS)) is not None
+                   and (o.get("status") or {}).get("appliedPatchID") == patch
+                   and o["status"].get("observedGeneration") == o["metadata"]["generation"]
+                   and o, 10)
+    reports = [r for r in running.controller.reports if r.key == f"{NS}/rs"]
+    assert any(r.stale for r in reports)  # (the edits did land inside passes)
+    assert [r.errors for r in reports if r.errors or r.error_retry is not None] == []
+    assert running.controller.queue.failures(f"{NS}/rs") == 0
+    assert len(running.pods("rs")) == 4 and obj["status"]["replicas"] == 4
+    assert {e["type"] for e in running.events("rs")} == {"Normal"}
 
 
 def test_a_write_without_an_effective_time_is_recorded_once_not_patched_every_pass(

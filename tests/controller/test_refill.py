@@ -203,3 +203,71 @@ def test_no_refill_when_its_count_could_not_be_written_first(harness: Harness) -
     report = harness.sync("rs")
     assert len(report.created) == 1 and report.deleted == [first]
     assert harness.status("rs")["refilled"] == 1
+
+
+def _counted_meanwhile(harness: Harness, refilled: int) -> list[int]:
+    """Another replica — the new leader, while this one lost the Lease without noticing yet
+    (``deposed`` not set), or this one's own pass that its cache does not show yet — counts
+    ``refilled`` refills of write 1 just before this pass's first status write reaches the API
+    server: the pass computed its status from an older version of the set."""
+    seen: list[int] = []
+
+    def leader(verb: str, resource: str, query: dict[str, str]) -> None:
+        if verb == "patch" and resource == "runnersets.gitscale.dev/status" and not seen:
+            seen.append(harness.api.resource_version)
+            harness.api.mutate_object("runnersets", "rs", lambda o: o["status"].update(
+                refilled=refilled, refilledPatchID=1,
+                refilledEffectiveTime=o["status"]["appliedEffectiveTime"]), NS)
+
+    harness.api.on_call(leader)
+    return seen
+
+
+def test_a_stale_pass_whose_refill_count_conflicts_makes_no_refill(harness: Harness) -> None:
+    """The refill count is written on the version the pass read: over a count written since
+    (2, by the new leader, which made both refills the backlog allows), this pass's (1, from
+    the 0 it read) is a 409, not a roll-back. The pass stops — no runner, no error, no Event,
+    its finished runner left as it is — and runs again in a second; on the new version the
+    backlog is used up, so the slot is never refilled a third time."""
+    first, second = busy_pair(harness)
+    harness.clock.advance(60)
+    harness.stop(first)
+    harness.catch_up()
+    events = len(harness.events("rs"))
+    seen = _counted_meanwhile(harness, refilled=2)
+    report = harness.sync("rs")
+    assert seen and (report.created, report.deleted, report.errors) == ([], [], [])
+    assert harness.names("rs") == sorted((first, second))
+    assert harness.github.count("POST") == 2  # (the two runners of the write: no registration)
+    status = harness.status("rs")
+    assert (status["refilled"], status["refilledPatchID"]) == (2, 1)
+    assert len(harness.events("rs")) == events
+    assert report.stale and report.requeue_after == 1.0 and report.error_retry is None
+
+    report = harness.sync("rs")  # the edit came through the watch: the count is 2 of 2
+    assert (report.created, report.errors, report.stale) == ([], [], False)
+    assert harness.status("rs")["refilled"] == 2 and first in harness.names("rs")
+
+
+def test_the_end_of_pass_status_of_a_stale_pass_does_not_roll_the_count_back(
+        harness: Harness) -> None:
+    """A pass with nothing to refill still writes its whole status (its counts changed), the
+    refill count it read included: on a version written since, that is a 409 and the count
+    written meanwhile stays; the next pass writes the counts."""
+    first, second = busy_pair(harness)
+    harness.clock.advance(60)
+    harness.stop(first)
+    (refill,) = harness.sync("rs").created
+    assert harness.status("rs")["refilled"] == 1
+    harness.running(refill)  # its counts change: idle 1
+    harness.catch_up()
+    seen = _counted_meanwhile(harness, refilled=2)
+    report = harness.sync("rs")
+    assert seen and (report.created, report.errors, report.error_retry) == ([], [], None)
+    status = harness.status("rs")
+    assert status["refilled"] == 2 and status["idle"] == 0
+    assert report.stale and report.requeue_after == 1.0
+    report = harness.sync("rs")
+    assert not report.stale and report.errors == []
+    status = harness.status("rs")
+    assert (status["refilled"], status["idle"], status["busy"]) == (2, 1, 1)

@@ -11,7 +11,9 @@ What it does like a real API server:
 - ``uid``, ``creationTimestamp`` and ``generation`` (bumped when anything but metadata/status
   changes) are set by the server; a write that changes nothing is a no-op (no new version, no
   event);
-- optimistic concurrency: a stale ``metadata.resourceVersion`` in an update or patch is a 409;
+- optimistic concurrency: a stale ``metadata.resourceVersion`` in an update or patch is a 409
+  (a precondition, checked before a ``/status`` write keeps only ``.status``, as the registry
+  checks it before the status strategy runs);
 - kinds with a status subresource: the main endpoint keeps the stored ``.status`` and ``/status``
   changes only ``.status``;
 - deletion honours ``metadata.finalizers`` (``deletionTimestamp`` first, removal when the last

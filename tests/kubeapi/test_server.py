@@ -443,6 +443,52 @@ def test_status_subresource(custom: Any) -> None:
     assert patched["metadata"]["generation"] == 2
 
 
+def test_a_resource_version_in_a_status_merge_patch_is_a_precondition(custom: Any) -> None:
+    """As the real API server (the registry compares the patched object's resourceVersion with
+    the stored one before the status strategy keeps only ``.status``): a merge patch to
+    ``/status`` naming ``metadata.resourceVersion`` applies only on that version — 409
+    Conflict otherwise, nothing changed, even when the patch would change nothing — and the
+    version counts every write to the object, a spec edit's included."""
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL,
+                                                     runnerset("rs", 2))
+    read = created["metadata"]["resourceVersion"]
+    first = custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, NS, PLURAL, "rs",
+        {"metadata": {"resourceVersion": read}, "status": {"refilled": 2}},
+        _content_type="application/merge-patch+json")
+    assert first["status"] == {"refilled": 2}
+    assert int(first["metadata"]["resourceVersion"]) > int(read)
+
+    for body in ({"status": {"refilled": 1}},  # computed from the version read before
+                 {"status": {"refilled": 2}}):  # (changing nothing: still a precondition)
+        with pytest.raises(ApiException) as info:
+            custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, NS, PLURAL, "rs", {"metadata": {"resourceVersion": read}, **body},
+                _content_type="application/merge-patch+json")
+        assert (info.value.status, status_of(info.value)["reason"]) == (409, "Conflict")
+    stored = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "rs")
+    assert stored["status"] == {"refilled": 2}
+    assert stored["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+
+    edited = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "rs",
+                                                   {"spec": {"replicas": 3}})  # Argo CD
+    with pytest.raises(ApiException) as info:
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, NS, PLURAL, "rs", {"metadata": {"resourceVersion": first[
+                "metadata"]["resourceVersion"]}, "status": {"refilled": 3}},
+            _content_type="application/merge-patch+json")
+    assert info.value.status == 409
+    later = custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, NS, PLURAL, "rs", {"metadata": {
+            "resourceVersion": edited["metadata"]["resourceVersion"]}, "status": {"refilled": 3}},
+        _content_type="application/merge-patch+json")
+    assert later["status"] == {"refilled": 3} and later["spec"]["replicas"] == 3
+    unconditional = custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, NS, PLURAL, "rs", {"status": {"refilled": 4}},
+        _content_type="application/merge-patch+json")  # (no version: applied on any)
+    assert unconditional["status"] == {"refilled": 4}
+
+
 def test_finalizers_hold_deletion(custom: Any) -> None:
     custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL,
                                            runnerset("rs", finalizers=["gitscale.dev/cleanup"]))

@@ -68,6 +68,12 @@ def test_csv_parses(tmp_path: Path, text: str, start: datetime,
     ("0,60\n2026-03-02T09:00:00Z,60\n", 2, "mixes RFC 3339 arrivals and arrivals in seconds"),
     ("2026-03-02T09:00:00Z,60\n# x\n30,60\n", 3, "mixes RFC 3339 arrivals"),
     ("arrival,duration\n0,60\narrival,duration\n", 3, "arrival: 'arrival' is not"),
+    # a replay steps through the whole span: a century was a hang, not an error
+    ("2026-01-01T09:00:00Z,60\n2126-01-01T09:00:00Z,60\n2026-02-01T09:00:00Z,60\n", 2,
+     "its jobs span 36,524 days (this line's arrival is the latest); a replay covers at most "
+     "366 days: split the trace"),
+    ("0,60\n1e308,60\n", 2, "its jobs span 1.16e+303 days"),
+    (f"{366 * 86400 + 1},60\n", 1, "its jobs span 367 days"),
 ])
 def test_bad_csv_exits_1_naming_file_and_line(tmp_path: Path, capsys, two_sets: Path,  # type: ignore[no-untyped-def]
                                               text: str, line: int, message: str) -> None:
@@ -173,6 +179,16 @@ def test_from_observations_rebuilds_arrivals_and_completions() -> None:
     assert trace.start == T0
     assert trace.hours == 0.1  # 5 minutes, raised to the floor of 0.1 h
     assert "rebuilt from 8 trailers" in trace.name
+
+
+def test_from_observations_of_more_than_a_year_ask_for_since() -> None:
+    """Months of scaling commits replay (a year at 10 s: under a minute of CPU);
+    more is refused, pointing at --since, instead of running for hours."""
+    year = 366 * 24 * 60
+    assert from_observations([obs(0, 1, 0), obs(year, 0, 0)], "history").hours == 366 * 24
+    with pytest.raises(InputError, match=r"--from-history: the scaling commits span 367 days "
+                       r"\(from 2026-.*\); a replay covers at most 366 days: give --since"):
+        from_observations([obs(0, 1, 0), obs(year + 24 * 60, 0, 0)], "history")
 
 
 def test_from_observations_needs_one() -> None:

@@ -12,10 +12,12 @@ or deleted once the pod is gone.
 
 Each runner tried costs a GitHub registration (and its removal when the pod is refused), and
 GitHub limits content creation (80 a minute): a set stuck on its quota must not spend it for
-every set. So, where the platform registers runners, one pod of the pass is first created
-with ``dryRun=All`` (admission — quota, webhooks — and validation, nothing stored; the
-ResourceQuota plugin evaluates dry runs, kubernetes/kubernetes#66391): when it is refused, no
-runner is registered at all. After a pass whose creations were refused (a quota, an admission
+every set. So, where the platform registers runners, one Secret and one pod of the pass are
+first created with ``dryRun=All`` (authorization, admission — quota, webhooks — and
+validation, nothing stored; the ResourceQuota plugin evaluates dry runs,
+kubernetes/kubernetes#66391): when either is refused, no runner is registered at all. A
+refusal every creation would meet (a 4xx, the platform refusing) also ends the pass's
+creations not started yet: a quota met at the 20th of 10,000 runners costs no more. After a pass whose creations were refused (a quota, an admission
 webhook, GitHub down), the set's creations wait ``CREATE_RETRY`` seconds, doubling with each
 pass refused in a row up to ``CREATE_RETRY_MAX`` (any runner created, a changed template or
 platform setting, or a refusal more than ``CREATE_RETRY_MAX`` after the last one was due starts
@@ -41,12 +43,15 @@ from gitscale.controller.cache import Store
 from gitscale.controller.decide import Actions
 from gitscale.controller.status import Alike, platform_reason
 from gitscale.controller.errors import (
+    Conflict,
     ControllerError,
     CredentialsError,
     Interrupted,
     KubeError,
     NotFound,
+    PlatformError,
     PlatformOutage,
+    RunnerNameTaken,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory, Refusal
@@ -59,6 +64,7 @@ from gitscale.timeutil import format_time
 log = logging.getLogger("gitscale.controller")
 CREATE_RETRY = 10.0  # seconds before creations refused once are tried again, doubling ...
 CREATE_RETRY_MAX = 300.0  # ... up to this
+DRY_RUN_CONFIG = "dry-run"  # the JIT config of the Secret created as a dry run (none is real)
 
 
 @dataclass
@@ -112,7 +118,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             taken.add(name)
             names.append(name)
     if view.kind.registration_labels is not None and not halt.is_set():
-        try:  # before any registration: would Kubernetes take the pod?
+        try:  # before any registration: would Kubernetes take the Secret and the pod?
+            kube.create_secret(jit_secret(view, names[0], DRY_RUN_CONFIG), dry_run=True)
             kube.create_pod(runner_pod(view, names[0], actions.create_patch_id, lineage[0],
                                        platform.env(names[0])), dry_run=True)
         except ControllerError as exc:
@@ -125,17 +132,24 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     batch = 1 if memory.refusal(view.key) is not None else len(todo)
     refused = False
     alike = Alike()  # (one cause met by many runners: said once, with how many)
+    # Set by the first refusal that the others would meet too (``_for_all``): the batch's
+    # creations not started yet are not tried (a quota met at the 20th of 10,000 runners must
+    # not cost 9,980 refusals, nor as many GitHub registrations made and undone).
+    stop = threading.Event()
     while todo and not refused:
         tried, todo = todo[:batch], todo[batch:]
         batch *= 2
         futures: list[tuple[int, str, Future[str]]] = [
-            (i, name, pool.submit(_create_one, kube, pods, memory, halt, view, platform, name,
-                                  actions.create_patch_id, failures))
+            (i, name, pool.submit(_attempt, stop, kube, pods, memory, halt, view, platform,
+                                  name, actions.create_patch_id, failures))
             for i, (name, failures) in tried]
         wait([f for _, _, f in futures])
         for i, name, future in futures:
             try:
                 out.names.append(future.result())
+                continue
+            except _NotTried:
+                todo.append((i, (name, 0)))  # (counted below, with those of later batches)
                 continue
             except Interrupted as exc:
                 out.reason = out.reason or "Interrupted"
@@ -154,17 +168,21 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
                 out.unreplaced.add(predecessors[i])
             alike.add(message, name)
     out.errors, out.folded = alike.messages(), alike.folded
-    if todo:
+    if todo:  # (only after a refusal)
         out.failed += len(todo)
         out.unreplaced.update(predecessors[i] for i, _ in todo if i < len(predecessors))
-        out.errors.append(f"{len(todo)} more runner(s) not tried after that: next pass")
+        out.errors.append(f"{len(todo)} more runner(s) not tried after that")
     if out.failed and out.reason is None:
         out.reason = "CreateFailed"
     if out.reason != "Interrupted":
         if refused:
-            refusal = _refused(memory, view, now, made=bool(out.names), message=out.errors[0],
+            # Said whole, as the passes that wait out its backoff say it again: the status,
+            # the log and the Event stay as they are until something changes.
+            refusal = _refused(memory, view, now, made=bool(out.names),
+                               message="; ".join(out.errors[:3]),
                                reason=out.reason or "CreateFailed")
-            out.errors[0] = refusal.message  # as the passes that wait for it say it
+            out.folded += len(out.errors) - 1  # (still counted apart: the errors metric)
+            out.errors = [refusal.message]
             out.retry_after = (refusal.until - now).total_seconds()
         else:
             memory.set_refusal(view.key, None)
@@ -172,6 +190,37 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
         log.info("%s: created %d runner(s) for patch %d", view.key, len(out.names),
                  actions.create_patch_id)
     return out
+
+
+class _NotTried(Exception):
+    """A creation not started: another of its pass was refused first."""
+
+
+def _attempt(stop: threading.Event, kube: Kube, pods: Store, memory: Memory,
+             halt: threading.Event, view: RunnerSetView, platform: Adapter, name: str,
+             patch_id: int, failures: int) -> str:
+    """``_create_one``, unless a creation of the pass was refused already (``stop``), for a
+    reason the others would meet too (``_for_all``), which sets it."""
+    if stop.is_set():
+        raise _NotTried()
+    try:
+        return _create_one(kube, pods, memory, halt, view, platform, name, patch_id, failures)
+    except ControllerError as exc:
+        if _for_all(exc):
+            stop.set()
+        raise
+
+
+def _for_all(exc: ControllerError) -> bool:
+    """Would every creation of the set meet this refusal: the API server refusing the object
+    (a 4xx: a quota, a webhook, validation, RBAC; not a 409, one name taken), or the platform
+    refusing a registration (its credentials, its answer; not a name taken)? A 5xx or no
+    answer may be one request's: the others go on (the platform's own outages stop its calls
+    in ``outage.py``); and Interrupted stops the others by itself."""
+    if isinstance(exc, KubeError):
+        return 400 <= exc.status < 500 and not isinstance(exc, Conflict)
+    return isinstance(exc, PlatformError) and not isinstance(exc, (PlatformOutage,
+                                                                   RunnerNameTaken))
 
 
 def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,

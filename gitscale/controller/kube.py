@@ -185,15 +185,17 @@ class Kube:
                                                 _request_timeout=self._timeout)))
         return raw if raw.get("kind") == "Pod" else None
 
-    def create_secret(self, body: RawObject) -> RawObject:
+    def create_secret(self, body: RawObject, *, dry_run: bool = False) -> RawObject:
         """Create a Secret (a runner's JIT config). Its values, as sent (base64) and decoded,
         are masked in the error when the API server refuses it: an admission webhook may quote
         the object. They are not held for masking (``redact.hold``): one per runner would
-        fill the registry of a controller that runs for months."""
+        fill the registry of a controller that runs for months. ``dry_run``: authorization,
+        admission and validation only, nothing stored."""
         meta, raw_body = body["metadata"], cast(Any, body)
         try:
             self._call(f"create Secret {meta['namespace']}/{meta['name']}", lambda: self.core.
                        create_namespaced_secret(meta["namespace"], raw_body, _content_type=JSON,
+                                                dry_run="All" if dry_run else None,
                                                 _preload_content=False,
                                                 _request_timeout=self._timeout))
         except KubeError as exc:

@@ -28,6 +28,7 @@ ANNOTATION_SPEC_TIME = "gitscale.dev/effective-time"  # of the spec that created
 ANNOTATION_MATCHING = "gitscale.dev/matching"
 RUNNER_CONTAINER = "runner"
 FINALIZER = "gitscale.dev/runners"  # held until the set's runners are unregistered and gone
+LABEL_VALUE_MAX = 63  # Kubernetes' limit of a label value: the set's name is one (LABEL_SET)
 
 
 class RawObject(TypedDict, total=False):
@@ -93,6 +94,11 @@ def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -
         raise InvalidRunnerSet("spec.template.spec.containers needs at least one container "
                                "with a name and an image")
     name = str(meta.get("name", ""))
+    if len(name) > LABEL_VALUE_MAX:  # (its pods could be neither made nor found)
+        raise InvalidRunnerSet(
+            f"metadata.name is {len(name)} characters: each runner pod carries it as the "
+            f"value of its label {LABEL_SET}, which holds at most {LABEL_VALUE_MAX}; give the "
+            f"RunnerSet a name of {LABEL_VALUE_MAX} characters or fewer")
     return RunnerSetView(str(meta.get("namespace", "")), name, str(meta.get("uid", "")),
                          Spec(replicas, patch_id, when, backlog), kind.name, kind,
                          kind.settings(spec.get(kind.name), name), template,

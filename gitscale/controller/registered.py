@@ -7,6 +7,7 @@ registry (``refused``), so the next pass reads the Secret again.
 """
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from gitscale.controller import status as st
@@ -22,6 +23,8 @@ from gitscale.controller.outage import NotAsked
 from gitscale.controller.observe import RawObject, RunnerSetView, registration_timed_out, stopped
 from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.remove import Removed
+
+log = logging.getLogger("gitscale.controller")
 
 
 def refused(ctx: Context, view: RunnerSetView, removed: Removed, report: Report) -> None:
@@ -99,10 +102,16 @@ def registered_of(ctx: Context, view: RunnerSetView, platform: Adapter, pods: li
             report.errors.append(str(exc))
             if isinstance(exc, (CredentialsError, PlatformOutage)):
                 report.reason = st.platform_reason(exc)
+        elif ctx.memory.say(view.key, "busy", str(exc)):
+            # (no error of the pass: BusyKnown says it; the log says it once, as it starts)
+            log.warning("%s: idle and busy not known (%s): an agent counts as idle unless its "
+                        "pod says gitscale.dev/busy=true", view.key, exc)
         report.unheard = str(exc)
         if isinstance(exc, NotAsked):
             _again(report, exc)
         return None
+    if not registers:
+        ctx.memory.say(view.key, "busy", "")  # heard again: a later failure is said anew
     if found is None:
         return None
     listed = found if isinstance(found, Listed) else Listed(found)

@@ -12,7 +12,8 @@ and ``RateLimit-Reset`` (seconds until the window resets); past the limit, 429 w
 
 Test seams: ``agents`` (name → state), ``connect(name, busy=)``, ``disconnect(name)``,
 ``calls`` (paths with their query), ``limited_for`` (seconds: answer 429 until set to None),
-``down`` (a status, say 502: every request answers it until set to None — Buildkite down).
+``down`` (a status, say 502: every request answers it until set to None — Buildkite down),
+``raw`` (status, content type and bytes every request answers as they are: a proxy's HTML page).
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ class FakeBuildkite(ThreadingHTTPServer):
         self.calls: list[str] = []
         self.limited_for: int | None = None  # seconds left of an exhausted rate-limit window
         self.down: int | None = None  # the status every request answers (an outage)
+        # (status, content type, body) every request answers as it is: an HTML page, garbage
+        self.raw: tuple[int, str, bytes] | None = None
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
@@ -88,6 +91,14 @@ class _Handler(BaseHTTPRequestHandler):
             srv.calls.append(self.path)
         if srv.down is not None:
             return self._reply(srv.down, {"message": "Bad Gateway"})
+        if srv.raw is not None:
+            code, kind, data = srv.raw
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return None
         if srv.limited_for is not None:
             return self._reply(429, {"message": "You have exceeded your API rate limit"},
                                {"RateLimit-Remaining": "0", "RateLimit-Limit": "200",

@@ -76,7 +76,8 @@ class FakeGitHub(ThreadingHTTPServer):
         self.refused: set[str] = set()
         self.failing: dict[str, int] = {}  # runner name → the status its DELETE answers
         # (code, method or None, path regex or None, body, headers): answered to every match
-        self.down: tuple[int, str | None, str | None, dict[str, Any], dict[str, str]] | None = None
+        # (code, method or None, path regex or None, body — JSON, or raw bytes —, headers)
+        self.down: tuple[int, str | None, str | None, Any, dict[str, str]] | None = None
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
@@ -126,12 +127,15 @@ class FakeGitHub(ThreadingHTTPServer):
             self.limits += [(retry_after, reset)] * times
 
     def outage(self, code: int | None, *, method: str | None = None, path: str | None = None,
-               message: str = "Server Error", headers: dict[str, str] | None = None) -> None:
+               message: str = "Server Error", headers: dict[str, str] | None = None,
+               raw: bytes | None = None) -> None:
         """Every request of ``method`` (None: any) whose path matches ``path`` (a regex; None:
-        any) answers ``code`` with ``message``; None ends the outage."""
+        any) answers ``code`` with ``message`` (or the bytes ``raw``, as they are: garbage, an
+        HTML page, a huge body; ``Content-Type`` from ``headers``); None ends the outage."""
         with self.lock:
-            self.down = None if code is None else (code, method, path, {"message": message},
-                                                   dict(headers or {}))
+            self.down = None if code is None else (
+                code, method, path, {"message": message} if raw is None else raw,
+                dict(headers or {}))
 
     def count(self, method: str, pattern: str = "") -> int:
         with self.lock:
@@ -145,11 +149,12 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _reply(self, code: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        data = body if isinstance(body, bytes) else b"" if body is None else json.dumps(
+            body).encode()
         headers = headers or {}
+        self.send_response(code)
+        self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
+        self.send_header("Content-Length", str(len(data)))
         headers.setdefault("x-ratelimit-remaining", str(self.server.remaining))
         for key, value in {"x-ratelimit-limit": "5000", "x-ratelimit-reset": "4102444800",
                            "x-ratelimit-resource": "core", **headers}.items():

@@ -130,7 +130,8 @@ def test_the_secret_comes_before_the_pod_and_then_belongs_to_it(harness: Harness
     writes = [line.split(" -> ")[0] for line in harness.api.log
               if not line.startswith("GET") and f"/{pod}" in line or line.startswith("POST")]
     assert [w for w in writes if "runnersets" not in w and "/events" not in w] == [
-        f"POST /api/v1/namespaces/{NS}/pods?dryRun=All",  # would it be taken? (nothing stored)
+        f"POST /api/v1/namespaces/{NS}/secrets?dryRun=All",  # would they be taken? (nothing
+        f"POST /api/v1/namespaces/{NS}/pods?dryRun=All",  # stored, no runner registered yet)
         f"POST /api/v1/namespaces/{NS}/secrets", f"POST /api/v1/namespaces/{NS}/pods",
         f"PATCH /api/v1/namespaces/{NS}/secrets/{pod}"]
     secret = harness.api.get_object("secrets", pod, NS)

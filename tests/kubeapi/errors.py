@@ -55,6 +55,21 @@ def invalid(rt: ResourceType, name: str, cause: str) -> APIError:
                     details=_details(rt, name))
 
 
+def quota_exceeded(rt: ResourceType, name: str, quota: str, used: int, hard: int) -> APIError:
+    """A ResourceQuota's admission refusing one more object, as its plugin words it."""
+    return APIError(403, "Forbidden", f'{rt.plural} "{name}" is forbidden: exceeded quota: '
+                    f"{quota}, requested: {rt.plural}=1, used: {rt.plural}={used}, limited: "
+                    f"{rt.plural}={hard}", details=_details(rt, name))
+
+
+def webhook_denied(webhook: str, message: str, code: int = 400, reason: str = "") -> APIError:
+    """A validating admission webhook's denial as the API server answers it: the webhook's
+    own code (400 when it gives none) and reason (often none), its message prefixed
+    (``webhookerrors.ToStatusErr``)."""
+    return APIError(max(code, 400), reason,
+                    f'admission webhook "{webhook}" denied the request: {message}')
+
+
 def bad_request(message: str) -> APIError:
     return APIError(400, "BadRequest", message)
 

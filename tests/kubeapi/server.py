@@ -15,7 +15,8 @@ another custom resource. Semantics live in store.py
 (versions, conflicts, finalizers, GC), watch.py (streams) and handler.py (routes, verbs).
 
 Test seams: ``calls``/``call_count``/``reset_calls`` (API calls by verb and resource),
-``latency`` (seconds slept before every call), ``inject_error`` (fail the next N matching
+``latency`` (seconds slept before every call), ``admit`` / ``quota`` (admission checks of creations: a ResourceQuota, a webhook that
+denies), ``inject_error`` (fail the next N matching
 calls, after letting ``skip`` through; ``applied``: make the call, then answer the error, as a
 timeout after etcd stored the object; ``clear_errors`` ends them), ``hang`` (matching calls get
 no answer until the returned event is set: a black-holed request), ``on_call`` (run a function
@@ -52,7 +53,7 @@ from typing import Any, Callable, Iterator
 
 import kubernetes.client
 
-from tests.kubeapi.errors import APIError
+from tests.kubeapi.errors import APIError, quota_exceeded
 from tests.kubeapi.handler import Handler
 from tests.kubeapi.resources import Registry, ResourceType, custom_resource
 from tests.kubeapi.selectors import matcher
@@ -269,10 +270,34 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.lock:
             self._hooks.append(hook)
 
+    def admit(self, resource: str, check: Callable[[str, Obj, list[Obj]], None]) -> None:
+        """Run ``check(namespace, object, the namespace's objects of that resource)`` on every
+        creation of ``resource``, dry runs too, as the API server's admission chain (a
+        ResourceQuota, a validating webhook): it raises an ``APIError`` to refuse the object
+        (``errors.quota_exceeded``, ``errors.webhook_denied``). Runs under the store's lock."""
+        rt = self.registry.resolve(resource)
+        with self.store.lock:
+            self.store.admission.setdefault(rt.key, []).append(check)
+
+    def quota(self, namespace: str, pods: int, name: str = "compute-resources") -> None:
+        """A ResourceQuota of ``pods`` pods in ``namespace``: a creation past it is refused
+        with the quota plugin's 403 (pods that have stopped, Succeeded or Failed, do not count,
+        as for the real quota)."""
+        rt = self.registry.resolve("pods")
+
+        def check(ns: str, obj: Obj, existing: list[Obj]) -> None:
+            used = sum((o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                       for o in existing)
+            if ns == namespace and used >= pods:
+                raise quota_exceeded(rt, str(obj["metadata"]["name"]), name, used, pods)
+        self.admit("pods", check)
+
     def clear_errors(self) -> None:
-        """Forget every injected failure still pending (the outage is over)."""
+        """Forget every injected failure still pending (the outage is over), and every
+        admission check (``admit``, ``quota``)."""
         with self.store.lock:
             self._errors.clear()
+            self.store.admission.clear()
 
     # -- in-process hooks (not counted as API calls) ------------------------------------------
     @property

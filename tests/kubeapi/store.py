@@ -46,7 +46,13 @@ from tests.kubeapi.objects import (STRATEGIC_MERGE_PATCH, Obj, PatchFailed, appl
                                    timestamp, utc_now)
 from tests.kubeapi.resources import Registry, ResourceType
 from tests.kubeapi.selectors import Matcher
-from tests.kubeapi.validation import check_kind, check_metadata, check_name, check_pod_update
+from tests.kubeapi.validation import (
+    check_kind,
+    check_metadata,
+    check_name,
+    check_pod_spec,
+    check_pod_update,
+)
 
 #: metadata a client cannot change through an update or a patch
 _SERVER_OWNED = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
@@ -88,6 +94,10 @@ class Store:
         self._by_uid: dict[str, tuple[ResourceType, str, str]] = {}
         self._dependents: dict[str, set[tuple[ResourceType, str, str]]] = {}
         self._history: deque[WatchEvent] = deque()
+        #: by resource key: admission checks of a creation, ``check(namespace, obj, the
+        #: namespace's objects of that resource)``, raising an APIError to refuse it (called
+        #: with the lock held)
+        self.admission: dict[str, list[Callable[[str, Obj, list[Obj]], None]]] = {}
 
     # -- reads -------------------------------------------------------------------------------
     @property
@@ -179,8 +189,13 @@ class Store:
             meta["name"] = name
             check_name(rt, name)
             check_metadata(rt, meta)
+            if _is_pods(rt):
+                check_pod_spec(rt, name, obj.get("spec"))
             if (ns, name) in self._objects.get(rt.key, {}):
                 raise errors.already_exists(rt, name)
+            for check in self.admission.get(rt.key, ()):  # dry runs are admitted the same way
+                check(ns, obj, [o for (n, _), o in sorted(self._objects.get(rt.key, {}).items())
+                                if n == ns])
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=timestamp(self.clock()),
                         generation=1)
             if dry_run:

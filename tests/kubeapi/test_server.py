@@ -18,6 +18,7 @@ import urllib3
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
+from tests.kubeapi.errors import webhook_denied
 from tests.kubeapi.server import KubeAPIServer, api_client, start_api_server
 
 GROUP, VERSION, PLURAL = "gitscale.dev", "v1alpha1", "runnersets"
@@ -710,3 +711,44 @@ def test_leases_for_leader_election(kube_client: ApiClient) -> None:
         api.replace_namespaced_lease("gitscale-controller", NS, taken)
     assert stale.value.status == 409
     assert api.read_namespaced_lease("gitscale-controller", NS).spec.holder_identity == "a"
+
+
+def test_a_quota_refuses_past_its_pods_dry_runs_too(kube_api: KubeAPIServer, core: Any) -> None:
+    kube_api.quota(NS, pods=1)
+    core.create_namespaced_pod(NS, pod("a"))
+    for dry_run in ("All", None):
+        with pytest.raises(ApiException) as info:
+            core.create_namespaced_pod(NS, pod("b"), dry_run=dry_run)
+        assert info.value.status == 403 and status_of(info.value)["reason"] == "Forbidden"
+        assert status_of(info.value)["message"] == (
+            'pods "b" is forbidden: exceeded quota: compute-resources, requested: pods=1, '
+            "used: pods=1, limited: pods=1")
+    kube_api.set_pod_phase(NS, "a", "Succeeded")  # a stopped pod does not count
+    core.create_namespaced_pod(NS, pod("b"))
+    kube_api.clear_errors()
+    core.create_namespaced_pod(NS, pod("c"))
+
+
+def test_an_admission_webhook_denies_as_the_api_server_says_it(
+        kube_api: KubeAPIServer, core: Any) -> None:
+    def check(namespace: str, obj: dict[str, Any], existing: list[dict[str, Any]]) -> None:
+        if "team" not in obj["metadata"].get("labels", {}):
+            raise webhook_denied("policy.example.com", "label team is required")
+    kube_api.admit("pods", check)
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(NS, pod("a"))
+    body = status_of(info.value)
+    assert (info.value.status, body["reason"]) == (400, "")
+    assert body["message"] == ('admission webhook "policy.example.com" denied the request: '
+                               "label team is required")
+    core.create_namespaced_pod(NS, pod("b", {"team": "ci"}))
+
+
+def test_a_container_name_used_twice_is_invalid(core: Any) -> None:
+    body = pod("a")
+    body["spec"]["initContainers"] = [{"name": "runner", "image": "setup:1"}]
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(NS, body)
+    assert info.value.status == 422
+    assert 'spec.containers[0].name: Duplicate value: "runner"' in status_of(
+        info.value)["message"]

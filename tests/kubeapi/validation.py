@@ -57,6 +57,22 @@ def check_metadata(rt: ResourceType, meta: dict[str, Any]) -> None:
                               "an alphanumeric character")
 
 
+def check_pod_spec(rt: ResourceType, name: str, spec: Any) -> None:
+    """What pod validation refuses that a template can get wrong: a container without a
+    name, or a name used twice (init containers and containers share one namespace). (A pod
+    with no containers is let through: tests make such pods as stand-ins.)"""
+    spec = spec if isinstance(spec, dict) else {}
+    seen: set[str] = set()
+    for field in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(field) or []):
+            cname = container.get("name") if isinstance(container, dict) else None
+            if not cname:
+                raise invalid(rt, name, f"spec.{field}[{i}].name: Required value")
+            if cname in seen:
+                raise invalid(rt, name, f'spec.{field}[{i}].name: Duplicate value: "{cname}"')
+            seen.add(cname)
+
+
 def _mutable_stripped(spec: dict[str, Any]) -> dict[str, Any]:
     spec = copy.deepcopy(spec)
     for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):

@@ -8,8 +8,8 @@ Phases, each with the controller running as it does in a cluster (informers, wor
    passes issued creates (must be 1), API calls in total from the controller's start (budget
    N + 8: two lists, two watches, the finalizer, N creates, two status writes — "Creating"
    before the creations and the result after —, and the pass's one Event; GitHub adds per runner a JIT Secret created
-   before its pod and handed to it after, one read of the credentials, one pod created
-   as a dry run before any runner is registered, and one list of the set's JIT Secrets, by
+   before its pod and handed to it after, one read of the credentials, one Secret and one
+   pod created as dry runs before any runner is registered, and one list of the set's JIT Secrets, by
    label, for those an earlier run left behind), and the time until N pods exist.
 2. N idle → 0: passes that deleted (budget 2) and the time until none is left.
 3. Bad RunnerSets (no template, negative replicas, unknown platform) next to a good one: each
@@ -105,7 +105,7 @@ def main() -> int:
         print("  API calls: " + ", ".join(f"{c} {v} {r}" for (v, r), c in sorted(calls.items())))
         # GitHub: + per runner a JIT Secret and its handover to the pod; the credentials; the
         # dry run before the registrations; the sweep of Secrets left behind (a list).
-        budget = n + 8 + (2 * n + 3 if args.platform == "github" else 0)
+        budget = n + 8 + (2 * n + 4 if args.platform == "github" else 0)
         print(f"  API calls in total from the controller's start: {total} (budget {budget})")
         if args.platform == "github":
             print(f"  GitHub calls: {len(github.calls)} ({github.count('POST')} jitconfig)")

@@ -279,6 +279,11 @@ def translate(exc: ApiError) -> PlatformError:
         return RunnerNameTaken(message)
     if exc.status == 422 and exc.method == "DELETE":
         return RunnerBusy(message)
+    if exc.status == 404 and exc.url.endswith("/generate-jitconfig"):
+        # GitHub's 404 is also its answer to credentials that may not see the scope
+        return PlatformError(f"{message} (check the set's spec.github.configURL, and that its "
+                             "credentials — the token's owner or the App's installation — can "
+                             "see that organization or repository and manage its runners)")
     return PlatformError(message)
 
 

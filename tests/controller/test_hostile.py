@@ -163,7 +163,8 @@ def test_a_jit_secret_the_api_refuses_registers_no_runner(
 
 
 @pytest.mark.parametrize("code, raw, reason, words", [
-    pytest.param(404, None, "CreateFailed", "answered 404: Not Found", id="404"),
+    pytest.param(404, None, "CreateFailed", "answered 404: Not Found (check the set's "
+                 "spec.github.configURL, and that its credentials", id="404"),
     pytest.param(403, None, "CredentialsRefused",
                  "answered 403: Resource not accessible by integration", id="403"),
     pytest.param(500, None, "PlatformUnavailable", "answered 500", id="500"),

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 import click
 
 from gitscale import __version__
-from gitscale.commands import EXIT_ERROR, RepoOptions
+from gitscale.commands import EXIT_ERROR, EXIT_INTERRUPTED, RepoOptions
 from gitscale.config import DEFAULT_CONFIG
 from gitscale.errors import GitscaleError
 
@@ -454,14 +454,18 @@ def main(argv: list[str] | None = None) -> int:
 
         click.echo(f"error: {redact(str(exc))}", err=True)
         return exc.exit_code
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # click's word for Ctrl-C
+            click.echo("interrupted", err=True)
+            return EXIT_INTERRUPTED
         click.echo("aborted", err=True)
         return EXIT_ERROR
     except click.ClickException as exc:
         exc.show()
         return EXIT_ERROR  # not click's 2: plan uses 2 for "changes pending"
     except KeyboardInterrupt:
-        return 130
+        click.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
     except Exception:  # noqa: BLE001 - the last line of defence: a bug (gitscale/crash.py)
         from gitscale import crash  # imported here: only a crash needs its traceback module
 

@@ -226,7 +226,7 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
         message = format_message(set_lines(plan.changes), plan.base, plan.events,
                                  plan.notes, paths)
         sha = ws.git.commit(message, paths, date)
-    except Exception:
+    except BaseException:  # (Ctrl-C too: the files are put back before exit 130)
         # Nothing half-done is left behind: put the files back as they were.
         for path in paths:
             if existed[path]:

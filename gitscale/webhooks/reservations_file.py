@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 DIRECTORY = ".gitscale"
 HEADER = ("# Written by `gitscale serve`: capacity reservations from workflow_job webhooks.\n"
-          "# One entry per job; removed when the job completes or the reservation expires.\n"
+          "# One reservation per job, removed when the job completes or the reservation\n"
+          "# expires; the jobs completed lately, by batch, so that a late event is not counted.\n"
           "# `gitscale run` and `reconcile` leave the sets under `served` to serve: to hand them\n"
           "# back to polling, stop serve and delete this file.\n")
 
@@ -73,7 +74,7 @@ def read_state(root: Path, rel: str) -> State:
             books[str(name)] = Book(
                 tuple(Reservation(_job(r["job"]), bool(r["running"]), _time(r["created"]),
                                   _time(r["expires"])) for r in entry.get("reservations") or []),
-                tuple((_job(c["job"]), _time(c["until"])) for c in entry.get("completed") or []),
+                _completed(entry.get("completed") or []),
             )
         served = _served(data)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -134,6 +135,19 @@ def _served(data: Any) -> tuple[str, ...]:
     return tuple(served)
 
 
+def _completed(entries: Any) -> tuple[tuple[int, datetime], ...]:
+    """The tombstones: ``{until: T, jobs: [...]}`` per batch (what ``render`` writes), or
+    ``{job: J, until: T}`` per job (the form of gitscale 0.1.0's first builds, still read)."""
+    out: list[tuple[int, datetime]] = []
+    for entry in entries:
+        until = _time(entry["until"])
+        jobs = entry["jobs"] if "jobs" in entry else [entry["job"]]
+        if not isinstance(jobs, list):
+            raise TypeError("`jobs` of a completed entry must be a list of job ids")
+        out += [(_job(job), until) for job in jobs]
+    return tuple(out)
+
+
 def _job(value: Any) -> int:
     from gitscale.core.reservations import MAX_JOB_ID, is_job_id
 
@@ -161,7 +175,17 @@ def render(books: dict[str, Book], served: list[str]) -> str:
         data["sets"][name] = {
             "reservations": [{"job": r.job, "running": r.running, "created": format_time(r.created),
                               "expires": format_time(r.expires)} for r in book.reservations],
-            "completed": [{"job": job, "until": format_time(until)}
-                          for job, until in book.completed],
+            # One entry per batch (its completions share their `until`), the job ids in a
+            # flow list: 10 completions a second, kept 10 minutes, beside 50 reservations,
+            # were 6,059 lines (342 KB) rewritten at every window; grouped, 839 (92 KB).
+            "completed": [{"until": format_time(until), "jobs": sorted(jobs)}
+                          for until, jobs in _by_until(book.completed)],
         }
     return HEADER + dump(data, default_flow_style=None, width=120)
+
+
+def _by_until(completed: tuple[tuple[int, datetime], ...]) -> list[tuple[datetime, list[int]]]:
+    groups: dict[datetime, list[int]] = {}
+    for job, until in completed:
+        groups.setdefault(until, []).append(job)
+    return sorted(groups.items())

@@ -71,3 +71,39 @@ def test_run_stops_within_seconds_under_a_burst_of_sigterms(tmp_path: Path) -> N
         assert proc.returncode in (0, -signal.SIGTERM), text
         assert text.count("SIGTERM: finishing the pass in progress, then stopping") == 1, text
         assert "stopped after" in text and "Traceback" not in text
+
+
+def test_ctrl_c_while_reconcile_commits_in_a_checkout_puts_the_files_back(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group: gitscale, git and its hook) while the
+    commit is being made: the edited manifest is put back and the index left as it was, so
+    `git status` is clean and no leftovers wait for the next run to discard; exit 130."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+    ready = tmp_path / "hook-started"
+    hook = checkout / ".git" / "hooks" / "prepare-commit-msg"  # (run despite --no-verify)
+    hook.write_text(f"#!/bin/sh\ntouch '{ready}'\nexec sleep 30\n")
+    hook.chmod(0o755)
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], text=True,
+                          capture_output=True, check=True).stdout
+    proc = subprocess.Popen([sys.executable, "-m", "gitscale", "reconcile", "--repo",
+                             str(checkout), "--no-push"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for(ready.exists, timeout=30)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert (proc.returncode, err.splitlines()[-1:]) == (130, ["interrupted"]), err
+    assert "Traceback" not in err
+    status = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain"], text=True,
+                            capture_output=True, check=True).stdout
+    assert status == ""  # the manifest as it was, nothing staged
+    assert subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], text=True,
+                          capture_output=True, check=True).stdout == head
+    assert not (checkout / ".git" / "index.lock").exists()
+    assert not (checkout / ".git" / "gitscale-pending-write.json").exists()

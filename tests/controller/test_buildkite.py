@@ -34,10 +34,23 @@ def busy_known(harness: Harness, name: str) -> dict[str, Any]:
     return next(c for c in harness.status(name)["conditions"] if c["type"] == "BusyKnown")
 
 
+def api_token(harness: Harness, token: str) -> None:
+    """The Secret of the agents API's token (``bk-api``, key ``token``), as a person makes it."""
+    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
+        "token": base64.b64encode(token.encode()).decode()}}, NS)
+
+
+def one_running_runner(harness: Harness, buildkite: FakeBuildkite) -> None:
+    """A set of one runner with the agents API, its pod running, then a pass."""
+    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
+    harness.sync("bk")
+
+
 def test_a_busy_agent_is_kept_on_scale_down_though_its_pod_says_nothing(
         harness: Harness, buildkite: FakeBuildkite, caplog: pytest.LogCaptureFixture) -> None:
-    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
-        "token": base64.b64encode(TOKEN.encode()).decode()}}, NS)
+    api_token(harness, TOKEN)
     for n in range(130):  # other agents of the org: the list takes two pages
         buildkite.connect(f"elsewhere-{n:03}", busy=n % 2 == 0)
     harness.write("bk", 3, 0, spec=with_api(buildkite.url))
@@ -68,10 +81,7 @@ def test_the_api_token_read_is_held_for_masking_and_the_agent_token_never_read(
         "token": base64.b64encode(f"{TOKEN}\n".encode()).decode()}}, NS)
     harness.api.create_object("secrets", {"metadata": {"name": "bk-token"}, "data": {
         "token": base64.b64encode(b"bk-agent-token-of-the-pods").decode()}}, NS)
-    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
-    harness.sync("bk")
-    harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
-    harness.sync("bk")
+    one_running_runner(harness, buildkite)
     assert busy_known(harness, "bk")["status"] == "True"
     assert TOKEN in known_secrets() and "bk-agent-token-of-the-pods" not in known_secrets()
     assert redact(f"echoed: {TOKEN}") == "echoed: ***"
@@ -88,8 +98,7 @@ def test_without_the_agents_api_status_says_scale_down_relies_on_graceful_stop(
 
 def test_a_refused_token_is_said_and_the_set_still_served(harness: Harness,
                                                           buildkite: FakeBuildkite) -> None:
-    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
-        "token": base64.b64encode(b"wrong").decode()}}, NS)
+    api_token(harness, "wrong")
     harness.write("bk", 2, 0, spec=with_api(buildkite.url))
     assert len(harness.sync("bk").created) == 2
     pod = harness.names("bk")[0]
@@ -107,12 +116,8 @@ def test_a_token_with_a_line_break_inside_is_said_and_never_sent(harness: Harnes
     """A Secret written with a line break inside its token: refused before any request (it
     was quoted, escaped, in httpx's error), as a credentials problem, read again each pass."""
     broken = TOKEN[:8] + "\n" + TOKEN[8:]
-    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
-        "token": base64.b64encode(broken.encode()).decode()}}, NS)
-    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
-    harness.sync("bk")
-    harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
-    harness.sync("bk")
+    api_token(harness, broken)
+    one_running_runner(harness, buildkite)
     cond = busy_known(harness, "bk")
     assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
     assert "not sent: the credential of its Authorization header contains a newline" \
@@ -150,8 +155,7 @@ def test_bad_agents_api_settings_are_invalid(harness: Harness, change: dict[str,
 
 def test_a_rate_limited_agents_api_is_said_and_the_set_still_served(
         harness: Harness, buildkite: FakeBuildkite) -> None:
-    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
-        "token": base64.b64encode(TOKEN.encode()).decode()}}, NS)
+    api_token(harness, TOKEN)
     harness.write("bk", 1, 0, spec=with_api(buildkite.url))
     harness.sync("bk")
     harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
@@ -168,8 +172,7 @@ def test_a_refused_token_fixed_in_its_secret_is_used_on_the_next_pass(
         harness: Harness, buildkite: FakeBuildkite) -> None:
     """The agents API refused the token (401): the Secret is read again, not the refused
     client kept until it ages out, so a corrected Secret counts busy agents on the next pass."""
-    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
-        "token": base64.b64encode(b"wrong").decode()}}, NS)
+    api_token(harness, "wrong")
     harness.write("bk", 1, 0, spec=with_api(buildkite.url))
     harness.sync("bk")
     (pod,) = harness.names("bk")
@@ -201,14 +204,10 @@ def test_an_agents_list_past_its_page_bound_is_said_as_the_docs_say(
     assert f"up to {client.AGENT_PAGES_MAX}: {client.AGENT_PAGES_MAX * 100:,} connected" in row
     assert "BusyKnown=False" in row
     monkeypatch.setattr(client, "AGENT_PAGES_MAX", 2)
-    harness.api.create_object("secrets", {"metadata": {"name": "bk-api"}, "data": {
-        "token": base64.b64encode(TOKEN.encode()).decode()}}, NS)
+    api_token(harness, TOKEN)
     for n in range(201):  # three pages of 100
         buildkite.connect(f"elsewhere-{n:03}")
-    harness.write("bk", 1, 0, spec=with_api(buildkite.url))
-    harness.sync("bk")
-    harness.api.set_pod_phase(NS, harness.names("bk")[0], "Running")
-    harness.sync("bk")
+    one_running_runner(harness, buildkite)
     cond = busy_known(harness, "bk")
     assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
     assert "more than 2 pages" in cond["message"]

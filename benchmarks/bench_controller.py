@@ -11,7 +11,9 @@ Phases, each with the controller running as it does in a cluster (informers, wor
    before its pod and handed to it after, one read of the credentials, one Secret and one
    pod created as dry runs before any runner is registered, and one list of the set's JIT Secrets, by
    label, for those an earlier run left behind), and the time until N pods exist.
-2. N idle → 0: passes that deleted (budget 2) and the time until none is left.
+2. N idle → 0: passes that deleted (budget 2), API calls (budget N + 3: N pod deletions, one
+   read of the set confirming the version the scale-down was decided on, the status and the
+   pass's Event) and the time until none is left.
 3. Bad RunnerSets (no template, negative replicas, unknown platform) next to a good one: each
    gets a Ready=False condition and the good one is served.
 Exits 1 if a budget is exceeded.
@@ -117,14 +119,31 @@ def main() -> int:
             if github.by_name(pod["metadata"]["name"]):
                 github.set_state(pod["metadata"]["name"], online=True, busy=False)
         time.sleep(0.5)
+        wait_for(lambda: (api.get_object("runnersets", "bench", NS) or {}).get(
+            "status", {}).get("idle") == n, 30)
+        time.sleep(1.0)  # (the passes of the pods' phases are done)
         controller.reports.clear()
+        api.reset_calls()
+        github_before, unregistered = len(github.calls), github.count("DELETE")
         write(api, "bench", 0, 0)
         down = wait_for(lambda: not live_pods(api, "bench"), 120)
         wait_for(lambda: any(r.deleted for r in controller.reports), 30)
+        wait_for(lambda: (api.get_object("runnersets", "bench", NS) or {}).get(
+            "status", {}).get("replicas") == 0, 30)
+        time.sleep(1.0)  # let the watch echoes arrive: they must cause no further calls
+        calls = api.calls_snapshot()
         deleting = [r for r in controller.reports if r.deleted]
         print(f"scale-down {n} idle→0: {down:.2f}s until none is left; passes that deleted: "
               f"{len(deleting)} ({', '.join(f'{len(r.deleted)} runners in {r.seconds:.2f}s' for r in deleting)})")
-        ok &= len(deleting) <= 2
+        print("  API calls: " + ", ".join(f"{c} {v} {r}" for (v, r), c in sorted(calls.items())))
+        # N pod deletions, the read that confirms the version before removing, the status
+        # and the pass's Event
+        down_budget = n + 3
+        print(f"  API calls in total: {sum(calls.values())} (budget {down_budget})")
+        if args.platform == "github":
+            print(f"  GitHub calls: {len(github.calls) - github_before} "
+                  f"({github.count('DELETE') - unregistered} unregistered)")
+        ok &= len(deleting) <= 2 and sum(calls.values()) <= down_budget
 
         # 3. bad sets next to a good one
         spoilers: dict[str, Callable[[dict[str, Any]], Any]] = {

@@ -108,6 +108,17 @@ class Kube:
         return self._stream("watch RunnerSets", lambda: self.custom.list_cluster_custom_object(
             GROUP, VERSION, PLURAL, **kw))
 
+    def read_runnerset(self, namespace: str, name: str) -> RawObject | None:
+        """The RunnerSet as the API server holds it now, or None when it is gone: a list by
+        name (the Role grants list, not get; a list that names no resourceVersion is a
+        consistent read: never older than a write already answered)."""
+        items, _ = self._list(f"read RunnerSet {namespace}/{name}", lambda kw: self.custom.
+                              list_namespaced_custom_object(
+                                  GROUP, VERSION, namespace, PLURAL,
+                                  field_selector=f"metadata.name={name}", **kw),
+                              KIND, API_VERSION, _whole)
+        return items[0] if items else None
+
     def patch_runnerset_status(self, namespace: str, name: str, status: Mapping[str, Any], *,
                                resource_version: str | None = None) -> RawObject:
         """A JSON merge patch of ``status`` through the status subresource; with

@@ -50,7 +50,7 @@ from gitscale.controller.platforms import kind_of
 from gitscale.controller.podspec import matching_of
 from gitscale.controller.registered import platform_of, refused, registered_of, without_platform
 from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
-from gitscale.controller.runnerset_writes import finish, hold, release, write
+from gitscale.controller.runnerset_writes import confirm, finish, hold, release, write
 from gitscale.runnerset_api import PATCH_ID_MAX
 
 log = logging.getLogger("gitscale.controller")
@@ -84,11 +84,12 @@ def reconcile(ctx: Context, key: str) -> Report:
         return finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
             "status"), now), now, generation=generation, observed=_patch_id(obj))
 
+    confirmed = False  # a write of this pass, conditional on the version read, went through
     if not view.deleting:
         held = hold(ctx, obj, report)
         if held is None:  # edited since it was read: nothing done on a stale spec
             return report
-        obj = held
+        confirmed, obj = held is not obj, held
     report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
     if (view.kind.registration_labels is not None and not view.deleting
             and not ctx.deposed.is_set() and ctx.memory.secret_sweep_due(key, now, EVERY)):
@@ -135,15 +136,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     ctx.memory.keep_only(key, set(by_name))
 
     spec = effective(view.spec, view.deleting)
-    actions = decide(spec, runners, now, view.applied, view.refilled)
-    # A failed runner whose pod still runs is unregistered before its successor is created.
-    actions, retired = retire(ctx.memory, ctx.pool, ctx.halt, view, platform, actions, dead,
-                              now)
-    report.busy += retired.busy
-    report.errors += retired.errors
-    report.folded += retired.folded
-    refused(ctx, view, retired, report)
-    report.actions = actions
+    actions = report.actions = decide(spec, runners, now, view.applied, view.refilled)
     previous = obj.get("status")
     # The backlog's refills are counted before they are made: a pass cut short may then leave
     # a slot unfilled until the next write, but never refill beyond the backlog. Both writes
@@ -164,18 +157,36 @@ def reconcile(ctx: Context, key: str) -> Report:
             generation=generation, refilled=refilled), previous=None)
         if written is None:  # written since it was read: nothing done on a stale version
             return report
-        obj = written
+        confirmed, obj = confirmed or written is not obj, written
     unrefilled: tuple[str, ...] = ()
     if refilled is not None:  # (a status that already says so is not written again)
         written = write(ctx, obj, report, st.with_refilled(obj.get("status"), refilled),
                         previous=None)
         if written is None:
             return report
-        obj = written
+        confirmed, obj = confirmed or written is not obj, written
         counted = refilled_of(obj.get("status"))
         if counted is None or counted.count != refilled.count or not refilled.write.same(
                 counted.write):
             unrefilled = actions.refills  # uncounted, they could be made twice: not now
+    # A removal is decided on the cached spec too: made on a version written since (Argo CD
+    # just applied replicas 10 while this pass read a patch-0 scale-down), it would delete
+    # runners the newer write wants, and the next pass would make them again. So a pass that
+    # removes any runner first confirms the version it read — by the writes above when one
+    # went through (conditional on that version), else by one read of the set — and stops as
+    # on a 409 when it was written since. A pass that removes nothing pays nothing for it; nor
+    # does a set being deleted (no version written since can want its runners back).
+    if actions.deletes and not (confirmed or view.deleting or ctx.halt.is_set()):
+        if confirm(ctx, obj, report) is None:
+            return report
+    # A failed runner whose pod still runs is unregistered before its successor is created.
+    actions, retired = retire(ctx.memory, ctx.pool, ctx.halt, view, platform, actions, dead,
+                              now)
+    report.busy += retired.busy
+    report.errors += retired.errors
+    report.folded += retired.folded
+    refused(ctx, view, retired, report)
+    report.actions = actions
     created = create_runners(ctx.kube, ctx.pods, ctx.platforms, ctx.memory, ctx.pool, ctx.halt,
                              view, platform, replace(actions, refills=()) if unrefilled
                              else actions, now)

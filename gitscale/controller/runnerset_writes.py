@@ -11,7 +11,13 @@ newer one it would roll them back (a replica that lost the Lease and has not not
 pass that read its cache before an edit came through the watch), so that the next leader
 refills a slot twice. A conflict (409) is no failure: the pass stops, or leaves its status to
 the next pass, and the edit — on its way through the watch — brings that pass
-(``STALE_RETRY`` at the latest).
+(``STALE_RETRY`` at the latest). The set is read once then (``stale``) and the version read
+goes into the cache when it is newer, so that pass works on it even while the watch is down
+(it fails, backs off up to 30 s, or lags).
+
+A pass that removes runners confirms the version first (``confirm``): a removal is decided
+on the cached spec too, and one made on a version written since would delete runners the
+newer write wants (the next pass makes them again).
 """
 from __future__ import annotations
 
@@ -47,7 +53,7 @@ def hold(ctx: Context, obj: RawObject, report: Report) -> RawObject | None:
     except NotFound:
         return obj
     except Conflict:
-        stale(report, "its finalizer")
+        stale(ctx, obj, report, "its finalizer")
         return None
     except KubeError as exc:
         report.errors.append(str(exc))
@@ -69,7 +75,7 @@ def release(ctx: Context, obj: RawObject, report: Report) -> Report:
         except NotFound:
             updated = None
         except Conflict:  # edited meanwhile: the next pass, on the new version, lifts it
-            stale(report, "its finalizer")
+            stale(ctx, obj, report, "its finalizer")
             return report
         except KubeError as exc:
             report.errors.append(str(exc))
@@ -123,7 +129,7 @@ def write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
     except NotFound:
         return obj
     except Conflict:
-        stale(report, "its status")
+        stale(ctx, obj, report, "its status")
         return None
     except KubeError as exc:
         _say(report, new, previous)
@@ -147,14 +153,70 @@ def _say(report: Report, new: dict[str, Any], previous: dict[str, Any] | None) -
             log.warning("%s: %s", report.key, ready.get("message", ready.get("reason")))
 
 
-def stale(report: Report, what: str) -> None:
+def confirm(ctx: Context, obj: RawObject, report: Report) -> RawObject | None:
+    """Before a pass removes a runner (unregisters it, deletes its pod, a finished runner's
+    too): is ``obj``, the version the pass decided on, still the set's? One read of the set,
+    made only by a pass that removes and has written nothing conditional on ``obj`` yet (a
+    write that succeeded on it already says so). ``obj`` when it is (or the set is gone: no
+    newer version can want its runners); None when the set was written since — the pass
+    stops as on a 409 (``stale``), the version read in the cache for the next pass — or when
+    it could not be read (an error of the pass: nothing removed on a version not known to
+    hold). The read is as old as the pass's removals are long (its creations come between):
+    a write during them is found by the status written at the end, as before."""
+    meta = obj["metadata"]
+    try:
+        current = ctx.kube.read_runnerset(meta["namespace"], meta["name"])
+    except KubeError as exc:
+        report.errors.append(f"{exc} (no runner removed: the set's version could not be "
+                             "confirmed)")
+        report.failed()
+        return None
+    if current is None or _version_of(current) == _version_of(obj):
+        return obj
+    _cache(ctx, current)
+    stale(ctx, obj, report, "its runners' removal", read=False)
+    return None
+
+
+def stale(ctx: Context, obj: RawObject, report: Report, what: str, *,
+          read: bool = True) -> None:
     """The set was written since the pass read it (a 409 on ``what``): no error, no Event of
-    the status; the next pass, on the new version, is due in ``STALE_RETRY`` at the latest."""
+    the status; the next pass, on the new version, is due in ``STALE_RETRY`` at the latest.
+    ``read``: the set is read once, and the version read goes into the cache when it is newer
+    than what the cache holds, so the next pass works on it even while the watch is down (it
+    would otherwise act on the old version again, and meet the same 409, every second until
+    the watch came back: up to 30 passes for its 30 s backoff). A read that fails leaves the
+    cache to the watch (counted in the metrics, said in the debug log)."""
     log.debug("%s: edited since it was read (%s not written): the next pass reads it again",
               report.key, what)
     report.stale = True
     report.requeue_after = STALE_RETRY if report.requeue_after is None else min(
         report.requeue_after, STALE_RETRY)
+    if not read:
+        return
+    meta = obj["metadata"]
+    try:
+        current = ctx.kube.read_runnerset(meta["namespace"], meta["name"])
+    except KubeError as exc:
+        report.folded += 1
+        log.debug("%s: not read again after the conflict (left to the watch): %s",
+                  report.key, exc)
+        return
+    if current is not None:
+        _cache(ctx, current)
+
+
+def _cache(ctx: Context, current: RawObject) -> None:
+    """The set as just read, into the cache unless it holds a newer version (``Store.put``;
+    no pass queued: the caller's requeue brings it)."""
+    if ctx.runnersets.put(current):
+        log.debug("%s/%s: version %s read, in the cache before the watch brings it",
+                  current["metadata"].get("namespace"), current["metadata"].get("name"),
+                  _version_of(current))
+
+
+def _version_of(obj: RawObject) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _masked(status: dict[str, Any]) -> dict[str, Any]:

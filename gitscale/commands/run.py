@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
@@ -21,7 +22,7 @@ from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, bac
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
 from gitscale.demand.resolve import Sources
-from gitscale.errors import GitscaleError, InputError
+from gitscale.errors import GitError, GitscaleError, InputError
 from gitscale.repo.git import redact
 from gitscale.plan.landing import describe_landing, land
 from gitscale.timeutil import format_time, parse_duration, utcnow
@@ -54,6 +55,8 @@ class LoopState:
     quiet_since: datetime | None = None  # the first of them
     said_at: float = 0.0  # time.monotonic() of the last pass line logged
     said: bool = True  # the last pass was logged (and so is the wait after it)
+    failing_since: datetime | None = None  # the first failed pass of the failures in a row
+    error: str = ""  # what the last failed pass said (a repeat of it is one line)
 
     def delay(self) -> float:
         base = self.interval if self.failures == 0 else backoff(
@@ -93,11 +96,16 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
 
     checkpoint = Checkpoint(save)
     try:
-        with open_workspace(opts.repo, opts.branch, sparse=True, kept=True) as ws:
+        with ExitStack() as kept:
+            ws: Workspace | None = None
             while not stop.is_set():
                 started = time.monotonic()
-                last_code = _one_pass(ws, opts, demand, cache, sources, state, clock, passes,
-                                      metrics)
+                fresh = ws is None  # cloned by this pass: nothing to sync
+                if ws is None:
+                    ws = _open(kept, opts, state, clock, metrics)
+                last_code = EXIT_ERROR if ws is None else _one_pass(
+                    ws, opts, demand, cache, sources, state, clock, passes, metrics,
+                    fresh=fresh)
                 passes += 1
                 checkpoint()
                 if max_passes is not None and passes >= max_passes:
@@ -115,30 +123,69 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     return last_code if max_passes is not None else EXIT_OK
 
 
+def _open(kept: ExitStack, opts: RepoOptions, state: LoopState, clock: Callable[[], datetime],
+          metrics: "LoopMetrics") -> Workspace | None:
+    """The workspace every pass works in: a checkout, or the clone kept from pass to pass. A
+    clone that cannot be made (the remote unreachable or refusing, its branch gone) is a
+    failed pass, tried again with the backoff like any other: a Deployment restarted while
+    its git server is down waits for it, rather than exiting into CrashLoopBackOff. Wrong
+    options (a URL with a password in it, a path that is no checkout) still stop it, exit 1."""
+    now, started = clock(), time.monotonic()
+    try:
+        return kept.enter_context(open_workspace(opts.repo, opts.branch, sparse=True,
+                                                 kept=True))
+    except InputError:
+        raise
+    except GitError as exc:
+        _failed(state, metrics, exc, now, started, redact(str(exc)))
+        return None
+
+
+def _failed(state: LoopState, metrics: "LoopMetrics", exc: Exception, now: datetime,
+            started: float, said: str, *, what: str = "failed", report: str = "") -> None:
+    """Count and log a failed pass. The first of a streak, and one that fails otherwise
+    than the pass before it, is logged whole (with ``report``: a crash's); a repeat of the
+    same error (the same last line: the cause, in git's output) is that one line, with the
+    streak's start."""
+    metrics.failed(exc, time.monotonic() - started)
+    state.failures += 1
+    state.said, state.quiet = True, 0
+    if state.failures == 1:
+        state.failing_since = now
+    # what a streak repeats: git's last line (the command before it names a new temporary
+    # clone each time), an input error's one line
+    cause = next((line.strip() for line in reversed(said.splitlines()) if line.strip()), said)
+    if state.failures > 1 and cause == state.error and state.failing_since is not None:
+        log(f"pass {what} ({state.failures} in a row since {format_time(state.failing_since)})"
+            f": the same error again: {cause}")
+        return
+    state.error = cause
+    log(f"pass {what} ({state.failures} in a row): {said}{report}")
+
+
 def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: StateCache,
               sources: Sources, state: LoopState, clock: Callable[[], datetime],
-              number: int, metrics: "LoopMetrics") -> int:
+              number: int, metrics: "LoopMetrics", *, fresh: bool = False) -> int:
+    """``fresh``: the workspace was opened for this pass (a clone just made needs no sync)."""
     now, started = clock(), time.monotonic()
     planner = Planner(ws, opts, demand, now, cache, sources, progress=number == 0,
                       window=timedelta(seconds=state.interval))
     try:
-        if number > 0 and ws.mode == "clone":
+        if not fresh and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
         landed = land(ws, planner, cache=cache, say=log)
     except GitscaleError as exc:
-        metrics.failed(exc, time.monotonic() - started)
-        state.failures += 1
-        state.said, state.quiet = True, 0
-        log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
+        _failed(state, metrics, exc, now, started, redact(str(exc)))
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the loop outlives a bug too (gitscale/crash.py)
-        metrics.failed(exc, time.monotonic() - started)
-        state.failures += 1
-        state.said, state.quiet = True, 0
-        log(f"pass crashed ({state.failures} in a row): {crash.summary(exc)}\n{crash.report()}")
+        _failed(state, metrics, exc, now, started, crash.summary(exc), what="crashed",
+                report=f"\n{crash.report()}")
         return crash.EXIT_CRASH
     metrics.landed(landed, time.monotonic() - started)
-    state.failures = 0
+    recovered = "" if state.failures == 0 or state.failing_since is None else (
+        f" (recovered: {state.failures} failed "
+        f"pass{'es' if state.failures > 1 else ''} since {format_time(state.failing_since)})")
+    state.failures, state.failing_since, state.error = 0, None, ""
     reading = planner.reading
     if reading is not None:
         if reading.retry_at is not None:
@@ -153,13 +200,13 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
                       for c in landed.plan.changes).removesuffix(", ")
     said = describe_landing(landed, ws)
     if not _say_pass(state, now, number, quiet=said == QUIET and not changed
-                     and not landed.plan.errors
+                     and not landed.plan.errors and not recovered
                      and (reading is None or reading.retry_at is None)):
         return EXIT_OK
     # a quiet pass says "no change: nothing to commit" once, not "no change; no change: …"
     log(f"pass at {format_time(now)}: {changed + '; ' if changed else ''}{said}"
         + (f" (nothing changed in {state.quiet} passes since {format_time(state.quiet_since)})"
-           if state.quiet > 1 and state.quiet_since is not None else ""))
+           if state.quiet > 1 and state.quiet_since is not None else "") + recovered)
     for name, message in landed.plan.errors.items():
         log(f"{name}: {message} (left untouched)")
     if number == 0:

@@ -56,6 +56,7 @@ class LoopState:
     said_at: float = 0.0  # time.monotonic() of the last pass line logged
     said: bool = True  # the last pass was logged (and so is the wait after it)
     failing_since: datetime | None = None  # the first failed pass of the failures in a row
+    git_failed: bool = False  # the last pass failed in git: a kept clone is made again
     error: str = ""  # what the last failed pass said (a repeat of it is one line)
 
     def delay(self) -> float:
@@ -106,6 +107,12 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                 last_code = EXIT_ERROR if ws is None else _one_pass(
                     ws, opts, demand, cache, sources, state, clock, passes, metrics,
                     fresh=fresh)
+                if ws is not None and ws.mode == "clone" and state.git_failed:
+                    # git failed in the kept clone: the remote, or the clone itself (a fetch
+                    # cut by a full disk, its files removed). The next pass clones afresh, so
+                    # a broken clone cannot fail every pass until a restart.
+                    kept.close()
+                    ws = None
                 passes += 1
                 checkpoint()
                 if max_passes is not None and passes >= max_passes:
@@ -168,6 +175,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
               number: int, metrics: "LoopMetrics", *, fresh: bool = False) -> int:
     """``fresh``: the workspace was opened for this pass (a clone just made needs no sync)."""
     now, started = clock(), time.monotonic()
+    state.git_failed = False
     planner = Planner(ws, opts, demand, now, cache, sources, progress=number == 0,
                       window=timedelta(seconds=state.interval))
     try:
@@ -176,6 +184,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
         landed = land(ws, planner, cache=cache, say=log)
     except GitscaleError as exc:
         _failed(state, metrics, exc, now, started, redact(str(exc)))
+        state.git_failed = isinstance(exc, GitError)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the loop outlives a bug too (gitscale/crash.py)
         _failed(state, metrics, exc, now, started, crash.summary(exc), what="crashed",

@@ -5,13 +5,15 @@ lands once the remote answers again, from a kept clone that still works."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.helpers import RUNNERSET, git, simple_config, wait_for
-from tests.integration.conftest import GitDaemon, _daemon_argv, cli_env, wait_for_port
+from tests.integration.conftest import GitDaemon, _daemon_argv, cli_env, make_bare, \
+    wait_for_port
 
 # the loop with its backoff capped at --interval (1 s): the test needs passes, not waits
 FAST_RUN = """
@@ -109,3 +111,39 @@ def test_max_passes_against_a_remote_that_never_answers(tmp_path: Path) -> None:
     assert len([line for line in result.stderr.splitlines() if " pass failed (" in line]) == 3
     assert "pass failed (3 in a row since " in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_broken_kept_clone_is_cloned_again(tmp_path: Path) -> None:
+    """The clone `run` keeps breaks under it (its objects gone: a fetch cut by a full disk, a
+    clean-up of /tmp): the pass that meets it fails, and the next one clones afresh and lands —
+    before, every pass failed on it until a restart."""
+    remote = make_bare(tmp_path, "remote.git", FILES)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    log = tmp_path / "run.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", FAST_RUN, "run", "--repo", str(remote), "--interval", "1s"],
+            stdout=subprocess.DEVNULL, stderr=err,
+            env=cli_env({"GITSCALE_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(scratch)}))
+    try:
+        wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
+        [clone] = scratch.glob(f"gitscale-clone.*.{proc.pid}.*")
+        shutil.rmtree(clone / "repo" / ".git" / "objects")
+        wait_for(lambda: failures(log), 30.0)
+        work = tmp_path / "work"
+        git(tmp_path, "clone", "-q", str(remote), str(work))
+        (work / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
+        git(work, "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qam",
+            "more demand")
+        git(work, "push", "-q")
+        wait_for(lambda: "replicas: 5" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text
+    assert len(failures(log)) == 1, text  # one failed pass, then a fresh clone
+    assert "(recovered: 1 failed pass since " in text, text
+    assert not list(scratch.glob("gitscale-clone.*"))  # the broken one removed, the new at exit

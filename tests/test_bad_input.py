@@ -229,6 +229,10 @@ CONFIG_CASES += [
                  ["a key YAML reads as bool 'on'"], id="bool-key"),
     pytest.param(_config_with(policy="{maxReplicas: 3, 10: 2}"), "gitscale.yaml:5",
                  ["a key YAML reads as int '10'"], id="int-key-in-a-policy"),
+    pytest.param(_config_with(name="~"), "gitscale.yaml:2",
+                 ["name: null is not of type string"], id="null-name"),
+    pytest.param(_config_with(manifest="true"), "gitscale.yaml:3",
+                 ["manifest: true is not of type string"], id="boolean-manifest"),
 ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
@@ -45,6 +45,18 @@ QUIET = "no change: nothing to commit"
 
 
 @dataclass
+class Unread:
+    """A set whose demand could not be read, pass after pass (a revoked token, a source down):
+    its error is logged when it starts or changes, then once every QUIET_LOG_EVERY seconds
+    with the count, not on every pass (a 30 s loop logged 2,880 lines a day of one 401)."""
+
+    message: str
+    since: datetime
+    passes: int = 1
+    said_at: float = 0.0
+
+
+@dataclass
 class LoopState:
     """What decides when the next pass starts."""
 
@@ -58,6 +70,8 @@ class LoopState:
     failing_since: datetime | None = None  # the first failed pass of the failures in a row
     git_failed: bool = False  # the last pass failed in git: a kept clone is made again
     error: str = ""  # what the last failed pass said (a repeat of it is one line)
+    # sets left untouched because their demand could not be read: name → the streak
+    unread: dict[str, "Unread"] = field(default_factory=dict)
 
     def delay(self) -> float:
         base = self.interval if self.failures == 0 else backoff(
@@ -208,20 +222,49 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     changed = "".join(f"{c.name} {c.before.replicas}→{c.decision.replicas}, "
                       for c in landed.plan.changes).removesuffix(", ")
     said = describe_landing(landed, ws)
+    errors = _unread(state, landed.plan.errors, now)
     if not _say_pass(state, now, number, quiet=said == QUIET and not changed
-                     and not landed.plan.errors and not recovered
+                     and not errors and not recovered
                      and (reading is None or reading.retry_at is None)):
-        return EXIT_OK
+        return EXIT_ERROR if landed.plan.errors else EXIT_OK
     # a quiet pass says "no change: nothing to commit" once, not "no change; no change: …"
     log(f"pass at {format_time(now)}: {changed + '; ' if changed else ''}{said}"
         + (f" (nothing changed in {state.quiet} passes since {format_time(state.quiet_since)})"
-           if state.quiet > 1 and state.quiet_since is not None else "") + recovered)
-    for name, message in landed.plan.errors.items():
-        log(f"{name}: {message} (left untouched)")
+           if state.quiet > 1 and state.quiet_since is not None else "") + recovered
+        + (f"; left untouched: {', '.join(sorted(landed.plan.errors))}" if landed.plan.errors
+           else ""))
+    for line in errors:
+        log(line)
     if number == 0:
         for name, why in landed.plan.left.items():
             log(f"{name}: {why}")
     return EXIT_ERROR if landed.plan.errors else EXIT_OK
+
+
+def _unread(state: LoopState, errors: dict[str, str], now: datetime) -> list[str]:
+    """The lines to log of the sets left untouched this pass (``Unread``), and of those read
+    again after a streak; a repeat within QUIET_LOG_EVERY says nothing (the pass is quiet)."""
+    clock = time.monotonic()
+    lines = [f"{name}: demand read again (after {_passes(streak.passes)} left untouched "
+             f"since {format_time(streak.since)})" for name, streak in state.unread.items()
+             if name not in errors]
+    state.unread = {name: streak for name, streak in state.unread.items() if name in errors}
+    for name, message in errors.items():
+        streak = state.unread.get(name)
+        if streak is None or streak.message != message:
+            state.unread[name] = Unread(message, now, said_at=clock)
+            lines.append(f"{name}: {message} (left untouched)")
+            continue
+        streak.passes += 1
+        if clock - streak.said_at >= QUIET_LOG_EVERY:
+            streak.said_at = clock
+            lines.append(f"{name}: still left untouched ({_passes(streak.passes)} since "
+                         f"{format_time(streak.since)}): {message}")
+    return lines
+
+
+def _passes(count: int) -> str:
+    return f"{count} pass{'es' if count != 1 else ''}"
 
 
 def _say_pass(state: LoopState, now: datetime, number: int, *, quiet: bool) -> bool:

@@ -61,6 +61,14 @@ class PushRaced(GitError):
 SHOWN = 80  # characters of a value an error message quotes
 
 
+def shown_as_yaml(value: object) -> str:
+    """``value`` as the YAML it was read from says it: ``null``, ``true``, ``false`` (not
+    Python's ``None`` and ``True``), anything else as ``shown``."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return shown(value)
+
+
 def shown(value: object, limit: int = SHOWN) -> str:
     """``value`` as an error message quotes it: its ``repr``, cut to about ``limit``
     characters. A message names what is wrong; a 200,000-character name pasted into a config

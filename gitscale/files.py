@@ -236,6 +236,7 @@ def write_cache(path: Path, write: Callable[[IO[bytes]], object]) -> bool:
             if fd >= 0:
                 os.close(fd)
         os.replace(tmp, path)
+        _cache_warned.clear()  # written again: a later failure is said anew
         return True
     except BaseException as exc:
         try:
@@ -291,13 +292,15 @@ def keep_newest(directory: Path, pattern: str, keep: int) -> None:
 
 
 def cache_write_failed(directory: Path, exc: OSError) -> None:
-    """Say once per process that the cache in ``directory`` cannot be written, and why."""
+    """Say that the cache in ``directory`` cannot be written, and why: once until a write
+    succeeds again (a loop whose disk fills up again months later says so again)."""
     if _cache_warned:
         return
     _cache_warned.append(str(directory))
     import click
 
     why = exc.strerror or type(exc).__name__
-    click.echo(f"warning: cannot write gitscale's cache in {directory}: {why}; every run "
-               "starts without it (slower, never wrong). Free space or make it writable, or "
-               "set GITSCALE_CACHE_DIR to another directory (empty: no disk cache).", err=True)
+    click.echo(f"warning: cannot write gitscale's cache in {directory}: {why}; the next "
+               "process (a restart, the next CronJob run) starts without what this one learns "
+               "(slower, never wrong). Free space or make it writable, or set "
+               "GITSCALE_CACHE_DIR to another directory (empty: no disk cache).", err=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -228,6 +229,10 @@ CONFIG_CASES += [
                  ["a key YAML reads as bool 'on'"], id="bool-key"),
     pytest.param(_config_with(policy="{maxReplicas: 3, 10: 2}"), "gitscale.yaml:5",
                  ["a key YAML reads as int '10'"], id="int-key-in-a-policy"),
+    pytest.param(_config_with(name="~"), "gitscale.yaml:2",
+                 ["name: null is not of type string"], id="null-name"),
+    pytest.param(_config_with(manifest="true"), "gitscale.yaml:3",
+                 ["manifest: true is not of type string"], id="boolean-manifest"),
 ]
 
 
@@ -376,6 +381,21 @@ MANIFEST_CASES += [
                  ["v1 ConfigMap linux", "not a kind gitscale scales"], id="configmap-with-spec"),
     pytest.param("kind: RunnerSet\nmetadata: {name: linux}\nspec: {replicas: 2}\n",
                  "sets/linux.yaml:1", ["(no apiVersion) RunnerSet"], id="no-api-version"),
+]
+
+IN_PROCESS = pytest.mark.skipif(shutil.which("kubeconform") is not None,
+                                reason="the in-process checker's words (kubeconform says its own)")
+# Refused by reconcile's schema check, and by plan, which shows the change but exits 1 (it
+# exited 2, "changes pending", for a change reconcile would refuse to commit).
+MANIFEST_CASES += [
+    pytest.param(RUNNERSET.format(name="linux", replicas=2).replace(
+        "  platform: github\n", "  platform: github\n  repicas: 3\n"), "sets/linux.yaml:8",
+                 ["spec: unknown field 'repicas': did you mean 'replicas'?"], id="unknown-field",
+                 marks=IN_PROCESS),
+    pytest.param(RUNNERSET.format(name="linux", replicas=2).replace(
+        "  platform: github\n", "  platform: github\n  ~: 1\n  yes: 2\n"), "sets/linux.yaml:8",
+                 ["spec: a key YAML reads as None, not as a field name: quote it"],
+                 id="null-key", marks=IN_PROCESS),
 ]
 
 

@@ -1,5 +1,5 @@
 """gitscale's cache files (`gitscale.files.write_cache`): written whole or not at all; a cache
-that cannot be written is said once on stderr, leaves no temporary file, and never stops a
+that cannot be written is said once on stderr (until a write succeeds again), leaves no temporary file, and never stops a
 pass. Tests may run as root, which ignores permission bits: the unwritable directory is a path
 under a regular file, the failed rename a target that is a directory, and the full disk an
 ``ENOSPC`` raised by the writer the helper takes."""
@@ -56,6 +56,22 @@ def test_a_full_disk_leaves_no_temporary_file_and_is_said_once(tmp_path: Path,  
     assert err.count(WARNING) == 1, err
     assert f"{WARNING}{tmp_path}: No space left on device" in err
     assert "Traceback" not in err
+
+
+def test_a_disk_full_again_after_a_write_succeeded_is_said_again(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                 capsys) -> None:
+    """Once per streak, not once per process: a loop whose disk fills up again months after
+    it was freed says so again (it said nothing more, ever)."""
+    def full(out: IO[bytes]) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    target = tmp_path / "state.bin"
+    for _ in range(2):
+        assert not write_cache(target, full) and not write_cache(target, full)
+        assert write_cache(target, lambda out: out.write(b"freed"))
+    err = capsys.readouterr().err
+    assert err.count(WARNING) == 2, err
+    assert "the next process (a restart, the next CronJob run) starts without" in err
 
 
 def test_a_failed_rename_removes_the_temporary_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -199,3 +199,84 @@ def test_every_link_within_the_repo_reaches_a_file_and_a_heading(page: Path) -> 
         elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target):
             broken.append(f"{link}: no such heading in {target.name}")
     assert broken == [], broken
+
+
+def docs_pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "deploy").rglob("README.md"))]
+
+
+def options_named(text: str, commands: dict[str, set[str]]) -> list[tuple[str, str, str]]:
+    """(command, option, the code span) of every ``--option`` a code span gives a command:
+    `gitscale plan --set S`, `serve --window 10s`, a command table's first cell."""
+    found = []
+    for span in re.findall(r"`([^`\n]+)`", text):
+        words = span.strip().removeprefix("gitscale ").split(None, 1)
+        if len(words) == 2 and words[0] in commands:
+            found += [(words[0], option, span)
+                      for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", words[1])]
+    return found
+
+
+def command_options() -> dict[str, set[str]]:
+    from gitscale.cli import cli
+
+    return {name: {opt for param in command.params
+                   for opt in [*getattr(param, "opts", []), *getattr(param, "secondary_opts", [])]}
+            for name, command in cli.commands.items()}  # type: ignore[attr-defined]
+
+
+def test_every_option_the_docs_give_a_command_is_one_of_its_options() -> None:
+    """An option renamed or removed leaves `run --every` in a page that a reader pastes."""
+    commands = command_options()
+    named = [(page.relative_to(ROOT), *found) for page in docs_pages()
+             for found in options_named(page.read_text(), commands)]
+    assert len(named) > 80  # the pattern still finds them
+    wrong = [(str(page), command, option) for page, command, option, _ in named
+             if option not in commands[command] | {"--help"}]
+    assert wrong == [], wrong
+
+
+def test_the_option_check_catches_an_option_of_another_command() -> None:
+    commands = command_options()
+    assert options_named("`gitscale plan --no-push`, `reconcile --no-push`", commands) == [
+        ("plan", "--no-push", "gitscale plan --no-push"),
+        ("reconcile", "--no-push", "reconcile --no-push")]
+    assert "--no-push" not in commands["plan"] and "--no-push" in commands["reconcile"]
+
+
+def test_the_readme_quickstart_runs_as_written(tmp_path: Path) -> None:
+    """README "60-second quickstart", pasted at the top of a clone, with only its folders
+    moved under tmp_path. `bash scripts/demo` is `.venv/bin/gitscale demo`, run through the
+    interpreter's own gitscale so that the test never builds a .venv."""
+    script = block_after((ROOT / "README.md").read_text(), "## 60-second quickstart")
+    assert script.startswith("bash scripts/demo --dir /tmp/gs ")
+    assert 'export PATH="$PWD/.venv/bin:$PATH"' in script
+    script = (script.replace("bash scripts/demo", "gitscale demo")
+              .replace("$PWD/.venv/bin", str(Path(sys.executable).parent))
+              .replace("/tmp/gs", str(tmp_path / "gs"))
+              .replace("/tmp/what-if.yaml", str(tmp_path / "what-if.yaml")))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "GITSCALE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(["bash", "-uo", "pipefail", "-c", script], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=180)
+    assert done.returncode == 0, done.stderr  # the last line: history
+    out = done.stdout
+    assert "Plan: 2 to change" in out and '"format_version": 1' in out, out
+    assert "pushed to origin/main" in out, out  # the what-if, to the demo's remote
+    rows = [line.split()[2:5] for line in out.splitlines() if "scale-up" in line]
+    assert ["linux-x64", "5→20", "6"] in rows and ["gpu", "0→1", "1"] in rows, out
+
+
+def test_the_readme_simulate_examples_run_as_written(tmp_path: Path) -> None:
+    """The "What a policy costs" lines that need no config repo, in an empty folder."""
+    block = block_after((ROOT / "README.md").read_text(), "### What a policy costs")
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()
+             if "--repo" not in line]
+    assert len(lines) == 2 and all(line.startswith("gitscale simulate ") for line in lines)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for line in lines:
+        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)
+        assert done.returncode == 0, (line, done.stderr)
+        assert "arc-listener" in done.stdout and "oracle" in done.stdout, done.stdout

@@ -20,7 +20,7 @@ from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
-from gitscale.plan.landing import HOLD_WAIT, say_on_stderr
+from gitscale.plan.landing import HOLD_WAIT, plan_problems, say_on_stderr
 from gitscale.repo.workspace import open_workspace
 
 # Bumped only when a key is removed or changes meaning; a new key leaves it as it is (README,
@@ -50,17 +50,22 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
             plan.left = left
             if only:
                 plan = shown_sets(plan, set(only))
+            invalid = plan_problems(ws, plan)  # (reconcile refuses to commit such a pass)
     # Nothing goes to git; the state cache learns what the pass read and the answers that
     # wrote nothing (as `reconcile` would), so the next pass reads and decides less.
-    cache.apply(plan.cache_writes)
-    cache.save()
+    if not invalid:  # (a pass reconcile would refuse teaches the cache nothing, as there)
+        cache.apply(plan.cache_writes)
+        cache.save()
     if output == "json":
         click.echo(json.dumps(plan_json(plan, format_time(clock)), indent=2))
     else:
         click.echo(plan_text(plan), nl=False)
     for unfinished in plan.placeholders:  # a preview still works; landing it would not
         click.echo(f"warning: {unfinished} (reconcile refuses the config until then)", err=True)
-    if plan.errors:
+    for problem in invalid:  # the change is shown, but it cannot land: an error of the pass
+        click.echo(f"error: {problem} (reconcile refuses to commit this file until then)",
+                   err=True)
+    if plan.errors or invalid:
         return EXIT_ERROR
     return EXIT_CHANGES if plan.changes else EXIT_OK
 

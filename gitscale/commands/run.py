@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
@@ -21,7 +22,7 @@ from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, bac
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
 from gitscale.demand.resolve import Sources
-from gitscale.errors import GitscaleError, InputError
+from gitscale.errors import GitError, GitscaleError, InputError
 from gitscale.repo.git import redact
 from gitscale.plan.landing import describe_landing, land
 from gitscale.timeutil import format_time, parse_duration, utcnow
@@ -44,6 +45,18 @@ QUIET = "no change: nothing to commit"
 
 
 @dataclass
+class Unread:
+    """A set whose demand could not be read, pass after pass (a revoked token, a source down):
+    its error is logged when it starts or changes, then once every QUIET_LOG_EVERY seconds
+    with the count, not on every pass (a 30 s loop logged 2,880 lines a day of one 401)."""
+
+    message: str
+    since: datetime
+    passes: int = 1
+    said_at: float = 0.0
+
+
+@dataclass
 class LoopState:
     """What decides when the next pass starts."""
 
@@ -54,6 +67,11 @@ class LoopState:
     quiet_since: datetime | None = None  # the first of them
     said_at: float = 0.0  # time.monotonic() of the last pass line logged
     said: bool = True  # the last pass was logged (and so is the wait after it)
+    failing_since: datetime | None = None  # the first failed pass of the failures in a row
+    git_failed: bool = False  # the last pass failed in git: a kept clone is made again
+    error: str = ""  # what the last failed pass said (a repeat of it is one line)
+    # sets left untouched because their demand could not be read: name → the streak
+    unread: dict[str, "Unread"] = field(default_factory=dict)
 
     def delay(self) -> float:
         base = self.interval if self.failures == 0 else backoff(
@@ -93,11 +111,22 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
 
     checkpoint = Checkpoint(save)
     try:
-        with open_workspace(opts.repo, opts.branch, sparse=True, kept=True) as ws:
+        with ExitStack() as kept:
+            ws: Workspace | None = None
             while not stop.is_set():
                 started = time.monotonic()
-                last_code = _one_pass(ws, opts, demand, cache, sources, state, clock, passes,
-                                      metrics)
+                fresh = ws is None  # cloned by this pass: nothing to sync
+                if ws is None:
+                    ws = _open(kept, opts, state, clock, metrics)
+                last_code = EXIT_ERROR if ws is None else _one_pass(
+                    ws, opts, demand, cache, sources, state, clock, passes, metrics,
+                    fresh=fresh)
+                if ws is not None and ws.mode == "clone" and state.git_failed:
+                    # git failed in the kept clone: the remote, or the clone itself (a fetch
+                    # cut by a full disk, its files removed). The next pass clones afresh, so
+                    # a broken clone cannot fail every pass until a restart.
+                    kept.close()
+                    ws = None
                 passes += 1
                 checkpoint()
                 if max_passes is not None and passes >= max_passes:
@@ -115,30 +144,71 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     return last_code if max_passes is not None else EXIT_OK
 
 
+def _open(kept: ExitStack, opts: RepoOptions, state: LoopState, clock: Callable[[], datetime],
+          metrics: "LoopMetrics") -> Workspace | None:
+    """The workspace every pass works in: a checkout, or the clone kept from pass to pass. A
+    clone that cannot be made (the remote unreachable or refusing, its branch gone) is a
+    failed pass, tried again with the backoff like any other: a Deployment restarted while
+    its git server is down waits for it, rather than exiting into CrashLoopBackOff. Wrong
+    options (a URL with a password in it, a path that is no checkout) still stop it, exit 1."""
+    now, started = clock(), time.monotonic()
+    try:
+        return kept.enter_context(open_workspace(opts.repo, opts.branch, sparse=True,
+                                                 kept=True))
+    except InputError:
+        raise
+    except GitError as exc:
+        _failed(state, metrics, exc, now, started, redact(str(exc)))
+        return None
+
+
+def _failed(state: LoopState, metrics: "LoopMetrics", exc: Exception, now: datetime,
+            started: float, said: str, *, what: str = "failed", report: str = "") -> None:
+    """Count and log a failed pass. The first of a streak, and one that fails otherwise
+    than the pass before it, is logged whole (with ``report``: a crash's); a repeat of the
+    same error (the same last line: the cause, in git's output) is that one line, with the
+    streak's start."""
+    metrics.failed(exc, time.monotonic() - started)
+    state.failures += 1
+    state.said, state.quiet = True, 0
+    if state.failures == 1:
+        state.failing_since = now
+    # what a streak repeats: git's last line (the command before it names a new temporary
+    # clone each time), an input error's one line
+    cause = next((line.strip() for line in reversed(said.splitlines()) if line.strip()), said)
+    if state.failures > 1 and cause == state.error and state.failing_since is not None:
+        log(f"pass {what} ({state.failures} in a row since {format_time(state.failing_since)})"
+            f": the same error again: {cause}")
+        return
+    state.error = cause
+    log(f"pass {what} ({state.failures} in a row): {said}{report}")
+
+
 def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: StateCache,
               sources: Sources, state: LoopState, clock: Callable[[], datetime],
-              number: int, metrics: "LoopMetrics") -> int:
+              number: int, metrics: "LoopMetrics", *, fresh: bool = False) -> int:
+    """``fresh``: the workspace was opened for this pass (a clone just made needs no sync)."""
     now, started = clock(), time.monotonic()
+    state.git_failed = False
     planner = Planner(ws, opts, demand, now, cache, sources, progress=number == 0,
                       window=timedelta(seconds=state.interval))
     try:
-        if number > 0 and ws.mode == "clone":
+        if not fresh and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
         landed = land(ws, planner, cache=cache, say=log)
     except GitscaleError as exc:
-        metrics.failed(exc, time.monotonic() - started)
-        state.failures += 1
-        state.said, state.quiet = True, 0
-        log(f"pass failed ({state.failures} in a row): {redact(str(exc))}")
+        _failed(state, metrics, exc, now, started, redact(str(exc)))
+        state.git_failed = isinstance(exc, GitError)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the loop outlives a bug too (gitscale/crash.py)
-        metrics.failed(exc, time.monotonic() - started)
-        state.failures += 1
-        state.said, state.quiet = True, 0
-        log(f"pass crashed ({state.failures} in a row): {crash.summary(exc)}\n{crash.report()}")
+        _failed(state, metrics, exc, now, started, crash.summary(exc), what="crashed",
+                report=f"\n{crash.report()}")
         return crash.EXIT_CRASH
     metrics.landed(landed, time.monotonic() - started)
-    state.failures = 0
+    recovered = "" if state.failures == 0 or state.failing_since is None else (
+        f" (recovered: {state.failures} failed "
+        f"pass{'es' if state.failures > 1 else ''} since {format_time(state.failing_since)})")
+    state.failures, state.failing_since, state.error = 0, None, ""
     reading = planner.reading
     if reading is not None:
         if reading.retry_at is not None:
@@ -152,20 +222,49 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     changed = "".join(f"{c.name} {c.before.replicas}→{c.decision.replicas}, "
                       for c in landed.plan.changes).removesuffix(", ")
     said = describe_landing(landed, ws)
+    errors = _unread(state, landed.plan.errors, now)
     if not _say_pass(state, now, number, quiet=said == QUIET and not changed
-                     and not landed.plan.errors
+                     and not errors and not recovered
                      and (reading is None or reading.retry_at is None)):
-        return EXIT_OK
+        return EXIT_ERROR if landed.plan.errors else EXIT_OK
     # a quiet pass says "no change: nothing to commit" once, not "no change; no change: …"
     log(f"pass at {format_time(now)}: {changed + '; ' if changed else ''}{said}"
         + (f" (nothing changed in {state.quiet} passes since {format_time(state.quiet_since)})"
-           if state.quiet > 1 and state.quiet_since is not None else ""))
-    for name, message in landed.plan.errors.items():
-        log(f"{name}: {message} (left untouched)")
+           if state.quiet > 1 and state.quiet_since is not None else "") + recovered
+        + (f"; left untouched: {', '.join(sorted(landed.plan.errors))}" if landed.plan.errors
+           else ""))
+    for line in errors:
+        log(line)
     if number == 0:
         for name, why in landed.plan.left.items():
             log(f"{name}: {why}")
     return EXIT_ERROR if landed.plan.errors else EXIT_OK
+
+
+def _unread(state: LoopState, errors: dict[str, str], now: datetime) -> list[str]:
+    """The lines to log of the sets left untouched this pass (``Unread``), and of those read
+    again after a streak; a repeat within QUIET_LOG_EVERY says nothing (the pass is quiet)."""
+    clock = time.monotonic()
+    lines = [f"{name}: demand read again (after {_passes(streak.passes)} left untouched "
+             f"since {format_time(streak.since)})" for name, streak in state.unread.items()
+             if name not in errors]
+    state.unread = {name: streak for name, streak in state.unread.items() if name in errors}
+    for name, message in errors.items():
+        streak = state.unread.get(name)
+        if streak is None or streak.message != message:
+            state.unread[name] = Unread(message, now, said_at=clock)
+            lines.append(f"{name}: {message} (left untouched)")
+            continue
+        streak.passes += 1
+        if clock - streak.said_at >= QUIET_LOG_EVERY:
+            streak.said_at = clock
+            lines.append(f"{name}: still left untouched ({_passes(streak.passes)} since "
+                         f"{format_time(streak.since)}): {message}")
+    return lines
+
+
+def _passes(count: int) -> str:
+    return f"{count} pass{'es' if count != 1 else ''}"
 
 
 def _say_pass(state: LoopState, now: datetime, number: int, *, quiet: bool) -> bool:

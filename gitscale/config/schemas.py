@@ -7,7 +7,7 @@ from datetime import date, time
 from typing import Any
 
 from gitscale.core.forecast import DAYS
-from gitscale.errors import InputError, shown
+from gitscale.errors import InputError, shown, shown_as_yaml
 from gitscale.runnerset_api import REPLICAS_MAX
 from gitscale.yamlio.read import Document, format_path
 
@@ -362,7 +362,7 @@ def _explain(problem: Any) -> str:
             # YAML reads an unquoted 2026-01-05T09:00:00Z as a timestamp, not as text
             return (f"{problem.instance.isoformat()} is a YAML timestamp here, not text: "
                     f"quote it ('{problem.instance.isoformat()}')")
-        return f"{value} is not of type {problem.validator_value}"
+        return f"{shown_as_yaml(problem.instance)} is not of type {problem.validator_value}"
     if problem.validator == "pattern" and problem.schema is API_URL:
         return (f"{value} is not an API's base URL: https://HOST or https://HOST/PATH, "
                 "without credentials, query or fragment (a token goes in {env: NAME} or "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from gitscale.errors import shown_as_yaml
 from gitscale.runnerset_api import GROUP, PLURAL
 from gitscale.timeutil import parse_time
 from gitscale.yamlio.read import Document, load_documents
@@ -195,6 +196,10 @@ def explain(errors: Iterable[Any]) -> list[Problem]:
             for key in error.validator_value:
                 if key not in instance and key not in missing.setdefault(at, []):
                     missing[at].append(str(key))
+        elif error.validator == "type" and (instance is None or isinstance(instance, bool)):
+            # jsonschema says Python's None and True: the file says null and true
+            others.append(Problem(_label(at), f"{shown_as_yaml(instance)} is not of type "
+                                  f"{error.validator_value!r}", at))
         else:
             others.append(Problem(_label(at), str(error.message), at))
     problems: list[Problem] = []

@@ -182,6 +182,17 @@ def refuse_unfinished(plan: Plan) -> None:
 
 def check_plan(ws: Workspace, plan: Plan) -> None:
     """Refuse to commit a manifest that fails schema validation."""
+    problems = plan_problems(ws, plan)
+    if problems:
+        raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "
+                              + "\n  ".join(problems))
+
+
+def plan_problems(ws: Workspace, plan: Plan) -> list[str]:
+    """What schema validation says of the files ``plan`` edits, as they would be committed
+    (`plan` shows them: `reconcile` refuses such a pass)."""
+    if not plan.changed_paths:
+        return []
     # imported here: only a pass that edits a file validates, and the schemas (the RunnerSet
     # CRD, built from the controller's platform registry) cost ~25 ms to import
     from gitscale.manifest.validate import Validation
@@ -199,9 +210,7 @@ def check_plan(ws: Workspace, plan: Plan) -> None:
             # lines named are those of the file in the repo: the edit is never written
             problems += validation.check(path, new, [c.new_object for c in by_path[path]],
                                          lines_in=old or None).problems
-    if problems:
-        raise ValidationError("refusing to commit invalid manifests (nothing was written):\n  "
-                              + "\n  ".join(problems))
+    return problems
 
 
 def set_lines(changes: list[SetChange]) -> list[SetLine]:

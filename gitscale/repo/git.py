@@ -12,9 +12,10 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -22,6 +23,7 @@ from gitscale.errors import GitError, InputError, PushRaced, PushRejected
 from gitscale.redact import has_credentials
 from gitscale.redact import redact as redact_text
 from gitscale.repo.git_env import auth_hint, check_token, git_env, no_git_env
+from gitscale.timeutil import format_time
 
 # receive-pack's status when the ref moved between its advertisement and the update ("failed to
 # update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
@@ -172,6 +174,13 @@ class Git:
         if not remote or remote == "." or not merge:
             return None
         return remote, merge.removeprefix("refs/heads/")
+
+    def remote_heads(self, remote: str) -> list[str]:
+        """The branches ``remote`` has (one round trip, refs only)."""
+        check_token()
+        out = self.out("ls-remote", "--heads", remote)
+        return [line.split("\trefs/heads/", 1)[1] for line in out.splitlines()
+                if "\trefs/heads/" in line]
 
     def remote_url(self, remote: str) -> str | None:
         result = self.run("remote", "get-url", remote, check=False)
@@ -365,10 +374,47 @@ def raw_date(date: str) -> str | None:
 def describe_failure(args: Sequence[str], result: Result) -> str:
     output = (result.stderr or result.stdout).strip()
     lines = output.splitlines()
+    locked = _LOCKED.search(output)
+    if locked:  # git's paragraph on what may hold it, replaced by what to do (_lock_hint)
+        lines = [line for line in lines if line.startswith(("fatal:", "error:"))]
     if len(lines) > 20:
         lines = lines[:20] + [f"... ({len(lines) - 20} more lines)"]
     return redact(f"git {' '.join(args)} failed (exit {result.code}):\n" + "\n".join(lines)
-                  + auth_hint(output))
+                  + auth_hint(output) + _branch_hint(output)
+                  + (_lock_hint(Path(locked.group(1))) if locked else ""))
+
+
+# git's words for a lock file it found in place ("Unable to create '…/index.lock': File
+# exists."): another git at work in the repository, or one killed that left it there
+_LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def _lock_hint(lock: Path) -> str:
+    """What to do about a lock file git found in place. gitscale never removes one: a git
+    process of someone else's may be at work (CHANGELOG, Known limits)."""
+    try:
+        made = lock.stat().st_mtime if lock.is_absolute() else None
+    except OSError:
+        return "\nhint: the git process that held it has finished since: try again"
+    if made is None:
+        return ("\nhint: a git process still works in this repository, or one was killed "
+                "before it could remove it; if none runs there, remove it; gitscale does not")
+    age = max(0.0, time.time() - made)
+    when = format_time(datetime.fromtimestamp(made, timezone.utc))
+    return (f"\nhint: it was made at {when} ({age / 60:.0f} min ago) by a git process that "
+            "still works in this repository, or that was killed before it could remove it"
+            f"\nhint: if no git process runs there, remove it (rm {lock}); gitscale does not")
+
+
+def _branch_hint(output: str) -> str:
+    """Say what git means when the branch asked for is not on the remote (deleted there)."""
+    gone = re.search(r"couldn't find remote ref refs/heads/(\S+)"
+                     r"|Remote branch (\S+) not found in upstream", output)
+    if gone is None:
+        return ""
+    return (f"\nhint: the remote has no branch {gone.group(1) or gone.group(2)} (deleted or "
+            "renamed there?): restore it, or pass --branch with the one gitscale should "
+            "work on")
 
 
 

@@ -145,8 +145,17 @@ class Workspace:
             self.git.reset_hard(tip)
             self.recovered.append(f"unpushed commit {head[:12]}")
             return
-        raise InputError(self.label, f"branch {self.branch} has commits that are not on "
-                         f"{self.remote}/{self.remote_branch}; push them first, or use --no-push")
+        # Not pushed yet, or dropped from the remote by a force push or a reset there: which
+        # side is right is for a person to say (pushing them again would undo a rollback).
+        where = f"{self.remote}/{self.remote_branch}"
+        count = self.git.out("rev-list", "--count", f"{tip}..{head}")
+        newest = self.git.commit_facts(head)[1]
+        raise InputError(self.label, f"branch {self.branch} has {count} commit"
+                         f"{'' if count == '1' else 's'} that {where} does not have (newest "
+                         f"{head[:12]} {newest!r}): not pushed yet, or dropped there by a force "
+                         "push or a reset. Either push them first (or use --no-push), or, if "
+                         f"{where} is right, `git -C {self.root} reset --hard {tip[:12]}` (its "
+                         "commit) drops them here and gitscale goes on from there")
 
     def begin_write(self, files: Mapping[str, tuple[str, str]], base: str) -> None:
         """Record the edit about to be written (path → (text before, text after)) and
@@ -292,9 +301,20 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
 
 
 def _check_born(ws: Workspace) -> None:
-    if not ws.git.has_commits():
-        raise InputError(ws.label, "has no commits yet: commit gitscale.yaml and the manifests "
-                         "first (`gitscale init` writes and commits them)")
+    if ws.git.has_commits():
+        return
+    if ws.mode == "clone":  # cloned empty: the remote's HEAD may name a branch deleted there
+        try:
+            heads = ws.git.remote_heads("origin")
+        except GitError:
+            heads = []
+        if heads:
+            listed = ", ".join(heads[:5]) + (" …" if len(heads) > 5 else "")
+            raise InputError(ws.label, "its default branch (the one its HEAD names) does not "
+                             f"exist there: deleted or renamed? Its branches: {listed}; pass "
+                             "--branch with the one gitscale should work on")
+    raise InputError(ws.label, "has no commits yet: commit gitscale.yaml and the manifests "
+                     "first (`gitscale init` writes and commits them)")
 
 
 def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool,

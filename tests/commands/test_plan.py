@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import jsonpatch
+import pytest
 import yaml
 
 from gitscale.config.load import ObjectRef
@@ -311,3 +313,24 @@ def test_plan_set_shows_only_the_sets_named_and_exits_on_them(  # type: ignore[n
     code, out, err = run(capsys, "plan", "--repo", str(checkout), "--set", "gpx")
     assert code == 1 and out == ""
     assert "no runner set named 'gpx' (known: linux, gpu)" in err
+
+
+@pytest.mark.skipif(shutil.which("kubeconform") is not None,
+                    reason="the in-process checker's words (kubeconform says its own)")
+def test_a_change_reconcile_would_refuse_is_shown_and_exits_1(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                              _isolated_cache: Path) -> None:
+    """A manifest that fails schema validation: the change is shown, each problem is said at
+    its line, and the exit is 1, not 2 ("changes pending": a change that cannot land); the
+    state cache learns nothing, as from the reconcile that would refuse it."""
+    manifest = RUNNERSET.format(name="linux", replicas=1).replace(
+        "  platform: github\n", "  platform: github\n  repicas: 3\n")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": simple_config({"linux": "default"}),
+                                    "sets/linux.yaml": manifest,
+                                    "demand.yaml": "linux: {queued: 3, running: 0}\n"})
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", NOW)
+    assert code == 1, out + err
+    assert "~ linux" in out and "+++ b/sets/linux.yaml" in out
+    assert err == ("error: sets/linux.yaml:8: spec: unknown field 'repicas': did you mean "
+                   "'replicas'? (reconcile refuses to commit this file until then)\n")
+    assert not (_isolated_cache / "manifest-state.pickle").exists()
+    assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 1

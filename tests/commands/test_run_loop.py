@@ -83,9 +83,13 @@ def test_loop_survives_a_bad_pass(tmp_path: Path) -> None:
     git(checkout, "push", "-q")
     result = subprocess.run(
         [sys.executable, "-m", "gitscale", "run", "--repo", str(checkout), "--interval", "1s",
-         "--max-passes", "2"], capture_output=True, text=True, timeout=60)
+         "--max-passes", "3"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
-    assert result.stderr.count("demand.yaml:1") >= 2  # logged on each pass, loop kept going
+    # the loop kept going, every pass saying the set was left alone; the error itself is
+    # said when it starts (a repeat, once every ten minutes: a day of one 401 was 2,880 lines)
+    assert result.stderr.count("demand.yaml:1") == 1, result.stderr
+    passes = [line for line in result.stderr.splitlines() if " pass at " in line]
+    assert len(passes) >= 2 and all("left untouched: linux" in p for p in passes), passes
     assert "Traceback" not in result.stderr
 
 
@@ -265,3 +269,29 @@ def test_a_quiet_loop_logs_a_line_every_ten_minutes_not_every_pass(
     assert passes[5].endswith(": no change: nothing to commit"), passes[5]
     assert len([line for line in lines if line.startswith("next pass in")]) == 6
     assert lines[-1] == "stopped after 50 passes"
+
+
+def test_a_set_left_untouched_pass_after_pass_is_said_when_it_starts_changes_and_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from gitscale.commands import run
+
+    state = LoopState(30.0)
+    t0 = datetime(2026, 11, 27, 9, 0, tzinfo=timezone.utc)
+    at = [t0 + timedelta(seconds=30 * i) for i in range(8)]
+    revoked = "GitHub GET …/actions/runs answered 401: Bad credentials"
+    assert run._unread(state, {"linux": revoked}, at[0]) == [f"linux: {revoked} (left untouched)"]
+    assert run._unread(state, {"linux": revoked}, at[1]) == []  # a repeat: nothing
+    monkeypatch.setattr(run, "QUIET_LOG_EVERY", 0.0)  # ten minutes later
+    assert run._unread(state, {"linux": revoked}, at[2]) == [
+        f"linux: still left untouched (3 passes since 2026-11-27T09:00:00Z): {revoked}"]
+    monkeypatch.setattr(run, "QUIET_LOG_EVERY", 600.0)
+    other = "GitHub GET …/actions/runs answered 503"
+    assert run._unread(state, {"linux": other, "gpu": other}, at[3]) == [
+        f"linux: {other} (left untouched)", f"gpu: {other} (left untouched)"]  # changed, new
+    assert run._unread(state, {"gpu": other}, at[4]) == [
+        "linux: demand read again (after 1 pass left untouched since 2026-11-27T09:01:30Z)"]
+    assert run._unread(state, {}, at[5]) == [
+        "gpu: demand read again (after 2 passes left untouched since 2026-11-27T09:01:30Z)"]
+    assert state.unread == {}

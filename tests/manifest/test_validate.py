@@ -324,3 +324,13 @@ def test_schema_problems_are_one_per_thing_to_fix(github: dict, expected: list[s
     problems = SchemaValidator().check(obj)
     assert sorted(p.message for p in problems) == sorted(expected)
     assert {p.path for p in problems} == {"spec.github"}
+
+
+@pytest.mark.parametrize(("value", "said"), [(None, "null"), (True, "true"), (False, "false")])
+def test_a_null_or_a_boolean_is_said_as_the_file_says_it(value: object, said: str) -> None:
+    """jsonschema says Python's None and True; the YAML said null and true."""
+    obj = runnerset(github={"configURL": "https://github.com/x", "credentialsSecret": value})
+    problems = SchemaValidator().check(obj)
+    assert [(p.path, p.message) for p in problems] == [
+        ("spec.github.credentialsSecret", f"{said} is not of type 'string'")]
+

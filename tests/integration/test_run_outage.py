@@ -1,0 +1,149 @@
+"""`gitscale run` through an outage of its git server (a real `git daemon` on loopback, stopped
+and started again on the same port): it waits for the remote, whether it was down at the
+loop's start or went away later, says a streak of the same failure in one line a pass, and
+lands once the remote answers again, from a kept clone that still works."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import RUNNERSET, git, simple_config, wait_for
+from tests.integration.conftest import GitDaemon, _daemon_argv, cli_env, make_bare, \
+    wait_for_port
+
+# the loop with its backoff capped at --interval (1 s): the test needs passes, not waits
+FAST_RUN = """
+import sys
+import gitscale.commands.run as run
+run.BACKOFF_CAP = 0.0
+from gitscale.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+FILES = {
+    "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+    "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+    "demand.yaml": "linux: {queued: 3, running: 0}\n",
+}
+
+
+def restart(daemon: GitDaemon) -> None:
+    """The same daemon (same port, same repositories) started again after ``stop``."""
+    with daemon.log.open("ab") as sink:
+        daemon.proc = subprocess.Popen(_daemon_argv(daemon.base, daemon.port),
+                                       stdin=subprocess.DEVNULL, stdout=sink, stderr=sink,
+                                       start_new_session=True)
+    assert wait_for_port(daemon.port, daemon.proc, 10.0)
+
+
+def failures(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if " pass failed (" in line]
+
+
+def test_run_waits_for_its_remote_and_lands_when_it_is_back(git_server: GitDaemon,
+                                                            tmp_path: Path) -> None:
+    bare = git_server.create(FILES)
+    git_server.stop()  # down before the loop starts: a Deployment restarted in an outage
+    log = tmp_path / "run.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", FAST_RUN, "run", "--repo", git_server.url(),
+             "--interval", "1s"], stdout=subprocess.DEVNULL, stderr=err,
+            env=cli_env({"GITSCALE_CACHE_DIR": str(tmp_path / "cache")}))
+    try:
+        wait_for(lambda: len(failures(log)) >= 3 or proc.poll() is not None, 30.0)
+        assert proc.poll() is None, log.read_text()  # before: exit 1 on the first clone
+        restart(git_server)
+        wait_for(lambda: "replicas: 3" in git(bare, "show", "main:sets/linux.yaml"), 30.0)
+        # down again while it runs (its kept clone's fetch fails), then back with new demand
+        git_server.stop()
+        seen = len(failures(log))
+        wait_for(lambda: len(failures(log)) >= seen + 3, 30.0)
+        work = tmp_path / "work"
+        git(tmp_path, "clone", "-q", str(bare), str(work))
+        (work / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
+        git(work, "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qam",
+            "more demand")
+        git(work, "push", "-q")
+        restart(git_server)
+        wait_for(lambda: "replicas: 5" in git(bare, "show", "main:sets/linux.yaml"), 30.0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text
+    lines = text.splitlines()
+    # each streak: its first failure whole (git's command and output), each repeat one line
+    firsts = [i for i, line in enumerate(lines) if " pass failed (1 in a row): " in line]
+    assert len(firsts) == 2, text
+    assert "git clone" in lines[firsts[0]] and "git fetch" in lines[firsts[1]], text
+    repeats = [line for line in lines if " in a row since " in line]
+    assert len(repeats) >= 4, text
+    for line in repeats:
+        assert line.endswith(": the same error again: 127.0.0.1[0: 127.0.0.1]: "
+                             "errno=Connection refused"), line
+    assert lines[firsts[0] + 1].endswith("unable to connect to 127.0.0.1:"), text
+    # the pass that lands after a streak says so
+    back = [line for line in lines if "(recovered: " in line]
+    assert len(back) == 2 and "linux 0→3" in back[0] and "linux 3→5" in back[1], text
+    log_of = git(bare, "log", "--format=%s", "main").splitlines()
+    assert log_of[:3] == ["gitscale: linux 3→5", "more demand", "gitscale: linux 0→3"]
+
+
+def test_max_passes_against_a_remote_that_never_answers(tmp_path: Path) -> None:
+    """Every pass fails: each is counted, the exit code is the last one's (1), no traceback."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = subprocess.run(
+        [sys.executable, "-c", FAST_RUN, "run", "--repo", f"git://127.0.0.1:{port}/x.git",
+         "--interval", "1s", "--max-passes", "3"], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "GITSCALE_CACHE_DIR": str(tmp_path / "cache")})
+    assert result.returncode == 1, result.stderr
+    assert "stopped after 3 passes" in result.stderr, result.stderr
+    assert len([line for line in result.stderr.splitlines() if " pass failed (" in line]) == 3
+    assert "pass failed (3 in a row since " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_broken_kept_clone_is_cloned_again(tmp_path: Path) -> None:
+    """The clone `run` keeps breaks under it (its objects gone: a fetch cut by a full disk, a
+    clean-up of /tmp): the pass that meets it fails, and the next one clones afresh and lands —
+    before, every pass failed on it until a restart."""
+    remote = make_bare(tmp_path, "remote.git", FILES)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    log = tmp_path / "run.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", FAST_RUN, "run", "--repo", str(remote), "--interval", "1s"],
+            stdout=subprocess.DEVNULL, stderr=err,
+            env=cli_env({"GITSCALE_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(scratch)}))
+    try:
+        wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
+        [clone] = scratch.glob(f"gitscale-clone.*.{proc.pid}.*")
+        shutil.rmtree(clone / "repo" / ".git" / "objects")
+        wait_for(lambda: failures(log), 30.0)
+        work = tmp_path / "work"
+        git(tmp_path, "clone", "-q", str(remote), str(work))
+        (work / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
+        git(work, "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qam",
+            "more demand")
+        git(work, "push", "-q")
+        wait_for(lambda: "replicas: 5" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text
+    assert len(failures(log)) == 1, text  # one failed pass, then a fresh clone
+    assert "(recovered: 1 failed pass since " in text, text
+    assert not list(scratch.glob("gitscale-clone.*"))  # the broken one removed, the new at exit

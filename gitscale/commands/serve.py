@@ -27,7 +27,7 @@ from gitscale.config.load import load_config
 from gitscale.core.reservations import Correction
 from gitscale.demand.resolve import Sources
 from gitscale.config.secrets import SecretError, env_name_problem
-from gitscale.errors import GitscaleError, InputError
+from gitscale.errors import GitscaleError, InputError, PushRejected
 from gitscale.repo.git import redact
 from gitscale.plan.landing import describe_landing, land
 from gitscale.metrics import (LoopMetrics, exposition, listen_address, start_listener,
@@ -40,11 +40,15 @@ from gitscale.webhooks.delivery import (MAX_BODY, Deliveries, JobEvent, Rejected
 from gitscale.webhooks.batch import batch_plan
 from gitscale.webhooks.secret import WebhookSecret
 from gitscale.webhooks.served import Serving, check, check_claims, pick
+from gitscale.webhooks.streak import Dropped, Streak, duration
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.http_server import Handler, HttpServer, Limits, RefusedHook, Request, Response
 from gitscale.repo.workspace import Workspace, open_workspace
 
-MAX_BACKOFF = 300.0
+# A failed batch is retried at least this often: its events are jobs waiting for runners, and
+# a retry is a fetch (and a push) — cheap for the remote, and the events land within a minute
+# of the remote coming back (at 5 minutes, a 10-minute outage cost every job 4 more minutes).
+MAX_BACKOFF = 60.0
 # GitHub gives up on a delivery after 10 s and does not redeliver it by itself: a request (from
 # waiting for it to its last byte) gets no longer than that, so a slow or silent client cannot
 # keep a connection for longer.
@@ -64,6 +68,7 @@ class Batcher:
     last_error: str | None = None
     failures: int = 0
     commits: int = 0
+    dropped: int = 0  # events landed batches dropped: jobs no served set takes
 
     def add(self, event: JobEvent) -> None:
         with self.lock:
@@ -87,7 +92,7 @@ class Batcher:
             return {"status": "degraded" if self.failures else "ok",
                     "pending_events": len(self.pending) + self.writing,
                     "last_batch": self.last_batch, "last_error": self.last_error,
-                    "commits": self.commits}
+                    "commits": self.commits, "dropped_events": self.dropped}
 
 
 def make_handler(secret: bytes | WebhookSecret, batcher: Batcher, deliveries: Deliveries,
@@ -283,7 +288,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             if metrics_listen:
                 metrics_server = start_listener(metrics_listen, metrics.registry)
                 log(f"metrics at {url_of(metrics_server)}")
-            batch = Batch(ws, opts, batcher, duration, state_file, cache, metrics, serving)
+            batch = Batch(ws, opts, batcher, duration, state_file, cache, metrics, serving,
+                          resync_on=bool(resync_s))
             batch.run([], None)  # at once: claims the sets, applies expiry
             if ready:
                 ready(server.port)
@@ -341,8 +347,10 @@ def _last_batch(batch: "Batch", batcher: Batcher, attempts: int = 3) -> None:
             time.sleep(2 ** attempt)
     lost = batcher.take()
     jobs = ", ".join(str(e.job) for e in lost[:20]) + (", …" if len(lost) > 20 else "")
-    log(f"{len(lost)} accepted events could not be written (jobs {jobs}); the resync at the "
-        "next start corrects their reservations")
+    log(f"{len(lost)} accepted events could not be written (jobs {jobs}); "
+        + ("the resync at the next start corrects their reservations" if batch.resync_on else
+           "with --resync 0 nothing corrects their reservations: start serve with a resync "
+           "(--resync 5m) once, or they stay as they are until they expire"))
 
 
 CLOSE_GRACE = 5.0  # seconds a resync poll in flight at a stop has to finish
@@ -364,6 +372,7 @@ class Resyncer:
     future: "Future[Listing] | None" = None
     ready: Listing | None = None
     due: float = 0.0  # time.monotonic() of the next poll: the first one at start
+    streak: Streak = field(default_factory=Streak)  # failed polls in a row
 
     def start_if_due(self, ws: Workspace) -> None:
         if not self.every or self.future is not None or time.monotonic() < self.due:
@@ -385,12 +394,23 @@ class Resyncer:
                 polled = future.result()
             except Exception as exc:  # noqa: BLE001 - the server outlives a failed poll
                 self.metrics.error("resync")
-                log(f"resync failed: {crash.summary(exc)}\n{crash.report()}")
+                if self.streak.failed(crash.summary(exc)):
+                    log(f"resync failed: {crash.summary(exc)}\n{crash.report()}")
                 return None
             if polled.error is not None:
                 self.metrics.error("resync")
-                log(f"resync skipped, reservations left as they are: {redact(polled.error)}")
+                if self.streak.failed(polled.error):  # the same error: said once per streak
+                    log("resync skipped, reservations left as they are"
+                        + (f" ({self.streak.count} polls in a row for "
+                           f"{self.streak.lasted()})" if self.streak.count > 1 else "")
+                        + f": {redact(polled.error)}"
+                        + (" (said again when the error changes, and every "
+                           f"{duration(self.streak.remind)} while it lasts)"
+                           if self.streak.count == 1 else ""))
                 return None
+            ended = self.streak.ended()
+            if ended is not None:
+                log(f"resync works again, after {ended[0]} failed polls in {ended[1]}")
             self.ready = polled
         listing, self.ready = self.ready, None
         return listing
@@ -432,12 +452,16 @@ class Batch:
     cache: StateCache
     metrics: LoopMetrics
     serving: Serving
+    resync_on: bool = True
     told: dict[str, str] = field(default_factory=dict)  # --set names not served, said once
+    streak: Streak = field(default_factory=Streak)  # failed batches in a row
+    dropped: Dropped = field(default_factory=Dropped)  # events no served set takes
 
     def run(self, events: list[JobEvent], listing: Listing | None) -> bool:
         """True when it landed; a failed batch keeps its events for the next one."""
         now, started = utcnow(), time.monotonic()
         corrected: dict[str, Correction] = {}
+        unrouted: list[JobEvent] = []
         ws = self.ws
         try:
             if ws.mode == "clone":
@@ -445,8 +469,8 @@ class Batch:
             landed = land(ws, lambda: batch_plan(
                 ws.root, ws.base(), self.opts.config, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
-                lambda config: read_forecasts(ws, config, self.cache, now), self.serving),
-                cache=self.cache, say=log)
+                lambda config: read_forecasts(ws, config, self.cache, now), self.serving,
+                unrouted), cache=self.cache, say=log)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.
@@ -457,10 +481,15 @@ class Batch:
             with self.batcher.lock:
                 self.batcher.failures += 1
                 self.batcher.last_error = what
-            log(f"batch of {_events(len(events))} failed ({self.batcher.failures} in a row, kept "
-                f"for the next try): {what}" + (f"\n{crash.report()}" if bug else ""))
+                waiting = len(self.batcher.pending)
+            if self.streak.failed(what):  # the same error again: said once per streak
+                log(self._failure(what, waiting, exc) + (f"\n{crash.report()}" if bug else ""))
             return False
+        ended = self.streak.ended()
+        if ended is not None:
+            log(f"batches land again, after {ended[0]} failed tries in {ended[1]}")
         self.metrics.landed(landed, time.monotonic() - started)
+        self._tell_dropped(unrouted)
         self._tell_served()
         with self.batcher.lock:
             self.batcher.writing = 0
@@ -475,6 +504,41 @@ class Batch:
         if events or landed.commit:
             log(f"batch of {_events(len(events))}: {describe_landing(landed, ws)}")
         return True
+
+    def _failure(self, what: str, waiting: int, exc: Exception) -> str:
+        """The line of a failed batch: the first of a streak says how serve goes on, a
+        remote's refusal what a person can do, a reminder how long it has lasted."""
+        streak = self.streak
+        if isinstance(exc, PushRejected):  # final for `reconcile`; serve tries again
+            what = what.replace("; not retried.", ".")
+            what += (f"\nserve keeps the events and tries again every {MAX_BACKOFF:g} s; to "
+                     f"land them, let the identity serve pushes as (GITSCALE_GIT_TOKEN's user, "
+                     f"the deploy key) push to {self.ws.remote_branch or self.ws.branch} (a "
+                     "bypass of the branch protection rule or hook), or serve a branch it may "
+                     "push to (--branch)")
+        if streak.count == 1:
+            return (f"batch failed, {_events(waiting)} kept for the next try (retried with "
+                    f"backoff up to {MAX_BACKOFF:g} s; /healthz says degraded; this error is "
+                    f"logged again when it changes, and every {duration(streak.remind)} while "
+                    f"it lasts): {what}")
+        return (f"batch still failing, {streak.count} tries in a row for {streak.lasted()}, "
+                f"{_events(waiting)} kept: {what}")
+
+    def _tell_dropped(self, unrouted: list[JobEvent]) -> None:
+        """Events for jobs no served set takes: counted in /healthz, said at most every 10
+        minutes with an example (the labels to compare with the sets')."""
+        if not unrouted:
+            return
+        with self.batcher.lock:
+            self.batcher.dropped += len(unrouted)
+        first = unrouted[0]
+        example = f"job {first.job} of {first.repo}, labels [{', '.join(first.labels)}]"
+        said = self.dropped.add(len(unrouted), example[:200])
+        if said is not None:
+            log(f"{_events(said.count)} for jobs no served set takes, not stored (e.g. "
+                f"{said.example}): a set takes a job when its source's org/repos hold the "
+                "repository and its labels hold every job label but self-hosted; said at most "
+                f"every {duration(self.dropped.every)}, counted in /healthz dropped_events")
 
     def _tell_served(self) -> None:
         """After a landed batch: what it serves, once per change. A ``--set`` name that a

@@ -32,11 +32,13 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
                listing: Listing | None = None,
                corrected: dict[str, Correction] | None = None,
                forecasts: Callable[[Config], Mapping[str, Forecast]] | None = None,
-               serving: Serving | None = None) -> Plan:
+               serving: Serving | None = None,
+               unrouted: list[JobEvent] | None = None) -> Plan:
     """Apply ``events`` and ``listing`` to the reservations in the repo and plan the sets
     this serve scales (``serving``: ``--set``, by default every webhook-fed set; what this
     batch picked is left in it). What the listing corrected, by set, goes to ``corrected``.
-    ``forecasts``: the forecast sets' forecasts for the config (``gitscale.plan.forecasts``)."""
+    ``forecasts``: the forecast sets' forecasts for the config (``gitscale.plan.forecasts``).
+    The events of jobs no served set takes go to ``unrouted`` (they are not stored)."""
     config: Config = load_config(root, config_path, cache.configs)
     state = read_state(root, state_path)
     serving = serving if serving is not None else Serving()
@@ -46,11 +48,15 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     serving.picked, serving.found = picked, state.served
     routed: dict[str, list[Event]] = {}
     counts: Counter[str] = Counter()
+    nowhere = unrouted if unrouted is not None else []
+    nowhere.clear()  # (`land` calls this again after a lost push race)
     for event in events:
         name = route(event, picked.sets)  # a job no served set takes is dropped here
         if name is not None:
             routed.setdefault(name, []).append(to_event(event, name))
             counts[event.action.value] += 1
+        else:
+            nowhere.append(event)
     reading = DemandReading()
     webhook_sets = picked.sets
     # A set removed from gitscale.yaml (or fed otherwise now, or no longer named by --set)

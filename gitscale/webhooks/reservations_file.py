@@ -69,18 +69,33 @@ def read_state(root: Path, rel: str) -> State:
         return State(text)
     data = docs[0].data
     books: dict[str, Book] = {}
+    where: list[str | int] = []  # what is being read: its line is named in the error
     try:
+        where = ["sets"]
         for name, entry in (data.get("sets") or {}).items():
-            books[str(name)] = Book(
-                tuple(Reservation(_job(r["job"]), bool(r["running"]), _time(r["created"]),
-                                  _time(r["expires"])) for r in entry.get("reservations") or []),
-                _completed(entry.get("completed") or []),
-            )
+            where = ["sets", name, "reservations"]
+            reservations = []
+            for index, r in enumerate(entry.get("reservations") or []):
+                where = ["sets", name, "reservations", index]
+                reservations.append(Reservation(_job(r["job"]), _running(r["running"]),
+                                                _time(r["created"]), _time(r["expires"])))
+            where = ["sets", name, "completed"]
+            books[str(name)] = Book(tuple(reservations), _completed(entry.get("completed") or []))
+        where = ["served"]
         served = _served(data)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise ReservationsError(rel, f"not a reservations file gitscale wrote ({exc}); fix or "
-                                "delete it (reservations are rebuilt from new events)") from None
+        said = f"{exc} is missing" if isinstance(exc, KeyError) else str(exc)
+        raise ReservationsError(rel, f"not a reservations file gitscale wrote ({said}); fix or "
+                                "delete it (reservations are rebuilt from new events, and from "
+                                "GitHub's list by the resync)", docs[0].line_of(where)) from None
     return State(text, books, served)
+
+
+def _running(value: Any) -> bool:
+    """``running: true|false`` (``bool("maybe")`` is True: a typo would hold a runner)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"running: {str(value)[:24]!r} is not true or false")
+    return value
 
 
 def served_sets(root: Path, skip: str | None = None) -> dict[str, str]:

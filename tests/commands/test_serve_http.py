@@ -161,6 +161,8 @@ def test_events_the_last_batch_cannot_write_are_named(repo: Path,
     server.close()
     err = capfd.readouterr().err
     assert "1 accepted events could not be written (jobs 77)" in err
+    # no resync (the test's --resync 0) would correct them at the next start: said so
+    assert "with --resync 0 nothing corrects their reservations" in err
 
 
 def test_a_body_too_large_is_logged_as_the_other_rejections(

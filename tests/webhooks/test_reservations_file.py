@@ -63,4 +63,5 @@ def test_a_bad_completed_entry_is_refused_naming_the_file(tmp_path: Path, comple
     with pytest.raises(ReservationsError) as caught:
         state_of(tmp_path, text)
     said = str(caught.value)
-    assert said.startswith(f"{REL}: not a reservations file gitscale wrote (") and words in said
+    # the line of the `completed:` that holds the entry
+    assert said.startswith(f"{REL}:5: not a reservations file gitscale wrote (") and words in said

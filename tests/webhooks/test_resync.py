@@ -142,3 +142,38 @@ def test_resync_zero_never_asks_github(github: FakeGitHub, tmp_path: Path) -> No
         server.close()
     assert github.log == []
     assert book(repo) == {"linux": {5: True, 9: False}}  # the running job still holds a runner
+
+
+def test_a_resync_failing_poll_after_poll_is_said_once_and_its_end_too(
+        github: FakeGitHub, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """GitHub answering 503 for a while: one line at the first failed poll (was one per poll,
+    every --resync), one when a poll works again; the reservations stay meanwhile."""
+    import time
+
+    github.fail("error", match="/actions/runs", status=503)
+    repo = checkout(tmp_path, github.url, LOST_COMPLETED)
+    server = Server(repo, window="1s", resync="10s")
+    err = ""
+    try:
+        deadline = time.monotonic() + 60
+        while sum(r.status == 503 for r in github.log) < 4:  # two polls (each tries twice)
+            assert time.monotonic() < deadline, err
+            time.sleep(0.2)
+        err += capfd.readouterr().err
+        time.sleep(1.5)  # the second poll's answer is taken by the next batch
+        assert book(repo) == {"linux": {5: True}}
+        github.clear_faults()
+        while "resync works again" not in err:
+            assert time.monotonic() < deadline, err
+            time.sleep(0.2)
+            err += capfd.readouterr().err
+        wait_for_book(repo, {"linux": {}})  # the lost `completed` of job 5, corrected
+    finally:
+        server.close()
+    err += capfd.readouterr().err
+    assert err.count("resync skipped") == 1, err
+    assert "(said again when the error changes, and every 30m while it lasts)" in err
+    import re
+
+    assert re.search(r"resync works again, after [23] failed polls in \d+s", err), err[-600:]
+    assert "Traceback" not in err

@@ -91,6 +91,9 @@ class LoopMetrics:
                                      registry=reg)
         self.deliveries = Counter("gitscale_webhook_deliveries", "Webhook deliveries to "
                                   "`serve`, by result", ["result"], registry=reg)
+        self.unrouted = Counter("gitscale_webhook_unrouted_events", "workflow_job events "
+                                "`serve` accepted for jobs no served set takes (not stored)",
+                                registry=reg) if webhooks else None
         self.written: set[tuple[str, str]] = set()  # the (set, reason) series of `writes`
         for result in PASS_RESULTS:
             self.passes.labels(result)
@@ -153,6 +156,11 @@ class LoopMetrics:
 
     def delivery(self, result: str) -> None:
         self.deliveries.labels(result).inc()
+
+    def dropped(self, count: int) -> None:
+        """Events for jobs no served set takes (serve's batches)."""
+        if self.unrouted is not None:
+            self.unrouted.inc(count)
 
 
 

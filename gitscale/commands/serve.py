@@ -531,6 +531,7 @@ class Batch:
             return
         with self.batcher.lock:
             self.batcher.dropped += len(unrouted)
+        self.metrics.dropped(len(unrouted))
         first = unrouted[0]
         example = f"job {first.job} of {first.repo}, labels [{', '.join(first.labels)}]"
         said = self.dropped.add(len(unrouted), example[:200])
@@ -538,7 +539,8 @@ class Batch:
             log(f"{_events(said.count)} for jobs no served set takes, not stored (e.g. "
                 f"{said.example}): a set takes a job when its source's org/repos hold the "
                 "repository and its labels hold every job label but self-hosted; said at most "
-                f"every {duration(self.dropped.every)}, counted in /healthz dropped_events")
+                f"every {duration(self.dropped.every)}, counted in /healthz dropped_events and "
+                "gitscale_webhook_unrouted_events_total")
 
     def _tell_served(self) -> None:
         """After a landed batch: what it serves, once per change. A ``--set`` name that a

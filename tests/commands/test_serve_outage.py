@@ -4,6 +4,7 @@ broken by hand while serve runs, deliveries no set takes. Each: no event lost, o
 per failure streak that says what to do, and a line when it is over."""
 from __future__ import annotations
 
+import http.client
 import os
 import time
 from pathlib import Path
@@ -169,6 +170,10 @@ def test_deliveries_no_set_takes_are_counted_said_and_not_stored(
         server.post(job(5, "queued", LINUX))
         wait_for_commit(server, repo, commits)
         wait_until(lambda: server.health()["dropped_events"] == 3, 10, "not counted")
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/metrics")
+        metrics = conn.getresponse().read().decode()
+        assert "\ngitscale_webhook_unrouted_events_total 3.0\n" in metrics, metrics
     finally:
         server.close()
     err = capfd.readouterr().err

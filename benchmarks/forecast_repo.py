@@ -29,7 +29,7 @@ spec:
   patchID: {patch}
   effectiveTime: "{time}"
   platform: github
-  github: {{configURL: "https://github.com/example"}}
+  github: {{configURL: "https://github.com/example", credentialsSecret: github-app}}
   template:
     spec:
       containers:

@@ -19,7 +19,10 @@ def staggered_repo(tmp_path: Path) -> Path:
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "{maxReplicas: 100, forecast: {jitter: 0s}}"}),
         "sets/linux.yaml": "apiVersion: gitscale.dev/v1alpha1\nkind: RunnerSet\n"
-                           "metadata: {name: linux}\nspec: {replicas: 0, patchID: 3}\n",
+                           "metadata: {name: linux}\nspec: {replicas: 0, patchID: 3, "
+                           "platform: github, github: {configURL: 'https://github.com/x', "
+                           "credentialsSecret: gh}, template: {spec: {containers: "
+                           "[{name: runner, image: 'runner:1'}]}}}\n",
         "demand.yaml": "linux: {queued: 0, running: 0}\n",
     })
     for day in (0, 7):

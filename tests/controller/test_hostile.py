@@ -7,6 +7,7 @@ keeps serving its other sets. Against the local API server and the GitHub/Buildk
 from __future__ import annotations
 
 import base64
+import itertools
 import logging
 from typing import Any
 
@@ -19,7 +20,7 @@ from tests.controller.buildkite_fake import FakeBuildkite
 from tests.controller.harness import NS, TOKEN, Harness, github_spec
 from tests.controller.test_buildkite import TOKEN as BK_TOKEN
 from tests.controller.test_buildkite import with_api
-from tests.kubeapi.errors import webhook_denied
+from tests.kubeapi.errors import APIError, webhook_denied
 
 JIT = "generate-jitconfig"
 KYVERNO = ("\n\nresource Pod/default/x was blocked due to the following policies\n\n"
@@ -285,3 +286,25 @@ def test_a_template_no_pod_can_be_made_of(harness: Harness, caplog: pytest.LogCa
     assert harness.github.runners == {} and harness.names("rs") == []
     assert len(said(caplog, "rs")) == 1
 
+
+
+@pytest.mark.parametrize("status, reason", [
+    pytest.param(429, "TooManyRequests", id="throttled-by-priority-and-fairness"),
+    pytest.param(408, "Timeout", id="request-timeout"),
+    pytest.param(500, "InternalError", id="server-error"),
+])
+def test_one_request_throttled_or_failed_does_not_stop_the_others(
+        harness: Harness, status: int, reason: str) -> None:
+    """A 429 (API priority and fairness), a 408 or a 500 is one request's: the other
+    creations of the pass go on (a refusal every creation would meet, a quota, stops them)."""
+    calls = itertools.count()
+
+    def once(namespace: str, obj: dict[str, Any], existing: list[dict[str, Any]]) -> None:
+        if next(calls) == 5:  # (the dry run is call 0)
+            raise APIError(status, reason, "Too many requests, please try again later.")
+
+    harness.api.admit("pods", once)
+    harness.write("rs", 100, 1)
+    report = harness.sync("rs")
+    assert len(report.created) == 99, report.errors
+    assert not any("not tried" in e for e in report.errors), report.errors

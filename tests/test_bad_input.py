@@ -229,6 +229,11 @@ CONFIG_CASES += [
                  ["a key YAML reads as bool 'on'"], id="bool-key"),
     pytest.param(_config_with(policy="{maxReplicas: 3, 10: 2}"), "gitscale.yaml:5",
                  ["a key YAML reads as int '10'"], id="int-key-in-a-policy"),
+    pytest.param("x-policy: &p {minReplicas: 0}\n" + _config_with(
+        policy="{<<: *p, maxReplicas: 3}") + "  - name: b\n    manifest: sets/b.yaml\n"
+                 "    source: {file: demand.yaml}\n    policy: default\n    yes: 1\n",
+                 "gitscale.yaml:11", ["runner set 'b': a key YAML reads as bool 'yes'"],
+                 id="odd-key-after-a-merge-key"),
     pytest.param(_config_with(name="~"), "gitscale.yaml:2",
                  ["name: null is not of type string"], id="null-name"),
     pytest.param(_config_with(manifest="true"), "gitscale.yaml:3",

@@ -85,7 +85,8 @@ def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
     elif ready.get("status") == "True" and said.get("status") == "False" and (
             said.get("reason") not in QUIET):  # (after a warning, not after creating)
         out.append(Event("Normal", reason or "Reconciled", str(ready.get("message") or "")))
-    if report.errors and ready.get("status") != "False":  # (the status could not say them)
+    # (the status could not say them; a stale pass's next pass says what holds, with its reason)
+    if report.errors and ready.get("status") != "False" and not report.stale:
         out.append(Event("Warning", "ApplyFailed", "; ".join(st.said_once(report.errors)[:3])))
     failing = st.condition_of(after, st.FAILING)
     if failing.get("status") == "True":

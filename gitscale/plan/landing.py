@@ -236,6 +236,11 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
                                  plan.notes, paths)
         sha = ws.git.commit(message, paths, date)
     except BaseException:  # (Ctrl-C too: the files are put back before exit 130)
+        if ws.git.run("rev-parse", "HEAD", check=False).stdout.strip() != plan.base:
+            # Interrupted after git made the commit: it is the recorded edit, which the next
+            # run recognises as its own and takes back (``prepare_write``); the files are not
+            # put back under it (that would leave a reversed edit over an unpushed commit).
+            raise
         # Nothing half-done is left behind: put the files back as they were.
         for path in paths:
             if existed[path]:

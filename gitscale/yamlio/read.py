@@ -124,7 +124,7 @@ class Document:
             node, at = stack.pop()
             if isinstance(node, yaml.MappingNode):
                 for key, _ in node.value:
-                    if not (isinstance(key, yaml.ScalarNode) and key.tag == _STR):
+                    if not (isinstance(key, yaml.ScalarNode) and key.tag in _NAMES):
                         if isinstance(key, yaml.ScalarNode):  # its kind: null, bool, int…
                             read = f"{key.tag.rsplit(':', 1)[-1]} {key.value!r}"
                         else:
@@ -162,6 +162,9 @@ class Document:
 
 
 _STR = "tag:yaml.org,2002:str"
+# keys that are names to the loader: a string, and a merge key `<<` (its mapping's keys merged
+# in, checked where they are written)
+_NAMES = (_STR, "tag:yaml.org,2002:merge")
 
 
 def _has_odd_key(data: Any) -> bool:

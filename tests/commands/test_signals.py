@@ -107,3 +107,43 @@ def test_ctrl_c_while_reconcile_commits_in_a_checkout_puts_the_files_back(tmp_pa
                           capture_output=True, check=True).stdout == head
     assert not (checkout / ".git" / "index.lock").exists()
     assert not (checkout / ".git" / "gitscale-pending-write.json").exists()
+
+
+def test_ctrl_c_just_after_git_made_the_commit_leaves_it_for_the_next_run(tmp_path: Path) -> None:
+    """Interrupted after the commit exists (in git's post-commit hook): the files are not put
+    back under it (a reversed edit over an unpushed commit, refused by every later run); the
+    commit and its record stay, and the next run takes them back as its own leftovers."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+    ready = tmp_path / "hook-started"
+    hook = checkout / ".git" / "hooks" / "post-commit"
+    hook.write_text(f"#!/bin/sh\ntouch '{ready}'\nexec sleep 30\n")
+    hook.chmod(0o755)
+
+    def git_out(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(checkout), *args], text=True,
+                              capture_output=True, check=True).stdout
+
+    base = git_out("rev-parse", "HEAD")
+    proc = subprocess.Popen([sys.executable, "-m", "gitscale", "reconcile", "--repo",
+                             str(checkout), "--no-push"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for(ready.exists, timeout=30)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert (proc.returncode, err.splitlines()[-1:]) == (130, ["interrupted"]), err
+    assert git_out("rev-parse", "HEAD") != base and git_out("status", "--porcelain") == ""
+    assert (checkout / ".git" / "gitscale-pending-write.json").exists()
+    hook.unlink()
+    result = subprocess.run([sys.executable, "-m", "gitscale", "reconcile", "--repo",
+                             str(checkout), "--no-push"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "discarded the leftovers of an interrupted gitscale run" in result.stdout + result.stderr

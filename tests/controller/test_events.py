@@ -114,6 +114,9 @@ QUOTA = st.Problem("QuotaExceeded", 'create pod default/linux-ab12-000001: 403 F
                  READY, [("Warning", "ApplyFailed", "update status of RunnerSet ci/linux: 500 "
                           "InternalError")],
                  id="an-error-the-status-could-not-say"),
+    pytest.param(Report("ci/linux", actions(3), errors=[QUOTA.message], before=READY,
+                        stale=True), status(counts(3), QUOTA), [],
+                 id="a-stale-pass-leaves-its-warning-to-the-next"),
     pytest.param(Report("ci/linux", actions(), before=READY),
                  status(counts(2, idle=1, failed=1, waiting=1), None, (("linux-x", 4),)),
                  [("Warning", "Backoff", "1 runner(s) failed: each is replaced once its backoff "

@@ -117,7 +117,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                 started = time.monotonic()
                 fresh = ws is None  # cloned by this pass: nothing to sync
                 if ws is None:
-                    ws = _open(kept, opts, state, clock, metrics)
+                    ws = _open(kept, opts, state, clock, metrics, again=passes > 0)
                 last_code = EXIT_ERROR if ws is None else _one_pass(
                     ws, opts, demand, cache, sources, state, clock, passes, metrics,
                     fresh=fresh)
@@ -145,20 +145,32 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
 
 
 def _open(kept: ExitStack, opts: RepoOptions, state: LoopState, clock: Callable[[], datetime],
-          metrics: "LoopMetrics") -> Workspace | None:
+          metrics: "LoopMetrics", *, again: bool = False) -> Workspace | None:
     """The workspace every pass works in: a checkout, or the clone kept from pass to pass. A
     clone that cannot be made (the remote unreachable or refusing, its branch gone) is a
     failed pass, tried again with the backoff like any other: a Deployment restarted while
     its git server is down waits for it, rather than exiting into CrashLoopBackOff. Wrong
-    options (a URL with a password in it, a path that is no checkout) still stop it, exit 1."""
+    options (a URL with a password in it, a path that is no checkout) stop it at its start,
+    exit 1; ``again`` (a clone made again after a failed pass), whatever fails is that pass's
+    failure, a bug too: the loop outlives it (a remote whose default branch went, a token
+    file briefly unreadable)."""
     now, started = clock(), time.monotonic()
     try:
         return kept.enter_context(open_workspace(opts.repo, opts.branch, sparse=True,
                                                  kept=True))
-    except InputError:
-        raise
     except GitError as exc:
         _failed(state, metrics, exc, now, started, redact(str(exc)))
+        return None
+    except GitscaleError as exc:
+        if not again:
+            raise
+        _failed(state, metrics, exc, now, started, redact(str(exc)))
+        return None
+    except Exception as exc:  # noqa: BLE001 - the loop outlives a bug too (gitscale/crash.py)
+        if not again:
+            raise
+        _failed(state, metrics, exc, now, started, crash.summary(exc), what="crashed",
+                report=f"\n{crash.report()}")
         return None
 
 
@@ -222,7 +234,8 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     changed = "".join(f"{c.name} {c.before.replicas}→{c.decision.replicas}, "
                       for c in landed.plan.changes).removesuffix(", ")
     said = describe_landing(landed, ws)
-    errors = _unread(state, landed.plan.errors, now)
+    errors = _unread(state, landed.plan.errors, now, {c.name for c in landed.plan.changes}
+                     | {name for name, _ in landed.plan.unchanged})
     if not _say_pass(state, now, number, quiet=said == QUIET and not changed
                      and not errors and not recovered
                      and (reading is None or reading.retry_at is None)):
@@ -241,13 +254,16 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     return EXIT_ERROR if landed.plan.errors else EXIT_OK
 
 
-def _unread(state: LoopState, errors: dict[str, str], now: datetime) -> list[str]:
-    """The lines to log of the sets left untouched this pass (``Unread``), and of those read
-    again after a streak; a repeat within QUIET_LOG_EVERY says nothing (the pass is quiet)."""
+def _unread(state: LoopState, errors: dict[str, str], now: datetime,
+            read: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The lines to log of the sets left untouched this pass (``Unread``), and of those
+    ``read`` again after a streak (a set gone from the config, or now served by webhooks, is
+    forgotten without a word); a repeat within QUIET_LOG_EVERY says nothing (the pass is
+    quiet)."""
     clock = time.monotonic()
     lines = [f"{name}: demand read again (after {_passes(streak.passes)} left untouched "
              f"since {format_time(streak.since)})" for name, streak in state.unread.items()
-             if name not in errors]
+             if name not in errors and name in read]
     state.unread = {name: streak for name, streak in state.unread.items() if name in errors}
     for name, message in errors.items():
         streak = state.unread.get(name)

@@ -290,8 +290,7 @@ def test_a_set_left_untouched_pass_after_pass_is_said_when_it_starts_changes_and
     other = "GitHub GET …/actions/runs answered 503"
     assert run._unread(state, {"linux": other, "gpu": other}, at[3]) == [
         f"linux: {other} (left untouched)", f"gpu: {other} (left untouched)"]  # changed, new
-    assert run._unread(state, {"gpu": other}, at[4]) == [
+    assert run._unread(state, {"gpu": other}, at[4], {"linux"}) == [
         "linux: demand read again (after 1 pass left untouched since 2026-11-27T09:01:30Z)"]
-    assert run._unread(state, {}, at[5]) == [
-        "gpu: demand read again (after 2 passes left untouched since 2026-11-27T09:01:30Z)"]
+    assert run._unread(state, {}, at[5], {"linux"}) == []  # gpu: gone from gitscale.yaml
     assert state.unread == {}

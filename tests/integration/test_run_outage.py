@@ -147,3 +147,41 @@ def test_a_broken_kept_clone_is_cloned_again(tmp_path: Path) -> None:
     assert len(failures(log)) == 1, text  # one failed pass, then a fresh clone
     assert "(recovered: 1 failed pass since " in text, text
     assert not list(scratch.glob("gitscale-clone.*"))  # the broken one removed, the new at exit
+
+
+def test_a_clone_made_again_that_meets_an_input_error_is_a_failed_pass(tmp_path: Path) -> None:
+    """The kept clone broke, and the remote's default branch is gone when it is made again
+    (its HEAD names a branch that does not exist): at the loop's start that is exit 1, a
+    wrong --repo; made again mid-run, it is one failed pass, and the loop lands once the
+    branch is back — it exited 1, ending a Deployment's container."""
+    remote = make_bare(tmp_path, "remote.git", FILES)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    log = tmp_path / "run.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", FAST_RUN, "run", "--repo", str(remote), "--interval", "1s"],
+            stdout=subprocess.DEVNULL, stderr=err,
+            env=cli_env({"GITSCALE_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(scratch)}))
+    try:
+        wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
+        git(remote, "symbolic-ref", "HEAD", "refs/heads/gone")
+        [clone] = scratch.glob(f"gitscale-clone.*.{proc.pid}.*")
+        shutil.rmtree(clone / "repo" / ".git" / "objects")
+        wait_for(lambda: "does not exist there" in log.read_text() or proc.poll() is not None,
+                 30.0)
+        assert proc.poll() is None, log.read_text()
+        git(remote, "symbolic-ref", "HEAD", "refs/heads/main")
+        work = tmp_path / "work"
+        git(tmp_path, "clone", "-q", str(remote), str(work))
+        (work / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
+        git(work, "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qam",
+            "more demand")
+        git(work, "push", "-q")
+        wait_for(lambda: "replicas: 5" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text

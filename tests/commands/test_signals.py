@@ -73,21 +73,20 @@ def test_run_stops_within_seconds_under_a_burst_of_sigterms(tmp_path: Path) -> N
         assert "stopped after" in text and "Traceback" not in text
 
 
-def test_ctrl_c_while_reconcile_commits_in_a_checkout_puts_the_files_back(tmp_path: Path) -> None:
-    """Ctrl-C (SIGINT to the terminal's process group: gitscale, git and its hook) while the
-    commit is being made: the edited manifest is put back and the index left as it was, so
-    `git status` is clean and no leftovers wait for the next run to discard; exit 130."""
+def interrupted_in_hook(tmp_path: Path, hook_name: str) -> tuple[Path, str]:
+    """A checkout whose ``reconcile --no-push`` is sent Ctrl-C (SIGINT to the terminal's
+    process group: gitscale, git and its hook) while git runs the hook ``hook_name``; the
+    checkout and its HEAD before, once it exited 130 with `interrupted`. The hook is removed."""
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
         "demand.yaml": "linux: {queued: 3, running: 0}\n",
     })
     ready = tmp_path / "hook-started"
-    hook = checkout / ".git" / "hooks" / "prepare-commit-msg"  # (run despite --no-verify)
+    hook = checkout / ".git" / "hooks" / hook_name
     hook.write_text(f"#!/bin/sh\ntouch '{ready}'\nexec sleep 30\n")
     hook.chmod(0o755)
-    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], text=True,
-                          capture_output=True, check=True).stdout
+    base = git_out(checkout, "rev-parse", "HEAD")
     proc = subprocess.Popen([sys.executable, "-m", "gitscale", "reconcile", "--repo",
                              str(checkout), "--no-push"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -98,13 +97,24 @@ def test_ctrl_c_while_reconcile_commits_in_a_checkout_puts_the_files_back(tmp_pa
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    hook.unlink()
     assert (proc.returncode, err.splitlines()[-1:]) == (130, ["interrupted"]), err
     assert "Traceback" not in err
-    status = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain"], text=True,
-                            capture_output=True, check=True).stdout
-    assert status == ""  # the manifest as it was, nothing staged
-    assert subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], text=True,
-                          capture_output=True, check=True).stdout == head
+    return checkout, base
+
+
+def git_out(checkout: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(checkout), *args], text=True, capture_output=True,
+                          check=True).stdout
+
+
+def test_ctrl_c_while_reconcile_commits_in_a_checkout_puts_the_files_back(tmp_path: Path) -> None:
+    """Ctrl-C while the commit is being made (git's prepare-commit-msg hook, run despite
+    --no-verify): the edited manifest is put back and the index left as it was, so `git
+    status` is clean and no leftovers wait for the next run to discard; exit 130."""
+    checkout, base = interrupted_in_hook(tmp_path, "prepare-commit-msg")
+    assert git_out(checkout, "status", "--porcelain") == ""  # as it was, nothing staged
+    assert git_out(checkout, "rev-parse", "HEAD") == base
     assert not (checkout / ".git" / "index.lock").exists()
     assert not (checkout / ".git" / "gitscale-pending-write.json").exists()
 
@@ -113,35 +123,10 @@ def test_ctrl_c_just_after_git_made_the_commit_leaves_it_for_the_next_run(tmp_pa
     """Interrupted after the commit exists (in git's post-commit hook): the files are not put
     back under it (a reversed edit over an unpushed commit, refused by every later run); the
     commit and its record stay, and the next run takes them back as its own leftovers."""
-    checkout = make_repo(tmp_path, {
-        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
-        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
-        "demand.yaml": "linux: {queued: 3, running: 0}\n",
-    })
-    ready = tmp_path / "hook-started"
-    hook = checkout / ".git" / "hooks" / "post-commit"
-    hook.write_text(f"#!/bin/sh\ntouch '{ready}'\nexec sleep 30\n")
-    hook.chmod(0o755)
-
-    def git_out(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(checkout), *args], text=True,
-                              capture_output=True, check=True).stdout
-
-    base = git_out("rev-parse", "HEAD")
-    proc = subprocess.Popen([sys.executable, "-m", "gitscale", "reconcile", "--repo",
-                             str(checkout), "--no-push"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        wait_for(ready.exists, timeout=30)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert (proc.returncode, err.splitlines()[-1:]) == (130, ["interrupted"]), err
-    assert git_out("rev-parse", "HEAD") != base and git_out("status", "--porcelain") == ""
+    checkout, base = interrupted_in_hook(tmp_path, "post-commit")
+    assert git_out(checkout, "rev-parse", "HEAD") != base
+    assert git_out(checkout, "status", "--porcelain") == ""
     assert (checkout / ".git" / "gitscale-pending-write.json").exists()
-    hook.unlink()
     result = subprocess.run([sys.executable, "-m", "gitscale", "reconcile", "--repo",
                              str(checkout), "--no-push"], capture_output=True, text=True,
                             timeout=60)

@@ -17,6 +17,15 @@ from tests.helpers import wait_for
 KEY = f"{NS}/rs"
 
 
+def idle_runners(harness: Harness, count: int) -> None:
+    """The set written (count, 0), its runners made, running and idle."""
+    harness.write("rs", count, 0)
+    harness.sync("rs")
+    for name in harness.names("rs"):
+        harness.running(name)
+    harness.sync("rs")
+
+
 def watch_down(harness: Harness) -> threading.Event:
     """The RunnerSet watch stops: its stream ends, and the informer's next watch is held
     without an answer (a black-holed request) until the returned event is set. The informer
@@ -92,11 +101,7 @@ def test_a_scale_down_read_from_a_stale_cache_removes_no_runner(harness: Harness
 def test_a_scale_down_on_the_current_version_costs_one_read(harness: Harness) -> None:
     """The cache holds what the server holds: the pass reads the set once, finds the same
     version, and removes the surplus as before; a pass with nothing to remove reads nothing."""
-    harness.write("rs", 3, 0)
-    harness.sync("rs")
-    for name in harness.names("rs"):
-        harness.running(name)
-    harness.sync("rs")
+    idle_runners(harness, 3)
     harness.write("rs", 1, 0)
     harness.api.reset_calls()
     report = harness.sync("rs")
@@ -200,11 +205,7 @@ def test_runners_are_not_unregistered_for_settings_the_set_no_longer_has(
 def test_a_scale_down_whose_version_cannot_be_read_removes_nothing(harness: Harness) -> None:
     """The read that confirms the version fails (a 500): no runner is removed on a version not
     known to hold; the pass is an error, tried again, and the next removes the surplus."""
-    harness.write("rs", 2, 0)
-    harness.sync("rs")
-    for name in harness.names("rs"):
-        harness.running(name)
-    harness.sync("rs")
+    idle_runners(harness, 2)
     harness.write("rs", 1, 0)
     harness.api.inject_error("list", "runnersets", code=500)
     report = harness.sync("rs")

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from tests.helpers import RUNNERSET, git, simple_config, wait_for
 from tests.integration.conftest import GitDaemon, _daemon_argv, cli_env, make_bare, \
@@ -40,6 +41,26 @@ def restart(daemon: GitDaemon) -> None:
     assert wait_for_port(daemon.port, daemon.proc, 10.0)
 
 
+def more_demand(tmp_path: Path, remote: Path) -> None:
+    """A person pushes more demand (5 queued) to ``remote``."""
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(remote), str(work))
+    (work / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
+    git(work, "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qam",
+        "more demand")
+    git(work, "push", "-q")
+
+
+def stopped_cleanly(proc: subprocess.Popen[bytes], log: Path) -> str:
+    """SIGTERM to the loop: it stops, exit 0, no traceback; its log."""
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text
+    return text
+
+
 def failures(log: Path) -> list[str]:
     return [line for line in log.read_text().splitlines() if " pass failed (" in line]
 
@@ -63,20 +84,11 @@ def test_run_waits_for_its_remote_and_lands_when_it_is_back(git_server: GitDaemo
         git_server.stop()
         seen = len(failures(log))
         wait_for(lambda: len(failures(log)) >= seen + 3, 30.0)
-        work = tmp_path / "work"
-        git(tmp_path, "clone", "-q", str(bare), str(work))
-        (work / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
-        git(work, "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qam",
-            "more demand")
-        git(work, "push", "-q")
+        more_demand(tmp_path, bare)
         restart(git_server)
         wait_for(lambda: "replicas: 5" in git(bare, "show", "main:sets/linux.yaml"), 30.0)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    text = log.read_text()
-    assert proc.returncode == 0, text
-    assert "Traceback" not in text
+        text = stopped_cleanly(proc, log)
     lines = text.splitlines()
     # each streak: its first failure whole (git's command and output), each repeat one line
     firsts = [i for i, line in enumerate(lines) if " pass failed (1 in a row): " in line]
@@ -113,10 +125,12 @@ def test_max_passes_against_a_remote_that_never_answers(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_a_broken_kept_clone_is_cloned_again(tmp_path: Path) -> None:
-    """The clone `run` keeps breaks under it (its objects gone: a fetch cut by a full disk, a
-    clean-up of /tmp): the pass that meets it fails, and the next one clones afresh and lands —
-    before, every pass failed on it until a restart."""
+def break_the_kept_clone_then(tmp_path: Path, meanwhile: Callable[[Path], Any] = lambda _: None,
+                              failed: str = " pass failed (") -> None:
+    """`run` on a local bare remote; once it landed, its kept clone breaks under it (its
+    objects gone: a fetch cut by a full disk, a clean-up of /tmp) and ``meanwhile(remote)``
+    happens; once the log says ``failed``, a person's push of more demand must land (the
+    clone made again), and SIGTERM stops the loop cleanly, exit 0."""
     remote = make_bare(tmp_path, "remote.git", FILES)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -130,23 +144,21 @@ def test_a_broken_kept_clone_is_cloned_again(tmp_path: Path) -> None:
         wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
         [clone] = scratch.glob(f"gitscale-clone.*.{proc.pid}.*")
         shutil.rmtree(clone / "repo" / ".git" / "objects")
-        wait_for(lambda: failures(log), 30.0)
-        work = tmp_path / "work"
-        git(tmp_path, "clone", "-q", str(remote), str(work))
-        (work / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
-        git(work, "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qam",
-            "more demand")
-        git(work, "push", "-q")
+        restore = meanwhile(remote)
+        wait_for(lambda: failed in log.read_text() or proc.poll() is not None, 30.0)
+        assert proc.poll() is None, log.read_text()
+        if restore is not None:
+            restore()
+        more_demand(tmp_path, remote)
         wait_for(lambda: "replicas: 5" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    text = log.read_text()
-    assert proc.returncode == 0, text
-    assert "Traceback" not in text
-    assert len(failures(log)) == 1, text  # one failed pass, then a fresh clone
-    assert "(recovered: 1 failed pass since " in text, text
-    assert not list(scratch.glob("gitscale-clone.*"))  # the broken one removed, the new at exit
+        stopped_cleanly(proc, log)
+
+
+def test_a_broken_kept_clone_is_cloned_again(tmp_path: Path) -> None:
+    """The pass that meets a broken kept clone fails, and the next one clones afresh and lands
+    — before, every pass failed on it until a restart."""
+    break_the_kept_clone_then(tmp_path)
 
 
 def test_a_clone_made_again_that_meets_an_input_error_is_a_failed_pass(tmp_path: Path) -> None:
@@ -154,34 +166,8 @@ def test_a_clone_made_again_that_meets_an_input_error_is_a_failed_pass(tmp_path:
     (its HEAD names a branch that does not exist): at the loop's start that is exit 1, a
     wrong --repo; made again mid-run, it is one failed pass, and the loop lands once the
     branch is back — it exited 1, ending a Deployment's container."""
-    remote = make_bare(tmp_path, "remote.git", FILES)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    log = tmp_path / "run.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", FAST_RUN, "run", "--repo", str(remote), "--interval", "1s"],
-            stdout=subprocess.DEVNULL, stderr=err,
-            env=cli_env({"GITSCALE_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(scratch)}))
-    try:
-        wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
+    def lose_the_default_branch(remote: Path) -> Callable[[], None]:
         git(remote, "symbolic-ref", "HEAD", "refs/heads/gone")
-        [clone] = scratch.glob(f"gitscale-clone.*.{proc.pid}.*")
-        shutil.rmtree(clone / "repo" / ".git" / "objects")
-        wait_for(lambda: "does not exist there" in log.read_text() or proc.poll() is not None,
-                 30.0)
-        assert proc.poll() is None, log.read_text()
-        git(remote, "symbolic-ref", "HEAD", "refs/heads/main")
-        work = tmp_path / "work"
-        git(tmp_path, "clone", "-q", str(remote), str(work))
-        (work / "demand.yaml").write_text("linux: {queued: 5, running: 0}\n")
-        git(work, "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qam",
-            "more demand")
-        git(work, "push", "-q")
-        wait_for(lambda: "replicas: 5" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    text = log.read_text()
-    assert proc.returncode == 0, text
-    assert "Traceback" not in text
+        return lambda: git(remote, "symbolic-ref", "HEAD", "refs/heads/main")
+
+    break_the_kept_clone_then(tmp_path, lose_the_default_branch, failed="does not exist there")

@@ -55,3 +55,9 @@ def format_micro_time(value: datetime) -> str:
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def backoff(base: float, failures: int, cap: float) -> float:
+    """After ``failures`` failed passes in a row: ``base`` doubled that many times, up to
+    ``cap`` (the exponent bounded: after a thousand failures a float would overflow)."""
+    return min(cap, base * float(2 ** min(failures, 32)))

@@ -35,8 +35,8 @@ LAYERS: list[set[str]] = [
     {"repo", "config", "clients"},  # git verbs; gitscale.yaml…; GitHub's and Buildkite's APIs
     {"crash", "record", "demand", "manifest", "notify"},
     {"charts", "plan"},  # plan: the pass (engine, cache, landing)
-    {"webhooks", "metrics"},
-    {"controller"},
+    {"metrics"},  # the Prometheus verbs of run, serve's webhook parts and the controller
+    {"webhooks", "controller"},
     {"simulate"},
     {"commands"},
     {"cli"},

@@ -62,12 +62,6 @@ def resolve_every(every: str | None) -> timedelta:
     return value
 
 
-def backoff(base: float, failures: int, cap: float) -> float:
-    """After ``failures`` failed passes in a row: ``base`` doubled that many times, up to
-    ``cap`` (the exponent bounded: after a thousand failures a float would overflow)."""
-    return min(cap, base * float(2 ** min(failures, 32)))
-
-
 CHECKPOINT_SECONDS = 600.0  # run and serve save what they learnt at least this often
 
 

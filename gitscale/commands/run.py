@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Callable
 from gitscale import crash
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import LOOP_LIMIT, StateCache
-from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, backoff, log,
+from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, log,
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
 from gitscale.demand.resolve import Sources
 from gitscale.errors import GitError, GitscaleError, InputError
 from gitscale.repo.git import redact
 from gitscale.plan.landing import describe_landing, land
-from gitscale.timeutil import format_time, parse_duration, utcnow
+from gitscale.timeutil import backoff, format_time, parse_duration, utcnow
 from gitscale.repo.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:

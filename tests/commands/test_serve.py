@@ -582,7 +582,7 @@ def test_every_zero_duration_turns_resync_off(off: str) -> None:
 ])
 def test_a_failed_batch_backs_off_whatever_the_window(window: float, failures: int,
                                                       least: float) -> None:
-    from gitscale.commands.serve import MAX_BACKOFF, batch_delay
+    from gitscale.webhooks.batch_loop import MAX_BACKOFF, batch_delay
 
     assert batch_delay(window, failures) == least
     assert batch_delay(window, 5000) == MAX_BACKOFF  # no float overflow after days of failures

@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gitscale.commands.serve import Resyncer
 from gitscale.demand.resolve import Sources
 from gitscale.metrics import LoopMetrics
 from gitscale.plan.cache import StateCache
 from gitscale.webhooks.resync import Listing
+from gitscale.webhooks.resyncer import Resyncer
 from gitscale.webhooks.served import Serving
 
 

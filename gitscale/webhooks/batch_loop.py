@@ -1,0 +1,193 @@
+"""`serve`'s batch loop: each window's batch landed — the queued events applied, a resync's
+listing, the expiry of reservations (``batch.batch_plan``), then one commit and push — a failed
+one kept for the next try with backoff and said once per streak, the events no served set takes
+counted and said; and at a stop, the last batch.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from gitscale import crash
+from gitscale.core.reservations import Correction
+from gitscale.errors import GitscaleError, PushRejected
+from gitscale.logline import log
+from gitscale.metrics import LoopMetrics
+from gitscale.plan.cache import StateCache
+from gitscale.plan.forecasts import read_forecasts
+from gitscale.plan.landing import describe_landing, land
+from gitscale.repo.git import redact
+from gitscale.repo.workspace import Workspace
+from gitscale.timeutil import backoff, format_time, utcnow
+from gitscale.webhooks.batch import batch_plan
+from gitscale.webhooks.batcher import Batcher
+from gitscale.webhooks.delivery import JobEvent
+from gitscale.webhooks.resync import Listing
+from gitscale.webhooks.served import Serving
+from gitscale.webhooks.streak import Dropped, Streak, duration
+
+# A failed batch is retried at least this often: its events are jobs waiting for runners, and
+# a retry is a fetch (and a push) — cheap for the remote, and the events land within a minute
+# of the remote coming back (at 5 minutes, a 10-minute outage cost every job 4 more minutes).
+MAX_BACKOFF = 60.0
+RETRY_FLOOR = 1.0  # seconds: a failed batch is retried after at least twice this, any window
+
+
+def batch_delay(window_s: float, failures: int) -> float:
+    """Seconds until the next batch: the window; after failed batches a backoff that doubles
+    from at least ``2 * RETRY_FLOOR`` whatever the window, up to ``MAX_BACKOFF``."""
+    if not failures:
+        return window_s
+    return backoff(max(window_s, RETRY_FLOOR), failures, MAX_BACKOFF)
+
+
+@dataclass
+class Batch:
+    """Lands one batch: the events, a resync's listing, the expiry of reservations."""
+
+    ws: Workspace
+    config_path: str
+    batcher: Batcher
+    duration: timedelta
+    state_file: str
+    cache: StateCache
+    metrics: LoopMetrics
+    serving: Serving
+    resync_on: bool = True
+    told: dict[str, str] = field(default_factory=dict)  # --set names not served, said once
+    streak: Streak = field(default_factory=Streak)  # failed batches in a row
+    dropped: Dropped = field(default_factory=Dropped)  # events no served set takes
+
+    def run(self, events: list[JobEvent], listing: Listing | None) -> bool:
+        """True when it landed; a failed batch keeps its events for the next one."""
+        now, started = utcnow(), time.monotonic()
+        corrected: dict[str, Correction] = {}
+        unrouted: list[JobEvent] = []
+        ws = self.ws
+        try:
+            if ws.mode == "clone":
+                ws.sync()
+            landed = land(ws, lambda: batch_plan(
+                ws.root, ws.base(), self.config_path, events, now, self.duration,
+                self.state_file, self.cache, listing, corrected,
+                lambda config: read_forecasts(ws, config, self.cache, now), self.serving,
+                unrouted), cache=self.cache, say=log)
+        except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
+            # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
+            # retry with backoff; an unexpected error is a bug and says so.
+            self.metrics.failed(exc, time.monotonic() - started)
+            self.batcher.give_back(events)
+            bug = not isinstance(exc, GitscaleError)
+            what = crash.summary(exc) if bug else redact(str(exc))
+            with self.batcher.lock:
+                self.batcher.failures += 1
+                self.batcher.last_error = what
+                waiting = len(self.batcher.pending)
+            if self.streak.failed(what):  # the same error again: said once per streak
+                log(self._failure(what, waiting, exc) + (f"\n{crash.report()}" if bug else ""))
+            return False
+        ended = self.streak.ended()
+        if ended is not None:
+            log(f"batches land again, after {ended[0]} failed tries in {ended[1]}")
+        self.metrics.landed(landed, time.monotonic() - started)
+        self._tell_dropped(unrouted)
+        self._tell_served()
+        with self.batcher.lock:
+            self.batcher.writing = 0
+            self.batcher.failures = 0
+            self.batcher.last_error = None
+            self.batcher.last_batch = format_time(now)
+            self.batcher.commits += 1 if landed.commit else 0
+        for name, correction in corrected.items():
+            log(f"resync {name}: {correction.describe()}")
+        if listing is not None and not corrected:
+            log(f"resync: reservations match GitHub ({len(listing.jobs)} sets)")
+        if events or landed.commit:
+            log(f"batch of {_events(len(events))}: {describe_landing(landed, ws)}")
+        return True
+
+    def _failure(self, what: str, waiting: int, exc: Exception) -> str:
+        """The line of a failed batch: the first of a streak says how serve goes on, a
+        remote's refusal what a person can do, a reminder how long it has lasted."""
+        streak = self.streak
+        if isinstance(exc, PushRejected):  # final for `reconcile`; serve tries again
+            what = what.replace("; not retried.", ".")
+            what += (f"\nserve keeps the events and tries again every {MAX_BACKOFF:g} s; to "
+                     f"land them, let the identity serve pushes as (GITSCALE_GIT_TOKEN's user, "
+                     f"the deploy key) push to {self.ws.remote_branch or self.ws.branch} (a "
+                     "bypass of the branch protection rule or hook), or serve a branch it may "
+                     "push to (--branch)")
+        if streak.count == 1:
+            return (f"batch failed, {_events(waiting)} kept for the next try (retried with "
+                    f"backoff up to {MAX_BACKOFF:g} s; /healthz says degraded; this error is "
+                    f"logged again when it changes, and every {duration(streak.remind)} while "
+                    f"it lasts): {what}")
+        return (f"batch still failing, {streak.count} tries in a row for {streak.lasted()}, "
+                f"{_events(waiting)} kept: {what}")
+
+    def _tell_dropped(self, unrouted: list[JobEvent]) -> None:
+        """Events for jobs no served set takes: counted in /healthz, said at most every 10
+        minutes with an example (the labels to compare with the sets')."""
+        if not unrouted:
+            return
+        with self.batcher.lock:
+            self.batcher.dropped += len(unrouted)
+        self.metrics.dropped(len(unrouted))
+        first = unrouted[0]
+        example = f"job {first.job} of {first.repo}, labels [{', '.join(first.labels)}]"
+        said = self.dropped.add(len(unrouted), example[:200])
+        if said is not None:
+            log(f"{_events(said.count)} for jobs no served set takes, not stored (e.g. "
+                f"{said.example}): a set takes a job when its source's org/repos hold the "
+                "repository and its labels hold every job label but self-hosted; said at most "
+                f"every {duration(self.dropped.every)}, counted in /healthz dropped_events and "
+                "gitscale_webhook_unrouted_events_total")
+
+    def _tell_served(self) -> None:
+        """After a landed batch: what it serves, once per change. A ``--set`` name that a
+        reloaded gitscale.yaml lost (or feeds otherwise) is said once; the others are served."""
+        serving, picked = self.serving, self.serving.picked
+        if picked is None:
+            return
+        for name, why in picked.unservable.items():
+            if self.told.get(name) != why:
+                log(f"--set {name}: {why}: not served; serving "
+                    f"{', '.join(picked.names) or 'no set'}")
+        for name in sorted(self.told.keys() - picked.unservable.keys()):
+            log(f"--set {name}: served again")
+        self.told = dict(picked.unservable)
+        if picked.names != serving.claimed:
+            said = [f"served by webhooks: {', '.join(picked.names) or 'none'}"
+                    + (f" ({self.config_path} has no set whose source takes webhooks, such as "
+                       "github: every delivery is answered 202 and dropped until it has)"
+                       if not picked.names and serving.names is None else "")]
+            if picked.others:
+                said.append(f"left to `gitscale run` and `reconcile`: {', '.join(picked.others)}")
+            dropped = sorted(set(serving.found) - set(picked.names))
+            if dropped:
+                said.append(f"no longer served here: {', '.join(dropped)} (reservations dropped; "
+                            "a `gitscale serve` that serves them needs its own --state-file)")
+            log("; ".join(said))
+        serving.claimed = picked.names
+
+
+def write_last_batch(batch: Batch, batcher: Batcher, attempts: int = 3) -> None:
+    """The events still queued at shutdown, with a few quick retries; what cannot be written
+    is named, for the resync at the next start corrects it."""
+    for attempt in range(attempts):
+        events = batcher.take()
+        if not events or batch.run(events, None):
+            return
+        if attempt + 1 < attempts:
+            time.sleep(2 ** attempt)
+    lost = batcher.take()
+    jobs = ", ".join(str(e.job) for e in lost[:20]) + (", …" if len(lost) > 20 else "")
+    log(f"{len(lost)} accepted events could not be written (jobs {jobs}); "
+        + ("the resync at the next start corrects their reservations" if batch.resync_on else
+           "with --resync 0 nothing corrects their reservations: start serve with a resync "
+           "(--resync 5m) once, or they stay as they are until they expire"))
+
+
+def _events(count: int) -> str:
+    return f"{count} event{'' if count == 1 else 's'}"

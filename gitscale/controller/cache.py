@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
-from gitscale.controller.errors import Gone, KubeError
+from gitscale.controller.errors import Gone, KubeError, NotFound
 from gitscale.controller.observe import LABEL_SET, RawObject, key_of
 
 log = logging.getLogger("gitscale.controller")
@@ -209,8 +209,10 @@ class Informer:
     def __init__(self, name: str, store: Store, list_: Lister, watch: Watcher,
                  on_change: Callable[[RawObject], None], stop: threading.Event, *,
                  watch_timeout: int = 300, beat: Callable[[], None] = lambda: None,
-                 backoff: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
+                 backoff: float = 0.5, clock: Callable[[], float] = time.monotonic,
+                 missing: str = "") -> None:
         self.name = name
+        self._missing = missing  # what a 404 on the list means (a CRD not installed)
         self.store = store
         self._list, self._watch = list_, watch
         self._on_change = on_change
@@ -244,7 +246,8 @@ class Informer:
                 self._failed(f"{exc} (at once after listing)")
             except KubeError as exc:
                 self.connected = False
-                self._failed(str(exc))
+                self._failed(f"{exc}: {self._missing}" if isinstance(exc, NotFound)
+                             and self._missing else str(exc))
 
     def _failed(self, message: str) -> None:
         """One more failure in a row: say so (once a streak, then now and then), back off."""

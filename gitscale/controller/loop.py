@@ -46,6 +46,10 @@ from gitscale.controller.logmask import MASK_LOG
 from gitscale.timeutil import utcnow
 
 log = logging.getLogger("gitscale.controller")
+# what a 404 on the RunnerSets' list means: the API server does not know the resource
+CRD_MISSING = ("the RunnerSet CRD (runnersets.gitscale.dev) is not installed in this cluster: "
+               "`gitscale crd | kubectl apply -f -`, or `gitscale crd --repo PATH` to commit it "
+               "to the config repo for Argo CD or Flux to apply")
 FOREGROUND = "foregroundDeletion"  # the finalizer the API server adds for a foreground deletion
 CRASH_RETRY = 30.0  # seconds before a pass that crashed is tried again (doubling, per set)
 
@@ -97,7 +101,7 @@ class Controller:
                      lambda: kube.list_runnersets(namespace, self.runnersets.keep),
                      lambda v, t: kube.watch_runnersets(namespace, v, t), self._set_changed,
                      self.stop_event, watch_timeout=watch_timeout, beat=beat,
-                     backoff=relist_backoff),
+                     backoff=relist_backoff, missing=CRD_MISSING),
             Informer("pods", self.pods, lambda: kube.list_pods(namespace, self.pods.keep),
                      lambda v, t: kube.watch_pods(namespace, v, t), self._pod_changed,
                      self.stop_event, watch_timeout=watch_timeout, beat=beat,

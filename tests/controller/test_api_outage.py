@@ -289,3 +289,29 @@ def test_a_kept_alive_connection_reset_when_reused_is_no_failure_for_a_read(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], [
         r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len([r for r in caplog.records if r.getMessage().startswith("Retrying (")]) == 2
+
+
+def test_a_cluster_without_the_crd_is_told_how_to_install_it(
+        api: KubeAPIServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A 404 on the RunnerSets' list is a CRD that is not installed (the controller deployed
+    before it, or its namespace's kustomization without it): the warning says so and how to
+    install it, not only "the server could not find the requested resource"."""
+    from gitscale.controller.loop import CRD_MISSING, Controller
+
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    api.inject_error("list", "runnersets", code=404, reason="NotFound",
+                     message="the server could not find the requested resource", times=2)
+    kube = Kube(client_for(api.url))
+    controller = Controller(kube, concurrency=1, relist_backoff=0.05)
+    controller.start(workers=False)
+    try:
+        assert controller.synced(10)  # installed meanwhile: it lists on its own
+    finally:
+        controller.stop()
+        kube.close()
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == "gitscale.controller" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("runnersets: "), warnings
+    assert "could not find the requested resource" in warnings[0]
+    assert f": {CRD_MISSING} (retrying in 0.05s)" in warnings[0]
+    assert "gitscale crd | kubectl apply -f -" in CRD_MISSING

@@ -223,6 +223,7 @@ class Informer:
         self._clock = clock
         self.synced = threading.Event()
         self.connected = True
+        self.error: KubeError | None = None  # the last list or watch's, while not connected
         self.failures = 0  # in a row: since the last watch that moved
         self._moved = False  # a watch moved since the last (re)list
         self._said_at: float | None = None  # when the streak was last logged
@@ -245,7 +246,7 @@ class Informer:
                     continue
                 self._failed(f"{exc} (at once after listing)")
             except KubeError as exc:
-                self.connected = False
+                self.connected, self.error = False, exc
                 self._failed(f"{exc}: {self._missing}" if isinstance(exc, NotFound)
                              and self._missing else str(exc))
 
@@ -274,7 +275,7 @@ class Informer:
         objects, version = self._list()
         changed = self.store.replace(objects, version, kept=True)
         self.synced.set()
-        self.connected = True
+        self.connected, self.error = True, None
         self._moved = False
         for obj in changed:
             self._on_change(obj)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 from typing import Any, Callable, TypeVar
 
 import pydantic
@@ -71,6 +72,8 @@ def _no_answer(exc: BaseException) -> str:
 
 def _translate(what: str, exc: ApiException) -> KubeError:
     status = int(exc.status or 0)
+    if status == 0:  # the client's word for no answer it could read: a TLS failure
+        return KubeError(redact(f"{what}: the API server did not answer ({_no_status(exc)})"))
     reason, message = str(exc.reason or ""), ""
     try:
         body = json.loads(exc.body or "{}")
@@ -79,9 +82,46 @@ def _translate(what: str, exc: ApiException) -> KubeError:
         pass
     # The API server's words may echo a credential (an admission webhook's URL with user info):
     # masked here, so no status, log or Event built from the error shows it.
-    text = redact(f"{what}: {status} {reason}" + (f": {message}" if message else ""))
+    text = redact(f"{what}: {status} {reason}" + (f": {message}" if message else "")
+                  + _what_to_fix(status, message))
     cls = {404: NotFound, 409: Conflict, 410: Gone, 422: Invalid}.get(status, KubeError)
     return cls(text, status, reason)
+
+
+def _no_status(exc: ApiException) -> str:
+    """The client raises ``ApiException(status=0, reason="SSLError\\n[SSL: …] …")`` when TLS
+    fails: one line, and for an untrusted certificate, where trust comes from."""
+    said = " ".join(str(exc.reason or "no answer").split())
+    if "CERTIFICATE_VERIFY_FAILED" in said:
+        said += ("; the API server's certificate is not trusted: the CA comes from the "
+                 "kubeconfig's certificate-authority(-data), or in a pod from the "
+                 "ServiceAccount's ca.crt (/var/run/secrets/kubernetes.io/serviceaccount)")
+    return said
+
+
+# RBAC's refusal, as the API server words it (``authorizer.go``'s ``forbiddenMessage``)
+RBAC_REFUSAL = re.compile(r'cannot (?P<verb>[\w-]+) resource "(?P<resource>[^"]+)" in API group '
+                          r'"(?P<group>[^"]*)"(?: in the namespace "(?P<namespace>[^"]+)")?')
+
+
+def _what_to_fix(status: int, message: str) -> str:
+    """What a refusal of the controller's identity asks for: the RBAC rule a 403 names, to add
+    to the Role (or, at the cluster scope, the ClusterRole); for a 401, its credentials. Not a
+    403 of admission (a quota, a webhook): no rule would fix those."""
+    if status == 401:
+        return (" (the API server rejected the controller's credentials: its ServiceAccount "
+                "token, or the kubeconfig's user; check the Deployment's serviceAccountName "
+                "and that the token is mounted, or --kubeconfig)")
+    found = RBAC_REFUSAL.search(message) if status == 403 else None
+    if found is None:
+        return ""
+    rule = (f'{{apiGroups: ["{found["group"]}"], resources: ["{found["resource"]}"], '
+            f'verbs: ["{found["verb"]}"]}}')
+    where = (f'the controller\'s Role in namespace "{found["namespace"]}"'
+             if found["namespace"] else "the controller's ClusterRole (without --namespace it "
+             "watches every namespace)")
+    return (f" (RBAC: add the rule {rule} to {where}; `gitscale init` writes it in "
+            "gitscale-system/rbac.yaml)")
 
 
 def json_of(response: Any) -> Any:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Literal
 
-from gitscale.controller.errors import Conflict, ControllerError
+from gitscale.controller.errors import Conflict, ControllerError, KubeError
 from gitscale.controller.kube import Kube
 from gitscale.controller.observe import RawObject
 from gitscale.timeutil import format_micro_time as micro_time, utcnow
@@ -70,6 +70,10 @@ class LeaderElector:
         self._clock, self._wall = clock, wall
         self.leading = threading.Event()
         self._seen: tuple[str, float] | None = None  # (resourceVersion, when we saw it)
+        # Why the last attempt failed (readiness: a replica that cannot take part in the
+        # election is not ready), and whether the streak's refusal was said.
+        self.problem: str | None = None
+        self._said = False
         self._cv = threading.Condition()
 
     def run(self, stop: threading.Event, release: threading.Event) -> None:
@@ -145,19 +149,38 @@ class LeaderElector:
             lease = self.kube.read_lease(cfg.namespace, cfg.name, timeout=timeout())
             if lease is None:
                 self._note(self.kube.create_lease(self._body(None), timeout=timeout()))
-                return "ours"
+                return self._answered("ours")
             self._note(lease)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity") or ""
             if holder and holder != cfg.identity and not self._expired(spec):
-                return "theirs"
+                return self._answered("theirs")
             self._note(self.kube.replace_lease(self._body(lease), timeout=timeout()))
         except Conflict:
-            return "theirs"  # another candidate wrote it since we read it
+            return self._answered("theirs")  # another candidate wrote it since we read it
         except ControllerError as exc:
-            log.debug("leader election: %s", exc)
+            self._refused(exc)
             return "unknown"
-        return "ours"
+        return self._answered("ours")
+
+    def _refused(self, exc: ControllerError) -> None:
+        """A Lease call failed. A refusal (401, 403: the Role, the token) is said once a
+        streak: it lasts until someone fixes it, and the elector tries again every ``retry``
+        seconds meanwhile; an outage (no answer, a 5xx) is the informers' to say."""
+        self.problem = str(exc)
+        if isinstance(exc, KubeError) and exc.status in (401, 403) and not self._said:
+            self._said = True
+            log.warning("leader election: %s (this replica cannot lead, and is not ready, "
+                        "until it can; tried again every %gs)", exc, self.config.retry)
+        else:
+            log.debug("leader election: %s", exc)
+
+    def _answered(self, outcome: Outcome) -> Outcome:
+        if self._said:
+            log.info("leader election: the Lease %s/%s can be read and written again",
+                     self.config.namespace, self.config.name)
+        self.problem, self._said = None, False
+        return outcome
 
     def _expired(self, spec: dict[str, Any]) -> bool:
         assert self._seen is not None

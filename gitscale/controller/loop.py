@@ -93,6 +93,7 @@ class Controller:
         self._campaign_stop, self._release = threading.Event(), threading.Event()
         self._campaign: threading.Thread | None = None
         self._foreground: set[str] = set()  # sets said to be deleted in the foreground
+        self._said_lock, self._said_synced = threading.Lock(), False
         # A silent watch ends after its timeout plus the read timeout (kube._watch_args).
         self._informer_bound = max(stall_after, watch_timeout + 60.0)
         beat = self.liveness.beat
@@ -149,6 +150,23 @@ class Controller:
     def connected(self) -> bool:
         """The last list or watch request of every informer was answered."""
         return all(i.connected for i in self.informers)
+
+    def unready(self) -> list[str]:
+        """Why the controller is not ready (beyond ``problems``): its first lists not done, an
+        informer whose last list or watch failed (with the API server's words: a Role
+        without list on pods is said as such), a replica that cannot take part in the
+        election (its Lease refused: it could never lead)."""
+        out = [] if self.synced(0) else ["the first lists are not done"]
+        for informer in self.informers:
+            if not informer.connected:
+                error = informer.error
+                line = ("the API server did not answer the last list or watch" if
+                        error is None or error.status == 0 else
+                        f"{informer.name}: the last list or watch failed: {error}")
+                out += [] if line in out else [line]
+        if self.elector is not None and self.elector.problem:
+            out.append(f"leader election: {self.elector.problem}")
+        return out
 
     def stop(self, *, release: bool = True) -> None:
         """Start no new pass; let the passes in flight finish their creations for up to
@@ -223,6 +241,13 @@ class Controller:
         while not self.stop_event.is_set():
             if not self.acting.wait(0.2):
                 continue
+            # No pass before both caches are listed (client-go's WaitForCacheSync): a pass
+            # over a set whose pods could not be listed yet (a Role without list on pods, a
+            # relist of 10,000 pods in progress) would see none, and create them all again.
+            if not self.synced(0):
+                self.stop_event.wait(0.2)
+                continue
+            self._say_synced()
             key = self.queue.get(timeout=0.5)
             if key is None:
                 continue
@@ -236,6 +261,19 @@ class Controller:
                 self.queue.failed(key, CRASH_RETRY, generation=_generation(obj))
             finally:
                 self.queue.done(key)
+
+    def _say_synced(self) -> None:
+        """Once the caches are listed: say so when no RunnerSet is there to act on (a
+        ``--namespace`` other than the RunnerSets', or none applied yet)."""
+        with self._said_lock:
+            if self._said_synced:
+                return
+            self._said_synced = True
+        if not self.runnersets.keys():
+            where = f"namespace {self.namespace}" if self.namespace else "any namespace"
+            log.warning("no RunnerSet in %s: nothing to do until one is applied there%s",
+                        where, " (the controller watches only the namespace its --namespace "
+                        "names; RunnerSets elsewhere are not seen)" if self.namespace else "")
 
     def _resync(self) -> None:
         while not self.stop_event.wait(self.resync):
@@ -284,11 +322,7 @@ def serve_health(controller: Controller, port: int,
             if self.path == "/healthz":
                 problems = controller.problems()
             elif self.path == "/readyz":
-                problems = controller.problems()
-                if not controller.synced(0):
-                    problems.append("the first lists are not done")
-                if not controller.connected():
-                    problems.append("the API server did not answer the last list or watch")
+                problems = controller.problems() + controller.unready()
             elif self.path == "/metrics":
                 self._send(200, *exposition(controller.metrics.registry))
                 return

@@ -178,7 +178,13 @@ def reconcile(ctx: Context, key: str) -> Report:
     # does a set being deleted (no version written since can want its runners back).
     if actions.deletes and not (confirmed or view.deleting or ctx.halt.is_set()):
         if confirm(ctx, obj, report) is None:
-            return report
+            if report.stale:
+                return report
+            # The set could not be read (its Role without list on runnersets, an outage):
+            # nothing removed, and Ready and the log say why (not only an Event).
+            problem = st.Problem("ApplyFailed", "; ".join(st.said_once(report.errors)[:3]))
+            return finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
+                "status"), now), now, generation=generation, observed=_patch_id(obj))
     # A failed runner whose pod still runs is unregistered before its successor is created.
     actions, retired = retire(ctx.memory, ctx.pool, ctx.halt, view, platform, actions, dead,
                               now)

@@ -124,7 +124,11 @@ def test_an_api_server_that_does_not_answer_is_not_a_liveness_failure() -> None:
             eventually(lambda: all(i.failures >= 6 for i in harness.controller.informers))
             assert probe(server, "/healthz") == (200, "ok\n")
             code, body = probe(server, "/readyz")
-            assert code == 503 and "the API server did not answer the last list or watch" in body
+            assert code == 503 and body.splitlines() == [  # what each informer was answered
+                "runnersets: the last list or watch failed: list RunnerSets: 503 "
+                "ServiceUnavailable: injected failure",
+                "pods: the last list or watch failed: list runner pods: 503 ServiceUnavailable: "
+                "injected failure"]
             harness.api.clear_errors()
             eventually(lambda: probe(server, "/readyz")[0] == 200)
             eventually(lambda: len(harness.pods("bk")) == 2)

@@ -7,6 +7,10 @@ Serves what the polling source reads:
     GET  /repos/{o}/{r}/actions/runs/{id}/jobs?filter=latest   {"total_count", "jobs": [...]}
     POST /app/installations/{id}/access_tokens            (a GitHub App's JWT → installation token)
 
+(an App's JWT judged as GitHub does, by its own clock: an ``iat`` in the future, an ``exp`` past
+or more than 10 minutes ahead are refused 401 in GitHub's words; the fault ``forbidden`` says
+``X-Accepted-GitHub-Permissions``, as GitHub's 403 "Resource not accessible by integration" does)
+
 like GitHub does it: ``Link: <…>; rel="next"`` pagination with ``page``/``per_page`` (capped at
 ``max_per_page``), ETags with 304 on ``If-None-Match`` (the ETag covers the body only; a 304
 still carries the fresh ``Link`` header, as GitHub's do), ``x-ratelimit-*`` headers (a 304 does

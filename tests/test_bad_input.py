@@ -234,6 +234,11 @@ CONFIG_CASES += [
                  "    source: {file: demand.yaml}\n    policy: default\n    yes: 1\n",
                  "gitscale.yaml:11", ["runner set 'b': a key YAML reads as bool 'yes'"],
                  id="odd-key-after-a-merge-key"),
+    pytest.param(_config_with(source="{github: {repos: [acme/a, Other/b, acme/c], labels: "
+                              "[linux], app: {appId: 1, privateKey: {env: KEY}}}}"),
+                 "gitscale.yaml:4", ["runner set 'linux': its repos belong to 2 owners (acme, "
+                                     "other), and a GitHub App's installation token reads one "
+                                     "owner's repositories"], id="app-over-two-owners"),
     pytest.param(_config_with(name="~"), "gitscale.yaml:2",
                  ["name: null is not of type string"], id="null-name"),
     pytest.param(_config_with(manifest="true"), "gitscale.yaml:3",

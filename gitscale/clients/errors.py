@@ -4,21 +4,25 @@ on it), importable without loading an HTTP library. Every message names the meth
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Mapping
 
 from gitscale.errors import GitscaleError
 
 
 class ApiError(GitscaleError):
     """An API refused or failed. ``status`` is its HTTP status (0: no answer), ``detail`` its
-    own words (the ``message`` of a JSON error body; "" when it gave none)."""
+    own words (the ``message`` of a JSON error body; "" when it gave none), ``headers`` the
+    refusal's headers that explain it (``date``: the server's clock, for a JWT refused as not
+    yet valid; ``x-accepted-github-permissions``: what GitHub wanted), lower-case."""
 
     def __init__(self, message: str, *, method: str = "", url: str = "", status: int = 0,
-                 detail: str = "") -> None:
+                 detail: str = "", headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.method = method
         self.url = url
         self.status = status
         self.detail = detail
+        self.headers: Mapping[str, str] = headers or {}
 
 
 class Unsendable(ApiError):

@@ -17,12 +17,15 @@ from __future__ import annotations
 import re
 import threading
 import time
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable
 
 import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 from gitscale.clients.answers import Answer
-from gitscale.clients.errors import ApiError, Unreachable
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable
 from gitscale.clients.http import HttpClient
 from gitscale.errors import GitscaleError
 from gitscale.redact import header_problem, hold, redact
@@ -66,6 +69,7 @@ class InstallationToken:
         self._token: tuple[str, float] | None = None  # token, expiry (epoch seconds)
         self._minted = 0.0  # when the token was exchanged (``clock``)
         self._assertion = ""  # the JWT of the exchange under way
+        self._skew = 0.0  # GitHub's clock minus ours, once a refusal said (its ``Date``)
         self._http = HttpClient(name=f"github app {app_id}", retries=0, timeout=timeout,
                                 headers=lambda: {**HEADERS,
                                                  "Authorization": f"Bearer {self._assertion}"})
@@ -76,7 +80,9 @@ class InstallationToken:
     def get(self) -> str:
         """A token valid for at least 5 more minutes; exchanges a new one when needed."""
         with self._lock:  # held through the exchange: one exchange, the others wait for it
-            if self._token is None or self._token[1] - self._clock() <= REFRESH_BEFORE:
+            # (``expires_at`` is on GitHub's clock: compared on it)
+            if self._token is None or \
+                    self._token[1] - (self._clock() + self._skew) <= REFRESH_BEFORE:
                 self._token = self._exchange()
                 self._minted = self._clock()
             return self._token[0]
@@ -93,19 +99,13 @@ class InstallationToken:
             raise self._error(f"{self._installation_name} is {self._installation[:40]!r}, not "
                               "a number: the id of the App's installation (the number at the "
                               "end of its settings page's URL, .../settings/installations/ID)")
+        key = self._signing_key()
         now = int(self._clock())
-        try:
-            self._assertion = jwt.encode({"iat": now - 60, "exp": now + 540,
-                                          "iss": self.app_id},
-                                         self._private_key(), algorithm="RS256")
-        except (ValueError, TypeError, jwt.PyJWTError) as exc:
-            raise self._error(f"{self._key_name}: cannot sign a JWT ({type(exc).__name__}): "
-                              "not a PEM RSA private key") from None
-        installation = self._installation or self._look_up()
+        installation = self._installation or self._look_up(key)
         self._installation = installation
         url = f"{self.api}/app/installations/{installation}/access_tokens"
         try:
-            answer = self._call("POST", url, "could not get an installation token")
+            answer = self._call("POST", url, "could not get an installation token", key)
         except Exception:  # (``error``: the caller's own class)
             if not self._configured:  # (the App may have been installed again, under a new id: ask again)
                 self._installation = None
@@ -122,31 +122,100 @@ class InstallationToken:
                               "token")
         # Held for masking in every message of the process, not only this client's: one an
         # hour per installation, which the registry's bound (the most recent) keeps finite.
-        return hold(token), _epoch(body.get("expires_at")) or now + LIFETIME
+        return hold(token), _epoch(body.get("expires_at")) or now + self._skew + LIFETIME
 
-    def _look_up(self) -> str:
+    def _signing_key(self) -> RSAPrivateKey:
+        """The App's private key, loaded; what is wrong with it, said without showing it."""
+        text = self._private_key().strip()
+        problem = key_problem(text)
+        if problem is None:
+            try:
+                key = serialization.load_pem_private_key(text.encode(), password=None)
+            except TypeError:  # (cryptography: "Password was not given but … is encrypted")
+                problem = ("an encrypted private key (it asks for a passphrase): GitHub's are "
+                           "not; give the .pem file the App's settings page downloaded as it is")
+            except (ValueError, UnicodeError):
+                problem = "not a PEM private key (its content cannot be read)"
+            else:
+                if isinstance(key, RSAPrivateKey):
+                    return key
+                problem = "not an RSA private key: a GitHub App's key is RSA"
+        raise self._error(f"{self._key_name}: cannot sign a JWT: {problem} (the value "
+                          "is not shown)")
+
+    def _jwt(self, key: RSAPrivateKey) -> str:
+        """The App's JWT on GitHub's clock (``_skew``, once a refusal told it): issued 60 s
+        in the past, valid 9 minutes — GitHub refuses an ``iat`` in its future and an ``exp``
+        more than 10 minutes ahead."""
+        now = int(self._clock() + self._skew)
+        return jwt.encode({"iat": now - 60, "exp": now + 540, "iss": self.app_id}, key,
+                          algorithm="RS256")
+
+    def _look_up(self, key: RSAPrivateKey) -> str:
         if self._owner is None:
             raise self._error(f"github app {self.app_id}: no installation id")
         url = f"{self.api}/{self._owner}/installation"
-        answer = self._call("GET", url, f"it is not installed on {self._owner}")
+        answer = self._call("GET", url, f"it is not installed on {self._owner} (or "
+                            f"{self._installation_name} is not set to its id)", key)
         found = answer.body.get("id") if isinstance(answer.body, dict) else None
         if not isinstance(found, int) or isinstance(found, bool):
             raise self._error(f"github app {self.app_id} is not installed on {self._owner}: "
                               f"GET {url} answered {answer.status} with no installation id")
         return str(found)
 
-    def _call(self, method: str, url: str, meaning: str) -> Answer:
-        """The answer; a refusal, no answer or a body that is not JSON is ``error``."""
-        try:
-            return self._http.request(method, url)
-        except Unreachable as exc:
-            raise self._error(self._masked(str(exc))) from None
-        except ApiError as exc:
-            if exc.status < 400:  # a body that is not JSON: no token (or id) in it
-                return Answer(exc.status, {}, None)
-            said = f" ({exc.detail})" if exc.detail else ""
-            raise self._error(self._masked(f"github app {self.app_id}: {method} {redact(url)} "
-                                           f"answered {exc.status}{said}: {meaning}")) from None
+    def _call(self, method: str, url: str, meaning: str, key: RSAPrivateKey) -> Answer:
+        """The answer; a refusal, no answer or a body that is not JSON is ``error``, a rate
+        limit ``RateLimited`` (the client asks nothing more before it lifts). A JWT refused
+        for its times is signed again on GitHub's clock (its answer's ``Date``) and sent once
+        more."""
+        for attempt in (1, 2):
+            self._assertion = self._jwt(key)
+            try:
+                return self._http.request(method, url)
+            except Unreachable as exc:
+                raise self._error(self._masked(str(exc))) from None
+            except RateLimited as exc:
+                raise RateLimited(self._masked(f"github app {self.app_id}: {exc}: {meaning}"),
+                                  exc.until, method=method, url=url,
+                                  status=exc.status) from None
+            except ApiError as exc:
+                if exc.status < 400:  # a body that is not JSON: no token (or id) in it
+                    return Answer(exc.status, {}, None)
+                if attempt == 1 and self._clock_told(exc):
+                    continue
+                said = f" ({exc.detail})" if exc.detail else ""
+                raise self._error(self._masked(
+                    f"github app {self.app_id}: {method} {redact(url)} answered {exc.status}"
+                    f"{said}: {meaning}{self._hint(exc)}")) from None
+        raise AssertionError("unreachable")  # (the loop returns or raises)
+
+    def _clock_told(self, exc: ApiError) -> bool:
+        """Whether ``exc`` refused the JWT for its times and gave GitHub's clock, which is
+        now used (this host's clock is off)."""
+        github = _date(exc.headers.get("date"))
+        if exc.status != 401 or not _times_refused(exc.detail) or github is None:
+            return False
+        self._skew = github - self._clock()
+        return True
+
+    def _hint(self, exc: ApiError) -> str:
+        """What to check, for the refusals a credential's owner can fix."""
+        detail = exc.detail.lower()
+        if exc.status == 401 and _times_refused(exc.detail):
+            off = f"{abs(self._skew):.0f} s {'behind' if self._skew > 0 else 'ahead of'}"
+            return (f" (GitHub refused the JWT's times: this host's clock is {off} GitHub's "
+                    "Date, after one correction; synchronise it, e.g. with NTP)")
+        if exc.status == 401:
+            return (f" (GitHub could not verify the JWT: {self._key_name} is not a private "
+                    f"key of GitHub App {self.app_id}, or the app id is not the App's — the "
+                    "App's settings page shows its id and its keys' fingerprints)")
+        if exc.status == 404 and "/access_tokens" in exc.url:
+            return (f" (installation {self._installation} is not an installation of GitHub App "
+                    f"{self.app_id}: check {self._installation_name})")
+        if exc.status == 403 and "suspend" in detail:
+            return (" (an organization owner can unsuspend it: the organization's Settings → "
+                    "GitHub Apps → the App → Unsuspend)")
+        return ""
 
     def _masked(self, text: str) -> str:
         """``text`` without the JWT of this exchange or a token sent before (an endpoint, or a
@@ -157,6 +226,37 @@ class InstallationToken:
 def is_id(value: str) -> bool:
     """A GitHub numeric id (an installation's, an App's): ASCII digits only."""
     return re.fullmatch(r"[1-9][0-9]{0,19}", value) is not None
+
+
+def key_problem(text: str) -> str | None:
+    """What is wrong with ``text`` as a GitHub App's private key, seen without parsing it (a
+    public key pasted instead, line breaks written as ``\\n``); None: it is to be parsed."""
+    if not text:
+        return "empty"
+    if "PUBLIC KEY-----" in text or text.startswith(("ssh-rsa ", "ecdsa-", "ssh-ed25519 ")):
+        return ("a public key, not the private key: give the .pem file the App's settings "
+                "page downloaded (-----BEGIN RSA PRIVATE KEY-----)")
+    if "-----BEGIN" not in text:
+        return "not a PEM private key (no -----BEGIN line)"
+    if "\n" not in text and "\\n" in text:
+        return ("its line breaks are the two characters \\n: write the key with real line "
+                "breaks (e.g. from the file, with --from-file or a multi-line secret)")
+    return None
+
+
+def _times_refused(detail: str) -> bool:
+    """GitHub's refusal of a JWT's ``iat`` or ``exp`` ("'Issued at' claim ('iat') must be an
+    Integer representing a time in the past", "'Expiration time' claim ('exp') is too far in
+    the future")."""
+    return "('iat')" in detail or "('exp')" in detail
+
+
+def _date(text: str | None) -> float | None:
+    """An HTTP ``Date`` header as epoch seconds."""
+    try:
+        return parsedate_to_datetime(text).timestamp() if text else None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def _epoch(text: Any) -> float | None:

@@ -52,6 +52,9 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})  # retried o
 # webhook payload at 25 MB (``webhooks/delivery.py``). Larger is a broken or hostile server.
 MAX_BODY = 32 * 1024 * 1024
 MAX_REDIRECTS = 20  # httpx's own bound
+# The headers of a refusal an ``ApiError`` keeps: the server's clock (a JWT refused as issued in
+# the future) and the permissions GitHub wanted (a 403 "Resource not accessible by integration").
+EXPLAINING = ("date", "x-accepted-github-permissions")
 COURTESY_BODY = 64 * 1024  # what ``send`` keeps of an answer: its caller shows a line of it
 
 
@@ -229,7 +232,9 @@ class HttpClient:
                 if status < 500:
                     raise self._error(ApiError, f"{method} {redact(full)} answered {status}"
                                                 f"{f': {detail}' if detail else ''}",
-                                      method=method, url=full, status=status, detail=detail)
+                                      method=method, url=full, status=status, detail=detail,
+                                      headers={k: response.headers[k] for k in EXPLAINING
+                                               if k in response.headers})
                 problem = f"answered {status}"
             attempt += 1
             if attempt >= tries:

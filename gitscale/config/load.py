@@ -199,6 +199,16 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
         safe_repo_path(root, manifest, config_path, ConfigError,
                        partial(document.line_of, [*at, "manifest"]))
         (kind, settings), = item["source"].items()
+        if kind == "github" and "app" in settings and len(owners := sorted(
+                {repo.split("/")[0].lower() for repo in settings.get("repos", ())})) > 1:
+            # an installation (and its token) is one account's: the others' repos would be
+            # refused, pass after pass
+            raise ConfigError(config_path, f"runner set {name!r}: its repos belong to "
+                              f"{len(owners)} owners ({', '.join(owners[:5])}"
+                              f"{', …' if len(owners) > 5 else ''}), and a GitHub App's "
+                              "installation token reads one owner's repositories: give each "
+                              "owner its own set, or use a token that reads them all",
+                              document.line_of([*at, "source", "github", "repos"]))
         raw_policy = item["policy"]
         if isinstance(raw_policy, str):
             if raw_policy not in presets:

@@ -101,6 +101,7 @@ class Credentials:
     app_id: str | None = None
     installation_id: str | None = None
     private_key: str | None = field(default=None, repr=False)
+    source: str = ""  # where they were read ("Secret NS/NAME"), for messages
 
 
 def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
@@ -119,9 +120,14 @@ def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
                 "number: the id of the App's installation (.../settings/installations/ID), or "
                 "leave the key out and the controller looks the installation up")
         return Credentials(app_id=app["id"], installation_id=installation or None,
-                           private_key=hold(app["private_key"]))
+                           private_key=hold(app["private_key"]), source=source)
     raise CredentialsMissing(f"{source}: needs the key github_token, or github_app_id and "
                            "github_app_private_key (and optionally github_app_installation_id)")
+
+
+def _key(credentials: Credentials, key: str) -> str:
+    """``key`` of the Secret the credentials were read from, in words for a message."""
+    return f"{credentials.source}: key {key}" if credentials.source else f"key {key}"
 
 
 class GitHub:
@@ -137,8 +143,8 @@ class GitHub:
         self._app = None if credentials.token else InstallationToken(
             scope.api, credentials.app_id or "", lambda: credentials.private_key or "",
             installation=credentials.installation_id, owner="/".join(scope.path.split("/")[:3]),
-            error=CredentialsError, key_name="github_app_private_key",
-            installation_name="github_app_installation_id", timeout=timeout,
+            error=CredentialsError, key_name=_key(credentials, "github_app_private_key"),
+            installation_name=_key(credentials, "github_app_installation_id"), timeout=timeout,
             clock=clock)
         token = self._app.get if self._app is not None else (lambda: credentials.token or "")
         # No retries: the controller's next pass is the retry (a POST is never sent twice).
@@ -273,6 +279,8 @@ def translate(exc: ApiError) -> PlatformError:
     message = str(exc)
     if isinstance(exc, (RateLimited, Unreachable)) or exc.status >= 500:
         return PlatformOutage(message)
+    if exc.status == 403 and "not accessible by" in exc.detail:
+        return CredentialsError(message + _permission_hint(exc))
     if exc.status in (401, 403) or isinstance(exc, Unsendable):
         return CredentialsError(message)
     if exc.status == 409:
@@ -285,6 +293,22 @@ def translate(exc: ApiError) -> PlatformError:
                              "credentials — the token's owner or the App's installation — can "
                              "see that organization or repository and manage its runners)")
     return PlatformError(message)
+
+
+def _permission_hint(exc: ApiError) -> str:
+    """The permission GitHub's 403 "Resource not accessible by integration" (or "… by personal
+    access token") wants, as docs/credentials.md lists it for the scope."""
+    wanted = exc.headers.get("x-accepted-github-permissions")
+    said = f"; GitHub asked for {wanted}" if wanted else ""
+    if "/repos/" in exc.url:
+        needed = "the repository permission Administration: Read and write"
+    elif "/enterprises/" in exc.url:
+        return (f" (enterprise runners take a classic token with manage_runners:enterprise{said}; "
+                "docs/credentials.md)")
+    else:
+        needed = "the organization permission Self-hosted runners: Read and write"
+    return (f" (the credentials lack {needed}{said}: grant it to the token, or to the GitHub App "
+            "and accept it on the App's installation; docs/credentials.md)")
 
 
 def _runners(listed: list[Any]) -> dict[int, Registered]:

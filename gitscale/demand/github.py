@@ -13,13 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from gitscale.clients.errors import ApiError
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.clients.github import GitHub
 from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.rotating import Rotating
 from gitscale.config.schemas import JOB_LIMIT
-from gitscale.config.secrets import SecretError, read_secret, read_token
+from gitscale.config.secrets import SecretError, read_secret, read_token, source_of
 from gitscale.config.sources import GitHubSettings
 from gitscale.core.model import Demand
 from gitscale.core.reservations import MAX_JOB_ID, is_job_id
@@ -88,7 +89,8 @@ class GitHubAuth:
         owner = f"orgs/{settings.org}" if settings.org else f"repos/{settings.repos[0]}"
         self._app = None if app is None else InstallationToken(
             settings.api_url, app.app_id, lambda: read_secret(app.private_key, KEY_NAME),
-            installation=app.installation_id, error=SecretError, key_name=KEY_NAME,
+            installation=app.installation_id, error=SecretError,
+            key_name=f"{KEY_NAME} ({source_of(app.private_key)})",
             installation_name="source.github.app.installationId", owner=owner)
 
     def token(self) -> str:
@@ -137,7 +139,17 @@ class GitHubPoller:
 
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
         """Demand for each of ``sets`` (of this scope), from one poll."""
-        jobs = self.jobs()
+        try:
+            jobs = self.jobs()
+        except ApiError as exc:
+            if exc.status != 403 or "not accessible by" not in exc.detail:
+                raise
+            wanted = exc.headers.get("x-accepted-github-permissions")
+            said = f"; GitHub asked for {wanted}" if wanted else ""
+            raise SourceError(f"{exc} (the token or the GitHub App's installation lacks the "
+                              "repository permissions Actions: Read-only and Metadata: "
+                              f"Read-only{said}: grant them — an App's new permissions must be "
+                              "accepted on its installation; docs/credentials.md)") from None
         reading = DemandReading()
         for runner_set in sets:
             demand = count(jobs, runner_set.source.settings.labels)

@@ -4,6 +4,7 @@ on loopback that verifies the JWT and counts exchanges."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -14,9 +15,10 @@ from typing import Any
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from gitscale.controller.errors import CredentialsError
+from gitscale.clients.errors import RateLimited
+from gitscale.controller.errors import CredentialsError, PlatformOutage
 from gitscale.controller.github import Credentials, GitHub, scope_of
 from gitscale.config.secrets import SecretError
 from gitscale.errors import GitscaleError
@@ -41,6 +43,9 @@ class TokenEndpoint:
         self.answer: tuple[int, bytes] | None = None  # instead of a token
         self.expires_in = 3600.0
         self.now = time.time  # the clock the JWT is checked against (the test's own)
+        self.date: float | None = None  # the time the Date header says, if not ``now``'s
+        self.answer_headers: dict[str, str] = {}  # sent with every answer
+        self.refused_times = 0  # JWTs refused for their iat or exp
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -54,8 +59,13 @@ class TokenEndpoint:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
                 pass
 
+            def date_time_string(self, timestamp: float | None = None) -> str:
+                return super().date_time_string(fake.now() if fake.date is None else fake.date)
+
             def _send(self, status: int, body: bytes) -> None:
                 self.send_response(status)
+                for name, value in fake.answer_headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -67,9 +77,21 @@ class TokenEndpoint:
                                         options={"verify_exp": False, "verify_iat": False})
                 except jwt.PyJWTError:
                     claims = {}
-                if not (claims.get("iss") == "4242" and claims["exp"] - claims["iat"] <= 660
-                        and claims["iat"] <= fake.now() < claims["exp"]):
+                if claims.get("iss") != "4242":
                     self._send(401, b'{"message": "A JSON web token could not be decoded"}')
+                    return False
+                now = fake.now()  # GitHub's rules and words, on its clock (its Date header)
+                refusal = ("'Issued at' claim ('iat') must be an Integer representing a time "
+                           "in the past" if claims["iat"] > now else
+                           "'Expiration time' claim ('exp') must be a numeric value "
+                           "representing the future time at which the assertion expires"
+                           if claims["exp"] <= now else
+                           "'Expiration time' claim ('exp') is too far in the future"
+                           if claims["exp"] > now + 600 else None)
+                if refusal is not None:
+                    with fake.lock:
+                        fake.refused_times += 1
+                    self._send(401, json.dumps({"message": refusal}).encode())
                     return False
                 return True
 
@@ -244,3 +266,129 @@ def test_the_controllers_client_gets_a_credentials_error_for_a_bad_answer(
     finally:
         client.close()
     assert (endpoint.lookups, endpoint.exchanges) == (1, 1)
+
+
+# -- the credential's failures, as GitHub answers them ------------------------------------------
+def _pem(key: Any, fmt: Any, password: bytes | None = None) -> str:
+    encryption = (serialization.NoEncryption() if password is None
+                  else serialization.BestAvailableEncryption(password))
+    return key.private_bytes(serialization.Encoding.PEM, fmt, encryption).decode()
+
+
+PKCS1 = _pem(KEY, serialization.PrivateFormat.TraditionalOpenSSL)  # what GitHub's page downloads
+
+
+@pytest.mark.parametrize("key", [
+    pytest.param(PKCS1, id="pkcs1"),
+    pytest.param(PEM, id="pkcs8"),
+    pytest.param(PKCS1.replace("\n", "\r\n"), id="windows-line-ends"),
+    pytest.param(f"  \n{PKCS1}\n\n  ", id="surrounding-whitespace"),
+])
+def test_the_private_key_in_any_of_its_usual_spellings_signs(endpoint: TokenEndpoint,
+                                                              key: str) -> None:
+    assert token(endpoint, key=key).get() == "ghs_1"
+
+
+@pytest.mark.parametrize(("key", "says"), [
+    pytest.param(PUBLIC.decode(), "a public key, not the private key", id="public-key"),
+    pytest.param(KEY.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.PKCS1).decode(),
+                 "a public key, not the private key", id="rsa-public-key"),
+    pytest.param(KEY.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                               serialization.PublicFormat.OpenSSH).decode(),
+                 "a public key, not the private key", id="ssh-public-key"),
+    pytest.param(_pem(KEY, serialization.PrivateFormat.PKCS8, b"hunter2"),
+                 "an encrypted private key", id="encrypted"),
+    pytest.param(PKCS1.replace("\n", "\\n"), "its line breaks are the two characters \\n",
+                 id="escaped-line-breaks"),
+    pytest.param(_pem(ec.generate_private_key(ec.SECP256R1()),
+                      serialization.PrivateFormat.PKCS8), "not an RSA private key", id="ec-key"),
+])
+def test_a_key_that_is_not_the_apps_private_key_says_what_it_is(
+        endpoint: TokenEndpoint, key: str, says: str) -> None:
+    """A public key pasted by mistake once escaped as an AttributeError (a crash, "please
+    report"); every one of these is the caller's error naming the key, never its content,
+    and nothing is sent."""
+    with pytest.raises(CredentialsError) as caught:
+        token(endpoint, key=key).get()
+    message = str(caught.value)
+    assert message.startswith("the app key: cannot sign a JWT: ") and says in message, message
+    assert "BEGIN" not in message.split("(")[0] and key.strip()[40:80] not in message
+    assert endpoint.exchanges == 0
+
+
+def test_the_key_of_another_app_says_which_app_and_which_key(endpoint: TokenEndpoint) -> None:
+    other = _pem(rsa.generate_private_key(public_exponent=65537, key_size=2048),
+                 serialization.PrivateFormat.TraditionalOpenSSL)
+    with pytest.raises(CredentialsError) as caught:
+        token(endpoint, key=other).get()
+    message = str(caught.value)
+    assert "answered 401 (A JSON web token could not be decoded)" in message
+    assert "the app key is not a private key of GitHub App 4242" in message
+    assert "BEGIN" not in message
+
+
+@pytest.mark.parametrize("off", [pytest.param(+300, id="ahead-5-min"),
+                                 pytest.param(-720, id="behind-12-min")])
+def test_a_host_clock_off_by_minutes_is_corrected_by_githubs_date_once(
+        endpoint: TokenEndpoint, off: float) -> None:
+    """GitHub refuses a JWT issued in its future or expiring more than 10 minutes ahead; the
+    60 s backdating covers a clock at most 60 s fast (9 minutes slow). Beyond that the
+    refusal's Date header gives GitHub's time: signed again on it, once."""
+    source = token(endpoint, clock=lambda: time.time() + off)
+    assert source.get() == "ghs_1"
+    assert (endpoint.refused_times, endpoint.exchanges) == (1, 1)
+    source.refused()  # (minted just now: kept)
+    source._token = None  # a later exchange is on GitHub's clock from the start
+    assert source.get() == "ghs_2" and endpoint.refused_times == 1
+
+
+def test_a_jwt_refused_for_its_times_again_is_one_more_request_and_a_clear_error(
+        endpoint: TokenEndpoint) -> None:
+    endpoint.date = time.time() + 3600  # a Date header that is not the clock GitHub checks by
+    with pytest.raises(CredentialsError) as caught:
+        token(endpoint, clock=lambda: time.time() + 300).get()
+    message = str(caught.value)
+    assert "answered 401 ('Issued at' claim ('iat') must be an Integer" in message
+    assert re.search(r"this host's clock is 3[23]\d\d s behind GitHub's Date", message), message
+    assert endpoint.refused_times == 2  # the first JWT and the corrected one: no loop
+
+
+def test_a_wrong_installation_id_names_where_it_was_written(endpoint: TokenEndpoint) -> None:
+    source = InstallationToken(endpoint.url, "4242", lambda: PEM, installation="78",
+                               error=CredentialsError, key_name="the app key",
+                               installation_name="source.github.app.installationId")
+    with pytest.raises(CredentialsError) as caught:
+        source.get()
+    assert str(caught.value).endswith(
+        "installations/78/access_tokens answered 404 (Not Found): could not get an "
+        "installation token (installation 78 is not an installation of GitHub App 4242: check "
+        "source.github.app.installationId)")
+
+
+def test_a_suspended_installation_says_so_and_how_to_lift_it(endpoint: TokenEndpoint) -> None:
+    endpoint.answer = (403, b'{"message": "This installation has been suspended"}')
+    with pytest.raises(CredentialsError, match=r"answered 403 \(This installation has been "
+                                               r"suspended\).*Unsuspend"):
+        token(endpoint).get()
+
+
+def test_a_rate_limited_exchange_is_a_rate_limit_and_sends_nothing_before_it_lifts(
+        endpoint: TokenEndpoint) -> None:
+    """It was the caller's credentials error: the controller dropped the client as refused
+    and the next pass's new client asked again, limit or not."""
+    endpoint.answer = (403, b'{"message": "API rate limit exceeded for installation ID 77."}')
+    endpoint.answer_headers = {"x-ratelimit-remaining": "0", "x-ratelimit-limit": "5000",
+                               "x-ratelimit-reset": str(int(time.time()) + 600)}
+    source = token(endpoint)
+    for _ in range(3):
+        with pytest.raises(RateLimited, match="github app 4242: .*rate limited until"):
+            source.get()
+    assert endpoint.exchanges == 1
+    client = GitHub(scope_of(f"{endpoint.url}/acme"),
+                    Credentials(app_id="4242", installation_id="77", private_key=PEM))
+    try:
+        with pytest.raises(PlatformOutage, match="rate limited until"):
+            client.register("r-1", ["linux"], None)
+    finally:
+        client.close()

@@ -348,3 +348,40 @@ def test_a_list_handed_out_never_changes_under_its_reader(github: FakeGitHub) ->
     assert sorted(later) == ids[1:] and age == 20.0
     with pytest.raises(TypeError):
         later[ids[0]] = later[ids[1]]  # type: ignore[index]  # read-only
+
+
+def test_a_secrets_wrong_app_key_names_the_secret_and_its_key() -> None:
+    _, public = _app_key()
+    other, _ = _app_key()  # a key, but of another App
+    server = FakeGitHub(app=("4242", public)).start()
+    try:
+        creds = credentials_from({"github_app_id": "4242", "github_app_private_key": other,
+                                  "github_app_installation_id": "77"}, "Secret ci-runners/gh")
+        gh = GitHub(Scope(f"{server.url}/api/v3", "orgs/acme"), creds)
+        with pytest.raises(CredentialsError) as caught:
+            gh.register("a-1", ["l"], None)
+    finally:
+        server.stop()
+    assert ("Secret ci-runners/gh: key github_app_private_key is not a private key of GitHub "
+            "App 4242") in str(caught.value)
+    assert "PRIVATE" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("path", "permission"), [
+    pytest.param("orgs/acme", "the organization permission Self-hosted runners: Read and write",
+                 id="org"),
+    pytest.param("repos/acme/app", "the repository permission Administration: Read and write",
+                 id="repo"),
+])
+def test_a_permission_missing_is_named(github: FakeGitHub, path: str, permission: str) -> None:
+    """GitHub's 403 "Resource not accessible by integration" names no permission in its
+    message, only in X-Accepted-GitHub-Permissions: the error says which to grant."""
+    wanted = "organization_self_hosted_runners=write" if path.startswith("orgs") \
+        else "administration=write"
+    github.outage(403, message="Resource not accessible by integration",
+                  headers={"X-Accepted-GitHub-Permissions": wanted})
+    with pytest.raises(CredentialsError) as caught:
+        client(github, path).register("a-1", ["l"], None)
+    message = str(caught.value)
+    assert "answered 403: Resource not accessible by integration" in message
+    assert f"the credentials lack {permission}; GitHub asked for {wanted}" in message, message

@@ -376,7 +376,35 @@ def test_github_app_with_the_wrong_key_is_a_clear_error(app_github: FakeGitHub,
         {"name": "linux", "source": app_source(app_github, other)}])
     error = read(tmp_path / "repo", config).errors["linux"]
     assert f"POST {app_github.url}/app/installations/77/access_tokens answered 401" in error
+    assert f"github app private key ({other}) is not a private key of GitHub App 4242" in error
     assert "BEGIN" not in error and [r.method for r in app_github.log] == ["POST"]
+
+
+def test_github_app_with_its_public_key_is_a_clear_error_not_a_crash(app_github: FakeGitHub,
+                                                                     tmp_path: Path) -> None:
+    """The public key pasted where the private one belongs: the JWT library raised an
+    AttributeError, which ended the command as a crash ("please report")."""
+    public = tmp_path / "public.pem"
+    public.write_bytes(app_github.app["public_key"])  # type: ignore[index]
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, public)}])
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert error.startswith(f"gitscale.yaml:4: runner set 'linux': github app private key "
+                            f"({public}): cannot sign a JWT: a public key, not the private "
+                            "key"), error
+    assert app_github.log == []
+
+
+def test_an_app_without_the_actions_permission_is_told_which_to_grant(
+        app_github: FakeGitHub, tmp_path: Path) -> None:
+    app_github.add_repo("acme", "app")
+    app_github.fail("forbidden", "/actions/runs")
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path)}])  # type: ignore[attr-defined]
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert "answered 403: Resource not accessible by integration" in error, error
+    assert "Actions: Read-only and Metadata: Read-only; GitHub asked for actions=read" in error
+    assert sum(r.route.endswith("/actions/runs") for r in app_github.log) == 1  # not retried
 
 
 def test_github_app_with_a_key_that_is_not_a_key_is_a_clear_error(app_github: FakeGitHub,
@@ -386,8 +414,8 @@ def test_github_app_with_a_key_that_is_not_a_key_is_a_clear_error(app_github: Fa
     config = write_config(tmp_path / "repo", [
         {"name": "linux", "source": app_source(app_github, bogus)}])
     error = read(tmp_path / "repo", config).errors["linux"]
-    assert error.startswith("gitscale.yaml:4: runner set 'linux': github app private key: "
-                            "cannot sign a JWT"), error
+    assert error.startswith("gitscale.yaml:4: runner set 'linux': github app private key "
+                            f"({bogus}): cannot sign a JWT"), error
     assert "not a key" not in error and app_github.log == []
 
 

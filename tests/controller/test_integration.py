@@ -986,8 +986,8 @@ def test_a_token_refused_at_unregistration_is_read_again_from_its_secret(
     assert harness.names("rs") == [] and all(harness.runner(n) is None for n in pending)
 
 
-MALFORMED_KEY = "github_app_private_key: cannot sign a JWT (InvalidKeyError): not a PEM RSA " \
-    "private key"
+MALFORMED_KEY = "Secret default/gh-creds: key github_app_private_key: cannot sign a JWT: not a " \
+    "PEM private key (its content cannot be read) (the value is not shown)"
 
 
 def _malformed_app_key(harness: Harness) -> None:

@@ -144,7 +144,9 @@ def test_the_controller_log_masks_the_token_on_every_retry(
             proc.send_signal(signal.SIGTERM)
             proc.communicate(timeout=30)
     err = log.read_text()
-    assert f"401 Unauthorized: Bad credentials: Bearer {MASK} (retrying in " in err, err
+    assert f"401 Unauthorized: Bad credentials: Bearer {MASK} (the API server rejected the " \
+        "controller's credentials" in err, err
+    assert "(retrying in " in err, err
     assert TOKEN not in err and "Traceback" not in err, err
     assert f"Bearer {TOKEN}" in echo.seen  # (it was sent, and echoed)
 

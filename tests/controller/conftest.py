@@ -1,5 +1,5 @@
-"""Fixtures for the controller tests: the harness (local API server, GitHub fake, controller)
-and the port of its health server (``/metrics``, ``/healthz``)."""
+"""Fixtures for the controller tests: the harness (local API server, GitHub fake, controller),
+the port of its health server (``/metrics``, ``/healthz``), and a bare local API server."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -8,6 +8,7 @@ import pytest
 
 from gitscale.controller.loop import serve_health
 from tests.controller.harness import Harness, start
+from tests.kubeapi.server import KubeAPIServer, start_api_server
 
 
 @pytest.fixture
@@ -22,3 +23,13 @@ def port(harness: Harness) -> Iterator[int]:
         yield server.server_address[1]
     finally:
         server.shutdown()
+
+
+@pytest.fixture
+def api() -> Iterator[KubeAPIServer]:
+    """A fresh local API server (empty store), stopped at teardown."""
+    server = start_api_server()
+    try:
+        yield server
+    finally:
+        server.stop()

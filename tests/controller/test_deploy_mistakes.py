@@ -34,7 +34,7 @@ from gitscale.controller.platforms import Platforms
 from gitscale.controller.observe import LABEL_SET
 from tests.controller.harness import NS, Harness, buildkite_spec
 from tests.helpers import wait_for
-from tests.kubeapi.server import KubeAPIServer, start_api_server
+from tests.kubeapi.server import KubeAPIServer
 
 SA = "system:serviceaccount:gitscale-system:gitscale-controller"
 GROUPS = {"runnersets": "gitscale.dev", "leases": "coordination.k8s.io"}
@@ -92,13 +92,6 @@ CALLS: list[Any] = [
 ]
 
 
-@pytest.fixture
-def api() -> Iterator[KubeAPIServer]:
-    server = start_api_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize(("verb", "resource", "call"), CALLS)

@@ -2,7 +2,6 @@
 token expires), and no call that waits for ever."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 
@@ -11,18 +10,11 @@ from gitscale.controller.errors import KubeError
 from gitscale.controller.kube import Kube
 from gitscale.controller.kube_config import client_for
 from gitscale.controller.observe import LABEL_SET
-from tests.kubeapi.server import KubeAPIServer, start_api_server
+from tests.kubeapi.server import KubeAPIServer
 
 NS = "default"
 
 
-@pytest.fixture
-def api() -> Iterator[KubeAPIServer]:
-    server = start_api_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def runner(name: str) -> dict[str, object]:

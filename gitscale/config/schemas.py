@@ -9,7 +9,7 @@ from typing import Any
 from gitscale.core.forecast import DAYS
 from gitscale.errors import InputError, shown, shown_as_yaml
 from gitscale.runnerset_api import REPLICAS_MAX
-from gitscale.yamlio.read import Document, format_path
+from gitscale.yamlio.read import Document, format_path, unusual
 
 LIMIT = REPLICAS_MAX  # replicas, buffers and steps above this are typos, not plans
 JOB_LIMIT = 1_000_000
@@ -222,13 +222,16 @@ def check_schema(
     """
     import fastjsonschema
 
-    _refuse_odd_keys(document, source, error, describe)
+    odd_key, floats = unusual(document.data)  # (one walk of the data for both checks)
+    if odd_key:
+        _refuse_odd_keys(document, source, error, describe)
     try:
         fast_check(schema)(document.data)
     except fastjsonschema.JsonSchemaException:
         pass  # explain it with jsonschema, which finds the most relevant error and its path
     else:
-        _refuse_floats(document, source, error, describe)
+        if floats:
+            _refuse_floats(document, source, error, describe)
         return
     import jsonschema  # only now: importing it costs more than most passes
 
@@ -295,8 +298,6 @@ def _refuse_floats(document: Document, source: str, error: type[InputError],
 
 
 def _first_float(data: Any, path: list[Any]) -> tuple[list[Any], float] | None:
-    if not _has_float(data):
-        return None  # (the usual answer, found without building a path for every value)
     stack: list[tuple[Any, list[Any]]] = [(data, path)]
     while stack:
         value, at = stack.pop()
@@ -308,19 +309,6 @@ def _first_float(data: Any, path: list[Any]) -> tuple[list[Any], float] | None:
         elif isinstance(value, list):
             stack.extend((v, [*at, i]) for i, v in reversed(list(enumerate(value))))
     return None
-
-
-def _has_float(data: Any) -> bool:
-    stack = [data]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, float):
-            return True
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return False
 
 
 def _in_secret_ref(problem: Any) -> bool:

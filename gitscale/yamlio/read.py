@@ -117,7 +117,7 @@ class Document:
         answer, found from the data without composing nodes)."""
         import yaml
 
-        if not _has_odd_key(self.data):
+        if not unusual(self.data)[0]:
             return None
         stack: list[tuple[yaml.Node | None, list["str | int"]]] = [(self.node, [])]
         while stack:
@@ -167,17 +167,25 @@ _STR = "tag:yaml.org,2002:str"
 _NAMES = (_STR, "tag:yaml.org,2002:merge")
 
 
-def _has_odd_key(data: Any) -> bool:
+def unusual(data: Any) -> tuple[bool, bool]:
+    """Does ``data`` hold a mapping key that is not a string (``odd_key``), a float? One walk
+    for both — a file's usual answer is (False, False), and a 10,000-set config is walked
+    whole to give it —, by exact type: YAML gives plain dicts, lists and floats."""
+    odd = floats = False
     stack = [data]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            if not all(isinstance(k, str) for k in value):
-                return True
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return False
+    pop, extend = stack.pop, stack.extend
+    while stack and not (odd and floats):
+        value = pop()
+        kind = type(value)
+        if kind is dict:
+            if not odd:
+                odd = any(type(key) is not str for key in value)
+            extend(value.values())
+        elif kind is list:
+            extend(value)
+        elif kind is float:
+            floats = True
+    return odd, floats
 
 
 def _odd_child(node: yaml.Node | None, key: object) -> tuple[yaml.Node | None, yaml.Node] | None:

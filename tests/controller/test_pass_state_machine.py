@@ -47,7 +47,8 @@ from gitscale.timeutil import format_time, parse_time
 from tests.controller.harness import NS, Harness, start
 
 SET = "rs"
-EXAMPLES = int(os.environ.get("GITSCALE_STATEFUL_EXAMPLES", "6"))
+HUNTING = "GITSCALE_STATEFUL_EXAMPLES" in os.environ  # (random; else derandomized)
+EXAMPLES = int(os.environ.get("GITSCALE_STATEFUL_EXAMPLES", "18"))
 STEPS = int(os.environ.get("GITSCALE_STATEFUL_STEPS", "15"))
 SETTLE_PASSES = 8
 
@@ -78,6 +79,7 @@ class PassMachine(RuleBasedStateMachine):
         self.log: list[str] = []
         self.labels = ["linux"]  # the set's runner labels (github_spec's)
         self.made_for: dict[str, list[str]] = {}  # the labels each pod was made for
+        self.timed_out: set[str] = set()  # runners past their registration timeout
 
     def teardown(self) -> None:
         if os.environ.get("SHOWHIST"):
@@ -121,8 +123,8 @@ class PassMachine(RuleBasedStateMachine):
         self.write(replicas, "zero" if zero else "next", backlog)
 
     @rule(replicas=st.integers(0, 5), how=st.sampled_from(["next", "next", "zero", "wrap"]),
-          backlog=st.integers(0, 3))
-    def write(self, replicas: int, how: str, backlog: int) -> None:
+          backlog=st.integers(0, 3), watch=st.booleans())
+    def write(self, replicas: int, how: str, backlog: int, watch: bool = False) -> None:
         self.h.clock.advance(1)  # (a new effectiveTime, to the second)
         if how == "zero":
             self.patch = 0
@@ -135,9 +137,10 @@ class PassMachine(RuleBasedStateMachine):
         self.effective = format_time(self.h.clock.now)
         self.allowance, self.write_applied = backlog, False
         self.note(f"write ({replicas}, {self.patch}, backlog {backlog})")
+        self.watched(watch)
 
-    @rule()
-    def labels_edited(self) -> None:
+    @rule(watch=st.booleans())
+    def labels_edited(self, watch: bool) -> None:
         """Someone edits the set's runner labels (not a gitscale write): the runners made
         for the old ones are outdated."""
         self.labels = ["linux"] if self.labels != ["linux"] else ["linux", "x64"]
@@ -146,10 +149,11 @@ class PassMachine(RuleBasedStateMachine):
                                  lambda o: o["spec"]["github"].update(labels=labels), NS)
         self.allowance += len(self.pods())  # each outdated runner is replaced
         self.note(f"labels {labels}")
+        self.watched(watch)
 
     # -- the kubelet and the runners ---------------------------------------------------------------
-    @rule(index=st.integers(0, 9), online=st.booleans())
-    def pod_runs(self, index: int, online: bool) -> None:
+    @rule(index=st.integers(0, 9), online=st.booleans(), watch=st.booleans())
+    def pod_runs(self, index: int, online: bool, watch: bool = False) -> None:
         name = self.pick(self.by_phase("Pending"), index)
         if name is None:
             return
@@ -159,6 +163,7 @@ class PassMachine(RuleBasedStateMachine):
         if online and self.runner(name) is not None:
             self.h.github.set_state(name, online=True, busy=False)
         self.note(f"{name} runs{' online' if online else ''}")
+        self.watched(watch)
 
     @rule()
     def all_up(self) -> None:
@@ -173,23 +178,25 @@ class PassMachine(RuleBasedStateMachine):
             self.h.github.set_state(name, online=True, busy=False)
             self.note(f"{name} online")
 
-    @rule(index=st.integers(0, 9))
-    def takes_job(self, index: int) -> None:
+    @rule(index=st.integers(0, 9), watch=st.booleans())
+    def takes_job(self, index: int, watch: bool) -> None:
         name = self.pick(self.idle(), index)
         if name is not None:
             self.h.github.set_state(name, online=True, busy=True)
             self.note(f"{name} busy")
+            self.watched(watch)
 
-    @rule(index=st.integers(0, 9))
-    def job_done(self, index: int) -> None:
+    @rule(index=st.integers(0, 9), watch=st.booleans())
+    def job_done(self, index: int, watch: bool) -> None:
         name = self.pick(self.busy(), index)
         if name is not None:
             self.h.stop(name)  # (the ephemeral runner unregisters itself)
             self.allowance += 1
             self.note(f"{name} done")
+            self.watched(watch)
 
-    @rule(index=st.integers(0, 9), github_notices=st.booleans())
-    def pod_fails(self, index: int, github_notices: bool) -> None:
+    @rule(index=st.integers(0, 9), github_notices=st.booleans(), watch=st.booleans())
+    def pod_fails(self, index: int, github_notices: bool, watch: bool) -> None:
         name = self.pick(self.by_phase("Pending", "Running"), index)
         if name is None:
             return
@@ -202,9 +209,10 @@ class PassMachine(RuleBasedStateMachine):
                                     busy=runner.busy and not github_notices)
         self.allowance += 1
         self.note(f"{name} failed")
+        self.watched(watch)
 
-    @rule(index=st.integers(0, 9))
-    def deleted_from_outside(self, index: int) -> None:
+    @rule(index=st.integers(0, 9), watch=st.booleans())
+    def deleted_from_outside(self, index: int, watch: bool) -> None:
         name = self.pick([p["metadata"]["name"] for p in self.pods()], index)
         if name is None:
             return
@@ -215,6 +223,7 @@ class PassMachine(RuleBasedStateMachine):
             self.h.github.set_state(name, online=False, busy=runner.busy)
         self.allowance += 1
         self.note(f"{name} deleted from outside")
+        self.watched(watch)
 
     @rule()
     def kubelet_done_deleting(self) -> None:
@@ -276,6 +285,12 @@ class PassMachine(RuleBasedStateMachine):
         self.write(keep, "zero", 0)
         self.one_pass()
 
+    def watched(self, watch: bool) -> None:
+        """The watch brings the change to the controller: a pass at once (``watch``), or
+        not yet (changes pile up until the next pass)."""
+        if watch:
+            self.one_pass()
+
     # -- the controller -----------------------------------------------------------------------------
     @rule()
     def reconcile(self) -> None:
@@ -300,6 +315,8 @@ class PassMachine(RuleBasedStateMachine):
         timed_out = {n for n, p in before.items() if phase_of(p) == "Running"
                      and n not in self.seen_online and not github.get(n, (False, False))[0]
                      and now - self.started(p) >= REGISTRATION_TIMEOUT}
+        self.allowance += len(timed_out - self.timed_out)  # failed: each one is replaced
+        self.timed_out |= timed_out
         capable_before = self.capable()
         outdated = {n for n in before if self.outdated(n)}
         log_mark = len(h.api.log)
@@ -515,7 +532,7 @@ class PassMachine(RuleBasedStateMachine):
 
 PassMachine.TestCase.settings = settings(
     max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
-    derandomize=EXAMPLES <= 10,
+    derandomize=not HUNTING,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much])
 test_the_controller_pass_against_the_world = PassMachine.TestCase

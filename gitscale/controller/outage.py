@@ -22,6 +22,7 @@ from typing import Callable, TypeVar
 
 from gitscale.clients.errors import ApiError, RateLimited
 from gitscale.controller.errors import PlatformError, PlatformOutage
+from gitscale.controller.status import not_asked
 from gitscale.timeutil import format_time, utcnow
 
 OUTAGE_WAIT = 5.0  # seconds the platform is not asked after it failed once ...
@@ -95,8 +96,7 @@ class Outage:
             wait = min(OUTAGE_WAIT * 2 ** (self.failures - 1), OUTAGE_WAIT_MAX)
             self._until = self._clock() + wait
             again = format_time(self._wall() + timedelta(seconds=wait))
-            self._said = (f"{message}; {self.platform} is not asked again before {again} "
-                          f"({self.failures} failure(s) in a row)")
+            self._said = message + not_asked(self.platform, again, self.failures)
             self._trying = False
 
     def take_over(self, old: Outage) -> None:

@@ -136,12 +136,13 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     # creations not started yet are not tried (a quota met at the 20th of 10,000 runners must
     # not cost 9,980 refusals, nor as many GitHub registrations made and undone).
     stop = threading.Event()
+    unhanded: list[tuple[str, str]] = []  # (runner, why) whose Secret is not its pod's yet
     while todo and not refused:
         tried, todo = todo[:batch], todo[batch:]
         batch *= 2
         futures: list[tuple[int, str, Future[str]]] = [
             (i, name, pool.submit(_attempt, stop, kube, pods, memory, halt, view, platform,
-                                  name, actions.create_patch_id, failures))
+                                  name, actions.create_patch_id, failures, unhanded))
             for i, (name, failures) in tried]
         wait([f for _, _, f in futures])
         for i, name, future in futures:
@@ -186,7 +187,16 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             out.retry_after = (refusal.until - now).total_seconds()
         else:
             memory.set_refusal(view.key, None)
-    if out.names:
+    if out.names and unhanded:
+        # One line for the pass, not one per runner and another for the creations: a Role
+        # without ``patch`` on secrets, or a webhook, refuses every handover alike.
+        handovers = Alike()
+        for name, why in unhanded:
+            handovers.add(why, name)
+        log.warning("%s: created %d runner(s) for patch %d; %d JIT Secret(s) not handed to "
+                    "their pod yet (the next passes try again): %s", view.key, len(out.names),
+                    actions.create_patch_id, len(unhanded), "; ".join(handovers.messages()[:3]))
+    elif out.names:
         log.info("%s: created %d runner(s) for patch %d", view.key, len(out.names),
                  actions.create_patch_id)
     return out
@@ -198,13 +208,14 @@ class _NotTried(Exception):
 
 def _attempt(stop: threading.Event, kube: Kube, pods: Store, memory: Memory,
              halt: threading.Event, view: RunnerSetView, platform: Adapter, name: str,
-             patch_id: int, failures: int) -> str:
+             patch_id: int, failures: int, unhanded: list[tuple[str, str]]) -> str:
     """``_create_one``, unless a creation of the pass was refused already (``stop``), for a
     reason the others would meet too (``_for_all``), which sets it."""
     if stop.is_set():
         raise _NotTried()
     try:
-        return _create_one(kube, pods, memory, halt, view, platform, name, patch_id, failures)
+        return _create_one(kube, pods, memory, halt, view, platform, name, patch_id, failures,
+                           unhanded)
     except ControllerError as exc:
         if _for_all(exc):
             stop.set()
@@ -226,8 +237,10 @@ def _for_all(exc: ControllerError) -> bool:
 
 
 def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
-                view: RunnerSetView,
-                platform: Adapter, name: str, patch_id: int, failures: int) -> str:
+                view: RunnerSetView, platform: Adapter, name: str, patch_id: int,
+                failures: int, unhanded: list[tuple[str, str]]) -> str:
+    """Creates runner ``name``; a Secret not handed to its pod is added to ``unhanded`` (the
+    pass says them in one line) and to the set's memory (the next passes hand it over)."""
     if halt.is_set():
         raise Interrupted("the controller is stopping: runner not created, left to the next "
                           "pass (or the next leader)")
@@ -268,7 +281,7 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
         except ControllerError as exc:
             # The pod runs anyway; the Secret, still the set's, would outlive it: the next
             # passes hand it over (or delete it once the pod is gone).
-            log.warning("%s: Secret %s not handed to its pod yet: %s", view.key, name, exc)
+            unhanded.append((name, str(exc)))  # (list.append: safe across the pool's threads)
             memory.add_unowned(view.key, name)
     return name
 
@@ -304,10 +317,11 @@ def _not_tried(out: Created, count: int, predecessors: tuple[str, ...], message:
     return out
 
 
-def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> list[str]:
+def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> Alike:
     """JIT Secrets a pass could not hand to their pod (still owned by the set, they would
-    outlive it): handed over now, or deleted once the pod is gone. The errors."""
-    errors = []
+    outlive it): handed over now, or deleted once the pod is gone. The errors, those that
+    differ only by their Secret said once (a Role without ``patch`` refuses them all)."""
+    errors = Alike()
     for name in memory.unowned(view.key):
         pod = pods.get(f"{view.namespace}/{name}")
         try:
@@ -318,7 +332,7 @@ def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> l
         except NotFound:
             pass  # the Secret is gone already
         except KubeError as exc:
-            errors.append(str(exc))
+            errors.add(str(exc), name)
             continue
         memory.owned(view.key, name)
     return errors

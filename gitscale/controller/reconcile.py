@@ -90,7 +90,9 @@ def reconcile(ctx: Context, key: str) -> Report:
         if held is None:  # edited since it was read: nothing done on a stale spec
             return report
         confirmed, obj = held is not obj, held
-    report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
+    handed = hand_over(ctx.kube, ctx.pods, ctx.memory, view)
+    report.errors += handed.messages()
+    report.folded += handed.folded
     if (view.kind.registration_labels is not None and not view.deleting
             and not ctx.deposed.is_set() and ctx.memory.secret_sweep_due(key, now, EVERY)):
         # What another process, or this one before a restart, could not hand over. Its failure

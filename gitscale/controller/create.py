@@ -80,18 +80,23 @@ class Created:
     retry_after: float | None = None  # seconds until creations refused are tried again
 
 
-def held_back(memory: Memory, view: RunnerSetView, now: datetime) -> Refusal | None:
+def held_back(memory: Memory, view: RunnerSetView, now: datetime,
+              credentials: str = "") -> Refusal | None:
     """The set's refused creations, while their backoff runs (no creation is tried) and its
     pods would be made the same way (a template fixed after a webhook refused it is tried at
-    once; a new replicas or patch ID is not a fix)."""
+    once, and so is a credential rotated after it was refused; a new replicas or patch ID is
+    not a fix). ``credentials``: what the set's platform client was made from
+    (``Platforms.made_from``)."""
     refusal = memory.refusal(view.key)
     return refusal if refusal is not None and now < refusal.until and (
-        refusal.shape == shape(view)) else None
+        refusal.shape == shape(view, credentials)) else None
 
 
-def shape(view: RunnerSetView) -> str:
-    """A digest of what the set's pods are made from: its template and platform settings."""
-    made_of = json.dumps([view.template, repr(view.settings)], sort_keys=True, default=str)
+def shape(view: RunnerSetView, credentials: str = "") -> str:
+    """A digest of what the set's pods are made from: its template, platform settings and
+    credentials (a digest of them)."""
+    made_of = json.dumps([view.template, repr(view.settings), credentials], sort_keys=True,
+                         default=str)
     return hashlib.sha256(made_of.encode()).hexdigest()[:16]
 
 
@@ -106,7 +111,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     if not lineage:
         memory.set_refusal(view.key, None)  # nothing wanted: a later refusal is a first one
         return out
-    held = held_back(memory, view, now)
+    credentials = platforms.made_from(view.key)
+    held = held_back(memory, view, now, credentials)
     if held is not None:
         return _not_tried(out, len(lineage), predecessors, held.message, held.reason,
                           (held.until - now).total_seconds())
@@ -125,7 +131,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
         except ControllerError as exc:
             message = f"{exc} (a dry run: no runner registered)"
             reason = "QuotaExceeded" if _quota(exc) else "CreateFailed"
-            refusal = _refused(memory, view, now, made=False, message=message, reason=reason)
+            refusal = _refused(memory, view, now, made=False, message=message, reason=reason,
+                               credentials=credentials)
             return _not_tried(out, len(lineage), predecessors, refusal.message, reason,
                               (refusal.until - now).total_seconds())
     todo = list(enumerate(zip(names, lineage)))
@@ -181,7 +188,7 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             # the log and the Event stay as they are until something changes.
             refusal = _refused(memory, view, now, made=bool(out.names),
                                message="; ".join(out.errors[:3]),
-                               reason=out.reason or "CreateFailed")
+                               reason=out.reason or "CreateFailed", credentials=credentials)
             out.folded += len(out.errors) - 1  # (still counted apart: the errors metric)
             out.errors = [refusal.message]
             out.retry_after = (refusal.until - now).total_seconds()
@@ -287,13 +294,13 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
 
 
 def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, message: str,
-             reason: str) -> Refusal:
+             reason: str, credentials: str) -> Refusal:
     """Creations refused: back off, from ``CREATE_RETRY`` again if any runner was made, if the
     pods are made otherwise than when the last refusal came (a changed template or platform
     setting), or if that refusal is old (not "in a row": due more than ``CREATE_RETRY_MAX``
     ago). Returns the refusal it keeps."""
     before = memory.refusal(view.key)
-    made_as = shape(view)
+    made_as = shape(view, credentials)
     count = 1
     if not made and before is not None and before.shape == made_as and (
             now - before.until).total_seconds() <= CREATE_RETRY_MAX:

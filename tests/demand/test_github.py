@@ -533,8 +533,9 @@ def test_every_request_of_the_source_is_in_the_credentials_table(app_github: Fak
                                                                  tmp_path: Path) -> None:
     """docs/credentials.md lists the requests the polling source sends, from which its
     permissions follow: each one sent (an App without installationId: the lookup too) is
-    there, its names replaced by the table's placeholders."""
-    populate_org(app_github, "acme", 4)
+    there, its names replaced by the table's placeholders; a run of 40 jobs is read in two
+    pages, the second by the ``/repositories/ID/…`` URL GitHub's ``Link`` names."""
+    populate_org(app_github, "acme", 4, matrix_jobs=40)
     config = write_config(tmp_path / "repo", [
         {"name": "linux", "source": app_source(app_github, app_github.key_path,  # type: ignore[attr-defined]
                                                installation=None)}])
@@ -543,6 +544,7 @@ def test_every_request_of_the_source_is_in_the_credentials_table(app_github: Fak
     table = docs.split("## Polling source: GitHub")[1].split("Requests are conditional")[0]
     placeholders = [(r"^/orgs/[^/]+/", "/orgs/{org}/"),
                     (r"^/repos/[^/]+/[^/]+/", "/repos/{owner}/{repo}/"),
+                    (r"^/repositories/\d+/", "/repositories/{repository_id}/"),
                     (r"/actions/runs/\d+/", "/actions/runs/{run_id}/"),
                     (r"^/app/installations/\d+/", "/app/installations/{installationId}/")]
     sent = set()
@@ -551,6 +553,7 @@ def test_every_request_of_the_source_is_in_the_credentials_table(app_github: Fak
         for pattern, placeholder in placeholders:
             route = re.sub(pattern, placeholder, route)
         sent.add(f"{request.method} {route}")
-    assert len(sent) == 5, sent  # the lookup, the token, the repos, their runs, the runs' jobs
+    # the lookup, the token, the repos, their runs, the runs' jobs and a run's second page
+    assert len(sent) == 6, sent
     missing = {r for r in sent if f"`{r}`" not in table and f"`{r}?" not in table}
     assert not missing, missing

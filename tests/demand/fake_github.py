@@ -23,8 +23,8 @@ Jobs are built from the ``workflow_job`` objects of the reference webhook payloa
 repos from their ``repository``, so bodies have GitHub's size and shape.
 
 Faults (``server.fail(...)``): rate limit (403, remaining 0), secondary limit (429 with
-retry-after), 5xx (JSON or an HTML page), slow answers, a 200 HTML page, truncated JSON, and a
-connection cut mid-body, or any body (and headers: a ``Link``, a redirect's ``Location``) you
+retry-after), 5xx (JSON or an HTML page), slow answers, a 200 HTML page, truncated JSON, a
+connection cut mid-body or dropped before any answer (``drop``, for a POST too), or any body (and headers: a ``Link``, a redirect's ``Location``) you
 like, a huge body (``size`` bytes, streamed chunked or with its length declared), or an error
 that echoes the ``Authorization`` header it was sent. Every request is logged (method, path with query, status, the
 Authorization header as received), so tests can check what was sent.
@@ -92,7 +92,7 @@ class Request:
 
 @dataclass
 class Fault:
-    kind: str  # ratelimit secondary forbidden error slow html truncated cut body huge echo
+    kind: str  # ratelimit secondary forbidden error slow html truncated cut drop body huge echo
     match: str = ""  # a substring of the path (with query); "" matches every request
     times: int | None = None  # None: every matching request
     status: int | None = None  # kind error: default 502; kind body: default 200
@@ -541,6 +541,9 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                                                             f"{self.headers.get('Authorization')}"})
             elif fault.kind == "html":
                 self._send(200, HTML_PAGE, content_type="text/html; charset=utf-8")
+            elif fault.kind == "drop":  # hang up with no answer at all (logged with status 0)
+                self._record(0)
+                self.close_connection = True
             else:
                 return False
             return True

@@ -101,6 +101,23 @@ def collector_off() -> Iterator[None]:
             gc.enable()
 
 
+@contextmanager
+def one_pass() -> Iterator[None]:
+    """A one-shot `plan` or `reconcile`, with the garbage collector off until it returns (the
+    process ends then). What such a pass loads — the cached config, the state cache, the
+    demand — lives to its end, yet set off collections that walked all of it, a full one
+    among them: ≈ 17 ms of a 10,000-set pass (≈ 2 ms at 1,000). The plan itself was already
+    computed with the collector off (``plan.cache.gc_paused``), and nothing else a pass does
+    makes cycles worth collecting. Not for `run` or `serve`, which live on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class Finite(click.FloatRange):
     """A float range that refuses nan (no comparison fails for it, so FloatRange lets it
     through: a shutdown timeout of nan seconds)."""
@@ -140,7 +157,8 @@ def plan(**kw: Any) -> int:
     with collector_off():
         from gitscale.commands.plan import run_plan
 
-    return run_plan(_opts(kw), **kw)
+    with one_pass():
+        return run_plan(_opts(kw), **kw)
 
 
 @cli.command()
@@ -155,7 +173,8 @@ def reconcile(no_push: bool, **kw: Any) -> int:
     with collector_off():
         from gitscale.commands.reconcile import run_reconcile
 
-    return run_reconcile(_opts(kw), push=not no_push, **kw)
+    with one_pass():
+        return run_reconcile(_opts(kw), push=not no_push, **kw)
 
 
 @cli.command("run")

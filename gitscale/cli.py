@@ -118,6 +118,16 @@ def one_pass() -> Iterator[None]:
             gc.enable()
 
 
+@contextmanager
+def begun(kw: dict[str, Any], *, push: bool = True) -> Iterator[Any]:
+    """``gitscale.repo.workspace.begin`` for a one-shot pass's ``--repo`` and ``--branch``."""
+    with collector_off():
+        from gitscale.repo.workspace import begin
+
+    with begin(kw["repo"], kw["branch"], push=push, sparse=True) as started:
+        yield started
+
+
 class Finite(click.FloatRange):
     """A float range that refuses nan (no comparison fails for it, so FloatRange lets it
     through: a shutdown timeout of nan seconds)."""
@@ -154,11 +164,12 @@ def cli() -> None:
                    "shown.")
 def plan(**kw: Any) -> int:
     """Show what the next pass would change. Exit 0 none, 2 pending, 1 error."""
-    with collector_off():
-        from gitscale.commands.plan import run_plan
+    with begun(kw) as started:  # git clones while the command's modules are imported
+        with collector_off():
+            from gitscale.commands.plan import run_plan
 
-    with one_pass():
-        return run_plan(_opts(kw), **kw)
+        with one_pass():
+            return run_plan(_opts(kw), begun=started, **kw)
 
 
 @cli.command()
@@ -170,11 +181,12 @@ def plan(**kw: Any) -> int:
 @NO_PUSH
 def reconcile(no_push: bool, **kw: Any) -> int:
     """Plan, edit, validate, commit and push one pass."""
-    with collector_off():
-        from gitscale.commands.reconcile import run_reconcile
+    with begun(kw, push=not no_push) as started:  # git clones while the modules are imported
+        with collector_off():
+            from gitscale.commands.reconcile import run_reconcile
 
-    with one_pass():
-        return run_reconcile(_opts(kw), push=not no_push, **kw)
+        with one_pass():
+            return run_reconcile(_opts(kw), push=not no_push, begun=started, **kw)
 
 
 @cli.command("run")

@@ -404,7 +404,7 @@ MANIFEST_CASES += [
                  marks=IN_PROCESS),
     pytest.param(RUNNERSET.format(name="linux", replicas=2).replace(
         "  platform: github\n", "  platform: github\n  ~: 1\n  yes: 2\n"), "sets/linux.yaml:8",
-                 ["spec: a key YAML reads as None, not as a field name: quote it"],
+                 ["spec: a key YAML reads as null, not as a field name: quote it"],
                  id="null-key", marks=IN_PROCESS),
 ]
 

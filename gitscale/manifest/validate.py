@@ -209,8 +209,8 @@ def explain(errors: Iterable[Any]) -> list[Problem]:
             import difflib  # only now: a valid manifest (every pass that writes) never needs it
 
             if not isinstance(key, str):  # YAML read `~:`, `true:`, `1:` as null, bool, int
-                problems.append(Problem(_label(at), f"a key YAML reads as {key!r:.60}, not as "
-                                        "a field name: quote it, or remove it", at, (key,)))
+                problems.append(Problem(_label(at), f"a key YAML reads as {shown_as_yaml(key)}, not "
+                                        "as a field name: quote it, or remove it", at, (key,)))
                 continue
             typo = difflib.get_close_matches(key, lacking, n=1, cutoff=0.6)
             if typo:

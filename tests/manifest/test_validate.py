@@ -303,9 +303,9 @@ def test_keys_yaml_reads_as_null_or_true_are_said_at_their_line(tmp_path: Path, 
     assert code == 1 and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if "sets/linux.yaml" in line]
     assert lines == [
-        "error: sets/linux.yaml:8: spec: a key YAML reads as None, not as a field name: quote "
+        "error: sets/linux.yaml:8: spec: a key YAML reads as null, not as a field name: quote "
         "it, or remove it",
-        "error: sets/linux.yaml:9: spec: a key YAML reads as True, not as a field name: quote "
+        "error: sets/linux.yaml:9: spec: a key YAML reads as true, not as a field name: quote "
         "it, or remove it"], err
 
 

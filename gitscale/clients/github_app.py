@@ -4,7 +4,8 @@ A JWT signed with the app's private key (RS256; issued 60 s in the past against 
 valid 9 minutes: GitHub refuses more than 10) is exchanged at
 ``POST {api}/app/installations/{id}/access_tokens`` for an installation token, which is reused
 until 5 minutes before it expires. One exchange at a time, however many threads ask: the others
-wait for it and use its token. Anything wrong — a key that cannot sign, an installation that
+wait for it and use its token — or, when it failed, its error (a revoked key refused once per
+moment, not once per thread that was waiting). Anything wrong — a key that cannot sign, an installation that
 cannot be found, a refusal, an answer without a token, no answer — raises the caller's
 credentials error (a ``GitscaleError``) naming the URL (and the cause, when there was no
 answer), never the key or a token. Each token minted is held for masking (``gitscale.redact``).
@@ -69,6 +70,8 @@ class InstallationToken:
         self._token: tuple[str, float] | None = None  # token, expiry (epoch seconds)
         self._minted = 0.0  # when the token was exchanged (``clock``)
         self._assertion = ""  # the JWT of the exchange under way
+        self._exchanges = 0  # exchanges ended so far
+        self._failure: str | None = None  # what the last one said, when it failed
         self._skew = 0.0  # GitHub's clock minus ours, once a refusal said (its ``Date``)
         self._http = HttpClient(name=f"github app {app_id}", retries=0, timeout=timeout,
                                 headers=lambda: {**HEADERS,
@@ -78,12 +81,26 @@ class InstallationToken:
         self._http.close()
 
     def get(self) -> str:
-        """A token valid for at least 5 more minutes; exchanges a new one when needed."""
+        """A token valid for at least 5 more minutes; exchanges a new one when needed. A
+        caller that waited for an exchange that failed gets its error, not another exchange."""
+        asked = self._exchanges  # (read before waiting: an exchange ending meanwhile answers)
         with self._lock:  # held through the exchange: one exchange, the others wait for it
             # (``expires_at`` is on GitHub's clock: compared on it)
             if self._token is None or \
                     self._token[1] - (self._clock() + self._skew) <= REFRESH_BEFORE:
-                self._token = self._exchange()
+                if self._failure is not None and self._exchanges != asked:
+                    raise self._error(self._failure)
+                try:
+                    self._token = self._exchange()
+                except self._error as exc:
+                    self._failure = str(exc)
+                    raise
+                except BaseException:
+                    self._failure = None  # (a rate limit: the HTTP client keeps it)
+                    raise
+                finally:
+                    self._exchanges += 1
+                self._failure = None
                 self._minted = self._clock()
             return self._token[0]
 

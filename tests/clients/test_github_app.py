@@ -178,6 +178,36 @@ def test_sixteen_threads_make_one_exchange_and_again_at_expiry(endpoint: TokenEn
     assert endpoint.exchanges == 2
 
 
+def test_threads_waiting_for_a_refused_exchange_get_its_error_not_one_each(
+        endpoint: TokenEndpoint) -> None:
+    """A revoked key: sixteen threads asking together cost one refused exchange, each of them
+    told its error; a caller after that (the next pass) tries again, and a good answer then
+    serves them all."""
+    endpoint.answer = (401, b'{"message": "A JSON web token could not be decoded"}')
+    source = token(endpoint)
+    barrier = threading.Barrier(16)
+    said: list[str] = []
+
+    def ask() -> None:
+        barrier.wait()
+        with pytest.raises(CredentialsError) as caught:
+            source.get()
+        said.append(str(caught.value))
+
+    workers = [threading.Thread(target=ask) for _ in range(16)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert endpoint.exchanges == 1 and len(said) == 16 and len(set(said)) == 1
+    assert "answered 401 (A JSON web token could not be decoded)" in said[0]
+    with pytest.raises(CredentialsError):
+        source.get()
+    assert endpoint.exchanges == 2  # asked after the failure: tried again
+    endpoint.answer = None
+    assert ask_together(source) == {"ghs_3"} and endpoint.exchanges == 3
+
+
 def test_the_installation_is_looked_up_once(endpoint: TokenEndpoint) -> None:
     clock = Clock(endpoint)
     source = token(endpoint, installation=None, owner="orgs/acme", clock=clock)

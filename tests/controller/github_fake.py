@@ -58,6 +58,10 @@ class FakeRunner:
 
 class FakeGitHub(ThreadingHTTPServer):
     daemon_threads = True
+    # The controller opens up to --concurrency connections at once: with socketserver's
+    # backlog of 5, those past it wait for a SYN retransmit (1 s, 3 s, 7 s…) whenever the
+    # accept thread lags (a loaded machine), as the local API server's comment says
+    request_queue_size = 256
 
     def __init__(self, token: str = "ghp-test-token", app: tuple[str, str] | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)

@@ -163,6 +163,38 @@ def test_a_jit_secret_the_api_refuses_registers_no_runner(
     assert TOKEN not in caplog.text + str(harness.status("rs"))
 
 
+@pytest.mark.parametrize("code, reason, message", [
+    pytest.param(403, "Forbidden", 'secrets is forbidden: User "system:serviceaccount:'
+                 'gitscale-system:gitscale-controller" cannot patch resource "secrets" in API '
+                 'group "" in the namespace "default"', id="rbac"),
+    pytest.param(400, "", 'admission webhook "secrets.example.com" denied the request: '
+                 "Secrets may not change owner", id="webhook"),
+])
+def test_a_jit_secret_handover_the_api_refuses_is_one_log_line_a_pass(
+        harness: Harness, caplog: pytest.LogCaptureFixture, code: int, reason: str,
+        message: str) -> None:
+    """The runners are made (their pods run); their Secrets, refused their new owner (a Role
+    without ``patch`` on secrets, a webhook), stay the set's for the next passes to hand
+    over. The first pass says so in one line with its creations, not a line per runner and
+    another for the creations; the next pass says them once in Ready."""
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.api.inject_error("patch", "secrets", code=code, reason=reason, message=message,
+                             times=10**6)
+    harness.write("rs", 3, 1)
+    assert len(harness.sync("rs").created) == 3
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("default/rs: created 3 runner(s) for patch 1; 3 JIT Secret(s) "
+                               "not handed to their pod yet (the next passes try again): ")
+    assert lines[0].count(message) == 1 and "(and 2 more runners alike)" in lines[0]
+    caplog.clear()
+    harness.sync("rs")  # the handovers tried again, refused again
+    cond = ready(harness, "rs")
+    assert cond["reason"] == "ApplyFailed" and cond["message"].count(message) == 1, cond
+    assert [r.getMessage().count(message) for r in caplog.records] == [1]
+    assert TOKEN not in caplog.text + str(harness.status("rs"))
+
+
 @pytest.mark.parametrize("code, raw, reason, words", [
     pytest.param(404, None, "CreateFailed", "answered 404: Not Found (check the set's "
                  "spec.github.configURL, and that its credentials", id="404"),

@@ -47,9 +47,13 @@ def test_300_runners_to_0_while_github_fails_its_deletes(
     assert report.deleted == [] and len(harness.pods("rs")) == 300
     cond = ready(harness, "rs")
     assert (cond["status"], cond["reason"]) == ("False", "PlatformUnavailable")
-    assert "answered 503" in cond["message"]
-    assert [e["reason"] for e in harness.events("rs") if e["type"] == "Warning"] == [
-        "PlatformUnavailable"]
+    # One failure, said once: the DELETEs that got a 503 and those not sent after it alike
+    assert cond["message"].count("answered 503") == 1, cond["message"]
+    assert cond["message"].endswith("(1 failure(s) in a row) (and 269 more runners alike)")
+    (event,) = [e for e in harness.events("rs") if e["type"] == "Warning"]
+    assert event["reason"] == "PlatformUnavailable" and event["message"] == cond["message"]
+    assert [r.getMessage().count("answered 503") for r in caplog.records
+            if r.levelno >= logging.WARNING] == [1]
 
     before = len(harness.github.calls)
     for _ in range(3):  # passes within the wait (pod events, the error retry) ask GitHub nothing
@@ -76,6 +80,33 @@ def test_300_runners_to_0_while_github_fails_its_deletes(
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warned) <= 2, [r.getMessage() for r in warned]  # the failure, the wait: once each
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_github_down_is_said_once_in_ready_its_event_and_the_log(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Every call failing: a pass whose runner list is not asked for (GitHub's wait) while its
+    creations wait out the backoff of an earlier pass's refusal has the same failure from
+    both, worded with two waits. Ready, its Event and the log line say it once, with the
+    latest wait."""
+    harness.write("rs", 3, 1)
+    harness.sync("rs")
+    for name in harness.names("rs"):
+        harness.running(name)
+    harness.sync("rs")
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.github.outage(503)
+    harness.write("rs", 5, 2)
+    messages = []
+    for _ in range(5):  # GitHub's waits (5 s, 10 s) and the creations' backoff (10 s) overlap
+        harness.clock.advance(3)
+        harness.sync("rs")
+        messages.append(ready(harness, "rs")["message"])
+    assert all(m.count("answered 503") == 1 for m in messages), messages
+    assert any("(2 failure(s) in a row)" in m for m in messages)  # (the case of two waits)
+    warned = [e["message"] for e in harness.events("rs") if e["type"] == "Warning"]
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned and logged
+    assert all(m.count("answered 503") == 1 for m in warned + logged), warned + logged
 
 
 def test_registrations_while_github_fails_back_off_for_every_set_of_its_credentials(

@@ -308,7 +308,7 @@ def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, 
     wait = min(CREATE_RETRY * 2 ** (count - 1), CREATE_RETRY_MAX)
     until = now + timedelta(seconds=wait)
     refusal = Refusal(count, until, (
-        f"{message}; creations refused {count} pass(es) in a row, tried again from "
+        f"{message}; creations failed {count} pass(es) in a row, tried again from "
         f"{format_time(until)}"), reason, made_as)
     memory.set_refusal(view.key, refusal)
     return refusal

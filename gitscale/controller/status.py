@@ -85,7 +85,7 @@ def platform_reason(exc: ControllerError) -> str:
 # What ``outage.py`` adds to a platform's failure: when the platform is asked again. It changes
 # with every failure in a row, so one failure can reach a pass in two wordings — a call of this
 # pass (``… (2 failure(s) in a row)``) and a refusal kept from an earlier pass (``… (1
-# failure(s) in a row); creations refused…``): ``said_once`` sees them as one.
+# failure(s) in a row); creations failed…``): ``said_once`` sees them as one.
 WAIT = re.compile(r"; (?P<platform>[A-Z][A-Za-z]*) is not asked again before (?P<again>\S+) "
                   r"\((?P<failures>[0-9]+) failure\(s\) in a row\)(?:: one request is trying it)?")
 
@@ -99,7 +99,7 @@ def said_once(errors: Iterable[str]) -> list[str]:
     """A pass's errors, each said once, in order: a message repeated (one cause met by every
     runner of the pass) or said within another (a cause, then what it kept from happening:
     ``A`` and ``3 runners not replaced (…): they could not be unregistered first (A)``, or
-    ``A; creations refused 1 pass(es) in a row…``) is left out. For Ready's message and the
+    ``A; creations failed 1 pass(es) in a row…``) is left out. For Ready's message and the
     Events, which show the first few: they must not be copies of one cause. A platform's
     failure said with two waits (``WAIT``) is one, said with the latest wait."""
     unique = list(dict.fromkeys(errors))

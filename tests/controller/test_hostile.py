@@ -90,7 +90,7 @@ def test_a_quota_met_midway_through_the_largest_scale_up_stops_its_creations(
                                       "missing: create pod default/big-")
     assert "exceeded quota: compute-resources, requested: pods=1, used: pods=20, limited: " \
            "pods=20" in cond["message"]
-    assert "more runner(s) not tried after that; creations refused 1 pass(es) in a row, " \
+    assert "more runner(s) not tried after that; creations failed 1 pass(es) in a row, " \
            "tried again from 2026-11-23T09:00:10Z" in cond["message"]
     status = harness.status("big")
     assert (status["observedPatchID"], status["appliedPatchID"]) == (PATCH_ID_MAX, 0)

@@ -101,21 +101,10 @@ def collector_off() -> Iterator[None]:
             gc.enable()
 
 
-@contextmanager
-def one_pass() -> Iterator[None]:
-    """A one-shot `plan` or `reconcile`, with the garbage collector off until it returns (the
-    process ends then). What such a pass loads — the cached config, the state cache, the
-    demand — lives to its end, yet set off collections that walked all of it, a full one
-    among them: ≈ 17 ms of a 10,000-set pass (≈ 2 ms at 1,000). The plan itself was already
-    computed with the collector off (``plan.cache.gc_paused``), and nothing else a pass does
-    makes cycles worth collecting. Not for `run` or `serve`, which live on."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+# ONE_SHOT_GC: a one-shot `plan` or `reconcile` runs with the garbage collector off until it
+# returns (the process ends then). What such a pass loads — the cached config, the state cache,
+# the demand — lives to its end, yet set off collections that walked all of it, a full one
+# among them: ≈ 17 ms of a 10,000-set pass (≈ 2 ms at 1,000). Not for `run` or `serve`.
 
 
 @contextmanager
@@ -167,8 +156,9 @@ def plan(**kw: Any) -> int:
     with begun(kw) as started:  # git clones while the command's modules are imported
         with collector_off():
             from gitscale.commands.plan import run_plan
+            from gitscale.plan.cache import gc_paused
 
-        with one_pass():
+        with gc_paused():  # a one-shot pass: what it loads lives to its end (ONE_SHOT_GC)
             return run_plan(_opts(kw), begun=started, **kw)
 
 
@@ -184,8 +174,9 @@ def reconcile(no_push: bool, **kw: Any) -> int:
     with begun(kw, push=not no_push) as started:  # git clones while the modules are imported
         with collector_off():
             from gitscale.commands.reconcile import run_reconcile
+            from gitscale.plan.cache import gc_paused
 
-        with one_pass():
+        with gc_paused():  # (ONE_SHOT_GC)
             return run_reconcile(_opts(kw), push=not no_push, begun=started, **kw)
 
 

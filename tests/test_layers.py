@@ -31,7 +31,7 @@ OWNERS = {
 # name lives in the wrong part.
 LAYERS: list[set[str]] = [
     {"__init__", "errors", "timeutil", "redact", "runnerset_api", "data"},
-    {"files", "progress", "http_server", "logline", "yamlio", "core"},
+    {"files", "progress", "http_server", "logline", "streak", "yamlio", "core"},
     {"repo", "config", "clients"},  # git verbs; gitscale.yaml…; GitHub's and Buildkite's APIs
     {"crash", "record", "demand", "manifest", "notify"},
     {"charts", "plan"},  # plan: the pass (engine, cache, landing)

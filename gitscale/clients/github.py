@@ -18,7 +18,9 @@ https://docs.github.com/en/rest/actions/workflow-runs, …/workflow-jobs, …/se
 """
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from gitscale.clients.errors import ApiError
@@ -26,6 +28,26 @@ from gitscale.clients.http import EtagCache, HttpClient
 
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 PER_PAGE = 100  # GitHub's largest page
+# A run's jobs, as gitscale asks for them (``/repos/OWNER/REPO/…``) and as GitHub's ``Link``
+# names the pages after the first (``/repositories/REPO_ID/…``), under any API base path
+JOBS_PATH = re.compile(r"/(?:repos/(?P<repo>[^/?#]+/[^/?#]+)|repositories/\d+)"
+                       r"/actions/runs/(?P<run>\d+)/jobs\Z")
+
+
+@dataclass(frozen=True)
+class JobsPage:
+    """The run a jobs page belongs to: its id, and its repo when the URL names it (GitHub's
+    ``Link`` names the repo by its numeric id only)."""
+
+    run_id: int
+    repo: str | None
+
+
+def jobs_page(url: str) -> JobsPage | None:
+    """The run whose jobs ``url`` lists (any page, any query), or None for any other URL."""
+    path = url.split("?", 1)[0].split("#", 1)[0]
+    found = JOBS_PATH.search(path)
+    return None if found is None else JobsPage(int(found["run"]), found["repo"])
 
 
 class GitHub:
@@ -69,13 +91,24 @@ class GitHub:
         """The jobs pages of ``repos``' runs that are not ``listed`` (queued, in progress or
         waiting) any more are never asked again: drop their cached answers now. Kept for the
         ETag cache's day, a busy org's finished runs were most of a `run` process's memory
-        (a run of 5 jobs is ≈ 12 KB of JSON, ≈ 35 KB once parsed) and of the file it saves."""
-        prefixes = tuple(f"{self.api}/repos/{repo}/actions/runs/" for repo in repos)
-        live = {f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs"
-                for repo, run_id in listed}
-        if prefixes:
-            self.http.forget(lambda url: url.startswith(prefixes)
-                             and url.partition("?")[0] not in live)
+        (a run of 5 jobs is ≈ 12 KB of JSON, ≈ 35 KB once parsed) and of the file it saves.
+
+        Pages are matched by the run id in their URL, not by its prefix: the first page is
+        ``/repos/OWNER/REPO/actions/runs/ID/jobs``, but GitHub's ``Link`` names the next ones
+        ``/repositories/REPO_ID/actions/runs/ID/jobs?page=N``. A run is of ``repos`` when its
+        first page is cached under one of their names (run ids are unique across GitHub, so
+        a run of another scope sharing this client is never taken for one of these)."""
+        scope = {repo.lower() for repo in repos}
+        live = {run_id for _, run_id in listed}
+        finished = set()
+        for url in self.http.cached():
+            page = jobs_page(url)
+            if page and page.repo is not None and page.repo.lower() in scope \
+                    and page.run_id not in live:
+                finished.add(page.run_id)
+        if finished:
+            self.http.forget(lambda url: (page := jobs_page(url)) is not None
+                             and page.run_id in finished)
 
     # -- the controller -----------------------------------------------------------------------
     def runners(self, scope: str, name: str | None = None) -> list[Any]:

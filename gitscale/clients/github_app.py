@@ -4,11 +4,18 @@ A JWT signed with the app's private key (RS256; issued 60 s in the past against 
 valid 9 minutes: GitHub refuses more than 10) is exchanged at
 ``POST {api}/app/installations/{id}/access_tokens`` for an installation token, which is reused
 until 5 minutes before it expires. One exchange at a time, however many threads ask: the others
-wait for it and use its token. Anything wrong — a key that cannot sign, an installation that
-cannot be found, a refusal, an answer without a token, no answer — raises the caller's
-credentials error (a ``GitscaleError``) naming the URL (and the cause, when there was no
-answer), never the key or a token. Each token minted is held for masking (``gitscale.redact``).
-The requests go through the one HTTP client (``http.py``).
+wait for it and use its token — or, when it failed, its error (a revoked key refused once per
+moment, GitHub down asked once, not once per thread that was waiting).
+
+What the credentials' owner must fix — a key that cannot sign, an installation that cannot be
+found, a refusal (401, 403), an answer without a token — raises the caller's credentials error
+(a ``GitscaleError``). GitHub failing is not that, and must not send anyone to rotate a good
+key: a 5xx or no answer at the exchange (or at the installation's look-up) raises the client's
+own ``ApiError`` (status 5xx) or ``Unreachable`` (``errors.py``), and a rate limit
+``RateLimited``, which every caller already takes for GitHub being unavailable (the controller's
+``PlatformOutage``, a source that could not be read). Every message names the URL (and the cause,
+when there was no answer), never the key or a token. Each token minted is held for masking
+(``gitscale.redact``). The requests go through the one HTTP client (``http.py``).
 
 https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-an-installation-access-token-for-a-github-app
 """
@@ -36,6 +43,8 @@ REFRESH_BEFORE = 300.0  # seconds before its expiry a token is replaced
 # but not one this young: every request of a pass refused at once must not each exchange one.
 REFUSED_AGE = 30.0
 LIFETIME = 3600.0  # how long an installation token lives when the answer does not say
+# Said after a 5xx or no answer at the exchange: an on-call engineer must not rotate a good key.
+NOT_REFUSED = "GitHub unavailable; the credentials were not refused: nothing to rotate"
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 
 
@@ -69,6 +78,9 @@ class InstallationToken:
         self._token: tuple[str, float] | None = None  # token, expiry (epoch seconds)
         self._minted = 0.0  # when the token was exchanged (``clock``)
         self._assertion = ""  # the JWT of the exchange under way
+        self._exchanges = 0  # exchanges ended so far
+        # what the last one raised, when it failed (made again for each thread that waited)
+        self._failure: Callable[[], Exception] | None = None
         self._skew = 0.0  # GitHub's clock minus ours, once a refusal said (its ``Date``)
         self._http = HttpClient(name=f"github app {app_id}", retries=0, timeout=timeout,
                                 headers=lambda: {**HEADERS,
@@ -78,12 +90,33 @@ class InstallationToken:
         self._http.close()
 
     def get(self) -> str:
-        """A token valid for at least 5 more minutes; exchanges a new one when needed."""
+        """A token valid for at least 5 more minutes; exchanges a new one when needed. A
+        caller that waited for an exchange that failed gets its error, not another exchange."""
+        asked = self._exchanges  # (read before waiting: an exchange ending meanwhile answers)
         with self._lock:  # held through the exchange: one exchange, the others wait for it
             # (``expires_at`` is on GitHub's clock: compared on it)
             if self._token is None or \
                     self._token[1] - (self._clock() + self._skew) <= REFRESH_BEFORE:
-                self._token = self._exchange()
+                if self._failure is not None and self._exchanges != asked:
+                    raise self._failure()
+                try:
+                    self._token = self._exchange()
+                except RateLimited:
+                    self._failure = None  # (the HTTP client keeps it: nothing is sent)
+                    raise
+                except self._error as exc:
+                    said = str(exc)
+                    self._failure = lambda: self._error(said)
+                    raise
+                except ApiError as exc:  # GitHub failing (a 5xx, no answer)
+                    self._failure = _again(exc)
+                    raise
+                except BaseException:
+                    self._failure = None
+                    raise
+                finally:
+                    self._exchanges += 1
+                self._failure = None
                 self._minted = self._clock()
             return self._token[0]
 
@@ -106,8 +139,8 @@ class InstallationToken:
         url = f"{self.api}/app/installations/{installation}/access_tokens"
         try:
             answer = self._call("POST", url, "could not get an installation token", key)
-        except Exception:  # (``error``: the caller's own class)
-            if not self._configured:  # (the App may have been installed again, under a new id: ask again)
+        except self._error:  # (refused: the App may have been installed again, under a new
+            if not self._configured:  # id: asked again; GitHub failing keeps the id it gave)
                 self._installation = None
             raise
         body: dict[str, Any] = answer.body if isinstance(answer.body, dict) else {}
@@ -156,24 +189,30 @@ class InstallationToken:
             raise self._error(f"github app {self.app_id}: no installation id")
         url = f"{self.api}/{self._owner}/installation"
         answer = self._call("GET", url, f"it is not installed on {self._owner} (or "
-                            f"{self._installation_name} is not set to its id)", key)
+                            f"{self._installation_name} is not set to its id)", key,
+                            failed=f"could not look up its installation on {self._owner}")
         found = answer.body.get("id") if isinstance(answer.body, dict) else None
         if not isinstance(found, int) or isinstance(found, bool):
             raise self._error(f"github app {self.app_id} is not installed on {self._owner}: "
                               f"GET {url} answered {answer.status} with no installation id")
         return str(found)
 
-    def _call(self, method: str, url: str, meaning: str, key: RSAPrivateKey) -> Answer:
-        """The answer; a refusal, no answer or a body that is not JSON is ``error``, a rate
-        limit ``RateLimited`` (the client asks nothing more before it lifts). A JWT refused
-        for its times is signed again on GitHub's clock (its answer's ``Date``) and sent once
-        more."""
+    def _call(self, method: str, url: str, meaning: str, key: RSAPrivateKey, *,
+              failed: str = "") -> Answer:
+        """The answer. A refusal is ``error`` (``meaning`` says what it means); GitHub failing —
+        a 5xx, no answer — is the client's ``ApiError`` or ``Unreachable`` (``failed`` says what
+        could not be done; ``meaning`` when it is not given), a rate limit ``RateLimited`` (the
+        client asks nothing more before it lifts): GitHub being unavailable, not a refusal. A
+        JWT refused for its times is signed again on GitHub's clock (its answer's ``Date``) and
+        sent once more."""
         for attempt in (1, 2):
             self._assertion = self._jwt(key)
             try:
                 return self._http.request(method, url)
             except Unreachable as exc:
-                raise self._error(self._masked(str(exc))) from None
+                raise Unreachable(self._masked(f"{exc}: {failed or meaning} ({NOT_REFUSED})"),
+                                  cause=exc.cause, method=method, url=url,
+                                  timed_out=exc.timed_out) from None
             except RateLimited as exc:
                 raise RateLimited(self._masked(f"github app {self.app_id}: {exc}: {meaning}"),
                                   exc.until, method=method, url=url,
@@ -181,6 +220,9 @@ class InstallationToken:
             except ApiError as exc:
                 if exc.status < 400:  # a body that is not JSON: no token (or id) in it
                     return Answer(exc.status, {}, None)
+                if exc.status >= 500:
+                    raise ApiError(self._masked(f"{exc}: {failed or meaning} ({NOT_REFUSED})"),
+                                   method=method, url=url, status=exc.status) from None
                 if attempt == 1 and self._clock_told(exc):
                     continue
                 said = f" ({exc.detail})" if exc.detail else ""
@@ -221,6 +263,17 @@ class InstallationToken:
         """``text`` without the JWT of this exchange or a token sent before (an endpoint, or a
         proxy before it, may echo the ``Authorization`` header in its error)."""
         return redact(text, [self._assertion, *self._http.credentials()])
+
+
+def _again(exc: ApiError) -> Callable[[], ApiError]:
+    """GitHub's failure ``exc`` made again, for each thread that waited for the exchange that
+    raised it."""
+    message, method, url, status = str(exc), exc.method, exc.url, exc.status
+    if isinstance(exc, Unreachable):
+        cause, timed_out = exc.cause, exc.timed_out
+        return lambda: Unreachable(message, cause=cause, method=method, url=url,
+                                   timed_out=timed_out)
+    return lambda: ApiError(message, method=method, url=url, status=status)
 
 
 def is_id(value: str) -> bool:

@@ -123,6 +123,11 @@ class HttpClient:
         """GET ``url`` as JSON, revalidating a cached copy (``If-None-Match``)."""
         return self._call("GET", url, params=params)
 
+    def cached(self) -> list[str]:
+        """The URLs whose answers the ETag cache holds."""
+        with self.lock:
+            return list(self.cache.entries)
+
     def forget(self, gone: Callable[[str], bool]) -> None:
         """Drop the cached answers of the URLs ``gone`` names (``EtagCache.forget``)."""
         with self.lock:

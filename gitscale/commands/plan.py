@@ -21,7 +21,7 @@ from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
 from gitscale.plan.landing import HOLD_WAIT, plan_problems, say_on_stderr
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.workspace import Begun, open_workspace
 
 # Bumped only when a key is removed or changes meaning; a new key leaves it as it is (README,
 # "plan --output json"): consumers ignore the keys they do not know.
@@ -29,11 +29,14 @@ FORMAT_VERSION = 1
 
 
 def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: str,
-             every: str | None = None, only: tuple[str, ...] = ()) -> int:
+             every: str | None = None, only: tuple[str, ...] = (),
+             begun: Begun | None = None) -> int:
+    """One pass that writes nothing; ``begun``: the clone ``workspace.begin`` started."""
     clock, _ = resolve_now(now)
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
-    with open_workspace(opts.repo, opts.branch, sparse=True, writes=False) as ws:
+    with open_workspace(opts.repo, opts.branch, sparse=True, writes=False,
+                        begun=begun) as ws:
         # a writer in the same checkout is waited for: its edit in progress is not read
         with ws.exclusive(HOLD_WAIT, say_on_stderr, reading=True):
             tree, config = pass_inputs(ws, opts.config, cache)

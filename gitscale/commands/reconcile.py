@@ -21,7 +21,7 @@ from gitscale.plan.forecasts import read_forecasts
 from gitscale.plan.landing import describe_landing, land
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
-from gitscale.repo.workspace import Workspace, open_workspace
+from gitscale.repo.workspace import Begun, Workspace, open_workspace
 
 if TYPE_CHECKING:
     from gitscale.repo.index import Tree
@@ -117,11 +117,12 @@ def crd_warnings(ws: Workspace, base: Tree | None = None,
 
 
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
-                  push: bool, every: str | None = None) -> int:
+                  push: bool, every: str | None = None, begun: Begun | None = None) -> int:
+    """One pass; ``begun``: the clone ``workspace.begin`` started for ``opts.repo``."""
     clock, date = resolve_now(now)
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
-    with open_workspace(opts.repo, opts.branch, push=push, sparse=True) as ws:
+    with open_workspace(opts.repo, opts.branch, push=push, sparse=True, begun=begun) as ws:
         planner = Planner(ws, opts, demand, clock, cache, progress=True, window=window,
                           pinned_clock=now is not None)
         try:

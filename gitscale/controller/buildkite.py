@@ -34,6 +34,7 @@ class BuildkiteAgents:
         self._listed: tuple[float, dict[str, Registered]] | None = None
         # Buildkite failing (a 5xx, no answer): asked again by no set before a wait, then once.
         self.outage = Outage("Buildkite", clock=clock)
+        self.accepted = False  # the token worked once (``refusals.Vouched``)
 
     def close(self) -> None:
         self._api.close()
@@ -48,6 +49,7 @@ class BuildkiteAgents:
                     return Listed(self._listed[1], max(age, 0.0))
         read_at = self._clock()
         listed = self.outage.ask(self._api.connected, translate)
+        self.accepted = True
         found: dict[str, Registered] = {}
         for agent in listed:
             if isinstance(agent, dict) and agent.get("name"):

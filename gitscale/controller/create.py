@@ -80,18 +80,23 @@ class Created:
     retry_after: float | None = None  # seconds until creations refused are tried again
 
 
-def held_back(memory: Memory, view: RunnerSetView, now: datetime) -> Refusal | None:
+def held_back(memory: Memory, view: RunnerSetView, now: datetime,
+              credentials: str = "") -> Refusal | None:
     """The set's refused creations, while their backoff runs (no creation is tried) and its
     pods would be made the same way (a template fixed after a webhook refused it is tried at
-    once; a new replicas or patch ID is not a fix)."""
+    once, and so is a credential rotated after it was refused; a new replicas or patch ID is
+    not a fix). ``credentials``: what the set's platform client was made from
+    (``Platforms.made_from``)."""
     refusal = memory.refusal(view.key)
     return refusal if refusal is not None and now < refusal.until and (
-        refusal.shape == shape(view)) else None
+        refusal.shape == shape(view, credentials)) else None
 
 
-def shape(view: RunnerSetView) -> str:
-    """A digest of what the set's pods are made from: its template and platform settings."""
-    made_of = json.dumps([view.template, repr(view.settings)], sort_keys=True, default=str)
+def shape(view: RunnerSetView, credentials: str = "") -> str:
+    """A digest of what the set's pods are made from: its template, platform settings and
+    credentials (a digest of them)."""
+    made_of = json.dumps([view.template, repr(view.settings), credentials], sort_keys=True,
+                         default=str)
     return hashlib.sha256(made_of.encode()).hexdigest()[:16]
 
 
@@ -106,7 +111,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     if not lineage:
         memory.set_refusal(view.key, None)  # nothing wanted: a later refusal is a first one
         return out
-    held = held_back(memory, view, now)
+    credentials = platforms.made_from(view.key)
+    held = held_back(memory, view, now, credentials)
     if held is not None:
         return _not_tried(out, len(lineage), predecessors, held.message, held.reason,
                           (held.until - now).total_seconds())
@@ -125,7 +131,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
         except ControllerError as exc:
             message = f"{exc} (a dry run: no runner registered)"
             reason = "QuotaExceeded" if _quota(exc) else "CreateFailed"
-            refusal = _refused(memory, view, now, made=False, message=message, reason=reason)
+            refusal = _refused(memory, view, now, made=False, message=message, reason=reason,
+                               credentials=credentials)
             return _not_tried(out, len(lineage), predecessors, refusal.message, reason,
                               (refusal.until - now).total_seconds())
     todo = list(enumerate(zip(names, lineage)))
@@ -136,12 +143,13 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     # creations not started yet are not tried (a quota met at the 20th of 10,000 runners must
     # not cost 9,980 refusals, nor as many GitHub registrations made and undone).
     stop = threading.Event()
+    unhanded: list[tuple[str, str]] = []  # (runner, why) whose Secret is not its pod's yet
     while todo and not refused:
         tried, todo = todo[:batch], todo[batch:]
         batch *= 2
         futures: list[tuple[int, str, Future[str]]] = [
             (i, name, pool.submit(_attempt, stop, kube, pods, memory, halt, view, platform,
-                                  name, actions.create_patch_id, failures))
+                                  name, actions.create_patch_id, failures, unhanded))
             for i, (name, failures) in tried]
         wait([f for _, _, f in futures])
         for i, name, future in futures:
@@ -180,13 +188,22 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             # the log and the Event stay as they are until something changes.
             refusal = _refused(memory, view, now, made=bool(out.names),
                                message="; ".join(out.errors[:3]),
-                               reason=out.reason or "CreateFailed")
+                               reason=out.reason or "CreateFailed", credentials=credentials)
             out.folded += len(out.errors) - 1  # (still counted apart: the errors metric)
             out.errors = [refusal.message]
             out.retry_after = (refusal.until - now).total_seconds()
         else:
             memory.set_refusal(view.key, None)
-    if out.names:
+    if out.names and unhanded:
+        # One line for the pass, not one per runner and another for the creations: a Role
+        # without ``patch`` on secrets, or a webhook, refuses every handover alike.
+        handovers = Alike()
+        for name, why in unhanded:
+            handovers.add(why, name)
+        log.warning("%s: created %d runner(s) for patch %d; %d JIT Secret(s) not handed to "
+                    "their pod yet (the next passes try again): %s", view.key, len(out.names),
+                    actions.create_patch_id, len(unhanded), "; ".join(handovers.messages()[:3]))
+    elif out.names:
         log.info("%s: created %d runner(s) for patch %d", view.key, len(out.names),
                  actions.create_patch_id)
     return out
@@ -198,13 +215,14 @@ class _NotTried(Exception):
 
 def _attempt(stop: threading.Event, kube: Kube, pods: Store, memory: Memory,
              halt: threading.Event, view: RunnerSetView, platform: Adapter, name: str,
-             patch_id: int, failures: int) -> str:
+             patch_id: int, failures: int, unhanded: list[tuple[str, str]]) -> str:
     """``_create_one``, unless a creation of the pass was refused already (``stop``), for a
     reason the others would meet too (``_for_all``), which sets it."""
     if stop.is_set():
         raise _NotTried()
     try:
-        return _create_one(kube, pods, memory, halt, view, platform, name, patch_id, failures)
+        return _create_one(kube, pods, memory, halt, view, platform, name, patch_id, failures,
+                           unhanded)
     except ControllerError as exc:
         if _for_all(exc):
             stop.set()
@@ -226,8 +244,10 @@ def _for_all(exc: ControllerError) -> bool:
 
 
 def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
-                view: RunnerSetView,
-                platform: Adapter, name: str, patch_id: int, failures: int) -> str:
+                view: RunnerSetView, platform: Adapter, name: str, patch_id: int,
+                failures: int, unhanded: list[tuple[str, str]]) -> str:
+    """Creates runner ``name``; a Secret not handed to its pod is added to ``unhanded`` (the
+    pass says them in one line) and to the set's memory (the next passes hand it over)."""
     if halt.is_set():
         raise Interrupted("the controller is stopping: runner not created, left to the next "
                           "pass (or the next leader)")
@@ -268,19 +288,19 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
         except ControllerError as exc:
             # The pod runs anyway; the Secret, still the set's, would outlive it: the next
             # passes hand it over (or delete it once the pod is gone).
-            log.warning("%s: Secret %s not handed to its pod yet: %s", view.key, name, exc)
+            unhanded.append((name, str(exc)))  # (list.append: safe across the pool's threads)
             memory.add_unowned(view.key, name)
     return name
 
 
 def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, message: str,
-             reason: str) -> Refusal:
+             reason: str, credentials: str) -> Refusal:
     """Creations refused: back off, from ``CREATE_RETRY`` again if any runner was made, if the
     pods are made otherwise than when the last refusal came (a changed template or platform
     setting), or if that refusal is old (not "in a row": due more than ``CREATE_RETRY_MAX``
     ago). Returns the refusal it keeps."""
     before = memory.refusal(view.key)
-    made_as = shape(view)
+    made_as = shape(view, credentials)
     count = 1
     if not made and before is not None and before.shape == made_as and (
             now - before.until).total_seconds() <= CREATE_RETRY_MAX:
@@ -288,7 +308,7 @@ def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, 
     wait = min(CREATE_RETRY * 2 ** (count - 1), CREATE_RETRY_MAX)
     until = now + timedelta(seconds=wait)
     refusal = Refusal(count, until, (
-        f"{message}; creations refused {count} pass(es) in a row, tried again from "
+        f"{message}; creations failed {count} pass(es) in a row, tried again from "
         f"{format_time(until)}"), reason, made_as)
     memory.set_refusal(view.key, refusal)
     return refusal
@@ -304,10 +324,11 @@ def _not_tried(out: Created, count: int, predecessors: tuple[str, ...], message:
     return out
 
 
-def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> list[str]:
+def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> Alike:
     """JIT Secrets a pass could not hand to their pod (still owned by the set, they would
-    outlive it): handed over now, or deleted once the pod is gone. The errors."""
-    errors = []
+    outlive it): handed over now, or deleted once the pod is gone. The errors, those that
+    differ only by their Secret said once (a Role without ``patch`` refuses them all)."""
+    errors = Alike()
     for name in memory.unowned(view.key):
         pod = pods.get(f"{view.namespace}/{name}")
         try:
@@ -318,7 +339,7 @@ def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> l
         except NotFound:
             pass  # the Secret is gone already
         except KubeError as exc:
-            errors.append(str(exc))
+            errors.add(str(exc), name)
             continue
         memory.owned(view.key, name)
     return errors

@@ -47,6 +47,7 @@ from gitscale.controller.errors import (
 )
 from gitscale.controller.outage import Outage
 from gitscale.controller.platform import LIST_MAX_AGE, Registered, Registration
+from gitscale.controller.refusals import CREDENTIALS_RETRY
 from gitscale.redact import hold
 
 MAX_WAIT = 10.0  # seconds a rate limit may hold a pass before it is reported instead
@@ -160,6 +161,13 @@ class GitHub:
         self._pages = 1  # of the last list
         # GitHub failing (a 5xx, no answer): asked again by no set before a wait, then once.
         self.outage = Outage("GitHub", clock=monotonic)
+        # GitHub answered a request with anything but a refusal of the credentials (an App:
+        # a token exchanged): they work (``refusals.Vouched``)
+        self.accepted = False
+        # refused (the message, when, on ``monotonic``): the calls of the passes under way
+        # are refused alike for CREDENTIALS_RETRY seconds, not each sent (an App: not each a
+        # token exchange); the next client, made after the backoff, asks (``refusals.py``)
+        self._refused: tuple[str, float] | None = None
 
     def close(self) -> None:
         self._api.close()
@@ -270,8 +278,23 @@ class GitHub:
 
     def _ask(self, verb: Callable[..., T], *args: Any) -> T:
         """``verb`` of the GitHub client, its errors as the controller's; not sent while GitHub
-        is given time after failing (``outage.py``)."""
-        return self.outage.ask(lambda: verb(*args), translate)
+        is given time after failing (``outage.py``). Any answer but a refusal says the
+        credentials work (``accepted``)."""
+        refused = self._refused
+        if refused is not None and self._monotonic() - refused[1] < CREDENTIALS_RETRY:
+            raise CredentialsError(refused[0])
+        try:
+            answer = self.outage.ask(lambda: verb(*args), translate)
+        except CredentialsError as exc:
+            self._refused = (str(exc), self._monotonic())
+            raise
+        except PlatformOutage:
+            raise  # (no word on the credentials: a 5xx, no answer, a rate limit)
+        except PlatformError:
+            self.accepted = True  # a 404, a 409, a 422: answered to credentials that work
+            raise
+        self.accepted = True
+        return answer
 
 
 def translate(exc: ApiError) -> PlatformError:

@@ -22,6 +22,7 @@ from typing import Callable, TypeVar
 
 from gitscale.clients.errors import ApiError, RateLimited
 from gitscale.controller.errors import PlatformError, PlatformOutage
+from gitscale.controller.status import not_asked
 from gitscale.timeutil import format_time, utcnow
 
 OUTAGE_WAIT = 5.0  # seconds the platform is not asked after it failed once ...
@@ -84,20 +85,21 @@ class Outage:
             if ticket == self._epoch:
                 self._trying = False
 
-    def failed(self, ticket: int, message: str) -> None:
+    def failed(self, ticket: int, message: str) -> str:
         """A 5xx, or no answer: wait longer before the next request (once for the requests
-        sent before the failure was counted)."""
+        sent before the failure was counted). Returns the failure counted, and when the
+        platform is asked again: what every request of it says (they are one failure)."""
         with self._lock:
-            if ticket != self._epoch:
-                return
+            if ticket != self._epoch:  # (said as the failure counted, while it is waited out)
+                return self._said if self.failures else message
             self._epoch += 1
             self.failures += 1
             wait = min(OUTAGE_WAIT * 2 ** (self.failures - 1), OUTAGE_WAIT_MAX)
             self._until = self._clock() + wait
             again = format_time(self._wall() + timedelta(seconds=wait))
-            self._said = (f"{message}; {self.platform} is not asked again before {again} "
-                          f"({self.failures} failure(s) in a row)")
+            self._said = message + not_asked(self.platform, again, self.failures)
             self._trying = False
+            return self._said
 
     def take_over(self, old: Outage) -> None:
         """What the client this one replaces knew (its credentials were read again)."""
@@ -109,16 +111,17 @@ class Outage:
     def ask(self, call: Callable[[], T], translate: Callable[[ApiError], PlatformError]) -> T:
         """``call``'s answer, its errors as the controller's (``translate``); not sent while
         the wait runs (``NotAsked``). A 5xx or no answer starts or lengthens the wait; a rate
-        limit does not (the platform answered)."""
+        limit does not (the platform answered). The requests of one failure — sent together,
+        or not sent while it is waited out — all say it alike (the first counted, and when the
+        platform is asked again), so that a pass says it once."""
         ticket = self.before()
         try:
             answer = call()
         except ApiError as exc:
             error = translate(exc)
             if isinstance(error, PlatformOutage) and not isinstance(exc, RateLimited):
-                self.failed(ticket, str(error))
-            else:
-                self.answered(ticket)
+                raise PlatformOutage(self.failed(ticket, str(error))) from None
+            self.answered(ticket)
             raise error from None
         except BaseException:
             self.abandoned(ticket)

@@ -5,18 +5,21 @@ of a RunnerSet, the pod defaults, the busy rule, the ``BusyKnown`` condition and
 all come from this map; a platform not in it is an explicit "unsupported" error. Importing it
 imports no HTTP client: each platform imports its own when a set of it is served.
 
-``Platforms`` keeps the adapters' API clients (and their tokens) across passes.
+``Platforms`` keeps the adapters' API clients (and their tokens) across passes, and the
+credentials they were refused (``refusals.py``: given time, tried again at once when their
+Secret changes).
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Mapping
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from gitscale.controller.errors import (
     ControllerError,
     CredentialsError,
+    CredentialsMissing,
     KubeError,
     UnsupportedPlatform,
 )
@@ -32,6 +35,7 @@ from gitscale.controller.platform import (
 )
 from gitscale.controller.platform_buildkite import BUILDKITE
 from gitscale.controller.platform_github import GITHUB
+from gitscale.controller.refusals import Key, Refusals, SecretKey, StillRefused, digest
 
 PLATFORMS: Mapping[str, Kind] = {kind.name: kind for kind in (
     GITHUB,
@@ -50,6 +54,12 @@ def kind_of(name: object) -> Kind:
     return kind
 
 
+class _Made(NamedTuple):
+    at: float  # clock() when it was made
+    client: Client
+    secrets: Mapping[SecretKey, str]  # the Secrets it was made from (digests)
+
+
 class Platforms:
     """Adapters by RunnerSet, with API clients (and their tokens) reused across passes.
 
@@ -66,28 +76,56 @@ class Platforms:
                                     else list_max_age * STATUS_LIST_MAX_AGE / LIST_MAX_AGE)
         self.clock = clock
         self._lock = threading.Lock()
-        self._clients: dict[tuple[str, ...], tuple[float, Client]] = {}
+        self._clients: dict[Key, _Made] = {}
+        self._refusals = Refusals(clock)
+        self._used: dict[str, dict[Key, _Made | None]] = {}  # set → the clients its adapter got
+        self._making = threading.local()  # the Secrets a ``make`` of this thread read
 
     def for_set(self, rs: RunnerSetView) -> Adapter:
         """The set's adapter. A set being deleted whose credentials can no longer be read (its
         Secret pruned with it, its namespace being deleted) keeps the client it last had: the
         token it holds still serves to unregister the set's runners."""
+        used = _Used(self)
         try:
-            return rs.kind.adapter(self, rs.namespace, rs.settings)
+            return rs.kind.adapter(used, rs.namespace, rs.settings)
         except CredentialsError as exc:
             if not rs.deleting:
                 raise
             return rs.kind.adapter(_LastRead(self, exc), rs.namespace, rs.settings)
+        finally:
+            with self._lock:
+                self._used[rs.key] = used.got
 
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
-        return self._read_secret(namespace, name)
+        data = self._read_secret(namespace, name)
+        reads = getattr(self._making, "reads", None)
+        if reads is not None:  # (a client being made from it: ``cached``)
+            reads[(namespace, name)] = digest(data)
+        return data
+
+    def made_from(self, set_key: str) -> str:
+        """A digest of the credentials the set's adapter was last made with (the Secrets its
+        clients read): a rotated credential changes it ("" when it has none)."""
+        with self._lock:
+            got = self._used.get(set_key) or {}
+            return "".join(sorted(d for made in got.values() if made is not None
+                                  for d in made.secrets.values()))
 
     def refused(self, rs: RunnerSetView, exc: ControllerError) -> None:
         """A call of the set's adapter failed with ``exc``. Credentials refused: its clients
-        are dropped, so the next pass reads the Secret again (it may be fixed) — unless the
-        set is being deleted, whose client is the last it may get (``for_set``)."""
-        if isinstance(exc, CredentialsError) and not rs.deleting:
-            self._forget(rs)
+        are dropped, so that the next pass reads the Secret again (it may be fixed), and the
+        clients the set's adapter got are not made again before a backoff unless the Secret
+        changed (``refusals.py``) — unless the set is being deleted, whose client is the last
+        it may get (``for_set``)."""
+        if not isinstance(exc, CredentialsError) or rs.deleting:
+            return
+        if not isinstance(exc, (StillRefused, CredentialsMissing)):
+            with self._lock:
+                got = dict(self._used.get(rs.key) or {})
+            for key, made in got.items():
+                if made is not None:
+                    self._refusals.refused(key, made.client, made.secrets, str(exc), rs.key)
+        self._forget(rs)
 
     def _forget(self, rs: RunnerSetView) -> None:
         """Drop a set's clients: its credentials are read again. They are not closed: the
@@ -102,14 +140,20 @@ class Platforms:
     def close(self) -> None:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
-        for _, client in clients:
-            client.close()
+        for made in clients:
+            made.client.close()
 
-    def cached(self, key: tuple[str, ...], make: Callable[[], Client]) -> Client:
+    def cached(self, key: Key, make: Callable[[], Client]) -> Client:
+        return self._cached(key, make).client
+
+    def _cached(self, key: Key, make: Callable[[], Client]) -> _Made:
         with self._lock:
             cached = self._clients.get(key)
-        if cached is not None and self.clock() - cached[0] < CREDENTIALS_MAX_AGE:
-            return cached[1]
+        if cached is not None and self.clock() - cached.at < CREDENTIALS_MAX_AGE:
+            self._refusals.accepted(key, cached.client)
+            return cached
+        self._refusals.check(key, self._read_secret)  # refused before: ``StillRefused``
+        self._making.reads = {}
         try:
             client = make()
         except KubeError:
@@ -117,13 +161,35 @@ class Platforms:
                 raise
             # the Secret could not be read this time (a timeout, the API server restarting):
             # the client read before still serves, and the Secret is read again next pass
-            return cached[1]
+            return cached
+        finally:
+            reads, self._making.reads = self._making.reads, None
         if cached is not None and isinstance(client, Successor):
-            client.take_over(cached[1])
+            client.take_over(cached.client)
+        made = _Made(self.clock(), client, reads)
         with self._lock:
             # A replaced client may still serve a pass in flight: it is left to the GC.
-            self._clients[key] = (self.clock(), client)
-        return client
+            self._clients[key] = made
+        return made
+
+
+class _Used:
+    """``Platforms`` for one set's adapter, noting the clients it got (``got``): those a
+    refusal of the set's credentials is about (``Platforms.refused``)."""
+
+    def __init__(self, platforms: Platforms) -> None:
+        self._platforms = platforms
+        self.clock = platforms.clock
+        self.got: dict[Key, _Made | None] = {}
+
+    def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
+        return self._platforms.read_secret(namespace, name)
+
+    def cached(self, key: Key, make: Callable[[], Client]) -> Client:
+        self.got[key] = None
+        made = self._platforms._cached(key, make)
+        self.got[key] = made
+        return made.client
 
 
 class _LastRead:
@@ -138,9 +204,9 @@ class _LastRead:
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
         return self._platforms.read_secret(namespace, name)
 
-    def cached(self, key: tuple[str, ...], make: Callable[[], Client]) -> Client:
+    def cached(self, key: Key, make: Callable[[], Client]) -> Client:
         with self._platforms._lock:
             cached = self._platforms._clients.get(key)
         if cached is None:  # (the Secret was just read, and refused: not read again)
             raise self._refused
-        return cached[1]
+        return cached.client

@@ -90,7 +90,9 @@ def reconcile(ctx: Context, key: str) -> Report:
         if held is None:  # edited since it was read: nothing done on a stale spec
             return report
         confirmed, obj = held is not obj, held
-    report.errors += hand_over(ctx.kube, ctx.pods, ctx.memory, view)
+    handed = hand_over(ctx.kube, ctx.pods, ctx.memory, view)
+    report.errors += handed.messages()
+    report.folded += handed.folded
     if (view.kind.registration_labels is not None and not view.deleting
             and not ctx.deposed.is_set() and ctx.memory.secret_sweep_due(key, now, EVERY)):
         # What another process, or this one before a restart, could not hand over. Its failure
@@ -145,7 +147,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     # the pass stops with nothing done — the next one, on the new version, counts again.
     refilled = refilled_after(spec, view.refilled, len(actions.refills)) \
         if actions.refills else None
-    if actions.create and held_back(ctx.memory, view, now) is None and (
+    if actions.create and held_back(ctx.memory, view, now,
+                                    ctx.platforms.made_from(key)) is None and (
             view.applied is None or st.ready_of(previous).get("status") != "False"):
         # Say the set is short before creating, and that the write is not applied yet: a pass
         # may be cut short (killed, stopped), and the next one must complete the write.

@@ -62,9 +62,12 @@ class Removed:
     def failed(self, message: str, exc: ControllerError, delete: Delete | None = None) -> None:
         """One removal (of ``delete``'s runner) failed. One message for many runners (the
         runners the platform was not asked about while it is given time say the same thing;
-        so do 300 pod deletions refused alike), with how many."""
-        self._alike.add(message, delete.name if delete else None,
-                        delete.runner_id if delete else None)
+        so do 300 pod deletions refused alike), with how many. A platform's failure is said
+        alike by each of its runners, naming the runner whose request failed first
+        (``outage.py``): not told apart by runner."""
+        alike = delete is not None and not isinstance(exc, PlatformOutage)
+        self._alike.add(message, delete.name if alike and delete else None,
+                        delete.runner_id if alike and delete else None)
         self.errors = self._alike.messages()
         if isinstance(exc, CredentialsError):
             self.refused = exc

@@ -144,8 +144,12 @@ def write(ctx: Context, obj: RawObject, report: Report, new: dict[str, Any],
 
 def _say(report: Report, new: dict[str, Any], previous: dict[str, Any] | None) -> None:
     """Log a Ready=False that ``previous`` did not say (not for a stale pass: the next one
-    says what holds)."""
+    says what holds). Refused credentials are said by their streak instead (``refusals.py``:
+    once as it starts, changes, every half hour and ends), as Ready's message changes with
+    each try of their backoff."""
     ready = st.ready_of(new)
+    if ready.get("reason") == st.CREDENTIALS_REFUSED:
+        return
     if previous is not None and ready.get("status") == "False":
         said = st.ready_of(previous)
         if (said.get("reason"), said.get("message")) != (ready.get("reason"),

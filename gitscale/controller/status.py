@@ -82,14 +82,34 @@ def platform_reason(exc: ControllerError) -> str:
     return UNAVAILABLE
 
 
+# What ``outage.py`` adds to a platform's failure: when the platform is asked again. It changes
+# with every failure in a row, so one failure can reach a pass in two wordings — a call of this
+# pass (``… (2 failure(s) in a row)``) and a refusal kept from an earlier pass (``… (1
+# failure(s) in a row); creations failed…``): ``said_once`` sees them as one.
+WAIT = re.compile(r"; (?P<platform>[A-Z][A-Za-z]*) is not asked again before (?P<again>\S+) "
+                  r"\((?P<failures>[0-9]+) failure\(s\) in a row\)(?:: one request is trying it)?")
+
+
+def not_asked(platform: str, again: str, failures: int) -> str:
+    """The clause ``outage.py`` adds to a platform's failure (``WAIT`` reads it)."""
+    return f"; {platform} is not asked again before {again} ({failures} failure(s) in a row)"
+
+
 def said_once(errors: Iterable[str]) -> list[str]:
     """A pass's errors, each said once, in order: a message repeated (one cause met by every
     runner of the pass) or said within another (a cause, then what it kept from happening:
     ``A`` and ``3 runners not replaced (…): they could not be unregistered first (A)``, or
-    ``A; creations refused 1 pass(es) in a row…``) is left out. For Ready's message and the
-    Events, which show the first few: they must not be copies of one cause."""
+    ``A; creations failed 1 pass(es) in a row…``) is left out. For Ready's message and the
+    Events, which show the first few: they must not be copies of one cause. A platform's
+    failure said with two waits (``WAIT``) is one, said with the latest wait."""
     unique = list(dict.fromkeys(errors))
-    return [e for e in unique if not any(e != other and e in other for other in unique)]
+    bare = [WAIT.sub("", e) for e in unique]
+    waits = [m for e in unique for m in WAIT.finditer(e)]
+    latest = max(waits, key=lambda m: int(m["failures"])).group(0) if waits else ""
+    kept = [e for i, e in enumerate(unique) if not any(
+        j != i and bare[i] in bare[j] and (bare[i] != bare[j] or j < i)
+        for j in range(len(unique)))]
+    return [WAIT.sub(lambda m: latest, e) if latest else e for e in kept]
 
 
 class Alike:

@@ -73,6 +73,31 @@ class Result:
     code: int
 
 
+class Started:
+    """A git command started by ``Git.start``, still running or done."""
+
+    def __init__(self, args: Sequence[str], proc: "subprocess.Popen[str]") -> None:
+        self.args, self.proc = tuple(args), proc
+
+    def wait(self) -> Result:
+        """Its result once it ends; a ``GitError`` as ``Git.run`` raises when it failed."""
+        try:
+            stdout, stderr = self.proc.communicate()
+        except BaseException:  # (Ctrl-C too) as subprocess.run: git does not outlive us
+            self.stop()
+            raise
+        result = Result(stdout, stderr, self.proc.returncode)
+        if result.code != 0:
+            raise GitError(describe_failure(self.args, result))
+        return result
+
+    def stop(self) -> None:
+        """End it if it still runs (its work is not wanted), and reap it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
 class Git:
     """git in one directory, with gitscale's environment (identity, credentials, dates)."""
 
@@ -142,6 +167,16 @@ class Git:
             error = stderr.read().decode(errors="replace")
         if code != 0:
             raise GitError(describe_failure(args, Result("", error, code)))
+
+    def start(self, *args: str) -> "Started":
+        """``run``, started in the background: the caller goes on while git works, and
+        ``Started.wait`` gives what ``run`` would have returned (or raised)."""
+        env = self.environment()
+        with _starting(args, self.cwd):
+            proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, errors="replace")
+        return Started(args, proc)
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
@@ -421,7 +456,16 @@ def _branch_hint(output: str) -> str:
 def clone(url: str, dest: Path, branch: str | None, depth: int | None,
           sparse: bool = False, commits_only: bool = False, since: str | None = None,
           blobless: bool = False, throwaway: bool = False, kept: bool = False) -> None:
-    """``since`` (a git date): only the commits from then on (``--shallow-since``).
+    """Clone ``url`` into ``dest`` (see ``start_clone``)."""
+    start_clone(url, dest, branch, depth, sparse, commits_only, since, blobless, throwaway,
+                kept).wait()
+
+
+def start_clone(url: str, dest: Path, branch: str | None, depth: int | None,
+                sparse: bool = False, commits_only: bool = False, since: str | None = None,
+                blobless: bool = False, throwaway: bool = False, kept: bool = False) -> Started:
+    """``clone``, started in the background (``Started.wait`` ends it as ``clone`` would).
+    ``since`` (a git date): only the commits from then on (``--shallow-since``).
     ``blobless``: a partial clone of commits and trees, checked out by the caller (which
     fetches the blobs it needs in batches); a server that does not allow filters sends
     everything instead, with a warning on stderr that is not an error. ``throwaway``: the
@@ -464,7 +508,7 @@ def clone(url: str, dest: Path, branch: str | None, depth: int | None,
         args += ["--config", "fastimport.unpackLimit=0"]
         if not is_url(url):
             args.append("--shared")
-    Git(dest.parent).run(*args, "--", url, str(dest))
+    return Git(dest.parent).start(*args, "--", url, str(dest))
 
 
 def version() -> str:

@@ -25,7 +25,7 @@ from gitscale.webhooks.batcher import Batcher
 from gitscale.webhooks.delivery import JobEvent
 from gitscale.webhooks.resync import Listing
 from gitscale.webhooks.served import Serving
-from gitscale.webhooks.streak import Dropped, Streak, duration
+from gitscale.streak import Dropped, Streak, duration
 
 # A failed batch is retried at least this often: its events are jobs waiting for runners, and
 # a retry is a fetch (and a push) — cheap for the remote, and the events land within a minute

@@ -19,7 +19,7 @@ from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import utcnow
 from gitscale.webhooks.resync import Listing, list_jobs
 from gitscale.webhooks.served import Serving, pick
-from gitscale.webhooks.streak import Streak, duration
+from gitscale.streak import Streak, duration
 
 CLOSE_GRACE = 5.0  # seconds a resync poll in flight at a stop has to finish
 

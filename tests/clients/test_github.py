@@ -9,10 +9,10 @@ from urllib.parse import parse_qs
 import pytest
 
 from gitscale.clients.errors import ApiError, RateLimited
-from gitscale.clients.github import GitHub
+from gitscale.clients.github import GitHub, JobsPage, jobs_page
 from tests.controller.github_fake import FakeGitHub as FakeRunnersAPI
 from tests.demand.conftest import GH_TOKEN
-from tests.demand.fake_github import FakeGitHub
+from tests.demand.fake_github import FakeGitHub, repo_id
 
 TOKEN = "ghp-test-token"
 
@@ -43,6 +43,64 @@ def test_the_sources_calls_read_every_page(github: FakeGitHub) -> None:
     assert len(github.log) == 7
     assert all(r.query["per_page"] == "100" for r in github.log)
     assert all(r.authorization == f"Bearer {GH_TOKEN}" for r in github.log)
+
+
+JOBS_URLS = [
+    pytest.param("https://api.github.com/repos/acme/app/actions/runs/42/jobs?filter=latest"
+                 "&per_page=100", JobsPage(42, "acme/app"), id="first-page"),
+    pytest.param("https://api.github.com/repositories/1296269/actions/runs/42/jobs?filter="
+                 "latest&per_page=100&page=2", JobsPage(42, None), id="link-page"),
+    pytest.param("https://ghe.example/api/v3/repos/acme/app/actions/runs/7/jobs",
+                 JobsPage(7, "acme/app"), id="enterprise-server-base"),
+    pytest.param("https://ghe.example/api/v3/repositories/9/actions/runs/7/jobs?page=3",
+                 JobsPage(7, None), id="enterprise-server-link"),
+    pytest.param("https://api.github.com/repos/acme/app/actions/runs?status=queued", None,
+                 id="runs-list"),
+    pytest.param("https://api.github.com/repositories/9/actions/runs?status=queued&page=2",
+                 None, id="runs-list-link"),
+    pytest.param("https://api.github.com/repos/acme/app/actions/runs/42", None, id="one-run"),
+    pytest.param("https://api.github.com/repos/acme/app/actions/runs/42/jobs/1", None,
+                 id="below-jobs"),
+    pytest.param("https://api.github.com/repos/acme/app/actions/runs/x42/jobs", None,
+                 id="run-id-not-a-number"),
+    pytest.param("https://api.github.com/orgs/acme/repos?page=2", None, id="org-repos"),
+]
+
+
+@pytest.mark.parametrize("url,expected", JOBS_URLS)
+def test_a_jobs_page_is_known_by_its_run_in_both_forms(url: str,
+                                                       expected: JobsPage | None) -> None:
+    assert jobs_page(url) == expected
+
+
+def test_a_finished_runs_every_jobs_page_is_forgotten_and_only_its(github: FakeGitHub) -> None:
+    """A run of 150 jobs is read in two pages, the second by the ``/repositories/ID/…`` URL
+    GitHub's ``Link`` names; once the run is not listed, both leave the cache. The pages of a
+    live run of the same repo, and those of a run of a repo outside the scope (another poll
+    sharing the client) stay."""
+    github.max_per_page = 100
+    app, other = github.add_repo("acme", "app"), github.add_repo("acme", "other")
+    done, live, elsewhere = (github.add_run(repo, "in_progress",
+                                            [("queued", ["self-hosted"])] * 150)
+                             for repo in (app, app, other))
+    client = GitHub(github.url, lambda: GH_TOKEN)
+    for repo, run in ((app, done), (app, live), (other, elsewhere)):
+        assert len(client.run_jobs(repo, run.id)) == 150
+    assert [r.route for r in github.log if r.query.get("page") == "2"] == [
+        f"/repositories/{repo_id(repo)}/actions/runs/{run.id}/jobs"
+        for repo, run in ((app, done), (app, live), (other, elsewhere))]
+
+    def pages() -> set[JobsPage]:
+        cached = [jobs_page(url) for url in client.http.cached()]
+        assert None not in cached and len(set(cached)) == len(cached)  # one URL a page
+        return set(cached)  # type: ignore[arg-type]
+
+    kept = {JobsPage(run.id, name) for run in (live, elsewhere) for name in (run.repo, None)}
+    assert pages() == kept | {JobsPage(done.id, app), JobsPage(done.id, None)}
+    client.forget_finished_runs([app], [(app, live.id)])
+    assert pages() == kept
+    client.forget_finished_runs([app, other], [])  # nothing listed any more: all go
+    assert pages() == set()
 
 
 def test_250_runners_are_read_over_3_pages(runners_api: FakeRunnersAPI) -> None:

@@ -1,6 +1,7 @@
 """The GitHub App token module: one exchange however many threads ask, refreshed 5 minutes
-before expiry, and every failure a credentials error naming the URL — against a token endpoint
-on loopback that verifies the JWT and counts exchanges."""
+before expiry, every refusal a credentials error naming the URL and GitHub failing (a 5xx, no
+answer, a rate limit) the client's own error, never a refusal — against a token endpoint on
+loopback that verifies the JWT and counts exchanges."""
 from __future__ import annotations
 
 import json
@@ -17,12 +18,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from gitscale.clients.errors import RateLimited
+from gitscale.clients.errors import ApiError, RateLimited, Unreachable
 from gitscale.controller.errors import CredentialsError, PlatformOutage
 from gitscale.controller.github import Credentials, GitHub, scope_of
 from gitscale.config.secrets import SecretError
 from gitscale.errors import GitscaleError
-from gitscale.clients.github_app import InstallationToken
+from gitscale.clients.github_app import NOT_REFUSED, InstallationToken
 
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 PEM = KEY.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -97,17 +98,20 @@ class TokenEndpoint:
 
             def do_GET(self) -> None:  # noqa: N802
                 path = self.path.removeprefix("/api/v3")  # GitHub Enterprise Server's prefix
-                if path != "/orgs/acme/installation" or not self._verified():
+                if path != "/orgs/acme/installation":
                     return self._send(404, b'{"message": "Not Found"}')
+                if not self._verified():  # (answered: a second answer would be a broken pipe)
+                    return None
                 with fake.lock:
                     fake.lookups += 1
                 self._send(200, json.dumps({"id": fake.installation}).encode())
 
             def do_POST(self) -> None:  # noqa: N802
                 path = self.path.removeprefix("/api/v3")
-                if path != f"/app/installations/{fake.installation}/access_tokens" \
-                        or not self._verified():
+                if path != f"/app/installations/{fake.installation}/access_tokens":
                     return self._send(404, b'{"message": "Not Found"}')
+                if not self._verified():
+                    return None
                 time.sleep(fake.delay)
                 with fake.lock:
                     fake.exchanges += 1
@@ -178,6 +182,36 @@ def test_sixteen_threads_make_one_exchange_and_again_at_expiry(endpoint: TokenEn
     assert endpoint.exchanges == 2
 
 
+def test_threads_waiting_for_a_refused_exchange_get_its_error_not_one_each(
+        endpoint: TokenEndpoint) -> None:
+    """A revoked key: sixteen threads asking together cost one refused exchange, each of them
+    told its error; a caller after that (the next pass) tries again, and a good answer then
+    serves them all."""
+    endpoint.answer = (401, b'{"message": "A JSON web token could not be decoded"}')
+    source = token(endpoint)
+    barrier = threading.Barrier(16)
+    said: list[str] = []
+
+    def ask() -> None:
+        barrier.wait()
+        with pytest.raises(CredentialsError) as caught:
+            source.get()
+        said.append(str(caught.value))
+
+    workers = [threading.Thread(target=ask) for _ in range(16)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert endpoint.exchanges == 1 and len(said) == 16 and len(set(said)) == 1
+    assert "answered 401 (A JSON web token could not be decoded)" in said[0]
+    with pytest.raises(CredentialsError):
+        source.get()
+    assert endpoint.exchanges == 2  # asked after the failure: tried again
+    endpoint.answer = None
+    assert ask_together(source) == {"ghs_3"} and endpoint.exchanges == 3
+
+
 def test_the_installation_is_looked_up_once(endpoint: TokenEndpoint) -> None:
     clock = Clock(endpoint)
     source = token(endpoint, installation=None, owner="orgs/acme", clock=clock)
@@ -232,16 +266,103 @@ def test_a_bad_answer_is_the_callers_credentials_error(
     assert "BEGIN" not in message
 
 
-def test_no_answer_and_a_bad_key_are_credentials_errors(endpoint: TokenEndpoint) -> None:
+def test_a_bad_key_is_a_credentials_error_and_no_answer_is_not(endpoint: TokenEndpoint) -> None:
+    """No answer is GitHub unavailable (``Unreachable``, the platform's outage for the
+    controller), never the caller's credentials error: nobody is sent to rotate a good key."""
     with pytest.raises(CredentialsError, match="the app key: cannot sign a JWT"):
         token(endpoint, key="not a key").get()
     assert endpoint.exchanges == 0
     url = endpoint.url
     endpoint.close()
     port = url.rsplit(":", 1)[1]
-    with pytest.raises(CredentialsError, match=f"POST {url}/app/.* failed: connection refused "
-                                               f"by 127.0.0.1:{port}$"):
+    with pytest.raises(Unreachable) as caught:
         token(endpoint).get()
+    assert str(caught.value) == (
+        f"github app 4242: POST {url}/app/installations/77/access_tokens failed: connection "
+        f"refused by 127.0.0.1:{port}: could not get an installation token ({NOT_REFUSED})")
+    assert caught.value.cause == f"connection refused by 127.0.0.1:{port}"
+    assert not isinstance(caught.value, (CredentialsError, SecretError))
+
+
+@pytest.mark.parametrize("error", [CredentialsError, SecretError])
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_a_5xx_at_the_exchange_is_github_failing_not_the_callers_credentials_error(
+        endpoint: TokenEndpoint, error: type[GitscaleError], status: int) -> None:
+    """Sixteen threads asking while GitHub answers 503: one exchange, each told GitHub's
+    failure (an ``ApiError`` with its status, never ``error``); once it answers, a token."""
+    endpoint.answer = (status, b'{"message": "Server Error"}')
+    source = token(endpoint, error=error)
+    barrier = threading.Barrier(16)
+    said: list[ApiError] = []
+
+    def ask() -> None:
+        barrier.wait()
+        with pytest.raises(ApiError) as caught:
+            source.get()
+        said.append(caught.value)
+
+    workers = [threading.Thread(target=ask) for _ in range(16)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert endpoint.exchanges == 1 and len(said) == 16
+    assert {(type(e), e.status, e.method, str(e)) for e in said} == {(
+        ApiError, status, "POST", f"github app 4242: POST {endpoint.url}/app/installations/77/"
+        f"access_tokens answered {status}: could not get an installation token "
+        f"({NOT_REFUSED})")}
+    assert not [e for e in said if isinstance(e, error)]
+    endpoint.answer = None
+    assert source.get() == "ghs_2" and endpoint.exchanges == 2
+
+
+def test_the_installation_looked_up_during_an_outage_is_github_failing(
+        endpoint: TokenEndpoint) -> None:
+    """The look-up (no installation id given) answered 502: not "it is not installed"; the
+    next call looks it up again and gets its token."""
+    handler = endpoint.server.RequestHandlerClass
+    answer_get = handler.do_GET
+    handler.do_GET = lambda self: self._send(502, b"<html>bad gateway</html>")  # type: ignore
+    app = token(endpoint, installation=None, owner="orgs/acme")
+    with pytest.raises(ApiError) as caught:
+        app.get()
+    assert str(caught.value) == (
+        f"github app 4242: GET {endpoint.url}/orgs/acme/installation answered 502: could not "
+        f"look up its installation on orgs/acme ({NOT_REFUSED})")
+    assert "not installed" not in str(caught.value) and caught.value.status == 502
+    handler.do_GET = answer_get  # type: ignore
+    assert app.get() == "ghs_1" and (endpoint.lookups, endpoint.exchanges) == (1, 1)
+
+
+def test_an_installation_looked_up_is_kept_while_github_fails(endpoint: TokenEndpoint) -> None:
+    """A 503 says nothing of the installation: its id is kept (only a refusal, which a
+    reinstall explains, has it looked up again)."""
+    clock = Clock(endpoint)
+    app = token(endpoint, installation=None, owner="orgs/acme", clock=clock)
+    assert app.get() == "ghs_1"
+    clock.now += 3600
+    endpoint.answer = (503, b"")
+    with pytest.raises(ApiError, match="answered 503"):
+        app.get()
+    endpoint.answer = None
+    assert app.get() == "ghs_3" and endpoint.lookups == 1
+
+
+def test_an_echoed_jwt_in_a_5xx_is_masked(endpoint: TokenEndpoint) -> None:
+    """A proxy's 5xx page quoting the request's Authorization header."""
+    handler = endpoint.server.RequestHandlerClass
+    answer_post = handler.do_POST
+
+    def echo(self: Any) -> None:
+        self._send(502, f"bad gateway: {self.headers.get('Authorization')}".encode())
+
+    handler.do_POST = echo  # type: ignore
+    try:
+        with pytest.raises(ApiError) as caught:
+            token(endpoint).get()
+    finally:
+        handler.do_POST = answer_post  # type: ignore
+    assert "eyJ" not in str(caught.value) and "answered 502" in str(caught.value)
 
 
 def test_an_expiry_it_cannot_read_means_an_hour(endpoint: TokenEndpoint) -> None:

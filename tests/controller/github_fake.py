@@ -19,7 +19,8 @@ Test seams: ``runners`` (by id), ``set_state(name, online=, busy=)``, ``refuse_d
 next ``times`` requests answer 403/429 as a primary or secondary rate limit), ``remaining``
 (the ``x-ratelimit-remaining`` every answer says), ``not_modified`` (304s answered),
 ``outage(code, method=, path=)`` (every matching request answers ``code``, after counting it in
-``calls``, until ``outage(None)``: GitHub down, or a secondary limit with no more to say).
+``calls``, until ``outage(None)``: GitHub down, or a secondary limit with no more to say; code
+``DROP``: the connection is closed with no answer at all).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import jwt
 
 SCOPE = r"(?P<scope>orgs/[^/]+|repos/[^/]+/[^/]+|enterprises/[^/]+)"
+DROP = 0  # ``outage(DROP)``: no answer, the connection closed (a load balancer dropping it)
 
 
 @dataclass
@@ -58,6 +60,10 @@ class FakeRunner:
 
 class FakeGitHub(ThreadingHTTPServer):
     daemon_threads = True
+    # The controller opens up to --concurrency connections at once: with socketserver's
+    # backlog of 5, those past it wait for a SYN retransmit (1 s, 3 s, 7 s…) whenever the
+    # accept thread lags (a loaded machine), as the local API server's comment says
+    request_queue_size = 256
 
     def __init__(self, token: str = "ghp-test-token", app: tuple[str, str] | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -207,6 +213,9 @@ class _Handler(BaseHTTPRequestHandler):
             down = srv.down
         if down is not None and down[1] in (None, method) and (
                 down[2] is None or re.search(down[2], path)):
+            if down[0] == DROP:
+                self.close_connection = True  # (nothing written: the client sees no answer)
+                return None
             return self._reply(down[0], down[3], dict(down[4]))
         if limited is not None:
             retry_after, reset = limited

@@ -90,7 +90,7 @@ def test_a_quota_met_midway_through_the_largest_scale_up_stops_its_creations(
                                       "missing: create pod default/big-")
     assert "exceeded quota: compute-resources, requested: pods=1, used: pods=20, limited: " \
            "pods=20" in cond["message"]
-    assert "more runner(s) not tried after that; creations refused 1 pass(es) in a row, " \
+    assert "more runner(s) not tried after that; creations failed 1 pass(es) in a row, " \
            "tried again from 2026-11-23T09:00:10Z" in cond["message"]
     status = harness.status("big")
     assert (status["observedPatchID"], status["appliedPatchID"]) == (PATCH_ID_MAX, 0)
@@ -160,6 +160,38 @@ def test_a_jit_secret_the_api_refuses_registers_no_runner(
     cond = ready(harness, "rs")
     assert cond["reason"] == "CreateFailed" and words in cond["message"]
     assert "(a dry run: no runner registered)" in cond["message"]
+    assert TOKEN not in caplog.text + str(harness.status("rs"))
+
+
+@pytest.mark.parametrize("code, reason, message", [
+    pytest.param(403, "Forbidden", 'secrets is forbidden: User "system:serviceaccount:'
+                 'gitscale-system:gitscale-controller" cannot patch resource "secrets" in API '
+                 'group "" in the namespace "default"', id="rbac"),
+    pytest.param(400, "", 'admission webhook "secrets.example.com" denied the request: '
+                 "Secrets may not change owner", id="webhook"),
+])
+def test_a_jit_secret_handover_the_api_refuses_is_one_log_line_a_pass(
+        harness: Harness, caplog: pytest.LogCaptureFixture, code: int, reason: str,
+        message: str) -> None:
+    """The runners are made (their pods run); their Secrets, refused their new owner (a Role
+    without ``patch`` on secrets, a webhook), stay the set's for the next passes to hand
+    over. The first pass says so in one line with its creations, not a line per runner and
+    another for the creations; the next pass says them once in Ready."""
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.api.inject_error("patch", "secrets", code=code, reason=reason, message=message,
+                             times=10**6)
+    harness.write("rs", 3, 1)
+    assert len(harness.sync("rs").created) == 3
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("default/rs: created 3 runner(s) for patch 1; 3 JIT Secret(s) "
+                               "not handed to their pod yet (the next passes try again): ")
+    assert lines[0].count(message) == 1 and "(and 2 more runners alike)" in lines[0]
+    caplog.clear()
+    harness.sync("rs")  # the handovers tried again, refused again
+    cond = ready(harness, "rs")
+    assert cond["reason"] == "ApplyFailed" and cond["message"].count(message) == 1, cond
+    assert [r.getMessage().count(message) for r in caplog.records] == [1]
     assert TOKEN not in caplog.text + str(harness.status("rs"))
 
 

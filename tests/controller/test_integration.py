@@ -1020,7 +1020,7 @@ def test_a_malformed_app_key_is_said_once_with_the_count_of_runners_it_stops(
         assert said["message"].count(MALFORMED_KEY) == 1, said["message"]
         # (the others met it too, or were not tried after it: those started meanwhile)
         assert said["message"].startswith(f"3 of 3 runner(s) missing: {MALFORMED_KEY}"), said
-        assert "; creations refused 1 pass(es) in a row" in said["message"], said
+        assert "; creations failed 1 pass(es) in a row" in said["message"], said
 
 
 def test_runners_a_malformed_app_key_keeps_from_being_replaced_are_counted_once(

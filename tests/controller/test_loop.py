@@ -183,7 +183,7 @@ def test_a_call_never_answered_times_out_and_the_pass_says_so() -> None:
         (error,) = report.errors
         assert re.fullmatch(r"create pod default/bk-[0-9a-f]{4}-[0-9a-f]{6}: the API server did "
                             r"not answer \(ReadTimeoutError: timed out\) \(and 1 more runner "
-                            r"alike\); creations refused 1 pass\(es\) in a row, tried again "
+                            r"alike\); creations failed 1 pass\(es\) in a row, tried again "
                             r"from \S+", error), error
         assert report.created == []
         assert harness.status("bk")["conditions"][0]["reason"] == "CreateFailed"

@@ -1,5 +1,5 @@
-"""GitHub and Buildkite failing (a 5xx, a secondary rate limit) while the controller registers
-and unregisters runners, through the real ``kubernetes`` client against the local API server
+"""GitHub and Buildkite failing (a 5xx, a secondary rate limit, no answer — at the GitHub App's
+token exchange too) while the controller registers and unregisters runners, through the real ``kubernetes`` client against the local API server
 and the platforms' fakes: no busy runner removed, nothing created beyond replicas, the
 platform given time rather than asked again by every pass (``outage.py``), and Ready saying
 ``PlatformUnavailable`` — an outage, not a refused pod.
@@ -15,9 +15,14 @@ from typing import Any
 
 import pytest
 
+from gitscale.clients.github_app import NOT_REFUSED
 from gitscale.controller.outage import OUTAGE_WAIT
 from tests.controller.buildkite_fake import FakeBuildkite
+from tests.controller.github_fake import DROP
 from tests.controller.harness import NS, Harness, buildkite_spec
+from tests.controller.test_github import _app_key
+from tests.controller.test_refused_credentials import app_secret
+from tests.controller.test_secrets import assert_masked
 
 
 def ready(harness: Harness, name: str) -> dict[str, Any]:
@@ -47,9 +52,13 @@ def test_300_runners_to_0_while_github_fails_its_deletes(
     assert report.deleted == [] and len(harness.pods("rs")) == 300
     cond = ready(harness, "rs")
     assert (cond["status"], cond["reason"]) == ("False", "PlatformUnavailable")
-    assert "answered 503" in cond["message"]
-    assert [e["reason"] for e in harness.events("rs") if e["type"] == "Warning"] == [
-        "PlatformUnavailable"]
+    # One failure, said once: the DELETEs that got a 503 and those not sent after it alike
+    assert cond["message"].count("answered 503") == 1, cond["message"]
+    assert cond["message"].endswith("(1 failure(s) in a row) (and 269 more runners alike)")
+    (event,) = [e for e in harness.events("rs") if e["type"] == "Warning"]
+    assert event["reason"] == "PlatformUnavailable" and event["message"] == cond["message"]
+    assert [r.getMessage().count("answered 503") for r in caplog.records
+            if r.levelno >= logging.WARNING] == [1]
 
     before = len(harness.github.calls)
     for _ in range(3):  # passes within the wait (pod events, the error retry) ask GitHub nothing
@@ -76,6 +85,33 @@ def test_300_runners_to_0_while_github_fails_its_deletes(
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warned) <= 2, [r.getMessage() for r in warned]  # the failure, the wait: once each
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_github_down_is_said_once_in_ready_its_event_and_the_log(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Every call failing: a pass whose runner list is not asked for (GitHub's wait) while its
+    creations wait out the backoff of an earlier pass's refusal has the same failure from
+    both, worded with two waits. Ready, its Event and the log line say it once, with the
+    latest wait."""
+    harness.write("rs", 3, 1)
+    harness.sync("rs")
+    for name in harness.names("rs"):
+        harness.running(name)
+    harness.sync("rs")
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.github.outage(503)
+    harness.write("rs", 5, 2)
+    messages = []
+    for _ in range(5):  # GitHub's waits (5 s, 10 s) and the creations' backoff (10 s) overlap
+        harness.clock.advance(3)
+        harness.sync("rs")
+        messages.append(ready(harness, "rs")["message"])
+    assert all(m.count("answered 503") == 1 for m in messages), messages
+    assert any("(2 failure(s) in a row)" in m for m in messages)  # (the case of two waits)
+    warned = [e["message"] for e in harness.events("rs") if e["type"] == "Warning"]
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned and logged
+    assert all(m.count("answered 503") == 1 for m in warned + logged), warned + logged
 
 
 def test_registrations_while_github_fails_back_off_for_every_set_of_its_credentials(
@@ -170,3 +206,51 @@ def test_the_buildkite_agents_api_down_is_asked_once_a_wait_not_every_pass(
     harness.sync("bk")
     cond = next(c for c in harness.status("bk")["conditions"] if c["type"] == "BusyKnown")
     assert cond["status"] == "True" and len(buildkite.calls) > asked
+
+
+@pytest.mark.parametrize(("code", "said"), [
+    pytest.param(503, "access_tokens answered 503: could not get an installation token",
+                 id="503"),
+    pytest.param(DROP, "access_tokens failed: the connection to 127.0.0.1", id="dropped"),
+])
+def test_github_failing_at_the_app_token_exchange_is_an_outage_not_refused_credentials(
+        harness: Harness, caplog: pytest.LogCaptureFixture, code: int, said: str) -> None:
+    """GitHub answers the App's token exchange 503, or drops the connection: the set says
+    PlatformUnavailable — GitHub down, as a 503 of the runner list is said —, never
+    CredentialsRefused (an on-call engineer would rotate a good key); no set of the
+    credentials exchanges again before GitHub's wait is over, the Secret is not read again as
+    if refused, and once GitHub answers, the runners are made."""
+    pem, public = _app_key()
+    harness.github.app = ("4242", public)
+    app_secret(harness, pem)
+    harness.github.outage(code, method="POST", path="access_tokens")
+    caplog.set_level(logging.INFO, "gitscale")
+    harness.write("rs", 3, 1)
+    assert harness.sync("rs").created == [] and harness.pods("rs") == []
+    cond = ready(harness, "rs")
+    assert (cond["status"], cond["reason"]) == ("False", "PlatformUnavailable"), cond
+    assert said in cond["message"] and "GitHub is not asked again before" in cond["message"]
+    (event,) = [e for e in harness.events("rs") if e["type"] == "Warning"]
+    assert event["reason"] == "PlatformUnavailable"
+    assert "credentials refused" not in caplog.text.lower()
+    assert_masked(harness, caplog.text, NOT_REFUSED, [pem, pem.splitlines()[1], public])
+    exchanges = harness.github.count("POST", "access_tokens")
+    assert exchanges == 1
+
+    harness.write("other", 2, 1)  # another set of the same credentials: GitHub's wait too
+    for name in ("rs", "other"):
+        harness.clock.advance(1)
+        assert harness.sync(name).created == []
+        assert ready(harness, name)["reason"] == "PlatformUnavailable"
+    assert harness.github.count("POST", "access_tokens") == exchanges
+    secrets = [line for line in harness.api.log if "/secrets/gh-creds" in line]
+    assert len(secrets) == 1  # read once: not dropped and read again as refused credentials
+
+    harness.github.outage(None)
+    harness.clock.advance(60)  # past GitHub's wait and the sets' own creation backoff
+    assert len(harness.sync("rs").created) == 3 and len(harness.sync("other").created) == 2
+    assert harness.github.count("POST", "access_tokens") == exchanges + 1
+    for name in ("rs", "other"):
+        assert ready(harness, name)["status"] == "True"
+    assert not [r for r in caplog.records if r.exc_info]
+    assert "BEGIN" not in caplog.text and "credentials refused" not in caplog.text.lower()

@@ -219,12 +219,23 @@ def test_a_pass_that_could_not_count_says_which_patch_it_saw() -> None:
 
 @pytest.mark.parametrize(("errors", "said"), [
     pytest.param(["A", "A", "B"], ["A", "B"], id="repeated"),
-    pytest.param(["A", "A; creations refused 1 pass(es) in a row"],
-                 ["A; creations refused 1 pass(es) in a row"], id="said-within-another"),
+    pytest.param(["A", "A; creations failed 1 pass(es) in a row"],
+                 ["A; creations failed 1 pass(es) in a row"], id="said-within-another"),
     pytest.param(["3 runners not replaced (a, b, c): they could not be unregistered first (A)",
                   "A"], ["3 runners not replaced (a, b, c): they could not be unregistered "
                          "first (A)"], id="the-cause-after"),
     pytest.param(["B", "A"], ["B", "A"], id="distinct-kept-in-order"),
+    pytest.param(["F; GitHub is not asked again before T2 (2 failure(s) in a row)",
+                  "F; GitHub is not asked again before T1 (1 failure(s) in a row) (and 1 more "
+                  "runner alike); creations failed 1 pass(es) in a row"],
+                 ["F; GitHub is not asked again before T2 (2 failure(s) in a row) (and 1 more "
+                  "runner alike); creations failed 1 pass(es) in a row"],
+                 id="one-outage-two-waits-said-once-with-the-latest"),
+    pytest.param(["F; GitHub is not asked again before T1 (1 failure(s) in a row): one request "
+                  "is trying it", "F; GitHub is not asked again before T1 (1 failure(s) in a "
+                  "row)"], ["F; GitHub is not asked again before T1 (1 failure(s) in a row): "
+                            "one request is trying it"],
+                 id="the-request-trying-it-is-the-same-failure"),
     pytest.param([], [], id="none"),
 ])
 def test_a_pass_says_each_error_once(errors: list[str], said: list[str]) -> None:

@@ -5,6 +5,7 @@ Serves what the polling source reads:
     GET  /orgs/{org}/repos                                (a JSON array, paginated)
     GET  /repos/{o}/{r}/actions/runs?status=…&per_page=N  {"total_count", "workflow_runs": [...]}
     GET  /repos/{o}/{r}/actions/runs/{id}/jobs?filter=latest   {"total_count", "jobs": [...]}
+    GET  /repositories/{repo id}/actions/runs/{id}/jobs?…      (the same, as ``Link`` names it)
     POST /app/installations/{id}/access_tokens            (a GitHub App's JWT → installation token)
 
 (an App's JWT judged as GitHub does, by its own clock: an ``iat`` in the future, an ``exp`` past
@@ -12,16 +13,18 @@ or more than 10 minutes ahead are refused 401 in GitHub's words; the fault ``for
 ``X-Accepted-GitHub-Permissions``, as GitHub's 403 "Resource not accessible by integration" does)
 
 like GitHub does it: ``Link: <…>; rel="next"`` pagination with ``page``/``per_page`` (capped at
-``max_per_page``), ETags with 304 on ``If-None-Match`` (the ETag covers the body only; a 304
-still carries the fresh ``Link`` header, as GitHub's do), ``x-ratelimit-*`` headers (a 304 does
-not count against the limit), 401 without a valid ``Authorization`` header.
+``max_per_page``; a run's jobs pages are named ``/repositories/{repo id}/…`` there, by the
+repo's numeric ``id``, as GitHub names them), ETags with 304 on ``If-None-Match`` (the ETag
+covers the body only; a 304 still carries the fresh ``Link`` header, as GitHub's do),
+``x-ratelimit-*`` headers (a 304 does not count against the limit), 401 without a valid
+``Authorization`` header.
 
 Jobs are built from the ``workflow_job`` objects of the reference webhook payloads, runs and
 repos from their ``repository``, so bodies have GitHub's size and shape.
 
 Faults (``server.fail(...)``): rate limit (403, remaining 0), secondary limit (429 with
-retry-after), 5xx (JSON or an HTML page), slow answers, a 200 HTML page, truncated JSON, and a
-connection cut mid-body, or any body (and headers: a ``Link``, a redirect's ``Location``) you
+retry-after), 5xx (JSON or an HTML page), slow answers, a 200 HTML page, truncated JSON, a
+connection cut mid-body or dropped before any answer (``drop``, for a POST too), or any body (and headers: a ``Link``, a redirect's ``Location``) you
 like, a huge body (``size`` bytes, streamed chunked or with its length declared), or an error
 that echoes the ``Authorization`` header it was sent. Every request is logged (method, path with query, status, the
 Authorization header as received), so tests can check what was sent.
@@ -65,6 +68,11 @@ HTML_PAGE = b"""<!DOCTYPE html>
 """
 
 
+def repo_id(full: str) -> int:
+    """A repo's numeric ``id`` (stable: a checksum of its full name)."""
+    return zlib.crc32(full.encode())
+
+
 @dataclass
 class Request:
     method: str
@@ -84,7 +92,7 @@ class Request:
 
 @dataclass
 class Fault:
-    kind: str  # ratelimit secondary forbidden error slow html truncated cut body huge echo
+    kind: str  # ratelimit secondary forbidden error slow html truncated cut drop body huge echo
     match: str = ""  # a substring of the path (with query); "" matches every request
     times: int | None = None  # None: every matching request
     status: int | None = None  # kind error: default 502; kind body: default 200
@@ -233,7 +241,7 @@ class FakeGitHub:
     def repo_object(self, full: str) -> dict[str, Any]:
         owner, name = full.split("/")
         repo = copy.deepcopy(REPO_TEMPLATE)
-        repo.update({"id": zlib.crc32(full.encode()), "name": name, "full_name": full,
+        repo.update({"id": repo_id(full), "name": name, "full_name": full,
                      "archived": full in self.archived, "private": True,
                      "url": f"https://api.github.com/repos/{full}",
                      "html_url": f"https://github.com/{full}"})
@@ -287,10 +295,22 @@ class FakeGitHub:
                 runs = [r for r in self.runs[m.group(1)] if status is None or r.status == status]
                 return [self.run_object(r) for r in runs], "workflow_runs"
             if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/runs/(\d+)/jobs", path):
-                for run in self.runs.get(m.group(1), []):
-                    if run.id == int(m.group(2)):
-                        return copy.deepcopy(run.jobs), "jobs"
+                repo: str | None = m.group(1)
+            elif m := re.fullmatch(r"/repositories/(\d+)/actions/runs/(\d+)/jobs", path):
+                repo = next((r for r in self.runs if repo_id(r) == int(m.group(1))), None)
+            else:
+                return None
+            for run in self.runs.get(repo or "", []):
+                if run.id == int(m.group(2)):
+                    return copy.deepcopy(run.jobs), "jobs"
             return None
+
+    def link_path(self, path: str) -> str:
+        """The path a ``Link`` header names the pages of ``path`` by: GitHub's
+        ``/repositories/{repo id}/…`` for a run's jobs (the repo's name does not appear)."""
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)(/actions/runs/\d+/jobs)", path):
+            return f"/repositories/{repo_id(m.group(1))}{m.group(2)}"
+        return path
 
     def count_200(self) -> tuple[int, int]:
         with self.lock:
@@ -479,7 +499,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         def _link(self, path: str, pairs: list[tuple[str, str]], page: int, last: int) -> str:
             def url(n: int) -> str:
                 kept = [(k, v) for k, v in pairs if k != "page"] + [("page", str(n))]
-                return f"<{fake.url}{path}?{urlencode(kept)}>"
+                return f"<{fake.url}{fake.link_path(path)}?{urlencode(kept)}>"
 
             parts = []
             if page > 1:
@@ -521,6 +541,9 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                                                             f"{self.headers.get('Authorization')}"})
             elif fault.kind == "html":
                 self._send(200, HTML_PAGE, content_type="text/html; charset=utf-8")
+            elif fault.kind == "drop":  # hang up with no answer at all (logged with status 0)
+                self._record(0)
+                self.close_connection = True
             else:
                 return False
             return True

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gitscale.clients.github import jobs_page
 from gitscale.files import default_cache_dir
 from gitscale.config.load import Config, load_config
 from gitscale.demand import DemandReading
@@ -21,7 +22,7 @@ from gitscale.config.secrets import SecretError, read_secret
 from gitscale.timeutil import format_time
 
 from tests.demand.conftest import GH_TOKEN, app_key
-from tests.demand.fake_github import FakeGitHub, populate_org
+from tests.demand.fake_github import FakeGitHub, populate_org, repo_id
 
 
 # -- label matching ------------------------------------------------------------------------------
@@ -205,6 +206,72 @@ def test_a_finished_runs_jobs_page_leaves_the_etag_cache_at_once(github: FakeGit
         assert [r.status for r in github.log if r.route.endswith(f"/{live.id}/jobs")] == [304]
     finally:
         sources.close()
+
+
+@pytest.mark.parametrize("loop", [True, False], ids=["run-loop", "cron-passes"])
+def test_a_finished_run_of_150_jobs_leaves_no_page_in_the_etag_cache(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, loop: bool) -> None:
+    """GitHub gives a run's jobs 100 a page, and its ``Link`` names the second page
+    ``/repositories/ID/actions/runs/RUN/jobs?page=2``, not by the repo's name. When the run
+    finishes, that page leaves the ETag cache with the first (it stayed for the cache's day);
+    until then both are revalidated, and every pass counts all 150 jobs. Passes of one ``run``
+    process (one Sources), or of cron jobs (a new one each, the cache read from its file)."""
+    monkeypatch.setenv("GH_TOKEN", GH_TOKEN)
+    with FakeGitHub(token=GH_TOKEN, max_per_page=100) as github:
+        repo = github.add_repo("acme", "app")
+        big = github.add_run(repo, "in_progress", [("in_progress" if n < 60 else "queued",
+                                                    ["linux"]) for n in range(150)])
+        small = github.add_run(repo, "queued", [("queued", ["linux"])])
+        config = write_config(tmp_path, [{"name": "linux",
+                                          "source": github_source(github, ["linux"])}])
+        kept = Sources(default_cache_dir(), timeout=5)
+
+        def poll() -> tuple[int, int]:
+            github.clear_log()
+            sources = kept if loop else Sources(default_cache_dir(), timeout=5)
+            try:
+                reading = read(tmp_path, config, sources)
+                sources.save()
+            finally:
+                if not loop:
+                    sources.close()
+            assert reading.errors == {}
+            return pair(reading, "linux")
+
+        def cached() -> set[tuple[int, str | None]]:
+            (path,) = default_cache_dir().glob("etags-*.json")
+            pages = [jobs_page(url) for url in json.loads(path.read_text())]
+            return {(page.run_id, page.repo) for page in pages if page is not None}
+
+        def jobs_requests() -> list[tuple[str, str | None, int]]:
+            return [(r.route, r.query.get("page"), r.status) for r in github.log
+                    if r.route.endswith("/jobs")]
+
+        big_pages = {(big.id, repo), (big.id, None)}
+        try:
+            assert poll() == (91, 60)
+            second = f"/repositories/{repo_id(repo)}/actions/runs/{big.id}/jobs"
+            assert (second, "2", 200) in jobs_requests()
+            assert cached() == big_pages | {(small.id, repo)}
+            assert poll() == (91, 60)  # nothing changed: 304s, the same pages
+            assert {status for *_, status in jobs_requests()} == {304}
+            assert cached() == big_pages | {(small.id, repo)}
+            github.set_job_status(big.jobs[120]["id"], "in_progress")  # on the second page
+            assert poll() == (90, 61)
+            assert (second, "2", 200) in jobs_requests()
+            assert cached() == big_pages | {(small.id, repo)}
+            big.status = "completed"
+            for job in big.jobs:
+                github.set_job_status(job["id"], "completed")
+            assert poll() == (1, 0)
+            assert not any(f"/runs/{big.id}/" in route for route, *_ in jobs_requests())
+            assert cached() == {(small.id, repo)}
+            assert poll() == (1, 0)
+            assert jobs_requests() == [(f"/repos/{repo}/actions/runs/{small.id}/jobs", None,
+                                        304)]
+            assert cached() == {(small.id, repo)}
+        finally:
+            kept.close()
 
 
 def test_rate_limited_sets_get_an_error_naming_the_reset(github: FakeGitHub,
@@ -466,8 +533,9 @@ def test_every_request_of_the_source_is_in_the_credentials_table(app_github: Fak
                                                                  tmp_path: Path) -> None:
     """docs/credentials.md lists the requests the polling source sends, from which its
     permissions follow: each one sent (an App without installationId: the lookup too) is
-    there, its names replaced by the table's placeholders."""
-    populate_org(app_github, "acme", 4)
+    there, its names replaced by the table's placeholders; a run of 40 jobs is read in two
+    pages, the second by the ``/repositories/ID/…`` URL GitHub's ``Link`` names."""
+    populate_org(app_github, "acme", 4, matrix_jobs=40)
     config = write_config(tmp_path / "repo", [
         {"name": "linux", "source": app_source(app_github, app_github.key_path,  # type: ignore[attr-defined]
                                                installation=None)}])
@@ -476,6 +544,7 @@ def test_every_request_of_the_source_is_in_the_credentials_table(app_github: Fak
     table = docs.split("## Polling source: GitHub")[1].split("Requests are conditional")[0]
     placeholders = [(r"^/orgs/[^/]+/", "/orgs/{org}/"),
                     (r"^/repos/[^/]+/[^/]+/", "/repos/{owner}/{repo}/"),
+                    (r"^/repositories/\d+/", "/repositories/{repository_id}/"),
                     (r"/actions/runs/\d+/", "/actions/runs/{run_id}/"),
                     (r"^/app/installations/\d+/", "/app/installations/{installationId}/")]
     sent = set()
@@ -484,6 +553,7 @@ def test_every_request_of_the_source_is_in_the_credentials_table(app_github: Fak
         for pattern, placeholder in placeholders:
             route = re.sub(pattern, placeholder, route)
         sent.add(f"{request.method} {route}")
-    assert len(sent) == 5, sent  # the lookup, the token, the repos, their runs, the runs' jobs
+    # the lookup, the token, the repos, their runs, the runs' jobs and a run's second page
+    assert len(sent) == 6, sent
     missing = {r for r in sent if f"`{r}`" not in table and f"`{r}?" not in table}
     assert not missing, missing

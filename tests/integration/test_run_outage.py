@@ -80,6 +80,9 @@ def test_run_waits_for_its_remote_and_lands_when_it_is_back(git_server: GitDaemo
         assert proc.poll() is None, log.read_text()  # before: exit 1 on the first clone
         restart(git_server)
         wait_for(lambda: "replicas: 3" in git(bare, "show", "main:sets/linux.yaml"), 30.0)
+        # and the push's report read: a daemon stopped as the ref moves cuts the push short,
+        # which the loop counts as one more failure of the first streak
+        wait_for(lambda: " and pushed to " in log.read_text(), 30.0)
         # down again while it runs (its kept clone's fetch fails), then back with new demand
         git_server.stop()
         seen = len(failures(log))
@@ -142,6 +145,7 @@ def break_the_kept_clone_then(tmp_path: Path, meanwhile: Callable[[Path], Any] =
             env=cli_env({"GITSCALE_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(scratch)}))
     try:
         wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
+        wait_for(lambda: " and pushed to " in log.read_text(), 30.0)  # (the push over)
         [clone] = scratch.glob(f"gitscale-clone.*.{proc.pid}.*")
         shutil.rmtree(clone / "repo" / ".git" / "objects")
         restore = meanwhile(remote)

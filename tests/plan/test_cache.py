@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gitscale.core.model import Current, Decision, Demand, Drain, Reason, Why
+from gitscale.core.model import NO_WHY, Cap, CapBy, Current, Decision, Demand, Drain, Reason, Why
 from gitscale.plan.cache import STATE_FILE, CacheWrites, StateCache
+from gitscale.plan.cache_format import _settled_row, why_of, why_row
 from gitscale.config.load import ObjectRef
 from gitscale.manifest.target import Located
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
@@ -371,3 +372,21 @@ def test_a_settled_held_until_that_is_not_a_time_is_decided_again(  # type: igno
     assert unchanged["why"] == {"held_until": None, "drained": False,
                                 "capped": {"by": "maxReplicas", "at": 2}}
     assert _stored(_isolated_cache)[3]["linux"][11] is None  # decided again, and kept right
+
+
+@pytest.mark.parametrize("why", [
+    pytest.param(Why(), id="nothing held it"),
+    pytest.param(Why(held_until=datetime(2026, 11, 27, 9, 10, tzinfo=timezone.utc)),
+                 id="held"),
+    pytest.param(Why(cap=Cap(CapBy.MAX_REPLICAS, 9)), id="capped"),
+    pytest.param(Why(drain=Drain.DRAINED), id="drained"),
+    pytest.param(Why(held_until=datetime(2026, 11, 27, 9, 10, tzinfo=timezone.utc),
+                     cap=Cap(CapBy.MAX_TOTAL_REPLICAS, 3), drain=Drain.NOT_DRAINED), id="all"),
+])
+def test_a_settled_decisions_why_reads_back_as_it_was_kept(why: Why) -> None:
+    row = ("key", "blob", 1, 2, None, 0.0, 60.0, 3, 4, Reason.UNCHANGED.value, "",
+           *why_row(why))
+    assert _settled_row(row)
+    assert why_of(row) == why
+    if why == Why():  # the empty one is shared, not built for each of ten thousand sets
+        assert why_of(row) is NO_WHY

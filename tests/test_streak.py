@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitscale.webhooks.streak import Dropped, Streak, duration
+from gitscale.streak import Dropped, Streak, duration
 
 
 class Clock:

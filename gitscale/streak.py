@@ -1,5 +1,5 @@
-"""A failure streak of `gitscale serve` (its batches, its resync polls) told as a person on call
-needs it: the first failure at once, in full; the same error again only every ``REMIND_EVERY``
+"""A failure streak — of `gitscale serve` (its batches, its resync polls), of the controller (a
+platform refusing a credential) — told as a person on call needs it: the first failure at once, in full; the same error again only every ``REMIND_EVERY``
 seconds while it lasts (a remote down for an hour is a few lines, not one per retry); a new
 error at once; and one line when the streak ends, saying how long it lasted.
 """

@@ -1,0 +1,161 @@
+"""Credentials a platform refused (a 401 or 403: a revoked token, a GitHub App whose key was
+revoked), given time rather than tried again by every pass.
+
+A refusal drops the clients of the set's credentials Secret (``platforms.Platforms.refused``),
+so that the next pass reads the Secret again: it may have been rotated. A refusal that lasts
+then cost, on every pass of every set of the Secret, a Secret read, a new client and a request
+of the platform — for a GitHub App a token exchange, so 2,880 failing exchanges a day per set
+on a 30 s pass — and a log line each time Ready's message changed. Now the refusal is kept, by
+client key (``platforms.Platforms.cached``):
+
+- no client of the key is made, and nothing asked of the platform, before ``CREDENTIALS_RETRY``
+  seconds, doubling with each client refused in a row up to ``CREDENTIALS_RETRY_MAX``: the pass
+  meets ``StillRefused``, ``CredentialsRefused`` in Ready (the calls of one client refused in
+  one pass are one refusal);
+- unless the Secret changed: each pass meanwhile reads it (the API server, not the platform)
+  and compares it with what the refused client was made from, so a new credential is tried at
+  once (and a refusal of that one is said anew, its backoff starting over);
+- a client made after the refusal that the platform accepts (``Vouched``) ends it.
+
+The log says it once per streak (``gitscale.streak.Streak``): when it starts, when the error
+changes, every ``REMIND_EVERY`` seconds while it lasts, and when the credentials are accepted
+again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Callable, Protocol, runtime_checkable
+
+from gitscale.controller.errors import ControllerError, CredentialsError, KubeError
+from gitscale.controller.workqueue import RETRY
+from gitscale.streak import Streak, duration
+from gitscale.timeutil import backoff
+
+log = logging.getLogger("gitscale.controller")
+# Seconds before refused credentials are tried again: a failing pass's retry (the work
+# queue's), doubling with each refusal in a row up to CREDENTIALS_RETRY_MAX.
+CREDENTIALS_RETRY = RETRY
+CREDENTIALS_RETRY_MAX = 300.0
+
+Key = tuple[str, ...]  # a client's: (platform, namespace, Secret name, …)
+SecretKey = tuple[str, str]  # (namespace, name)
+Reader = Callable[[str, str], Mapping[str, str]]
+
+
+@runtime_checkable
+class Vouched(Protocol):
+    """A client that says whether the platform accepted its credentials: answered one of its
+    requests with anything but a refusal."""
+
+    accepted: bool
+
+
+class StillRefused(CredentialsError):
+    """The credentials were refused, their wait is not over and their Secret has not changed:
+    no client made, nothing asked. ``after``: seconds until they are tried again."""
+
+    def __init__(self, message: str, after: float) -> None:
+        super().__init__(message)
+        self.after = after
+
+
+def digest(data: Mapping[str, str]) -> str:
+    """What a Secret holds, as a digest (the values are credentials: not kept)."""
+    return hashlib.sha256(json.dumps(dict(data), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class _Refusal:
+    secrets: Mapping[SecretKey, str]  # what the refused client was made from (digests)
+    client: object  # the client refused last: its other refusals are not counted again
+    message: str  # the platform's refusal
+    until: float  # clock() before which no client of the key is made
+    streak: Streak  # the refusals in a row (and what the log said of them)
+    tries: int = 0  # of them, since the Secret last changed: the backoff's step
+
+
+class Refusals:
+    """By client key; thread-safe (the passes of every set of a Secret share it)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._by_key: dict[Key, _Refusal] = {}
+
+    def check(self, key: Key, read: Reader) -> None:
+        """Before a client of ``key`` is made: ``StillRefused`` while its refusal's wait runs
+        and the Secrets it was made from hold what they held (``read`` reads one again)."""
+        with self._lock:
+            refusal = self._by_key.get(key)
+        if refusal is None:
+            return
+        left = refusal.until - self._clock()
+        if left <= 0:
+            return  # tried again
+        if _changed(refusal.secrets, read):
+            with self._lock:  # tried at once; a refusal of the new value is said anew
+                refusal.until, refusal.tries, refusal.streak.said = 0.0, 0, None
+            return
+        names = ", ".join(f"{ns}/{name}" for ns, name in refusal.secrets) or "its Secret"
+        raise StillRefused(f"{refusal.message} (credentials refused: tried again after a "
+                           f"backoff of up to {duration(CREDENTIALS_RETRY_MAX)}, at once when "
+                           f"Secret {names} changes)", left)
+
+    def refused(self, key: Key, client: object, secrets: Mapping[SecretKey, str],
+                error: str, who: str) -> None:
+        """``client`` of ``key``, made from ``secrets``, was refused (``error``) in a pass of
+        set ``who``: back off, and say so when the streak wants it said."""
+        with self._lock:
+            refusal = self._by_key.get(key)
+            if refusal is not None and refusal.client is client:
+                return  # (counted: another call of the same client, in the same pass)
+            if refusal is not None and isinstance(client, Vouched) and client.accepted:
+                refusal = None  # accepted since the last refusal: a new streak
+            if refusal is None:
+                refusal = _Refusal(secrets, client, error, 0.0, Streak(clock=self._clock))
+                self._by_key[key] = refusal
+            refusal.secrets, refusal.client, refusal.message = secrets, client, error
+            say = refusal.streak.failed(error)
+            count = refusal.streak.count
+            refusal.tries += 1
+            wait = backoff(CREDENTIALS_RETRY, refusal.tries - 1, CREDENTIALS_RETRY_MAX)
+            refusal.until = self._clock() + wait
+            lasted = refusal.streak.lasted()
+        if say:
+            again = f" (still, {count} refusals in a row over {lasted})" if count > 1 else ""
+            log.warning("%s: credentials refused%s: %s; tried again in %s, or at once when "
+                        "their Secret changes", who, again, error, duration(wait))
+
+    def accepted(self, key: Key, client: object) -> None:
+        """A client of ``key`` is in use: if it was made after a refusal and the platform has
+        accepted it, the streak is over (said once)."""
+        with self._lock:
+            refusal = self._by_key.get(key)
+            if refusal is None or refusal.client is client or not (
+                    isinstance(client, Vouched) and client.accepted):
+                return
+            del self._by_key[key]
+            ended = refusal.streak.ended()
+        if ended is not None:
+            log.info("%s: credentials accepted again, after %d refusal(s) over %s",
+                     "/".join(key[1:3]), *ended)
+
+
+def _changed(secrets: Mapping[SecretKey, str], read: Reader) -> bool:
+    """Does a Secret hold something else than when its digest was taken? Not when it cannot
+    be read this time (the refusal is what is known); yes when it is gone or unreadable (the
+    client made next says why)."""
+    for (namespace, name), seen in secrets.items():
+        try:
+            if digest(read(namespace, name)) != seen:
+                return True
+        except KubeError:
+            continue
+        except ControllerError:
+            return True
+    return False

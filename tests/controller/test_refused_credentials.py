@@ -1,0 +1,134 @@
+"""Credentials GitHub refuses for good (a GitHub App whose key was revoked, a revoked token),
+through the real ``kubernetes`` client against the local API server and the GitHub fake: the
+refusal is given time — a backoff from the failing pass's retry up to 5 minutes, not a token
+exchange per pass —, said in the log once per streak, still said by Ready on every pass, and a
+credential rotated in its Secret is tried on the next pass (``refusals.py``)."""
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+import pytest
+
+from gitscale.controller.refusals import CREDENTIALS_RETRY, CREDENTIALS_RETRY_MAX
+from tests.controller.harness import NS, TOKEN, Harness
+from tests.controller.test_github import _app_key
+
+EXCHANGE = "access_tokens"
+
+
+def app_secret(harness: Harness, pem: str) -> None:
+    """The set's credentials Secret: GitHub App 4242, installation 77, key ``pem``."""
+    harness.api.mutate_object("secrets", "gh-creds", lambda o: o.update(data={
+        k: base64.b64encode(v.encode()).decode() for k, v in {
+            "github_app_id": "4242", "github_app_installation_id": "77",
+            "github_app_private_key": pem}.items()}), NS)
+
+
+def token_secret(harness: Harness, token: str) -> None:
+    harness.api.mutate_object("secrets", "gh-creds", lambda o: o.update(data={
+        "github_token": base64.b64encode(token.encode()).decode()}), NS)
+
+
+def ready(harness: Harness, name: str) -> dict[str, Any]:
+    return next(c for c in harness.status(name)["conditions"] if c["type"] == "Ready")
+
+
+def warned(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_revoked_app_key_is_exchanged_with_backoff_and_a_rotated_one_at_once(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Twenty passes 30 s apart over ten minutes, the App's key revoked (every exchange 401):
+    exchanges at 0, 10, 30, 70, 150 and 310 s (the backoff: 10 s doubling, up to 5 minutes),
+    not twenty; one warning for the streak; Ready CredentialsRefused on every pass. The key
+    rotated in the Secret is tried on the very next pass, and the runners made."""
+    pem, public = _app_key()
+    revoked, _ = _app_key()
+    harness.github.app = ("4242", public)
+    app_secret(harness, revoked)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.write("rs", 3, 1)
+    for _ in range(20):
+        report = harness.sync("rs")
+        assert report.created == []
+        cond = ready(harness, "rs")
+        assert (cond["status"], cond["reason"]) == ("False", "CredentialsRefused"), cond
+        assert "answered 401" in cond["message"]
+        harness.clock.advance(30)
+    # 0, 30 (10 s over), 60 (30 over: 20 s), 90 (70 over: 40 s), 150, 330 (310 over: 160 s)
+    assert harness.github.count("POST", EXCHANGE) == 6
+    assert len(warned(caplog)) == 1, warned(caplog)
+    assert warned(caplog)[0].startswith("default/rs: credentials refused: github app 4242: POST")
+    assert "tried again in 10s, or at once when their Secret changes" in warned(caplog)[0]
+    assert "tried again after a backoff of up to 5m, at once when Secret default/gh-creds " \
+        "changes" in cond["message"]
+
+    app_secret(harness, pem)  # rotated: the App's current key
+    harness.catch_up()
+    asked = harness.github.count("POST", EXCHANGE)
+    assert len(harness.sync("rs").created) == 3  # (no clock advance: at once)
+    assert harness.github.count("POST", EXCHANGE) == asked + 1
+    assert ready(harness, "rs")["status"] == "True"
+    harness.sync("rs")  # the new client accepted: the streak is over, said once
+    ended = [r.getMessage() for r in caplog.records if "accepted again" in r.getMessage()]
+    assert ended == ["default/gh-creds: credentials accepted again, after 6 refusal(s) over 10m"]
+    assert len(warned(caplog)) == 1 and "BEGIN" not in caplog.text
+
+
+def test_a_revoked_token_lists_runners_with_backoff_and_starts_over_after_working(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """A token revoked under running runners (each pass wants the runner list): the list is
+    asked for at the backoff's pace, for every set of the Secret at once, and the runners are
+    left alone (busy for all anyone knows). Fixed on GitHub's side (the Secret unchanged), it
+    works after the wait; revoked again later, the backoff starts over from its first step."""
+    harness.write("rs", 2, 1)
+    harness.write("other", 1, 1)
+    assert len(harness.sync("rs").created) == 2 and len(harness.sync("other").created) == 1
+    for name in harness.names("rs") + harness.names("other"):
+        harness.running(name)
+    harness.sync("rs")
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.github.tokens = {"ghp-only-the-new-one"}
+    lists = harness.github.count("GET", "actions/runners$")
+    for _ in range(10):  # 100 s
+        harness.clock.advance(10)
+        for name in ("rs", "other"):
+            assert harness.sync(name).deleted == []
+            assert ready(harness, name)["reason"] == "CredentialsRefused"
+    # tries at 10, 20 (10 s over), 40 (20 over), 80 (40 over): not 20 lists, one a pass
+    assert harness.github.count("GET", "actions/runners$") - lists == 4
+    assert len(harness.names("rs")) == 2 and len(warned(caplog)) == 1, warned(caplog)
+    assert TOKEN not in caplog.text
+
+    harness.github.tokens.add(TOKEN)  # GitHub takes the token again
+    harness.clock.advance(CREDENTIALS_RETRY_MAX)
+    harness.sync("rs")
+    assert ready(harness, "rs")["status"] == "True"
+    harness.clock.advance(60)
+    harness.sync("other")  # the streak over (a client accepted since)
+    harness.github.tokens = set()  # revoked again, a while later
+    lists = harness.github.count("GET", "actions/runners$")
+    harness.sync("rs")
+    harness.clock.advance(CREDENTIALS_RETRY)  # the first step again, not 5 minutes
+    harness.sync("rs")
+    assert harness.github.count("GET", "actions/runners$") - lists == 2
+    said = warned(caplog)
+    assert len(said) == 2 and "(still" not in said[1], said  # a new streak, said again
+
+
+def test_a_token_rotated_in_its_secret_during_the_backoff_is_tried_at_once(
+        harness: Harness) -> None:
+    harness.github.tokens = {"ghp-rotated"}
+    harness.write("rs", 1, 1)
+    for _ in range(4):  # refused, then waits of 10, 20, 40 s: the last pass within one
+        assert harness.sync("rs").created == []
+        harness.clock.advance(5)
+    calls = len(harness.github.calls)
+    assert harness.sync("rs").created == [] and len(harness.github.calls) == calls
+    token_secret(harness, "ghp-rotated")
+    harness.catch_up()
+    assert len(harness.sync("rs").created) == 1
+    assert ready(harness, "rs")["status"] == "True"

@@ -111,6 +111,12 @@ class Platforms:
             return "".join(sorted(d for made in got.values() if made is not None
                                   for d in made.secrets.values()))
 
+    def forget_set(self, set_key: str) -> None:
+        """The set is gone: what its adapter got is not kept (it held the set's last clients,
+        which a long-running controller would keep for every set ever deleted)."""
+        with self._lock:
+            self._used.pop(set_key, None)
+
     def refused(self, rs: RunnerSetView, exc: ControllerError) -> None:
         """A call of the set's adapter failed with ``exc``. Credentials refused: its clients
         are dropped, so that the next pass reads the Secret again (it may be fixed), and the

@@ -61,6 +61,7 @@ def reconcile(ctx: Context, key: str) -> Report:
     obj = ctx.runnersets.get(key)
     if obj is None:  # gone: the finalizer saw its runners out first
         ctx.memory.forget(key)
+        ctx.platforms.forget_set(key)
         return report
     now = ctx.clock()
     generation = _generation(obj)

@@ -87,6 +87,7 @@ def release(ctx: Context, obj: RawObject, report: Report) -> Report:
             ctx.runnersets.remove(obj)
         log.info("%s: no runners left: finalizer %s removed", report.key, FINALIZER)
     ctx.memory.forget(report.key)
+    ctx.platforms.forget_set(report.key)
     return report
 
 

@@ -1044,3 +1044,24 @@ def test_runners_a_malformed_app_key_keeps_from_being_replaced_are_counted_once(
         assert message.count(MALFORMED_KEY) == 1, message
         assert message.startswith("5 runners not replaced ("), message
         assert f"and 2 more): they could not be unregistered first ({MALFORMED_KEY})" in message
+
+
+def test_a_deleted_set_leaves_nothing_of_its_clients_in_the_platforms(harness: Harness) -> None:
+    """What a set's adapter got (its clients, the digests of their Secrets: what a refusal of
+    its credentials is about) goes with the set: a long-running controller would otherwise
+    keep the last clients of every set ever deleted."""
+    platforms = harness.controller.ctx.platforms
+    harness.write("rs", 1, 0)
+    harness.sync("rs")
+    (name,) = harness.names("rs")
+    harness.running(name)
+    harness.sync("rs")
+    assert platforms.made_from(f"{NS}/rs") != ""
+    custom = kubernetes.client.CustomObjectsApi(harness.controller.kube.api)
+    custom.delete_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", "rs")
+    harness.sync("rs")
+    assert harness.api.get_object("runnersets", "rs", NS) is None
+    assert f"{NS}/rs" not in platforms._used
+    harness.catch_up()
+    harness.sync("rs")  # gone
+    assert f"{NS}/rs" not in platforms._used and platforms.made_from(f"{NS}/rs") == ""

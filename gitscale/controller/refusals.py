@@ -17,6 +17,14 @@ client key (``platforms.Platforms.cached``):
   once (and a refusal of that one is said anew, its backoff starting over);
 - a client made after the refusal that the platform accepts (``Vouched``) ends it.
 
+A 401 (or an App's token exchange refused) refuses the credential: all of the above. A 403
+refuses a permission, for one kind of call (``CredentialsError.call``: an App with "Self-hosted
+runners: Read" lists runners, registers none): clients are made, only calls of that kind wait
+out the backoff (``Withholding``; the list and the unregistrations go on), and only such a call
+answered ends it — a read does not vouch for a refused write. A refusal names its client by a
+serial, never holds it (its connections), and goes with the last set that used its key
+(``keep``).
+
 The log says it once per streak (``gitscale.streak.Streak``): when it starts, when the error
 changes, every ``REMIND_EVERY`` seconds while it lasts, and when the credentials are accepted
 again.

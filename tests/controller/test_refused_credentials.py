@@ -6,11 +6,15 @@ credential rotated in its Secret is tried on the next pass (``refusals.py``)."""
 from __future__ import annotations
 
 import base64
+import gc
 import logging
+import weakref
 from typing import Any
 
+import kubernetes
 import pytest
 
+from gitscale.controller.github import GitHub
 from gitscale.controller.refusals import CREDENTIALS_RETRY, CREDENTIALS_RETRY_MAX
 from tests.controller.harness import NS, TOKEN, Harness, github_spec
 from tests.controller.test_github import _app_key
@@ -182,3 +186,26 @@ def test_credentials_that_may_read_runners_but_not_register_them_are_not_taken_a
     assert len(tried) <= 9 and gaps[-2:] == [300, 300], tried
     # (the first pass sends both of its registrations at once; later ones one, slow start)
     assert harness.github.count("POST", "generate-jitconfig") - registrations <= len(tried) + 1
+
+
+def test_a_refusal_holds_no_client_and_goes_with_the_last_set_that_met_it(
+        harness: Harness) -> None:
+    """The refusal of a set's credentials names the refused client, without keeping it (nor
+    its connection pool) alive; once the set is deleted, nothing of it is kept."""
+    harness.github.tokens = {"ghp-not-this-one"}
+    harness.write("rs", 1, 1)
+    assert harness.sync("rs").created == []
+    platforms = harness.controller.ctx.platforms
+    refusals = platforms._refusals._by_key
+    assert len(refusals) == 1 and not any(
+        isinstance(v, GitHub) for r in refusals.values() for v in vars(r).values())
+    (made,) = [m for got in platforms._used.values() for m in got.values() if m is not None]
+    client = weakref.ref(made.client)
+    del made
+    custom = kubernetes.client.CustomObjectsApi(harness.controller.kube.api)
+    custom.delete_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", "rs")
+    harness.sync("rs")  # (no pod: the finalizer goes at once)
+    harness.catch_up()
+    harness.sync("rs")  # gone
+    gc.collect()
+    assert refusals == {} and client() is None

@@ -34,10 +34,14 @@ class BuildkiteAgents:
         self._listed: tuple[float, dict[str, Registered]] | None = None
         # Buildkite failing (a 5xx, no answer): asked again by no set before a wait, then once.
         self.outage = Outage("Buildkite", clock=clock)
-        self.accepted = False  # the token worked once (``refusals.Vouched``)
+        self.accepted = False  # the token worked once (``vouches``)
 
     def close(self) -> None:
         self._api.close()
+
+    def vouches(self, call: str | None) -> bool:
+        """Whether the token worked once (``refusals.Vouched``: one kind of call, the list)."""
+        return self.accepted
 
     def agents(self, max_age: float) -> Listed:
         """Connected agents by name, reused for ``max_age`` seconds (``Listed.age``: how long

@@ -65,7 +65,13 @@ class RunnerNameTaken(PlatformError):
 
 class CredentialsError(PlatformError):
     """The credentials were refused: the platform answered 401/403, or a credential the
-    Secret holds could not be sent (``CredentialsRefused`` in Ready)."""
+    Secret holds could not be sent (``CredentialsRefused`` in Ready). ``call``: the kind of
+    call refused when the refusal is of a permission (a 403 on one kind of call: the others
+    may work), None when it is of the credential itself (a 401, a token exchange refused)."""
+
+    def __init__(self, message: str, call: str | None = None) -> None:
+        super().__init__(message)
+        self.call = call
 
 
 class CredentialsMissing(CredentialsError):

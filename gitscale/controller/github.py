@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, TypeVar
@@ -47,7 +47,7 @@ from gitscale.controller.errors import (
 )
 from gitscale.controller.outage import Outage
 from gitscale.controller.platform import LIST_MAX_AGE, Registered, Registration
-from gitscale.controller.refusals import CREDENTIALS_RETRY
+from gitscale.controller.refusals import CREDENTIALS_RETRY, StillRefused
 from gitscale.redact import hold
 
 MAX_WAIT = 10.0  # seconds a rate limit may hold a pass before it is reported instead
@@ -162,17 +162,35 @@ class GitHub:
         # GitHub failing (a 5xx, no answer): asked again by no set before a wait, then once.
         self.outage = Outage("GitHub", clock=monotonic)
         # GitHub answered a request with anything but a refusal of the credentials (an App:
-        # a token exchanged): they work (``refusals.Vouched``)
+        # a token exchanged): they work — for the kinds of call answered, by ``_ask``'s verb
+        # (``refusals.Vouched``: "Self-hosted runners: Read" lists runners, registers none)
         self.accepted = False
-        # refused (the message, when, on ``monotonic``): the calls of the passes under way
-        # are refused alike for CREDENTIALS_RETRY seconds, not each sent (an App: not each a
-        # token exchange); the next client, made after the backoff, asks (``refusals.py``)
-        self._refused: tuple[str, float] | None = None
+        self.answered: set[str] = set()
+        # refused, by kind of call (None: the credential; the message, until when on
+        # ``monotonic``): the calls of the passes under way are refused alike for
+        # CREDENTIALS_RETRY seconds, not each sent (an App: not each a token exchange) — every
+        # call after a 401, only calls of that kind after a 403 (a refused registration does
+        # not stop the list or the unregistrations of other sets); the next client, made
+        # after the backoff, asks (``refusals.py``), or is told what to withhold (``withhold``)
+        self._refused: dict[str | None, tuple[str, float]] = {}
 
     def close(self) -> None:
         self._api.close()
         if self._app is not None:
             self._app.close()
+
+    def vouches(self, call: str | None) -> bool:
+        """Whether GitHub answered this client anything but a refusal: any call (``call``
+        None), or a call of that kind (``refusals.Vouched``)."""
+        return self.accepted if call is None else call in self.answered
+
+    def withhold(self, calls: Collection[str], message: str, seconds: float) -> None:
+        """Make no call of these kinds for ``seconds``: their permission was refused, and its
+        backoff runs (``refusals.Withholding``)."""
+        until = self._monotonic() + seconds
+        with self._lock:
+            for call in calls:
+                self._refused[call] = (message, until)
 
     def take_over(self, old: object) -> None:
         """What the client this one replaces kept (the same scope: its credentials were read
@@ -280,31 +298,46 @@ class GitHub:
         """``verb`` of the GitHub client, its errors as the controller's; not sent while GitHub
         is given time after failing (``outage.py``). Any answer but a refusal says the
         credentials work (``accepted``)."""
-        refused = self._refused
-        if refused is not None and self._monotonic() - refused[1] < CREDENTIALS_RETRY:
-            raise CredentialsError(refused[0])
+        call = verb.__name__  # the kind of call: one method and path shape of the scope
+        now = self._monotonic()
+        for refused in (None, call):
+            memo = self._refused.get(refused)
+            if memo is not None and now < memo[1]:
+                raise StillRefused(memo[0], memo[1] - now, refused)
         try:
-            answer = self.outage.ask(lambda: verb(*args), translate)
+            answer = self.outage.ask(lambda: verb(*args), lambda e: translate(e, call))
+        except StillRefused:
+            raise
         except CredentialsError as exc:
-            self._refused = (str(exc), self._monotonic())
+            with self._lock:
+                self._refused[exc.call] = (str(exc), self._monotonic() + CREDENTIALS_RETRY)
             raise
         except PlatformOutage:
             raise  # (no word on the credentials: a 5xx, no answer, a rate limit)
         except PlatformError:
-            self.accepted = True  # a 404, a 409, a 422: answered to credentials that work
+            self._answered(call)  # a 404, a 409, a 422: answered to credentials that work
             raise
-        self.accepted = True
+        self._answered(call)
         return answer
 
+    def _answered(self, call: str) -> None:
+        self.accepted = True
+        if call not in self.answered:
+            with self._lock:
+                self.answered = {*self.answered, call}  # (copy on write: read unlocked)
 
-def translate(exc: ApiError) -> PlatformError:
-    """The client's error as the controller's: the same message, a class to branch on."""
+
+def translate(exc: ApiError, call: str | None = None) -> PlatformError:
+    """The client's error as the controller's: the same message, a class to branch on. A 403
+    refuses a permission, for ``call`` (the kind of call sent) alone; a 401 the credential."""
     message = str(exc)
     if isinstance(exc, (RateLimited, Unreachable)) or exc.status >= 500:
         return PlatformOutage(message)
     if exc.status == 403 and "not accessible by" in exc.detail:
-        return CredentialsError(message + _permission_hint(exc))
-    if exc.status in (401, 403) or isinstance(exc, Unsendable):
+        return CredentialsError(message + _permission_hint(exc), call)
+    if exc.status == 403 and not isinstance(exc, Unsendable):
+        return CredentialsError(message, call)
+    if exc.status == 401 or isinstance(exc, Unsendable):
         return CredentialsError(message)
     if exc.status == 409:
         return RunnerNameTaken(message)

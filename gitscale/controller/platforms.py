@@ -11,6 +11,7 @@ Secret changes).
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Mapping
@@ -35,7 +36,14 @@ from gitscale.controller.platform import (
 )
 from gitscale.controller.platform_buildkite import BUILDKITE
 from gitscale.controller.platform_github import GITHUB
-from gitscale.controller.refusals import Key, Refusals, SecretKey, StillRefused, digest
+from gitscale.controller.refusals import (
+    Key,
+    Refusals,
+    SecretKey,
+    StillRefused,
+    Withholding,
+    digest,
+)
 
 PLATFORMS: Mapping[str, Kind] = {kind.name: kind for kind in (
     GITHUB,
@@ -58,6 +66,7 @@ class _Made(NamedTuple):
     at: float  # clock() when it was made
     client: Client
     secrets: Mapping[SecretKey, str]  # the Secrets it was made from (digests)
+    serial: int  # the client's number (``Refusals`` names a client by it, never holds it)
 
 
 class Platforms:
@@ -80,6 +89,7 @@ class Platforms:
         self._refusals = Refusals(clock)
         self._used: dict[str, dict[Key, _Made | None]] = {}  # set → the clients its adapter got
         self._making = threading.local()  # the Secrets a ``make`` of this thread read
+        self._serials = itertools.count(1)
 
     def for_set(self, rs: RunnerSetView) -> Adapter:
         """The set's adapter. A set being deleted whose credentials can no longer be read (its
@@ -116,6 +126,8 @@ class Platforms:
         which a long-running controller would keep for every set ever deleted)."""
         with self._lock:
             self._used.pop(set_key, None)
+            used = {key for got in self._used.values() for key in got}
+        self._refusals.keep(used)  # (a refusal no set meets is not kept either)
 
     def refused(self, rs: RunnerSetView, exc: ControllerError) -> None:
         """A call of the set's adapter failed with ``exc``. Credentials refused: its clients
@@ -125,12 +137,15 @@ class Platforms:
         it may get (``for_set``)."""
         if not isinstance(exc, CredentialsError) or rs.deleting:
             return
+        if isinstance(exc, StillRefused) and exc.call is not None:
+            return  # a kind of call withheld, not asked: nothing new, the client serves on
         if not isinstance(exc, (StillRefused, CredentialsMissing)):
             with self._lock:
                 got = dict(self._used.get(rs.key) or {})
             for key, made in got.items():
                 if made is not None:
-                    self._refusals.refused(key, made.client, made.secrets, str(exc), rs.key)
+                    self._refusals.refused(key, made.serial, made.client, made.secrets, exc,
+                                           rs.key)
         self._forget(rs)
 
     def _forget(self, rs: RunnerSetView) -> None:
@@ -155,10 +170,12 @@ class Platforms:
     def _cached(self, key: Key, make: Callable[[], Client]) -> _Made:
         with self._lock:
             cached = self._clients.get(key)
-        if cached is not None and self.clock() - cached.at < CREDENTIALS_MAX_AGE:
-            self._refusals.accepted(key, cached.client)
+        if cached is not None and self.clock() - cached.at < CREDENTIALS_MAX_AGE and not (
+                self._refusals.rotated(key, self._read_secret)):
+            self._refusals.accepted(key, cached.serial, cached.client)
             return cached
-        self._refusals.check(key, self._read_secret)  # refused before: ``StillRefused``
+        # refused before: ``StillRefused``, or the kinds of call to withhold (a permission)
+        withheld, message, left = self._refusals.check(key, self._read_secret)
         self._making.reads = {}
         try:
             client = make()
@@ -172,7 +189,9 @@ class Platforms:
             reads, self._making.reads = self._making.reads, None
         if cached is not None and isinstance(client, Successor):
             client.take_over(cached.client)
-        made = _Made(self.clock(), client, reads)
+        if withheld and isinstance(client, Withholding):
+            client.withhold(withheld, message, left)
+        made = _Made(self.clock(), client, reads, next(self._serials))
         with self._lock:
             # A replaced client may still serve a pass in flight: it is left to the GC.
             self._clients[key] = made

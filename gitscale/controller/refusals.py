@@ -17,6 +17,14 @@ client key (``platforms.Platforms.cached``):
   once (and a refusal of that one is said anew, its backoff starting over);
 - a client made after the refusal that the platform accepts (``Vouched``) ends it.
 
+A 401 (or an App's token exchange refused) refuses the credential: all of the above. A 403
+refuses a permission, for one kind of call (``CredentialsError.call``: an App with "Self-hosted
+runners: Read" lists runners, registers none): clients are made, only calls of that kind wait
+out the backoff (``Withholding``; the list and the unregistrations go on), and only such a call
+answered ends it — a read does not vouch for a refused write. A refusal names its client by a
+serial, never holds it (its connections), and goes with the last set that used its key
+(``keep``).
+
 The log says it once per streak (``gitscale.streak.Streak``): when it starts, when the error
 changes, every ``REMIND_EVERY`` seconds while it lasts, and when the credentials are accepted
 again.
@@ -27,7 +35,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Callable, Protocol, runtime_checkable
 
@@ -49,18 +57,29 @@ Reader = Callable[[str, str], Mapping[str, str]]
 
 @runtime_checkable
 class Vouched(Protocol):
-    """A client that says whether the platform accepted its credentials: answered one of its
-    requests with anything but a refusal."""
+    """A client that says whether the platform accepted its credentials for a kind of call:
+    answered one of its calls of that kind with anything but a refusal (``call`` None: any
+    call — a refused credential works again once anything is answered; a permission refused
+    — a 403 on registering runners, say — only once a call of that kind is)."""
 
-    accepted: bool
+    def vouches(self, call: str | None) -> bool: ...
+
+
+@runtime_checkable
+class Withholding(Protocol):
+    """A client that can be told to make no call of some kinds for a while: those a permission
+    was refused for, whose backoff runs (each raises ``StillRefused`` unsent)."""
+
+    def withhold(self, calls: Collection[str], message: str, seconds: float) -> None: ...
 
 
 class StillRefused(CredentialsError):
     """The credentials were refused, their wait is not over and their Secret has not changed:
-    no client made, nothing asked. ``after``: seconds until they are tried again."""
+    no client made (or, for a permission refused, no call of that kind made), nothing asked.
+    ``after``: seconds until they are tried again."""
 
-    def __init__(self, message: str, after: float) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, after: float, call: str | None = None) -> None:
+        super().__init__(message, call)
         self.after = after
 
 
@@ -72,55 +91,89 @@ def digest(data: Mapping[str, str]) -> str:
 @dataclass
 class _Refusal:
     secrets: Mapping[SecretKey, str]  # what the refused client was made from (digests)
-    client: object  # the client refused last: its other refusals are not counted again
+    client: int  # the serial of the client refused last (``Platforms``: not the client,
+    # which would keep its connections): its other refusals are not counted again
+    calls: set[str | None]  # what was refused: None the credential, else kinds of call
     message: str  # the platform's refusal
-    until: float  # clock() before which no client of the key is made
+    until: float  # clock() before which nothing refused is asked again
     streak: Streak  # the refusals in a row (and what the log said of them)
     tries: int = 0  # of them, since the Secret last changed: the backoff's step
 
 
 class Refusals:
-    """By client key; thread-safe (the passes of every set of a Secret share it)."""
+    """By client key; thread-safe (the passes of every set of a Secret share it). A client is
+    named by a serial (``Platforms``: one per client made), never held."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._by_key: dict[Key, _Refusal] = {}
 
-    def check(self, key: Key, read: Reader) -> None:
-        """Before a client of ``key`` is made: ``StillRefused`` while its refusal's wait runs
-        and the Secrets it was made from hold what they held (``read`` reads one again)."""
+    def check(self, key: Key, read: Reader) -> tuple[set[str], str, float]:
+        """Before a client of ``key`` is made: ``StillRefused`` while the refusal of its
+        credential waits and the Secrets it was made from hold what they held (``read`` reads
+        one again). Else the kinds of call whose permission was refused and is still waited
+        for, with the refusal and the seconds left (``Withholding``): the client is made, its
+        other calls go on."""
         with self._lock:
             refusal = self._by_key.get(key)
-        if refusal is None:
-            return
-        left = refusal.until - self._clock()
+            if refusal is None:
+                return set(), "", 0.0
+            left = refusal.until - self._clock()
+            calls = set(refusal.calls)
         if left <= 0:
-            return  # tried again
+            return set(), "", 0.0  # tried again
         if _changed(refusal.secrets, read):
             with self._lock:  # tried at once; a refusal of the new value is said anew
                 refusal.until, refusal.tries, refusal.streak.said = 0.0, 0, None
-            return
-        names = ", ".join(f"{ns}/{name}" for ns, name in refusal.secrets) or "its Secret"
-        raise StillRefused(f"{refusal.message} (credentials refused: tried again after a "
-                           f"backoff of up to {duration(CREDENTIALS_RETRY_MAX)}, at once when "
-                           f"Secret {names} changes)", left)
+            return set(), "", 0.0
+        if None not in calls:
+            return {c for c in calls if c is not None}, self.said(refusal), left
+        raise StillRefused(self.said(refusal), left)
 
-    def refused(self, key: Key, client: object, secrets: Mapping[SecretKey, str],
-                error: str, who: str) -> None:
-        """``client`` of ``key``, made from ``secrets``, was refused (``error``) in a pass of
-        set ``who``: back off, and say so when the streak wants it said."""
+    def rotated(self, key: Key, read: Reader) -> bool:
+        """Before a client of ``key`` made earlier is reused: while a refusal of it waits,
+        whether its Secret changed (then it is tried at once, by a new client)."""
         with self._lock:
             refusal = self._by_key.get(key)
-            if refusal is not None and refusal.client is client:
-                return  # (counted: another call of the same client, in the same pass)
-            if refusal is not None and isinstance(client, Vouched) and client.accepted:
-                refusal = None  # accepted since the last refusal: a new streak
+            if refusal is None or refusal.until <= self._clock():
+                return False
+        if not _changed(refusal.secrets, read):
+            return False
+        with self._lock:
+            refusal.until, refusal.tries, refusal.streak.said = 0.0, 0, None
+        return True
+
+    @staticmethod
+    def said(refusal: _Refusal) -> str:
+        names = ", ".join(f"{ns}/{name}" for ns, name in refusal.secrets) or "its Secret"
+        return (f"{refusal.message} (credentials refused: tried again after a backoff of up to "
+                f"{duration(CREDENTIALS_RETRY_MAX)}, at once when Secret {names} changes)")
+
+    def refused(self, key: Key, serial: int, client: object, secrets: Mapping[SecretKey, str],
+                error: CredentialsError, who: str) -> float:
+        """``client`` (number ``serial``) of ``key``, made from ``secrets``, was refused
+        (``error``: its ``call``, what was refused) in a pass of set ``who``: back off, and say
+        so when the streak wants it said. Returns the seconds of the backoff."""
+        with self._lock:
+            refusal = self._by_key.get(key)
+            if refusal is not None and refusal.client == serial:
+                # (counted: another call of the same client, in the same pass)
+                refusal.calls.add(error.call)
+                return max(refusal.until - self._clock(), 0.0)
+            if refusal is not None and isinstance(client, Vouched):
+                # what the client had answered is no longer refused: a refused credential that
+                # answered anything, a refused permission that answered a call of its kind
+                refusal.calls = {c for c in refusal.calls if not client.vouches(c)}
+                if not refusal.calls:
+                    refusal = None  # accepted since the last refusal: a new streak
             if refusal is None:
-                refusal = _Refusal(secrets, client, error, 0.0, Streak(clock=self._clock))
+                refusal = _Refusal(secrets, serial, set(), str(error), 0.0,
+                                   Streak(clock=self._clock))
                 self._by_key[key] = refusal
-            refusal.secrets, refusal.client, refusal.message = secrets, client, error
-            say = refusal.streak.failed(error)
+            refusal.secrets, refusal.client, refusal.message = secrets, serial, str(error)
+            refusal.calls.add(error.call)
+            say = refusal.streak.failed(str(error))
             count = refusal.streak.count
             refusal.tries += 1
             wait = backoff(CREDENTIALS_RETRY, refusal.tries - 1, CREDENTIALS_RETRY_MAX)
@@ -130,20 +183,29 @@ class Refusals:
             again = f" (still, {count} refusals in a row over {lasted})" if count > 1 else ""
             log.warning("%s: credentials refused%s: %s; tried again in %s, or at once when "
                         "their Secret changes", who, again, error, duration(wait))
+        return wait
 
-    def accepted(self, key: Key, client: object) -> None:
+    def accepted(self, key: Key, serial: int, client: object) -> None:
         """A client of ``key`` is in use: if it was made after a refusal and the platform has
-        accepted it, the streak is over (said once)."""
+        accepted it for what was refused (``Vouched``), the streak is over (said once)."""
         with self._lock:
             refusal = self._by_key.get(key)
-            if refusal is None or refusal.client is client or not (
-                    isinstance(client, Vouched) and client.accepted):
+            if refusal is None or refusal.client == serial or not isinstance(client, Vouched):
                 return
+            refusal.calls = {c for c in refusal.calls if not client.vouches(c)}
+            if refusal.calls:
+                return  # (what was refused is still refused, or not asked yet)
             del self._by_key[key]
             ended = refusal.streak.ended()
         if ended is not None:
             log.info("%s: credentials accepted again, after %d refusal(s) over %s",
                      "/".join(key[1:3]), *ended)
+
+    def keep(self, keys: Collection[Key]) -> None:
+        """Only the refusals of ``keys`` are kept: no set uses the others' clients any more."""
+        with self._lock:
+            for key in [k for k in self._by_key if k not in keys]:
+                del self._by_key[key]
 
 
 def _changed(secrets: Mapping[SecretKey, str], read: Reader) -> bool:

@@ -6,13 +6,17 @@ credential rotated in its Secret is tried on the next pass (``refusals.py``)."""
 from __future__ import annotations
 
 import base64
+import gc
 import logging
+import weakref
 from typing import Any
 
+import kubernetes
 import pytest
 
+from gitscale.controller.github import GitHub
 from gitscale.controller.refusals import CREDENTIALS_RETRY, CREDENTIALS_RETRY_MAX
-from tests.controller.harness import NS, TOKEN, Harness
+from tests.controller.harness import NS, TOKEN, Harness, github_spec
 from tests.controller.test_github import _app_key
 
 EXCHANGE = "access_tokens"
@@ -132,3 +136,76 @@ def test_a_token_rotated_in_its_secret_during_the_backoff_is_tried_at_once(
     harness.catch_up()
     assert len(harness.sync("rs").created) == 1
     assert ready(harness, "rs")["status"] == "True"
+
+
+@pytest.mark.parametrize("group", [None, "gpu"])
+def test_credentials_that_may_read_runners_but_not_register_them_are_not_taken_as_accepted(
+        harness: Harness, caplog: pytest.LogCaptureFixture, group: str | None) -> None:
+    """An App with "Self-hosted runners: Read" only: the runner list (and the runner group's
+    id) answered, every registration 403. Forty passes 30 s apart: one warning, no "accepted
+    again" (a read does not vouch for a refused write), the registrations tried at a backoff
+    growing to 5 minutes, not every pass; and a set of the same Secret scaling down meanwhile
+    lists and unregisters its runners, its Ready not made CredentialsRefused by calls it never
+    made."""
+    spec = None
+    if group is not None:
+        spec = github_spec(harness.github.url, runnerGroup=group)
+    harness.write("rs", 2, 1, spec=spec)
+    harness.write("other", 2, 1, spec=spec)
+    assert len(harness.sync("rs").created) == 2 and len(harness.sync("other").created) == 2
+    for name in harness.names("rs") + harness.names("other"):
+        harness.running(name)
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.github.outage(403, method="POST", path="generate-jitconfig",
+                          message="Resource not accessible by integration")
+    harness.write("rs", 4, 1)  # two more wanted: every pass would register them
+    harness.write("other", 1, 0)  # one fewer: unregistered while registrations are refused
+    registrations = harness.github.count("POST", "generate-jitconfig")
+    tried = []
+    for i in range(40):
+        before = harness.github.count("POST", "generate-jitconfig")
+        harness.sync("rs")
+        if harness.github.count("POST", "generate-jitconfig") > before:
+            tried.append(i * 30)
+        cond = ready(harness, "rs")
+        assert (cond["status"], cond["reason"]) == ("False", "CredentialsRefused"), cond
+        if i == 0:
+            harness.sync("other")
+            cond = ready(harness, "other")
+            assert cond["reason"] != "CredentialsRefused", cond
+        harness.clock.advance(30)
+    assert len(harness.names("other")) == 1  # (a running idle runner unregistered)
+    assert harness.github.count("DELETE", "actions/runners/") >= 1
+    said = warned(caplog)
+    assert [m for m in said if "credentials refused" in m and "(still" not in m] == said[:1]
+    assert "Resource not accessible by integration" in said[0]
+    assert len(said) <= 2, said  # (a reminder after REMIND_EVERY: 30 minutes)
+    assert "accepted again" not in caplog.text
+    # 10 s doubling up to 5 minutes, met by 30 s passes: not one a pass
+    gaps = [b - a for a, b in zip(tried, tried[1:])]
+    assert len(tried) <= 9 and gaps[-2:] == [300, 300], tried
+    # (the first pass sends both of its registrations at once; later ones one, slow start)
+    assert harness.github.count("POST", "generate-jitconfig") - registrations <= len(tried) + 1
+
+
+def test_a_refusal_holds_no_client_and_goes_with_the_last_set_that_met_it(
+        harness: Harness) -> None:
+    """The refusal of a set's credentials names the refused client, without keeping it (nor
+    its connection pool) alive; once the set is deleted, nothing of it is kept."""
+    harness.github.tokens = {"ghp-not-this-one"}
+    harness.write("rs", 1, 1)
+    assert harness.sync("rs").created == []
+    platforms = harness.controller.ctx.platforms
+    refusals = platforms._refusals._by_key
+    assert len(refusals) == 1 and not any(
+        isinstance(v, GitHub) for r in refusals.values() for v in vars(r).values())
+    (made,) = [m for got in platforms._used.values() for m in got.values() if m is not None]
+    client = weakref.ref(made.client)
+    del made
+    custom = kubernetes.client.CustomObjectsApi(harness.controller.kube.api)
+    custom.delete_namespaced_custom_object("gitscale.dev", "v1alpha1", NS, "runnersets", "rs")
+    harness.sync("rs")  # (no pod: the finalizer goes at once)
+    harness.catch_up()
+    harness.sync("rs")  # gone
+    gc.collect()
+    assert refusals == {} and client() is None

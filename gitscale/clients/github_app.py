@@ -13,7 +13,11 @@ found, a refusal (401, 403), an answer without a token — raises the caller's c
 key: a 5xx or no answer at the exchange (or at the installation's look-up) raises the client's
 own ``ApiError`` (status 5xx) or ``Unreachable`` (``errors.py``), and a rate limit
 ``RateLimited``, which every caller already takes for GitHub being unavailable (the controller's
-``PlatformOutage``, a source that could not be read). Every message names the URL (and the cause,
+``PlatformOutage``, a source that could not be read). A refresh GitHub fails that way, while the
+token held is still valid for more than ``LAST_MINUTE``, raises nothing: that token is used
+meanwhile (said once in the log), and the exchange is tried again ``OUTAGE_RETRY`` seconds later
+— an outage of a few minutes must not stop every call that a valid token would serve. A refusal
+at the refresh raises as always (a revoked key: its tokens are not to be used). Every message names the URL (and the cause,
 when there was no answer), never the key or a token. Each token minted is held for masking
 (``gitscale.redact``). The requests go through the one HTTP client (``http.py``).
 
@@ -21,6 +25,7 @@ https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-githu
 """
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -38,6 +43,8 @@ from gitscale.errors import GitscaleError
 from gitscale.redact import header_problem, hold, redact
 from gitscale.timeutil import parse_time
 
+log = logging.getLogger("gitscale.clients")
+
 REFRESH_BEFORE = 300.0  # seconds before its expiry a token is replaced
 # A token refused (401: revoked, or the App's key or installation changed) is exchanged again,
 # but not one this young: every request of a pass refused at once must not each exchange one.
@@ -45,6 +52,12 @@ REFUSED_AGE = 30.0
 LIFETIME = 3600.0  # how long an installation token lives when the answer does not say
 # Said after a 5xx or no answer at the exchange: an on-call engineer must not rotate a good key.
 NOT_REFUSED = "GitHub unavailable; the credentials were not refused: nothing to rotate"
+# A token with no more than this left is not served when its refresh failed: GitHub failing
+# raises then, as it does with no token at all (a call made with it might outlive it).
+LAST_MINUTE = 60.0
+# While GitHub fails the refresh and the old token serves, the exchange is tried again this often
+# (not by every call: an exchange that times out would hold every caller for its timeout).
+OUTAGE_RETRY = 30.0
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 
 
@@ -82,6 +95,10 @@ class InstallationToken:
         # what the last one raised, when it failed (made again for each thread that waited)
         self._failure: Callable[[], Exception] | None = None
         self._skew = 0.0  # GitHub's clock minus ours, once a refusal said (its ``Date``)
+        # While a refresh failed for an outage and the old token serves: when to try again
+        # (``clock``); None: no such outage. ``_warned``: its last minute was said.
+        self._retry_at: float | None = None
+        self._warned = False
         self._http = HttpClient(name=f"github app {app_id}", retries=0, timeout=timeout,
                                 headers=lambda: {**HEADERS,
                                                  "Authorization": f"Bearer {self._assertion}"})
@@ -91,34 +108,63 @@ class InstallationToken:
 
     def get(self) -> str:
         """A token valid for at least 5 more minutes; exchanges a new one when needed. A
-        caller that waited for an exchange that failed gets its error, not another exchange."""
+        caller that waited for an exchange that failed gets its error, not another exchange —
+        or, when GitHub failed (not refused) it and the token held has more than
+        ``LAST_MINUTE`` left, that token."""
         asked = self._exchanges  # (read before waiting: an exchange ending meanwhile answers)
         with self._lock:  # held through the exchange: one exchange, the others wait for it
             # (``expires_at`` is on GitHub's clock: compared on it)
-            if self._token is None or \
-                    self._token[1] - (self._clock() + self._skew) <= REFRESH_BEFORE:
+            held = self._token
+            left = 0.0 if held is None else held[1] - (self._clock() + self._skew)
+            if held is None or left <= REFRESH_BEFORE:
+                if held is not None and self._retry_at is not None and \
+                        self._clock() < self._retry_at and left > LAST_MINUTE:
+                    return held[0]  # (GitHub failed its refresh just now)
                 if self._failure is not None and self._exchanges != asked:
                     raise self._failure()
                 try:
-                    self._token = self._exchange()
-                except RateLimited:
+                    held = self._token = self._exchange()
+                except RateLimited as exc:
                     self._failure = None  # (the HTTP client keeps it: nothing is sent)
-                    raise
+                    return self._outage(exc, left)
                 except self._error as exc:
                     said = str(exc)
                     self._failure = lambda: self._error(said)
+                    self._retry_at = None
                     raise
                 except ApiError as exc:  # GitHub failing (a 5xx, no answer)
                     self._failure = _again(exc)
-                    raise
+                    return self._outage(exc, left)
                 except BaseException:
                     self._failure = None
                     raise
                 finally:
                     self._exchanges += 1
+                if self._retry_at is not None:
+                    log.info("github app %s: an installation token was exchanged again: GitHub "
+                             "answers", self.app_id)
                 self._failure = None
+                self._retry_at = None
+                self._warned = False
                 self._minted = self._clock()
-            return self._token[0]
+            return held[0]
+
+    def _outage(self, exc: ApiError, left: float) -> str:
+        """The token held, when GitHub failing ``exc`` refreshed none and it has more than
+        ``LAST_MINUTE`` left (said once; the exchange tried again in ``OUTAGE_RETRY`` s); else
+        ``exc`` raised, as with no token."""
+        if self._token is None or left <= LAST_MINUTE:
+            if self._token is not None and not self._warned:
+                self._warned = True
+                log.warning("%s: the installation token held expires in %.0f s: not used any "
+                            "longer", exc, max(left, 0.0))
+            self._retry_at = None
+            raise exc
+        if self._retry_at is None:
+            log.info("%s: the installation token held, valid %.0f s more, is used meanwhile "
+                     "(the exchange tried again every %.0f s)", exc, left, OUTAGE_RETRY)
+        self._retry_at = self._clock() + OUTAGE_RETRY
+        return self._token[0]
 
     def refused(self) -> None:
         """The API refused the token (401): the next ``get`` exchanges another, reading the
@@ -214,7 +260,7 @@ class InstallationToken:
                                   cause=exc.cause, method=method, url=url,
                                   timed_out=exc.timed_out) from None
             except RateLimited as exc:
-                raise RateLimited(self._masked(f"github app {self.app_id}: {exc}: {meaning}"),
+                raise RateLimited(self._masked(f"{exc}: {meaning}"),  # ("github app ID: …")
                                   exc.until, method=method, url=url,
                                   status=exc.status) from None
             except ApiError as exc:

@@ -73,6 +73,10 @@ class Result:
     code: int
 
 
+# How long ``Started.stop`` reads what git said after ending it (see there).
+STOP_GRACE = 5.0
+
+
 class Started:
     """A git command started by ``Git.start``, still running or done."""
 
@@ -91,11 +95,25 @@ class Started:
             raise GitError(describe_failure(self.args, result))
         return result
 
-    def stop(self) -> None:
-        """End it if it still runs (its work is not wanted), and reap it."""
+    def stop(self, *, grace: float = STOP_GRACE) -> None:
+        """End it if it still runs (its work is not wanted), and reap it — within ``grace``
+        seconds of its end: a helper git started (git-remote-https, index-pack, a credential
+        helper) may outlive it still holding its stderr, and reading that to its end waited
+        for the helper, for ever if it hung. Then the pipes are closed and git is reaped
+        (killed: at once). Such a helper is left alone: git runs in our process group, where
+        the terminal's Ctrl-C reaches it and its helpers as it reaches us (started in a
+        session of its own, a hung clone would outlive the Ctrl-C that `run` and `serve` take
+        for "finish the pass, then stop"); without git it gets an end of file or a broken
+        pipe at its next read or write."""
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.communicate()
+        try:
+            self.proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            self.proc.wait()
 
 
 class Git:

@@ -5,6 +5,7 @@ loopback that verifies the JWT and counts exchanges."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -513,3 +514,91 @@ def test_a_rate_limited_exchange_is_a_rate_limit_and_sends_nothing_before_it_lif
             client.register("r-1", ["linux"], None)
     finally:
         client.close()
+
+
+OUTAGES = [
+    pytest.param("503", id="5xx"),
+    pytest.param("timeout", id="no-answer"),
+    pytest.param("rate-limit", id="rate-limited"),
+]
+
+
+def outage(endpoint: TokenEndpoint, kind: str) -> None:
+    """GitHub failing the token exchange the ``kind`` way (``timed`` below answers in 0.3 s)."""
+    if kind == "503":
+        endpoint.answer = (503, b'{"message": "Service Unavailable"}')
+    elif kind == "timeout":
+        endpoint.delay = 1.0
+    else:
+        endpoint.answer = (403, b'{"message": "API rate limit exceeded for installation ID 77."}')
+        endpoint.answer_headers = {"x-ratelimit-remaining": "0", "x-ratelimit-limit": "5000",
+                                   "x-ratelimit-reset": str(int(time.time()) + 3600)}
+
+
+def timed(endpoint: TokenEndpoint, clock: Clock) -> InstallationToken:
+    return InstallationToken(endpoint.url, "4242", lambda: PEM, installation="77",
+                             error=CredentialsError, key_name="the app key", timeout=0.3,
+                             clock=clock)
+
+
+@pytest.mark.parametrize("kind", OUTAGES)
+def test_a_refresh_github_fails_keeps_the_valid_token_until_its_last_minute(
+        endpoint: TokenEndpoint, caplog: pytest.LogCaptureFixture, kind: str) -> None:
+    """The refresh starts 5 minutes before expiry; GitHub failing it (a 5xx, no answer, a rate
+    limit) stopped every call though the token held served 5 more minutes. Now that token is
+    used, said once; the exchange is tried again every 30 s, not by each call; in its last
+    minute GitHub's failure is raised (with a warning), as with no token."""
+    caplog.set_level(logging.INFO, "gitscale")
+    clock = Clock(endpoint)
+    clock.now = float(int(clock.now))  # (``expires_at`` is in whole seconds)
+    source = timed(endpoint, clock)
+    assert source.get() == "ghs_1" and endpoint.exchanges == 1
+    endpoint.delay = 0.05
+    outage(endpoint, kind)
+    clock.now += 3600 - 299  # the refresh is due; the token is valid 299 s more
+    assert ask_together(source) == {"ghs_1"}  # sixteen callers, one failed exchange
+    time.sleep(1.0 if kind == "timeout" else 0)  # (timed out: counted when it is answered)
+    assert endpoint.exchanges == 2
+    said = [r for r in caplog.records if "token held" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.INFO
+    assert re.fullmatch(
+        rf"github app 4242: (rate limited until .* \()?POST {endpoint.url}/app/installations/77/"
+        r"access_tokens .*: could not get an installation token( \(GitHub unavailable; .*\))?: "
+        r"the installation token held, valid 299 s more, is used meanwhile \(the exchange "
+        r"tried again every 30 s\)", said[0].getMessage()), said[0].getMessage()
+    assert "ghs_1" not in caplog.text
+    clock.now += 29  # within 30 s: not asked again
+    assert source.get() == "ghs_1" and endpoint.exchanges == 2
+    for _ in range(6):  # every 30 s, while more than a minute is left (down to 90 s)
+        clock.now += 30
+        assert source.get() == "ghs_1"
+    time.sleep(1.0 if kind == "timeout" else 0)
+    assert endpoint.exchanges == (2 if kind == "rate-limit" else 8)  # (limited: none sent)
+    assert len([r for r in caplog.records if "token held" in r.getMessage()]) == 1
+    clock.now += 30  # 60 s left: GitHub's failure, no longer the token
+    with pytest.raises(RateLimited if kind == "rate-limit" else ApiError) as caught:
+        source.get()
+    assert not isinstance(caught.value, CredentialsError)
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "token held expires in 60 s: not used" in warned[0].getMessage()
+    if kind == "rate-limit":
+        return  # (the client sends nothing before the limit lifts: an hour, real time)
+    time.sleep(1.0 if kind == "timeout" else 0)
+    endpoint.answer, endpoint.delay = None, 0.05
+    assert source.get() == "ghs_10"  # GitHub answers: a new token at once
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refresh_refused_raises_though_the_token_held_is_valid(
+        endpoint: TokenEndpoint, status: int) -> None:
+    """A refusal (the key revoked, the App suspended) is not an outage: its error is raised,
+    the token held not served."""
+    clock = Clock(endpoint)
+    source = token(endpoint, clock=clock)
+    assert source.get() == "ghs_1"
+    endpoint.answer = (status, b'{"message": "Bad credentials"}')
+    clock.now += 3600 - 299
+    for _ in range(2):
+        with pytest.raises(CredentialsError, match=f"answered {status} .Bad credentials."):
+            source.get()
+    assert endpoint.exchanges == 3

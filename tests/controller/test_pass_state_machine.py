@@ -21,7 +21,8 @@ Checked after every pass, from the README's controller section:
 - ``settle``: GitHub and the API server answering again, time passing, passes until nothing
   changes: then every slot is covered (patch 0: exactly ``replicas`` or the busy runners),
   Ready says so, every registration GitHub holds for the set has a pod, and every JIT
-  Secret a present pod.
+  Secret a present pod. Every example that has not failed ends with one (``teardown``; on
+  patch 0 or the patch it has, as drawn at its start), whether or not it drew the rule.
 
 ``GITSCALE_STATEFUL_EXAMPLES`` (and ``GITSCALE_STATEFUL_STEPS``) run it longer, to hunt:
 ``GITSCALE_STATEFUL_EXAMPLES=400 pytest tests/controller/test_pass_state_machine.py``.
@@ -29,6 +30,7 @@ Checked after every pass, from the README's controller section:
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -71,7 +73,6 @@ class PassMachine(RuleBasedStateMachine):
         self.backlog = 0
         self.seen_online: set[str] = set()  # runners a pass saw online (no registration timeout)
         self.refusing: set[str] = set()  # runners whose next unregistration answers 422
-        self.faults = False  # GitHub or the API server told to fail since the last settle
         # Slots a shut gate may fill since the write was applied: pods lost from outside,
         # failed runners, finished ones the backlog refills (counted loosely: an upper bound)
         self.allowance = 0
@@ -82,9 +83,16 @@ class PassMachine(RuleBasedStateMachine):
         self.timed_out: set[str] = set()  # runners past their registration timeout
 
     def teardown(self) -> None:
-        if os.environ.get("SHOWHIST"):
-            print("=====\n" + "\n".join(self.log))
-        self._stack.close()
+        """The example's last step, whatever it drew: a settle and its convergence checks —
+        unless it failed (or Hypothesis stopped it), which its exception, being raised, says."""
+        try:
+            if sys.exc_info()[1] is None and hasattr(self, "end_on_zero"):
+                self.settle(self.end_on_zero)
+                event("settled at the end")
+        finally:
+            if os.environ.get("SHOWHIST"):
+                print("=====\n" + "\n".join(self.log))
+            self._stack.close()
 
     # -- helpers --------------------------------------------------------------------------------
     def pods(self) -> list[dict[str, Any]]:
@@ -116,10 +124,12 @@ class PassMachine(RuleBasedStateMachine):
 
     # -- gitscale ---------------------------------------------------------------------------------
     @initialize(replicas=st.integers(0, 4), zero=st.booleans(), backlog=st.integers(0, 2),
-                graceful=st.booleans())
-    def first_write(self, replicas: int, zero: bool, backlog: int, graceful: bool) -> None:
+                graceful=st.booleans(), end_on_zero=st.booleans())
+    def first_write(self, replicas: int, zero: bool, backlog: int, graceful: bool,
+                    end_on_zero: bool) -> None:
         # graceful: deleted pods linger, terminating, until the kubelet is done with them
         self.h.api.graceful_pod_deletion = graceful
+        self.end_on_zero = end_on_zero  # (the teardown's settle: scaled on patch 0, or not)
         self.write(replicas, "zero" if zero else "next", backlog)
 
     @rule(replicas=st.integers(0, 5), how=st.sampled_from(["next", "next", "zero", "wrap"]),
@@ -234,7 +244,6 @@ class PassMachine(RuleBasedStateMachine):
     @rule(method=st.sampled_from(["DELETE", "POST", "GET", None]))
     def github_down(self, method: str | None) -> None:
         self.h.github.outage(502, method=method)
-        self.faults = True
         self.note(f"GitHub answers {method or 'everything'} 502")
 
     @rule()
@@ -265,7 +274,6 @@ class PassMachine(RuleBasedStateMachine):
         message = "exceeded quota: pods" if code == 403 else "injected failure"
         self.h.api.inject_error(verb, resource, code=code, reason=reason, message=message,
                                 skip=skip, applied=applied)
-        self.faults = True
         self.note(f"API server: {verb} {resource} answers {code} after {skip}")
 
     @rule(seconds=st.sampled_from([1, 5, 30, 90, 301, 610]))
@@ -524,7 +532,6 @@ class PassMachine(RuleBasedStateMachine):
             problems.append(f"Ready {ready}")
         if problems:
             raise AssertionError("; ".join(problems) + "\n" + self.history())
-        self.faults = False
 
     def history(self) -> str:
         return "\n".join(self.log[-60:])

@@ -126,6 +126,7 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         status = streaming = 0
+        arrival = self.server.arrived()
         try:
             raw = self._read_body()
             doc = discovery.document(self.server, url.path) if method == "GET" else None
@@ -163,7 +164,7 @@ class Handler(BaseHTTPRequestHandler):
                                                    f"kubeapi fake crashed: {exc!r}").status())
             raise
         finally:
-            self.server.record(f"{method} {self.path}", status)
+            self.server.record(f"{method} {self.path}", status, arrival)
 
     def _dispatch(self, verb: str, route: Route, params: dict[str, str], raw: bytes) -> int:
         store, rt, ns = self.server.store, route.rt, route.namespace or ""

@@ -36,6 +36,7 @@ Run it by hand with ``python -m tests.kubeapi.server [--port N] [--kubeconfig PA
 from __future__ import annotations
 
 import argparse
+import bisect
 import collections
 import copy
 import json
@@ -104,7 +105,12 @@ class KubeAPIServer(ThreadingHTTPServer):
         self.cut_watches_after: float | None = None
         self.open_watches = 0  # streams being served (guarded by store.lock)
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
+        # "METHOD PATH -> status" per request, in the order the requests arrived: a request
+        # is written down once answered, and a client that sent its next request on another
+        # connection as soon as it read the answer must not find it listed first
         self.log: list[str] = []
+        self._log_order: list[int] = []  # (the arrival number of each line of ``log``)
+        self._arrivals = 0
         self.metadata_lists: list[str] = []  # lists asked as PartialObjectMetadataList
         self._errors: list[_InjectedError] = []
         self._hangs: list[_Hang] = []
@@ -189,9 +195,17 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.lock:
             self.calls[(verb, resource)] += 1
 
-    def record(self, line: str, status: int) -> None:
+    def arrived(self) -> int:
+        """A request's arrival number, for ``record``."""
         with self.store.lock:
-            self.log.append(f"{line} -> {status}")
+            self._arrivals += 1
+            return self._arrivals
+
+    def record(self, line: str, status: int, arrival: int) -> None:
+        with self.store.lock:
+            at = bisect.bisect(self._log_order, arrival)
+            self._log_order.insert(at, arrival)
+            self.log.insert(at, f"{line} -> {status}")
 
     def before_call(self, verb: str, resource: str, params: dict[str, str]) -> None:
         if self.latency > 0:
@@ -243,6 +257,7 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.lock:
             self.calls.clear()
             self.log.clear()
+            self._log_order.clear()
 
     def inject_error(self, verb: str | None = None, resource: str | None = None, *,
                      code: int = 500, reason: str = "InternalError",

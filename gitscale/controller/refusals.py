@@ -124,8 +124,7 @@ class Refusals:
         if left <= 0:
             return set(), "", 0.0  # tried again
         if _changed(refusal.secrets, read):
-            with self._lock:  # tried at once; a refusal of the new value is said anew
-                refusal.until, refusal.tries, refusal.streak.said = 0.0, 0, None
+            self._anew(refusal)
             return set(), "", 0.0
         if None not in calls:
             return {c for c in calls if c is not None}, self.said(refusal), left
@@ -140,9 +139,13 @@ class Refusals:
                 return False
         if not _changed(refusal.secrets, read):
             return False
+        self._anew(refusal)
+        return True
+
+    def _anew(self, refusal: _Refusal) -> None:
+        """Its Secret changed: tried at once; a refusal of the new value is said anew."""
         with self._lock:
             refusal.until, refusal.tries, refusal.streak.said = 0.0, 0, None
-        return True
 
     @staticmethod
     def said(refusal: _Refusal) -> str:
@@ -164,7 +167,7 @@ class Refusals:
             if refusal is not None and isinstance(client, Vouched):
                 # what the client had answered is no longer refused: a refused credential that
                 # answered anything, a refused permission that answered a call of its kind
-                refusal.calls = {c for c in refusal.calls if not client.vouches(c)}
+                refusal.calls = _unanswered(refusal.calls, client)
                 if not refusal.calls:
                     refusal = None  # accepted since the last refusal: a new streak
             if refusal is None:
@@ -192,7 +195,7 @@ class Refusals:
             refusal = self._by_key.get(key)
             if refusal is None or refusal.client == serial or not isinstance(client, Vouched):
                 return
-            refusal.calls = {c for c in refusal.calls if not client.vouches(c)}
+            refusal.calls = _unanswered(refusal.calls, client)
             if refusal.calls:
                 return  # (what was refused is still refused, or not asked yet)
             del self._by_key[key]
@@ -206,6 +209,11 @@ class Refusals:
         with self._lock:
             for key in [k for k in self._by_key if k not in keys]:
                 del self._by_key[key]
+
+
+def _unanswered(calls: set[str | None], client: Vouched) -> set[str | None]:
+    """What was refused that ``client`` has not had answered since."""
+    return {call for call in calls if not client.vouches(call)}
 
 
 def _changed(secrets: Mapping[SecretKey, str], read: Reader) -> bool:

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Iterator, Mapping, Sequence
 from gitscale.errors import GitError, InputError, PushRaced, PushRejected
 from gitscale.redact import has_credentials
 from gitscale.redact import redact as redact_text
+from gitscale.repo.deadline import TIMEOUT_VARIABLE, end_tree, git_timeout
 from gitscale.repo.git_env import auth_hint, check_token, git_env, no_git_env
 from gitscale.timeutil import format_time
 
@@ -78,42 +80,65 @@ STOP_GRACE = 5.0
 
 
 class Started:
-    """A git command started by ``Git.start``, still running or done."""
+    """A git command started by ``Git.start``, still running or done. It may run until
+    ``deadline`` (``time.monotonic()``; ``deadline.py``): then it is stopped."""
 
-    def __init__(self, args: Sequence[str], proc: "subprocess.Popen[str]") -> None:
+    def __init__(self, args: Sequence[str], proc: "subprocess.Popen[str]",
+                 deadline: float | None = None, input: str | None = None) -> None:
         self.args, self.proc = tuple(args), proc
+        self.deadline = deadline if deadline is not None else time.monotonic() + git_timeout()
+        self._input = input
 
-    def wait(self) -> Result:
-        """Its result once it ends; a ``GitError`` as ``Git.run`` raises when it failed."""
+    def wait(self, *, check: bool = True) -> Result:
+        """Its result once it ends; a ``GitError`` as ``Git.run`` raises when it failed, or
+        when it ran past its deadline (stopped, with what it started)."""
         try:
-            stdout, stderr = self.proc.communicate()
+            stdout, stderr = self.proc.communicate(
+                self._input, timeout=max(0.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise GitError(timed_out(self.args)) from None
         except BaseException:  # (Ctrl-C too) as subprocess.run: git does not outlive us
             self.stop()
             raise
         result = Result(stdout, stderr, self.proc.returncode)
-        if result.code != 0:
+        if check and result.code != 0:
             raise GitError(describe_failure(self.args, result))
         return result
 
     def stop(self, *, grace: float = STOP_GRACE) -> None:
-        """End it if it still runs (its work is not wanted), and reap it — within ``grace``
-        seconds of its end: a helper git started (git-remote-https, index-pack, a credential
-        helper) may outlive it still holding its stderr, and reading that to its end waited
-        for the helper, for ever if it hung. Then the pipes are closed and git is reaped
-        (killed: at once). Such a helper is left alone: git runs in our process group, where
-        the terminal's Ctrl-C reaches it and its helpers as it reaches us (started in a
-        session of its own, a hung clone would outlive the Ctrl-C that `run` and `serve` take
-        for "finish the pass, then stop"); without git it gets an end of file or a broken
-        pipe at its next read or write."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.communicate(timeout=grace)
-        except subprocess.TimeoutExpired:
-            for pipe in (self.proc.stdout, self.proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            self.proc.wait()
+        """End it if it still runs (its work is not wanted), with the helpers it started
+        (git-remote-https, ssh, index-pack, a credential helper: ``end_tree``), and reap it —
+        within ``grace`` seconds: a helper that escaped (started anew after the kill, or where
+        there is no ``/proc`` to find it) may still hold git's stderr, and reading that to its
+        end waited for the helper, for ever if it hung. Then the pipes are closed and git is
+        reaped. git runs in our process group, where the terminal's Ctrl-C reaches it and its
+        helpers as it reaches us (started in a session of its own, a hung clone would outlive
+        the Ctrl-C that `run` and `serve` take for "finish the pass, then stop")."""
+        stop(self.proc, grace=grace)
+
+
+def stop(proc: "subprocess.Popen[str] | subprocess.Popen[bytes]", *,
+         grace: float = STOP_GRACE) -> None:
+    """``Started.stop`` for any git process of ours."""
+    end_tree(proc)
+    try:
+        proc.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+
+
+def timed_out(args: Sequence[str]) -> str:
+    """What a git stopped at its deadline says: which command, the limit and how to raise it,
+    and the likely cause."""
+    verb = args[0] if args else ""
+    return (f"git {verb} did not finish within {git_timeout():g} s and was stopped "
+            f"({TIMEOUT_VARIABLE} sets the limit): a remote that accepted the connection but "
+            "does not answer (a firewall dropping packets, a hung server or proxy), or a "
+            "repository far larger than expected")
 
 
 class Git:
@@ -132,14 +157,7 @@ class Git:
 
     def run(self, *args: str, check: bool = True, extra_env: Mapping[str, str] | None = None,
             input: str | None = None) -> Result:
-        env = self.environment(extra_env)
-        with _starting(args, self.cwd):
-            proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
-                                  capture_output=True, text=True, errors="replace")
-        result = Result(proc.stdout, proc.stderr, proc.returncode)
-        if check and proc.returncode != 0:
-            raise GitError(describe_failure(args, result))
-        return result
+        return self._start(args, extra_env, input).wait(check=check)
 
     def out(self, *args: str) -> str:
         return self.run(*args).stdout.strip()
@@ -160,12 +178,21 @@ class Git:
         env = self.environment()
         # stderr goes to a file, not a pipe: read only after stdout, a pipe git filled past
         # its 64 KiB would block git, and with it this reader.
+        timeout = git_timeout()
         with tempfile.TemporaryFile() as stderr:
             with _starting(args, self.cwd):
                 proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
                                         stdout=subprocess.PIPE, stderr=stderr, text=True,
                                         errors="replace")
             assert proc.stdout is not None
+            fired: list[bool] = []  # the deadline came: git and its helpers were ended
+
+            def expire() -> None:
+                fired.append(True)
+                end_tree(proc)
+            timer = threading.Timer(timeout, expire)
+            timer.daemon = True
+            timer.start()
             try:
                 pending = ""
                 while chunk := proc.stdout.read(65536):
@@ -177,36 +204,54 @@ class Git:
                 if pending:
                     yield pending
             finally:
+                timer.cancel()
                 proc.stdout.close()
                 if proc.poll() is None:
                     proc.kill()  # the reader stopped early (a closed pipe, an exception)
                 code = proc.wait()
             stderr.seek(0)
             error = stderr.read().decode(errors="replace")
+        if fired:
+            raise GitError(timed_out(args))
         if code != 0:
             raise GitError(describe_failure(args, Result("", error, code)))
 
     def start(self, *args: str) -> "Started":
         """``run``, started in the background: the caller goes on while git works, and
         ``Started.wait`` gives what ``run`` would have returned (or raised)."""
-        env = self.environment()
+        return self._start(args)
+
+    def _start(self, args: Sequence[str], extra_env: Mapping[str, str] | None = None,
+               input: str | None = None) -> "Started":
+        env = self.environment(extra_env)
+        deadline = time.monotonic() + git_timeout()
         with _starting(args, self.cwd):
             proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
+                                    stdin=subprocess.PIPE if input is not None else None,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, errors="replace")
-        return Started(args, proc)
+        return Started(args, proc, deadline, input)
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
         env = self.environment()
+        deadline = time.monotonic() + git_timeout()
         with _starting(args, self.cwd):
-            proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
-                                  capture_output=True)
+            proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
+                                    stdin=subprocess.PIPE if input is not None else None,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            stdout, stderr = proc.communicate(input, timeout=deadline - time.monotonic())
+        except BaseException as exc:
+            stop(proc)
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise GitError(timed_out(args)) from None
+            raise
         if proc.returncode != 0:
-            result = Result(proc.stdout.decode(errors="replace"),
-                            proc.stderr.decode(errors="replace"), proc.returncode)
+            result = Result(stdout.decode(errors="replace"), stderr.decode(errors="replace"),
+                            proc.returncode)
             raise GitError(describe_failure(args, result))
-        return proc.stdout
+        return stdout
 
     # -- reading -------------------------------------------------------------------------
     def head(self) -> str:

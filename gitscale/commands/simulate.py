@@ -131,9 +131,10 @@ def _set_policies(opts: RepoOptions, root: Path, required: bool) -> dict[str, Po
 def _not_a_folder(repo: str) -> bool:
     """A URL or a bare repo path: nothing to read gitscale.yaml from without a clone."""
     from gitscale.repo import git
+    from gitscale.repo.clone import is_url
 
     path = Path(repo).expanduser()
-    return git.is_url(repo) or (path.is_dir() and git.is_bare(path))
+    return is_url(repo) or (path.is_dir() and git.is_bare(path))
 
 
 def _candidates(given: Sequence[tuple[str, Policy]],

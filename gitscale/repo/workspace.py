@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, Mapping
 
 from gitscale.repo import git as git
+from gitscale.repo.clone import check_url, clone, is_url, start_clone, tidy
 from gitscale.repo.checkout_lock import hold_checkout
 from gitscale.repo import scratch as scratch_dirs
 from gitscale.errors import GitError, GitscaleError, InputError
@@ -40,7 +41,7 @@ from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
 PENDING = "gitscale-pending-write.json"  # in the git directory, while a write is in progress
-TIDY_EVERY = 50  # syncs of a kept clone between two looks at its objects (git.tidy)
+TIDY_EVERY = 50  # syncs of a kept clone between two looks at its objects (clone.tidy)
 _OWN_COMMIT = re.compile(r"\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z", re.M | re.S)
 
 
@@ -78,7 +79,7 @@ class Workspace:
             self.syncs += 1
             if self.syncs >= TIDY_EVERY:  # one `count-objects` per TIDY_EVERY passes
                 self.syncs = 0
-                git.tidy(self.git)
+                tidy(self.git)
 
     def deepen_since(self, since: datetime) -> None:
         """A shallow clone: fetch the remote branch's commits from ``since`` on (a forecast's
@@ -285,8 +286,8 @@ def begin(repo: str, branch: str | None, *, push: bool = True,
 
 def _begin(repo: str, branch: str | None, push: bool, sparse: bool) -> Begun | None:
     try:
-        if git.is_url(repo):
-            git.check_url(repo)
+        if is_url(repo):
+            check_url(repo)
             url = repo
         else:
             path = Path(repo).expanduser()
@@ -300,14 +301,14 @@ def _begin(repo: str, branch: str | None, push: bool, sparse: bool) -> Begun | N
         scratch = scratch_dirs.make("clone")
     except (GitscaleError, OSError):
         return None  # said by open_workspace, where it always was
-    blobless = sparse and git.is_url(url)
+    blobless = sparse and is_url(url)
     try:
-        clone = git.start_clone(url, scratch / "repo", branch, depth=1, sparse=sparse,
-                                blobless=blobless, throwaway=True)
+        started = start_clone(url, scratch / "repo", branch, depth=1, sparse=sparse,
+                              blobless=blobless, throwaway=True)
     except (GitscaleError, OSError):  # (the token: checked again, and said, by the pass)
         scratch_dirs.remove(scratch)
         return None
-    return Begun(repo, branch, sparse, True, scratch, clone, blobless)
+    return Begun(repo, branch, sparse, True, scratch, started, blobless)
 
 
 @contextmanager
@@ -319,7 +320,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     """Yield a Workspace for ``repo``; a clone is removed afterwards whatever happens.
     ``sparse``: a clone checks out only the top-level files (a pass reads manifests through
     git: ``gitscale.repo.index``). ``kept``: the clone serves pass after pass (``run``; see
-    ``_clone``), and is tidied as it goes (``git.tidy``). A repo without a commit is refused (a pass starts from one), unless
+    ``_clone``), and is tidied as it goes (``clone.tidy``). A repo without a commit is refused (a pass starts from one), unless
     ``unborn_ok`` (``validate`` reads the files as they are). ``writes=False`` (``plan``,
     ``validate``, ``history``, ``simulate``): a checkout with a detached HEAD is read as it
     is — a CI job reviewing a pull request checks out its merge commit that way. ``begun``:
@@ -327,10 +328,10 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
     if begun is not None and (begun.repo, begun.branch, begun.sparse, history, since, kept) \
             != (repo, branch, sparse, False, None, False):
         begun = None  # begun for another workspace than this one
-    if git.is_url(repo):
-        git.check_url(repo)  # before anything can echo it or hand it to git
+    if is_url(repo):
+        check_url(repo)  # before anything can echo it or hand it to git
     path = Path(repo).expanduser()
-    if not git.is_url(repo) and path.is_dir() and not (begun.bare if begun is not None
+    if not is_url(repo) and path.is_dir() and not (begun.bare if begun is not None
                                                        else git.is_bare(path)):
         if not git.is_work_tree(path):
             top = git.work_tree_top(path)
@@ -344,7 +345,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
             _check_born(ws)
         yield ws
         return
-    if not git.is_url(repo) and not path.exists():
+    if not is_url(repo) and not path.exists():
         raise InputError(git.redact(repo), "no such directory, and not a URL")
     if not push:
         raise InputError("--no-push", "needs --repo to be a local checkout (a temporary clone "
@@ -355,7 +356,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         else scratch_dirs.make("clone")
     try:
         dest = scratch / "repo"
-        url = str(path.resolve()) if not git.is_url(repo) else repo
+        url = str(path.resolve()) if not is_url(repo) else repo
         if started is not None and started.clone is not None:
             started.clone.wait()  # the clone `_clone` would make, begun before the imports
             partial = started.blobless
@@ -405,12 +406,12 @@ def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool
     every promisor object on each shallow fetch)."""
     if history and since:
         try:
-            git.clone(url, dest, branch, None, commits_only=True, since=since)
+            clone(url, dest, branch, None, commits_only=True, since=since)
             return False
         except GitError:
             shutil.rmtree(dest, ignore_errors=True)
-    blobless = sparse and not history and not kept and git.is_url(url)
-    git.clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
+    blobless = sparse and not history and not kept and is_url(url)
+    clone(url, dest, branch, depth=None if history else 1, sparse=sparse,
               commits_only=history, blobless=blobless, throwaway=not kept and not history,
               kept=kept)
     return blobless

@@ -109,9 +109,9 @@ def collector_off() -> Iterator[None]:
 
 @contextmanager
 def begun(kw: dict[str, Any], *, push: bool = True) -> Iterator[Any]:
-    """``gitscale.repo.workspace.begin`` for a one-shot pass's ``--repo`` and ``--branch``."""
+    """``gitscale.repo.opening.begin`` for a one-shot pass's ``--repo`` and ``--branch``."""
     with collector_off():
-        from gitscale.repo.workspace import begin
+        from gitscale.repo.opening import begin
 
     with begin(kw["repo"], kw["branch"], push=push, sparse=True) as started:
         yield started

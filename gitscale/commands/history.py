@@ -15,7 +15,8 @@ from gitscale.record.history import Entry, Skipped, between, history_since, iter
     read_history, within
 from gitscale.progress import Progress
 from gitscale.timeutil import parse_time
-from gitscale.repo.workspace import Workspace, open_workspace
+from gitscale.repo.opening import open_workspace
+from gitscale.repo.workspace import Workspace
 
 if TYPE_CHECKING:
     from gitscale.config.load import ObjectRef

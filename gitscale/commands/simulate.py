@@ -53,7 +53,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
     with ExitStack() as stack:
         if repo_given and _not_a_folder(opts.repo):
             # a URL or a bare repo: its gitscale.yaml and policies/ come from a clone
-            from gitscale.repo.workspace import open_workspace
+            from gitscale.repo.opening import open_workspace
 
             root = stack.enter_context(open_workspace(opts.repo, opts.branch,
                                                       writes=False)).root
@@ -159,7 +159,7 @@ def _policy(root: Path, text: str) -> Policy:
 
 def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> traces.Trace:
     from gitscale.record.history import read_history
-    from gitscale.repo.workspace import open_workspace
+    from gitscale.repo.opening import open_workspace
 
     start = None
     if since is not None:

@@ -19,7 +19,7 @@ from gitscale.repo.git import Git
 from gitscale.repo.index import Tree
 from gitscale.record.history import Entry
 from gitscale.manifest.target import locate
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ import pytest
 
 from gitscale.repo import clone as clonemod
 from gitscale.repo import workspace
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, simple_config
 
 

@@ -35,7 +35,9 @@ NEVER = ("kubernetes", "httpx", "jwt", "prometheus_client", "matplotlib", "jsons
          "gitscale.controller", "gitscale.notify.send", "gitscale.charts.render")
 # Only when a pass writes: editing YAML, validating it, showing a diff.
 ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.manifest.splice", "gitscale.manifest.verify",
-                "gitscale.manifest.validate", "fastjsonschema", "difflib")
+                "gitscale.manifest.validate", "gitscale.manifest.crd_schemas",
+                "gitscale.manifest.kubeconform", "gitscale.manifest.problem", "fastjsonschema",
+                "difflib")
 # Only when a YAML text is read: a warm pass with a JSON demand file (integers) reads none.
 ONLY_READING_YAML = ("yaml", "_yaml")
 # Only when a config is parsed (not from the state cache), a set has a forecast or a source is

@@ -10,7 +10,7 @@ import pytest
 
 from gitscale.plan.cache import StateCache
 from gitscale.plan.cache_format import as_located, as_row
-from gitscale.commands.history import ALIGNED, history_lines
+from gitscale.commands.history_output import ALIGNED, history_lines
 from gitscale.config.load import ObjectRef, load_config
 from gitscale.demand import DemandReading
 from gitscale.core.model import Demand

@@ -138,7 +138,7 @@ def test_a_reconcile_that_writes_loads_no_cluster_or_http_client(
 def test_a_command_module_is_imported_with_the_collector_off_then_frozen() -> None:
     import gc
 
-    from gitscale.cli import collector_off
+    from gitscale.commands import collector_off
 
     assert gc.isenabled()
     frozen = gc.get_freeze_count()

@@ -8,6 +8,7 @@ and the oracle run on the same trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +31,14 @@ from gitscale.yamlio.read import load_single
 
 DEFAULT_SET = "default"
 MAX_HOURS = 24 * 28  # four weeks of synthetic jobs (a forecast's lookback, and a week more)
+
+
+def simulate_command(*, repo: str | None, branch: str | None, config: str,
+                     **options: Any) -> int:
+    """`gitscale simulate` as its options come: without --repo it reads . when that has a
+    gitscale.yaml (``repo_given`` False), else one set on the default preset."""
+    return run_simulate(RepoOptions(repo or ".", branch, config), repo_given=repo is not None,
+                        **options)
 
 
 def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,

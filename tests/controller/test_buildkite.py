@@ -153,6 +153,51 @@ def test_bad_agents_api_settings_are_invalid(harness: Harness, change: dict[str,
     assert "u:p@" not in ready["message"]
 
 
+@pytest.mark.parametrize(("tags", "container", "words"), [
+    pytest.param(["queue=other"], {}, "spec.buildkite.tags: 'queue=other': the queue goes in "
+                 "spec.buildkite.queue", id="queue-tag"),
+    pytest.param(["os=linux,queue=other"], {}, "holds a comma", id="comma-in-tag"),
+    pytest.param([], {"args": ["start", "--tags", "os=linux"]}, "args passes --tags to the "
+                 "agent; the controller sets BUILDKITE_AGENT_TAGS", id="args-tags"),
+    pytest.param([], {"args": ["start", "--queue=other"]}, "args passes --queue", id="args-queue"),
+    pytest.param([], {"command": ["buildkite-agent", "start", "--name", "x"]},
+                 "command passes --name", id="command-name"),
+    pytest.param([], {"args": ["start", "--disconnect-after-job=false"]},
+                 "--disconnect-after-job", id="args-disconnect"),
+    pytest.param([], {"args": ["start", "--token", "bkua_in_the_pod_spec"]}, "--token",
+                 id="args-token"),
+    pytest.param([], {"env": [{"name": "BUILDKITE_AGENT_QUEUE", "value": "linux"}]},
+                 "env sets BUILDKITE_AGENT_QUEUE: the queue goes in spec.buildkite.queue",
+                 id="env-queue"),
+    pytest.param([], {"env": [{"name": "BUILDKITE_AGENT_SPAWN", "value": "4"}]},
+                 "env sets BUILDKITE_AGENT_SPAWN: one agent per pod", id="env-spawn"),
+])
+def test_a_template_that_would_override_the_agents_settings_is_invalid(
+        harness: Harness, tags: list[str], container: dict[str, Any], words: str) -> None:
+    """A flag in the agent's command line wins over the variable the controller sets (the
+    agent would take another queue's jobs, or run several), and BUILDKITE_AGENT_QUEUE beside
+    the queue tag stops the agent at start: refused as InvalidSpec, no pod made."""
+    spec = buildkite_spec()
+    spec["buildkite"]["tags"] = tags
+    spec["template"]["spec"]["containers"][0].update(container)
+    harness.write("bk", 1, 0, spec=spec)
+    assert harness.sync("bk").created == []
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec" and words in ready["message"], ready
+    assert "bkua_in_the_pod_spec" not in ready["message"]
+
+
+def test_a_template_that_leaves_the_agent_alone_is_served(harness: Harness) -> None:
+    """Flags the controller does not set (`--debug`), tags without a queue, spawn said as 1."""
+    spec = buildkite_spec()
+    spec["buildkite"]["tags"] = ["os=linux", "docker"]
+    spec["template"]["spec"]["containers"][0].update(
+        args=["start", "--debug", "--tags-from-host"],
+        env=[{"name": "BUILDKITE_AGENT_SPAWN", "value": "1"}])
+    harness.write("bk", 1, 0, spec=spec)
+    assert len(harness.sync("bk").created) == 1
+
+
 def test_a_rate_limited_agents_api_is_said_and_the_set_still_served(
         harness: Harness, buildkite: FakeBuildkite) -> None:
     api_token(harness, TOKEN)

@@ -172,3 +172,6 @@ class Kind:
     # spec.template (its containers checked already) → None, or InvalidRunnerSet naming what in
     # it would undo what the controller sets for the platform's runners
     check_template: Callable[[Mapping[str, Any]], None] = lambda template: None
+    # (settings, namespace) → where to look when the set's runners keep failing (said in
+    # RunnersFailing and its Event): what a platform's runner most often fails on at start
+    failing_hint: Callable[[Any, str], str] = lambda settings, namespace: ""

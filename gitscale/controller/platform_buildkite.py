@@ -148,6 +148,17 @@ def check_template(template: Mapping[str, Any]) -> None:
             raise InvalidRunnerSet(f"{where}: env sets {var}: {REFUSED_ENV[var]}; remove it")
 
 
+def failing_hint(settings: BuildkiteSettings, namespace: str) -> str:
+    """An agent whose token Buildkite refuses exits at once (its registration answered 401 is
+    not retried) and its pod fails, again and again: the usual cause, and where it is said."""
+    token = (f"Secret {namespace}/{settings.agent_token_secret}, key {TOKEN_KEY}"
+             if settings.agent_token_secret else "BUILDKITE_AGENT_TOKEN of the runner container")
+    return (f"an agent that exits soon after it starts was most often refused by Buildkite: its "
+            f"agent token ({token}) wrong, revoked or rotated, or of another organization or "
+            f"cluster than queue {settings.queue!r} — the failed pod's log says "
+            f"(kubectl -n {namespace} logs POD)")
+
+
 def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,
             registered: Mapping[Any, Registered] | None) -> Phase:
     """By the agent's name in the agents API, or the pod's own word."""
@@ -239,6 +250,7 @@ def matching(settings: BuildkiteSettings) -> tuple[str, ...]:
 BUILDKITE = Kind(
     name="buildkite", schema=SCHEMA, settings=settings, running=running, adapter=adapter,
     secrets=_secrets, busy_known=busy_known, matching=matching, check_template=check_template,
+    failing_hint=failing_hint,
     # SIGTERM makes the agent finish its job before exiting: give it the time to.
     pod_defaults={"terminationGracePeriodSeconds": 3600},
     # No runner_defaults: a command would replace the image's entrypoint (and tini with it).

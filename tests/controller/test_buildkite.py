@@ -258,3 +258,25 @@ def test_an_agents_list_past_its_page_bound_is_said_as_the_docs_say(
     assert "more than 2 pages" in cond["message"]
     ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"
+
+
+def test_agents_that_keep_exiting_at_start_point_at_the_agent_token(harness: Harness) -> None:
+    """An agent token Buildkite refuses (revoked, rotated, another organization's) makes each
+    agent exit at once (its 401 at registration is not retried): RunnersFailing and its Event
+    say where to look — the Secret the pods read it from and the pod's log — not only that
+    runners fail."""
+    harness.write("bk", 1, 1, spec=buildkite_spec())
+    harness.sync("bk")
+    for _ in range(4):
+        (pod,) = harness.names("bk")
+        harness.stop(pod, exit_code=1)
+        harness.clock.advance(120)
+        harness.sync("bk")
+    failing = next(c for c in harness.status("bk")["conditions"]
+                   if c["type"] == "RunnersFailing")
+    assert failing["status"] == "True", failing
+    assert ("agent token (Secret default/bk-token, key token) wrong, revoked or rotated"
+            in failing["message"]), failing
+    assert "kubectl -n default logs POD" in failing["message"]
+    events = [e["message"] for e in harness.events("bk") if e.get("reason") == "RepeatedFailures"]
+    assert events and "Secret default/bk-token" in events[-1], events

@@ -129,7 +129,7 @@ def check_template(template: Mapping[str, Any]) -> None:
     an agent that takes the wrong jobs, or none."""
     containers = (template.get("spec") or {}).get("containers") or []
     name = runner_container(template)
-    container = next((c for c in containers if c.get("name") == name), {})
+    container: Mapping[str, Any] = next((c for c in containers if c.get("name") == name), {})
     where = f"spec.template container {name!r}"
     for field_name in ("command", "args"):
         words = container.get(field_name) or []

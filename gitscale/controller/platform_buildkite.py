@@ -167,9 +167,13 @@ def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,
     if registered is None:
         return Phase.IDLE  # taking jobs, as far as anyone can tell
     agent = registered.get(name)
+    if agent is not None and agent.busy:
+        # whatever its connection_state: `stopping` (stopped from Buildkite's UI or API, it
+        # finishes its job first) or `lost` mid-job (its pings missed) runs a job all the same
+        return Phase.BUSY
     if agent is None or not agent.online:
         return Phase.PENDING  # not connected yet (or gone after its job)
-    return Phase.BUSY if agent.busy else Phase.IDLE
+    return Phase.IDLE
 
 
 def busy_known(configured: bool, failure: str | None) -> Condition:

@@ -280,3 +280,25 @@ def test_agents_that_keep_exiting_at_start_point_at_the_agent_token(harness: Har
     assert "kubectl -n default logs POD" in failing["message"]
     events = [e["message"] for e in harness.events("bk") if e.get("reason") == "RepeatedFailures"]
     assert events and "Secret default/bk-token" in events[-1], events
+
+
+def test_an_agent_stopping_with_a_job_is_busy_and_kept_on_scale_down(
+        harness: Harness, buildkite: FakeBuildkite) -> None:
+    """An agent stopped from Buildkite's UI or API is listed `connection_state: stopping`
+    while it finishes its job: it runs a job, so a scale-down keeps it (it was counted pending
+    and deleted as a pending runner, before the idle ones were even considered busy-safe)."""
+    api_token(harness, TOKEN)
+    harness.write("bk", 2, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    stopping, idle = harness.names("bk")
+    for name in (stopping, idle):
+        harness.api.set_pod_phase(NS, name, "Running")
+    buildkite.connect(stopping, busy=True, state="stopping")
+    buildkite.connect(idle)
+    harness.sync("bk")
+    status = harness.status("bk")
+    assert (status["busy"], status["idle"], status["pending"]) == (1, 1, 0)
+    harness.write("bk", 0, 0)
+    report = harness.sync("bk")
+    assert report.deleted == [idle]
+    assert harness.names("bk") == [stopping]

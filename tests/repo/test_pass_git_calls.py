@@ -77,3 +77,32 @@ def test_the_base_read_at_opening_is_not_taken_after_a_sync(remote: Path,
         git(checkout, "push", "--quiet")
         ws.sync()  # before the first base: the commit read when the clone was opened is stale
         assert ws.base() == git(remote, "rev-parse", "main") != newer
+
+
+def test_a_pass_whose_git_config_asks_commit_for_more_commits_through_git_commit(
+        remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys) -> None:  # type: ignore[no-untyped-def]
+    """The configuration is read while the edits are validated (``ask_commit_config``), and
+    its answer still sends the commit through ``git commit`` (here: hooks from elsewhere)."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    marker = tmp_path / "hook-ran"
+    hook = hooks / "post-commit"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    events = _traced(tmp_path, monkeypatch)
+    with (tmp_path / "gitconfig").open("a") as config:
+        config.write(f"[core]\n\thooksPath = {hooks}\n")
+    before = git(remote, "rev-parse", "main")
+    code, out, err = run(capsys, "reconcile", "--repo", str(remote),
+                         "--demand", str(tmp_path / "config" / "demand.yaml"))
+    seen = [json.loads(line) for line in events.read_text().splitlines()]
+    assert code == 0, err
+    argvs = [e["argv"][1:] for e in seen if e["event"] == "start" and e["sid"].count("/") == 0]
+    ours = [argv[0] for argv in argvs]
+    assert "commit" in ours, ours
+    # fast-import only stored the blobs (``stage_files``): it did not commit
+    assert not any("--cat-blob-fd=1" in argv for argv in argvs), argvs
+    assert ours.index("config") < ours.index("commit")
+    assert marker.exists()  # git commit ran the configured hook
+    assert git(remote, "rev-parse", "main^") == before

@@ -23,7 +23,7 @@ runners: Read" lists runners, registers none): clients are made, only calls of t
 out the backoff (``Withholding``; the list and the unregistrations go on), and only such a call
 answered ends it — a read does not vouch for a refused write. A refusal names its client by a
 serial, never holds it (its connections), and goes with the last set that used its key
-(``keep``).
+(``forget``).
 
 The log says it once per streak (``gitscale.streak.Streak``): when it starts, when the error
 changes, every ``REMIND_EVERY`` seconds while it lasts, and when the credentials are accepted
@@ -204,11 +204,11 @@ class Refusals:
             log.info("%s: credentials accepted again, after %d refusal(s) over %s",
                      "/".join(key[1:3]), *ended)
 
-    def keep(self, keys: Collection[Key]) -> None:
-        """Only the refusals of ``keys`` are kept: no set uses the others' clients any more."""
+    def forget(self, keys: Collection[Key]) -> None:
+        """The refusals of ``keys`` are not kept: no set uses their clients any more."""
         with self._lock:
-            for key in [k for k in self._by_key if k not in keys]:
-                del self._by_key[key]
+            for key in keys:
+                self._by_key.pop(key, None)
 
 
 def _unanswered(calls: set[str | None], client: Vouched) -> set[str | None]:

@@ -312,6 +312,12 @@ class GitHub:
         except CredentialsError as exc:
             with self._lock:
                 self._refused[exc.call] = (str(exc), self._monotonic() + CREDENTIALS_RETRY)
+                # what was refused is not vouched for by an answer before the refusal (this
+                # client serves on after a permission refused: ``Platforms.refused``)
+                if exc.call is None:
+                    self.accepted = False
+                else:
+                    self.answered = self.answered - {exc.call}
             raise
         except PlatformOutage:
             raise  # (no word on the credentials: a 5xx, no answer, a rate limit)

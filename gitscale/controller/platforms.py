@@ -161,19 +161,32 @@ class Platforms:
         are dropped, so that the next pass reads the Secret again (it may be fixed), and the
         clients the set's adapter got are not made again before a backoff unless the Secret
         changed (``refusals.py``) — unless the set is being deleted, whose client is the last
-        it may get (``for_set``)."""
+        it may get (``for_set``). A permission refused (a kind of call: ``exc.call``) leaves
+        the credential working: its clients serve on (a GitHub App's installation token, the
+        runner list), told to make no call of that kind before the backoff is over
+        (``Withholding``) — a new client would cost a token exchange per refused attempt. A
+        rotated Secret is still tried at once (``Refusals.rotated``), and a permission granted
+        on an App's installation is in the token of the next client made (its Secret read
+        again every ``CREDENTIALS_MAX_AGE``)."""
         if not isinstance(exc, CredentialsError) or rs.deleting:
             return
         if isinstance(exc, StillRefused) and exc.call is not None:
             return  # a kind of call withheld, not asked: nothing new, the client serves on
+        kept = exc.call is not None and not isinstance(exc, (StillRefused, CredentialsMissing))
         if not isinstance(exc, (StillRefused, CredentialsMissing)):
             with self._lock:
                 got = dict(self._used.get(rs.key) or {})
             for key, made in got.items():
-                if made is not None:
-                    self._refusals.refused(key, made.serial, made.client, made.secrets, exc,
-                                           rs.key)
-        self._forget(rs)
+                if made is None:
+                    continue
+                wait, said = self._refusals.refused(key, made.serial, made.client,
+                                                    made.secrets, exc, rs.key)
+                if exc.call is not None and isinstance(made.client, Withholding):
+                    made.client.withhold({exc.call}, said, wait)
+                else:
+                    kept = False
+        if not kept:
+            self._forget(rs)
 
     def _forget(self, rs: RunnerSetView) -> None:
         """Drop a set's clients: its credentials are read again. They are not closed: the

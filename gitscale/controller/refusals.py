@@ -154,16 +154,19 @@ class Refusals:
                 f"{duration(CREDENTIALS_RETRY_MAX)}, at once when Secret {names} changes)")
 
     def refused(self, key: Key, serial: int, client: object, secrets: Mapping[SecretKey, str],
-                error: CredentialsError, who: str) -> float:
+                error: CredentialsError, who: str) -> tuple[float, str]:
         """``client`` (number ``serial``) of ``key``, made from ``secrets``, was refused
         (``error``: its ``call``, what was refused) in a pass of set ``who``: back off, and say
-        so when the streak wants it said. Returns the seconds of the backoff."""
+        so when the streak wants it said. Returns the seconds of the backoff, and what a call
+        withheld meanwhile says (``Withholding``)."""
         with self._lock:
             refusal = self._by_key.get(key)
-            if refusal is not None and refusal.client == serial:
-                # (counted: another call of the same client, in the same pass)
+            if refusal is not None and refusal.client == serial and \
+                    self._clock() < refusal.until:
+                # (counted: another call of the same client, sent before its backoff began;
+                # a client kept after a permission refused is refused anew once it is over)
                 refusal.calls.add(error.call)
-                return max(refusal.until - self._clock(), 0.0)
+                return max(refusal.until - self._clock(), 0.0), self.said(refusal)
             if refusal is not None and isinstance(client, Vouched):
                 # what the client had answered is no longer refused: a refused credential that
                 # answered anything, a refused permission that answered a call of its kind
@@ -182,18 +185,22 @@ class Refusals:
             wait = backoff(CREDENTIALS_RETRY, refusal.tries - 1, CREDENTIALS_RETRY_MAX)
             refusal.until = self._clock() + wait
             lasted = refusal.streak.lasted()
+            said = self.said(refusal)
         if say:
             again = f" (still, {count} refusals in a row over {lasted})" if count > 1 else ""
             log.warning("%s: credentials refused%s: %s; tried again in %s, or at once when "
                         "their Secret changes", who, again, error, duration(wait))
-        return wait
+        return wait, said
 
     def accepted(self, key: Key, serial: int, client: object) -> None:
-        """A client of ``key`` is in use: if it was made after a refusal and the platform has
-        accepted it for what was refused (``Vouched``), the streak is over (said once)."""
+        """A client of ``key`` is in use: if it was made after a refusal — or it is the client
+        refused, kept after a permission refused, and its backoff is over — and the platform
+        has accepted it for what was refused since (``Vouched``), the streak is over (said
+        once)."""
         with self._lock:
             refusal = self._by_key.get(key)
-            if refusal is None or refusal.client == serial or not isinstance(client, Vouched):
+            if refusal is None or not isinstance(client, Vouched) or (
+                    refusal.client == serial and self._clock() < refusal.until):
                 return
             refusal.calls = _unanswered(refusal.calls, client)
             if refusal.calls:

@@ -19,9 +19,11 @@ client key (``platforms.Platforms.cached``):
 
 A 401 (or an App's token exchange refused) refuses the credential: all of the above. A 403
 refuses a permission, for one kind of call (``CredentialsError.call``: an App with "Self-hosted
-runners: Read" lists runners, registers none): clients are made, only calls of that kind wait
-out the backoff (``Withholding``; the list and the unregistrations go on), and only such a call
-answered ends it — a read does not vouch for a refused write. A refusal names its client by a
+runners: Read" lists runners, registers none): the client refused serves on (for a GitHub App,
+its installation token: no exchange per refused attempt), and so do clients made meanwhile;
+only calls of that kind wait out the backoff (``Withholding``; the list and the
+unregistrations go on), and only such a call answered ends it — a read does not vouch for a
+refused write, nor an answer from before the refusal. A refusal names its client by a
 serial, never holds it (its connections), and goes with the last set that used its key
 (``forget``).
 

@@ -183,7 +183,7 @@ def first_row(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 # parsed and laid out as the table (no output written), CPU seconds per row.
 PYTHON_STEP = """
 import sys, time
-from gitscale.commands.history import history_lines
+from gitscale.commands.history_output import history_lines
 from gitscale.record.history import parse_block
 text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
 start = time.process_time()

@@ -712,7 +712,7 @@ HOTSPOTS = [
     ("  yamlread duplicate-key check", "gitscale/yamlio/read.py", "construct_mapping"),
     ("jsonschema iter_errors (all callers)", "jsonschema/validators.py", "iter_errors"),
     ("landing.check_plan (schema validation)", "gitscale/plan/landing.py", "check_plan"),
-    ("  validate.SchemaValidator.__init__", "gitscale/manifest/validate.py", "__init__"),
+    ("  crd_schemas.SchemaValidator.__init__", "gitscale/manifest/crd_schemas.py", "__init__"),
     ("commands.plan.plan_text (diff text, mostly discarded)", "gitscale/commands/plan.py",
      "plan_text"),
 ]

@@ -182,7 +182,7 @@ def loop_worker(remote: str, demands_json: str) -> int:
     from gitscale.demand.resolve import Sources
     from gitscale.metrics import LoopMetrics
     from gitscale.timeutil import utcnow
-    from gitscale.repo.workspace import open_workspace
+    from gitscale.repo.opening import open_workspace
 
     demands = json.loads(demands_json)
     opts = RepoOptions(remote, None, "gitscale.yaml")

@@ -4,13 +4,12 @@ from __future__ import annotations
 import gc
 import math
 import sys
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import click
 
 from gitscale import __version__
-from gitscale.commands import EXIT_ERROR, EXIT_INTERRUPTED, RepoOptions
+from gitscale.commands import EXIT_ERROR, EXIT_INTERRUPTED, RepoOptions, begun, collector_off
 from gitscale.config import DEFAULT_CONFIG
 from gitscale.errors import GitscaleError
 
@@ -85,38 +84,6 @@ class Group(click.Group):
         super().format_epilog(ctx, formatter)
 
 
-@contextmanager
-def collector_off() -> Iterator[None]:
-    """Import a command's modules with the garbage collector off, then freeze them as ``main``
-    froze what came before: they live for the whole run, so the dozen collections their
-    loading set off (≈ 2 ms of a `reconcile` pass of 0.25 s) would have walked objects that all
-    survive. The collector is on again for the pass."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
-
-
-# ONE_SHOT_GC: a one-shot `plan` or `reconcile` runs with the garbage collector off until it
-# returns (the process ends then). What such a pass loads — the cached config, the state cache,
-# the demand — lives to its end, yet set off collections that walked all of it, a full one
-# among them: ≈ 17 ms of a 10,000-set pass (≈ 2 ms at 1,000). Not for `run` or `serve`.
-
-
-@contextmanager
-def begun(kw: dict[str, Any], *, push: bool = True) -> Iterator[Any]:
-    """``gitscale.repo.workspace.begin`` for a one-shot pass's ``--repo`` and ``--branch``."""
-    with collector_off():
-        from gitscale.repo.workspace import begin
-
-    with begin(kw["repo"], kw["branch"], push=push, sparse=True) as started:
-        yield started
-
-
 class Finite(click.FloatRange):
     """A float range that refuses nan (no comparison fails for it, so FloatRange lets it
     through: a shutdown timeout of nan seconds)."""
@@ -153,7 +120,8 @@ def cli() -> None:
                    "shown.")
 def plan(**kw: Any) -> int:
     """Show what the next pass would change. Exit 0 none, 2 pending, 1 error."""
-    with begun(kw) as started:  # git clones while the command's modules are imported
+    # git clones while the command's modules are imported
+    with begun(kw["repo"], kw["branch"]) as started:
         with collector_off():
             from gitscale.commands.plan import run_plan
             from gitscale.plan.cache import gc_paused
@@ -171,7 +139,8 @@ def plan(**kw: Any) -> int:
 @NO_PUSH
 def reconcile(no_push: bool, **kw: Any) -> int:
     """Plan, edit, validate, commit and push one pass."""
-    with begun(kw, push=not no_push) as started:  # git clones while the modules are imported
+    # git clones while the modules are imported
+    with begun(kw["repo"], kw["branch"], push=not no_push) as started:
         with collector_off():
             from gitscale.commands.reconcile import run_reconcile
             from gitscale.plan.cache import gc_paused
@@ -295,11 +264,9 @@ def history(**kw: Any) -> int:
               help="Also write a chart (SVG or PNG) of runners and jobs over time.")
 def simulate(**kw: Any) -> int:
     """Replay a job trace through the policy and the controller; compare with baselines."""
-    from gitscale.commands.simulate import run_simulate
+    from gitscale.commands.simulate import simulate_command
 
-    repo_given = kw["repo"] is not None
-    kw["repo"] = kw["repo"] or "."
-    return run_simulate(_opts(kw), repo_given=repo_given, **kw)
+    return simulate_command(**kw)
 
 
 @cli.command()
@@ -353,23 +320,14 @@ def validate(**kw: Any) -> int:
               type=Finite(0, 3600, min_open=True),
               help="Seconds between attempts to take or renew the Lease.")
 @click.option("--repo", hidden=True, default=None)
-def controller(leader_elect: bool, leader_election_namespace: str | None,
-               leader_election_id: str, lease_duration: int, renew_deadline: float,
-               retry_period: float, repo: str | None, **kw: Any) -> int:
+def controller(**kw: Any) -> int:
     """Turn each RunnerSet into ephemeral runner pods (runs in the cluster).
 
     It takes no --repo: it reads RunnerSets from the cluster, where Argo CD or Flux applies
     them from the config repo, and never reads or writes the repo itself."""
-    from gitscale.commands.controller import Election, run_controller
-    from gitscale.errors import InputError
+    from gitscale.commands.controller import controller_command
 
-    if repo is not None:
-        raise InputError("--repo", "the controller reads RunnerSets from the cluster (Argo CD "
-                         "or Flux applies them from the config repo); it never reads the repo")
-
-    election = Election(leader_elect, leader_election_namespace, lease_duration,
-                        renew_deadline, retry_period, leader_election_id)
-    return run_controller(**kw, election=election)
+    return controller_command(**kw)
 
 
 @cli.command()
@@ -428,18 +386,15 @@ def controller(leader_elect: bool, leader_election_namespace: str | None,
                    "CHANGE-ME.")
 @click.option("--buildkite-queue", default=None, metavar="QUEUE",
               help="The Buildkite queue [default: default].")
-def init(directory: str | None, repo: str | None, **kw: Any) -> int:
+def init(**kw: Any) -> int:
     """Scaffold a config repo: gitscale.yaml, a RunnerSet, the CRD, the controller, GitOps.
 
     What it is not told and cannot know is written as CHANGE-ME; init lists each such line
     with what belongs there, and `gitscale validate` refuses the repo until none is left.
     """
-    from gitscale.commands.init import run_init
-    from gitscale.errors import InputError
+    from gitscale.commands.init import init_command
 
-    if directory and repo and directory != repo:
-        raise InputError("--repo", f"{repo!r} and DIRECTORY {directory!r} differ: give one")
-    return run_init(directory or repo or ".", **kw)
+    return init_command(**kw)
 
 
 @cli.command()

@@ -16,7 +16,7 @@ import yaml
 from gitscale import files
 from gitscale.clients.etags import EtagCache
 from gitscale.files import write_cache
-from gitscale.manifest import validate
+from gitscale.manifest import crd_schemas
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 WARNING = "warning: cannot write gitscale's cache in "
@@ -119,7 +119,7 @@ def test_reconcile_whose_cache_writes_fail_leaves_no_temporary_files(  # type: i
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setenv("GITSCALE_CACHE_DIR", str(cache))
-    monkeypatch.setattr(validate, "_COMPILED", {})  # compiled (and cached on disk) again
+    monkeypatch.setattr(crd_schemas, "_COMPILED", {})  # compiled (and cached on disk) again
     # every file a pass writes there is a directory already: each rename fails
     assert run(capsys, "reconcile", "--repo", str(checkout))[0] == 0
     names = sorted(p.name for p in cache.iterdir())
@@ -130,7 +130,7 @@ def test_reconcile_whose_cache_writes_fail_leaves_no_temporary_files(  # type: i
         (cache / name).mkdir()
     demand = tmp_path / "more.yaml"
     demand.write_text("linux: {queued: 5, running: 0}\n")
-    monkeypatch.setattr(validate, "_COMPILED", {})
+    monkeypatch.setattr(crd_schemas, "_COMPILED", {})
     code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
     assert code == 0, err
     assert git(tmp_path / "remote.git", "log", "-1", "--format=%s", "main") == "gitscale: linux 3→5"

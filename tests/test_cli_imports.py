@@ -35,7 +35,9 @@ NEVER = ("kubernetes", "httpx", "jwt", "prometheus_client", "matplotlib", "jsons
          "gitscale.controller", "gitscale.notify.send", "gitscale.charts.render")
 # Only when a pass writes: editing YAML, validating it, showing a diff.
 ONLY_WRITING = ("gitscale.manifest.edit", "gitscale.manifest.splice", "gitscale.manifest.verify",
-                "gitscale.manifest.validate", "fastjsonschema", "difflib")
+                "gitscale.manifest.validate", "gitscale.manifest.crd_schemas",
+                "gitscale.manifest.kubeconform", "gitscale.manifest.problem", "fastjsonschema",
+                "difflib")
 # Only when a YAML text is read: a warm pass with a JSON demand file (integers) reads none.
 ONLY_READING_YAML = ("yaml", "_yaml")
 # Only when a config is parsed (not from the state cache), a set has a forecast or a source is
@@ -136,7 +138,7 @@ def test_a_reconcile_that_writes_loads_no_cluster_or_http_client(
 def test_a_command_module_is_imported_with_the_collector_off_then_frozen() -> None:
     import gc
 
-    from gitscale.cli import collector_off
+    from gitscale.commands import collector_off
 
     assert gc.isenabled()
     frozen = gc.get_freeze_count()

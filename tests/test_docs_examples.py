@@ -26,7 +26,7 @@ import yaml
 
 from gitscale.controller.observe import runner_container
 from gitscale.manifest.target import KINDS
-from gitscale.manifest.validate import SchemaValidator
+from gitscale.manifest.crd_schemas import SchemaValidator
 from tests.helpers import run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitscale.manifest import validate
+from gitscale.manifest import kubeconform
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 
@@ -78,7 +78,7 @@ def test_a_kubeconform_on_path_that_misbehaves_is_an_error_naming_it(
     (tools / "kubeconform").write_text(script)
     (tools / "kubeconform").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(validate, "KUBECONFORM_TIMEOUT", 1)
+    monkeypatch.setattr(kubeconform, "KUBECONFORM_TIMEOUT", 1)
     before = _unchanged(checkout)
     for command in ("validate", "reconcile"):
         code, out, err = run(capsys, command, "--repo", str(checkout))

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gitscale"
 IO = {"yaml", "ruamel", "httpx", "jwt", "kubernetes", "subprocess", "socket", "http", "os",
       "threading", "time", "pathlib", "click"}
 OWNERS = {
-    "subprocess": {"repo/git.py", "manifest/validate.py"},  # git, and kubeconform when on PATH
+    "subprocess": {"repo/git.py", "manifest/kubeconform.py"},  # git, and kubeconform on PATH
     # the verbs, the kubeconfig and its credentials, the answers and the client's errors
     "kubernetes": {"controller/kube.py", "controller/kube_config.py",
                    "controller/kube_answers.py"},

@@ -18,7 +18,7 @@ from gitscale.core.model import next_patch_id
 from gitscale.errors import ManifestError
 from gitscale.manifest.target import SPEC_PATCH, owned_for, read_target
 from gitscale.config.schemas import POLICY
-from gitscale.manifest.validate import SchemaValidator
+from gitscale.manifest.crd_schemas import SchemaValidator
 from tests.helpers import RUNNERSET
 
 

@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from gitscale.commands import EXIT_OK, stop_on_signals
 from gitscale.errors import InputError
@@ -62,6 +63,20 @@ def lease_namespace(option: str | None, watched: str | None) -> str:
         return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or watched or "default"
     except OSError:
         return watched or "default"
+
+
+def controller_command(*, repo: str | None, leader_elect: bool,
+                       leader_election_namespace: str | None, leader_election_id: str,
+                       lease_duration: int, renew_deadline: float, retry_period: float,
+                       **options: Any) -> int:
+    """`gitscale controller` as its options come: no ``--repo`` (it reads RunnerSets from the
+    cluster), the ``--leader-*`` ones made its ``Election``; the rest are ``run_controller``'s."""
+    if repo is not None:
+        raise InputError("--repo", "the controller reads RunnerSets from the cluster (Argo CD "
+                         "or Flux applies them from the config repo); it never reads the repo")
+    election = Election(leader_elect, leader_election_namespace, lease_duration,
+                        renew_deadline, retry_period, leader_election_id)
+    return run_controller(**options, election=election)
 
 
 def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: int,

@@ -16,7 +16,8 @@ from gitscale import __version__
 from gitscale.commands import EXIT_OK
 from gitscale.errors import InputError, ManifestError
 from gitscale.plan.landing import HOLD_WAIT, say_on_stderr
-from gitscale.repo.git import Git, is_url, is_work_tree
+from gitscale.repo.clone import is_url
+from gitscale.repo.git import Git, is_work_tree
 from gitscale.repo.checkout_lock import hold_checkout
 from gitscale.controller.crd import crd_yaml
 from gitscale.yamlio.read import load_documents

@@ -13,7 +13,7 @@ from gitscale.core.model import Current, Decision, Demand
 from gitscale.demand import DemandReading
 from gitscale.plan.engine import Plan, compute_plan
 from gitscale.plan.landing import describe_landing, land
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 
 
 def _drain(_: RunnerSetConfig, current: Current, __: Demand | None) -> Decision:

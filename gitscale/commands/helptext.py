@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import textwrap
 
-_GIT = ("GITSCALE_GIT_TOKEN", "GITSCALE_GIT_TOKEN_FILE", "GITSCALE_GIT_USERNAME")
+_GIT = ("GITSCALE_GIT_TOKEN", "GITSCALE_GIT_TOKEN_FILE", "GITSCALE_GIT_USERNAME",
+        "GITSCALE_GIT_TIMEOUT")
 _SOURCES = ("GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN", "NAME_FILE")
 
 ENVIRONMENT: dict[str, str] = {
@@ -17,6 +18,8 @@ ENVIRONMENT: dict[str, str] = {
                           "through GIT_ASKPASS, never in argv or a URL",
     "GITSCALE_GIT_TOKEN_FILE": "a file holding that token, instead",
     "GITSCALE_GIT_USERNAME": "the user name sent with the token (default: x-access-token)",
+    "GITSCALE_GIT_TIMEOUT": "how long one git command may run before it is stopped (120, "
+                            "90s, 5m; default: 120 s)",
     "GITSCALE_AUTHOR": "author of gitscale's commits, \"Name <email>\" (default: gitscale "
                        "<gitscale@users.noreply.gitscale.dev>)",
     "GITSCALE_CACHE_DIR": "where state is kept between runs (default: "

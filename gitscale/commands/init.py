@@ -142,6 +142,14 @@ def _dump(obj: dict[str, Any]) -> str:
     return dump(obj, width=100)
 
 
+def init_command(*, directory: str | None, repo: str | None, **options: Any) -> int:
+    """`gitscale init` as its options come: DIRECTORY and --repo name the same folder (give
+    one; neither: .)."""
+    if directory and repo and directory != repo:
+        raise InputError("--repo", f"{repo!r} and DIRECTORY {directory!r} differ: give one")
+    return run_init(directory or repo or ".", **options)
+
+
 def run_init(directory: str, **options: Any) -> int:
     """``options``: the command's (``init_choices.choose``)."""
     root = Path(directory).expanduser()

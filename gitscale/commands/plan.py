@@ -21,7 +21,7 @@ from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.timeutil import format_time
 from gitscale.plan.landing import HOLD_WAIT, plan_problems, say_on_stderr
-from gitscale.repo.workspace import Begun, open_workspace
+from gitscale.repo.opening import Begun, open_workspace
 
 # Bumped only when a key is removed or changes meaning; a new key leaves it as it is (README,
 # "plan --output json"): consumers ignore the keys they do not know.
@@ -31,7 +31,7 @@ FORMAT_VERSION = 1
 def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: str,
              every: str | None = None, only: tuple[str, ...] = (),
              begun: Begun | None = None) -> int:
-    """One pass that writes nothing; ``begun``: the clone ``workspace.begin`` started."""
+    """One pass that writes nothing; ``begun``: the clone ``opening.begin`` started."""
     clock, _ = resolve_now(now)
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())

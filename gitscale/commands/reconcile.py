@@ -21,7 +21,8 @@ from gitscale.plan.forecasts import read_forecasts
 from gitscale.plan.landing import describe_landing, land
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
-from gitscale.repo.workspace import Begun, Workspace, open_workspace
+from gitscale.repo.opening import Begun, open_workspace
+from gitscale.repo.workspace import Workspace
 
 if TYPE_CHECKING:
     from gitscale.repo.index import Tree
@@ -118,7 +119,7 @@ def crd_warnings(ws: Workspace, base: Tree | None = None,
 
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
                   push: bool, every: str | None = None, begun: Begun | None = None) -> int:
-    """One pass; ``begun``: the clone ``workspace.begin`` started for ``opts.repo``."""
+    """One pass; ``begun``: the clone ``opening.begin`` started for ``opts.repo``."""
     clock, date = resolve_now(now)
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())

@@ -26,7 +26,8 @@ from gitscale.errors import GitError, GitscaleError, InputError
 from gitscale.repo.git import redact
 from gitscale.plan.landing import describe_landing, land
 from gitscale.timeutil import backoff, format_time, parse_duration, utcnow
-from gitscale.repo.workspace import Workspace, open_workspace
+from gitscale.repo.opening import open_workspace
+from gitscale.repo.workspace import Workspace
 
 if TYPE_CHECKING:
     from gitscale.metrics import LoopMetrics

@@ -28,7 +28,8 @@ from gitscale.files import default_cache_dir
 from gitscale.http_server import HttpServer, Limits
 from gitscale.metrics import LoopMetrics, listen_address, start_listener, url_of
 from gitscale.plan.cache import LOOP_LIMIT, StateCache
-from gitscale.repo.workspace import Workspace, open_workspace
+from gitscale.repo.opening import open_workspace
+from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import parse_duration, utcnow
 from gitscale.webhooks.batch_loop import Batch, batch_delay, write_last_batch
 from gitscale.webhooks.batcher import Batcher

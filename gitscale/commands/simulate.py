@@ -8,6 +8,7 @@ and the oracle run on the same trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +33,14 @@ DEFAULT_SET = "default"
 MAX_HOURS = 24 * 28  # four weeks of synthetic jobs (a forecast's lookback, and a week more)
 
 
+def simulate_command(*, repo: str | None, branch: str | None, config: str,
+                     **options: Any) -> int:
+    """`gitscale simulate` as its options come: without --repo it reads . when that has a
+    gitscale.yaml (``repo_given`` False), else one set on the default preset."""
+    return run_simulate(RepoOptions(repo or ".", branch, config), repo_given=repo is not None,
+                        **options)
+
+
 def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
                  from_history: bool, seed: int, hours: float | None, since: str | None,
                  only: tuple[str, ...], policy: tuple[str, ...], interval: str,
@@ -53,7 +62,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
     with ExitStack() as stack:
         if repo_given and _not_a_folder(opts.repo):
             # a URL or a bare repo: its gitscale.yaml and policies/ come from a clone
-            from gitscale.repo.workspace import open_workspace
+            from gitscale.repo.opening import open_workspace
 
             root = stack.enter_context(open_workspace(opts.repo, opts.branch,
                                                       writes=False)).root
@@ -131,9 +140,10 @@ def _set_policies(opts: RepoOptions, root: Path, required: bool) -> dict[str, Po
 def _not_a_folder(repo: str) -> bool:
     """A URL or a bare repo path: nothing to read gitscale.yaml from without a clone."""
     from gitscale.repo import git
+    from gitscale.repo.clone import is_url
 
     path = Path(repo).expanduser()
-    return git.is_url(repo) or (path.is_dir() and git.is_bare(path))
+    return is_url(repo) or (path.is_dir() and git.is_bare(path))
 
 
 def _candidates(given: Sequence[tuple[str, Policy]],
@@ -158,7 +168,7 @@ def _policy(root: Path, text: str) -> Policy:
 
 def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> traces.Trace:
     from gitscale.record.history import read_history
-    from gitscale.repo.workspace import open_workspace
+    from gitscale.repo.opening import open_workspace
 
     start = None
     if since is not None:

@@ -19,7 +19,7 @@ from gitscale.errors import InputError
 from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
 from gitscale.manifest.validate import Validation
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from gitscale.runnerset_api import API_VERSION, GROUP, KIND
 from gitscale.yamlio.placeholders import PLACEHOLDER, placeholder_problems
 

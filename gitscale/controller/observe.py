@@ -93,6 +93,7 @@ def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -
             isinstance(c, dict) and c.get("name") and c.get("image") for c in containers):
         raise InvalidRunnerSet("spec.template.spec.containers needs at least one container "
                                "with a name and an image")
+    kind.check_template(template)
     name = str(meta.get("name", ""))
     if len(name) > LABEL_VALUE_MAX:  # (its pods could be neither made nor found)
         raise InvalidRunnerSet(

@@ -169,3 +169,9 @@ class Kind:
     # Buildkite: queue, tags), as strings: a runner made for others than the set has now is
     # outdated, and replaced unless busy (``decide``). Empty: never outdated.
     matching: Callable[[Any], tuple[str, ...]] = lambda settings: ()
+    # spec.template (its containers checked already) → None, or InvalidRunnerSet naming what in
+    # it would undo what the controller sets for the platform's runners
+    check_template: Callable[[Mapping[str, Any]], None] = lambda template: None
+    # (settings, namespace) → where to look when the set's runners keep failing (said in
+    # RunnersFailing and its Event): what a platform's runner most often fails on at start
+    failing_hint: Callable[[Any, str], str] = lambda settings, namespace: ""

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from gitscale.controller.decide import Phase
 from gitscale.controller.errors import ControllerError, CredentialsMissing, InvalidRunnerSet
+from gitscale.controller.observe import runner_container
 from gitscale.controller.platform import Adapter, Clients, Kind, Registered
 from gitscale.controller.status import BUSY, Condition
 from gitscale.redact import hold
@@ -85,10 +86,77 @@ def settings(raw: Any, set_name: str) -> BuildkiteSettings:
     if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
         raise InvalidRunnerSet("spec.buildkite.apiURL must be an http(s) URL without "
                                "credentials (the token goes in spec.buildkite.apiTokenSecret)")
-    return BuildkiteSettings(str(raw["queue"]), tuple(str(t) for t in raw.get("tags") or ()),
+    tags = tuple(str(t) for t in raw.get("tags") or ())
+    for tag in tags:
+        if "," in tag:  # BUILDKITE_AGENT_TAGS is comma-separated: it would be several tags
+            raise InvalidRunnerSet(f"spec.buildkite.tags: {tag!r} holds a comma: give each "
+                                   "tag as an item of its own")
+        if tag.strip().startswith("queue="):
+            raise InvalidRunnerSet(
+                f"spec.buildkite.tags: {tag!r}: the queue goes in spec.buildkite.queue (a "
+                "second queue tag would have the agents take jobs the set is not scaled for)")
+    return BuildkiteSettings(str(raw["queue"]), tags,
                              raw.get("agentTokenSecret") or None,
                              str(organization) if organization else None,
                              str(secret) if secret else None, api_url)
+
+
+# What the controller decides for every agent (``env``), said as ``buildkite-agent start``'s
+# flags: a flag in the runner container's command or args wins over its variable (the agent
+# reads the command line first), so the agent would take another queue's jobs, stop being
+# found by its name in the agents API, or run more than one job. ``--token`` would also put a
+# credential in the pod spec, where every reader of pods sees it.
+OWN_FLAGS = {"name": "BUILDKITE_AGENT_NAME (the pod's name)",
+             "tags": "BUILDKITE_AGENT_TAGS (spec.buildkite.queue and tags)",
+             "queue": "BUILDKITE_AGENT_TAGS (spec.buildkite.queue)",
+             "disconnect-after-job": "BUILDKITE_AGENT_DISCONNECT_AFTER_JOB (true: one job)",
+             "token": "BUILDKITE_AGENT_TOKEN (from spec.buildkite.agentTokenSecret)",
+             "spawn": "one agent per pod (do-once)",
+             "acquire-job": "one agent per pod that takes the queue's next job"}
+# Variables of the template that break an agent the controller starts: buildkite-agent start
+# exits at once when a queue comes both from BUILDKITE_AGENT_QUEUE and from the tags;
+# SPAWN starts several agents in one pod (one slot, several jobs, names the agents API does
+# not know); ACQUIRE_JOB runs one given job, not the queue's.
+REFUSED_ENV = {"BUILDKITE_AGENT_QUEUE": "the queue goes in spec.buildkite.queue (the agent "
+                                        "refuses to start with a queue from both)",
+               "BUILDKITE_AGENT_SPAWN": "one agent per pod: a pod holds one slot",
+               "BUILDKITE_AGENT_ACQUIRE_JOB": "the agents take the queue's jobs, not one given"}
+
+
+def check_template(template: Mapping[str, Any]) -> None:
+    """The runner container's command, args and env must leave the agent as ``env`` sets it
+    (see ``OWN_FLAGS`` and ``REFUSED_ENV``): refused as ``InvalidSpec`` rather than started as
+    an agent that takes the wrong jobs, or none."""
+    containers = (template.get("spec") or {}).get("containers") or []
+    name = runner_container(template)
+    container: Mapping[str, Any] = next((c for c in containers if c.get("name") == name), {})
+    where = f"spec.template container {name!r}"
+    for field_name in ("command", "args"):
+        words = container.get(field_name) or []
+        for word in words if isinstance(words, list) else []:
+            flag = str(word).split("=", 1)[0].lstrip("-") if str(word).startswith("-") else ""
+            if flag in OWN_FLAGS:
+                raise InvalidRunnerSet(
+                    f"{where}: {field_name} passes --{flag} to the agent; the controller sets "
+                    f"{OWN_FLAGS[flag]}, and a flag would override it: remove it")
+    for variable in container.get("env") or []:
+        var = variable.get("name") if isinstance(variable, dict) else None
+        if var == "BUILDKITE_AGENT_SPAWN" and str(variable.get("value")) == "1" and \
+                "valueFrom" not in variable:
+            continue  # the default, said out loud
+        if var in REFUSED_ENV:
+            raise InvalidRunnerSet(f"{where}: env sets {var}: {REFUSED_ENV[var]}; remove it")
+
+
+def failing_hint(settings: BuildkiteSettings, namespace: str) -> str:
+    """An agent whose token Buildkite refuses exits at once (its registration answered 401 is
+    not retried) and its pod fails, again and again: the usual cause, and where it is said."""
+    token = (f"Secret {namespace}/{settings.agent_token_secret}, key {TOKEN_KEY}"
+             if settings.agent_token_secret else "BUILDKITE_AGENT_TOKEN of the runner container")
+    return (f"an agent that exits soon after it starts was most often refused by Buildkite: its "
+            f"agent token ({token}) wrong, revoked or rotated, or of another organization or "
+            f"cluster than queue {settings.queue!r} — the failed pod's log says "
+            f"(kubectl -n {namespace} logs POD)")
 
 
 def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,
@@ -99,9 +167,13 @@ def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,
     if registered is None:
         return Phase.IDLE  # taking jobs, as far as anyone can tell
     agent = registered.get(name)
+    if agent is not None and agent.busy:
+        # whatever its connection_state: `stopping` (stopped from Buildkite's UI or API, it
+        # finishes its job first) or `lost` mid-job (its pings missed) runs a job all the same
+        return Phase.BUSY
     if agent is None or not agent.online:
         return Phase.PENDING  # not connected yet (or gone after its job)
-    return Phase.BUSY if agent.busy else Phase.IDLE
+    return Phase.IDLE
 
 
 def busy_known(configured: bool, failure: str | None) -> Condition:
@@ -181,7 +253,8 @@ def matching(settings: BuildkiteSettings) -> tuple[str, ...]:
 
 BUILDKITE = Kind(
     name="buildkite", schema=SCHEMA, settings=settings, running=running, adapter=adapter,
-    secrets=_secrets, busy_known=busy_known, matching=matching,
+    secrets=_secrets, busy_known=busy_known, matching=matching, check_template=check_template,
+    failing_hint=failing_hint,
     # SIGTERM makes the agent finish its job before exiting: give it the time to.
     pod_defaults={"terminationGracePeriodSeconds": 3600},
     # No runner_defaults: a command would replace the image's entrypoint (and tini with it).

@@ -156,7 +156,8 @@ def reconcile(ctx: Context, key: str) -> Report:
         before = replace(_adjust(actions, by_name, Report(key), Created(failed=actions.create)),
                          terminating=_terminating(ctx, view))
         written = write(ctx, obj, report, st.build(previous, before, st.conditions(
-            before, None, actions.failing, previous, now, creating=actions.create),
+            before, None, actions.failing, previous, now, creating=actions.create,
+            hint=view.kind.failing_hint(view.settings, view.namespace)),
             now, applied=record(view.spec, view.applied, all_created=False),
             generation=generation, refilled=refilled), previous=None)
         if written is None:  # written since it was read: nothing done on a stale version
@@ -235,7 +236,8 @@ def reconcile(ctx: Context, key: str) -> Report:
     unscheduled = st.unscheduled((r for r in runners if r.name not in gone), now)
     report.unschedulable = unscheduled.count
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now,
-                               unschedulable=unscheduled)
+                               unschedulable=unscheduled,
+                               hint=view.kind.failing_hint(view.settings, view.namespace))
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
     others = len(report.errors) - len(created.errors)  # errors not of its creations

@@ -173,9 +173,10 @@ def unscheduled(runners: Iterable[Runner], now: datetime,
 def conditions(counts: Status | None, problem: Problem | None,
                failing: tuple[tuple[str, int], ...], current: Mapping[str, Any] | None,
                now: datetime, creating: int = 0,
-               unschedulable: Unscheduled | None = None) -> list[Condition]:
+               unschedulable: Unscheduled | None = None, hint: str = "") -> list[Condition]:
     """Ready, Reconciling, Stalled and RunnersFailing after a pass (or, with ``creating``,
-    before a pass's creations: ``Creating``)."""
+    before a pass's creations: ``Creating``); ``hint``: the platform's word on where to look
+    when its runners keep failing (``Kind.failing_hint``)."""
     ready = _ready(counts, problem, creating, unschedulable)
     stuck = problem is not None or ready.reason == UNSCHEDULABLE
     stalled = not ready.status and stuck and (
@@ -188,7 +189,7 @@ def conditions(counts: Status | None, problem: Problem | None,
         stall = Condition(STALLED, False, "Progressing", "")
     working = Condition(RECONCILING, not ready.status and not stalled, ready.reason,
                         ready.message if not ready.status and not stalled else "")
-    return [ready, working, stall, _failing(failing)]
+    return [ready, working, stall, _failing(failing, hint)]
 
 
 def _ready(counts: Status | None, problem: Problem | None, creating: int,
@@ -229,12 +230,13 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int,
     return Condition(READY, True, "Reconciled", message)
 
 
-def _failing(runners: tuple[tuple[str, int], ...]) -> Condition:
+def _failing(runners: tuple[tuple[str, int], ...], hint: str = "") -> Condition:
     if not runners:
         return Condition(FAILING, False, "NoRepeatedFailures", "")
     named = ", ".join(f"{name} ({n} in a row)" for name, n in runners[:5])
     return Condition(FAILING, True, "RepeatedFailures",
-                     f"runners keep failing and are replaced with backoff: {named}")
+                     f"runners keep failing and are replaced with backoff: {named}"
+                     + (f"; {hint}" if hint else ""))
 
 
 def _false_since(current: Mapping[str, Any] | None, now: datetime) -> timedelta:

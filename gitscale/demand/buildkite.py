@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import urlencode
 
 from gitscale.clients.buildkite import Metrics, QueueJobs
+from gitscale.clients.errors import ApiError, Unsendable
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.schemas import JOB_LIMIT
 from gitscale.config.rotating import Rotating
-from gitscale.config.secrets import read_token
+from gitscale.config.secrets import SecretError, read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from gitscale.demand.registry import Where
 
 POLL_HEADER = "Buildkite-Agent-Metrics-Poll-Duration"
+REFUSED = ("Buildkite refused the token: the metrics API takes an agent token of the queue's "
+           "organization (Agents > Agent Tokens; for a queue in a cluster, one of that "
+           "cluster's agent tokens), not an API access token, and refuses a revoked one")
 MAX_POLL_INTERVAL = 3600.0  # seconds
 
 
@@ -101,7 +105,14 @@ class QueueSource:
 
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
         queue = self.settings.queue
-        answer = self.client.queue(queue)
+        try:
+            answer = self.client.queue(queue)
+        except ApiError as exc:
+            if exc.status not in (401, 403) or isinstance(exc, Unsendable):
+                raise
+            # the credential's line of gitscale.yaml is to blame (``resolve.secret_error``)
+            raise SecretError(f"buildkite agent token: {exc}: {REFUSED}",
+                              self.settings.token) from None
         body = answer.body
         url = f"{self.client.api}/metrics/queue?{urlencode({'name': queue})}"
         where = f"queue {queue} (GET {url})"

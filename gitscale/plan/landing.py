@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from gitscale.repo import git as git
+from gitscale.repo.clone import is_url
 from gitscale.record.commitmsg import SetLine, format_message
 from gitscale.plan.cache import StateCache
 from gitscale.plan.engine import Plan, SetChange
@@ -158,7 +159,7 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
         date, subject, url = "", "", None
     old = {path: texts[0] for path, texts in plan.files.items()}
     pushed = Pushed(
-        repo_url=without_credentials(url) if url and git.is_url(url) else None,
+        repo_url=without_credentials(url) if url and is_url(url) else None,
         branch=ws.remote_branch, before=plan.base, after=sha, subject=subject, time=date,
         added=tuple(p for p in plan.changed_paths if not old[p]),
         modified=tuple(p for p in plan.changed_paths if old[p]),

@@ -4,52 +4,32 @@ git is driven through its CLI (as pre-commit does): no repository object outlive
 credentials reach git only through the environment (GIT_ASKPASS), never argv or a URL; what
 that environment holds, and the token's check before git talks to a server, is
 ``gitscale.repo.git_env``. Errors show the command and git's output with any credentials
-redacted.
+redacted (``gitscale.repo.git_output``: what git's output means); clones, their options and a
+kept clone's tidying are ``gitscale.repo.clone``.
 """
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-from gitscale.errors import GitError, InputError, PushRaced, PushRejected
-from gitscale.redact import has_credentials
+from gitscale.errors import GitError
 from gitscale.redact import redact as redact_text
-from gitscale.repo.git_env import auth_hint, check_token, git_env, no_git_env
-from gitscale.timeutil import format_time
-
-# receive-pack's status when the ref moved between its advertisement and the update ("failed to
-# update ref"; older git: "failed to lock"), and hosted git's wording of the same (GitHub:
-# "cannot lock ref 'refs/heads/main': is at X but expected Y"). A lost race, not a refusal.
-_LOST_RACE = re.compile(r"^(failed to update ref|failed to lock|cannot lock ref\b)")
+from gitscale.repo.deadline import TIMEOUT_VARIABLE, end_tree, git_timeout
+from gitscale.repo.git_env import check_token, git_env, no_git_env
+from gitscale.repo.git_output import Result, describe_failure, push_failure
 
 
 def redact(text: str) -> str:
     """Remove user info and credential query values from URLs, and every secret the process
     knows (``gitscale.redact``'s registry: the git token and its file, GITHUB_TOKEN, …)."""
     return redact_text(text)
-
-
-def is_url(location: str) -> bool:
-    """A URL, or git's scp-style ``[user[:password]@]host:path`` with a user."""
-    return "://" in location or bool(re.match(r"^[^@/\s]+@[\w.-]+:", location))
-
-
-def check_url(url: str) -> None:
-    """Refuse URLs that carry credentials: they would end up in argv, .git/config and logs.
-    Over HTTP(S) even a bare user name may be a token (``https://TOKEN@github.com/...``), and
-    so may a query parameter (``?token=``, ``?access_token=``); ``ssh://git@host`` and
-    ``git@host:org/repo`` name a user, not a secret, and are fine."""
-    if has_credentials(url):
-        raise InputError("--repo", f"{redact(url)} has credentials in it; pass them through "
-                         "GITSCALE_GIT_TOKEN (or a git credential helper) instead")
 
 
 @contextmanager
@@ -66,54 +46,70 @@ def _starting(args: Sequence[str], cwd: Path) -> Iterator[None]:
                        f"{exc.strerror or type(exc).__name__}") from None
 
 
-@dataclass(frozen=True)
-class Result:
-    stdout: str
-    stderr: str
-    code: int
-
-
 # How long ``Started.stop`` reads what git said after ending it (see there).
 STOP_GRACE = 5.0
 
 
 class Started:
-    """A git command started by ``Git.start``, still running or done."""
+    """A git command started by ``Git.start``, still running or done. It may run until
+    ``deadline`` (``time.monotonic()``; ``deadline.py``): then it is stopped."""
 
-    def __init__(self, args: Sequence[str], proc: "subprocess.Popen[str]") -> None:
+    def __init__(self, args: Sequence[str], proc: "subprocess.Popen[str]",
+                 deadline: float | None = None, input: str | None = None) -> None:
         self.args, self.proc = tuple(args), proc
+        self.deadline = deadline if deadline is not None else time.monotonic() + git_timeout()
+        self._input = input
 
-    def wait(self) -> Result:
-        """Its result once it ends; a ``GitError`` as ``Git.run`` raises when it failed."""
+    def wait(self, *, check: bool = True) -> Result:
+        """Its result once it ends; a ``GitError`` as ``Git.run`` raises when it failed, or
+        when it ran past its deadline (stopped, with what it started)."""
         try:
-            stdout, stderr = self.proc.communicate()
+            stdout, stderr = self.proc.communicate(
+                self._input, timeout=max(0.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise GitError(timed_out(self.args)) from None
         except BaseException:  # (Ctrl-C too) as subprocess.run: git does not outlive us
             self.stop()
             raise
         result = Result(stdout, stderr, self.proc.returncode)
-        if result.code != 0:
+        if check and result.code != 0:
             raise GitError(describe_failure(self.args, result))
         return result
 
     def stop(self, *, grace: float = STOP_GRACE) -> None:
-        """End it if it still runs (its work is not wanted), and reap it — within ``grace``
-        seconds of its end: a helper git started (git-remote-https, index-pack, a credential
-        helper) may outlive it still holding its stderr, and reading that to its end waited
-        for the helper, for ever if it hung. Then the pipes are closed and git is reaped
-        (killed: at once). Such a helper is left alone: git runs in our process group, where
-        the terminal's Ctrl-C reaches it and its helpers as it reaches us (started in a
-        session of its own, a hung clone would outlive the Ctrl-C that `run` and `serve` take
-        for "finish the pass, then stop"); without git it gets an end of file or a broken
-        pipe at its next read or write."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.communicate(timeout=grace)
-        except subprocess.TimeoutExpired:
-            for pipe in (self.proc.stdout, self.proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            self.proc.wait()
+        """End it if it still runs (its work is not wanted), with the helpers it started
+        (git-remote-https, ssh, index-pack, a credential helper: ``end_tree``), and reap it —
+        within ``grace`` seconds: a helper that escaped (started anew after the kill, or where
+        there is no ``/proc`` to find it) may still hold git's stderr, and reading that to its
+        end waited for the helper, for ever if it hung. Then the pipes are closed and git is
+        reaped. git runs in our process group, where the terminal's Ctrl-C reaches it and its
+        helpers as it reaches us (started in a session of its own, a hung clone would outlive
+        the Ctrl-C that `run` and `serve` take for "finish the pass, then stop")."""
+        stop(self.proc, grace=grace)
+
+
+def stop(proc: "subprocess.Popen[str] | subprocess.Popen[bytes]", *,
+         grace: float = STOP_GRACE) -> None:
+    """``Started.stop`` for any git process of ours."""
+    end_tree(proc)
+    try:
+        proc.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+
+
+def timed_out(args: Sequence[str]) -> str:
+    """What a git stopped at its deadline says: which command, the limit and how to raise it,
+    and the likely cause."""
+    verb = args[0] if args else ""
+    return (f"git {verb} did not finish within {git_timeout():g} s and was stopped "
+            f"({TIMEOUT_VARIABLE} sets the limit): a remote that accepted the connection but "
+            "does not answer (a firewall dropping packets, a hung server or proxy), or a "
+            "repository far larger than expected")
 
 
 class Git:
@@ -132,14 +128,7 @@ class Git:
 
     def run(self, *args: str, check: bool = True, extra_env: Mapping[str, str] | None = None,
             input: str | None = None) -> Result:
-        env = self.environment(extra_env)
-        with _starting(args, self.cwd):
-            proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
-                                  capture_output=True, text=True, errors="replace")
-        result = Result(proc.stdout, proc.stderr, proc.returncode)
-        if check and proc.returncode != 0:
-            raise GitError(describe_failure(args, result))
-        return result
+        return self._start(args, extra_env, input).wait(check=check)
 
     def out(self, *args: str) -> str:
         return self.run(*args).stdout.strip()
@@ -160,12 +149,21 @@ class Git:
         env = self.environment()
         # stderr goes to a file, not a pipe: read only after stdout, a pipe git filled past
         # its 64 KiB would block git, and with it this reader.
+        timeout = git_timeout()
         with tempfile.TemporaryFile() as stderr:
             with _starting(args, self.cwd):
                 proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
                                         stdout=subprocess.PIPE, stderr=stderr, text=True,
                                         errors="replace")
             assert proc.stdout is not None
+            fired: list[bool] = []  # the deadline came: git and its helpers were ended
+
+            def expire() -> None:
+                fired.append(True)
+                end_tree(proc)
+            timer = threading.Timer(timeout, expire)
+            timer.daemon = True
+            timer.start()
             try:
                 pending = ""
                 while chunk := proc.stdout.read(65536):
@@ -177,36 +175,54 @@ class Git:
                 if pending:
                     yield pending
             finally:
+                timer.cancel()
                 proc.stdout.close()
                 if proc.poll() is None:
                     proc.kill()  # the reader stopped early (a closed pipe, an exception)
                 code = proc.wait()
             stderr.seek(0)
             error = stderr.read().decode(errors="replace")
+        if fired:
+            raise GitError(timed_out(args))
         if code != 0:
             raise GitError(describe_failure(args, Result("", error, code)))
 
     def start(self, *args: str) -> "Started":
         """``run``, started in the background: the caller goes on while git works, and
         ``Started.wait`` gives what ``run`` would have returned (or raised)."""
-        env = self.environment()
+        return self._start(args)
+
+    def _start(self, args: Sequence[str], extra_env: Mapping[str, str] | None = None,
+               input: str | None = None) -> "Started":
+        env = self.environment(extra_env)
+        deadline = time.monotonic() + git_timeout()
         with _starting(args, self.cwd):
             proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
+                                    stdin=subprocess.PIPE if input is not None else None,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, errors="replace")
-        return Started(args, proc)
+        return Started(args, proc, deadline, input)
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
         env = self.environment()
+        deadline = time.monotonic() + git_timeout()
         with _starting(args, self.cwd):
-            proc = subprocess.run(["git", *args], cwd=self.cwd, env=env, input=input,
-                                  capture_output=True)
+            proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
+                                    stdin=subprocess.PIPE if input is not None else None,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            stdout, stderr = proc.communicate(input, timeout=deadline - time.monotonic())
+        except BaseException as exc:
+            stop(proc)
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise GitError(timed_out(args)) from None
+            raise
         if proc.returncode != 0:
-            result = Result(proc.stdout.decode(errors="replace"),
-                            proc.stderr.decode(errors="replace"), proc.returncode)
+            result = Result(stdout.decode(errors="replace"), stderr.decode(errors="replace"),
+                            proc.returncode)
             raise GitError(describe_failure(args, result))
-        return proc.stdout
+        return stdout
 
     # -- reading -------------------------------------------------------------------------
     def head(self) -> str:
@@ -369,43 +385,7 @@ class Git:
                           check=False)
         if result.code == 0:
             return
-        text = result.stdout + result.stderr
-        if "[remote rejected]" in text:
-            reason = re.search(r"\[remote rejected\]\s*\(([^)]*)\)", text)
-            if reason and _LOST_RACE.search(reason.group(1)):
-                # Another push moved the ref after the server advertised it to us: a race lost
-                # on the server side, not a refusal (a declining hook says "hook declined").
-                raise PushRaced("the branch moved while we were pushing (the remote could not "
-                                "update the ref: another writer got there first)")
-            hook_says = [line for line in result.stderr.splitlines() if line.startswith("remote:")]
-            raise PushRejected(
-                "the remote refused the push"
-                + (f" ({reason.group(1)})" if reason else "")
-                + " — branch protection or a server hook; not retried.\n"
-                + redact("\n".join(hook_says)).strip())
-        if "[rejected]" in text and re.search(r"fetch first|non-fast-forward|stale info", text):
-            raise PushRaced("the branch moved while we were working (non-fast-forward)")
-        raise GitError(describe_failure(("push", remote, branch), result))
-
-
-
-# A kept clone is tidied (``tidy``) when it holds this many loose objects or packs: a pass
-# that commits adds five or so loose objects (its commit, trees and blobs; a fetch of another
-# writer's commit as many), and each adds a line to the shallow file that every git call reads.
-TIDY_LOOSE, TIDY_PACKS = 1000, 10
-
-
-def tidy(repo: Git) -> bool:
-    """A clone that lives for months (``clone(kept=True)``): when loose objects or packs have
-    piled up, pack what HEAD reaches and drop the rest at once — the commits each shallow fetch
-    left behind, and with them their lines in ``.git/shallow``. Safe because the clone is one
-    process's own and nothing else runs in it meanwhile. True when it ran ``git gc``."""
-    counts = dict(line.split(": ", 1) for line in repo.out("count-objects", "-v").splitlines())
-    if int(counts.get("count", 0)) < TIDY_LOOSE and int(counts.get("packs", 0)) < TIDY_PACKS:
-        return False
-    repo.run("-c", "gc.reflogExpire=now", "-c", "gc.reflogExpireUnreachable=now",
-             "gc", "--quiet", "--prune=now")
-    return True
+        raise push_failure(remote, branch, result)
 
 
 def raw_date(date: str) -> str | None:
@@ -422,111 +402,6 @@ def raw_date(date: str) -> str | None:
     minutes = int(offset.total_seconds()) // 60
     sign = "-" if minutes < 0 else "+"
     return f"{int(value.timestamp())} {sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
-
-
-def describe_failure(args: Sequence[str], result: Result) -> str:
-    output = (result.stderr or result.stdout).strip()
-    lines = output.splitlines()
-    locked = _LOCKED.search(output)
-    if locked:  # git's paragraph on what may hold it, replaced by what to do (_lock_hint)
-        lines = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    if len(lines) > 20:
-        lines = lines[:20] + [f"... ({len(lines) - 20} more lines)"]
-    return redact(f"git {' '.join(args)} failed (exit {result.code}):\n" + "\n".join(lines)
-                  + auth_hint(output) + _branch_hint(output)
-                  + (_lock_hint(Path(locked.group(1))) if locked else ""))
-
-
-# git's words for a lock file it found in place ("Unable to create '…/index.lock': File
-# exists."): another git at work in the repository, or one killed that left it there
-_LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
-
-
-def _lock_hint(lock: Path) -> str:
-    """What to do about a lock file git found in place. gitscale never removes one: a git
-    process of someone else's may be at work (CHANGELOG, Known limits)."""
-    try:
-        made = lock.stat().st_mtime if lock.is_absolute() else None
-    except OSError:
-        return "\nhint: the git process that held it has finished since: try again"
-    if made is None:
-        return ("\nhint: a git process still works in this repository, or one was killed "
-                "before it could remove it; if none runs there, remove it; gitscale does not")
-    age = max(0.0, time.time() - made)
-    when = format_time(datetime.fromtimestamp(made, timezone.utc))
-    return (f"\nhint: it was made at {when} ({age / 60:.0f} min ago) by a git process that "
-            "still works in this repository, or that was killed before it could remove it"
-            f"\nhint: if no git process runs there, remove it (rm {lock}); gitscale does not")
-
-
-def _branch_hint(output: str) -> str:
-    """Say what git means when the branch asked for is not on the remote (deleted there)."""
-    gone = re.search(r"couldn't find remote ref refs/heads/(\S+)"
-                     r"|Remote branch (\S+) not found in upstream", output)
-    if gone is None:
-        return ""
-    return (f"\nhint: the remote has no branch {gone.group(1) or gone.group(2)} (deleted or "
-            "renamed there?): restore it, or pass --branch with the one gitscale should "
-            "work on")
-
-
-
-def clone(url: str, dest: Path, branch: str | None, depth: int | None,
-          sparse: bool = False, commits_only: bool = False, since: str | None = None,
-          blobless: bool = False, throwaway: bool = False, kept: bool = False) -> None:
-    """Clone ``url`` into ``dest`` (see ``start_clone``)."""
-    start_clone(url, dest, branch, depth, sparse, commits_only, since, blobless, throwaway,
-                kept).wait()
-
-
-def start_clone(url: str, dest: Path, branch: str | None, depth: int | None,
-                sparse: bool = False, commits_only: bool = False, since: str | None = None,
-                blobless: bool = False, throwaway: bool = False, kept: bool = False) -> Started:
-    """``clone``, started in the background (``Started.wait`` ends it as ``clone`` would).
-    ``since`` (a git date): only the commits from then on (``--shallow-since``).
-    ``blobless``: a partial clone of commits and trees, checked out by the caller (which
-    fetches the blobs it needs in batches); a server that does not allow filters sends
-    everything instead, with a warning on stderr that is not an error. ``throwaway``: the
-    clone is deleted after one pass, so its commit's objects stay in fast-import's pack
-    (``fastimport.unpackLimit=0``) instead of being unpacked into a directory each: removing
-    some forty one-file directories cost more than the rest of the clean-up (≈ 40–90 ms on
-    this project's build machine), for the same commit and the same push. A throwaway clone
-    of a local path borrows the source's objects (``--shared``: an alternates file) rather than
-    linking each of them, pack files and every loose object a push left there, into a
-    directory of its own: git ignores ``--depth`` for a local path, so the clone held them all,
-    and creating and then deleting a hundred-odd object directories was the largest part of a
-    1,000-set pass over a local bare repo. It lives for one pass; git prunes no object that a
-    branch reaches, nor an unreachable one younger than ``gc.pruneExpire`` (two weeks).
-    ``kept``: the clone serves a process for months (``run``, ``serve``) and is tidied by its
-    owner (``tidy``): no reflog, whose entries would keep every commit it ever saw alive, and
-    no automatic gc, which git would start in the background (``gc.autoDetach``) as an orphan
-    of a process that is often a container's process 1 and never reaps it."""
-    check_url(url)
-    check_token()
-    # --template=: no hooks or other files from the machine's git templates in our clone
-    args = ["clone", "--quiet", "--no-tags", "--single-branch", "--template="]
-    if since:
-        args.append(f"--shallow-since={since}")
-    if depth:
-        args.append(f"--depth={depth}")
-    if sparse:
-        args.append("--sparse")  # only the top-level files are checked out
-    if blobless:
-        args += ["--filter=blob:none", "--no-checkout"]
-    if commits_only:
-        # history reads commit messages only: no trees, no files (a server without partial
-        # clone support sends everything, which is only slower)
-        args += ["--bare", "--filter=tree:0"]
-    if branch:
-        args += ["--branch", branch]
-    if kept:
-        args += ["--config", "core.logAllRefUpdates=false", "--config", "gc.auto=0",
-                 "--config", "maintenance.auto=false"]
-    if throwaway:
-        args += ["--config", "fastimport.unpackLimit=0"]
-        if not is_url(url):
-            args.append("--shared")
-    return Git(dest.parent).start(*args, "--", url, str(dest))
 
 
 def version() -> str:

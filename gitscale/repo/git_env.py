@@ -21,6 +21,7 @@ from typing import Mapping
 from gitscale import files
 from gitscale.errors import InputError
 from gitscale.redact import header_problem
+from gitscale.repo.deadline import low_speed_env
 from gitscale.repo import scratch
 
 BOT = ("gitscale", "gitscale@users.noreply.gitscale.dev")
@@ -36,6 +37,7 @@ _KEPT_GIT_ENV = frozenset({
     "GIT_SSL_CAPATH", "GIT_SSL_NO_VERIFY", "GIT_SSL_CERT", "GIT_SSL_KEY",
     "GIT_HTTP_PROXY_AUTHMETHOD", "GIT_PROXY_COMMAND", "GIT_ALLOW_PROTOCOL", "GIT_ASKPASS",
     "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+    "GIT_HTTP_LOW_SPEED_LIMIT", "GIT_HTTP_LOW_SPEED_TIME",
 })
 
 
@@ -55,6 +57,7 @@ def git_env() -> dict[str, str]:
         "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
         "GIT_TERMINAL_PROMPT": "0",
         "LC_ALL": "C",
+        **low_speed_env(os.environ),  # a stalled HTTP(S) transfer ends (``deadline.py``)
     }
     env.update(_askpass_env())
     return env

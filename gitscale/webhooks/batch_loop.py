@@ -164,6 +164,10 @@ class Batch:
                        if not picked.names and serving.names is None else "")]
             if picked.others:
                 said.append(f"left to `gitscale run` and `reconcile`: {', '.join(picked.others)}")
+            if picked.polled:  # a Buildkite queue, a demand file: serve never scales them
+                said.append(f"polled, not served: {', '.join(picked.polled)} (their sources "
+                            "take no webhooks: `gitscale run` or `reconcile` scales them, "
+                            "beside serve)")
             dropped = sorted(set(serving.found) - set(picked.names))
             if dropped:
                 said.append(f"no longer served here: {', '.join(dropped)} (reservations dropped; "

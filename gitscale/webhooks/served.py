@@ -31,6 +31,9 @@ class Picked:
     sets: tuple[RunnerSetConfig, ...]
     unservable: dict[str, str]
     others: tuple[str, ...] = ()  # the webhook-fed sets not served: the loop's
+    # the sets whose source takes no webhooks (a Buildkite queue, a demand file), as
+    # ``name (kind)``: never served, always the loop's (`run`, `reconcile`)
+    polled: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -52,8 +55,9 @@ class Serving:
 def pick(config: Config, names: Sequence[str] | None) -> Picked:
     """``names`` (``--set``; None: every set whose source takes webhooks) in ``config``."""
     webhook = tuple(s for s in config.sets if takes_webhooks(s))
+    polled = tuple(f"{s.name} ({s.source.kind})" for s in config.sets if not takes_webhooks(s))
     if names is None:
-        return Picked(webhook, {})
+        return Picked(webhook, {}, polled=polled)
     wanted = set(names)
     by_name = {s.name: s for s in config.sets}
     unservable: dict[str, str] = {}
@@ -62,10 +66,11 @@ def pick(config: Config, names: Sequence[str] | None) -> Picked:
         if found is None:
             unservable[name] = f"not a runner set of {config.path}"
         elif not takes_webhooks(found):
-            unservable[name] = (f"its source ({found.source.kind}) takes no webhooks; "
+            unservable[name] = (f"its source ({found.source.kind}) takes no webhooks: it is "
+                                f"polled, by `gitscale run` or `reconcile` (beside serve); "
                                 f"{_kinds()} sets do")
     return Picked(tuple(s for s in webhook if s.name in wanted), unservable,
-                  tuple(s.name for s in webhook if s.name not in wanted))
+                  tuple(s.name for s in webhook if s.name not in wanted), polled)
 
 
 def check(config: Config, names: Sequence[str] | None) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gitscale.manifest.validate import SchemaValidator
+from gitscale.manifest.crd_schemas import SchemaValidator
 from tests.helpers import REFERENCE, git, run
 
 CRDS = REFERENCE / "crds"

@@ -99,7 +99,7 @@ def test_a_failed_fetch_after_a_push_race_leaves_the_checkout_as_it_was(tmp_path
     from gitscale.plan.engine import compute_plan
     from gitscale.errors import GitError
     from gitscale.plan.landing import land
-    from gitscale.repo.workspace import open_workspace
+    from gitscale.repo.opening import open_workspace
 
     checkout, remote = setup(tmp_path)
     (checkout / "demand.yaml").write_text("linux: {queued: 2, running: 0}\n")

@@ -149,6 +149,44 @@ def test_serve_on_a_config_without_webhook_sets_says_deliveries_are_dropped(
             in "".join(said)), said
 
 
+BUILDKITE_SET = """\
+  - name: bk-linux
+    manifest: sets/bk-linux.yaml
+    source: {buildkite: {queue: linux, token: {env: TEST_BK_AGENT_TOKEN}}}
+    policy: {minReplicas: 0, maxReplicas: 20}
+"""
+
+
+def test_serve_says_buildkite_sets_are_polled_not_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A Buildkite team's config: serve takes no Buildkite webhook, so its log names the
+    Buildkite set as polled and who scales it, rather than only "none" (which reads as if
+    serve scaled it), and `--set` on it says the same."""
+    monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": "runnerSets:\n" + BUILDKITE_SET + LINUX_SET,
+        "sets/bk-linux.yaml": RUNNERSET.format(name="bk-linux", replicas=0),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0)})
+    server = Server(checkout, window="1s")
+    said: list[str] = []
+    try:
+        assert server.post(job(1, "queued", LINUX))[0] == 202
+        until(lambda: said.append(capsys.readouterr().err) or "served by webhooks" in "".join(said),
+              "serve never said what it serves")
+    finally:
+        server.close()
+    assert ("served by webhooks: linux; polled, not served: bk-linux (buildkite) (their sources "
+            "take no webhooks: `gitscale run` or `reconcile` scales them, beside serve)"
+            in "".join(said)), said
+    code, out, err = run(capsys, "serve", "--repo", str(checkout), "--listen", "127.0.0.1:0",
+                         "--secret-env", "TEST_WEBHOOK_SECRET", "--set", "bk-linux")
+    assert (code, out) == (1, "")
+    assert err.endswith("error: --set: 'bk-linux': its source (buildkite) takes no webhooks: it "
+                        "is polled, by `gitscale run` or `reconcile` (beside serve); github sets "
+                        "do (the sets of gitscale.yaml with a github source: linux)\n"), err
+
+
 def test_a_job_goes_to_the_first_served_set(repo: Path) -> None:
     """A job labelled only `self-hosted` matches every set: without --set it goes to linux,
     the first in gitscale.yaml; served only gpu, it is gpu's."""
@@ -166,9 +204,9 @@ def test_a_job_goes_to_the_first_served_set(repo: Path) -> None:
 @pytest.mark.parametrize("names, said", [
     pytest.param(["gpux"], "'gpux': not a runner set of gitscale.yaml (the sets of "
                  "gitscale.yaml with a github source: linux, gpu)", id="unknown"),
-    pytest.param(["linux", "batch"], "'batch': its source (file) takes no webhooks; github "
-                 "sets do (the sets of gitscale.yaml with a github source: linux, gpu)",
-                 id="no-webhooks"),
+    pytest.param(["linux", "batch"], "'batch': its source (file) takes no webhooks: it is "
+                 "polled, by `gitscale run` or `reconcile` (beside serve); github sets do (the "
+                 "sets of gitscale.yaml with a github source: linux, gpu)", id="no-webhooks"),
     pytest.param(["Linux", ""], "'Linux': not a runner set of gitscale.yaml; '': not a runner "
                  "set of gitscale.yaml (the sets of gitscale.yaml with a github source: linux, "
                  "gpu)", id="two-bad"),

@@ -1,7 +1,9 @@
 """A Buildkite-shaped REST server on 127.0.0.1: the agents API as its documentation shows it.
 
 ``GET /v2/organizations/{org}/agents`` answers the organization's *connected* agents (the
-documented rule: disconnected agents are not listed), ``per_page`` (max 100) / ``page``
+documented rule: disconnected agents are not listed; an agent ``stopping`` — told to stop
+from Buildkite's UI or API, finishing its job — is still connected, and listed),
+``per_page`` (max 100) / ``page``
 paging with a ``Link: <…>; rel="next"`` header, each agent with ``id``, ``name``,
 ``connection_state``, ``hostname``, ``meta_data`` and ``job`` (the job it is running, or
 null). A bearer token is required (401 ``{"message": "Authentication required…"}``).
@@ -53,12 +55,14 @@ class FakeBuildkite(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
 
-    def connect(self, name: str, *, busy: bool = False) -> None:
+    def connect(self, name: str, *, busy: bool = False, state: str = "connected") -> None:
+        """An agent of the list; ``state``: its ``connection_state`` (``stopping``: told to
+        stop from Buildkite's UI or API, finishing its job)."""
         job = {"id": str(uuid.uuid4()), "type": "script", "name": "rspec", "state": "running",
                "agent_query_rules": ["queue=linux"]} if busy else None
         with self.lock:
             self.agents[name] = {"id": str(uuid.uuid4()), "name": name,
-                                 "connection_state": "connected", "hostname": name,
+                                 "connection_state": state, "hostname": name,
                                  "meta_data": ["queue=linux"], "job": job,
                                  "version": "3.92.0", "created_at": "2026-11-23T09:00:00.000Z"}
 
@@ -113,7 +117,7 @@ class _Handler(BaseHTTPRequestHandler):
         page = int(query.get("page", ["1"])[0])
         with srv.lock:
             connected = [dict(a) for _, a in sorted(srv.agents.items())
-                         if a["connection_state"] == "connected"]
+                         if a["connection_state"] in ("connected", "stopping")]
         chunk = connected[(page - 1) * per_page: page * per_page]
         headers = {"RateLimit-Remaining": "199", "RateLimit-Limit": "200", "RateLimit-Reset": "60"}
         if page * per_page < len(connected):

@@ -153,6 +153,51 @@ def test_bad_agents_api_settings_are_invalid(harness: Harness, change: dict[str,
     assert "u:p@" not in ready["message"]
 
 
+@pytest.mark.parametrize(("tags", "container", "words"), [
+    pytest.param(["queue=other"], {}, "spec.buildkite.tags: 'queue=other': the queue goes in "
+                 "spec.buildkite.queue", id="queue-tag"),
+    pytest.param(["os=linux,queue=other"], {}, "holds a comma", id="comma-in-tag"),
+    pytest.param([], {"args": ["start", "--tags", "os=linux"]}, "args passes --tags to the "
+                 "agent; the controller sets BUILDKITE_AGENT_TAGS", id="args-tags"),
+    pytest.param([], {"args": ["start", "--queue=other"]}, "args passes --queue", id="args-queue"),
+    pytest.param([], {"command": ["buildkite-agent", "start", "--name", "x"]},
+                 "command passes --name", id="command-name"),
+    pytest.param([], {"args": ["start", "--disconnect-after-job=false"]},
+                 "--disconnect-after-job", id="args-disconnect"),
+    pytest.param([], {"args": ["start", "--token", "bkua_in_the_pod_spec"]}, "--token",
+                 id="args-token"),
+    pytest.param([], {"env": [{"name": "BUILDKITE_AGENT_QUEUE", "value": "linux"}]},
+                 "env sets BUILDKITE_AGENT_QUEUE: the queue goes in spec.buildkite.queue",
+                 id="env-queue"),
+    pytest.param([], {"env": [{"name": "BUILDKITE_AGENT_SPAWN", "value": "4"}]},
+                 "env sets BUILDKITE_AGENT_SPAWN: one agent per pod", id="env-spawn"),
+])
+def test_a_template_that_would_override_the_agents_settings_is_invalid(
+        harness: Harness, tags: list[str], container: dict[str, Any], words: str) -> None:
+    """A flag in the agent's command line wins over the variable the controller sets (the
+    agent would take another queue's jobs, or run several), and BUILDKITE_AGENT_QUEUE beside
+    the queue tag stops the agent at start: refused as InvalidSpec, no pod made."""
+    spec = buildkite_spec()
+    spec["buildkite"]["tags"] = tags
+    spec["template"]["spec"]["containers"][0].update(container)
+    harness.write("bk", 1, 0, spec=spec)
+    assert harness.sync("bk").created == []
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec" and words in ready["message"], ready
+    assert "bkua_in_the_pod_spec" not in ready["message"]
+
+
+def test_a_template_that_leaves_the_agent_alone_is_served(harness: Harness) -> None:
+    """Flags the controller does not set (`--debug`), tags without a queue, spawn said as 1."""
+    spec = buildkite_spec()
+    spec["buildkite"]["tags"] = ["os=linux", "docker"]
+    spec["template"]["spec"]["containers"][0].update(
+        args=["start", "--debug", "--tags-from-host"],
+        env=[{"name": "BUILDKITE_AGENT_SPAWN", "value": "1"}])
+    harness.write("bk", 1, 0, spec=spec)
+    assert len(harness.sync("bk").created) == 1
+
+
 def test_a_rate_limited_agents_api_is_said_and_the_set_still_served(
         harness: Harness, buildkite: FakeBuildkite) -> None:
     api_token(harness, TOKEN)
@@ -213,3 +258,47 @@ def test_an_agents_list_past_its_page_bound_is_said_as_the_docs_say(
     assert "more than 2 pages" in cond["message"]
     ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"
+
+
+def test_agents_that_keep_exiting_at_start_point_at_the_agent_token(harness: Harness) -> None:
+    """An agent token Buildkite refuses (revoked, rotated, another organization's) makes each
+    agent exit at once (its 401 at registration is not retried): RunnersFailing and its Event
+    say where to look — the Secret the pods read it from and the pod's log — not only that
+    runners fail."""
+    harness.write("bk", 1, 1, spec=buildkite_spec())
+    harness.sync("bk")
+    for _ in range(4):
+        (pod,) = harness.names("bk")
+        harness.stop(pod, exit_code=1)
+        harness.clock.advance(120)
+        harness.sync("bk")
+    failing = next(c for c in harness.status("bk")["conditions"]
+                   if c["type"] == "RunnersFailing")
+    assert failing["status"] == "True", failing
+    assert ("agent token (Secret default/bk-token, key token) wrong, revoked or rotated"
+            in failing["message"]), failing
+    assert "kubectl -n default logs POD" in failing["message"]
+    events = [e["message"] for e in harness.events("bk") if e.get("reason") == "RepeatedFailures"]
+    assert events and "Secret default/bk-token" in events[-1], events
+
+
+def test_an_agent_stopping_with_a_job_is_busy_and_kept_on_scale_down(
+        harness: Harness, buildkite: FakeBuildkite) -> None:
+    """An agent stopped from Buildkite's UI or API is listed `connection_state: stopping`
+    while it finishes its job: it runs a job, so a scale-down keeps it (it was counted pending
+    and deleted as a pending runner, before the idle ones were even considered busy-safe)."""
+    api_token(harness, TOKEN)
+    harness.write("bk", 2, 0, spec=with_api(buildkite.url))
+    harness.sync("bk")
+    stopping, idle = harness.names("bk")
+    for name in (stopping, idle):
+        harness.api.set_pod_phase(NS, name, "Running")
+    buildkite.connect(stopping, busy=True, state="stopping")
+    buildkite.connect(idle)
+    harness.sync("bk")
+    status = harness.status("bk")
+    assert (status["busy"], status["idle"], status["pending"]) == (1, 1, 0)
+    harness.write("bk", 0, 0)
+    report = harness.sync("bk")
+    assert report.deleted == [idle]
+    assert harness.names("bk") == [stopping]

@@ -15,7 +15,7 @@ from gitscale.demand.resolve import read_demand
 from gitscale.plan.engine import Plan, compute_plan
 from gitscale.plan.landing import land
 from gitscale.timeutil import parse_time
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 
 from tests.integration import seed
 from tests.integration.conftest import GitDaemon, rev, run_cli

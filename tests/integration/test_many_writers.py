@@ -21,7 +21,7 @@ from gitscale.plan.engine import Plan, compute_plan
 from gitscale.errors import GitError
 from gitscale.plan.landing import BACKOFF, BACKOFF_CAP, DEADLINE, PRIORITY_AFTER, backoff, land
 from gitscale.timeutil import parse_time
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.integration import seed
 from tests.integration.conftest import CLI_TIMEOUT, GitDaemon, cli_argv, cli_env, rev
 from tests.integration.seed import NOW

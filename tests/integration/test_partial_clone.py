@@ -20,7 +20,7 @@ from gitscale.errors import GitError
 from gitscale.repo.git import Git
 from gitscale.repo.index import Tree
 from gitscale.plan.landing import land
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.helpers import RUNNERSET, git
 from tests.integration.conftest import GitDaemon, make_bare, rev, run_cli
 from tests.integration.git_http import GitHTTPServer

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -147,7 +148,12 @@ def break_the_kept_clone_then(tmp_path: Path, meanwhile: Callable[[Path], Any] =
         wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"), 30.0)
         wait_for(lambda: " and pushed to " in log.read_text(), 30.0)  # (the push over)
         [clone] = scratch.glob(f"gitscale-clone.*.{proc.pid}.*")
-        shutil.rmtree(clone / "repo" / ".git" / "objects")
+        for _ in range(50):  # (the loop's next pass may be writing objects meanwhile)
+            try:
+                shutil.rmtree(clone / "repo" / ".git" / "objects")
+                break
+            except OSError:
+                time.sleep(0.02)
         restore = meanwhile(remote)
         wait_for(lambda: failed in log.read_text() or proc.poll() is not None, 30.0)
         assert proc.poll() is None, log.read_text()

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gitscale.manifest import schemacache as schemacache
-from gitscale.manifest.validate import SchemaValidator
+from gitscale.manifest.crd_schemas import SchemaValidator
 from tests.helpers import RUNNERSET
 
 SCHEMA = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
@@ -104,10 +104,10 @@ def test_schema_validation_reads_the_cache_of_an_earlier_run(
     runner_set = yaml.safe_load(RUNNERSET.format(name="linux", replicas=2))
     broken = yaml.safe_load(RUNNERSET.format(name="linux", replicas=2).replace(
         "replicas: 2", "replica: 2"))
-    import gitscale.manifest.validate as validate
+    import gitscale.manifest.crd_schemas as crd_schemas
 
     for run in range(2):  # two runs: the process memo forgotten in between
-        validate._COMPILED.clear()
+        crd_schemas._COMPILED.clear()
         schemas = SchemaValidator()
         assert schemas.check(runner_set) == []
         assert any("replica" in str(p) for p in schemas.check(broken))
@@ -166,12 +166,12 @@ def test_the_shipped_crd_from_the_cache_is_the_file_read(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from importlib import resources
 
-    from gitscale.manifest import validate
+    from gitscale.manifest import crd_schemas
 
     monkeypatch.setenv("GITSCALE_CACHE_DIR", str(tmp_path))
     text = resources.files("gitscale.deploy.crds").joinpath(
         "runnersets.gitscale.dev.yaml").read_text(encoding="utf-8")
     expected = yaml.safe_load(text)
-    assert validate.shipped_crd() == expected  # parsed, then kept
+    assert crd_schemas.shipped_crd() == expected  # parsed, then kept
     assert len(list(tmp_path.glob("crd-*.marshal"))) == 1
-    assert validate.shipped_crd() == expected  # loaded
+    assert crd_schemas.shipped_crd() == expected  # loaded

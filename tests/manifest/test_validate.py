@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gitscale.controller import crd as resource
-from gitscale.manifest.validate import SchemaValidator, crds_in_repo, shipped_crd
+from gitscale.manifest.crd_schemas import SchemaValidator, crds_in_repo, shipped_crd
 from tests.helpers import REFERENCE, RUNNERSET, git, make_repo, run, simple_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,7 +213,7 @@ def test_the_fast_check_and_jsonschema_agree(change: dict) -> None:  # type: ign
     """fastjsonschema answers first; jsonschema, the reference, must never disagree with it."""
     import jsonschema
 
-    from gitscale.manifest.validate import _format_checker
+    from gitscale.manifest.crd_schemas import _format_checker
 
     obj = {"apiVersion": "gitscale.dev/v1alpha1", "kind": "RunnerSet",
            "metadata": {"name": "linux"},

@@ -8,7 +8,7 @@ from pathlib import Path
 from gitscale.config.load import load_config
 from gitscale.plan.cache import StateCache
 from gitscale.plan.forecasts import read_forecasts
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.helpers import git
 from tests.record.test_series import START, forecast_repo, scaling_commit
 

@@ -10,7 +10,7 @@ import pytest
 
 from gitscale.plan.cache import StateCache
 from gitscale.plan.cache_format import as_located, as_row
-from gitscale.commands.history import ALIGNED, history_lines
+from gitscale.commands.history_output import ALIGNED, history_lines
 from gitscale.config.load import ObjectRef, load_config
 from gitscale.demand import DemandReading
 from gitscale.core.model import Demand
@@ -19,7 +19,7 @@ from gitscale.repo.git import Git
 from gitscale.repo.index import Tree
 from gitscale.record.history import Entry
 from gitscale.manifest.target import locate
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)

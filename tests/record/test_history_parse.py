@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitscale.commands.history import history_lines, json_lines
+from gitscale.commands.history_output import history_lines, json_lines
 from gitscale.record.commitmsg import SetLine, body_details, format_message, parse_trailer
 from gitscale.repo.git import Git
 from gitscale.record.history import _RECORD, Entry, iter_history, parse_block, parse_record, \

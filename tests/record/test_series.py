@@ -15,7 +15,7 @@ from gitscale.plan.forecasts import read_forecasts
 from gitscale.record.commitmsg import SetLine, format_message
 from gitscale.record.series import DemandSeries
 from gitscale.repo.git import Git
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, simple_config
 
 START = datetime(2026, 1, 5, tzinfo=timezone.utc)

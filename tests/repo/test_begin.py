@@ -1,5 +1,5 @@
 """A one-shot pass over a URL or a bare repository starts its clone before its modules are
-imported (``workspace.begin``): the pass gets the same workspace, says the same errors at the
+imported (``opening.begin``): the pass gets the same workspace, says the same errors at the
 same point, and a clone no pass took is stopped and removed."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gitscale.errors import GitError
-from gitscale.repo.workspace import begin, open_workspace
+from gitscale.repo.opening import begin, open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from gitscale.errors import GitError
 from gitscale.repo.checkout_lock import LOCK
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 HOLD = """

@@ -1,36 +1,22 @@
-"""`Started.stop`: a git ended before its work is done is reaped within seconds, even when a
-helper it started outlives it holding its stderr."""
+"""`Started.stop`: a git ended before its work is done is reaped within seconds, with the helper
+it started and that helper's child, which held its stderr."""
 from __future__ import annotations
 
 import os
 import signal
-import stat
 import time
 from pathlib import Path
 
 import pytest
 
 from gitscale.repo.git import Git
-
-# A remote helper (``stuck::…`` runs ``git-remote-stuck``) that never answers, with a child of
-# its own: both hold git's stderr, which they inherited, after git is killed.
-_HELPER = """#!/bin/sh
-sleep 60 &
-echo "$$ $!" > "$STUCK_PIDS"
-wait
-"""
+from tests.repo.stuck import alive, install_stuck_helper
 
 
 def test_a_clone_whose_helper_holds_stderr_is_stopped_within_seconds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    helper = bin_dir / "git-remote-stuck"
-    helper.write_text(_HELPER)
-    helper.chmod(helper.stat().st_mode | stat.S_IXUSR)
-    pids_file = tmp_path / "pids"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("STUCK_PIDS", str(pids_file))
+    # the helper and its child hold git's stderr, which they inherited, after git is killed
+    pids_file = install_stuck_helper(tmp_path, monkeypatch)
     started = Git(tmp_path).start("clone", "--quiet", "stuck::nowhere", str(tmp_path / "c"))
     pids: list[int] = []
     try:
@@ -46,8 +32,10 @@ def test_a_clone_whose_helper_holds_stderr_is_stopped_within_seconds(
         assert took < 4, f"stop() took {took:.1f} s"  # (it waited for `sleep 60` before)
         assert started.proc.returncode == -signal.SIGKILL  # git ended and reaped
         assert started.proc.stderr is not None and started.proc.stderr.closed
-        for pid in pids:  # (the helper, left alone, still runs: the test ends it)
-            os.kill(pid, 0)
+        deadline = time.monotonic() + 5  # the helper and its child were ended with git
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not [pid for pid in pids if alive(pid)]
     finally:
         for pid in pids:
             try:

@@ -1,15 +1,15 @@
 """The clone `run` and `serve` keep for months stays small: no reflog, no background gc, and
 the commits each shallow fetch leaves behind (loose objects, lines of ``.git/shallow``) are
-dropped once they pile up (``git.tidy``)."""
+dropped once they pile up (``clone.tidy``)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from gitscale.repo import git as gitmod
+from gitscale.repo import clone as clonemod
 from gitscale.repo import workspace
-from gitscale.repo.workspace import open_workspace
+from gitscale.repo.opening import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, simple_config
 
 
@@ -28,7 +28,7 @@ def test_a_kept_clone_does_not_grow_with_the_commits_it_syncs(
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
     })
     monkeypatch.setattr(workspace, "TIDY_EVERY", 5)
-    monkeypatch.setattr(gitmod, "TIDY_LOOSE", 40)
+    monkeypatch.setattr(clonemod, "TIDY_LOOSE", 40)
     remote = tmp_path / "remote.git"
     peak = {"count": 0, "shallow": 0}
     with open_workspace(f"file://{remote}", None, sparse=sparse, kept=True) as ws:

@@ -1,0 +1,159 @@
+"""`gitscale history`'s rows besides the scaling commits: the commits by people that changed what
+gitscale owns (read in a checkout, alongside the scaling ones, newest first), and the notes on
+stderr about what a clone cannot show or a --set the config does not name."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, NamedTuple
+
+from gitscale.record.history import Entry
+from gitscale.repo.workspace import Workspace
+
+if TYPE_CHECKING:
+    from gitscale.config.load import ObjectRef
+
+
+class HandRow(NamedTuple):
+    """A commit that is not gitscale's but changed what gitscale owns in a managed manifest
+    (``set``: that set; None: gitscale.yaml): its author and subject, and the set's replicas
+    and patch ID before (``previous``) and after it, each when its object could be read."""
+
+    commit: str
+    time: str
+    set: str | None
+    previous: int | None
+    replicas: int | None
+    patch: int | None
+    author: str
+    subject: str
+
+
+Row = Entry | HandRow
+
+
+def hand_rows(ws: Workspace, config_path: str, only: str | None) -> Iterator[HandRow]:
+    """The commits that are not gitscale's and change what gitscale owns in a managed manifest
+    (of ``only``, when given) or the config file, newest first: a row per set whose owned
+    fields (replicas, patch ID, the paused and drained annotations) each changed, with what the
+    set's object says before and after it; one row (set None) for a change of the config file
+    (any: what it means is the config's business). A manifest edit that leaves them as they
+    were (a label, an image bumped by a bot) is no row. The managed paths are those of the
+    config in the checkout; a config that cannot be read shows none (the scaling rows still
+    do). A merge is compared with its first parent, and is a row only for what it made
+    anew: a path that differs from every parent (``log -c``) whose owned fields are not
+    those of one of its other parents (the merged side's own commits are rows already)."""
+    from gitscale.config.load import load_config
+    from gitscale.errors import GitscaleError
+    from gitscale.record.manual import iter_manual, with_blobs
+
+    try:
+        config = load_config(ws.root, config_path)
+    except GitscaleError:
+        return
+    by_path: dict[str, list[tuple[str, ObjectRef]]] = {}
+    for runner_set in config.sets:
+        if only is None or runner_set.name == only:
+            by_path.setdefault(runner_set.manifest, []).append((runner_set.name,
+                                                                runner_set.object))
+    owned = _OwnedReader()
+    for commit, blobs in with_blobs(ws.git, iter_manual(ws.git, [config.path, *by_path]),
+                                    by_path):
+        touched = [c for c in commit.changes if c.path in by_path]
+        if not touched:
+            yield HandRow(commit.commit, commit.time, None, None, None, None, commit.author,
+                          commit.subject)
+            continue
+        for path, before, after, others in touched:
+            for name, ref in by_path[path]:
+                old = owned.read(path, before, blobs, ref)
+                new = owned.read(path, after, blobs, ref)
+                if old is not None and new is not None and old == new:
+                    continue  # a label, an image, a comment: nothing gitscale owns
+                if new is not None and any(owned.read(path, other, blobs, ref) == new
+                                           for other in others):
+                    continue  # a merge bringing a side's values: that side's commits say so
+                yield HandRow(commit.commit, commit.time, name,
+                              None if old is None else old[0], None if new is None else new[0],
+                              None if new is None else new[1], commit.author, commit.subject)
+
+
+Owned = tuple[int | None, int | None, bool, bool]  # replicas, patch ID, paused, drained
+
+
+class _OwnedReader:
+    """The owned fields of a set's object in a blob, read with the manifest code
+    (``manifest.target.locate``: the line reader, then PyYAML) once per blob and object."""
+
+    KEPT = 4096  # a commit's blob before is usually the next older one's after
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, ObjectRef], Owned | None] = {}
+
+    def read(self, path: str, blob: str | None, blobs: dict[str, bytes],
+             ref: ObjectRef) -> Owned | None:
+        """None: no blob (deleted), not read, or its object cannot be read there."""
+        from gitscale.errors import GitscaleError
+        from gitscale.manifest.target import locate
+
+        if blob is None or blob not in blobs:
+            return None
+        key = (blob, ref)
+        if key in self.seen:
+            return self.seen[key]
+        if len(self.seen) >= self.KEPT:
+            self.seen.clear()
+        found: Owned | None
+        try:
+            now = locate(path, blobs[blob].decode("utf-8"), ref).current
+            found = (now.replicas, now.patch_id, now.paused, now.drained)
+        except (GitscaleError, UnicodeDecodeError):
+            found = None  # "manual edit" without a count: the object cannot be read there
+        self.seen[key] = found
+        return found
+
+
+def merged(scaling: Iterator[Entry], hand: Iterator[HandRow]) -> Iterator[Row]:
+    """Both, newest first: a commit by a person is shown before the scaling rows it is no
+    older than (a revert comes after what it reverts). Both walks go on as the rows are read,
+    so the first rows still show at once."""
+    pending = next(hand, None)
+    for entry in scaling:
+        while pending is not None and pending.time >= entry.time:
+            yield pending
+            pending = next(hand, None)
+        yield entry
+    if pending is not None:
+        yield pending
+        yield from hand
+
+
+def unseen_note(ws: Workspace) -> str | None:
+    """Over a clone (commit messages, no trees), commits by people are not looked into: say how
+    many come after the newest scaling commit, where they may have changed a set."""
+    from gitscale.record.manual import unseen_after
+
+    found = unseen_after(ws.git)
+    if found is None:
+        return None
+    newest, count = found
+    return (f"history: {count} commit{'s' if count != 1 else ''} after the newest scaling "
+            f"commit ({newest[:10]}) {'are' if count != 1 else 'is'} not gitscale's and may have "
+            "changed a set (a revert, a pause): run `gitscale history` in a checkout to see "
+            f"{'them' if count != 1 else 'it'} as rows, or `git log {newest[:10]}..`")
+
+
+def unknown_set_note(ws: Workspace, config_path: str, only: str | None) -> str | None:
+    """In a checkout, a --set that gitscale.yaml does not name (a typo, or a set removed since,
+    whose commits are still shown) is said on stderr, with the names it has."""
+    from gitscale.config.load import load_config
+    from gitscale.errors import GitscaleError
+
+    if only is None:
+        return None
+    try:
+        names = [s.name for s in load_config(ws.root, config_path).sets]
+    except GitscaleError:
+        return None
+    if only in names:
+        return None
+    return (f"history: {only!r} is not a set of {config_path} (its sets: "
+            f"{', '.join(names) or 'none'}); showing the scaling commits that name it")

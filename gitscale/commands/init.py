@@ -5,9 +5,8 @@ Writes gitscale.yaml, an example RunnerSet (GitHub's or Buildkite's), the CRD, t
 Application or the Flux GitRepository + Kustomization that applies it, and the one way to run
 gitscale itself that ``--run-in`` chose, and a ``.gitignore`` of the credential files its steps
 write there (``init_ignore``; one that is there is added to). Refuses to overwrite anything
-else, and prints the next
-steps in the order that works on a new cluster (push, namespaces, Secrets, GitOps objects). What it was not told and cannot know is written
-as ``CHANGE-ME`` (``init_choices``), and it prints each such line with what belongs there, the
+else, and prints the next steps in the order that works on a new cluster (push, namespaces,
+Secrets, GitOps objects). What it was not told and cannot know is written as ``CHANGE-ME`` (``init_choices``), and it prints each such line with what belongs there, the
 same list ``gitscale validate`` refuses the repo with until they are done.
 """
 from __future__ import annotations

@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="gitscale", standalone_mode=False)
     except GitscaleError as exc:
-        from gitscale.repo.git import redact
+        from gitscale.redact import redact
 
         click.echo(f"error: {redact(str(exc))}", err=True)
         return exc.exit_code

@@ -14,7 +14,7 @@ from gitscale.errors import GitscaleError
 from gitscale.logline import log
 from gitscale.metrics import LoopMetrics
 from gitscale.plan.cache import StateCache
-from gitscale.repo.git import redact
+from gitscale.redact import redact
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import utcnow
 from gitscale.webhooks.resync import Listing, list_jobs

@@ -23,7 +23,7 @@ from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, log
 from gitscale.commands.reconcile import Planner
 from gitscale.demand.resolve import Sources
 from gitscale.errors import GitError, GitscaleError, InputError
-from gitscale.repo.git import redact
+from gitscale.redact import redact
 from gitscale.plan.landing import describe_landing, land
 from gitscale.timeutil import backoff, format_time, parse_duration, utcnow
 from gitscale.repo.opening import open_workspace

@@ -17,7 +17,7 @@ from gitscale.metrics import LoopMetrics
 from gitscale.plan.cache import StateCache
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.plan.landing import describe_landing, land
-from gitscale.repo.git import redact
+from gitscale.redact import redact
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import backoff, format_time, utcnow
 from gitscale.webhooks.batch import batch_plan

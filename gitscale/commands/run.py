@@ -21,7 +21,7 @@ from gitscale.plan.cache import LOOP_LIMIT, StateCache
 from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, log,
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
-from gitscale.commands.run_health import PassWatch, stall_limit
+from gitscale.plan.pass_watch import PassWatch, stall_limit
 from gitscale.demand.resolve import Sources
 from gitscale.errors import GitError, GitscaleError, InputError
 from gitscale.redact import redact

@@ -61,6 +61,13 @@ class Batch:
 
     def run(self, events: list[JobEvent], listing: Listing | None) -> bool:
         """True when it landed; a failed batch keeps its events for the next one."""
+        self.batcher.watch.begin()
+        try:
+            return self._run(events, listing)
+        finally:
+            self.batcher.watch.end()
+
+    def _run(self, events: list[JobEvent], listing: Listing | None) -> bool:
         now, started = utcnow(), time.monotonic()
         corrected: dict[str, Correction] = {}
         unrouted: list[JobEvent] = []

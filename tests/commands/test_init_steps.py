@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gitscale.config.load import load_config
-from gitscale.commands.run_health import PassWatch
+from gitscale.plan.pass_watch import PassWatch
 from gitscale.metrics import LoopMetrics, start_listener
 from tests.commands.test_init import reference_validator
 from tests.helpers import git, run

@@ -14,7 +14,7 @@ import pytest
 
 import gitscale.commands.run as run
 from gitscale.commands import RepoOptions
-from gitscale.commands.run_health import STALL_MIN, PassWatch, stall_limit
+from gitscale.plan.pass_watch import STALL_MIN, PassWatch, stall_limit
 from tests.test_metrics import eventually
 
 

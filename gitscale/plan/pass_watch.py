@@ -1,5 +1,5 @@
-"""Whether `gitscale run`'s loop still moves: ``GET /healthz`` on its ``--metrics-listen`` port,
-for a liveness probe.
+"""Whether a loop of passes still moves — `gitscale run`'s passes (``GET /healthz`` on its
+``--metrics-listen`` port), `serve`'s batches (its ``/healthz``) — for a liveness probe.
 
 A pass is bounded — each git command by ``GITSCALE_GIT_TIMEOUT``, each HTTP request by its
 client's timeouts, lost push races by 120 s — so a pass that has run for much longer than all of
@@ -25,8 +25,8 @@ def stall_limit() -> float:
 
 @dataclass
 class PassWatch:
-    """The loop's passes as ``/healthz`` reports them (set by the loop's thread, read by the
-    listener's)."""
+    """The passes (or batches) as ``/healthz`` reports them (set by the loop's thread, read by
+    the listener's)."""
 
     stall: float
     clock: Callable[[], float] = time.monotonic

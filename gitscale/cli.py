@@ -180,8 +180,9 @@ def run_command(**kw: Any) -> int:
 @click.option("--state-file", default=".gitscale/reservations.yaml", show_default=True,
               help="Reservations file in the config repo (directly under .gitscale/).")
 @click.option("--resync", default="5m", show_default=True,
-              help="How often to correct the reservations from GitHub's API (lost webhooks); "
-                   "0 turns it off.")
+              help="How often to correct the served sets' reservations from GitHub's API "
+                   "(lost webhooks); 0 turns it off. With no served set that takes webhooks "
+                   "there is none to run.")
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics instead of at "
                    "/metrics on --listen's port.")
@@ -427,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="gitscale", standalone_mode=False)
     except GitscaleError as exc:
-        from gitscale.repo.git import redact
+        from gitscale.redact import redact
 
         click.echo(f"error: {redact(str(exc))}", err=True)
         return exc.exit_code

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 
 from gitscale import __version__
-from gitscale.repo.git import redact, version
+from gitscale.redact import redact
+from gitscale.repo.git import version
 
 EXIT_CRASH = 70  # EX_SOFTWARE: a bug in gitscale, never a user error
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -210,9 +210,12 @@ def remove(metric: Gauge | Counter, *labels: str) -> None:
         pass  # never set
 
 
-def start_listener(listen: str, registry: CollectorRegistry) -> "HttpServer":
+def start_listener(listen: str, registry: CollectorRegistry, *,
+                   health: Callable[[], tuple[int, dict[str, Any]]] | None = None,
+                   ) -> "HttpServer":
     """``--metrics-listen HOST:PORT``: GET /metrics on a port of its own (the same asyncio
-    server as serve's webhooks: a slow scraper holds a socket, not a thread)."""
+    server as serve's webhooks: a slow scraper holds a socket, not a thread), and ``health``'s
+    answer at GET /healthz when given."""
     from gitscale.http_server import HttpServer, Request, Response
 
     host, port = listen_address("--metrics-listen", listen)
@@ -221,6 +224,9 @@ def start_listener(listen: str, registry: CollectorRegistry) -> "HttpServer":
         if request.method in ("GET", "HEAD") and request.path == "/metrics":
             body, content_type = exposition(registry)
             return Response(200, raw=body, content_type=content_type)
+        if request.method in ("GET", "HEAD") and request.path == "/healthz" and health:
+            status, answer = health()
+            return Response(status, answer)
         return Response(404, {"error": "not found"})
 
     try:

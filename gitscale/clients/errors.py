@@ -13,7 +13,8 @@ class ApiError(GitscaleError):
     """An API refused or failed. ``status`` is its HTTP status (0: no answer), ``detail`` its
     own words (the ``message`` of a JSON error body; "" when it gave none), ``headers`` the
     refusal's headers that explain it (``date``: the server's clock, for a JWT refused as not
-    yet valid; ``x-accepted-github-permissions``: what GitHub wanted), lower-case."""
+    yet valid; ``x-accepted-github-permissions``: what GitHub wanted; ``content-type``: of a
+    body that is not JSON), lower-case."""
 
     def __init__(self, message: str, *, method: str = "", url: str = "", status: int = 0,
                  detail: str = "", headers: Mapping[str, str] | None = None) -> None:
@@ -39,6 +40,13 @@ class Unreachable(ApiError):
         super().__init__(message, method=method, url=url)
         self.cause = cause
         self.timed_out = timed_out
+
+
+class BadAnswer(ApiError):
+    """The API's address answered, but not as the API does: a 2xx (or 3xx) whose body is not
+    its JSON — a proxy's or a captive portal's HTML page, JSON without what the API always
+    sends. Not a refusal: the API did not answer properly (as with a 5xx). ``status`` is the
+    answer's, ``headers`` hold its ``content-type``."""
 
 
 class RateLimited(ApiError):

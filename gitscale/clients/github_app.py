@@ -8,12 +8,14 @@ wait for it and use its token — or, when it failed, its error (a revoked key r
 moment, GitHub down asked once, not once per thread that was waiting).
 
 What the credentials' owner must fix — a key that cannot sign, an installation that cannot be
-found, a refusal (401, 403), an answer without a token — raises the caller's credentials error
-(a ``GitscaleError``). GitHub failing is not that, and must not send anyone to rotate a good
-key: a 5xx or no answer at the exchange (or at the installation's look-up) raises the client's
-own ``ApiError`` (status 5xx) or ``Unreachable`` (``errors.py``), and a rate limit
-``RateLimited``, which every caller already takes for GitHub being unavailable (the controller's
-``PlatformOutage``, a source that could not be read). A refresh GitHub fails that way, while the
+found, a refusal (401, 403) — raises the caller's credentials error (a ``GitscaleError``).
+GitHub failing is not that, and must not send anyone to rotate a good key: a 5xx or no answer
+at the exchange (or at the installation's look-up) raises the client's own ``ApiError`` (status
+5xx) or ``Unreachable`` (``errors.py``), an answer that is not GitHub's (a 2xx whose body is a
+proxy's or captive portal's page, or JSON without ``token`` and ``expires_at``) ``BadAnswer``
+(its status and content type said), and a rate limit ``RateLimited``, which every caller
+already takes for GitHub being unavailable (the controller's ``PlatformOutage``, a source that
+could not be read). A refresh GitHub fails that way, while the
 token held is still valid for more than ``LAST_MINUTE``, raises nothing: that token is used
 meanwhile (said once in the log), and the exchange is tried again ``OUTAGE_RETRY`` seconds later
 — an outage of a few minutes must not stop every call that a valid token would serve. A refusal
@@ -37,7 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 from gitscale.clients.answers import Answer
-from gitscale.clients.errors import ApiError, RateLimited, Unreachable
+from gitscale.clients.errors import ApiError, BadAnswer, RateLimited, Unreachable
 from gitscale.clients.http import HttpClient
 from gitscale.errors import GitscaleError
 from gitscale.redact import header_problem, hold, redact
@@ -132,7 +134,7 @@ class InstallationToken:
                     self._failure = lambda: self._error(said)
                     self._retry_at = None
                     raise
-                except ApiError as exc:  # GitHub failing (a 5xx, no answer)
+                except ApiError as exc:  # GitHub failing (a 5xx, no answer, not its answer)
                     self._failure = _again(exc)
                     return self._outage(exc, left)
                 except BaseException:
@@ -191,9 +193,9 @@ class InstallationToken:
             raise
         body: dict[str, Any] = answer.body if isinstance(answer.body, dict) else {}
         token = body.get("token")
-        if answer.status != 201 or not isinstance(token, str) or not token:
-            raise self._error(f"github app {self.app_id}: POST {url} answered {answer.status} "
-                              "with no token in its body: could not get an installation token")
+        if not isinstance(token, str) or not token or "expires_at" not in body:
+            raise self._not_github("POST", url, answer, _lacks(answer.body, "token", "expires_at"),
+                                   "could not get an installation token")
         problem = header_problem(token)
         if problem is not None:  # said before any request carries it, never shown
             raise self._error(f"github app {self.app_id}: POST {url} answered {answer.status} "
@@ -239,9 +241,21 @@ class InstallationToken:
                             failed=f"could not look up its installation on {self._owner}")
         found = answer.body.get("id") if isinstance(answer.body, dict) else None
         if not isinstance(found, int) or isinstance(found, bool):
-            raise self._error(f"github app {self.app_id} is not installed on {self._owner}: "
-                              f"GET {url} answered {answer.status} with no installation id")
+            raise self._not_github("GET", url, answer, _lacks(answer.body, "id"),
+                                   f"could not look up its installation on {self._owner}")
         return str(found)
+
+    def _not_github(self, method: str, url: str, answer: Answer, what: str,
+                    meaning: str) -> BadAnswer:
+        """An answer that is not GitHub's (a proxy's or captive portal's page, JSON without
+        what GitHub always sends): GitHub not answering properly, as with a 5xx — never the
+        credentials' fault. Says the status and the content type, never the body."""
+        kind = (answer.headers.get("content-type") or "").strip()[:100] or "no Content-Type"
+        return BadAnswer(self._masked(
+            f"github app {self.app_id}: {method} {redact(url)} answered {answer.status} "
+            f"({kind}) with {what}, not GitHub's answer (a proxy or captive portal before it?): "
+            f"{meaning} ({NOT_REFUSED})"), method=method, url=url, status=answer.status,
+            headers={"content-type": kind})
 
     def _call(self, method: str, url: str, meaning: str, key: RSAPrivateKey, *,
               failed: str = "") -> Answer:
@@ -264,8 +278,11 @@ class InstallationToken:
                                   exc.until, method=method, url=url,
                                   status=exc.status) from None
             except ApiError as exc:
-                if exc.status < 400:  # a body that is not JSON: no token (or id) in it
-                    return Answer(exc.status, {}, None)
+                if exc.status < 400:  # a body that is not JSON: not GitHub's answer
+                    page = "an HTML page" if "an HTML page" in str(exc) else "a body that " \
+                        "is not JSON"
+                    raise self._not_github(method, url, Answer(exc.status, exc.headers), page,
+                                           failed or meaning) from None
                 if exc.status >= 500:
                     raise ApiError(self._masked(f"{exc}: {failed or meaning} ({NOT_REFUSED})"),
                                    method=method, url=url, status=exc.status) from None
@@ -315,11 +332,28 @@ def _again(exc: ApiError) -> Callable[[], ApiError]:
     """GitHub's failure ``exc`` made again, for each thread that waited for the exchange that
     raised it."""
     message, method, url, status = str(exc), exc.method, exc.url, exc.status
+    if isinstance(exc, BadAnswer):
+        headers = dict(exc.headers)
+        return lambda: BadAnswer(message, method=method, url=url, status=status,
+                                 headers=headers)
     if isinstance(exc, Unreachable):
         cause, timed_out = exc.cause, exc.timed_out
         return lambda: Unreachable(message, cause=cause, method=method, url=url,
                                    timed_out=timed_out)
     return lambda: ApiError(message, method=method, url=url, status=status)
+
+
+def _lacks(body: Any, *keys: str) -> str:
+    """What an answer's JSON body lacks of ``keys`` (GitHub's always has them), in words."""
+    if body is None:
+        return "an empty body"
+    if not isinstance(body, dict):
+        return f"JSON that is not an object (a {type(body).__name__})"
+    missing = [k for k in keys if k not in body]
+    if missing:
+        return f"JSON without {' or '.join(missing)}"
+    value = body[keys[0]]
+    return f"JSON whose {keys[0]} is {'empty' if not value else f'a {type(value).__name__}'}"
 
 
 def is_id(value: str) -> bool:

@@ -388,7 +388,8 @@ class HttpClient:
                 raise self._error(ApiError, f"{method} {redact(url)} returned {what} (status "
                                             f"{response.status_code}, {len(content)} "
                                             "bytes)", method=method, url=url,
-                                  status=response.status_code) from None
+                                  status=response.status_code,
+                                  headers={"content-type": kind}) from None
         etag = response.headers.get("etag")
         if cached and method == "GET" and etag:
             with self.lock:

@@ -3,9 +3,10 @@
 Writes gitscale.yaml, an example RunnerSet (GitHub's or Buildkite's), the CRD, the controller
 (ServiceAccount, RBAC, Deployment), a kustomization tying them together, the Argo CD
 Application or the Flux GitRepository + Kustomization that applies it, and the one way to run
-gitscale itself that ``--run-in`` chose. Refuses to overwrite anything, and prints the next
-steps in the order that works on a new cluster (push, namespaces, Secrets, GitOps objects). What it was not told and cannot know is written
-as ``CHANGE-ME`` (``init_choices``), and it prints each such line with what belongs there, the
+gitscale itself that ``--run-in`` chose, and a ``.gitignore`` of the credential files its steps
+write there (``init_ignore``; one that is there is added to). Refuses to overwrite anything
+else, and prints the next steps in the order that works on a new cluster (push, namespaces,
+Secrets, GitOps objects). What it was not told and cannot know is written as ``CHANGE-ME`` (``init_choices``), and it prints each such line with what belongs there, the
 same list ``gitscale validate`` refuses the repo with until they are done.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import click
 
 from gitscale.commands import EXIT_OK
+from gitscale.commands.init_ignore import GITIGNORE, gitignore_text
 from gitscale.commands.init_choices import GITHUB, REPO_URL_HINT, RUNNERS_NAMESPACE, \
     SYSTEM_NAMESPACE, Choices, branch_of, choose, hinted
 from gitscale.commands.init_notify import notify_block, notify_files, notify_next_steps, \
@@ -156,38 +158,72 @@ def run_init(directory: str, **options: Any) -> int:
     choices = choose(**{**options, "branch": branch_of(root, options.get("branch"))})
     files = scaffold(choices)
     clashes = sorted(rel for rel in files if (root / rel).exists())
+    ignore = root / GITIGNORE
+    if ignore.exists() and (ignore.is_symlink() or not ignore.is_file()):
+        clashes.append(f"{GITIGNORE} (not a file)")
     if clashes:
         raise InputError(str(root), "already has " + ", ".join(clashes[:5])
                          + (" …" if len(clashes) > 5 else "") + "; nothing was written")
+    # the credential files the steps below have the user write here, never to be committed
+    ignored_before = _read_gitignore(ignore)
+    ignore_text = gitignore_text(ignored_before)
+    if ignore_text is not None:
+        files[GITIGNORE] = ignore_text
     created = first_missing(root)  # the folder init makes, if DIR is new
     written: list[Path] = []
     repo = Git(root)
     new_repo = False
+    add = list(files)
     try:
         for rel, text in files.items():
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            written.append(target)
+            if target != ignore or ignored_before is None:
+                written.append(target)  # (a .gitignore that was there gets its text back)
             target.write_text(text, encoding="utf-8")
         new_repo = repo.run("rev-parse", "--show-toplevel", check=False).code != 0
         if new_repo:
             repo.run("init", "--quiet", f"--initial-branch={choices.branch}")
-        repo.run("add", "--", *files)
+        elif GITIGNORE in files and repo.run("ls-files", "--error-unmatch", "--", GITIGNORE,
+                                             check=False).code == 0:
+            add.remove(GITIGNORE)  # tracked: committed as it is now, its index left alone
+        repo.run("add", "--", *add)
         # Only the scaffold: DIR may sit in a repo whose index holds someone's staged work.
         repo.run("commit", "--quiet", "-m", f"gitscale init ({choices.gitops})", "--", *files)
     except (OSError, GitscaleError) as exc:  # DIR is a file, not writable, a full disk
-        _undo(root, created, written, list(files) if not new_repo else None)
+        if ignored_before is not None and created is None:
+            _restore(ignore, ignored_before)
+        _undo(root, created, written, add if not new_repo else None)
         if isinstance(exc, OSError):
             raise InputError(str(exc.filename or root), "cannot be written: "
                              f"{exc.strerror or type(exc).__name__}; nothing was kept") from None
         raise
     click.echo(f"wrote {len(files)} files to {root} and committed them:")
     for rel in files:
-        click.echo(f"  {rel}")
+        click.echo(f"  {rel}" + ("   (the credential files the steps below write: never to be "
+                                 "committed)" if rel == GITIGNORE else ""))
     click.echo("\n" + edits_text(edits_left(files)))
     has_origin = repo.run("remote", "get-url", "origin", check=False).code == 0
     click.echo("\n" + next_steps(choices, root, has_origin=has_origin and not new_repo))
     return EXIT_OK
+
+
+def _read_gitignore(path: Path) -> str | None:
+    """DIR's ``.gitignore`` as it is (None: there is none), to add to, never to replace."""
+    if not path.exists():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"cannot be read ({exc}); init adds the credential files "
+                         "of its steps to it; nothing was written") from None
+
+
+def _restore(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError:
+        pass  # (the error that brought us here is the one to report)
 
 
 def _undo(root: Path, created: Path | None, written: list[Path],

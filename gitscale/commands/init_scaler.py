@@ -153,12 +153,12 @@ def scaler_files(choices: Choices) -> dict[str, str]:
             [cronjob(["reconcile", *repo, "--every", "1m"], mounted)]),
         "deployment-run.yaml": (
             "# `gitscale run`: a pass every 30 s in one long-lived pod (Recreate: never two).\n"
-            "# No probes: `run` has no health endpoint (--metrics-listen serves /metrics only,\n"
-            "# from a thread of its own, so it would answer while passes fail). A pass that fails\n"
-            "# is logged and counted: alert when gitscale_passes_total{result=~\"ok|partial\"}\n"
+            "# Liveness: /healthz on the metrics port fails once a pass has run for 15 minutes\n"
+            "# (every pass ends well within that: a stuck loop is restarted); the waits between\n"
+            "# passes, a rate limit's too, do not count. A pass that fails is logged and\n"
+            "# counted, not a restart: alert when gitscale_passes_total{result=~\"ok|partial\"}\n"
             "# stops increasing (the loop lands no pass), and per set on\n"
-            "# gitscale_set_last_read_timestamp_seconds (README, Metrics). A crash restarts\n"
-            "# the pod.\n",
+            "# gitscale_set_last_read_timestamp_seconds (README, Metrics).\n",
             [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS], mounted)]),
     }
     if choices.platform == "github":  # webhooks are GitHub's (workflow_job)
@@ -260,6 +260,10 @@ def pod_spec(args: list[str], source: Mounted, *, restart: str,
         volumes.append({"name": "webhook-secret", "secret": {"secretName": WEBHOOK_SECRET}})
     if restart == "Always":  # a Deployment: Prometheus metrics on a port the Service leaves out
         container["ports"] = [{"name": "metrics", "containerPort": METRICS_PORT}]
+        if not serve:  # run: /healthz on the metrics port fails once a pass is stuck
+            container["livenessProbe"] = {
+                "httpGet": {"path": "/healthz", "port": "metrics"}, "initialDelaySeconds": 10,
+                "periodSeconds": 30, "failureThreshold": 3}
     if serve:
         container["ports"].insert(0, {"name": "http", "containerPort": 8080})
         probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}

@@ -21,9 +21,10 @@ from gitscale.plan.cache import LOOP_LIMIT, StateCache
 from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, log,
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
+from gitscale.plan.pass_watch import PassWatch, stall_limit
 from gitscale.demand.resolve import Sources
 from gitscale.errors import GitError, GitscaleError, InputError
-from gitscale.repo.git import redact
+from gitscale.redact import redact
 from gitscale.plan.landing import describe_landing, land
 from gitscale.timeutil import backoff, format_time, parse_duration, utcnow
 from gitscale.repo.opening import open_workspace
@@ -94,7 +95,9 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     if seconds < 1:
         raise InputError("--interval", "must be at least 1s")
     metrics = LoopMetrics()
-    listener = start_listener(metrics_listen, metrics.registry) if metrics_listen else None
+    watch = PassWatch(stall_limit())
+    listener = start_listener(metrics_listen, metrics.registry, health=watch.health) \
+        if metrics_listen else None
     if listener is not None:
         log(f"metrics at {url_of(listener)}")
         if ready:
@@ -116,6 +119,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
             ws: Workspace | None = None
             while not stop.is_set():
                 started = time.monotonic()
+                watch.begin()
                 fresh = ws is None  # cloned by this pass: nothing to sync
                 if ws is None:
                     ws = _open(kept, opts, state, clock, metrics, again=passes > 0)
@@ -130,6 +134,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                     ws = None
                 passes += 1
                 checkpoint()
+                watch.end()
                 if max_passes is not None and passes >= max_passes:
                     break
                 wait = max(0.0, state.delay() - (time.monotonic() - started))

@@ -148,11 +148,10 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             # Before serve says it listens and answers a delivery: a refused --set stops it
             # with nothing written and no 202 given. Deliveries that come meanwhile wait in
             # the listen backlog (GitHub waits 10 s); the resync at start finds the rest.
-            _check_sets(ws, opts.config, state_file, cache, serving)
+            webhook_sets = _check_sets(ws, opts.config, state_file, cache, serving)
             server.start()
             log(f"listening on {host}:{server.port}{path}; one commit per {window} "
-                f"window; " + (f"resync with GitHub every {resync}" if resync_s
-                               else "no resync"))
+                f"window; " + _resync_said(resync, resync_s, webhook_sets))
             if metrics_listen:
                 metrics_server = start_listener(metrics_listen, metrics.registry)
                 log(f"metrics at {url_of(metrics_server)}")
@@ -191,14 +190,28 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     return EXIT_OK
 
 
+def _resync_said(resync: str, resync_s: float, webhook_sets: int | None) -> str:
+    """The start line's resync: none to run while no served set takes webhooks (a GitHub set
+    added to gitscale.yaml later is resynced from the next poll on)."""
+    if not resync_s:
+        return "no resync"
+    if webhook_sets == 0:
+        return (f"no resync to run (no served set takes webhooks; every {resync} once one "
+                "does)")
+    return f"resync with GitHub every {resync}"
+
+
 def _check_sets(ws: Workspace, config_path: str, state_file: str, cache: StateCache,
-                serving: Serving) -> None:
+                serving: Serving) -> int | None:
     """``--set`` names sets that take webhooks, and no other reservations file serves them;
     else an error, and serve stops before it writes. A gitscale.yaml that cannot be read is
-    the first batch's to report (and retry), as without ``--set``."""
+    the first batch's to report (and retry), as without ``--set``. Returns how many sets
+    serve scales (None: gitscale.yaml could not be read)."""
     try:
         config = load_config(ws.root, config_path, cache.configs)
     except GitscaleError:
-        return
+        return None
     check(config, serving.names)
-    check_claims(ws.root, state_file, pick(config, serving.names).names)
+    names = pick(config, serving.names).names
+    check_claims(ws.root, state_file, names)
+    return len(names)

@@ -1,7 +1,8 @@
 """`gitscale validate`: every manifest gitscale manages, against its schema; neither they nor
-gitscale.yaml may still hold a ``CHANGE-ME`` that `gitscale init` could not fill in (problems:
-exit 1). Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps
-source, the scaler's pods), and a GitHub set whose RunnerSet registers runners with other labels
+gitscale.yaml may still hold a ``CHANGE-ME`` that `gitscale init` could not fill in, and no
+tracked file may be one of the credential files init's steps write (problems: exit 1).
+Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps source,
+the scaler's pods), and a GitHub set whose RunnerSet registers runners with other labels
 than its source counts jobs for, and a RunnerSet CRD in the repo that is not this gitscale's (an
 upgrade done in the wrong order). A RunnerSet its schema accepts but the controller would refuse
 (``InvalidSpec``) is a problem too, found by the controller's own checks."""
@@ -33,6 +34,7 @@ def run_validate(opts: RepoOptions) -> int:
         # values `gitscale init` could not fill in: the config is not finished
         problems += placeholder_problems(config.path, config.text)
         listed = ws.git.out("ls-files").splitlines()
+        problems += committed_credentials(listed)
         validation = Validation(ws.root, lambda: listed)
         by_file: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
         texts: dict[str, str] = {}
@@ -72,6 +74,18 @@ def run_validate(opts: RepoOptions) -> int:
                f"{plural(len(problems), 'problem')}")
     click.echo(summary + (f", {plural(len(warnings), 'warning')}" if warnings else ""))
     return EXIT_ERROR if problems else EXIT_OK
+
+
+def committed_credentials(paths: list[str]) -> list[str]:
+    """A problem for each tracked file named as a credential file `gitscale init`'s steps have
+    the user write beside the scaffold (``init_ignore``): committed, every reader of the repo
+    has it."""
+    from gitscale.commands.init_ignore import GITIGNORE, tracked_credentials
+
+    return [f"{path}: a credential file is committed (`gitscale init`'s steps write it to create "
+            "a Secret from): anyone who can read the repo can read it; revoke and replace the "
+            f"credential, then `git rm --cached {path}` and list it in {GITIGNORE}"
+            for path in tracked_credentials(paths)]
 
 
 def controller_refusals(path: str, sets: list[tuple[RunnerSetConfig, Target]]) -> list[str]:

@@ -6,7 +6,8 @@ The requests go through the GitHub client (``gitscale.clients.github``: every pa
 rate limits, errors naming the URL and the cause); its errors become the controller's here, so
 the decision code branches on a class: 401/403 ``CredentialsError``, 409 from generate-jitconfig
 ``RunnerNameTaken``, 422 from a delete ``RunnerBusy`` (the runner runs a job), a rate limit,
-no answer or a 5xx ``PlatformOutage``, anything else (an odd answer) ``PlatformError``. After
+no answer, a 5xx or an App's token exchange answered with a page that is not GitHub's
+(``BadAnswer``) ``PlatformOutage``, anything else (an odd answer) ``PlatformError``. After
 a 5xx or no answer GitHub is asked again by no set of the client before a wait, then once
 (``outage.py``). A rate limit of at most
 ``MAX_WAIT`` seconds is waited for; a longer one is reported, and nothing more is asked of
@@ -32,7 +33,7 @@ from types import MappingProxyType
 from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
-from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
+from gitscale.clients.errors import ApiError, BadAnswer, RateLimited, Unreachable, Unsendable
 from gitscale.clients.github import PER_PAGE
 from gitscale.clients.github import GitHub as GitHubAPI
 from gitscale.clients.github_app import InstallationToken, is_id
@@ -311,6 +312,12 @@ class GitHub:
         except CredentialsError as exc:
             with self._lock:
                 self._refused[exc.call] = (str(exc), self._monotonic() + CREDENTIALS_RETRY)
+                # what was refused is not vouched for by an answer before the refusal (this
+                # client serves on after a permission refused: ``Platforms.refused``)
+                if exc.call is None:
+                    self.accepted = False
+                else:
+                    self.answered = self.answered - {exc.call}
             raise
         except PlatformOutage:
             raise  # (no word on the credentials: a 5xx, no answer, a rate limit)
@@ -331,7 +338,7 @@ def translate(exc: ApiError, call: str | None = None) -> PlatformError:
     """The client's error as the controller's: the same message, a class to branch on. A 403
     refuses a permission, for ``call`` (the kind of call sent) alone; a 401 the credential."""
     message = str(exc)
-    if isinstance(exc, (RateLimited, Unreachable)) or exc.status >= 500:
+    if isinstance(exc, (RateLimited, Unreachable, BadAnswer)) or exc.status >= 500:
         return PlatformOutage(message)
     if exc.status == 403 and "not accessible by" in exc.detail:
         return CredentialsError(message + _permission_hint(exc), call)

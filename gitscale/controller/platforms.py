@@ -7,7 +7,9 @@ imports no HTTP client: each platform imports its own when a set of it is served
 
 ``Platforms`` keeps the adapters' API clients (and their tokens) across passes, and the
 credentials they were refused (``refusals.py``: given time, tried again at once when their
-Secret changes).
+Secret changes). Both go when no set uses their key any more: a set deleted, or moved to
+another credentials Secret (each key counts the sets whose adapter got it last, so a pass that
+got what its set had costs no scan of the other sets).
 """
 from __future__ import annotations
 
@@ -88,6 +90,7 @@ class Platforms:
         self._clients: dict[Key, _Made] = {}
         self._refusals = Refusals(clock)
         self._used: dict[str, dict[Key, _Made | None]] = {}  # set → the clients its adapter got
+        self._users: dict[Key, int] = {}  # key → how many sets' ``_used`` hold it
         self._making = threading.local()  # the Secrets a ``make`` of this thread read
         self._serials = itertools.count(1)
 
@@ -103,8 +106,7 @@ class Platforms:
                 raise
             return rs.kind.adapter(_LastRead(self, exc), rs.namespace, rs.settings)
         finally:
-            with self._lock:
-                self._used[rs.key] = used.got
+            self._note(rs.key, used.got)
 
     def read_secret(self, namespace: str, name: str) -> Mapping[str, str]:
         data = self._read_secret(namespace, name)
@@ -123,30 +125,68 @@ class Platforms:
 
     def forget_set(self, set_key: str) -> None:
         """The set is gone: what its adapter got is not kept (it held the set's last clients,
-        which a long-running controller would keep for every set ever deleted)."""
+        which a long-running controller would keep for every set ever deleted), nor the
+        clients and refusals of the keys no other set uses."""
+        self._note(set_key, None)
+
+    def _note(self, set_key: str, got: dict[Key, _Made | None] | None) -> None:
+        """What the set's adapter got this pass (None: the set is gone). A key no set uses
+        any more — its last set deleted, or moved to another credentials Secret — loses its
+        client and its refusal: a long-running controller would keep the HTTP client and the
+        token of every Secret a set ever used. The client is not closed: a pass in flight may
+        still hold it (one of a set whose adapter is being made); like a replaced client, it
+        is left to the GC."""
         with self._lock:
-            self._used.pop(set_key, None)
-            used = {key for got in self._used.values() for key in got}
-        self._refusals.keep(used)  # (a refusal no set meets is not kept either)
+            had = self._used.pop(set_key, None) if got is None else self._used.get(set_key)
+            if got is not None:
+                self._used[set_key] = got
+            if had is not None and got is not None and had.keys() == got.keys():
+                return  # (the same keys as its last pass: nothing to count)
+            for key in got or ():
+                self._users[key] = self._users.get(key, 0) + 1
+            unused = []
+            for key in had or ():
+                left = self._users.get(key, 0) - 1
+                if left > 0:
+                    self._users[key] = left
+                else:
+                    self._users.pop(key, None)
+                    self._clients.pop(key, None)
+                    unused.append(key)
+        if unused:
+            self._refusals.forget(unused)  # (a refusal no set meets is not kept either)
 
     def refused(self, rs: RunnerSetView, exc: ControllerError) -> None:
         """A call of the set's adapter failed with ``exc``. Credentials refused: its clients
         are dropped, so that the next pass reads the Secret again (it may be fixed), and the
         clients the set's adapter got are not made again before a backoff unless the Secret
         changed (``refusals.py``) — unless the set is being deleted, whose client is the last
-        it may get (``for_set``)."""
+        it may get (``for_set``). A permission refused (a kind of call: ``exc.call``) leaves
+        the credential working: its clients serve on (a GitHub App's installation token, the
+        runner list), told to make no call of that kind before the backoff is over
+        (``Withholding``) — a new client would cost a token exchange per refused attempt. A
+        rotated Secret is still tried at once (``Refusals.rotated``), and a permission granted
+        on an App's installation is in the token of the next client made (its Secret read
+        again every ``CREDENTIALS_MAX_AGE``)."""
         if not isinstance(exc, CredentialsError) or rs.deleting:
             return
         if isinstance(exc, StillRefused) and exc.call is not None:
             return  # a kind of call withheld, not asked: nothing new, the client serves on
+        kept = exc.call is not None and not isinstance(exc, (StillRefused, CredentialsMissing))
         if not isinstance(exc, (StillRefused, CredentialsMissing)):
             with self._lock:
                 got = dict(self._used.get(rs.key) or {})
             for key, made in got.items():
-                if made is not None:
-                    self._refusals.refused(key, made.serial, made.client, made.secrets, exc,
-                                           rs.key)
-        self._forget(rs)
+                if made is None:
+                    continue
+                wait, said = self._refusals.refused(key, made.serial, made.client,
+                                                    made.secrets, exc, rs.key)
+                if exc.call is not None and isinstance(made.client, Withholding):
+                    made.client.withhold({exc.call}, said, wait)
+                else:
+                    kept = False
+        if not kept:
+            self._forget(rs)
 
     def _forget(self, rs: RunnerSetView) -> None:
         """Drop a set's clients: its credentials are read again. They are not closed: the

@@ -19,11 +19,13 @@ client key (``platforms.Platforms.cached``):
 
 A 401 (or an App's token exchange refused) refuses the credential: all of the above. A 403
 refuses a permission, for one kind of call (``CredentialsError.call``: an App with "Self-hosted
-runners: Read" lists runners, registers none): clients are made, only calls of that kind wait
-out the backoff (``Withholding``; the list and the unregistrations go on), and only such a call
-answered ends it — a read does not vouch for a refused write. A refusal names its client by a
+runners: Read" lists runners, registers none): the client refused serves on (for a GitHub App,
+its installation token: no exchange per refused attempt), and so do clients made meanwhile;
+only calls of that kind wait out the backoff (``Withholding``; the list and the
+unregistrations go on), and only such a call answered ends it — a read does not vouch for a
+refused write, nor an answer from before the refusal. A refusal names its client by a
 serial, never holds it (its connections), and goes with the last set that used its key
-(``keep``).
+(``forget``).
 
 The log says it once per streak (``gitscale.streak.Streak``): when it starts, when the error
 changes, every ``REMIND_EVERY`` seconds while it lasts, and when the credentials are accepted
@@ -154,16 +156,19 @@ class Refusals:
                 f"{duration(CREDENTIALS_RETRY_MAX)}, at once when Secret {names} changes)")
 
     def refused(self, key: Key, serial: int, client: object, secrets: Mapping[SecretKey, str],
-                error: CredentialsError, who: str) -> float:
+                error: CredentialsError, who: str) -> tuple[float, str]:
         """``client`` (number ``serial``) of ``key``, made from ``secrets``, was refused
         (``error``: its ``call``, what was refused) in a pass of set ``who``: back off, and say
-        so when the streak wants it said. Returns the seconds of the backoff."""
+        so when the streak wants it said. Returns the seconds of the backoff, and what a call
+        withheld meanwhile says (``Withholding``)."""
         with self._lock:
             refusal = self._by_key.get(key)
-            if refusal is not None and refusal.client == serial:
-                # (counted: another call of the same client, in the same pass)
+            if refusal is not None and refusal.client == serial and \
+                    self._clock() < refusal.until:
+                # (counted: another call of the same client, sent before its backoff began;
+                # a client kept after a permission refused is refused anew once it is over)
                 refusal.calls.add(error.call)
-                return max(refusal.until - self._clock(), 0.0)
+                return max(refusal.until - self._clock(), 0.0), self.said(refusal)
             if refusal is not None and isinstance(client, Vouched):
                 # what the client had answered is no longer refused: a refused credential that
                 # answered anything, a refused permission that answered a call of its kind
@@ -182,18 +187,22 @@ class Refusals:
             wait = backoff(CREDENTIALS_RETRY, refusal.tries - 1, CREDENTIALS_RETRY_MAX)
             refusal.until = self._clock() + wait
             lasted = refusal.streak.lasted()
+            said = self.said(refusal)
         if say:
             again = f" (still, {count} refusals in a row over {lasted})" if count > 1 else ""
             log.warning("%s: credentials refused%s: %s; tried again in %s, or at once when "
                         "their Secret changes", who, again, error, duration(wait))
-        return wait
+        return wait, said
 
     def accepted(self, key: Key, serial: int, client: object) -> None:
-        """A client of ``key`` is in use: if it was made after a refusal and the platform has
-        accepted it for what was refused (``Vouched``), the streak is over (said once)."""
+        """A client of ``key`` is in use: if it was made after a refusal — or it is the client
+        refused, kept after a permission refused, and its backoff is over — and the platform
+        has accepted it for what was refused since (``Vouched``), the streak is over (said
+        once)."""
         with self._lock:
             refusal = self._by_key.get(key)
-            if refusal is None or refusal.client == serial or not isinstance(client, Vouched):
+            if refusal is None or not isinstance(client, Vouched) or (
+                    refusal.client == serial and self._clock() < refusal.until):
                 return
             refusal.calls = _unanswered(refusal.calls, client)
             if refusal.calls:
@@ -204,11 +213,11 @@ class Refusals:
             log.info("%s: credentials accepted again, after %d refusal(s) over %s",
                      "/".join(key[1:3]), *ended)
 
-    def keep(self, keys: Collection[Key]) -> None:
-        """Only the refusals of ``keys`` are kept: no set uses the others' clients any more."""
+    def forget(self, keys: Collection[Key]) -> None:
+        """The refusals of ``keys`` are not kept: no set uses their clients any more."""
         with self._lock:
-            for key in [k for k in self._by_key if k not in keys]:
-                del self._by_key[key]
+            for key in keys:
+                self._by_key.pop(key, None)
 
 
 def _unanswered(calls: set[str | None], client: Vouched) -> set[str | None]:

@@ -39,7 +39,7 @@ class Validation:
     def __init__(self, root: Path, files: Callable[[], Iterable[str]],
                  texts: Callable[[], Iterable[tuple[str, str]]] | None = None) -> None:
         """``texts``, when given, replaces reading ``files``: the (path, text) of the files
-        that may hold a CRD (``gitindex.files_containing``: git grep, and a sparse clone's
+        that may hold a CRD (``repo.index.files_containing``: git grep, and a sparse clone's
         files that are not on disk)."""
         self.schemas = SchemaValidator()
         self.binary = kubeconform_path()

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from gitscale.redact import redact
 from gitscale.repo import git as git
 from gitscale.repo.clone import is_url
 from gitscale.record.commitmsg import SetLine, format_message
@@ -265,7 +266,7 @@ def _commit(ws: Workspace, plan: Plan, date: str | None,
 def _commit_index(ws: Workspace, plan: Plan, date: str | None,
                   config: git.Started | None = None) -> str:
     """A sparse clone: the edited manifests are committed from memory, never onto disk; in
-    one ``fast-import`` (``gitcommit``), or as blobs staged in the index when the config
+    one ``fast-import`` (``repo.fastimport``), or as blobs staged in the index when the config
     asks ``git commit`` for more (signing, hooks). ``config``: ``ask_commit_config``'s read,
     started while the pass validated its edits."""
     paths = plan.changed_paths
@@ -301,7 +302,7 @@ def _describe(landed: Landed, ws: Workspace) -> str:
     retried = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
     if landed.pushed:
         where = f"{ws.remote}/{ws.remote_branch}" if ws.mode == "checkout" else \
-            f"{git.redact(ws.label)} ({ws.remote_branch})"
+            f"{redact(ws.label)} ({ws.remote_branch})"
         told = f"; notified {', '.join(landed.notified)}" if landed.notified else ""
         return f"committed {short} and pushed to {where}{retried}{told}"
     return f"committed {short} on {ws.branch} (not pushed: {ws.unpushed})"

@@ -7,7 +7,7 @@ its text only when the state is unknown or the file is about to be edited.
   or to edit it.
 - A sparse clone (``Tree.sparse``): manifests are not checked out; the blobs the cache does
   not know are read from git in one batch, and so are the files to edit. A partial clone
-  fetches each batch's missing blobs in one fetch (``gitindex.fetch_missing``).
+  fetches each batch's missing blobs in one fetch (``repo.index.fetch_missing``).
 """
 from __future__ import annotations
 

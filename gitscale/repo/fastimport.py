@@ -10,7 +10,7 @@ re-encode or clean up the message otherwise, run hooks from ``core.hooksPath``),
 ``commit_files`` declines and the caller commits through the index as before.
 
 The index and the work tree still show the parent afterwards: a sparse clone reads HEAD's
-trees (``gitindex.Tree.read``), and the next sync or take-back resets both.
+trees (``repo.index.Tree.read``), and the next sync or take-back resets both.
 """
 from __future__ import annotations
 

@@ -20,16 +20,9 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 from gitscale.errors import GitError
-from gitscale.redact import redact as redact_text
 from gitscale.repo.deadline import TIMEOUT_VARIABLE, end_tree, git_timeout
 from gitscale.repo.git_env import check_token, git_env, no_git_env
 from gitscale.repo.git_output import Result, describe_failure, push_failure
-
-
-def redact(text: str) -> str:
-    """Remove user info and credential query values from URLs, and every secret the process
-    knows (``gitscale.redact``'s registry: the git token and its file, GITHUB_TOKEN, …)."""
-    return redact_text(text)
 
 
 @contextmanager

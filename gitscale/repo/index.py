@@ -42,7 +42,7 @@ class Tree:
     def read(cls, repo: Git, *, sparse: bool = False) -> "Tree":
         """The index of a checkout; HEAD's files in a sparse clone (which gitscale made and
         never edits on disk, so nothing is modified, and whose index is not kept in step:
-        ``gitcommit`` commits without it)."""
+        ``fastimport`` commits without it)."""
         if sparse:
             tree = repo.run_bytes("ls-tree", "-r", "-z", "--full-tree", "HEAD")
             entries = {path: (mode, blob) for mode, blob, path in

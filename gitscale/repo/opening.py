@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from gitscale.errors import GitError, GitscaleError, InputError
+from gitscale.redact import redact
 from gitscale.repo import git as git
 from gitscale.repo import scratch as scratch_dirs
 from gitscale.repo.clone import check_url, clone, is_url, start_clone
@@ -115,7 +116,7 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         yield ws
         return
     if not is_url(repo) and not path.exists():
-        raise InputError(git.redact(repo), "no such directory, and not a URL")
+        raise InputError(redact(repo), "no such directory, and not a URL")
     if not push:
         raise InputError("--no-push", "needs --repo to be a local checkout (a temporary clone "
                          "of a URL would be thrown away); use `gitscale plan` to preview")
@@ -134,8 +135,8 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
         repo_git = git.Git(dest, promisor="origin" if partial else None)
         current = repo_git.current_branch()
         if current is None:
-            raise GitError(f"{git.redact(repo)} has no branch to work on")
-        ws = Workspace(dest, repo_git, current, "clone", "origin", current, git.redact(repo),
+            raise GitError(f"{redact(repo)} has no branch to work on")
+        ws = Workspace(dest, repo_git, current, "clone", "origin", current, redact(repo),
                        sparse, kept=kept)
         if not unborn_ok:
             _check_born(ws)
@@ -170,7 +171,7 @@ def _clone(url: str, dest: Path, branch: str | None, history: bool, sparse: bool
     the recent ones (``history_since``). No commit that recent: the whole history.
 
     A pass over a URL clones without blobs (a partial clone) and leaves the checkout to its
-    first ``gitindex.check_out``: the few files it reads come in one fetch per batch rather
+    first ``repo.index.check_out``: the few files it reads come in one fetch per batch rather
     than all ten thousand manifests up front. True when the clone is partial. Cloned whole:
     a local path (git links its objects, which costs less than any fetch), and a clone kept
     from pass to pass, whose sync brings each changed blob with its commit, where a partial

@@ -17,7 +17,7 @@ from gitscale.metrics import LoopMetrics
 from gitscale.plan.cache import StateCache
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.plan.landing import describe_landing, land
-from gitscale.repo.git import redact
+from gitscale.redact import redact
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import backoff, format_time, utcnow
 from gitscale.webhooks.batch import batch_plan
@@ -61,6 +61,13 @@ class Batch:
 
     def run(self, events: list[JobEvent], listing: Listing | None) -> bool:
         """True when it landed; a failed batch keeps its events for the next one."""
+        self.batcher.watch.begin()
+        try:
+            return self._run(events, listing)
+        finally:
+            self.batcher.watch.end()
+
+    def _run(self, events: list[JobEvent], listing: Listing | None) -> bool:
         now, started = utcnow(), time.monotonic()
         corrected: dict[str, Correction] = {}
         unrouted: list[JobEvent] = []

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitscale.plan.pass_watch import PassWatch, stall_limit
 from gitscale.webhooks.delivery import JobEvent
 
 
@@ -24,6 +25,8 @@ class Batcher:
     failures: int = 0
     commits: int = 0
     dropped: int = 0  # events landed batches dropped: jobs no served set takes
+    # batches begun and ended: /healthz fails once one has run past every bound a batch has
+    watch: PassWatch = field(default_factory=lambda: PassWatch(stall_limit()))
 
     def add(self, event: JobEvent) -> None:
         with self.lock:
@@ -40,11 +43,17 @@ class Batcher:
             self.pending = events + self.pending  # keep delivery order
             self.writing = 0
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> tuple[int, dict[str, Any]]:
         """``pending_events``: accepted and not yet landed (queued, or in the batch being
-        written)."""
+        written). 503 ``stuck`` once a batch has run past every bound a batch has
+        (``PassWatch``): a restart, then the resync at the start, recovers its events."""
+        code, watched = self.watch.health()
         with self.lock:
-            return {"status": "degraded" if self.failures else "ok",
-                    "pending_events": len(self.pending) + self.writing,
-                    "last_batch": self.last_batch, "last_error": self.last_error,
-                    "commits": self.commits, "dropped_events": self.dropped}
+            answer = {"status": "degraded" if self.failures else "ok",
+                      "pending_events": len(self.pending) + self.writing,
+                      "last_batch": self.last_batch, "last_error": self.last_error,
+                      "commits": self.commits, "dropped_events": self.dropped}
+        if code != 200:
+            answer.update(status=watched["status"], error=watched["error"],
+                          batch_running_seconds=watched["pass_running_seconds"])
+        return code, answer

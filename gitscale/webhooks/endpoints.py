@@ -30,7 +30,7 @@ def make_handler(secret: bytes | WebhookSecret, batcher: Batcher, deliveries: De
                             headers=(("Allow", "POST"),))
         if request.method in ("GET", "HEAD"):
             if request.path in ("/healthz", "/readyz"):
-                return Response(200, batcher.health())
+                return Response(*batcher.health())
             if request.path == "/metrics" and metrics is not None and expose:
                 body, content_type = exposition(metrics.registry)
                 return Response(200, raw=body, content_type=content_type)

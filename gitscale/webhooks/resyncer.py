@@ -14,7 +14,7 @@ from gitscale.errors import GitscaleError
 from gitscale.logline import log
 from gitscale.metrics import LoopMetrics
 from gitscale.plan.cache import StateCache
-from gitscale.repo.git import redact
+from gitscale.redact import redact
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import utcnow
 from gitscale.webhooks.resync import Listing, list_jobs
@@ -27,7 +27,7 @@ CLOSE_GRACE = 5.0  # seconds a resync poll in flight at a stop has to finish
 @dataclass
 class Resyncer:
     """Polls GitHub for the webhook-fed sets' jobs on a worker thread, every ``every`` seconds
-    (0: never), so a slow API never holds a batch up."""
+    (0: never), so a slow API never holds a batch up; no poll while serve scales no such set."""
 
     every: float
     sources: Sources
@@ -52,6 +52,8 @@ class Resyncer:
             log(f"resync skipped: {redact(str(exc))}")
             return
         sets = pick(config, self.serving.names).sets  # only the served sets' scopes
+        if not sets:  # no served set takes webhooks (yet): no resync to run, no API call
+            return
         self.future = self.pool.submit(list_jobs, sets, self.sources, utcnow())
 
     def take(self) -> Listing | None:

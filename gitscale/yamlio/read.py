@@ -15,7 +15,7 @@ from gitscale.errors import InputError
 if TYPE_CHECKING:
     import yaml
 
-# PyYAML (and yamlfast, which uses it) are imported where a text is parsed, not here: a warm
+# PyYAML (and yamlio.fast, which uses it) are imported where a text is parsed, not here: a warm
 # pass whose config and manifests come from the state cache parses no YAML, and importing
 # PyYAML costs about 25 ms of a CLI start.
 

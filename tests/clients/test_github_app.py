@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from gitscale.clients.errors import ApiError, RateLimited, Unreachable
+from gitscale.clients.errors import ApiError, BadAnswer, RateLimited, Unreachable
 from gitscale.controller.errors import CredentialsError, PlatformOutage
 from gitscale.controller.github import Credentials, GitHub, scope_of
 from gitscale.config.secrets import SecretError
@@ -243,28 +243,107 @@ def test_an_installation_looked_up_is_looked_up_again_when_it_is_gone(
 
 
 @pytest.mark.parametrize("error", [CredentialsError, SecretError])
-@pytest.mark.parametrize(
-    ("answer", "says"),
-    [
-        pytest.param((201, b"<html>maintenance</html>"), "answered 201 with no token",
-                     id="not-json"),
-        pytest.param((201, b'{"expires_at": "2030-01-01T00:00:00Z"}'),
-                     "answered 201 with no token", id="no-token"),
-        pytest.param((201, b'["ghs_x"]'), "answered 201 with no token", id="a-list"),
-        pytest.param((201, b'{"token": 42}'), "answered 201 with no token", id="not-a-string"),
-        pytest.param((401, b'{"message": "Bad credentials"}'), "answered 401 (Bad credentials)",
-                     id="refused"),
-    ],
-)
-def test_a_bad_answer_is_the_callers_credentials_error(
-        endpoint: TokenEndpoint, error: type[GitscaleError], answer: tuple[int, bytes],
-        says: str) -> None:
-    endpoint.answer = answer
+def test_a_refusal_is_the_callers_credentials_error(endpoint: TokenEndpoint,
+                                                    error: type[GitscaleError]) -> None:
+    endpoint.answer = (401, b'{"message": "Bad credentials"}')
     with pytest.raises(error) as caught:
         token(endpoint, error=error).get()
     message = str(caught.value)
-    assert f"POST {endpoint.url}/app/installations/77/access_tokens {says}" in message
+    assert f"POST {endpoint.url}/app/installations/77/access_tokens answered 401 (Bad " \
+        "credentials)" in message
     assert "BEGIN" not in message
+
+
+@pytest.mark.parametrize("error", [CredentialsError, SecretError])
+@pytest.mark.parametrize(
+    ("answer", "kind", "says"),
+    [
+        pytest.param((200, b"<html><body>Sign in to the guest Wi-Fi</body></html>"),
+                     "text/html; charset=utf-8", "answered 200 (text/html; charset=utf-8) with an "
+                     "HTML page", id="captive-portal"),
+        pytest.param((201, b"<html>maintenance</html>"), None,
+                     "answered 201 (no Content-Type) with an HTML page", id="not-json"),
+        pytest.param((200, b"{truncated"), "application/json",
+                     "answered 200 (application/json) with a body that is not JSON",
+                     id="invalid-json"),
+        pytest.param((201, b'{"expires_at": "2030-01-01T00:00:00Z"}'), "application/json",
+                     "answered 201 (application/json) with JSON without token", id="no-token"),
+        pytest.param((201, b'{"token": "ghs_x"}'), "application/json",
+                     "answered 201 (application/json) with JSON without expires_at",
+                     id="no-expiry"),
+        pytest.param((200, b'{"status": "ok"}'), "application/json",
+                     "with JSON without token or expires_at", id="a-proxys-json"),
+        pytest.param((201, b'["ghs_x"]'), "application/json",
+                     "with JSON that is not an object (a list)", id="a-list"),
+        pytest.param((201, b'{"token": 42, "expires_at": "2030-01-01T00:00:00Z"}'), None,
+                     "with JSON whose token is a int", id="not-a-string"),
+        pytest.param((204, b""), None, "answered 204 (no Content-Type) with an empty body",
+                     id="empty"),
+    ],
+)
+def test_an_answer_that_is_not_githubs_is_github_failing_not_refused_credentials(
+        endpoint: TokenEndpoint, error: type[GitscaleError], answer: tuple[int, bytes],
+        kind: str | None, says: str) -> None:
+    """A 2xx whose body is a proxy's or captive portal's page, or JSON without what GitHub
+    always sends: not the credentials' fault (nobody is to rotate a good key) but GitHub not
+    answering properly — ``BadAnswer``, an ``ApiError`` as a 5xx is, never ``error`` — its
+    message naming the URL, the status and the content type, never the body or the JWT."""
+    endpoint.answer = answer
+    endpoint.answer_headers = {} if kind is None else {"Content-Type": kind}
+    source = token(endpoint, error=error)
+    with pytest.raises(BadAnswer) as caught:
+        source.get()
+    message = str(caught.value)
+    assert message.startswith(f"github app 4242: POST {endpoint.url}/app/installations/77/"
+                              "access_tokens answered "), message
+    assert says in message, message
+    assert message.endswith(f": could not get an installation token ({NOT_REFUSED})"), message
+    assert not isinstance(caught.value, error) and caught.value.status == answer[0]
+    assert "Wi-Fi" not in message and "ghs_x" not in message and "eyJ" not in message
+    endpoint.answer, endpoint.answer_headers = None, {}
+    assert source.get() == "ghs_2"  # (answered properly: a token)
+
+
+def test_the_installation_looked_up_with_an_answer_that_is_not_githubs_is_github_failing(
+        endpoint: TokenEndpoint) -> None:
+    handler = endpoint.server.RequestHandlerClass
+    answer_get = handler.do_GET
+    handler.do_GET = lambda self: self._send(200, b"<html>proxy login</html>")  # type: ignore
+    app = token(endpoint, installation=None, owner="orgs/acme")
+    try:
+        with pytest.raises(BadAnswer) as caught:
+            app.get()
+    finally:
+        handler.do_GET = answer_get  # type: ignore
+    assert str(caught.value) == (
+        f"github app 4242: GET {endpoint.url}/orgs/acme/installation answered 200 (no "
+        "Content-Type) with an HTML page, not GitHub's answer (a proxy or captive portal before "
+        f"it?): could not look up its installation on orgs/acme ({NOT_REFUSED})")
+    assert app.get() == "ghs_1"
+
+
+def test_threads_waiting_for_an_exchange_answered_with_a_page_get_github_failing(
+        endpoint: TokenEndpoint) -> None:
+    """The threads that waited for the exchange get its error made again, of its class: a
+    controller's pass takes it for GitHub unavailable, not for an odd answer."""
+    endpoint.answer = (200, b"<html>captive</html>")
+    source = token(endpoint)
+    barrier = threading.Barrier(8)
+    said: list[BaseException] = []
+
+    def ask() -> None:
+        barrier.wait()
+        try:
+            source.get()
+        except BaseException as exc:  # noqa: BLE001 - collected, checked below
+            said.append(exc)
+
+    workers = [threading.Thread(target=ask) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert endpoint.exchanges == 1 and {type(e) for e in said} == {BadAnswer}
 
 
 def test_a_bad_key_is_a_credentials_error_and_no_answer_is_not(endpoint: TokenEndpoint) -> None:
@@ -376,15 +455,19 @@ def test_an_expiry_it_cannot_read_means_an_hour(endpoint: TokenEndpoint) -> None
     assert endpoint.exchanges == 1
 
 
-def test_the_controllers_client_gets_a_credentials_error_for_a_bad_answer(
+def test_the_controllers_client_gets_github_unavailable_for_an_answer_that_is_not_githubs(
         endpoint: TokenEndpoint) -> None:
-    """The controller once let a malformed answer escape as a crashed pass (a KeyError)."""
+    """The controller once let a malformed answer escape as a crashed pass (a KeyError), then
+    took it for refused credentials: it is GitHub not answering properly (PlatformUnavailable
+    in Ready), and GitHub is given time as after a 5xx."""
     endpoint.answer = (201, b'{"expires_at": "2030-01-01T00:00:00Z"}')
     client = GitHub(scope_of(f"{endpoint.url}/acme"),
                     Credentials(app_id="4242", private_key=PEM))
     try:
-        with pytest.raises(CredentialsError, match="with no token in its body"):
+        with pytest.raises(PlatformOutage, match="with JSON without token") as caught:
             client.register("r-1", ["linux"], None)
+        assert not isinstance(caught.value, CredentialsError)
+        assert client.outage.failures == 1
     finally:
         client.close()
     assert (endpoint.lookups, endpoint.exchanges) == (1, 1)

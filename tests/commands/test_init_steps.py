@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from gitscale.config.load import load_config
+from gitscale.plan.pass_watch import PassWatch
 from gitscale.metrics import LoopMetrics, start_listener
 from tests.commands.test_init import reference_validator
 from tests.helpers import git, run
@@ -272,22 +273,30 @@ def test_a_checkout_with_origin_is_only_pushed(tmp_path: Path, capsys) -> None: 
     assert "git remote add" not in out
 
 
-def test_run_has_no_health_endpoint_so_its_deployment_has_no_probe(  # type: ignore[no-untyped-def]
+def test_runs_deployment_probes_the_health_its_metrics_port_answers(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys) -> None:
-    """serve answers /healthz; run's --metrics-listen serves /metrics only: its Deployment says
-    so instead of probing a path that does not exist."""
+    """run's --metrics-listen answers /healthz (a pass stuck past its bound: 503): its
+    Deployment's liveness probe asks that path on that named port; serve probes its own."""
     root, _ = init(tmp_path, capsys, "flux", "--run-in", "cluster")
     text = (root / "deploy/scaler/deployment-run.yaml").read_text()
-    assert "No probes: `run` has no health endpoint" in text
+    assert "Liveness: /healthz on the metrics port fails once a pass has run for 15 minutes" \
+        in text
     (deployment,) = docs(root / "deploy/scaler/deployment-run.yaml")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
-    assert not {"livenessProbe", "readinessProbe"} & set(container)
+    probe = container["livenessProbe"]
+    assert probe["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert {"name": "metrics", "containerPort": 9090} in container["ports"]
+    assert "--metrics-listen" in container["args"]
+    assert "readinessProbe" not in container  # (no Service sends it traffic)
     (serve,) = docs(root / "deploy/scaler/deployment-serve.yaml")
-    assert "livenessProbe" in serve["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
-    server = start_listener("127.0.0.1:0", LoopMetrics().registry)
+    assert serve["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"][  # type: ignore[index]
+        "port"] == "http"
+    server = start_listener("127.0.0.1:0", LoopMetrics().registry,
+                            health=PassWatch(stall=900.0).health)
     try:
         host, port = server.sock.getsockname()[:2]
-        assert httpx.get(f"http://{host}:{port}/healthz").status_code == 404
+        assert httpx.get(f"http://{host}:{port}/healthz").json() == {"status": "ok",
+                                                                     "passes": 0}
         assert httpx.get(f"http://{host}:{port}/metrics").status_code == 200
     finally:
         server.stop()

@@ -183,3 +183,32 @@ def test_deliveries_no_set_takes_are_counted_said_and_not_stored(
     book = git(repo.parent / "remote.git", "show", "main:.gitscale/reservations.yaml")
     assert "job: 3" in book and "job: 5" in book
     assert not any(f"job: {n}," in book for n in (1, 2, 4))
+
+
+def test_a_batch_held_by_a_push_that_never_ends_is_stuck_then_fails_and_lands(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A push that hangs (here the remote's pre-receive hook) held serve's batch for ever while
+    /healthz said ok, and deliveries kept being accepted for a batch that never landed. The
+    push ends at GITSCALE_GIT_TIMEOUT; /healthz says stuck while a batch runs past every bound
+    a batch has (here 1 s), so a liveness probe restarts a serve no timeout frees."""
+    import gitscale.webhooks.batcher as batcher
+
+    monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "4")
+    monkeypatch.setattr(batcher, "stall_limit", lambda: 1.0)
+    hook = repo.parent / "remote.git" / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nsleep 30\n")
+    hook.chmod(0o755)
+    server = Server(repo.parent / "remote.git", window="1s")
+    try:
+        before, _ = remote_state(repo)
+        assert server.post(job(1, "queued", LINUX))[0] == 202
+        wait_until(lambda: server.health()["status"] == "stuck", 20, "never stuck")
+        stuck = server.health()
+        assert stuck["pending_events"] == 1 and stuck["batch_running_seconds"] > 1
+        wait_until(lambda: server.health()["status"] == "degraded", 20, "the push never ended")
+        assert "git push did not finish within 4 s" in server.health()["last_error"]
+        hook.unlink()
+        wait_for_commit(server, repo, before, timeout=30)
+        assert server.health()["status"] == "ok"
+    finally:
+        server.close()

@@ -372,3 +372,29 @@ def test_two_serves_on_one_file_the_overwritten_one_stops_writing(
     err = capfd.readouterr().err
     assert "no longer served here: linux (reservations dropped; a `gitscale serve` that " \
         "serves them needs its own --state-file)" in err
+
+
+def test_serve_without_a_webhook_set_has_no_resync_to_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Only a Buildkite set (polled): with the default resync serve said `resync with GitHub
+    every 5m`, then `resync: reservations match GitHub (0 sets)` after each poll of nothing.
+    It now says there is no resync to run, and logs no resync at all."""
+    monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": "runnerSets:\n" + BUILDKITE_SET,
+        "sets/bk-linux.yaml": RUNNERSET.format(name="bk-linux", replicas=0)})
+    server = Server(checkout, window="1s", resync="5m")
+    said: list[str] = []
+    try:
+        time.sleep(3)  # the first resync is due at start: its listing lands within 2 windows
+        assert server.post(job(1, "queued", LINUX))[0] == 202
+        until(lambda: said.append(capsys.readouterr().err) or "served by webhooks" in "".join(said),
+              "serve never said what it serves")
+    finally:
+        server.close()
+    log = "".join(said)
+    assert "; one commit per 1s window; no resync to run (no served set takes webhooks; every " \
+           "5m once one does)\n" in log, log
+    assert "GitHub" not in log.replace("workflow_job", ""), log
+    assert "resync" not in log.replace("no resync to run", ""), log

@@ -208,22 +208,33 @@ def test_the_buildkite_agents_api_down_is_asked_once_a_wait_not_every_pass(
     assert cond["status"] == "True" and len(buildkite.calls) > asked
 
 
-@pytest.mark.parametrize(("code", "said"), [
-    pytest.param(503, "access_tokens answered 503: could not get an installation token",
+PORTAL = b"<!DOCTYPE html><html><body>Sign in to the guest network</body></html>"
+
+
+@pytest.mark.parametrize(("code", "raw", "said"), [
+    pytest.param(503, None, "access_tokens answered 503: could not get an installation token",
                  id="503"),
-    pytest.param(DROP, "access_tokens failed: the connection to 127.0.0.1", id="dropped"),
+    pytest.param(DROP, None, "access_tokens failed: the connection to 127.0.0.1", id="dropped"),
+    pytest.param(200, PORTAL, "access_tokens answered 200 (text/html; charset=utf-8) with an "
+                 "HTML page, not GitHub's answer", id="captive-portal"),
+    pytest.param(201, b'{"id": 1}', "access_tokens answered 201 (application/json) with JSON "
+                 "without token or expires_at", id="json-without-token"),
 ])
 def test_github_failing_at_the_app_token_exchange_is_an_outage_not_refused_credentials(
-        harness: Harness, caplog: pytest.LogCaptureFixture, code: int, said: str) -> None:
-    """GitHub answers the App's token exchange 503, or drops the connection: the set says
-    PlatformUnavailable — GitHub down, as a 503 of the runner list is said —, never
-    CredentialsRefused (an on-call engineer would rotate a good key); no set of the
-    credentials exchanges again before GitHub's wait is over, the Secret is not read again as
-    if refused, and once GitHub answers, the runners are made."""
+        harness: Harness, caplog: pytest.LogCaptureFixture, code: int, raw: bytes | None,
+        said: str) -> None:
+    """GitHub answers the App's token exchange 503, drops the connection, or a proxy (a
+    captive portal) answers it with its own page: the set says PlatformUnavailable — GitHub
+    down, as a 503 of the runner list is said —, never CredentialsRefused (an on-call engineer
+    would rotate a good key); no set of the credentials exchanges again before GitHub's wait
+    is over, the Secret is not read again as if refused, and once GitHub answers, the runners
+    are made."""
     pem, public = _app_key()
     harness.github.app = ("4242", public)
     app_secret(harness, pem)
-    harness.github.outage(code, method="POST", path="access_tokens")
+    kind = "text/html; charset=utf-8" if raw == PORTAL else "application/json"
+    harness.github.outage(code, method="POST", path="access_tokens", raw=raw,
+                          headers={"Content-Type": kind})
     caplog.set_level(logging.INFO, "gitscale")
     harness.write("rs", 3, 1)
     assert harness.sync("rs").created == [] and harness.pods("rs") == []

@@ -15,6 +15,7 @@ import kubernetes
 import pytest
 
 from gitscale.controller.github import GitHub
+from gitscale.controller.platforms import CREDENTIALS_MAX_AGE
 from gitscale.controller.refusals import CREDENTIALS_RETRY, CREDENTIALS_RETRY_MAX
 from tests.controller.harness import NS, TOKEN, Harness, github_spec
 from tests.controller.test_github import _app_key
@@ -209,3 +210,44 @@ def test_a_refusal_holds_no_client_and_goes_with_the_last_set_that_met_it(
     harness.sync("rs")  # gone
     gc.collect()
     assert refusals == {} and client() is None
+
+
+def test_an_app_refused_a_permission_keeps_its_token_for_the_next_attempts(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """A GitHub App with "Self-hosted runners: Read" only: every registration 403. The
+    refusal is of one kind of call, not of the credential: the client (its installation token,
+    its runner list) serves on, and the registrations are tried at the backoff's pace — not
+    one token exchange (and one runner list read) per refused attempt. A token is exchanged
+    only when the client is made again, with its Secret read (every ``CREDENTIALS_MAX_AGE``):
+    then a permission granted on the installation meanwhile is in the new token. Granted, the
+    runners are made and the streak ends, said once."""
+    pem, public = _app_key()
+    harness.github.app = ("4242", public)
+    app_secret(harness, pem)
+    harness.github.outage(403, method="POST", path="generate-jitconfig",
+                          message="Resource not accessible by integration")
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.write("rs", 2, 1)
+    tried = []
+    for i in range(20):  # ten minutes, a pass every 30 s
+        before = harness.github.count("POST", "generate-jitconfig")
+        assert harness.sync("rs").created == []
+        if harness.github.count("POST", "generate-jitconfig") > before:
+            tried.append(i * 30)
+        assert ready(harness, "rs")["reason"] == "CredentialsRefused"
+        harness.clock.advance(30)
+    # 10 s doubling, met by 30 s passes: at 0, 30 (10 s over), 60 (20 s), 120 (40 s), 210
+    # (80 s), 390 (160 s) — six refused attempts
+    assert tried == [0, 30, 60, 120, 210, 390], tried
+    # exchanged when the client was made (at 0 and every 5 minutes after), not per attempt
+    assert harness.github.count("POST", EXCHANGE) == 1 + 570 // int(CREDENTIALS_MAX_AGE)
+    said = warned(caplog)
+    assert len(said) == 1 and "Resource not accessible by integration" in said[0], said
+
+    harness.github.outage(None)  # the permission granted on the installation
+    harness.clock.advance(CREDENTIALS_RETRY_MAX)
+    assert len(harness.sync("rs").created) == 2
+    assert ready(harness, "rs")["status"] == "True"
+    harness.sync("rs")
+    ended = [r.getMessage() for r in caplog.records if "accepted again" in r.getMessage()]
+    assert len(ended) == 1, ended

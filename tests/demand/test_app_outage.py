@@ -7,6 +7,7 @@ the demand. A rate-limited exchange is a rate limit. Against the fake GitHub on 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,8 +24,15 @@ from tests.helpers import RUNNERSET, git, make_repo, run
 EXCHANGE = "/app/installations/77/access_tokens"
 LABELS = ["self-hosted", "linux", "x64"]
 FAULTS = [
-    pytest.param("error", "answered 503: could not get an installation token", id="503"),
-    pytest.param("drop", "failed: the connection to 127.0.0.1", id="dropped"),
+    pytest.param("error", {"status": 503}, "answered 503: could not get an installation token",
+                 id="503"),
+    pytest.param("drop", {}, "failed: the connection to 127.0.0.1", id="dropped"),
+    # a proxy's or captive portal's page, or JSON that is not GitHub's: not a refusal either
+    pytest.param("html", {}, "answered 200 (text/html; charset=utf-8) with an HTML page, not "
+                 "GitHub's answer", id="captive-portal"),
+    pytest.param("body", {"status": 201, "body": b'{"ok": true}'},
+                 "answered 201 (application/json; charset=utf-8) with JSON without token or "
+                 "expires_at", id="json-without-token"),
 ]
 
 
@@ -44,9 +52,10 @@ def assert_no_secret(github: FakeGitHub, *texts: str) -> None:
             assert_not_shown(text, secret)
 
 
-@pytest.mark.parametrize(("fault", "said"), FAULTS)
+@pytest.mark.parametrize(("fault", "options", "said"), FAULTS)
 def test_a_failing_exchange_is_the_source_down_and_the_next_pass_reads(
-        app_github: FakeGitHub, tmp_path: Path, fault: str, said: str) -> None:
+        app_github: FakeGitHub, tmp_path: Path, fault: str, options: dict[str, Any],
+        said: str) -> None:
     """As `run` and `serve` read, with the clients kept between passes: the pass during the
     outage has an error for the set, which says GitHub failed and nothing about the key's
     config line; the pass after it, GitHub back, exchanges once and reads the demand."""
@@ -55,7 +64,7 @@ def test_a_failing_exchange_is_the_source_down_and_the_next_pass_reads(
         {"name": "linux", "source": app_source(app_github, app_github.key_path)}])  # type: ignore[attr-defined]
     sources = Sources(default_cache_dir(), timeout=5)
     try:
-        app_github.fail(fault, match="/access_tokens", status=503)
+        app_github.fail(fault, match="/access_tokens", **options)
         reading = read(tmp_path / "repo", config, sources)
         assert reading.demands == {} and reading.retry_at is None
         error = reading.errors["linux"]
@@ -111,14 +120,14 @@ def replicas(tmp_path: Path) -> int:
     return int(spec["replicas"])
 
 
-@pytest.mark.parametrize(("fault", "said"), FAULTS)
+@pytest.mark.parametrize(("fault", "options", "said"), FAULTS)
 def test_reconcile_while_the_exchange_fails_leaves_the_set_and_lands_once_github_is_back(
         app_github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        fault: str, said: str) -> None:
+        fault: str, options: dict[str, Any], said: str) -> None:
     fixture = populate_org(app_github, "acme", 6)
     checkout = config_repo(tmp_path, app_github)
     commits = git(tmp_path / "remote.git", "rev-list", "--count", "main")
-    app_github.fail(fault, match="/access_tokens", status=503)
+    app_github.fail(fault, match="/access_tokens", **options)
 
     code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
     assert code == 1

@@ -17,6 +17,7 @@ from gitscale.files import default_cache_dir
 from gitscale.config.load import Config, load_config
 from gitscale.demand import DemandReading
 from gitscale.demand.github import Job, count, matches
+from gitscale.clients.github_app import NOT_REFUSED
 from gitscale.demand.resolve import Sources, read_demand
 from gitscale.config.secrets import SecretError, read_secret
 from gitscale.timeutil import format_time
@@ -503,16 +504,22 @@ def test_secret_error_type_names_where_not_what(tmp_path: Path) -> None:
                                 "Is a directory"
 
 
-@pytest.mark.parametrize("body", [b"{not json", b'{"expires_at": "2030-01-01T00:00:00Z"}',
-                                  b'["ghs_x"]'])
+@pytest.mark.parametrize(("body", "says"), [
+    (b"{not json", "with a body that is not JSON"),
+    (b'{"expires_at": "2030-01-01T00:00:00Z"}', "with JSON without token"),
+    (b'["ghs_x"]', "with JSON that is not an object (a list)"),
+])
 def test_github_app_token_answer_without_a_token_is_a_clear_error(
-        body: bytes, app_github: FakeGitHub, tmp_path: Path) -> None:
+        body: bytes, says: str, app_github: FakeGitHub, tmp_path: Path) -> None:
+    """Not GitHub's answer (a proxy's, say): GitHub not answering properly, as a 5xx — not
+    blamed on the App key's config line."""
     app_github.fail("body", match="/access_tokens", status=201, body=body)
     config = write_config(tmp_path / "repo", [
         {"name": "linux", "source": app_source(app_github, app_github.key_path)}])  # type: ignore[attr-defined]
     error = read(tmp_path / "repo", config).errors["linux"]
-    assert f"POST {app_github.url}/app/installations/77/access_tokens" in error
-    assert "no token" in error
+    assert f"POST {app_github.url}/app/installations/77/access_tokens answered 201 " \
+        f"(application/json; charset=utf-8) {says}, not GitHub's answer" in error, error
+    assert error.endswith(f"({NOT_REFUSED})") and "gitscale.yaml" not in error, error
 
 
 @pytest.mark.parametrize("installation", ["CHANGE-ME", "abc", "77a"])

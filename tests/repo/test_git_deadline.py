@@ -4,13 +4,10 @@ takes its helpers (git-remote-http, a remote helper's children) with it."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -18,28 +15,6 @@ from gitscale.errors import GitError, InputError
 from gitscale.repo.deadline import DEFAULT_TIMEOUT, descendants, git_timeout
 from gitscale.repo.git import Git
 from tests.repo.stuck import alive, install_stuck_helper
-
-
-@pytest.fixture
-def black_hole() -> Iterator[int]:
-    """A TCP port on 127.0.0.1 that accepts every connection and never says a word."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            held.append(conn)
-    threading.Thread(target=accept, daemon=True).start()
-    yield server.getsockname()[1]
-    server.close()
-    for conn in held:
-        conn.close()
 
 
 def processes_naming(text: str) -> list[int]:

@@ -70,7 +70,7 @@ def eventually(check: Callable[[], Any], timeout: float = 30.0) -> Any:
 class Loop:
     """`gitscale run` in a thread, with /metrics on a free port of 127.0.0.1."""
 
-    def __init__(self, checkout: Path, interval: str = "1s") -> None:
+    def __init__(self, checkout: Path | str, interval: str = "1s") -> None:
         self.stop = threading.Event()
         self.ready = threading.Event()
         self.port = 0

@@ -4,7 +4,6 @@ otherwise would have kept its pod alive, scaling nothing."""
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,9 +12,8 @@ from typing import Any
 import pytest
 
 import gitscale.commands.run as run
-from gitscale.commands import RepoOptions
 from gitscale.plan.pass_watch import STALL_MIN, PassWatch, stall_limit
-from tests.test_metrics import eventually
+from tests.test_metrics import Loop, eventually
 
 
 class Clock:
@@ -66,34 +64,12 @@ def test_a_loop_held_by_a_remote_that_never_answers_is_stuck_then_moves_again(
         tmp_path: Path, black_hole: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "4")
     monkeypatch.setattr(run, "stall_limit", lambda: 1.0)
-    stop, ready = threading.Event(), threading.Event()
-    ports: list[int] = []
-    result: list[Any] = []
-
-    def on_ready(port: int) -> None:
-        ports.append(port)
-        ready.set()
-
-    def target() -> None:
-        try:
-            result.append(run.run_loop(
-                RepoOptions(f"git://127.0.0.1:{black_hole}/config.git", None, "gitscale.yaml"),
-                interval="1s", demand=None, max_passes=None, metrics_listen="127.0.0.1:0",
-                stop=stop, ready=on_ready))
-        except BaseException as exc:  # noqa: BLE001 - surfaced below
-            result.append(exc)
-            ready.set()
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
+    loop = Loop(f"git://127.0.0.1:{black_hole}/config.git")
     try:
-        assert ready.wait(20) and ports, result
-        stuck = eventually(lambda: (lambda a: a if a[0] == 503 else None)(get(ports[0])))
+        stuck = eventually(lambda: (lambda a: a if a[0] == 503 else None)(get(loop.port)))
         assert stuck[1]["status"] == "stuck" and stuck[1]["passes"] == 0
         # the clone is stopped at GITSCALE_GIT_TIMEOUT: the pass fails, and the loop moves on
-        moved = eventually(lambda: (lambda a: a if a[1]["passes"] >= 1 else None)(get(ports[0])))
+        moved = eventually(lambda: (lambda a: a if a[1]["passes"] >= 1 else None)(get(loop.port)))
         assert moved[1]["passes"] >= 1
     finally:
-        stop.set()
-        thread.join(30)
-    assert result == [0], result
+        loop.close()

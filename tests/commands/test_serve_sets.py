@@ -136,17 +136,10 @@ def test_serve_on_a_config_without_webhook_sets_says_deliveries_are_dropped(
         "gitscale.yaml": "runnerSets:\n" + BATCH_SET,
         "demand.yaml": "batch: {queued: 0, running: 0}\n",
         "sets/batch.yaml": RUNNERSET.format(name="batch", replicas=0)})
-    server = Server(checkout, window="1s")
-    said: list[str] = []
-    try:
-        assert server.post(job(1, "queued", LINUX))[0] == 202
-        until(lambda: said.append(capsys.readouterr().err) or "served by webhooks" in "".join(said),
-              "serve never said what it serves")
-    finally:
-        server.close()
+    said = served_line(checkout, capsys)
     assert ("served by webhooks: none (gitscale.yaml has no set whose source takes webhooks, "
             "such as github: every delivery is answered 202 and dropped until it has)"
-            in "".join(said)), said
+            in said), said
 
 
 BUILDKITE_SET = """\
@@ -168,17 +161,10 @@ def test_serve_says_buildkite_sets_are_polled_not_served(
         "gitscale.yaml": "runnerSets:\n" + BUILDKITE_SET + LINUX_SET,
         "sets/bk-linux.yaml": RUNNERSET.format(name="bk-linux", replicas=0),
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0)})
-    server = Server(checkout, window="1s")
-    said: list[str] = []
-    try:
-        assert server.post(job(1, "queued", LINUX))[0] == 202
-        until(lambda: said.append(capsys.readouterr().err) or "served by webhooks" in "".join(said),
-              "serve never said what it serves")
-    finally:
-        server.close()
+    said = served_line(checkout, capsys)
     assert ("served by webhooks: linux; polled, not served: bk-linux (buildkite) (their sources "
             "take no webhooks: `gitscale run` or `reconcile` scales them, beside serve)"
-            in "".join(said)), said
+            in said), said
     code, out, err = run(capsys, "serve", "--repo", str(checkout), "--listen", "127.0.0.1:0",
                          "--secret-env", "TEST_WEBHOOK_SECRET", "--set", "bk-linux")
     assert (code, out) == (1, "")
@@ -384,17 +370,25 @@ def test_serve_without_a_webhook_set_has_no_resync_to_run(
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": "runnerSets:\n" + BUILDKITE_SET,
         "sets/bk-linux.yaml": RUNNERSET.format(name="bk-linux", replicas=0)})
-    server = Server(checkout, window="1s", resync="5m")
+    # (the first resync is due at start: its listing lands within 2 windows)
+    log = served_line(checkout, capsys, resync="5m", settle=3.0)
+    assert "; one commit per 1s window; no resync to run (no served set takes webhooks; every " \
+           "5m once one does)\n" in log, log
+    assert "GitHub" not in log.replace("workflow_job", ""), log
+    assert "resync" not in log.replace("no resync to run", ""), log
+
+
+def served_line(checkout: Path, capsys: pytest.CaptureFixture[str], *, resync: str = "0",
+                settle: float = 0.0) -> str:
+    """What serve logged, up to the line that says which sets it serves (a delivery sent
+    ``settle`` seconds after the start)."""
+    server = Server(checkout, window="1s", resync=resync)
     said: list[str] = []
     try:
-        time.sleep(3)  # the first resync is due at start: its listing lands within 2 windows
+        time.sleep(settle)
         assert server.post(job(1, "queued", LINUX))[0] == 202
         until(lambda: said.append(capsys.readouterr().err) or "served by webhooks" in "".join(said),
               "serve never said what it serves")
     finally:
         server.close()
-    log = "".join(said)
-    assert "; one commit per 1s window; no resync to run (no served set takes webhooks; every " \
-           "5m once one does)\n" in log, log
-    assert "GitHub" not in log.replace("workflow_job", ""), log
-    assert "resync" not in log.replace("no resync to run", ""), log
+    return "".join(said)

@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=40)
     parser.add_argument("--now", default="2026-11-27T12:00:00Z")
     parser.add_argument("--workdir")
+    parser.add_argument("--results", help="where the JSON goes (default: benchmarks/results)")
     args = parser.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gitscale-ab-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -151,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         p = results[f"paired_{what}"]
         print(f"  A - B, {what}: {p['median_ms']:.1f} ms (95%: {p['low_ms']:.1f} to "
               f"{p['high_ms']:.1f}), B faster in {p['b_faster']} of {p['pairs']}")
+    if args.results:
+        br.RESULTS = Path(args.results)
     out = br.write_results("ab", results)
     print(f"results: {out}")
     return 0

@@ -71,3 +71,18 @@ def test_the_yaml_benchmark_runs_and_every_reader_reads_alike(tmp_path: Path) ->
         "multiline-flow": ["events"], "crd-shipped": ["events"], "crd-arc": ["events"]}
     assert corpora["manifests"]["seconds"]["block"] is not None
     assert corpora["crlf"]["seconds"]["block"] is None  # the line reader declines CRLF
+
+
+def test_the_ab_benchmark_runs_two_builds_and_checks_they_agree(tmp_path: Path) -> None:
+    """benchmarks/bench_ab.py on a tiny fixture, this tree against itself: every pass of each
+    build lands the same commit, and the figures are written where it is told."""
+    script = SCRIPT.with_name("bench_ab.py")
+    done = subprocess.run(
+        [sys.executable, str(script), "--before", str(SCRIPT.parents[1]), "--sets", "20",
+         "--passes", "2", "--workdir", str(tmp_path / "work"), "--results", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    [result] = tmp_path.glob("ab-*.json")
+    figures = json.loads(result.read_text())
+    assert sorted(figures["wall"]) == ["A", "B"] and figures["params"]["passes"] == 2
+    assert "B faster in" in done.stdout

@@ -115,7 +115,7 @@ def test_a_kubeconform_that_hangs_is_waited_for_once_a_pass_and_ended_with_its_c
         "demand.yaml": "a: {queued: 5, running: 0}\nb: {queued: 5, running: 0}\n"
                        "c: {queued: 5, running: 0}\n",
     })
-    marker = f"{tmp_path.name}-kubeconform-child"
+    marker = f"kubeconform-child-{os.getpid()}-{id(tmp_path)}"
     tools = tmp_path / "bin"
     tools.mkdir()
     (tools / "kubeconform").write_text(f"#!/bin/sh\nsh -c 'sleep 30; : {marker}'\n")

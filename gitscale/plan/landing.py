@@ -27,7 +27,7 @@ from gitscale.record.commitmsg import SetLine, format_message
 from gitscale.plan.cache import StateCache
 from gitscale.plan.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError
-from gitscale.repo.fastimport import commit_files
+from gitscale.repo.fastimport import ask_commit_config, commit_files
 from gitscale.repo.index import files_containing, stage_files
 from gitscale.repo.workspace import Workspace, write_atomic
 from gitscale.yamlio.placeholders import PLACEHOLDER, placeholder_problems
@@ -102,13 +102,20 @@ def _land(ws: Workspace, make_plan: Callable[[], Plan], cache: StateCache | None
         attempt += 1
         plan = make_plan()
         refuse_unfinished(plan)
-        if plan.changed_paths:
-            check_plan(ws, plan)
-        if cache is not None:
-            cache.apply(plan.cache_writes)
-        if not plan.changed_paths:
-            return Landed(plan, None, False, attempt)
-        sha = _commit(ws, plan, date)
+        # a sparse clone commits with fast-import once git's configuration allows: asked
+        # while the edits are validated
+        asked = ask_commit_config(ws.git) if plan.changed_paths and ws.sparse else None
+        try:
+            if plan.changed_paths:
+                check_plan(ws, plan)
+            if cache is not None:
+                cache.apply(plan.cache_writes)
+            if not plan.changed_paths:
+                return Landed(plan, None, False, attempt)
+            sha = _commit(ws, plan, date, asked)
+        finally:
+            if asked is not None and asked.proc.returncode is None:
+                asked.stop()  # not taken: the pass stopped before its commit
         if ws.remote is None:
             ws.end_write()
             return Landed(plan, sha, False, attempt)
@@ -223,10 +230,11 @@ def set_lines(changes: list[SetChange]) -> list[SetLine]:
         detail=c.decision.detail) for c in changes]
 
 
-def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
+def _commit(ws: Workspace, plan: Plan, date: str | None,
+            config: git.Started | None = None) -> str:
     paths = plan.changed_paths
     if ws.sparse:
-        return _commit_index(ws, plan, date)
+        return _commit_index(ws, plan, date, config)
     existed = {path: (ws.root / path).exists() for path in paths}
     # Recorded first: if this process is killed before the commit, the next run knows these
     # edits for its own and discards them (Workspace.prepare_write).
@@ -255,17 +263,20 @@ def _commit(ws: Workspace, plan: Plan, date: str | None) -> str:
     return sha
 
 
-def _commit_index(ws: Workspace, plan: Plan, date: str | None) -> str:
+def _commit_index(ws: Workspace, plan: Plan, date: str | None,
+                  config: git.Started | None = None) -> str:
     """A sparse clone: the edited manifests are committed from memory, never onto disk; in
     one ``fast-import`` (``repo.fastimport``), or as blobs staged in the index when the config
-    asks ``git commit`` for more (signing, hooks)."""
+    asks ``git commit`` for more (signing, hooks). ``config``: ``ask_commit_config``'s read,
+    started while the pass validated its edits."""
     paths = plan.changed_paths
     message = format_message(set_lines(plan.changes), plan.base, plan.events, plan.notes,
                              paths)
     contents = {path: plan.files[path][1].encode("utf-8") for path in paths}
     sha = commit_files(ws.git, {path: (plan.modes.get(path, "100644"), data)
                                 for path, data in contents.items()},
-                       message, parent=plan.base, branch=ws.branch, date=date)
+                       message, parent=plan.base, branch=ws.branch, date=date,
+                       config=config)
     if sha is not None:
         return sha
     try:

@@ -221,9 +221,10 @@ class Git:
     def head(self) -> str:
         return self.out("rev-parse", "HEAD")
 
-    def has_commits(self) -> bool:
-        """False in a repository created and not yet committed to (HEAD names no commit)."""
-        return self.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).code == 0
+    def born_head(self) -> str | None:
+        """The commit HEAD names (``head``); None in a repository not yet committed to."""
+        result = self.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
+        return (result.stdout.strip() or None) if result.code == 0 else None
 
     def current_branch(self) -> str | None:
         result = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)

@@ -146,7 +146,10 @@ def open_workspace(repo: str, branch: str | None, *, push: bool = True,
 
 
 def _check_born(ws: Workspace) -> None:
-    if ws.git.has_commits():
+    head = ws.git.born_head()
+    if head is not None:
+        if ws.mode == "clone":  # no one else moves a clone's HEAD before its first base()
+            ws.opened_at = head
         return
     if ws.mode == "clone":  # cloned empty: the remote's HEAD may name a branch deleted there
         try:

@@ -60,15 +60,21 @@ class Workspace:
     unpushed: str = "--no-push"  # why a checkout without remote/remote_branch only commits
     kept: bool = False  # a clone that serves pass after pass (run, serve): tidied as it goes
     syncs: int = 0  # syncs since the last look at how much the kept clone holds
+    # a clone: the commit HEAD named when it was opened (its check for a commit read it), the
+    # first ``base``'s answer; dropped once taken, and by ``sync``
+    opened_at: str | None = None
 
     def base(self) -> str:
-        return self.git.head()
+        """The commit HEAD names: the one the pass decides on and commits on top of."""
+        known, self.opened_at = self.opened_at, None
+        return known if known is not None else self.git.head()
 
     def sync(self) -> None:
         """Move to the remote's newest commit (after a push race, or before a write). A clone
         fetches one commit deep, unless it was deepened for a forecast's history: then only the
         new commits, so the history read stays joined to the new tip (a depth-1 fetch would cut
         it there, and the next read would deepen again, a fetch per pass)."""
+        self.opened_at = None
         if self.remote is None or self.remote_branch is None:
             return
         shallow = self.mode == "clone" and not self.deepened

@@ -1,0 +1,108 @@
+"""The git a one-shot pass runs in its throwaway clone: HEAD read once for the check that the
+repo has a commit and the pass's base, and nothing flushed to the disk for a clone deleted
+after the pass. A base taken from that first read never outlives a move of HEAD (a sync)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gitscale.repo.opening import open_workspace
+from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "default"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+    return tmp_path / "remote.git"
+
+
+def _traced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    events = tmp_path / "trace.json"
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[trace2]\n\teventTarget = {events}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    return events
+
+
+@pytest.mark.parametrize("url", [pytest.param(False, id="bare path"),
+                                 pytest.param(True, id="file URL")])
+def test_a_pass_reads_head_once_and_flushes_nothing_in_its_clone(
+        remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys,  # type: ignore[no-untyped-def]
+        url: bool) -> None:
+    git(remote, "config", "uploadpack.allowFilter", "true")
+    before = git(remote, "rev-parse", "main")
+    events = _traced(tmp_path, monkeypatch)
+    code, out, err = run(capsys, "reconcile", "--repo", remote.as_uri() if url else str(remote),
+                         "--demand", str(tmp_path / "config" / "demand.yaml"))
+    seen = [json.loads(line) for line in events.read_text().splitlines()]  # (the pass's only)
+    assert code == 0, err
+    assert "committed" in out
+    after = git(remote, "rev-parse", "main")
+    assert git(remote, "rev-parse", "main^") == before  # committed on the commit it read
+    assert "replicas: 1" not in git(remote, "show", "main:sets/linux.yaml")
+    ours = [e["argv"][1:] for e in seen if e["event"] == "start" and e["sid"].count("/") == 0]
+    reads = [argv for argv in ours if argv[0] == "rev-parse" and "--git-path" not in argv
+             and "--is-bare-repository" not in argv]
+    assert reads == [["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]], ours
+    assert any(argv[0] == "fast-import" for argv in ours), ours
+    # no process of the pass's own (the remote's side of the push is the remote's) flushed
+    clone_side = {e["sid"] for e in seen if e["event"] == "start"
+                  and "receive-pack" not in " ".join(e["argv"])}
+    flushed = [e for e in seen if e["event"] == "data" and e.get("key") == "fsync/hardware-flush"
+               and e["sid"] in clone_side]
+    assert flushed == [], flushed
+    assert after != before
+
+
+def test_the_base_read_at_opening_is_not_taken_after_a_sync(remote: Path,
+                                                            tmp_path: Path) -> None:
+    checkout = tmp_path / "config"
+    first = git(remote, "rev-parse", "main")
+    with open_workspace(str(remote), None, sparse=True) as ws:
+        assert ws.base() == first
+        git(checkout, "commit", "--quiet", "--allow-empty", "-m", "another writer")
+        git(checkout, "push", "--quiet")
+        newer = git(remote, "rev-parse", "main")
+        assert ws.base() == first  # (the clone has not moved yet)
+        ws.sync()
+        assert ws.base() == newer
+    with open_workspace(str(remote), None, sparse=True) as ws:
+        git(checkout, "commit", "--quiet", "--allow-empty", "-m", "and another")
+        git(checkout, "push", "--quiet")
+        ws.sync()  # before the first base: the commit read when the clone was opened is stale
+        assert ws.base() == git(remote, "rev-parse", "main") != newer
+
+
+def test_a_pass_whose_git_config_asks_commit_for_more_commits_through_git_commit(
+        remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys) -> None:  # type: ignore[no-untyped-def]
+    """The configuration is read while the edits are validated (``ask_commit_config``), and
+    its answer still sends the commit through ``git commit`` (here: hooks from elsewhere)."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    marker = tmp_path / "hook-ran"
+    hook = hooks / "post-commit"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    events = _traced(tmp_path, monkeypatch)
+    with (tmp_path / "gitconfig").open("a") as config:
+        config.write(f"[core]\n\thooksPath = {hooks}\n")
+    before = git(remote, "rev-parse", "main")
+    code, out, err = run(capsys, "reconcile", "--repo", str(remote),
+                         "--demand", str(tmp_path / "config" / "demand.yaml"))
+    seen = [json.loads(line) for line in events.read_text().splitlines()]
+    assert code == 0, err
+    argvs = [e["argv"][1:] for e in seen if e["event"] == "start" and e["sid"].count("/") == 0]
+    ours = [argv[0] for argv in argvs]
+    assert "commit" in ours, ours
+    # fast-import only stored the blobs (``stage_files``): it did not commit
+    assert not any("--cat-blob-fd=1" in argv for argv in argvs), argvs
+    assert ours.index("config") < ours.index("commit")
+    assert marker.exists()  # git commit ran the configured hook
+    assert git(remote, "rev-parse", "main^") == before

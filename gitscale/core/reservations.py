@@ -110,11 +110,19 @@ def _settle(reservations: dict[int, Reservation], tombstones: dict[int, datetime
             now: datetime, duration: timedelta, max_replicas: int) -> Book:
     """Expiry and the starvation rule, and the book in its order (oldest first)."""
     ordered = sorted(reservations.values(), key=lambda r: (r.created, r.job))
+    # The running jobs hold their runners whatever their age: the queued ones share what is
+    # left of max, oldest first (counted among all, a queued job older than a running one was
+    # never starved, and expired while it waited for that runner).
+    free = max_replicas - sum(1 for r in ordered if r.running)
     kept = []
-    for index, reservation in enumerate(ordered):
-        if index >= max_replicas and not reservation.running:
-            # starved: still waiting for capacity, so the clock has not started for it
-            reservation = replace(reservation, expires=max(reservation.expires, now + duration))
+    waiting = 0
+    for reservation in ordered:
+        if not reservation.running:
+            if waiting >= free:
+                # starved: still waiting for capacity, so the clock has not started for it
+                reservation = replace(reservation,
+                                      expires=max(reservation.expires, now + duration))
+            waiting += 1
         # A running job holds its runner until it completes, however long it runs: only
         # queued reservations expire (a lost `completed` is the resync's to correct).
         if reservation.running or reservation.expires > now:

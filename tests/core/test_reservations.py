@@ -61,6 +61,23 @@ def test_starved_reservations_do_not_expire_while_waiting() -> None:
     assert all(r.expires == T0 + timedelta(minutes=11) + TEN for r in at_eleven.reservations)
 
 
+def test_a_queued_job_older_than_a_running_one_is_starved_too() -> None:
+    """max 1: job 1 queued, then the one runner took job 2 (GitHub does not hand out jobs in
+    order). Job 1 waits past max, but was first in created order, so it was not counted as
+    starved and expired after 10 minutes while job 2 still ran: once job 2 completed, the set
+    went to 0 with job 1 still queued on GitHub."""
+    book = apply(Book(), [Event("s", 1, Q, T0), Event("s", 2, P, T0 + timedelta(seconds=1))],
+                 T0 + timedelta(seconds=2), TEN, 1)
+    book = apply(book, [], T0 + timedelta(minutes=9), TEN, 1)
+    at_eleven = apply(book, [], T0 + timedelta(minutes=11), TEN, 1)
+    assert [(r.job, r.running) for r in at_eleven.reservations] == [(1, False), (2, True)]
+    assert at_eleven.reservations[0].expires == T0 + timedelta(minutes=11) + TEN
+    # with room for both, job 1 is not starved and keeps its own expiry
+    roomy = apply(apply(book, [], T0 + timedelta(minutes=9), TEN, 2), [],
+                  T0 + timedelta(minutes=20), TEN, 2)
+    assert [r.job for r in roomy.reservations] == [2]
+
+
 def test_tombstones_are_forgotten() -> None:
     book = apply(Book(), events((1, C)), T0, TEN, 100)
     assert book.completed == ((1, T0 + TEN),)

@@ -87,7 +87,11 @@ def apply(book: Book, events: Iterable[Event], now: datetime, duration: timedelt
         elif event.job in tombstones:
             continue  # queued/in_progress delivered after its completion
         elif event.action == Action.QUEUED:
-            if event.job not in reservations:  # a replayed queued adds nothing
+            found = reservations.get(event.job)
+            # A replayed queued adds nothing; one after its reservation expired (a redelivery,
+            # a batch held by a git outage) reserves again, as it would had a batch run
+            # between the expiry and the event.
+            if found is None or (not found.running and found.expires <= event.at):
                 reservations[event.job] = Reservation(event.job, False, event.at,
                                                       event.at + duration)
         elif event.action == Action.IN_PROGRESS:

@@ -78,6 +78,23 @@ def test_a_queued_job_older_than_a_running_one_is_starved_too() -> None:
     assert [r.job for r in roomy.reservations] == [2]
 
 
+def test_a_queued_after_its_reservation_expired_reserves_again() -> None:
+    """A queued delivered after its job's reservation expired, with no batch between (a
+    redelivery while the batch was held by a git outage), was taken for a replay of the live
+    one and dropped with the expired reservation: the same events reserved a runner or not
+    depending on when the window ended."""
+    book = apply(Book(), events((1, Q)), T0, TEN, 100)
+    late = T0 + timedelta(minutes=11)
+    batched = apply(apply(book, [], late, TEN, 100), [Event("s", 1, Q, late)], late, TEN, 100)
+    held = apply(book, [Event("s", 1, Q, late)], late + timedelta(seconds=5), TEN, 100)
+    assert [(r.job, r.expires) for r in held.reservations] == [(1, late + TEN)]
+    assert held.reservations == batched.reservations
+    # a replay while the reservation is live still adds nothing, nor moves its expiry
+    replayed = apply(book, [Event("s", 1, Q, T0 + timedelta(minutes=9))],
+                     T0 + timedelta(minutes=9), TEN, 100)
+    assert replayed.reservations == book.reservations
+
+
 def test_tombstones_are_forgotten() -> None:
     book = apply(Book(), events((1, C)), T0, TEN, 100)
     assert book.completed == ((1, T0 + TEN),)

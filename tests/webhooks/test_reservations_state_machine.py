@@ -157,7 +157,14 @@ class ReservationsMachine(RuleBasedStateMachine):
         before = self._plan(self.cache, self.serving, [], None)
         self.cache, self.serving = StateCache(), Serving()
         after = self._plan(self.cache, self.serving, [], None)
-        assert after.files == before.files, self.history()
+        if after.files != before.files:
+            import difflib
+            diff = [f"{rel}:\n" + "".join(difflib.unified_diff(
+                before.files.get(rel, ("", ""))[1].splitlines(True),
+                after.files.get(rel, ("", ""))[1].splitlines(True)))
+                for rel in sorted(set(before.files) | set(after.files))]
+            raise AssertionError("restart changed the next batch:\n" + "\n".join(diff)
+                                 + self.history())
         self.log.append("restart")
 
     @rule()
@@ -312,7 +319,7 @@ class ReservationsMachine(RuleBasedStateMachine):
             for r in book.reservations) for name, book in self.books.items()) or "empty"
 
     def history(self) -> str:
-        return "\n".join(self.log[-60:])
+        return "\n".join(self.log[-200:])
 
     @invariant()
     def clock_moves_forward(self) -> None:

@@ -49,10 +49,11 @@ from tempfile import TemporaryDirectory
 import yaml
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from gitscale.core.reservations import Action, Book, Correction, Reservation
 from gitscale.plan.cache import StateCache
+from gitscale.plan.engine import Plan
 from gitscale.webhooks.batch import GRACE, batch_plan
 from gitscale.webhooks.delivery import JobEvent
 from gitscale.webhooks.reservations_file import read_state, render
@@ -207,8 +208,8 @@ class ReservationsMachine(RuleBasedStateMachine):
         self.check(old, events, listing, plan.events, unrouted, corrected)
 
     def _plan(self, cache: StateCache, serving: Serving, events: list[JobEvent],
-              listing: Listing | None, corrected: dict | None = None,  # type: ignore[type-arg]
-              unrouted: list[JobEvent] | None = None):  # type: ignore[no-untyped-def]
+              listing: Listing | None, corrected: dict[str, Correction] | None = None,
+              unrouted: list[JobEvent] | None = None) -> Plan:
         return batch_plan(self.root, "base", "gitscale.yaml", list(events), self.now, DURATION,
                           STATE, cache, listing=listing, corrected=corrected,
                           serving=serving, unrouted=unrouted)

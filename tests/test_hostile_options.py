@@ -88,6 +88,51 @@ def test_a_kubeconform_on_path_that_misbehaves_is_an_error_naming_it(
     assert _unchanged(checkout) == before
 
 
+def _running(marker: str) -> list[str]:
+    """The processes whose command line holds ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes().decode(
+                    errors="replace"):
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("command", ["validate", "reconcile"])
+def test_a_kubeconform_that_hangs_is_waited_for_once_a_pass_and_ended_with_its_children(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+        command: str) -> None:
+    """Each manifest waited the whole timeout (120 s) in turn: a pass of 20 changed files
+    hung 40 minutes, past `run`'s pass watch; and a wrapper script's child was left running,
+    holding kubeconform's pipes. Now the first file waits, the others are refused at once,
+    and the hung kubeconform's process group is ended."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"a": "default", "b": "default", "c": "default"}),
+        **{f"sets/{n}.yaml": RUNNERSET.format(name=n, replicas=2) for n in "abc"},
+        "demand.yaml": "a: {queued: 5, running: 0}\nb: {queued: 5, running: 0}\n"
+                       "c: {queued: 5, running: 0}\n",
+    })
+    marker = f"kubeconform-child-{os.getpid()}-{id(tmp_path)}"
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "kubeconform").write_text(f"#!/bin/sh\nsh -c 'sleep 30; : {marker}'\n")
+    (tools / "kubeconform").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(kubeconform, "KUBECONFORM_TIMEOUT", 1)
+    before = _unchanged(checkout)
+    code, out, err = run(capsys, command, "--repo", str(checkout))
+    said = out + err
+    assert code == 1, said
+    assert all(f"sets/{name}.yaml: kubeconform: " in said for name in "abc"), said
+    assert said.count("kubeconform gave no answer within 1 s") == 3, said
+    assert said.count("gave no answer within 1 s on sets/") == 2, said  # waited once
+    assert _running(marker) == []
+    assert _unchanged(checkout) == before
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     pytest.param(["--health-port", "70000"], "'--health-port': 70000 is not in the range",
                  id="port-too-big"),

@@ -21,8 +21,10 @@ OWNERS = {
     "matplotlib": {"charts/render.py", "charts/axis.py"},  # the optional extra, imported lazily
     "prometheus_client": {"metrics.py", "controller/metrics.py"},
     # GitHub, Buildkite, notifications: the one client, its answers, its URLs, no answer's cause
-    "httpx": {"clients/http.py", "clients/answers.py", "clients/urls.py", "clients/no_answer.py"},
+    "httpx": {"clients/http.py", "clients/answers.py", "clients/urls.py", "clients/no_answer.py",
+              "clients/deadline.py"},
     "jwt": {"clients/github_app.py"},  # a GitHub App's token, for the source and controller
+    "httpcore": {"clients/deadline.py"},  # the network layer under httpx: a request's deadline
 }
 
 

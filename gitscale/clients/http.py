@@ -36,11 +36,12 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
+from gitscale.clients import deadline
 from gitscale.clients.answers import Answer, Budget, detail_of, json_of, limit_until, number_of
 from gitscale.clients.errors import ApiError, RateLimited, Unreachable, Unsendable
 from gitscale.clients.etags import EtagCache as EtagCache
 from gitscale.clients.etags import cache_file as cache_file
-from gitscale.clients.no_answer import describe
+from gitscale.clients.no_answer import Overdue, describe
 from gitscale.clients.urls import next_link, origin_text, same_api, with_params
 from gitscale.redact import header_problem, redact
 from gitscale.timeutil import format_time
@@ -56,6 +57,9 @@ MAX_REDIRECTS = 20  # httpx's own bound
 # the future) and the permissions GitHub wanted (a 403 "Resource not accessible by integration").
 EXPLAINING = ("date", "x-accepted-github-permissions")
 COURTESY_BODY = 64 * 1024  # what ``send`` keeps of an answer: its caller shows a line of it
+# A request's deadline, in timeouts: connecting, the headers and the body may each take one
+# (httpx's timeouts are per operation: a server trickling its answer never trips them).
+DEADLINE_TIMEOUTS = 3
 
 
 @dataclass
@@ -87,7 +91,8 @@ class HttpClient:
                  max_wait: float = 0.0, follow_redirects: bool = True,
                  verify: ssl.SSLContext | bool = True,
                  transport: httpx.BaseTransport | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 resolve: deadline.Resolve = deadline.getaddrinfo) -> None:
         self.name = name
         self.headers = headers
         self.refused = refused
@@ -103,9 +108,11 @@ class HttpClient:
         self.budget: Budget | None = None  # the rate limit, as the last answer stated it
         # masked in every message built from an answer; the last few (an app's token changes)
         self.sent_secrets: dict[str, None] = {}
-        self.http = httpx.Client(timeout=timeout, transport=transport, verify=verify,
-                                 follow_redirects=False,  # followed by _exchange
-                                 headers={"User-Agent": USER_AGENT})
+        # every connection: a deadline per request, a name resolved within the timeout
+        self.http = deadline.bound(httpx.Client(timeout=timeout, transport=transport,
+                                                verify=verify,
+                                                follow_redirects=False,  # by _exchange
+                                                headers={"User-Agent": USER_AGENT}), resolve)
 
     def close(self) -> None:
         self.http.close()
@@ -276,8 +283,25 @@ class HttpClient:
                   timeout: httpx.Timeout | None = None,
                   keep: int | None = None) -> tuple[httpx.Response, bytes]:
         """One request, its redirects (on ``url``'s origin only) and its body (streamed, at most
-        ``MAX_BODY`` bytes; with ``keep``, its first ``keep`` bytes and no error). The response
-        returned is closed; its body is the bytes."""
+        ``MAX_BODY`` bytes; with ``keep``, its first ``keep`` bytes and no error), all within
+        ``DEADLINE_TIMEOUTS`` timeouts (``Overdue`` past them). The response returned is
+        closed; its body is the bytes."""
+        seconds = DEADLINE_TIMEOUTS * (self.timeout if timeout is None or timeout.read is None
+                                       else timeout.read)
+        ends = time.monotonic() + seconds
+        try:
+            with deadline.until(ends):
+                return self._exchange_once(method, url, headers, body=body, content=content,
+                                           timeout=timeout, keep=keep)
+        except httpx.TimeoutException as exc:
+            if time.monotonic() < ends:
+                raise
+            raise Overdue(seconds) from exc
+
+    def _exchange_once(self, method: str, url: str, headers: Mapping[str, str], *,
+                       body: Any = None, content: bytes | None = None,
+                       timeout: httpx.Timeout | None = None,
+                       keep: int | None = None) -> tuple[httpx.Response, bytes]:
         request = self.http.build_request(
             method, url, headers=headers, json=body, content=content,
             timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)

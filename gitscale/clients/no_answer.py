@@ -11,7 +11,17 @@ import urllib.request
 
 import httpx
 
+from gitscale.clients.deadline import ResolveTimeout
 from gitscale.redact import redact
+
+
+class Overdue(httpx.TimeoutException):
+    """The answer did not arrive whole by the request's deadline (``http.DEADLINE_TIMEOUTS``):
+    each piece came within the timeout, the whole did not — a server or proxy trickling it."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no whole answer within {seconds:g}s")
+        self.seconds = seconds
 
 
 def describe(exc: httpx.HTTPError, url: str, timeout: float) -> str:
@@ -21,6 +31,13 @@ def describe(exc: httpx.HTTPError, url: str, timeout: float) -> str:
     where = f"{host}:{target.port or (443 if target.scheme == 'https' else 80)}"
     proxy = proxy_for(url)
     seconds = f"{timeout:g}s"
+    if isinstance(exc, Overdue):
+        return (f"timed out: the answer from {where} was not whole within "
+                f"{exc.seconds:g}s (it came too slowly)")
+    if isinstance(exc, httpx.ConnectTimeout) and isinstance(exc.__cause__, ResolveTimeout):
+        name = proxy.rsplit(":", 1)[0] if proxy else host
+        what = "the proxy's host " if proxy else ""
+        return f"DNS resolution of {what}{name} gave no answer within {seconds}"
     if isinstance(exc, httpx.ProxyError):
         return f"proxy error from the proxy {proxy or '(unknown)'}: {_words(exc)}"
     if isinstance(exc, httpx.ConnectTimeout):

@@ -95,6 +95,9 @@ credentials", says what each mode picks up.
 
 
 METRICS_PORT = 9090
+# SIGTERM: `run` finishes its pass, `serve` its last batch — a push bounded by the git timeout
+# (120 s): Kubernetes' default 30 s would kill one a slow remote holds, its events with it.
+STOP_GRACE = 150
 METRICS = ["--metrics-listen", f"0.0.0.0:{METRICS_PORT}"]  # noqa: S104 - scraped in the pod network
 WEBHOOK_HOWTO = f"""\
 # serve only: GitHub's webhook secret, a random value (no newline). Give GitHub the same
@@ -320,7 +323,8 @@ def deployment(name: str, args: list[str], source: Mounted, *,
             "strategy": {"type": "Recreate"},  # two loops on one repo would race each push
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "template": {"metadata": {"labels": _labels(name)},
-                         "spec": pod_spec(args, source, restart="Always", serve=serve)},
+                         "spec": {**pod_spec(args, source, restart="Always", serve=serve),
+                                  "terminationGracePeriodSeconds": STOP_GRACE}},
         },
     }
 

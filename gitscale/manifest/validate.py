@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, cast
 
 from gitscale.manifest.crd_schemas import SchemaValidator, crds_in_repo, crds_in_texts
-from gitscale.manifest.kubeconform import kubeconform_path, run_kubeconform
+from gitscale.manifest.kubeconform import Hung, kubeconform_path, run_kubeconform
 from gitscale.manifest.problem import Problem
 from gitscale.yamlio.read import load_documents
 
@@ -47,6 +47,9 @@ class Validation:
         self._files = files
         self._texts = texts
         self._scanned = False
+        # kubeconform hung once (on this file): not run again, each later file refused at once
+        # — a pass of N files would otherwise wait N × its timeout
+        self._hung: tuple[str, str] | None = None
 
     @property
     def how(self) -> str:
@@ -65,7 +68,7 @@ class Validation:
                 self.schemas.add_crd(crd)
         found: list[tuple[dict[str, Any] | None, Problem]]
         if self.binary is not None:
-            found = [(None, p) for p in run_kubeconform(self.binary, text, self.schemas)]
+            found = [(None, p) for p in self._kubeconform(path, text)]
         else:
             found = [(o, p) for o in objects for p in self.schemas.check(o)]
         refused = list(objects) if found and self.binary else \
@@ -73,6 +76,17 @@ class Validation:
         return Checked(_at_lines(path, text if lines_in is None else lines_in, found),
                        [] if self.binary else [o for o in objects if not self.schemas.knows(o)],
                        refused)
+
+
+    def _kubeconform(self, path: str, text: str) -> list[Problem]:
+        if self._hung is not None:
+            said, first = self._hung
+            return [Problem("kubeconform", f"not run: {said} on {first}")]
+        try:
+            return run_kubeconform(cast(str, self.binary), text, self.schemas)
+        except Hung as exc:
+            self._hung = (str(exc), path)
+            return [Problem("kubeconform", str(exc))]
 
 
 def _at_lines(path: str, text: str, found: list[tuple[dict[str, Any] | None, Problem]]

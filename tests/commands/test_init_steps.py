@@ -16,6 +16,7 @@ import yaml
 
 from gitscale.config.load import load_config
 from gitscale.plan.pass_watch import PassWatch
+from gitscale.repo.deadline import DEFAULT_TIMEOUT
 from gitscale.metrics import LoopMetrics, start_listener
 from tests.commands.test_init import reference_validator
 from tests.helpers import git, run
@@ -288,9 +289,13 @@ def test_runs_deployment_probes_the_health_its_metrics_port_answers(  # type: ig
     assert {"name": "metrics", "containerPort": 9090} in container["ports"]
     assert "--metrics-listen" in container["args"]
     assert "readinessProbe" not in container  # (no Service sends it traffic)
+    # SIGTERM: the pass in flight ends within a git timeout (its push), not Kubernetes' 30 s
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > \
+        DEFAULT_TIMEOUT
     (serve,) = docs(root / "deploy/scaler/deployment-serve.yaml")
     assert serve["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"][  # type: ignore[index]
         "port"] == "http"
+    assert serve["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > DEFAULT_TIMEOUT  # type: ignore[index]
     server = start_listener("127.0.0.1:0", LoopMetrics().registry,
                             health=PassWatch(stall=900.0).health)
     try:

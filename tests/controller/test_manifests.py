@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from gitscale.controller import kube
 from gitscale.cli import cli
 from tests.controller.github_fake import FakeRunner
 from gitscale.controller.leader import LeaderElector, LeaseConfig
@@ -85,7 +86,8 @@ def test_deployment_runs_the_controller_with_probes() -> None:
     assert deployment["metadata"]["namespace"] == "gitscale-system"
     binding = objects["RoleBinding/gitscale-controller-leader-election"]
     assert binding["metadata"]["namespace"] == "gitscale-system"
-    assert pod["terminationGracePeriodSeconds"] > params["shutdown_timeout"]
+    # the passes' shutdown, a thread's last join, a Kubernetes call in flight (loop.stop)
+    assert pod["terminationGracePeriodSeconds"] > params["shutdown_timeout"] + 5 + kube.TIMEOUT
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
     hardened = container["securityContext"]

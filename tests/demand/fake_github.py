@@ -93,6 +93,7 @@ class Request:
 @dataclass
 class Fault:
     kind: str  # ratelimit secondary forbidden error slow html truncated cut drop body huge echo
+    #            trickle
     match: str = ""  # a substring of the path (with query); "" matches every request
     times: int | None = None  # None: every matching request
     status: int | None = None  # kind error: default 502; kind body: default 200
@@ -103,6 +104,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)  # kind "body": added to its headers
     size: int = 0  # kind "huge": this many bytes of a JSON array
     declared: bool = False  # kind "huge": with Content-Length (else chunked)
+    trickled: str = "body"  # kind "trickle": "headers" or "body", a byte every ``delay`` s
 
 
 @dataclass
@@ -536,6 +538,8 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 self._send(fault.status or 200, fault.body, {**self._limits(), **fault.headers})
             elif fault.kind == "huge":
                 self._huge(fault)
+            elif fault.kind == "trickle":
+                self._trickle(fault)
             elif fault.kind == "echo":  # a server (or a proxy) that repeats what it was sent
                 self._json(fault.status or 401, {"message": "Bad credentials: Authorization: "
                                                             f"{self.headers.get('Authorization')}"})
@@ -547,6 +551,29 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             else:
                 return False
             return True
+
+        def _trickle(self, fault: Fault) -> None:
+            """A 200 whose headers (or body) come a byte every ``fault.delay`` seconds: each
+            byte well within any read timeout, the whole never (it stops after a minute, or
+            when the client hangs up) — or, with ``fault.body``, that body, in the end."""
+            self._record(200)
+            self.close_connection = True
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            if fault.trickled == "body":
+                head += b"Content-Length: %d\r\n\r\n" % (len(fault.body) or 100000)
+            ends = time.monotonic() + 60
+            try:
+                self.wfile.write(head)
+                self.wfile.flush()
+                for n in range(len(fault.body) or 10**9):
+                    if time.monotonic() > ends:
+                        break
+                    self.wfile.write(fault.body[n:n + 1] if fault.body else
+                                     b" " if fault.trickled == "body" else b"X-Slow: 1\r\n")
+                    self.wfile.flush()
+                    time.sleep(fault.delay)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def _huge(self, fault: Fault) -> None:
             """``[0,0,0,…`` for ``fault.size`` bytes, a MiB at a time (never whole in memory);

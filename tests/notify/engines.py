@@ -83,6 +83,7 @@ class _Fake:
         self.fail_with: int | None = None  # answer every request with this status
         self.hold = threading.Event()  # while clear and ``stall`` is set, requests hang
         self.stall = False
+        self.trickle = False  # an answer's headers, then its body a byte every 0.3 s
         self.server = QuietServer(("127.0.0.1", 0), _handler(self))
         self.tls = tls
         if tls:
@@ -125,6 +126,19 @@ def _handler(fake: _Fake) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             if fake.stall:
                 fake.hold.wait(10)
+                return
+            if fake.trickle:
+                self.send_response(200)
+                self.send_header("Content-Length", "40")
+                self.end_headers()
+                for _ in range(40):
+                    if fake.hold.wait(0.3):
+                        return
+                    try:
+                        self.wfile.write(b".")
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return
                 return
             if fake.fail_with is not None:
                 status, error = fake.fail_with, "failing on purpose"

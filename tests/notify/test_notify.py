@@ -187,7 +187,7 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])  # closed again when this returns
 
 
-@pytest.mark.parametrize("failure", ["refused", "http-500", "timeout", "no-secret"])
+@pytest.mark.parametrize("failure", ["refused", "http-500", "timeout", "trickle", "no-secret"])
 def test_a_failing_notify_is_one_log_line_and_the_pass_still_succeeds(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
     receiver = Receiver("gitscale", "flux-system", TOKEN)
@@ -197,6 +197,8 @@ def test_a_failing_notify_is_one_log_line_and_the_pass_still_succeeds(  # type: 
             flux.fail_with = 500
         if failure == "timeout":
             flux.stall = True
+        if failure == "trickle":  # (it answers, too slowly: not "no answer")
+            flux.trickle = True
         if failure == "no-secret":
             monkeypatch.delenv("FLUX_RECEIVER_TOKEN")
         checkout = repo(tmp_path, f"""\
@@ -216,6 +218,7 @@ notify:
     assert len(lines) == 1, err
     assert f"notify flux ({base}) failed: " in lines[0]
     assert {"refused": "cannot connect", "http-500": "HTTP 500", "timeout": "no answer within 1s",
+            "trickle": "answer too slow (timed out: the answer from 127.0.0.1:",
             "no-secret": "environment variable FLUX_RECEIVER_TOKEN is not set"}[failure] \
         in lines[0]
     if failure == "no-secret":  # at the line that names it

@@ -51,3 +51,18 @@ def gitignore_text(existing: str | None) -> str | None:
 def tracked_credentials(paths: list[str]) -> list[str]:
     """Of ``paths`` (the files git tracks), those named as a credential file of init's steps."""
     return [path for path in paths if PurePosixPath(path).name in CREDENTIAL_FILES]
+
+
+# git's word for a file with no ``filter`` of its own (``git check-attr``), and Git LFS's
+# filter: its store publishes a file as plainly as the repo does
+PLAIN_FILTERS = ("unspecified", "unset", "set", "lfs")
+
+
+def encrypted(check_attr: str) -> set[str]:
+    """Of ``git check-attr -z filter -- PATH…``'s answer (path, ``filter``, value, each ended
+    by a NUL), the paths git hands to a filter of their own as it commits them: git-crypt's
+    (``filter=git-crypt``), transcrypt's (``filter=crypt``) — a credential encrypted in the
+    repo, tracked on purpose."""
+    fields = check_attr.split("\0")
+    return {fields[at] for at in range(0, len(fields) - 2, 3)
+            if fields[at + 2] not in PLAIN_FILTERS}

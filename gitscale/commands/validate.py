@@ -20,6 +20,7 @@ from gitscale.errors import InputError
 from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
 from gitscale.manifest.validate import Validation
+from gitscale.repo.git import Git
 from gitscale.repo.opening import open_workspace
 from gitscale.runnerset_api import API_VERSION, GROUP, KIND
 from gitscale.yamlio.placeholders import PLACEHOLDER, placeholder_problems
@@ -34,7 +35,7 @@ def run_validate(opts: RepoOptions) -> int:
         # values `gitscale init` could not fill in: the config is not finished
         problems += placeholder_problems(config.path, config.text)
         listed = ws.git.out("ls-files").splitlines()
-        problems += committed_credentials(listed)
+        problems += committed_credentials(listed, ws.git)
         validation = Validation(ws.root, lambda: listed)
         by_file: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
         texts: dict[str, str] = {}
@@ -76,16 +77,22 @@ def run_validate(opts: RepoOptions) -> int:
     return EXIT_ERROR if problems else EXIT_OK
 
 
-def committed_credentials(paths: list[str]) -> list[str]:
+def committed_credentials(paths: list[str], repo: Git) -> list[str]:
     """A problem for each tracked file named as a credential file `gitscale init`'s steps have
     the user write beside the scaffold (``init_ignore``): committed, every reader of the repo
-    has it."""
-    from gitscale.commands.init_ignore import GITIGNORE, tracked_credentials
+    has it — unless git encrypts it as it commits it (git-crypt, transcrypt: a ``filter`` of
+    ``.gitattributes``), a credential kept in the repo on purpose."""
+    from gitscale.commands.init_ignore import GITIGNORE, encrypted, tracked_credentials
 
+    found = tracked_credentials(paths)
+    if found:  # (one git process, only for a repo that tracks such a name)
+        hidden = encrypted(repo.run("check-attr", "-z", "filter", "--", *found).stdout)
+        found = [path for path in found if path not in hidden]
     return [f"{path}: a credential file is committed (`gitscale init`'s steps write it to create "
             "a Secret from): anyone who can read the repo can read it; revoke and replace the "
-            f"credential, then `git rm --cached {path}` and list it in {GITIGNORE}"
-            for path in tracked_credentials(paths)]
+            f"credential, then `git rm --cached {path}` and list it in {GITIGNORE} (a file "
+            "git-crypt or transcrypt encrypts, by a filter of .gitattributes, is not refused)"
+            for path in found]
 
 
 def controller_refusals(path: str, sets: list[tuple[RunnerSetConfig, Target]]) -> list[str]:

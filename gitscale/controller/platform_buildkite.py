@@ -113,6 +113,8 @@ OWN_FLAGS = {"name": "BUILDKITE_AGENT_NAME (the pod's name)",
              "token": "BUILDKITE_AGENT_TOKEN (from spec.buildkite.agentTokenSecret)",
              "spawn": "one agent per pod (do-once)",
              "acquire-job": "one agent per pod that takes the queue's next job"}
+# What a flag may say because it is what the controller sets anyway (flag, value).
+AS_SET = {("disconnect-after-job", ""), ("disconnect-after-job", "true"), ("spawn", "1")}
 # Variables of the template that break an agent the controller starts: buildkite-agent start
 # exits at once when a queue comes both from BUILDKITE_AGENT_QUEUE and from the tags;
 # SPAWN starts several agents in one pod (one slot, several jobs, names the agents API does
@@ -133,9 +135,13 @@ def check_template(template: Mapping[str, Any]) -> None:
     where = f"spec.template container {name!r}"
     for field_name in ("command", "args"):
         words = container.get(field_name) or []
-        for word in words if isinstance(words, list) else []:
-            flag = str(word).split("=", 1)[0].lstrip("-") if str(word).startswith("-") else ""
-            if flag in OWN_FLAGS:
+        words = [str(w) for w in words] if isinstance(words, list) else []
+        for at, word in enumerate(words):
+            flag, said, value = word.partition("=") if word.startswith("-") else ("", "", "")
+            flag = flag.lstrip("-")
+            if not said and at + 1 < len(words) and not words[at + 1].startswith("-"):
+                value = words[at + 1]  # (``--spawn 1``; a boolean flag takes no word)
+            if flag in OWN_FLAGS and (flag, value if said or flag == "spawn" else "") not in AS_SET:
                 raise InvalidRunnerSet(
                     f"{where}: {field_name} passes --{flag} to the agent; the controller sets "
                     f"{OWN_FLAGS[flag]}, and a flag would override it: remove it")

@@ -153,8 +153,10 @@ class Platforms:
                     self._users.pop(key, None)
                     self._clients.pop(key, None)
                     unused.append(key)
-        if unused:
-            self._refusals.forget(unused)  # (a refusal no set meets is not kept either)
+            if unused:  # (a refusal no set meets is not kept either: under the lock, so that
+                # a pass noting the key again meanwhile cannot have its new refusal forgotten;
+                # Refusals' own lock is never held while this one is taken)
+                self._refusals.forget(unused)
 
     def refused(self, rs: RunnerSetView, exc: ControllerError) -> None:
         """A call of the set's adapter failed with ``exc``. Credentials refused: its clients

@@ -12,8 +12,10 @@ is ended by git itself first (``GIT_HTTP_LOW_SPEED_LIMIT``/``_TIME``, unless set
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 from gitscale.errors import InputError
 from gitscale.timeutil import parse_duration
@@ -95,3 +97,57 @@ def end_tree(proc: Process) -> None:
             os.kill(pid, 9)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+class ReadDeadline:
+    """The deadline of a streamed read (``Git.blocks``): ``seconds`` of git's time, not the
+    reader's. While the reader holds a block (``hold`` … ``resume``) the clock stops: a
+    ``gitscale history | less`` read page by page keeps git's pipe full, git waiting on the
+    reader, not stuck, and ending it there cut the history short with a timeout blamed on
+    the remote. ``expire`` is called (once, from a timer's thread) when git's time is up;
+    ``fired`` says it was. One timer thread, as before, unless the reader held a block past
+    the time left: then one more when it resumes."""
+
+    def __init__(self, seconds: float, expire: Callable[[], None]) -> None:
+        self._left, self._since = seconds, time.monotonic()
+        self._held, self._over = False, False
+        self._expire = expire
+        self._lock = threading.Lock()
+        self.fired = False
+        self._timer = self._arm(seconds)
+
+    def _arm(self, seconds: float) -> threading.Timer:
+        timer = threading.Timer(max(0.0, seconds), self._due)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def _due(self) -> None:
+        with self._lock:
+            if self._over or self._held:
+                return  # (``resume`` arms a timer for what is left)
+            left = self._left - (time.monotonic() - self._since)
+            if left > 0:  # (the reader held a block meanwhile)
+                self._timer = self._arm(left)
+                return
+            self.fired = self._over = True
+        self._expire()
+
+    def hold(self) -> None:
+        """The reader has a block: git's clock stops."""
+        with self._lock:
+            self._left -= time.monotonic() - self._since
+            self._held = True
+
+    def resume(self) -> None:
+        """The reader reads again: git's clock goes on from where it stopped."""
+        with self._lock:
+            self._since, self._held = time.monotonic(), False
+            if not self._over and not self._timer.is_alive():
+                self._timer = self._arm(self._left)
+
+    def cancel(self) -> None:
+        """The read is over (git's output read to its end, or the reader gone)."""
+        with self._lock:
+            self._over = True
+            self._timer.cancel()

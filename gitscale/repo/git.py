@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 from gitscale.errors import GitError
-from gitscale.repo.deadline import TIMEOUT_VARIABLE, end_tree, git_timeout
+from gitscale.repo.deadline import TIMEOUT_VARIABLE, ReadDeadline, end_tree, git_timeout
 from gitscale.repo.git_env import check_token, git_env, no_git_env
 from gitscale.repo.git_output import Result, describe_failure, push_failure
 
@@ -98,11 +97,19 @@ def stop(proc: "subprocess.Popen[str] | subprocess.Popen[bytes]", *,
 def timed_out(args: Sequence[str]) -> str:
     """What a git stopped at its deadline says: which command, the limit and how to raise it,
     and the likely cause."""
-    verb = args[0] if args else ""
-    return (f"git {verb} did not finish within {git_timeout():g} s and was stopped "
+    return (f"git {_verb(args)} did not finish within {git_timeout():g} s and was stopped "
             f"({TIMEOUT_VARIABLE} sets the limit): a remote that accepted the connection but "
             "does not answer (a firewall dropping packets, a hung server or proxy), or a "
             "repository far larger than expected")
+
+
+def _verb(args: Sequence[str]) -> str:
+    """The git command ``args`` run, past git's own options (``-c NAME=VALUE``,
+    ``--literal-pathspecs``): ``git -c … fetch`` timed out is said as ``git fetch``."""
+    at = 0
+    while at < len(args) and args[at].startswith("-"):
+        at += 2 if args[at] in ("-c", "-C") else 1
+    return args[at] if at < len(args) else ""
 
 
 class Git:
@@ -149,33 +156,31 @@ class Git:
                                         stdout=subprocess.PIPE, stderr=stderr, text=True,
                                         errors="replace")
             assert proc.stdout is not None
-            fired: list[bool] = []  # the deadline came: git and its helpers were ended
-
-            def expire() -> None:
-                fired.append(True)
-                end_tree(proc)
-            timer = threading.Timer(timeout, expire)
-            timer.daemon = True
-            timer.start()
+            # the deadline came: git and its helpers were ended (the time the reader holds a
+            # block is not git's: ``ReadDeadline``)
+            deadline = ReadDeadline(timeout, lambda: end_tree(proc))
             try:
                 pending = ""
                 while chunk := proc.stdout.read(65536):
                     pending += chunk
                     cut = pending.rfind(separator) + len(separator)
                     if cut >= len(separator):
+                        deadline.hold()
                         yield pending[:cut]
+                        deadline.resume()
                         pending = pending[cut:]
                 if pending:
+                    deadline.hold()
                     yield pending
             finally:
-                timer.cancel()
+                deadline.cancel()
                 proc.stdout.close()
                 if proc.poll() is None:
                     proc.kill()  # the reader stopped early (a closed pipe, an exception)
                 code = proc.wait()
             stderr.seek(0)
             error = stderr.read().decode(errors="replace")
-        if fired:
+        if deadline.fired:
             raise GitError(timed_out(args))
         if code != 0:
             raise GitError(describe_failure(args, Result("", error, code)))
@@ -198,6 +203,16 @@ class Git:
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
+        stdout, stderr, code = self._run_bytes(args, input)
+        if code != 0:
+            result = Result(stdout.decode(errors="replace"), stderr.decode(errors="replace"),
+                            code)
+            raise GitError(describe_failure(args, result))
+        return stdout
+
+    def _run_bytes(self, args: Sequence[str], input: bytes | None = None
+                   ) -> tuple[bytes, bytes, int]:
+        """git's stdout, stderr and exit code, by its deadline (a ``GitError`` past it)."""
         env = self.environment()
         deadline = time.monotonic() + git_timeout()
         with _starting(args, self.cwd):
@@ -211,11 +226,7 @@ class Git:
             if isinstance(exc, subprocess.TimeoutExpired):
                 raise GitError(timed_out(args)) from None
             raise
-        if proc.returncode != 0:
-            result = Result(stdout.decode(errors="replace"), stderr.decode(errors="replace"),
-                            proc.returncode)
-            raise GitError(describe_failure(args, result))
-        return stdout
+        return stdout, stderr, proc.returncode
 
     # -- reading -------------------------------------------------------------------------
     def head(self) -> str:
@@ -276,11 +287,10 @@ class Git:
         return found
 
     def blob(self, spec: str) -> bytes | None:
-        """The bytes of ``spec`` (``:path`` in the index, ``REV:path`` in a commit), or None."""
-        with _starting(("show", spec), self.cwd):
-            proc = subprocess.run(["git", "show", spec], cwd=self.cwd, capture_output=True,
-                                  env=self.environment())
-        return proc.stdout if proc.returncode == 0 else None
+        """The bytes of ``spec`` (``:path`` in the index, ``REV:path`` in a commit), or None.
+        By the deadline too: in a partial clone git fetches a blob it lacks from the remote."""
+        stdout, _, code = self._run_bytes(("show", spec))
+        return stdout if code == 0 else None
 
     def parents(self, rev: str) -> list[str]:
         return self.out("rev-list", "--parents", "-n", "1", rev).split()[1:]

@@ -142,3 +142,25 @@ def test_validate_refuses_a_repo_that_tracks_a_credential_file(  # type: ignore[
     assert f"error: {name}: a credential file is committed" in err
     assert f"git rm --cached {name}" in err and "bkua_" not in out + err
     assert "1 problem" in out
+
+
+def test_validate_takes_a_credential_file_git_crypt_encrypts(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """git-crypt and transcrypt keep a credential in the repo encrypted, under its own name:
+    tracked on purpose (a ``filter`` of ``.gitattributes``), not refused. Git LFS's filter
+    stores the file as plainly as the repo: refused still."""
+    root, _ = init(tmp_path, capsys, "flux", *options("flux", "buildkite", True))
+    (root / ".gitattributes").write_text("secrets/** filter=git-crypt diff=git-crypt\n"
+                                         "*.pem filter=lfs\n")
+    (root / "secrets").mkdir()
+    (root / "secrets" / "buildkite-agent-token").write_bytes(b"\x00GITCRYPT\x00...")
+    (root / "github-app.private-key.pem").write_text("-----BEGIN RSA PRIVATE KEY-----\n")
+    git(root, "add", "-f", ".gitattributes", "secrets/buildkite-agent-token")
+    git(root, "commit", "--quiet", "-m", "the agent token, encrypted")
+    assert run(capsys, "validate", "--repo", str(root))[0] == 0
+    git(root, "add", "-f", "github-app.private-key.pem")
+    git(root, "commit", "--quiet", "-m", "oops")
+    code, out, err = run(capsys, "validate", "--repo", str(root))
+    assert code == 1, (out, err)
+    assert "error: github-app.private-key.pem: a credential file is committed" in err
+    assert "secrets/buildkite-agent-token" not in err

@@ -62,7 +62,7 @@ def get(port: int) -> tuple[int, dict[str, Any]]:
 
 def test_a_loop_held_by_a_remote_that_never_answers_is_stuck_then_moves_again(
         tmp_path: Path, black_hole: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "4")
+    monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "2.5")
     monkeypatch.setattr(run, "stall_limit", lambda: 1.0)
     loop = Loop(f"git://127.0.0.1:{black_hole}/config.git")
     try:

@@ -193,7 +193,7 @@ def test_a_batch_held_by_a_push_that_never_ends_is_stuck_then_fails_and_lands(
     a batch has (here 1 s), so a liveness probe restarts a serve no timeout frees."""
     import gitscale.webhooks.batcher as batcher
 
-    monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "4")
+    monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "2.5")
     monkeypatch.setattr(batcher, "stall_limit", lambda: 1.0)
     hook = repo.parent / "remote.git" / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\nsleep 30\n")
@@ -204,9 +204,9 @@ def test_a_batch_held_by_a_push_that_never_ends_is_stuck_then_fails_and_lands(
         assert server.post(job(1, "queued", LINUX))[0] == 202
         wait_until(lambda: server.health()["status"] == "stuck", 20, "never stuck")
         stuck = server.health()
-        assert stuck["pending_events"] == 1 and stuck["batch_running_seconds"] > 1
+        assert stuck["pending_events"] == 1 and stuck["batch_running_seconds"] >= 1
         wait_until(lambda: server.health()["status"] == "degraded", 20, "the push never ended")
-        assert "git push did not finish within 4 s" in server.health()["last_error"]
+        assert "git push did not finish within 2.5 s" in server.health()["last_error"]
         hook.unlink()
         wait_for_commit(server, repo, before, timeout=30)
         assert server.health()["status"] == "ok"

@@ -166,6 +166,7 @@ def test_bad_agents_api_settings_are_invalid(harness: Harness, change: dict[str,
                  "--disconnect-after-job", id="args-disconnect"),
     pytest.param([], {"args": ["start", "--token", "bkua_in_the_pod_spec"]}, "--token",
                  id="args-token"),
+    pytest.param([], {"args": ["start", "--spawn=3"]}, "args passes --spawn", id="args-spawn"),
     pytest.param([], {"env": [{"name": "BUILDKITE_AGENT_QUEUE", "value": "linux"}]},
                  "env sets BUILDKITE_AGENT_QUEUE: the queue goes in spec.buildkite.queue",
                  id="env-queue"),
@@ -188,11 +189,12 @@ def test_a_template_that_would_override_the_agents_settings_is_invalid(
 
 
 def test_a_template_that_leaves_the_agent_alone_is_served(harness: Harness) -> None:
-    """Flags the controller does not set (`--debug`), tags without a queue, spawn said as 1."""
+    """Flags the controller does not set (`--debug`), tags without a queue, spawn said as 1
+    (as a variable or a flag), one job per agent said again."""
     spec = buildkite_spec()
     spec["buildkite"]["tags"] = ["os=linux", "docker"]
     spec["template"]["spec"]["containers"][0].update(
-        args=["start", "--debug", "--tags-from-host"],
+        args=["start", "--debug", "--tags-from-host", "--disconnect-after-job", "--spawn", "1"],
         env=[{"name": "BUILDKITE_AGENT_SPAWN", "value": "1"}])
     harness.write("bk", 1, 0, spec=spec)
     assert len(harness.sync("bk").created) == 1

@@ -86,6 +86,16 @@ def test_binary_output_has_the_deadline_too(
         Git(tmp_path).run_bytes("ls-remote", "stuck::nowhere")
 
 
+def test_the_command_timed_out_is_named_past_git_s_own_options(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(``fetch_objects`` runs ``git -c … fetch``: it said "git -c did not finish")"""
+    install_stuck_helper(tmp_path, monkeypatch)
+    monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "1")
+    with pytest.raises(GitError, match=r"^git ls-remote did not finish within 1 s"):
+        Git(tmp_path).run("-c", "fetch.negotiationAlgorithm=noop", "--literal-pathspecs",
+                          "ls-remote", "stuck::nowhere")
+
+
 def test_a_command_that_ends_in_time_is_untouched(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "30")
@@ -154,3 +164,47 @@ def test_descendants_are_found_through_proc() -> None:
             os.kill(pid, 9)
         shell.kill()
         shell.wait()
+
+
+# writes 300,000 bytes of records at once: more than one block, and more than a pipe holds
+_MANY = "!f() { yes 'record;' | head -c 300000; }; f"
+
+
+def test_a_streamed_read_counts_git_s_time_not_the_reader_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gitscale history | less` read slowly holds git's pipe full: git waits on the reader,
+    and was ended at the deadline all the same, the history cut short by a timeout blamed on
+    the remote."""
+    monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "1")
+    git = Git(tmp_path)
+    git.run("init", "--quiet")
+    read = []
+    for number, block in enumerate(git.blocks("-c", f"alias.many={_MANY}", "many",
+                                              separator=";")):
+        read.append(block)
+        if number == 0:
+            time.sleep(2)  # a reader paging slowly, twice git's time
+    assert len("".join(read)) == 300000
+
+
+def test_a_blob_fetched_from_a_promisor_that_never_answers_is_given_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Git.blob`` in a partial clone (a checkout made with ``--filter=blob:none``) has git
+    fetch the blob it lacks: from a remote that does not answer, for ever."""
+    install_stuck_helper(tmp_path, monkeypatch)
+    source = tmp_path / "source"
+    subprocess.run(["git", "init", "--quiet", str(source)], check=True)
+    (source / "a.yaml").write_text("replicas: 1\n")
+    subprocess.run(["git", "-C", str(source), "add", "a.yaml"], check=True)
+    subprocess.run(["git", "-C", str(source), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "--quiet", "-m", "one"], check=True)
+    subprocess.run(["git", "-C", str(source), "config", "uploadpack.allowFilter", "true"],
+                   check=True)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--filter=blob:none", "--no-checkout",
+                    f"file://{source}", str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "remote", "set-url", "origin", "stuck::nowhere"],
+                   check=True)
+    monkeypatch.setenv("GITSCALE_GIT_TIMEOUT", "1")
+    with pytest.raises(GitError, match=r"^git show did not finish within 1 s"):
+        Git(clone).blob("HEAD:a.yaml")

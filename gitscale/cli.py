@@ -259,6 +259,14 @@ def history(**kw: Any) -> int:
                    "does not know the last write's job ids.")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
               help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
+@click.option("--serve", is_flag=True,
+              help="Also run each policy in webhook mode (`gitscale serve`): capacity "
+                   "reservations from workflow_job events, one commit per --window.")
+@click.option("--window", default="10s", show_default=True,
+              help="With --serve: serve's --window (its events land as one commit).")
+@click.option("--reservation", default="10m", show_default=True,
+              help="With --serve: serve's --reservation (how long a queued job's reservation "
+                   "lasts once it has capacity).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="A table per strategy, or JSON (format_version 1) for scripts.")
 @click.option("--chart", callback=a_path,

@@ -30,6 +30,7 @@ from gitscale.config.schemas import check_schema
 from gitscale.yamlio.read import load_single
 
 DEFAULT_SET = "default"
+MIN_WINDOW, MIN_RESERVATION = 1.0, 60.0  # seconds: the least `serve` takes (its MIN_*)
 MAX_HOURS = 24 * 28  # four weeks of synthetic jobs (a forecast's lookback, and a week more)
 
 
@@ -47,7 +48,8 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
                  sync_delay: str, sync_poll: str | None, pod_start: str, cold_cache: bool,
                  baselines: bool,
                  output: str, chart: str | None, repo_given: bool,
-                 report_from: str | None = None) -> int:
+                 report_from: str | None = None, serve: bool = False, window: str = "10s",
+                 reservation: str = "10m") -> int:
     if sum((trace is not None, synthetic is not None, from_history)) != 1:
         raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
                          "--from-history")
@@ -57,6 +59,8 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         sync_poll=_seconds("--sync-poll", sync_poll, minimum=1) if sync_poll else None,
         pod_start=_seconds("--pod-start", pod_start),
         job_memory=not cold_cache,
+        window=_seconds("--window", window, minimum=MIN_WINDOW),
+        reservation=_seconds("--reservation", reservation, minimum=MIN_RESERVATION),
     )
     root = Path(opts.repo).expanduser()
     with ExitStack() as stack:
@@ -92,10 +96,10 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         settings = replace(settings, report_from=_report_from(report_from, job_trace))
     used = set(job_trace.sets)
     candidates = _candidates(tried, {n: p for n, p in set_policies.items() if n in used})
-    runs = len(candidates) + (BASELINES if baselines else 0)
+    runs = len(candidates) * (2 if serve else 1) + (BASELINES if baselines else 0)
     with Progress("simulating", runs, show=output == "text") as bar:
         outcomes = run_all(job_trace, candidates, settings, baselines=baselines,
-                           done=lambda name: bar.advance())
+                           done=lambda name: bar.advance(), serve=serve)
     rows = metrics(outcomes, job_trace, settings.report_from)
     if chart:
         _chart(outcomes, rows, job_trace, Path(chart))

@@ -28,9 +28,9 @@ def write_chart(outcomes: Sequence[Outcome], rows: Sequence[Metrics], trace: Tra
         times = sorted(runners)
         stamps = [trace.time(t) for t in times]
         name = outcome.name
-        if name == "gitscale":
+        if name.startswith("gitscale"):
             policy = outcome.policy if len(outcome.policy) <= 44 else outcome.policy[:43] + "…"
-            name = f"gitscale {policy}"
+            name = f"{name} {policy}"
         panels.append(Panel(
             title=f"{name}: p95 wait {row.wait_p95:.0f}s, {row.runner_minutes:.0f} runner-min "
                   f"({row.vs_oracle:.2f}× oracle)",

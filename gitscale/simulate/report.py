@@ -81,11 +81,13 @@ def as_text(rows: Sequence[Metrics], trace: Trace, settings: Settings) -> str:
                 "arriving from then on, and the runners and commits after it)"]
                if settings.report_from else []),
              f"decisions every {settings.interval:g}s, {sync}, pod start "
-             f"{settings.pod_start:g}s", ""]
+             f"{settings.pod_start:g}s"
+             + (f"; serve: window {settings.window:g}s, reservation {settings.reservation:g}s"
+                if any(r.name == "gitscale serve" for r in rows) else ""), ""]
     header = ("strategy", "wait p50", "p95", "max", "runner-min", "×oracle", "idle-min",
               "pods", "commits", "/hour", "patch-only")
     table = [header] + [(
-        f"{r.name} ({r.policy})" if r.name == "gitscale" else r.name,
+        f"{r.name} ({r.policy})" if r.name.startswith("gitscale") else r.name,
         _s(r.wait_p50), _s(r.wait_p95), _s(r.wait_max), f"{r.runner_minutes:.0f}",
         f"{r.vs_oracle:.2f}", f"{r.idle_runner_minutes:.0f}", str(r.pods_created),
         _n(r.commits), _n(r.commits_per_hour), _n(r.patch_only_commits)) for r in rows]

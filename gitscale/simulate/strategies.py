@@ -3,6 +3,10 @@
 - ``gitscale``: every ``interval`` the decision ``reconcile`` runs (``gitscale.core.decide``)
   reads the queue, each write is a commit, applied ``sync_delay`` later (or at the GitOps
   engine's next poll), and gitscale's controller acts on it (``model.controller_pass``).
+- ``gitscale serve`` (``simulate --serve``): webhook mode — each job's ``queued``,
+  ``in_progress`` and ``completed`` events batched per ``window`` into capacity reservations
+  by the rules `serve` runs (``gitscale.core.reservations``), the same decision on their
+  demand, one commit per batch, the same sync and controller.
 - ``arc-listener``: actions-runner-controller's scale-set listener: on every job event,
   desired = min(minRunners + queued + running, max), patched at once with the next patch ID
   (patch 0 after a quiet minute, its "empty batch"), applied by the same controller rules.
@@ -18,13 +22,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from gitscale.controller.decide import Phase, Spec
 from gitscale.core.decide import decide
 from gitscale.core.forecast import forecast
-from gitscale.core.model import Current, Demand, next_patch_id
+from gitscale.core.model import Current, Decision, Demand, next_patch_id
 from gitscale.core.policy import Policy
+from gitscale.core.reservations import Action, Book, Event
+from gitscale.core.reservations import apply as apply_events
 from gitscale.simulate.model import Clock, Pool, controller_pass
 from gitscale.simulate.trace import Trace
 
@@ -40,6 +46,8 @@ class Settings:
     pod_start: float = 45.0
     sample_every: float = 30.0
     job_memory: bool = True  # the last write's job ids known (`run`, or a kept state cache)
+    window: float = 10.0  # `serve --window`: its events land as one commit per window
+    reservation: float = 600.0  # `serve --reservation`: a queued job's reservation lasts
     report_from: float = 0.0  # seconds into the trace from which outcomes are counted
 
 
@@ -114,17 +122,43 @@ def _finish(name: str, policy: str, pools: dict[str, Pool], end: float) -> Outco
                            for n, p in pools.items()}, unstarted=unstarted)
 
 
+class _Writer:
+    """What a pass (``run_gitscale``) and a batch (``run_serve``) share: each set's decision
+    (``gitscale.core.decide``, fed what the manifest holds after each write), and what its
+    Gitscale-Set trailers would say — the demand at each write, which a forecast policy learns
+    from through the same pure function as a real pass."""
+
+    def __init__(self, names: Sequence[str], policies: dict[str, Policy], settings: Settings,
+                 every: float) -> None:
+        self.policies, self.settings = policies, settings
+        self.current = {name: Current(0, None, backlog=0) for name in names}  # RunnerSets
+        self.history: dict[str, tuple[list[float], list[int]]] = {name: ([], []) for name in names}
+        self.window = timedelta(seconds=every)  # a forecast's count serves until the next one
+
+    def decide(self, name: str, demand: Demand, now: datetime) -> tuple[Decision, Current]:
+        """The decision for ``name`` at ``now``, and the RunnerSet before it (the set's state
+        moves on when the decision writes)."""
+        before = self.current[name]
+        known = before if self.settings.job_memory else replace(before, jobs=None)
+        policy = self.policies[name]
+        times, levels = self.history[name]
+        predicted = None if policy.forecast is None else forecast(
+            times, levels, policy.forecast, now, self.window)
+        decision = decide(known, demand, policy, now, forecast=predicted)
+        if decision.write:
+            times.append(now.timestamp())
+            levels.append(demand.queued + demand.running)
+            self.current[name] = before.after(decision, demand, now)
+        return decision, before
+
+
 def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
                  label: str) -> Outcome:
     clock = Clock(trace.start)
     pools = _pools(trace, clock, settings)
-    current = {name: Current(0, None, backlog=0) for name in pools}  # RunnerSets
+    writer = _Writer(list(pools), policies, settings, settings.interval)
     specs: dict[str, Spec] = {}
     counts = {"commits": 0, "patch_only": 0}
-    # What the set's Gitscale-Set trailers would say: the demand at each write (a forecast
-    # policy learns from them, through the same pure function as a real pass)
-    history: dict[str, tuple[list[float], list[int]]] = {name: ([], []) for name in pools}
-    window = timedelta(seconds=settings.interval)  # a forecast's count serves until the next pass
 
     def apply(name: str, spec: Spec) -> None:
         # commits reach the cluster in the order they were made (a poll applies them in turn)
@@ -141,19 +175,9 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
         wrote, patch_only = False, True
         for name, pool in pools.items():
             queued, running, ids = pool.demand()
-            demand = Demand(queued, running, ids)
-            known = current[name] if settings.job_memory else replace(current[name], jobs=None)
-            policy = policies[name]
-            times, levels = history[name]
-            predicted = None if policy.forecast is None else forecast(
-                times, levels, policy.forecast, now, window)
-            decision = decide(known, demand, policy, now, forecast=predicted)
+            decision, before = writer.decide(name, Demand(queued, running, ids), now)
             if not decision.write:
                 continue
-            times.append(now.timestamp())
-            levels.append(queued + running)
-            before = current[name]
-            current[name] = before.after(decision, demand, now)
             wrote = True
             patch_only = patch_only and before.replicas == decision.replicas
             spec = Spec(decision.replicas, decision.patch_id or 0, now, decision.backlog)
@@ -176,6 +200,87 @@ def _synced(committed: float, settings: Settings) -> float:
     if settings.sync_poll:
         return math.floor(committed / settings.sync_poll + 1) * settings.sync_poll
     return committed + settings.sync_delay
+
+
+# `serve` runs a batch this often without events, so that reservations expire
+# (``gitscale.commands.serve.EXPIRY_CHECK``; tests/simulate check they agree)
+EXPIRY_CHECK = 60.0
+
+
+def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
+              label: str) -> Outcome:
+    """`gitscale serve`: each job sends ``queued`` as it arrives, ``in_progress`` as a runner
+    takes it and ``completed`` as it ends; every ``window`` (and every ``EXPIRY_CHECK``
+    without events) a batch applies the window's events to each set's reservations
+    (``gitscale.core.reservations.apply``, the rules `serve` runs, max from the policy's
+    bounds), decides from their demand as a pass does, and lands as one commit when a
+    RunnerSet or the reservations changed; applied after the sync, as `run`'s commits are."""
+    clock = Clock(trace.start)
+    pools = _pools(trace, clock, settings)
+    writer = _Writer(list(pools), policies, settings, settings.window)
+    specs: dict[str, Spec] = {}
+    books = {name: Book() for name in pools}
+    pending: dict[str, list[Event]] = {name: [] for name in pools}
+    told: dict[str, set[int]] = {name: set() for name in pools}  # queued sent
+    started: dict[str, set[int]] = {name: set() for name in pools}  # in_progress sent
+    duration = timedelta(seconds=settings.reservation)
+    counts = {"commits": 0, "patch_only": 0}
+    last = [-math.inf]  # when the last batch ran
+
+    def apply_spec(name: str, spec: Spec) -> None:
+        specs[name] = spec
+        controller_pass(pools[name], spec)
+
+    def changed(pool: Pool) -> None:
+        # the webhooks of what just changed, in the order GitHub sends them
+        at, events = clock.time(clock.now), pending[pool.name]
+        sent, busy = told[pool.name], started[pool.name]
+        for job in [*pool.queue, *pool.running.values()]:
+            if job.id not in sent:
+                sent.add(job.id)
+                events.append(Event(pool.name, job.id, Action.QUEUED, at))
+        for job_id in pool.running:
+            if job_id not in busy:
+                busy.add(job_id)
+                events.append(Event(pool.name, job_id, Action.IN_PROGRESS, at))
+        for job_id in sorted(busy - set(pool.running)):
+            busy.discard(job_id)
+            events.append(Event(pool.name, job_id, Action.COMPLETED, at))
+        spec = specs.get(pool.name)
+        if spec is not None:
+            controller_pass(pool, spec)
+
+    def batch() -> None:
+        if any(pending.values()) or clock.now - last[0] >= EXPIRY_CHECK:
+            last[0] = clock.now
+            now = clock.time(clock.now)
+            wrote = booked = False
+            patch_only = True
+            for name in pools:
+                _, hi, _ = policies[name].bounds(now)
+                before = books[name]
+                books[name] = apply_events(before, pending[name], now, duration, hi)
+                pending[name] = []
+                booked = booked or books[name] != before
+                decision, was = writer.decide(name, books[name].demand(), now)
+                if not decision.write:
+                    continue
+                wrote = True
+                patch_only = patch_only and was.replicas == decision.replicas
+                spec = Spec(decision.replicas, decision.patch_id or 0, now, decision.backlog)
+                clock.at(_synced(clock.now, settings), apply_spec, name, spec)
+            if (wrote or booked) and clock.now >= settings.report_from:
+                counts["commits"] += 1  # the reservations file changes: a commit too
+                counts["patch_only"] += wrote and patch_only
+        clock.at(clock.now + settings.window, batch)
+
+    for pool in pools.values():
+        pool.on_change = changed
+    clock.at(0.0, batch)
+    _sampler(clock, pools, settings.sample_every)
+    outcome = _finish("gitscale serve", label, pools, _drive(clock, pools, trace, settings))
+    outcome.commits, outcome.patch_only_commits = counts["commits"], counts["patch_only"]
+    return outcome
 
 
 QUIET_BATCH = 50.0  # the listener's long poll: a batch with no job message is "empty"
@@ -292,13 +397,18 @@ BASELINES = 3  # listener, HRA, pod per job
 
 def run_all(trace: Trace, policies: Sequence[tuple[str, dict[str, Policy]]],
             settings: Settings, baselines: bool = True,
-            done: Callable[[str], None] = lambda name: None) -> list[Outcome]:
-    """Every policy through gitscale, then the baselines (with the first policy's bounds).
-    ``done`` is told the name of each strategy run (one per policy, then the baselines)."""
+            done: Callable[[str], None] = lambda name: None,
+            serve: bool = False) -> list[Outcome]:
+    """Every policy through gitscale (``serve``: each through webhook mode too, after it),
+    then the baselines (with the first policy's bounds). ``done`` is told the name of each
+    strategy run (one or two per policy, then the baselines)."""
     outcomes = []
     for label, by_set in policies:
         outcomes.append(run_gitscale(trace, by_set, settings, label))
         done(f"gitscale {label}")
+        if serve:
+            outcomes.append(run_serve(trace, by_set, settings, label))
+            done(f"gitscale serve {label}")
     if baselines:
         first = policies[0][1]
         runs: tuple[tuple[Callable[[], Outcome], str], ...] = (

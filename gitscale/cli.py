@@ -267,6 +267,9 @@ def history(**kw: Any) -> int:
 @click.option("--reservation", default="10m", show_default=True,
               help="With --serve: serve's --reservation (how long a queued job's reservation "
                    "lasts once it has capacity).")
+@click.option("--resync", default="5m", show_default=True,
+              help="With --serve: serve's --resync (GitHub's list of jobs corrects the "
+                   "reservations); 0 turns it off.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="A table per strategy, or JSON (format_version 1) for scripts.")
 @click.option("--chart", callback=a_path,

@@ -30,7 +30,8 @@ from gitscale.config.schemas import check_schema
 from gitscale.yamlio.read import load_single
 
 DEFAULT_SET = "default"
-MIN_WINDOW, MIN_RESERVATION = 1.0, 60.0  # seconds: the least `serve` takes (its MIN_*)
+# seconds: the least `serve` takes (its MIN_WINDOW, MIN_RESERVATION, MIN_RESYNC)
+MIN_WINDOW, MIN_RESERVATION, MIN_RESYNC = 1.0, 60.0, 10.0
 MAX_HOURS = 24 * 28  # four weeks of synthetic jobs (a forecast's lookback, and a week more)
 
 
@@ -49,7 +50,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
                  baselines: bool,
                  output: str, chart: str | None, repo_given: bool,
                  report_from: str | None = None, serve: bool = False, window: str = "10s",
-                 reservation: str = "10m") -> int:
+                 reservation: str = "10m", resync: str = "5m") -> int:
     if sum((trace is not None, synthetic is not None, from_history)) != 1:
         raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
                          "--from-history")
@@ -61,6 +62,8 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         job_memory=not cold_cache,
         window=_seconds("--window", window, minimum=MIN_WINDOW),
         reservation=_seconds("--reservation", reservation, minimum=MIN_RESERVATION),
+        resync=0.0 if _seconds("--resync", resync) == 0 else _seconds("--resync", resync,
+                                                                       minimum=MIN_RESYNC),
     )
     root = Path(opts.repo).expanduser()
     with ExitStack() as stack:

@@ -31,8 +31,10 @@ from gitscale.core.model import Current, Decision, Demand, next_patch_id
 from gitscale.core.policy import Policy
 from gitscale.core.reservations import Action, Book, Event
 from gitscale.core.reservations import apply as apply_events
+from gitscale.core.reservations import resync as resync_book
 from gitscale.simulate.model import Clock, Pool, controller_pass
 from gitscale.simulate.trace import Trace
+from gitscale.webhooks.batch import GRACE
 
 DRAIN_AFTER = 1800.0  # simulated time after the last job could end: runners left are charged
 DRAIN_STEP = 60.0  # the drain tail goes on in steps of this while jobs wait or run
@@ -48,6 +50,7 @@ class Settings:
     job_memory: bool = True  # the last write's job ids known (`run`, or a kept state cache)
     window: float = 10.0  # `serve --window`: its events land as one commit per window
     reservation: float = 600.0  # `serve --reservation`: a queued job's reservation lasts
+    resync: float = 300.0  # `serve --resync`: the reservations corrected from GitHub (0: off)
     report_from: float = 0.0  # seconds into the trace from which outcomes are counted
 
 
@@ -207,14 +210,20 @@ def _synced(committed: float, settings: Settings) -> float:
 EXPIRY_CHECK = 60.0
 
 
+Batched = Callable[[float, str, Book, Decision], None]
+
+
 def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
-              label: str) -> Outcome:
+              label: str, batched: Batched = lambda at, name, book, decision: None) -> Outcome:
     """`gitscale serve`: each job sends ``queued`` as it arrives, ``in_progress`` as a runner
     takes it and ``completed`` as it ends; every ``window`` (and every ``EXPIRY_CHECK``
     without events) a batch applies the window's events to each set's reservations
     (``gitscale.core.reservations.apply``, the rules `serve` runs, max from the policy's
     bounds), decides from their demand as a pass does, and lands as one commit when a
-    RunnerSet or the reservations changed; applied after the sync, as `run`'s commits are."""
+    RunnerSet or the reservations changed; applied after the sync, as `run`'s commits are.
+    Every ``resync`` (from the start) GitHub's list of queued and running jobs corrects the
+    reservations (``gitscale.core.reservations.resync``, with serve's grace).
+    ``batched`` is told each set's reservations and decision at each batch (seconds in)."""
     clock = Clock(trace.start)
     pools = _pools(trace, clock, settings)
     writer = _Writer(list(pools), policies, settings, settings.window)
@@ -226,6 +235,7 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
     duration = timedelta(seconds=settings.reservation)
     counts = {"commits": 0, "patch_only": 0}
     last = [-math.inf]  # when the last batch ran
+    listed = [-math.inf]  # when the last resync listed the jobs
 
     def apply_spec(name: str, spec: Spec) -> None:
         specs[name] = spec
@@ -251,8 +261,10 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
             controller_pass(pool, spec)
 
     def batch() -> None:
-        if any(pending.values()) or clock.now - last[0] >= EXPIRY_CHECK:
+        due = bool(settings.resync) and clock.now - listed[0] >= settings.resync
+        if due or any(pending.values()) or clock.now - last[0] >= EXPIRY_CHECK:
             last[0] = clock.now
+            listed[0] = clock.now if due else listed[0]
             now = clock.time(clock.now)
             wrote = booked = False
             patch_only = True
@@ -261,8 +273,15 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
                 before = books[name]
                 books[name] = apply_events(before, pending[name], now, duration, hi)
                 pending[name] = []
+                if due:
+                    pool = pools[name]
+                    jobs = {job.id: False for job in pool.queue} | dict.fromkeys(pool.running,
+                                                                                 True)
+                    books[name], _ = resync_book(books[name], jobs, now - GRACE, now,
+                                                 duration, hi)
                 booked = booked or books[name] != before
                 decision, was = writer.decide(name, books[name].demand(), now)
+                batched(clock.now, name, books[name], decision)
                 if not decision.write:
                     continue
                 wrote = True

@@ -62,8 +62,8 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         job_memory=not cold_cache,
         window=_seconds("--window", window, minimum=MIN_WINDOW),
         reservation=_seconds("--reservation", reservation, minimum=MIN_RESERVATION),
-        resync=0.0 if _seconds("--resync", resync) == 0 else _seconds("--resync", resync,
-                                                                       minimum=MIN_RESYNC),
+        resync=0.0 if resync.strip() == "0" or _seconds("--resync", resync) == 0
+        else _seconds("--resync", resync, minimum=MIN_RESYNC),
     )
     root = Path(opts.repo).expanduser()
     with ExitStack() as stack:

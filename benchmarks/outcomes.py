@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/outcomes.py [--seed 1] [--hours 4]
 
 Settings of the targets: pod start 45 s, sync 10 s, decisions every 10 s, scaleDownDelay 5m,
-maxReplicas 200; gitscale with buffer 0 and 2, the baselines, and gitscale behind a 3-minute
-GitOps poll. Then under saturation (more jobs than maxReplicas): spiky on the `default` preset
-(max 10) and the burst at max 100, gitscale beside the listener and the HRA, with the
+maxReplicas 200; gitscale with buffer 0 and 2, the baselines, gitscale behind a 3-minute
+GitOps poll, and webhook mode (`gitscale serve`: window 10 s, `simulate --serve`). Then under saturation (more jobs than maxReplicas): spiky on the `default` preset
+(max 10) and the burst at max 100, gitscale (polling and webhook mode) beside the listener and
+the HRA, with the
 saturation targets checked. Then the forecast rows: the weekly trace (two weeks of a weekday
 09:00 burst), day 15 reported, gitscale reactive, with `forecast: {}` (lookback 14d,
 quantile 0.9, lead 1m: the same weekday) and with `forecast: {days: workdays}` beside the
@@ -38,6 +39,13 @@ def simulate(shape: str, seed: int, hours: float, *extra: str,
          *argv, "--output", "json", *extra],
         check=True, capture_output=True, text=True, cwd="/").stdout
     return json.loads(out)["results"]  # type: ignore[no-any-return]
+
+
+def serve_rows(shape: str, seed: int, hours: float, **kw: tuple[str, ...]
+               ) -> list[dict]:  # type: ignore[type-arg]
+    """Webhook mode (`simulate --serve`: window 10 s, reservation 10m, resync 5m) per policy."""
+    rows = simulate(shape, seed, hours, "--serve", "--no-baselines", **kw)
+    return [r for r in rows if r["name"] == "gitscale serve"]
 
 
 def weekly(seed: int) -> list[dict]:  # type: ignore[type-arg]
@@ -83,8 +91,8 @@ def saturated(seed: int, hours: float) -> None:
     for shape, policy, label in SATURATED:
         rows = simulate(shape, seed, hours, policies=(policy,))
         gitscale, listener = rows[0], rows[1]
-        for r in rows[:3]:
-            name = f"**{r['name']}**" if r["name"] == "gitscale" else r["name"]
+        for r in rows[:1] + serve_rows(shape, seed, hours, policies=(policy,)) + rows[1:3]:
+            name = f"**{r['name']}**" if r["name"].startswith("gitscale") else r["name"]
             print(row(f"{shape}, {label}", name, r))
         p50, p95 = (within(gitscale[k], listener[k]) for k in ("wait_p50", "wait_p95"))
         cost = gitscale["runner_minutes"] / listener["runner_minutes"]
@@ -112,8 +120,9 @@ def main() -> None:
     for shape in ("steady", "spiky", "burst"):
         rows = simulate(shape, args.seed, args.hours)
         polled = simulate(shape, args.seed, args.hours, "--sync-poll", "3m", "--no-baselines")
+        served = serve_rows(shape, args.seed, args.hours)
         for r in rows[:2] + [dict(r, name="gitscale, 3-min poll") for r in polled[:2]] \
-                + rows[2:5]:
+                + served + rows[2:5]:
             name = r["name"]
             if name.startswith("gitscale"):
                 name = f"**{name}**, buffer {2 if 'buffer: 2' in r['policy'] else 0}"

@@ -33,10 +33,14 @@ def test_outcomes_prints_the_tables_and_the_saturation_verdicts() -> None:
     assert done.returncode == 0, done.stderr
     tables = done.stdout.split("\n\n")
     assert len(tables) == 4
-    assert len(tables[0].splitlines()) == 2 + 3 * 7  # steady, spiky, burst: 7 rows each
+    assert len(tables[0].splitlines()) == 2 + 3 * 9  # steady, spiky, burst: 9 rows each
+    assert [line.split(" | ")[1] for line in tables[0].splitlines()[2:11]] == [
+        "**gitscale**, buffer 0", "**gitscale**, buffer 2", "**gitscale, 3-min poll**, buffer 0",
+        "**gitscale, 3-min poll**, buffer 2", "**gitscale serve**, buffer 0",
+        "**gitscale serve**, buffer 2", "arc-listener", "arc-hra", "pod-per-job"]
     saturated = tables[1].splitlines()
     assert [line.split(" | ")[1] for line in saturated[2:]] == [
-        "**gitscale**", "arc-listener", "arc-hra"] * 2
+        "**gitscale**", "**gitscale serve**", "arc-listener", "arc-hra"] * 2
     assert saturated[2].startswith("| spiky, default preset |")
     verdicts = tables[2].splitlines()
     assert [v.split(":")[0] for v in verdicts] == ["- spiky", "- burst"]

@@ -112,6 +112,21 @@ def _sampler(clock: Clock, pools: dict[str, Pool], every: float) -> None:
     clock.at(0.0, tick)
 
 
+def _committing(name: str, label: str, clock: Clock, pools: dict[str, Pool], trace: Trace,
+                settings: Settings, changed: Callable[[Pool], None],
+                step: Callable[[], None], counts: dict[str, int]) -> Outcome:
+    """Run a strategy that writes to the config repo (polling, webhook mode): ``step`` from
+    time 0 (it schedules its next), ``changed`` on each change of a pool; its ``counts`` of
+    commits and patch-only commits go in the outcome."""
+    for pool in pools.values():
+        pool.on_change = changed
+    clock.at(0.0, step)
+    _sampler(clock, pools, settings.sample_every)
+    outcome = _finish(name, label, pools, _drive(clock, pools, trace, settings))
+    outcome.commits, outcome.patch_only_commits = counts["commits"], counts["patch_only"]
+    return outcome
+
+
 def _finish(name: str, policy: str, pools: dict[str, Pool], end: float) -> Outcome:
     waits: list[float] = []
     unstarted = sum(len(pool.queue) for pool in pools.values())
@@ -190,13 +205,7 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
             counts["patch_only"] += patch_only
         clock.at(clock.now + settings.interval, tick)
 
-    for pool in pools.values():
-        pool.on_change = changed
-    clock.at(0.0, tick)
-    _sampler(clock, pools, settings.sample_every)
-    outcome = _finish("gitscale", label, pools, _drive(clock, pools, trace, settings))
-    outcome.commits, outcome.patch_only_commits = counts["commits"], counts["patch_only"]
-    return outcome
+    return _committing("gitscale", label, clock, pools, trace, settings, changed, tick, counts)
 
 
 def _synced(committed: float, settings: Settings) -> float:
@@ -293,13 +302,8 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
                 counts["patch_only"] += wrote and patch_only
         clock.at(clock.now + settings.window, batch)
 
-    for pool in pools.values():
-        pool.on_change = changed
-    clock.at(0.0, batch)
-    _sampler(clock, pools, settings.sample_every)
-    outcome = _finish("gitscale serve", label, pools, _drive(clock, pools, trace, settings))
-    outcome.commits, outcome.patch_only_commits = counts["commits"], counts["patch_only"]
-    return outcome
+    return _committing("gitscale serve", label, clock, pools, trace, settings, changed, batch,
+                       counts)
 
 
 QUIET_BATCH = 50.0  # the listener's long poll: a batch with no job message is "empty"

@@ -13,7 +13,7 @@ import pytest
 
 from gitscale.errors import GitError
 from gitscale.repo.opening import begin, open_workspace
-from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+from tests.helpers import git, run
 
 
 @pytest.fixture
@@ -23,16 +23,6 @@ def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(path))
     return path
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    make_repo(tmp_path, {
-        "gitscale.yaml": simple_config({"linux": "default"}),
-        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
-        "demand.yaml": "linux: {queued: 3, running: 0}\n",
-    })
-    return tmp_path / "remote.git"
 
 
 def _left(temp: Path) -> list[str]:

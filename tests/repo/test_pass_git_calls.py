@@ -9,17 +9,7 @@ from pathlib import Path
 import pytest
 
 from gitscale.repo.opening import open_workspace
-from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    make_repo(tmp_path, {
-        "gitscale.yaml": simple_config({"linux": "default"}),
-        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=1),
-        "demand.yaml": "linux: {queued: 3, running: 0}\n",
-    })
-    return tmp_path / "remote.git"
+from tests.helpers import git, run
 
 
 def _traced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from gitscale.errors import GitError
 from gitscale.repo.deadline import TIMEOUT_VARIABLE, ReadDeadline, end_tree, git_timeout
@@ -44,17 +44,17 @@ STOP_GRACE = 5.0
 
 class Started:
     """A git command started by ``Git.start``, still running or done. It may run until
-    ``deadline`` (``time.monotonic()``; ``deadline.py``): then it is stopped."""
+    ``deadline`` (``time.monotonic()``; ``deadline.py``): then it is stopped. Its output is
+    text, or bytes when started so (``Git._start(text=False)``)."""
 
-    def __init__(self, args: Sequence[str], proc: "subprocess.Popen[str]",
-                 deadline: float | None = None, input: str | None = None) -> None:
-        self.args, self.proc = tuple(args), proc
-        self.deadline = deadline if deadline is not None else time.monotonic() + git_timeout()
+    def __init__(self, args: Sequence[str], proc: "subprocess.Popen[Any]", deadline: float,
+                 input: str | bytes | None = None) -> None:
+        self.args, self.proc, self.deadline = tuple(args), proc, deadline
         self._input = input
 
-    def wait(self, *, check: bool = True) -> Result:
-        """Its result once it ends; a ``GitError`` as ``Git.run`` raises when it failed, or
-        when it ran past its deadline (stopped, with what it started)."""
+    def finish(self) -> tuple[Any, Any, int]:
+        """Its stdout, stderr and exit code once it ends; a ``GitError`` when it ran past its
+        deadline (stopped, with what it started)."""
         try:
             stdout, stderr = self.proc.communicate(
                 self._input, timeout=max(0.0, self.deadline - time.monotonic()))
@@ -64,7 +64,12 @@ class Started:
         except BaseException:  # (Ctrl-C too) as subprocess.run: git does not outlive us
             self.stop()
             raise
-        result = Result(stdout, stderr, self.proc.returncode)
+        return stdout, stderr, self.proc.returncode
+
+    def wait(self, *, check: bool = True) -> Result:
+        """Its result once it ends; a ``GitError`` as ``Git.run`` raises when it failed, or
+        when it ran past its deadline."""
+        result = Result(*self.finish())
         if check and result.code != 0:
             raise GitError(describe_failure(self.args, result))
         return result
@@ -78,20 +83,15 @@ class Started:
         reaped. git runs in our process group, where the terminal's Ctrl-C reaches it and its
         helpers as it reaches us (started in a session of its own, a hung clone would outlive
         the Ctrl-C that `run` and `serve` take for "finish the pass, then stop")."""
-        stop(self.proc, grace=grace)
-
-
-def stop(proc: "subprocess.Popen[str] | subprocess.Popen[bytes]", *,
-         grace: float = STOP_GRACE) -> None:
-    """``Started.stop`` for any git process of ours."""
-    end_tree(proc)
-    try:
-        proc.communicate(timeout=grace)
-    except subprocess.TimeoutExpired:
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        proc.wait()
+        proc = self.proc
+        end_tree(proc)
+        try:
+            proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            proc.wait()
 
 
 def timed_out(args: Sequence[str]) -> str:
@@ -191,42 +191,24 @@ class Git:
         return self._start(args)
 
     def _start(self, args: Sequence[str], extra_env: Mapping[str, str] | None = None,
-               input: str | None = None) -> "Started":
+               input: str | bytes | None = None, *, text: bool = True) -> "Started":
         env = self.environment(extra_env)
         deadline = time.monotonic() + git_timeout()
+        decoding: dict[str, Any] = {"text": True, "errors": "replace"} if text else {}
         with _starting(args, self.cwd):
             proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
                                     stdin=subprocess.PIPE if input is not None else None,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, errors="replace")
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, **decoding)
         return Started(args, proc, deadline, input)
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""
-        stdout, stderr, code = self._run_bytes(args, input)
+        stdout, stderr, code = self._start(args, input=input, text=False).finish()
         if code != 0:
             result = Result(stdout.decode(errors="replace"), stderr.decode(errors="replace"),
                             code)
             raise GitError(describe_failure(args, result))
-        return stdout
-
-    def _run_bytes(self, args: Sequence[str], input: bytes | None = None
-                   ) -> tuple[bytes, bytes, int]:
-        """git's stdout, stderr and exit code, by its deadline (a ``GitError`` past it)."""
-        env = self.environment()
-        deadline = time.monotonic() + git_timeout()
-        with _starting(args, self.cwd):
-            proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
-                                    stdin=subprocess.PIPE if input is not None else None,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            stdout, stderr = proc.communicate(input, timeout=deadline - time.monotonic())
-        except BaseException as exc:
-            stop(proc)
-            if isinstance(exc, subprocess.TimeoutExpired):
-                raise GitError(timed_out(args)) from None
-            raise
-        return stdout, stderr, proc.returncode
+        return stdout  # type: ignore[no-any-return]
 
     # -- reading -------------------------------------------------------------------------
     def head(self) -> str:
@@ -289,7 +271,7 @@ class Git:
     def blob(self, spec: str) -> bytes | None:
         """The bytes of ``spec`` (``:path`` in the index, ``REV:path`` in a commit), or None.
         By the deadline too: in a partial clone git fetches a blob it lacks from the remote."""
-        stdout, _, code = self._run_bytes(("show", spec))
+        stdout, _, code = self._start(("show", spec), text=False).finish()
         return stdout if code == 0 else None
 
     def parents(self, rev: str) -> list[str]:

@@ -33,13 +33,15 @@ class Unsendable(ApiError):
 
 class Unreachable(ApiError):
     """No answer: ``cause`` says why (DNS, refused, TLS, proxy, timeout, a cut connection);
-    ``timed_out`` when it was a timeout."""
+    ``timed_out`` when it was a timeout, ``overdue`` when that was the request's deadline (the
+    server answered, too slowly to finish in time)."""
 
     def __init__(self, message: str, *, cause: str, method: str = "", url: str = "",
-                 timed_out: bool = False) -> None:
+                 timed_out: bool = False, overdue: bool = False) -> None:
         super().__init__(message, method=method, url=url)
         self.cause = cause
         self.timed_out = timed_out
+        self.overdue = overdue
 
 
 class BadAnswer(ApiError):

@@ -191,7 +191,8 @@ class HttpClient:
             cause = describe(exc, full, wait.read or self.timeout)
             raise self._error(Unreachable, f"{method} {redact(full)} failed: {cause}",
                               method=method, url=full, cause=cause,
-                              timed_out=isinstance(exc, httpx.TimeoutException)) from None
+                              timed_out=isinstance(exc, httpx.TimeoutException),
+                              overdue=isinstance(exc, Overdue)) from None
         return Answer(response.status_code, response.headers, None, body)
 
     # -- one request, its retries and its limits ----------------------------------------------

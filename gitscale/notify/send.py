@@ -76,7 +76,7 @@ def _notify(client: HttpClient, target: Target, pushed: Pushed) -> str | None:
         answer = client.send("POST", req.url, content=req.body, headers=req.headers,
                              timeout=target.timeout)
     except Unreachable as exc:
-        if exc.timed_out and "not whole within" in exc.cause:  # (it answered, too slowly)
+        if exc.overdue:  # (it answered, too slowly)
             return _clean(f"answer too slow ({exc.cause})", secret, req)
         if exc.timed_out:
             return _clean(f"no answer within {target.timeout:g}s ({exc.cause})", secret, req)

@@ -146,12 +146,31 @@ class _Writer:
     Gitscale-Set trailers would say — the demand at each write, which a forecast policy learns
     from through the same pure function as a real pass."""
 
-    def __init__(self, names: Sequence[str], policies: dict[str, Policy], settings: Settings,
-                 every: float) -> None:
+    def __init__(self, clock: Clock, pools: dict[str, Pool], policies: dict[str, Policy],
+                 settings: Settings, every: float) -> None:
+        self.clock, self.pools = clock, pools
         self.policies, self.settings = policies, settings
-        self.current = {name: Current(0, None, backlog=0) for name in names}  # RunnerSets
-        self.history: dict[str, tuple[list[float], list[int]]] = {name: ([], []) for name in names}
+        self.current = {name: Current(0, None, backlog=0) for name in pools}  # RunnerSets
+        self.history: dict[str, tuple[list[float], list[int]]] = {name: ([], []) for name in pools}
         self.window = timedelta(seconds=every)  # a forecast's count serves until the next one
+        self.specs: dict[str, Spec] = {}  # what the cluster has applied, by set
+
+    def commit(self, name: str, decision: Decision, now: datetime) -> None:
+        """A written decision reaches the cluster after the sync (commits in the order they
+        were made: a poll applies them in turn), and the controller acts on it."""
+        spec = Spec(decision.replicas, decision.patch_id or 0, now, decision.backlog)
+        self.clock.at(_synced(self.clock.now, self.settings), self._apply, name, spec)
+
+    def _apply(self, name: str, spec: Spec) -> None:
+        self.specs[name] = spec
+        controller_pass(self.pools[name], spec)
+
+    def follow(self, pool: Pool) -> None:
+        """A pool changed (a runner started, a job ended): the controller's pass on the spec
+        it has, if any."""
+        spec = self.specs.get(pool.name)
+        if spec is not None:
+            controller_pass(pool, spec)
 
     def decide(self, name: str, demand: Demand, now: datetime) -> tuple[Decision, Current]:
         """The decision for ``name`` at ``now``, and the RunnerSet before it (the set's state
@@ -174,19 +193,8 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
                  label: str) -> Outcome:
     clock = Clock(trace.start)
     pools = _pools(trace, clock, settings)
-    writer = _Writer(list(pools), policies, settings, settings.interval)
-    specs: dict[str, Spec] = {}
+    writer = _Writer(clock, pools, policies, settings, settings.interval)
     counts = {"commits": 0, "patch_only": 0}
-
-    def apply(name: str, spec: Spec) -> None:
-        # commits reach the cluster in the order they were made (a poll applies them in turn)
-        specs[name] = spec
-        controller_pass(pools[name], spec)
-
-    def changed(pool: Pool) -> None:
-        spec = specs.get(pool.name)
-        if spec is not None:
-            controller_pass(pool, spec)
 
     def tick() -> None:
         now = clock.time(clock.now)
@@ -198,14 +206,14 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
                 continue
             wrote = True
             patch_only = patch_only and before.replicas == decision.replicas
-            spec = Spec(decision.replicas, decision.patch_id or 0, now, decision.backlog)
-            clock.at(_synced(clock.now, settings), apply, name, spec)
+            writer.commit(name, decision, now)
         if wrote and clock.now >= settings.report_from:
             counts["commits"] += 1
             counts["patch_only"] += patch_only
         clock.at(clock.now + settings.interval, tick)
 
-    return _committing("gitscale", label, clock, pools, trace, settings, changed, tick, counts)
+    return _committing("gitscale", label, clock, pools, trace, settings, writer.follow, tick,
+                       counts)
 
 
 def _synced(committed: float, settings: Settings) -> float:
@@ -235,8 +243,7 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
     ``batched`` is told each set's reservations and decision at each batch (seconds in)."""
     clock = Clock(trace.start)
     pools = _pools(trace, clock, settings)
-    writer = _Writer(list(pools), policies, settings, settings.window)
-    specs: dict[str, Spec] = {}
+    writer = _Writer(clock, pools, policies, settings, settings.window)
     books = {name: Book() for name in pools}
     pending: dict[str, list[Event]] = {name: [] for name in pools}
     told: dict[str, set[int]] = {name: set() for name in pools}  # queued sent
@@ -245,10 +252,6 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
     counts = {"commits": 0, "patch_only": 0}
     last = [-math.inf]  # when the last batch ran
     listed = [-math.inf]  # when the last resync listed the jobs
-
-    def apply_spec(name: str, spec: Spec) -> None:
-        specs[name] = spec
-        controller_pass(pools[name], spec)
 
     def changed(pool: Pool) -> None:
         # the webhooks of what just changed, in the order GitHub sends them
@@ -265,9 +268,7 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
         for job_id in sorted(busy - set(pool.running)):
             busy.discard(job_id)
             events.append(Event(pool.name, job_id, Action.COMPLETED, at))
-        spec = specs.get(pool.name)
-        if spec is not None:
-            controller_pass(pool, spec)
+        writer.follow(pool)
 
     def batch() -> None:
         due = bool(settings.resync) and clock.now - listed[0] >= settings.resync
@@ -295,8 +296,7 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
                     continue
                 wrote = True
                 patch_only = patch_only and was.replicas == decision.replicas
-                spec = Spec(decision.replicas, decision.patch_id or 0, now, decision.backlog)
-                clock.at(_synced(clock.now, settings), apply_spec, name, spec)
+                writer.commit(name, decision, now)
             if (wrote or booked) and clock.now >= settings.report_from:
                 counts["commits"] += 1  # the reservations file changes: a commit too
                 counts["patch_only"] += wrote and patch_only

@@ -139,9 +139,7 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.changed:
             self.stopping = True
             self.store.changed.notify_all()
-            hangs = list(self._hangs)
-        for hang in hangs:  # held requests answer now
-            hang.release.set()
+        self.release_held()
         if self._thread is not None:
             self.shutdown()
             self._thread.join(timeout)
@@ -279,6 +277,13 @@ class KubeAPIServer(ThreadingHTTPServer):
             if self.stopping:
                 release.set()
         return release
+
+    def release_held(self) -> None:
+        """Answer every request ``hang`` holds now, as its returned event would."""
+        with self.store.lock:
+            hangs = list(self._hangs)
+        for hang in hangs:
+            hang.release.set()
 
     def on_call(self, hook: Callable[[str, str, dict[str, str]], None]) -> None:
         """Run ``hook(verb, resource, query)`` before each call is served (in its thread)."""

@@ -306,6 +306,9 @@ def test_a_cluster_without_the_crd_is_told_how_to_install_it(
     controller.start(workers=False)
     try:
         assert controller.synced(10)  # installed meanwhile: it lists on its own
+        # both informers watching: a watch still being opened when the stop ends the open
+        # ones would hold the stop 5 s (its join), for nothing this test checks
+        wait_for(lambda: api.open_watches == 2, 5)
     finally:
         controller.stop()
         kube.close()

@@ -10,6 +10,8 @@ writable /tmp and state cache only; the servers it talks to are this process's, 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -24,8 +26,10 @@ import pytest
 
 from gitscale import __version__
 from gitscale.commands.demo import build_demo_repo
+from tests.commands.test_serve import CONFIG as SERVE_CONFIG
+from tests.commands.test_serve import SECRET, job
 from tests.controller.github_fake import FakeGitHub
-from tests.helpers import git, wait_for
+from tests.helpers import RUNNERSET, git, make_repo, wait_for
 from tests.integration.git_http import GitHTTPServer
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 from tests.ship.shipfiles import ROOT
@@ -195,8 +199,7 @@ def test_the_controller_makes_runner_pods_that_start_their_runner(
         status = wait_for(lambda: (api.get_object("runnersets", "gh") or {}).get("status"),
                           timeout=30, interval=0.2)
         assert status["observedPatchID"] == 1
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:
-            assert answer.status == 200
+        assert _get(port, "/healthz") == 200
         docker("stop", "--time", "30", name, timeout=60)
         state = json.loads(docker("inspect", name).stdout)[0]["State"]
         assert state["ExitCode"] == 0
@@ -206,3 +209,58 @@ def test_the_controller_makes_runner_pods_that_start_their_runner(
         docker("rm", "-f", name, check=False)
         github.stop()
         api.stop()
+
+
+def test_serve_lands_a_signed_delivery_and_stops_cleanly(image: str, volume: str,
+                                                         tmp_path: Path) -> None:
+    """`serve` from the image: a signed `workflow_job` delivery becomes a commit pushed over
+    HTTP with the token from the environment; `/healthz` answers; SIGTERM ends it with 0; the
+    webhook secret and the tokens are in none of its output."""
+    checkout = make_repo(tmp_path / "config", {
+        "gitscale.yaml": SERVE_CONFIG, "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0)})
+    root = tmp_path / "http-root"
+    root.mkdir()
+    token = "tok-" + os.urandom(16).hex()
+    git(tmp_path, "clone", "-q", "--bare", str(checkout.parent / "remote.git"),
+        str(root / "config.git"))
+    git(root / "config.git", "config", "http.receivepack", "true")
+    server = GitHTTPServer(root, user="x-access-token", token=token)
+    server.start()
+    name, port = f"gitscale-test-serve-{os.getpid()}", _free_port()
+    secrets = {"GITSCALE_GIT_TOKEN": token, "GITHUB_WEBHOOK_SECRET": SECRET,
+               "GH_TOKEN": "ghp-never-used-" + os.urandom(8).hex()}
+    try:
+        docker("run", "-d", "--name", name, *LOCKED_DOWN, "--tmpfs", "/tmp:exec",
+               "-v", f"{volume}:/var/cache/gitscale", *(a for k in secrets for a in ("-e", k)),
+               image, "serve", "--repo", server.url(), "--listen", f"127.0.0.1:{port}",
+               "--window", "1s", "--resync", "0", env=secrets)
+        wait_for(lambda: _get(port, "/healthz") == 200, timeout=60, interval=0.3)
+        body = job(4242, "queued", ["self-hosted", "linux"])
+        digest = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/webhook", data=body, method="POST", headers={
+                "X-GitHub-Event": "workflow_job", "X-GitHub-Delivery": "d-1",
+                "X-Hub-Signature-256": f"sha256={digest}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status in (200, 202)
+        subject = wait_for(lambda: (lambda s: s if "linux 0→1" in s else None)(
+            git(root / "config.git", "log", "-1", "--format=%s", "main")), timeout=60,
+            interval=0.3)
+        assert subject.startswith("gitscale: linux 0→1")
+        docker("stop", "--time", "30", name, timeout=60)
+        assert json.loads(docker("inspect", name).stdout)[0]["State"]["ExitCode"] == 0
+        logs = docker("logs", name)
+        for value in secrets.values():
+            assert value not in logs.stdout + logs.stderr
+    finally:
+        docker("rm", "-f", name, check=False)
+        server.stop()
+
+
+def _get(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return int(answer.status)
+    except OSError:
+        return 0

@@ -30,10 +30,12 @@ from tests.commands.test_serve import CONFIG as SERVE_CONFIG
 from tests.commands.test_serve import SECRET, job
 from tests.controller.github_fake import FakeGitHub
 from tests.helpers import RUNNERSET, git, make_repo, wait_for
+from tests.integration.conftest import http_git_server
 from tests.integration.git_http import GitHTTPServer
 from tests.kubeapi.server import KubeAPIServer, start_api_server
 from tests.ship.shipfiles import ROOT
 
+__all__ = ["http_git_server"]  # the fixture, shared with tests/integration
 pytestmark = [
     pytest.mark.image,
     pytest.mark.skipif(not os.environ.get("GITSCALE_TEST_IMAGE"),
@@ -112,34 +114,31 @@ def test_demo_runs_on_a_read_only_root_filesystem(image: str, volume: str) -> No
     assert "gitscale: linux-x64 1→5, gpu 2→0" in proc.stdout
 
 
+def served(server: GitHTTPServer, remote: Path) -> Path:
+    """``remote`` served by ``server`` as config.git, pushes allowed."""
+    bare = server.project_root / "config.git"
+    git(remote.parent, "clone", "-q", "--bare", str(remote), str(bare))
+    git(bare, "config", "http.receivepack", "true")
+    return bare
+
+
 def test_reconcile_pushes_over_https_shaped_http_with_the_token_from_the_environment(
-        image: str, volume: str, tmp_path: Path) -> None:
+        image: str, volume: str, tmp_path: Path, http_git_server: GitHTTPServer) -> None:
     """The CronJob's run: clone --repo URL into /tmp, commit, push with GITSCALE_GIT_TOKEN
     (git's askpass script under /tmp), the state cache on its volume; no token in the output."""
-    root = tmp_path / "http-root"
-    root.mkdir()
-    token = "tok-" + os.urandom(16).hex()
-    server = GitHTTPServer(root, user="x-access-token", token=token)
-    server.start()
+    server, token = http_git_server, http_git_server.token
+    (tmp_path / "demo").mkdir()
+    bare = served(server, build_demo_repo(tmp_path / "demo")[0])
+    env_token = ("-e", "GITSCALE_GIT_TOKEN")
+    os.environ["GITSCALE_GIT_TOKEN"] = token  # by name only: never in docker's argv
     try:
-        (tmp_path / "demo").mkdir()
-        remote, _ = build_demo_repo(tmp_path / "demo")
-        git(tmp_path, "clone", "-q", "--bare", str(remote), str(root / "config.git"))
-        git(root / "config.git", "config", "http.receivepack", "true")
-        env_token = ("-e", "GITSCALE_GIT_TOKEN")
-        os.environ["GITSCALE_GIT_TOKEN"] = token  # by name only: never in docker's argv
-        try:
-            first = run(image, "reconcile", "--repo", server.url(), volume=volume,
-                        extra=env_token)
-            again = run(image, "reconcile", "--repo", server.url(), volume=volume,
-                        extra=env_token)
-        finally:
-            del os.environ["GITSCALE_GIT_TOKEN"]
+        first = run(image, "reconcile", "--repo", server.url(), volume=volume, extra=env_token)
+        again = run(image, "reconcile", "--repo", server.url(), volume=volume, extra=env_token)
     finally:
-        server.stop()
+        del os.environ["GITSCALE_GIT_TOKEN"]
     assert first.returncode == 0, first.stderr
     assert again.returncode == 0, again.stderr
-    subject = git(root / "config.git", "log", "-1", "--format=%s", "main")
+    subject = git(bare, "log", "-1", "--format=%s", "main")
     assert subject == "gitscale: linux-x64 1→5, gpu 2→0"
     assert "no change: nothing to commit" in again.stdout + again.stderr
     for proc in (first, again):
@@ -211,22 +210,16 @@ def test_the_controller_makes_runner_pods_that_start_their_runner(
         api.stop()
 
 
-def test_serve_lands_a_signed_delivery_and_stops_cleanly(image: str, volume: str,
-                                                         tmp_path: Path) -> None:
+def test_serve_lands_a_signed_delivery_and_stops_cleanly(
+        image: str, volume: str, tmp_path: Path, http_git_server: GitHTTPServer) -> None:
     """`serve` from the image: a signed `workflow_job` delivery becomes a commit pushed over
     HTTP with the token from the environment; `/healthz` answers; SIGTERM ends it with 0; the
     webhook secret and the tokens are in none of its output."""
     checkout = make_repo(tmp_path / "config", {
         "gitscale.yaml": SERVE_CONFIG, "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
         "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0)})
-    root = tmp_path / "http-root"
-    root.mkdir()
-    token = "tok-" + os.urandom(16).hex()
-    git(tmp_path, "clone", "-q", "--bare", str(checkout.parent / "remote.git"),
-        str(root / "config.git"))
-    git(root / "config.git", "config", "http.receivepack", "true")
-    server = GitHTTPServer(root, user="x-access-token", token=token)
-    server.start()
+    server, token = http_git_server, http_git_server.token
+    bare = served(server, checkout.parent / "remote.git")
     name, port = f"gitscale-test-serve-{os.getpid()}", _free_port()
     secrets = {"GITSCALE_GIT_TOKEN": token, "GITHUB_WEBHOOK_SECRET": SECRET,
                "GH_TOKEN": "ghp-never-used-" + os.urandom(8).hex()}
@@ -245,7 +238,7 @@ def test_serve_lands_a_signed_delivery_and_stops_cleanly(image: str, volume: str
         with urllib.request.urlopen(request, timeout=10) as answer:
             assert answer.status in (200, 202)
         subject = wait_for(lambda: (lambda s: s if "linux 0→1" in s else None)(
-            git(root / "config.git", "log", "-1", "--format=%s", "main")), timeout=60,
+            git(bare, "log", "-1", "--format=%s", "main")), timeout=60,
             interval=0.3)
         assert subject.startswith("gitscale: linux 0→1")
         docker("stop", "--time", "30", name, timeout=60)
@@ -255,7 +248,6 @@ def test_serve_lands_a_signed_delivery_and_stops_cleanly(image: str, volume: str
             assert value not in logs.stdout + logs.stderr
     finally:
         docker("rm", "-f", name, check=False)
-        server.stop()
 
 
 def _get(port: int, path: str) -> int:

@@ -58,7 +58,7 @@ def docker(*argv: str, timeout: float = 120, check: bool = True,
     return proc
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def image() -> str:
     if shutil.which("docker") is None or docker("info", check=False).returncode != 0:
         pytest.fail("GITSCALE_TEST_IMAGE is set but no Docker daemon answers `docker info`")

@@ -115,6 +115,9 @@ class Kubelet:
                 continue
             items = secret.get("items") or [{"key": k, "path": k} for k in data]
             for item in items:
+                if item["key"] not in data:
+                    assert secret.get("optional"), f"Secret {name} has no key {item['key']}"
+                    continue
                 file = directory / item["path"]
                 file.write_text(data[item["key"]])
                 file.chmod(0o644)  # the kubelet's defaultMode

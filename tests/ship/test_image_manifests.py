@@ -21,6 +21,7 @@ import socket
 import ssl
 import subprocess
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -30,6 +31,7 @@ import yaml
 
 from tests.commands.test_serve import job
 from tests.controller.github_fake import FakeGitHub as FakeRunnersAPI
+from tests.demand.fake_buildkite import FakeBuildkite, metrics
 from tests.demand.fake_github import FakeGitHub
 from tests.helpers import git, run, wait_for
 from tests.integration.git_http import GitHTTPServer
@@ -47,6 +49,7 @@ pytestmark = [
 
 ORG, FLUX_TOKEN, GITHUB_TOKEN = "acme", "flux-receiver-token", "ghp-scaler-token"
 WEBHOOK_SECRET = "webhook-secret-value"
+AGENT_TOKEN = "bkua-scaler-agent-token"
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Scaffold:
     kubelet: Kubelet
     github: FakeGitHub
     flux: FakeFlux
+    buildkite: FakeBuildkite
 
     def pod(self, path: str) -> dict[str, Any]:
         """The pod template of a manifest init wrote (a Deployment's, a CronJob's Job's)."""
@@ -111,54 +115,82 @@ def _free(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
+@contextmanager
+def scaffolded(root: Path, capsys: pytest.CaptureFixture[str], image: str,
+               server: GitHTTPServer, platform: str = "github") -> Iterator[Scaffold]:
+    """init's repo (Flux, the scaler in the cluster) pushed to the git HTTP server, jobs queued
+    for its set (three on GitHub, or Buildkite's reference queue: 3 scheduled, 1 running), and
+    the Secrets of init's steps."""
+    options = (["--github-org", ORG] if platform == "github" else
+               ["--platform", "buildkite", "--buildkite-org", ORG])
+    code, _, err = run(capsys, "init", str(root), "--gitops", "flux", *options,
+                       "--repo-url", server.url(), "--run-in", "cluster")
+    assert code == 0, err
+    with FakeGitHub(token=GITHUB_TOKEN) as github, FakeBuildkite(token=AGENT_TOKEN) as bk, \
+            FakeFlux(Receiver("gitscale", "flux-system", FLUX_TOKEN)) as flux:
+        repo = github.add_repo(ORG, "app")
+        github.add_run(repo, "queued", [("queued", ["self-hosted", "linux"])] * 3)
+        bk.queues["default"] = metrics("TestCollectorWithSomeJobsAndAgentsForAQueue")
+        config = root / "gitscale.yaml"
+        text = config.read_text()
+        text = text.replace(f"        org: {ORG}", f"        org: {ORG}\n        apiUrl: {github.url}",
+                            1).replace("        queue: default",
+                                       f"        queue: default\n        apiUrl: {bk.url}", 1)
+        text = text.replace("http://webhook-receiver.flux-system.svc.cluster.local", flux.base)
+        config.write_text(text)
+        git(root, "commit", "-qam", "the test's addresses for GitHub, Buildkite and Flux")
+        bare = server.project_root / "config.git"
+        git(root.parent, "clone", "-q", "--bare", str(root), str(bare))
+        git(bare, "config", "http.receivepack", "true")
+        prefix = f"gs-{os.getpid()}-"
+        kubelet = Kubelet(image, root.parent / "kubelet", "gitscale-system", claims=prefix,
+                          secrets={"gitscale-git": {"token": server.token},
+                                   "gitscale-scaler": {"github_token": GITHUB_TOKEN,
+                                                       "buildkite_agent_token": AGENT_TOKEN},
+                                   "gitscale-notify": {"FLUX_RECEIVER_TOKEN": FLUX_TOKEN},
+                                   "gitscale-webhook": {"secret": WEBHOOK_SECRET}})
+        try:
+            yield Scaffold(root, bare, kubelet, github, flux, bk)
+        finally:
+            names = [n for n in docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+                     if n.startswith(prefix)]
+            if names:
+                docker("rm", "-f", *names, check=False)
+            volumes = [v for v in docker("volume", "ls", "-q").stdout.split()
+                       if v.startswith(prefix)]
+            if volumes:
+                docker("volume", "rm", "-f", *volumes, check=False)
+
+
 @pytest.fixture
 def scaffold(tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str,
              http_git_server: GitHTTPServer) -> Iterator[Scaffold]:
-    """init's repo (Flux, GitHub, the scaler in the cluster) pushed to the git HTTP server,
-    three jobs queued on GitHub for its set, and the Secrets of init's steps."""
-    root = tmp_path / "config"
-    code, _, err = run(capsys, "init", str(root), "--gitops", "flux", "--github-org", ORG,
-                       "--repo-url", http_git_server.url(), "--run-in", "cluster")
-    assert code == 0, err
-    with FakeGitHub(token=GITHUB_TOKEN) as github, FakeFlux(
-            Receiver("gitscale", "flux-system", FLUX_TOKEN)) as flux:
-        repo = github.add_repo(ORG, "app")
-        github.add_run(repo, "queued", [("queued", ["self-hosted", "linux"])] * 3)
-        config = root / "gitscale.yaml"
-        text = config.read_text()
-        text = text.replace(f"        org: {ORG}",
-                            f"        org: {ORG}\n        apiUrl: {github.url}", 1)
-        text = text.replace("http://webhook-receiver.flux-system.svc.cluster.local", flux.base)
-        config.write_text(text)
-        git(root, "commit", "-qam", "the test's addresses for GitHub and Flux")
-        bare = http_git_server.project_root / "config.git"
-        git(tmp_path, "clone", "-q", "--bare", str(root), str(bare))
-        git(bare, "config", "http.receivepack", "true")
-        kubelet = Kubelet(image, tmp_path / "kubelet", "gitscale-system",
-                          claims=f"gs-{os.getpid()}-", secrets={
-                              "gitscale-git": {"token": http_git_server.token},
-                              "gitscale-scaler": {"github_token": GITHUB_TOKEN},
-                              "gitscale-notify": {"FLUX_RECEIVER_TOKEN": FLUX_TOKEN},
-                              "gitscale-webhook": {"secret": WEBHOOK_SECRET}})
-        names: list[str] = []
-        try:
-            yield Scaffold(root, bare, kubelet, github, flux)
-        finally:
-            for line in docker("ps", "-a", "--format", "{{.Names}}").stdout.split():
-                if line.startswith(f"gs-{os.getpid()}-"):
-                    names.append(line)
-            if names:
-                docker("rm", "-f", *names, check=False)
-            volumes = docker("volume", "ls", "-q").stdout.split()
-            mine = [v for v in volumes if v.startswith(f"gs-{os.getpid()}-")]
-            if mine:
-                docker("volume", "rm", "-f", *mine, check=False)
+    with scaffolded(tmp_path / "config", capsys, image, http_git_server) as made:
+        yield made
 
 
-def test_the_cronjobs_pod_reconciles_pushes_and_notifies_flux(scaffold: Scaffold) -> None:
+@pytest.mark.parametrize(("platform", "first"), [("github", "gitscale: linux 0→3"),
+                                                  ("buildkite", "gitscale: linux 0→4")])
+def test_the_cronjobs_pod_reconciles_pushes_and_notifies_flux(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str,
+        http_git_server: GitHTTPServer, platform: str, first: str) -> None:
+    with scaffolded(tmp_path / "config", capsys, image, http_git_server, platform) as scaffold:
+        cronjob(scaffold, first)
+        if platform == "github":
+            assert any(entry.authorization == f"Bearer {GITHUB_TOKEN}"
+                       for entry in scaffold.github.log), "the source read GitHub with its token"
+        else:
+            assert any(entry.path.startswith("/v3/metrics/queue")
+                       and entry.authorization == f"Token {AGENT_TOKEN}"
+                       for entry in scaffold.buildkite.log), "the source read the queue"
+
+
+def cronjob(scaffold: Scaffold, first: str) -> None:
+    """Two Jobs of the CronJob: the first commits ``first`` and notifies Flux; the second
+    finds nothing to do."""
     pod = scaffold.pod("deploy/scaler/cronjob.yaml")
     secrets = scaffold.kubelet.secrets
-    for attempt, want in ((1, "gitscale: linux 0→3"), (2, None)):
+    for attempt, want in ((1, first), (2, None)):
         name = f"gs-{os.getpid()}-reconcile-{attempt}"
         argv, secret_env = scaffold.kubelet.argv(pod, name)
         deadline = int(pod["manifest"]["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"])
@@ -174,8 +206,6 @@ def test_the_cronjobs_pod_reconciles_pushes_and_notifies_flux(scaffold: Scaffold
             for value in values.values():
                 assert value not in said
     assert scaffold.flux.reconciled == ["GitRepository/gitscale"]
-    assert any(entry.authorization == f"Bearer {GITHUB_TOKEN}"
-               for entry in scaffold.github.log), "the source read GitHub with its token"
 
 
 def test_the_run_deployments_pod_loops_answers_its_probe_and_stops_in_its_grace(

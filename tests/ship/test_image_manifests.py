@@ -36,7 +36,7 @@ from tests.demand.fake_github import FakeGitHub
 from tests.helpers import git, run, wait_for
 from tests.integration.git_http import GitHTTPServer
 from tests.kubeapi.server import KubeAPIServer, start_api_server
-from tests.notify.engines import FakeFlux, Receiver
+from tests.notify.engines import Application, FakeArgoCD, FakeFlux, Receiver
 from tests.ship.kubelet import Kubelet, ServiceAccount, environment, shown
 from tests.ship.test_image_docker import docker, http_git_server, image
 
@@ -50,6 +50,7 @@ pytestmark = [
 ORG, FLUX_TOKEN, GITHUB_TOKEN = "acme", "flux-receiver-token", "ghp-scaler-token"
 WEBHOOK_SECRET = "webhook-secret-value"
 AGENT_TOKEN = "bkua-scaler-agent-token"
+ARGOCD_SECRET = "argocd-webhook-secret"
 
 
 @dataclass
@@ -60,6 +61,13 @@ class Scaffold:
     github: FakeGitHub
     flux: FakeFlux
     buildkite: FakeBuildkite
+    argocd: FakeArgoCD
+
+    @property
+    def notified(self) -> list[str]:
+        """What the GitOps engine was asked to sync: Flux's GitRepositories, Argo CD's
+        Applications."""
+        return self.flux.reconciled + self.argocd.refreshed
 
     def pod(self, path: str) -> dict[str, Any]:
         """The pod template of a manifest init wrote (a Deployment's, a CronJob's Job's)."""
@@ -117,17 +125,19 @@ def _free(port: int) -> bool:
 
 @contextmanager
 def scaffolded(root: Path, capsys: pytest.CaptureFixture[str], image: str,
-               server: GitHTTPServer, platform: str = "github") -> Iterator[Scaffold]:
-    """init's repo (Flux, the scaler in the cluster) pushed to the git HTTP server, jobs queued
+               server: GitHTTPServer, platform: str = "github",
+               gitops: str = "flux") -> Iterator[Scaffold]:
+    """init's repo (the scaler in the cluster) pushed to the git HTTP server, jobs queued
     for its set (three on GitHub, or Buildkite's reference queue: 3 scheduled, 1 running), and
     the Secrets of init's steps."""
     options = (["--github-org", ORG] if platform == "github" else
                ["--platform", "buildkite", "--buildkite-org", ORG])
-    code, _, err = run(capsys, "init", str(root), "--gitops", "flux", *options,
+    code, _, err = run(capsys, "init", str(root), "--gitops", gitops, *options,
                        "--repo-url", server.url(), "--run-in", "cluster")
     assert code == 0, err
     with FakeGitHub(token=GITHUB_TOKEN) as github, FakeBuildkite(token=AGENT_TOKEN) as bk, \
-            FakeFlux(Receiver("gitscale", "flux-system", FLUX_TOKEN)) as flux:
+            FakeFlux(Receiver("gitscale", "flux-system", FLUX_TOKEN)) as flux, \
+            FakeArgoCD(ARGOCD_SECRET, Application("gitscale", server.url()), tls=True) as argocd:
         repo = github.add_repo(ORG, "app")
         github.add_run(repo, "queued", [("queued", ["self-hosted", "linux"])] * 3)
         bk.queues["default"] = metrics("TestCollectorWithSomeJobsAndAgentsForAQueue")
@@ -137,8 +147,9 @@ def scaffolded(root: Path, capsys: pytest.CaptureFixture[str], image: str,
                             1).replace("        queue: default",
                                        f"        queue: default\n        apiUrl: {bk.url}", 1)
         text = text.replace("http://webhook-receiver.flux-system.svc.cluster.local", flux.base)
+        text = text.replace("https://argocd-server.argocd.svc.cluster.local", argocd.base)
         config.write_text(text)
-        git(root, "commit", "-qam", "the test's addresses for GitHub, Buildkite and Flux")
+        git(root, "commit", "-qam", "the test's addresses of GitHub, Buildkite and the engine")
         bare = server.project_root / "config.git"
         git(root.parent, "clone", "-q", "--bare", str(root), str(bare))
         git(bare, "config", "http.receivepack", "true")
@@ -147,10 +158,11 @@ def scaffolded(root: Path, capsys: pytest.CaptureFixture[str], image: str,
                           secrets={"gitscale-git": {"token": server.token},
                                    "gitscale-scaler": {"github_token": GITHUB_TOKEN,
                                                        "buildkite_agent_token": AGENT_TOKEN},
-                                   "gitscale-notify": {"FLUX_RECEIVER_TOKEN": FLUX_TOKEN},
+                                   "gitscale-notify": {"FLUX_RECEIVER_TOKEN": FLUX_TOKEN,
+                                                       "ARGOCD_WEBHOOK_SECRET": ARGOCD_SECRET},
                                    "gitscale-webhook": {"secret": WEBHOOK_SECRET}})
         try:
-            yield Scaffold(root, bare, kubelet, github, flux, bk)
+            yield Scaffold(root, bare, kubelet, github, flux, bk, argocd)
         finally:
             names = [n for n in docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
                      if n.startswith(prefix)]
@@ -169,13 +181,22 @@ def scaffold(tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str,
         yield made
 
 
-@pytest.mark.parametrize(("platform", "first"), [("github", "gitscale: linux 0→3"),
-                                                  ("buildkite", "gitscale: linux 0→4")])
-def test_the_cronjobs_pod_reconciles_pushes_and_notifies_flux(
+@pytest.mark.parametrize(("platform", "gitops", "first", "engine"), [
+    pytest.param("github", "flux", "gitscale: linux 0→3", "GitRepository/gitscale",
+                 id="github-flux"),
+    pytest.param("buildkite", "argocd", "gitscale: linux 0→4", "gitscale",
+                 id="buildkite-argocd"),
+])
+def test_the_cronjobs_pod_reconciles_pushes_and_notifies_the_engine(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str,
-        http_git_server: GitHTTPServer, platform: str, first: str) -> None:
-    with scaffolded(tmp_path / "config", capsys, image, http_git_server, platform) as scaffold:
+        http_git_server: GitHTTPServer, platform: str, gitops: str, first: str,
+        engine: str) -> None:
+    """Argo CD's notify goes to its server over TLS with a self-signed certificate, as init
+    writes it (insecureSkipTLSVerify), signed with `gitscale-notify`'s secret."""
+    with scaffolded(tmp_path / "config", capsys, image, http_git_server, platform,
+                    gitops) as scaffold:
         cronjob(scaffold, first)
+        assert scaffold.notified == [engine]
         if platform == "github":
             assert any(entry.authorization == f"Bearer {GITHUB_TOKEN}"
                        for entry in scaffold.github.log), "the source read GitHub with its token"
@@ -186,8 +207,8 @@ def test_the_cronjobs_pod_reconciles_pushes_and_notifies_flux(
 
 
 def cronjob(scaffold: Scaffold, first: str) -> None:
-    """Two Jobs of the CronJob: the first commits ``first`` and notifies Flux; the second
-    finds nothing to do."""
+    """Two Jobs of the CronJob: the first commits ``first``; the second finds nothing to
+    do."""
     pod = scaffold.pod("deploy/scaler/cronjob.yaml")
     secrets = scaffold.kubelet.secrets
     for attempt, want in ((1, first), (2, None)):
@@ -205,7 +226,6 @@ def cronjob(scaffold: Scaffold, first: str) -> None:
         for values in secrets.values():
             for value in values.values():
                 assert value not in said
-    assert scaffold.flux.reconciled == ["GitRepository/gitscale"]
 
 
 def test_the_run_deployments_pod_loops_answers_its_probe_and_stops_in_its_grace(

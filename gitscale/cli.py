@@ -360,10 +360,12 @@ def controller(**kw: Any) -> int:
                    "commits to [default: main]. In an existing checkout: its checked-out "
                    "branch (--branch may only repeat it).")
 @click.option("--run-in", type=click.Choice(["github-actions", "gitlab", "cluster"]),
-              default="github-actions", show_default=True,
+              default=None,
               help="Where gitscale itself runs; init writes only that scheduler: "
                    ".github/workflows/gitscale.yml, .gitlab-ci.yml, or deploy/scaler/ (a "
-                   "CronJob or Deployment you apply).")
+                   "CronJob or Deployment you apply) [default: by --repo-url's host: "
+                   "github-actions on GitHub, gitlab on a GitLab host, cluster elsewhere; "
+                   "github-actions without --repo-url].")
 @click.option("--notify-url", default=None, metavar="URL",
               help="Where gitscale reaches Argo CD's server or Flux's webhook-receiver to ask "
                    "for a sync after each push (https://HOST, no path) [default: the "

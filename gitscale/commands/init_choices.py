@@ -55,6 +55,7 @@ class Choices:
     buildkite_org: str = PLACEHOLDER
     buildkite_queue: str = "default"
     run_in: RunIn = "github-actions"  # the one place gitscale runs from (one scheduler)
+    run_in_from: str | None = None  # the --repo-url host run_in was chosen by; None: given
     public_repo: bool = False  # True: Argo CD / Flux read the config repo without a credential
     notify_url: str | None = None  # the engine's address for notify; None: init's default
     config: str = DEFAULT_CONFIG  # the config file's path in the repo (every command's --config)
@@ -84,7 +85,7 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
            cluster: str | None = None, github_url: str | None = None,
            github_org: str | None = None, github_app_id: str | None = None,
            github_app_installation_id: str | None = None, buildkite_org: str | None = None,
-           buildkite_queue: str | None = None, run_in: str = "github-actions",
+           buildkite_queue: str | None = None, run_in: str | None = None,
            public_repo: bool = False, notify_url: str | None = None,
            config: str = DEFAULT_CONFIG) -> Choices:
     """The options of `gitscale init`, checked; an error names the option. ``branch``: the
@@ -143,9 +144,35 @@ def choose(*, gitops: str, repo_url: str | None, branch: str, path: str,
                                "a Buildkite organization slug (lower case)"),
         buildkite_queue=_checked(buildkite_queue or "default", _QUEUE, "--buildkite-queue",
                                  "a queue name (letters, digits, '.', '_', '-')"),
-        run_in=next(r for r in RUN_IN if r == run_in), public_repo=public_repo,
+        run_in=_run_in(run_in, repo_url, github_url), public_repo=public_repo,
+        run_in_from=None if run_in is not None or repo_url is None else _host(repo_url),
         notify_url=notify_url.rstrip("/") if notify_url else None, config=config,
     )
+
+
+def _run_in(given: str | None, repo_url: str | None, github_url: str | None) -> RunIn:
+    """``--run-in``, or where the config repo lives says: a repo on GitHub (github.com,
+    ``*.ghe.com``, the ``--github-url`` server) runs the GitHub workflow, one on a GitLab host
+    the GitLab pipeline, one elsewhere (Bitbucket, Gitea, …) the in-cluster scaler, which
+    needs no CI of the host's; without ``--repo-url``, the GitHub workflow."""
+    if given is not None:
+        return next(r for r in RUN_IN if r == given)
+    if repo_url is None:
+        return "github-actions"
+    return _host_runs(_host(repo_url), _host(github_url) if github_url else None)
+
+
+def _host_runs(host: str, github_host: str | None) -> RunIn:
+    """The scheduler a config repo on ``host`` has of its own (see ``_run_in``)."""
+    if host in ("github.com", github_host) or host.endswith(".ghe.com"):
+        return "github-actions"
+    if "gitlab" in host:
+        return "gitlab"
+    return "cluster"
+
+
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
 
 
 def _no_blanks(option: str, url: str) -> None:

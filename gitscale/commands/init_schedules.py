@@ -149,6 +149,9 @@ def schedule_next_steps(choices: Choices) -> str:
     switch = (f"To run it elsewhere, `gitscale init SCRATCH --run-in {others.replace(', ', '|')}`"
               " writes that one: copy it in and delete this one (never two at once: they "
               "would race each other's pushes).")
+    if choices.run_in_from is not None:
+        switch = (f"(Chosen by where the config repo lives, {choices.run_in_from}; --run-in "
+                  f"picks another.) " + switch)
     if choices.run_in == "github-actions":
         default = "" if choices.branch == DEFAULT_BRANCH else (
             f" GitHub runs a schedule only from the repository's default branch: make "

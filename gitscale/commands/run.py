@@ -26,6 +26,7 @@ from gitscale.demand.resolve import Sources
 from gitscale.errors import GitError, GitscaleError, InputError
 from gitscale.redact import redact
 from gitscale.plan.landing import describe_landing, land
+from gitscale.streak import Streak
 from gitscale.timeutil import backoff, format_time, parse_duration, utcnow
 from gitscale.repo.opening import open_workspace
 from gitscale.repo.workspace import Workspace
@@ -50,12 +51,13 @@ QUIET = "no change: nothing to commit"
 class Unread:
     """A set whose demand could not be read, pass after pass (a revoked token, a source down):
     its error is logged when it starts or changes, then once every QUIET_LOG_EVERY seconds
-    with the count, not on every pass (a 30 s loop logged 2,880 lines a day of one 401)."""
+    with the count, not on every pass (a 30 s loop logged 2,880 lines a day of one 401). The
+    passes and when to say them again are a ``Streak``'s; ``since`` is the wall clock's, for
+    the log."""
 
     message: str
     since: datetime
-    passes: int = 1
-    said_at: float = 0.0
+    passes: Streak
 
 
 @dataclass
@@ -261,27 +263,26 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
 
 
 def _unread(state: LoopState, errors: dict[str, str], now: datetime,
-            read: set[str] | frozenset[str] = frozenset()) -> list[str]:
+            read: set[str] | frozenset[str] = frozenset(),
+            clock: Callable[[], float] = time.monotonic) -> list[str]:
     """The lines to log of the sets left untouched this pass (``Unread``), and of those
     ``read`` again after a streak (a set gone from the config, or now served by webhooks, is
     forgotten without a word); a repeat within QUIET_LOG_EVERY says nothing (the pass is
     quiet)."""
-    clock = time.monotonic()
-    lines = [f"{name}: demand read again (after {_passes(streak.passes)} left untouched "
-             f"since {format_time(streak.since)})" for name, streak in state.unread.items()
+    lines = [f"{name}: demand read again (after {_passes(unread.passes.count)} left untouched "
+             f"since {format_time(unread.since)})" for name, unread in state.unread.items()
              if name not in errors and name in read]
-    state.unread = {name: streak for name, streak in state.unread.items() if name in errors}
+    state.unread = {name: unread for name, unread in state.unread.items() if name in errors}
     for name, message in errors.items():
-        streak = state.unread.get(name)
-        if streak is None or streak.message != message:
-            state.unread[name] = Unread(message, now, said_at=clock)
-            lines.append(f"{name}: {message} (left untouched)")
+        unread = state.unread.get(name)
+        if unread is None or unread.message != message:  # a new streak, said in full
+            unread = state.unread[name] = Unread(
+                message, now, Streak(remind=QUIET_LOG_EVERY, clock=clock))
+        if not unread.passes.failed(message):
             continue
-        streak.passes += 1
-        if clock - streak.said_at >= QUIET_LOG_EVERY:
-            streak.said_at = clock
-            lines.append(f"{name}: still left untouched ({_passes(streak.passes)} since "
-                         f"{format_time(streak.since)}): {message}")
+        lines.append(f"{name}: {message} (left untouched)" if unread.passes.count == 1 else
+                     f"{name}: still left untouched ({_passes(unread.passes.count)} since "
+                     f"{format_time(unread.since)}): {message}")
     return lines
 
 

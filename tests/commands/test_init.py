@@ -31,7 +31,7 @@ def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str,  # t
     if run_in == "github-actions":
         (edit,) = [line for line in out.splitlines() if "replace CHANGE-ME" in line]
         assert edit.startswith("  gitscale.yaml:") and "'https://CHANGE-ME'" in edit
-        assert "public" in edit and "edits left: 1 values" in out
+        assert "public" in edit and "edits left: 1 value init could not know is CHANGE-ME" in out
         code, _, err = run(capsys, "validate", "--repo", str(root))
         assert code == 1 and edit.strip() in err, err
         config = root / "gitscale.yaml"
@@ -194,3 +194,41 @@ def test_init_wires_runnerset_health(tmp_path: Path, capsys, gitops: str) -> Non
     else:
         kustomization = list(yaml.safe_load_all((root / "flux/gitscale.yaml").read_text()))[1]
         assert kustomization["spec"]["wait"] is True and kustomization["spec"]["timeout"] == "5m"
+
+
+@pytest.mark.parametrize(("options", "scheduler", "chosen_by"), [
+    pytest.param(["--repo-url", "https://github.com/acme/ci-config.git"],
+                 ".github/workflows/gitscale.yml", "github.com", id="github.com"),
+    pytest.param(["--repo-url", "https://git.acme.ghe.com/acme/ci-config.git"],
+                 ".github/workflows/gitscale.yml", "git.acme.ghe.com", id="ghe.com"),
+    pytest.param(["--repo-url", "https://ghes.acme.example/acme/ci-config.git",
+                  "--github-url", "https://ghes.acme.example"],
+                 ".github/workflows/gitscale.yml", "ghes.acme.example", id="github-url's host"),
+    pytest.param(["--repo-url", "https://gitlab.com/acme/ci-config.git"],
+                 ".gitlab-ci.yml", "gitlab.com", id="gitlab.com"),
+    pytest.param(["--repo-url", "https://gitlab.acme.example/ci/config.git"],
+                 ".gitlab-ci.yml", "gitlab.acme.example", id="self-managed gitlab"),
+    pytest.param(["--repo-url", "https://bitbucket.org/acme/ci-config.git"],
+                 "deploy/scaler/cronjob.yaml", "bitbucket.org", id="elsewhere: the cluster"),
+    pytest.param([], ".github/workflows/gitscale.yml", None, id="no --repo-url"),
+    pytest.param(["--repo-url", "https://gitlab.com/acme/ci-config.git", "--run-in", "cluster"],
+                 "deploy/scaler/cronjob.yaml", None, id="--run-in wins"),
+])
+def test_the_scheduler_follows_where_the_config_repo_lives(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, options: list[str], scheduler: str,
+        chosen_by: str | None) -> None:
+    """Without --run-in, a repo on GitLab gets the GitLab pipeline, not a GitHub workflow that
+    would never run; on a host with no CI of its own, the in-cluster scaler."""
+    root = tmp_path / "config"
+    platform = (["--github-org", "acme"] if "--github-url" in options
+                else ["--platform", "buildkite", "--buildkite-org", "acme"])
+    code, out, err = run(capsys, "init", str(root), "--gitops", "flux", *platform, *options)
+    assert code == 0, err
+    written = {p.relative_to(root).as_posix() for p in root.rglob("*")
+               if p.is_file() and ".git/" not in p.as_posix() + "/"}
+    schedulers = {".github/workflows/gitscale.yml", ".gitlab-ci.yml",
+                  "deploy/scaler/cronjob.yaml"}
+    assert written & schedulers == {scheduler}
+    said = f"(Chosen by where the config repo lives, {chosen_by}; --run-in picks another.)"
+    assert (said in out) == (chosen_by is not None)
+    assert ("Chosen by where" in out) == (chosen_by is not None)

@@ -461,8 +461,8 @@ def test_the_workflow_says_github_schedules_from_the_default_branch(  # type: ig
     """The workflow reconciles the branch Argo CD / Flux follow, whichever branch holds it,
     and says the schedule runs only from the default branch; init says so too when --branch
     is not main. The GITHUB_TOKEN remark sits above GitHub's source credential only."""
-    root, out = scaffold(tmp_path, capsys, "argocd", "--repo-url", URL, "--branch", branch,
-                         *VARIANTS[platform])
+    root, out = scaffold(tmp_path, capsys, "argocd", "--repo-url", URL, "--run-in",
+                         "github-actions", "--branch", branch, *VARIANTS[platform])
     text = (root / ".github/workflows/gitscale.yml").read_text()
     assert "scheduled workflow only from the repository's default branch" in text
     workflow = yaml.safe_load(text)

@@ -272,7 +272,7 @@ def test_a_quiet_loop_logs_a_line_every_ten_minutes_not_every_pass(
 
 
 def test_a_set_left_untouched_pass_after_pass_is_said_when_it_starts_changes_and_ends(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        ) -> None:
     from datetime import datetime, timedelta, timezone
 
     from gitscale.commands import run
@@ -280,17 +280,22 @@ def test_a_set_left_untouched_pass_after_pass_is_said_when_it_starts_changes_and
     state = LoopState(30.0)
     t0 = datetime(2026, 11, 27, 9, 0, tzinfo=timezone.utc)
     at = [t0 + timedelta(seconds=30 * i) for i in range(8)]
+    elapsed = [0.0]
+
+    def unread(errors: dict[str, str], i: int, read: frozenset[str] = frozenset()) -> list[str]:
+        return run._unread(state, errors, at[i], read, clock=lambda: elapsed[0])
+
     revoked = "GitHub GET …/actions/runs answered 401: Bad credentials"
-    assert run._unread(state, {"linux": revoked}, at[0]) == [f"linux: {revoked} (left untouched)"]
-    assert run._unread(state, {"linux": revoked}, at[1]) == []  # a repeat: nothing
-    monkeypatch.setattr(run, "QUIET_LOG_EVERY", 0.0)  # ten minutes later
-    assert run._unread(state, {"linux": revoked}, at[2]) == [
+    assert unread({"linux": revoked}, 0) == [f"linux: {revoked} (left untouched)"]
+    elapsed[0] = run.QUIET_LOG_EVERY - 1
+    assert unread({"linux": revoked}, 1) == []  # a repeat within ten minutes: nothing
+    elapsed[0] = run.QUIET_LOG_EVERY  # ten minutes after it was said
+    assert unread({"linux": revoked}, 2) == [
         f"linux: still left untouched (3 passes since 2026-11-27T09:00:00Z): {revoked}"]
-    monkeypatch.setattr(run, "QUIET_LOG_EVERY", 600.0)
     other = "GitHub GET …/actions/runs answered 503"
-    assert run._unread(state, {"linux": other, "gpu": other}, at[3]) == [
+    assert unread({"linux": other, "gpu": other}, 3) == [
         f"linux: {other} (left untouched)", f"gpu: {other} (left untouched)"]  # changed, new
-    assert run._unread(state, {"gpu": other}, at[4], {"linux"}) == [
+    assert unread({"gpu": other}, 4, frozenset({"linux"})) == [
         "linux: demand read again (after 1 pass left untouched since 2026-11-27T09:01:30Z)"]
-    assert run._unread(state, {}, at[5], {"linux"}) == []  # gpu: gone from gitscale.yaml
+    assert unread({}, 5, frozenset({"linux"})) == []  # gpu: gone from gitscale.yaml
     assert state.unread == {}

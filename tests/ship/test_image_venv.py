@@ -1,7 +1,8 @@
 """The image's entrypoint command works from a venv made as the Dockerfile makes the image's
 (conftest.image_venv: the hash-checked locks, the wheel from the build context, pip check), and
 as the image's non-root user with nothing writable but /tmp and the state cache, as under
-readOnlyRootFilesystem. Docker itself is not here: the image build is not tested (README)."""
+readOnlyRootFilesystem, in every run of the suite. The image itself, built and run by Docker, is
+test_image_docker.py (opt-in: README, "Releasing and the image")."""
 from __future__ import annotations
 
 import os

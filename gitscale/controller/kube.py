@@ -88,6 +88,7 @@ class Kube:
         # thread is not stuck).
         self.on_return: Callable[[], None] | None = None
         self._streams: set[urllib3.HTTPResponse] = set()
+        self._watching = True  # False once stop_watches ran: a watch opening then ends at once
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -355,8 +356,10 @@ class Kube:
 
     # -- watch plumbing -----------------------------------------------------------------------
     def stop_watches(self) -> None:
-        """End every open watch stream (shutdown): their iterators then simply stop."""
+        """End every open watch stream (shutdown): their iterators then simply stop; so does
+        one being opened now (its informer would otherwise hold the stop for its join's 5 s)."""
         with self._lock:
+            self._watching = False
             streams = list(self._streams)
         for stream in streams:
             try:
@@ -379,7 +382,12 @@ class Kube:
         with streaming(within):
             response = self._open(what, open_)
         with self._lock:
-            self._streams.add(response)
+            watching = self._watching
+            if watching:
+                self._streams.add(response)
+        if not watching:  # stopped while it was being opened
+            response.close()
+            return
         try:
             buffer = b""
             for chunk in response.stream(amt=None, decode_content=False):

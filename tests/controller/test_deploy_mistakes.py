@@ -13,8 +13,6 @@ from __future__ import annotations
 import base64
 import logging
 import shutil
-import ssl
-import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -145,13 +143,7 @@ def test_an_untrusted_certificate_is_one_line_that_says_where_trust_comes_from(
     """The client words a TLS failure as a status-0 ApiException whose reason spans lines."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not on PATH")
-    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                    str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    api.socket = context.wrap_socket(api.socket, server_side=True)
+    api.serve_tls(tmp_path)
     kube = Kube(client_for(api.url.replace("http://", "https://")))
     with pytest.raises(KubeError) as failed:
         kube.list_pods(NS)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -127,13 +125,7 @@ def test_a_trickled_answer_over_tls_ends_by_the_deadline(
     client made from a kubeconfig, as ``gitscale controller`` makes it."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not on PATH")
-    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                    str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    api.socket = context.wrap_socket(api.socket, server_side=True)
+    cert = api.serve_tls(tmp_path)
     config = tmp_path / "kubeconfig"
     config.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "k",

@@ -43,6 +43,8 @@ import collections
 import copy
 import json
 import socket
+import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -420,6 +422,20 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.changed:
             self.watch_epoch += 1
             self.store.changed.notify_all()
+
+    def serve_tls(self, directory: Path) -> Path:
+        """Answer over TLS from now on, with a self-signed certificate for 127.0.0.1 (made with
+        ``openssl``, written to ``directory``): the certificate, to trust (a kubeconfig's
+        ``certificate-authority``, a service account's ``ca.crt``). ``url`` stays http://."""
+        cert, key = directory / "apiserver.crt", directory / "apiserver.key"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                       capture_output=True)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.socket = context.wrap_socket(self.socket, server_side=True)
+        return cert
 
     def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
         config = {"apiVersion": "v1", "kind": "Config", "current-context": "kubeapi",

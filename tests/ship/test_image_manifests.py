@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import socket
-import ssl
 import subprocess
 import urllib.request
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ from tests.demand.fake_buildkite import FakeBuildkite, metrics
 from tests.demand.fake_github import FakeGitHub
 from tests.helpers import git, run, wait_for
 from tests.integration.git_http import GitHTTPServer
-from tests.kubeapi.server import KubeAPIServer, start_api_server
+from tests.kubeapi.server import start_api_server
 from tests.notify.engines import Application, FakeArgoCD, FakeFlux, Receiver
 from tests.ship.kubelet import Kubelet, ServiceAccount, environment, shown
 from tests.ship.test_image_docker import docker, http_git_server, image
@@ -259,18 +258,6 @@ def test_the_serve_deployments_pod_takes_a_signed_delivery(scaffold: Scaffold) -
     assert WEBHOOK_SECRET not in logs and GITHUB_TOKEN not in logs
 
 
-def _tls(api: KubeAPIServer, directory: Path) -> Path:
-    """The API server over TLS, with a certificate for 127.0.0.1: its CA certificate."""
-    cert, key = directory / "apiserver.crt", directory / "apiserver.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                    str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    api.socket = context.wrap_socket(api.socket, server_side=True)
-    return cert
-
-
 def test_the_controller_deployment_runs_in_cluster_and_makes_runner_pods(
         scaffold: Scaffold, tmp_path: Path) -> None:
     """The controller's Deployment from the service account's in-cluster config (token, CA,
@@ -281,7 +268,7 @@ def test_the_controller_deployment_runs_in_cluster_and_makes_runner_pods(
     api = start_api_server()
     runners = FakeRunnersAPI("ghp-controller-token").start()
     try:
-        ca = _tls(api, tmp_path)
+        ca = api.serve_tls(tmp_path)
         scaffold.kubelet.service_account = ServiceAccount("sa-token", ca, "127.0.0.1",
                                                          int(api.server_address[1]))
         runnerset = yaml.safe_load(

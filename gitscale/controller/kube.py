@@ -33,7 +33,7 @@ import base64
 import logging
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, Callable, cast
 
 import kubernetes.client
 import urllib3
@@ -53,7 +53,6 @@ from gitscale.controller.observe import LABEL_SET, RawObject
 from gitscale.redact import redact
 from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 
-T = TypeVar("T")
 JSON = "application/json"
 Keep = Callable[[RawObject], RawObject]  # what a list keeps of each object
 TIMEOUT = 30.0  # seconds for a call's whole answer, from its request sent (a watch's: more)
@@ -96,18 +95,11 @@ class Kube:
         self.api.close()  # type: ignore[no-untyped-call]
         self._lease_api.close()  # type: ignore[no-untyped-call]
 
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        """``fn``'s answer (a raw response), read whole and parsed: its JSON."""
+    def _call(self, what: str, fn: Callable[[], Any], *, read: bool = True) -> Any:
+        """``fn``'s answer (a raw response), read whole and parsed: its JSON; or, not
+        ``read``, the raw response, its body not read yet (a watch's stream)."""
         try:
-            return answer(what, fn)
-        finally:
-            if self.on_return is not None:
-                self.on_return()
-
-    def _open(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn``'s raw response, its body not read yet (a watch's stream)."""
-        try:
-            return call(what, fn)
+            return answer(what, fn) if read else call(what, fn)
         finally:
             if self.on_return is not None:
                 self.on_return()
@@ -380,7 +372,7 @@ class Kube:
         watches again)."""
         within = timeout + self._timeout[1]
         with streaming(within):
-            response = self._open(what, open_)
+            response = self._call(what, open_, read=False)
         with self._lock:
             watching = self._watching
             if watching:

@@ -62,7 +62,10 @@ LABEL org.opencontainers.image.title="gitscale" \
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends git ca-certificates \
+    && apt-get clean \
     && rm -rf /var/lib/apt/lists/*
+# (apt-get clean: python's slim images drop the downloaded .debs by a docker-clean hook, but a
+# base without it, a mirror's rebuild, would keep ~90 MB of them in this layer.)
 # (DL3008, unpinned apt versions: Debian's archive keeps only the newest build of a package in a
 # release, so `git=<version>` would stop building at its next security update. The release line
 # is fixed by the base image's tag, bookworm; the digest pin above fixes the rest.)

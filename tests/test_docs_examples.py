@@ -44,8 +44,13 @@ def runnerset(path: Path) -> dict[str, Any]:
     return found
 
 
+def fenced_blocks(text: str, lang: str) -> list[str]:
+    """The text of every ```LANG block, in the page's order."""
+    return re.findall(rf"^```{lang}\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+
+
 def yaml_blocks(text: str) -> list[str]:
-    return re.findall(r"^```yaml\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+    return fenced_blocks(text, "yaml")
 
 
 def test_there_are_examples() -> None:

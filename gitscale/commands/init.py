@@ -259,7 +259,9 @@ def edits_left(files: dict[str, str]) -> list[tuple[str, Placeholder]]:
 def edits_text(edits: list[tuple[str, Placeholder]]) -> str:
     if not edits:
         return f"edits left: none (no {PLACEHOLDER} anywhere)."
-    lines = [f"edits left: {len(edits)} values init could not know are {PLACEHOLDER}; "
+    counted = "1 value" if len(edits) == 1 else f"{len(edits)} values"
+    lines = [f"edits left: {counted} init could not know "
+             f"{'is' if len(edits) == 1 else 'are'} {PLACEHOLDER}; "
              "`gitscale validate` and `reconcile` refuse the repo while gitscale.yaml or the "
              "RunnerSet holds one:"]
     lines += [f"  {found.describe(rel)}" for rel, found in edits]

@@ -10,16 +10,22 @@ objects and back. ``ApiException`` and connection failures become ``KubeError`` 
 (``NotFound``, ``Conflict``, ``Invalid``, ``Gone``: ``kube_answers.call``); nothing above these
 modules sees the client.
 
-No call waits forever: each has a timeout (``timeout``: the read, 10 s at most to connect; the
-client has none by default, and a black-holed connection would hold a worker, or a leader's
-renewal, for good), and each is tried once (``kube_config.Once``: urllib3's three retries
-would multiply the timeout and log a warning each, where the next pass, the informers' backoff
-and the elector retry by themselves; only a read whose kept-alive connection was reset as it
-was reused is sent again). Lease calls take the caller's timeout (below the renew
-deadline), through a client of their own. Lists go by pages of ``page_size`` (``limit`` and
-``continue``), each page reduced by ``keep`` before the next is read, so a relist of 10,000 pods
-never holds them all as the API sent them; a continue token that expired meanwhile (410) starts
-the list again.
+No call waits forever: each has a connect timeout (``CONNECT_TIMEOUT``, 10 s) and a deadline
+for its whole answer (``TIMEOUT``, 30 s from the request sent: its headers and body, however
+slowly they come, ``kube_deadline.py``; the client has none by default, and a black-holed
+connection, or an API server or a proxy that trickles its answer, would hold a worker, or a
+leader's renewal, for good); a call over its deadline is a ``KubeError`` that says the API
+server answered too slowly, like one that got no answer: the pass fails and backs off. A watch
+has the same to connect and for its headers; its events may come for its ``timeout_seconds``
+and ``TIMEOUT`` more (the API server ends it at ``timeout_seconds``: a watch that goes silent,
+or trickles, past that is ended, and the informer watches again). Each call is tried once
+(``kube_config.Once``: urllib3's three retries would multiply the timeout and log a warning
+each, where the next pass, the informers' backoff and the elector retry by themselves; only a
+read whose kept-alive connection was reset as it was reused is sent again). Lease calls take
+the caller's timeout (below the renew deadline) for the whole call, through a client of their
+own. Lists go by pages of ``page_size`` (``limit`` and ``continue``), each page reduced by
+``keep`` before the next is read, so a relist of 10,000 pods never holds them all as the API
+sent them; a continue token that expired meanwhile (410) starts the list again.
 """
 from __future__ import annotations
 
@@ -33,8 +39,16 @@ import kubernetes.client
 import urllib3
 
 from gitscale.controller.errors import CredentialsMissing, Gone, KubeError, NotFound
-from gitscale.controller.kube_answers import WatchEvent, call, event_of, json_of, page_of
+from gitscale.controller.kube_answers import (
+    WatchEvent,
+    answer,
+    call,
+    event_of,
+    overdue,
+    page_of,
+)
 from gitscale.controller.kube_config import without_retries
+from gitscale.controller.kube_deadline import streaming
 from gitscale.controller.observe import LABEL_SET, RawObject
 from gitscale.redact import redact
 from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
@@ -42,8 +56,8 @@ from gitscale.runnerset_api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 T = TypeVar("T")
 JSON = "application/json"
 Keep = Callable[[RawObject], RawObject]  # what a list keeps of each object
-TIMEOUT = 30.0  # seconds to wait for an answer (per attempt)
-CONNECT_TIMEOUT = 10.0
+TIMEOUT = 30.0  # seconds for a call's whole answer, from its request sent (a watch's: more)
+CONNECT_TIMEOUT = 10.0  # seconds to connect (at most TIMEOUT)
 PAGE_SIZE = 500
 # Objects' metadata only, as the API server sends it when asked (``PartialObjectMetadataList``)
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
@@ -74,6 +88,7 @@ class Kube:
         # thread is not stuck).
         self.on_return: Callable[[], None] | None = None
         self._streams: set[urllib3.HTTPResponse] = set()
+        self._watching = True  # False once stop_watches ran: a watch opening then ends at once
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -81,7 +96,16 @@ class Kube:
         self.api.close()  # type: ignore[no-untyped-call]
         self._lease_api.close()  # type: ignore[no-untyped-call]
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """``fn``'s answer (a raw response), read whole and parsed: its JSON."""
+        try:
+            return answer(what, fn)
+        finally:
+            if self.on_return is not None:
+                self.on_return()
+
+    def _open(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn``'s raw response, its body not read yet (a watch's stream)."""
         try:
             return call(what, fn)
         finally:
@@ -100,13 +124,13 @@ class Kube:
 
     def watch_runnersets(self, namespace: str | None, version: str,
                          timeout: int) -> Iterator[WatchEvent]:
-        kw = _watch_args(version, timeout)
+        kw = self._watch_args(version, timeout)
         if namespace:
-            return self._stream("watch RunnerSets", lambda: self.custom.
+            return self._stream("watch RunnerSets", timeout, lambda: self.custom.
                                 list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
                                                               **kw))
-        return self._stream("watch RunnerSets", lambda: self.custom.list_cluster_custom_object(
-            GROUP, VERSION, PLURAL, **kw))
+        return self._stream("watch RunnerSets", timeout, lambda: self.custom.
+                            list_cluster_custom_object(GROUP, VERSION, PLURAL, **kw))
 
     def read_runnerset(self, namespace: str, name: str) -> RawObject | None:
         """The RunnerSet as the API server holds it now, or None when it is gone: a list by
@@ -129,12 +153,12 @@ class Kube:
         body: dict[str, Any] = {"status": dict(status)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        raw = self._call(f"update status of RunnerSet {namespace}/{name}", lambda: self.custom.
-                         patch_namespaced_custom_object_status(
-                             GROUP, VERSION, namespace, PLURAL, name, body,
-                             _content_type="application/merge-patch+json",
-                             _preload_content=False, _request_timeout=self._timeout))
-        updated: RawObject = json_of(raw)
+        updated: RawObject = self._call(
+            f"update status of RunnerSet {namespace}/{name}", lambda: self.custom.
+            patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, PLURAL, name, body,
+                _content_type="application/merge-patch+json", _preload_content=False,
+                _request_timeout=self._timeout))
         return updated
 
     def patch_runnerset_finalizers(self, namespace: str, name: str, finalizers: list[str],
@@ -144,12 +168,12 @@ class Kube:
         meanwhile is never overwritten."""
         patch = {"metadata": {"finalizers": finalizers or None,
                               "resourceVersion": resource_version}}
-        raw = self._call(f"update finalizers of RunnerSet {namespace}/{name}", lambda: self.
-                         custom.patch_namespaced_custom_object(
-                             GROUP, VERSION, namespace, PLURAL, name, patch,
-                             _content_type="application/merge-patch+json",
-                             _preload_content=False, _request_timeout=self._timeout))
-        updated: RawObject = json_of(raw)
+        updated: RawObject = self._call(
+            f"update finalizers of RunnerSet {namespace}/{name}", lambda: self.custom.
+            patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, patch,
+                _content_type="application/merge-patch+json", _preload_content=False,
+                _request_timeout=self._timeout))
         return updated
 
     # -- pods and secrets ---------------------------------------------------------------------
@@ -163,21 +187,21 @@ class Kube:
 
     def watch_pods(self, namespace: str | None, version: str,
                    timeout: int) -> Iterator[WatchEvent]:
-        kw = _watch_args(version, timeout)
+        kw = self._watch_args(version, timeout)
         if namespace:
-            return self._stream("watch runner pods", lambda: self.core.list_namespaced_pod(
-                namespace, label_selector=LABEL_SET, **kw))
-        return self._stream("watch runner pods", lambda: self.core.list_pod_for_all_namespaces(
-            label_selector=LABEL_SET, **kw))
+            return self._stream("watch runner pods", timeout, lambda: self.core.
+                                list_namespaced_pod(namespace, label_selector=LABEL_SET, **kw))
+        return self._stream("watch runner pods", timeout, lambda: self.core.
+                            list_pod_for_all_namespaces(label_selector=LABEL_SET, **kw))
 
     def create_pod(self, body: RawObject, *, dry_run: bool = False) -> RawObject:
         """``dry_run``: admission (quota, webhooks) and validation only, nothing stored."""
         meta, raw_body = body["metadata"], cast(Any, body)  # the client takes dicts too
-        created: RawObject = json_of(self._call(
+        created: RawObject = self._call(
             f"create pod {meta['namespace']}/{meta['name']}", lambda: self.core.
             create_namespaced_pod(meta["namespace"], raw_body, _content_type=JSON,
                                   dry_run="All" if dry_run else None,
-                                  _preload_content=False, _request_timeout=self._timeout)))
+                                  _preload_content=False, _request_timeout=self._timeout))
         return created
 
     def find_pod(self, namespace: str, name: str) -> RawObject | None:
@@ -190,10 +214,9 @@ class Kube:
 
     def delete_pod(self, namespace: str, name: str) -> RawObject | None:
         """The pod as it now is (terminating), or None once it is gone. NotFound if it was."""
-        raw: RawObject = json_of(self._call(f"delete pod {namespace}/{name}", lambda: self.core.
-                                            delete_namespaced_pod(
-                                                name, namespace, _preload_content=False,
-                                                _request_timeout=self._timeout)))
+        raw: RawObject = self._call(f"delete pod {namespace}/{name}", lambda: self.core.
+                                    delete_namespaced_pod(name, namespace, _preload_content=False,
+                                                          _request_timeout=self._timeout))
         return raw if raw.get("kind") == "Pod" else None
 
     def create_secret(self, body: RawObject, *, dry_run: bool = False) -> RawObject:
@@ -248,10 +271,9 @@ class Kube:
     def read_secret(self, namespace: str, name: str) -> dict[str, str]:
         """A Secret's data, decoded. Its values are credentials: never log them."""
         try:
-            raw = json_of(self._call(f"read Secret {namespace}/{name}", lambda: self.core.
-                                     read_namespaced_secret(name, namespace,
-                                                            _preload_content=False,
-                                                            _request_timeout=self._timeout)))
+            raw = self._call(f"read Secret {namespace}/{name}", lambda: self.core.
+                             read_namespaced_secret(name, namespace, _preload_content=False,
+                                                    _request_timeout=self._timeout))
         except NotFound:
             raise CredentialsMissing(f"Secret {namespace}/{name} does not exist") from None
         try:
@@ -279,10 +301,10 @@ class Kube:
     # -- leader election (``timeout``: seconds for the whole call, one attempt) ----------------
     def read_lease(self, namespace: str, name: str, *, timeout: float) -> RawObject | None:
         try:
-            lease: RawObject = json_of(self._call(
+            lease: RawObject = self._call(
                 f"read Lease {namespace}/{name}", lambda: self.coordination.
                 read_namespaced_lease(name, namespace, _preload_content=False,
-                                      _request_timeout=timeout)))
+                                      _request_timeout=timeout))
         except NotFound:
             return None
         return lease
@@ -290,20 +312,20 @@ class Kube:
     def create_lease(self, body: RawObject, *, timeout: float) -> RawObject:
         """Conflict (AlreadyExists) when another candidate created it first."""
         meta, raw_body = body["metadata"], cast(Any, body)
-        lease: RawObject = json_of(self._call(
+        lease: RawObject = self._call(
             f"create Lease {meta['namespace']}/{meta['name']}", lambda: self.coordination.
             create_namespaced_lease(meta["namespace"], raw_body, _content_type=JSON,
-                                    _preload_content=False, _request_timeout=timeout)))
+                                    _preload_content=False, _request_timeout=timeout))
         return lease
 
     def replace_lease(self, body: RawObject, *, timeout: float) -> RawObject:
         """An update on ``metadata.resourceVersion``: Conflict when someone wrote it since."""
         meta, raw_body = body["metadata"], cast(Any, body)
-        lease: RawObject = json_of(self._call(
+        lease: RawObject = self._call(
             f"update Lease {meta['namespace']}/{meta['name']}", lambda: self.coordination.
             replace_namespaced_lease(meta["name"], meta["namespace"], raw_body,
                                      _content_type=JSON, _preload_content=False,
-                                     _request_timeout=timeout)))
+                                     _request_timeout=timeout))
         return lease
 
     # -- list plumbing ------------------------------------------------------------------------
@@ -319,7 +341,8 @@ class Kube:
                                           "_request_timeout": self._timeout}
                     if token:
                         kw["_continue"] = token
-                    page, meta = page_of(self._call(what, lambda: fetch(kw)), kind, api_version)
+                    page, meta = page_of(self._call(what, lambda: fetch(kw)), kind,
+                                         api_version)
                     items.extend(keep(item) for item in page)
                     version = version or str(meta.get("resourceVersion", ""))
                     token = str(meta.get("continue") or "")
@@ -333,8 +356,10 @@ class Kube:
 
     # -- watch plumbing -----------------------------------------------------------------------
     def stop_watches(self) -> None:
-        """End every open watch stream (shutdown): their iterators then simply stop."""
+        """End every open watch stream (shutdown): their iterators then simply stop; so does
+        one being opened now (its informer would otherwise hold the stop for its join's 5 s)."""
         with self._lock:
+            self._watching = False
             streams = list(self._streams)
         for stream in streams:
             try:
@@ -342,10 +367,27 @@ class Kube:
             except Exception:  # noqa: BLE001 - closing is best effort
                 stream.close()
 
-    def _stream(self, what: str, open_: Callable[[], Any]) -> Iterator[WatchEvent]:
-        response = self._call(what, open_)
+    def _watch_args(self, version: str, timeout: int) -> dict[str, Any]:
+        return {"watch": True, "resource_version": version, "allow_watch_bookmarks": True,
+                "timeout_seconds": timeout, "_preload_content": False,
+                "_request_timeout": self._timeout}
+
+    def _stream(self, what: str, timeout: int,
+                open_: Callable[[], Any]) -> Iterator[WatchEvent]:
+        """The events of a watch the API server ends after ``timeout`` seconds: they may come
+        for ``TIMEOUT`` seconds more (``kube_deadline.streaming``), then the stream is ended
+        (an API server, or a proxy, that went silent or trickles: said, and the caller
+        watches again)."""
+        within = timeout + self._timeout[1]
+        with streaming(within):
+            response = self._open(what, open_)
         with self._lock:
-            self._streams.add(response)
+            watching = self._watching
+            if watching:
+                self._streams.add(response)
+        if not watching:  # stopped while it was being opened
+            response.close()
+            return
         try:
             buffer = b""
             for chunk in response.stream(amt=None, decode_content=False):
@@ -354,7 +396,11 @@ class Kube:
                 for line in lines:
                     if line.strip():
                         yield event_of(what, line)
-        except (urllib3.exceptions.HTTPError, OSError, ValueError):
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            if overdue(exc) is not None:
+                log.warning("%s: the API server answered too slowly: the watch, to end after "
+                            "%ds, was not over %gs after it was asked; ended, to watch again",
+                            what, timeout, within)
             return  # the stream broke (or was shut down): the caller watches again
         finally:
             with self._lock:
@@ -373,10 +419,3 @@ def _secret_values(body: RawObject) -> list[str]:
         except (ValueError, UnicodeDecodeError):
             pass
     return values
-
-
-def _watch_args(version: str, timeout: int) -> dict[str, Any]:
-    return {"watch": True, "resource_version": version, "allow_watch_bookmarks": True,
-            "timeout_seconds": timeout, "_preload_content": False,
-            "_request_timeout": (10, timeout + 30)}
-

@@ -1,8 +1,9 @@
 """What the Kubernetes API answered, as ours: a raw response's JSON, a list's page (its items
 given the kind and apiVersion a list leaves out), a watch stream's event, and the client's
-exceptions (``ApiException``, a pydantic validation error, no answer) as ``KubeError``
-subclasses (``NotFound``, ``Conflict``, ``Invalid``, ``Gone``), the API server's words masked.
-``kube.py`` calls the client through ``call`` and reads every answer here.
+exceptions (``ApiException``, a pydantic validation error, no answer, an answer too slow) as
+``KubeError`` subclasses (``NotFound``, ``Conflict``, ``Invalid``, ``Gone``), the API server's
+words masked. ``kube.py`` calls the client through ``answer`` (a watch: ``call``), which reads
+the whole answer within its deadline (``kube_deadline.py``), and reads every answer here.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from gitscale.controller.errors import Conflict, Gone, Invalid, KubeError, NotFound
+from gitscale.controller.kube_deadline import Overdue
 from gitscale.controller.observe import RawObject
 from gitscale.redact import redact
 
@@ -36,6 +38,12 @@ def event_of(what: str, line: bytes) -> WatchEvent:
     return kind, obj
 
 
+def answer(what: str, fn: Callable[[], Any]) -> Any:
+    """``fn``'s raw response (``_preload_content=False``) read whole, by its deadline, and
+    parsed: its JSON. An answer that does not come whole in time is an error like no answer."""
+    return call(what, lambda: json_of(fn(), what))
+
+
 def call(what: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
@@ -46,7 +54,21 @@ def call(what: str, fn: Callable[[], T]) -> T:
                              for e in exc.errors()[:5])
         raise Invalid(f"{what}: the object is not valid: {problems}", 422, "Invalid") from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
+        late = overdue(exc)
+        if late is not None:  # (no traceback: its cause is the deadline, not a bug)
+            raise KubeError(f"{what}: the API server answered too slowly ({late})") from None
         raise KubeError(f"{what}: the API server did not answer ({_no_answer(exc)})") from None
+
+
+def overdue(exc: BaseException) -> Overdue | None:
+    """The deadline ``exc`` stands for, if it is an answer that did not come in time (urllib3
+    raises ``ReadTimeoutError`` from ``kube_deadline.Overdue``)."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # (a cause chain is short; never loop on a cycle)
+        if seen is None or isinstance(seen, Overdue):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _no_answer(exc: BaseException) -> str:
@@ -124,15 +146,17 @@ def _what_to_fix(status: int, message: str) -> str:
             "gitscale-system/rbac.yaml)")
 
 
-def json_of(response: Any) -> Any:
+def json_of(response: Any, what: str) -> Any:
+    """The JSON of a raw response, read whole (urllib3's errors, a timeout, pass through)."""
     try:
         return json.loads(response.data or b"{}")
     except ValueError:
-        raise KubeError("the API server answered something that is not JSON") from None
+        raise KubeError(f"{what}: the API server answered something that is not JSON") \
+            from None
 
 
-def page_of(response: Any, kind: str, api_version: str) -> tuple[list[RawObject], dict[str, Any]]:
-    body = json_of(response)
+def page_of(body: Any, kind: str, api_version: str) -> tuple[list[RawObject], dict[str, Any]]:
+    """A list's answer (its JSON): its items, and its metadata (version, continue token)."""
     items: list[RawObject] = body.get("items") or []
     for item in items:  # list items carry neither kind nor apiVersion
         item.setdefault("kind", kind)

@@ -10,6 +10,8 @@ line. Every client tries each call once (``Once``): urllib3's default (three ret
 logged as a ``Retrying (Retry(...))`` warning) would turn one failed call into four lines and
 four times its timeout, where the controller has its own retries and backoffs (the next pass,
 the informers' relist backoff, the elector's retry period) and says a failure once, itself.
+And every client's read timeout is the deadline of each answer, not of each read
+(``kube_deadline.bound``): an answer trickled a byte at a time ends by it too.
 ``without_retries`` makes the Lease calls' client (a pool of its own).
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ from urllib3.util.retry import Retry
 from urllib3.util.util import reraise
 
 from gitscale.controller.errors import KubeError
+from gitscale.controller.kube_deadline import bound
 from gitscale.redact import hold, redact
 
 KEY_LIMIT = 64 * 1024  # a client key is a few KB: no more is read to hold
@@ -65,11 +68,16 @@ def load(kubeconfig: str | None, pool_size: int = 32) -> kubernetes.client.ApiCl
 def _client(config: kubernetes.client.Configuration,
             pool_size: int) -> kubernetes.client.ApiClient:
     """The client of ``config``: ``pool_size`` connections kept, each call tried once
-    (``Once``)."""
+    (``Once``), each answer whole by its deadline (``kube_deadline``)."""
     config.connection_pool_maxsize = pool_size
     config.retries = Once()  # (the client passes it to urllib3)
     _quiet_retries()
-    return kubernetes.client.ApiClient(config)
+    return _bounded(kubernetes.client.ApiClient(config))
+
+
+def _bounded(client: kubernetes.client.ApiClient) -> kubernetes.client.ApiClient:
+    bound(client.rest_client.pool_manager)
+    return client
 
 
 class Once(Retry):
@@ -202,10 +210,10 @@ def client_for(url: str, pool_size: int = 32) -> kubernetes.client.ApiClient:
 
 
 def without_retries(api: kubernetes.client.ApiClient) -> kubernetes.client.ApiClient:
-    """A client like ``api`` (same configuration and headers, calls tried once) with a
-    connection pool of its own."""
+    """A client like ``api`` (same configuration and headers, calls tried once, answers by
+    their deadline) with a connection pool of its own."""
     config = copy.deepcopy(api.configuration)
     config.retries = False
-    client = kubernetes.client.ApiClient(config)
+    client = _bounded(kubernetes.client.ApiClient(config))
     client.default_headers.update(api.default_headers)
     return client

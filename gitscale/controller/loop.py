@@ -94,7 +94,8 @@ class Controller:
         self._campaign: threading.Thread | None = None
         self._foreground: set[str] = set()  # sets said to be deleted in the foreground
         self._said_lock, self._said_synced = threading.Lock(), False
-        # A silent watch ends after its timeout plus the read timeout (kube._watch_args).
+        # A watch, silent or trickling, ends by its timeout plus the read timeout (30 s:
+        # kube.Kube._stream).
         self._informer_bound = max(stall_after, watch_timeout + 60.0)
         beat = self.liveness.beat
         self.informers = [

@@ -31,7 +31,7 @@ def test_init_scaffolds_a_working_repo(tmp_path: Path, capsys, gitops: str,  # t
     if run_in == "github-actions":
         (edit,) = [line for line in out.splitlines() if "replace CHANGE-ME" in line]
         assert edit.startswith("  gitscale.yaml:") and "'https://CHANGE-ME'" in edit
-        assert "public" in edit and "edits left: 1 values" in out
+        assert "public" in edit and "edits left: 1 value init could not know is CHANGE-ME" in out
         code, _, err = run(capsys, "validate", "--repo", str(root))
         assert code == 1 and edit.strip() in err, err
         config = root / "gitscale.yaml"

@@ -12,6 +12,8 @@ from typing import Iterator
 
 import pytest
 
+import gitscale.commands.serve as serve
+from gitscale.webhooks.batch_loop import batch_delay
 from tests.commands.test_serve import CONFIG, SECRET, Server, job, remote_state, wait_for_commit
 from tests.helpers import RUNNERSET, git, make_repo
 from tests.integration.git_http import GitHTTPServer
@@ -30,6 +32,16 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
         "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0),
     })
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed batch is tried again after a quarter of serve's backoff (0.5 s, 1 s, 2 s…
+    after the 1 s window, not 2 s, 4 s, 8 s…): the same streak of tries in a quarter of the
+    time. ``batch_delay`` itself is checked in test_serve.py."""
+    monkeypatch.setattr(serve, "batch_delay",
+                        lambda window, failures: batch_delay(window, failures) / 4
+                        if failures else batch_delay(window, failures))
 
 
 def git_server(root: Path, port: int = 0) -> GitHTTPServer:
@@ -61,7 +73,7 @@ def test_a_git_server_gone_for_a_while_is_one_line_and_every_event_lands(
             assert server.post(job(job_id, "queued", LINUX))[0] == 202
         wait_until(lambda: server.health()["status"] == "degraded", 20, "no failed batch")
         failed = capfd.readouterr().err
-        time.sleep(7)  # two more tries (2 s, then 4 s later)
+        time.sleep(2)  # two more tries (0.5 s, then 1 s later)
         failed += capfd.readouterr().err
         assert server.health()["pending_events"] == 3
         remote = git_server(repo.parent, port)  # back, at the same address
@@ -94,7 +106,7 @@ def test_a_push_refused_for_good_says_what_to_do_once(
         before, _ = remote_state(repo)
         server.post(job(1, "queued", LINUX))
         wait_until(lambda: server.health()["status"] == "degraded", 20, "no failed batch")
-        time.sleep(7)  # more refused tries
+        time.sleep(2)  # more refused tries (0.5 s, then 1 s later)
         assert server.health()["pending_events"] == 1
         assert remote_state(repo)[0] == before
         hook.unlink()
@@ -138,7 +150,7 @@ def test_a_file_broken_by_hand_while_serve_runs_is_named_and_the_fix_lands_the_e
         server.post(job(2, "queued", LINUX))
         wait_until(lambda: server.health()["status"] == "degraded", 20, "no failed batch")
         assert where in server.health()["last_error"]
-        time.sleep(5)  # more tries
+        time.sleep(2)  # more tries (0.5 s, then 1 s later)
         assert server.health()["pending_events"] == 1
         (repo / path).write_text(good)
         git(repo, "commit", "-qam", "fixed")

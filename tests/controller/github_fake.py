@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
@@ -105,6 +105,15 @@ class FakeGitHub(ThreadingHTTPServer):
     def by_name(self, name: str) -> FakeRunner | None:
         with self.lock:
             return next((r for r in self.runners.values() if r.name == name), None)
+
+    def add_runners(self, names: Iterable[str], labels: list[str], *,
+                    scope: str = "orgs/acme", group_id: int = 1) -> None:
+        """Registrations made without a request each, as many generate-jitconfig calls would
+        make them (offline, idle): for the tests of reading a long list."""
+        with self.lock:
+            for name in names:
+                runner = FakeRunner(next(self.ids), name, scope, list(labels), group_id)
+                self.runners[runner.id] = runner
 
     def set_state(self, name: str, *, online: bool = True, busy: bool = False) -> None:
         runner = self.by_name(name)

@@ -94,8 +94,7 @@ def test_name_taken_by_a_stale_registration_is_replaced(github: FakeGitHub) -> N
 
 def test_runner_list_is_paginated_and_reused(github: FakeGitHub) -> None:
     gh = client(github)
-    for n in range(150):
-        gh.register(f"r-{n}", ["l"], None)
+    github.add_runners((f"r-{n}" for n in range(150)), ["l"])
     before = github.count("GET", r"/actions/runners$")
     assert len(gh.runners()) == 150
     assert len(gh.runners()) == 150  # within max_age: no new request
@@ -105,8 +104,7 @@ def test_runner_list_is_paginated_and_reused(github: FakeGitHub) -> None:
 def test_250_runners_are_listed_over_3_pages_by_link(github: FakeGitHub) -> None:
     """Pages are followed by GitHub's Link header to the end, not guessed from their size."""
     gh = client(github)
-    for n in range(250):
-        gh.register(f"r-{n:03d}", ["l"], None)
+    github.add_runners((f"r-{n:03d}" for n in range(250)), ["l"])
     before = len(github.calls)
     listed = gh.runners(max_age=0)
     assert sorted(r.name for r in listed.values()) == [f"r-{n:03d}" for n in range(250)]
@@ -285,8 +283,7 @@ def test_an_unchanged_list_is_asked_again_with_its_etags(github: FakeGitHub) -> 
     against the rate limit), and only the changed page comes back whole."""
     now = [0.0]
     gh = _on_clock(github, now)
-    for n in range(150):
-        gh.register(f"r-{n:03d}", ["l"], None)
+    github.add_runners((f"r-{n:03d}" for n in range(150)), ["l"])
     gh.runners(max_age=0)
     github.set_state("r-120", online=True, busy=True)  # on the second page
     now[0] += 60
@@ -298,8 +295,7 @@ def test_a_list_of_many_pages_is_reused_longer(github: FakeGitHub) -> None:
     """P pages are reused P × 3 s at least, whatever the reader asks: 1,200 requests an hour."""
     now = [0.0]
     gh = _on_clock(github, now)
-    for n in range(2000):
-        gh.register(f"r-{n:04d}", ["l"], None)
+    github.add_runners((f"r-{n:04d}" for n in range(2000)), ["l"])
     gh.runners(max_age=15)
     asked = github.count("GET", "/actions/runners$")
     now[0] += 59

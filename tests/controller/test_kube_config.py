@@ -59,7 +59,8 @@ class _Echo(BaseHTTPRequestHandler):
 @pytest.fixture
 def echo() -> Iterator[EchoingAPIServer]:
     server = EchoingAPIServer()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # (shutdown waits for the loop's next poll: 0.5 s by default, at every teardown)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     yield server
     server.shutdown()
     server.server_close()

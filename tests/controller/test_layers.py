@@ -14,8 +14,9 @@ CLIENT = {"kubernetes", "pydantic", "urllib3"}
 IO = CLIENT | {"httpx", "socket", "http", "subprocess", "threading", "time", "yaml",
                "concurrent", "jwt", "logging", "os"}
 # One place speaks Kubernetes: the verbs (kube.py), the kubeconfig and its credentials
-# (kube_config.py), the answers and the client's errors (kube_answers.py).
-KUBE = {"kube.py", "kube_config.py", "kube_answers.py"}
+# (kube_config.py), the answers and the client's errors (kube_answers.py), and each answer's
+# deadline (kube_deadline.py).
+KUBE = {"kube.py", "kube_config.py", "kube_answers.py", "kube_deadline.py"}
 PURE = ["decide.py", "observe.py", "podspec.py", "status.py", "platform.py", "events.py"]
 
 

@@ -27,7 +27,7 @@ from tests.kubeapi.selectors import matcher
 from tests.kubeapi.watch import serve_watch
 
 if TYPE_CHECKING:
-    from tests.kubeapi.server import KubeAPIServer
+    from tests.kubeapi.server import KubeAPIServer, Slow
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,9 @@ def _dry_run(params: dict[str, str], options: dict[str, Any]) -> bool:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body are two writes: with Nagle's algorithm the body waited for the client's
+    # delayed ACK of the headers, 40 ms on every call over a kept-alive connection
+    disable_nagle_algorithm = True
     server: KubeAPIServer
 
     def setup(self) -> None:
@@ -142,6 +145,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise
             self.server.count(verb, route.resource)
             self.server.before_call(verb, route.resource, params)
+            slow = self.server.slowness(verb, route.resource)
+            if slow is not None:  # this answer goes out slowly; the connection ends with it
+                self.wfile, self.close_connection = _SlowWriter(self.wfile, slow), True
             if verb == "watch":
                 status = streaming = 200
                 serve_watch(self, self.server, route.rt, route.namespace, route.name, params)
@@ -164,6 +170,8 @@ class Handler(BaseHTTPRequestHandler):
                                                    f"kubeapi fake crashed: {exc!r}").status())
             raise
         finally:
+            if isinstance(self.wfile, _SlowWriter):
+                self.wfile = self.wfile.inner
             self.server.record(f"{method} {self.path}", status, arrival)
 
     def _dispatch(self, verb: str, route: Route, params: dict[str, str], raw: bytes) -> int:
@@ -268,6 +276,44 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         return code
+
+
+class _SlowWriter(io.RawIOBase):
+    """The handler's ``wfile`` while it answers a call ``KubeAPIServer.slow`` matched: what
+    ``rule.after`` lets through at once (the first write, the status line and headers, and so
+    many bytes of the body), then the rest a byte every ``rule.every`` seconds, or nothing; all
+    at once after ``rule.release``."""
+
+    def __init__(self, inner: Any, rule: Slow) -> None:
+        super().__init__()
+        self.inner, self.rule = inner, rule
+        self.writes = self.body = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:  # (bytes, or a buffer of them)
+        data = bytes(data)
+        self.writes += 1
+        at_once = 0
+        if self.rule.after is not None:
+            # (``end_headers`` writes the status line and headers at once: the first write)
+            at_once = len(data) if self.writes == 1 else min(
+                max(self.rule.after - self.body, 0), len(data))
+            self.body += at_once if self.writes > 1 else 0
+        self.inner.write(data[:at_once])
+        release, every = self.rule.release, self.rule.every
+        for at in range(at_once, len(data)) if every is not None else ():
+            if not release.is_set():
+                release.wait(every)
+            self.inner.write(data[at:at + 1])
+        if every is None and at_once < len(data):
+            release.wait()
+            self.inner.write(data[at_once:])
+        return len(data)
+
+    def flush(self) -> None:
+        self.inner.flush()
 
 
 def _success(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,9 @@ store without counting), ``create_object``,
 as a proxy that cuts long requests would; None, the default, never),
 ``graceful_pod_deletion`` (pods linger with deletionTimestamp until ``finish_pod_deletions``),
 ``write_kubeconfig`` (for a controller run as a subprocess) and ``log`` (one line per request,
-``"METHOD /path?query -> status"``). ``running_api_server()`` is the context-manager form;
+``"METHOD /path?query -> status"``), ``slow`` (matching calls answered a byte at a time, or
+stalled, from the start or after the headers: an API server that accepts a request and answers
+too slowly, a watch that goes silent). ``running_api_server()`` is the context-manager form;
 tests/kubeapi/fixtures.py has the ``kube_api`` and ``kube_client`` pytest fixtures.
 
 Run it by hand with ``python -m tests.kubeapi.server [--port N] [--kubeconfig PATH]``.
@@ -78,6 +80,16 @@ class _Hang:
     release: threading.Event
 
 
+@dataclass
+class Slow:
+    """How a matching call is answered (``KubeAPIServer.slow``)."""
+    verb: str | None
+    resource: str | None
+    every: float | None  # seconds between two bytes; None: a stall
+    after: int | None  # bytes of the body sent at once, after the headers; None: none of it
+    release: threading.Event  # once set, the rest goes out at once
+
+
 def _resource_matches(wanted: str | None, counted: str) -> bool:
     """``pods`` matches ``pods``; ``runnersets`` matches ``runnersets.gitscale.dev`` and
     ``runnersets/status`` matches ``runnersets.gitscale.dev/status``."""
@@ -114,6 +126,7 @@ class KubeAPIServer(ThreadingHTTPServer):
         self.metadata_lists: list[str] = []  # lists asked as PartialObjectMetadataList
         self._errors: list[_InjectedError] = []
         self._hangs: list[_Hang] = []
+        self._slow: list[Slow] = []
         self._hooks: list[Callable[[str, str, dict[str, str]], None]] = []
         self._connections: set[socket.socket] = set()
         self._thread: threading.Thread | None = None
@@ -139,9 +152,7 @@ class KubeAPIServer(ThreadingHTTPServer):
         with self.store.changed:
             self.stopping = True
             self.store.changed.notify_all()
-            hangs = list(self._hangs)
-        for hang in hangs:  # held requests answer now
-            hang.release.set()
+        self.release_held()
         if self._thread is not None:
             self.shutdown()
             self._thread.join(timeout)
@@ -279,6 +290,38 @@ class KubeAPIServer(ThreadingHTTPServer):
             if self.stopping:
                 release.set()
         return release
+
+    def release_held(self) -> None:
+        """Answer every request ``hang`` holds, or ``slow`` slows, now: as their returned
+        events would."""
+        with self.store.lock:
+            releases = [h.release for h in self._hangs] + [s.release for s in self._slow]
+        for release in releases:
+            release.set()
+
+    def slow(self, verb: str | None = None, resource: str | None = None, *,
+             every: float | None = None, after: int | None = None) -> threading.Event:
+        """Answer every matching call slowly until the returned event is set (then the rest
+        goes out at once; ``stop`` sets it too): from its first byte, or, with ``after``, once
+        the status line, the headers and ``after`` bytes of the body have gone out at once.
+        Slowly is one byte every ``every`` seconds (an overloaded API server, a proxy that
+        trickles: each byte comes within any read timeout, the answer never), or without
+        ``every``, nothing more (an answer stalled half-way; for a watch with ``after=0``, a
+        stream gone silent)."""
+        rule = Slow(verb, resource, every, after, threading.Event())
+        with self.store.lock:
+            self._slow.append(rule)
+            if self.stopping:
+                rule.release.set()
+        return rule.release
+
+    def slowness(self, verb: str, resource: str) -> Slow | None:
+        """How slowly to answer this call (the handler's question): the first rule of
+        ``slow`` that matches it and is not released, or None."""
+        with self.store.lock:
+            return next((rule for rule in self._slow if rule.verb in (None, verb)
+                         and _resource_matches(rule.resource, resource)
+                         and not rule.release.is_set()), None)
 
     def on_call(self, hook: Callable[[str, str, dict[str, str]], None]) -> None:
         """Run ``hook(verb, resource, query)`` before each call is served (in its thread)."""

@@ -630,6 +630,24 @@ def test_a_hung_call_gets_no_answer_until_released(core: Any, kube_api: KubeAPIS
     assert [p["metadata"]["name"] for p in kube_api.objects("pods")] in (["b"], ["a", "b"])
 
 
+def test_slow_answers_trickle_or_stall_until_released(core: Any, kube_api: KubeAPIServer) -> None:
+    core.create_namespaced_pod(NS, pod("a"))
+    release = kube_api.slow("list", "pods", every=0.001)  # each byte 1 ms after the last
+    began = time.monotonic()
+    assert [p.metadata.name for p in core.list_namespaced_pod(NS).items] == ["a"]  # intact
+    assert time.monotonic() - began >= 0.3  # (the body alone is more than 300 bytes)
+    release.set()
+    stalled = kube_api.slow("get", "pods", after=5)  # the headers and 5 bytes, then nothing
+    answer = core.read_namespaced_pod("a", NS, _preload_content=False,
+                                      _request_timeout=(1, 0.3))
+    assert answer.status == 200
+    with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+        answer.read()
+    assert core.list_namespaced_pod(NS).items  # other calls are served meanwhile
+    stalled.set()
+    assert core.read_namespaced_pod("a", NS).metadata.name == "a"
+
+
 def test_on_call_hooks_see_every_call(core: Any, kube_api: KubeAPIServer) -> None:
     seen: list[tuple[str, str, dict[str, str]]] = []
     kube_api.on_call(lambda verb, resource, query: seen.append((verb, resource, query)))

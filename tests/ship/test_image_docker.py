@@ -58,7 +58,7 @@ def docker(*argv: str, timeout: float = 120, check: bool = True,
     return proc
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def image() -> str:
     if shutil.which("docker") is None or docker("info", check=False).returncode != 0:
         pytest.fail("GITSCALE_TEST_IMAGE is set but no Docker daemon answers `docker info`")
@@ -256,3 +256,36 @@ def _get(port: int, path: str) -> int:
             return int(answer.status)
     except OSError:
         return 0
+
+
+def test_run_loops_with_the_token_from_a_file_and_stops_cleanly(
+        image: str, volume: str, tmp_path: Path, http_git_server: GitHTTPServer) -> None:
+    """`run` from the image as deploy/scaler/deployment-run.yaml runs it: the git token from a
+    file (GITSCALE_GIT_TOKEN_FILE, a mounted Secret), passes that push, `/healthz` on the
+    metrics port (the liveness probe), exit 0 on `docker stop`; the token in none of its
+    output."""
+    server, token = http_git_server, http_git_server.token
+    (tmp_path / "demo").mkdir()
+    bare = served(server, build_demo_repo(tmp_path / "demo")[0])
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "token").write_text(token)
+    (secret / "token").chmod(0o644)  # read by the image's user through the bind mount
+    name, port = f"gitscale-test-run-{os.getpid()}", _free_port()
+    try:
+        docker("run", "-d", "--name", name, *LOCKED_DOWN, "--tmpfs", "/tmp:exec",
+               "-v", f"{volume}:/var/cache/gitscale", "-v", f"{secret}:/var/run/secrets/git:ro",
+               "-e", "GITSCALE_GIT_TOKEN_FILE=/var/run/secrets/git/token", image, "run",
+               "--repo", server.url(), "--interval", "2s",
+               "--metrics-listen", f"127.0.0.1:{port}")
+        subject = wait_for(lambda: (lambda s: s if "linux-x64 1→5" in s else None)(
+            git(bare, "log", "-1", "--format=%s", "main")), timeout=90, interval=0.3)
+        assert subject == "gitscale: linux-x64 1→5, gpu 2→0"
+        assert wait_for(lambda: _get(port, "/healthz") == 200, timeout=30, interval=0.3)
+        docker("stop", "--time", "60", name, timeout=90)
+        assert json.loads(docker("inspect", name).stdout)[0]["State"]["ExitCode"] == 0
+        logs = docker("logs", name)
+        assert "pass at " in logs.stdout + logs.stderr
+        assert token not in logs.stdout + logs.stderr
+    finally:
+        docker("rm", "-f", name, check=False)

@@ -13,6 +13,7 @@ from gitscale.controller.decide import (
     BACKOFF_SECONDS,
     NOTHING_APPLIED,
     Actions,
+    Delete,
     DeleteReason,
     Phase,
     Runner,
@@ -82,6 +83,8 @@ SCENARIOS = [
                  (1, ["f"], []), (2, 1, 1, 0, 0), id="re-affirmed-slot-refilled"),
     pytest.param(Spec(2, 0, None), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
                  (1, ["f"], []), (2, 1, 1, 0, 0), id="no-effective-time-refills"),
+    pytest.param(Spec(2, 0, at(50)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
+                 (1, ["f"], []), (2, 1, 1, 0, 0), id="finished-at-the-write-not-after-refilled"),
     pytest.param(Spec(1, 0, at(0)), [r("i", 0, I), r("f", 0, F, ended=50)], 60,
                  (0, ["f"], []), (1, 0, 1, 0, 0), id="no-slot-to-hold-finished-removed"),
     pytest.param(Spec(1, 3, at(0)), [r("a", 2, I), r("b", 2, I), r("c", 2, P)], 10,
@@ -140,6 +143,8 @@ def test_scale_down_standby_continues_its_order_beyond_the_surplus() -> None:
         ("i3", 1, DeleteReason.SURPLUS), ("p2", 2, DeleteReason.SURPLUS),
         ("p1", 2, DeleteReason.SURPLUS)]
     assert decide(Spec(4, 3), runners, at(10)).standby == ()  # patch > 0: no scale-down
+    exact = decide(Spec(6, 0), runners, at(10))  # patch 0 at the count: nothing to remove
+    assert (exact.deletes, exact.standby) == ((), ())
 
 
 def stuck(name: str, since: float | None, created: float) -> Runner:
@@ -165,6 +170,9 @@ def test_scale_down_removes_unschedulable_runners_before_idle_ones(
     ones, before an idle runner that can; a placed pending runner still goes last."""
     actions = decide(Spec(replicas, 0), runners, at(10))
     assert [(d.name, d.wave) for d in actions.deletes] == deletes
+    # the order names each runner once: a stuck runner is not also a placed pending one
+    order = [d.name for d in actions.deletes + actions.standby]
+    assert sorted(order) == sorted(x.name for x in runners if x.phase is not B)
     assert decide(Spec(replicas, 1), runners, at(10)).deletes == ()  # patch > 0: none
 
 
@@ -229,6 +237,16 @@ def test_failed_runner_backs_off_then_is_replaced(failures: int) -> None:
     assert bool(due.failing) == (failures + 1 >= 3)
 
 
+@pytest.mark.parametrize(("now", "requeue"), [
+    pytest.param(104.5, 0.5, id="half-a-second-left"),
+    pytest.param(101, 4.0, id="four-seconds-left"),
+    pytest.param(105, None, id="due"),
+])
+def test_a_pass_is_queued_for_when_a_backoff_ends(now: float, requeue: float | None) -> None:
+    runners = [r("x", 1, X, ended=100, failures=1)]  # 5 s backoff
+    assert decide(Spec(1, 1), runners, at(now)).requeue_after == requeue
+
+
 def test_failed_runner_not_replaced_when_its_slot_is_not_wanted() -> None:
     actions = decide(Spec(1, 2), [r("a", 1, B), r("x", 1, X, ended=0)], at(10))
     assert actions.retries == ()
@@ -259,6 +277,115 @@ def test_outdated_runners_make_way_at_any_patch_never_busy(
     assert sorted(d.name for d in actions.deletes) == deleted
     assert actions.create == create
     assert not {d.name for d in actions.deletes} & {x.name for x in runners if x.phase is B}
+
+
+def d(name: str, reason: DeleteReason, rid: int | None, wave: int) -> Delete:
+    return Delete(name, reason, rid, wave)
+
+
+S, FIN, FAIL, OUT = (DeleteReason.SURPLUS, DeleteReason.FINISHED, DeleteReason.FAILED,
+                     DeleteReason.OUTDATED)
+
+
+@pytest.mark.parametrize(("spec", "runners", "deletes", "standby"), [
+    pytest.param(Spec(1, 2, at(70)), [r("f", 1, F, rid=11, ended=50), r("b", 1, B, rid=12)],
+                 [d("f", FIN, 11, 0)], [], id="finished"),
+    pytest.param(Spec(1, 1, at(0)), [r("x", 1, X, rid=21, ended=0)], [d("x", FAIL, 21, 0)], [],
+                 id="failed-past-its-backoff"),
+    pytest.param(Spec(1, 1, at(0)), [o("a", I, 1, rid=31)], [d("a", OUT, 31, 0)], [],
+                 id="outdated"),
+    # patch 0: outdated runners go with the idle ones (wave 1), before placed pending ones
+    pytest.param(Spec(2, 0, at(0)), [o("a", P, 1, rid=41), r("i", 0, I, rid=42, created=2),
+                                     r("p", 0, P, rid=43, created=3), r("b", 0, B, rid=44)],
+                 [d("a", S, 41, 1), d("i", S, 42, 1)], [d("p", S, 43, 2)],
+                 id="scale-down-and-its-standby"),
+    # the oldest idle first by creation, not by name; a runner without a creation time last
+    pytest.param(Spec(1, 0, at(0)), [r("a", 0, I, rid=1, created=2), r("b", 0, I, rid=2, created=1),
+                                     r("c", 0, I, rid=3)],
+                 [d("b", S, 2, 1), d("a", S, 1, 1)], [d("c", S, 3, 1)],
+                 id="idle-oldest-first-unknown-age-last"),
+    # pending newest first (the oldest is the closest to taking a job); unknown age last
+    pytest.param(Spec(1, 0, at(0)), [r("a", 0, P, created=2), r("b", 0, P, created=1),
+                                     r("c", 0, P)],
+                 [d("a", S, None, 2), d("b", S, None, 2)], [d("c", S, None, 2)],
+                 id="pending-newest-first-unknown-age-last"),
+    # failed runners by when they failed (unknown: first): the one that failed first is the
+    # surplus, the other is replaced
+    pytest.param(Spec(1, 0, at(0)), [r("a", 0, X, ended=2), r("b", 0, X, ended=1)],
+                 [d("a", FAIL, None, 0), d("b", S, None, 1)], [], id="failed-first-is-surplus"),
+    pytest.param(Spec(1, 0, at(0)), [r("a", 0, X, ended=2), Runner("u", 0, X)],
+                 [d("a", FAIL, None, 0), d("u", S, None, 1)], [],
+                 id="failed-at-an-unknown-time-counts-as-first"),
+])
+def test_every_removal_says_why_and_which_registration_goes(
+        spec: Spec, runners: list[Runner], deletes: list[Delete],
+        standby: list[Delete]) -> None:
+    """Each removal carries the runner's registration (unregistered before its pod goes, as
+    the README's controller section says for every reason), its reason and its wave (0:
+    clean-up, 1: failed, unschedulable, outdated and idle surplus, 2: pending surplus)."""
+    actions = decide(spec, runners, at(10))
+    assert list(actions.deletes) == deletes
+    assert list(actions.standby) == standby
+
+
+def test_a_shut_pass_keeps_the_latest_to_finish_as_markers() -> None:
+    """Gate shut, one slot wanted, two finished runners: the one that finished last marks the
+    slot; the other (and one with no finish time, taken as the oldest) goes."""
+    spec = Spec(1, 1, at(0))
+    runners = [r("a", 1, F, ended=9), r("b", 1, F, ended=5), Runner("u", 1, F)]
+    actions = decide(spec, runners, at(10), last_applied=spec.write)
+    assert not actions.acting
+    assert sorted(x.name for x in actions.deletes) == ["b", "u"]
+    assert (actions.create, actions.status.held) == (0, 1)
+
+
+# Three slots: one busy runner, two finished after the write (f2 first, at 5 s; f1 at 7 s).
+BACKLOG_RUNNERS = [r("b", 1, B, created=1), r("f1", 1, F, ended=7), r("f2", 1, F, ended=5)]
+OLD_WRITE = Write(9, at(-60))
+
+
+@pytest.mark.parametrize(("spec", "applied", "refilled", "refills", "held"), [
+    pytest.param(Spec(3, 1, at(0)), OLD_WRITE, None, [], ["f2", "f1"],
+                 id="no-backlog-the-slots-are-held"),
+    pytest.param(Spec(3, 1, at(0), backlog=2), OLD_WRITE, None, ["f2", "f1"], [],
+                 id="backlog-2-both-refilled"),
+    pytest.param(Spec(3, 1, at(0), backlog=1), OLD_WRITE, None, ["f2"], ["f1"],
+                 id="backlog-1-oldest-finished-first"),
+    pytest.param(Spec(3, 1, at(0), backlog=2), OLD_WRITE, Refilled(Write(1, at(0)), 1), ["f2"],
+                 ["f1"], id="one-of-two-already-refilled"),
+    pytest.param(Spec(3, 1, at(0), backlog=2), OLD_WRITE, Refilled(Write(1, at(0)), 2), [],
+                 ["f2", "f1"], id="used-up"),
+    pytest.param(Spec(3, 1, at(0), backlog=2), OLD_WRITE, Refilled(OLD_WRITE, 5),
+                 ["f2", "f1"], [], id="a-count-for-another-write-starts-from-0"),
+    pytest.param(Spec(3, 1, at(0), backlog=1), Write(1, at(0)), None, ["f2"], [],
+                 id="gate-shut-refills-too"),
+])
+def test_the_backlog_refills_marked_slots(spec: Spec, applied: Write,
+                                          refilled: Refilled | None, refills: list[str],
+                                          held: list[str]) -> None:
+    """README, "the backlog": each finished runner that marks its slot is replaced by a new
+    runner of the same write, oldest finished first, while fewer than ``backlog`` slots have
+    been refilled for that write; the marker goes with its successor."""
+    actions = decide(spec, BACKLOG_RUNNERS, at(10), applied, refilled)
+    assert list(actions.refills) == refills
+    assert actions.create == 0 and actions.successors == len(refills)
+    assert (actions.status.pending, actions.status.busy) == (len(refills), 1)  # the new ones
+    assert actions.status.held == (len(held) if actions.acting else 2 - len(refills))
+    if actions.acting:
+        assert list(actions.held) == held
+    assert [x.name for x in actions.deletes] == refills
+
+
+@pytest.mark.parametrize(("refilled", "made", "expected"), [
+    pytest.param(None, 2, 2, id="first-refills-of-the-write"),
+    pytest.param(Refilled(Write(1, at(0)), 3), 2, 5, id="counted-on"),
+    pytest.param(Refilled(Write(1, at(0)), 3), 0, 3, id="none-made"),
+    pytest.param(Refilled(Write(1, at(-60)), 3), 2, 2, id="another-write-starts-from-0"),
+])
+def test_refilled_after_counts_for_the_spec_write(refilled: Refilled | None, made: int,
+                                                  expected: int) -> None:
+    spec = Spec(3, 1, at(0), backlog=5)
+    assert refilled_after(spec, refilled, made) == Refilled(Write(1, at(0)), expected)
 
 
 # -- properties -----------------------------------------------------------------------------
@@ -449,8 +576,10 @@ def test_gate_with_runners_created_in_the_same_second() -> None:
 def test_same_patch_number_from_an_earlier_write_opens_the_gate() -> None:
     # 1 → 0 → 1: the newest runner carries 1 from the write before the restart.
     old = replace(r("x", 1, B, created=0), spec_time=at(0))
-    assert decide(Spec(3, 1, at(100)), [old], at(110)).create == 2
+    later = decide(Spec(3, 1, at(100)), [old], at(110))
+    assert later.acting and later.create == 2
     assert not decide(Spec(3, 1, at(0)), [old], at(110)).acting  # the same write: applied
+    assert not decide(Spec(3, 1, at(0).replace(microsecond=900)), [old], at(110)).acting
     assert not decide(Spec(3, 1, None), [old], at(110)).acting  # no time: patch ID alone
     assert not decide(Spec(3, 1, at(100)), [r("x", 1, B, created=0)], at(110)).acting
 

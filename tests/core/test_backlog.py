@@ -7,7 +7,7 @@ import pytest
 
 from gitscale.core.backlog import backlog_of, refills_left, uncovered
 from gitscale.core.decide import decide
-from gitscale.core.model import Current, Decision, Demand, Reason
+from gitscale.core.model import NO_WHY, Current, Decision, Demand, Reason
 from gitscale.core.policy import Policy
 from gitscale.runnerset_api import BACKLOG_MAX
 
@@ -76,7 +76,7 @@ AT_WRITE = written(10, 5, ids(1, 15))
                  id="queue-drained-scale-down-without-backlog"),
     pytest.param(written(10, 5, ids(1, 15), scaled_up=NOW - timedelta(minutes=1)),
                  Demand(0, 8, ids(8, 15)), (8, 4, Reason.SCALE_DOWN, 0),
-                 id="held-by-the-delay-the-backlog-is-withdrawn-at-demand"),
+                 id="a-scale-down-withdraws-the-backlog"),  # MAX10: no delay
     pytest.param(written(10, 5, ids(1, 15), scaled_up=NOW - timedelta(minutes=1)),
                  Demand(0, 10, ids(1, 10)), (10, 4, Reason.REAFFIRM, 0),
                  id="queued-jobs-cancelled-the-backlog-is-withdrawn"),
@@ -106,6 +106,30 @@ def test_when_the_scaler_writes_the_backlog(
         assert decision.write, decision
         assert (decision.replicas, decision.patch_id, decision.reason,
                 decision.backlog) == expected
+
+
+WITHDRAWN = "; no job waits beyond 10: backlog 5 withdrawn, so no slot is refilled for nobody"
+
+
+@pytest.mark.parametrize(("demand", "expected"), [
+    pytest.param(Demand(0, 8, ids(8, 15)),
+                 (8, 4, Reason.SCALE_DOWN, 0, "demand 8 (queued 0, running 8)" + WITHDRAWN),
+                 id="queue-drained-written-at-demand-not-held"),
+    pytest.param(Demand(0, 10, ids(1, 10)),
+                 (10, 4, Reason.REAFFIRM, 0, "demand 10 (queued 0, running 10)" + WITHDRAWN),
+                 id="queued-jobs-cancelled"),
+])
+def test_a_backlog_is_withdrawn_at_demand_while_the_delay_holds(
+        demand: Demand, expected: tuple[int, int, Reason, int, str]) -> None:
+    """The scaling table's backlog row: "target without the scale-down delay, backlog 0,
+    patch + 1"; the delay holds nothing in it (nothing in ``why`` says held)."""
+    policy = Policy(0, 10, 0, scale_down_delay=timedelta(minutes=10))
+    current = written(10, 5, ids(1, 15), scaled_up=NOW - timedelta(minutes=1))
+    decision = decide(current, demand, policy, NOW)
+    assert decision.write
+    assert (decision.replicas, decision.patch_id, decision.reason, decision.backlog,
+            decision.detail) == expected
+    assert decision.why == NO_WHY
 
 
 def test_the_backlog_is_read_back_as_written() -> None:

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitscale.core.decide import decide
-from gitscale.core.model import Current, Demand, Reason, next_patch_id
+from gitscale.core.decide import FOREVER, decide, drain, resume, settled_until, wanted
+from gitscale.core.forecast import Forecast
+from gitscale.core.model import NO_WHY, Current, Demand, Drain, Reason, Why, next_patch_id
 from gitscale.core.policy import Policy, Schedule
 from gitscale.runnerset_api import PATCH_ID_MAX
 
@@ -57,6 +58,11 @@ def test_listener_sequence_min1_max3_buffer1() -> None:
         pytest.param(Policy(0, 20, 0, max_step_down=2), D(0, 0), 10, 8, id="step-down-limit"),
         pytest.param(Policy(0, 20, 0, max_step_down=5), D(0, 0), 3, 0, id="step-down-not-binding"),
         pytest.param(Policy(0, 4, 0, max_step_down=1), D(0, 0), 9, 4, id="max-beats-step-limit"),
+        # a step within the limit is taken whole (the limit caps the change, not the count)
+        pytest.param(Policy(0, 20, 0, max_step_down=5), D(8, 0), 10, 8,
+                     id="step-down-within-the-limit"),
+        pytest.param(Policy(0, 20, 0, max_step_up=3), D(4, 0), 2, 4, id="step-up-within-the-limit"),
+        pytest.param(Policy(0, 20, 0, max_step_up=3), D(5, 0), 2, 5, id="step-up-at-the-limit"),
     ],
 )
 def test_target(policy: Policy, demand: Demand, have: int, want: int) -> None:
@@ -198,6 +204,7 @@ def test_missing_replicas_is_a_first_write() -> None:
 @pytest.mark.parametrize(("have", "demand", "scaled_up"), [
     pytest.param(None, 3, True, id="no-replicas-to-3"),
     pytest.param(None, 0, False, id="no-replicas-to-0"),
+    pytest.param(None, 1, True, id="no-replicas-to-1"),
     pytest.param(1, 3, True, id="1-to-3"),
     pytest.param(3, 3, False, id="3-to-3"),
 ])
@@ -218,6 +225,188 @@ def test_unknown_demand_never_scales() -> None:
     decision = decide(Current(5, 3, None, "x"), None, Policy(0, 10, 0), NOW)
     assert not decision.write
     assert decision.reason == Reason.DEMAND_UNKNOWN
+
+
+HELD_OFF = (False, 4, 3)  # left as it is: replicas 4, patch 3
+PAUSED = 'paused (annotation gitscale.dev/paused: "true"): left alone'
+UNKNOWN = "demand unknown: left untouched (never scaled down on a guess)"
+DRAINED = Why(drain=Drain.DRAINED)
+
+
+@pytest.mark.parametrize(("current", "demand", "expected"), [
+    pytest.param(Current(4, 3, None, "x", paused=True), D(9, 0),
+                 (*HELD_OFF, Reason.PAUSED, PAUSED, NO_WHY), id="paused"),
+    pytest.param(Current(4, 3, None, "x", paused=True), None,
+                 (*HELD_OFF, Reason.PAUSED, PAUSED, NO_WHY), id="paused-demand-unknown"),
+    pytest.param(Current(4, 3, None, "x", drained=True, paused=True), D(9, 0),
+                 (*HELD_OFF, Reason.PAUSED, PAUSED, NO_WHY), id="paused-beats-drained"),
+    pytest.param(Current(None, None, paused=True), D(9, 0),
+                 (False, 0, None, Reason.PAUSED, PAUSED, NO_WHY), id="paused-without-replicas"),
+    pytest.param(Current(4, 3, None, "x"), None,
+                 (*HELD_OFF, Reason.DEMAND_UNKNOWN, UNKNOWN, NO_WHY), id="demand-unknown"),
+    pytest.param(Current(None, 3), None,
+                 (False, 0, 3, Reason.DEMAND_UNKNOWN, UNKNOWN, NO_WHY),
+                 id="demand-unknown-without-replicas"),
+    pytest.param(Current(3, 4, None, "x", drained=True), D(9, 0),
+                 (True, 0, 0, Reason.DRAIN, "drained: held at 0 until resumed", DRAINED),
+                 id="drained-written-back-to-0-0"),
+    pytest.param(Current(0, 5, None, "x", drained=True), D(9, 0),
+                 (True, 0, 0, Reason.DRAIN, "drained: held at 0 until resumed", DRAINED),
+                 id="drained-patch-id-edited"),
+    pytest.param(Current(2, 0, None, "x", drained=True), D(9, 0),
+                 (True, 0, 0, Reason.DRAIN, "drained: held at 0 until resumed", DRAINED),
+                 id="drained-replicas-edited"),
+    pytest.param(Current(0, 0, None, "x", drained=True), D(9, 0),
+                 (False, 0, 0, Reason.UNCHANGED, "drained", DRAINED), id="drained-and-at-0-0"),
+])
+def test_sets_demand_does_not_scale(current: Current, demand: Demand | None,
+                                    expected: tuple[object, ...]) -> None:
+    """Paused: left alone. Demand unknown: left untouched. Drained: (0, 0) whatever the
+    demand (README, "Holding a set, and a global cap")."""
+    decision = decide(current, demand, Policy(1, 10, 1), NOW)
+    assert (decision.write, decision.replicas, decision.patch_id, decision.reason,
+            decision.detail, decision.why) == expected
+
+
+DRAIN_SAYS = "drained by hand: replicas 0, patch 0; held until `gitscale drain --resume`"
+
+
+@pytest.mark.parametrize(("verb", "current", "expected"), [
+    pytest.param(drain, Current(4, 9, None, "x"), (True, 0, 0, Reason.DRAIN, DRAIN_SAYS, DRAINED),
+                 id="drain"),
+    pytest.param(drain, Current(0, 0, None, "x"), (True, 0, 0, Reason.DRAIN, DRAIN_SAYS, DRAINED),
+                 id="drain-at-0-0-still-marks-it-drained"),
+    pytest.param(drain, Current(0, 0, None, "x", drained=True),
+                 (False, 0, 0, Reason.UNCHANGED, "already drained", DRAINED),
+                 id="already-drained"),
+    pytest.param(drain, Current(0, 5, None, "x", drained=True),
+                 (True, 0, 0, Reason.DRAIN, DRAIN_SAYS, DRAINED), id="drained-but-patch-edited"),
+    pytest.param(drain, Current(3, 0, None, "x", drained=True),
+                 (True, 0, 0, Reason.DRAIN, DRAIN_SAYS, DRAINED), id="drained-but-replicas-edited"),
+    pytest.param(resume, Current(4, 9, None, "x"),
+                 (False, 4, 9, Reason.UNCHANGED, "not drained", Why(drain=Drain.NOT_DRAINED)),
+                 id="resume-a-set-not-drained"),
+    pytest.param(resume, Current(None, None),
+                 (False, 0, None, Reason.UNCHANGED, "not drained", Why(drain=Drain.NOT_DRAINED)),
+                 id="resume-a-set-never-written"),
+    pytest.param(resume, Current(0, 0, None, "x", drained=True),
+                 (True, 0, 0, Reason.RESUME, "resumed: the next pass scales from demand again",
+                  NO_WHY), id="resume"),
+    pytest.param(resume, Current(2, 0, None, "x", drained=True),
+                 (True, 2, 0, Reason.RESUME, "resumed: the next pass scales from demand again",
+                  NO_WHY), id="resume-keeps-the-count-written-by-hand"),
+])
+def test_drain_and_resume(verb, current: Current,  # type: ignore[no-untyped-def]
+                          expected: tuple[object, ...]) -> None:
+    decision = verb(current)
+    assert (decision.write, decision.replicas, decision.patch_id, decision.reason,
+            decision.detail, decision.why) == expected
+
+
+DAY = Schedule("day", NOW - timedelta(hours=1), timedelta(hours=2), max_replicas=4)
+REAFFIRMED = "jobs wait and others started or completed: re-affirm so finished slots refill"
+
+
+@pytest.mark.parametrize(("policy", "current", "demand", "cap", "expected", "detail"), [
+    pytest.param(Policy(3, 10, 0), Current(3, 3, None, D(1, 0).fingerprint), D(1, 0), None,
+                 (False, 3, Reason.UNCHANGED), "demand 1 (queued 1, running 0), raised to min 3",
+                 id="raised-to-min"),
+    pytest.param(Policy(3, 10, 0), Current(3, 3, None, D(3, 0).fingerprint), D(3, 0), None,
+                 (False, 3, Reason.UNCHANGED), "demand 3 (queued 3, running 0)",
+                 id="demand-at-min-is-not-raised"),
+    pytest.param(Policy(0, 10, 2), Current(2, 3, None, "x"), D(12, 3), None,
+                 (True, 10, Reason.SCALE_UP),
+                 "demand 15 (queued 12, running 3) + buffer 2, capped at max 10",
+                 id="buffer-and-max"),
+    pytest.param(Policy(0, 10, 0), Current(10, 3, None, D(10, 0).fingerprint), D(10, 0), None,
+                 (False, 10, Reason.UNCHANGED), "demand 10 (queued 10, running 0)",
+                 id="demand-at-max-is-not-capped"),
+    pytest.param(Policy(0, 10, 0, schedules=(DAY,)), Current(2, 3, None, "x"), D(12, 3), None,
+                 (True, 4, Reason.SCALE_UP),
+                 "demand 15 (queued 12, running 3), capped at max 4 (schedule 'day')",
+                 id="a-schedule-says-its-name"),
+    pytest.param(Policy(0, 10, 0), Current(6, 3, None, D(9, 0).fingerprint), D(9, 0), 6,
+                 (False, 6, Reason.UNCHANGED),
+                 "demand 9 (queued 9, running 0), capped at 6 by limits.maxTotalReplicas "
+                 "(shared in proportion to demand, then to forecasts)",
+                 id="the-global-limit"),
+    pytest.param(Policy(0, 10, 0), Current(5, 3, None, D(5, 0).fingerprint), D(5, 0), 5,
+                 (False, 5, Reason.UNCHANGED), "demand 5 (queued 5, running 0)",
+                 id="a-share-of-all-it-wants-is-no-cap"),
+    pytest.param(Policy(0, 20, 0, max_step_up=3), Current(2, 3, None, "x"), D(10, 0), None,
+                 (True, 5, Reason.SCALE_UP), "demand 10 (queued 10, running 0); step limited to +3",
+                 id="step-up-limited"),
+    pytest.param(Policy(0, 20, 0, max_step_up=3), Current(2, 3, None, "x"), D(5, 0), None,
+                 (True, 5, Reason.SCALE_UP), "demand 5 (queued 5, running 0)",
+                 id="a-step-up-at-the-limit-is-not-limited"),
+    pytest.param(Policy(0, 20, 0, max_step_down=2), Current(10, 3, None, "x"), D(0, 0), None,
+                 (True, 8, Reason.SCALE_DOWN), "demand 0 (queued 0, running 0); step limited to -2",
+                 id="step-down-limited"),
+    pytest.param(Policy(0, 20, 0, max_step_down=2), Current(10, 3, None, D(0, 8).fingerprint),
+                 D(0, 8), None, (True, 8, Reason.SCALE_DOWN), "demand 8 (queued 0, running 8)",
+                 id="a-step-down-at-the-limit-is-not-limited"),
+    pytest.param(Policy(0, 10, 0, scale_down_delay=timedelta(minutes=10)),
+                 Current(5, 3, NOW - timedelta(minutes=4), "x"), D(0, 0), None,
+                 (False, 5, Reason.UNCHANGED),
+                 "demand 0 (queued 0, running 0); scale-down held until "
+                 "2026-11-23T09:36:00+00:00 (scaleDownDelay)", id="held-by-the-delay"),
+    pytest.param(Policy(0, 10, 0, scale_down_delay=timedelta(minutes=10)),
+                 Current(5, 3, datetime(2030, 1, 1, tzinfo=timezone.utc), "x"), D(0, 0), None,
+                 (True, 0, Reason.SCALE_DOWN),
+                 "demand 0 (queued 0, running 0); clock skew: last scale-up "
+                 "2030-01-01T00:00:00+00:00 (annotation gitscale.dev/last-scale-up) is in the "
+                 "future of this pass's clock 2026-11-23T09:30:00+00:00 by more than 5 minutes: "
+                 "the scale-down delay is not held on it", id="clock-skew"),
+    pytest.param(Policy(0, 10, 0), Current(2, 3, None, D(0, 2).fingerprint), D(0, 2), None,
+                 (True, 2, Reason.QUIET_RESET),
+                 "demand 2 (queued 0, running 2); nothing waits: patch 0 lets the controller "
+                 "remove idle runners beyond the count", id="quiet-reset"),
+    pytest.param(Policy(0, 10, 0), Current(2, 9, None, D(1, 1, frozenset("12")).fingerprint),
+                 D(1, 1, frozenset("23")), None, (True, 2, Reason.REAFFIRM),
+                 f"demand 2 (queued 1, running 1); {REAFFIRMED}", id="re-affirm"),
+    pytest.param(Policy(0, 10, 0), Current(10, 3, None, "x", backlog=0), D(5, 10), None,
+                 (True, 10, Reason.REAFFIRM),
+                 f"demand 15 (queued 5, running 10), capped at max 10; {REAFFIRMED}; backlog 5: "
+                 "the controller refills up to 5 finished slot(s) without a new write",
+                 id="a-backlog-is-said-after-the-reason"),
+])
+def test_the_detail_says_how_the_count_was_reached(
+        policy: Policy, current: Current, demand: Demand, cap: int | None,
+        expected: tuple[bool, int, Reason], detail: str) -> None:
+    """The detail is the set's line in `plan` and its reason in the commit body."""
+    decision = decide(current, demand, policy, NOW, cap)
+    assert (decision.write, decision.replicas, decision.reason) == expected
+    assert decision.detail == detail
+
+
+@pytest.mark.parametrize(("current", "demand", "policy", "forecast", "expected"), [
+    pytest.param(Current(None, None), D(5, 0), Policy(2, 10, 0), None, (2, 5),
+                 id="never-written"),
+    pytest.param(Current(None, None), D(5, 0), Policy(0, 10, 0, max_step_up=2), None, (0, 2),
+                 id="no-replicas-is-none-running"),
+    pytest.param(Current(8, 3, NOW - timedelta(minutes=4)), D(0, 0),
+                 Policy(2, 10, 0, scale_down_delay=timedelta(minutes=10)), None, (2, 8),
+                 id="held-by-the-delay"),
+    pytest.param(Current(8, 3, NOW - timedelta(minutes=4)), D(0, 0),
+                 Policy(0, 10, 0, schedules=(Schedule("s", NOW, timedelta(hours=1), 
+                                                      min_replicas=3),)), None, (3, 3),
+                 id="a-schedules-minimum"),
+    pytest.param(Current(2, 3), D(3, 0), Policy(0, 10, 0), Forecast(4, "forecast +4"), (0, 7),
+                 id="with-a-forecast"),
+])
+def test_wanted_is_what_limits_share(current: Current, demand: Demand, policy: Policy,
+                                     forecast: Forecast | None,
+                                     expected: tuple[int, int]) -> None:
+    """(minimum, count) a set would aim for without a global cap: the count is the decision's
+    target, scale-down delay, schedules and step limits included."""
+    assert wanted(current, demand, policy, NOW, forecast) == expected
+
+
+def test_wanted_holds_from_a_later_scale_up_only_on_a_pinned_clock() -> None:
+    state = Current(8, 3, NOW + timedelta(minutes=30))
+    policy = Policy(0, 10, 0, scale_down_delay=timedelta(minutes=10))
+    assert wanted(state, D(0, 0), policy, NOW, pinned_clock=True) == (0, 8)
+    assert wanted(state, D(0, 0), policy, NOW) == (0, 0)  # clock skew: not held
 
 
 def test_drained_set_is_held_at_zero() -> None:
@@ -269,6 +458,35 @@ class TestSchedules:
         policy = Policy(0, 10, 0, schedules=(self.weekdays, self.night))
         assert policy.bounds(datetime.fromisoformat(when)) == bounds
 
+    # 20:00 CET on the eve of the spring change (02:00 → 03:00 on 2026-03-29), 10 hours: with
+    # a timezone the window ends at 06:00 wall clock, now CEST (04:00 UTC); without one, 10
+    # hours after its start (05:00 UTC). A one-off window follows the same rule as a recurring
+    # one.
+    @pytest.mark.parametrize("recurrence", [
+        pytest.param(None, id="one-off"),
+        pytest.param("FREQ=DAILY", id="daily"),
+    ])
+    @pytest.mark.parametrize(("timezone_", "when", "active"), [
+        pytest.param("Europe/Berlin", "2026-03-28T19:00:00+00:00", True, id="berlin-at-its-start"),
+        pytest.param("Europe/Berlin", "2026-03-28T18:59:59+00:00", False,
+                     id="berlin-a-second-before"),
+        pytest.param("Europe/Berlin", "2026-03-29T03:59:59+00:00", True,
+                     id="berlin-before-06-summer-time"),
+        pytest.param("Europe/Berlin", "2026-03-29T04:00:00+00:00", False,
+                     id="berlin-ends-at-06-wall-clock"),
+        pytest.param(None, "2026-03-28T19:00:00+00:00", True, id="fixed-offset-at-its-start"),
+        pytest.param(None, "2026-03-29T04:59:59+00:00", True, id="fixed-offset-10-hours-on"),
+        pytest.param(None, "2026-03-29T05:00:00+00:00", False, id="fixed-offset-ends"),
+    ])
+    def test_a_window_keeps_its_wall_clock_across_a_dst_change(
+            self, recurrence: str | None, timezone_: str | None, when: str,
+            active: bool) -> None:
+        night = Schedule("night", datetime(2026, 3, 28, 20, tzinfo=timezone(timedelta(hours=1))),
+                         timedelta(hours=10), recurrence, timezone_, max_replicas=1)
+        policy = Policy(0, 10, 0, schedules=(night,))
+        assert policy.bounds(datetime.fromisoformat(when)) == \
+            ((0, 1, "night") if active else (0, 10, None))
+
     def test_first_active_window_wins(self) -> None:
         always = Schedule("always", datetime(2026, 1, 1, tzinfo=timezone.utc),
                           timedelta(hours=24), "FREQ=DAILY", min_replicas=7)
@@ -278,6 +496,7 @@ class TestSchedules:
     def test_one_off_window(self) -> None:
         freeze = Schedule("freeze", NOW, timedelta(hours=1), max_replicas=0)
         policy = Policy(0, 10, 0, schedules=(freeze,))
+        assert policy.bounds(NOW) == (0, 0, "freeze")  # a window holds its start
         assert policy.bounds(NOW + timedelta(minutes=59))[:2] == (0, 0)
         assert policy.bounds(NOW + timedelta(hours=1))[2] is None
         assert policy.bounds(NOW - timedelta(seconds=1))[2] is None
@@ -374,6 +593,23 @@ def test_a_last_scale_up_in_the_future_is_clock_skew(last_up, demand, have, patc
     skewed = last_up - NOW > CLOCK_SKEW_TOLERANCE
     assert ("clock skew: last scale-up " + last_up.isoformat() in decision.detail) == skewed
     assert ("held until" in decision.detail) == (not skewed and not decision.write)
+
+
+@pytest.mark.parametrize(("last_up", "expected"), [
+    pytest.param(None, FOREVER, id="no-scale-up-on-record"),
+    pytest.param(NOW - timedelta(minutes=4), NOW + timedelta(minutes=6), id="until-the-delay-ends"),
+    pytest.param(NOW - timedelta(minutes=10), FOREVER, id="the-delay-ends-now"),
+    pytest.param(NOW - timedelta(minutes=11), FOREVER, id="the-delay-ran-out"),
+])
+def test_settled_until_the_scale_down_delay_ends(last_up: datetime | None,
+                                                 expected: datetime) -> None:
+    """Once the delay has run out (at its very end too: ``decide`` holds while ``now <
+    held_until``) the clock no longer enters the decision."""
+    policy = Policy(0, 20, 0, scale_down_delay=timedelta(minutes=10))
+    state = Current(5, 3, last_scale_up=last_up)
+    assert settled_until(state, policy, NOW) == expected
+    if expected is FOREVER:
+        assert decide(state, D(0, 0), policy, NOW).reason == Reason.SCALE_DOWN
 
 
 def test_a_skewed_scale_up_is_not_settled() -> None:

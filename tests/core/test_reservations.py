@@ -5,7 +5,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gitscale.core.reservations import Action, Book, Event, Reservation, apply, resync
+from gitscale.core.model import Demand
+from gitscale.core.reservations import MAX_JOB_ID, Action, Book, Correction, Event, Reservation, \
+    apply, is_job_id, resync
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
 TEN = timedelta(minutes=10)
@@ -36,6 +38,56 @@ def events(*spec: tuple[int, Action]) -> list[Event]:
 def test_events(spec: list[tuple[int, Action]], queued: int, running: int) -> None:
     demand = apply(Book(), events(*spec), T0, TEN, 100).demand()
     assert (demand.queued, demand.running) == (queued, running)
+
+
+@pytest.mark.parametrize(("spec", "demand"), [
+    pytest.param([(1, Q), (2, Q), (2, P)], Demand(1, 1, frozenset({"1", "2"})),
+                 id="queued-and-running-ids"),
+    pytest.param([(1, Q), (1, C)], Demand(0, 0, frozenset()), id="none-left"),
+    # a completion delivered first leaves a tombstone: what follows it in the same batch still
+    # counts (job 2), only its own late queued and in_progress do not
+    pytest.param([(1, C), (1, Q), (2, Q), (1, P), (3, P)], Demand(1, 1, frozenset({"2", "3"})),
+                 id="events-after-a-tombstoned-one-still-count"),
+])
+def test_demand_carries_the_job_ids(spec: list[tuple[int, Action]], demand: Demand) -> None:
+    """The ids tell the decision which jobs arrived since its last write (README, "Jobs wait
+    for runners the last write did not give them")."""
+    assert apply(Book(), events(*spec), T0, TEN, 100).demand() == demand
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    pytest.param(1, True, id="one"),
+    pytest.param(MAX_JOB_ID, True, id="int64-max"),
+    pytest.param(0, False, id="zero"),
+    pytest.param(-1, False, id="negative"),
+    pytest.param(MAX_JOB_ID + 1, False, id="past-int64"),
+    pytest.param(True, False, id="a-bool"),
+    pytest.param("7", False, id="a-string"),
+    pytest.param(7.0, False, id="a-float"),
+])
+def test_is_job_id(value: object, expected: bool) -> None:
+    assert is_job_id(value) is expected
+
+
+def test_an_in_progress_keeps_its_reservation_from_queued() -> None:
+    """Marked running, a reservation keeps when it was made (the order of the book, and what a
+    resync compares with the start of its poll); one whose queued was missed is made then."""
+    book = apply(Book(), [Event("s", 1, Q, T0)], T0, TEN, 100)
+    later = T0 + timedelta(minutes=3)
+    book = apply(book, [Event("s", 1, P, later), Event("s", 2, P, later)], later, TEN, 100)
+    assert book.reservations == (Reservation(1, True, T0, T0 + TEN),
+                                 Reservation(2, True, later, later + TEN))
+    # a resync whose poll started in between finds job 1 older than it, job 2 not
+    gone, correction = resync(book, {}, T0 + timedelta(minutes=1), later, TEN, 100)
+    assert correction.removed == (1,) and [r.job for r in gone.reservations] == [2]
+
+
+def test_a_queued_at_its_reservations_expiry_reserves_again() -> None:
+    """A reservation expires at ``expires`` (kept only while ``expires > now``): a queued
+    delivered at that instant is one after the expiry, and reserves a runner again."""
+    book = apply(Book(), events((1, Q)), T0, TEN, 100)
+    again = apply(book, [Event("s", 1, Q, T0 + TEN)], T0 + TEN, TEN, 100)
+    assert again.reservations == (Reservation(1, False, T0 + TEN, T0 + TEN + TEN),)
 
 
 def test_completion_matches_by_job_not_oldest() -> None:
@@ -160,3 +212,54 @@ def test_resync_never_resurrects_a_completed_job() -> None:
 def test_resync_describes_what_it_corrected() -> None:
     _, correction = resync(_book((1, True, 0)), {7: False, 8: False}, BEFORE, NOW, TEN, 100)
     assert correction.describe() == "added 2 (jobs 7, 8); removed 1 (job 1)"
+
+
+def test_a_reservation_a_resync_adds_is_made_now() -> None:
+    corrected, _ = resync(_book(), {7: False, 8: True}, BEFORE, NOW, TEN, 100)
+    assert corrected.reservations == (Reservation(7, False, NOW, NOW + TEN),
+                                      Reservation(8, True, NOW, NOW + TEN))
+
+
+@pytest.mark.parametrize(("created", "removed"), [
+    pytest.param(BEFORE - timedelta(seconds=1), (1,), id="made-before-the-poll-removed"),
+    pytest.param(BEFORE, (), id="made-as-the-poll-started-stays"),
+])
+def test_resync_removes_only_reservations_older_than_its_poll(created: datetime,
+                                                             removed: tuple[int, ...]) -> None:
+    book = Book((Reservation(1, False, created, created + TEN),))
+    corrected, correction = resync(book, {}, BEFORE, NOW, TEN, 100)
+    assert correction.removed == removed
+    assert [r.job for r in corrected.reservations] == ([] if removed else [1])
+
+
+@pytest.mark.parametrize(("until", "added"), [
+    pytest.param(NOW + timedelta(seconds=1), (), id="a-live-tombstone-wins"),
+    pytest.param(NOW, (1,), id="a-tombstone-ending-now-is-forgotten"),
+])
+def test_resync_forgets_tombstones_as_apply_does(until: datetime,
+                                                 added: tuple[int, ...]) -> None:
+    book = Book((), ((1, until),))
+    corrected, correction = resync(book, {1: True}, BEFORE, NOW, TEN, 100)
+    assert correction.added == added
+    assert apply(book, [Event("s", 1, P, NOW)], NOW, TEN, 100).demand().running == len(added)
+    assert len(corrected.reservations) == len(added)
+
+
+def test_a_resync_is_a_batch_its_starved_reservations_wait() -> None:
+    """max 1: job 8 runs (GitHub lists it), job 1 waits beyond max: its expiry is pushed back
+    from the resync's clock, as after any batch."""
+    book = _book((1, False, 0))
+    corrected, _ = resync(book, {1: False, 8: True}, BEFORE, NOW, TEN, 1)
+    assert {r.job: r.expires for r in corrected.reservations} == {1: NOW + TEN, 8: NOW + TEN}
+
+
+@pytest.mark.parametrize(("correction", "said"), [
+    pytest.param(Correction(), "nothing to correct", id="nothing"),
+    pytest.param(Correction(started=(4,)), "marked running 1 (job 4)", id="marked-running"),
+    pytest.param(Correction(added=tuple(range(1, 11))),
+                 "added 10 (jobs 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)", id="ten-named"),
+    pytest.param(Correction(removed=tuple(range(1, 12))),
+                 "removed 11 (jobs 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …)", id="eleven-the-first-ten"),
+])
+def test_correction_describe(correction: Correction, said: str) -> None:
+    assert correction.describe() == said

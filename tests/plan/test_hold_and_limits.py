@@ -45,6 +45,17 @@ def test_paused_set_is_left_alone_and_plan_says_so(tmp_path: Path, capsys) -> No
     pytest.param(10, {"a": (0, 5), "b": (0, 5)}, 4, {"a": 3, "b": 3}, id="fixed-counts"),
     pytest.param(3, {"a": (0, 1), "b": (0, 1), "c": (0, 1), "d": (0, 1)}, 0,
                  {"a": 1, "b": 1, "c": 1, "d": 0}, id="remainders-by-name"),
+    # 10 of 64 + 36: exactly 6.4 and 3.6; the odd replica goes to the larger remainder (b),
+    # not to the larger share nor to the first name
+    pytest.param(10, {"a": (0, 64), "b": (0, 36)}, 0, {"a": 6, "b": 4},
+                 id="largest-remainder-first"),
+    pytest.param(10, {"a": (0, 36), "b": (0, 64)}, 0, {"a": 4, "b": 6},
+                 id="largest-remainder-first-mirrored"),
+    # held sets (paused, demand unknown) leave less than the minimums: each keeps its minimum
+    pytest.param(10, {"a": (3, 3), "b": (3, 3)}, 8, {"a": 3, "b": 3},
+                 id="fixed-leaves-less-than-the-minimums"),
+    pytest.param(10, {"a": (3, 3), "b": (3, 5)}, 8, {"a": 3, "b": 3},
+                 id="fixed-leaves-only-the-minimums"),
 ])
 def test_share(total: int, wants: dict[str, tuple[int, int]], fixed: int,
                expected: dict[str, int]) -> None:
@@ -66,6 +77,10 @@ def test_share(total: int, wants: dict[str, tuple[int, int]], fixed: int,
                  id="demand-over-the-cap-leaves-no-cushion"),
     pytest.param(30, {"a": (0, 10), "b": (0, 10)}, {"a": 20}, 5, {"a": 15, "b": 10},
                  id="fixed-counts"),
+    pytest.param(20, {"a": (0, 10), "b": (0, 10)}, {"a": 5}, 10, {"a": 5, "b": 5},
+                 id="fixed-counts-against-demand-too"),
+    pytest.param(10, {"a": (0, 5), "b": (0, 0)}, {"a": 1, "b": 0}, 0, {"a": 6, "b": 0},
+                 id="a-cushion-of-one"),
 ])
 def test_share_ahead_serves_demand_first(total: int, wants: dict[str, tuple[int, int]],
                                          ahead: dict[str, int], fixed: int,

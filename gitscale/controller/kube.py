@@ -145,13 +145,9 @@ class Kube:
         body: dict[str, Any] = {"status": dict(status)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        updated: RawObject = self._call(
-            f"update status of RunnerSet {namespace}/{name}", lambda: self.custom.
-            patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL, name, body,
-                _content_type="application/merge-patch+json", _preload_content=False,
-                _request_timeout=self._timeout))
-        return updated
+        return self._merge_patch(f"update status of RunnerSet {namespace}/{name}",
+                                 self.custom.patch_namespaced_custom_object_status,
+                                 namespace, name, body)
 
     def patch_runnerset_finalizers(self, namespace: str, name: str, finalizers: list[str],
                                    resource_version: str) -> RawObject:
@@ -160,12 +156,18 @@ class Kube:
         meanwhile is never overwritten."""
         patch = {"metadata": {"finalizers": finalizers or None,
                               "resourceVersion": resource_version}}
-        updated: RawObject = self._call(
-            f"update finalizers of RunnerSet {namespace}/{name}", lambda: self.custom.
-            patch_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, patch,
-                _content_type="application/merge-patch+json", _preload_content=False,
-                _request_timeout=self._timeout))
+        return self._merge_patch(f"update finalizers of RunnerSet {namespace}/{name}",
+                                 self.custom.patch_namespaced_custom_object,
+                                 namespace, name, patch)
+
+    def _merge_patch(self, what: str, patch: Callable[..., Any], namespace: str, name: str,
+                     body: dict[str, Any]) -> RawObject:
+        """A JSON merge patch of the RunnerSet ``name`` (``patch``: the object or its status
+        subresource); the object as the API server now holds it."""
+        updated: RawObject = self._call(what, lambda: patch(
+            GROUP, VERSION, namespace, PLURAL, name, body,
+            _content_type="application/merge-patch+json", _preload_content=False,
+            _request_timeout=self._timeout))
         return updated
 
     # -- pods and secrets ---------------------------------------------------------------------

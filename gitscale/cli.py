@@ -183,6 +183,10 @@ def run_command(**kw: Any) -> int:
               help="How often to correct the served sets' reservations from GitHub's API "
                    "(lost webhooks); 0 turns it off. With no served set that takes webhooks "
                    "there is none to run.")
+@click.option("--hold", default="5m", show_default=True,
+              help="How long a change to the reservations alone (no RunnerSet changed: a job "
+                   "started, or queued or completed at the max) may wait to land with the next "
+                   "scaling commit; 0 commits every window with an event.")
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics instead of at "
                    "/metrics on --listen's port.")

@@ -37,6 +37,7 @@ from gitscale.webhooks.delivery import MAX_BODY, Deliveries, RejectionLog
 from gitscale.webhooks.endpoints import log_refused, make_handler
 from gitscale.webhooks.reservations_file import check_path
 from gitscale.webhooks.resyncer import Resyncer
+from gitscale.webhooks.hold import Hold
 from gitscale.webhooks.secret import WebhookSecret
 from gitscale.webhooks.served import Serving, check, check_claims, pick
 
@@ -104,11 +105,13 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
               secret_env: str, secret_file: str | None, state_file: str, resync: str = "5m",
               metrics_listen: str | None = None, stop: threading.Event | None = None,
               ready: Callable[[int], None] | None = None, sets: tuple[str, ...] = (),
-              secret_env_given: bool = False) -> int:
+              secret_env_given: bool = False, hold: str = "5m") -> int:
     """``sets``: ``--set`` (none: every set whose source takes webhooks). ``ready`` is told the
     webhook port once deliveries are taken (tests pass port 0). ``secret_env_given``:
     ``--secret-env`` was on the command line (not its default)."""
     window_s, duration, resync_s = _durations(window, reservation, resync)
+    held = timedelta(0) if hold.strip() == "0" else _duration(
+        "--hold", hold, "0s", "0 commits every window with an event")
     _check_hook_path(path)
     _check_secret_env(secret_env)
     if secret_file is not None and secret_env_given:  # which is meant cannot be guessed
@@ -151,12 +154,13 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             webhook_sets = _check_sets(ws, opts.config, state_file, cache, serving)
             server.start()
             log(f"listening on {host}:{server.port}{path}; one commit per {window} "
-                f"window; " + _resync_said(resync, resync_s, webhook_sets))
+                f"window; " + _resync_said(resync, resync_s, webhook_sets) + "; "
+                + _held_said(hold, held))
             if metrics_listen:
                 metrics_server = start_listener(metrics_listen, metrics.registry)
                 log(f"metrics at {url_of(metrics_server)}")
             batch = Batch(ws, opts.config, batcher, duration, state_file, cache, metrics, serving,
-                          resync_on=bool(resync_s))
+                          resync_on=bool(resync_s), hold=Hold(held))
             batch.run([], None)  # at once: claims the sets, applies expiry
             if ready:
                 ready(server.port)
@@ -188,6 +192,13 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
         cache.save()
     log("stopped")
     return EXIT_OK
+
+
+def _held_said(hold: str, held: timedelta) -> str:
+    if not held:
+        return "a change to the reservations alone lands at once (--hold 0)"
+    return f"a change to the reservations alone is held up to {hold} for a scaling commit " \
+        "(--hold)"
 
 
 def _resync_said(resync: str, resync_s: float, webhook_sets: int | None) -> str:

@@ -17,7 +17,9 @@ from gitscale.core.forecast import Forecast
 from gitscale.core.reservations import Book, Correction, Event, apply, resync
 from gitscale.demand import DemandReading
 from gitscale.plan.engine import Plan, compute_plan
-from gitscale.webhooks.reservations_file import ReservationsError, State, read_state, render
+from gitscale.webhooks.hold import Hold
+from gitscale.webhooks.reservations_file import (ReservationsError, State, parse_state,
+                                                 read_state, render)
 from gitscale.webhooks.resync import Listing
 from gitscale.webhooks.delivery import JobEvent, route, to_event
 from gitscale.webhooks.served import Picked, Serving, check_claims, pick
@@ -33,14 +35,19 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
                corrected: dict[str, Correction] | None = None,
                forecasts: Callable[[Config], Mapping[str, Forecast]] | None = None,
                serving: Serving | None = None,
-               unrouted: list[JobEvent] | None = None) -> Plan:
+               unrouted: list[JobEvent] | None = None, hold: Hold | None = None) -> Plan:
     """Apply ``events`` and ``listing`` to the reservations in the repo and plan the sets
     this serve scales (``serving``: ``--set``, by default every webhook-fed set; what this
     batch picked is left in it). What the listing corrected, by set, goes to ``corrected``.
     ``forecasts``: the forecast sets' forecasts for the config (``gitscale.plan.forecasts``).
-    The events of jobs no served set takes go to ``unrouted`` (they are not stored)."""
+    The events of jobs no served set takes go to ``unrouted`` (they are not stored).
+    ``hold``: the batch starts from the reservations serve holds, and a change to the file
+    alone is held rather than committed (``gitscale.webhooks.hold``)."""
     config: Config = load_config(root, config_path, cache.configs)
-    state = read_state(root, state_path)
+    hold = hold if hold is not None else Hold()
+    committed = read_state(root, state_path)
+    text = hold.start(committed.text)
+    state = committed if text == committed.text else parse_state(text, state_path)
     serving = serving if serving is not None else Serving()
     picked = pick(config, serving.names)
     _check_owner(state, state_path, serving, picked)
@@ -78,19 +85,26 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     plan = compute_plan(root, config, reading, now, base, only=names, cache=cache,
                         forecasts=forecasts(config) if forecasts is not None else None)
     new_text = render(books, sorted(names))
-    if new_text != state.text and (state.text or names):
-        plan.files[state_path] = (state.text, new_text)
-    plan.events = dict(counts)
-    plan.notes = [f"resync with GitHub, {name}: {correction.describe()}"
-                  for name, correction in corrections.items()]
+    recorded = hold.events(counts)
+    notes = hold.notes([f"resync with GitHub, {name}: {correction.describe()}"
+                        for name, correction in corrections.items()])
+    if new_text != committed.text and (committed.text or names):
+        scaling = bool(plan.changed_paths) or set(committed.served) != names
+        if hold.keeps(now, scaling):
+            hold.hold(committed.text, new_text, now, recorded, notes)
+            plan.events = dict(counts)
+            return plan
+        plan.files[state_path] = (committed.text, new_text)
+    plan.events = recorded
+    plan.notes = notes
     if set(state.served) != names:
         dropped = sorted(set(state.served) - names)
         plan.notes.append(f"served by webhooks: {', '.join(sorted(names)) or 'none'} "
                           f"(`gitscale run` and `reconcile` leave them alone)"
                           + (f"; no longer: {', '.join(dropped)}" if dropped else ""))
-    if state_path in plan.files and not counts and not plan.changes and not plan.notes:
+    if state_path in plan.files and not recorded and not plan.changes and not plan.notes:
         # no event, no scaling: the commit says what changed in the file (a bare `gitscale:`)
-        plan.notes.append(_book_changes(state.books, books, state_path))
+        plan.notes.append(_book_changes(committed.books, books, state_path))
     return plan
 
 

@@ -23,6 +23,7 @@ from gitscale.timeutil import backoff, format_time, utcnow
 from gitscale.webhooks.batch import batch_plan
 from gitscale.webhooks.batcher import Batcher
 from gitscale.webhooks.delivery import JobEvent
+from gitscale.webhooks.hold import Hold
 from gitscale.webhooks.resync import Listing
 from gitscale.webhooks.served import Serving
 from gitscale.streak import Dropped, Streak, duration
@@ -55,13 +56,16 @@ class Batch:
     metrics: LoopMetrics
     serving: Serving
     resync_on: bool = True
+    hold: Hold = field(default_factory=Hold)  # the reservations held between commits
     told: dict[str, str] = field(default_factory=dict)  # --set names not served, said once
     streak: Streak = field(default_factory=Streak)  # failed batches in a row
     dropped: Dropped = field(default_factory=Dropped)  # events no served set takes
 
-    def run(self, events: list[JobEvent], listing: Listing | None) -> bool:
-        """True when it landed; a failed batch keeps its events for the next one."""
+    def run(self, events: list[JobEvent], listing: Listing | None, final: bool = False) -> bool:
+        """True when it landed; a failed batch keeps its events for the next one. ``final``:
+        the last batch at a stop, which holds nothing back."""
         self.batcher.watch.begin()
+        self.hold.final = final
         try:
             return self._run(events, listing)
         finally:
@@ -79,7 +83,7 @@ class Batch:
                 ws.root, ws.base(), self.config_path, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
                 lambda config: read_forecasts(ws, config, self.cache, now), self.serving,
-                unrouted), cache=self.cache, say=log)
+                unrouted, self.hold), cache=self.cache, say=log)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.
@@ -94,6 +98,11 @@ class Batch:
             if self.streak.failed(what):  # the same error again: said once per streak
                 log(self._failure(what, waiting, exc) + (f"\n{crash.report()}" if bug else ""))
             return False
+        hold = self.hold
+        if hold.dropped is not None:
+            log(f"the reservations held since {format_time(hold.dropped.since)} are dropped: "
+                f"{self.state_file} changed in the repo meanwhile (serve went on from it)")
+        hold.landed()
         ended = self.streak.ended()
         if ended is not None:
             log(f"batches land again, after {ended[0]} failed tries in {ended[1]}")
@@ -111,7 +120,11 @@ class Batch:
         if listing is not None and not corrected:
             log(f"resync: reservations match GitHub ({len(listing.jobs)} sets)")
         if events or landed.commit:
-            log(f"batch of {_events(len(events))}: {describe_landing(landed, ws)}")
+            said = describe_landing(landed, ws)
+            if landed.commit is None and hold.held is not None:
+                said = (f"reservations held (committed with the next scaling change, or by "
+                        f"{format_time(hold.held.since + hold.limit)})")
+            log(f"batch of {_events(len(events))}: {said}")
         return True
 
     def _failure(self, what: str, waiting: int, exc: Exception) -> str:
@@ -188,13 +201,17 @@ def write_last_batch(batch: Batch, batcher: Batcher, attempts: int = 3) -> None:
     is named, for the resync at the next start corrects it."""
     for attempt in range(attempts):
         events = batcher.take()
-        if not events or batch.run(events, None):
+        if (not events and batch.hold.held is None) or batch.run(events, None, final=True):
             return
         if attempt + 1 < attempts:
             time.sleep(2 ** attempt)
     lost = batcher.take()
     jobs = ", ".join(str(e.job) for e in lost[:20]) + (", …" if len(lost) > 20 else "")
-    log(f"{len(lost)} accepted events could not be written (jobs {jobs}); "
+    held = batch.hold.held
+    log((f"{len(lost)} accepted events could not be written (jobs {jobs})" if lost else "")
+        + (" and " if lost and held else "")
+        + (f"the reservations held since {format_time(held.since)} could not be committed"
+           if held else "") + "; "
         + ("the resync at the next start corrects their reservations" if batch.resync_on else
            "with --resync 0 nothing corrects their reservations: start serve with a resync "
            "(--resync 5m) once, or they stay as they are until they expire"))

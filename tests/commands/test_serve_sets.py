@@ -373,7 +373,8 @@ def test_serve_without_a_webhook_set_has_no_resync_to_run(
     # (the first resync is due at start: its listing lands within 2 windows)
     log = served_line(checkout, capsys, resync="5m", settle=3.0)
     assert "; one commit per 1s window; no resync to run (no served set takes webhooks; every " \
-           "5m once one does)\n" in log, log
+           "5m once one does); a change to the reservations alone is held up to 5m for a " \
+           "scaling commit (--hold)\n" in log, log
     assert "GitHub" not in log.replace("workflow_job", ""), log
     assert "resync" not in log.replace("no resync to run", ""), log
 

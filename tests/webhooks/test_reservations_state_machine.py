@@ -13,7 +13,9 @@ README "Webhook mode: `gitscale serve`"):
 - "matched by job id": a job is counted at most once (one reservation, in one set: the one its
   labels route to) and a job no served set takes is never stored;
 - "a queued event adds a capacity reservation ... expires after the reservation duration": a
-  queued job not completed holds its reservation until it expires, and not longer;
+  queued job not completed holds its reservation until it expires, and not longer; a replayed
+  queued (a redelivery, the webhook of a job a resync reserved first) adds nothing, one after
+  the expiry reserves again (``gitscale.core.reservations.apply``);
 - "Reservations past max are starved: their expiry is extended on each batch so they do not
   expire while waiting": a queued reservation with ``max`` reservations ahead of it (the running
   ones, which hold runners, and the older queued ones) expires no sooner than a duration from
@@ -298,8 +300,13 @@ class ReservationsMachine(RuleBasedStateMachine):
         # What the batch's events and the book before say, before a resync
         running = any(e.action == Action.IN_PROGRESS for e in events) or \
             (previous is not None and previous.running)
-        fresh = [e.at for e in events if e.action == Action.QUEUED and e.at + DURATION > now]
-        holds = running or bool(fresh) or (previous is not None and previous.expires > now)
+        # "A replayed queued adds nothing": a queued reserves from its time when the job has no
+        # live reservation then (none, or one expired before it came), else the first one holds
+        expires = previous.expires if previous is not None else None
+        for e in events:
+            if e.action == Action.QUEUED and (expires is None or expires <= e.at):
+                expires = e.at + DURATION
+        holds = running or (expires is not None and expires > now)
         problems = []
         if listed is not None:
             if job in listed:

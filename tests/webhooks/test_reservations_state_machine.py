@@ -35,6 +35,13 @@ README "Webhook mode: `gitscale serve`"):
   always wins over a lagging API": so a resync never removes a reservation of a job GitHub
   still lists, and "a poll that fails for any set corrects nothing".
 
+With ``serve --hold`` (``HeldReservationsMachine``), a batch that changes only the file is held
+in memory and the next one starts from it: the model's reservations are serve's (the held text
+when something is held), and further: "a batch whose only change is the reservations file ... is
+not committed" (nothing written, no RunnerSet changed, held less than the limit since its first
+held batch), what is held "lands with the next commit", its events counted there, and "at a stop"
+(the restart runs serve's last batch first).
+
 ``GITSCALE_STATEFUL_EXAMPLES`` (and ``GITSCALE_STATEFUL_STEPS``) run it longer, randomized:
 ``GITSCALE_STATEFUL_EXAMPLES=2000 pytest tests/webhooks/test_reservations_state_machine.py``.
 """
@@ -47,6 +54,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Mapping
 
 import yaml
 from hypothesis import HealthCheck, settings
@@ -58,13 +66,15 @@ from gitscale.plan.cache import StateCache
 from gitscale.plan.engine import Plan
 from gitscale.webhooks.batch import GRACE, batch_plan
 from gitscale.webhooks.delivery import JobEvent
-from gitscale.webhooks.reservations_file import read_state, render
+from gitscale.webhooks.hold import Hold
+from gitscale.webhooks.reservations_file import parse_state, read_state, render
 from gitscale.webhooks.resync import Listing
 from gitscale.webhooks.served import Serving
 from tests.helpers import RUNNERSET
 
 HUNTING = "GITSCALE_STATEFUL_EXAMPLES" in os.environ  # (random; else derandomized)
 EXAMPLES = int(os.environ.get("GITSCALE_STATEFUL_EXAMPLES", "120"))
+HELD_EXAMPLES = int(os.environ.get("GITSCALE_STATEFUL_EXAMPLES", "80"))  # (the held variant's)
 STEPS = int(os.environ.get("GITSCALE_STATEFUL_STEPS", "40"))
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
@@ -97,6 +107,8 @@ def replicas(root: Path, name: str) -> int:
 
 
 class ReservationsMachine(RuleBasedStateMachine):
+    LIMIT = timedelta(0)  # `serve --hold`: 0 commits every batch that changes the file
+
     def __init__(self) -> None:
         super().__init__()
         self._tmp = TemporaryDirectory()
@@ -112,7 +124,8 @@ class ReservationsMachine(RuleBasedStateMachine):
         self.listing: Listing | None = None
         self.cache = StateCache.load(self.cache_dir)
         self.serving = Serving()
-        self.books: dict[str, Book] = {}
+        self.hold = Hold(self.LIMIT)
+        self.books: dict[str, Book] = {}  # serve's: the held ones when something is held
         # The model's own memory of completions (and of resync removals, "its completed was
         # lost"): job → until when a late event for it is not counted
         self.tombs: dict[int, datetime] = {}
@@ -160,6 +173,7 @@ class ReservationsMachine(RuleBasedStateMachine):
         fingerprint, so it may re-affirm the same count with the next patch ID (README, "The
         controller": "any change of the jobs counts"), but writes the same replicas and the
         same reservations."""
+        self.stopping()
         text = (self.root / STATE).read_text() if (self.root / STATE).exists() else ""
         state = read_state(self.root, STATE)
         assert state.books == self.books, self.history()
@@ -171,6 +185,7 @@ class ReservationsMachine(RuleBasedStateMachine):
             shutil.rmtree(self.cache_dir, ignore_errors=True)
         self.cache = StateCache.load(self.cache_dir)
         self.serving = Serving()
+        self.hold = Hold(self.LIMIT)
         after = self._plan(self.cache, self.serving, [], None)
         self.log.append(f"restart ({'cold' if cold else 'warm'} cache)")
         if cold:
@@ -191,36 +206,72 @@ class ReservationsMachine(RuleBasedStateMachine):
             raise AssertionError("restart changed the next batch:\n" + "\n".join(diff)
                                  + self.history())
 
+    def stopping(self) -> None:
+        """Before a restart: serve's last batch (nothing is held without a hold)."""
+
     @rule()
     def batch(self) -> None:
         """A window ends: its events (and a due listing) land as one commit."""
-        events, listing = self.pending, self.listing
+        self.land(self.listing)
+        self.listing = None
+
+    def land(self, listing: Listing | None, final: bool = False) -> None:
+        """A batch of the pending events and ``listing``, landed as `Batch` lands it
+        (``final``: the last one at a stop)."""
+        events = self.pending
         old = self.books
+        before = (self.root / STATE).read_text() if (self.root / STATE).exists() else ""
         corrected: dict[str, Correction] = {}
         unrouted: list[JobEvent] = []
+        self.hold.final = final
         plan = self._plan(self.cache, self.serving, events, listing, corrected, unrouted)
         for rel, (_, new) in plan.files.items():
             (self.root / rel).parent.mkdir(exist_ok=True)
             (self.root / rel).write_text(new)
         self.cache.apply(plan.cache_writes)
         self.serving.claimed = self.serving.picked.names if self.serving.picked else None
-        self.pending, self.listing = [], None
-        self.books = read_state(self.root, STATE).books
-        self.log.append(f"{self.now:%H:%M:%S} batch: {self.describe()}")
-        self.check(old, events, listing, plan.events, unrouted, corrected)
+        self.pending = []
+        hold, problems = self.hold, []
+        if hold.dropped is not None:  # nothing but this serve writes the file here
+            problems.append(f"held since {hold.dropped.since:%H:%M:%S}, dropped")
+        carried = hold.carried()
+        held = hold.next
+        own = Counter(e.action.value for e in events if JOBS[e.job] is not None)
+        if held is not None:
+            # "a batch whose only change is the reservations file ... is not committed"
+            if plan.files or final:
+                problems.append(f"held, and wrote {sorted(plan.files)} (final: {final})")
+            if held.base != before:
+                problems.append("held from another file than the repo's")
+            if not self.now - held.since < self.LIMIT:  # "once the first held batch is --hold old"
+                problems.append(f"held since {held.since:%H:%M:%S}, past the limit")
+            if dict(held.events) != dict(Counter(carried.events if carried else {}) + own):
+                problems.append(f"held {held.events}: not the held batches' events")
+        hold.landed()
+        expected = own if held is not None else \
+            Counter(carried.events if carried else {}) + own  # (committed with it)
+        self.books = parse_state(hold.held.text, STATE).books if hold.held is not None else \
+            read_state(self.root, STATE).books
+        self.log.append(f"{self.now:%H:%M:%S} {'last ' if final else ''}batch"
+                        f"{' (held)' if held is not None else ''}: {self.describe()}")
+        if problems:
+            raise AssertionError("; ".join(problems) + "\n" + self.history())
+        self.check(old, events, listing, plan.events, unrouted, corrected, expected)
 
     def _plan(self, cache: StateCache, serving: Serving, events: list[JobEvent],
               listing: Listing | None, corrected: dict[str, Correction] | None = None,
               unrouted: list[JobEvent] | None = None) -> Plan:
         return batch_plan(self.root, "base", "gitscale.yaml", list(events), self.now, DURATION,
                           STATE, cache, listing=listing, corrected=corrected,
-                          serving=serving, unrouted=unrouted)
+                          serving=serving, unrouted=unrouted, hold=self.hold)
 
     # -- the checks -----------------------------------------------------------------------
 
     def check(self, old: dict[str, Book], events: list[JobEvent], listing: Listing | None,
               counted: dict[str, int], unrouted: list[JobEvent],
-              corrected: dict[str, Correction]) -> None:
+              corrected: dict[str, Correction], expected: Mapping[str, int]) -> None:
+        """``expected``: the events the plan counts (with the held batches' when it commits
+        what was held)."""
         now, problems = self.now, []
         by_job = {r.job: (name, r) for name, book in self.books.items()
                   for r in book.reservations}
@@ -230,9 +281,8 @@ class ReservationsMachine(RuleBasedStateMachine):
         problems += [f"job {job} in {name}, routed to {JOBS[job]}"
                      for job, (name, _) in by_job.items() if JOBS[job] != name]
         # "Events are batched per window and land as one commit": its counts are the events'
-        routed = [e for e in events if JOBS[e.job] is not None]
-        if counted != dict(Counter(e.action.value for e in routed)):
-            problems.append(f"Gitscale-Events {counted} for {len(routed)} routed events")
+        if counted != dict(expected):
+            problems.append(f"Gitscale-Events {counted}, not {dict(expected)}")
         if sorted(e.job for e in unrouted) != sorted(e.job for e in events
                                                       if JOBS[e.job] is None):
             problems.append(f"unrouted {unrouted}")
@@ -361,3 +411,30 @@ ReservationsMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much])
 test_webhook_reservations_against_the_world = ReservationsMachine.TestCase
+
+
+class HeldReservationsMachine(ReservationsMachine):
+    """The same world, served with ``--hold 5m``."""
+
+    LIMIT = timedelta(minutes=5)
+
+    def stopping(self) -> None:
+        """serve's last batch: the events still queued and what is held, committed (the
+        listing not yet applied is the next process's, as the pending events were before)."""
+        if self.pending or self.hold.held is not None:
+            self.land(None, final=True)
+        assert self.hold.held is None, self.history()
+
+    @rule(minutes=st.sampled_from((1, 5, 6)))  # (5, 6: past the limit, or just)
+    def quiet_minutes(self, minutes: int) -> None:
+        """No delivery for a while: serve's batch runs every minute all the same (its
+        EXPIRY_CHECK), and the one after the limit lands what is held."""
+        for _ in range(minutes):
+            self.now += timedelta(minutes=1)
+            self.log.append(f"time +60s → {self.now:%H:%M:%S}")
+            self.batch()
+
+
+HeldReservationsMachine.TestCase.settings = settings(
+    ReservationsMachine.TestCase.settings, max_examples=HELD_EXAMPLES)
+test_webhook_reservations_held_against_the_world = HeldReservationsMachine.TestCase

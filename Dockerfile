@@ -27,11 +27,14 @@ WORKDIR /src
 COPY requirements/build.txt requirements/build.txt
 RUN pip install --require-hashes --no-deps -r requirements/build.txt
 # The runtime dependencies, hash-checked, into a venv without pip or setuptools of its own
-# (scripts/lock regenerates requirements/image.txt from pyproject.toml).
+# (scripts/lock regenerates requirements/image.txt from pyproject.toml). The kubernetes
+# client's asyncio twin (68 MB of the venv's 184) is removed: gitscale uses the blocking
+# client only (tests/ship/test_image_venv.py runs the controller from a venv pruned alike).
 COPY requirements/image.txt requirements/image.txt
 RUN python -m venv --without-pip /opt/gitscale \
     && pip --python /opt/gitscale/bin/python install --require-hashes --no-deps \
-        -r requirements/image.txt
+        -r requirements/image.txt \
+    && rm -rf /opt/gitscale/lib/python3.11/site-packages/kubernetes/aio
 # The checkout (.dockerignore keeps the tests, docs and local state out) → a wheel → the venv.
 COPY . .
 # Given --build-arg VERSION (release.yml: the tag), the wheel must say the same.

@@ -274,6 +274,9 @@ def history(**kw: Any) -> int:
 @click.option("--resync", default="5m", show_default=True,
               help="With --serve: serve's --resync (GitHub's list of jobs corrects the "
                    "reservations); 0 turns it off.")
+@click.option("--hold", default="5m", show_default=True,
+              help="With --serve: serve's --hold (how long a change to the reservations alone "
+                   "waits for a scaling commit); 0 commits every window with an event.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="A table per strategy, or JSON (format_version 1) for scripts.")
 @click.option("--chart", callback=a_path,

@@ -50,7 +50,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
                  baselines: bool,
                  output: str, chart: str | None, repo_given: bool,
                  report_from: str | None = None, serve: bool = False, window: str = "10s",
-                 reservation: str = "10m", resync: str = "5m") -> int:
+                 reservation: str = "10m", resync: str = "5m", hold: str = "5m") -> int:
     if sum((trace is not None, synthetic is not None, from_history)) != 1:
         raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
                          "--from-history")
@@ -64,6 +64,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         reservation=_seconds("--reservation", reservation, minimum=MIN_RESERVATION),
         resync=0.0 if resync.strip() == "0" or _seconds("--resync", resync) == 0
         else _seconds("--resync", resync, minimum=MIN_RESYNC),
+        hold=0.0 if hold.strip() == "0" else _seconds("--hold", hold),
     )
     root = Path(opts.repo).expanduser()
     with ExitStack() as stack:

@@ -82,7 +82,8 @@ def as_text(rows: Sequence[Metrics], trace: Trace, settings: Settings) -> str:
                if settings.report_from else []),
              f"decisions every {settings.interval:g}s, {sync}, pod start "
              f"{settings.pod_start:g}s"
-             + (f"; serve: window {settings.window:g}s, reservation {settings.reservation:g}s"
+             + (f"; serve: window {settings.window:g}s, reservation {settings.reservation:g}s, "
+                f"hold {settings.hold:g}s"
                 if any(r.name == "gitscale serve" for r in rows) else ""), ""]
     header = ("strategy", "wait p50", "p95", "max", "runner-min", "×oracle", "idle-min",
               "pods", "commits", "/hour", "patch-only")

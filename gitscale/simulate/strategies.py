@@ -51,6 +51,7 @@ class Settings:
     window: float = 10.0  # `serve --window`: its events land as one commit per window
     reservation: float = 600.0  # `serve --reservation`: a queued job's reservation lasts
     resync: float = 300.0  # `serve --resync`: the reservations corrected from GitHub (0: off)
+    hold: float = 300.0  # `serve --hold`: a change to the reservations alone waits this long
     report_from: float = 0.0  # seconds into the trace from which outcomes are counted
 
 
@@ -237,7 +238,9 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
     without events) a batch applies the window's events to each set's reservations
     (``gitscale.core.reservations.apply``, the rules `serve` runs, max from the policy's
     bounds), decides from their demand as a pass does, and lands as one commit when a
-    RunnerSet or the reservations changed; applied after the sync, as `run`'s commits are.
+    RunnerSet changed, or when the reservations changed and the first such batch since the
+    last commit is ``hold`` old (``gitscale.webhooks.hold``); applied after the sync, as
+    `run`'s commits are.
     Every ``resync`` (from the start) GitHub's list of queued and running jobs corrects the
     reservations (``gitscale.core.reservations.resync``, with serve's grace).
     ``batched`` is told each set's reservations and decision at each batch (seconds in)."""
@@ -251,6 +254,7 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
     duration = timedelta(seconds=settings.reservation)
     counts = {"commits": 0, "patch_only": 0}
     last = [-math.inf]  # when the last batch ran
+    held: list[float | None] = [None]  # when the first held batch ran (serve --hold)
     listed = [-math.inf]  # when the last resync listed the jobs
 
     def changed(pool: Pool) -> None:
@@ -297,9 +301,13 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
                 wrote = True
                 patch_only = patch_only and was.replicas == decision.replicas
                 writer.commit(name, decision, now)
-            if (wrote or booked) and clock.now >= settings.report_from:
-                counts["commits"] += 1  # the reservations file changes: a commit too
-                counts["patch_only"] += wrote and patch_only
+            if booked and not wrote and held[0] is None:
+                held[0] = clock.now  # the reservations alone changed: held
+            if wrote or (held[0] is not None and clock.now - held[0] >= settings.hold):
+                held[0] = None  # what is held lands with this commit
+                if clock.now >= settings.report_from:
+                    counts["commits"] += 1
+                    counts["patch_only"] += wrote and patch_only
         clock.at(clock.now + settings.window, batch)
 
     return _committing("gitscale serve", label, clock, pools, trace, settings, changed, batch,

@@ -115,6 +115,7 @@ class Batch:
             self.batcher.last_error = None
             self.batcher.last_batch = format_time(now)
             self.batcher.commits += 1 if landed.commit else 0
+            self.batcher.held_since = format_time(hold.held.since) if hold.held else None
         for name, correction in corrected.items():
             log(f"resync {name}: {correction.describe()}")
         if listing is not None and not corrected:

@@ -25,6 +25,7 @@ class Batcher:
     failures: int = 0
     commits: int = 0
     dropped: int = 0  # events landed batches dropped: jobs no served set takes
+    held_since: str | None = None  # the first batch whose reservations serve holds (--hold)
     # batches begun and ended: /healthz fails once one has run past every bound a batch has
     watch: PassWatch = field(default_factory=lambda: PassWatch(stall_limit()))
 
@@ -52,7 +53,8 @@ class Batcher:
             answer = {"status": "degraded" if self.failures else "ok",
                       "pending_events": len(self.pending) + self.writing,
                       "last_batch": self.last_batch, "last_error": self.last_error,
-                      "commits": self.commits, "dropped_events": self.dropped}
+                      "commits": self.commits, "dropped_events": self.dropped,
+                      "reservations_held_since": self.held_since}
         if code != 200:
             answer.update(status=watched["status"], error=watched["error"],
                           batch_running_seconds=watched["pass_running_seconds"])

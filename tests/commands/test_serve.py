@@ -545,6 +545,8 @@ def test_a_job_waiting_for_an_environment_approval_reserves_no_runner(repo: Path
                  id="reservation-30s"),
     pytest.param(["--resync", "1s"], "--resync: '1s' must be at least 10s", id="resync-1s"),
     pytest.param(["--window", "soon"], "--window: 'soon' is not a duration", id="not-a-duration"),
+    pytest.param(["--hold", "-5m"], "--hold: '-5m' is not a duration", id="hold-negative"),
+    pytest.param(["--hold", "a while"], "--hold: 'a while' is not a duration", id="hold-words"),
 ])
 def test_durations_below_their_minimum_are_refused(repo: Path, args: list[str],
                                                    said: str) -> None:

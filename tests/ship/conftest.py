@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.ship.shipfiles import ROOT, checkout_files, dockerignore, in_context
+from tests.ship.shipfiles import PRUNED, ROOT, checkout_files, dockerignore, in_context
 
 TIMINGS: dict[str, float] = {}  # fixture → seconds, printed at the end of the session
 
@@ -93,6 +93,11 @@ def image_venv() -> Iterator[ImageVenv]:
         target = [*pip, "--python", venv / "bin" / "python"]
         sh(*target, "install", "--require-hashes", "--no-deps", "-r",
            context / "requirements" / "image.txt", env=env)
+        site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+            "site-packages"
+        for part in PRUNED:  # as the Dockerfile removes them
+            assert (site / part).is_dir(), f"{part} is not in the venv: change PRUNED"
+            shutil.rmtree(site / part)
         sh(*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", root / "wheels",
            context, env=env)
         (wheel,) = (root / "wheels").glob("gitscale-*.whl")

@@ -15,6 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 IMAGE_LOCK = ROOT / "requirements" / "image.txt"
 BUILD_LOCK = ROOT / "requirements" / "build.txt"
+# What the Dockerfile removes from the image's venv, under site-packages: the kubernetes
+# client's asyncio API, which gitscale never imports
+PRUNED = ("kubernetes/aio",)
 
 
 @dataclass(frozen=True)

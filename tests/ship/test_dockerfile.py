@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.helpers import run
-from tests.ship.shipfiles import (BUILD_LOCK, DOCKERFILE, IMAGE_LOCK, ROOT, Stage, env,
+from tests.ship.shipfiles import (BUILD_LOCK, DOCKERFILE, IMAGE_LOCK, PRUNED, ROOT, Stage, env,
                                   exec_form, stages)
 
 CONTROLLER = ROOT / "deploy" / "controller" / "deployment.yaml"
@@ -116,6 +116,17 @@ def test_dependencies_come_from_the_hash_pinned_locks(parsed: list[Stage]) -> No
     assert not any("pip" in r for r in runs(final(parsed)))
     copies = [i.args for i in final(parsed).body if i.keyword == "COPY"]
     assert any(c.startswith("--from=build") for c in copies)
+
+
+def test_the_venv_is_pruned_as_the_replayed_build_stage_prunes_it(parsed: list[Stage]) -> None:
+    """What the build stage removes from the venv is PRUNED, which conftest.image_venv removes
+    before test_image_venv.py runs gitscale from it: a path removed here and not there (or
+    there and not here) would go untested."""
+    removed = [m.group(1) for c in runs(parsed[0])
+               for m in re.finditer(r"rm -rf /opt/gitscale/lib/python3\.11/site-packages/(\S+)",
+                                    c)]
+    assert sorted(removed) == sorted(PRUNED)
+    assert "rm -rf /opt/gitscale/" not in " ".join(runs(final(parsed)))
 
 
 def test_labels_say_source_and_version_from_build_args(parsed: list[Stage]) -> None:

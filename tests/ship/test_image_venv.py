@@ -15,6 +15,7 @@ import pytest
 
 from gitscale import __version__
 from tests.ship.conftest import Dist, ImageVenv, sh
+from tests.ship.shipfiles import PRUNED
 
 UID = 65532  # the Dockerfile's USER (test_dockerfile.py holds them equal)
 
@@ -26,6 +27,25 @@ def test_version_and_help_work_from_the_venv(image_venv: ImageVenv) -> None:
     for command in ("controller", "run", "serve", "reconcile"):  # what the image runs
         assert command in usage
         assert "Usage: gitscale " + command in sh(gitscale, command, "--help")
+
+
+def test_every_module_imports_from_the_pruned_venv(image_venv: ImageVenv) -> None:
+    """Every gitscale module imports in the venv the Dockerfile prunes (PRUNED gone), and none
+    of them imports what was pruned."""
+    script = ("import importlib, pkgutil, sys, gitscale\n"
+              "names = [m.name for m in pkgutil.walk_packages(gitscale.__path__, 'gitscale.')\n"
+              "         if not m.name.endswith('.__main__')  # (it runs the CLI)\n"
+              "         and m.name not in ('gitscale.charts.axis', 'gitscale.charts.render')]\n"
+              "for name in names:\n"
+              "    importlib.import_module(name)\n"
+              "pruned = sorted(m for m in sys.modules if m.startswith(%r))\n"
+              "print(len(names), pruned)\n" % tuple(p.replace("/", ".") for p in PRUNED))
+    # (from the venv's folder: not from the checkout, as the current directory would be; the
+    # charts' matplotlib modules need the `charts` extra, which the image has not)
+    count, pruned = sh(image_venv.bin("python"), "-c", script, cwd=image_venv.root).split(" ", 1)
+    assert int(count) > 150 and pruned.strip() == "[]"
+    site = next((image_venv.venv / "lib").glob("python3.*/site-packages"))
+    assert all(not (site / part).exists() for part in PRUNED)
 
 
 def test_the_controller_imports_the_kubernetes_client_from_the_lock(

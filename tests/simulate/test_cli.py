@@ -39,7 +39,7 @@ def test_json_output(capsys, tmp_path: Path, monkeypatch) -> None:  # type: igno
     assert doc["settings"] == {"interval": 15.0, "sync_delay": 5.0, "sync_poll": None,
                                "pod_start": 30.0, "sample_every": 30.0, "job_memory": True,
                                "report_from": 0.0, "window": 10.0, "reservation": 600.0,
-                               "resync": 300.0}
+                               "resync": 300.0, "hold": 300.0}
     results = doc["results"]
     assert [r["name"] for r in results] == STRATEGIES
     assert results[0]["policy"] == "preset default"

@@ -145,18 +145,33 @@ def test_expiry_check_is_serves() -> None:
     assert EXPIRY_CHECK == SERVE_EXPIRY_CHECK
 
 
-def test_serve_commits_every_window_with_events() -> None:
-    """A reservation change is a commit even when no RunnerSet changes (the reservations
-    file is in the config repo): job 0 queued (10), running (60: its runner was ready at 65,
-    so at 70), completed (130)."""
-    outcome = run_serve(trace_of((5, 60)), {"default": TARGET}, SETTINGS, "target")
+def test_serve_holds_a_change_to_the_reservations_alone() -> None:
+    """Job 0 queued (the batch at 10 scales 0→1), running (70), completed (130); the scale-down
+    (360, after the 5-minute delay), patch 0 (420); its tombstone forgotten a reservation after
+    its completion. ``hold=0``: each reservation change is a commit of its own (7 with the
+    first pass's patch 0). The default hold: the changes at 70 and 130 land with the scale-down
+    at 360, the tombstone's forgetting alone 5 minutes later (5). Polling: 4. Same waits."""
+    unheld = run_serve(trace_of((5, 60)), {"default": TARGET}, replace(SETTINGS, hold=0),
+                       "target")
     gitscale = run_all(trace_of((5, 60)), [("target", {"default": TARGET})], SETTINGS,
                        baselines=False, serve=True)
     assert [o.name for o in gitscale] == ["gitscale", "gitscale serve", "oracle"]
-    assert gitscale[1].waits == outcome.waits == [60.0]
-    assert outcome.commits is not None and outcome.patch_only_commits is not None
-    assert outcome.commits > gitscale[0].commits  # type: ignore[operator]
-    assert outcome.patch_only_commits <= outcome.commits
+    assert gitscale[1].waits == unheld.waits == [60.0]
+    assert (gitscale[0].commits, gitscale[1].commits, unheld.commits) == (4, 5, 7)
+    assert unheld.patch_only_commits == gitscale[1].patch_only_commits == 2
+
+
+def test_serve_under_saturation_commits_the_reservations_every_hold() -> None:
+    """Ten jobs of 20 minutes at a max of 2, one a minute: the backlog covers them, so serve's
+    batches change the reservations only (starts, completions, expiries pushed on); with the
+    hold they land every 5 minutes or with a write, not every window."""
+    trace = trace_of(*((60.0 * i, 1200) for i in range(10)))
+    policy = replace(TARGET, max_replicas=2)
+    unheld = run_serve(trace, {"default": policy}, replace(SETTINGS, hold=0), "target")
+    held = run_serve(trace, {"default": policy}, SETTINGS, "target")
+    assert held.waits == unheld.waits and held.runner_seconds == unheld.runner_seconds
+    assert held.commits is not None and unheld.commits is not None
+    assert held.commits * 2 < unheld.commits, (held.commits, unheld.commits)
 
 
 def test_cli_serve_rows_and_bad_window(capsys, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -181,8 +196,11 @@ def test_cli_serve_rows_and_bad_window(capsys, tmp_path, monkeypatch) -> None:  
     code, _, err = run(capsys, "simulate", "--synthetic", "burst", "--serve", "--resync", "5s")
     assert code == 1 and "--resync" in err
     code, out, _ = run(capsys, "simulate", "--synthetic", "steady", "--hours", "1", "--serve",
-                       "--resync", "0", "--no-baselines", "--output", "json")
+                       "--resync", "0", "--hold", "0", "--no-baselines", "--output", "json")
     assert code == 0 and json.loads(out)["settings"]["resync"] == 0
+    assert json.loads(out)["settings"]["hold"] == 0
+    code, _, err = run(capsys, "simulate", "--synthetic", "burst", "--serve", "--hold", "soon")
+    assert code == 1 and "--hold" in err and "Traceback" not in err
 
 
 def test_no_serve_rows_without_the_flag(capsys, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -94,7 +94,9 @@ def test_a_started_job_is_held_and_committed_at_the_stop(
         # by the first held batch's time and --hold (5m): the line is a moment later
         assert timedelta(minutes=4, seconds=30) <= parse_time(by) - parse_time(said) \
             <= timedelta(minutes=5), (said, by)
-        assert server.health()["pending_events"] == 0
+        health = server.health()
+        assert health["pending_events"] == 0
+        assert parse_time(health["reservations_held_since"]) <= parse_time(said), health
         assert commits(repo) == scaled and running(repo) == {1: False}, "held, not pushed"
     finally:
         server.close()
@@ -140,6 +142,7 @@ def test_what_is_held_lands_once_its_limit_passes(
             <= timedelta(seconds=2), (said, by)
         until(lambda: commits(repo) > scaled, "what is held never landed", timeout=15)
         assert not server.stop.is_set()
+        until(lambda: server.health()["reservations_held_since"] is None, "still held")
         assert commits(repo) == scaled + 1 and running(repo) == {1: True}
         assert "Gitscale-Events: in_progress=1\n" in message(repo)
         # (the last such line: the first is the start's batch)

@@ -185,8 +185,9 @@ def run_command(**kw: Any) -> int:
                    "there is none to run.")
 @click.option("--hold", default="5m", show_default=True,
               help="How long a change to the reservations alone (no RunnerSet changed: a job "
-                   "started, or queued or completed at the max) may wait to land with the next "
-                   "scaling commit; 0 commits every window with an event.")
+                   "started, a completion the scale-down delay holds, jobs queued or completed "
+                   "at the max, expiries, a resync's correction) may wait to land with the next "
+                   "scaling commit; 0 commits each such change at once.")
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics instead of at "
                    "/metrics on --listen's port.")
@@ -276,7 +277,7 @@ def history(**kw: Any) -> int:
                    "reservations); 0 turns it off.")
 @click.option("--hold", default="5m", show_default=True,
               help="With --serve: serve's --hold (how long a change to the reservations alone "
-                   "waits for a scaling commit); 0 commits every window with an event.")
+                   "waits for a scaling commit); 0 commits each such change at once.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="A table per strategy, or JSON (format_version 1) for scripts.")
 @click.option("--chart", callback=a_path,

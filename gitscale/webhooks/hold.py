@@ -8,9 +8,11 @@ default preset), where polling lands 15. Such a batch is held instead: serve kee
 new text (and the events and notes it would have committed), and the next batch starts from
 it. What is held lands with the next commit that changes a RunnerSet or the served sets, once
 the first held batch is ``--hold`` old (default 5m; ``0`` commits every batch), and at a
-stop. A batch runs at least every minute, so the file in the repo is never more than
-``--hold`` and a minute behind serve. What serve dies with unstopped (a kill, a lost node), the
-resync at the next start rebuilds from GitHub's list of queued and running jobs.
+stop. A batch runs at least every minute (or every ``--window`` when longer), so the file in
+the repo is never more than ``--hold`` and that behind serve while batches land. What serve dies
+with unstopped (a kill, a lost node), the resync at the next start rebuilds from GitHub's list
+of queued and running jobs (with ``--resync 0`` nothing does: a lost ``completed`` of a running
+job leaves its reservation for good).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ scaleDownDelay 0s), served as a bare remote by file:// URL (git's transport, as 
              size, reflog lines and .git/shallow lines; seconds per pass over the last sample.
   quiet      the same loop with a demand that never changes, its clock advancing 30 s a pass
              (time.monotonic patched in that process): log lines per hour of a quiet day.
-  serve      `gitscale serve --repo URL --window 1s --resync 0 --reservation 1m` (the
+  serve      `gitscale serve --repo URL --window 1s --resync 0 --hold 5m --reservation 1m` (the
              tombstones of completed jobs stay that long) as its own process, sent
              --deliveries signed workflow_job deliveries (queued then completed, a new job id
              each, 25 a second on one connection each); every 250: its RSS, threads, open files
@@ -317,7 +317,7 @@ def serve_mode(work: Path, deliveries: int, reservation: str) -> dict[str, Any]:
     log = (work / "serve.log").open("w")
     proc = subprocess.Popen([*gitscale_argv(), "serve", "--repo", remote.as_uri(), "--listen",
                              f"127.0.0.1:{port}", "--window", "1s", "--resync", "0",
-                             "--reservation", reservation],
+                             "--hold", "5m", "--reservation", reservation],
                             env=env, stdout=subprocess.DEVNULL, stderr=log)
     samples: list[dict[str, Any]] = []
     try:

@@ -183,7 +183,7 @@ def run_command(**kw: Any) -> int:
               help="How often to correct the served sets' reservations from GitHub's API "
                    "(lost webhooks); 0 turns it off. With no served set that takes webhooks "
                    "there is none to run.")
-@click.option("--hold", default="5m", show_default=True,
+@click.option("--hold", default=None, show_default="5m; 0 with --resync 0",
               help="How long a change to the reservations alone (no RunnerSet changed: a job "
                    "started, a completion the scale-down delay holds, jobs queued or completed "
                    "at the max, expiries, a resync's correction) may wait to land with the next "
@@ -275,7 +275,7 @@ def history(**kw: Any) -> int:
 @click.option("--resync", default="5m", show_default=True,
               help="With --serve: serve's --resync (GitHub's list of jobs corrects the "
                    "reservations); 0 turns it off.")
-@click.option("--hold", default="5m", show_default=True,
+@click.option("--hold", default=None, show_default="5m; 0 with --resync 0",
               help="With --serve: serve's --hold (how long a change to the reservations alone "
                    "waits for a scaling commit); 0 commits each such change at once.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -37,7 +37,7 @@ from gitscale.webhooks.delivery import MAX_BODY, Deliveries, RejectionLog
 from gitscale.webhooks.endpoints import log_refused, make_handler
 from gitscale.webhooks.reservations_file import check_path
 from gitscale.webhooks.resyncer import Resyncer
-from gitscale.webhooks.hold import Hold
+from gitscale.webhooks.hold import Hold, default_hold
 from gitscale.webhooks.secret import WebhookSecret
 from gitscale.webhooks.served import Serving, check, check_claims, pick
 
@@ -105,13 +105,15 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
               secret_env: str, secret_file: str | None, state_file: str, resync: str = "5m",
               metrics_listen: str | None = None, stop: threading.Event | None = None,
               ready: Callable[[int], None] | None = None, sets: tuple[str, ...] = (),
-              secret_env_given: bool = False, hold: str = "5m") -> int:
+              secret_env_given: bool = False, hold: str | None = None) -> int:
     """``sets``: ``--set`` (none: every set whose source takes webhooks). ``ready`` is told the
     webhook port once deliveries are taken (tests pass port 0). ``secret_env_given``:
-    ``--secret-env`` was on the command line (not its default)."""
+    ``--secret-env`` was on the command line (not its default). ``hold``: ``--hold``, None
+    when not given (``default_hold``)."""
     window_s, duration, resync_s = _durations(window, reservation, resync)
-    held = timedelta(0) if hold.strip() == "0" else _duration(
-        "--hold", hold, "0s", "0 commits every window with an event")
+    hold_given = hold is not None
+    hold = hold if hold is not None else default_hold(bool(resync_s))
+    held = timedelta(0) if hold.strip() == "0" else _duration("--hold", hold, "0s", "")
     _check_hook_path(path)
     _check_secret_env(secret_env)
     if secret_file is not None and secret_env_given:  # which is meant cannot be guessed
@@ -155,7 +157,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             server.start()
             log(f"listening on {host}:{server.port}{path}; one commit per {window} "
                 f"window; " + _resync_said(resync, resync_s, webhook_sets) + "; "
-                + _held_said(hold, held))
+                + _held_said(hold, held, bool(resync_s), hold_given))
             if metrics_listen:
                 metrics_server = start_listener(metrics_listen, metrics.registry)
                 log(f"metrics at {url_of(metrics_server)}")
@@ -194,11 +196,16 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     return EXIT_OK
 
 
-def _held_said(hold: str, held: timedelta) -> str:
+def _held_said(hold: str, held: timedelta, resync_on: bool, given: bool) -> str:
     if not held:
-        return "a change to the reservations alone lands at once (--hold 0)"
-    return f"a change to the reservations alone is held up to {hold} for a scaling commit " \
+        return ("a change to the reservations alone lands at once (--hold 0"
+                + ("" if given or resync_on else ", as there is no resync") + ")")
+    said = f"a change to the reservations alone is held up to {hold} for a scaling commit " \
         "(--hold)"
+    if not resync_on:
+        said += (" — with no resync, what serve holds when it is killed is lost, and a running "
+                 "job's reservation may stay until the file is edited: --hold 0 commits at once")
+    return said
 
 
 def _resync_said(resync: str, resync_s: float, webhook_sets: int | None) -> str:

@@ -28,6 +28,7 @@ from gitscale.simulate.strategies import BASELINES, Outcome, Settings, run_all
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.config.schemas import check_schema
 from gitscale.yamlio.read import load_single
+from gitscale.webhooks.hold import default_hold
 
 DEFAULT_SET = "default"
 # seconds: the least `serve` takes (its MIN_WINDOW, MIN_RESERVATION, MIN_RESYNC)
@@ -50,10 +51,13 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
                  baselines: bool,
                  output: str, chart: str | None, repo_given: bool,
                  report_from: str | None = None, serve: bool = False, window: str = "10s",
-                 reservation: str = "10m", resync: str = "5m", hold: str = "5m") -> int:
+                 reservation: str = "10m", resync: str = "5m", hold: str | None = None) -> int:
     if sum((trace is not None, synthetic is not None, from_history)) != 1:
         raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
                          "--from-history")
+    resync_s = 0.0 if resync.strip() == "0" or _seconds("--resync", resync) == 0 \
+        else _seconds("--resync", resync, minimum=MIN_RESYNC)
+    hold = hold if hold is not None else default_hold(bool(resync_s))  # serve's default
     settings = Settings(
         interval=_seconds("--interval", interval, minimum=1),
         sync_delay=_seconds("--sync-delay", sync_delay),
@@ -62,8 +66,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         job_memory=not cold_cache,
         window=_seconds("--window", window, minimum=MIN_WINDOW),
         reservation=_seconds("--reservation", reservation, minimum=MIN_RESERVATION),
-        resync=0.0 if resync.strip() == "0" or _seconds("--resync", resync) == 0
-        else _seconds("--resync", resync, minimum=MIN_RESYNC),
+        resync=resync_s,
         hold=0.0 if hold.strip() == "0" else _seconds("--hold", hold),
     )
     root = Path(opts.repo).expanduser()

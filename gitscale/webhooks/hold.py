@@ -85,3 +85,10 @@ class Hold:
     def landed(self) -> None:
         """The batch landed: what it held (or nothing, when it committed) is held now."""
         self.held, self.final = self.next, False
+
+
+def default_hold(resync_on: bool) -> str:
+    """``--hold`` when not given: 5m, or 0 without a resync — what serve holds is lost if it
+    is killed, and only the resync at its next start rebuilds it (a running job's lost
+    ``completed`` would keep its reservation, and a runner, until the file is edited)."""
+    return "5m" if resync_on else "0"

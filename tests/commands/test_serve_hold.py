@@ -87,7 +87,7 @@ def queued_then_started(server: Server, repo: Path, log: Log) -> int:
 def test_a_started_job_is_held_and_committed_at_the_stop(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = Log(capsys)
-    server = Server(repo, window="1s")
+    server = Server(repo, window="1s", hold="5m")
     try:
         scaled = queued_then_started(server, repo, log)
         said, by = log.held_by()
@@ -126,6 +126,41 @@ def test_hold_0_commits_a_started_job_at_once(
     assert commits(repo) == scaled + 1, "nothing left for the stop"
     text = log()
     assert "(--hold 0)" in text and "reservations held" not in text, text
+
+
+@pytest.mark.parametrize(("resync", "hold", "said", "held"), [
+    pytest.param("0", None, "lands at once (--hold 0, as there is no resync)", False,
+                 id="no-resync-no-hold"),
+    pytest.param("0", "5m", "is held up to 5m for a scaling commit (--hold) — with no resync, "
+                 "what serve holds when it is killed is lost", True, id="no-resync-but-held"),
+    pytest.param("5m", None, "is held up to 5m for a scaling commit (--hold)\n", True,
+                 id="resync-default"),
+])
+def test_the_default_hold_follows_the_resync(
+        repo: Path, capsys: pytest.CaptureFixture[str], resync: str, hold: str | None,
+        said: str, held: bool) -> None:
+    """Without a resync nothing rebuilds what a killed serve held (a running job's lost
+    `completed` would keep its runner until the file is edited): --hold is 0 unless given,
+    and when given the start line says what it risks."""
+    log = Log(capsys)
+    extra = {"hold": hold} if hold is not None else {}
+    server = Server(repo, window="1s", resync=resync, **extra)
+    try:
+        until(lambda: "listening on " in log(), "serve did not start")
+        assert said in log(), log.text
+        scaled = queued_then_started(server, repo, log) if held else None
+        if not held:
+            before = commits(repo)
+            assert server.post(job(1, "queued", LINUX))[0] == 202
+            wait_for_commit(server, repo, before)
+            started = commits(repo)
+            assert server.post(job(1, "in_progress", LINUX))[0] == 202
+            wait_for_commit(server, repo, started)
+            assert running(repo) == {1: True}, "committed at once"
+        else:
+            assert commits(repo) == scaled and running(repo) == {1: False}, "held"
+    finally:
+        server.close()
 
 
 def test_what_is_held_lands_once_its_limit_passes(
@@ -176,7 +211,7 @@ def test_a_delivery_after_the_limit_lands_what_is_held(
 def test_what_is_held_lands_with_the_next_scaling_commit(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = Log(capsys)
-    server = Server(repo, window="1s")
+    server = Server(repo, window="1s", hold="5m")
     try:
         scaled = queued_then_started(server, repo, log)
         assert server.post(job(2, "queued", LINUX))[0] == 202
@@ -196,7 +231,7 @@ def test_what_is_held_is_dropped_when_the_file_changes_in_the_repo(
     """Someone deletes the reservations file while serve holds a change to it: serve goes on
     from the repo's (the next batch writes it anew) and says what it dropped."""
     log = Log(capsys)
-    server = Server(remote(repo), window="1s")  # a clone of the remote: the file is pushed
+    server = Server(remote(repo), window="1s", hold="5m")  # a clone: the file is pushed
     try:
         queued_then_started(server, repo, log)
         git(repo, "pull", "-q")
@@ -225,7 +260,7 @@ def test_a_started_job_that_lets_the_set_reset_its_patch_is_committed(
     monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
     repo = make(tmp_path, delay="0s")
     log = Log(capsys)
-    server = Server(repo, window="1s")
+    server = Server(repo, window="1s", hold="5m")
     try:
         before = commits(repo)
         assert server.post(job(1, "queued", LINUX))[0] == 202
@@ -246,7 +281,7 @@ def test_what_the_last_batch_cannot_commit_is_named(
     """A remote that refuses at the stop: the held reservations are named as lost, with what
     corrects them (here nothing: the test's --resync 0), as accepted events are."""
     log = Log(capsys)
-    server = Server(repo, window="1s")
+    server = Server(repo, window="1s", hold="5m")
     try:
         scaled = queued_then_started(server, repo, log)
         hook = remote(repo) / "hooks" / "pre-receive"

@@ -199,6 +199,12 @@ def test_cli_serve_rows_and_bad_window(capsys, tmp_path, monkeypatch) -> None:  
                        "--resync", "0", "--hold", "0", "--no-baselines", "--output", "json")
     assert code == 0 and json.loads(out)["settings"]["resync"] == 0
     assert json.loads(out)["settings"]["hold"] == 0
+    code, out, _ = run(capsys, "simulate", "--synthetic", "steady", "--hours", "1", "--serve",
+                       "--resync", "0", "--no-baselines", "--output", "json")
+    assert code == 0 and json.loads(out)["settings"]["hold"] == 0, "serve's default: no resync"
+    code, out, _ = run(capsys, "simulate", "--synthetic", "steady", "--hours", "1", "--serve",
+                       "--no-baselines", "--output", "json")
+    assert code == 0 and json.loads(out)["settings"]["hold"] == 300
     code, _, err = run(capsys, "simulate", "--synthetic", "burst", "--serve", "--hold", "soon")
     assert code == 1 and "--hold" in err and "Traceback" not in err
 

@@ -102,6 +102,7 @@ class Batch:
         if hold.dropped is not None:
             log(f"the reservations held since {format_time(hold.dropped.since)} are dropped: "
                 f"{self.state_file} changed in the repo meanwhile (serve went on from it)")
+        carried = hold.carried() if landed.commit else None  # what this commit landed too
         hold.landed()
         ended = self.streak.ended()
         if ended is not None:
@@ -120,11 +121,13 @@ class Batch:
             log(f"resync {name}: {correction.describe()}")
         if listing is not None and not corrected:
             log(f"resync: reservations match GitHub ({len(listing.jobs)} sets)")
-        if events or landed.commit:
+        if events or landed.commit:  # (a commit: of events, of what was held, of expiry)
             said = describe_landing(landed, ws)
             if landed.commit is None and hold.held is not None:
                 said = (f"reservations held (committed with the next scaling change, or by "
                         f"{format_time(hold.held.since + hold.limit)})")
+            elif carried is not None:
+                said += f" (with the reservations held since {format_time(carried.since)})"
             log(f"batch of {_events(len(events))}: {said}")
         return True
 

@@ -105,7 +105,9 @@ def test_a_started_job_is_held_and_committed_at_the_stop(
     text = message(repo)
     assert text.startswith("gitscale: record 1 workflow_job event\n"), text
     assert "Gitscale-Events: in_progress=1\n" in text, text
-    assert "batch of 0 events: committed " in log()
+    since = re.search(r"batch of 0 events: committed \S+ .*\(with the reservations held since "
+                      r"(\S+)\)$", log(), re.M)
+    assert since and parse_time(since.group(1)) <= parse_time(said), log.text
 
 
 def test_hold_0_commits_a_started_job_at_once(

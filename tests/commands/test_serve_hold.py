@@ -84,6 +84,18 @@ def queued_then_started(server: Server, repo: Path, log: Log) -> int:
     return scaled
 
 
+def started_at_once(server: Server, repo: Path) -> int:
+    """Job 1 queued (0→1, committed), then started, its start committed too (not held).
+    Returns the remote's commits after the first."""
+    before = commits(repo)
+    assert server.post(job(1, "queued", LINUX))[0] == 202
+    wait_for_commit(server, repo, before)
+    scaled = commits(repo)
+    assert server.post(job(1, "in_progress", LINUX))[0] == 202
+    wait_for_commit(server, repo, scaled)
+    return scaled
+
+
 def test_a_started_job_is_held_and_committed_at_the_stop(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = Log(capsys)
@@ -115,12 +127,7 @@ def test_hold_0_commits_a_started_job_at_once(
     log = Log(capsys)
     server = Server(repo, window="1s", hold="0")
     try:
-        before = commits(repo)
-        assert server.post(job(1, "queued", LINUX))[0] == 202
-        wait_for_commit(server, repo, before)
-        scaled = commits(repo)
-        assert server.post(job(1, "in_progress", LINUX))[0] == 202
-        wait_for_commit(server, repo, scaled)
+        scaled = started_at_once(server, repo)
         assert commits(repo) == scaled + 1 and running(repo) == {1: True}
         assert "Gitscale-Events: in_progress=1\n" in message(repo)
     finally:
@@ -152,12 +159,7 @@ def test_the_default_hold_follows_the_resync(
         assert said in log(), log.text
         scaled = queued_then_started(server, repo, log) if held else None
         if not held:
-            before = commits(repo)
-            assert server.post(job(1, "queued", LINUX))[0] == 202
-            wait_for_commit(server, repo, before)
-            started = commits(repo)
-            assert server.post(job(1, "in_progress", LINUX))[0] == 202
-            wait_for_commit(server, repo, started)
+            started_at_once(server, repo)
             assert running(repo) == {1: True}, "committed at once"
         else:
             assert commits(repo) == scaled and running(repo) == {1: False}, "held"
@@ -264,12 +266,7 @@ def test_a_started_job_that_lets_the_set_reset_its_patch_is_committed(
     log = Log(capsys)
     server = Server(repo, window="1s", hold="5m")
     try:
-        before = commits(repo)
-        assert server.post(job(1, "queued", LINUX))[0] == 202
-        wait_for_commit(server, repo, before)
-        scaled = commits(repo)
-        assert server.post(job(1, "in_progress", LINUX))[0] == 202
-        wait_for_commit(server, repo, scaled)
+        scaled = started_at_once(server, repo)
         assert running(repo) == {1: True}
         text = message(repo)
         assert "reason=quiet-reset" in text and "Gitscale-Events: in_progress=1\n" in text, text

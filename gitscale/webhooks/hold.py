@@ -7,8 +7,8 @@ with an event: 235.5 an hour under saturation (`simulate --serve`, the spiky tra
 default preset), where polling lands 15. Such a batch is held instead: serve keeps the file's
 new text (and the events and notes it would have committed), and the next batch starts from
 it. What is held lands with the next commit that changes a RunnerSet or the served sets, once
-the first held batch is ``--hold`` old (default 5m; ``0`` commits every batch), and at a
-stop. A batch runs at least every minute (or every ``--window`` when longer), so the file in
+the first held batch is ``--hold`` old (default 5m, 0 with ``--resync 0``; ``0``: nothing is
+held), and at a stop. A batch runs at least every minute (or every ``--window`` when longer), so the file in
 the repo is never more than ``--hold`` and that behind serve while batches land. What serve dies
 with unstopped (a kill, a lost node), the resync at the next start rebuilds from GitHub's list
 of queued and running jobs (with ``--resync 0`` nothing does: a lost ``completed`` of a running

@@ -121,7 +121,9 @@ class Batch:
             log(f"resync {name}: {correction.describe()}")
         if listing is not None and not corrected:
             log(f"resync: reservations match GitHub ({len(listing.jobs)} sets)")
-        if events or landed.commit:  # (a commit: of events, of what was held, of expiry)
+        # a commit (of events, of what was held, of expiry), events, or a resync's correction
+        # (held or committed: said either way)
+        if events or landed.commit or corrected:
             said = describe_landing(landed, ws)
             if landed.commit is None and hold.held is not None:
                 said = (f"reservations held (committed with the next scaling change, or by "

@@ -19,7 +19,7 @@ from gitscale.demand import DemandReading
 from gitscale.plan.engine import Plan, compute_plan
 from gitscale.webhooks.hold import Hold
 from gitscale.webhooks.reservations_file import (ReservationsError, State, parse_state,
-                                                 read_state, render)
+                                                 read_text, render)
 from gitscale.webhooks.resync import Listing
 from gitscale.webhooks.delivery import JobEvent, route, to_event
 from gitscale.webhooks.served import Picked, Serving, check_claims, pick
@@ -45,9 +45,11 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     alone is held rather than committed (``gitscale.webhooks.hold``)."""
     config: Config = load_config(root, config_path, cache.configs)
     hold = hold if hold is not None else Hold()
-    committed = read_state(root, state_path)
-    text = hold.start(committed.text)
-    state = committed if text == committed.text else parse_state(text, state_path)
+    committed = read_text(root, state_path)
+    text = hold.start(committed)
+    # what serve holds was written from the committed file with the same `served:` (a change
+    # to them is committed at once): only the books of the file in the repo may differ
+    state = parse_state(text, state_path)
     serving = serving if serving is not None else Serving()
     picked = pick(config, serving.names)
     _check_owner(state, state_path, serving, picked)
@@ -88,13 +90,13 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     recorded = hold.events(counts)
     notes = hold.notes([f"resync with GitHub, {name}: {correction.describe()}"
                         for name, correction in corrections.items()])
-    if new_text != committed.text and (committed.text or names):
-        scaling = bool(plan.changed_paths) or set(committed.served) != names
+    if new_text != committed and (committed or names):
+        scaling = bool(plan.changed_paths) or set(state.served) != names
         if hold.keeps(now, scaling):
-            hold.hold(committed.text, new_text, now, recorded, notes)
+            hold.hold(committed, new_text, now, recorded, notes)
             plan.events = dict(counts)
             return plan
-        plan.files[state_path] = (committed.text, new_text)
+        plan.files[state_path] = (committed, new_text)
     plan.events = recorded
     plan.notes = notes
     if set(state.served) != names:
@@ -104,7 +106,8 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
                           + (f"; no longer: {', '.join(dropped)}" if dropped else ""))
     if state_path in plan.files and not recorded and not plan.changes and not plan.notes:
         # no event, no scaling: the commit says what changed in the file (a bare `gitscale:`)
-        plan.notes.append(_book_changes(committed.books, books, state_path))
+        before = state if text == committed else parse_state(committed, state_path)
+        plan.notes.append(_book_changes(before.books, books, state_path))
     return plan
 
 

@@ -57,17 +57,22 @@ def check_path(rel: str) -> None:
 
 def read_state(root: Path, rel: str) -> State:
     """The file's text, books by set and served sets. A missing file is an empty state."""
+    return parse_state(read_text(root, rel), rel)
+
+
+def read_text(root: Path, rel: str) -> str:
+    """The file's text, "" when there is none."""
     # No symlink on the way: the file is written back, and must be the one that is committed.
     path = safe_repo_path(root, rel, "--state-file", ReservationsError)
-    if not path.exists():
-        return State("")
-    return parse_state(_read(path, rel), rel)
+    return _read(path, rel) if path.exists() else ""
 
 
 def parse_state(text: str, rel: str) -> State:
     """The state in ``text``, the file ``rel``'s (as read, or as serve holds it)."""
     from gitscale.core.reservations import Book, Reservation
 
+    if not text:
+        return State("")
     docs = [d for d in load_documents(text, rel, ReservationsError) if d.data is not None]
     if not docs:
         return State(text)

@@ -83,12 +83,13 @@ def _is_zero(text: str) -> bool:
         return False  # (said by the check that follows)
 
 
-def _duration(option: str, text: str, least: str, why: str) -> timedelta:
+def _duration(option: str, text: str, least: str | None = None, why: str = "") -> timedelta:
+    """``text`` as a duration, refused below ``least`` (none: any)."""
     try:
         value = parse_duration(text)
     except ValueError as exc:
         raise InputError(option, str(exc)) from None
-    if value < parse_duration(least):
+    if least is not None and value < parse_duration(least):
         raise InputError(option, f"{text!r} must be at least {least} ({why})")
     return value
 
@@ -113,7 +114,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     window_s, duration, resync_s = _durations(window, reservation, resync)
     hold_given = hold is not None
     hold = hold if hold is not None else default_hold(bool(resync_s))
-    held = timedelta(0) if hold.strip() == "0" else _duration("--hold", hold, "0s", "")
+    held = timedelta(0) if hold.strip() == "0" else _duration("--hold", hold)
     _check_hook_path(path)
     _check_secret_env(secret_env)
     if secret_file is not None and secret_env_given:  # which is meant cannot be guessed

@@ -110,6 +110,26 @@ def test_a_clone_of_an_empty_repo_not_pushed_yet_is_told_to_push(
     assert spec(remote)["replicas"] == 2
 
 
+def test_a_checkout_on_another_branch_works_on_it_without_branch(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """What --help says of --branch: in a checkout the default is the branch checked out (not
+    the remote's default one), and --branch may only repeat it."""
+    checkout, remote = setup(tmp_path)
+    main = git(remote, "rev-parse", "main")
+    git(checkout, "checkout", "-q", "-b", "staging")
+    git(checkout, "push", "--quiet", "-u", "origin", "staging")
+    demand = tmp_path / "d.yaml"
+    demand.write_text("linux: {queued: 2, running: 0}\n")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0 and "pushed to origin/staging" in out, out + err
+    assert git(remote, "rev-parse", "main") == main
+    assert "replicas: 3" in git(remote, "show", "staging:sets/linux.yaml")
+    code, _, err = run(capsys, "plan", "--repo", str(checkout), "--branch", "main")
+    assert code == 1
+    assert f"error: {checkout}: is on branch staging, not main; check out main or drop " \
+        "--branch" in err, err
+
+
 def test_dirty_checkout_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     checkout, _ = setup(tmp_path)
     (checkout / "gitscale.yaml").write_text((checkout / "gitscale.yaml").read_text() + "\n")

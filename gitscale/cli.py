@@ -18,12 +18,13 @@ from gitscale.errors import GitscaleError
 # (tests/test_cli_imports.py).
 
 # What --branch means to each command.
-BRANCH_READ = ("Branch to read (default: the remote's default branch; a checkout must be on "
-               "it).")
-BRANCH_WRITE = ("Branch to read and commit to (default: the remote's default branch; a "
-                "checkout must be on it).")
-BRANCH_HISTORY = ("Branch whose scaling commits to read (default: the remote's default "
-                  "branch; a checkout must be on it).")
+# In a checkout (--repo's default, .) the branch is the one checked out: --branch may only
+# repeat it. Only a URL or a bare repository is read at its default branch.
+_DEFAULT = ("(default: a URL's or bare repo's default branch; in a checkout, the one checked "
+            "out, which --branch may only repeat).")
+BRANCH_READ = f"Branch to read {_DEFAULT}"
+BRANCH_WRITE = f"Branch to read and commit to {_DEFAULT}"
+BRANCH_HISTORY = f"Branch whose scaling commits to read {_DEFAULT}"
 
 
 def a_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -192,6 +192,8 @@ SCHEDULE = ("runnerSets:\n  - name: linux\n    manifest: sets/linux.yaml\n"
 CONFIG_CASES += [
     pytest.param(SCHEDULE + "          timezone: Europe\n", "gitscale.yaml:11",
                  ["unknown timezone 'Europe'"], id="timezone-a-folder"),
+    pytest.param(SCHEDULE + "          timezone: localtime\n", "gitscale.yaml:11",
+                 ["timezone 'localtime' is this machine's zone"], id="timezone-localtime"),
     pytest.param(SCHEDULE + "          timezone: " + "A" * 5000 + "\n", "gitscale.yaml:11",
                  ["unknown timezone 'AAAA", "(5,000 characters)"], id="timezone-too-long"),
     pytest.param(_config_with(policy="p" * 300), "gitscale.yaml:5",

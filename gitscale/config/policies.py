@@ -83,9 +83,19 @@ def _forecast(raw: dict[str, Any], schedules: list[Schedule], fail: Any) -> Fore
                           wait=values.get("wait", default.wait), timezone=zone, days=days)
 
 
+# Names the zone database holds that are not zones: what they mean depends on the machine
+# (Debian's localtime is a link to /etc/localtime), so a plan on a laptop and a reconcile in
+# the cluster would read one schedule at two times.
+_MACHINE_ZONES = frozenset({"localtime", "posixrules"})
+
+
 def _check_zone(zone: str, fail: Any) -> None:
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+    if zone in _MACHINE_ZONES:
+        raise fail(f"timezone {zone!r} is this machine's zone, not a zone: the schedule would "
+                   "run at another time wherever gitscale runs elsewhere (use an IANA name "
+                   "such as Europe/Berlin)")
     try:
         ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder (Europe), a name

@@ -80,6 +80,8 @@ def test_the_zone_defaults_to_the_schedules(tmp_path: Path) -> None:
     pytest.param("{wait: 2h}", ["forecast wait '2h' is longer than 1h"], id="long-wait"),
     pytest.param("{wait: soon}", ["forecast.wait", "does not match"], id="bad-wait"),
     pytest.param("{timezone: Mars/Olympus}", ["unknown timezone 'Mars/Olympus'"], id="zone"),
+    pytest.param("{timezone: posixrules}", ["timezone 'posixrules' is this machine's zone"],
+                 id="zone-of-the-machine"),
     pytest.param("{lookbak: 14d}", ["unknown key 'lookbak'", "lookback, quantile"],
                  id="unknown-key"),
     pytest.param("14d", ["forecast", "object"], id="not-a-mapping"),

@@ -197,7 +197,8 @@ class Informer:
     API server whose lists answer while its watches fail (a 5xx, a 429 of API Priority and
     Fairness, a 410 at once because its watch cache lags) would otherwise have every runner
     pod listed again twice a second, for as long as it lasts (client-go's reflector backs off
-    alike). A 410 on a watch that moved is the usual expiry: listed again at once.
+    alike). A 410 on a watch that moved is the usual expiry: listed again at once (a 410 on
+    the list itself is a failure of the list).
 
     A streak of failures is logged once when it starts, at most once a ``SAY_EVERY`` seconds
     while it lasts, and once when it ends.
@@ -272,7 +273,13 @@ class Informer:
         self.failures, self._said_at = 0, None
 
     def _relist(self) -> str:
-        objects, version = self._list()
+        try:
+            objects, version = self._list()
+        except Gone as exc:
+            # The list itself refused 410 (its continue token expired while paging, time
+            # after time: ``kube.RELISTS``): a failure of the list, backed off as any other,
+            # not the usual expiry of a watch that served (listed again at once, for ever).
+            raise KubeError(str(exc), exc.status, exc.reason) from None
         changed = self.store.replace(objects, version, kept=True)
         self.synced.set()
         self.connected, self.error = True, None

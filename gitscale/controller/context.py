@@ -36,6 +36,8 @@ class Context:
     # Set while this replica does not hold the Lease (lost in the middle of a pass): the pass
     # writes no status, sweeps no leftover registration and adds or lifts no finalizer any
     # more, as it starts no creation or removal (``halt`` is set with it): the new leader does.
+    # Each term as leader gets new ones (``Controller._lead``), which a pass keeps from its
+    # start: one in flight when the Lease went stays stopped if the Lease comes back.
     deposed: threading.Event = field(default_factory=threading.Event)
     leftover_grace: timedelta = GRACE
 

@@ -222,8 +222,11 @@ class Controller:
         return report
 
     def _lead(self) -> None:
-        self.ctx.halt.clear()
-        self.ctx.deposed.clear()
+        # A term's own events, not the last one's cleared: a pass still in flight from the
+        # term that ended keeps those it started with (set: it creates, removes and writes no
+        # more — the replica that led meanwhile may have made the same runners), this term's
+        # passes get clear ones (``reconcile``).
+        self.ctx.halt, self.ctx.deposed = threading.Event(), threading.Event()
         self.ctx.memory.leading()  # (sweep what the last leader may have left)
         self.acting.set()
         self.metrics.leading(True)

@@ -86,14 +86,21 @@ def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -
     platform = spec.get("platform")
     kind = kind_of(platform)
     template = spec.get("template")
-    if not isinstance(template, dict):
+    deleting = bool(meta.get("deletionTimestamp"))
+    if deleting:
+        # A set being deleted creates no runner (``decide.effective``): its template is not
+        # checked, so that one made invalid before the deletion does not keep the set from
+        # being drained, its runners up and its finalizer held for ever.
+        template = template if isinstance(template, dict) else {}
+    elif not isinstance(template, dict):
         raise InvalidRunnerSet("spec.template is missing: a pod template for one runner")
-    containers = (template.get("spec") or {}).get("containers")
-    if not isinstance(containers, list) or not containers or not all(
-            isinstance(c, dict) and c.get("name") and c.get("image") for c in containers):
-        raise InvalidRunnerSet("spec.template.spec.containers needs at least one container "
-                               "with a name and an image")
-    kind.check_template(template)
+    else:
+        containers = (template.get("spec") or {}).get("containers")
+        if not isinstance(containers, list) or not containers or not all(
+                isinstance(c, dict) and c.get("name") and c.get("image") for c in containers):
+            raise InvalidRunnerSet("spec.template.spec.containers needs at least one "
+                                   "container with a name and an image")
+        kind.check_template(template)
     name = str(meta.get("name", ""))
     if len(name) > LABEL_VALUE_MAX:  # (its pods could be neither made nor found)
         raise InvalidRunnerSet(
@@ -103,7 +110,7 @@ def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -
     return RunnerSetView(str(meta.get("namespace", "")), name, str(meta.get("uid", "")),
                          Spec(replicas, patch_id, when, backlog), kind.name, kind,
                          kind.settings(spec.get(kind.name), name), template,
-                         deleting=bool(meta.get("deletionTimestamp")),
+                         deleting=deleting,
                          applied=applied_write(obj.get("status")),
                          refilled=refilled_of(obj.get("status")),
                          generation=_maybe_int(meta.get("generation")))

@@ -57,6 +57,10 @@ log = logging.getLogger("gitscale.controller")
 
 
 def reconcile(ctx: Context, key: str) -> Report:
+    # The pass keeps the events of the term it starts in (``Context.halt`` and ``deposed``; a
+    # new term gets new ones): lost while it runs, the Lease stays lost to it, even when this
+    # replica takes the Lease back before the pass ends.
+    ctx = replace(ctx)
     report = Report(key)
     obj = ctx.runnersets.get(key)
     if obj is None:  # gone: the finalizer saw its runners out first

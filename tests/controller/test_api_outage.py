@@ -136,6 +136,34 @@ def test_a_watch_that_expires_after_serving_lists_again_at_once(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
+def test_a_list_answered_410_after_a_watch_expired_backs_off(
+        api: KubeAPIServer, caplog: pytest.LogCaptureFixture) -> None:
+    """The watch served, then expired (410: listed again at once); the list that follows is
+    refused 410 too (its continue token expired while paging, every time: an API server too
+    slow to page through before etcd compacts). That is a failure of the list, backed off as
+    any other — not the watch's usual expiry, listed again at once for as long as it lasts."""
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    stop = Waits(api.clear_errors)
+    kube, informer = _pod_informer(api, stop)
+    informer.start()
+    try:
+        wait_for(lambda: informer.synced.is_set() and informer._moved, 5)
+        api.inject_error("list", "pods", code=410, reason="Expired",
+                         message="the continue token expired", times=10**6)
+        api.inject_error("watch", "pods", code=410, reason="Expired",
+                         message="too old resource version")
+        api.drop_watches()  # resumed past the API server's history: 410, listed again
+        wait_for(lambda: len(stop.waits) >= TROUBLE and informer.failures == 0, 10)
+    finally:
+        stop.set()
+        kube.stop_watches()
+        informer.thread.join(5)
+        kube.close()
+    assert stop.waits == [0.5, 1, 2, 4, 8, 16, BACKOFF_MAX, BACKOFF_MAX]
+    assert api.call_count("list", "pods") == 1 + TROUBLE + 1  # the first, refused, answered
+    assert caplog.text.count("watch expired, listing again") == 1
+
+
 @pytest.fixture
 def running() -> Iterator[Harness]:
     yield from start(workers=True, resync=0.5, relist_backoff=0.05)

@@ -19,7 +19,7 @@ from gitscale.commands.init_choices import choose
 from gitscale.controller.observe import FINALIZER
 from gitscale.controller.platforms import Platforms
 from gitscale.timeutil import format_time
-from tests.controller.harness import NS, TOKEN, Harness
+from tests.controller.harness import NS, TOKEN, Harness, buildkite_spec
 
 
 def test_from_nothing_5_0_creates_5_in_one_pass(harness: Harness) -> None:
@@ -539,6 +539,31 @@ def _busy_and_idle(harness: Harness) -> tuple[str, str]:
     harness.running(idle)
     harness.sync("rs")
     return busy, idle
+
+
+def test_a_set_whose_template_turned_invalid_is_still_seen_out_when_deleted(
+        harness: Harness) -> None:
+    """A template edit the controller refuses (InvalidSpec: BUILDKITE_AGENT_QUEUE in the
+    agent's env, which the CRD lets through), then the set deleted: its runners are drained
+    all the same — a set being deleted creates none, so its template does not matter — and
+    the finalizer goes once none is left. It held the set Terminating, its runners up, for
+    ever."""
+    harness.write("bk", 2, 0, spec=buildkite_spec())
+    harness.sync("bk")
+    idle, done = harness.names("bk")
+    harness.api.set_pod_phase(NS, idle, "Running")
+    harness.sync("bk")
+    harness.api.mutate_object("runnersets", "bk", lambda o: o["spec"]["template"]["spec"][
+        "containers"][0].update(env=[{"name": "BUILDKITE_AGENT_QUEUE", "value": "linux"}]), NS)
+    harness.sync("bk")
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec"
+    harness.stop(done)
+    _delete_set(harness, "bk")
+    report = harness.sync("bk")
+    assert sorted(report.deleted) == sorted([idle, done]) and report.created == []
+    assert harness.names("bk") == []
+    assert harness.api.get_object("runnersets", "bk", NS) is None
 
 
 def test_a_set_deleted_with_its_secret_is_let_go(

@@ -10,7 +10,8 @@ lookback, a bin and a week more, for the level that held when the window opens).
 A clone of a URL has one commit (a pass needs no more); the reader deepens it to the time it
 needs (``git fetch --shallow-since``), the commits and their trees only as the clone already
 fetches them. A history rewritten under the reader (a force push: the last commit read is no
-longer an ancestor of HEAD) is read again whole.
+longer an ancestor of HEAD) is read again whole, and so is a shallow checkout's once more of
+its history is fetched (its first read stopped at the cut: ``since`` says so).
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class DemandSeries:
 
     head: str | None = None  # the newest commit read
     head_time: float = 0.0  # its committer time (POSIX seconds)
-    since: float = float("inf")  # commits from this time on have been read
+    # commits from this time on have been read: the time needed, or a shallow repo's cut
+    since: float = float("inf")
     sets: dict[str, tuple[list[float], list[int]]] = field(default_factory=dict)
     logs: int = 0  # `git log` runs so far (the tests count them)
 
@@ -49,19 +51,29 @@ class DemandSeries:
         (a shallow clone) fetches the commits from a time on. True when git was asked."""
         head, _, seconds = git.out("show", "-s", "--format=%H %ct", "HEAD").partition(" ")
         want = needed.timestamp() - MARGIN.total_seconds()
-        if head == self.head and self.since <= want:
+        held = self.since <= want or (self.head is not None and self._still_cut(git))
+        if head == self.head and held:
             return False
-        if self.head is not None and self.since <= want and self._reaches(git, head, deepen):
+        if self.head is not None and held and self._reaches(git, head, deepen):
             self._read(git, f"{self.head}..{head}", None)
         else:
             self.sets = {}
             if deepen is not None:
                 deepen(datetime.fromtimestamp(want, timezone.utc))
             self._read(git, head, want)
-            self.since = want
+            # a shallow repo's history stops at its cut: what is before it was not read
+            cut = git.shallow_cut()
+            self.since = want if cut is None else max(want, cut)
         self.head, self.head_time = head, float(seconds or 0)
         self.trim(want)
         return True
+
+    def _still_cut(self, git: Git) -> bool:
+        """The last whole read stopped at a shallow repo's cut after the time it needed: is
+        the history still cut there? Once the rest is fetched (``git fetch --unshallow``),
+        it is read again whole, not only the commits after the last one read."""
+        cut = git.shallow_cut()
+        return cut is not None and cut >= self.since
 
     def _reaches(self, git: Git, head: str, deepen: Callable[[datetime], None] | None) -> bool:
         """Is the last commit read an ancestor of ``head`` in this clone (after deepening a

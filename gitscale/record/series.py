@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from gitscale.repo.git import Git
+from gitscale.repo.git import Git, filters_by_date
 from gitscale.timeutil import format_time
 
 MARGIN = timedelta(days=7)  # read this far before the window: the level that held as it opened
@@ -92,13 +92,18 @@ class DemandSeries:
         from gitscale.record.history import LOG_ARGS, parse_record
 
         args = [*LOG_ARGS, revisions]
-        if since is not None:
-            args.insert(1, f"--since={format_time(datetime.fromtimestamp(since, timezone.utc))}")
+        # Not --since: it stops the walk at the first commit older than the date, so one
+        # commit made with a clock in the past hid the whole history behind it. git's filter
+        # (2.38+) looks at every commit; an older git gives them all, filtered here.
+        if since is not None and filters_by_date():
+            date = format_time(datetime.fromtimestamp(since, timezone.utc))
+            args.insert(1, f"--since-as-filter={date}")
+        oldest = float("-inf") if since is None else since
         self.logs += 1
         found: dict[str, list[tuple[float, int]]] = {}
         for record in git.records(*args, separator="\x1e"):
             fields = record.strip("\n").split("\x1f", 2)
-            if len(fields) != 3:
+            if len(fields) != 3 or float(fields[1]) < oldest:
                 continue
             when = float(fields[1])
             for entry in parse_record(record, details=False):

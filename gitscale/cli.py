@@ -18,12 +18,13 @@ from gitscale.errors import GitscaleError
 # (tests/test_cli_imports.py).
 
 # What --branch means to each command.
-BRANCH_READ = ("Branch to read (default: the remote's default branch; a checkout must be on "
-               "it).")
-BRANCH_WRITE = ("Branch to read and commit to (default: the remote's default branch; a "
-                "checkout must be on it).")
-BRANCH_HISTORY = ("Branch whose scaling commits to read (default: the remote's default "
-                  "branch; a checkout must be on it).")
+# In a checkout (--repo's default, .) the branch is the one checked out: --branch may only
+# repeat it. Only a URL or a bare repository is read at its default branch.
+_DEFAULT = ("(default: a URL's or bare repo's default branch; in a checkout, the one checked "
+            "out, which --branch may only repeat).")
+BRANCH_READ = f"Branch to read {_DEFAULT}"
+BRANCH_WRITE = f"Branch to read and commit to {_DEFAULT}"
+BRANCH_HISTORY = f"Branch whose scaling commits to read {_DEFAULT}"
 
 
 def a_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -34,6 +35,23 @@ def a_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str
 
         raise InputError(f"--{param.name}", "is empty: give a file's path, or leave the "
                          "option out")
+    return value
+
+
+# What an option given as "" should have been, by the option's name.
+_GIVEN = {"repo": "give the config repo (a checkout, a bare repo or a URL)",
+          "branch": "give a branch's name"}
+
+
+def given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--repo`` and ``--branch`` given as "" (``--branch "$BRANCH"`` with the variable
+    unset): an error, as for a file option (``a_path``), not the option left out — which
+    committed to the remote's default branch, or worked on the current directory."""
+    if value == "":
+        from gitscale.errors import InputError
+
+        raise InputError(f"--{param.name}", f"is empty: {_GIVEN[str(param.name)]}, or leave "
+                         "the option out")
     return value
 
 
@@ -52,9 +70,10 @@ def repo_options(branch: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
     def add(func: Callable[..., Any]) -> Callable[..., Any]:
         func = click.option("--config", default=DEFAULT_CONFIG, show_default=True,
+                            callback=a_path,
                             help="Config file, relative to the repo root.")(func)
-        func = click.option("--branch", default=None, help=branch)(func)
-        func = click.option("--repo", default=".", show_default=True,
+        func = click.option("--branch", default=None, callback=given, help=branch)(func)
+        func = click.option("--repo", default=".", show_default=True, callback=given,
                             help="Config repo: a checkout path, a bare repo path or a URL.")(func)
         return func
 
@@ -225,10 +244,11 @@ def history(**kw: Any) -> int:
 
 
 @cli.command()
-@click.option("--repo", default=None, help="Config repo whose gitscale.yaml gives the sets and "
-              "policies: a checkout or folder, a bare repo path or a URL (default: . when it "
-              "has one, else one set on the default preset).")
-@click.option("--branch", default=None,
+@click.option("--repo", default=None, callback=given,
+              help="Config repo whose gitscale.yaml gives the sets and policies: a checkout "
+                   "or folder, a bare repo path or a URL (default: . when it has one, else "
+                   "one set on the default preset).")
+@click.option("--branch", default=None, callback=given,
               help="Branch whose scaling commits --from-history reads, and whose gitscale.yaml "
                    "a URL or bare repo gives (default: the remote's default branch).")
 @click.option("--config", default=DEFAULT_CONFIG, show_default=True,
@@ -353,7 +373,7 @@ def controller(**kw: Any) -> int:
 
 @cli.command()
 @click.argument("directory", required=False)
-@click.option("--repo", default=None, metavar="DIR",
+@click.option("--repo", default=None, metavar="DIR", callback=given,
               help="The config repo to create (same as DIRECTORY; default: .). A new folder "
                    "gets a new repo; in an existing checkout the scaffold is committed there.")
 @click.option("--gitops", type=click.Choice(["argocd", "flux"]), required=True,
@@ -364,7 +384,7 @@ def controller(**kw: Any) -> int:
 @click.option("--config", default=DEFAULT_CONFIG, show_default=True,
               help="Path of the config file to write, relative to the repo root; the "
                    "scheduler init writes passes it on as --config.")
-@click.option("--branch", default=None,
+@click.option("--branch", default=None, callback=given,
               help="Branch of the new repo: the one Argo CD or Flux follows and gitscale "
                    "commits to [default: main]. In an existing checkout: its checked-out "
                    "branch (--branch may only repeat it).")
@@ -421,7 +441,7 @@ def init(**kw: Any) -> int:
 
 
 @cli.command()
-@click.option("--repo", default=None, metavar="PATH",
+@click.option("--repo", default=None, metavar="PATH", callback=given,
               help="Instead of printing it, write the CRD into this checkout of the config "
                    "repo (over the file that holds it, else deploy/crds/) and commit it.")
 def crd(repo: str | None) -> int:

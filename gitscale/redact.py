@@ -184,7 +184,10 @@ def header_problem(value: str) -> str | None:
 
 def has_credentials(url: str) -> bool:
     """Does this repo URL carry a credential (user info with a password, a bare user name over
-    HTTP(S) — often a token —, or a credential query parameter)?"""
+    HTTP(S) — often a token —, or a credential query parameter)? Blanks around it are no
+    cover: ``" https://TOKEN@host/…"`` (a variable's stray space) is still a URL to gitscale,
+    and git would get it in its argv before refusing its scheme."""
+    url = url.strip()
     if re.match(r"(?i)^https?://[^/]*@", url) or re.search(r"://[^/@]*:[^/@]*@", url):
         return True
     if _SCP_USERINFO.match(url):

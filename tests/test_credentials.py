@@ -30,6 +30,10 @@ from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
     "https://github.example/o/config.git?token=SECRETq",
     "https://github.example/o/config.git?x=1&access_token=SECRETq",
     "https://github.example/o/config.git?private_token=SECRETq#main",
+    # a blank before the scheme (a variable's stray space): refused all the same, not handed
+    # to git's argv (where `ps` shows it) for git to refuse as "protocol ' https'"
+    " https://SECRETuser@github.example/o/config.git",
+    "\thttps://x-access-token:SECRETpw@github.example/o/config.git",
 ])
 def test_a_repo_url_with_credentials_is_refused_and_not_echoed(capsys, url: str) -> None:  # type: ignore[no-untyped-def]
     for command in ("plan", "reconcile"):

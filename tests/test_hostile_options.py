@@ -49,6 +49,49 @@ def test_a_file_option_given_empty_is_an_error_not_left_out(checkout: Path, caps
     assert _unchanged(checkout) == before
 
 
+EMPTY_REPO = "is empty: give the config repo (a checkout, a bare repo or a URL), or leave the option out"
+EMPTY_BRANCH = "is empty: give a branch's name, or leave the option out"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    pytest.param(["reconcile", "--repo", "{remote}", "--branch", ""], EMPTY_BRANCH,
+                 id="reconcile-branch"),
+    pytest.param(["plan", "--repo", "{remote}", "--branch", ""], EMPTY_BRANCH, id="plan-branch"),
+    pytest.param(["drain", "linux", "--repo", "{remote}", "--branch", ""], EMPTY_BRANCH,
+                 id="drain-branch"),
+    pytest.param(["history", "--repo", "{remote}", "--branch", ""], EMPTY_BRANCH,
+                 id="history-branch"),
+    pytest.param(["simulate", "--synthetic", "steady", "--repo", "{remote}", "--branch", ""],
+                 EMPTY_BRANCH, id="simulate-branch"),
+    pytest.param(["init", "{new}", "--gitops", "flux", "--branch", ""], EMPTY_BRANCH,
+                 id="init-branch"),
+    pytest.param(["reconcile", "--repo", ""], EMPTY_REPO, id="reconcile-repo"),
+    pytest.param(["plan", "--repo", ""], EMPTY_REPO, id="plan-repo"),
+    pytest.param(["validate", "--repo", ""], EMPTY_REPO, id="validate-repo"),
+    pytest.param(["simulate", "--synthetic", "steady", "--repo", ""], EMPTY_REPO,
+                 id="simulate-repo"),
+    pytest.param(["init", "--repo", "", "--gitops", "flux"], EMPTY_REPO, id="init-repo"),
+    pytest.param(["crd", "--repo", ""], EMPTY_REPO, id="crd-repo"),
+    pytest.param(["reconcile", "--repo", "{checkout}", "--config", ""],
+                 "is empty: give a file's path, or leave the option out", id="reconcile-config"),
+])
+def test_a_repo_option_given_empty_is_an_error_not_left_out(  # type: ignore[no-untyped-def]
+        checkout: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch,
+        argv: list[str], said: str) -> None:
+    """`--branch "$BRANCH"` with the variable unset committed to the remote's default branch,
+    and `--repo "$REPO"` worked on whatever the current directory held (`init` scaffolded
+    into it): an option given empty is the same mistake as `--demand ""`, not the option left
+    out."""
+    monkeypatch.chdir(checkout)
+    remote = checkout.parent / "remote.git"
+    before = _unchanged(checkout)
+    argv = [a.format(remote=remote, checkout=checkout, new=tmp_path / "new") for a in argv]
+    code, out, err = run(capsys, *argv)
+    option = argv[argv.index("") - 1]
+    assert (code, err) == (1, f"error: {option}: {said}\n"), out
+    assert _unchanged(checkout) == before and not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("command", ["plan", "reconcile", "history"])
 def test_git_missing_from_path_is_an_error_not_a_crash(checkout: Path, command: str) -> None:
     before = _unchanged(checkout)

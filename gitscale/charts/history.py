@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, tzinfo
 from typing import Sequence
 
 from gitscale.charts.render import Panel, Series
-from gitscale.record.history import Entry
+from gitscale.record.history import Entry, oldest_first
 
 TITLE = "Runner sets: replicas and demand"
 QUIET_SHARE = 4   # a gap longer than 1/4 of the whole span splits the commits into stretches
@@ -35,10 +35,12 @@ def _label(name: str) -> str:
 
 
 def history_panels(entries: Sequence[Entry]) -> list[Panel]:
-    """One panel per set (in name order): replicas, demand (queued + running), running jobs."""
+    """One panel per set (in name order): replicas, demand (queued + running), running jobs.
+    ``entries`` in git's order, newest first (``read_history``)."""
     panels = []
+    ordered = oldest_first(entries)
     for name in sorted({e.set for e in entries}):
-        mine = sorted((e for e in entries if e.set == name), key=lambda e: e.when)
+        mine = [e for e in ordered if e.set == name]
         times = [e.when for e in mine]
         nan = float("nan")
         demand = [nan if e.queued is None or e.running is None else float(e.queued + e.running)

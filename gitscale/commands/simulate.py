@@ -181,7 +181,7 @@ def _policy(root: Path, text: str) -> Policy:
 
 def _from_history(opts: RepoOptions, since: str | None, until: str | None,
                   sets: set[str]) -> traces.Trace:
-    from gitscale.record.history import read_history
+    from gitscale.record.history import oldest_first, read_history
     from gitscale.repo.opening import open_workspace
 
     start, end = _time("--since", since), _time("--until", until)
@@ -189,8 +189,10 @@ def _from_history(opts: RepoOptions, since: str | None, until: str | None,
         raise InputError("--since", f"{since} is after --until {until}")
     with open_workspace(opts.repo, opts.branch, history=True, writes=False) as ws:
         entries = read_history(ws.git)
+    # oldest first: from_observations sorts by time, and commits of one second must keep
+    # the order they were made in
     observed = [traces.Observation(parse_time(e.time), e.set, e.queued, e.running)
-                for e in entries if e.queued is not None and e.running is not None
+                for e in oldest_first(entries) if e.queued is not None and e.running is not None
                 and e.set in sets]
     # (--until: a commit made with a clock years ahead would make the span too long)
     observed = [o for o in observed if (start is None or o.time >= start)

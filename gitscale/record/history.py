@@ -5,7 +5,7 @@ import re
 import time
 from functools import lru_cache
 from datetime import datetime, timedelta
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from gitscale.record.commitmsg import WRITTEN, body_details, parse_trailer
 from gitscale.repo.git import Git
@@ -237,6 +237,17 @@ def read_history(repo_git: Git, *, only: str | None = None, since: str | None = 
     """``iter_history`` as a list; ``since`` (RFC 3339) keeps the entries from then on."""
     entries = list(iter_history(repo_git, only=only, progress=progress, skipped=skipped))
     return between(entries, parse_time(since), None) if since else entries
+
+
+def oldest_first(entries: Iterable[Entry]) -> list[Entry]:
+    """``entries`` as ``read_history`` gives them (git's order: newest first), oldest first.
+    By time, and within one second (commit times are whole seconds: two passes that raced, a
+    pinned ``--now``) in git's order reversed: a sort by time alone kept the newest of a second
+    first, and the last value drawn or replayed was an older one (as ``series`` does)."""
+    ordered = list(entries)
+    ordered.reverse()
+    ordered.sort(key=lambda e: e.time)  # stable; "YYYY-MM-DDTHH:MM:SSZ" sorts as times do
+    return ordered
 
 
 def between(entries: list[Entry], since: datetime | None, until: datetime | None) -> list[Entry]:

@@ -221,6 +221,10 @@ class Git:
         result = self.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
         return (result.stdout.strip() or None) if result.code == 0 else None
 
+    def has_ref(self, ref: str) -> bool:
+        """Does this repository hold ``ref`` (``refs/remotes/origin/main``)? No network."""
+        return self.run("rev-parse", "--verify", "--quiet", ref, check=False).code == 0
+
     def current_branch(self) -> str | None:
         result = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         return result.stdout.strip() or None

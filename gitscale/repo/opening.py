@@ -208,8 +208,20 @@ def _checkout(path: Path, branch: str | None, push: bool, writes: bool = True) -
     remote, remote_branch = upstream if upstream else (None, None)
     ws = Workspace(path, repo_git, current, "checkout", remote, remote_branch, str(path))
     if push and upstream is None:
-        remotes = repo_git.out("remote").split()
-        ws.unpushed = (f"{current} tracks no remote branch; `git branch --set-upstream-to="
-                       f"{remotes[0]}/{current}` makes gitscale push it" if remotes
-                       else "the checkout has no remote")
+        ws.unpushed = _why_unpushed(repo_git, current)
     return ws
+
+
+def _why_unpushed(repo_git: git.Git, branch: str) -> str:
+    """Why a checkout's commit is not pushed, and the command that makes the next one be.
+    `--set-upstream-to` only works for a branch the remote is known to have: a branch never
+    pushed (a new repo, `git remote add` just run) needs `git push -u`."""
+    remotes = repo_git.out("remote").split()
+    if not remotes:
+        return "the checkout has no remote"
+    remote = "origin" if "origin" in remotes else remotes[0]
+    if repo_git.has_ref(f"refs/remotes/{remote}/{branch}"):
+        return (f"{branch} tracks no remote branch; `git branch --set-upstream-to="
+                f"{remote}/{branch}` makes gitscale push it")
+    return (f"{branch} tracks no remote branch, and {remote}/{branch} is not known here (not "
+            f"pushed yet?); `git push -u {remote} {branch}` pushes it and makes gitscale push")

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping
 from gitscale.repo import git as git
 from gitscale.repo.clone import tidy
 from gitscale.repo.checkout_lock import hold_checkout
-from gitscale.errors import InputError
+from gitscale.errors import GitError, InputError
 from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
@@ -138,7 +138,7 @@ class Workspace:
                 self.git.reset_hard(base)
                 self.recovered.append(f"unpushed commit {head[:12]}")
             return
-        tip = self.git.fetch(self.remote, self.remote_branch)
+        tip = self._fetch_upstream(self.remote, self.remote_branch)
         head = self.git.head()
         if head == tip:
             return
@@ -162,6 +162,21 @@ class Workspace:
                          "push or a reset. Either push them first (or use --no-push), or, if "
                          f"{where} is right, `git -C {self.root} reset --hard {tip[:12]}` (its "
                          "commit) drops them here and gitscale goes on from there")
+
+    def _fetch_upstream(self, remote: str, branch: str) -> str:
+        """The upstream's tip. A branch that tracks one the remote does not have, and that this
+        checkout never saw there either, was never pushed (a clone of an empty repo, then
+        `gitscale init`): that is said with the push that fixes it, not as a branch deleted."""
+        try:
+            return self.git.fetch(remote, branch)
+        except GitError as exc:
+            if "couldn't find remote ref" not in str(exc) \
+                    or self.git.has_ref(f"refs/remotes/{remote}/{branch}"):
+                raise
+        refspec = self.branch if branch == self.branch else f"{self.branch}:{branch}"
+        raise InputError(self.label, f"branch {self.branch} tracks {remote}/{branch}, which "
+                         f"{remote} does not have: not pushed yet? `git -C {self.root} push -u "
+                         f"{remote} {refspec}` pushes it (or use --no-push)")
 
     def begin_write(self, files: Mapping[str, tuple[str, str]], base: str) -> None:
         """Record the edit about to be written (path → (text before, text after)) and

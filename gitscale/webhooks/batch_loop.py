@@ -126,8 +126,10 @@ class Batch:
         if events or landed.commit or corrected:
             said = describe_landing(landed, ws)
             if landed.commit is None and hold.held is not None:
-                said = (f"reservations held (committed with the next scaling change, or by "
-                        f"{format_time(hold.held.since + hold.limit)})")
+                # the limit is checked when a batch runs (at least every minute): "by T" was
+                # up to a minute early
+                said = (f"reservations held (committed with the next scaling change, or in the "
+                        f"first batch from {format_time(hold.held.since + hold.limit)})")
             elif carried is not None:
                 said += f" (with the reservations held since {format_time(carried.since)})"
             log(f"batch of {_events(len(events))}: {said}")

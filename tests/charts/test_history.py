@@ -86,6 +86,18 @@ def test_one_panel_per_set_with_replicas_demand_and_running() -> None:
     assert running.values[0] == 1 and running.style == "area"
 
 
+def test_commits_of_one_second_are_drawn_in_the_order_they_were_made() -> None:
+    """Two reconciles that raced land in one second: git gives the newest first, and a sort by
+    time alone kept it first, so the line ended at the older count (7, for a set at 8)."""
+    second = MORNING + timedelta(seconds=6)
+    newest_first = [entry(second, "gpu", 8, commit="c"), entry(second, "gpu", 7, commit="b"),
+                    entry(MORNING, "gpu", 6, commit="a")]
+    (panel,) = history_panels(newest_first)
+    replicas = panel.series[0]
+    assert list(replicas.values) == [6, 7, 8]
+    assert list(replicas.times) == [MORNING, second, second]
+
+
 # --- the command, on a real repo with real scaling commits -----------------------------------
 
 def scaled_repo(tmp_path: Path, capsys) -> Path:  # type: ignore[no-untyped-def]

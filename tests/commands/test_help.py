@@ -140,6 +140,19 @@ def test_branch_says_what_the_command_does_with_it(name: str, says: str,
         assert never not in branch.help
 
 
+@pytest.mark.parametrize("name", ["plan", "validate", "history", "reconcile", "run", "serve",
+                                  "drain"])
+def test_branch_says_a_checkout_works_on_its_checked_out_branch(name: str) -> None:
+    """It said "default: the remote's default branch; a checkout must be on it": a checkout
+    on a feature branch (--repo's default, .) reads and commits to that branch
+    (tests/commands/test_reconcile.py), and --branch may only repeat it."""
+    command = cli.commands[name]  # type: ignore[attr-defined]
+    (branch,) = [p for p in command.params if p.name == "branch"]
+    assert isinstance(branch, click.Option) and branch.help is not None
+    assert "in a checkout, the one checked out, which --branch may only repeat" in branch.help
+    assert "a checkout must be on it" not in branch.help
+
+
 def test_the_readme_names_every_variable() -> None:
     readme = (PACKAGE.parent / "README.md").read_text()
     table = readme[readme.index("**Help.**"):readme.index("**Shell completion**")]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import git, run
+from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 from tests.one_set import land_sequence, reconcile, setup, spec
 
 
@@ -57,6 +57,77 @@ def test_a_branch_without_upstream_commits_and_says_how_to_push(tmp_path: Path, 
     demand.write_text("linux: {queued: 3, running: 0}\n")
     code, out, _ = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
     assert code == 0 and "(not pushed: the checkout has no remote)" in out, out
+
+
+def test_a_branch_never_pushed_is_told_to_push_not_to_set_an_upstream(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`gitscale init`, then `git remote add origin` before the first push: the line said
+    `git branch --set-upstream-to=origin/main`, which git refuses ("the requested upstream
+    branch 'origin/main' does not exist"). It says the push that does work."""
+    checkout, _ = setup(tmp_path)
+    git(checkout, "branch", "--unset-upstream")
+    git(checkout, "update-ref", "-d", "refs/remotes/origin/main")  # as if never pushed
+    demand = tmp_path / "d.yaml"
+    demand.write_text("linux: {queued: 2, running: 0}\n")
+    code, out, _ = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0
+    assert ("(not pushed: main tracks no remote branch, and origin/main is not known here "
+            "(not pushed yet?); `git push -u origin main` pushes it and makes gitscale "
+            "push)") in out, out
+    git(checkout, "push", "--quiet", "-u", "origin", "main")  # what it says
+    demand.write_text("linux: {queued: 3, running: 0}\n")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0 and "and pushed to origin/main" in out, out + err
+    assert spec(tmp_path / "remote.git")["replicas"] == 3
+
+
+def test_a_clone_of_an_empty_repo_not_pushed_yet_is_told_to_push(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A clone of a new, empty repo tracks origin/main before main exists there; reconcile
+    before the first push said git's "couldn't find remote ref" with a hint for a branch
+    deleted on the remote ("pass --branch"), which a checkout cannot take. Exit 1, nothing
+    pushed, and the push that fixes it."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    git(tmp_path, "clone", "--quiet", str(remote), "config")
+    checkout = tmp_path / "config"
+    fresh = make_repo(tmp_path / "files", {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 3}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 2, running: 0}\n"}, bare_remote=False)
+    git(checkout, "fetch", "--quiet", str(fresh), "main")
+    git(checkout, "reset", "--quiet", "--hard", "FETCH_HEAD")
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 1 and "Traceback" not in err
+    assert (f"error: {checkout}: branch main tracks origin/main, which origin does not have: "
+            f"not pushed yet? `git -C {checkout} push -u origin main` pushes it (or use "
+            "--no-push)") in err, err
+    assert "deleted or renamed" not in err
+    assert git(remote, "for-each-ref") == ""  # nothing pushed
+    git(checkout, "push", "--quiet", "-u", "origin", "main")  # what it says
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0 and "and pushed to origin/main" in out, out + err
+    assert spec(remote)["replicas"] == 2
+
+
+def test_a_checkout_on_another_branch_works_on_it_without_branch(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """What --help says of --branch: in a checkout the default is the branch checked out (not
+    the remote's default one), and --branch may only repeat it."""
+    checkout, remote = setup(tmp_path)
+    main = git(remote, "rev-parse", "main")
+    git(checkout, "checkout", "-q", "-b", "staging")
+    git(checkout, "push", "--quiet", "-u", "origin", "staging")
+    demand = tmp_path / "d.yaml"
+    demand.write_text("linux: {queued: 2, running: 0}\n")
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand))
+    assert code == 0 and "pushed to origin/staging" in out, out + err
+    assert git(remote, "rev-parse", "main") == main
+    assert "replicas: 3" in git(remote, "show", "staging:sets/linux.yaml")
+    code, _, err = run(capsys, "plan", "--repo", str(checkout), "--branch", "main")
+    assert code == 1
+    assert f"error: {checkout}: is on branch staging, not main; check out main or drop " \
+        "--branch" in err, err
 
 
 def test_dirty_checkout_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

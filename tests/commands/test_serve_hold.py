@@ -19,7 +19,7 @@ from tests.helpers import RUNNERSET, git, make_repo
 
 LINUX = ["self-hosted", "linux"]
 STATE = ".gitscale/reservations.yaml"
-HELD = "reservations held (committed with the next scaling change, or by "
+HELD = "reservations held (committed with the next scaling change, or in the first batch from "
 
 
 # The scale-down delay keeps the set's patch ID while jobs start: with none, the batch of the

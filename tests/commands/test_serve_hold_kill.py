@@ -32,7 +32,8 @@ from tests.helpers import RUNNERSET, git, make_repo
 
 LINUX = ["self-hosted", "linux"]
 STATE = ".gitscale/reservations.yaml"
-HELD = "batch of 1 event: reservations held (committed with the next scaling change, or by "
+HELD = ("batch of 1 event: reservations held (committed with the next scaling change, or in the "
+        "first batch from ")
 MATCH = "resync: reservations match GitHub"
 
 

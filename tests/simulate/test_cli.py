@@ -207,6 +207,27 @@ def test_from_history(capsys, tmp_path: Path) -> None:  # type: ignore[no-untype
     assert code == 1 and err.startswith("error: --since: 'yesterday' is not an RFC 3339 time")
 
 
+def test_from_history_replays_commits_of_one_second_in_the_order_they_were_made(
+        capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """0 → 3 then 3 → 1 in one second (a pinned --now; two passes that raced), then 1 → 2: 3
+    arrive, 2 complete, 1 arrives: 4 jobs. Replayed newest first within the second (git's
+    order, kept by a stable sort on time), it was 1 arriving, then 2, then 1 completing: 3."""
+    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10, "
+                                                "scaleDownDelay: 0s}"})
+    for clock, queued in [("09:00:00", 3), ("09:00:00", 1), ("09:01:00", 2)]:
+        demand = tmp_path / "demand.yaml"
+        demand.write_text(f"linux: {{queued: {queued}, running: 0}}\n")
+        code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
+                           "--now", f"2026-11-23T{clock}Z")
+        assert code == 0, err
+    assert git(checkout, "log", "-3", "--format=%cI %s") == "\n".join([
+        "2026-11-23T09:01:00+00:00 gitscale: linux 1→2",
+        "2026-11-23T09:00:00+00:00 gitscale: linux 3→1",
+        "2026-11-23T09:00:00+00:00 gitscale: linux 0→3"])
+    doc = simulate_json(capsys, "--repo", str(checkout), "--from-history", "--no-baselines")
+    assert doc["trace"]["jobs"] == 4
+
+
 def test_from_history_until_leaves_out_a_commit_from_a_clock_years_ahead(  # type: ignore[no-untyped-def]
         capsys, tmp_path: Path) -> None:
     """One scaling commit made on a box whose clock ran years ahead made the span too long,
@@ -244,7 +265,7 @@ def test_a_url_or_a_bare_repo_is_read_through_a_clone(capsys, tmp_path: Path) ->
     git(checkout, "add", "policies")
     git(checkout, "commit", "-qm", "a preset of our own")
     git(checkout, "push", "-q")
-    for clock, queued in [("09:00:00", 0), ("09:01:00", 3)]:
+    for clock, queued in [("09:00:00", 0), ("09:01:00", 3), ("09:02:00", 0)]:
         demand = tmp_path / "demand.yaml"
         demand.write_text(f"linux: {{queued: {queued}, running: 0}}\n")
         code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),

@@ -268,6 +268,7 @@ def history(**kw: Any) -> int:
                    "15) or an RFC 3339 time. Earlier jobs still run (a forecast learns from "
                    "them) but are not reported.")
 @click.option("--since", help="With --from-history: commits after this time (RFC 3339).")
+@click.option("--until", help="With --from-history: commits up to this time (RFC 3339).")
 @click.option("--set", "only", multiple=True, help="Only this runner set (repeatable).")
 @click.option("--policy", multiple=True,
               help="A preset name or an inline policy {buffer: 2, ...} to try instead of "

@@ -17,6 +17,9 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PATCH_ID_MAX = 2**31 - 1
 # Replicas (and buffers and step limits in a policy) above this are typos, not plans.
 REPLICAS_MAX = 10_000
+# Queued or running jobs a source may report for one set, and a Gitscale-Set trailer may
+# record: a count above it is a source's error, or a trailer gitscale did not write.
+JOB_LIMIT = 1_000_000
 # spec.backlog (jobs the replicas could not cover at the write) is capped here: the controller
 # refills at most this many finished slots per write, and the scaler writes again before then.
 BACKLOG_MAX = REPLICAS_MAX

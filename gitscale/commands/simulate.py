@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 from contextlib import ExitStack
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -51,7 +52,8 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
                  baselines: bool,
                  output: str, chart: str | None, repo_given: bool,
                  report_from: str | None = None, serve: bool = False, window: str = "10s",
-                 reservation: str = "10m", resync: str = "5m", hold: str | None = None) -> int:
+                 reservation: str = "10m", resync: str = "5m", hold: str | None = None,
+                 until: str | None = None) -> int:
     if sum((trace is not None, synthetic is not None, from_history)) != 1:
         raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
                          "--from-history")
@@ -98,7 +100,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
             raise InputError("--hours", f"{hours:g} is not between 0 and {MAX_HOURS}")
         job_trace = traces.synthetic(synthetic, seed=seed, hours=hours, sets=list(set_policies))
     else:
-        job_trace = _from_history(opts, since, set(set_policies))
+        job_trace = _from_history(opts, since, until, set(set_policies))
     if report_from is not None:
         settings = replace(settings, report_from=_report_from(report_from, job_trace))
     used = set(job_trace.sets)
@@ -177,16 +179,14 @@ def _policy(root: Path, text: str) -> Policy:
     return build_policy(document.data, document, [], source)
 
 
-def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> traces.Trace:
+def _from_history(opts: RepoOptions, since: str | None, until: str | None,
+                  sets: set[str]) -> traces.Trace:
     from gitscale.record.history import oldest_first, read_history
     from gitscale.repo.opening import open_workspace
 
-    start = None
-    if since is not None:
-        try:
-            start = parse_time(since)
-        except ValueError as exc:
-            raise InputError("--since", str(exc)) from None
+    start, end = _time("--since", since), _time("--until", until)
+    if start and end and start > end:
+        raise InputError("--since", f"{since} is after --until {until}")
     with open_workspace(opts.repo, opts.branch, history=True, writes=False) as ws:
         entries = read_history(ws.git)
     # oldest first: from_observations sorts by time, and commits of one second must keep
@@ -194,8 +194,19 @@ def _from_history(opts: RepoOptions, since: str | None, sets: set[str]) -> trace
     observed = [traces.Observation(parse_time(e.time), e.set, e.queued, e.running)
                 for e in oldest_first(entries) if e.queued is not None and e.running is not None
                 and e.set in sets]
-    observed = [o for o in observed if start is None or o.time >= start]
+    # (--until: a commit made with a clock years ahead would make the span too long)
+    observed = [o for o in observed if (start is None or o.time >= start)
+                and (end is None or o.time <= end)]
     return traces.from_observations(observed, "history")
+
+
+def _time(option: str, text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise InputError(option, str(exc)) from None
 
 
 def _chart(outcomes: Sequence[Outcome], rows: Sequence[Metrics], trace: traces.Trace,

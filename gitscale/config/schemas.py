@@ -8,11 +8,10 @@ from typing import Any
 
 from gitscale.core.forecast import DAYS
 from gitscale.errors import InputError, shown, shown_as_yaml
-from gitscale.runnerset_api import REPLICAS_MAX
+from gitscale.runnerset_api import JOB_LIMIT, REPLICAS_MAX
 from gitscale.yamlio.read import Document, format_path, unusual
 
 LIMIT = REPLICAS_MAX  # replicas, buffers and steps above this are typos, not plans
-JOB_LIMIT = 1_000_000
 
 DURATION = {"type": "string", "pattern": r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$", "minLength": 2}
 COUNT = {"type": "integer", "minimum": 0, "maximum": LIMIT}

@@ -19,13 +19,13 @@ from gitscale.clients.buildkite import Metrics, QueueJobs
 from gitscale.clients.errors import ApiError, Unsendable
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.config.load import RunnerSetConfig
-from gitscale.config.schemas import JOB_LIMIT
 from gitscale.config.rotating import Rotating
 from gitscale.config.secrets import SecretError, read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError
 from gitscale.demand.buildkite_jobs import JobIdReader, warn
+from gitscale.runnerset_api import JOB_LIMIT
 from gitscale.timeutil import parse_duration
 
 if TYPE_CHECKING:

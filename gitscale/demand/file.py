@@ -11,8 +11,8 @@ from gitscale.config.load import RunnerSetConfig, safe_repo_path
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading
 from gitscale.errors import DemandError
-from gitscale.config.schemas import JOB_LIMIT
 from gitscale.config.schemas import check_schema
+from gitscale.runnerset_api import JOB_LIMIT
 from gitscale.yamlio.read import load_documents
 
 if TYPE_CHECKING:

@@ -19,12 +19,12 @@ from gitscale.clients.github import GitHub
 from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.rotating import Rotating
-from gitscale.config.schemas import JOB_LIMIT
 from gitscale.config.secrets import SecretError, read_secret, read_token, source_of
 from gitscale.config.sources import GitHubSettings
 from gitscale.core.model import Demand
 from gitscale.core.reservations import MAX_JOB_ID, is_job_id
 from gitscale.demand import DemandReading, SourceError
+from gitscale.runnerset_api import JOB_LIMIT
 
 if TYPE_CHECKING:
     from gitscale.demand.registry import Where

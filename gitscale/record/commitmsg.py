@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from gitscale.runnerset_api import JOB_LIMIT
+
 SUBJECT_SETS = 6
 _FIELD = re.compile(r"(\w+)=(\S+)")
 
@@ -77,8 +79,12 @@ def format_message(lines: Sequence[SetLine], base: str,
             + f"\nGitscale-Base: {base}\n")
 
 
+# A count of jobs above JOB_LIMIT is no demand gitscale wrote (a source's is refused above it):
+# read as unknown, as a count that is no number is, so that a forecast or `simulate
+# --from-history` does not take a hand-written queued=99999999 for a hundred million jobs.
+_JOBS = r"(\d{1,%d}|%d|-)" % (len(str(JOB_LIMIT)) - 1, JOB_LIMIT)
 WRITTEN = re.compile(r"(\S+) replicas=(\d{1,18}) previous=(\d{1,18}|-) patch=(\d{1,18}|-) "
-                      r"queued=(\d{1,18}|-) running=(\d{1,18}|-) reason=(\S+)")
+                     f"queued={_JOBS} running={_JOBS} " r"reason=(\S+)")
 
 
 def _int(raw: str) -> int | None:
@@ -97,15 +103,16 @@ def parse_trailer(value: str, detail: str = "") -> SetLine | None:
     if not name or "replicas" not in fields:
         return None
 
-    def num(key: str) -> int | None:
+    def num(key: str, most: int = 10**18 - 1) -> int | None:
         raw = fields.get(key, "-")
-        return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+        return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 \
+            and int(raw) <= most else None
 
     replicas = num("replicas")
     if replicas is None:
         return None
-    return SetLine(name, replicas, num("previous"), num("patch"), num("queued"), num("running"),
-                   fields.get("reason", "unknown"), detail)
+    return SetLine(name, replicas, num("previous"), num("patch"), num("queued", JOB_LIMIT),
+                   num("running", JOB_LIMIT), fields.get("reason", "unknown"), detail)
 
 
 def body_details(body: str) -> dict[str, str]:

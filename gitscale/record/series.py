@@ -10,7 +10,8 @@ lookback, a bin and a week more, for the level that held when the window opens).
 A clone of a URL has one commit (a pass needs no more); the reader deepens it to the time it
 needs (``git fetch --shallow-since``), the commits and their trees only as the clone already
 fetches them. A history rewritten under the reader (a force push: the last commit read is no
-longer an ancestor of HEAD) is read again whole.
+longer an ancestor of HEAD) is read again whole, and so is a shallow checkout's once more of
+its history is fetched (its first read stopped at the cut: ``since`` says so).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from gitscale.repo.git import Git
+from gitscale.repo.git import Git, filters_by_date
 from gitscale.timeutil import format_time
 
 MARGIN = timedelta(days=7)  # read this far before the window: the level that held as it opened
@@ -35,7 +36,8 @@ class DemandSeries:
 
     head: str | None = None  # the newest commit read
     head_time: float = 0.0  # its committer time (POSIX seconds)
-    since: float = float("inf")  # commits from this time on have been read
+    # commits from this time on have been read: the time needed, or a shallow repo's cut
+    since: float = float("inf")
     sets: dict[str, tuple[list[float], list[int]]] = field(default_factory=dict)
     logs: int = 0  # `git log` runs so far (the tests count them)
 
@@ -49,19 +51,29 @@ class DemandSeries:
         (a shallow clone) fetches the commits from a time on. True when git was asked."""
         head, _, seconds = git.out("show", "-s", "--format=%H %ct", "HEAD").partition(" ")
         want = needed.timestamp() - MARGIN.total_seconds()
-        if head == self.head and self.since <= want:
+        held = self.since <= want or (self.head is not None and self._still_cut(git))
+        if head == self.head and held:
             return False
-        if self.head is not None and self.since <= want and self._reaches(git, head, deepen):
+        if self.head is not None and held and self._reaches(git, head, deepen):
             self._read(git, f"{self.head}..{head}", None)
         else:
             self.sets = {}
             if deepen is not None:
                 deepen(datetime.fromtimestamp(want, timezone.utc))
             self._read(git, head, want)
-            self.since = want
+            # a shallow repo's history stops at its cut: what is before it was not read
+            cut = git.shallow_cut()
+            self.since = want if cut is None else max(want, cut)
         self.head, self.head_time = head, float(seconds or 0)
         self.trim(want)
         return True
+
+    def _still_cut(self, git: Git) -> bool:
+        """The last whole read stopped at a shallow repo's cut after the time it needed: is
+        the history still cut there? Once the rest is fetched (``git fetch --unshallow``),
+        it is read again whole, not only the commits after the last one read."""
+        cut = git.shallow_cut()
+        return cut is not None and cut >= self.since
 
     def _reaches(self, git: Git, head: str, deepen: Callable[[datetime], None] | None) -> bool:
         """Is the last commit read an ancestor of ``head`` in this clone (after deepening a
@@ -80,13 +92,18 @@ class DemandSeries:
         from gitscale.record.history import LOG_ARGS, parse_record
 
         args = [*LOG_ARGS, revisions]
-        if since is not None:
-            args.insert(1, f"--since={format_time(datetime.fromtimestamp(since, timezone.utc))}")
+        # Not --since: it stops the walk at the first commit older than the date, so one
+        # commit made with a clock in the past hid the whole history behind it. git's filter
+        # (2.38+) looks at every commit; an older git gives them all, filtered here.
+        if since is not None and filters_by_date():
+            date = format_time(datetime.fromtimestamp(since, timezone.utc))
+            args.insert(1, f"--since-as-filter={date}")
+        oldest = float("-inf") if since is None else since
         self.logs += 1
         found: dict[str, list[tuple[float, int]]] = {}
         for record in git.records(*args, separator="\x1e"):
             fields = record.strip("\n").split("\x1f", 2)
-            if len(fields) != 3:
+            if len(fields) != 3 or float(fields[1]) < oldest:
                 continue
             when = float(fields[1])
             for entry in parse_record(record, details=False):

@@ -10,10 +10,12 @@ kept clone's tidying are ``gitscale.repo.clone``.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import time
 from contextlib import contextmanager
+from functools import lru_cache
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -403,6 +405,15 @@ def version() -> str:
     except (OSError, subprocess.SubprocessError):
         return "git: not found"
     return out or "git: unknown version"
+
+
+@lru_cache(maxsize=1)
+def filters_by_date() -> bool:
+    """Has this git ``log --since-as-filter`` (2.38+)? ``--since`` stops the walk at the
+    first commit older than the date, so one commit with a clock in the past hides every
+    commit behind it; the filter looks at every commit."""
+    found = re.match(r"git version (\d+)\.(\d+)", version())
+    return found is not None and (int(found[1]), int(found[2])) >= (2, 38)
 
 
 def is_bare(path: Path) -> bool:

@@ -260,8 +260,8 @@ def from_observations(observations: Iterable[Observation], name: str) -> Trace:
     span = (seen[-1].time - start).total_seconds()
     if span > MAX_SPAN_DAYS * 86400:
         raise InputError("--from-history", f"the scaling commits span {_days(span)} (from "
-                         f"{start.isoformat()}); a replay covers at most {MAX_SPAN_DAYS} days: "
-                         "give --since")
+                         f"{start.isoformat()} to {seen[-1].time.isoformat()}); a replay "
+                         f"covers at most {MAX_SPAN_DAYS} days: give --since or --until")
     open_jobs: dict[str, deque[float]] = {}
     jobs: list[tuple[float, float, str]] = []
     for obs in seen:

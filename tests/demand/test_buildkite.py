@@ -199,7 +199,7 @@ def test_reconcile_scales_a_buildkite_queue(buildkite: FakeBuildkite, tmp_path: 
 
 def test_the_bound_is_the_demand_files_and_applies_to_the_sum_with_waiting(
         buildkite: FakeBuildkite, tmp_path: Path) -> None:
-    from gitscale.config.schemas import JOB_LIMIT
+    from gitscale.runnerset_api import JOB_LIMIT
 
     buildkite.queues["at"] = json.dumps({"jobs": {"scheduled": JOB_LIMIT}}).encode()
     buildkite.queues["sum"] = json.dumps({"jobs": {"scheduled": JOB_LIMIT,

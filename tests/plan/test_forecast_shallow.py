@@ -90,3 +90,24 @@ def test_the_workflow_init_writes_checks_out_the_history_a_forecast_needs(
     git(tmp_path, "clone", "--quiet", *([f"--depth={depth}"] if depth else []),
         f"file://{repo}", str(work))
     assert "forecast +40" in plan_line(capsys, work, tmp_path)
+
+
+@pytest.mark.parametrize("fetch", [
+    pytest.param(["--unshallow"], id="unshallow"),
+    pytest.param(["--shallow-since=2026-01-05T08:00:00Z"], id="deepened"),
+])
+def test_a_shallow_checkout_fetched_whole_later_is_read_again(
+        capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, fetch: list[str]) -> None:
+    """The state cache keeps the series a shallow checkout held, keyed by its HEAD; once the
+    user fetches the rest (HEAD unchanged, and after a new commit too), it is read again whole:
+    the cached series holds only what was there before the cut."""
+    monkeypatch.setenv("GITSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "--quiet", "--depth", "1", f"file://{repo}", str(shallow))
+    assert "the checkout is shallow" in plan_line(capsys, shallow, tmp_path)
+    assert "the checkout is shallow" in plan_line(capsys, shallow, tmp_path)  # (from the cache)
+    git(shallow, "fetch", "--quiet", *fetch)
+    assert "forecast +40" in plan_line(capsys, shallow, tmp_path)
+    git(shallow, "commit", "--quiet", "--allow-empty", "-m", "a human commit")
+    assert "forecast +40" in plan_line(capsys, shallow, tmp_path)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from gitscale.commands.history_output import history_lines, json_lines
 from gitscale.record.commitmsg import SetLine, body_details, format_message, parse_trailer
 from gitscale.repo.git import Git
+from gitscale.runnerset_api import JOB_LIMIT
 from gitscale.record.history import _RECORD, Entry, iter_history, parse_block, parse_record, \
     read_history, set_trailers, utc_text
 
@@ -238,7 +239,9 @@ def test_a_block_of_written_commits_reads_as_the_former_reader_read_them(
             reference += f"{sha}\x1f{when}\x1f{message}\x1e\n"  # the former --grep=^…
         counts = [n for line in lines for n in (line.replicas, line.previous, line.patch,
                                                 line.queued, line.running) if n is not None]
-        if max(counts) < 10**18 and len(sha) != 39:  # gitscale's own take the one match
+        jobs = [n for line in lines for n in (line.queued, line.running) if n is not None]
+        if max(counts) < 10**18 and max(jobs, default=0) <= JOB_LIMIT and len(sha) != 39:
+            # gitscale's own take the one match
             assert _RECORD.fullmatch(f"{sha}\x1f{seconds}\x1f{written}\x1e")
     for details in (True, False):
         expected = [e if details else e._replace(detail="")

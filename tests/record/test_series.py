@@ -8,13 +8,16 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from gitscale.config.load import load_config
 from gitscale.core.forecast import Forecast, ForecastPolicy, forecast
 from gitscale.plan.cache import StateCache
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.record.commitmsg import SetLine, format_message
+from gitscale.record import series as series_module
 from gitscale.record.series import DemandSeries
-from gitscale.repo.git import Git
+from gitscale.repo.git import Git, filters_by_date
 from gitscale.repo.opening import open_workspace
 from tests.helpers import RUNNERSET, git, make_repo, simple_config
 
@@ -42,6 +45,12 @@ def logs(trace: Path) -> list[str]:
             if "trace: built-in: git log" in line]
 
 
+def whole(log: str) -> bool:
+    """A `git log` of the whole history back to a time, not of the commits since the last
+    one read (``LAST..HEAD``)."""
+    return "--since" in log and ".." not in log.rsplit(" ", 1)[-1]
+
+
 def test_read_once_then_only_the_new_commits(tmp_path: Path) -> None:
     checkout = make_repo(tmp_path, {"README": "x\n"}, bare_remote=False)
     for hour in range(5):
@@ -51,7 +60,7 @@ def test_read_once_then_only_the_new_commits(tmp_path: Path) -> None:
     needed = START + timedelta(hours=1)
     assert series.update(traced(checkout, trace), needed)
     assert list(series.of("linux")[1]) == [1, 2, 3, 4, 5]
-    assert len(logs(trace)) == 1 and "--since=" in logs(trace)[0]
+    assert len(logs(trace)) == 1 and whole(logs(trace)[0])
     assert series.logs == 1
 
     # nothing new: no git log at all
@@ -70,7 +79,7 @@ def test_read_once_then_only_the_new_commits(tmp_path: Path) -> None:
     scaling_commit(checkout, START + timedelta(hours=6), 99, 0)
     assert series.update(traced(checkout, trace), needed)
     assert list(series.of("linux")[1]) == [1, 2, 3, 4, 5, 99]
-    assert "--since=" in logs(trace)[-1]
+    assert whole(logs(trace)[-1])
 
 
 def test_the_series_survives_the_state_cache(tmp_path: Path) -> None:
@@ -159,3 +168,27 @@ def test_a_series_trimmed_to_the_history_needed_forecasts_the_same() -> None:
         short = DemandSeries(sets={"linux": (list(times), list(levels))})
         short.trim(cut)
         assert forecast(*short.of("linux"), policy, now).extra == 0
+
+
+@pytest.mark.parametrize("as_filter", [pytest.param(True, id="since-as-filter"),
+                                       pytest.param(False, id="older-git")])
+def test_a_commit_dated_before_the_window_does_not_hide_the_history_behind_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_filter: bool) -> None:
+    """`git log --since` stops walking at the first commit older than the date: one commit
+    made with a clock in the past (or by `git rebase --committer-date-is-author-date` of an
+    old branch) hid every scaling commit behind it from the first read. Read with git's
+    filter (2.38+), or without a date at all on an older git, and trimmed here."""
+    if as_filter and not filters_by_date():
+        pytest.skip("this git has no log --since-as-filter")
+    monkeypatch.setattr(series_module, "filters_by_date", lambda: as_filter)
+    checkout = make_repo(tmp_path, {"README": "x\n"}, bare_remote=False)
+    scaling_commit(checkout, START - timedelta(days=30), 7, 0)  # before what is read
+    for day in (0, 7):
+        scaling_commit(checkout, START + timedelta(days=day, hours=9), 40, 0)
+        scaling_commit(checkout, START + timedelta(days=day, hours=9, minutes=20), 0, 0)
+    env = {**os.environ, "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
+    subprocess.run(["git", "commit", "--quiet", "--allow-empty", "-m", "from a dead RTC"],
+                   cwd=checkout, env=env, check=True)
+    series = DemandSeries()
+    series.update(Git(checkout), START)
+    assert list(series.of("linux")[1]) == [40, 0, 40, 0]

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from dataclasses import fields
 from pathlib import Path
 
@@ -224,6 +226,34 @@ def test_from_history_replays_commits_of_one_second_in_the_order_they_were_made(
         "2026-11-23T09:00:00+00:00 gitscale: linux 0→3"])
     doc = simulate_json(capsys, "--repo", str(checkout), "--from-history", "--no-baselines")
     assert doc["trace"]["jobs"] == 4
+
+
+def test_from_history_until_leaves_out_a_commit_from_a_clock_years_ahead(  # type: ignore[no-untyped-def]
+        capsys, tmp_path: Path) -> None:
+    """One scaling commit made on a box whose clock ran years ahead made the span too long,
+    and --since, the only way out the error named, could not leave it out."""
+    checkout = config_repo(tmp_path, {"linux": "{minReplicas: 0, maxReplicas: 10}"})
+    for clock, queued in [("09:00:00", 0), ("09:01:00", 3)]:
+        demand = tmp_path / "demand.yaml"
+        demand.write_text(f"linux: {{queued: {queued}, running: 0}}\n")
+        code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
+                           "--now", f"2026-11-23T{clock}Z")
+        assert code == 0, err
+    message = ("gitscale: linux 0→2\n\nGitscale-Set: linux replicas=2 previous=0 patch=3 "
+               "queued=2 running=0 reason=scale-up\n")
+    subprocess.run(["git", "commit", "--quiet", "--allow-empty", "-m", message], cwd=checkout,
+                   check=True, env={**os.environ, "GIT_COMMITTER_DATE": "2031-01-01T00:00:00Z"})
+    code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history")
+    assert code == 1 and "to 2031-01-01T00:00:00+00:00); a replay covers at most 366 days: " \
+        "give --since or --until" in err, err
+    doc = simulate_json(capsys, "--repo", str(checkout), "--from-history", "--until",
+                        "2026-12-01T00:00:00Z")
+    assert doc["trace"]["name"] == "history (rebuilt from 2 trailers)"
+    assert doc["trace"]["jobs"] == 3
+    code, _, err = run(capsys, "simulate", "--repo", str(checkout), "--from-history", "--since",
+                       "2026-12-01T00:00:00Z", "--until", "2026-11-01T00:00:00Z")
+    assert (code, err) == (1, "error: --since: 2026-12-01T00:00:00Z is after --until "
+                              "2026-11-01T00:00:00Z\n")
 
 
 def test_a_url_or_a_bare_repo_is_read_through_a_clone(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -187,7 +187,8 @@ def test_from_observations_of_more_than_a_year_ask_for_since() -> None:
     year = 366 * 24 * 60
     assert from_observations([obs(0, 1, 0), obs(year, 0, 0)], "history").hours == 366 * 24
     with pytest.raises(InputError, match=r"--from-history: the scaling commits span 367 days "
-                       r"\(from 2026-.*\); a replay covers at most 366 days: give --since"):
+                       r"\(from 2026-.* to 2027-.*\); a replay covers at most 366 days: give --since "
+                       r"or --until"):
         from_observations([obs(0, 1, 0), obs(year + 24 * 60, 0, 0)], "history")
 
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 from gitscale.plan.cache import CacheWrites, StateCache, gc_paused
 from gitscale.plan.manifest_files import ManifestFiles
 from gitscale.config.load import Config, RunnerSetConfig
-from gitscale.core.decide import decide, settled_until, wanted
+from gitscale.core.decide import decide, settled_until
 from gitscale.core.forecast import Forecast
-from gitscale.core.limits import share_ahead
+from gitscale.core.limits import caps
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
@@ -208,16 +208,16 @@ class _Pass:
     def decide(self, found: list[_Found]) -> dict[str, tuple[_Found, Decision]]:
         """Each located set's decision: the ``decider`` when given, else the scaler (under its
         share of ``limits.maxTotalReplicas`` when there is one)."""
-        caps = _caps(self.config, found, self.now, self.forecasts, self.pinned_clock,
-                     self.held_by_others()) if self.decider is None else {}
+        shares = _caps(self.config, found, self.now, self.forecasts, self.pinned_clock,
+                       self.held_by_others()) if self.decider is None else {}
         decided: dict[str, tuple[_Found, Decision]] = {}
         for one in found:
             runner_set, _, current, demand = one
             if self.decider is not None:
                 decision = self.decider(runner_set, current, demand)
-            elif caps:
+            elif shares:
                 decision = decide(current, demand, runner_set.policy, self.now,
-                                  caps[runner_set.name] if runner_set.name in caps else None,
+                                  shares.get(runner_set.name),
                                   self.forecasts.get(runner_set.name),
                                   pinned_clock=self.pinned_clock)
             else:
@@ -320,25 +320,14 @@ class _Pass:
 def _caps(config: Config, found: list[_Found], now: datetime,
           forecasts: Mapping[str, Forecast], pinned_clock: bool,
           held: int = 0) -> dict[str, int]:
-    """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none).
-    Sets the pass leaves alone (paused, drained, demand unknown) keep what they have, and that
-    counts against the total, as ``held`` does (what the sets another scaler writes hold)."""
+    """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none):
+    ``core.limits.caps``, with ``held`` what the sets another scaler writes hold."""
     if config.max_total_replicas is None:
         return {}
-    wants: dict[str, tuple[int, int]] = {}
-    ahead: dict[str, int] = {}  # what a forecast adds beyond demand: shared after it
-    fixed = held
-    for runner_set, _, current, demand in found:
-        if current.paused or current.drained or demand is None:
-            fixed += 0 if current.drained else (current.replicas or 0)
-            continue
-        name = runner_set.name
-        wants[name] = wanted(current, demand, runner_set.policy, now, pinned_clock=pinned_clock)
-        if name in forecasts:
-            with_forecast = wanted(current, demand, runner_set.policy, now, forecasts[name],
-                                   pinned_clock=pinned_clock)
-            ahead[name] = with_forecast[1] - wants[name][1]
-    return share_ahead(config.max_total_replicas, wants, ahead, fixed)
+    asking = {runner_set.name: (current, demand, runner_set.policy,
+                                forecasts.get(runner_set.name))
+              for runner_set, _, current, demand in found}
+    return caps(config.max_total_replicas, asking, now, held=held, pinned_clock=pinned_clock)
 
 
 def _values(target: tgt.Located, decision: Decision, demand: Demand | None,

@@ -130,3 +130,9 @@ def test_every_pod_gitscale_runs_meets_the_restricted_standard(  # type: ignore[
                                   ["Deployment/gitscale-serve"] * (platform == "github"))
     for name, [(spec, notes)] in pods.items():
         assert violations(spec, "restricted", notes) == [], name
+    # ... and the namespace they run in says so: the API server refuses what breaks it there
+    enforced = {o["metadata"]["name"]: o["metadata"].get("labels", {}).get(
+        "pod-security.kubernetes.io/enforce") for o in objects if o["kind"] == "Namespace"}
+    assert enforced == {"gitscale-system": "restricted", "ci-runners": None}
+    assert {o["metadata"].get("namespace") for o in objects
+            if pod_templates(o)} == {"gitscale-system"}

@@ -146,8 +146,9 @@ def payload_of(body: bytes, content_type: str | None) -> bytes:
     itself, or, for a webhook of GitHub's ``form`` content type (the default of one made in
     GitHub's settings or by its API), its ``payload`` field, as actions-runner-controller's
     server (go-github's ``ValidatePayload``) reads it. Any other content type is read as JSON,
-    as before."""
-    if (content_type or "").split(";")[0].strip().lower() != FORM:
+    as before, and so is a form-typed body that is a JSON object (``curl -d @payload.json``
+    sends that content type unless told otherwise; GitHub's forms begin ``payload=``)."""
+    if (content_type or "").split(";")[0].strip().lower() != FORM or body.lstrip()[:1] == b"{":
         return body
     try:
         fields = parse_qs(body, keep_blank_values=True, strict_parsing=True, max_num_fields=16)

@@ -219,9 +219,12 @@ def test_a_webhook_of_githubs_form_content_type_is_read(repo: Path) -> None:
         assert status == 400 and "not a form" in reply["error"], reply
         assert server.post(b"payload=" + quote_plus(job(8, "queued", ["self-hosted", "linux"])
                            .decode()).encode(), content_type=f"{form}; charset=utf-8")[0] == 202
+        # JSON sent with the form type (curl -d's default, the README's walkthrough): JSON
+        assert server.post(job(9, "queued", ["self-hosted", "linux"]),
+                           content_type=form) == (202, {"accepted": True})
         wait_for_commit(server, repo, before)
         _, spec = remote_state(repo)
-        assert spec["replicas"] == 2
+        assert spec["replicas"] == 3
     finally:
         server.close()
 

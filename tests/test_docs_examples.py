@@ -24,10 +24,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gitscale.controller.observe import runner_container
+from gitscale.controller.observe import parse_runnerset, runner_container
+from gitscale.controller.platforms import kind_of
+from gitscale.controller.podspec import runner_pod
 from gitscale.manifest.target import KINDS
 from gitscale.manifest.crd_schemas import SchemaValidator
 from tests.helpers import run
+from tests.ship.pod_security import level
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.yaml"))
@@ -109,6 +112,40 @@ def test_the_page_names_each_file_above_its_block() -> None:
     text = PAGE.read_text()
     for path in EXAMPLES:
         assert f"examples/{path.name}" in text, path.name
+
+
+def documented_levels() -> dict[str, str]:
+    """The Pod Security level the page's table gives each example file."""
+    section = PAGE.read_text().split("## Pod Security\n", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `([\w.-]+\.yaml)` \| (\w+)", section, re.MULTILINE))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_the_page_says_the_pod_security_level_each_example_needs(path: Path) -> None:
+    """The strictest Pod Security Standard the runner pod meets (tests/ship/pod_security.py)
+    is the one the page's table names, for the pod as the controller makes it from the
+    template: it adds nothing that would lower it."""
+    obj = runnerset(path)
+    template = obj["spec"]["template"]
+    annotations = (template.get("metadata") or {}).get("annotations")
+    meets = level(template["spec"], annotations)
+    obj = {**obj, "metadata": {**obj["metadata"], "uid": "0a1b"}}
+    view = parse_runnerset(obj, kind_of)
+    pod = runner_pod(view, "runner-0a1b-abc123", 1, 0, [{"name": "X", "value": "y"}])
+    assert level(pod["spec"], pod["metadata"]["annotations"]) == meets
+    assert documented_levels().get(path.name) == meets, path.name
+    if meets == "restricted":
+        # runAsNonRoot with an image whose USER is a name (actions-runner's `runner`): the
+        # kubelet refuses to start the container unless the uid is given by number
+        spec = template["spec"]
+        users = [c.get("securityContext", {}).get("runAsUser",
+                                                  spec["securityContext"].get("runAsUser"))
+                 for c in spec["containers"]]
+        assert all(isinstance(u, int) and u > 0 for u in users), users
+
+
+def test_the_pod_security_table_names_only_example_files() -> None:
+    assert set(documented_levels()) == {path.name for path in EXAMPLES}
 
 
 def owned_spec_fields() -> list[str]:

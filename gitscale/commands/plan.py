@@ -49,7 +49,8 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
             with Progress("planning", None, show=output == "text") as bar:
                 plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,
                                     tree=tree, progress=bar.if_shown(), forecasts=forecasts,
-                                    pinned_clock=now is not None)
+                                    pinned_clock=now is not None,
+                                    others=[s for s in config.sets if s.name in left])
             plan.left = left
             if only:
                 plan = shown_sets(plan, set(only))

@@ -58,7 +58,8 @@ class Planner:
         with Progress("planning", None, show=self.progress) as bar:
             plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(),
                                 cache=self.cache, tree=tree, progress=bar.if_shown(),
-                                forecasts=forecasts, pinned_clock=self.pinned_clock)
+                                forecasts=forecasts, pinned_clock=self.pinned_clock,
+                                others=[s for s in config.sets if s.name in left])
         plan.left = left
         return plan
 

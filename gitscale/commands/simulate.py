@@ -79,7 +79,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
 
             root = stack.enter_context(open_workspace(opts.repo, opts.branch,
                                                       writes=False)).root
-        set_policies = _set_policies(opts, root, repo_given or from_history)
+        set_policies, total = _set_policies(opts, root, repo_given or from_history)
         tried = [(text, _policy(root, text)) for text in policy]
     configured = list(set_policies)
     if only:
@@ -103,6 +103,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         job_trace = _from_history(opts, since, until, set(set_policies))
     if report_from is not None:
         settings = replace(settings, report_from=_report_from(report_from, job_trace))
+    settings = replace(settings, max_total_replicas=total)
     used = set(job_trace.sets)
     candidates = _candidates(tried, {n: p for n, p in set_policies.items() if n in used})
     runs = len(candidates) * (2 if serve else 1) + (BASELINES if baselines else 0)
@@ -142,12 +143,14 @@ def _seconds(option: str, text: str, minimum: float = 0) -> float:
     return value
 
 
-def _set_policies(opts: RepoOptions, root: Path, required: bool) -> dict[str, Policy]:
-    """Each set's policy from gitscale.yaml; without a config repo, one set on the default."""
+def _set_policies(opts: RepoOptions, root: Path,
+                  required: bool) -> tuple[dict[str, Policy], int | None]:
+    """Each set's policy from gitscale.yaml, and its ``limits.maxTotalReplicas``; without a
+    config repo, one set on the default, and no limit."""
     if not required and not (root / opts.config).is_file():
-        return {DEFAULT_SET: load_preset(root, "default", "--policy", None)}
+        return {DEFAULT_SET: load_preset(root, "default", "--policy", None)}, None
     config = load_config(root, opts.config)
-    return {s.name: s.policy for s in config.sets}
+    return {s.name: s.policy for s in config.sets}, config.max_total_replicas
 
 
 def _not_a_folder(repo: str) -> bool:

@@ -24,6 +24,8 @@ from gitscale.runnerset_api import (
 
 SPEC: dict[str, Any] = {
     "type": "object",
+    "description": "The set's runners. gitscale owns replicas, patchID, effectiveTime and "
+                   "backlog (written in the config repo); the rest is yours.",
     "required": ["platform", "template"],
     "properties": {
         "replicas": {
@@ -49,28 +51,40 @@ SPEC: dict[str, Any] = {
                            "beyond replicas). Owned by gitscale.",
         },
         # The platforms of the controller's registry: the enum, and each one's settings.
-        "platform": {"type": "string", "enum": list(PLATFORMS)},
+        "platform": {"type": "string", "enum": list(PLATFORMS),
+                     "description": "The CI system of the runners; its settings are under "
+                                    "spec.<platform>."},
         **{name: kind.schema for name, kind in PLATFORMS.items()},
         "template": {
             "type": "object",
             "description": "Pod template of one ephemeral runner (a core/v1 PodTemplateSpec).",
             "required": ["spec"],
             "properties": {
-                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                             "description": "Labels and annotations of every runner pod "
+                                            "(the rest is not used)."},
                 "spec": {
                     "type": "object",
+                    "description": "A core/v1 PodSpec, kept as written: the API server "
+                                   "checks it when the controller creates a pod.",
                     "required": ["containers"],
                     "x-kubernetes-preserve-unknown-fields": True,
                     "properties": {
                         "containers": {
                             "type": "array", "minItems": 1,
+                            "description": "The runner is the container named runner, else "
+                                           "the first; the controller adds its environment "
+                                           "to that one.",
                             "items": {
                                 "type": "object",
                                 "required": ["name", "image"],
                                 "x-kubernetes-preserve-unknown-fields": True,
                                 "properties": {
-                                    "name": {"type": "string", "minLength": 1},
-                                    "image": {"type": "string", "minLength": 1},
+                                    "name": {"type": "string", "minLength": 1,
+                                             "description": "The container's name."},
+                                    "image": {"type": "string", "minLength": 1,
+                                              "description": "The container's image: pin "
+                                                             "a version."},
                                 },
                             },
                         },
@@ -81,44 +95,69 @@ SPEC: dict[str, Any] = {
     },
 }
 
+COUNTS = {
+    "replicas": "The set's runners, those that hold its slots: pending + idle + busy + "
+                "failed (not those being deleted).",
+    "pending": "Runner pods not running yet, and runners not connected to the platform yet.",
+    "idle": "Runners connected and waiting for a job.",
+    "busy": "Runners running a job (one the platform cannot vouch for counts as busy).",
+    "failed": "Runners whose container failed, waiting for their replacement.",
+}
+
 STATUS: dict[str, Any] = {
     "type": "object",
+    "description": "Written by the controller, through the status subresource.",
     "properties": {
-        **{k: {"type": "integer", "minimum": 0}
-           for k in ("replicas", "pending", "idle", "busy", "failed")},
+        **{k: {"type": "integer", "minimum": 0, "description": what}
+           for k, what in COUNTS.items()},
         "terminating": {
             "type": "integer", "minimum": 0,
             "description": "Runner pods being deleted that have not stopped yet (in their "
                            "grace period). Not in replicas: they hold no slot of the set.",
         },
-        "observedPatchID": {"type": "integer", "minimum": 0},
-        "observedGeneration": {"type": "integer", "minimum": 0},
+        "observedPatchID": {"type": "integer", "minimum": 0,
+                            "description": "spec.patchID of the spec this status was "
+                                           "computed for."},
+        "observedGeneration": {"type": "integer", "minimum": 0,
+                               "description": "metadata.generation of that spec."},
         "appliedPatchID": {
             "type": "integer", "minimum": 0,
             "description": "Patch ID of the last spec write the controller fully applied "
                            "(every runner it wanted created). Until the spec's write is this "
                            "one, the controller keeps acting on it.",
         },
-        "appliedEffectiveTime": {"type": "string", "format": "date-time"},
+        "appliedEffectiveTime": {"type": "string", "format": "date-time",
+                                 "description": "effectiveTime of the write appliedPatchID "
+                                                "names."},
         "refilled": {
             "type": "integer", "minimum": 0,
             "description": "Slots the controller refilled from the backlog of the write "
                            "refilledPatchID / refilledEffectiveTime (at most its backlog).",
         },
-        "refilledPatchID": {"type": "integer", "minimum": 0},
-        "refilledEffectiveTime": {"type": "string", "format": "date-time"},
+        "refilledPatchID": {"type": "integer", "minimum": 0,
+                            "description": "Patch ID of the write refilled counts for."},
+        "refilledEffectiveTime": {"type": "string", "format": "date-time",
+                                  "description": "effectiveTime of the write refilled "
+                                                 "counts for."},
         "conditions": {
             "type": "array",
+            "description": "Ready, Reconciling, Stalled, RunnersFailing and BusyKnown "
+                           "(kstatus conditions: kubectl wait --for=condition=Ready).",
             "items": {
                 "type": "object",
                 "required": ["type", "status"],
                 "properties": {
-                    "type": {"type": "string"},
-                    "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                    "reason": {"type": "string"},
-                    "message": {"type": "string"},
-                    "lastTransitionTime": {"type": "string", "format": "date-time"},
-                    "observedGeneration": {"type": "integer", "minimum": 0},
+                    "type": {"type": "string", "description": "The condition's type."},
+                    "status": {"type": "string", "enum": ["True", "False", "Unknown"],
+                               "description": "True, False or Unknown."},
+                    "reason": {"type": "string",
+                               "description": "Why, in one CamelCase word."},
+                    "message": {"type": "string", "description": "Why, for people."},
+                    "lastTransitionTime": {"type": "string", "format": "date-time",
+                                           "description": "When status last changed."},
+                    "observedGeneration": {"type": "integer", "minimum": 0,
+                                           "description": "metadata.generation the "
+                                                          "condition was set for."},
                 },
             },
         },
@@ -157,6 +196,10 @@ def crd() -> dict[str, Any]:
                 ],
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
+                    "description": "A pool of ephemeral CI runners: gitscale writes how many "
+                                   "it wants into the config repo, the controller makes one "
+                                   "pod per runner. Reference: docs/runnerset.md of "
+                                   "gitscale.",
                     "required": ["spec"],
                     "properties": {
                         "apiVersion": {"type": "string"},

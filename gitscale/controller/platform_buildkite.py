@@ -42,11 +42,18 @@ GRACEFUL = ("an agent counts as idle unless its pod says gitscale.dev/busy=true;
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": "Settings of a Buildkite set (platform: buildkite).",
     "required": ["queue"],
     "properties": {
-        "queue": {"type": "string", "minLength": 1},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "agentTokenSecret": {"type": "string", "minLength": 1},
+        "queue": {"type": "string", "minLength": 1,
+                  "description": "The queue; each agent gets the tag queue=<queue>."},
+        "tags": {"type": "array", "items": {"type": "string"},
+                 "description": "More agent tags, key=value each (no comma in one, no "
+                                "queue=)."},
+        "agentTokenSecret": {"type": "string", "minLength": 1,
+                             "description": "Secret (in the set's namespace) whose key token "
+                                            "is the agent token: the pod reads it, the "
+                                            "controller never does."},
         "organization": {"type": "string", "minLength": 1,
                          "description": "Organization slug, for the agents REST API "
                                         "(which agent runs a job)."},

@@ -40,12 +40,18 @@ RUN_SH = "/home/runner/run.sh"
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": "Settings of a GitHub Actions set (platform: github).",
     "required": ["configURL", "credentialsSecret"],  # as settings() requires
     "properties": {
         "configURL": {"type": "string", "pattern": "^https?://",
                       "description": "Org, repo or enterprise URL runners register to."},
-        "labels": {"type": "array", "items": {"type": "string", "minLength": 1}},
-        "runnerGroup": {"type": "string"},
+        "labels": {"type": "array", "items": {"type": "string", "minLength": 1},
+                   "description": "Labels each runner registers with (default: the set's "
+                                  "name). Keep them equal to the labels of the set's source "
+                                  "in gitscale.yaml."},
+        "runnerGroup": {"type": "string",
+                        "description": "Runner group, by name (empty or Default: the default "
+                                       "group). Ignored for a repository URL."},
         "credentialsSecret": {"type": "string", "minLength": 1,
                               "description": "Secret (in the set's namespace) with github_token "
                                              "or the github_app_* keys."},

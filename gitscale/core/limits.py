@@ -4,10 +4,46 @@ to the runners forecasts keep ready. Pure.
 ``limits: {maxTotalReplicas: N}`` in gitscale.yaml: when the sets together want more than N,
 each keeps its minimum and the rest of N is split in proportion to what each wants above its
 minimum (largest remainders get the odd replicas, ties by name, so a split is reproducible).
+``caps`` is the rule a pass (``gitscale.plan.engine``) and ``simulate`` both decide under.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from gitscale.core.decide import wanted
+
+if TYPE_CHECKING:
+    from gitscale.core.forecast import Forecast
+    from gitscale.core.model import Current, Demand
+    from gitscale.core.policy import Policy
+
+# one set as a pass sees it: what its manifest holds, its demand (None: it could not be read),
+# its policy and its forecast (None: none, or the set is decided reactively)
+Asking = tuple["Current", "Demand | None", "Policy", "Forecast | None"]
+
+
+def caps(total: int, sets: Mapping[str, Asking], now: datetime, *, held: int = 0,
+         pinned_clock: bool = False) -> dict[str, int]:
+    """Each set's share of ``total`` this pass, the most it may have. Sets the pass leaves
+    alone (paused, drained, demand unknown) keep what they have (a drained one 0) and get no
+    share: what they keep counts against the total, as ``held`` does (what the sets another
+    scaler writes hold). Demand is served first, the runners forecasts keep ready after it
+    (``share_ahead``). ``pinned_clock``: ``now`` is `--now` (``core.decide.hold_from``)."""
+    wants: dict[str, tuple[int, int]] = {}
+    ahead: dict[str, int] = {}  # what a forecast adds beyond demand: shared after it
+    fixed = held
+    for name, (current, demand, policy, forecast) in sets.items():
+        if current.paused or current.drained or demand is None:
+            fixed += 0 if current.drained else (current.replicas or 0)
+            continue
+        wants[name] = wanted(current, demand, policy, now, pinned_clock=pinned_clock)
+        if forecast is not None:
+            with_forecast = wanted(current, demand, policy, now, forecast,
+                                   pinned_clock=pinned_clock)
+            ahead[name] = with_forecast[1] - wants[name][1]
+    return share_ahead(total, wants, ahead, fixed)
 
 
 def share(total: int, wants: Mapping[str, tuple[int, int]],

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 from gitscale.plan.cache import CacheWrites, StateCache, gc_paused
 from gitscale.plan.manifest_files import ManifestFiles
 from gitscale.config.load import Config, RunnerSetConfig
-from gitscale.core.decide import decide, settled_until, wanted
+from gitscale.core.decide import decide, settled_until
 from gitscale.core.forecast import Forecast
-from gitscale.core.limits import share_ahead
+from gitscale.core.limits import caps
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
 from gitscale.errors import ManifestError
@@ -85,16 +85,19 @@ def compute_plan(root: Path, config: Config, reading: DemandReading, now: dateti
                  cache: StateCache | None = None, tree: Tree | None = None,
                  progress: Progress | None = None,
                  forecasts: Mapping[str, Forecast] | None = None, *,
-                 pinned_clock: bool = False) -> Plan:
+                 pinned_clock: bool = False, others: Sequence[RunnerSetConfig] = ()) -> Plan:
     """The pass over ``config``'s sets (``only``: those named) at ``now``. ``decider`` replaces
     the scaler (`drain`). ``cache`` is read, never written: apply ``plan.cache_writes`` to it.
     ``tree`` (the index's blob ids) lets unchanged manifests come from ``cache`` unread.
     ``forecasts``: what the history predicts for the sets with ``policy.forecast``
     (``gitscale.plan.forecasts``); a forecast set missing from it is decided reactively.
-    ``pinned_clock``: ``now`` is `--now`, not the host's clock (``core.decide.hold_from``)."""
+    ``pinned_clock``: ``now`` is `--now`, not the host's clock (``core.decide.hold_from``).
+    ``others``: the sets of gitscale.yaml another scaler writes (`gitscale serve`'s, in a pass
+    of `plan`, `reconcile` or `run`; the polled ones, in a batch of `serve`): under
+    ``limits.maxTotalReplicas`` each keeps what it has, and that counts against the total."""
     with gc_paused():
         pass_ = _Pass(root, config, reading, now, decider, cache or StateCache(), tree,
-                      progress, forecasts or {}, pinned_clock)
+                      progress, forecasts or {}, pinned_clock, others)
         plan = pass_.run(base, only)
     plan.demands = reading.demands
     plan.forecasts = dict(forecasts or {})
@@ -127,9 +130,9 @@ class _Pass:
     def __init__(self, root: Path, config: Config, reading: DemandReading, now: datetime,
                  decider: Decider | None, cache: StateCache, tree: Tree | None,
                  progress: Progress | None, forecasts: Mapping[str, Forecast],
-                 pinned_clock: bool) -> None:
+                 pinned_clock: bool, others: Sequence[RunnerSetConfig] = ()) -> None:
         self.config, self.reading, self.now, self.decider = config, reading, now, decider
-        self.pinned_clock = pinned_clock
+        self.pinned_clock, self.others = pinned_clock, others
         self.cache, self.tree, self.progress, self.forecasts = cache, tree, progress, forecasts
         self.files = ManifestFiles(root, config, tree)
         self.cache_writes = CacheWrites(floor=len(config.sets))
@@ -205,22 +208,40 @@ class _Pass:
     def decide(self, found: list[_Found]) -> dict[str, tuple[_Found, Decision]]:
         """Each located set's decision: the ``decider`` when given, else the scaler (under its
         share of ``limits.maxTotalReplicas`` when there is one)."""
-        caps = _caps(self.config, found, self.now, self.forecasts, self.pinned_clock) \
-            if self.decider is None else {}
+        shares = _caps(self.config, found, self.now, self.forecasts, self.pinned_clock,
+                       self.held_by_others()) if self.decider is None else {}
         decided: dict[str, tuple[_Found, Decision]] = {}
         for one in found:
             runner_set, _, current, demand = one
             if self.decider is not None:
                 decision = self.decider(runner_set, current, demand)
-            elif caps:
+            elif shares:
                 decision = decide(current, demand, runner_set.policy, self.now,
-                                  caps[runner_set.name] if runner_set.name in caps else None,
+                                  shares.get(runner_set.name),
                                   self.forecasts.get(runner_set.name),
                                   pinned_clock=self.pinned_clock)
             else:
                 decision = self._decide_settling(one)
             decided[runner_set.name] = (one, decision)
         return decided
+
+    def held_by_others(self) -> int:
+        """The replicas the sets another scaler writes (``others``) hold, when a total limits
+        them with this pass's sets: they keep what they have, as a paused set does (a drained
+        one is held at 0), and the sets of this pass share what is left."""
+        if self.config.max_total_replicas is None or not self.others:
+            return 0
+        self.files.prefetch(self.others, self.cache)
+        held = 0
+        for runner_set in self.others:
+            try:
+                current = self.files.located(runner_set, self.cache, self.cache_writes,
+                                             self.kept).current
+            except tgt.NoSuchObject as exc:
+                raise self.config.blame(runner_set.name, tgt.object_key(runner_set.object),
+                                        f"{exc.detail} in {runner_set.manifest}") from None
+            held += 0 if current.drained else current.replicas or 0
+        return held
 
     def _decide_settling(self, one: _Found) -> Decision:
         """``decide``, remembered when it writes nothing, with the span it holds for, so that
@@ -297,26 +318,16 @@ class _Pass:
 
 
 def _caps(config: Config, found: list[_Found], now: datetime,
-          forecasts: Mapping[str, Forecast], pinned_clock: bool) -> dict[str, int]:
-    """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none).
-    Sets the pass leaves alone (paused, drained, demand unknown) keep what they have, and that
-    counts against the total."""
+          forecasts: Mapping[str, Forecast], pinned_clock: bool,
+          held: int = 0) -> dict[str, int]:
+    """Each set's share of ``limits.maxTotalReplicas`` this pass (empty when there is none):
+    ``core.limits.caps``, with ``held`` what the sets another scaler writes hold."""
     if config.max_total_replicas is None:
         return {}
-    wants: dict[str, tuple[int, int]] = {}
-    ahead: dict[str, int] = {}  # what a forecast adds beyond demand: shared after it
-    fixed = 0
-    for runner_set, _, current, demand in found:
-        if current.paused or current.drained or demand is None:
-            fixed += 0 if current.drained else (current.replicas or 0)
-            continue
-        name = runner_set.name
-        wants[name] = wanted(current, demand, runner_set.policy, now, pinned_clock=pinned_clock)
-        if name in forecasts:
-            with_forecast = wanted(current, demand, runner_set.policy, now, forecasts[name],
-                                   pinned_clock=pinned_clock)
-            ahead[name] = with_forecast[1] - wants[name][1]
-    return share_ahead(config.max_total_replicas, wants, ahead, fixed)
+    asking = {runner_set.name: (current, demand, runner_set.policy,
+                                forecasts.get(runner_set.name))
+              for runner_set, _, current, demand in found}
+    return caps(config.max_total_replicas, asking, now, held=held, pinned_clock=pinned_clock)
 
 
 def _values(target: tgt.Located, decision: Decision, demand: Demand | None,

@@ -20,13 +20,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from gitscale.controller.decide import Phase, Spec
 from gitscale.core.decide import decide
 from gitscale.core.forecast import forecast
+from gitscale.core.limits import caps
 from gitscale.core.model import Current, Decision, Demand, next_patch_id
 from gitscale.core.policy import Policy
 from gitscale.core.reservations import Action, Book, Event
@@ -53,6 +54,7 @@ class Settings:
     resync: float = 300.0  # `serve --resync`: the reservations corrected from GitHub (0: off)
     hold: float = 300.0  # `serve --hold`: a change to the reservations alone waits this long
     report_from: float = 0.0  # seconds into the trace from which outcomes are counted
+    max_total_replicas: int | None = None  # gitscale.yaml's limits.maxTotalReplicas
 
 
 @dataclass
@@ -173,21 +175,33 @@ class _Writer:
         if spec is not None:
             controller_pass(pool, spec)
 
-    def decide(self, name: str, demand: Demand, now: datetime) -> tuple[Decision, Current]:
-        """The decision for ``name`` at ``now``, and the RunnerSet before it (the set's state
-        moves on when the decision writes)."""
-        before = self.current[name]
-        known = before if self.settings.job_memory else replace(before, jobs=None)
-        policy = self.policies[name]
-        times, levels = self.history[name]
-        predicted = None if policy.forecast is None else forecast(
-            times, levels, policy.forecast, now, self.window)
-        decision = decide(known, demand, policy, now, forecast=predicted)
-        if decision.write:
-            times.append(now.timestamp())
-            levels.append(demand.queued + demand.running)
-            self.current[name] = before.after(decision, demand, now)
-        return decision, before
+    def decide(self, demands: Mapping[str, Demand],
+               now: datetime) -> dict[str, tuple[Decision, Current]]:
+        """Each set's decision at ``now`` (under its share of ``max_total_replicas``, as a
+        pass decides), and the RunnerSet before it (the set's state moves on when the
+        decision writes)."""
+        asking = {}
+        for name, demand in demands.items():
+            before = self.current[name]
+            policy = self.policies[name]
+            times, levels = self.history[name]
+            predicted = None if policy.forecast is None else forecast(
+                times, levels, policy.forecast, now, self.window)
+            known = before if self.settings.job_memory else replace(before, jobs=None)
+            asking[name] = (known, demand, policy, predicted)
+        total = self.settings.max_total_replicas
+        shares = caps(total, asking, now) if total is not None else {}
+        decided = {}
+        for name, (known, demand, policy, predicted) in asking.items():
+            before = self.current[name]
+            decision = decide(known, demand, policy, now, shares.get(name), predicted)
+            if decision.write:
+                times, levels = self.history[name]
+                times.append(now.timestamp())
+                levels.append(demand.queued + demand.running)
+                self.current[name] = before.after(decision, demand, now)
+            decided[name] = (decision, before)
+        return decided
 
 
 def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
@@ -200,9 +214,8 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
     def tick() -> None:
         now = clock.time(clock.now)
         wrote, patch_only = False, True
-        for name, pool in pools.items():
-            queued, running, ids = pool.demand()
-            decision, before = writer.decide(name, Demand(queued, running, ids), now)
+        demands = {name: Demand(*pool.demand()) for name, pool in pools.items()}
+        for name, (decision, before) in writer.decide(demands, now).items():
             if not decision.write:
                 continue
             wrote = True
@@ -294,7 +307,8 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
                     books[name], _ = resync_book(books[name], jobs, now - GRACE, now,
                                                  duration, hi)
                 booked = booked or books[name] != before
-                decision, was = writer.decide(name, books[name].demand(), now)
+            decided = writer.decide({name: books[name].demand() for name in pools}, now)
+            for name, (decision, was) in decided.items():
                 batched(clock.now, name, books[name], decision)
                 if not decision.write:
                     continue

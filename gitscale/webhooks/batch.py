@@ -85,7 +85,8 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
         reading.demands[name] = books[name].demand()
     names = {s.name for s in webhook_sets}
     plan = compute_plan(root, config, reading, now, base, only=names, cache=cache,
-                        forecasts=forecasts(config) if forecasts is not None else None)
+                        forecasts=forecasts(config) if forecasts is not None else None,
+                        others=[s for s in config.sets if s.name not in names])
     new_text = render(books, sorted(names))
     recorded = hold.events(counts)
     notes = hold.notes([f"resync with GitHub, {name}: {correction.describe()}"

@@ -91,6 +91,8 @@ class Batch:
             self.batcher.give_back(events)
             bug = not isinstance(exc, GitscaleError)
             what = crash.summary(exc) if bug else redact(str(exc))
+            if isinstance(exc, PushRejected):  # final for `reconcile`; serve tries again
+                what = what.replace("; not retried.", ".")  # (in /healthz as in the log)
             with self.batcher.lock:
                 self.batcher.failures += 1
                 self.batcher.last_error = what
@@ -139,8 +141,7 @@ class Batch:
         """The line of a failed batch: the first of a streak says how serve goes on, a
         remote's refusal what a person can do, a reminder how long it has lasted."""
         streak = self.streak
-        if isinstance(exc, PushRejected):  # final for `reconcile`; serve tries again
-            what = what.replace("; not retried.", ".")
+        if isinstance(exc, PushRejected):
             what += (f"\nserve keeps the events and tries again every {MAX_BACKOFF:g} s; to "
                      f"land them, let the identity serve pushes as (GITSCALE_GIT_TOKEN's user, "
                      f"the deploy key) push to {self.ws.remote_branch or self.ws.branch} (a "

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Sequence
+from urllib.parse import parse_qs
 
 from gitscale.config.load import RunnerSetConfig
 from gitscale.core.reservations import MAX_JOB_ID, Action, Event, is_job_id
@@ -135,6 +136,28 @@ class JobEvent:
     repo: str  # owner/name
     owner: str
     at: datetime
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def payload_of(body: bytes, content_type: str | None) -> bytes:
+    """The JSON payload of a delivery whose signature was checked over ``body``: the body
+    itself, or, for a webhook of GitHub's ``form`` content type (the default of one made in
+    GitHub's settings or by its API), its ``payload`` field, as actions-runner-controller's
+    server (go-github's ``ValidatePayload``) reads it. Any other content type is read as JSON,
+    as before."""
+    if (content_type or "").split(";")[0].strip().lower() != FORM:
+        return body
+    try:
+        fields = parse_qs(body, keep_blank_values=True, strict_parsing=True, max_num_fields=16)
+    except ValueError:  # its text would quote the body
+        raise _malformed(f"a {FORM} body that is not a form") from None
+    found = fields.get(b"payload")
+    if not found:
+        raise _malformed(f"a {FORM} body without a `payload` field (GitHub's form "
+                         "deliveries hold the JSON payload there)")
+    return found[0]
 
 
 def parse(body: bytes, at: datetime) -> JobEvent | None:

@@ -11,7 +11,8 @@ from gitscale.http_server import Handler, RefusedHook, Request, Response
 from gitscale.logline import log
 from gitscale.metrics import LoopMetrics, exposition
 from gitscale.webhooks.batcher import Batcher
-from gitscale.webhooks.delivery import Deliveries, Rejected, RejectionLog, parse, verify
+from gitscale.webhooks.delivery import (Deliveries, Rejected, RejectionLog, parse, payload_of,
+                                         verify)
 from gitscale.webhooks.secret import WebhookSecret
 
 
@@ -55,7 +56,8 @@ def make_handler(secret: bytes | WebhookSecret, batcher: Batcher, deliveries: De
                 return "ping", Response(200, {"ok": "pong"})
             if kind != "workflow_job":
                 return "ignored", Response(202, {"ignored": f"event {kind!r}"})
-            event = parse(request.body, clock())
+            event = parse(payload_of(request.body, request.headers.get("content-type")),
+                          clock())
             delivery = request.headers.get("x-github-delivery", "")
             if delivery and not deliveries.first_time(delivery):
                 return "duplicate", Response(200, {"ignored": "duplicate delivery"})

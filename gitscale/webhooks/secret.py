@@ -73,7 +73,13 @@ class WebhookSecret:
                 self._failed(exc)
                 break
         assert refused is not None  # (``accepted`` gives one secret at least)
-        raise refused
+        try:
+            raise refused
+        finally:
+            # The exception's traceback holds this frame: kept in a local too, it made a
+            # cycle that only the garbage collector frees, and the body with it — a flood of
+            # 24 MB deliveries with bad signatures took serve past 1 GB (512Mi is its limit).
+            refused = None
 
     def _current(self) -> str:
         """The file's value; the one read last while the file cannot be read (a delivery is

@@ -66,9 +66,9 @@ class Server:
         assert self.port, self.result
 
     def post(self, body: bytes, *, signature: str | None = "good", event: str = "workflow_job",
-             delivery: str | None = None, conn: http.client.HTTPConnection | None = None
-             ) -> tuple[int, dict[str, Any]]:
-        headers = {"Content-Type": "application/json", "X-GitHub-Event": event,
+             delivery: str | None = None, conn: http.client.HTTPConnection | None = None,
+             content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
+        headers = {"Content-Type": content_type, "X-GitHub-Event": event,
                    "X-GitHub-Delivery": delivery or str(uuid.uuid4())}
         if signature == "good":
             digest = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
@@ -193,6 +193,35 @@ def test_signatures_replays_and_order(repo: Path) -> None:
                                   "main:.gitscale/reservations.yaml"))
         jobs = {r["job"]: r["running"] for r in book["sets"]["linux"]["reservations"]}
         assert jobs == {5: True, 6: False}
+    finally:
+        server.close()
+
+
+def test_a_webhook_of_githubs_form_content_type_is_read(repo: Path) -> None:
+    """GitHub's `form` content type (the default of a webhook made in its settings or API):
+    the JSON payload is the body's `payload` field, signed as the raw form. It was a 400 `the
+    body is not JSON` for every delivery, which said nothing of the webhook's setting."""
+    from urllib.parse import quote_plus
+
+    server = Server(repo, window="1s")
+    try:
+        before, _ = remote_state(repo)
+        form = "application/x-www-form-urlencoded"
+        payload = job(7, "queued", ["self-hosted", "linux"])
+        body = b"payload=" + quote_plus(payload.decode()).encode()
+        assert server.post(body, content_type=form) == (202, {"accepted": True})
+        # signed over the raw form: the payload's own signature is not GitHub's
+        assert server.post(body, content_type=form, signature="sha256=" + hmac.new(
+            SECRET.encode(), payload, hashlib.sha256).hexdigest())[0] == 401
+        status, reply = server.post(b"other=1", content_type=form)
+        assert status == 400 and "without a `payload` field" in reply["error"]
+        status, reply = server.post(b"payload=%7B&&x", content_type=form)
+        assert status == 400 and "not a form" in reply["error"], reply
+        assert server.post(b"payload=" + quote_plus(job(8, "queued", ["self-hosted", "linux"])
+                           .decode()).encode(), content_type=f"{form}; charset=utf-8")[0] == 202
+        wait_for_commit(server, repo, before)
+        _, spec = remote_state(repo)
+        assert spec["replicas"] == 2
     finally:
         server.close()
 

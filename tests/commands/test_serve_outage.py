@@ -95,8 +95,9 @@ def test_a_git_server_gone_for_a_while_is_one_line_and_every_event_lands(
 
 def test_a_push_refused_for_good_says_what_to_do_once(
         repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    """Branch protection: the refusal said "not retried" while serve retried it; now it says
-    that serve tries again, and what a person can change."""
+    """Branch protection: the refusal said "not retried" (in the log, then in /healthz's
+    last_error) while serve retried it; now it says that serve tries again, and what a
+    person can change."""
     hook = repo.parent / "remote.git" / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'GH006: Protected branch update failed for "
                     "refs/heads/main.' >&2\nexit 1\n")
@@ -107,7 +108,11 @@ def test_a_push_refused_for_good_says_what_to_do_once(
         server.post(job(1, "queued", LINUX))
         wait_until(lambda: server.health()["status"] == "degraded", 20, "no failed batch")
         time.sleep(2)  # more refused tries (0.5 s, then 1 s later)
-        assert server.health()["pending_events"] == 1
+        health = server.health()
+        assert health["pending_events"] == 1
+        # /healthz says what the log says: the refusal, not the `reconcile`'s "not retried"
+        assert "GH006: Protected branch update failed" in health["last_error"]
+        assert "not retried" not in health["last_error"], health
         assert remote_state(repo)[0] == before
         hook.unlink()
         wait_for_commit(server, repo, before, timeout=30)

@@ -7,6 +7,7 @@ import hmac
 import http.client
 import json
 import os
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -141,6 +142,40 @@ def test_a_file_gone_for_a_moment_keeps_the_secret_read_before(tmp_path: Path) -
     secret.verify(body, signed(OLD, body))
     assert len(said) == 1 and str(path) in said[0] and "read before" in said[0]
     assert OLD not in said[0]
+
+
+def test_a_refused_delivery_is_freed_with_its_body_not_left_to_the_garbage_collector(
+        tmp_path: Path) -> None:
+    """A delivery refused for its signature (through serve's handler, with the old secret
+    in its grace: two secrets tried) holds no reference to its body once answered. A
+    reference cycle (the exception kept in a local of the frame its traceback holds) left
+    each body to the garbage collector: a flood of 24 MB deliveries with bad signatures took
+    serve past 1 GB, twice its Deployment's memory limit."""
+    from gitscale.http_server import Request
+    from gitscale.timeutil import utcnow
+    from gitscale.webhooks.batcher import Batcher
+    from gitscale.webhooks.delivery import Deliveries
+    from gitscale.webhooks.endpoints import make_handler
+
+    path = tmp_path / "secret"
+    path.write_text(OLD)
+    now = [0.0]
+    secret = WebhookSecret({"file": str(path)}, clock=lambda: now[0])
+    secret.check()
+    path.write_text(NEW + "\n")
+    now[0] = 5.0
+    batcher = Batcher()
+    handler = make_handler(secret, batcher, Deliveries(), "/webhook", utcnow)
+    body = job(7, "queued", LINUX) + b" " * 100_000
+    held = sys.getrefcount(body)
+    for signature in ("sha256=" + "0" * 64, signed("another", body), None):
+        headers = {"x-github-event": "workflow_job", "x-github-delivery": str(uuid.uuid4())}
+        if signature is not None:
+            headers["x-hub-signature-256"] = signature
+        answer = handler(Request("POST", "/webhook", headers, body))
+        assert answer.status == 401
+        assert sys.getrefcount(body) == held  # nothing keeps it: freed with the request
+    assert batcher.pending == []
 
 
 def test_the_default_variable_read_through_its_file_variable_rotates(

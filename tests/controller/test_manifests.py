@@ -2,6 +2,7 @@
 runs the real command with probes on the endpoints it serves."""
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,55 @@ def test_rbac_allows_exactly_the_calls_the_controller_makes(harness: Harness) ->
     assert used == allowed
     lease_role = objects["Role/gitscale-controller-leader-election"]
     assert lease_role["rules"][0]["resources"] == ["leases"]
+
+
+CLIENTS = ("core", "custom", "coordination")  # kube.py's kubernetes client APIs
+
+
+def client_methods() -> set[tuple[str, bool]]:
+    """Each kubernetes client method kube.py names (``self.core.list_namespaced_pod``), and
+    whether it is streamed as a watch (named inside a call of ``self._stream``)."""
+    tree = ast.parse(Path(kube.__file__).read_text())
+    streamed = {id(node) for call in ast.walk(tree) if isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute) and call.func.attr == "_stream"
+                for node in ast.walk(call)}
+    return {(node.attr, id(node) in streamed) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+            and node.value.attr in CLIENTS and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "self"}
+
+
+def authorization(method: str, watch: bool) -> tuple[str, str]:
+    """The (verb, resource) the API server authorizes a client method's request as:
+    ``read_namespaced_secret`` is get on secrets, a list streamed as a watch is watch,
+    ``patch_namespaced_custom_object_status`` is patch on runnersets/status (the one custom
+    resource kube.py speaks to)."""
+    verb, _, rest = method.partition("_")
+    verb = {"read": "get", "replace": "update"}.get(verb, verb)
+    if watch:
+        assert verb == "list", method
+        verb = "watch"
+    rest = rest.replace("namespaced_", "").replace("_for_all_namespaces", "") \
+        .replace("cluster_", "")
+    if rest.startswith("custom_object"):
+        return verb, rest.replace("custom_object", "runnersets").replace("_status", "/status")
+    return verb, f"{rest}s"
+
+
+def test_rbac_grants_exactly_the_calls_kube_py_can_make() -> None:
+    """Read from kube.py's code, not from the calls a test made: a call no test exercises is
+    still granted (a 403 in a real cluster otherwise), and nothing is granted that no call
+    needs."""
+    methods = client_methods()
+    assert ("list_namespaced_pod", True) in methods  # the watch of runner pods
+    assert ("patch_namespaced_custom_object_status", False) in methods  # named, not called
+    used = {authorization(method, watch) for method, watch in methods}
+    objects = manifests()
+    granted = {(verb, resource) for name in ("Role/gitscale-controller",
+                                             "Role/gitscale-controller-leader-election")
+               for rule in objects[name]["rules"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert used == granted
 
 
 def test_deployment_runs_the_controller_with_probes() -> None:

@@ -647,3 +647,45 @@ def test_a_pinned_clock_holds_from_a_later_scale_up(last_up: datetime,
     assert "clock skew" not in decision.detail
     assert ("held until " + (last_up + timedelta(minutes=10)).isoformat() in decision.detail) \
         == (not decision.write)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lo=st.integers(0, 5), span=st.integers(0, 10), buffer=st.integers(0, 3),
+    delay=st.integers(0, 20), have=st.one_of(st.none(), st.integers(0, 20)),
+    patch=st.one_of(st.none(), st.integers(0, 5), st.just(PATCH_ID_MAX)),
+    backlog=st.one_of(st.none(), st.integers(0, 5)),
+    last_up=st.one_of(st.none(), st.integers(-30, 0)),
+    queued=st.integers(0, 15), running=st.integers(0, 15),
+    step_up=st.one_of(st.none(), st.integers(1, 4)),
+    step_down=st.one_of(st.none(), st.integers(1, 4)),
+    ids=st.booleans(),
+)
+def test_passes_on_steady_demand_settle(lo: int, span: int, buffer: int, delay: int,
+                                        have: int | None, patch: int | None,
+                                        backlog: int | None, last_up: int | None, queued: int,
+                                        running: int, step_up: int | None,
+                                        step_down: int | None, ids: bool) -> None:
+    """Passes a minute apart on the same demand, each reading back what the last wrote: every
+    write changes what the file holds, its patch ID is the last + 1 (2³¹−1 wraps to 1) or 0,
+    the count stays within the bounds, the writes stop within the delay and the steps, and a
+    set left with nothing waiting ends on patch 0 (the controller may remove its idle runners)."""
+    policy = Policy(lo, lo + span, buffer, timedelta(minutes=delay), step_up, step_down)
+    jobs = frozenset(str(i) for i in range(queued + running)) if ids else None
+    demand = D(queued, running, jobs)
+    state = Current(have, patch, None if last_up is None else NOW + timedelta(minutes=last_up),
+                    "old", backlog=backlog)
+    now, writes = NOW, []
+    for minute in range(45):
+        decision = decide(state, demand, policy, now)
+        if decision.write:
+            writes.append((minute, decision.replicas, decision.patch_id, decision.reason))
+            assert decision.patch_id in (0, next_patch_id(state.patch_id))
+            assert (decision.replicas, decision.patch_id, decision.backlog) != \
+                (state.replicas, state.patch_id, state.backlog or 0)
+            assert lo <= decision.replicas <= lo + span
+        state = state.after(decision, demand, now)
+        now += timedelta(minutes=1)
+    assert not [w for w in writes if w[0] >= 30], writes  # settled after delay + steps
+    if queued == 0:
+        assert state.patch_id == 0, writes

@@ -120,6 +120,56 @@ def test_bounded_evaluation_agrees_with_walking_from_the_start(
     from zoneinfo import ZoneInfo
 
     first = start.astimezone(ZoneInfo(zone)) if zone else start
-    occurrence = rrulestr(rule, dtstart=first).before(now.astimezone(first.tzinfo), inc=True)
+    walked = rrulestr(rule, dtstart=first)
+    # the latest occurrence whose moment has come (a wall time may come twice, or never)
+    occurrence = walked.before(now.astimezone(first.tzinfo) + timedelta(hours=3), inc=True)
+    while occurrence is not None and occurrence.timestamp() > now.timestamp():
+        occurrence = walked.before(occurrence)
     expected = occurrence if occurrence is not None and now < occurrence + duration else None
     assert last_start(rule, start, zone, now, duration) == expected
+
+
+@pytest.mark.parametrize(("start", "now", "active"), [
+    # a nightly window at 01:45 for 2 h, on the night the clocks go back (2026-11-01 06:00Z:
+    # 02:00 EDT → 01:00 EST): 01:00–02:00 comes twice; its 01:45 is the first one (EDT,
+    # 05:45Z), the window 05:45Z–03:45 EST (08:45Z)
+    pytest.param("2026-10-01T01:45:00-04:00", "2026-11-01T05:40:00+00:00", False,
+                 id="fall-back-before-the-start"),
+    pytest.param("2026-10-01T01:45:00-04:00", "2026-11-01T05:50:00+00:00", True,
+                 id="fall-back-first-pass-of-the-hour"),
+    # 01:30 EST, the hour again: the wall clock is before 01:45, the start is an hour past
+    # (the window was read as over, and came back at 01:45 EST)
+    pytest.param("2026-10-01T01:45:00-04:00", "2026-11-01T06:30:00+00:00", True,
+                 id="fall-back-second-pass-before-the-wall-time"),
+    pytest.param("2026-10-01T01:45:00-04:00", "2026-11-01T06:50:00+00:00", True,
+                 id="fall-back-second-pass-after-the-wall-time"),
+    pytest.param("2026-10-01T01:45:00-04:00", "2026-11-01T08:50:00+00:00", False,
+                 id="fall-back-window-over"),
+    # 02:30 on the night the clocks go forward (2026-03-08 07:00Z: 02:00 EST → 03:00 EDT)
+    # does not exist: RFC 5545 reads it with the offset before the gap, 02:30 EST = 03:30 EDT
+    pytest.param("2026-02-01T02:30:00-05:00", "2026-03-08T07:10:00+00:00", False,
+                 id="spring-forward-start-in-the-gap-not-yet"),
+    pytest.param("2026-02-01T02:30:00-05:00", "2026-03-08T07:30:00+00:00", True,
+                 id="spring-forward-start-in-the-gap-begun"),
+])
+def test_a_start_in_a_repeated_or_skipped_hour_is_a_moment(start: str, now: str,
+                                                           active: bool) -> None:
+    """An occurrence starts at one moment, whatever the wall clock does around it: a window
+    begun in the first pass of a repeated hour holds through the second pass too."""
+    from gitscale.core.policy import Schedule
+
+    daily = Schedule("nightly", datetime.fromisoformat(start), timedelta(hours=2), "FREQ=DAILY",
+                     "America/New_York")
+    assert daily.active(datetime.fromisoformat(now)) is active
+
+
+def test_a_recurring_window_agrees_with_a_one_off_at_the_same_moment() -> None:
+    from gitscale.core.policy import Schedule
+
+    moment = datetime.fromisoformat("2026-11-01T01:45:00-04:00")  # the first 01:45
+    once = Schedule("once", moment, timedelta(hours=2), None, "America/New_York")
+    daily = Schedule("daily", moment - timedelta(days=3), timedelta(hours=2), "FREQ=DAILY",
+                     "America/New_York")
+    for minutes in range(-10, 190, 5):
+        at = moment + timedelta(minutes=minutes)
+        assert daily.active(at) == once.active(at), at

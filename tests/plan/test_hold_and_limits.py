@@ -154,3 +154,57 @@ def test_total_cap_below_the_minimums_is_a_config_error(tmp_path: Path, capsys) 
     assert code == 1
     assert "gitscale.yaml:2: limits.maxTotalReplicas 3 is less than" in err
     assert "Traceback" not in err
+
+
+def test_the_sets_serve_scales_count_against_the_total(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The cap is the file's, whoever scales each set: a set `gitscale serve` scales (its
+    reservations file says `served: [a]`) keeps what it has in a pass of `plan`/`reconcile`,
+    and that counts against limits.maxTotalReplicas, as a paused set's does. (Both were left
+    out: b took all 10 beside a's 6.)"""
+    config = "limits: {maxTotalReplicas: 10}\n" + simple_config(
+        {"a": "{maxReplicas: 100}", "b": "{maxReplicas: 100}"})
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": config,
+        "sets/a.yaml": RUNNERSET.format(name="a", replicas=6),
+        "sets/b.yaml": RUNNERSET.format(name="b", replicas=0),
+        "demand.yaml": "a: {queued: 0, running: 0}\nb: {queued: 10, running: 0}\n",
+        ".gitscale/reservations.yaml": "served: [a]\nsets: {}\n",
+    })
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--output", "json")
+    assert code == 2, err
+    assert {c["set"]: c["to"]["replicas"] for c in json.loads(out)["changes"]} == {"b": 4}
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    replicas = {n: yaml.safe_load((checkout / f"sets/{n}.yaml").read_text())["spec"]["replicas"]
+                for n in "ab"}
+    assert replicas == {"a": 6, "b": 4}
+    assert "capped at 4 by limits.maxTotalReplicas" in git(checkout, "log", "-1", "--format=%B")
+
+
+def test_a_serve_batch_counts_the_sets_it_does_not_serve(tmp_path: Path) -> None:
+    """The other side: `gitscale serve` plans only the sets it serves, and the polled set's
+    6 replicas count against the total of 10 (the 10 queued jobs got all 10)."""
+    from datetime import datetime, timedelta, timezone
+
+    from gitscale.core.reservations import Action
+    from gitscale.plan.cache import StateCache
+    from gitscale.webhooks.batch import batch_plan
+    from gitscale.webhooks.delivery import JobEvent
+
+    now = datetime(2026, 11, 27, 9, 0, tzinfo=timezone.utc)
+    root = tmp_path / "config"
+    (root / "sets").mkdir(parents=True)
+    (root / "gitscale.yaml").write_text(
+        "limits: {maxTotalReplicas: 10}\nrunnerSets:\n"
+        "  - name: linux\n    manifest: sets/linux.yaml\n"
+        "    source: {github: {org: octo-org, labels: [self-hosted, linux]}}\n"
+        "    policy: {maxReplicas: 100}\n"
+        "  - name: batch\n    manifest: sets/batch.yaml\n    source: {file: demand.yaml}\n"
+        "    policy: {maxReplicas: 100}\n")
+    (root / "sets/linux.yaml").write_text(RUNNERSET.format(name="linux", replicas=0))
+    (root / "sets/batch.yaml").write_text(RUNNERSET.format(name="batch", replicas=6))
+    events = [JobEvent(job, Action.QUEUED, ("self-hosted", "linux"), "octo-org/app",
+                       "octo-org", now) for job in range(1, 11)]
+    plan = batch_plan(root, "base", "gitscale.yaml", events, now, timedelta(minutes=10),
+                      ".gitscale/reservations.yaml", StateCache.load(tmp_path / "cache"))
+    assert {c.name: c.decision.replicas for c in plan.changes} == {"linux": 4}

@@ -41,7 +41,7 @@ def test_json_output(capsys, tmp_path: Path, monkeypatch) -> None:  # type: igno
     assert doc["settings"] == {"interval": 15.0, "sync_delay": 5.0, "sync_poll": None,
                                "pod_start": 30.0, "sample_every": 30.0, "job_memory": True,
                                "report_from": 0.0, "window": 10.0, "reservation": 600.0,
-                               "resync": 300.0, "hold": 300.0}
+                               "resync": 300.0, "hold": 300.0, "max_total_replicas": None}
     results = doc["results"]
     assert [r["name"] for r in results] == STRATEGIES
     assert results[0]["policy"] == "preset default"
@@ -321,3 +321,22 @@ def test_report_from_outside_the_trace_is_refused(capsys, tmp_path: Path,  # typ
     code, _, err = run(capsys, "simulate", "--synthetic", "steady", "--hours", "1",
                        "--report-from", "2h")
     assert code == 1 and "--report-from" in err and "not within the trace" in err
+
+
+def test_limits_max_total_replicas_of_the_config_is_simulated(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """simulate decides as a pass does, under gitscale.yaml's limits.maxTotalReplicas too (it
+    was left out: 4 jobs of 10 minutes on each of two sets all started within a minute under a
+    total of 2; with it, two run at a time, so the last start 20 minutes later)."""
+    root = config_dir(tmp_path / "config", {"linux": "{maxReplicas: 20}",
+                                            "windows": "{maxReplicas: 20}"})
+    (root / "gitscale.yaml").write_text("limits: {maxTotalReplicas: 2}\n"
+                                        + (root / "gitscale.yaml").read_text())
+    csv = tmp_path / "jobs.csv"
+    csv.write_text("".join(f"0,10m,{name}\n" for name in ("linux", "windows") for _ in range(4)))
+    doc = simulate_json(capsys, "--repo", str(root), "--trace", str(csv), "--no-baselines")
+    assert doc["settings"]["max_total_replicas"] == 2
+    gitscale = doc["results"][0]
+    # two at a time: the last two start once three runs of 10 minutes have ended (each slot
+    # refilled a decision, a sync and a pod start later), not within a minute
+    assert 3 * 600 < gitscale["wait_max"] < 4 * 600
+    assert gitscale["wait_p50"] > 600

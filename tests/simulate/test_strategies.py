@@ -110,3 +110,20 @@ def test_jobs_no_runner_can_take_are_reported_as_never_started() -> None:
     assert outcome.unstarted == 3 and outcome.runner_seconds == 0
     # the run stopped at its limit: every job run one after another would have ended by then
     assert min(outcome.waits) >= sum(45 + 60 + 60 for _ in range(3))
+
+
+def test_polling_and_webhook_mode_keep_the_total_limit() -> None:
+    """limits.maxTotalReplicas (``Settings.max_total_replicas``) shared as a pass shares it:
+    4 jobs of 10 minutes on each of two sets, at most 2 runners at any time, every job run."""
+    from gitscale.simulate.strategies import run_serve
+
+    jobs = trace_of(*[(0, 600, name) for name in ("a", "b") for _ in range(4)], hours=2)
+    capped = replace(SETTINGS, max_total_replicas=2)
+    for strategy in (run_gitscale, run_serve):
+        outcome = strategy(jobs, {"a": TARGET, "b": TARGET}, capped, "capped")
+        totals = [sum(samples) for samples in zip(*(
+            [runners for _, runners, _, _ in series] for series in outcome.series.values()))]
+        assert max(totals) == 2, strategy.__name__
+        assert outcome.unstarted == 0 and len(outcome.waits) == 8
+        free = strategy(jobs, {"a": TARGET, "b": TARGET}, SETTINGS, "free")
+        assert max(free.waits) < 120 < min(sorted(outcome.waits)[2:])

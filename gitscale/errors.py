@@ -46,6 +46,11 @@ class ValidationError(GitscaleError):
     """An edited manifest fails schema validation; nothing is committed."""
 
 
+class WriteError(GitscaleError):
+    """A file of the config repo's checkout could not be written (a full disk, a read-only
+    mount, a quota): nothing was committed. The message names the file and the cause."""
+
+
 class GitError(GitscaleError):
     """A git command failed. The message shows the command (credentials redacted) and output."""
 

@@ -26,7 +26,7 @@ from gitscale.repo.clone import is_url
 from gitscale.record.commitmsg import SetLine, format_message
 from gitscale.plan.cache import StateCache
 from gitscale.plan.engine import Plan, SetChange
-from gitscale.errors import GitError, PushRaced, ValidationError
+from gitscale.errors import GitError, PushRaced, ValidationError, WriteError
 from gitscale.repo.fastimport import ask_commit_config, commit_files
 from gitscale.repo.index import files_containing, stage_files
 from gitscale.repo.workspace import Workspace, write_atomic
@@ -239,28 +239,57 @@ def _commit(ws: Workspace, plan: Plan, date: str | None,
     # Recorded first: if this process is killed before the commit, the next run knows these
     # edits for its own and discards them (Workspace.prepare_write).
     ws.begin_write({path: plan.files[path] for path in paths}, plan.base)
+    written = 0  # paths[:written] are edited in the work tree
+    writing: str | None = None
     try:
         for path in paths:
+            writing = path
             write_atomic(ws.root / path, plan.files[path][1].encode("utf-8"))
+            written += 1
+        writing = None
         message = format_message(set_lines(plan.changes), plan.base, plan.events,
                                  plan.notes, paths)
         sha = ws.git.commit(message, paths, date)
-    except BaseException:  # (Ctrl-C too: the files are put back before exit 130)
+    except BaseException as exc:  # (Ctrl-C too: the files are put back before exit 130)
         if ws.git.run("rev-parse", "HEAD", check=False).stdout.strip() != plan.base:
             # Interrupted after git made the commit: it is the recorded edit, which the next
             # run recognises as its own and takes back (``prepare_write``); the files are not
             # put back under it (that would leave a reversed edit over an unpushed commit).
             raise
-        # Nothing half-done is left behind: put the files back as they were.
-        for path in paths:
+        # Nothing half-done is left behind: put the files back as they were. What cannot be
+        # put back (the disk is full) keeps the record, so the next run discards it.
+        # A write that failed left its file as it was (write_atomic: whole or not at all); one
+        # interrupted (Ctrl-C) may have ended just before ``written`` counted it.
+        failed = writing if isinstance(exc, OSError) else None
+        left = _put_back(ws, plan, paths[:written + (failed is None)], existed)
+        reset = ws.git.run("reset", "--quiet", "--", *paths, check=False)
+        if not left and reset.code == 0:
+            ws.end_write()
+        if isinstance(exc, OSError):  # a full disk, a read-only mount: not a bug (exit 70)
+            raise WriteError(
+                f"{ws.label}: cannot write {failed or 'the edit'}: "
+                f"{exc.strerror or type(exc).__name__}; "
+                "nothing was committed, and " + (
+                    "the files are as they were" if not left else
+                    f"{', '.join(left)} could not be put back: the next gitscale run in this "
+                    "checkout discards the edit")) from None
+        raise
+    return sha
+
+
+def _put_back(ws: Workspace, plan: Plan, paths: list[str],
+              existed: dict[str, bool]) -> list[str]:
+    """Put ``paths`` back as they were before the pass; the ones that could not be."""
+    left = []
+    for path in paths:
+        try:
             if existed[path]:
                 write_atomic(ws.root / path, plan.files[path][0].encode("utf-8"))
             else:
                 (ws.root / path).unlink(missing_ok=True)
-        ws.git.run("reset", "--quiet", "--", *paths, check=False)
-        ws.end_write()
-        raise
-    return sha
+        except OSError:
+            left.append(path)
+    return left
 
 
 def _commit_index(ws: Workspace, plan: Plan, date: str | None,

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping
 from gitscale.repo import git as git
 from gitscale.repo.clone import tidy
 from gitscale.repo.checkout_lock import hold_checkout
-from gitscale.errors import GitError, InputError
+from gitscale.errors import GitError, InputError, WriteError
 from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
@@ -187,8 +187,17 @@ class Workspace:
                                           for path, (old, new) in files.items()}}
         marker = self._marker()
         tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, marker)
+        try:
+            try:
+                tmp.write_text(json.dumps(record))
+                os.replace(tmp, marker)
+            except BaseException:
+                _discard(tmp)
+                raise
+        except OSError as exc:  # a full disk: said as such, not as a bug (exit 70)
+            raise WriteError(f"{self.label}: cannot write {marker}: "
+                             f"{exc.strerror or type(exc).__name__} (gitscale records an edit "
+                             "there before making it); nothing was written") from None
 
     def end_write(self) -> None:
         """The edit is pushed, or committed without a push, or was taken back."""
@@ -260,10 +269,22 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all: a kill mid-write leaves the old text, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)  # .gitscale/ on the first write
     tmp = path.with_name(f".{path.name}.gitscale-{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    if path.exists():
-        os.chmod(tmp, path.stat().st_mode & 0o7777)  # keep the file's mode (git tracks +x)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)  # keep the file's mode (git tracks +x)
+        os.replace(tmp, path)
+    except BaseException:
+        _discard(tmp)  # a full disk leaves no half-written file in the work tree
+        raise
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a temporary file a write left, if it can be removed."""
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:
+        pass  # (a directory of that name, or its folder gone: nothing of ours to remove)
 
 
 def _digest(data: bytes) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 
 from gitscale.core.backlog import backlog_of, refills_left, uncovered
 from gitscale.core.forecast import Forecast
@@ -86,6 +87,8 @@ class Target:
     forecast: bool = False  # a forecast keeps runners ahead of demand in the count
     reactive: int = 0  # the count demand alone asks for (inside the bounds)
     capped: Cap | None = None  # the max or the global limit cut what was wanted
+    asked: int = 0  # the count without the scale-down delay and the step-down limit
+    cut: bool = False  # the global limit cut what the delay or the step-down limit kept
 
     @property
     def why(self) -> str:
@@ -111,12 +114,16 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
     """The replica count this pass aims for, and a one-line explanation of how it was reached.
 
     ``cap`` is the set's share of ``limits.maxTotalReplicas`` this pass, if the sets together
-    want more than it. ``forecast`` (``policy.forecast``: what the set's history predicts,
-    ``gitscale.core.forecast``) adds its cushion to demand: runners kept ready for the jobs
-    the past weeks saw arrive next; the same bounds, schedules, cap and step limits then apply
-    to the sum. ``pinned_clock``: ``now`` is `--now` (``hold_from``).
+    want more than it. It is harder than the scale-down delay and the step-down limit: what
+    they would keep above it is cut to it (``Target.cut``; ``decide`` then writes patch 0, so
+    the controller removes the idle runners now). ``forecast`` (``policy.forecast``: what the
+    set's history predicts, ``gitscale.core.forecast``) adds its cushion to demand: runners
+    kept ready for the jobs the past weeks saw arrive next; the same bounds, schedules, cap
+    and step limits then apply to the sum. ``pinned_clock``: ``now`` is `--now`
+    (``hold_from``).
     """
     lo, hi, window = policy.bounds(now)
+    top = hi if cap is None else min(hi, cap)  # the most the set may have this pass
     wanted = demand.assigned + policy.buffer
     why = f"demand {demand.assigned} (queued {demand.queued}, running {demand.running})"
     if policy.buffer:
@@ -131,10 +138,10 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
         else:
             why += f"; {forecast.detail}"
     if cap is not None and cap < min(max(wanted, lo), hi):
-        lo, hi = min(lo, cap), cap  # the global limit is harder than a set's minimum
-        why += f", capped at {hi} by limits.maxTotalReplicas (shared in proportion to demand, " \
-               "then to forecasts)"
-        capped = Cap(CapBy.MAX_TOTAL_REPLICAS, hi)
+        lo = min(lo, cap)  # the global limit is harder than a set's minimum
+        why += f", capped at {cap} by limits.maxTotalReplicas (shared in proportion to " \
+               "demand, then to forecasts)"
+        capped = Cap(CapBy.MAX_TOTAL_REPLICAS, cap)
     elif wanted > hi:
         why += f", capped at max {hi}"
         capped = Cap(CapBy.MAX_REPLICAS, hi)
@@ -142,38 +149,68 @@ def target_replicas(current: int, demand: Demand, policy: Policy, now: datetime,
         why += f", raised to min {lo}"
     if window:
         why += f" (schedule {window!r})"
-    target = min(max(wanted, lo), hi)
+    target = min(max(wanted, lo), top)
 
+    kept = ""  # what the global limit cut: "the step-down limit (-N) kept", "the ... delay held"
     if target < current and policy.max_step_down is not None:
         if current - target > policy.max_step_down:
-            target = max(current - policy.max_step_down, lo)
-            why += f"; step limited to -{policy.max_step_down}"
+            stepped = min(max(current - policy.max_step_down, lo), hi)
+            if stepped > top:
+                kept = f"the step-down limit (-{policy.max_step_down}) kept"
+            else:
+                why += f"; step limited to -{policy.max_step_down}"
+            asked, target = target, min(stepped, top)
+        else:
+            asked = target
     elif target > current and policy.max_step_up is not None:
         if target - current > policy.max_step_up:
-            target = min(current + policy.max_step_up, hi)
+            target = min(max(current + policy.max_step_up, lo), top)
             why += f"; step limited to +{policy.max_step_up}"
+        asked = target
+    else:
+        asked = target
     # Bounds are hard; delays and step limits only act inside them.
-    unheld = min(max(target, lo), hi)
+    unheld = target
     skew = skew_note(last_scale_up, now, pinned_clock=pinned_clock)
     if skew:
         why += f"; {skew}"
     last_up = hold_from(last_scale_up, now, pinned_clock=pinned_clock)
     held_until = last_up + policy.scale_down_delay if last_up else None
+    value = unheld
     if unheld < current and held_until is not None and now < held_until:
-        # The delay never holds a set above its (possibly scheduled) max.
-        value = min(current, hi)
-        if value > unheld:
-            return Target(value, unheld, why, held_until, reactive=reactive, capped=capped)
-    return Target(unheld, unheld, why, forecast=ahead, reactive=reactive, capped=capped)
+        # The delay never holds a set above its (possibly scheduled) max, nor above its share
+        # of the global limit.
+        if min(current, hi) > top:
+            kept, held_until = "the scale-down delay held", None
+        value = min(current, top)
+    if kept:
+        why += "; below" if capped else f", capped at {top} by limits.maxTotalReplicas: below"
+        why += f" what {kept}"
+        capped = Cap(CapBy.MAX_TOTAL_REPLICAS, top)
+        return Target(value, unheld, why, reactive=reactive, capped=capped, asked=asked,
+                      cut=True)
+    if value > unheld:
+        return Target(value, unheld, why, held_until, reactive=reactive, capped=capped,
+                      asked=asked)
+    return Target(unheld, unheld, why, forecast=ahead, reactive=reactive, capped=capped,
+                  asked=asked)
+
+
+class Want(NamedTuple):
+    """What one set asks of ``limits.maxTotalReplicas`` (``gitscale.core.limits``)."""
+
+    minimum: int
+    asked: int  # what demand asks inside the bounds: no scale-down delay, no step-down limit
+    held: int  # what the delay and the step-down limit keep (>= asked): the count uncapped
 
 
 def wanted(current: Current, demand: Demand, policy: Policy, now: datetime,
-           forecast: Forecast | None = None, *, pinned_clock: bool = False) -> tuple[int, int]:
-    """(minimum, count) this set would aim for without a global cap: what limits share out."""
-    lo = policy.bounds(now)[0]
-    return lo, target_replicas(current.replicas or 0, demand, policy, now,
-                               current.last_scale_up, forecast=forecast,
-                               pinned_clock=pinned_clock).value
+           forecast: Forecast | None = None, *, pinned_clock: bool = False) -> Want:
+    """What this set would aim for without a global cap: what limits share out."""
+    target = target_replicas(current.replicas or 0, demand, policy, now,
+                             current.last_scale_up, forecast=forecast,
+                             pinned_clock=pinned_clock)
+    return Want(policy.bounds(now)[0], target.asked, target.value)
 
 
 def decide(current: Current, demand: Demand | None, policy: Policy, now: datetime,
@@ -235,6 +272,10 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
 
     def write(replicas: int, patch: int, reason: Reason, detail: str,
               scaled_up: bool = False, facts: Why = target.facts) -> Decision:
+        if target.cut and have is not None and replicas < have and patch != 0:
+            # The global limit cut what the delay or the step-down limit kept: on patch > 0
+            # the controller would keep the idle runners above the count, beyond the limit.
+            patch, detail = 0, f"{detail}, patch 0 so idle runners go now"
         backlog = backlog_of(demand.assigned, replicas) if current.backlog is not None else 0
         if backlog:
             detail += f"; backlog {backlog}: the controller refills up to {backlog} finished " \

@@ -1,10 +1,16 @@
-"""A global cap on replicas, shared across sets in proportion to demand, then what is left
-to the runners forecasts keep ready. Pure.
+"""A global cap on replicas, shared across sets: demand first, then the runners forecasts
+keep ready, then the idle runners the scale-down delay and the step-down limit keep. Pure.
 
-``limits: {maxTotalReplicas: N}`` in gitscale.yaml: when the sets together want more than N,
-each keeps its minimum and the rest of N is split in proportion to what each wants above its
-minimum (largest remainders get the odd replicas, ties by name, so a split is reproducible).
-``caps`` is the rule a pass (``gitscale.plan.engine``) and ``simulate`` both decide under.
+``limits: {maxTotalReplicas: N}`` in gitscale.yaml. Each set asks for what demand wants
+inside its bounds, without the delay and the step-down limit (``core.decide.Want.asked``), and
+holds what those keep (``Want.held``). When the held counts fit in N (with what the sets the
+pass leaves alone keep), nothing is capped. Otherwise each set gets at least its minimum, the
+rest of N goes to what demand asks above it in proportion, then to forecasts' cushions, then
+to the held runners above what is asked, each in proportion to what it asks (largest
+remainders get the odd replicas, ties by name, so a split is reproducible). The cap is harder
+than the delay and the step limit: ``core.decide`` never writes a set above its share, and
+writes patch 0 when the share cut what they kept. ``caps`` is the rule a pass
+(``gitscale.plan.engine``) and ``simulate`` both decide under.
 """
 from __future__ import annotations
 
@@ -29,21 +35,26 @@ def caps(total: int, sets: Mapping[str, Asking], now: datetime, *, held: int = 0
     """Each set's share of ``total`` this pass, the most it may have. Sets the pass leaves
     alone (paused, drained, demand unknown) keep what they have (a drained one 0) and get no
     share: what they keep counts against the total, as ``held`` does (what the sets another
-    scaler writes hold). Demand is served first, the runners forecasts keep ready after it
-    (``share_ahead``). ``pinned_clock``: ``now`` is `--now` (``core.decide.hold_from``)."""
+    scaler writes hold). Demand is served first, the runners forecasts keep ready after it,
+    the idle runners the scale-down delay and the step-down limit keep last (``share_ahead``).
+    ``pinned_clock``: ``now`` is `--now` (``core.decide.hold_from``)."""
     wants: dict[str, tuple[int, int]] = {}
     ahead: dict[str, int] = {}  # what a forecast adds beyond demand: shared after it
+    kept: dict[str, int] = {}  # what the delay and the step-down limit keep: shared last
     fixed = held
     for name, (current, demand, policy, forecast) in sets.items():
         if current.paused or current.drained or demand is None:
             fixed += 0 if current.drained else (current.replicas or 0)
             continue
-        wants[name] = wanted(current, demand, policy, now, pinned_clock=pinned_clock)
+        want = wanted(current, demand, policy, now, pinned_clock=pinned_clock)
+        wants[name] = (want.minimum, want.asked)
+        asked = want.asked
         if forecast is not None:
-            with_forecast = wanted(current, demand, policy, now, forecast,
-                                   pinned_clock=pinned_clock)
-            ahead[name] = with_forecast[1] - wants[name][1]
-    return share_ahead(total, wants, ahead, fixed)
+            want = wanted(current, demand, policy, now, forecast, pinned_clock=pinned_clock)
+            ahead[name] = max(want.asked - asked, 0)
+            asked = max(want.asked, asked)
+        kept[name] = max(want.held - asked, 0)
+    return share_ahead(total, wants, ahead, fixed, kept)
 
 
 def share(total: int, wants: Mapping[str, tuple[int, int]],
@@ -66,12 +77,16 @@ def share(total: int, wants: Mapping[str, tuple[int, int]],
 
 
 def share_ahead(total: int, wants: Mapping[str, tuple[int, int]], ahead: Mapping[str, int],
-                fixed: int = 0) -> dict[str, int]:
-    """Demand first, forecasts after: ``wants`` (minimum, the count demand asks) shared as
-    ``share`` does, then what the total leaves shared among ``ahead`` — the runners a
-    forecast keeps ready beyond that — in proportion. A job that waits never loses a runner
-    to one kept for a job that may not come."""
+                fixed: int = 0, kept: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Demand first, forecasts after, held runners last: ``wants`` (minimum, the count demand
+    asks) shared as ``share`` does, then what the total leaves shared among ``ahead`` — the
+    runners a forecast keeps ready beyond that — in proportion, then what is still left among
+    ``kept`` — the idle runners the scale-down delay or the step-down limit keeps above both —
+    in proportion. A job that waits never loses a runner to one kept for a job that may not
+    come, and the delay keeps as many idle runners as the total leaves room for."""
     caps = share(total, wants, fixed)
-    left = max(total - fixed - sum(caps.values()), 0)
-    more = share(left, {name: (0, extra) for name, extra in ahead.items() if extra > 0})
-    return {name: cap + more.get(name, 0) for name, cap in caps.items()}
+    for extras in (ahead, kept or {}):
+        left = max(total - fixed - sum(caps.values()), 0)
+        more = share(left, {name: (0, extra) for name, extra in extras.items() if extra > 0})
+        caps = {name: cap + more.get(name, 0) for name, cap in caps.items()}
+    return caps

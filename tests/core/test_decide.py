@@ -380,33 +380,40 @@ def test_the_detail_says_how_the_count_was_reached(
 
 
 @pytest.mark.parametrize(("current", "demand", "policy", "forecast", "expected"), [
-    pytest.param(Current(None, None), D(5, 0), Policy(2, 10, 0), None, (2, 5),
+    pytest.param(Current(None, None), D(5, 0), Policy(2, 10, 0), None, (2, 5, 5),
                  id="never-written"),
-    pytest.param(Current(None, None), D(5, 0), Policy(0, 10, 0, max_step_up=2), None, (0, 2),
+    pytest.param(Current(None, None), D(5, 0), Policy(0, 10, 0, max_step_up=2), None, (0, 2, 2),
                  id="no-replicas-is-none-running"),
     pytest.param(Current(8, 3, NOW - timedelta(minutes=4)), D(0, 0),
-                 Policy(2, 10, 0, scale_down_delay=timedelta(minutes=10)), None, (2, 8),
+                 Policy(2, 10, 0, scale_down_delay=timedelta(minutes=10)), None, (2, 2, 8),
                  id="held-by-the-delay"),
+    pytest.param(Current(8, 3), D(1, 0), Policy(0, 10, 0, max_step_down=2), None, (0, 1, 6),
+                 id="kept-by-the-step-down-limit"),
+    pytest.param(Current(8, 3), D(1, 0), Policy(0, 5, 0, max_step_down=2), None, (0, 1, 5),
+                 id="the-step-down-limit-keeps-no-more-than-the-max"),
+    pytest.param(Current(2, 3), D(9, 0), Policy(0, 10, 0, max_step_up=3), None, (0, 5, 5),
+                 id="a-step-up-limit-cuts-what-is-asked"),
     pytest.param(Current(8, 3, NOW - timedelta(minutes=4)), D(0, 0),
                  Policy(0, 10, 0, schedules=(Schedule("s", NOW, timedelta(hours=1), 
-                                                      min_replicas=3),)), None, (3, 3),
+                                                      min_replicas=3),)), None, (3, 3, 3),
                  id="a-schedules-minimum"),
-    pytest.param(Current(2, 3), D(3, 0), Policy(0, 10, 0), Forecast(4, "forecast +4"), (0, 7),
-                 id="with-a-forecast"),
+    pytest.param(Current(2, 3), D(3, 0), Policy(0, 10, 0), Forecast(4, "forecast +4"),
+                 (0, 7, 7), id="with-a-forecast"),
 ])
 def test_wanted_is_what_limits_share(current: Current, demand: Demand, policy: Policy,
                                      forecast: Forecast | None,
-                                     expected: tuple[int, int]) -> None:
-    """(minimum, count) a set would aim for without a global cap: the count is the decision's
-    target, scale-down delay, schedules and step limits included."""
+                                     expected: tuple[int, int, int]) -> None:
+    """(minimum, asked, held) a set would aim for without a global cap: ``asked`` is what
+    demand asks inside the bounds (schedules, step-up limit and forecast included), ``held``
+    the decision's target, which the scale-down delay and the step-down limit keep above it."""
     assert wanted(current, demand, policy, NOW, forecast) == expected
 
 
 def test_wanted_holds_from_a_later_scale_up_only_on_a_pinned_clock() -> None:
     state = Current(8, 3, NOW + timedelta(minutes=30))
     policy = Policy(0, 10, 0, scale_down_delay=timedelta(minutes=10))
-    assert wanted(state, D(0, 0), policy, NOW, pinned_clock=True) == (0, 8)
-    assert wanted(state, D(0, 0), policy, NOW) == (0, 0)  # clock skew: not held
+    assert wanted(state, D(0, 0), policy, NOW, pinned_clock=True) == (0, 0, 8)
+    assert wanted(state, D(0, 0), policy, NOW) == (0, 0, 0)  # clock skew: not held
 
 
 def test_drained_set_is_held_at_zero() -> None:

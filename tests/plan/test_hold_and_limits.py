@@ -208,3 +208,59 @@ def test_a_serve_batch_counts_the_sets_it_does_not_serve(tmp_path: Path) -> None
     plan = batch_plan(root, "base", "gitscale.yaml", events, now, timedelta(minutes=10),
                       ".gitscale/reservations.yaml", StateCache.load(tmp_path / "cache"))
     assert {c.name: c.decision.replicas for c in plan.changes} == {"linux": 4}
+
+
+WRITTEN = RUNNERSET.replace("  replicas: {replicas}\n", "  replicas: {replicas}\n  patchID: 1\n")
+
+
+@pytest.mark.parametrize(("policy", "total", "expected"), [
+    # the delay held a's 10 idle runners beside b's 10 jobs: 15 were written (a 10, b 5)
+    pytest.param("{maxReplicas: 100, scaleDownDelay: 10m}", 10, {"a": (0, 0), "b": (10, 1)},
+                 id="delay"),
+    pytest.param("{maxReplicas: 100, scaleDownDelay: 10m}", 14, {"a": (4, 0), "b": (10, 1)},
+                 id="the-delay-keeps-what-is-left"),
+    # maxStepDown 2 instead: 14 were written (a 8, b 6)
+    pytest.param("{maxReplicas: 100, scaleDownDelay: 0s, maxStepDown: 2}", 10,
+                 {"a": (0, 0), "b": (10, 1)}, id="step-down"),
+    pytest.param("{maxReplicas: 100, scaleDownDelay: 10m}", 20, {"a": (10, 2), "b": (10, 1)},
+                 id="held-counts-fit"),
+])
+def test_the_total_cap_cuts_held_runners_with_patch_0(
+        tmp_path: Path, capsys, policy: str, total: int,  # type: ignore[no-untyped-def]
+        expected: dict[str, tuple[int, int]]) -> None:
+    """a scales up to 10 for 10 jobs; 2 minutes later they are done and b has 10 queued.
+    Under limits.maxTotalReplicas the two never have more than the total written: a's idle
+    runners, which the delay or the step limit would keep, go with patch 0 (on patch > 0 the
+    controller removes none)."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": f"limits: {{maxTotalReplicas: {total}}}\n" + simple_config(
+            {"a": policy, "b": "{maxReplicas: 100, scaleDownDelay: 10m}"}),
+        "sets/a.yaml": WRITTEN.format(name="a", replicas=0),
+        "sets/b.yaml": WRITTEN.format(name="b", replicas=0),
+        "demand.yaml": "a: {queued: 10, running: 0}\nb: {queued: 0, running: 0}\n",
+    })
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--now",
+                       "2026-11-27T09:00:00Z")
+    assert code == 0, err
+    (checkout / "demand.yaml").write_text("a: {queued: 0, running: 0}\n"
+                                          "b: {queued: 10, running: 0}\n")
+    git(checkout, "commit", "--quiet", "-am", "demand moves to b")
+    git(checkout, "push", "--quiet")
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now",
+                         "2026-11-27T09:02:00Z", "--output", "json")
+    assert code == 2, err
+    planned = {c["set"]: c["to"]["replicas"] for c in json.loads(out)["changes"]}
+    code, _, err = run(capsys, "reconcile", "--repo", str(checkout), "--now",
+                       "2026-11-27T09:02:00Z")
+    assert code == 0, err
+    specs = {n: yaml.safe_load((checkout / f"sets/{n}.yaml").read_text())["spec"] for n in "ab"}
+    assert {n: (s["replicas"], s["patchID"]) for n, s in specs.items()} == expected
+    assert planned.items() <= {n: r for n, (r, _) in expected.items()}.items()
+    assert sum(s["replicas"] for s in specs.values()) <= total
+    message = git(checkout, "log", "-1", "--format=%B")
+    if expected["a"][1] == 0:
+        assert f"capped at {expected['a'][0]} by limits.maxTotalReplicas: below what the " \
+               "scale-down delay held" in message or "step-down limit (-2) kept" in message
+        assert "patch 0 so idle runners go now" in message
+    else:
+        assert "limits.maxTotalReplicas" not in message

@@ -127,3 +127,28 @@ def test_polling_and_webhook_mode_keep_the_total_limit() -> None:
         assert outcome.unstarted == 0 and len(outcome.waits) == 8
         free = strategy(jobs, {"a": TARGET, "b": TARGET}, SETTINGS, "free")
         assert max(free.waits) < 120 < min(sorted(outcome.waits)[2:])
+
+
+def test_the_total_limit_is_harder_than_the_scale_down_delay() -> None:
+    """Set a keeps 6 idle runners until 300 s (a schedule's minimum), and its scale-down delay
+    holds them until 600 s; b's 8 jobs arrive at 310 s, limits.maxTotalReplicas is 8. The
+    limit is harder than the delay: a's idle runners go (patch 0) and b runs all 8 jobs at
+    once, never more than 8 runners in all. (Shared on what the delay held, a kept its 6 and
+    b got 5 of 8 runners beside them: 11 runners, 3 jobs waited 345 s.)"""
+    from datetime import timedelta
+
+    from gitscale.core.policy import Policy, Schedule
+    from gitscale.simulate.strategies import run_serve
+    from gitscale.simulate.trace import DEFAULT_START
+
+    warm = Schedule("warm", DEFAULT_START - timedelta(hours=1),
+                    timedelta(hours=1, seconds=300), min_replicas=6)
+    held = Policy(0, 200, 0, scale_down_delay=timedelta(minutes=10), schedules=(warm,))
+    jobs = trace_of(*[(310, 600, "b") for _ in range(8)], (3000, 60, "a"), hours=1)
+    capped = replace(SETTINGS, max_total_replicas=8, sample_every=5)
+    for strategy in (run_gitscale, run_serve):
+        outcome = strategy(jobs, {"a": held, "b": TARGET}, capped, "capped")
+        a, b = ([runners for _, runners, _, _ in outcome.series[n]] for n in "ab")
+        assert max(x + y for x, y in zip(a, b, strict=True)) == 8, strategy.__name__
+        assert max(a) == 6 and max(b) == 8
+        assert outcome.unstarted == 0 and max(outcome.waits) == 10 + 45, strategy.__name__

@@ -2,8 +2,9 @@
 gitscale.yaml may still hold a ``CHANGE-ME`` that `gitscale init` could not fill in, and no
 tracked file may be one of the credential files init's steps write (problems: exit 1).
 Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps source,
-the scaler's pods), and a GitHub set whose RunnerSet registers runners with other labels
-than its source counts jobs for, and a RunnerSet CRD in the repo that is not this gitscale's (an
+the scaler's pods), a GitHub set whose RunnerSet registers runners with other labels
+than its source counts jobs for, a Buildkite set whose agents take another queue's jobs
+than its source counts, and a RunnerSet CRD in the repo that is not this gitscale's (an
 upgrade done in the wrong order). A RunnerSet its schema accepts but the controller would refuse
 (``InvalidSpec``) is a problem too, found by the controller's own checks."""
 from __future__ import annotations
@@ -49,6 +50,7 @@ def run_validate(opts: RepoOptions) -> int:
                                    f"{exc.detail} in {runner_set.manifest}") from None
             by_file.setdefault(runner_set.manifest, []).append((runner_set, target))
             warnings += label_drift(config, runner_set, target)
+            warnings += queue_drift(config, runner_set, target)
         for path, sets in by_file.items():
             problems += placeholder_problems(path, texts[path])
             result = validation.check(path, texts[path], [target.obj for _, target in sets])
@@ -197,6 +199,31 @@ def label_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> 
             f"[{', '.join(counted)}] differ from {source} [{', '.join(runners)}] at "
             f"{_at(target.path, manifest_line)}: {'; '.join(why)} (keep the two equal, "
             "self-hosted aside)"]
+
+
+def queue_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> list[str]:
+    """A warning when a Buildkite set's source counts the jobs of another queue than its
+    RunnerSet's agents take (``spec.buildkite.queue``): the agents scale with jobs they never
+    take, and the jobs they would take are not counted. Compared as written, as both are sent
+    (the metrics API's ``name``, the agents' ``queue=`` tag)."""
+    if runner_set.source.kind != "buildkite" or target.kind != "RunnerSet" or \
+            not target.api_version.startswith(f"{GROUP}/"):
+        return []
+    spec: Any = target.obj.get("spec")
+    buildkite = spec.get("buildkite") if isinstance(spec, dict) else None
+    agents = buildkite.get("queue") if isinstance(buildkite, dict) else None
+    if not isinstance(agents, str) or not agents:
+        return []  # (no queue: the schema's problem, said by it)
+    counted = runner_set.source.settings.queue
+    if agents == counted:
+        return []
+    manifest_line = target.documents[target.index].line_of(["spec", "buildkite", "queue"])
+    line = config.line_at(runner_set.name, ["source", "buildkite", "queue"])
+    return [f"{_at(config.path, line)}: runner set {runner_set.name!r}: source queue "
+            f"{counted!r} differs from spec.buildkite.queue {agents!r} at "
+            f"{_at(target.path, manifest_line)}: the source counts the jobs of queue "
+            f"{counted!r}, and these agents take only the jobs of queue {agents!r} (keep the "
+            "two equal)"]
 
 
 def _label_set(labels: list[str]) -> set[str]:

@@ -46,7 +46,8 @@ SCHEMA: dict[str, Any] = {
     "required": ["queue"],
     "properties": {
         "queue": {"type": "string", "minLength": 1,
-                  "description": "The queue; each agent gets the tag queue=<queue>."},
+                  "description": "The queue; each agent gets the tag queue=<queue> (no "
+                                 "comma in it)."},
         "tags": {"type": "array", "items": {"type": "string"},
                  "description": "More agent tags, key=value each (no comma in one, no "
                                 "queue=)."},
@@ -93,6 +94,11 @@ def settings(raw: Any, set_name: str) -> BuildkiteSettings:
     if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
         raise InvalidRunnerSet("spec.buildkite.apiURL must be an http(s) URL without "
                                "credentials (the token goes in spec.buildkite.apiTokenSecret)")
+    queue = str(raw["queue"])
+    if "," in queue:  # BUILDKITE_AGENT_TAGS is comma-separated: the rest would be a tag
+        raise InvalidRunnerSet(f"spec.buildkite.queue: {queue!r} holds a comma: the agent "
+                               "reads its tags split at commas, so its queue would be the part "
+                               "before it (a queue name has none)")
     tags = tuple(str(t) for t in raw.get("tags") or ())
     for tag in tags:
         if "," in tag:  # BUILDKITE_AGENT_TAGS is comma-separated: it would be several tags
@@ -102,7 +108,7 @@ def settings(raw: Any, set_name: str) -> BuildkiteSettings:
             raise InvalidRunnerSet(
                 f"spec.buildkite.tags: {tag!r}: the queue goes in spec.buildkite.queue (a "
                 "second queue tag would have the agents take jobs the set is not scaled for)")
-    return BuildkiteSettings(str(raw["queue"]), tags,
+    return BuildkiteSettings(queue, tags,
                              raw.get("agentTokenSecret") or None,
                              str(organization) if organization else None,
                              str(secret) if secret else None, api_url)

@@ -76,6 +76,61 @@ def test_label_drift_is_a_warning_naming_both_lines(  # type: ignore[no-untyped-
     assert out.rstrip().endswith(", 0 problems, 1 warning"), out
 
 
+BUILDKITE_CONFIG = """\
+runnerSets:
+  - name: linux
+    manifest: sets/linux.yaml
+    source:
+      buildkite:
+        queue: {queue}
+    policy: {{maxReplicas: 5}}
+"""
+
+BUILDKITE_MANIFEST = """\
+apiVersion: gitscale.dev/v1alpha1
+kind: RunnerSet
+metadata:
+  name: linux
+spec:
+  replicas: 0
+  platform: buildkite
+  buildkite:
+    queue: {queue}
+    agentTokenSecret: buildkite-agent-token
+  template:
+    spec:
+      containers:
+        - name: agent
+          image: buildkite/agent:3.137.0
+"""
+
+
+@pytest.mark.parametrize(("source", "agents"), [
+    pytest.param("linux", "linux", id="equal"),
+    pytest.param("linux", "linux-large", id="other-queue"),
+])
+def test_buildkite_queue_drift_is_a_warning_naming_both_lines(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, source: str, agents: str) -> None:
+    """The source counts the jobs of its queue; the RunnerSet's agents take the jobs of theirs:
+    two queues scale agents that never take the jobs counted, and leave those jobs waiting."""
+    config = BUILDKITE_CONFIG.format(queue=source)
+    manifest = BUILDKITE_MANIFEST.format(queue=agents)
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config, "sets/linux.yaml": manifest})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err  # a warning: the config works, it just counts other jobs
+    if source == agents:
+        assert err == "" and out.rstrip().endswith(", 0 problems"), out + err
+        return
+    (warning,) = err.splitlines()
+    assert warning == (
+        f"warning: gitscale.yaml:{line_of(config, 'queue:')}: runner set 'linux': source queue "
+        f"{source!r} differs from spec.buildkite.queue {agents!r} at "
+        f"sets/linux.yaml:{line_of(manifest, 'queue:')}: the source counts the jobs of queue "
+        f"{source!r}, and these agents take only the jobs of queue {agents!r} (keep the two "
+        "equal)"), warning
+    assert out.rstrip().endswith(", 0 problems, 1 warning"), out
+
+
 @pytest.mark.skipif(shutil.which("kubeconform") is not None, reason="in-process validation")
 @pytest.mark.parametrize(("api_version", "kind", "hint"), [
     ("actions.summerwind.dev/v1alpha1", "RunnerDeployment",

@@ -188,6 +188,19 @@ def test_a_template_that_would_override_the_agents_settings_is_invalid(
     assert "bkua_in_the_pod_spec" not in ready["message"]
 
 
+def test_a_queue_with_a_comma_is_invalid(harness: Harness) -> None:
+    """BUILDKITE_AGENT_TAGS is split at commas by the agent: ``queue=linux,gpu`` would start
+    agents of the queue ``linux`` with a tag ``gpu``, taking another queue's jobs than the one
+    the set is scaled for. Refused as InvalidSpec, no pod made."""
+    spec = buildkite_spec()
+    spec["buildkite"]["queue"] = "linux,gpu"
+    harness.write("bk", 1, 0, spec=spec)
+    assert harness.sync("bk").created == []
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "InvalidSpec", ready
+    assert "spec.buildkite.queue: 'linux,gpu' holds a comma" in ready["message"], ready
+
+
 def test_a_template_that_leaves_the_agent_alone_is_served(harness: Harness) -> None:
     """Flags the controller does not set (`--debug`), tags without a queue, spawn said as 1
     (as a variable or a flag), one job per agent said again."""

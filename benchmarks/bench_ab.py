@@ -101,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", default=str(PROJECT), help="build B (default: this tree)")
     parser.add_argument("--sets", type=int, default=1000)
     parser.add_argument("--passes", type=int, default=40)
-    parser.add_argument("--now", default="2026-11-27T12:00:00Z")
+    parser.add_argument("--now", help="the pinned clock (default: 30 s after the fixture's last "
+                        "commit, inside the span its settled sets hold for)")
     parser.add_argument("--workdir")
+    parser.add_argument("--fixture", help="a bench_scale.py work folder of two passes to use "
+                        "(--keep; cache-cli-clone/ may hold build A's cache files beside B's) "
+                        "instead of building one")
     parser.add_argument("--results", help="where the JSON goes (default: benchmarks/results)")
     args = parser.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gitscale-ab-"))
@@ -112,7 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         builds = {"A": source(args.before, work / "src-A"), "B": source(args.after, work / "src-B")}
         print(f"building the {args.sets}-set fixture in {work} ...", flush=True)
-        remote, cache, demand = fixture(work / "fixture", args.sets)
+        if args.fixture:
+            where = Path(args.fixture)
+            remote, cache = where / "cli-clone.git", where / "cache-cli-clone"
+            demand = where / "demand" / "demand-003.json"
+        else:
+            remote, cache, demand = fixture(work / "fixture", args.sets)
+        if args.now is None:
+            # A fixed time would leave the settled answers of the fixture's passes (made at
+            # the real time, each holding from then on) unused whenever it falls outside their
+            # span: every set decided again, which no steady pass does.
+            last = int(br.git(remote, "log", "-1", "--format=%ct", "main"))
+            args.now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last + 30))
         walls: dict[str, list[float]] = {"A": [], "B": []}
         cpus: dict[str, list[float]] = {"A": [], "B": []}
         reference = None

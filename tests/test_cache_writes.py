@@ -123,7 +123,7 @@ def test_reconcile_whose_cache_writes_fail_leaves_no_temporary_files(  # type: i
     # every file a pass writes there is a directory already: each rename fails
     assert run(capsys, "reconcile", "--repo", str(checkout))[0] == 0
     names = sorted(p.name for p in cache.iterdir())
-    for prefix in ("manifest-state.pickle", "config-", "validator-"):
+    for prefix in ("manifest-state.marshal", "config-", "validator-"):
         assert any(n.startswith(prefix) for n in names), names
     for name in names:
         (cache / name).unlink()

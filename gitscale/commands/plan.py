@@ -151,16 +151,19 @@ def plan_text(plan: Plan, *, diffs: bool = True) -> str:
         patch = f"patch {_n(before['patchID'])} → {_n(after['patchID'])}"
         out.append(f"~ {change.name:<{width}}  {arrow:<9} {patch:<16} "
                    f"{change.decision.reason.value}: {change.decision.detail}")
-    for name, decision in plan.unchanged:
-        if name in plan.errors:
+    errors, demands, forecasts = plan.errors, plan.demands, plan.forecasts
+    gap = " " * 18  # the patch column, empty, between its spaces
+    for name, decision in plan.unchanged:  # (ten thousand lines: kept to plain str methods)
+        if name in errors:
             continue
         state = "unchanged" if decision.reason is Reason.UNCHANGED else decision.reason.value
-        note = unchanged_note(decision, plan.demands.get(name))
+        note = unchanged_note(decision, demands.get(name))
         if note:  # held, drained, paused, at max with jobs waiting…; a plain one says nothing
             state += f": {note}"
-        if name in plan.forecasts:  # what the history predicts, or why it cannot yet
-            state += f" ({plan.forecasts[name].detail})"
-        out.append(f"  {name:<{width}}  {decision.replicas:<9} {'':<16} {state}")
+        if name in forecasts:  # what the history predicts, or why it cannot yet
+            state += f" ({forecasts[name].detail})"
+        out.append("  " + name.ljust(width) + "  " + str(decision.replicas).ljust(9) + gap
+                   + state)
     for name, message in plan.errors.items():
         out.append(f"! {name:<{width}}  error: {message}")
     for name, why in plan.left.items():

@@ -17,15 +17,14 @@ changed or whose span ran out.
 A pass never changes it: it reads it and gathers what it learnt in a ``CacheWrites`` (returned in
 its plan), and the command applies that once, after the pass decided (``StateCache.apply``).
 
-On disk the manifest states are plain tuples (a pickle of ten thousand dataclasses loads 3×
-slower: ``plan.cache_format``), and each parsed config sits in its own file, so a run loads
-only the one it uses (``plan.config_store``).
+On disk the manifest states are plain tuples in marshal's format (a pickle of ten thousand
+dataclasses loads 3× slower, a pickle of the tuples 2×: ``plan.cache_format``), and each parsed
+config sits in its own file, so a run loads only the one it uses (``plan.config_store``).
 """
 from __future__ import annotations
 
 import gc
 import hashlib
-import pickle
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,8 +37,8 @@ from gitscale.core.model import Decision, Demand, Reason
 from gitscale.errors import ManifestError
 from gitscale.files import load_cache
 from gitscale.manifest.target import KeptReads, Located, locate
-from gitscale.plan.cache_format import STAMP, Row, Settled, as_located, as_row, malformed, \
-    row_key, why_of, why_row, write
+from gitscale.plan.cache_format import STAMP, Row, Settled, as_located, as_row, load_state, \
+    malformed, row_key, why_of, why_row, write_state
 from gitscale.plan.config_store import ConfigStore
 from gitscale.record.series import DemandSeries
 from gitscale.yamlio.read import Document
@@ -51,7 +50,9 @@ LIMIT = 50_000  # manifest entries kept at least (more when a pass looks up more
 # for a small config; the bound still grows with the config (twice its sets).
 LOOP_LIMIT = 5_000
 JOB_SETS = 20_000  # job-id sets kept (one per set and write)
-STATE_FILE = "manifest-state.pickle"
+STATE_FILE = "manifest-state.marshal"
+OLD_STATE_FILE = "manifest-state.pickle"  # the state file as pickled before: the first save
+# removes it
 
 
 def blob_id(data: bytes) -> str:
@@ -136,7 +137,7 @@ class StateCache:
         if data is None:
             return cache
         try:
-            stored = pickle.loads(data)
+            stored = load_state(data)
             if not (isinstance(stored, tuple) and stored[:1] == (STAMP,)):
                 return cache  # another version's (or format's): not an error, only older
             _, rows, jobs, settled, series = stored
@@ -287,9 +288,13 @@ class StateCache:
         self.configs.save()
         if not self.dirty:
             return
-        if write(self.path, (STAMP, self.rows, self.jobs, self.settled,
-                              self.series.state())):
+        if write_state(self.path, (STAMP, self.rows, self.jobs, self.settled,
+                                    self.series.state())):
             self.dirty = False
+            try:
+                (self.path.parent / OLD_STATE_FILE).unlink(missing_ok=True)
+            except OSError:
+                pass  # (a directory of that name, a read-only volume): only disk space
 
 
 @contextmanager

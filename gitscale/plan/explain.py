@@ -10,25 +10,29 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from gitscale.core.model import CapBy, Decision, Demand, Drain, Reason
+from gitscale.core.model import NO_WHY, CapBy, Decision, Demand, Drain, Reason
 
 
 def unchanged_note(decision: Decision, demand: Demand | None) -> str | None:
     """A few words on why ``decision`` (which writes nothing) leaves the set where it is, or
     None when there is nothing worth saying (demand is met)."""
     why, reason = decision.why, decision.reason
-    waiting = _waiting(decision, demand)
+    if why is NO_WHY and reason is Reason.UNCHANGED:
+        return None  # nearly every set of a pass: nothing held, capped or drained it
     if reason is Reason.PAUSED:
-        return "annotation gitscale.dev/paused: \"true\"" + waiting
+        return "annotation gitscale.dev/paused: \"true\"" + _waiting(decision, demand)
     if reason is Reason.DEMAND_UNKNOWN:
         return "demand could not be read: left as it is"
     if why.drain is Drain.DRAINED:
-        return "drained: held at 0 until `gitscale drain --resume`" + waiting
+        return "drained: held at 0 until `gitscale drain --resume`" + _waiting(decision, demand)
     if why.drain is Drain.NOT_DRAINED:
         return "not drained: nothing to resume"
     if why.held_until is not None:
         return f"scale-down held until {_utc(why.held_until)} UTC (scaleDownDelay)"
-    if why.cap is not None and waiting:
+    if why.cap is not None:
+        waiting = _waiting(decision, demand)
+        if not waiting:
+            return None
         if why.cap.by is CapBy.MAX_TOTAL_REPLICAS:
             return f"capped at {why.cap.at} by limits.maxTotalReplicas" + waiting
         return f"at max {why.cap.at}" + waiting

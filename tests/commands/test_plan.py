@@ -81,7 +81,7 @@ def test_plan_writes_nothing_to_git_and_the_state_cache_learns_the_pass(  # type
     checkout = two_sets(tmp_path)
     remote = tmp_path / "remote.git"
     assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0
-    (_isolated_cache / "manifest-state.pickle").unlink()  # what that pass taught it
+    (_isolated_cache / "manifest-state.marshal").unlink()  # what that pass taught it
     heads = (git(checkout, "rev-parse", "HEAD"), git(remote, "rev-parse", "main"))
     code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", NOW)
     assert code == 0 and "Plan: 0 to change, 2 unchanged" in out, out + err
@@ -93,7 +93,7 @@ def test_plan_writes_nothing_to_git_and_the_state_cache_learns_the_pass(  # type
         assert cache.knows(blob, ObjectRef()), name
     assert sorted(cache.settled) == ["gpu", "linux"]
     # a plan that would write: the manifests it read are learnt, no answer for those sets
-    (_isolated_cache / "manifest-state.pickle").unlink()
+    (_isolated_cache / "manifest-state.marshal").unlink()
     demand = tmp_path / "more.yaml"
     demand.write_text("linux: {queued: 2, running: 0}\ngpu: {queued: 3, running: 0}\n")
     code, out, _ = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),
@@ -207,15 +207,15 @@ def _plan_from_the_cache(capsys, checkout: Path, cache_dir: Path, demand: Path, 
     """`plan` at ``at``, which settles every set (nothing to write), then `plan` text and JSON
     at ``again``, a new run that takes each answer from the state cache on disk. The detail
     text in the cache is replaced first: what the notes say comes from the cached values."""
-    import pickle
+    from gitscale.plan.cache_format import dump_state, load_state
 
     assert run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),
                "--now", at)[0] == 0
-    state = cache_dir / "manifest-state.pickle"
-    stamp, rows, jobs, settled, series = pickle.loads(state.read_bytes())
+    state = cache_dir / "manifest-state.marshal"
+    stamp, rows, jobs, settled, series = load_state(state.read_bytes())
     assert sorted(settled) == ["gpu", "linux"]
     settled = {name: row[:10] + (CACHED,) + row[11:] for name, row in settled.items()}
-    state.write_bytes(pickle.dumps((stamp, rows, jobs, settled, series)))
+    state.write_bytes(dump_state((stamp, rows, jobs, settled, series)) or b"")
     code, text, err = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand),
                           "--now", again)
     assert code == 0 and err == "", err
@@ -332,5 +332,5 @@ def test_a_change_reconcile_would_refuse_is_shown_and_exits_1(tmp_path: Path, ca
     assert "~ linux" in out and "+++ b/sets/linux.yaml" in out
     assert err == ("error: sets/linux.yaml:8: spec: unknown field 'repicas': did you mean "
                    "'replicas'? (reconcile refuses to commit this file until then)\n")
-    assert not (_isolated_cache / "manifest-state.pickle").exists()
+    assert not (_isolated_cache / "manifest-state.marshal").exists()
     assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 1

@@ -233,10 +233,10 @@ def test_a_repo_without_a_commit_is_said_so(tmp_path: Path, capsys, command: str
 def test_a_pass_refused_for_an_invalid_manifest_teaches_the_cache_nothing(
         tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """The state cache took what the pass learnt before the edit was validated: a reconcile
-    refused (exit 1, nothing committed) still wrote manifest-state.pickle."""
+    refused (exit 1, nothing committed) still wrote manifest-state.marshal."""
     from tests.helpers import RUNNERSET, make_repo, simple_config
 
-    state = Path(os.environ["GITSCALE_CACHE_DIR"]) / "manifest-state.pickle"
+    state = Path(os.environ["GITSCALE_CACHE_DIR"]) / "manifest-state.marshal"
     manifest = RUNNERSET.format(name="linux", replicas=1)
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "default"}),

@@ -213,9 +213,9 @@ def test_a_killed_run_keeps_what_it_learnt_up_to_its_last_checkpoint(tmp_path: P
     assert passes == 3
     saved = sorted(p.name for p in cache.iterdir()) if cache.exists() else []
     if every == 0.0:
-        assert "manifest-state.pickle" in saved, saved
+        assert "manifest-state.marshal" in saved, saved
     else:
-        assert "manifest-state.pickle" not in saved, saved
+        assert "manifest-state.marshal" not in saved, saved
 
 
 def test_checkpoint_saves_once_every_period_counted_from_its_first_call() -> None:

@@ -734,7 +734,7 @@ def test_serve_saves_what_it_learnt_at_each_checkpoint_not_only_at_its_stop(
     import gitscale.commands as commands
 
     monkeypatch.setattr(commands, "CHECKPOINT_SECONDS", 0.0)
-    state = Path(os.environ["GITSCALE_CACHE_DIR"]) / "manifest-state.pickle"
+    state = Path(os.environ["GITSCALE_CACHE_DIR"]) / "manifest-state.marshal"
     server = Server(repo, window="1s")
     try:
         before, _ = remote_state(repo)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -10,9 +9,10 @@ import pytest
 
 from gitscale.core.model import NO_WHY, Cap, CapBy, Current, Decision, Demand, Drain, Reason, Why
 from gitscale.plan.cache import STATE_FILE, CacheWrites, StateCache
-from gitscale.plan.cache_format import _settled_row, why_of, why_row
+from gitscale.plan.cache_format import STATE_HEADER, _settled_row, dump_state, load_state, \
+    why_of, why_row
 from gitscale.config.load import ObjectRef
-from gitscale.manifest.target import Located
+from gitscale.manifest.target import Located, owned_for
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
 
@@ -35,7 +35,7 @@ def test_cache_is_written_and_never_stale(tmp_path: Path, capsys, _isolated_cach
     checkout = setup(tmp_path)
     first = plan_json(capsys, checkout)
     assert first["changes"][0]["from"]["replicas"] == 2
-    assert (_isolated_cache / "manifest-state.pickle").is_file()
+    assert (_isolated_cache / "manifest-state.marshal").is_file()
     # A human edits the manifest: the next pass must see the new value, not the cached one.
     path = checkout / "sets/linux.yaml"
     path.write_text(path.read_text().replace("replicas: 2", "replicas: 7"))
@@ -53,18 +53,70 @@ def test_cache_is_written_and_never_stale(tmp_path: Path, capsys, _isolated_cach
 def test_corrupt_cache_is_ignored(tmp_path: Path, capsys, _isolated_cache: Path) -> None:  # type: ignore[no-untyped-def]
     checkout = setup(tmp_path)
     plan_json(capsys, checkout)
-    (_isolated_cache / "manifest-state.pickle").write_bytes(b"not a pickle")
+    (_isolated_cache / "manifest-state.marshal").write_bytes(b"not a cache")
     assert plan_json(capsys, checkout)["changes"][0]["to"]["replicas"] == 2
 
 
+def test_a_state_file_of_another_python_or_the_old_pickle_is_only_older(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, _isolated_cache: Path) -> None:
+    """marshal's format may change with Python's version: a state file whose first line names
+    another is not read (no warning: a cold pass, as after an upgrade), and the next save
+    replaces it. The pickle an earlier gitscale kept is removed by the first save."""
+    checkout = setup(tmp_path)
+    old = _isolated_cache / "manifest-state.pickle"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_bytes(b"an earlier gitscale's pickle")
+    plan_json(capsys, checkout)
+    assert not old.exists()
+    state = _isolated_cache / "manifest-state.marshal"
+    data = state.read_bytes()
+    assert data.startswith(STATE_HEADER)
+    other = b"gitscale-state marshal 4 python 3.99\n" + data[len(STATE_HEADER):]
+    state.write_bytes(other)
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code in (0, 2) and "warning" not in err, err
+    assert json.loads(out)["changes"][0]["from"]["replicas"] == 2
+    assert state.read_bytes() == data  # written again, in this Python's format
+
+
+def test_the_state_file_holds_what_was_saved(tmp_path: Path) -> None:
+    """Saved and loaded again: the same tables, in the same order (the order is the bound's:
+    the oldest rows go first), with their types (tuples, frozensets, floats, None)."""
+    cache = StateCache(tmp_path / STATE_FILE)
+    ref = ObjectRef("RunnerSet", "linux")
+    current = Current(2, 7, datetime(2026, 11, 21, 9, tzinfo=timezone.utc), "f00d", False,
+                      False, backlog=3)
+    owned = owned_for("gitscale.dev/v1alpha1", "RunnerSet")
+    assert owned is not None
+    writes = CacheWrites()
+    for blob in ("b" * 40, "a" * 40):
+        writes.looked.append((f"{blob}\0RunnerSet\0linux\0None",
+                              Located(0, "gitscale.dev/v1alpha1", "RunnerSet", "linux",
+                                      owned, current), True))
+    writes.settle("linux", "key", "b" * 40, Demand(1, 2, frozenset({"7", "8"})),
+                  datetime(2026, 11, 21, 9, tzinfo=timezone.utc),
+                  datetime(2026, 11, 21, 10, tzinfo=timezone.utc),
+                  Decision(False, 3, 7, Reason.UNCHANGED, "demand 3"))
+    writes.remember_jobs("f00d", frozenset({"7", "8"}))
+    cache.apply(writes)
+    cache.save()
+    again = StateCache.load(tmp_path)
+    assert list(again.rows.items()) == list(cache.rows.items())
+    assert again.settled == cache.settled and again.jobs == cache.jobs
+    assert type(again.settled["linux"][4]) is frozenset
+    assert again.settled["linux"][6] == cache.settled["linux"][6] != float("inf")
+    assert ref.name == "linux" and again.knows("a" * 40, ref)
+
+
 def _stored(cache_dir: Path) -> tuple:  # type: ignore[type-arg]
-    with (cache_dir / "manifest-state.pickle").open("rb") as handle:
-        return pickle.load(handle)  # type: ignore[no-any-return]
+    return load_state((cache_dir / "manifest-state.marshal").read_bytes())  # type: ignore[no-any-return]
 
 
 def _store(cache_dir: Path, value: object) -> None:
-    with (cache_dir / "manifest-state.pickle").open("wb") as handle:
-        pickle.dump(value, handle)
+    data = dump_state(value)
+    assert data is not None
+    (cache_dir / "manifest-state.marshal").write_bytes(data)
 
 
 @pytest.mark.parametrize("garbage", [
@@ -74,7 +126,7 @@ def _store(cache_dir: Path, value: object) -> None:
 ])
 def test_a_cache_of_the_right_version_holding_garbage_is_one_warning(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, _isolated_cache: Path, garbage) -> None:
-    """It unpickles and has the right stamp, but its rows are not gitscale's: every later run
+    """It loads and has the right stamp, but its rows are not gitscale's: every later run
     crashed (exit 70, a ValueError unpacking a row). Now it is an empty cache and one line."""
     checkout = setup(tmp_path)
     plan_json(capsys, checkout)
@@ -97,7 +149,7 @@ def test_garbage_is_said_once_then_the_cache_is_good_again(tmp_path: Path, capsy
     _store(_isolated_cache, (stamp, {key: "garbage" for key in rows}, jobs, settled, series))
     code, out, err = run(capsys, "plan", "--repo", str(checkout))
     warnings = [line for line in err.splitlines() if "state cache" in line]
-    assert warnings == [f"warning: state cache {_isolated_cache / 'manifest-state.pickle'}: a "
+    assert warnings == [f"warning: state cache {_isolated_cache / 'manifest-state.marshal'}: a "
                         "manifest row is not one gitscale writes; starting from an empty one "
                         "(this pass is only slower)"], err
     code, out, err = run(capsys, "plan", "--repo", str(checkout))

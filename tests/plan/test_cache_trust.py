@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from gitscale.files import UntrustedCache, read_cache
-from gitscale.plan.cache import STATE_FILE
 from tests.helpers import RUNNERSET, make_repo, simple_config
 
 
@@ -52,8 +51,7 @@ def test_a_cache_file_someone_else_could_write_is_never_loaded(
     cache, marker = tmp_path / "cache", tmp_path / "ran"
     first = _plan(checkout, cache)
     assert first.returncode == 2, first.stderr
-    state = cache / STATE_FILE
-    assert state.is_file()
+    state = next(cache.glob("config-*.pickle"))  # the parsed gitscale.yaml: a pickle
     # the file an attacker with write access to the directory puts there instead
     state.unlink()
     state.write_bytes(pickle.dumps(_Planted(marker)))
@@ -71,7 +69,7 @@ def test_the_users_own_cache_file_is_loaded(tmp_path: Path, checkout: Path) -> N
     loaded (so the test above fails for the reason it says, not by accident)."""
     cache, marker = tmp_path / "cache", tmp_path / "ran"
     assert _plan(checkout, cache).returncode == 2
-    state = cache / STATE_FILE
+    state = next(cache.glob("config-*.pickle"))
     state.write_bytes(pickle.dumps(_Planted(marker)))
     state.chmod(0o640)  # group-writable is fine too (an fsGroup volume): here only readable
     _plan(checkout, cache)

@@ -93,7 +93,7 @@ def test_as_the_image_user_with_only_tmp_and_the_cache_writable(
     history = sh(*as_user, "gitscale", "history", "--repo", remote, env=env)
     assert history.count("linux-x64") >= 2, history  # the demo's commit and this one
     assert list(home.iterdir()) == []
-    assert (cache / "manifest-state.pickle").is_file()  # the state cache, where the image keeps it
+    assert (cache / "manifest-state.marshal").is_file()  # the state cache, where the image keeps it
     assert not [p.name for p in tmp.iterdir() if p.name.startswith("gitscale-")]  # no clone left
 
 

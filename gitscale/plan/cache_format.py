@@ -2,7 +2,7 @@
 version, and the checks a loaded cache passes before a pass trusts a row of it.
 
 The state file is in marshal's format, behind a line naming it and the Python that wrote it
-(``dump_state``): the rows are plain values, which marshal holds, and it loads them 2× faster
+and a line with its CRC-32 (``dump_state``; marshal is not made for damaged data): the rows are plain values, which marshal holds, and it loads them 2× faster
 and writes them 3× faster than pickle (at 10,000 sets: 10 against 23 ms, and 8 against 27 ms).
 
 A manifest's state is a ``Row`` keyed by its blob id and the object in it (``row_key``); a
@@ -15,6 +15,7 @@ from __future__ import annotations
 import marshal
 import pickle
 import sys
+import zlib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -152,17 +153,25 @@ def dump_state(value: Any) -> bytes | None:
     """The state file's bytes for ``value``; None when it holds what marshal cannot (a value
     gitscale never puts there: then the cache is not saved, and the next run is only slower)."""
     try:
-        return STATE_HEADER + marshal.dumps(value)
+        payload = marshal.dumps(value)
     except ValueError:
         return None
+    return STATE_HEADER + b"%08x\n" % zlib.crc32(payload) + payload
 
 
 def load_state(data: bytes) -> Any:
     """What ``dump_state`` wrote; None for a file of another format or Python (not an error:
-    only older). Raises what marshal raises on a damaged file."""
+    only older). Raises ValueError on a damaged file: its checksum is checked first, as
+    marshal is not made for damaged data (a few flipped bytes crashed the interpreter with a
+    segmentation fault, every pass until the file was removed)."""
     if not data.startswith(STATE_HEADER):
         return None
-    return marshal.loads(memoryview(data)[len(STATE_HEADER):])
+    start = len(STATE_HEADER) + 9  # the checksum's line: 8 hex digits and a newline
+    payload = memoryview(data)[start:]
+    stated = data[len(STATE_HEADER):start]
+    if stated != b"%08x\n" % zlib.crc32(payload):
+        raise ValueError("damaged: its checksum does not match")
+    return marshal.loads(payload)
 
 
 def write_state(path: Path, value: Any) -> bool:

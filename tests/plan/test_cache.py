@@ -156,6 +156,28 @@ def test_garbage_is_said_once_then_the_cache_is_good_again(tmp_path: Path, capsy
     assert "state cache" not in err  # written anew by the pass that warned
 
 
+def test_a_damaged_state_file_is_one_warning_not_a_crash(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                         _isolated_cache: Path) -> None:
+    """marshal is not made for damaged data: bytes flipped in the file took the interpreter
+    down (a segmentation fault, every pass until the file was removed). The checksum refuses
+    every one of these before marshal reads it."""
+    checkout = setup(tmp_path)
+    plan_json(capsys, checkout)
+    path = _isolated_cache / "manifest-state.marshal"
+    good = path.read_bytes()
+    body = len(STATE_HEADER) + 9
+    for at in range(body, len(good), max(1, (len(good) - body) // 40)):
+        damaged = bytearray(good)
+        damaged[at] ^= 0xFF
+        with pytest.raises(ValueError, match="checksum"):
+            load_state(bytes(damaged))
+    path.write_bytes(good[:body] + bytes(b ^ 0x5A for b in good[body:]))
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--output", "json",
+                         "--now", "2026-11-21T09:00:00Z")
+    assert code in (0, 2) and json.loads(out)["changes"][0]["from"]["replicas"] == 2, err
+    assert f"state cache {path}: cannot be read (ValueError)" in err
+
+
 @pytest.mark.parametrize(("field", "value"), [
     pytest.param(4, "three", id="replicas-a-string"),
     pytest.param(6, "yesterday", id="last-scale-up-not-a-time"),

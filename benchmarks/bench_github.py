@@ -14,9 +14,11 @@ Each pass is one ``read_demand`` of the config, as `gitscale reconcile` does it:
   warm-cron   a new ``Sources`` per pass loading the ETag cache file (one CLI run per pass)
   warm-loop   one ``Sources`` kept across passes (what a loop keeps in memory)
 
---latency-ms makes the server wait before every answer, as a far-away API would; the poll is
-sequential, so wall time is about requests × latency. Figures: a table on stdout; nothing is
-written outside a temporary directory.
+--latency-ms makes the server wait before every answer, as a far-away API would; the poll
+sends up to ``source.github.concurrency`` (8) requests at once, so wall time is about
+requests × latency / 8. Requests per pass: the org's repo pages, one per repo and run status
+(queued, in_progress, waiting: 3 × repos), and one per page of each listed run's jobs.
+Figures: a table on stdout; nothing is written outside a temporary directory.
 """
 from __future__ import annotations
 

@@ -68,7 +68,12 @@ def detail_of(content: bytes, secrets: list[str] | tuple[str, ...] = ()) -> str:
 
 
 def limit_until(status: int, headers: httpx.Headers, content: bytes) -> datetime | None:
-    """When a rate limit answered with ``status`` lifts; None when it is not one."""
+    """When a rate limit answered with ``status`` lifts; None when it is not one. An end
+    that is not in the future by this host's clock (``retry-after: 0``, a reset or date on a
+    server clock behind ours) says nothing of when the API answers again — it has just
+    refused — so it is waited for as a limit that states nothing, ``SECONDARY_WAIT``: taken
+    at its word, the client sent the request again at once, in a loop without end for as
+    long as the API refused (GitHub may ban a client that keeps asking while limited)."""
     if status not in (403, 429):
         return None
     remaining = headers.get("x-ratelimit-remaining", headers.get("ratelimit-remaining"))
@@ -93,7 +98,10 @@ def limit_until(status: int, headers: httpx.Headers, content: bytes) -> datetime
             until = _timestamp(number_of(reset))
         elif relative.isascii() and relative.isdigit():
             until = _timestamp(time.time() + number_of(relative))
-    return until or datetime.fromtimestamp(time.time() + SECONDARY_WAIT, timezone.utc)
+    now = time.time()
+    if until is None or until.timestamp() <= now:
+        return datetime.fromtimestamp(now + SECONDARY_WAIT, timezone.utc)
+    return until
 
 
 def number_of(digits: str) -> int:

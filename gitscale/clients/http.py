@@ -9,7 +9,8 @@ tried again on no answer or a 5xx, a POST never is.
 Rate limits, as GitHub and Buildkite state them: a 403 or 429 with ``retry-after`` (seconds or
 an HTTP date); with no requests left (``x-ratelimit-remaining: 0``), until
 ``x-ratelimit-reset`` (GitHub, epoch seconds) or ``ratelimit-reset`` (Buildkite, seconds from
-now); a secondary limit without either, a minute. A 403 that is none of these is a refusal
+now); a secondary limit without either, or an end that is already past by this host's clock
+(a server clock behind it, ``retry-after: 0``), a minute. A 403 that is none of these is a refusal
 (read by ``answers.py``: ``limit_until``, with the answer's JSON and the API's own words).
 A limit no longer than ``max_wait`` is waited for; a longer one raises ``RateLimited`` and the
 client sends nothing more to that API until it lifts.

@@ -3,9 +3,10 @@
 For the repos in scope (a list, or every repo of an org), list queued and in-progress workflow
 runs, then their jobs (``filter=latest``), through the GitHub client (``gitscale.clients``:
 every page, ETags, rate limits). A job counts for a set when every job label other than
-``self-hosted`` is among the set's labels. Sets that share an API, scope and credential share
-one poll, and one client kept across passes (its ETag cache and token: a token file rotated is
-read again, ``config/rotating.py``).
+``self-hosted`` is among the set's labels and a runner could take it now (``QUEUED``,
+``RUNNING``): one held for an approval or by its concurrency group does not. Sets that share
+an API, scope and credential share one poll, and one client kept across passes (its ETag
+cache and token: a token file rotated is read again, ``config/rotating.py``).
 """
 from __future__ import annotations
 
@@ -31,8 +32,12 @@ if TYPE_CHECKING:
     from gitscale.demand.resolve import Sources
 
 KEY_NAME = "github app private key"
-QUEUED = frozenset({"queued", "requested", "pending"})
+QUEUED = frozenset({"queued", "requested"})
 RUNNING = frozenset({"in_progress"})
+# Not counted, the jobs GitHub holds, which need no runner yet: `waiting` for an environment's
+# approval, `pending` while their concurrency group runs another job or run ("Control the
+# concurrency of workflows and jobs": one at a time in a group; with `queue: max`, up to 100
+# wait in it). Each is `queued` once released, and counted then.
 # A job's statuses, as GitHub documents them (REST "workflow jobs" and the workflow_job event)
 JOB_STATUSES = ("queued", "in_progress", "completed", "waiting", "requested", "pending")
 # A run is `waiting` while any of its jobs waits for an environment approval; its other jobs

@@ -58,7 +58,11 @@ def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: dateti
         for job in polled[runner_set.source.settings.group()]:
             if job.id in claimed or not matches(job.labels, labels):
                 continue
-            if job.status in QUEUED or job.status in RUNNING:
+            # A job held by its concurrency group (`pending`) is listed as queued, unlike the
+            # count of a pass: whether GitHub delivers its `queued` while it is held is not
+            # documented, and a reservation a resync removes is tombstoned — it would not
+            # come back when the job is released.
+            if job.status in QUEUED or job.status in RUNNING or job.status == "pending":
                 mine[job.id] = job.status in RUNNING
                 claimed.add(job.id)
         jobs[runner_set.name] = mine

@@ -437,6 +437,37 @@ def test_a_limit_longer_than_the_wait_is_reported_and_nothing_more_is_sent(
     assert len(github.log) == 1
 
 
+@pytest.mark.parametrize("fault,options", [
+    # GitHub's clock 30 s behind this host's: the reset it names is past here, not there
+    pytest.param("ratelimit", {}, id="x-ratelimit-reset-already-past-here"),
+    pytest.param("secondary", {"retry_after": 0}, id="retry-after-0"),
+    pytest.param("secondary", {"retry_after": "Wed, 21 Oct 2015 07:28:00 GMT"},
+                 id="retry-after-a-past-date"),
+])
+@pytest.mark.parametrize("max_wait", [0.0, 10.0])
+def test_a_limit_whose_stated_end_is_past_is_not_asked_again_at_once(
+        github: FakeGitHub, fault: str, options: dict[str, object], max_wait: float) -> None:
+    """The API refuses, yet the end it states has passed by this host's clock: that end says
+    nothing, and the request is not sent again at once (it was, in a loop without end, for as
+    long as the API refused: GitHub may ban a client that keeps asking while limited). It is
+    waited for as a limit that states nothing: a minute (GitHub's docs)."""
+    add_runs(github, 1)
+    github.reset = int(time.time()) - 30
+    github.fail(fault, times=20, **options)
+    sleeps: list[float] = []
+    client = make_client(github, sleeps=sleeps, max_wait=max_wait)
+    before = datetime.now(timezone.utc)
+    with pytest.raises(RateLimited) as caught:
+        client.get(runs_url(github), {"status": "queued"})
+    assert len(github.log) == 1 and sleeps == []
+    until = caught.value.until
+    assert until is not None
+    assert before + timedelta(seconds=59) <= until <= before + timedelta(seconds=62)
+    with pytest.raises(RateLimited):  # nothing more is sent before then
+        client.get(runs_url(github), {"status": "queued"})
+    assert len(github.log) == 1
+
+
 def test_a_limit_that_has_lifted_lets_requests_through_again(github: FakeGitHub) -> None:
     add_runs(github, 1)
     client = make_client(github)

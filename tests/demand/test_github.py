@@ -67,10 +67,11 @@ def test_count_takes_queued_and_in_progress_jobs_of_matching_labels() -> None:
     jobs = [Job(1, "queued", ("self-hosted", "linux")), Job(2, "in_progress", ("linux",)),
             Job(3, "completed", ("linux",)), Job(4, "queued", ("gpu",)),
             Job(5, "waiting", ("linux",)),  # held by an environment's protection rule
-            Job(6, "requested", ()), Job(7, "pending", ("self-hosted",))]
+            Job(6, "requested", ()),
+            Job(7, "pending", ("self-hosted",))]  # held by its concurrency group
     demand = count(jobs, ["self-hosted", "linux"])
-    assert (demand.queued, demand.running) == (3, 1)
-    assert demand.jobs == frozenset({"1", "2", "6", "7"})
+    assert (demand.queued, demand.running) == (2, 1)
+    assert demand.jobs == frozenset({"1", "2", "6"})
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -152,6 +153,22 @@ def test_a_run_waiting_for_an_approval_still_counts_its_queued_jobs(github: Fake
     config = write_config(tmp_path, [{"name": "linux",
                                       "source": github_source(github, ["linux"])}])
     assert pair(read(tmp_path, config), "linux") == (1, 0)
+
+
+def test_jobs_held_by_their_concurrency_group_need_no_runner_yet(github: FakeGitHub,
+                                                                tmp_path: Path) -> None:
+    """GitHub holds a job whose concurrency group runs another as `pending` (up to 100 of them
+    with `queue: max`); only the one that runs needs a runner, and only when it ends is the
+    next one queued. A runner started per pending job would sit idle for all that time."""
+    repo = github.add_repo("acme", "deploy")
+    github.add_run(repo, "in_progress", [("in_progress", ["linux"]), ("queued", ["linux"])])
+    for _ in range(3):
+        github.add_run(repo, "in_progress", [("completed", ["linux"]), ("pending", ["linux"])])
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    reading = read(tmp_path, config)
+    assert pair(reading, "linux") == (1, 1)
+    assert len(reading.demands["linux"].jobs) == 2
 
 
 def test_loop_passes_revalidate_and_see_a_job_start(github: FakeGitHub, tmp_path: Path) -> None:

@@ -213,7 +213,7 @@ def test_a_job_without_labels_counts_for_no_set(github: FakeGitHub, tmp_path: Pa
 
 def test_fields_github_adds_are_welcome(github: FakeGitHub, tmp_path: Path) -> None:
     serve_jobs(github, [{"status": "queued", "labels": ["linux"], "new_field": {"x": [1]}},
-                        {"status": "pending", "labels": [], "runner_id": 9}])
+                        {"status": "requested", "labels": [], "runner_id": 9}])
     config = write_config(tmp_path, [{"name": "linux",
                                       "source": github_source(github, ["linux"])}])
     assert pair(read(tmp_path, config), "linux") == (2, 0)

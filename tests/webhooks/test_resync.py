@@ -182,3 +182,28 @@ def test_a_resync_failing_poll_after_poll_is_said_once_and_its_end_too(
 
     assert re.search(r"resync works again, after [23] failed polls in \d+s", err), err[-600:]
     assert "Traceback" not in err
+
+
+def test_a_job_held_by_its_concurrency_group_keeps_its_reservation(github: FakeGitHub,
+                                                                    tmp_path: Path) -> None:
+    """A pass does not count a `pending` job (it needs no runner yet), but a resync lists it
+    as queued: a reservation it removed would be tombstoned, and not come back once the job
+    is released."""
+    from datetime import datetime, timezone
+
+    from gitscale.config.load import load_config
+    from gitscale.demand.resolve import Sources
+    from gitscale.webhooks.resync import list_jobs
+
+    run = github.add_run("octo-org/octo-repo", "in_progress",
+                         [("pending", LINUX), ("in_progress", LINUX), ("waiting", LINUX)])
+    pending, running, _ = (j["id"] for j in run.jobs)
+    (tmp_path / "gitscale.yaml").write_text(config(github.url))
+    sources = Sources(tmp_path / "cache", timeout=5)
+    try:
+        listing = list_jobs(load_config(tmp_path).sets, sources,
+                            datetime.now(timezone.utc))
+    finally:
+        sources.close()
+    assert listing.error is None
+    assert listing.jobs == {"linux": {pending: False, running: True}, "gpu": {}}

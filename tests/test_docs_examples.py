@@ -279,6 +279,37 @@ def test_every_option_the_docs_give_a_command_is_one_of_its_options() -> None:
     assert wrong == [], wrong
 
 
+def visible_options() -> list[tuple[str, str]]:
+    """(command, option) of every option `gitscale COMMAND --help` shows."""
+    import click
+
+    from gitscale.cli import cli
+
+    return sorted((name, opt) for name, command in cli.commands.items()  # type: ignore[attr-defined]
+                  for param in command.params
+                  if isinstance(param, click.Option) and not param.hidden
+                  for opt in [*param.opts, *param.secondary_opts] if opt.startswith("--"))
+
+
+def test_every_option_help_shows_is_named_in_the_docs() -> None:
+    """An option added to a command and to nothing a reader opens is an option nobody finds:
+    each one `--help` shows is named in a page (with its command in a code span, or as
+    `--option` in the prose of its section)."""
+    text = "\n".join(page.read_text() for page in docs_pages())
+    options = visible_options()
+    assert len(options) > 80  # every command's options are found
+    unnamed = [(command, option) for command, option in options
+               if not re.search(rf"`[^`\n]*(?<![\w-]){re.escape(option)}(?![\w-])[^`\n]*`", text)]
+    assert unnamed == [], unnamed
+
+
+def test_the_named_check_tells_a_word_from_an_option() -> None:
+    """`--baselines` inside `--no-baselines` is not a mention of it, nor is prose outside code."""
+    pattern = rf"`[^`\n]*(?<![\w-]){re.escape('--baselines')}(?![\w-])[^`\n]*`"
+    assert not re.search(pattern, "`--no-baselines` and --baselines in prose")
+    assert re.search(pattern, "`simulate --baselines`")
+
+
 def test_the_option_check_catches_an_option_of_another_command() -> None:
     commands = command_options()
     assert options_named("`gitscale plan --no-push`, `reconcile --no-push`", commands) == [

@@ -63,7 +63,7 @@ uses it at a time. A Deployment keeps its cache in memory from one pass to the n
 an emptyDir, lost only when the pod moves): it needs no claim.
 
 gitscale needs no Kubernetes permission: the pods run under a ServiceAccount whose token is
-not mounted, and no Role is bound. It only pushes to git. Create its namespace, then its
+not mounted, and no Role is bound. It only pushes to git. Create the namespaces, then its
 Secrets, each value read from a file (never typed on the command line; docs/credentials.md of
 gitscale says what each token must be allowed to do):
 

@@ -163,6 +163,6 @@ def schedule_next_steps(choices: Choices) -> str:
     if choices.run_in == "gitlab":
         return ("gitscale runs from .gitlab-ci.yml once you create its pipeline schedule "
                 "(Build > Pipeline schedules, \"*/5 * * * *\"; the file's comment). " + switch)
+    instead = "`run` / `serve`" if choices.platform == "github" else "`run`"  # serve: GitHub's
     return ("gitscale runs in the cluster: `kubectl apply -k deploy/scaler/` (a CronJob every "
-            "minute; deploy/scaler/README.md: its Secrets, and `run` / `serve` instead). "
-            + switch)
+            f"minute; deploy/scaler/README.md: its Secrets, and {instead} instead). " + switch)

@@ -239,3 +239,43 @@ def test_the_readme_names_what_init_writes(tmp_path: Path, capsys) -> None:  # t
             assert paths and all((root / path).is_file() for path in paths), paths
     assert "BUILDKITE_GRAPHQL_TOKEN_FILE" in named
     assert all(f"`{name}`" in section for name in named), named
+
+
+# How the docs name a CI secret: "the repository secret `X`", `gh secret set X` (GitHub
+# Actions); "the CI/CD variable `X`", `glab variable set X` (GitLab).
+DOC_SECRETS = {
+    "github-actions": re.compile(r"repository secret `([A-Z][A-Z0-9_]*)`|gh secret set ([A-Z][A-Z0-9_]*)"),
+    "gitlab": re.compile(r"CI/CD variable `([A-Z][A-Z0-9_]*)`|glab variable set ([A-Z][A-Z0-9_]*)"),
+}
+
+
+def doc_secrets(text: str, run_in: str) -> set[str]:
+    return {a or b for a, b in DOC_SECRETS[run_in].findall(text)} - {"NAME"}
+
+
+def test_the_ci_secret_check_reads_both_spellings() -> None:
+    text = ("the repository secret `A_B`; `gh secret set C < f`; the CI/CD variable `D`; "
+            "`glab variable set E --masked < f`; `gh secret set NAME < FILE`")
+    assert doc_secrets(text, "github-actions") == {"A_B", "C"}
+    assert doc_secrets(text, "gitlab") == {"D", "E"}
+
+
+@pytest.mark.parametrize("run_in", ["github-actions", "gitlab"])
+def test_every_ci_secret_the_docs_name_is_one_init_prints(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
+                                                          run_in: str) -> None:
+    """A repository secret or CI/CD variable the README or docs/ tell a reader to set is one
+    that init's steps set and its scheduler reads (the README once named a GitLab variable
+    for the jobIds token that nothing reads)."""
+    from tests.ship.shipfiles import ROOT
+
+    printed: set[str] = set()
+    for gitops in ("argocd", "flux"):
+        for variant in VARIANTS:
+            _, out = init(tmp_path, capsys, gitops, *options(gitops, variant, True, run_in),
+                          name=f"{gitops}-{variant}")
+            printed |= set(ci_secrets(out, run_in))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = {(page.name, name) for page in pages
+             for name in doc_secrets(page.read_text(), run_in)}
+    assert len(named) >= 3  # the pattern still finds them
+    assert sorted((page, name) for page, name in named if name not in printed) == []

@@ -334,7 +334,12 @@ def repo_credential_commands(choices: Choices) -> list[str]:
 def secrets_text(choices: Choices) -> str:
     """The namespaces, then the Secrets to create, each value read from a file (never typed
     into a command)."""
-    commands = [namespace_command(choices), *controller_secret_commands(choices),
+    commands = [namespace_command(choices),
+                "# each token file below holds one token and nothing else, written without a "
+                "newline (printf\n# '%s' \"$TOKEN\" > the file; a GitHub App's key: the .pem "
+                "as downloaded); .gitignore keeps\n# them out of the repo: delete them once the "
+                "Secrets exist",
+                *controller_secret_commands(choices),
                 *repo_credential_commands(choices)]
     if choices.run_in == "cluster":
         commands += [scaler_secret_command(choices), *job_ids_steps(choices),

@@ -7,9 +7,10 @@
   ``in_progress`` and ``completed`` events batched per ``window`` into capacity reservations
   by the rules `serve` runs (``gitscale.core.reservations``), the same decision on their
   demand, one commit per batch, the same sync and controller.
-- ``arc-listener``: actions-runner-controller's scale-set listener: on every job event,
-  desired = min(minRunners + queued + running, max), patched at once with the next patch ID
-  (patch 0 after a quiet minute, its "empty batch"), applied by the same controller rules.
+- ``arc-listener``: actions-runner-controller's scale-set listener: on every job message and
+  every empty batch (50 s without one), desired = min(minRunners + queued + running, max),
+  patched at once with the next patch ID (patch 0 to force the state only on an empty batch
+  back at minRunners), applied by the same controller rules.
 - ``arc-hra``: legacy actions-runner-controller with a HorizontalRunnerAutoscaler on
   TotalNumberOfQueuedAndInProgressWorkflowRuns: polled every 60 s, scale-up at once, scale-down
   10 minutes after the last scale-up; the RunnerDeployment keeps ``replicas`` runners,
@@ -328,39 +329,69 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
                        counts)
 
 
-QUIET_BATCH = 50.0  # the listener's long poll: a batch with no job message is "empty"
+QUIET_BATCH = 50.0  # the listener's long poll: no job message in this long is an empty batch
+Patched = Callable[[float, str, int, int], None]
 
 
-def run_listener(trace: Trace, policies: dict[str, Policy], settings: Settings) -> Outcome:
+@dataclass
+class _Scaler:
+    """actions-runner-controller's listener scaler (``cmd/ghalistener/scaler``) for one set:
+    each job message and each empty batch patches the EphemeralRunnerSet with replicas =
+    min(minRunners + assigned jobs, maxRunners) and the next patch ID (the first is 0); 0
+    instead when the state is forced: no job started or completed since the last patch, the
+    target unchanged, and it is minRunners (an empty batch once the set is back at its min)."""
+
+    minimum: int
+    maximum: int
+    target: int = -1
+    patch_id: int = -1
+    dirty: bool = False  # a job started or completed since the last patch
+
+    def patch(self, assigned: int) -> tuple[int, int]:
+        self.patch_id = next_patch_id(self.patch_id) if self.patch_id >= 0 else 0
+        target = min(self.minimum + assigned, self.maximum)
+        forced = not self.dirty and target == self.target == self.minimum
+        self.target, self.dirty = target, False
+        return target, 0 if forced else self.patch_id
+
+
+def run_listener(trace: Trace, policies: dict[str, Policy], settings: Settings,
+                 patched: Patched = lambda at, name, replicas, patch_id: None) -> Outcome:
+    """The scale-set listener (``_Scaler``) on every job message — a job queued, started or
+    completed, at once — and on every empty batch (``QUIET_BATCH`` after the last message or
+    empty batch), its patches applied by the same controller rules. ``patched`` is told each
+    patch (seconds in, set, replicas, patch ID)."""
     clock = Clock(trace.start)
     pools = _pools(trace, clock, settings)
-    state = {name: {"desired": -1, "patch": 0, "last": 0.0, "jobs": 0} for name in pools}
+    scalers = {name: _Scaler(policies[name].min_replicas, policies[name].max_replicas)
+               for name in pools}
+    jobs: dict[str, tuple[int, int]] = {}  # (queued, running) at the last message
+    polls = dict.fromkeys(pools, 0)  # long polls ended (by a message or empty): the current one
     specs: dict[str, Spec] = {}
 
-    def patch(pool: Pool, desired: int, patch_id: int) -> None:
-        specs[pool.name] = Spec(desired, patch_id, clock.time(clock.now))
+    def patch(pool: Pool) -> None:
+        replicas, patch_id = scalers[pool.name].patch(len(pool.queue) + len(pool.running))
+        specs[pool.name] = Spec(replicas, patch_id, clock.time(clock.now))
+        patched(clock.now, pool.name, replicas, patch_id)
         controller_pass(pool, specs[pool.name])
+        polls[pool.name] += 1
+        clock.at(clock.now + QUIET_BATCH, empty, pool, polls[pool.name])
 
     def changed(pool: Pool) -> None:
-        seen = state[pool.name]
-        queued, running, _ = pool.demand()
-        policy = policies[pool.name]
-        desired = min(policy.min_replicas + queued + running, policy.max_replicas)
-        jobs = queued + running
-        if desired != seen["desired"] or jobs < seen["jobs"]:  # a change, or a job completed
-            seen["patch"] = next_patch_id(int(seen["patch"])) if seen["desired"] >= 0 else 0
-            seen["desired"], seen["last"] = desired, clock.now
-            patch(pool, desired, int(seen["patch"]))
-            clock.at(clock.now + QUIET_BATCH, quiet, pool)
+        # every job event changes (queued, running): an arrival queued (or taken at once), a
+        # start, a completion; a runner that started or finished without a job changes neither
+        now = (len(pool.queue), len(pool.running))
+        before = jobs.get(pool.name)
+        if now != before:  # a job message (the first: the session's initial statistics)
+            jobs[pool.name] = now
+            scalers[pool.name].dirty |= before is not None and now[1] != before[1]
+            patch(pool)
         elif pool.name in specs:
             controller_pass(pool, specs[pool.name])
-        seen["jobs"] = jobs
 
-    def quiet(pool: Pool) -> None:
-        seen = state[pool.name]
-        if clock.now - seen["last"] >= QUIET_BATCH and seen["patch"] != 0:
-            seen["patch"] = 0
-            patch(pool, int(seen["desired"]), 0)
+    def empty(pool: Pool, poll: int) -> None:
+        if polls[pool.name] == poll:  # no message during this poll: an empty batch
+            patch(pool)
 
     for pool in pools.values():
         pool.on_change = changed

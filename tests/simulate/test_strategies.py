@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gitscale.simulate.strategies import (Settings, oracle, run_gitscale, run_hra, run_listener,
                                           run_pod_per_job)
 from tests.simulate.util import TARGET, trace_of
@@ -69,6 +71,29 @@ def test_listener_patches_on_each_job_event() -> None:
     warm = run_listener(TRACE, {"default": replace(TARGET, min_replicas=2)}, SETTINGS)
     assert warm.waits == [40.0, 0.0, 0.0]
     assert warm.idle_seconds > 0 and warm.runner_seconds > ORACLE_SECONDS
+
+
+# One job of 200 s at 5 s. The listener's patches (seconds in, replicas, patch ID) to 300 s:
+# one per job message (the job queued, started, completed: a start or a completion marks the
+# batch "dirty"), one per empty batch (50 s without a message), each with the next patch ID;
+# patch 0 when the state is forced: the first patch, and an empty batch with no job message
+# since the last patch whose target is unchanged and is minRunners (actions-runner-controller's
+# scaler). With min 0 the job's runner is ready at 50; with min 1 the warm runner takes it at
+# 45 and a second runner is asked for, which idles.
+@pytest.mark.parametrize(("minimum", "expected"), [
+    pytest.param(0, [(0, 0, 0), (5, 1, 1), (50, 1, 2), (100, 1, 3), (150, 1, 4), (200, 1, 5),
+                     (250, 0, 6), (300, 0, 0)], id="min 0"),
+    pytest.param(1, [(0, 1, 0), (5, 2, 1), (45, 2, 2), (95, 2, 3), (145, 2, 4), (195, 2, 5),
+                     (245, 1, 6), (295, 1, 0)], id="min 1: patch 0 only back at min"),
+])
+def test_listener_forces_the_state_only_at_min_runners(
+        minimum: int, expected: list[tuple[float, int, int]]) -> None:
+    patches: list[tuple[float, int, int]] = []
+    run_listener(trace_of((5, 200)), {"default": replace(TARGET, min_replicas=minimum)},
+                 SETTINGS, patched=lambda at, name, replicas, patch_id: patches.append(
+                     (at, replicas, patch_id)))
+    assert [p for p in patches if p[0] <= 300] == expected
+    assert patches[-1][1:] == (minimum, 0)  # quiet at the end: the state forced at min
 
 
 def test_hra_polls_every_minute() -> None:

@@ -41,13 +41,14 @@ def run_validate(opts: RepoOptions) -> int:
         by_file: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
         texts: dict[str, str] = {}
         for runner_set in config.sets:
-            text = read_manifest(ws.root, runner_set, config)
+            try:  # (one set's unreadable manifest is one problem: the others are checked)
+                text = read_manifest(ws.root, runner_set, config)
+                target = read_set_target(config, runner_set, text)
+            except InputError as exc:
+                if str(exc) not in problems:  # (a file of several sets: said once)
+                    problems.append(str(exc))
+                continue
             texts[runner_set.manifest] = text
-            try:
-                target = read_target(runner_set.manifest, text, runner_set.object)
-            except NoSuchObject as exc:
-                raise config.blame(runner_set.name, object_key(runner_set.object),
-                                   f"{exc.detail} in {runner_set.manifest}") from None
             by_file.setdefault(runner_set.manifest, []).append((runner_set, target))
             warnings += label_drift(config, runner_set, target)
             warnings += queue_drift(config, runner_set, target)
@@ -77,6 +78,16 @@ def run_validate(opts: RepoOptions) -> int:
                f"{plural(len(problems), 'problem')}")
     click.echo(summary + (f", {plural(len(warnings), 'warning')}" if warnings else ""))
     return EXIT_ERROR if problems else EXIT_OK
+
+
+def read_set_target(config: Config, runner_set: RunnerSetConfig, text: str) -> Target:
+    """The set's object in its manifest's ``text``; an ``object`` that matches none or several
+    is the config's mistake, said at the set's line in it."""
+    try:
+        return read_target(runner_set.manifest, text, runner_set.object)
+    except NoSuchObject as exc:
+        raise config.blame(runner_set.name, object_key(runner_set.object),
+                           f"{exc.detail} in {runner_set.manifest}") from None
 
 
 def committed_credentials(paths: list[str], repo: Git) -> list[str]:

@@ -19,7 +19,9 @@ from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
 from gitscale.config.load import Config, RunnerSetConfig, load_config
 from gitscale.errors import InputError
 from gitscale.plan.manifest_files import read_manifest
-from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
+from gitscale.manifest.target import (A_DRAINED, A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, NoSuchObject,
+                                      Target, object_key, read_target)
+from gitscale.yamlio.read import load_documents
 from gitscale.manifest.validate import Validation
 from gitscale.repo.git import Git
 from gitscale.repo.opening import open_workspace
@@ -69,6 +71,8 @@ def run_validate(opts: RepoOptions) -> int:
                     checked += 1
         managed = {config.path, *by_file}
         warnings += unmanaged_placeholders(ws.root, [p for p in listed if p not in managed])
+        warnings += left_behind(ws.root, listed, {(t.path, t.index) for sets in by_file.values()
+                                                  for _, t in sets})
         warnings += crd_drift(ws.root, listed)
     for problem in problems:
         click.echo(f"error: {problem}", err=True)
@@ -153,6 +157,47 @@ def unmanaged_placeholders(root: Path, paths: list[str]) -> list[str]:
             continue  # not ours to read: validate reports what gitscale itself reads
         if PLACEHOLDER in text:
             found += placeholder_problems(rel, text)
+    return found
+
+
+# what only gitscale's writes put on an object (a person's `paused` aside)
+WRITTEN_BY_GITSCALE = (A_PATCH_ID, A_JOBS, A_LAST_SCALE_UP, A_DRAINED)
+
+
+def left_behind(root: Path, paths: list[str], managed: set[tuple[str, int]]) -> list[str]:
+    """A warning for each object of the repo's YAML files that gitscale wrote (a patch ID, its
+    bookkeeping annotations) but no set of gitscale.yaml manages (``managed``: (file, document
+    index) pairs): a set removed from gitscale.yaml while its manifest stayed, which the GitOps
+    engine keeps applying at its last count, unscaled, while plan and reconcile say nothing."""
+    found: list[str] = []
+    for rel in paths:
+        path = root / rel
+        if not rel.endswith((".yaml", ".yml")) or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            text = files.read_text(path, rel, InputError)
+            if "gitscale.dev/" not in text and "patchID" not in text:
+                continue
+            documents = load_documents(text, rel)
+        except (InputError, OSError, UnicodeDecodeError):
+            continue  # not ours to read: validate reports what gitscale itself reads
+        for index, doc in enumerate(documents):
+            obj: Any = doc.data
+            if (rel, index) in managed or not isinstance(obj, dict):
+                continue
+            meta, spec = obj.get("metadata"), obj.get("spec")
+            notes = meta.get("annotations") if isinstance(meta, dict) else None
+            ours = isinstance(notes, dict) and any(k in notes for k in WRITTEN_BY_GITSCALE) or \
+                (obj.get("kind") == KIND and str(obj.get("apiVersion")) == API_VERSION
+                 and isinstance(spec, dict) and "patchID" in spec)
+            if not ours:
+                continue
+            name = meta.get("name") if isinstance(meta, dict) else None
+            replicas = spec.get("replicas") if isinstance(spec, dict) else None
+            found.append(f"{rel}:{doc.line_of(['metadata', 'name'])}: {obj.get('kind')} "
+                         f"{name} was written by gitscale but no runner set of gitscale.yaml "
+                         f"manages it: it stays at replicas {replicas}, unscaled (a set removed "
+                         "from gitscale.yaml: remove its manifest too, or add the set back)")
     return found
 
 

@@ -455,3 +455,33 @@ def test_every_manifest_that_cannot_be_read_is_a_problem_in_one_run(  # type: ig
     assert errors[2] == ("error: gitscale.yaml:43: runner set 's11': manifest sets/s11.yaml "
                          "not found in the config repo"), errors
     assert out.strip() == "9 checked with in-process JSON Schema, 0 skipped, 3 problems", out
+
+
+def test_a_set_removed_from_the_config_whose_manifest_stays_is_a_warning(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A set deleted from gitscale.yaml while its manifest stays (README: delete both in one
+    commit) keeps its last count unscaled, and plan and reconcile say nothing: validate warns
+    at the object's line, whether it is alone in its file or beside a managed set. An object
+    gitscale never wrote (no patch ID, none of its annotations) is not its business."""
+    manifest = MANIFEST.format(labels="")
+    written = manifest.replace("name: linux", "name: gpu").replace(
+        "  name: gpu\n", "  name: gpu\n  annotations:\n    gitscale.dev/jobs: \"1a2b\"\n")
+    hand = manifest.replace("name: linux", "name: fixed")
+    arm = manifest.replace("name: linux", "name: arm").replace(
+        "replicas: 0", "replicas: 3\n  patchID: 4")
+    repo = make_repo(tmp_path, {
+        "gitscale.yaml": CONFIG.format(labels="[self-hosted, linux]").replace(
+            "manifest: sets/linux.yaml", "manifest: sets/linux.yaml\n"
+            "    object: {kind: RunnerSet, name: linux}"),
+        "sets/linux.yaml": manifest.replace("labels: ", "") + "---\n" + arm,
+        "sets/gpu.yaml": written, "sets/fixed.yaml": hand})
+    code, out, err = run(capsys, "validate", "--repo", str(repo))
+    assert code == 0, out + err
+    warnings = sorted(line for line in err.splitlines() if line.startswith("warning:"))
+    assert warnings == [
+        "warning: sets/gpu.yaml:4: RunnerSet gpu was written by gitscale but no runner set of "
+        "gitscale.yaml manages it: it stays at replicas 0, unscaled (a set removed from "
+        "gitscale.yaml: remove its manifest too, or add the set back)",
+        "warning: sets/linux.yaml:20: RunnerSet arm was written by gitscale but no runner set "
+        "of gitscale.yaml manages it: it stays at replicas 3, unscaled (a set removed from "
+        "gitscale.yaml: remove its manifest too, or add the set back)"], err

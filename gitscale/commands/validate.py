@@ -4,7 +4,8 @@ tracked file may be one of the credential files init's steps write (problems: ex
 Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps source,
 the scaler's pods), a GitHub set whose RunnerSet registers runners with other labels
 than its source counts jobs for, a Buildkite set whose agents take another queue's jobs
-than its source counts, and a RunnerSet CRD in the repo that is not this gitscale's (an
+than its source counts, an object gitscale wrote that no set manages (a set removed
+from gitscale.yaml, its manifest left), and a RunnerSet CRD in the repo that is not this gitscale's (an
 upgrade done in the wrong order). A RunnerSet its schema accepts but the controller would refuse
 (``InvalidSpec``) is a problem too, found by the controller's own checks."""
 from __future__ import annotations

@@ -4,7 +4,8 @@ tracked file may be one of the credential files init's steps write (problems: ex
 Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps source,
 the scaler's pods), a GitHub set whose RunnerSet registers runners with other labels
 than its source counts jobs for, a Buildkite set whose agents take another queue's jobs
-than its source counts, and a RunnerSet CRD in the repo that is not this gitscale's (an
+than its source counts, an object gitscale wrote that no set manages (a set removed
+from gitscale.yaml, its manifest left), and a RunnerSet CRD in the repo that is not this gitscale's (an
 upgrade done in the wrong order). A RunnerSet its schema accepts but the controller would refuse
 (``InvalidSpec``) is a problem too, found by the controller's own checks."""
 from __future__ import annotations
@@ -19,7 +20,9 @@ from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
 from gitscale.config.load import Config, RunnerSetConfig, load_config
 from gitscale.errors import InputError
 from gitscale.plan.manifest_files import read_manifest
-from gitscale.manifest.target import NoSuchObject, Target, object_key, read_target
+from gitscale.manifest.target import (A_DRAINED, A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, NoSuchObject,
+                                      Target, object_key, read_target)
+from gitscale.yamlio.read import load_documents
 from gitscale.manifest.validate import Validation
 from gitscale.repo.git import Git
 from gitscale.repo.opening import open_workspace
@@ -41,13 +44,14 @@ def run_validate(opts: RepoOptions) -> int:
         by_file: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
         texts: dict[str, str] = {}
         for runner_set in config.sets:
-            text = read_manifest(ws.root, runner_set, config)
+            try:  # (one set's unreadable manifest is one problem: the others are checked)
+                text = read_manifest(ws.root, runner_set, config)
+                target = read_set_target(config, runner_set, text)
+            except InputError as exc:
+                if str(exc) not in problems:  # (a file of several sets: said once)
+                    problems.append(str(exc))
+                continue
             texts[runner_set.manifest] = text
-            try:
-                target = read_target(runner_set.manifest, text, runner_set.object)
-            except NoSuchObject as exc:
-                raise config.blame(runner_set.name, object_key(runner_set.object),
-                                   f"{exc.detail} in {runner_set.manifest}") from None
             by_file.setdefault(runner_set.manifest, []).append((runner_set, target))
             warnings += label_drift(config, runner_set, target)
             warnings += queue_drift(config, runner_set, target)
@@ -68,6 +72,8 @@ def run_validate(opts: RepoOptions) -> int:
                     checked += 1
         managed = {config.path, *by_file}
         warnings += unmanaged_placeholders(ws.root, [p for p in listed if p not in managed])
+        warnings += left_behind(ws.root, listed, {(t.path, t.index) for sets in by_file.values()
+                                                  for _, t in sets})
         warnings += crd_drift(ws.root, listed)
     for problem in problems:
         click.echo(f"error: {problem}", err=True)
@@ -77,6 +83,16 @@ def run_validate(opts: RepoOptions) -> int:
                f"{plural(len(problems), 'problem')}")
     click.echo(summary + (f", {plural(len(warnings), 'warning')}" if warnings else ""))
     return EXIT_ERROR if problems else EXIT_OK
+
+
+def read_set_target(config: Config, runner_set: RunnerSetConfig, text: str) -> Target:
+    """The set's object in its manifest's ``text``; an ``object`` that matches none or several
+    is the config's mistake, said at the set's line in it."""
+    try:
+        return read_target(runner_set.manifest, text, runner_set.object)
+    except NoSuchObject as exc:
+        raise config.blame(runner_set.name, object_key(runner_set.object),
+                           f"{exc.detail} in {runner_set.manifest}") from None
 
 
 def committed_credentials(paths: list[str], repo: Git) -> list[str]:
@@ -142,6 +158,47 @@ def unmanaged_placeholders(root: Path, paths: list[str]) -> list[str]:
             continue  # not ours to read: validate reports what gitscale itself reads
         if PLACEHOLDER in text:
             found += placeholder_problems(rel, text)
+    return found
+
+
+# what only gitscale's writes put on an object (a person's `paused` aside)
+WRITTEN_BY_GITSCALE = (A_PATCH_ID, A_JOBS, A_LAST_SCALE_UP, A_DRAINED)
+
+
+def left_behind(root: Path, paths: list[str], managed: set[tuple[str, int]]) -> list[str]:
+    """A warning for each object of the repo's YAML files that gitscale wrote (a patch ID, its
+    bookkeeping annotations) but no set of gitscale.yaml manages (``managed``: (file, document
+    index) pairs): a set removed from gitscale.yaml while its manifest stayed, which the GitOps
+    engine keeps applying at its last count, unscaled, while plan and reconcile say nothing."""
+    found: list[str] = []
+    for rel in paths:
+        path = root / rel
+        if not rel.endswith((".yaml", ".yml")) or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            text = files.read_text(path, rel, InputError)
+            if "gitscale.dev/" not in text and "patchID" not in text:
+                continue
+            documents = load_documents(text, rel)
+        except (InputError, OSError, UnicodeDecodeError):
+            continue  # not ours to read: validate reports what gitscale itself reads
+        for index, doc in enumerate(documents):
+            obj: Any = doc.data
+            if (rel, index) in managed or not isinstance(obj, dict):
+                continue
+            meta, spec = obj.get("metadata"), obj.get("spec")
+            notes = meta.get("annotations") if isinstance(meta, dict) else None
+            ours = isinstance(notes, dict) and any(k in notes for k in WRITTEN_BY_GITSCALE) or \
+                (obj.get("kind") == KIND and str(obj.get("apiVersion")) == API_VERSION
+                 and isinstance(spec, dict) and "patchID" in spec)
+            if not ours:
+                continue
+            name = meta.get("name") if isinstance(meta, dict) else None
+            replicas = spec.get("replicas") if isinstance(spec, dict) else None
+            found.append(f"{rel}:{doc.line_of(['metadata', 'name'])}: {obj.get('kind')} "
+                         f"{name} was written by gitscale but no runner set of gitscale.yaml "
+                         f"manages it: it stays at replicas {replicas}, unscaled (a set removed "
+                         "from gitscale.yaml: remove its manifest too, or add the set back)")
     return found
 
 

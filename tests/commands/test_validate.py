@@ -428,3 +428,60 @@ def test_each_runnerset_of_a_file_is_checked_when_another_has_a_schema_problem( 
     assert any("RunnerSet gpu (set gpu): the controller would refuse it" in line
                for line in errors), errors
     assert not any("RunnerSet linux (set linux): the controller" in line for line in errors)
+
+
+def test_every_manifest_that_cannot_be_read_is_a_problem_in_one_run(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """Of many sets, one manifest that is not YAML, one whose replicas gitscale cannot read and
+    one that is missing: `validate` says all three in one run, each once at its line, and
+    still checks the others — not the first alone, the next after it is fixed."""
+    names = [f"s{i:02d}" for i in range(1, 13)]
+    manifest = MANIFEST.format(labels="")
+    files = {f"sets/{n}.yaml": manifest.replace("name: linux", f"name: {n}") for n in names}
+    files["sets/s03.yaml"] = "apiVersion: gitscale.dev/v1alpha1\nkind: RunnerSet\nspec: [1\n"
+    files["sets/s07.yaml"] = files["sets/s07.yaml"].replace("replicas: 0", "replicas: one")
+    del files["sets/s11.yaml"]
+    config = "runnerSets:\n" + "".join(
+        f"  - name: {n}\n    manifest: sets/{n}.yaml\n    source: {{file: demand.yaml}}\n"
+        "    policy: default\n" for n in names)
+    repo = make_repo(tmp_path, {"gitscale.yaml": config, "demand.yaml": "{}\n", **files})
+    code, out, err = run(capsys, "validate", "--repo", str(repo))
+    assert code == 1, out + err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 3, errors
+    assert errors[0].startswith("error: sets/s03.yaml:4: not valid YAML"), errors
+    assert errors[1] == ("error: sets/s07.yaml:6: spec.replicas must be an integer from 0 to "
+                         "10000, found 'one'"), errors
+    assert errors[2] == ("error: gitscale.yaml:43: runner set 's11': manifest sets/s11.yaml "
+                         "not found in the config repo"), errors
+    assert out.strip() == "9 checked with in-process JSON Schema, 0 skipped, 3 problems", out
+
+
+def test_a_set_removed_from_the_config_whose_manifest_stays_is_a_warning(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A set deleted from gitscale.yaml while its manifest stays (README: delete both in one
+    commit) keeps its last count unscaled, and plan and reconcile say nothing: validate warns
+    at the object's line, whether it is alone in its file or beside a managed set. An object
+    gitscale never wrote (no patch ID, none of its annotations) is not its business."""
+    manifest = MANIFEST.format(labels="")
+    written = manifest.replace("name: linux", "name: gpu").replace(
+        "  name: gpu\n", "  name: gpu\n  annotations:\n    gitscale.dev/jobs: \"1a2b\"\n")
+    hand = manifest.replace("name: linux", "name: fixed")
+    arm = manifest.replace("name: linux", "name: arm").replace(
+        "replicas: 0", "replicas: 3\n  patchID: 4")
+    repo = make_repo(tmp_path, {
+        "gitscale.yaml": CONFIG.format(labels="[self-hosted, linux]").replace(
+            "manifest: sets/linux.yaml", "manifest: sets/linux.yaml\n"
+            "    object: {kind: RunnerSet, name: linux}"),
+        "sets/linux.yaml": manifest.replace("labels: ", "") + "---\n" + arm,
+        "sets/gpu.yaml": written, "sets/fixed.yaml": hand})
+    code, out, err = run(capsys, "validate", "--repo", str(repo))
+    assert code == 0, out + err
+    warnings = sorted(line for line in err.splitlines() if line.startswith("warning:"))
+    assert warnings == [
+        "warning: sets/gpu.yaml:4: RunnerSet gpu was written by gitscale but no runner set of "
+        "gitscale.yaml manages it: it stays at replicas 0, unscaled (a set removed from "
+        "gitscale.yaml: remove its manifest too, or add the set back)",
+        "warning: sets/linux.yaml:20: RunnerSet arm was written by gitscale but no runner set "
+        "of gitscale.yaml manages it: it stays at replicas 3, unscaled (a set removed from "
+        "gitscale.yaml: remove its manifest too, or add the set back)"], err

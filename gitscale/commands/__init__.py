@@ -36,6 +36,16 @@ class RepoOptions:
     config: str
 
 
+def option_time(option: str, text: str | None) -> datetime | None:
+    """An RFC 3339 time given to ``option`` (``--since``, ``--until``); an error naming it."""
+    if text is None:
+        return None
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise InputError(option, str(exc)) from None
+
+
 def resolve_now(now: str | None) -> tuple[datetime, str | None]:
     """The pass clock, and the git date to stamp commits with when the clock is pinned."""
     if now is None:

@@ -8,20 +8,19 @@ from typing import Iterable
 
 import click
 
-from gitscale.commands import EXIT_OK, RepoOptions
+from gitscale.commands import EXIT_OK, RepoOptions, option_time
 from gitscale.commands.history_output import history_lines, json_lines, unread_line
 from gitscale.commands.history_rows import Row, hand_rows, merged, unknown_set_note, unseen_note
 from gitscale.errors import InputError
 from gitscale.record.history import Entry, Skipped, between, history_since, iter_history, \
     read_history, within
 from gitscale.progress import Progress
-from gitscale.timeutil import parse_time
 from gitscale.repo.opening import open_workspace
 
 
 def run_history(opts: RepoOptions, *, only: str | None, since: str | None, output: str,
                 chart: str | None, until: str | None = None, tz: str = "utc") -> int:
-    start, end = _time("--since", since), _time("--until", until)
+    start, end = option_time("--since", since), option_time("--until", until)
     if start and end and start > end:
         raise InputError("--since", f"{since} is after --until {until}")
     zone = resolve_zone(tz)
@@ -100,15 +99,6 @@ def _write_chart(entries: list[Entry], path: Path, only: str | None, start: date
     window = choose_window(entries, start, end, zone)
     render(history_panels(entries), path, title=TITLE, tz=zone, start=window.start,
            end=window.end, note=window.note)
-
-
-def _time(option: str, text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return parse_time(text)
-    except ValueError as exc:
-        raise InputError(option, str(exc)) from None
 
 
 def resolve_zone(name: str) -> tzinfo:

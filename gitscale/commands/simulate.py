@@ -11,12 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 from contextlib import ExitStack
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 
 import click
 
-from gitscale.commands import EXIT_OK, RepoOptions
+from gitscale.commands import EXIT_OK, RepoOptions, option_time
 from gitscale.config.load import load_config, load_preset
 from gitscale.config.policies import build_policy
 from gitscale.errors import ConfigError
@@ -187,7 +186,7 @@ def _from_history(opts: RepoOptions, since: str | None, until: str | None,
     from gitscale.record.history import oldest_first, read_history
     from gitscale.repo.opening import open_workspace
 
-    start, end = _time("--since", since), _time("--until", until)
+    start, end = option_time("--since", since), option_time("--until", until)
     if start and end and start > end:
         raise InputError("--since", f"{since} is after --until {until}")
     with open_workspace(opts.repo, opts.branch, history=True, writes=False) as ws:
@@ -201,15 +200,6 @@ def _from_history(opts: RepoOptions, since: str | None, until: str | None,
     observed = [o for o in observed if (start is None or o.time >= start)
                 and (end is None or o.time <= end)]
     return traces.from_observations(observed, "history")
-
-
-def _time(option: str, text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return parse_time(text)
-    except ValueError as exc:
-        raise InputError(option, str(exc)) from None
 
 
 def _chart(outcomes: Sequence[Outcome], rows: Sequence[Metrics], trace: traces.Trace,

@@ -11,6 +11,7 @@ upgrade done in the wrong order). A RunnerSet its schema accepts but the control
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import click
@@ -71,10 +72,11 @@ def run_validate(opts: RepoOptions) -> int:
                 else:
                     checked += 1
         managed = {config.path, *by_file}
-        warnings += unmanaged_placeholders(ws.root, [p for p in listed if p not in managed])
-        warnings += left_behind(ws.root, listed, {(t.path, t.index) for sets in by_file.values()
+        tracked = dict(yaml_texts(ws.root, listed))  # each read once, for the three below
+        warnings += unmanaged_placeholders({p: t for p, t in tracked.items() if p not in managed})
+        warnings += left_behind(tracked, {(t.path, t.index) for sets in by_file.values()
                                                   for _, t in sets})
-        warnings += crd_drift(ws.root, listed)
+        warnings += crd_drift(tracked)
     for problem in problems:
         click.echo(f"error: {problem}", err=True)
     for warning in warnings:
@@ -141,46 +143,44 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def unmanaged_placeholders(root: Path, paths: list[str]) -> list[str]:
-    """``CHANGE-ME`` in the repo's other YAML files (``paths``: the files git tracks, but the
+def yaml_texts(root: Path, paths: list[str]) -> Iterator[tuple[str, str]]:
+    """(path, text) of each YAML file of ``paths`` (the files git tracks) that can be read;
+    the others are not ours to read (validate reports what gitscale itself reads): a sparse
+    checkout's file that is not here, a link (to /dev/zero), one that is not UTF-8."""
+    for rel in paths:
+        path = root / rel
+        if not rel.endswith((".yaml", ".yml")) or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            yield rel, files.read_text(path, rel, InputError)
+        except (InputError, OSError, UnicodeDecodeError):
+            continue
+
+
+def unmanaged_placeholders(texts: Mapping[str, str]) -> list[str]:
+    """``CHANGE-ME`` in the repo's other YAML files (``texts``: the files git tracks, but the
     config and the managed manifests): gitscale does not read them, but what they configure
     (the GitOps source, the scaler's pods) does not work until each is filled in."""
-    found: list[str] = []
-    for rel in paths:
-        if not rel.endswith((".yaml", ".yml")):
-            continue
-        path = root / rel
-        if path.is_symlink() or not path.is_file():
-            continue  # (a sparse checkout's file that is not here; a link to /dev/zero)
-        try:
-            text = files.read_text(path, rel, InputError)
-        except (InputError, OSError, UnicodeDecodeError):
-            continue  # not ours to read: validate reports what gitscale itself reads
-        if PLACEHOLDER in text:
-            found += placeholder_problems(rel, text)
-    return found
+    return [problem for rel, text in texts.items() if PLACEHOLDER in text
+            for problem in placeholder_problems(rel, text)]
 
 
 # what only gitscale's writes put on an object (a person's `paused` aside)
 WRITTEN_BY_GITSCALE = (A_PATCH_ID, A_JOBS, A_LAST_SCALE_UP, A_DRAINED)
 
 
-def left_behind(root: Path, paths: list[str], managed: set[tuple[str, int]]) -> list[str]:
+def left_behind(texts: Mapping[str, str], managed: set[tuple[str, int]]) -> list[str]:
     """A warning for each object of the repo's YAML files that gitscale wrote (a patch ID, its
     bookkeeping annotations) but no set of gitscale.yaml manages (``managed``: (file, document
     index) pairs): a set removed from gitscale.yaml while its manifest stayed, which the GitOps
     engine keeps applying at its last count, unscaled, while plan and reconcile say nothing."""
     found: list[str] = []
-    for rel in paths:
-        path = root / rel
-        if not rel.endswith((".yaml", ".yml")) or path.is_symlink() or not path.is_file():
+    for rel, text in texts.items():
+        if "gitscale.dev/" not in text and "patchID" not in text:
             continue
         try:
-            text = files.read_text(path, rel, InputError)
-            if "gitscale.dev/" not in text and "patchID" not in text:
-                continue
             documents = load_documents(text, rel)
-        except (InputError, OSError, UnicodeDecodeError):
+        except InputError:
             continue  # not ours to read: validate reports what gitscale itself reads
         for index, doc in enumerate(documents):
             obj: Any = doc.data
@@ -202,21 +202,14 @@ def left_behind(root: Path, paths: list[str], managed: set[tuple[str, int]]) -> 
     return found
 
 
-def crd_drift(root: Path, paths: list[str]) -> list[str]:
+def crd_drift(texts: Mapping[str, str]) -> list[str]:
     """A warning for each tracked file holding a RunnerSet CRD other than this gitscale's:
     RunnerSets are checked against the CRD gitscale ships, but the cluster applies the repo's
     (an upgrade done in the wrong order: ``gitscale.manifest.crd_drift``)."""
     from gitscale.manifest.crd_drift import CRD_NAME, drift, where_the_crd_is
 
     found: list[str] = []
-    for rel in paths:
-        path = root / rel
-        if not rel.endswith((".yaml", ".yml")) or path.is_symlink() or not path.is_file():
-            continue
-        try:
-            text = files.read_text(path, rel, InputError)
-        except (InputError, OSError, UnicodeDecodeError):
-            continue
+    for rel, text in texts.items():
         if CRD_NAME in text or where_the_crd_is([rel])[0]:
             warning = drift(rel, text)
             if warning:

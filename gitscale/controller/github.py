@@ -279,7 +279,8 @@ class GitHub:
 
     # -- plumbing -----------------------------------------------------------------------------
     def _group_id(self, group: str | None) -> int:
-        if not group or group == "Default" or self.scope.path.startswith("repos/"):
+        # the Default group is id 1 in every org; `default` written in lower case means it
+        if not group or group.lower() == "default" or self.scope.path.startswith("repos/"):
             return 1
         with self._lock:
             if group in self._groups:
@@ -289,8 +290,12 @@ class GitHub:
                   if isinstance(g, dict) and isinstance(g.get("id"), int)}
         found: int | None = groups.get(group)
         if found is None:
+            names = sorted(str(name) for name in groups)
+            shown = ", ".join(names[:20]) + (f", … ({len(names)} in all)" if len(names) > 20
+                                             else "")
             raise InvalidRunnerSet(f"spec.github.runnerGroup {group!r} does not exist in "
-                                   f"{self.scope.path}")
+                                   f"{self.scope.path} (its groups, names compared exactly: "
+                                   f"{shown})")
         with self._lock:
             self._groups[group] = found
         return found

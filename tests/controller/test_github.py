@@ -120,8 +120,21 @@ def test_a_runner_group_past_the_first_100_is_found(github: FakeGitHub) -> None:
     reg = gh.register("t-1", ["l"], "team-140")
     assert github.runners[reg.runner_id].group_id == 240
     assert github.count("GET", "runner-groups") == 2
-    with pytest.raises(InvalidRunnerSet, match="runnerGroup 'team-150' does not exist"):
+    with pytest.raises(InvalidRunnerSet, match="runnerGroup 'team-150' does not exist") as exc:
         gh.register("t-2", ["l"], "team-150")
+    # the groups there are, so a typo or a case can be seen (the first 20 of 151)
+    assert "its groups, names compared exactly: Default, team-000, team-001," in str(exc.value)
+    assert "team-018, … (151 in all))" in str(exc.value)
+
+
+def test_the_default_group_in_lower_case_is_the_default_group(github: FakeGitHub) -> None:
+    """`runnerGroup: default` was refused as a group that does not exist: GitHub's is
+    `Default`, id 1 in every organization."""
+    github.groups = {"Default": 1, "team": 2}
+    gh = client(github)
+    reg = gh.register("t-1", ["l"], "default")
+    assert github.runners[reg.runner_id].group_id == 1
+    assert github.count("GET", "runner-groups") == 0
 
 
 def test_a_short_rate_limit_is_waited_for(github: FakeGitHub) -> None:

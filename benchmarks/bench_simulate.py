@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gitscale.core.policy import Policy  # noqa: E402
-from gitscale.simulate import strategies  # noqa: E402
+from gitscale.simulate import baselines, harness, strategies  # noqa: E402
 from gitscale.simulate.trace import Trace, synthetic  # noqa: E402
 from gitscale.timeutil import parse_duration  # noqa: E402
 
@@ -56,16 +56,16 @@ def cli_run(argv: list[str]) -> tuple[float, float, float, str]:
         return wall, cpu, usage.ru_maxrss / 1024, out.read().decode()
 
 
-def in_process(trace: Trace, policy: Policy, settings: strategies.Settings,
+def in_process(trace: Trace, policy: Policy, settings: harness.Settings,
                runs: int) -> dict[str, float]:
     """Median seconds of each strategy on ``trace``."""
     by_set = {name: policy for name in trace.sets}
     steps: dict[str, Callable[[], object]] = {
         "gitscale": lambda: strategies.run_gitscale(trace, by_set, settings, POLICY),
-        "arc-listener": lambda: strategies.run_listener(trace, by_set, settings),
-        "arc-hra": lambda: strategies.run_hra(trace, by_set, settings),
-        "pod-per-job": lambda: strategies.run_pod_per_job(trace, settings),
-        "oracle": lambda: strategies.oracle(trace, settings),
+        "arc-listener": lambda: baselines.run_listener(trace, by_set, settings),
+        "arc-hra": lambda: baselines.run_hra(trace, by_set, settings),
+        "pod-per-job": lambda: baselines.run_pod_per_job(trace, settings),
+        "oracle": lambda: baselines.oracle(trace, settings),
     }
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(runs):
@@ -109,7 +109,7 @@ def main() -> int:
 
     trace = synthetic(args.shape, seed=args.seed, hours=args.hours, sets=["default"])
     policy = Policy(0, 200, 0, parse_duration("5m"))
-    split = in_process(trace, policy, strategies.Settings(interval=10.0), args.runs)
+    split = in_process(trace, policy, harness.Settings(interval=10.0), args.runs)
     median = statistics.median(walls)
     figures = {
         "trace": document["trace"]["name"], "jobs": jobs, "hours": args.hours,

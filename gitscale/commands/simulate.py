@@ -24,7 +24,8 @@ from gitscale.errors import InputError
 from gitscale.simulate import trace as traces
 from gitscale.simulate.report import Metrics, as_json, as_text, metrics
 from gitscale.progress import Progress
-from gitscale.simulate.strategies import BASELINES, Outcome, Settings, run_all
+from gitscale.simulate.harness import Outcome, Settings
+from gitscale.simulate.strategies import BASELINES, run_all
 from gitscale.timeutil import parse_duration, parse_time
 from gitscale.config.schemas import check_schema
 from gitscale.yamlio.read import load_single

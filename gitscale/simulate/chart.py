@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gitscale.simulate.report import Metrics
-from gitscale.simulate.strategies import Outcome
+from gitscale.simulate.harness import Outcome
 from gitscale.simulate.trace import Trace
 
 

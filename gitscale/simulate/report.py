@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gitscale.simulate.strategies import Outcome, Settings
+from gitscale.simulate.harness import Outcome, Settings
 from gitscale.simulate.trace import Trace
 
 FORMAT_VERSION = 1

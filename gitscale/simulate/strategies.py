@@ -22,98 +22,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
-from gitscale.controller.decide import Phase, Spec
+from gitscale.controller.decide import Spec
 from gitscale.core.decide import decide
 from gitscale.core.forecast import forecast
 from gitscale.core.limits import caps
-from gitscale.core.model import Current, Decision, Demand, next_patch_id
+from gitscale.core.model import Current, Decision, Demand
 from gitscale.core.policy import Policy
 from gitscale.core.reservations import Action, Book, Event
 from gitscale.core.reservations import apply as apply_events
 from gitscale.core.reservations import resync as resync_book
+from gitscale.simulate.baselines import oracle, run_hra, run_listener, run_pod_per_job
+from gitscale.simulate.harness import Outcome, Settings, drive, finish, make_pools, sampler
 from gitscale.simulate.model import Clock, Pool, controller_pass
 from gitscale.simulate.trace import Trace
 from gitscale.webhooks.batch import GRACE
-
-DRAIN_AFTER = 1800.0  # simulated time after the last job could end: runners left are charged
-DRAIN_STEP = 60.0  # the drain tail goes on in steps of this while jobs wait or run
-
-
-@dataclass(frozen=True)
-class Settings:
-    interval: float = 10.0
-    sync_delay: float = 10.0
-    sync_poll: float | None = None  # GitOps engine polling instead of a push notification
-    pod_start: float = 45.0
-    sample_every: float = 30.0
-    job_memory: bool = True  # the last write's job ids known (`run`, or a kept state cache)
-    window: float = 10.0  # `serve --window`: its events land as one commit per window
-    reservation: float = 600.0  # `serve --reservation`: a queued job's reservation lasts
-    resync: float = 300.0  # `serve --resync`: the reservations corrected from GitHub (0: off)
-    hold: float = 300.0  # `serve --hold`: a change to the reservations alone waits this long
-    report_from: float = 0.0  # seconds into the trace from which outcomes are counted
-    max_total_replicas: int | None = None  # gitscale.yaml's limits.maxTotalReplicas
-
-
-@dataclass
-class Outcome:
-    """One strategy's run over a trace (all sets together)."""
-
-    name: str
-    policy: str
-    waits: list[float]
-    runner_seconds: float
-    idle_seconds: float
-    pods: int
-    commits: int | None = None
-    patch_only_commits: int | None = None
-    unstarted: int = 0  # jobs still waiting when the run ended (the drain tail's limit)
-    series: dict[str, list[tuple[float, int, int, int]]] = field(default_factory=dict)
-
-
-def end_of(trace: Trace) -> float:
-    last = max((j.arrival + j.duration for j in trace.jobs), default=0.0)
-    return max(trace.hours * 3600, last) + DRAIN_AFTER
-
-
-def _drive(clock: Clock, pools: dict[str, Pool], trace: Trace, settings: Settings) -> float:
-    """Run the trace to ``end_of`` it; then, while jobs still wait or run (more jobs than
-    ``maxReplicas`` let through in time), on in steps until every job has run, and
-    ``DRAIN_AFTER`` more, so that no strategy looks cheap by the jobs it never ran. A policy
-    that can never run them (max 0) stops at a limit no runner could need: every job run one
-    after another. Returns the end."""
-    clock.run(end_of(trace))
-    if not _busy(pools):
-        return clock.now
-    limit = clock.now + sum(j.duration + settings.pod_start + DRAIN_STEP for j in trace.jobs)
-    while _busy(pools) and clock.now < limit:
-        clock.run(min(clock.now + DRAIN_STEP, limit))
-    clock.run(min(clock.now + DRAIN_AFTER, limit))
-    return clock.now
-
-
-def _busy(pools: dict[str, Pool]) -> bool:
-    return any(pool.queue or pool.running for pool in pools.values())
-
-
-def _pools(trace: Trace, clock: Clock, settings: Settings) -> dict[str, Pool]:
-    pools = {name: Pool(clock, name, settings.pod_start, report_from=settings.report_from)
-             for name in trace.sets}
-    for job in trace.jobs:
-        clock.at(job.arrival, pools[job.set].arrive, job)
-    return pools
-
-
-def _sampler(clock: Clock, pools: dict[str, Pool], every: float) -> None:
-    # (periodic events reschedule themselves for as long as the run goes: ``_drive`` ends it)
-    def tick() -> None:
-        for pool in pools.values():
-            pool.sample()
-        clock.at(clock.now + every, tick)
-    clock.at(0.0, tick)
 
 
 def _committing(name: str, label: str, clock: Clock, pools: dict[str, Pool], trace: Trace,
@@ -125,23 +50,10 @@ def _committing(name: str, label: str, clock: Clock, pools: dict[str, Pool], tra
     for pool in pools.values():
         pool.on_change = changed
     clock.at(0.0, step)
-    _sampler(clock, pools, settings.sample_every)
-    outcome = _finish(name, label, pools, _drive(clock, pools, trace, settings))
+    sampler(clock, pools, settings.sample_every)
+    outcome = finish(name, label, pools, drive(clock, pools, trace, settings))
     outcome.commits, outcome.patch_only_commits = counts["commits"], counts["patch_only"]
     return outcome
-
-
-def _finish(name: str, policy: str, pools: dict[str, Pool], end: float) -> Outcome:
-    waits: list[float] = []
-    unstarted = sum(len(pool.queue) for pool in pools.values())
-    for pool in pools.values():
-        pool.close(end)
-        waits += pool.waits.values()
-    return Outcome(name, policy, waits, sum(p.runner_seconds for p in pools.values()),
-                   sum(p.idle_seconds for p in pools.values()),
-                   sum(p.created for p in pools.values()),
-                   series={n: [(s.at, s.runners, s.queued, s.running) for s in p.samples]
-                           for n, p in pools.items()}, unstarted=unstarted)
 
 
 class _Writer:
@@ -208,7 +120,7 @@ class _Writer:
 def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
                  label: str) -> Outcome:
     clock = Clock(trace.start)
-    pools = _pools(trace, clock, settings)
+    pools = make_pools(trace, clock, settings)
     writer = _Writer(clock, pools, policies, settings, settings.interval)
     counts = {"commits": 0, "patch_only": 0}
 
@@ -259,7 +171,7 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
     reservations (``gitscale.core.reservations.resync``, with serve's grace).
     ``batched`` is told each set's reservations and decision at each batch (seconds in)."""
     clock = Clock(trace.start)
-    pools = _pools(trace, clock, settings)
+    pools = make_pools(trace, clock, settings)
     writer = _Writer(clock, pools, policies, settings, settings.window)
     books = {name: Book() for name in pools}
     pending: dict[str, list[Event]] = {name: [] for name in pools}
@@ -327,145 +239,6 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
 
     return _committing("gitscale serve", label, clock, pools, trace, settings, changed, batch,
                        counts)
-
-
-QUIET_BATCH = 50.0  # the listener's long poll: no job message in this long is an empty batch
-Patched = Callable[[float, str, int, int], None]
-
-
-@dataclass
-class _Scaler:
-    """actions-runner-controller's listener scaler (``cmd/ghalistener/scaler``) for one set:
-    each job message and each empty batch patches the EphemeralRunnerSet with replicas =
-    min(minRunners + assigned jobs, maxRunners) and the next patch ID (the first is 0); 0
-    instead when the state is forced: no job started or completed since the last patch, the
-    target unchanged, and it is minRunners (an empty batch once the set is back at its min)."""
-
-    minimum: int
-    maximum: int
-    target: int = -1
-    patch_id: int = -1
-    dirty: bool = False  # a job started or completed since the last patch
-
-    def patch(self, assigned: int) -> tuple[int, int]:
-        self.patch_id = next_patch_id(self.patch_id) if self.patch_id >= 0 else 0
-        target = min(self.minimum + assigned, self.maximum)
-        forced = not self.dirty and target == self.target == self.minimum
-        self.target, self.dirty = target, False
-        return target, 0 if forced else self.patch_id
-
-
-def run_listener(trace: Trace, policies: dict[str, Policy], settings: Settings,
-                 patched: Patched = lambda at, name, replicas, patch_id: None) -> Outcome:
-    """The scale-set listener (``_Scaler``) on every job message — a job queued, started or
-    completed, at once — and on every empty batch (``QUIET_BATCH`` after the last message or
-    empty batch), its patches applied by the same controller rules. ``patched`` is told each
-    patch (seconds in, set, replicas, patch ID)."""
-    clock = Clock(trace.start)
-    pools = _pools(trace, clock, settings)
-    scalers = {name: _Scaler(policies[name].min_replicas, policies[name].max_replicas)
-               for name in pools}
-    jobs: dict[str, tuple[int, int]] = {}  # (queued, running) at the last message
-    polls = dict.fromkeys(pools, 0)  # long polls ended (by a message or empty): the current one
-    specs: dict[str, Spec] = {}
-
-    def patch(pool: Pool) -> None:
-        replicas, patch_id = scalers[pool.name].patch(len(pool.queue) + len(pool.running))
-        specs[pool.name] = Spec(replicas, patch_id, clock.time(clock.now))
-        patched(clock.now, pool.name, replicas, patch_id)
-        controller_pass(pool, specs[pool.name])
-        polls[pool.name] += 1
-        clock.at(clock.now + QUIET_BATCH, empty, pool, polls[pool.name])
-
-    def changed(pool: Pool) -> None:
-        # every job event changes (queued, running): an arrival queued (or taken at once), a
-        # start, a completion; a runner that started or finished without a job changes neither
-        now = (len(pool.queue), len(pool.running))
-        before = jobs.get(pool.name)
-        if now != before:  # a job message (the first: the session's initial statistics)
-            jobs[pool.name] = now
-            scalers[pool.name].dirty |= before is not None and now[1] != before[1]
-            patch(pool)
-        elif pool.name in specs:
-            controller_pass(pool, specs[pool.name])
-
-    def empty(pool: Pool, poll: int) -> None:
-        if polls[pool.name] == poll:  # no message during this poll: an empty batch
-            patch(pool)
-
-    for pool in pools.values():
-        pool.on_change = changed
-        clock.at(0.0, changed, pool)
-    _sampler(clock, pools, settings.sample_every)
-    return _finish("arc-listener", "minRunners = min", pools,
-                   _drive(clock, pools, trace, settings))
-
-
-def run_hra(trace: Trace, policies: dict[str, Policy], settings: Settings) -> Outcome:
-    clock = Clock(trace.start)
-    pools = _pools(trace, clock, settings)
-    replicas = {name: policies[name].min_replicas for name in pools}
-    last_up = {name: -1e9 for name in pools}
-
-    def deployment(pool: Pool) -> None:
-        for pod in [p for p in pool.pods.values() if p.phase is Phase.FINISHED]:
-            pool.delete(pod.name)  # an ephemeral runner that finished is replaced
-        live = pool.live()
-        want = replicas[pool.name]
-        for _ in range(want - len(live)):
-            pool.create()
-        surplus = len(live) - want
-        if surplus > 0:
-            idle = sorted((p for p in live if p.phase is Phase.IDLE), key=lambda p: p.created)
-            pending = sorted((p for p in live if p.phase is Phase.PENDING),
-                             key=lambda p: -p.created)
-            for pod in (idle + pending)[:surplus]:
-                pool.delete(pod.name)
-
-    def poll() -> None:
-        for name, pool in pools.items():
-            queued, running, _ = pool.demand()
-            policy = policies[name]
-            desired = min(max(queued + running, policy.min_replicas), policy.max_replicas)
-            if desired > replicas[name]:
-                replicas[name], last_up[name] = desired, clock.now
-            elif desired < replicas[name] and clock.now - last_up[name] >= 600:
-                replicas[name] = desired
-            deployment(pool)
-        clock.at(clock.now + 60, poll)
-
-    for pool in pools.values():
-        pool.on_change = deployment
-    clock.at(0.0, poll)
-    _sampler(clock, pools, settings.sample_every)
-    return _finish("arc-hra", "60 s poll, 10 min scale-down delay", pools,
-                   _drive(clock, pools, trace, settings))
-
-
-def run_pod_per_job(trace: Trace, settings: Settings) -> Outcome:
-    clock = Clock(trace.start)
-    pools = _pools(trace, clock, settings)
-
-    def changed(pool: Pool) -> None:
-        queued = len(pool.queue)
-        for pod in [p for p in pool.pods.values() if p.phase is Phase.FINISHED]:
-            pool.delete(pod.name)
-        pending = sum(p.phase is Phase.PENDING for p in pool.pods.values())
-        for _ in range(queued - pending):
-            pool.create()
-
-    for pool in pools.values():
-        pool.on_change = changed
-    _sampler(clock, pools, settings.sample_every)
-    return _finish("pod-per-job", "a pod per job on arrival", pools,
-                   _drive(clock, pools, trace, settings))
-
-
-def oracle(trace: Trace, settings: Settings) -> Outcome:
-    jobs = [j for j in trace.jobs if j.arrival >= settings.report_from]
-    seconds = sum(settings.pod_start + j.duration for j in jobs)
-    return Outcome("oracle", "a runner ready as each job arrives", [0.0] * len(jobs),
-                   seconds, 0.0, len(jobs))
 
 
 BASELINES = 3  # listener, HRA, pod per job

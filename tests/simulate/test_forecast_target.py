@@ -18,7 +18,8 @@ from dataclasses import replace
 
 from gitscale.core.forecast import ForecastPolicy
 from gitscale.simulate.report import Metrics, metrics
-from gitscale.simulate.strategies import Settings, run_all
+from gitscale.simulate.harness import Settings
+from gitscale.simulate.strategies import run_all
 from gitscale.simulate.trace import WEEKLY_HOURS, Job, Trace, synthetic
 from tests.simulate.util import TARGET
 

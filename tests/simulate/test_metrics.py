@@ -12,7 +12,9 @@ from dataclasses import replace
 import pytest
 
 from gitscale.simulate.report import Metrics, metrics, percentile
-from gitscale.simulate.strategies import Settings, oracle, run_gitscale, run_listener
+from gitscale.simulate.baselines import oracle, run_listener
+from gitscale.simulate.harness import Settings
+from gitscale.simulate.strategies import run_gitscale
 from tests.simulate.util import TARGET, trace_of
 
 

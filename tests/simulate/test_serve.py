@@ -17,7 +17,8 @@ from gitscale.commands.serve import EXPIRY_CHECK as SERVE_EXPIRY_CHECK
 from gitscale.core.model import Decision
 from gitscale.core.policy import Policy
 from gitscale.core.reservations import Book
-from gitscale.simulate.strategies import EXPIRY_CHECK, Settings, run_all, run_serve
+from gitscale.simulate.harness import Settings
+from gitscale.simulate.strategies import EXPIRY_CHECK, run_all, run_serve
 from gitscale.simulate.trace import Trace
 from tests.helpers import run
 from tests.simulate.util import TARGET, trace_of

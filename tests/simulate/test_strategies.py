@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from gitscale.simulate.strategies import (Settings, oracle, run_gitscale, run_hra, run_listener,
-                                          run_pod_per_job)
+from gitscale.simulate.baselines import oracle, run_hra, run_listener, run_pod_per_job
+from gitscale.simulate.harness import Settings
+from gitscale.simulate.strategies import run_gitscale
 from tests.simulate.util import TARGET, trace_of
 
 TRACE = trace_of((5, 60), (100, 60), (1003, 60))

@@ -19,7 +19,9 @@ from dataclasses import replace
 import pytest
 
 from gitscale.simulate.report import Metrics, metrics
-from gitscale.simulate.strategies import Settings, oracle, run_all, run_gitscale, run_listener
+from gitscale.simulate.baselines import oracle, run_listener
+from gitscale.simulate.harness import Settings
+from gitscale.simulate.strategies import run_all, run_gitscale
 from gitscale.simulate.trace import synthetic
 from tests.simulate.util import TARGET
 

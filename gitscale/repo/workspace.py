@@ -118,9 +118,14 @@ class Workspace:
         pending = self._pending()
         try:
             self._prepare(pending)
-        finally:
+        except InputError:
             if pending:
-                self.end_write()  # recovered, or refused: the record has served either way
+                self.end_write()  # refused: the record has served
+            raise
+        # (any other failure — git's stale index.lock, a fetch — keeps the record: the next
+        # run's recovery needs it, or gitscale's own edit passes for a person's)
+        if pending:
+            self.end_write()  # recovered, or nothing was left to recover
 
     def _prepare(self, pending: dict[str, Any]) -> None:
         dirty = self._discard_own_files(self.git.dirty_tracked(), pending.get("files"))

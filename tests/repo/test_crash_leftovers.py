@@ -149,3 +149,28 @@ def test_a_killed_runs_commit_is_discarded_by_a_no_push_run_too(tmp_path: Path, 
     assert git(checkout, "rev-parse", "HEAD~1") == base  # its own commit, on the base
     assert git(checkout, "log", "-1", "--format=%s") == "gitscale: linux 2→7, arm 2→1"
     assert not (checkout / ".git" / "gitscale-pending-write.json").exists()
+
+
+def test_a_recovery_that_fails_keeps_the_record_for_the_next_run(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                 capsys) -> None:
+    """A run killed with its git (a process group's SIGKILL) leaves gitscale's edit staged and
+    git's `index.lock`. The next run's recovery fails on that lock (gitscale never removes one);
+    it dropped the record of the edit all the same, so once the lock was removed, as the error
+    says, gitscale's own edit was refused as a person's ("uncommitted changes") for good. The
+    record is dropped only once it has served: the leftovers discarded, or a refusal."""
+    checkout = setup(tmp_path, "post-index-change")  # after `git add`, before `git commit`
+    killed_reconcile(checkout)
+    lock = checkout / ".git" / "index.lock"
+    lock.touch()  # what a git killed while writing the index leaves
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code != 0 and "index.lock" in err and f"rm {lock}" in err, out + err
+    assert (checkout / ".git" / "gitscale-pending-write.json").exists()
+
+    lock.unlink()  # as the hint says
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, out + err
+    assert "discarded the leftovers of an interrupted gitscale run: uncommitted edits of " \
+           "sets/arm.yaml, sets/linux.yaml" in out
+    assert git(tmp_path / "remote.git", "log", "-1", "--format=%s", "main") \
+        == "gitscale: linux 2→5, arm 2→1"
+    assert not git(checkout, "status", "--porcelain")

@@ -115,6 +115,13 @@ class Workspace:
         after discarding what a killed gitscale run left behind."""
         if self.mode != "checkout":
             return
+        # a record half written by a killed run (between its temporary file and the rename):
+        # only a gitscale holding this checkout writes one, and this one holds it (its own
+        # name, a dead run's with the same pid, is written over by begin_write)
+        own = f"{PENDING}.{os.getpid()}.tmp"
+        for tmp in self._marker().parent.glob(f"{PENDING}.*.tmp"):
+            if tmp.name != own:
+                _discard(tmp)
         pending = self._pending()
         try:
             self._prepare(pending)

@@ -174,3 +174,18 @@ def test_a_recovery_that_fails_keeps_the_record_for_the_next_run(tmp_path: Path,
     assert git(tmp_path / "remote.git", "log", "-1", "--format=%s", "main") \
         == "gitscale: linux 2→5, arm 2→1"
     assert not git(checkout, "status", "--porcelain")
+
+
+def test_the_record_half_written_by_a_killed_run_is_removed(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A run killed while it wrote the record of its write (between the temporary file and its
+    rename) left `.git/gitscale-pending-write.json.PID.tmp` for ever: the next run removes it
+    (it holds the checkout: no other gitscale is writing one)."""
+    checkout = setup(tmp_path, "no-hook")
+    half = checkout / ".git" / "gitscale-pending-write.json.4242.tmp"
+    half.write_text('{"base": "')
+    code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, out + err
+    assert not half.exists()
+    assert not list((checkout / ".git").glob("gitscale-pending-write.json*"))
+    assert git(tmp_path / "remote.git", "log", "-1", "--format=%s", "main") \
+        == "gitscale: linux 2→5, arm 2→1"

@@ -122,7 +122,8 @@ class Batch:
         for name, correction in corrected.items():
             log(f"resync {name}: {correction.describe()}")
         if listing is not None and not corrected:
-            log(f"resync: reservations match GitHub ({len(listing.jobs)} sets)")
+            sets = len(listing.jobs)
+            log(f"resync: reservations match GitHub ({sets} set{'' if sets == 1 else 's'})")
         # a commit (of events, of what was held, of expiry), events, or a resync's correction
         # (held or committed: said either way)
         if events or landed.commit or corrected:

@@ -133,6 +133,9 @@ class Batch:
                 # up to a minute early
                 said = (f"reservations held (committed with the next scaling change, or in the "
                         f"first batch from {format_time(hold.held.since + hold.limit)})")
+            elif carried is not None and not events:  # (at the limit, or the stop's batch)
+                log(f"reservations held since {format_time(carried.since)}: {said}")
+                return True
             elif carried is not None:
                 said += f" (with the reservations held since {format_time(carried.since)})"
             log(f"batch of {_events(len(events))}: {said}")

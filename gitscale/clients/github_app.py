@@ -236,9 +236,8 @@ class InstallationToken:
         if self._owner is None:
             raise self._error(f"github app {self.app_id}: no installation id")
         url = f"{self.api}/{self._owner}/installation"
-        answer = self._call("GET", url, f"it is not installed on {self._owner} (or "
-                            f"{self._installation_name} is not set to its id)", key,
-                            failed=f"could not look up its installation on {self._owner}")
+        answer = self._call("GET", url, f"could not look up its installation on {self._owner}",
+                            key)
         found = answer.body.get("id") if isinstance(answer.body, dict) else None
         if not isinstance(found, int) or isinstance(found, bool):
             raise self._not_github("GET", url, answer, _lacks(answer.body, "id"),
@@ -314,6 +313,9 @@ class InstallationToken:
             return (f" (GitHub could not verify the JWT: {self._key_name} is not a private "
                     f"key of GitHub App {self.app_id}, or the app id is not the App's — the "
                     "App's settings page shows its id and its keys' fingerprints)")
+        if exc.status == 404 and exc.url.endswith("/installation"):  # (a 401 is the key's)
+            return (f" (it is not installed on {self._owner}, or "
+                    f"{self._installation_name} is not set to its id)")
         if exc.status == 404 and "/access_tokens" in exc.url:
             return (f" (installation {self._installation} is not an installation of GitHub App "
                     f"{self.app_id}: check {self._installation_name})")

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from gitscale.controller.decide import Phase
 from gitscale.controller.errors import ControllerError, CredentialsMissing, InvalidRunnerSet
-from gitscale.controller.observe import runner_container
+from gitscale.controller.observe import REGISTRATION_TIMEOUT, runner_container
 from gitscale.controller.platform import Adapter, Clients, Kind, Registered
 from gitscale.controller.status import BUSY, Condition
 from gitscale.redact import hold
@@ -172,10 +172,14 @@ def failing_hint(settings: BuildkiteSettings, namespace: str) -> str:
     not retried) and its pod fails, again and again: the usual cause, and where it is said."""
     token = (f"Secret {namespace}/{settings.agent_token_secret}, key {TOKEN_KEY}"
              if settings.agent_token_secret else "BUILDKITE_AGENT_TOKEN of the runner container")
+    listed = (f"; agents that run but are replaced after {REGISTRATION_TIMEOUT.seconds // 60} minutes were "
+              f"never listed in organization {settings.organization!r} "
+              "(spec.buildkite.organization): the one their token joins them to?"
+              if settings.organization else "")
     return (f"an agent that exits soon after it starts was most often refused by Buildkite: its "
             f"agent token ({token}) wrong, revoked or rotated, or of another organization or "
             f"cluster than queue {settings.queue!r} — the failed pod's log says "
-            f"(kubectl -n {namespace} logs POD)")
+            f"(kubectl -n {namespace} logs POD){listed}")
 
 
 def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,

@@ -122,7 +122,8 @@ class Batch:
         for name, correction in corrected.items():
             log(f"resync {name}: {correction.describe()}")
         if listing is not None and not corrected:
-            log(f"resync: reservations match GitHub ({len(listing.jobs)} sets)")
+            sets = len(listing.jobs)
+            log(f"resync: reservations match GitHub ({sets} set{'' if sets == 1 else 's'})")
         # a commit (of events, of what was held, of expiry), events, or a resync's correction
         # (held or committed: said either way)
         if events or landed.commit or corrected:
@@ -132,6 +133,9 @@ class Batch:
                 # up to a minute early
                 said = (f"reservations held (committed with the next scaling change, or in the "
                         f"first batch from {format_time(hold.held.since + hold.limit)})")
+            elif carried is not None and not events:  # (at the limit, or the stop's batch)
+                log(f"reservations held since {format_time(carried.since)}: {said}")
+                return True
             elif carried is not None:
                 said += f" (with the reservations held since {format_time(carried.since)})"
             log(f"batch of {_events(len(events))}: {said}")

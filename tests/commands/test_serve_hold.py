@@ -117,8 +117,8 @@ def test_a_started_job_is_held_and_committed_at_the_stop(
     text = message(repo)
     assert text.startswith("gitscale: record 1 workflow_job event\n"), text
     assert "Gitscale-Events: in_progress=1\n" in text, text
-    since = re.search(r"batch of 0 events: committed \S+ .*\(with the reservations held since "
-                      r"(\S+)\)$", log(), re.M)
+    # (a batch of no event: said as what it lands, not as "batch of 0 events")
+    since = re.search(r"reservations held since (\S+): committed \S+ ", log(), re.M)
     assert since and parse_time(since.group(1)) <= parse_time(said), log.text
 
 
@@ -184,8 +184,7 @@ def test_what_is_held_lands_once_its_limit_passes(
         until(lambda: server.health()["reservations_held_since"] is None, "still held")
         assert commits(repo) == scaled + 1 and running(repo) == {1: True}
         assert "Gitscale-Events: in_progress=1\n" in message(repo)
-        # (the last such line: the first is the start's batch)
-        landed = re.findall(r"^(\S+) batch of 0 events: committed ", log(), re.M)[-1]
+        landed = re.findall(r"^(\S+) reservations held since \S+: committed ", log(), re.M)[-1]
         assert parse_time(landed) >= parse_time(by), log.text
     finally:
         server.close()

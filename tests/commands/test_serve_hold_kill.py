@@ -34,7 +34,7 @@ LINUX = ["self-hosted", "linux"]
 STATE = ".gitscale/reservations.yaml"
 HELD = ("batch of 1 event: reservations held (committed with the next scaling change, or in the "
         "first batch from ")
-MATCH = "resync: reservations match GitHub"
+MATCH = "resync: reservations match GitHub (1 set)"  # its one set, said in the singular
 
 
 @pytest.fixture

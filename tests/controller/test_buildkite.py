@@ -293,6 +293,7 @@ def test_agents_that_keep_exiting_at_start_point_at_the_agent_token(harness: Har
     assert ("agent token (Secret default/bk-token, key token) wrong, revoked or rotated"
             in failing["message"]), failing
     assert "kubectl -n default logs POD" in failing["message"]
+    assert "spec.buildkite.organization" not in failing["message"]  # (none: no agents listed)
     events = [e["message"] for e in harness.events("bk") if e.get("reason") == "RepeatedFailures"]
     assert events and "Secret default/bk-token" in events[-1], events
 
@@ -317,3 +318,16 @@ def test_an_agent_stopping_with_a_job_is_busy_and_kept_on_scale_down(
     report = harness.sync("bk")
     assert report.deleted == [idle]
     assert harness.names("bk") == [stopping]
+
+
+def test_the_failing_hint_names_the_organization_agents_are_listed_in() -> None:
+    """Agents whose token joins them to another organization than spec.buildkite.organization
+    run, are never listed by the agents API, and are replaced after the registration timeout,
+    again and again: the hint names the organization looked in, when there is one."""
+    from gitscale.controller.platform_buildkite import BuildkiteSettings, failing_hint
+
+    listed = failing_hint(BuildkiteSettings("linux", (), "bk-token", "acme", "bk-api"), "ci")
+    assert ("agents that run but are replaced after 10 minutes were never listed in "
+            "organization 'acme' (spec.buildkite.organization)") in listed
+    assert "organization 'acme'" not in failing_hint(
+        BuildkiteSettings("linux", (), "bk-token", None, None), "ci")

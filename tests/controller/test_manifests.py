@@ -136,6 +136,11 @@ def test_deployment_runs_the_controller_with_probes() -> None:
     assert deployment["metadata"]["namespace"] == "gitscale-system"
     binding = objects["RoleBinding/gitscale-controller-leader-election"]
     assert binding["metadata"]["namespace"] == "gitscale-system"
+    # the Lease it may read and update is the one it elects with (create cannot be by name)
+    leases = [rule for rule in objects["Role/gitscale-controller-leader-election"]["rules"]
+              if rule["resources"] == ["leases"]]
+    assert {tuple(r["verbs"]): r.get("resourceNames") for r in leases} == {
+        ("get", "update"): [params["leader_election_id"]], ("create",): None}
     # the passes' shutdown, a thread's last join, a Kubernetes call in flight (loop.stop)
     assert pod["terminationGracePeriodSeconds"] > params["shutdown_timeout"] + 5 + kube.TIMEOUT
     assert pod["securityContext"]["runAsNonRoot"] is True

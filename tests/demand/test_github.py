@@ -433,6 +433,23 @@ def test_an_app_not_installed_on_the_org_says_so(app_github: FakeGitHub,
     assert [r.method for r in app_github.log] == ["GET"]
 
 
+def test_the_key_of_another_app_on_the_look_up_is_not_said_to_be_not_installed(
+        app_github: FakeGitHub, tmp_path: Path) -> None:
+    """Without ``installationId`` the JWT is first sent to GET /orgs/acme/installation: a key
+    GitHub cannot verify there is a 401, which says nothing of where the App is installed —
+    the message names the key, not a missing installation (which is a 404)."""
+    (tmp_path / "other").mkdir()
+    other, _ = app_key(tmp_path / "other")
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, other, installation=None)}])
+    error = read(tmp_path / "repo", config).errors["linux"]
+    assert "answered 401 (A JSON web token could not be decoded): could not look up its " \
+        "installation on orgs/acme (GitHub could not verify the JWT: " in error, error
+    assert "is not a private key of GitHub App 4242" in error
+    assert "not installed" not in error
+    assert [r.method for r in app_github.log] == ["GET"]
+
+
 def test_github_app_jwt_is_exchanged_for_an_installation_token(app_github: FakeGitHub,
                                                                tmp_path: Path) -> None:
     fixture = populate_org(app_github, "acme", 4)

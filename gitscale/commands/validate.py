@@ -22,7 +22,7 @@ from gitscale.config.load import Config, RunnerSetConfig, load_config
 from gitscale.errors import InputError
 from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import (A_DRAINED, A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, NoSuchObject,
-                                      Target, object_key, read_target)
+                                      Target, read_target)
 from gitscale.yamlio.read import load_documents
 from gitscale.manifest.validate import Validation
 from gitscale.repo.git import Git
@@ -93,8 +93,7 @@ def read_set_target(config: Config, runner_set: RunnerSetConfig, text: str) -> T
     try:
         return read_target(runner_set.manifest, text, runner_set.object)
     except NoSuchObject as exc:
-        raise config.blame(runner_set.name, object_key(runner_set.object),
-                           f"{exc.detail} in {runner_set.manifest}") from None
+        raise exc.blamed(config, runner_set) from None
 
 
 def committed_credentials(paths: list[str], repo: Git) -> list[str]:

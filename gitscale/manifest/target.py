@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitscale.config.load import ObjectRef
 from gitscale.core.model import Current
@@ -13,6 +13,10 @@ from gitscale.runnerset_api import BACKLOG_MAX, GROUP, PATCH_ID_MAX, REPLICAS_MA
 from gitscale.timeutil import parse_time
 from gitscale.yamlio.read import Document, load_documents
 from gitscale.yamlio.span import Span
+
+if TYPE_CHECKING:
+    from gitscale.config.load import Config, RunnerSetConfig
+    from gitscale.errors import ConfigError
 
 A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"
@@ -24,7 +28,12 @@ LEGACY_GROUP = "actions.summerwind.dev"
 
 class NoSuchObject(ManifestError):
     """The set's ``object`` matches no object, or several, in its manifest: what to fix is
-    the config's ``object:``, so callers name its line (``Config.blame``)."""
+    the config's ``object:``, so callers name its line (``blamed``)."""
+
+    def blamed(self, config: Config, runner_set: RunnerSetConfig) -> ConfigError:
+        """This error said at the line of ``runner_set``'s ``object`` in the config."""
+        return config.blame(runner_set.name, object_key(runner_set.object),
+                            f"{self.detail} in {runner_set.manifest}")
 
 
 FieldPath = tuple[str, ...]

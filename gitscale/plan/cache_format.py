@@ -2,8 +2,9 @@
 version, and the checks a loaded cache passes before a pass trusts a row of it.
 
 The state file is in marshal's format, behind a line naming it and the Python that wrote it
-and a line with its CRC-32 (``dump_state``; marshal is not made for damaged data): the rows are plain values, which marshal holds, and it loads them 2× faster
-and writes them 3× faster than pickle (at 10,000 sets: 10 against 23 ms, and 8 against 27 ms).
+and a line with its CRC-32 (``dump_state``; marshal is not made for damaged data): the rows
+are plain values, which marshal holds, and it loads them 2× faster and writes them 3× faster
+than pickle (at 10,000 sets: 10 against 23 ms, and 8 against 27 ms).
 
 A manifest's state is a ``Row`` keyed by its blob id and the object in it (``row_key``); a
 settled decision is a ``Settled`` row per set. Both are tuples of plain values: a pickle of ten

@@ -184,8 +184,7 @@ class _Pass:
                 located = self.files.located(runner_set, self.cache, self.cache_writes,
                                              self.kept)
             except tgt.NoSuchObject as exc:
-                raise self.config.blame(runner_set.name, tgt.object_key(runner_set.object),
-                                        f"{exc.detail} in {path}") from None
+                raise exc.blamed(self.config, runner_set) from None
             # Two sets on one object would both be written, the last one winning, while the
             # commit described both: refuse, as for any manifest that cannot be edited as
             # asked. (Sets on one file share its blob, so they are settled, or decided,
@@ -238,8 +237,7 @@ class _Pass:
                 current = self.files.located(runner_set, self.cache, self.cache_writes,
                                              self.kept).current
             except tgt.NoSuchObject as exc:
-                raise self.config.blame(runner_set.name, tgt.object_key(runner_set.object),
-                                        f"{exc.detail} in {runner_set.manifest}") from None
+                raise exc.blamed(self.config, runner_set) from None
             held += 0 if current.drained else current.replicas or 0
         return held
 

@@ -87,12 +87,18 @@ def _lock_hint(lock: Path) -> str:
             f"\nhint: if no git process runs there, remove it (rm {lock}); gitscale does not")
 
 
-def _branch_hint(output: str) -> str:
-    """Say what git means when the branch asked for is not on the remote (deleted there)."""
+def missing_branch(output: str) -> str | None:
+    """The branch git's ``output`` says the remote does not have, if it says so."""
     gone = re.search(r"couldn't find remote ref refs/heads/(\S+)"
                      r"|Remote branch (\S+) not found in upstream", output)
+    return None if gone is None else gone.group(1) or gone.group(2)
+
+
+def _branch_hint(output: str) -> str:
+    """Say what git means when the branch asked for is not on the remote (deleted there)."""
+    gone = missing_branch(output)
     if gone is None:
         return ""
-    return (f"\nhint: the remote has no branch {gone.group(1) or gone.group(2)} (deleted or "
+    return (f"\nhint: the remote has no branch {gone} (deleted or "
             "renamed there?): restore it, or pass --branch with the one gitscale should "
             "work on")

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping
 
 from gitscale.repo import git as git
 from gitscale.repo.clone import tidy
+from gitscale.repo.git_output import missing_branch
 from gitscale.repo.checkout_lock import hold_checkout
 from gitscale.errors import GitError, InputError, WriteError
 from gitscale.timeutil import format_time
@@ -182,7 +183,7 @@ class Workspace:
         try:
             return self.git.fetch(remote, branch)
         except GitError as exc:
-            if "couldn't find remote ref" not in str(exc) \
+            if missing_branch(str(exc)) is None \
                     or self.git.has_ref(f"refs/remotes/{remote}/{branch}"):
                 raise
         refspec = self.branch if branch == self.branch else f"{self.branch}:{branch}"

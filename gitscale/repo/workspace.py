@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping
 from gitscale.repo import git as git
 from gitscale.repo.clone import tidy
 from gitscale.repo.git_output import missing_branch
-from gitscale.repo.checkout_lock import hold_checkout
+from gitscale.repo.checkout_lock import LOCK, hold_checkout
 from gitscale.errors import GitError, InputError, WriteError
 from gitscale.timeutil import format_time
 
@@ -108,7 +108,12 @@ class Workspace:
         if self.mode != "checkout":
             yield
             return
-        with hold_checkout(self.git, self.label, timeout, say, clock, reading=reading):
+        # the lock and the record of a write (``_marker``) in one git process, not two
+        lock, marker = self.git.git_paths(LOCK, PENDING)
+        if self.marker is None:
+            self.marker = marker
+        with hold_checkout(self.git, self.label, timeout, say, clock, reading=reading,
+                           path=lock):
             yield
 
     def prepare_write(self) -> None:
@@ -151,8 +156,7 @@ class Workspace:
                 self.git.reset_hard(base)
                 self.recovered.append(f"unpushed commit {head[:12]}")
             return
-        tip = self._fetch_upstream(self.remote, self.remote_branch)
-        head = self.git.head()
+        tip, head = self._fetch_upstream(self.remote, self.remote_branch)
         if head == tip:
             return
         if self.git.is_ancestor(head, tip):
@@ -176,12 +180,12 @@ class Workspace:
                          f"{where} is right, `git -C {self.root} reset --hard {tip[:12]}` (its "
                          "commit) drops them here and gitscale goes on from there")
 
-    def _fetch_upstream(self, remote: str, branch: str) -> str:
-        """The upstream's tip. A branch that tracks one the remote does not have, and that this
+    def _fetch_upstream(self, remote: str, branch: str) -> tuple[str, str]:
+        """The upstream's tip, and HEAD (read with it). A branch that tracks one the remote does not have, and that this
         checkout never saw there either, was never pushed (a clone of an empty repo, then
         `gitscale init`): that is said with the push that fixes it, not as a branch deleted."""
         try:
-            return self.git.fetch(remote, branch)
+            return self.git.fetch_with_head(remote, branch)
         except GitError as exc:
             if missing_branch(str(exc)) is None \
                     or self.git.has_ref(f"refs/remotes/{remote}/{branch}"):

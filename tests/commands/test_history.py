@@ -286,3 +286,35 @@ def test_a_merge_that_sets_what_gitscale_owns_is_a_row(  # type: ignore[no-untyp
         ("main 4", 3, 4), ("side 6", 3, 6), ("first-write", 1, 3)]
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
     assert "merge ours" not in out and "merge side2" not in out
+
+
+def test_serves_own_commits_without_a_set_are_not_unseen(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """`gitscale serve` commits reservations alone (a job started or completed, a resync's
+    correction) without a Gitscale-Set trailer: history over a URL counted them as commits "not
+    gitscale's" that "may have changed a set", after every serve batch."""
+    from gitscale.record.commitmsg import format_message
+    from tests.helpers import git
+
+    checkout, remote = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+    state = checkout / ".gitscale" / "reservations.yaml"
+    state.parent.mkdir()
+    for n, (events, notes) in enumerate([({"in_progress": 1}, ()), ({"completed": 1}, ()),
+                                         ({}, ("resync with GitHub, linux: removed 1 (job 5)",))]):
+        state.write_text(f"served: [linux]\nsets: {{}}\n# {n}\n")
+        git(checkout, "add", ".gitscale")
+        message = format_message([], git(checkout, "rev-parse", "HEAD"), events, notes,
+                                 [".gitscale/reservations.yaml"])
+        git(checkout, "commit", "--quiet", "-m", message)
+    git(checkout, "push", "--quiet")
+    code, out, err = run(capsys, "history", "--repo", str(remote))
+    assert code == 0 and err == "", err
+
+    # a person's commit after them is still said, and only it
+    (checkout / "README").write_text("notes\n")
+    git(checkout, "add", "README")
+    git(checkout, "commit", "--quiet", "-m", "docs\n\nGitscale-Base: 0123456789abc")
+    git(checkout, "push", "--quiet")
+    code, out, err = run(capsys, "history", "--repo", str(remote))
+    assert code == 0 and err.startswith("history: 1 commit after the newest scaling commit ("), err

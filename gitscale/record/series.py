@@ -64,8 +64,9 @@ class DemandSeries:
             if deepen is not None:
                 deepen(datetime.fromtimestamp(want, timezone.utc))
             self._read(git, head, want)
-            # a shallow repo's history stops at its cut: what is before it was not read
-            cut = git.shallow_cut()
+            # a shallow checkout's history stops at its cut: what is before it was not read
+            # (a clone was deepened to ``want``: its cut is the oldest commit after it)
+            cut = git.shallow_cut() if deepen is None else None
             self.since = want if cut is None else max(want, cut)
         self.head, self.head_time = head, float(seconds or 0)
         self.trim(want)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -103,12 +104,16 @@ def test_old_points_are_forgotten_but_the_level_that_held(tmp_path: Path) -> Non
     assert series.of("linux") == ([20.0, 30.0], [3, 4])
 
 
-def forecast_repo(tmp_path: Path, policy: str) -> Path:
+def forecast_repo(tmp_path: Path, policy: str, before: Sequence[datetime] = ()) -> Path:
+    """Two Mondays (START and a week later) of 40 jobs at 09:00, gone by 09:20; ``before``:
+    earlier scaling commits (of no demand) under them."""
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": policy}),
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
         "demand.yaml": "linux: {queued: 0, running: 0}\n",
     })
+    for when in before:
+        scaling_commit(checkout, when, 0, 0)
     for day in (0, 7):
         scaling_commit(checkout, START + timedelta(days=day, hours=9), 40, 0)
         scaling_commit(checkout, START + timedelta(days=day, hours=9, minutes=20), 0, 0)

@@ -147,8 +147,10 @@ def controller_secret_commands(choices: Choices) -> list[str]:
     ns = choices.namespace
     if choices.platform == "buildkite":
         # the agent reads its token as it is: no trailing newline in the file
-        return ["# the agent token the pods register with (Buildkite: Agents > Agent Tokens), "
-                "no newline",
+        return ["# the agent token the pods register with, no newline: in a Buildkite cluster "
+                "one of its\n# agent tokens (Agents > the cluster > Agent Tokens), and the "
+                f"queue {choices.buildkite_queue} must exist in\n# that cluster before the "
+                "agents start; unclustered: Agents > Agent Tokens",
                 "printf '%s' \"$BUILDKITE_AGENT_TOKEN\" > ./buildkite-agent-token",
                 f"kubectl -n {ns} create secret generic {AGENT_TOKEN_SECRET} "
                 "--from-file=token=./buildkite-agent-token",

@@ -30,26 +30,27 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-import click
 
 from gitscale.clients.buildkite import QueueJobs
-from gitscale.clients.errors import ApiError
+from gitscale.clients.errors import ApiError, Unsendable
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.sources import BuildkiteJobIds
 from gitscale.core.model import Demand
+from gitscale.demand import warner
 
 SCHEDULED = ("SCHEDULED",)
 RUNNING = ("ASSIGNED", "ACCEPTED", "RUNNING", "CANCELING", "TIMING_OUT")
 WAITING = ("WAITING",)
+# A setup has three Buildkite tokens (agent, REST, GraphQL): say which one was refused, and what
+# it must be (an agent token given here is the likely mistake).
+REFUSED = ("Buildkite refused jobIds.token: the GraphQL API takes an API access token with "
+           "GraphQL API access (Personal Settings > API Access Tokens), not an agent token, "
+           "and refuses a revoked one")
 
 
 def counted_states(count_waiting: bool) -> tuple[str, ...]:
     """The job states whose jobs a set's counts count."""
     return SCHEDULED + RUNNING + (WAITING if count_waiting else ())
-
-
-def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
 
 
 def organization_of(body: Any) -> str | None:
@@ -76,11 +77,11 @@ class JobIdReader:
     loop (``Sources``), so that it knows whether the last pass's ids matched its counts."""
 
     def __init__(self, client: QueueJobs, settings: BuildkiteJobIds, queue: str,
-                 report: Callable[[str], None] = warn) -> None:
+                 report: Callable[[str], None] | None = None) -> None:
         self.client = client
         self.settings = settings
         self.queue = queue
-        self.report = report
+        self.report = report or warner(None)
         self.matched: set[str] = set()  # the sets whose ids matched their counts last pass
 
     def save(self) -> None:
@@ -105,7 +106,8 @@ class JobIdReader:
             jobs = self.client.jobs(organization, self.queue, counted_states(waiting),
                                     self.settings.cluster)
         except ApiError as exc:
-            self._fallback(names, str(exc))
+            refused = exc.status in (401, 403) and not isinstance(exc, Unsendable)
+            self._fallback(names, f"{exc}: {REFUSED}" if refused else str(exc))
             return
         for runner_set in sets:
             if runner_set.name not in demands:

@@ -51,7 +51,10 @@ class DemandSeries:
         (a shallow clone) fetches the commits from a time on. True when git was asked."""
         head, _, seconds = git.out("show", "-s", "--format=%H %ct", "HEAD").partition(" ")
         want = needed.timestamp() - MARGIN.total_seconds()
-        held = self.since <= want or (self.head is not None and self._still_cut(git))
+        # (a clone of a URL is gitscale's own, one commit deep until deepened: its cut says
+        # nothing of what was read, and it is deepened to what is needed)
+        held = self.since <= want or (self.head is not None and deepen is None
+                                      and self._still_cut(git))
         if head == self.head and held:
             return False
         if self.head is not None and held and self._reaches(git, head, deepen):
@@ -61,8 +64,9 @@ class DemandSeries:
             if deepen is not None:
                 deepen(datetime.fromtimestamp(want, timezone.utc))
             self._read(git, head, want)
-            # a shallow repo's history stops at its cut: what is before it was not read
-            cut = git.shallow_cut()
+            # a shallow checkout's history stops at its cut: what is before it was not read
+            # (a clone was deepened to ``want``: its cut is the oldest commit after it)
+            cut = git.shallow_cut() if deepen is None else None
             self.since = want if cut is None else max(want, cut)
         self.head, self.head_time = head, float(seconds or 0)
         self.trim(want)
@@ -117,7 +121,11 @@ class DemandSeries:
                 add(times, levels, when, level)
 
     def trim(self, since: float) -> None:
-        """Forget what is older than ``since``, but the last level before it (it held then)."""
+        """Forget what is older than ``since``, but the last level before it (it held then).
+        What is held then starts there: a later pass that needs more (a pass before it, whose
+        clock is behind a `plan --now` days ahead or a host's clock that ran ahead, sharing
+        the state cache) reads the history again whole, not a series that stops short."""
+        self.since = max(self.since, since)
         for times, levels in self.sets.values():
             cut = bisect_left(times, since) - 1
             if cut > 0:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,12 +36,12 @@ from gitscale.repo.clone import tidy
 from gitscale.repo.git_output import missing_branch
 from gitscale.repo.checkout_lock import LOCK, hold_checkout
 from gitscale.errors import GitError, InputError, WriteError
+from gitscale.record.commitmsg import OWN_COMMIT
 from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
 PENDING = "gitscale-pending-write.json"  # in the git directory, while a write is in progress
 TIDY_EVERY = 50  # syncs of a kept clone between two looks at its objects (clone.tidy)
-_OWN_COMMIT = re.compile(r"\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z", re.M | re.S)
 
 
 @dataclass
@@ -231,7 +230,7 @@ class Workspace:
         if self.git.parents(head) != [pending["base"]]:
             return False
         own = self.git.messages(f"{tip}..{head}", 2)
-        if len(own) != 1 or not _OWN_COMMIT.match(own[0][1]):
+        if len(own) != 1 or not OWN_COMMIT.match(own[0][1]):
             return False
         for path, hashes in files.items():
             committed = self.git.blob(f"{head}:{path}")

@@ -79,7 +79,8 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
         books[name] = apply(books[name], routed.get(name, []), now, duration, hi)
         if listing is not None and listing.error is None and name in listing.jobs:
             books[name], correction = resync(books[name], listing.jobs[name],
-                                             listing.started - GRACE, now, duration, hi)
+                                             listing.started - GRACE, now, duration, hi,
+                                             complete=name not in listing.partial)
             if correction:
                 corrections[name] = correction
         reading.demands[name] = books[name].demand()

@@ -121,6 +121,8 @@ class Batch:
             self.batcher.held_since = format_time(hold.held.since) if hold.held else None
         for name, correction in corrected.items():
             log(f"resync {name}: {correction.describe()}")
+        for name, why in (listing.partial.items() if listing is not None else ()):
+            log(f"resync {name}: {why}")
         if listing is not None and not corrected:
             sets = len(listing.jobs)
             log(f"resync: reservations match GitHub ({sets} set{'' if sets == 1 else 's'})")

@@ -279,3 +279,16 @@ def test_every_ci_secret_the_docs_name_is_one_init_prints(tmp_path: Path, capsys
              for name in doc_secrets(page.read_text(), run_in)}
     assert len(named) >= 3  # the pattern still finds them
     assert sorted((page, name) for page, name in named if name not in printed) == []
+
+
+def test_the_agent_token_step_says_where_a_clustered_token_and_queue_live(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A Buildkite organization runs its agents in clusters (unclustered tokens are Buildkite's
+    deprecated kind): the agent token must be one of the queue's cluster, found under the
+    cluster, and the queue must exist there before an agent targets it."""
+    _, out = init(tmp_path, capsys, "flux", "--platform", "buildkite", "--buildkite-org",
+                  "acme", "--buildkite-queue", "linux", "--repo-url", URL)
+    step = out[:out.index("kubectl -n ci-runners create secret generic buildkite-agent-token")]
+    comment = " ".join(line.lstrip("# ") for line in step.splitlines()[-4:])
+    assert "Agents > the cluster > Agent Tokens" in comment, comment
+    assert "queue linux must exist in that cluster" in comment, comment

@@ -176,6 +176,9 @@ def test_a_refused_token_leaves_the_counts(buildkite: FakeBuildkite, tmp_path: P
     monkeypatch.setenv("BK_API_TOKEN", "bkua_NotTheRightToken000000")
     err = unusable(buildkite, tmp_path, capsys)
     assert "answered 401" in err and "bkua_NotTheRightToken000000" not in err
+    # which of a Buildkite setup's three tokens was refused, and what it must be
+    assert "Buildkite refused jobIds.token" in err, err
+    assert "API access token with GraphQL API access" in err and "not an agent token" in err
 
 
 def test_an_organization_the_token_cannot_see_leaves_the_counts(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -88,3 +89,33 @@ def test_with_less_history_the_plan_is_reactive_and_says_so(
     line = out.splitlines()[0]
     assert line.startswith(("~ linux", "  linux")), out
     assert re.search(r"forecast: 1[01]\.\dd of history, needs 14d: reactive until then", line)
+
+
+def test_a_plan_days_ahead_leaves_the_next_plans_their_history(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`plan --now` ten days ahead (what will the forecast do then?) shares the state cache
+    with the passes on time. Its read of the history forgets what its own window does not
+    reach; a pass on time after it must read that again, not forecast from a series that
+    stops short ("11.3d of history, needs 14d: reactive until then" in a repo holding 14)."""
+    monkeypatch.setenv("GITSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    remote = tmp_path / "remote.git"
+    builder().build(remote, days=14, seed=1)
+    url = f"file://{remote}"
+    on_time = builder().day(15, 8, 59).isoformat()
+    _, first = plan(capsys, url, on_time, tmp_path)
+    assert "forecast +" in first.splitlines()[0], first
+    work = tmp_path / "work"
+    git_cli("clone", "--quiet", url, str(work))
+    (work / "NOTES.md").write_text("a person's commit: HEAD moves\n")
+    git_cli("-C", str(work), "add", "NOTES.md")
+    git_cli("-C", str(work), "-c", "user.name=p", "-c", "user.email=p@example.com",
+            "commit", "--quiet", "-m", "notes")
+    git_cli("-C", str(work), "push", "--quiet", "origin", "HEAD:main")
+    plan(capsys, url, builder().day(25, 8, 59).isoformat(), tmp_path)
+    _, again = plan(capsys, url, on_time, tmp_path)
+    assert again.splitlines()[0] == first.splitlines()[0]
+
+
+def git_cli(*args: str) -> None:
+    subprocess.run(["git", *args], check=True, capture_output=True)

@@ -44,3 +44,22 @@ def test_a_deepened_clone_syncs_without_deepening_again(tmp_path: Path) -> None:
     assert len(syncs) == 3 and not any("--depth" in f for f in syncs), syncs
     assert cache.series.logs == 4  # the first read, then one `git log LAST..HEAD` per pass
     assert history >= 5  # the commits read are still there behind the tip
+
+
+def test_a_cron_of_fresh_clones_reads_the_history_once(tmp_path: Path) -> None:
+    """A CLI run over a URL clones one commit and deepens it to the time the forecast needs;
+    the next run (a minute later, nothing new) takes the series from the state cache. The
+    deepened clone's cut is the oldest commit after that time, here hours after it: it says
+    nothing of what was read (everything since that time), so it must not make each run
+    until the clock passes it read the whole history again."""
+    checkout = forecast_repo(tmp_path, "{maxReplicas: 50, forecast: {lookback: 7d}}",
+                             before=[START - timedelta(days=7, hours=-9)])
+    url = f"file://{tmp_path / 'remote.git'}"
+    config = load_config(checkout)
+    cache = StateCache()
+    now = START + timedelta(days=14, hours=8, minutes=59)
+    for minute in range(3):  # a cron every minute: a fresh clone each time
+        with open_workspace(url, None, sparse=True) as ws:
+            found = read_forecasts(ws, config, cache, now + timedelta(minutes=minute))
+        assert found["linux"].extra == 40, found["linux"].detail
+    assert cache.series.logs == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -103,12 +104,16 @@ def test_old_points_are_forgotten_but_the_level_that_held(tmp_path: Path) -> Non
     assert series.of("linux") == ([20.0, 30.0], [3, 4])
 
 
-def forecast_repo(tmp_path: Path, policy: str) -> Path:
+def forecast_repo(tmp_path: Path, policy: str, before: Sequence[datetime] = ()) -> Path:
+    """Two Mondays (START and a week later) of 40 jobs at 09:00, gone by 09:20; ``before``:
+    earlier scaling commits (of no demand) under them."""
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": policy}),
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
         "demand.yaml": "linux: {queued: 0, running: 0}\n",
     })
+    for when in before:
+        scaling_commit(checkout, when, 0, 0)
     for day in (0, 7):
         scaling_commit(checkout, START + timedelta(days=day, hours=9), 40, 0)
         scaling_commit(checkout, START + timedelta(days=day, hours=9, minutes=20), 0, 0)
@@ -192,3 +197,28 @@ def test_a_commit_dated_before_the_window_does_not_hide_the_history_behind_it(
     series = DemandSeries()
     series.update(Git(checkout), START)
     assert list(series.of("linux")[1]) == [40, 0, 40, 0]
+
+
+def test_a_pass_with_a_later_clock_does_not_leave_the_next_ones_without_history(
+        tmp_path: Path) -> None:
+    """A `plan --now` days ahead (a what-if), or a run on a host whose clock is ahead, shares
+    the state cache with the passes on time: what it forgot (the commits before its own
+    window) is read again when a pass needs them, not taken as history that is not there."""
+    checkout = forecast_repo(tmp_path, "{maxReplicas: 50, forecast: {lookback: 14d}}")
+    policy = ForecastPolicy()
+    on_time = START + timedelta(days=14, hours=8, minutes=59)  # the third Monday, 08:59
+    cache = StateCache.load(tmp_path / "cache")
+    cache.series.update(Git(checkout), policy.history_needed(on_time))
+    times, levels = cache.series.of("linux")
+    expected = forecast(times, levels, policy, on_time)
+    assert expected.extra == 40  # both past Mondays saw 40 jobs arrive at 09:00
+    scaling_commit(checkout, START + timedelta(days=13), 1, 0)  # a commit since: HEAD moves
+    ahead = on_time + timedelta(days=10)
+    assert cache.series.update(Git(checkout), policy.history_needed(ahead))
+    cache.dirty = True
+    cache.save()
+
+    again = StateCache.load(tmp_path / "cache")  # the next pass on time
+    again.series.update(Git(checkout), policy.history_needed(on_time))
+    times, levels = again.series.of("linux")
+    assert forecast(times, levels, policy, on_time) == expected

@@ -19,9 +19,6 @@ from gitscale.runnerset_api import JOB_LIMIT
 
 SUBJECT_SETS = 6
 _FIELD = re.compile(r"(\w+)=(\S+)")
-# What every commit gitscale makes is: its subject, then the Gitscale-Base trailer last (a
-# scaling commit, and serve's commits of reservations alone, which have no Gitscale-Set).
-OWN_COMMIT = re.compile(r"\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z", re.M | re.S)
 
 
 @dataclass(frozen=True)

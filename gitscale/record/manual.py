@@ -13,9 +13,10 @@ for a one-line note.
 """
 from __future__ import annotations
 
+import re
 from typing import Container, Iterator, NamedTuple, Sequence
 
-from gitscale.record.commitmsg import OWN_COMMIT
+from gitscale.runnerset_api import OWN_COMMIT
 from gitscale.record.history import utc_text
 from gitscale.repo.git import Git
 from gitscale.repo.index import cat_blobs
@@ -131,5 +132,5 @@ def unseen_after(repo_git: Git) -> tuple[str, int] | None:
     messages = repo_git.records("log", "--format=%x1e%B", *_NOT_OURS, f"{newest}..HEAD",
                                 separator="\x1e")
     count = sum(1 for message in messages
-                if message.strip() and not OWN_COMMIT.match(message.strip("\n")))
+                if message.strip() and not re.match(OWN_COMMIT, message.strip("\n")))
     return (newest, count) if count else None

@@ -22,6 +22,7 @@ run.
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import os
 import time
@@ -36,7 +37,7 @@ from gitscale.repo.clone import tidy
 from gitscale.repo.git_output import missing_branch
 from gitscale.repo.checkout_lock import LOCK, hold_checkout
 from gitscale.errors import GitError, InputError, WriteError
-from gitscale.record.commitmsg import OWN_COMMIT
+from gitscale.runnerset_api import OWN_COMMIT
 from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
@@ -230,7 +231,7 @@ class Workspace:
         if self.git.parents(head) != [pending["base"]]:
             return False
         own = self.git.messages(f"{tip}..{head}", 2)
-        if len(own) != 1 or not OWN_COMMIT.match(own[0][1]):
+        if len(own) != 1 or not re.match(OWN_COMMIT, own[0][1]):
             return False
         for path, hashes in files.items():
             committed = self.git.blob(f"{head}:{path}")

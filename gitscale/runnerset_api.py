@@ -1,4 +1,5 @@
-"""The RunnerSet API's names and bounds, shared by the CRD, the scaler and the controller.
+"""The RunnerSet API's names and bounds, shared by the CRD, the scaler and the controller; and
+the shape of gitscale's commits, shared by the workspace and `history`.
 
 One place, so that raising a bound cannot make the controller refuse what the scaler writes.
 Plain values and no imports: the pure core uses them too. ``gitscale.controller.crd`` builds the CRD

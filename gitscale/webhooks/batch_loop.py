@@ -14,6 +14,7 @@ from gitscale.core.reservations import Correction
 from gitscale.errors import GitscaleError, PushRejected
 from gitscale.logline import log
 from gitscale.metrics import LoopMetrics
+from gitscale.notify.failures import NotifyStreaks
 from gitscale.plan.cache import StateCache
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.plan.landing import Landed, describe_landing, land
@@ -60,6 +61,7 @@ class Batch:
     told: dict[str, str] = field(default_factory=dict)  # --set names not served, said once
     streak: Streak = field(default_factory=Streak)  # failed batches in a row
     dropped: Dropped = field(default_factory=Dropped)  # events no served set takes
+    notify: NotifyStreaks = field(default_factory=NotifyStreaks)  # failing notify targets
 
     def run(self, events: list[JobEvent], listing: Listing | None, final: bool = False) -> bool:
         """True when it landed; a failed batch keeps its events for the next one. ``final``:
@@ -83,7 +85,7 @@ class Batch:
                 ws.root, ws.base(), self.config_path, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
                 lambda config: read_forecasts(ws, config, self.cache, now), self.serving,
-                unrouted, self.hold), cache=self.cache, say=log)
+                unrouted, self.hold), cache=self.cache, say=log, told=self.notify)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.

@@ -38,7 +38,8 @@ runnerSets:
 class Server:
     def __init__(self, checkout: Path, window: str = "2s", resync: str = "0",
                  config: str = "gitscale.yaml",
-                 state_file: str = ".gitscale/reservations.yaml", **extra: Any) -> None:
+                 state_file: str = ".gitscale/reservations.yaml", reservation: str = "10m",
+                 **extra: Any) -> None:
         self.stop = threading.Event()
         self.port: int | None = None
         self.ready = threading.Event()
@@ -52,7 +53,7 @@ class Server:
             try:
                 self.result.append(run_serve(
                     RepoOptions(str(checkout), None, config), listen="127.0.0.1:0",
-                    path="/webhook", window=window, reservation="10m",
+                    path="/webhook", window=window, reservation=reservation,
                     secret_env="TEST_WEBHOOK_SECRET", secret_file=None,
                     state_file=state_file, resync=resync, stop=self.stop,
                     ready=ready, **extra))

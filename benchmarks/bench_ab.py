@@ -3,12 +3,15 @@
 
     .venv/bin/python benchmarks/bench_ab.py --before main --passes 100          # main vs HEAD
     .venv/bin/python benchmarks/bench_ab.py --before REV --after DIR --sets 10000
+    .venv/bin/python benchmarks/bench_ab.py --before main --checkout   # `--repo CHECKOUT`
 
 Builds one steady fixture with bench_scale.py (a bare remote of --sets runner sets and the
 state cache after two passes), then runs `gitscale reconcile --repo REMOTE.git --demand FILE
 --now T` of each build on a fresh copy of that remote and cache, alternating, the order turned
 every pass. Every pass's exit code, output (the copy's path replaced), commit id, tree and
-message must be the same for both builds, or the run stops. A build is a git revision of this
+message must be the same for both builds, or the run stops. ``--checkout``: each pass runs in
+a fresh clone of that copy (`git clone`, untimed), `reconcile --repo CHECKOUT`: the CI cron
+job's case, whose git differs (status, fetch, add, commit, push). A build is a git revision of this
 repository (extracted with `git archive`) or a folder holding a `gitscale` package; both run
 with this interpreter and its packages, each from its own source tree. Reported per build: the
 median and first quartile of the wall time and of the CPU time (the process and the git it
@@ -58,15 +61,21 @@ def fixture(work: Path, sets: int) -> tuple[Path, Path, Path]:
 
 
 def one_pass(name: str, src: Path, work: Path, remote: Path, cache: Path, demand: Path,
-             now: str, env: dict[str, str]) -> tuple[float, float, tuple[Any, ...]]:
+             now: str, env: dict[str, str],
+             checkout: bool = False) -> tuple[float, float, tuple[Any, ...]]:
     here = work / f"pass-{name}"
     shutil.rmtree(here, ignore_errors=True)
     here.mkdir()
     shutil.copytree(remote, here / "remote.git", symlinks=True)
     shutil.copytree(cache, here / "cache")
+    repo = here / "remote.git"
+    if checkout:
+        repo = here / "checkout"
+        subprocess.run(["git", "clone", "--quiet", str(here / "remote.git"), str(repo)],
+                       env=env, check=True)
     code = (f"import sys; sys.path.insert(0, {str(src)!r}); sys.argv[0] = 'gitscale'; "
             "from gitscale.cli import main; sys.exit(main())")
-    argv = [sys.executable, "-c", code, "reconcile", "--repo", str(here / "remote.git"),
+    argv = [sys.executable, "-c", code, "reconcile", "--repo", str(repo),
             "--demand", str(demand), "--now", now]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -108,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(--keep; cache-cli-clone/ may hold build A's cache files beside B's) "
                         "instead of building one")
     parser.add_argument("--results", help="where the JSON goes (default: benchmarks/results)")
+    parser.add_argument("--checkout", action="store_true",
+                        help="run each pass in a checkout of the remote's copy (--repo CHECKOUT)")
     args = parser.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gitscale-ab-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -136,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         for number in range(args.passes):
             for name in ("A", "B") if number % 2 == 0 else ("B", "A"):
                 wall, cpu, seen = one_pass(name, builds[name], work, remote, cache, demand,
-                                           args.now, env)
+                                           args.now, env, args.checkout)
                 if reference is None:
                     reference = seen
                 elif seen != reference:
@@ -158,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                "paired_cpu": paired(cpus["A"], cpus["B"], rng),
                "samples": {"wall": walls, "cpu": cpus}}
     print(f"{started} UTC, load {load[0]:.2f} -> {load[1]:.2f}, {args.passes} passes each, "
-          f"{args.sets} sets")
+          f"{args.sets} sets{', in a checkout' if args.checkout else ''}")
     for name in ("A", "B"):
         w, c = results["wall"][name], results["cpu"][name]
         print(f"  {name}: wall median {w['median_ms']:.1f} ms (first quartile "

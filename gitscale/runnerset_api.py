@@ -1,4 +1,5 @@
-"""The RunnerSet API's names and bounds, shared by the CRD, the scaler and the controller.
+"""The RunnerSet API's names and bounds, shared by the CRD, the scaler and the controller; and
+the shape of gitscale's commits, shared by the workspace and `history`.
 
 One place, so that raising a bound cannot make the controller refuse what the scaler writes.
 Plain values and no imports: the pure core uses them too. ``gitscale.controller.crd`` builds the CRD
@@ -20,6 +21,11 @@ REPLICAS_MAX = 10_000
 # Queued or running jobs a source may report for one set, and a Gitscale-Set trailer may
 # record: a count above it is a source's error, or a trailer gitscale did not write.
 JOB_LIMIT = 1_000_000
+# What every commit gitscale makes looks like, as a pattern (flags inline, for re.match): its
+# subject, then the Gitscale-Base trailer last — a scaling commit, and serve's commits of
+# reservations alone, which have no Gitscale-Set. The workspace knows its own leftovers by it,
+# `history` the commits that are not a person's.
+OWN_COMMIT = r"(?ms)\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z"
 # spec.backlog (jobs the replicas could not cover at the write) is capped here: the controller
 # refills at most this many finished slots per write, and the scaler writes again before then.
 BACKLOG_MAX = REPLICAS_MAX

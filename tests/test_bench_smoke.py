@@ -73,16 +73,23 @@ def test_the_yaml_benchmark_runs_and_every_reader_reads_alike(tmp_path: Path) ->
     assert corpora["crlf"]["seconds"]["block"] is None  # the line reader declines CRLF
 
 
-def test_the_ab_benchmark_runs_two_builds_and_checks_they_agree(tmp_path: Path) -> None:
+@pytest.mark.parametrize("checkout", [pytest.param(False, id="bare remote"),
+                                      pytest.param(True, id="checkout")])
+def test_the_ab_benchmark_runs_two_builds_and_checks_they_agree(tmp_path: Path,
+                                                                checkout: bool) -> None:
     """benchmarks/bench_ab.py on a tiny fixture, this tree against itself: every pass of each
-    build lands the same commit, and the figures are written where it is told."""
+    build lands the same commit, and the figures are written where it is told; with
+    ``--checkout`` each pass runs in a checkout (and says so)."""
     script = SCRIPT.with_name("bench_ab.py")
     done = subprocess.run(
         [sys.executable, str(script), "--before", str(SCRIPT.parents[1]), "--sets", "20",
-         "--passes", "2", "--workdir", str(tmp_path / "work"), "--results", str(tmp_path)],
+         "--passes", "2", "--workdir", str(tmp_path / "work"), "--results", str(tmp_path),
+         *(["--checkout"] if checkout else [])],
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     [result] = tmp_path.glob("ab-*.json")
     figures = json.loads(result.read_text())
     assert sorted(figures["wall"]) == ["A", "B"] and figures["params"]["passes"] == 2
+    assert figures["params"]["checkout"] is checkout
     assert "B faster in" in done.stdout
+    assert ("in a checkout" in done.stdout) is checkout

@@ -28,10 +28,29 @@ from gitscale.clients.http import EtagCache, HttpClient
 
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 PER_PAGE = 100  # GitHub's largest page
+# The most runs a query of the runs list filtered by status gives, however many pages are asked
+# for ("List workflow runs for a repository": "up to 1,000 results for each search when using
+# the following parameters: actor, branch, check_suite_id, created, event, head_sha, status");
+# past it, pages are empty while ``total_count`` still counts every run.
+RUNS_LISTED = 1000
 # A run's jobs, as gitscale asks for them (``/repos/OWNER/REPO/…``) and as GitHub's ``Link``
 # names the pages after the first (``/repositories/REPO_ID/…``), under any API base path
 JOBS_PATH = re.compile(r"/(?:repos/(?P<repo>[^/?#]+/[^/?#]+)|repositories/\d+)"
                        r"/actions/runs/(?P<run>\d+)/jobs\Z")
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A repo's runs of one status as listed, and how many GitHub counts (``total_count``;
+    None when no page said): more than listed when the list stopped at ``RUNS_LISTED``."""
+
+    listed: list[Any]
+    total: int | None
+
+    @property
+    def unlisted(self) -> int:
+        """Runs GitHub counts but did not list (0 when it listed them all)."""
+        return max(0, (self.total or 0) - len(self.listed))
 
 
 @dataclass(frozen=True)
@@ -78,9 +97,20 @@ class GitHub:
         return self.http.paginate(f"{self.api}/orgs/{org}/repos",
                                   {"per_page": PER_PAGE, "type": "all"}, "")
 
-    def workflow_runs(self, repo: str, status: str) -> list[Any]:
-        return self.http.paginate(f"{self.api}/repos/{repo}/actions/runs",
-                                  {"status": status, "per_page": PER_PAGE}, "workflow_runs")
+    def workflow_runs(self, repo: str, status: str) -> Runs:
+        """``repo``'s runs of ``status``: at most ``RUNS_LISTED``, and GitHub's count of them
+        (the largest ``total_count`` of its pages: runs come and go while they are read)."""
+        totals: list[int] = []
+
+        def seen(body: Any) -> None:
+            total = body.get("total_count") if isinstance(body, dict) else None
+            if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
+                totals.append(total)
+
+        listed = self.http.paginate(f"{self.api}/repos/{repo}/actions/runs",
+                                    {"status": status, "per_page": PER_PAGE}, "workflow_runs",
+                                    seen=seen)
+        return Runs(listed, max(totals) if totals else None)
 
     def run_jobs(self, repo: str, run_id: int) -> list[Any]:
         return self.http.paginate(f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs",

@@ -148,9 +148,10 @@ class HttpClient:
         return self._call(method.upper(), url, params=params, body=json, cached=False)
 
     def paginate(self, url: str, params: Mapping[str, Any] | None, key: str,
-                 limit: int = 1000) -> list[Any]:
+                 limit: int = 1000, seen: Callable[[Any], None] | None = None) -> list[Any]:
         """Every item of a paginated list (under ``key`` of each page, or the page itself when
-        ``key`` is ""), following ``Link: rel="next"`` to the end."""
+        ``key`` is ""), following ``Link: rel="next"`` to the end. ``seen`` is given each
+        page's whole body (what an envelope says beside its list, such as a total count)."""
         items: list[Any] = []
         next_url: str | None = with_params(url, params)
         pages = 0
@@ -163,6 +164,8 @@ class HttpClient:
                                             f"{f' under {key!r}' if key else ''}",
                                   method="GET", url=next_url, status=answer.status)
             items.extend(page)
+            if seen is not None:
+                seen(body)
             pages += 1
             current, next_url = next_url, next_link(answer.headers.get("link", ""), next_url)
             if next_url and not same_api(next_url, current):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import click
 
 from gitscale.commands import EXIT_OK, RepoOptions, option_time
 from gitscale.commands.history_output import history_lines, json_lines, unread_line
-from gitscale.commands.history_rows import Row, hand_rows, merged, unknown_set_note, unseen_note
+from gitscale.commands.history_rows import Row, hand_rows, merged, unknown_set_error, \
+    unknown_set_note, unseen_note
 from gitscale.errors import InputError
 from gitscale.record.history import Entry, Skipped, between, history_since, iter_history, \
     read_history, within
@@ -34,6 +35,8 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     recent = history_since(start) if chart_path is None else None
     skipped: list[Skipped] = []
     note: str | None = None
+    error: str | None = None
+    rows_shown = [0]  # none of a --set: it may be a set that does not exist
     with open_workspace(opts.repo, opts.branch, history=True, since=recent,
                         writes=False) as ws:
         if chart_path is not None:  # a chart needs every entry first
@@ -62,15 +65,27 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                     found = list(found)
         # Filtered here rather than by `git log --since`, which stops walking at the first
         # older commit and so can miss commits whose dates are out of order.
+        found = _counted(found, rows_shown)  # type: ignore[assignment]
         lines = json_lines(found) if output == "json" else history_lines(
             found, zone, "(no scaling commits)" if only is None
             else f"(no scaling commits of set {only!r})")
         _stream(lines)
+        if only is not None and not rows_shown[0] and chart_path is None:
+            error = unknown_set_error(ws, opts.config, only)
     if skipped:
         click.echo(unread_line(skipped), err=True)
+    if error:  # a typo: an error (exit 1), not an empty table
+        raise InputError("--set", error)
     if note:
         click.echo(note, err=True)
     return EXIT_OK
+
+
+def _counted(rows: Iterable[Row], shown: list[int]) -> Iterator[Row]:
+    """``rows``, counted into ``shown[0]`` as they are read."""
+    for row in rows:
+        shown[0] += 1
+        yield row
 
 
 def _stream(lines: Iterable[str]) -> None:

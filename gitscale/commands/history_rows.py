@@ -141,6 +141,57 @@ def unseen_note(ws: Workspace) -> str | None:
             f"{'them' if count != 1 else 'it'} as rows, or `git log {newest[:10]}..`")
 
 
+def unknown_set_error(ws: Workspace, config_path: str, only: str) -> str | None:
+    """When no row of ``only`` was found: why, if it is no set at all — neither the config
+    (the checkout's, or the branch's over a URL) nor any scaling commit names it (a typo) —
+    else None (a set that never scaled, or not in the window, or removed from the config:
+    an empty table says that). Not said when either cannot be known: a config that cannot
+    be read, a clone of recent commits only (``--since`` over a URL)."""
+    configured = _config_sets(ws, config_path)
+    if configured is None or only in configured:
+        return None
+    from gitscale.record.history import iter_history
+
+    if ws.mode != "checkout" and ws.git.is_shallow():
+        return None  # older commits, not fetched, may name it
+    seen = sorted({entry.set for entry in iter_history(ws.git, details=False)})
+    if only in seen:
+        return None
+    return (f"no scaling commit names set {only!r}, and {config_path} has no such set (sets "
+            f"in the scaling commits: {_names(seen)}; in {config_path}: {_names(configured)})")
+
+
+def _names(names: list[str]) -> str:
+    shown = [name if name.isprintable() else repr(name) for name in names[:20]]
+    return (", ".join(shown) + (f", … ({len(names)} in all)" if len(names) > 20 else "")
+            or "none")
+
+
+def _config_sets(ws: Workspace, config_path: str) -> list[str] | None:
+    """The set names of the config: the checkout's file (validated, as a pass reads it), or
+    over a URL the branch's (a partial clone fetches that one blob; its names only), or None
+    when it cannot be read."""
+    from gitscale.config.load import load_config
+    from gitscale.errors import GitscaleError
+
+    if ws.mode == "checkout":
+        try:
+            return [s.name for s in load_config(ws.root, config_path).sets]
+        except GitscaleError:
+            return None
+    import yaml
+
+    text = ws.git.blob(f"HEAD:{config_path}")
+    try:
+        doc = yaml.safe_load(text) if text is not None else None
+    except yaml.YAMLError:
+        return None
+    sets = doc.get("runnerSets") if isinstance(doc, dict) else None
+    if not isinstance(sets, list):
+        return None
+    return [s["name"] for s in sets if isinstance(s, dict) and isinstance(s.get("name"), str)]
+
+
 def unknown_set_note(ws: Workspace, config_path: str, only: str | None) -> str | None:
     """In a checkout, a --set that gitscale.yaml does not name (a typo, or a set removed since,
     whose commits are still shown) is said on stderr, with the names it has."""

@@ -7,6 +7,7 @@ everyone who reads the repo (Argo CD, Flux, each reviewer), and `gitscale valida
 repo that tracks one."""
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 
 GITIGNORE = ".gitignore"
@@ -26,6 +27,9 @@ CREDENTIAL_FILES = (
     "flux-receiver-token",  # Flux's Receiver token (notify)
     "argocd-webhook-secret",  # Argo CD's webhook secret (notify)
 )
+# and what a step has the user bring under its own name: a GitHub App's private key as GitHub
+# downloads it, ``<app slug>.<YYYY-MM-DD>.private-key.pem`` (step 3: "the .pem as downloaded")
+CREDENTIAL_PATTERNS = ("*.private-key.pem",)
 
 HEADER = """\
 # Credential files `gitscale init`'s steps have you write here to create Kubernetes Secrets and
@@ -38,7 +42,7 @@ def gitignore_text(existing: str | None) -> str | None:
     """The ``.gitignore`` init leaves: ``existing`` (None: there is none) with the credential
     files it lacks added below it, every line of it kept; None when it lists them all."""
     have = {line.strip() for line in (existing or "").splitlines()}
-    missing = [name for name in CREDENTIAL_FILES
+    missing = [name for name in CREDENTIAL_FILES + CREDENTIAL_PATTERNS
                if not {name, f"/{name}", f"**/{name}"} & have]
     if not missing:
         return None
@@ -50,7 +54,8 @@ def gitignore_text(existing: str | None) -> str | None:
 
 def tracked_credentials(paths: list[str]) -> list[str]:
     """Of ``paths`` (the files git tracks), those named as a credential file of init's steps."""
-    return [path for path in paths if PurePosixPath(path).name in CREDENTIAL_FILES]
+    return [path for path in paths if PurePosixPath(path).name in CREDENTIAL_FILES
+            or any(fnmatchcase(PurePosixPath(path).name, p) for p in CREDENTIAL_PATTERNS)]
 
 
 # git's word for a file with no ``filter`` of its own (``git check-attr``), and Git LFS's

@@ -71,13 +71,15 @@ def crd_drift(ws: Workspace, base: Tree | None = None, changed: Sequence[str] = 
     never fetched for a warning (a partial clone lacks it: another project's CRDs, megabytes
     of them), nor is another file read.
 
-    ``base``: in a clone, the files of the commit the pass landed on, and ``changed`` the
-    paths its commit changed. When none of those may hold the CRD, the commit's CRD files are
-    the base's, and listing its tree again (a git process) would give the same blob ids."""
+    ``base``: the files the pass listed (a clone's base commit; a checkout's index, which
+    ``prepare_write`` found clean), and ``changed`` the paths its commit changed. When none
+    of those may hold the CRD, the commit's CRD files are the base's, and listing them again
+    would give the same blob ids: in a clone an ``ls-tree``, in a checkout ``ls-files`` and
+    ``diff-files`` (which stats every tracked file). The commit changes only ``changed``."""
     from gitscale.manifest.crd_drift import drift, shipped_blob, where_the_crd_is
     from gitscale.repo.index import Tree
 
-    if base is not None and ws.sparse and not any(where_the_crd_is(changed)):
+    if base is not None and not any(where_the_crd_is(changed)):
         tree = base
     else:
         tree = Tree.read(ws.git, sparse=ws.sparse)

@@ -25,6 +25,7 @@ from gitscale.plan.pass_watch import PassWatch, stall_limit
 from gitscale.demand.resolve import Sources
 from gitscale.errors import GitError, GitscaleError, InputError
 from gitscale.redact import redact
+from gitscale.notify.failures import NotifyStreaks
 from gitscale.plan.landing import describe_landing, land
 from gitscale.streak import Streak
 from gitscale.timeutil import backoff, format_time, parse_duration, utcnow
@@ -76,6 +77,7 @@ class LoopState:
     error: str = ""  # what the last failed pass said (a repeat of it is one line)
     # sets left untouched because their demand could not be read: name → the streak
     unread: dict[str, "Unread"] = field(default_factory=dict)
+    notify: NotifyStreaks = field(default_factory=NotifyStreaks)  # failing notify targets
 
     def delay(self) -> float:
         base = self.interval if self.failures == 0 else backoff(
@@ -215,7 +217,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     try:
         if not fresh and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
-        landed = land(ws, planner, cache=cache, say=log)
+        landed = land(ws, planner, cache=cache, say=log, told=state.notify)
     except GitscaleError as exc:
         _failed(state, metrics, exc, now, started, redact(str(exc)))
         state.git_failed = isinstance(exc, GitError)

@@ -96,6 +96,7 @@ def runner_pod(rs: RunnerSetView, name: str, patch_id: int, failures: int,
     container["env"] = _merge_env(container.get("env") or [], env)
     _defaults(spec, rs.kind.pod_defaults)  # what the platform's runners need
     _defaults(container, rs.kind.runner_defaults)
+    quantities_as_text(spec)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": rs.namespace, "labels": labels,
                          "annotations": notes, "ownerReferences": [owner_reference(rs)]},
@@ -115,6 +116,72 @@ def jit_secret(rs: RunnerSetView, name: str, jit_config: str) -> RawObject:
 def pod_owner(pod: RawObject) -> list[dict[str, Any]]:
     meta = pod["metadata"]
     return [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}]
+
+
+def quantities_as_text(spec: dict[str, Any]) -> None:
+    """Each quantity of a pod spec written as a number (``nvidia.com/gpu: 1``, ``cpu: 0.5``,
+    ``sizeLimit: 1073741824``) as its text, in place. The API server reads both alike, but the
+    kubernetes client checks a pod against its models, whose quantities are strings, and
+    refuses a number before sending anything. The quantities of core/v1's PodSpec: resources
+    (a container's, an init or ephemeral container's, the pod's), ``overhead``, a
+    ``resourceFieldRef``'s ``divisor`` (env, downward API and projected volumes), an emptyDir's
+    ``sizeLimit`` and an ephemeral volume's claim resources."""
+    _text(spec, "overhead")
+    _resources(spec.get("resources"))
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for container in _dicts(spec.get(kind)):
+            _resources(container.get("resources"))
+            for env in _dicts(container.get("env")):
+                _divisor(env.get("valueFrom"))
+    for volume in _dicts(spec.get("volumes")):
+        if isinstance(volume.get("emptyDir"), dict):
+            _number_as_text(volume["emptyDir"], "sizeLimit")
+        claim = _at(volume, "ephemeral", "volumeClaimTemplate", "spec")
+        if claim is not None:
+            _resources(claim.get("resources"))
+        downward = [volume.get("downwardAPI")] + [
+            source.get("downwardAPI") for source in _dicts(_at(volume, "projected", "sources"))]
+        for items in downward:
+            for item in _dicts(items.get("items") if isinstance(items, dict) else None):
+                _divisor(item)
+
+
+def _at(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _resources(resources: Any) -> None:
+    if isinstance(resources, dict):
+        _text(resources, "limits")
+        _text(resources, "requests")
+
+
+def _divisor(holder: Any) -> None:
+    ref = _at(holder, "resourceFieldRef")
+    if isinstance(ref, dict):
+        _number_as_text(ref, "divisor")
+
+
+def _text(holder: dict[str, Any], key: str) -> None:
+    """Each number among the values of the map ``holder[key]`` as its text."""
+    values = holder.get(key)
+    if isinstance(values, dict):
+        for name in list(values):
+            _number_as_text(values, name)
+
+
+def _number_as_text(holder: dict[str, Any], key: str) -> None:
+    value = holder.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        holder[key] = str(value)
 
 
 def _defaults(target: dict[str, Any], defaults: Mapping[str, Any]) -> None:

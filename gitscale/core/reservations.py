@@ -141,27 +141,39 @@ class Correction:
     added: tuple[int, ...] = ()
     removed: tuple[int, ...] = ()
     started: tuple[int, ...] = ()  # queued here, running on GitHub
+    added_running: tuple[int, ...] = ()  # those of ``added`` GitHub lists as running
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.started)
 
     def describe(self) -> str:
-        parts = [f"{what} {len(jobs)} (job{'s' if len(jobs) > 1 else ''} "
-                 f"{', '.join(map(str, jobs[:10]))}{', …' if len(jobs) > 10 else ''})"
-                 for what, jobs in (("added", self.added), ("removed", self.removed),
-                                    ("marked running", self.started)) if jobs]
+        """``added 3 (2 queued, 1 running: jobs 7, 8, 9); removed 1 (job 5)``: an added
+        job needs a runner only while queued, so how many of each is said."""
+        def named(jobs: tuple[int, ...]) -> str:
+            return (f"job{'s' if len(jobs) > 1 else ''} {', '.join(map(str, jobs[:10]))}"
+                    f"{', …' if len(jobs) > 10 else ''}")
+
+        running = len(self.added_running)
+        parts = [f"added {len(self.added)} ({len(self.added) - running} queued, {running} "
+                 f"running: {named(self.added)})"] if self.added else []
+        parts += [f"{what} {len(jobs)} ({named(jobs)})"
+                  for what, jobs in (("removed", self.removed),
+                                     ("marked running", self.started)) if jobs]
         return "; ".join(parts) or "nothing to correct"
 
 
 def resync(book: Book, listed: Mapping[int, bool], before: datetime, now: datetime,
-           duration: timedelta, max_replicas: int) -> tuple[Book, Correction]:
+           duration: timedelta, max_replicas: int, *,
+           complete: bool = True) -> tuple[Book, Correction]:
     """Correct ``book`` from GitHub's list of this set's jobs (job id → running).
 
     A listed job without a reservation gets one (its queued was lost), unless its completion
     was seen (the tombstone wins: the API lags behind the webhooks). A queued reservation of a
     job listed as running is marked running. A reservation of a job GitHub does not list is
     removed (its completion was lost) if it was made before ``before``: one made since may be
-    a job the API does not show yet.
+    a job the API does not show yet. ``complete`` False: GitHub did not list every run (past
+    its 1,000 a status), so a job it does not list may be of one it left out: nothing is
+    removed.
     """
     reservations = {r.job: r for r in book.reservations}
     tombstones = {job: until for job, until in book.completed if until > now}
@@ -175,9 +187,10 @@ def resync(book: Book, listed: Mapping[int, bool], before: datetime, now: dateti
             reservations[job] = replace(found, running=True)
             started.append(job)
     for job, reservation in list(reservations.items()):
-        if job not in listed and reservation.created < before:
+        if complete and job not in listed and reservation.created < before:
             del reservations[job]
             tombstones[job] = now + duration
             removed.append(job)
     settled = _settle(reservations, tombstones, now, duration, max_replicas)
-    return settled, Correction(tuple(added), tuple(removed), tuple(started))
+    return settled, Correction(tuple(added), tuple(removed), tuple(started),
+                               tuple(job for job in added if listed[job]))

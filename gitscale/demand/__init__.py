@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from gitscale.clients.errors import RateLimited as RateLimited
 from gitscale.core.model import Demand
@@ -22,6 +22,21 @@ class SourceError(GitscaleError):
     """An answer a source cannot use (not the shape it reads). ``str()`` names the URL and
     what went wrong. What the API itself refused or failed is the client's ``ApiError``
     (``gitscale.clients.errors``), and a rate limit its ``RateLimited``, re-exported here."""
+
+
+def warner(report: Callable[[str], None] | None) -> Callable[[str], None]:
+    """How a source says a warning (what it counted otherwise than as read, such as runs an
+    API would not list): through the loop's log (timestamped) in `run` and `serve`, straight
+    to stderr in a CLI run."""
+    if report is not None:
+        return lambda message: report(f"warning: {message}")
+
+    def echo(message: str) -> None:
+        import click
+
+        click.echo(f"warning: {message}", err=True)
+
+    return echo
 
 
 @dataclass

@@ -12,7 +12,7 @@ With ``jobIds:`` the sets also get the ids of the queue's jobs from the GraphQL 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import urlencode
 
 from gitscale.clients.buildkite import Metrics, QueueJobs
@@ -23,8 +23,8 @@ from gitscale.config.rotating import Rotating
 from gitscale.config.secrets import SecretError, read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
-from gitscale.demand import DemandReading, SourceError
-from gitscale.demand.buildkite_jobs import JobIdReader, warn
+from gitscale.demand import DemandReading, SourceError, warner
+from gitscale.demand.buildkite_jobs import JobIdReader
 from gitscale.runnerset_api import JOB_LIMIT
 from gitscale.timeutil import parse_duration
 
@@ -154,14 +154,7 @@ def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
         ids = sources.client(("buildkite-job-ids", job_ids.graphql_url, job_ids.credential,
                               str(job_ids.cluster), settings.queue),
                              lambda: JobIdReader(client, job_ids, settings.queue,
-                                                 _warn_through(sources.report)))
+                                                 warner(sources.report)))
     return QueueSource(sources.client(("buildkite", api, settings.credential), make), settings,
                        ids)
 
-
-def _warn_through(report: Callable[[str], None] | None) -> Callable[[str], None]:
-    """A warning of the job-id reader: through the loop's log (timestamped) in `run` and
-    `serve`, straight to stderr in a CLI run."""
-    if report is None:
-        return warn
-    return lambda message: report(f"warning: {message}")

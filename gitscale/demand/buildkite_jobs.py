@@ -30,13 +30,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-import click
 
 from gitscale.clients.buildkite import QueueJobs
 from gitscale.clients.errors import ApiError, Unsendable
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.sources import BuildkiteJobIds
 from gitscale.core.model import Demand
+from gitscale.demand import warner
 
 SCHEDULED = ("SCHEDULED",)
 RUNNING = ("ASSIGNED", "ACCEPTED", "RUNNING", "CANCELING", "TIMING_OUT")
@@ -51,10 +51,6 @@ REFUSED = ("Buildkite refused jobIds.token: the GraphQL API takes an API access 
 def counted_states(count_waiting: bool) -> tuple[str, ...]:
     """The job states whose jobs a set's counts count."""
     return SCHEDULED + RUNNING + (WAITING if count_waiting else ())
-
-
-def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
 
 
 def organization_of(body: Any) -> str | None:
@@ -81,11 +77,11 @@ class JobIdReader:
     loop (``Sources``), so that it knows whether the last pass's ids matched its counts."""
 
     def __init__(self, client: QueueJobs, settings: BuildkiteJobIds, queue: str,
-                 report: Callable[[str], None] = warn) -> None:
+                 report: Callable[[str], None] | None = None) -> None:
         self.client = client
         self.settings = settings
         self.queue = queue
-        self.report = report
+        self.report = report or warner(None)
         self.matched: set[str] = set()  # the sets whose ids matched their counts last pass
 
     def save(self) -> None:

@@ -7,6 +7,16 @@ every page, ETags, rate limits). A job counts for a set when every job label oth
 ``RUNNING``): one held for an approval or by its concurrency group does not. Sets that share
 an API, scope and credential share one poll, and one client kept across passes (its ETag
 cache and token: a token file rotated is read again, ``config/rotating.py``).
+
+GitHub lists at most 1,000 runs of a repo for a status (``clients.github.RUNS_LISTED``), and
+says in ``total_count`` how many there are. The jobs of runs past that cannot be read, but
+each run has at least one: each unlisted ``queued`` run counts as one queued job, each
+unlisted ``in_progress`` run as one running job (a lower bound, not a guess downward), for
+each set that a job of the repo's listed runs of that status matches (the runs GitHub did
+not list are older runs of the same repo: the newest thousand say which sets its workflows
+ask for; charging every set would scale up sets no job of the repo asks for). An unlisted
+``waiting`` run is not counted: it may hold no job a runner can take. Such a set's demand is
+counts only (no job ids: the unlisted jobs have none), and the poll says so as a warning.
 """
 from __future__ import annotations
 
@@ -16,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from gitscale.clients.errors import ApiError
 from gitscale.clients.etags import EtagCache, cache_file
-from gitscale.clients.github import GitHub
+from gitscale.clients.github import RUNS_LISTED, GitHub
 from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.rotating import Rotating
@@ -24,7 +34,7 @@ from gitscale.config.secrets import SecretError, read_secret, read_token, source
 from gitscale.config.sources import GitHubSettings
 from gitscale.core.model import Demand
 from gitscale.core.reservations import MAX_JOB_ID, is_job_id
-from gitscale.demand import DemandReading, SourceError
+from gitscale.demand import DemandReading, SourceError, warner
 from gitscale.runnerset_api import JOB_LIMIT
 
 if TYPE_CHECKING:
@@ -51,6 +61,69 @@ class Job:
     id: int
     status: str
     labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Unlisted:
+    """Runs of ``repo`` in ``status`` that GitHub counts (``total``) but did not list, and the
+    labels of the jobs of the runs of that status it did list."""
+
+    repo: str
+    status: str
+    total: int
+    listed: int
+    labels: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def count(self) -> int:
+        return self.total - self.listed
+
+    def counts_as(self) -> str | None:
+        """What each unlisted run counts as: "queued", "running", or None (not counted)."""
+        return {"queued": "queued", "in_progress": "running"}.get(self.status)
+
+    def charges(self, labels: Sequence[str]) -> bool:
+        """Whether a set with ``labels`` is given the unlisted runs: a listed job matches."""
+        return self.counts_as() is not None and any(matches(job, labels)
+                                                    for job in self.labels)
+
+    def note(self, api: str, charged: Sequence[str]) -> str:
+        """The warning: what GitHub did not list, and what was counted for it."""
+        said = (f"github: {api}: {self.repo}: GitHub counts {self.total:,} {self.status} "
+                f"runs and lists {self.listed:,} (at most {RUNS_LISTED:,} a status): ")
+        kind = self.counts_as()
+        if kind is None:
+            return said + (f"the {self.count:,} unlisted are not counted (a {self.status} run "
+                           "may hold no job a runner can take)")
+        counted = f"the {self.count:,} unlisted counted as one {kind} job each "
+        if not charged:
+            return said + counted + ("for no set (no job of the listed runs matches one's "
+                                     "labels)")
+        return said + counted + (f"for set(s) {', '.join(charged)} (a lower bound: each run "
+                                 "has a job; the jobs of the listed runs match their labels)")
+
+
+@dataclass(frozen=True)
+class Poll:
+    """What one poll read: every listed job, and the runs GitHub counts but did not list."""
+
+    jobs: list[Job]
+    unlisted: tuple[Unlisted, ...] = ()
+
+
+def with_unlisted(demand: Demand, unlisted: Iterable[Unlisted],
+                  labels: Sequence[str]) -> Demand:
+    """``demand`` with the unlisted runs its set is charged (counts only: they have no ids)."""
+    queued, running = demand.queued, demand.running
+    for runs in unlisted:
+        if runs.charges(labels):
+            if runs.counts_as() == "queued":
+                queued += runs.count
+            else:
+                running += runs.count
+    if (queued, running) == (demand.queued, demand.running):
+        return demand
+    return Demand(queued, running, None)
 
 
 def matches(job_labels: Iterable[str], runner_labels: Iterable[str]) -> bool:
@@ -126,7 +199,7 @@ def poller(sources: Sources, settings: GitHubSettings) -> GitHubPoller:
                       transport=sources.transport, refused=auth.refused)
 
     client = sources.client(("github", settings.api_url, settings.credential), make)
-    return GitHubPoller(client, settings)
+    return GitHubPoller(client, settings, warner(sources.report))
 
 
 def source(where: Where, settings: GitHubSettings) -> GitHubPoller:
@@ -137,15 +210,17 @@ def source(where: Where, settings: GitHubSettings) -> GitHubPoller:
 class GitHubPoller:
     """One API + scope + credential: every relevant job, once per pass."""
 
-    def __init__(self, client: GitHub, settings: GitHubSettings) -> None:
+    def __init__(self, client: GitHub, settings: GitHubSettings,
+                 warn: Callable[[str], None] | None = None) -> None:
         self.client = client
         self.api = settings.api_url
         self.settings = settings
+        self.warn = warn or warner(None)
 
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
         """Demand for each of ``sets`` (of this scope), from one poll."""
         try:
-            jobs = self.jobs()
+            poll = self.poll()
         except ApiError as exc:
             if exc.status != 403 or "not accessible by" not in exc.detail:
                 raise
@@ -155,9 +230,13 @@ class GitHubPoller:
                               "repository permissions Actions: Read-only and Metadata: "
                               f"Read-only{said}: grant them — an App's new permissions must be "
                               "accepted on its installation; docs/credentials.md)") from None
+        for runs in poll.unlisted:
+            self.warn(runs.note(self.api, [s.name for s in sets
+                                           if runs.charges(s.source.settings.labels)]))
         reading = DemandReading()
         for runner_set in sets:
-            demand = count(jobs, runner_set.source.settings.labels)
+            labels = runner_set.source.settings.labels
+            demand = with_unlisted(count(poll.jobs, labels), poll.unlisted, labels)
             if max(demand.queued, demand.running) > JOB_LIMIT:
                 reading.errors[runner_set.name] = (
                     f"github: {self.api} ({self._scope()}): more than {JOB_LIMIT:,} "
@@ -188,31 +267,50 @@ class GitHubPoller:
         return names
 
     def jobs(self) -> list[Job]:
-        """Every queued or in-progress job in scope. Requests run on a few threads, first the
-        runs of every repo, then the jobs of every run: at real API latency a sequential poll
-        of 100 repos takes half a minute, and one busy repo must not serialise the rest."""
+        """Every listed queued or in-progress job in scope (``poll`` says what was not)."""
+        return self.poll().jobs
+
+    def poll(self) -> Poll:
+        """Every queued or in-progress job in scope, and the runs GitHub did not list.
+        Requests run on a few threads, first the runs of every repo, then the jobs of every
+        run: at real API latency a sequential poll of 100 repos takes half a minute, and one
+        busy repo must not serialise the rest."""
         found: dict[int, Job] = {}
         repos = self.repos()
         workers = max(1, self.settings.concurrency)
+        labels: dict[tuple[str, str], set[tuple[str, ...]]] = {}
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="github") as pool:
-            runs = [run for listed in pool.map(self._runs, repos) for run in listed]
-            for jobs in pool.map(self._run_jobs, runs):
+            listed = list(pool.map(self._runs, repos))
+            runs = [(repo, run_id) for each, _ in listed for repo, run_id, _ in each]
+            statuses = [status for each, _ in listed for _, _, status in each]
+            for run, status, jobs in zip(runs, statuses, pool.map(self._run_jobs, runs)):
                 for job in jobs:
                     found[job.id] = job
+                    labels.setdefault((run[0], status), set()).add(job.labels)
         self.client.forget_finished_runs(repos, runs)  # (a poll that failed forgets nothing)
-        return list(found.values())
+        unlisted = tuple(
+            Unlisted(runs.repo, runs.status, runs.total, runs.listed,
+                     tuple(sorted(labels.get((runs.repo, runs.status), ()))))
+            for _, missed in listed for runs in missed)
+        return Poll(list(found.values()), unlisted)
 
-    def _runs(self, repo: str) -> list[tuple[str, int]]:
+    def _runs(self, repo: str) -> tuple[list[tuple[str, int, str]], list[Unlisted]]:
+        """``repo``'s listed runs (repo, id, status), and per status the runs not listed."""
         found = []
+        missed = []
         for status in RUN_STATUSES:
-            for run in self.client.workflow_runs(repo, status):
+            runs = self.client.workflow_runs(repo, status)
+            for run in runs.listed:
                 run_id = run.get("id") if isinstance(run, dict) else None
                 if not isinstance(run_id, int) or isinstance(run_id, bool):
                     raise SourceError(f"github: GET {self.api}/repos/{repo}/actions/runs"
                                       f"?status={status}: a workflow run without a "
                                       "numeric id")
-                found.append((repo, run_id))
-        return found
+                found.append((repo, run_id, status))
+            if runs.unlisted:
+                missed.append(Unlisted(repo, status, len(runs.listed) + runs.unlisted,
+                                       len(runs.listed)))
+        return found, missed
 
     def _run_jobs(self, run: tuple[str, int]) -> list[Job]:
         repo, run_id = run

@@ -98,6 +98,9 @@ class Owned:
             "patchID": int(patch) if isinstance(patch, (int, str)) and is_digits(str(patch))
             else None,
             "effectiveTime": _get(obj, self.effective_time) if self.effective_time else None,
+            # a RunnerSet's: the jobs its replicas could not cover (absent means 0); a kind
+            # without one says null, so that every entry has the same keys
+            "backlog": None if self.backlog is None else _get(obj, self.backlog) or 0,
         }
 
 

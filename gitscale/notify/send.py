@@ -1,7 +1,7 @@
 """Post the notifications after a push: one short attempt each, never an exception.
 
 A failure (no secret, connection refused, a timeout, a non-2xx answer) is one line on stderr
-naming the target by kind and host, and the cause when there was no answer (the one HTTP
+(in `run` and `serve`, once per streak of the same failure: ``failures``) naming the target by kind and host, and the cause when there was no answer (the one HTTP
 client's, ``gitscale.clients.http``); the secret, the signature and a Flux hook path never
 appear.
 
@@ -23,6 +23,7 @@ from gitscale import logline
 from gitscale.clients.errors import Unreachable
 from gitscale.clients.http import HttpClient, tls_context
 from gitscale.config.secrets import SecretError, read_secret
+from gitscale.notify.failures import POLL_STILL, NotifyStreaks
 from gitscale.notify.payloads import NotReady, Pushed, Request, request
 from gitscale.redact import redact
 from gitscale.config.notify_targets import Target
@@ -30,9 +31,11 @@ from gitscale.config.notify_targets import Target
 Log = Callable[[str], None]
 
 
-def notify_all(targets: Sequence[Target], pushed: Pushed, *,
-               log: Log = logline.log) -> tuple[str, ...]:
-    """Notify every target in order; returns the labels of those that accepted."""
+def notify_all(targets: Sequence[Target], pushed: Pushed, *, log: Log = logline.log,
+               told: NotifyStreaks | None = None) -> tuple[str, ...]:
+    """Notify every target in order; returns the labels of those that accepted. ``told``: a
+    long-running process's streaks, so a failure that repeats is said once per streak (none:
+    each failure is said)."""
     accepted = []
     # Loading CA certificates costs 0.1-0.4 s: only when a target speaks https and verifies
     # it, once a process. With none, no verified TLS can happen (redirects are not followed).
@@ -51,9 +54,12 @@ def notify_all(targets: Sequence[Target], pushed: Pushed, *,
                 problem = f"unexpected {type(exc).__name__} (a bug: please report it)"
             if problem is None:
                 accepted.append(target.label)
+                said = told.sent(target.label) if told is not None else None
             else:
-                log(f"notify {target.label} failed: {problem}; the engine's own poll still "
-                    "applies")
+                said = told.failed(target.label, problem) if told is not None else \
+                    f"notify {target.label} failed: {problem}; {POLL_STILL}"
+            if said is not None:
+                log(said)
     finally:
         client.close()
         if unverified is not None:

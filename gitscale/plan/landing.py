@@ -27,6 +27,7 @@ from gitscale.record.commitmsg import SetLine, format_message
 from gitscale.plan.cache import StateCache
 from gitscale.plan.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError, WriteError
+from gitscale.notify.failures import NotifyStreaks
 from gitscale.repo.fastimport import ask_commit_config, commit_files
 from gitscale.repo.index import files_containing, stage_files
 from gitscale.repo.workspace import Workspace, write_atomic
@@ -68,7 +69,8 @@ class Landed:
 def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | None = None,
          date: str | None = None, sleep: Callable[[float], None] = time.sleep,
          clock: Callable[[], float] = time.monotonic, deadline: float = DEADLINE,
-         say: Callable[[str], None] | None = None) -> Landed:
+         say: Callable[[str], None] | None = None,
+         told: NotifyStreaks | None = None) -> Landed:
     """Commit and push what ``make_plan`` decides. Each plan's cache writes go to ``cache`` once
     its checks pass (a refused pass, like one that failed to decide, leaves the cache as it
     found it), before the commit: what a pass learnt holds whether or not its commit lands (it
@@ -77,11 +79,12 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | No
     In a checkout the whole pass holds it (``Workspace.exclusive``): another gitscale process
     writing there is waited for, up to twice ``deadline`` (what a holder's pass may take), and
     ``say`` is told (default: stderr). The notify targets are told after the hold is let go:
-    another process's pass need not wait for a GitOps engine's answer."""
+    another process's pass need not wait for a GitOps engine's answer. ``told``: a
+    long-running process's notify failures, said once per streak (``notify.failures``)."""
     with ws.exclusive(2 * deadline, say or say_on_stderr):
         landed = _land(ws, make_plan, cache, date, sleep, clock, deadline)
     if landed.pushed and landed.commit is not None:
-        landed = replace(landed, notified=notify(ws, landed.plan, landed.commit))
+        landed = replace(landed, notified=notify(ws, landed.plan, landed.commit, told))
     return landed
 
 
@@ -152,7 +155,8 @@ def _take_back(ws: Workspace, plan: Plan) -> None:
     ws.end_write()
 
 
-def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
+def notify(ws: Workspace, plan: Plan, sha: str,
+           told: NotifyStreaks | None = None) -> tuple[str, ...]:
     """Tell the config's notify targets about the commit just pushed; never raises."""
     if not plan.notify or ws.remote_branch is None:
         return ()
@@ -174,7 +178,7 @@ def notify(ws: Workspace, plan: Plan, sha: str) -> tuple[str, ...]:
         sets=tuple({"name": c.name, "replicas": c.decision.replicas,
                     "previous": c.before.replicas, "patch": c.decision.patch_id,
                     "reason": c.decision.reason.value} for c in plan.changes))
-    return notify_all(plan.notify, pushed)
+    return notify_all(plan.notify, pushed, told=told)
 
 
 def refuse_unfinished(plan: Plan) -> None:

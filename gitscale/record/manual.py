@@ -13,8 +13,10 @@ for a one-line note.
 """
 from __future__ import annotations
 
+import re
 from typing import Container, Iterator, NamedTuple, Sequence
 
+from gitscale.runnerset_api import OWN_COMMIT
 from gitscale.record.history import utc_text
 from gitscale.repo.git import Git
 from gitscale.repo.index import cat_blobs
@@ -119,12 +121,16 @@ def with_blobs(repo_git: Git, commits: Iterator[ManualCommit],
 
 def unseen_after(repo_git: Git) -> tuple[str, int] | None:
     """(the newest scaling commit, how many commits after it are not gitscale's) when there
-    are any: what `history` over a clone without trees cannot look into."""
+    are any: what `history` over a clone without trees cannot look into. gitscale's commits
+    without a ``Gitscale-Set`` (serve's of reservations alone, a resync's) change no set: not
+    counted."""
     # --no-mailmap: with log.mailmap git would read HEAD:.mailmap, a fetch in this clone
     newest = repo_git.out("log", "-1", "--format=%H", "--no-mailmap", "--no-show-signature",
                           "--fixed-strings", "--grep=Gitscale-Set: ")
     if not newest:
         return None
-    count = int(repo_git.out("rev-list", "--count", "--fixed-strings", "--invert-grep",
-                             "--grep=Gitscale-Set: ", f"{newest}..HEAD") or "0")
+    messages = repo_git.records("log", "--format=%x1e%B", *_NOT_OURS, f"{newest}..HEAD",
+                                separator="\x1e")
+    count = sum(1 for message in messages
+                if message.strip() and not re.match(OWN_COMMIT, message.strip("\n")))
     return (newest, count) if count else None

@@ -25,7 +25,7 @@ LOCK = "gitscale.lock"  # in the git directory: held by the pass writing in the 
 def hold_checkout(repo: Git, label: str, timeout: float,
                   say: Callable[[str], None] | None = None,
                   clock: Callable[[], float] = time.monotonic, *,
-                  reading: bool = False) -> Iterator[None]:
+                  reading: bool = False, path: Path | None = None) -> Iterator[None]:
     """Hold a checkout against another gitscale process working in it (an ``flock`` on
     ``LOCK`` in the git directory, released by the kernel when its holder dies, so a killed
     run leaves no lock behind): a pass that writes, `plan` (which would otherwise read the
@@ -41,7 +41,8 @@ def hold_checkout(repo: Git, label: str, timeout: float,
     out when it lets go: a later holder that cannot write its own (a read-only descriptor) is
     then "pid unknown", not the process number of one gone (which another process may have
     by then)."""
-    path = repo.git_path(LOCK)
+    if path is None:  # (``path``: where ``repo.git_path(LOCK)`` is, when already asked)
+        path = repo.git_path(LOCK)
     fd = _open_lock(path, label, reading)
     if fd is None:
         yield

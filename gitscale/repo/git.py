@@ -230,9 +230,20 @@ class Git:
         return result.stdout.strip() or None
 
     def upstream(self, branch: str) -> tuple[str, str] | None:
-        """(remote name, remote branch) that ``branch`` tracks, if any."""
-        remote = self.run("config", f"branch.{branch}.remote", check=False).stdout.strip()
-        merge = self.run("config", f"branch.{branch}.merge", check=False).stdout.strip()
+        """(remote name, remote branch) that ``branch`` tracks, if any.
+
+        Both settings from one ``git config --list`` (one process, where ``git config KEY``
+        twice was two): it lists every scope, includes followed, in the order git reads them,
+        section and key names in lower case and the branch's name as written, so the last
+        line of a key is the value ``git config KEY`` gives. A key without ``=`` (no value)
+        is read as empty, as ``git config KEY`` prints it."""
+        listed = self.run("config", "--null", "--list", check=False)
+        wanted = {f"branch.{branch}.remote": "", f"branch.{branch}.merge": ""}
+        for entry in listed.stdout.split("\0") if listed.code == 0 else ():
+            key, _, value = entry.partition("\n")
+            if key in wanted:
+                wanted[key] = value
+        remote, merge = (wanted[key].strip() for key in wanted)
         if not remote or remote == "." or not merge:
             return None
         return remote, merge.removeprefix("refs/heads/")
@@ -262,7 +273,12 @@ class Git:
 
     def git_path(self, name: str) -> Path:
         """Where ``name`` lives in this checkout's git directory (a worktree has its own)."""
-        return self.cwd / self.out("rev-parse", "--git-path", name)
+        return self.git_paths(name)[0]
+
+    def git_paths(self, *names: str) -> list[Path]:
+        """``git_path`` of each of ``names``, in one git process."""
+        args = [arg for name in names for arg in ("--git-path", name)]
+        return [self.cwd / line for line in self.out("rev-parse", *args).split("\n")]
 
     def messages(self, revisions: str, limit: int) -> list[tuple[str, str]]:
         """(commit, message) of at most ``limit`` commits in ``revisions`` (``A..B``)."""
@@ -317,12 +333,21 @@ class Git:
 
     # -- writing -------------------------------------------------------------------------
     def fetch(self, remote: str, branch: str, depth: int | None = None) -> str:
+        return self._fetch(remote, branch, depth)[0]
+
+    def fetch_with_head(self, remote: str, branch: str) -> tuple[str, str]:
+        """``fetch``'s tip and HEAD, read by one ``rev-parse`` (the fetch writes FETCH_HEAD
+        alone: HEAD is the same before and after it)."""
+        tip, head = self._fetch(remote, branch, None, "HEAD")
+        return tip, head
+
+    def _fetch(self, remote: str, branch: str, depth: int | None, *revs: str) -> list[str]:
         check_token()
         args = ["fetch", "--quiet", "--no-tags", remote, f"refs/heads/{branch}"]
         if depth:
             args[1:1] = [f"--depth={depth}"]
         self.run(*args)
-        return self.out("rev-parse", "FETCH_HEAD")
+        return self.out("rev-parse", "FETCH_HEAD", *revs).split("\n")
 
     def deepen_since(self, remote: str, branch: str, since: str) -> None:
         """A shallow clone: fetch the commits of ``branch`` from ``since`` (a git date) on, as

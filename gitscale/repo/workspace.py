@@ -22,9 +22,9 @@ run.
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import os
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,14 +35,14 @@ from typing import Any, Callable, Iterator, Literal, Mapping
 from gitscale.repo import git as git
 from gitscale.repo.clone import tidy
 from gitscale.repo.git_output import missing_branch
-from gitscale.repo.checkout_lock import hold_checkout
+from gitscale.repo.checkout_lock import LOCK, hold_checkout
 from gitscale.errors import GitError, InputError, WriteError
+from gitscale.runnerset_api import OWN_COMMIT
 from gitscale.timeutil import format_time
 
 Mode = Literal["checkout", "clone"]
 PENDING = "gitscale-pending-write.json"  # in the git directory, while a write is in progress
 TIDY_EVERY = 50  # syncs of a kept clone between two looks at its objects (clone.tidy)
-_OWN_COMMIT = re.compile(r"\Agitscale: .*^Gitscale-Base: [0-9a-f]{7,64}\s*\Z", re.M | re.S)
 
 
 @dataclass
@@ -108,7 +108,12 @@ class Workspace:
         if self.mode != "checkout":
             yield
             return
-        with hold_checkout(self.git, self.label, timeout, say, clock, reading=reading):
+        # the lock and the record of a write (``_marker``) in one git process, not two
+        lock, marker = self.git.git_paths(LOCK, PENDING)
+        if self.marker is None:
+            self.marker = marker
+        with hold_checkout(self.git, self.label, timeout, say, clock, reading=reading,
+                           path=lock):
             yield
 
     def prepare_write(self) -> None:
@@ -151,8 +156,7 @@ class Workspace:
                 self.git.reset_hard(base)
                 self.recovered.append(f"unpushed commit {head[:12]}")
             return
-        tip = self._fetch_upstream(self.remote, self.remote_branch)
-        head = self.git.head()
+        tip, head = self._fetch_upstream(self.remote, self.remote_branch)
         if head == tip:
             return
         if self.git.is_ancestor(head, tip):
@@ -176,12 +180,12 @@ class Workspace:
                          f"{where} is right, `git -C {self.root} reset --hard {tip[:12]}` (its "
                          "commit) drops them here and gitscale goes on from there")
 
-    def _fetch_upstream(self, remote: str, branch: str) -> str:
-        """The upstream's tip. A branch that tracks one the remote does not have, and that this
+    def _fetch_upstream(self, remote: str, branch: str) -> tuple[str, str]:
+        """The upstream's tip, and HEAD (read with it). A branch that tracks one the remote does not have, and that this
         checkout never saw there either, was never pushed (a clone of an empty repo, then
         `gitscale init`): that is said with the push that fixes it, not as a branch deleted."""
         try:
-            return self.git.fetch(remote, branch)
+            return self.git.fetch_with_head(remote, branch)
         except GitError as exc:
             if missing_branch(str(exc)) is None \
                     or self.git.has_ref(f"refs/remotes/{remote}/{branch}"):
@@ -227,7 +231,7 @@ class Workspace:
         if self.git.parents(head) != [pending["base"]]:
             return False
         own = self.git.messages(f"{tip}..{head}", 2)
-        if len(own) != 1 or not _OWN_COMMIT.match(own[0][1]):
+        if len(own) != 1 or not re.match(OWN_COMMIT, own[0][1]):
             return False
         for path, hashes in files.items():
             committed = self.git.blob(f"{head}:{path}")

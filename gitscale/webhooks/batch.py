@@ -79,7 +79,8 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
         books[name] = apply(books[name], routed.get(name, []), now, duration, hi)
         if listing is not None and listing.error is None and name in listing.jobs:
             books[name], correction = resync(books[name], listing.jobs[name],
-                                             listing.started - GRACE, now, duration, hi)
+                                             listing.started - GRACE, now, duration, hi,
+                                             complete=name not in listing.partial)
             if correction:
                 corrections[name] = correction
         reading.demands[name] = books[name].demand()
@@ -93,6 +94,13 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
                         for name, correction in corrections.items()])
     if new_text != committed and (committed or names):
         scaling = bool(plan.changed_paths) or set(state.served) != names
+        if not scaling and not recorded and not notes and text == committed \
+                and _forgets_only(state.books, books, now, committed):
+            # Only completed jobs past their time left the file: it reads the same with them
+            # (``apply`` and ``resync`` ignore a tombstone past its time), so neither a commit
+            # nor a hold: at every restart after a completion, serve committed them
+            plan.events = dict(counts)
+            return plan
         if hold.keeps(now, scaling):
             hold.hold(committed, new_text, now, recorded, notes)
             plan.events = dict(counts)
@@ -127,6 +135,19 @@ def _check_owner(state: State, path: str, serving: Serving, picked: Picked) -> N
         f"without {', '.join(lost)} that this serve scales: two `gitscale serve` with "
         "different sets must each have their own --state-file; this serve writes nothing "
         "until it is restarted with its own")
+
+
+def _forgets_only(before: Mapping[str, Book], after: Mapping[str, Book], now: datetime,
+                  committed: str) -> bool:
+    """``after`` is ``before`` without its tombstones past their time, and nothing else: written
+    again with them, the file is the one in the repo."""
+    for name, book in after.items():
+        old = before.get(name, Book()).completed
+        if set(book.completed) != {(job, until) for job, until in old if until > now}:
+            return False
+    kept = {name: Book(book.reservations, before.get(name, Book()).completed)
+            for name, book in after.items()}
+    return render(kept, sorted(after)) == committed
 
 
 def _book_changes(before: Mapping[str, Book], after: Mapping[str, Book], path: str) -> str:

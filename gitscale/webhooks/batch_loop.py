@@ -14,9 +14,10 @@ from gitscale.core.reservations import Correction
 from gitscale.errors import GitscaleError, PushRejected
 from gitscale.logline import log
 from gitscale.metrics import LoopMetrics
+from gitscale.notify.failures import NotifyStreaks
 from gitscale.plan.cache import StateCache
 from gitscale.plan.forecasts import read_forecasts
-from gitscale.plan.landing import describe_landing, land
+from gitscale.plan.landing import Landed, describe_landing, land
 from gitscale.redact import redact
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import backoff, format_time, utcnow
@@ -60,6 +61,7 @@ class Batch:
     told: dict[str, str] = field(default_factory=dict)  # --set names not served, said once
     streak: Streak = field(default_factory=Streak)  # failed batches in a row
     dropped: Dropped = field(default_factory=Dropped)  # events no served set takes
+    notify: NotifyStreaks = field(default_factory=NotifyStreaks)  # failing notify targets
 
     def run(self, events: list[JobEvent], listing: Listing | None, final: bool = False) -> bool:
         """True when it landed; a failed batch keeps its events for the next one. ``final``:
@@ -83,7 +85,7 @@ class Batch:
                 ws.root, ws.base(), self.config_path, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
                 lambda config: read_forecasts(ws, config, self.cache, now), self.serving,
-                unrouted, self.hold), cache=self.cache, say=log)
+                unrouted, self.hold), cache=self.cache, say=log, told=self.notify)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.
@@ -121,6 +123,8 @@ class Batch:
             self.batcher.held_since = format_time(hold.held.since) if hold.held else None
         for name, correction in corrected.items():
             log(f"resync {name}: {correction.describe()}")
+        for name, why in (listing.partial.items() if listing is not None else ()):
+            log(f"resync {name}: {why}")
         if listing is not None and not corrected:
             sets = len(listing.jobs)
             log(f"resync: reservations match GitHub ({sets} set{'' if sets == 1 else 's'})")
@@ -138,7 +142,8 @@ class Batch:
                 return True
             elif carried is not None:
                 said += f" (with the reservations held since {format_time(carried.since)})"
-            log(f"batch of {_events(len(events))}: {said}")
+            log(f"{f'batch of {_events(len(events))}' if events else _why(landed, corrected)}"
+                f": {said}")
         return True
 
     def _failure(self, what: str, waiting: int, exc: Exception) -> str:
@@ -228,6 +233,21 @@ def write_last_batch(batch: Batch, batcher: Batcher, attempts: int = 3) -> None:
         + ("the resync at the next start corrects their reservations" if batch.resync_on else
            "with --resync 0 nothing corrects their reservations: start serve with a resync "
            "(--resync 5m) once, or they stay as they are until they expire"))
+
+
+def _why(landed: Landed, corrected: dict[str, Correction]) -> str:
+    """What a batch without events lands, for its line: the sets' reasons (a scale-down whose
+    delay ran out while serve was down, a reservation expired, a quiet-reset), else a resync's
+    correction, else the commit's note (the served sets, an expiry)."""
+    plan = landed.plan
+    if plan.changes:
+        return "no event (" + ", ".join(f"{c.name} {c.decision.reason.value}"
+                                        for c in plan.changes) + ")"
+    if corrected:
+        return "no event (the resync's correction)"
+    if landed.commit is not None and plan.notes:
+        return f"no event ({plan.notes[-1]})"
+    return "no event"
 
 
 def _events(count: int) -> str:

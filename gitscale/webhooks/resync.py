@@ -8,6 +8,9 @@ cache as `plan` and `reconcile`), and the batch corrects the reservations from i
 
 Each job goes to the first set, in ``gitscale.yaml`` order, whose scope lists it and whose
 labels can take it, as webhook routing does: a job is one runner, not one per matching set.
+When GitHub did not list every run of a scope (past its 1,000 a status), a job it does not list
+may be of a run it left out: the sets of that scope get what it lists, and lose nothing
+(``partial``).
 """
 from __future__ import annotations
 
@@ -29,15 +32,18 @@ class Listing:
     started: datetime
     jobs: dict[str, dict[int, bool]] = field(default_factory=dict)
     error: str | None = None  # set when any scope could not be read: then nothing is corrected
+    # set → why its listing is incomplete (runs GitHub counts but did not list): then none of
+    # its reservations is removed
+    partial: dict[str, str] = field(default_factory=dict)
 
 
 def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: datetime) -> Listing:
     """One poll per scope and credential. All or nothing: a job of a scope that could not be
     read might belong to an earlier set, so a partial list could move it to the wrong one."""
-    from gitscale.demand.github import QUEUED, RUNNING, Job, matches, poller
+    from gitscale.demand.github import QUEUED, RUNNING, Poll, matches, poller
 
     github = [s for s in sets if SOURCES[s.source.kind].webhooks]
-    polled: dict[Hashable, list[Job]] = {}
+    polled: dict[Hashable, Poll] = {}
     try:
         for runner_set in github:
             settings = runner_set.source.settings
@@ -45,17 +51,23 @@ def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: dateti
             if key in polled:
                 continue
             try:
-                polled[key] = poller(sources, settings).jobs()
+                polled[key] = poller(sources, settings).poll()
             except GitscaleError as exc:
                 return Listing(started, error=f"{runner_set.name}: {exc}")
     finally:
         sources.save()
     claimed: set[int] = set()
     jobs: dict[str, dict[int, bool]] = {}
+    partial: dict[str, str] = {}
     for runner_set in github:
         labels = runner_set.source.settings.labels
         mine: dict[int, bool] = {}
-        for job in polled[runner_set.source.settings.group()]:
+        poll = polled[runner_set.source.settings.group()]
+        if poll.unlisted:
+            partial[runner_set.name] = "GitHub did not list every run (" + ", ".join(
+                f"{runs.repo}: {runs.listed:,} of {runs.total:,} {runs.status}"
+                for runs in poll.unlisted) + "): reservations of jobs it does not list are kept"
+        for job in poll.jobs:
             if job.id in claimed or not matches(job.labels, labels):
                 continue
             # A job held by its concurrency group (`pending`) is listed as queued, unlike the
@@ -66,4 +78,4 @@ def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: dateti
                 mine[job.id] = job.status in RUNNING
                 claimed.add(job.id)
         jobs[runner_set.name] = mine
-    return Listing(started, jobs)
+    return Listing(started, jobs, partial=partial)

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs
 import pytest
 
 from gitscale.clients.errors import ApiError, RateLimited
-from gitscale.clients.github import GitHub, JobsPage, jobs_page
+from gitscale.clients.github import RUNS_LISTED, GitHub, JobsPage, jobs_page
 from tests.controller.github_fake import FakeGitHub as FakeRunnersAPI
 from tests.demand.conftest import GH_TOKEN
 from tests.demand.fake_github import FakeGitHub, repo_id
@@ -37,12 +37,44 @@ def test_the_sources_calls_read_every_page(github: FakeGitHub) -> None:
                             [("queued", ["self-hosted"]) for _ in range(65)])
     client = GitHub(github.url, lambda: GH_TOKEN)
     assert len(client.org_repos("acme")) == 35
-    assert len(client.workflow_runs("acme/r00", "queued")) == 40
+    assert len(client.workflow_runs("acme/r00", "queued").listed) == 40
     assert len(client.run_jobs("acme/r01", matrix.id)) == 65
     # the server caps pages at 30: 2 + 2 + 3 pages, each asked for 100
     assert len(github.log) == 7
     assert all(r.query["per_page"] == "100" for r in github.log)
     assert all(r.authorization == f"Bearer {GH_TOKEN}" for r in github.log)
+
+
+def test_a_status_query_lists_1000_runs_and_says_how_many_there_are(github: FakeGitHub) -> None:
+    """GitHub lists at most 1,000 runs for a query filtered by status, whatever the pages
+    asked for; its total_count counts them all. The client gives both: the poll cannot tell
+    how many runs it missed from the list alone."""
+    github.max_per_page = 100
+    repo = github.add_repo("acme", "busy")
+    for _ in range(1003):
+        github.add_run(repo, "queued", [])
+    github.add_run(repo, "in_progress", [])
+    client = GitHub(github.url, lambda: GH_TOKEN)
+    queued = client.workflow_runs(repo, "queued")
+    assert (len(queued.listed), queued.total, queued.unlisted) == (RUNS_LISTED, 1003, 3)
+    assert [r.query.get("page", "1") for r in github.log] == [str(n) for n in range(1, 11)]
+    running = client.workflow_runs(repo, "in_progress")
+    assert (len(running.listed), running.total, running.unlisted) == (1, 1, 0)
+
+
+def test_a_matrix_of_256_jobs_is_read_over_three_pages(github: FakeGitHub) -> None:
+    """A matrix expands to at most 256 jobs a run; GitHub pages a run's jobs 100 at a time and
+    names the pages after the first by the repo's id: all 256 are read."""
+    github.max_per_page = 100
+    repo = github.add_repo("acme", "matrix")
+    run = github.add_run(repo, "in_progress", [("queued", ["self-hosted"])] * 256)
+    client = GitHub(github.url, lambda: GH_TOKEN)
+    jobs = client.run_jobs(repo, run.id)
+    assert len({job["id"] for job in jobs}) == 256
+    assert [(r.route, r.query.get("page")) for r in github.log] == [
+        (f"/repos/{repo}/actions/runs/{run.id}/jobs", None),
+        (f"/repositories/{repo_id(repo)}/actions/runs/{run.id}/jobs", "2"),
+        (f"/repositories/{repo_id(repo)}/actions/runs/{run.id}/jobs", "3")]
 
 
 JOBS_URLS = [

@@ -73,3 +73,22 @@ def test_a_saturated_runnerset_gets_its_backlog_and_a_deployment_none(
     assert (linux["replicas"], linux["patchID"], linux["backlog"]) == (1, 2, 0)
     code, out, err = run(capsys, "validate", "--repo", str(checkout))
     assert code == 0, out + err
+
+
+def test_plan_json_shows_the_backlog_a_write_sets(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`plan --output json` gives a RunnerSet's backlog in ``from``/``to`` (a script watching
+    saturation reads it there, not from the patch); a kind without one says null."""
+    import json
+
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": POLICY, "web": POLICY}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "sets/web.yaml": DEPLOYMENT.format(name="web", replicas=0),
+        "demand.yaml": "linux: {queued: 6, running: 0}\nweb: {queued: 6, running: 0}\n",
+    })
+    code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now",
+                         "2026-11-23T09:00:00Z", "--output", "json")
+    assert code == 2, err
+    by_set = {c["set"]: c for c in json.loads(out)["changes"]}
+    assert (by_set["linux"]["from"]["backlog"], by_set["linux"]["to"]["backlog"]) == (0, 3)
+    assert (by_set["web"]["from"]["backlog"], by_set["web"]["to"]["backlog"]) == (None, None)

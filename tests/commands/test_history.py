@@ -29,19 +29,50 @@ def test_history_reads_back_the_scaling_commits(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "c.svg").read_text().count('<g id="axes_') == 1
 
 
-def test_a_set_the_config_does_not_name_is_said(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    """`--set linx` showed an empty table as if the set had never scaled."""
+def test_a_set_neither_the_config_nor_a_commit_names_is_an_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--set linx` showed an empty table as if the set had never scaled, and over a URL said
+    nothing else: a typo looked like a quiet set."""
     checkout, remote = setup(tmp_path)
     land_sequence(capsys, checkout, tmp_path)
+    said = ("error: --set: no scaling commit names set 'linx', and gitscale.yaml has no such "
+            "set (sets in the scaling commits: linux; in gitscale.yaml: linux)\n")
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linx")
-    assert code == 0 and out.splitlines()[1:] == ["(no scaling commits of set 'linx')"], out
-    assert err == ("history: 'linx' is not a set of gitscale.yaml (its sets: linux); showing the "
-                   "scaling commits that name it\n")
+    assert code == 1 and out.splitlines()[1:] == ["(no scaling commits of set 'linx')"], out
+    assert err == said
+    # over a URL too: the config is read from the branch's commit (a partial clone of
+    # commits only fetches that blob)
+    subprocess.run(["git", "config", "uploadpack.allowFilter", "true"], cwd=remote, check=True)
+    for url in (str(remote), remote.resolve().as_uri()):
+        code, out, err = run(capsys, "history", "--repo", url, "--set", "linx",
+                             "--output", "json")
+        assert code == 1 and out == "[]\n" and err == said
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
     assert code == 0 and out.count("linux") == 5 and err == "", err
-    # over a URL there is no checkout to read the config from: the table alone
-    code, out, err = run(capsys, "history", "--repo", str(remote), "--set", "linx")
-    assert code == 0 and "(no scaling commits of set 'linx')" in out and "not a set" not in err
+
+
+def test_an_empty_history_of_a_known_set_is_no_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A set of the config that never scaled, a window with no commit of a set, a set removed
+    from the config whose commits remain: an empty or a full table, exit 0."""
+    from tests.helpers import git
+
+    checkout, remote = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+    code, out, err = run(capsys, "history", "--repo", str(remote), "--set", "linux",
+                         "--since", "2026-12-01T00:00:00Z")
+    assert code == 0 and "(no scaling commits of set 'linux')" in out and err == "", err
+    config = checkout / "gitscale.yaml"
+    config.write_text(config.read_text().replace("name: linux", "name: gpu"))
+    git(checkout, "commit", "-qam", "the set renamed gpu")
+    git(checkout, "push", "-q")
+    code, out, err = run(capsys, "history", "--repo", str(remote), "--set", "gpu")
+    assert code == 0 and "(no scaling commits of set 'gpu')" in out and "error" not in err, err
+    assert err.startswith("history: 1 commit after the newest scaling commit"), err
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "gpu")
+    assert code == 0 and "the set renamed gpu" in out and err == "", err  # the edit's row
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
+    assert code == 0 and out.count(" linux ") == 5
+    assert err == ("history: 'linux' is not a set of gitscale.yaml (its sets: gpu); showing the "
+                   "scaling commits that name it\n")
 
 
 def test_history_over_a_url_fetches_once(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
@@ -102,9 +133,9 @@ def test_unreadable_trailers_are_counted_in_one_line(tmp_path: Path, capsys) -> 
                    f'{first[:10]} line "Gitscale-Set: linux")\n')
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "gpu",
                          "--output", "json")
-    # another set's: not counted (gpu is no set of this config, which is said)
-    assert code == 0 and json.loads(out) == [] and "could not be read" not in err
-    assert err.startswith("history: 'gpu' is not a set of gitscale.yaml"), err
+    # another set's: not counted (gpu is no set of this config nor of a commit: an error)
+    assert code == 1 and json.loads(out) == [] and "could not be read" not in err
+    assert err.startswith("error: --set: no scaling commit names set 'gpu'"), err
 
 
 def test_commits_by_people_on_a_managed_manifest_are_rows(  # type: ignore[no-untyped-def]
@@ -286,3 +317,35 @@ def test_a_merge_that_sets_what_gitscale_owns_is_a_row(  # type: ignore[no-untyp
         ("main 4", 3, 4), ("side 6", 3, 6), ("first-write", 1, 3)]
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
     assert "merge ours" not in out and "merge side2" not in out
+
+
+def test_serves_own_commits_without_a_set_are_not_unseen(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """`gitscale serve` commits reservations alone (a job started or completed, a resync's
+    correction) without a Gitscale-Set trailer: history over a URL counted them as commits "not
+    gitscale's" that "may have changed a set", after every serve batch."""
+    from gitscale.record.commitmsg import format_message
+    from tests.helpers import git
+
+    checkout, remote = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+    state = checkout / ".gitscale" / "reservations.yaml"
+    state.parent.mkdir()
+    for n, (events, notes) in enumerate([({"in_progress": 1}, ()), ({"completed": 1}, ()),
+                                         ({}, ("resync with GitHub, linux: removed 1 (job 5)",))]):
+        state.write_text(f"served: [linux]\nsets: {{}}\n# {n}\n")
+        git(checkout, "add", ".gitscale")
+        message = format_message([], git(checkout, "rev-parse", "HEAD"), events, notes,
+                                 [".gitscale/reservations.yaml"])
+        git(checkout, "commit", "--quiet", "-m", message)
+    git(checkout, "push", "--quiet")
+    code, out, err = run(capsys, "history", "--repo", str(remote))
+    assert code == 0 and err == "", err
+
+    # a person's commit after them is still said, and only it
+    (checkout / "README").write_text("notes\n")
+    git(checkout, "add", "README")
+    git(checkout, "commit", "--quiet", "-m", "docs\n\nGitscale-Base: 0123456789abc")
+    git(checkout, "push", "--quiet")
+    code, out, err = run(capsys, "history", "--repo", str(remote))
+    assert code == 0 and err.startswith("history: 1 commit after the newest scaling commit ("), err

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitscale.commands.init_ignore import CREDENTIAL_FILES
+from gitscale.commands.init_ignore import CREDENTIAL_FILES, CREDENTIAL_PATTERNS
 from tests.commands.init_variants import COMPLETE, init, options
 from tests.commands.test_init_steps import SCHEDULERS, USER_FILES, VARIANTS, paste, \
     printed_steps, scaffold
@@ -103,7 +103,7 @@ def test_a_gitignore_that_was_there_keeps_every_line(tmp_path: Path, capsys,  # 
 
 def test_a_gitignore_listing_them_all_is_left_alone(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     git(tmp_path, "init", "--quiet", "--initial-branch=main")
-    mine = "".join(f"/{name}\n" for name in CREDENTIAL_FILES)
+    mine = "".join(f"/{name}\n" for name in CREDENTIAL_FILES + CREDENTIAL_PATTERNS)
     (tmp_path / ".gitignore").write_text(mine)
     code, out, err = run(capsys, "init", str(tmp_path), "--gitops", "argocd")
     assert code == 0, err
@@ -164,3 +164,19 @@ def test_validate_takes_a_credential_file_git_crypt_encrypts(  # type: ignore[no
     assert code == 1, (out, err)
     assert "error: github-app.private-key.pem: a credential file is committed" in err
     assert "secrets/buildkite-agent-token" not in err
+
+
+def test_a_github_app_key_under_its_download_name_is_ignored_and_refused(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """GitHub names an App's private key `<app>.<date>.private-key.pem` when it downloads it,
+    and step 3 says to use "the .pem as downloaded": saved into the config repo's folder under
+    that name, `git add -A` staged it and `validate` passed the repo that published it."""
+    root, _ = init(tmp_path, capsys, "argocd", "--github-app-id", "123456")
+    downloaded = "acme-ci-runners.2026-11-27.private-key.pem"
+    (root / downloaded).write_text("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n")
+    assert staged(root) == []
+    git(root, "add", "-f", downloaded)  # past the .gitignore
+    git(root, "commit", "--quiet", "-m", "oops")
+    code, out, err = run(capsys, "validate", "--repo", str(root))
+    assert code == 1 and f"error: {downloaded}: a credential file is committed" in err, err
+    assert "MIIE" not in out + err

@@ -39,8 +39,8 @@ def test_plan_json_patch_applies_to_old_object(tmp_path: Path, capsys) -> None: 
     assert set(by_set) == {"linux", "gpu"}  # gpu: first write forces the state
     linux = by_set["linux"]
     assert linux["file"] == "sets/linux.yaml"
-    assert linux["from"] == {"replicas": 1, "patchID": None, "effectiveTime": None}
-    assert linux["to"] == {"replicas": 3, "patchID": 0, "effectiveTime": NOW}
+    assert linux["from"] == {"replicas": 1, "patchID": None, "effectiveTime": None, "backlog": 0}
+    assert linux["to"] == {"replicas": 3, "patchID": 0, "effectiveTime": NOW, "backlog": 0}
     assert linux["reason"] == "first-write"
     assert linux["demand"] == {"queued": 2, "running": 0}
     old = yaml.safe_load((checkout / "sets/linux.yaml").read_text())

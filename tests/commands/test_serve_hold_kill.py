@@ -163,7 +163,8 @@ def test_a_start_held_when_serve_is_killed_is_rebuilt_by_the_resync_at_the_next_
         # The correction changes the reservations alone: it is held too, as any such batch
         # (it lands with the next scaling commit, by --hold, or at the stop)
         until(lambda: again.health()["reservations_held_since"] is not None, "not held")
-        again.said(HELD.replace("1 event", "0 events"))  # the log says the correction is held
+        # the log says the correction is held
+        again.said(HELD.replace("batch of 1 event", "no event (the resync's correction)"))
         assert commits(repo) == scaled and running(repo) == {one: False}
         assert again.end(signal.SIGTERM) == 0
     finally:

@@ -116,3 +116,44 @@ def test_the_platforms_defaults_never_override_the_template(harness: Harness) ->
     spec = buildkite_spec()
     spec["template"]["spec"]["terminationGracePeriodSeconds"] = 0
     assert created(harness, "bk", spec)["spec"]["terminationGracePeriodSeconds"] == 0
+
+
+def test_quantities_written_as_numbers_make_a_pod(harness: Harness) -> None:
+    """`nvidia.com/gpu: 1` (Kubernetes' own GPU example), `cpu: 2`, `cpu: 0.5`: the API server
+    takes a number for a quantity, but the kubernetes client checks the pod against its models,
+    whose quantities are strings, and refused it before sending anything — a GPU set never got a
+    runner (`CreateFailed … Input should be a valid string`). Numbers are sent as the strings
+    Kubernetes reads the same way."""
+    spec = github_spec(harness.github.url)
+    pod_spec = spec["template"]["spec"]
+    pod_spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1, "cpu": 2},
+                                              "requests": {"cpu": 0.5, "memory": "2Gi"}}
+    pod_spec["containers"][0]["env"] = [{"name": "CPUS", "valueFrom": {"resourceFieldRef": {
+        "resource": "limits.cpu", "divisor": 1}}}]
+    pod_spec["initContainers"] = [{"name": "setup", "image": "busybox",
+                                   "resources": {"limits": {"cpu": 1}}}]
+    pod_spec["overhead"] = {"cpu": 1}
+    pod_spec["volumes"] = [
+        {"name": "scratch", "emptyDir": {"sizeLimit": 1073741824}},
+        {"name": "work", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": 10}}}}}},
+        {"name": "info", "downwardAPI": {"items": [{"path": "cpu", "resourceFieldRef": {
+            "containerName": "runner", "resource": "limits.cpu", "divisor": 1}}]}},
+        {"name": "all", "projected": {"sources": [{"downwardAPI": {"items": [{
+            "path": "cpu", "resourceFieldRef": {"containerName": "runner",
+                                                "resource": "limits.cpu", "divisor": 1}}]}}]}},
+    ]
+    pod = created(harness, "gpu", spec)
+    runner = container(pod, "runner")
+    assert runner["resources"] == {"limits": {"nvidia.com/gpu": "1", "cpu": "2"},
+                                   "requests": {"cpu": "0.5", "memory": "2Gi"}}
+    assert runner["env"][0]["valueFrom"]["resourceFieldRef"]["divisor"] == "1"
+    assert pod["spec"]["initContainers"][0]["resources"] == {"limits": {"cpu": "1"}}
+    assert pod["spec"]["overhead"] == {"cpu": "1"}
+    scratch, work, info, projected = pod["spec"]["volumes"][:4]
+    assert scratch["emptyDir"]["sizeLimit"] == "1073741824"
+    assert work["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"] == {
+        "requests": {"storage": "10"}}
+    assert info["downwardAPI"]["items"][0]["resourceFieldRef"]["divisor"] == "1"
+    assert projected["projected"]["sources"][0]["downwardAPI"]["items"][0][
+        "resourceFieldRef"]["divisor"] == "1"

@@ -211,7 +211,20 @@ def test_resync_never_resurrects_a_completed_job() -> None:
 
 def test_resync_describes_what_it_corrected() -> None:
     _, correction = resync(_book((1, True, 0)), {7: False, 8: False}, BEFORE, NOW, TEN, 100)
-    assert correction.describe() == "added 2 (jobs 7, 8); removed 1 (job 1)"
+    assert correction.describe() == "added 2 (2 queued, 0 running: jobs 7, 8); removed 1 (job 1)"
+    _, correction = resync(_book(), {7: False, 8: True, 9: False}, BEFORE, NOW, TEN, 100)
+    assert correction.added_running == (8,)
+    assert correction.describe() == "added 3 (2 queued, 1 running: jobs 7, 8, 9)"
+
+
+def test_a_resync_of_an_incomplete_listing_removes_nothing() -> None:
+    """GitHub did not list every run (past its 1,000 a status): a job it does not list may be
+    one of those, so its reservation stays; what it lists is still added and marked."""
+    book = _book((1, True, 0), (2, False, 0))
+    corrected, correction = resync(book, {2: True, 7: False}, BEFORE, NOW, TEN, 100,
+                                   complete=False)
+    assert {r.job: r.running for r in corrected.reservations} == {1: True, 2: True, 7: False}
+    assert (correction.added, correction.removed, correction.started) == ((7,), (), (2,))
 
 
 def test_a_reservation_a_resync_adds_is_made_now() -> None:
@@ -256,8 +269,11 @@ def test_a_resync_is_a_batch_its_starved_reservations_wait() -> None:
 @pytest.mark.parametrize(("correction", "said"), [
     pytest.param(Correction(), "nothing to correct", id="nothing"),
     pytest.param(Correction(started=(4,)), "marked running 1 (job 4)", id="marked-running"),
-    pytest.param(Correction(added=tuple(range(1, 11))),
-                 "added 10 (jobs 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)", id="ten-named"),
+    pytest.param(Correction(added=tuple(range(1, 11)), added_running=(2, 3)),
+                 "added 10 (8 queued, 2 running: jobs 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)",
+                 id="ten-named"),
+    pytest.param(Correction(added=(5,), added_running=(5,)),
+                 "added 1 (0 queued, 1 running: job 5)", id="one-running"),
     pytest.param(Correction(removed=tuple(range(1, 12))),
                  "removed 11 (jobs 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …)", id="eleven-the-first-ten"),
 ])

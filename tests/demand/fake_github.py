@@ -133,9 +133,12 @@ class FakeGitHub:
 
     def __init__(self, *, token: str | None = "ghp_fake_token", max_per_page: int = 30,
                  app: dict[str, Any] | None = None, link_on_304: bool = True,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", max_runs_listed: int = 1000) -> None:
         self.tokens: set[str] = {token} if token else set()
         self.max_per_page = max_per_page
+        # a runs list filtered by status stops here, as GitHub's does at 1,000 ("up to 1,000
+        # results for each search" with status and the other filters); total_count does not
+        self.max_runs_listed = max_runs_listed
         self.app = app  # {"id": int, "installation": int, "public_key": PEM}
         self.link_on_304 = link_on_304
         self.lock = threading.Lock()
@@ -284,18 +287,20 @@ class FakeGitHub:
         return scheme.lower() in ("bearer", "token") and value in self.tokens
 
     def route(self, path: str, query: dict[str, str]) -> Any:
-        """The full (unpaginated) list at ``path``, its envelope key, or None (404)."""
+        """The list at ``path`` (unpaginated; a filtered runs list cut at
+        ``max_runs_listed``), its envelope key and ``total_count``, or None (404)."""
         with self.lock:
             if m := re.fullmatch(r"/orgs/([^/]+)/repos", path):
                 if m.group(1) not in self.orgs:
                     return None
-                return [self.repo_object(r) for r in self.orgs[m.group(1)]], None
+                return [self.repo_object(r) for r in self.orgs[m.group(1)]], None, None
             if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/runs", path):
                 if m.group(1) not in self.runs:
                     return None
                 status = query.get("status")
                 runs = [r for r in self.runs[m.group(1)] if status is None or r.status == status]
-                return [self.run_object(r) for r in runs], "workflow_runs"
+                shown = runs[:self.max_runs_listed] if status is not None else runs
+                return [self.run_object(r) for r in shown], "workflow_runs", len(runs)
             if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/runs/(\d+)/jobs", path):
                 repo: str | None = m.group(1)
             elif m := re.fullmatch(r"/repositories/(\d+)/actions/runs/(\d+)/jobs", path):
@@ -304,7 +309,7 @@ class FakeGitHub:
                 return None
             for run in self.runs.get(repo or "", []):
                 if run.id == int(m.group(2)):
-                    return copy.deepcopy(run.jobs), "jobs"
+                    return copy.deepcopy(run.jobs), "jobs", len(run.jobs)
             return None
 
     def link_path(self, path: str) -> str:
@@ -464,7 +469,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"message": "Not Found",
                                  "documentation_url": "https://docs.github.com/rest"})
                 return
-            items, key = found
+            items, key, total = found
             try:
                 per_page = max(1, min(int(query.get("per_page", 30)), fake.max_per_page))
                 page = max(1, int(query.get("page", 1)))
@@ -473,7 +478,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 return
             last = max(1, -(-len(items) // per_page))
             chunk = items[(page - 1) * per_page: page * per_page]
-            data: Any = chunk if key is None else {"total_count": len(items), key: chunk}
+            data: Any = chunk if key is None else {"total_count": total, key: chunk}
             body = json.dumps(data).encode()
             etag = f'W/"{hashlib.sha256(body).hexdigest()[:40]}"'
             headers = {"ETag": etag, "Cache-Control": "private, max-age=60, s-maxage=60",

@@ -598,3 +598,58 @@ def test_every_request_of_the_source_is_in_the_credentials_table(app_github: Fak
     assert len(sent) == 6, sent
     missing = {r for r in sent if f"`{r}`" not in table and f"`{r}?" not in table}
     assert not missing, missing
+
+
+# -- runs GitHub counts but does not list ---------------------------------------------------------
+def test_runs_past_githubs_listing_limit_count_as_a_job_each_for_the_sets_they_ask_for(
+        github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """GitHub lists at most 1,000 runs of a status (here 4, the fake's cut) and counts them all
+    in total_count: the runs past the cut were dropped without a word, and a flooded repo's
+    sets were scaled for a thousand runs of many more. Each unlisted queued run now counts as
+    one queued job (in_progress: one running) for the sets the listed runs' jobs match, with
+    no job ids, and a warning says so; a set no job of the repo asks for is not charged."""
+    github.max_runs_listed = 4
+    busy, quiet = github.add_repo("acme", "busy"), github.add_repo("acme", "quiet")
+    for _ in range(7):
+        github.add_run(busy, "queued", [("queued", ["self-hosted", "linux"])] * 2)
+    for _ in range(5):
+        github.add_run(busy, "in_progress", [("in_progress", ["linux"])])
+    for _ in range(6):  # held for an approval: not counted, listed or not
+        github.add_run(busy, "waiting", [("waiting", ["linux"])])
+    github.add_run(quiet, "queued", [("queued", ["self-hosted", "gpu"])])
+    config = write_config(tmp_path, [
+        {"name": "linux", "source": github_source(github, ["self-hosted", "linux"])},
+        {"name": "gpu", "source": github_source(github, ["self-hosted", "gpu"])}])
+    reading = read(tmp_path, config)
+    assert reading.errors == {}
+    # 4 runs of 2 jobs listed + 3 unlisted runs; 4 running listed + 1 unlisted
+    assert pair(reading, "linux") == (4 * 2 + 3, 4 + 1)
+    assert reading.demands["linux"].jobs is None  # counts only: unlisted jobs have no ids
+    assert pair(reading, "gpu") == (1, 0) and reading.demands["gpu"].jobs is not None
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == [
+        f"warning: github: {github.url}: acme/busy: GitHub counts 7 queued runs and lists 4 "
+        "(at most 1,000 a status): the 3 unlisted counted as one queued job each for set(s) "
+        "linux (a lower bound: each run has a job; the jobs of the listed runs match their "
+        "labels)",
+        f"warning: github: {github.url}: acme/busy: GitHub counts 5 in_progress runs and lists "
+        "4 (at most 1,000 a status): the 1 unlisted counted as one running job each for set(s) "
+        "linux (a lower bound: each run has a job; the jobs of the listed runs match their "
+        "labels)",
+        f"warning: github: {github.url}: acme/busy: GitHub counts 6 waiting runs and lists 4 "
+        "(at most 1,000 a status): the 2 unlisted are not counted (a waiting run may hold no "
+        "job a runner can take)"]
+    assert GH_TOKEN not in "\n".join(warnings)
+
+
+def test_a_poll_that_lists_every_run_says_nothing(github: FakeGitHub, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    github.max_runs_listed = 4
+    repo = github.add_repo("acme", "app")
+    for _ in range(4):
+        github.add_run(repo, "queued", [("queued", ["linux"])])
+    config = write_config(tmp_path, [{"name": "linux",
+                                      "source": github_source(github, ["linux"])}])
+    reading = read(tmp_path, config)
+    assert pair(reading, "linux") == (4, 0) and reading.demands["linux"].jobs is not None
+    assert capsys.readouterr().err == ""

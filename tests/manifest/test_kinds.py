@@ -89,7 +89,8 @@ def test_each_kind_is_written_where_the_table_says(tmp_path: Path, kind: tuple[s
     assert get(new, (*ANNOTATIONS, A_JOBS)) == Demand(3, 0).fingerprint
     assert get(new, (*ANNOTATIONS, A_LAST_SCALE_UP)) == STAMP
     assert owned(new) == {"replicas": 3, "patchID": 0,
-                          "effectiveTime": STAMP if table.effective_time else None}
+                          "effectiveTime": STAMP if table.effective_time else None,
+                          "backlog": 0 if table.backlog else None}
     assert yaml.safe_load(plan.files["sets/linux.yaml"][1]) == new
     assert "  image: runner:1  # theirs\n" in plan.files["sets/linux.yaml"][1]
     cache.apply(plan.cache_writes)
@@ -157,8 +158,8 @@ def test_a_kind_added_to_the_table_works_end_to_end(tmp_path: Path, capsys,  # t
     assert code == 2, err
     [change] = json.loads(out)["changes"]
     assert (change["from"], change["to"]) == (
-        {"replicas": 1, "patchID": None, "effectiveTime": None},
-        {"replicas": 3, "patchID": 0, "effectiveTime": None})
+        {"replicas": 1, "patchID": None, "effectiveTime": None, "backlog": None},
+        {"replicas": 3, "patchID": 0, "effectiveTime": None, "backlog": None})
     code, out, err = run(capsys, "reconcile", "--repo", str(checkout), "--demand", str(demand),
                          "--now", STAMP)
     assert code == 0 and "committed" in out, out + err

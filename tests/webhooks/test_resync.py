@@ -94,11 +94,33 @@ def test_a_resync_corrects_lost_deliveries_and_says_what_it_did(
     _, spec = remote_state(repo)
     assert spec["replicas"] == 2
     message = git(repo.parent / "remote.git", "log", "-1", "--format=%B", "main")
-    assert (f"- resync with GitHub, linux: added 2 (jobs {queued}, {running}); removed 1 "
-            f"(job 5)") in message
+    assert (f"- resync with GitHub, linux: added 2 (1 queued, 1 running: jobs {queued}, "
+            f"{running}); removed 1 (job 5)") in message
     err = capfd.readouterr().err
-    assert f"resync linux: added 2 (jobs {queued}, {running}); removed 1 (job 5)" in err
+    assert (f"resync linux: added 2 (1 queued, 1 running: jobs {queued}, {running}); "
+            "removed 1 (job 5)") in err
     assert GH_TOKEN not in err and GH_TOKEN not in message
+
+
+def test_a_resync_that_github_did_not_list_every_run_for_removes_nothing(
+        github: FakeGitHub, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """GitHub lists at most 1,000 runs a status (here 1): job 5's run may be one it left out,
+    so its reservation is kept (it was removed as a lost `completed`); the listed job is added,
+    and the log says why nothing was removed."""
+    github.max_runs_listed = 1
+    github.add_run("octo-org/octo-repo", "queued", [("queued", LINUX)])
+    newest = github.add_run("octo-org/octo-repo", "queued", [("queued", LINUX)])
+    listed = newest.jobs[0]["id"]
+    repo = checkout(tmp_path, github.url, LOST_COMPLETED)
+    server = Server(repo, window="1s", resync="1h")
+    try:
+        wait_for_book(repo, {"linux": {5: True, listed: False}})
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    assert f"resync linux: added 1 (1 queued, 0 running: job {listed})" in err, err
+    assert ("resync linux: GitHub did not list every run (octo-org/octo-repo: 1 of 2 queued): "
+            "reservations of jobs it does not list are kept") in err, err
 
 
 def test_a_failed_resync_changes_nothing(github: FakeGitHub, tmp_path: Path,

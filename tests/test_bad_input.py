@@ -497,7 +497,12 @@ DEMAND_CASES = [
     pytest.param("linux:\n  queued: 1\n", "demand.yaml:1", ["running"], id="missing-running"),
     pytest.param("linux: {queued: 1, running: 0\n", "demand.yaml:", ["not valid YAML"],
                  id="unparsable"),
-    pytest.param("linus: {queued: 1, running: 0}\n", "demand.yaml", ["linus"], id="unknown-set"),
+    pytest.param("linux: {queued: 1, running: 0}\nlinus: {queued: 1, running: 0}\n",
+                 "demand.yaml:2", ["set that gitscale.yaml does not declare: linus (did you mean "
+                                   "linux?); gitscale.yaml declares linux"], id="unknown-set"),
+    pytest.param("zz: {queued: 1, running: 0}\nlinus: {queued: 1, running: 0}\n",
+                 "demand.yaml:1", ["sets that gitscale.yaml does not declare: zz, linus (did you "
+                                   "mean linux?)"], id="unknown-sets"),
     pytest.param("linux: {queued: 2.0, running: 0}\n", "demand.yaml:1",
                  ["queued", "2.0 is not an integer"], id="float"),
     pytest.param("linux: {queued: 1, running: 0, jobs: [2026-02-30]}\n", "demand.yaml:",
@@ -609,7 +614,7 @@ def test_a_demand_file_with_many_unknown_sets_gives_a_short_error(tmp_path: Path
     demand = tmp_path / "big.yaml"
     demand.write_text("".join(f"s{i}: {{queued: 1, running: 0}}\n" for i in range(20_000)))
     code, _, err = run(capsys, "plan", "--repo", str(checkout), "--demand", str(demand))
-    assert code == 1 and "s0, s1, s10," in err and "and 19990 more" in err
+    assert code == 1 and "big.yaml:1: " in err and "s0, s1, s2," in err and "and 19990 more" in err
     assert len(err) < 1000
 
 

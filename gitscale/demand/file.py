@@ -1,6 +1,7 @@
 """The ``file`` source and ``--demand FILE``: ``set name → {queued, running, jobs}``."""
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -98,12 +99,9 @@ class FileSource:
         demands = parse_demand_file(self.path, self.label)
         if self.strict:
             known = {s.name for s in sets}
-            unknown = sorted(set(demands) - known)
+            unknown = [name for name in demands if name not in known]  # in the file's order
             if unknown:
-                listed = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more"
-                                                     if len(unknown) > 10 else "")
-                raise DemandError(self.label, f"names runner sets that gitscale.yaml does not "
-                                  f"declare: {listed}")
+                raise self._unknown(unknown, [s.name for s in sets])
         reading = DemandReading()
         for runner_set in sets:
             if runner_set.name in demands:
@@ -111,6 +109,36 @@ class FileSource:
             else:
                 reading.errors[runner_set.name] = f"{self.label}: no entry for this set"
         return reading
+
+
+    def _unknown(self, unknown: list[str], declared: list[str]) -> DemandError:
+        """The error for names no set has (in the file's order), at the line of the first,
+        each with the declared set it was probably meant to be (a typo, a renamed set's old
+        name)."""
+        shown = []
+        for name in unknown[:10]:
+            close = difflib.get_close_matches(name, declared, n=1)
+            shown.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        said = ("a runner set" if len(unknown) == 1 else "runner sets")
+        return DemandError(self.label, f"names {said} that gitscale.yaml does not declare: "
+                           f"{_some(shown, len(unknown))}; gitscale.yaml declares "
+                           f"{_some(declared)}", self._line(unknown[0]))
+
+    def _line(self, name: str) -> int | None:
+        """The line of ``name``'s entry (the file read again: only an error needs it)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        documents = [d for d in load_documents(text, self.label, DemandError)
+                     if d.data is not None]
+        return documents[0].key_line([], name) if documents else None
+
+
+def _some(names: Sequence[str], count: int | None = None) -> str:
+    """The first ten of ``names``, and how many more of ``count`` (default: all of them)."""
+    more = (len(names) if count is None else count) - 10
+    return ", ".join(names[:10]) + (f" and {more} more" if more > 0 else "")
 
 
 def source(where: Where, settings: FileSettings) -> FileSource:

@@ -19,10 +19,12 @@ from gitscale.redact import (
     redact,
     secret_forms,
 )
-from tests.demand.conftest import GH_TOKEN
+from tests.demand.conftest import GH_TOKEN, app_github
 from tests.demand.fake_github import FakeGitHub
 from tests.demand.test_reconcile_github import config_repo
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+
+__all__ = ["app_github"]  # fixtures, shared
 
 
 @pytest.mark.parametrize("url", [
@@ -308,3 +310,28 @@ def test_secrets_held_from_many_threads_stay_bounded() -> None:
     known = known_secrets()
     assert errors == [] and len(known) == HELD
     assert known <= {f"thread-{n}-secret-{i:04d}" for n in range(8) for i in range(400)}
+
+
+# -- found by the end-to-end audit (2026-11): sentinels in every credential input ----------------
+def test_a_github_apps_jwt_is_masked_as_its_tokens_are(app_github: FakeGitHub,  # type: ignore[no-untyped-def]
+                                                       tmp_path: Path) -> None:
+    """The App's JWT is a credential (signed with its private key, valid up to 10 minutes: it
+    mints installation tokens of every repository the App may read). Only the App client's own
+    errors masked it: a crash report or a `run` log line quoting the request's headers (a
+    bug's exception text) showed it whole, where the installation tokens it bought showed
+    ``***``. It is held, as they are, from when it is signed."""
+    from gitscale import crash
+    from tests.demand.fake_github import populate_org
+    from tests.demand.test_github import app_source, read, write_config
+
+    populate_org(app_github, "acme", 1)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path)}])  # type: ignore[attr-defined]
+    assert read(tmp_path / "repo", config).errors == {}
+    sent = {(r.authorization or "").removeprefix("Bearer ") for r in app_github.log}
+    jwts = {s for s in sent if s.startswith("eyJ") and s.count(".") == 2}
+    tokens = {t["token"] for t in app_github.issued}
+    assert jwts and tokens
+    for secret in (*jwts, *tokens):
+        said = crash.summary(RuntimeError(f"headers={{'Authorization': 'Bearer {secret}'}}"))
+        assert secret not in said and "'Bearer ***'" in said, said

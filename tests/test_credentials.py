@@ -335,3 +335,21 @@ def test_a_github_apps_jwt_is_masked_as_its_tokens_are(app_github: FakeGitHub,  
     for secret in (*jwts, *tokens):
         said = crash.summary(RuntimeError(f"headers={{'Authorization': 'Bearer {secret}'}}"))
         assert secret not in said and "'Bearer ***'" in said, said
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param(["plan", "--output", "ghp_SENTINELusage0123456789"], id="a-choice"),
+    pytest.param(["plan", "ghp_SENTINELusage0123456789"], id="an-extra-argument"),
+    pytest.param(["controller", "--health-port", "https://u:pw-SENTINEL@h/x"], id="a-url"),
+])
+def test_a_usage_error_does_not_echo_a_secret(capsys, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+                                              argv: list[str]) -> None:
+    """click's own errors (a value not among the choices, an extra argument) quote what was
+    given: a token pasted into the wrong option, or an unquoted variable that split into an
+    extra argument, was echoed whole into a CI log, where gitscale's own errors mask it. They
+    pass through ``redact`` as those do."""
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_SENTINELusage0123456789")
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and "Error: " in err and "***" in err, err
+    assert "SENTINEL" not in out + err
+    assert f"Try 'gitscale {argv[0]} --help' for help." in err  # click's usage, kept

@@ -19,12 +19,13 @@ from gitscale.redact import (
     redact,
     secret_forms,
 )
+from tests.commands.test_serve import repo
 from tests.demand.conftest import GH_TOKEN, app_github
 from tests.demand.fake_github import FakeGitHub
 from tests.demand.test_reconcile_github import config_repo
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
 
-__all__ = ["app_github"]  # fixtures, shared
+__all__ = ["app_github", "repo"]  # fixtures, shared
 
 
 @pytest.mark.parametrize("url", [
@@ -353,3 +354,22 @@ def test_a_usage_error_does_not_echo_a_secret(capsys, monkeypatch: pytest.Monkey
     assert code == 1 and "Error: " in err and "***" in err, err
     assert "SENTINEL" not in out + err
     assert f"Try 'gitscale {argv[0]} --help' for help." in err  # click's usage, kept
+
+
+def test_a_log_line_masks_a_secret_whatever_brought_it(  # type: ignore[no-untyped-def]
+        repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """``run``'s and ``serve``'s log lines were masked only where each was formed: a delivery
+    id (sent by whoever posts to `serve`) equal to the webhook secret (a script that sends it
+    there by mistake) was logged as it came. Every log line passes through ``redact``."""
+    from tests.commands.test_serve import SECRET, Server, job
+
+    server = Server(repo, window="1s")
+    try:
+        status, _ = server.post(job(1, "queued", ["self-hosted", "linux"]), signature=None,
+                                delivery=SECRET)
+        assert status == 401
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    assert "rejected webhook delivery ***: 401 missing X-Hub-Signature-256" in err, err
+    assert SECRET not in err

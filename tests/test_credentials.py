@@ -69,6 +69,13 @@ def test_a_token_in_the_remote_url_of_a_checkout_is_not_in_git_errors(tmp_path: 
     # unusual scheme, still has its user info masked
     ("x1https://u:pw1234@h/r git+ssh://t1234@h:r", "x1https://***@h/r git+ssh://***@h:r"),
     ("a ://u:pw1234@h", "a ://***@h"),
+    # tokens known by their shape, never read by this process (a token pasted into the wrong
+    # place): GitHub's classic and fine-grained, Buildkite's API token, a JWT; near misses kept
+    ("--output ghp_" + "A1b2" * 9 + " is not one of", "--output *** is not one of"),
+    ("x github_pat_" + "11AB_cd" * 12 + ".", "x ***."),
+    ("bkua_" + "0f" * 20 + ", ghs_" + "Zz9" * 12, "***, ***"),
+    ("Bearer eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOjEyMzR9.c2lnbmF0dXJlLXBhcnQ", "Bearer ***"),
+    ("branch ghp_short, commit 1f0c3a9e4b, tag eyJ.eyJ.x", "branch ghp_short, commit 1f0c3a9e4b, tag eyJ.eyJ.x"),
 ])
 def test_redact(text: str, want: str) -> None:
     assert redact(text).startswith(want)

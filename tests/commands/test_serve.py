@@ -601,6 +601,24 @@ def test_durations_below_their_minimum_are_refused(repo: Path, args: list[str],
     assert not (repo / ".gitscale").exists()
 
 
+@pytest.mark.parametrize(("reservation", "resync", "warned"), [
+    pytest.param("1m", "2m", True, id="shorter"),
+    pytest.param("2m", "2m", False, id="equal"),
+    pytest.param("1m", "0", False, id="no-resync"),
+])
+def test_a_reservation_shorter_than_the_resync_is_warned_of_at_start(  # type: ignore[no-untyped-def]
+        repo: Path, capfd: pytest.CaptureFixture[str], reservation: str, resync: str,
+        warned: bool) -> None:
+    """The resync renews a still-listed job's reservation: one that expires before the next
+    resync makes a long-queued job's set scale down and up again, so serve says so once."""
+    server = Server(repo, reservation=reservation, resync=resync)
+    server.close()
+    err = capfd.readouterr().err
+    said = f"warning: --reservation {reservation} is shorter than --resync {resync}"
+    assert (said in err) is warned, err
+    assert err.count("is shorter than --resync") == int(warned)
+
+
 @pytest.mark.parametrize("off", ["0", "0s", "0m", "0h", " 0 "])
 def test_every_zero_duration_turns_resync_off(off: str) -> None:
     """`--resync 0m` turned resync off before the minimums; it still does, as `0` and `0s`."""

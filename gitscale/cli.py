@@ -481,7 +481,13 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("aborted", err=True)
         return EXIT_ERROR
     except click.ClickException as exc:
-        exc.show()
+        import io
+
+        from gitscale.redact import redact
+
+        said = io.StringIO()  # click quotes the value it refused: a token pasted there, too
+        exc.show(file=said)
+        click.echo(redact(said.getvalue()), err=True, nl=False)
         return EXIT_ERROR  # not click's 2: plan uses 2 for "changes pending"
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

@@ -1,5 +1,6 @@
 """Credentials out of every message gitscale prints: URLs' user info (``https://user:pw@…`` and
-scp-style ``user:pw@host:repo``), credential-like query parameters (``?token=…``), and the
+scp-style ``user:pw@host:repo``), credential-like query parameters (``?token=…``), tokens known
+by their shape (GitHub's ``ghp_…``, Buildkite's ``bkua_…``, JWTs), and the
 values of the secrets gitscale holds, wherever a server or git echoes them back — as they are,
 or escaped the way Python, JSON, an HTTP library or a URL shows them (``'ghp_a\\nb'``,
 ``b'\\xc3'``, ``\\u00e9``, ``a%2Fb``). Also what makes a credential unfit for an HTTP header,
@@ -38,6 +39,13 @@ _SCP_USERINFO = re.compile(r"(?<![\w.+/:-])(?P<user>[\w.+-]+):[^\s/@:]+@(?=[\w.-
 _QUERY_SECRET = re.compile(
     r"(?i)(?P<name>[?&;][\w.-]*(?:token|secret|passw(?:or)?d|pwd|key|sig|signature|auth"
     r"|credential)s?[\w.-]*=)[^&#\s'\"<>]+")
+# Tokens known by their shape, masked even when this process never read them (a token pasted
+# into a wrong option, a server's echo of another credential): GitHub's (ghp_, gho_, ghu_,
+# ghs_, ghr_ and fine-grained github_pat_), Buildkite's API access tokens (bkua_), and JWTs (a
+# GitHub App's, a Kubernetes service account's: base64url of '{"' starts header and payload)
+_TOKEN_SHAPES = re.compile(
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,}|bkua_[A-Za-z0-9]{30,}"
+    r"|eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,})")
 SHORTEST = 4  # shorter "secrets" would mask ordinary words
 # The variables gitscale documents as holding a credential (README, "Help"), and the one that
 # names a file holding one.
@@ -138,7 +146,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     forms = {form for secret in every for form in secret_forms(secret)}
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, MASK)
-    return text
+    return _TOKEN_SHAPES.sub(MASK, text)  # (after the known ones: theirs are the longer forms)
 
 
 # Asked for each known secret on every ``redact``: room for all of them (those held, the

@@ -19,10 +19,13 @@ from gitscale.redact import (
     redact,
     secret_forms,
 )
-from tests.demand.conftest import GH_TOKEN
+from tests.commands.test_serve import repo
+from tests.demand.conftest import GH_TOKEN, app_github
 from tests.demand.fake_github import FakeGitHub
 from tests.demand.test_reconcile_github import config_repo
 from tests.helpers import RUNNERSET, git, make_repo, run, simple_config
+
+__all__ = ["app_github", "repo"]  # fixtures, shared
 
 
 @pytest.mark.parametrize("url", [
@@ -66,6 +69,13 @@ def test_a_token_in_the_remote_url_of_a_checkout_is_not_in_git_errors(tmp_path: 
     # unusual scheme, still has its user info masked
     ("x1https://u:pw1234@h/r git+ssh://t1234@h:r", "x1https://***@h/r git+ssh://***@h:r"),
     ("a ://u:pw1234@h", "a ://***@h"),
+    # tokens known by their shape, never read by this process (a token pasted into the wrong
+    # place): GitHub's classic and fine-grained, Buildkite's API token, a JWT; near misses kept
+    ("--output ghp_" + "A1b2" * 9 + " is not one of", "--output *** is not one of"),
+    ("x github_pat_" + "11AB_cd" * 12 + ".", "x ***."),
+    ("bkua_" + "0f" * 20 + ", ghs_" + "Zz9" * 12, "***, ***"),
+    ("Bearer eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOjEyMzR9.c2lnbmF0dXJlLXBhcnQ", "Bearer ***"),
+    ("branch ghp_short, commit 1f0c3a9e4b, tag eyJ.eyJ.x", "branch ghp_short, commit 1f0c3a9e4b, tag eyJ.eyJ.x"),
 ])
 def test_redact(text: str, want: str) -> None:
     assert redact(text).startswith(want)
@@ -308,3 +318,65 @@ def test_secrets_held_from_many_threads_stay_bounded() -> None:
     known = known_secrets()
     assert errors == [] and len(known) == HELD
     assert known <= {f"thread-{n}-secret-{i:04d}" for n in range(8) for i in range(400)}
+
+
+# -- found by the end-to-end audit (2026-11): sentinels in every credential input ----------------
+def test_a_github_apps_jwt_is_masked_as_its_tokens_are(app_github: FakeGitHub,  # type: ignore[no-untyped-def]
+                                                       tmp_path: Path) -> None:
+    """The App's JWT is a credential (signed with its private key, valid up to 10 minutes: it
+    mints installation tokens of every repository the App may read). Only the App client's own
+    errors masked it: a crash report or a `run` log line quoting the request's headers (a
+    bug's exception text) showed it whole, where the installation tokens it bought showed
+    ``***``. It is held, as they are, from when it is signed."""
+    from gitscale import crash
+    from tests.demand.fake_github import populate_org
+    from tests.demand.test_github import app_source, read, write_config
+
+    populate_org(app_github, "acme", 1)
+    config = write_config(tmp_path / "repo", [
+        {"name": "linux", "source": app_source(app_github, app_github.key_path)}])  # type: ignore[attr-defined]
+    assert read(tmp_path / "repo", config).errors == {}
+    sent = {(r.authorization or "").removeprefix("Bearer ") for r in app_github.log}
+    jwts = {s for s in sent if s.startswith("eyJ") and s.count(".") == 2}
+    tokens = {t["token"] for t in app_github.issued}
+    assert jwts and tokens
+    for secret in (*jwts, *tokens):
+        said = crash.summary(RuntimeError(f"headers={{'Authorization': 'Bearer {secret}'}}"))
+        assert secret not in said and "'Bearer ***'" in said, said
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param(["plan", "--output", "ghp_SENTINELusage0123456789"], id="a-choice"),
+    pytest.param(["plan", "ghp_SENTINELusage0123456789"], id="an-extra-argument"),
+    pytest.param(["controller", "--health-port", "https://u:pw-SENTINEL@h/x"], id="a-url"),
+])
+def test_a_usage_error_does_not_echo_a_secret(capsys, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+                                              argv: list[str]) -> None:
+    """click's own errors (a value not among the choices, an extra argument) quote what was
+    given: a token pasted into the wrong option, or an unquoted variable that split into an
+    extra argument, was echoed whole into a CI log, where gitscale's own errors mask it. They
+    pass through ``redact`` as those do."""
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_SENTINELusage0123456789")
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and "Error: " in err and "***" in err, err
+    assert "SENTINEL" not in out + err
+    assert f"Try 'gitscale {argv[0]} --help' for help." in err  # click's usage, kept
+
+
+def test_a_log_line_masks_a_secret_whatever_brought_it(  # type: ignore[no-untyped-def]
+        repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """``run``'s and ``serve``'s log lines were masked only where each was formed: a delivery
+    id (sent by whoever posts to `serve`) equal to the webhook secret (a script that sends it
+    there by mistake) was logged as it came. Every log line passes through ``redact``."""
+    from tests.commands.test_serve import SECRET, Server, job
+
+    server = Server(repo, window="1s")
+    try:
+        status, _ = server.post(job(1, "queued", ["self-hosted", "linux"]), signature=None,
+                                delivery=SECRET)
+        assert status == 401
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    assert "rejected webhook delivery ***: 401 missing X-Hub-Signature-256" in err, err
+    assert SECRET not in err

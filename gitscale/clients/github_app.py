@@ -20,8 +20,9 @@ token held is still valid for more than ``LAST_MINUTE``, raises nothing: that to
 meanwhile (said once in the log), and the exchange is tried again ``OUTAGE_RETRY`` seconds later
 — an outage of a few minutes must not stop every call that a valid token would serve. A refusal
 at the refresh raises as always (a revoked key: its tokens are not to be used). Every message names the URL (and the cause,
-when there was no answer), never the key or a token. Each token minted is held for masking
-(``gitscale.redact``). The requests go through the one HTTP client (``http.py``).
+when there was no answer), never the key or a token. Each JWT signed and each token minted is
+held for masking (``gitscale.redact``): the JWT is a credential too (it mints tokens for its
+minutes), and a bug's message, not only this client's errors, may quote it. The requests go through the one HTTP client (``http.py``).
 
 https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-an-installation-access-token-for-a-github-app
 """
@@ -265,7 +266,7 @@ class InstallationToken:
         JWT refused for its times is signed again on GitHub's clock (its answer's ``Date``) and
         sent once more."""
         for attempt in (1, 2):
-            self._assertion = self._jwt(key)
+            self._assertion = hold(self._jwt(key))  # (a credential: masked everywhere)
             try:
                 return self._http.request(method, url)
             except Unreachable as exc:

@@ -295,12 +295,23 @@ def _checked(value: str | None, pattern: re.Pattern[str], option: str, what: str
     return value
 
 
+# Where each URL's credential comes from instead (a URL init writes is committed)
+_TOKEN_FROM = {
+    "--notify-url": "gitscale takes the notify token from FLUX_RECEIVER_TOKEN or "
+                    "ARGOCD_WEBHOOK_SECRET, or the file its _FILE names",
+    "--github-url": "gitscale takes the GitHub token from GITHUB_TOKEN or a GitHub App's keys, "
+                    "as docs/credentials.md says",
+    "--cluster": "Argo CD takes a cluster's credentials from its cluster Secret",
+}
+
+
 def _no_credentials(option: str, url: str) -> None:
     """A URL init writes into the repo must not carry a secret (it would be committed)."""
     if has_credentials(url):
+        source = _TOKEN_FROM.get(option, "gitscale takes the git token from "
+                                         "GITSCALE_GIT_TOKEN_FILE or GITSCALE_GIT_TOKEN")
         raise InputError(option, f"{redact(url)} has credentials in it; nothing was written "
-                         "(gitscale takes the git token from GITSCALE_GIT_TOKEN_FILE or "
-                         "GITSCALE_GIT_TOKEN, never from a URL)")
+                         f"({source}, never from a URL)")
 
 
 def _server(url: str) -> str:

@@ -15,7 +15,9 @@ the approval reserves one again. Reservations beyond the set's max are starved: 
 capacity, so their expiry is pushed back on every batch instead of running out in the queue.
 
 ``resync`` corrects a book from what GitHub lists (the webhooks that were lost): missing queued
-or running jobs are added, reservations of jobs GitHub no longer lists are removed.
+or running jobs are added, reservations of jobs GitHub no longer lists are removed, and those of
+the jobs it lists are renewed: an expiry stands for a lost ``completed``, and a job GitHub still
+lists queued (or running) was not completed, however long it has waited.
 """
 from __future__ import annotations
 
@@ -76,8 +78,10 @@ class Book:
 
 
 def apply(book: Book, events: Iterable[Event], now: datetime, duration: timedelta,
-          max_replicas: int) -> Book:
-    """The book after ``events`` (in delivery order), expiry, and the starvation rule."""
+          max_replicas: int, *, expire: bool = True) -> Book:
+    """The book after ``events`` (in delivery order), expiry, and the starvation rule.
+    ``expire`` False: no queued reservation expires in this batch (a resync renews them next,
+    or a restarted serve has not heard GitHub's list yet)."""
     reservations = {r.job: r for r in book.reservations}
     tombstones = {job: until for job, until in book.completed if until > now}
     for event in events:
@@ -107,11 +111,11 @@ def apply(book: Book, events: Iterable[Event], now: datetime, duration: timedelt
             found = reservations.get(event.job)
             if found is not None and not found.running:
                 del reservations[event.job]
-    return _settle(reservations, tombstones, now, duration, max_replicas)
+    return _settle(reservations, tombstones, now, duration, max_replicas, expire)
 
 
 def _settle(reservations: dict[int, Reservation], tombstones: dict[int, datetime],
-            now: datetime, duration: timedelta, max_replicas: int) -> Book:
+            now: datetime, duration: timedelta, max_replicas: int, expire: bool = True) -> Book:
     """Expiry and the starvation rule, and the book in its order (oldest first)."""
     ordered = sorted(reservations.values(), key=lambda r: (r.created, r.job))
     # The running jobs hold their runners whatever their age: the queued ones share what is
@@ -129,7 +133,7 @@ def _settle(reservations: dict[int, Reservation], tombstones: dict[int, datetime
             waiting += 1
         # A running job holds its runner until it completes, however long it runs: only
         # queued reservations expire (a lost `completed` is the resync's to correct).
-        if reservation.running or reservation.expires > now:
+        if reservation.running or reservation.expires > now or not expire:
             kept.append(reservation)
     return Book(tuple(kept), tuple(sorted(tombstones.items())))
 
@@ -142,6 +146,9 @@ class Correction:
     removed: tuple[int, ...] = ()
     started: tuple[int, ...] = ()  # queued here, running on GitHub
     added_running: tuple[int, ...] = ()  # those of ``added`` GitHub lists as running
+    # reservations of jobs GitHub lists, whose expiry runs from this resync: not a correction
+    # (they were right), so it is neither said nor a reason to commit
+    renewed: tuple[int, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.started)
@@ -171,21 +178,27 @@ def resync(book: Book, listed: Mapping[int, bool], before: datetime, now: dateti
     was seen (the tombstone wins: the API lags behind the webhooks). A queued reservation of a
     job listed as running is marked running. A reservation of a job GitHub does not list is
     removed (its completion was lost) if it was made before ``before``: one made since may be
-    a job the API does not show yet. ``complete`` False: GitHub did not list every run (past
-    its 1,000 a status), so a job it does not list may be of one it left out: nothing is
-    removed.
+    a job the API does not show yet. A reservation of a listed job is renewed: it expires
+    ``duration`` from ``now`` (or later, when it did already), as a new one would — a job
+    queued longer than ``duration`` lost its runner at the expiry and got it back at the next
+    resync. ``complete`` False: GitHub did not list every run (past its 1,000 a status), so a
+    job it does not list may be of one it left out: nothing is removed (and what it does not
+    list is not renewed: it expires as it would have).
     """
     reservations = {r.job: r for r in book.reservations}
     tombstones = {job: until for job, until in book.completed if until > now}
-    added, removed, started = [], [], []
+    added, removed, started, renewed = [], [], [], []
     for job, running in sorted(listed.items()):
         found = reservations.get(job)
         if found is None and job not in tombstones:
             reservations[job] = Reservation(job, running, now, now + duration)
             added.append(job)
-        elif found is not None and running and not found.running:
-            reservations[job] = replace(found, running=True)
-            started.append(job)
+        elif found is not None:
+            if running and not found.running:
+                started.append(job)
+            reservations[job] = replace(found, running=found.running or running,
+                                        expires=max(found.expires, now + duration))
+            renewed.append(job)
     for job, reservation in list(reservations.items()):
         if complete and job not in listed and reservation.created < before:
             del reservations[job]
@@ -193,4 +206,14 @@ def resync(book: Book, listed: Mapping[int, bool], before: datetime, now: dateti
             removed.append(job)
     settled = _settle(reservations, tombstones, now, duration, max_replicas)
     return settled, Correction(tuple(added), tuple(removed), tuple(started),
-                               tuple(job for job in added if listed[job]))
+                               tuple(job for job in added if listed[job]), tuple(renewed))
+
+
+def without_renewals(after: Book, before: Book, renewed: Iterable[int]) -> Book:
+    """``after`` with the expiry of each renewed reservation as ``before`` had it: equal to
+    ``before`` when a batch renewed reservations and changed nothing else."""
+    was = {r.job: r.expires for r in before.reservations}
+    again = set(renewed)
+    return replace(after, reservations=tuple(
+        replace(r, expires=was[r.job]) if r.job in again and r.job in was else r
+        for r in after.reservations))

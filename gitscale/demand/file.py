@@ -1,7 +1,6 @@
 """The ``file`` source and ``--demand FILE``: ``set name → {queued, running, jobs}``."""
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -115,6 +114,8 @@ class FileSource:
         """The error for names no set has (in the file's order), at the line of the first,
         each with the declared set it was probably meant to be (a typo, a renamed set's old
         name)."""
+        import difflib  # (an error's only: a pass does not load it)
+
         shown = []
         for name in unknown[:10]:
             close = difflib.get_close_matches(name, declared, n=1)

@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 from gitscale.plan.cache import StateCache
 from gitscale.config.load import Config, load_config
 from gitscale.core.forecast import Forecast
-from gitscale.core.reservations import Book, Correction, Event, apply, resync
+from gitscale.core.reservations import Book, Correction, Event, apply, resync, without_renewals
 from gitscale.demand import DemandReading
 from gitscale.plan.engine import Plan, compute_plan
 from gitscale.webhooks.hold import Hold
@@ -35,14 +35,16 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
                corrected: dict[str, Correction] | None = None,
                forecasts: Callable[[Config], Mapping[str, Forecast]] | None = None,
                serving: Serving | None = None,
-               unrouted: list[JobEvent] | None = None, hold: Hold | None = None) -> Plan:
+               unrouted: list[JobEvent] | None = None, hold: Hold | None = None,
+               expire: bool = True) -> Plan:
     """Apply ``events`` and ``listing`` to the reservations in the repo and plan the sets
     this serve scales (``serving``: ``--set``, by default every webhook-fed set; what this
     batch picked is left in it). What the listing corrected, by set, goes to ``corrected``.
     ``forecasts``: the forecast sets' forecasts for the config (``gitscale.plan.forecasts``).
     The events of jobs no served set takes go to ``unrouted`` (they are not stored).
     ``hold``: the batch starts from the reservations serve holds, and a change to the file
-    alone is held rather than committed (``gitscale.webhooks.hold``)."""
+    alone is held rather than committed (``gitscale.webhooks.hold``). ``expire`` False: no
+    queued reservation expires, but by a resync (a restarted serve before its first one)."""
     config: Config = load_config(root, config_path, cache.configs)
     hold = hold if hold is not None else Hold()
     committed = read_text(root, state_path)
@@ -73,14 +75,19 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     books = {s.name: state.books.get(s.name, Book()) for s in webhook_sets}
     corrections = corrected if corrected is not None else {}
     corrections.clear()
+    renewed: dict[str, tuple[int, ...]] = {}
     for runner_set in webhook_sets:
         name = runner_set.name
         _, hi, _ = runner_set.policy.bounds(now)
-        books[name] = apply(books[name], routed.get(name, []), now, duration, hi)
-        if listing is not None and listing.error is None and name in listing.jobs:
+        listed = listing is not None and listing.error is None and name in listing.jobs
+        # with a listing, what expires is the resync's to say, once it renewed what it lists
+        books[name] = apply(books[name], routed.get(name, []), now, duration, hi,
+                            expire=expire and not listed)
+        if listing is not None and listed:
             books[name], correction = resync(books[name], listing.jobs[name],
                                              listing.started - GRACE, now, duration, hi,
                                              complete=name not in listing.partial)
+            renewed[name] = correction.renewed
             if correction:
                 corrections[name] = correction
         reading.demands[name] = books[name].demand()
@@ -95,10 +102,20 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     if new_text != committed and (committed or names):
         scaling = bool(plan.changed_paths) or set(state.served) != names
         if not scaling and not recorded and not notes and text == committed \
-                and _forgets_only(state.books, books, now, committed):
+                and _reads_as(committed, state.books, books, now):
             # Only completed jobs past their time left the file: it reads the same with them
             # (``apply`` and ``resync`` ignore a tombstone past its time), so neither a commit
             # nor a hold: at every restart after a completion, serve committed them
+            plan.events = dict(counts)
+            return plan
+        carried = hold.carried()
+        if not scaling and not corrections and (carried is None or carried.since is None) \
+                and _reads_as(text, state.books, books, now, renewed):
+            # Only a resync's renewals changed it (since the file, or renewals held already):
+            # held with no limit, for the next commit made for anything else. A restart
+            # renews them again before any expires (``expire``): committed, they were a
+            # commit per resync while any job was queued or running.
+            hold.renew(committed, new_text)
             plan.events = dict(counts)
             return plan
         if hold.keeps(now, scaling):
@@ -137,17 +154,20 @@ def _check_owner(state: State, path: str, serving: Serving, picked: Picked) -> N
         "until it is restarted with its own")
 
 
-def _forgets_only(before: Mapping[str, Book], after: Mapping[str, Book], now: datetime,
-                  committed: str) -> bool:
-    """``after`` is ``before`` without its tombstones past their time, and nothing else: written
-    again with them, the file is the one in the repo."""
+def _reads_as(text: str, before: Mapping[str, Book], after: Mapping[str, Book], now: datetime,
+              renewed: Mapping[str, tuple[int, ...]] | None = None) -> bool:
+    """``after`` is ``before`` (read from ``text``) without its tombstones past their time and
+    with the ``renewed`` reservations' expiry pushed on, and nothing else: written again with
+    those tombstones and expiries, the file is ``text``."""
     for name, book in after.items():
         old = before.get(name, Book()).completed
         if set(book.completed) != {(job, until) for job, until in old if until > now}:
             return False
-    kept = {name: Book(book.reservations, before.get(name, Book()).completed)
+    kept = {name: Book(without_renewals(book, before.get(name, Book()),
+                                        (renewed or {}).get(name, ())).reservations,
+                       before.get(name, Book()).completed)
             for name, book in after.items()}
-    return render(kept, sorted(after)) == committed
+    return render(kept, sorted(after)) == text
 
 
 def _book_changes(before: Mapping[str, Book], after: Mapping[str, Book], path: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from gitscale import crash
 from gitscale.core.reservations import Correction
@@ -62,6 +62,15 @@ class Batch:
     streak: Streak = field(default_factory=Streak)  # failed batches in a row
     dropped: Dropped = field(default_factory=Dropped)  # events no served set takes
     notify: NotifyStreaks = field(default_factory=NotifyStreaks)  # failing notify targets
+    started: datetime = field(default_factory=utcnow)
+    resynced: bool = False  # a batch applied a resync's listing since the start
+
+    def expire(self, now: datetime) -> bool:
+        """Whether queued reservations expire in a batch without a listing: not at a start
+        with a resync on until the first listing renewed those GitHub still lists (the file
+        holds no renewal a resync alone made, ``gitscale.webhooks.hold``), nor for more than
+        one ``--reservation`` after the start (a resync failing since the start)."""
+        return not self.resync_on or self.resynced or now >= self.started + self.duration
 
     def run(self, events: list[JobEvent], listing: Listing | None, final: bool = False) -> bool:
         """True when it landed; a failed batch keeps its events for the next one. ``final``:
@@ -85,7 +94,8 @@ class Batch:
                 ws.root, ws.base(), self.config_path, events, now, self.duration,
                 self.state_file, self.cache, listing, corrected,
                 lambda config: read_forecasts(ws, config, self.cache, now), self.serving,
-                unrouted, self.hold), cache=self.cache, say=log, told=self.notify)
+                unrouted, self.hold, self.expire(now)), cache=self.cache, say=log,
+                told=self.notify)
         except Exception as exc:  # noqa: BLE001 - a server must outlive one bad batch
             # Keep the events whatever went wrong (a full disk is not a GitscaleError) and
             # retry with backoff; an unexpected error is a bug and says so.
@@ -102,12 +112,15 @@ class Batch:
             if self.streak.failed(what):  # the same error again: said once per streak
                 log(self._failure(what, waiting, exc) + (f"\n{crash.report()}" if bug else ""))
             return False
+        self.resynced = self.resynced or listing is not None
         hold = self.hold
-        if hold.dropped is not None:
+        if hold.dropped is not None and hold.dropped.since is not None:  # (renewals: unsaid)
             log(f"the reservations held since {format_time(hold.dropped.since)} are dropped: "
                 f"{self.state_file} changed in the repo meanwhile (serve went on from it)")
         carried = hold.carried() if landed.commit else None  # what this commit landed too
+        carried_since = carried.since if carried is not None else None  # (renewals: unsaid)
         hold.landed()
+        held_since = hold.waiting()
         ended = self.streak.ended()
         if ended is not None:
             log(f"batches land again, after {ended[0]} failed tries in {ended[1]}")
@@ -120,7 +133,7 @@ class Batch:
             self.batcher.last_error = None
             self.batcher.last_batch = format_time(now)
             self.batcher.commits += 1 if landed.commit else 0
-            self.batcher.held_since = format_time(hold.held.since) if hold.held else None
+            self.batcher.held_since = format_time(held_since) if held_since else None
         for name, correction in corrected.items():
             log(f"resync {name}: {correction.describe()}")
         for name, why in (listing.partial.items() if listing is not None else ()):
@@ -132,16 +145,16 @@ class Batch:
         # (held or committed: said either way)
         if events or landed.commit or corrected:
             said = describe_landing(landed, ws)
-            if landed.commit is None and hold.held is not None:
+            if landed.commit is None and held_since is not None:
                 # the limit is checked when a batch runs (at least every minute): "by T" was
                 # up to a minute early
                 said = (f"reservations held (committed with the next scaling change, or in the "
-                        f"first batch from {format_time(hold.held.since + hold.limit)})")
-            elif carried is not None and not events:  # (at the limit, or the stop's batch)
-                log(f"reservations held since {format_time(carried.since)}: {said}")
+                        f"first batch from {format_time(held_since + hold.limit)})")
+            elif carried_since is not None and not events:  # (at the limit, the stop's batch)
+                log(f"reservations held since {format_time(carried_since)}: {said}")
                 return True
-            elif carried is not None:
-                said += f" (with the reservations held since {format_time(carried.since)})"
+            elif carried_since is not None:
+                said += f" (with the reservations held since {format_time(carried_since)})"
             log(f"{f'batch of {_events(len(events))}' if events else _why(landed, corrected)}"
                 f": {said}")
         return True
@@ -219,16 +232,17 @@ def write_last_batch(batch: Batch, batcher: Batcher, attempts: int = 3) -> None:
     is named, for the resync at the next start corrects it."""
     for attempt in range(attempts):
         events = batcher.take()
-        if (not events and batch.hold.held is None) or batch.run(events, None, final=True):
+        # (renewals alone are not committed at a stop: ``gitscale.webhooks.hold``)
+        if (not events and batch.hold.waiting() is None) or batch.run(events, None, final=True):
             return
         if attempt + 1 < attempts:
             time.sleep(2 ** attempt)
     lost = batcher.take()
     jobs = ", ".join(str(e.job) for e in lost[:20]) + (", …" if len(lost) > 20 else "")
-    held = batch.hold.held
+    held = batch.hold.waiting()
     log((f"{len(lost)} accepted events could not be written (jobs {jobs})" if lost else "")
         + (" and " if lost and held else "")
-        + (f"the reservations held since {format_time(held.since)} could not be committed"
+        + (f"the reservations held since {format_time(held)} could not be committed"
            if held else "") + "; "
         + ("the resync at the next start corrects their reservations" if batch.resync_on else
            "with --resync 0 nothing corrects their reservations: start serve with a resync "

@@ -13,6 +13,12 @@ the repo is never more than ``--hold`` and that behind serve while batches land.
 with unstopped (a kill, a lost node), the resync at the next start rebuilds from GitHub's list
 of queued and running jobs (with ``--resync 0`` nothing does: a lost ``completed`` of a running
 job leaves its reservation for good).
+
+A resync's renewals alone (the expiry of the jobs GitHub still lists pushed on) are held with no
+limit, with ``--hold 0`` and at a stop too: they land with the next commit made for anything
+else. No reader needs them: a restarted serve expires no queued reservation before its first
+resync has renewed them again (``Batch.expire``), and with ``--resync 0`` there are none. So a
+job queued or running for an hour costs no commit per resync.
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ class Held:
 
     base: str  # the file's text in the repo when the holding began ("" when it had none)
     text: str
-    since: datetime  # the first held batch
+    since: datetime | None  # the first held batch; None: only renewals are held (no limit)
     events: Mapping[str, int] = field(default_factory=dict)  # by action, for the commit
     notes: tuple[str, ...] = ()  # the held batches' lines for the commit body
 
@@ -68,19 +74,29 @@ class Hold:
         carried = self.carried()
         return [*(carried.notes if carried else ()), *notes]
 
+    def waiting(self) -> datetime | None:
+        """Since when a held change waits for a commit (None: nothing held, or renewals only)."""
+        return self.held.since if self.held is not None else None
+
     def keeps(self, now: datetime, scaling: bool) -> bool:
         """Whether a batch that changes the file is held: not when it changes more
         (``scaling``: a RunnerSet, the served sets), at a stop, or once the first held batch is ``limit`` old."""
         if scaling or self.final or self.limit <= timedelta(0):
             return False
-        carried = self.carried()
-        return now - (carried.since if carried else now) < self.limit
+        return now - self._since(now) < self.limit
 
     def hold(self, base: str, text: str, now: datetime, events: Mapping[str, int],
              notes: list[str]) -> None:
+        self.next = Held(base, text, self._since(now), dict(events), tuple(notes))
+
+    def renew(self, base: str, text: str) -> None:
+        """Hold ``text``, which differs from what the batch started from by a resync's
+        renewals alone: with no limit (what was carried is renewals only, or nothing)."""
+        self.next = Held(base, text, None)
+
+    def _since(self, now: datetime) -> datetime:
         carried = self.carried()
-        self.next = Held(base, text, carried.since if carried else now, dict(events),
-                         tuple(notes))
+        return carried.since if carried is not None and carried.since is not None else now
 
     def landed(self) -> None:
         """The batch landed: what it held (or nothing, when it committed) is held now."""

@@ -331,8 +331,9 @@ def test_a_notify_url_given_leaves_nothing_to_edit_and_reaches_the_engine(  # ty
     pytest.param("argocd.example.com", "is not an http(s):// URL", id="no-scheme"),
     pytest.param("ftp://argocd.example.com", "is not an http(s):// URL", id="ftp"),
     pytest.param("https://argocd.example.com/api/webhook", "no path", id="a-path"),
-    pytest.param("https://admin:hunter2@argocd.example.com", "has credentials in it",
-                 id="credentials"),
+    pytest.param("https://admin:hunter2@argocd.example.com", "has credentials in it; nothing "
+                 "was written (gitscale takes the notify token from FLUX_RECEIVER_TOKEN or "
+                 "ARGOCD_WEBHOOK_SECRET", id="credentials"),
 ])
 def test_a_bad_notify_url_is_refused_before_anything_is_written(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, url: str, words: str) -> None:
@@ -340,3 +341,22 @@ def test_a_bad_notify_url_is_refused_before_anything_is_written(  # type: ignore
                          "--notify-url", url)
     assert code == 1 and err.startswith("error: --notify-url: ") and words in err, err
     assert "hunter2" not in err + out and not (tmp_path / "config").exists()
+
+
+@pytest.mark.parametrize(("option", "url", "words"), [
+    pytest.param("--github-url", "https://ghp_tok1234@github.example.com",
+                 "takes the GitHub token from GITHUB_TOKEN", id="github-url"),
+    pytest.param("--cluster", "https://admin:hunter2@k8s.example.com",
+                 "Argo CD takes a cluster's credentials from its cluster Secret", id="cluster"),
+    pytest.param("--repo-url", "https://x:hunter2@github.com/acme/c.git",
+                 "takes the git token from GITSCALE_GIT_TOKEN_FILE", id="repo-url"),
+])
+def test_a_url_with_credentials_says_where_that_credential_goes(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, option: str, url: str, words: str) -> None:
+    """Each refused URL names where its own credential comes from (it named the git token
+    for every one: a notify or GitHub token has nothing to do with it)."""
+    code, out, err = run(capsys, "init", str(tmp_path / "config"), "--gitops", "argocd",
+                         option, url)
+    assert code == 1 and err.startswith(f"error: {option}: ") and words in err, err
+    assert "hunter2" not in err + out and "tok1234" not in err + out
+    assert not (tmp_path / "config").exists()

@@ -38,7 +38,8 @@ runnerSets:
 class Server:
     def __init__(self, checkout: Path, window: str = "2s", resync: str = "0",
                  config: str = "gitscale.yaml",
-                 state_file: str = ".gitscale/reservations.yaml", **extra: Any) -> None:
+                 state_file: str = ".gitscale/reservations.yaml", reservation: str = "10m",
+                 **extra: Any) -> None:
         self.stop = threading.Event()
         self.port: int | None = None
         self.ready = threading.Event()
@@ -52,7 +53,7 @@ class Server:
             try:
                 self.result.append(run_serve(
                     RepoOptions(str(checkout), None, config), listen="127.0.0.1:0",
-                    path="/webhook", window=window, reservation="10m",
+                    path="/webhook", window=window, reservation=reservation,
                     secret_env="TEST_WEBHOOK_SECRET", secret_file=None,
                     state_file=state_file, resync=resync, stop=self.stop,
                     ready=ready, **extra))
@@ -598,6 +599,24 @@ def test_durations_below_their_minimum_are_refused(repo: Path, args: list[str],
     assert result.stderr.startswith(f"error: {said}"), result.stderr
     assert git(repo, "rev-parse", "HEAD") == before
     assert not (repo / ".gitscale").exists()
+
+
+@pytest.mark.parametrize(("reservation", "resync", "warned"), [
+    pytest.param("1m", "2m", True, id="shorter"),
+    pytest.param("2m", "2m", False, id="equal"),
+    pytest.param("1m", "0", False, id="no-resync"),
+])
+def test_a_reservation_shorter_than_the_resync_is_warned_of_at_start(  # type: ignore[no-untyped-def]
+        repo: Path, capfd: pytest.CaptureFixture[str], reservation: str, resync: str,
+        warned: bool) -> None:
+    """The resync renews a still-listed job's reservation: one that expires before the next
+    resync makes a long-queued job's set scale down and up again, so serve says so once."""
+    server = Server(repo, reservation=reservation, resync=resync)
+    server.close()
+    err = capfd.readouterr().err
+    said = f"warning: --reservation {reservation} is shorter than --resync {resync}"
+    assert (said in err) is warned, err
+    assert err.count("is shorter than --resync") == int(warned)
 
 
 @pytest.mark.parametrize("off", ["0", "0s", "0m", "0h", " 0 "])

@@ -279,3 +279,59 @@ def test_a_resync_is_a_batch_its_starved_reservations_wait() -> None:
 ])
 def test_correction_describe(correction: Correction, said: str) -> None:
     assert correction.describe() == said
+
+
+def test_a_resync_renews_the_reservations_of_the_jobs_it_lists() -> None:
+    """Expiry stands for a lost ``completed``: a job GitHub still lists (queued, or running)
+    was not completed, so its reservation runs from this resync for another duration."""
+    book = _book((1, False, 0), (2, True, 0), (3, False, 0))
+    corrected, correction = resync(book, {1: False, 2: True, 3: True}, BEFORE, NOW, TEN, 100)
+    assert {r.job: r.expires for r in corrected.reservations} == dict.fromkeys((1, 2, 3),
+                                                                                NOW + TEN)
+    assert {r.job: r.created for r in corrected.reservations} == dict.fromkeys((1, 2, 3), T0)
+    assert correction.renewed == (1, 2, 3) and correction.started == (3,)
+    assert not Correction(renewed=(1,)), "a renewal alone corrects nothing"
+
+
+def test_a_renewal_never_shortens_an_expiry() -> None:
+    """A starved reservation's expiry, pushed past the resync's own, stays where it is."""
+    book = Book((Reservation(1, False, T0, NOW + 2 * TEN),))
+    corrected, _ = resync(book, {1: False}, BEFORE, NOW, TEN, 100)
+    assert corrected.reservations[0].expires == NOW + 2 * TEN
+
+
+def test_a_job_an_incomplete_listing_leaves_out_keeps_its_expiry() -> None:
+    """GitHub did not list every run: a job it does not list is neither removed nor renewed,
+    and expires as before."""
+    book = _book((1, False, 0), (2, False, 0))
+    corrected, correction = resync(book, {2: False}, BEFORE, NOW, TEN, 100, complete=False)
+    assert {r.job: r.expires for r in corrected.reservations} == {1: T0 + TEN, 2: NOW + TEN}
+    assert correction.renewed == (2,)
+    later = apply(corrected, [], T0 + TEN, TEN, 100)
+    assert [r.job for r in later.reservations] == [2]
+
+
+@pytest.mark.parametrize("running", [pytest.param(False, id="queued"),
+                                     pytest.param(True, id="in-progress")])
+def test_a_long_job_the_resync_lists_never_leaves_its_set(running: bool) -> None:
+    """A job queued (or running) for 45 minutes, a batch every minute, a resync every 5: its
+    reservation is there at every batch (it expired at 10 minutes and came back at the next
+    resync: a scale-down and a scale-up, 2 needless commits each time)."""
+    book = apply(Book(), [Event("s", 1, Q, T0)], T0, TEN, 100)
+    for minute in range(1, 46):
+        now = T0 + timedelta(minutes=minute)
+        book = apply(book, [], now, TEN, 100)
+        if minute % 5 == 0:
+            book, correction = resync(book, {1: running}, now - timedelta(minutes=1), now, TEN,
+                                      100)
+            assert not correction.added, f"re-added at minute {minute}"
+        assert [r.job for r in book.reservations] == [1], f"gone at minute {minute}"
+
+
+def test_apply_without_expiry_keeps_queued_reservations_past_their_time() -> None:
+    """What a restarted serve does until its first resync renews them (``expire=False``);
+    completions still remove theirs."""
+    book = _book((1, False, 0), (2, False, 0))
+    kept = apply(book, [Event("s", 2, C, T0 + 2 * TEN)], T0 + 2 * TEN, TEN, 100, expire=False)
+    assert [r.job for r in kept.reservations] == [1]
+    assert apply(book, [], T0 + 2 * TEN, TEN, 100).reservations == ()

@@ -12,12 +12,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.demand.fake_buildkite import FakeBuildkite
 from tests.demand.fake_github import FakeGitHub
 
-GH_TOKEN = "ghp_S3cr3tT0kenValue0123456789abcdefABCD"
+# (not in a shape redact masks by itself: these test that a secret read is masked)
+GH_TOKEN = "tok_S3cr3tT0kenValue0123456789abcdefABCD"
 BK_TOKEN = "bkua_S3cr3tAgentToken0123456789"
 # a token before and after a rotation (tests/demand/test_rotation.py, test_env_file.py); as
 # long as each other: a file's size does not tell them apart
-OLD = "ghp_OldT0kenValue0123456789abcdefABCDEF"
-NEW = "ghp_NewT0kenValue0123456789abcdefABCDEF"
+OLD = "tok_OldT0kenValue0123456789abcdefABCDEF"
+NEW = "tok_NewT0kenValue0123456789abcdefABCDEF"
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from gitscale.webhooks.batch import batch_plan
 from gitscale.webhooks.delivery import JobEvent
 from gitscale.webhooks.hold import Hold
 from gitscale.webhooks.reservations_file import parse_state
+from gitscale.webhooks.resync import Listing
 from tests.helpers import RUNNERSET
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=timezone.utc)
@@ -38,12 +39,16 @@ class Serve:
         self.hold = Hold(limit)
         self.commits: list[Plan] = []
 
-    def batch(self, now: datetime, *events: tuple[int, Action], final: bool = False) -> Plan:
+    def batch(self, now: datetime, *events: tuple[int, Action], final: bool = False,
+              listed: dict[int, bool] | None = None, expire: bool = True) -> Plan:
+        """``listed``: a resync's listing of linux's jobs (job → running), polled just now."""
         self.hold.final = final
+        listing = None if listed is None else Listing(now, {"linux": listed})
         plan = batch_plan(self.root, "base", "gitscale.yaml",
                           [JobEvent(job, action, ("self-hosted", "linux"), "octo-org/app",
                                     "octo-org", now) for job, action in events],
-                          now, timedelta(minutes=10), STATE, self.cache, hold=self.hold)
+                          now, timedelta(minutes=10), STATE, self.cache, listing, hold=self.hold,
+                          expire=expire)
         for rel, (_, new) in plan.files.items():
             (self.root / rel).parent.mkdir(exist_ok=True)
             (self.root / rel).write_text(new)
@@ -52,6 +57,11 @@ class Serve:
         if plan.changed_paths:
             self.commits.append(plan)
         return plan
+
+    def expiries(self) -> dict[int, datetime]:
+        """job → expires, as the reservations file in the repo says."""
+        state = parse_state((self.root / STATE).read_text(), STATE)
+        return {r.job: r.expires for r in state.books["linux"].reservations}
 
     def committed(self) -> dict[int, bool]:
         """job → running, as the reservations file in the repo says."""
@@ -135,3 +145,73 @@ def test_a_batch_that_changes_nothing_keeps_what_is_held(serve: Serve) -> None:
     held = serve.hold.held
     quiet = serve.batch(T0 + timedelta(seconds=70))  # the minute's batch, no event
     assert quiet.files == {} and serve.hold.held == held, "the same hold, its time kept"
+
+
+def long_queued(serve: Serve, minutes: int, *, final: bool = False) -> None:
+    """Job 1 queued at T0 (0 → 1, committed) and still queued ``minutes`` later: a batch
+    every minute, a resync every 5 that lists it (the last batch ``final``: a stop)."""
+    serve.batch(T0, (1, Action.QUEUED))
+    for minute in range(1, minutes + 1):
+        serve.batch(T0 + timedelta(minutes=minute), final=final and minute == minutes,
+                    listed={1: False} if minute % 5 == 0 else None)
+
+
+@pytest.mark.parametrize("limit", [pytest.param(LIMIT, id="hold-5m"),
+                                   pytest.param(timedelta(0), id="hold-0")])
+def test_a_resyncs_renewals_alone_are_never_committed(tmp_path: Path, limit: timedelta) -> None:
+    """A job queued for 45 minutes, longer than its reservation (10m): the resync that lists
+    it renews its expiry, so it never expires (1 → 0, then 1 again at the next resync: two
+    commits every 10 to 15 minutes); the renewals are held with no limit (nobody reads them:
+    a restarted serve waits for its first resync), even with --hold 0."""
+    serve = Serve(tmp_path / "config", tmp_path / "cache", limit=limit)
+    long_queued(serve, 45)
+    assert len(serve.commits) == 1 and serve.replicas() == 1
+    assert serve.expiries() == {1: T0 + timedelta(minutes=10)}, "the file as first committed"
+    assert serve.hold.held is not None and serve.hold.waiting() is None
+    held = parse_state(serve.hold.held.text, STATE).books["linux"].reservations
+    assert [(r.job, r.expires) for r in held] == [(1, T0 + timedelta(minutes=55))]
+
+
+def test_a_stop_leaves_renewals_alone_uncommitted(serve: Serve) -> None:
+    long_queued(serve, 15, final=True)
+    assert len(serve.commits) == 1 and serve.expiries() == {1: T0 + timedelta(minutes=10)}
+
+
+def test_renewals_land_with_the_next_commit(serve: Serve) -> None:
+    long_queued(serve, 15)
+    grew = serve.batch(T0 + timedelta(minutes=15, seconds=30), (2, Action.QUEUED))
+    assert grew.changed_paths and serve.replicas() == 2 and len(serve.commits) == 2
+    assert serve.expiries() == {1: T0 + timedelta(minutes=25),
+                                2: T0 + timedelta(minutes=25, seconds=30)}
+    assert grew.events == {"queued": 1}
+    assert serve.hold.held is None
+
+
+def test_a_held_change_keeps_its_limit_through_renewals(serve: Serve) -> None:
+    """A job started (held at 10s) then a resync's renewal: the hold's clock is the
+    start's, and at its limit the start lands with the renewal."""
+    serve.batch(T0, (1, Action.QUEUED), (2, Action.QUEUED))
+    serve.batch(T0 + timedelta(seconds=10), (1, Action.IN_PROGRESS))
+    serve.batch(T0 + timedelta(minutes=1), listed={1: True, 2: False})
+    assert serve.hold.waiting() == T0 + timedelta(seconds=10)
+    landed = serve.batch(T0 + timedelta(seconds=10) + LIMIT)
+    assert landed.changed_paths == [STATE] and serve.committed() == {1: True, 2: False}
+    assert serve.expiries()[2] == T0 + timedelta(minutes=11)
+
+
+def test_a_restart_expires_nothing_before_its_first_resync(serve: Serve) -> None:
+    """Killed with renewals held: the file says job 1 expired at 10m. The restarted serve's
+    batches before its first listing keep it (``expire=False``, ``Batch.expire``); that
+    listing renews it."""
+    long_queued(serve, 14)
+    serve.hold = Hold(LIMIT)  # a new process: nothing held
+    start = serve.batch(T0 + timedelta(minutes=16), expire=False)
+    assert start.files == {} and serve.replicas() == 1
+    serve.batch(T0 + timedelta(minutes=17), listed={1: False}, expire=False)
+    serve.batch(T0 + timedelta(minutes=18))
+    assert len(serve.commits) == 1 and serve.replicas() == 1
+    assert serve.hold.held is not None and serve.hold.waiting() is None
+    # without the wait, the start's batch scaled linux down and the resync up again
+    serve.hold = Hold(LIMIT)
+    serve.batch(T0 + timedelta(minutes=19))
+    assert serve.replicas() == 0 and len(serve.commits) == 2

@@ -24,7 +24,8 @@ from gitscale.controller.status import Condition
 # credentials Secret and configURL): LIST_MAX_AGE for a pass that may remove a running runner
 # (a scale-down choosing idle ones, a set being deleted, a runner that may have timed out);
 # STATUS_LIST_MAX_AGE for the others (their status counts, the leftover sweep). A list read
-# earlier is safe for a removal: a runner that took a job since is refused (422) and kept.
+# earlier is safe for a removal on GitHub: a runner that took a job since is refused (422) and
+# kept. A platform with no such guard reads its list again right before (``Kind.fresh_before_removal``).
 LIST_MAX_AGE = 15.0
 STATUS_LIST_MAX_AGE = 4 * LIST_MAX_AGE
 
@@ -165,6 +166,11 @@ class Kind:
     # runner is known idle, so an unreadable list is an error of the pass; and registrations a
     # crash left without a pod are swept, found by these labels of the set.
     registration_labels: Callable[[Any], frozenset[str]] | None = None
+    # The platform has no guard of its own against removing a runner that runs a job (GitHub
+    # has one: its unregistration answers 422; deleting a Buildkite agent's pod stops it, busy
+    # or not): a pass about to delete running runners' pods to scale down reads the list again
+    # first (``max_age`` 0), and keeps those it shows running a job (``registered.busy_now``).
+    fresh_before_removal: bool = False
     # The settings that decide which jobs a runner takes (GitHub: scope, labels, runner group;
     # Buildkite: queue, tags), as strings: a runner made for others than the set has now is
     # outdated, and replaced unless busy (``decide``). Empty: never outdated.

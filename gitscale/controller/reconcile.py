@@ -48,7 +48,13 @@ from gitscale.controller.observe import (
 from gitscale.controller.platform import Listed, Unavailable
 from gitscale.controller.platforms import kind_of
 from gitscale.controller.podspec import matching_of
-from gitscale.controller.registered import platform_of, refused, registered_of, without_platform
+from gitscale.controller.registered import (
+    busy_now,
+    platform_of,
+    refused,
+    registered_of,
+    without_platform,
+)
 from gitscale.controller.remove import BUSY_RETRY, remove_runners, retire
 from gitscale.controller.runnerset_writes import confirm, finish, hold, release, write
 from gitscale.runnerset_api import PATCH_ID_MAX
@@ -213,8 +219,11 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.created = created.names
     report.errors += created.errors
     report.folded += created.folded
+    # Buildkite: the agents that took a job since the list was read are kept (no 422 there).
+    busy = busy_now(ctx, view, platform, pods, actions, live, report)
     removed = remove_runners(ctx.kube, ctx.pods, ctx.memory, ctx.pool, ctx.halt, view, platform,
-                             actions, now, keep=created.unreplaced, dead=dead, live=live)
+                             actions, now, keep=created.unreplaced, dead=dead, live=live,
+                             busy=busy)
     report.deleted = removed.deleted
     report.busy += removed.busy
     report.errors += removed.errors

@@ -2,7 +2,8 @@
 deleted that has none left, seen out all the same: ``without_platform``), and the platform's
 list of the set's registered runners (``registered_of``), read only when the pass needs it, no
 older than the pass allows, and swept of the registrations a crash left without a pod
-(``leftovers.py``). An unregistration the credentials were refused for is told to the platform
+(``leftovers.py``); read once more right before a scale-down that stops running runners on a
+platform with no guard of its own (``busy_now``). An unregistration the credentials were refused for is told to the platform
 registry (``refused``), so the next pass reads the Secret again.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import datetime, timedelta
 
 from gitscale.controller import status as st
 from gitscale.controller.context import ERROR_RETRY, Context, Report
+from gitscale.controller.decide import Actions, DeleteReason, Phase
 from gitscale.controller.errors import (
     ControllerError,
     CredentialsError,
@@ -142,3 +144,38 @@ def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: dat
                                   now) for p in alive):
         return platforms.list_max_age
     return platforms.status_list_max_age
+
+
+def busy_now(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
+             actions: Actions, live: set[str], report: Report) -> frozenset[str]:
+    """The running runners of the pass's scale-down (its surplus and ``standby``) that a list
+    read now shows running a job, on a platform with no guard against removing one
+    (``Kind.fresh_before_removal``: Buildkite). The pass decided on a list up to
+    ``LIST_MAX_AGE`` old, and an agent that took a job since would be stopped mid-job (it
+    finishes it in its grace period, but the scale-down removed a busy runner, not an idle
+    one): these are kept, and the next of the order goes in their place (``remove_runners``).
+    Read only when the surplus holds a running runner: a pass that stops none asks nothing
+    more. A list that cannot be read leaves the removals as decided (the graceful-stop rule,
+    said once in the log, and by ``BusyKnown``)."""
+    if not view.kind.fresh_before_removal or ctx.halt.is_set() or not any(
+            d.reason is DeleteReason.SURPLUS and d.name in live for d in actions.deletes):
+        return frozenset()
+    asked = {d.name for d in (*actions.deletes, *actions.standby)
+             if d.reason is DeleteReason.SURPLUS and d.name in live}
+    try:
+        fresh = platform.registered(0)
+    except ControllerError as exc:
+        ctx.platforms.refused(view, exc)
+        report.unheard = str(exc)
+        if ctx.memory.say(view.key, "fresh", str(exc)):
+            log.warning("%s: the runner list could not be read again before a scale-down (%s): "
+                        "runners are removed as the list read before says, and one that took "
+                        "a job since finishes it on SIGTERM", view.key, exc)
+        return frozenset()
+    ctx.memory.say(view.key, "fresh", "")  # read again: a later failure is said anew
+    if fresh is None:
+        return frozenset()
+    return frozenset(
+        name for pod in pods if (name := pod["metadata"]["name"]) in asked
+        and view.kind.running(name, pod["metadata"].get("annotations") or {}, None, fresh)
+        is Phase.BUSY)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Executor
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -78,7 +79,7 @@ class Removed:
 def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
                    halt: threading.Event, view: RunnerSetView, platform: Adapter,
                    actions: Actions, now: datetime, *, keep: set[str], dead: set[str],
-                   live: set[str]) -> Removed:
+                   live: set[str], busy: Collection[str] = frozenset()) -> Removed:
     """Wave by wave; ``keep``: failed runners whose successor could not be created stay (the
     next pass tries again) rather than leave their slot empty. A surplus runner that proves
     busy when it is unregistered (422) is kept, and the next of ``actions.standby`` goes in
@@ -86,7 +87,9 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
     the pass removes as many as the surplus while idle runners are left. ``dead``: runners
     that stopped for good, whose pods go even while GitHub still counts them busy, or when
     they could not be unregistered; ``live``: runners whose pods run (they may be connected,
-    idle or busy, whatever a list said), only ever removed once unregistered."""
+    idle or busy, whatever a list said), only ever removed once unregistered. ``busy``:
+    surplus runners a list read again right before shows running a job (``busy_now``: a
+    platform with no 422 of its own), kept and replaced from ``standby`` as a 422 would."""
     out = Removed()
     todo = [d for d in actions.deletes if d.name not in keep]
     standby = list(actions.standby)
@@ -94,6 +97,12 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
         wave = min(d.wave for d in todo)
         batch = [d for d in todo if d.wave == wave]
         todo = [d for d in todo if d.wave != wave]
+        for delete in [d for d in batch if d.name in busy]:
+            batch.remove(delete)
+            _busy(out, memory, view, delete.name, now,
+                  "took a job since the runner list was read: kept")
+            if standby:
+                todo.append(standby.pop(0))
         futures = [(d, pool.submit(_remove_one, kube, pods, halt, view, platform, d,
                                    d.name in dead, d.name in live)) for d in batch]
         for delete, future in futures:

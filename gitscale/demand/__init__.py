@@ -6,6 +6,8 @@ an error is left untouched by the pass (never scaled down on a guess).
 """
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
@@ -18,18 +20,37 @@ if TYPE_CHECKING:
     from gitscale.config.load import RunnerSetConfig
 
 
+_NUMBERS = re.compile(r"\d[\d,.]*")
+
+
 class SourceError(GitscaleError):
     """An answer a source cannot use (not the shape it reads). ``str()`` names the URL and
     what went wrong. What the API itself refused or failed is the client's ``ApiError``
     (``gitscale.clients.errors``), and a rate limit its ``RateLimited``, re-exported here."""
 
 
-def warner(report: Callable[[str], None] | None) -> Callable[[str], None]:
+REMIND = 1800.0  # seconds: a loop's warning of the same shape is said again this often
+
+
+def warner(report: Callable[[str], None] | None, said: dict[str, float] | None = None,
+           clock: Callable[[], float] = time.monotonic) -> Callable[[str], None]:
     """How a source says a warning (what it counted otherwise than as read, such as runs an
     API would not list): through the loop's log (timestamped) in `run` and `serve`, straight
-    to stderr in a CLI run."""
+    to stderr in a CLI run. A loop says each warning once and then every ``REMIND`` seconds
+    while it comes back (``said``: when each was last said, by its words with the numbers
+    left out, kept by the loop's ``Sources``), not once a pass."""
     if report is not None:
-        return lambda message: report(f"warning: {message}")
+        def say(message: str) -> None:
+            if said is not None:
+                shape, now = _NUMBERS.sub("#", message), clock()
+                last = said.get(shape)
+                if last is not None and now - last < REMIND:
+                    return
+                said[shape] = now
+                message += (" (said again every 30 min while it lasts)" if last is None
+                            else " (still, 30 min on)")
+            report(f"warning: {message}")
+        return say
 
     def echo(message: str) -> None:
         import click

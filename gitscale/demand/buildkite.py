@@ -154,7 +154,7 @@ def source(where: Where, settings: BuildkiteSettings) -> QueueSource:
         ids = sources.client(("buildkite-job-ids", job_ids.graphql_url, job_ids.credential,
                               str(job_ids.cluster), settings.queue),
                              lambda: JobIdReader(client, job_ids, settings.queue,
-                                                 warner(sources.report)))
+                                                 warner(sources.report, sources.warned)))
     return QueueSource(sources.client(("buildkite", api, settings.credential), make), settings,
                        ids)
 

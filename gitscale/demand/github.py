@@ -199,7 +199,7 @@ def poller(sources: Sources, settings: GitHubSettings) -> GitHubPoller:
                       transport=sources.transport, refused=auth.refused)
 
     client = sources.client(("github", settings.api_url, settings.credential), make)
-    return GitHubPoller(client, settings, warner(sources.report))
+    return GitHubPoller(client, settings, warner(sources.report, sources.warned))
 
 
 def source(where: Where, settings: GitHubSettings) -> GitHubPoller:

@@ -1,0 +1,35 @@
+"""A source's warnings in a loop (`run`, `serve`'s resync): once, then every 30 minutes while
+they come back — a refused jobIds token or a flooded repo said every 30 s pass filled the log."""
+from __future__ import annotations
+
+from gitscale.demand import REMIND, warner
+
+
+def test_a_loop_says_a_warning_once_then_every_half_hour() -> None:
+    lines: list[str] = []
+    said: dict[str, float] = {}
+    now = [1000.0]
+    warn = warner(lines.append, said, clock=lambda: now[0])
+    warn("github: acme/busy: GitHub counts 1,003 queued runs and lists 1,000")
+    now[0] += 30
+    warn("github: acme/busy: GitHub counts 1,020 queued runs and lists 1,000")  # same words
+    warn("buildkite: queue deploy (jobIds): job ids not used this pass")  # other words
+    now[0] += REMIND
+    warn("github: acme/busy: GitHub counts 1,100 queued runs and lists 1,000")
+    assert lines == [
+        "warning: github: acme/busy: GitHub counts 1,003 queued runs and lists 1,000 "
+        "(said again every 30 min while it lasts)",
+        "warning: buildkite: queue deploy (jobIds): job ids not used this pass "
+        "(said again every 30 min while it lasts)",
+        "warning: github: acme/busy: GitHub counts 1,100 queued runs and lists 1,000 "
+        "(still, 30 min on)",
+    ]
+
+
+def test_without_a_memory_every_warning_is_said() -> None:
+    """A CLI run (or a caller that keeps nothing) says each one: it runs once."""
+    lines: list[str] = []
+    warn = warner(lines.append)
+    warn("a")
+    warn("a")
+    assert lines == ["warning: a", "warning: a"]

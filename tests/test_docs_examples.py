@@ -208,8 +208,9 @@ def test_the_readme_serve_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert "batch of 1 event: committed" in done.stderr
 
 
-DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md",
-        *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md",
+        ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "deploy").rglob("README.md"))]
 
 
 def heading_anchors(path: Path) -> set[str]:
@@ -225,6 +226,16 @@ def heading_anchors(path: Path) -> set[str]:
             anchor = f"{base}-{n}"
         found.add(anchor)
     return found
+
+
+def test_heading_anchors_are_githubs(tmp_path: Path) -> None:
+    """The slugs GitHub renders: code spans and punctuation dropped, a repeat numbered, a
+    heading in a code block none."""
+    page = tmp_path / "page.md"
+    page.write_text("# Reading it back: `gitscale history`\n\n## Known limits\n\n"
+                    "## Known limits\n\n```sh\n# not a heading\n```\n### GitOps sync, in 5 s!\n")
+    assert heading_anchors(page) == {"reading-it-back-gitscale-history", "known-limits",
+                                     "known-limits-1", "gitops-sync-in-5-s"}
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))

@@ -301,7 +301,6 @@ def test_set_names_from_commits_are_drawn_as_text(tmp_path: Path, capsys,  # typ
     """A Gitscale-Set trailer is anyone's text: `$\\frac{a}$` was parsed as matplotlib math and
     crashed history --chart (exit 70), and an escape character reached the terminal inside a
     missing-glyph warning that quoted matplotlib's source."""
-    pytest.importorskip("matplotlib")
     for name in ("$\\frac{a}$", "\x1b[31mred", "a$b"):
         git(checkout, "commit", "--allow-empty", "-qm",
             f"gitscale: odd\n\nGitscale-Set: {name} replicas=1 previous=0 patch=1")

@@ -2,6 +2,8 @@
 (tests/demand) and the REST API's agents (tests/controller), pages followed by ``Link``."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gitscale.clients.buildkite import Agents, Metrics
@@ -15,8 +17,10 @@ REST_TOKEN = "bkua_rest_token_for_tests"
 
 def test_a_queues_metrics_and_the_poll_duration(buildkite: FakeBuildkite) -> None:
     buildkite.queues["default"] = metrics("TestCollectorWithSomeJobsAndAgentsForAQueue")
+    buildkite.queues["other"] = metrics("TestCollectorWithNoJobsForAllQueues")
     answer = Metrics(buildkite.url, BK_TOKEN).queue("default")
-    assert answer.body["jobs"]["scheduled"] >= 0
+    assert answer.body == json.loads(buildkite.queues["default"])
+    assert answer.body["jobs"] == {"scheduled": 3, "running": 1, "total": 4}
     assert answer.headers["buildkite-agent-metrics-poll-duration"] == "15s"
     assert [r.authorization for r in buildkite.log] == [f"Token {BK_TOKEN}"]
 

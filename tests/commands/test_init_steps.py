@@ -167,6 +167,8 @@ def test_a_new_repo_uses_branch_or_main(tmp_path: Path, capsys) -> None:  # type
     assert git(root, "rev-parse", "--abbrev-ref", "HEAD") == "prod"
 
 
+SCALER_GIVES = {"github-actions": "gh secret set ", "gitlab": "glab variable set ",
+                "cluster": "kubectl -n gitscale-system create secret generic "}
 SCHEDULERS = {"github-actions": ".github/workflows/gitscale.yml", "gitlab": ".gitlab-ci.yml",
               "cluster": "deploy/scaler/cronjob.yaml"}
 
@@ -239,12 +241,20 @@ def test_argocd_webhook_secret_goes_through_a_file_never_an_argument(  # type: i
 def test_no_printed_line_holds_a_secret_value(tmp_path: Path, capsys, gitops: str,  # type: ignore[no-untyped-def]
                                               run_in: str) -> None:
     _, out = init(tmp_path, capsys, gitops, "--repo-url", URL, "--run-in", run_in)
-    for line in lines(out):
-        if "secret" in line and line.startswith(("kubectl", "gh ")):
-            # values come from files (--from-file, <, --patch-file); literals are not secret
-            literals = re.findall(r"--from-literal=(\w+)=", line)
-            assert set(literals) <= {"type", "url", "username"}, line
-            assert " -p " not in line and "--from-env" not in line, line
+    # a command continued over lines (a `\` at the end) is read as one: the repo credential's
+    # --from-file=password= is on its second line
+    commands = re.sub(r"\\\n\s*", " ", out).splitlines()
+    storing = [c for c in commands if c.startswith(("kubectl", "gh ", "glab "))
+               and re.search(r"\bsecret\b|\bvariable set\b", c)]
+    assert any("create secret generic gitscale-config-repo " in c for c in storing), out
+    assert any(c.startswith(SCALER_GIVES[run_in]) for c in storing), out  # the scaler's token
+    for command in storing:
+        # values come from files (--from-file, <, --patch-file); literals are not secret
+        literals = re.findall(r"--from-literal=(\w+)=", command)
+        assert set(literals) <= {"type", "url", "username"}, command
+        assert not re.search(r" (-p|-b|--body|--value)[ =]|--from-env", command), command
+        if command.startswith(("gh ", "glab ")):
+            assert re.search(r" < \./[\w.-]+$", command), command  # the value from stdin
 
 
 def test_next_steps_name_the_argocd_health_patch_and_the_remote(  # type: ignore[no-untyped-def]

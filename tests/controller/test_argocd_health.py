@@ -6,14 +6,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import lupa  # a test dependency (pyproject's `test` extra): missing is a failure, not a skip
 import pytest
 import yaml
 
 from gitscale.controller import status as st
 from gitscale.controller.decide import Status
 from tests.controller.harness import NS, Harness
-
-lupa = pytest.importorskip("lupa")
 
 PATCH = Path(__file__).resolve().parents[2] / "deploy" / "argocd" / "argocd-cm-patch.yaml"
 KEY = "resource.customizations.health.gitscale.dev_RunnerSet"

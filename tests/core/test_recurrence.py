@@ -172,4 +172,6 @@ def test_a_recurring_window_agrees_with_a_one_off_at_the_same_moment() -> None:
                      "America/New_York")
     for minutes in range(-10, 190, 5):
         at = moment + timedelta(minutes=minutes)
+        # both inactive everywhere would agree too: the window is 05:45Z–03:45 EST (08:45Z)
+        assert once.active(at) is (0 <= minutes < 180), at
         assert daily.active(at) == once.active(at), at

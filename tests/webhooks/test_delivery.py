@@ -46,10 +46,12 @@ def test_the_first_rejection_of_each_kind_is_logged_at_once() -> None:
 def test_a_flood_is_one_line_per_kind_and_interval_with_a_count() -> None:
     clock = Clock()
     log = RejectionLog(every=60, clock=clock)
-    assert log.note(BAD, "d-0") is not None
+    assert log.note(BAD, "d-0") == "rejected webhook delivery d-0: 401 bad signature"
     lines = [log.note(BAD, f"d-{i}") for i in range(1, 1001)]
     assert lines == [None] * 1000
-    assert log.note(MISSING, "other") is not None  # another kind has its own interval
+    # another kind has its own interval
+    assert log.note(MISSING, "other") == ("rejected webhook delivery other: 401 missing "
+                                          "X-Hub-Signature-256")
     clock.now += 59.9
     assert log.flush() == [] and log.note(BAD, "d-1001") is None
     clock.now += 0.1

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
-from gitscale import crash
+from gitscale import crash, logline
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import LOOP_LIMIT, StateCache
 from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, log,
@@ -92,6 +92,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     """``ready`` is told the metrics port once it listens (tests pass port 0)."""
     from gitscale.metrics import LoopMetrics, start_listener, url_of
 
+    logline.start("run")
     try:
         seconds = parse_duration(interval).total_seconds()
     except ValueError as exc:
@@ -200,10 +201,10 @@ def _failed(state: LoopState, metrics: "LoopMetrics", exc: Exception, now: datet
     cause = next((line.strip() for line in reversed(said.splitlines()) if line.strip()), said)
     if state.failures > 1 and cause == state.error and state.failing_since is not None:
         log(f"pass {what} ({state.failures} in a row since {format_time(state.failing_since)})"
-            f": the same error again: {cause}")
+            f": the same error again: {cause}", level="error")
         return
     state.error = cause
-    log(f"pass {what} ({state.failures} in a row): {said}{report}")
+    log(f"pass {what} ({state.failures} in a row): {said}{report}", level="error")
 
 
 def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: StateCache,
@@ -256,11 +257,12 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
            if state.quiet > 1 and state.quiet_since is not None else "") + recovered
         + (f"; left untouched: {', '.join(sorted(landed.plan.errors))}" if landed.plan.errors
            else ""))
-    for line in errors:
-        log(line)
+    for line in errors:  # "NAME: …", a set left untouched (a warning) or read again
+        name = line.split(": ", 1)[0]
+        log(line, level="warning" if name in landed.plan.errors else "info", runner_set=name)
     if number == 0:
         for name, why in landed.plan.left.items():
-            log(f"{name}: {why}")
+            log(f"{name}: {why}", runner_set=name)
     return EXIT_ERROR if landed.plan.errors else EXIT_OK
 
 

@@ -19,6 +19,7 @@ import time
 from datetime import timedelta
 from typing import Callable
 
+from gitscale import logline
 from gitscale.commands import EXIT_OK, Checkpoint, RepoOptions, log, stop_on_signals
 from gitscale.config.load import load_config
 from gitscale.config.secrets import SecretError, env_name_problem
@@ -111,6 +112,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     webhook port once deliveries are taken (tests pass port 0). ``secret_env_given``:
     ``--secret-env`` was on the command line (not its default). ``hold``: ``--hold``, None
     when not given (``default_hold``)."""
+    logline.start("serve")
     window_s, duration, resync_s = _durations(window, reservation, resync)
     hold_given = hold is not None
     hold = hold if hold is not None else default_hold(bool(resync_s))

@@ -61,9 +61,9 @@ def blob_id(data: bytes) -> str:
 
 
 def _warn(message: str) -> None:
-    import click
+    from gitscale.logline import warn
 
-    click.echo(f"warning: {message}", err=True)
+    warn(message)
 
 
 @dataclass

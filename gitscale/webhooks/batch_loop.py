@@ -110,7 +110,8 @@ class Batch:
                 self.batcher.last_error = what
                 waiting = len(self.batcher.pending)
             if self.streak.failed(what):  # the same error again: said once per streak
-                log(self._failure(what, waiting, exc) + (f"\n{crash.report()}" if bug else ""))
+                log(self._failure(what, waiting, exc) + (f"\n{crash.report()}" if bug else ""),
+                    level="error")
             return False
         self.resynced = self.resynced or listing is not None
         hold = self.hold
@@ -135,9 +136,9 @@ class Batch:
             self.batcher.commits += 1 if landed.commit else 0
             self.batcher.held_since = format_time(held_since) if held_since else None
         for name, correction in corrected.items():
-            log(f"resync {name}: {correction.describe()}")
+            log(f"resync {name}: {correction.describe()}", runner_set=name)
         for name, why in (listing.partial.items() if listing is not None else ()):
-            log(f"resync {name}: {why}")
+            log(f"resync {name}: {why}", level="warning", runner_set=name)
         if listing is not None and not corrected:
             sets = len(listing.jobs)
             log(f"resync: reservations match GitHub ({sets} set{'' if sets == 1 else 's'})")

@@ -73,7 +73,7 @@ def make_handler(secret: bytes | WebhookSecret, batcher: Batcher, deliveries: De
             result = "unauthorized" if exc.status == 401 else "bad_request"
             return result, Response(exc.status, {"error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - one bad delivery must not take the server
-            log(f"delivery failed: {crash.summary(exc)}\n{crash.report()}")
+            log(f"delivery failed: {crash.summary(exc)}\n{crash.report()}", level="error")
             return "error", Response(500, {"error": "internal error"})
 
     return handle

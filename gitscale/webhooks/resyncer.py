@@ -49,7 +49,7 @@ class Resyncer:
         try:
             config = load_config(ws.root, self.config_path, self.cache.configs)
         except GitscaleError as exc:
-            log(f"resync skipped: {redact(str(exc))}")
+            log(f"resync skipped: {redact(str(exc))}", level="warning")
             return
         sets = pick(config, self.serving.names).sets  # only the served sets' scopes
         if not sets:  # no served set takes webhooks (yet): no resync to run, no API call
@@ -65,7 +65,7 @@ class Resyncer:
             except Exception as exc:  # noqa: BLE001 - the server outlives a failed poll
                 self.metrics.error("resync")
                 if self.streak.failed(crash.summary(exc)):
-                    log(f"resync failed: {crash.summary(exc)}\n{crash.report()}")
+                    log(f"resync failed: {crash.summary(exc)}\n{crash.report()}", level="error")
                 return None
             if polled.error is not None:
                 self.metrics.error("resync")
@@ -76,7 +76,7 @@ class Resyncer:
                         + f": {redact(polled.error)}"
                         + (" (said again when the error changes, and every "
                            f"{duration(self.streak.remind)} while it lasts)"
-                           if self.streak.count == 1 else ""))
+                           if self.streak.count == 1 else ""), level="warning")
                 return None
             ended = self.streak.ended()
             if ended is not None:

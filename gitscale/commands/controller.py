@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from gitscale import logline
 from gitscale.commands import EXIT_OK, stop_on_signals
 from gitscale.errors import InputError
 
@@ -33,18 +34,22 @@ class Election:
     lease_name: str = "gitscale-controller"  # --leader-election-id
 
 
-def _logging() -> logging.Handler:
-    """The controller logs through ``logging``, in the line format of `run` and `serve`; every
-    line masked (``redact``): gitscale's own from INFO, and the libraries' (the kubernetes
-    client, urllib3) from WARNING, which would otherwise reach stderr through Python's
-    last-resort handler, unmasked. Returns the handler (tests remove it)."""
-    from gitscale.controller.logmask import MASK_LOG
+def _logging(log_format: str = "text") -> logging.Handler:
+    """The controller logs through ``logging``, in the line format of `run` and `serve` (text,
+    or JSON: ``GITSCALE_LOG_FORMAT``); every line masked (``redact``): gitscale's own from
+    INFO, and the libraries' (the kubernetes client, urllib3) from WARNING, which would
+    otherwise reach stderr through Python's last-resort handler, unmasked. Returns the handler
+    (tests remove it)."""
+    from gitscale.controller.logmask import MASK_LOG, JsonFormatter
 
     handler = logging.StreamHandler()
     handler.addFilter(MASK_LOG)
-    formatter = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
-    formatter.converter = time.gmtime
-    handler.setFormatter(formatter)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter("controller"))
+    else:
+        formatter = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
+        formatter.converter = time.gmtime
+        handler.setFormatter(formatter)
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
@@ -86,6 +91,7 @@ def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: i
     from gitscale.controller.leader import LeaseConfig
     from gitscale.controller.loop import Controller, serve_health
 
+    log_format = logline.start("controller")
     for option, value in (("--namespace", namespace),
                           ("--leader-election-namespace", election.namespace)):
         if value is not None and not NAMESPACE.fullmatch(value):
@@ -107,7 +113,7 @@ def run_controller(kubeconfig: str | None, namespace: str | None, concurrency: i
         except ValueError as exc:
             raise InputError("--lease-duration/--renew-deadline/--retry-period", str(exc)) \
                 from None
-    _logging()
+    _logging(log_format)
     api = kube.Kube(kube_config.load(kubeconfig, pool_size=concurrency + 8))
     controller = Controller(api, namespace=namespace, concurrency=concurrency,
                             shutdown_timeout=shutdown_timeout, election=lease)

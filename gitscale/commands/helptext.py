@@ -33,6 +33,9 @@ ENVIRONMENT: dict[str, str] = {
     "NAME_FILE": "for each credential variable NAME here (and every {env: NAME} of "
                  "gitscale.yaml): a file holding its value, read when NAME is not set; run "
                  "and serve read it again when it changes. Both set: an error",
+    "GITSCALE_LOG_FORMAT": "text (default: a timestamp, then the message) or json (one "
+                           "object a line: time, level, component, msg) for the log of run, "
+                           "serve and controller",
     "GITSCALE_PROGRESS_DELAY": "seconds of work before a progress bar shows on a terminal "
                                "(default: 1; 0: at once). TERM=dumb: never",
     "KUBECONFIG": "kubeconfig outside a cluster (default: ~/.kube/config)",
@@ -57,13 +60,14 @@ COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "run": ((
         "gitscale run --repo https://github.com/acme/ci-config.git --interval 30s",
         "gitscale run --repo . --metrics-listen 0.0.0.0:9090",
-    ), (*_SOURCES, *_GIT, "GITSCALE_AUTHOR", "GITSCALE_CACHE_DIR", "GITSCALE_PROGRESS_DELAY")),
+    ), (*_SOURCES, *_GIT, "GITSCALE_AUTHOR", "GITSCALE_CACHE_DIR", "GITSCALE_PROGRESS_DELAY",
+        "GITSCALE_LOG_FORMAT")),
     "serve": ((
         "gitscale serve --repo https://github.com/acme/ci-config.git --listen 0.0.0.0:8080",
         "gitscale serve --secret-file /run/secrets/webhook --resync 2m --window 5s",
         "gitscale serve --set linux-x64 --set gpu --state-file .gitscale/webhooks.yaml",
     ), ("GITHUB_WEBHOOK_SECRET", "GITHUB_TOKEN", "NAME_FILE", *_GIT, "GITSCALE_AUTHOR",
-        "GITSCALE_CACHE_DIR")),
+        "GITSCALE_CACHE_DIR", "GITSCALE_LOG_FORMAT")),
     "history": ((
         "gitscale history --set linux-x64 --since 2026-11-01T00:00:00Z",
         "gitscale history --repo https://github.com/acme/ci-config.git --output json",
@@ -85,7 +89,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "controller": ((
         "gitscale controller --leader-elect",
         "gitscale controller --kubeconfig ~/.kube/config --namespace ci-runners --health-port 0",
-    ), ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "POD_NAMESPACE")),
+    ), ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "POD_NAMESPACE", "GITSCALE_LOG_FORMAT")),
     "init": ((
         "gitscale init ci-config --gitops argocd --github-org acme "
         "--repo-url https://github.com/acme/ci-config.git",

@@ -54,7 +54,9 @@ Apply one of these by hand (they are outside the folder Argo CD / Flux applies):
 - or swap `cronjob.yaml` and `cache-pvc.yaml` in `kustomization.yaml` for
   `deployment-run.yaml` (`gitscale run`, a pass every 30 s){serve}
   The Deployments serve Prometheus metrics on their `metrics` port (9090, `/metrics`): scrape
-  it with a PodMonitor.
+  it with a PodMonitor. They log a line of text per event; for one JSON object a line (Loki,
+  Elasticsearch, Datadog), add `{{name: GITSCALE_LOG_FORMAT, value: json}}` to their
+  container's `env:` (gitscale's README, Metrics, "Logs").
 
 The CronJob keeps its state cache (what the last pass parsed, so the next one reads only the
 manifests that changed) on the PersistentVolumeClaim `{claim}` (`cache-pvc.yaml`, 1Gi,

@@ -283,3 +283,19 @@ def test_the_steps_offer_serve_only_where_init_wrote_it(tmp_path: Path, capsys, 
     assert "`run`" in step
     readme = (root / "deploy/scaler/README.md").read_text()
     assert "Create the namespaces, then" in readme
+
+
+@pytest.mark.parametrize(("gitops", "variant", "complete"), ALL[:1])
+def test_the_scaler_logs_text_and_its_readme_says_how_to_log_json(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, gitops: str, variant: str, complete: bool) -> None:
+    """The manifests leave the log format at its default; the README's line gives the
+    ``env:`` entry that switches a Deployment to JSON, as a container's ``env:`` takes it."""
+    import yaml
+
+    root, _ = init(tmp_path, capsys, gitops, *options(gitops, variant, complete))
+    for _, spec in pods(root):
+        for container in spec["containers"]:
+            assert "GITSCALE_LOG_FORMAT" not in {e["name"] for e in container.get("env", [])}
+    readme = (root / "deploy/scaler/README.md").read_text()
+    (entry,) = re.findall(r"`(\{name: GITSCALE_LOG_FORMAT[^`]*\})`", readme)
+    assert yaml.safe_load(entry) == {"name": "GITSCALE_LOG_FORMAT", "value": "json"}

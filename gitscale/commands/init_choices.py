@@ -316,11 +316,22 @@ def _no_credentials(option: str, url: str) -> None:
 
 def _server(url: str) -> str:
     """``--github-url``: the server's address, ``https://HOST`` (GitHub Enterprise Server, or
-    a ``*.ghe.com`` tenant); the organization is ``--github-org``."""
-    return _base_address("--github-url", url, not_url=(
+    a ``*.ghe.com`` tenant); the organization is ``--github-org``. Not the API's address
+    (``api.github.com``, ``api.SUBDOMAIN.ghe.com``): the API is derived from the server's."""
+    from gitscale.controller.platform_github import is_api_host
+
+    server = _base_address("--github-url", url, not_url=(
         f"{url!r}: give the server's address, e.g. https://github.example.com"), has_path=(
         f"{url!r}: give the server's address only (https://HOST), and the organization with "
         "--github-org"))
+    host = urlsplit(server).hostname or ""
+    if is_api_host(host):
+        web = "https://github.com" if host.lower() == "api.github.com" else \
+            f"https://{host.split('.', 1)[1]}"
+        raise InputError("--github-url", f"{url!r} is the REST API's address: give the "
+                         f"server's, {web} (gitscale derives the API from it; GitHub "
+                         "Enterprise Server: https://HOST, whose API is https://HOST/api/v3)")
+    return server
 
 
 def hinted(text: str, hint: str) -> str:

@@ -31,7 +31,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, TypeVar
-from urllib.parse import urlsplit
 
 from gitscale.clients.errors import ApiError, BadAnswer, RateLimited, Unreachable, Unsendable
 from gitscale.clients.github import PER_PAGE
@@ -48,6 +47,7 @@ from gitscale.controller.errors import (
 )
 from gitscale.controller.outage import Outage
 from gitscale.controller.platform import LIST_MAX_AGE, Registered, Registration
+from gitscale.controller.platform_github import where
 from gitscale.controller.refusals import CREDENTIALS_RETRY, StillRefused
 from gitscale.redact import hold
 
@@ -78,23 +78,8 @@ class Scope:
 
 
 def scope_of(config_url: str) -> Scope:
-    url = urlsplit(config_url)
-    parts = [p for p in url.path.split("/") if p]
-    host = url.netloc.lower()
-    if host in ("github.com", "www.github.com"):
-        api = "https://api.github.com"
-    elif host.endswith(".ghe.com"):
-        api = f"{url.scheme}://api.{host}"
-    else:
-        api = f"{url.scheme}://{url.netloc}/api/v3"
-    if len(parts) == 2 and parts[0] == "enterprises":
-        return Scope(api, f"enterprises/{parts[1]}")
-    if len(parts) == 1:
-        return Scope(api, f"orgs/{parts[0]}")
-    if len(parts) == 2:
-        return Scope(api, f"repos/{parts[0]}/{parts[1]}")
-    raise InvalidRunnerSet(f"spec.github.configURL {config_url!r} is not an organization, "
-                           "repository or enterprise URL (e.g. https://github.com/acme)")
+    """The API and scope of a RunnerSet's ``configURL`` (``platform_github.where``)."""
+    return Scope(*where(config_url))
 
 
 @dataclass(frozen=True)

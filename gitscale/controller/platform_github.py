@@ -67,6 +67,46 @@ class GitHubSettings:
     credentials_secret: str
 
 
+def is_api_host(host: str) -> bool:
+    """Whether ``host`` is GitHub's REST API rather than a web address runners register at:
+    ``api.github.com``, or ``api.SUBDOMAIN.ghe.com`` (a tenant's own ``SUBDOMAIN.ghe.com``,
+    even one named ``api``, is not). GitHub Enterprise Server serves both on one host."""
+    labels = host.lower().split(".")
+    return host.lower() == "api.github.com" or (
+        len(labels) >= 4 and labels[0] == "api" and labels[-2:] == ["ghe", "com"])
+
+
+def where(config_url: str) -> tuple[str, str]:
+    """``configURL`` → (the REST API's base, the scope's path: ``orgs/NAME``,
+    ``repos/OWNER/REPO`` or ``enterprises/NAME``), as actions-runner-controller derives them:
+    github.com → ``https://api.github.com``, ``*.ghe.com`` → ``https://api.HOST``, any other
+    host is GitHub Enterprise Server, ``HOST/api/v3``. An address of the API itself is
+    refused: derived again, it would name an API that does not exist."""
+    url = urlsplit(config_url)
+    parts = [p for p in url.path.split("/") if p]
+    host = url.netloc.lower()
+    if is_api_host(url.hostname or "") or parts[:2] == ["api", "v3"]:
+        raise InvalidRunnerSet(
+            f"spec.github.configURL {config_url!r} is the REST API's address: give where "
+            "runners register, the organization's, repository's or enterprise's web address "
+            "(https://github.com/ORG, https://SUBDOMAIN.ghe.com/ORG; GitHub Enterprise Server: "
+            "https://HOST/ORG); the API's address is derived from it")
+    if host in ("github.com", "www.github.com"):
+        api = "https://api.github.com"
+    elif host.endswith(".ghe.com"):
+        api = f"{url.scheme}://api.{host}"
+    else:
+        api = f"{url.scheme}://{url.netloc}/api/v3"
+    if len(parts) == 2 and parts[0] == "enterprises":
+        return api, f"enterprises/{parts[1]}"
+    if len(parts) == 1:
+        return api, f"orgs/{parts[0]}"
+    if len(parts) == 2:
+        return api, f"repos/{parts[0]}/{parts[1]}"
+    raise InvalidRunnerSet(f"spec.github.configURL {config_url!r} is not an organization, "
+                           "repository or enterprise URL (e.g. https://github.com/acme)")
+
+
 def settings(raw: Any, set_name: str) -> GitHubSettings:
     if not isinstance(raw, dict) or not isinstance(raw.get("configURL"), str):
         raise InvalidRunnerSet("spec.github.configURL is required for platform github")
@@ -77,6 +117,7 @@ def settings(raw: Any, set_name: str) -> GitHubSettings:
     if "@" in netloc:  # the URL is logged and shown in status: never echo a credential
         raise InvalidRunnerSet("spec.github.configURL must not carry credentials (user:token@): "
                                "put them in the Secret named by spec.github.credentialsSecret")
+    where(raw["configURL"])  # an address of the API itself, or of no scope: said here
     if not raw.get("credentialsSecret"):
         raise InvalidRunnerSet("spec.github.credentialsSecret is required: the Secret with "
                                "github_token or the github_app_* keys")

@@ -217,3 +217,16 @@ def without_renewals(after: Book, before: Book, renewed: Iterable[int]) -> Book:
     return replace(after, reservations=tuple(
         replace(r, expires=was[r.job]) if r.job in again and r.job in was else r
         for r in after.reservations))
+
+
+def without_unseen(after: Book, before: Book, now: datetime,
+                   renewed: Iterable[int] = ()) -> Book | None:
+    """``after`` with what no reader tells apart from ``before`` undone: the tombstones past
+    their time it forgot (``apply`` and ``resync`` ignore them) and the expiry of the ``renewed``
+    reservations (a resync renews them again before any expires). Equal to ``before`` when that
+    is all a batch changed: a change worth no commit of its own (`serve` leaves it for the next
+    commit made for anything else; ``simulate --serve`` counts it so). None when ``after``'s
+    tombstones differ otherwise (a completion recorded, a live one dropped)."""
+    if set(after.completed) != {(job, until) for job, until in before.completed if until > now}:
+        return None
+    return Book(without_renewals(after, before, renewed).reservations, before.completed)

@@ -34,7 +34,7 @@ from gitscale.core.policy import Policy
 from gitscale.core.reservations import Action, Book, Event
 from gitscale.core.reservations import apply as apply_events
 from gitscale.core.reservations import resync as resync_book
-from gitscale.core.reservations import without_renewals
+from gitscale.core.reservations import without_unseen
 from gitscale.simulate.baselines import oracle, run_hra, run_listener, run_pod_per_job
 from gitscale.simulate.harness import Outcome, Settings, drive, finish, make_pools, sampler
 from gitscale.simulate.model import Clock, Pool, controller_pass
@@ -166,8 +166,10 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
     (``gitscale.core.reservations.apply``, the rules `serve` runs, max from the policy's
     bounds), decides from their demand as a pass does, and lands as one commit when a
     RunnerSet changed, or when the reservations changed and the first such batch since the
-    last commit is ``hold`` old (``gitscale.webhooks.hold``; a resync's renewals alone start no
-    hold); applied after the sync, as `run`'s commits are.
+    last commit is ``hold`` old (``gitscale.webhooks.hold``; a resync's renewals and completed
+    jobs' records past their time forgotten alone start no hold, as in `serve`:
+    ``gitscale.core.reservations.without_unseen``); applied after the sync, as `run`'s commits
+    are.
     Every ``resync`` (from the start) GitHub's list of queued and running jobs corrects the
     reservations (``gitscale.core.reservations.resync``, with serve's grace).
     ``batched`` is told each set's reservations and decision at each batch (seconds in)."""
@@ -217,15 +219,19 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
                                            expire=not due)
                 pending[name] = []
                 renewed: tuple[int, ...] = ()
+                corrected = False
                 if due:
                     pool = pools[name]
                     jobs = {job.id: False for job in pool.queue} | dict.fromkeys(pool.running,
                                                                                  True)
                     books[name], correction = resync_book(books[name], jobs, now - GRACE, now,
                                                           duration, hi)
-                    renewed = correction.renewed
-                # a resync's renewals alone are held with no limit (gitscale.webhooks.hold)
-                booked = booked or without_renewals(books[name], before, renewed) != before
+                    renewed, corrected = correction.renewed, bool(correction)
+                # serve's rule (gitscale.webhooks.batch): a resync's renewals and forgotten
+                # tombstones alone start no hold — no commit of their own, they land with the
+                # next one made for anything else
+                booked = booked or corrected or without_unseen(books[name], before, now,
+                                                               renewed) != before
             decided = writer.decide({name: books[name].demand() for name in pools}, now)
             for name, (decision, was) in decided.items():
                 batched(clock.now, name, books[name], decision)

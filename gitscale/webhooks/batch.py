@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 from gitscale.plan.cache import StateCache
 from gitscale.config.load import Config, load_config
 from gitscale.core.forecast import Forecast
-from gitscale.core.reservations import Book, Correction, Event, apply, resync, without_renewals
+from gitscale.core.reservations import Book, Correction, Event, apply, resync, without_unseen
 from gitscale.demand import DemandReading
 from gitscale.plan.engine import Plan, compute_plan
 from gitscale.webhooks.hold import Hold
@@ -156,17 +156,16 @@ def _check_owner(state: State, path: str, serving: Serving, picked: Picked) -> N
 
 def _reads_as(text: str, before: Mapping[str, Book], after: Mapping[str, Book], now: datetime,
               renewed: Mapping[str, tuple[int, ...]] | None = None) -> bool:
-    """``after`` is ``before`` (read from ``text``) without its tombstones past their time and
-    with the ``renewed`` reservations' expiry pushed on, and nothing else: written again with
+    """``after`` is ``before`` (read from ``text``) but for what no reader tells apart (its
+    tombstones past their time forgotten, the ``renewed`` reservations' expiry pushed on:
+    ``without_unseen``, the rule ``simulate --serve`` counts commits by): written again with
     those tombstones and expiries, the file is ``text``."""
+    kept = {}
     for name, book in after.items():
-        old = before.get(name, Book()).completed
-        if set(book.completed) != {(job, until) for job, until in old if until > now}:
+        found = without_unseen(book, before.get(name, Book()), now, (renewed or {}).get(name, ()))
+        if found is None:
             return False
-    kept = {name: Book(without_renewals(book, before.get(name, Book()),
-                                        (renewed or {}).get(name, ())).reservations,
-                       before.get(name, Book()).completed)
-            for name, book in after.items()}
+        kept[name] = found
     return render(kept, sorted(after)) == text
 
 

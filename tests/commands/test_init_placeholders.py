@@ -187,6 +187,8 @@ def test_init_with_every_option_validates_and_puts_each_value_where_it_belongs( 
         assert spec["configURL"] == f"{server}/{value['--github-org']}"
         # the source polls the API the controller derives from configURL
         assert settings.api_url == scope_of(spec["configURL"]).api
+        if server != "https://github.com":  # the variant's server is GitHub Enterprise Server
+            assert settings.api_url == f"{server}/api/v3"
         assert list(settings.labels) == spec["labels"]
         if "--github-app-id" in value:
             assert settings.app is not None and settings.token is None
@@ -236,6 +238,12 @@ def test_init_with_every_option_validates_and_puts_each_value_where_it_belongs( 
                  "--github-url", "with --github-org", id="org-in-github-url"),
     pytest.param(["--gitops", "argocd", "--github-url", "https://tok3n@ghe.example.com"],
                  "--github-url", "has credentials", id="credentials-in-github-url"),
+    # the API's address: init wrote apiUrl https://api.github.com/api/v3 and configURL
+    # https://api.github.com/ORG (api.api.acme.ghe.com for a tenant), neither of which works
+    pytest.param(["--gitops", "argocd", "--github-url", "https://api.github.com"],
+                 "--github-url", "is the REST API's address", id="api-github-com"),
+    pytest.param(["--gitops", "argocd", "--github-url", "https://api.acme.ghe.com"],
+                 "--github-url", "https://acme.ghe.com", id="ghe-com-api"),
     pytest.param(["--gitops", "argocd", "--repo-url", "https://x:s3cret@git.example.com/c.git"],
                  "--repo-url", "has credentials", id="credentials-in-repo-url"),
     pytest.param(["--gitops", "argocd", "--namespace", "gitscale-system"], "--namespace",
@@ -255,6 +263,26 @@ def test_init_refuses_options_it_cannot_use_and_writes_nothing(  # type: ignore[
     assert code == 1 and err.startswith(f"error: {option}: ") and words in err, err
     assert "s3cret" not in out + err and "tok3n" not in out + err
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(("server", "api"), [
+    pytest.param("https://ghes.example.com", "https://ghes.example.com/api/v3", id="ghes"),
+    pytest.param("https://ghes.example.com:8443/", "https://ghes.example.com:8443/api/v3",
+                 id="ghes-port"),
+    pytest.param("https://acme.ghe.com", "https://api.acme.ghe.com", id="ghe.com"),
+])
+def test_init_on_another_github_writes_its_api_and_its_web_address(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, server: str, api: str) -> None:
+    """The source's apiUrl is the server's REST API, the RunnerSet's configURL its web address
+    (where runners register), written as GitHub documents them, not only as each other's."""
+    root, _ = init(tmp_path, capsys, "flux", "--github-url", server, "--github-org", "acme")
+    (runner_set,) = load_config(root).sets
+    (runnerset,) = docs(root / runner_set.manifest)
+    assert runner_set.source.settings.api_url == api
+    assert runnerset["spec"]["github"]["configURL"] == server.rstrip("/") + "/acme"
+    text = (root / "gitscale.yaml").read_text()
+    assert f"apiUrl: {api}  # the REST API of {server.rstrip('/')}" in text
+    assert "api.github.com" not in text
 
 
 def test_the_pinned_runner_images_are_those_of_the_docs_examples() -> None:

@@ -9,7 +9,10 @@ id ``installation``; the JWT is verified with the app's public key). Lists page 
 do: ``per_page`` (default 30, at most 100) and ``page``, with a ``Link`` header (``rel="next"``,
 ``"last"``, ``"first"``, ``"prev"``) that keeps the other query parameters, and an ``ETag``: a
 page asked for with its current ETag in ``If-None-Match`` is answered 304 with no body (GitHub
-does not count those against the rate limit). Every answer carries ``x-ratelimit-*`` headers.
+does not count those against the rate limit). Every answer carries ``x-ratelimit-*`` headers,
+unless made with ``rate_limits=False`` (GitHub Enterprise Server's default: rate limiting off, no
+such header). A path outside ``/api/v3`` is answered 404 with an HTML page, as the server's web
+side would: a URL built without the prefix, or with it twice, is not served.
 
 Test seams: ``runners`` (by id), ``set_state(name, online=, busy=)``, ``refuse_delete(name)``
 (answer 422 though the list says idle: a job was picked up between the two calls),
@@ -65,8 +68,10 @@ class FakeGitHub(ThreadingHTTPServer):
     # accept thread lags (a loaded machine), as the local API server's comment says
     request_queue_size = 256
 
-    def __init__(self, token: str = "ghp-test-token", app: tuple[str, str] | None = None) -> None:
+    def __init__(self, token: str = "ghp-test-token", app: tuple[str, str] | None = None, *,
+                 rate_limits: bool = True) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.rate_limits = rate_limits  # False: no x-ratelimit-* header (GHES's default)
         self.lock = threading.Lock()
         self.runners: dict[int, FakeRunner] = {}
         self.ids = itertools.count(1000)
@@ -170,9 +175,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
         self.send_header("Content-Length", str(len(data)))
-        headers.setdefault("x-ratelimit-remaining", str(self.server.remaining))
-        for key, value in {"x-ratelimit-limit": "5000", "x-ratelimit-reset": "4102444800",
-                           "x-ratelimit-resource": "core", **headers}.items():
+        if self.server.rate_limits:
+            headers.setdefault("x-ratelimit-remaining", str(self.server.remaining))
+            headers = {"x-ratelimit-limit": "5000", "x-ratelimit-reset": "4102444800",
+                       "x-ratelimit-resource": "core", **headers}
+        for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
@@ -215,6 +222,11 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         path, query = url.path.removeprefix("/api/v3"), parse_qs(url.query)
         srv = self.server
+        if not url.path.startswith("/api/v3/") or path.startswith("/api/v3/"):
+            with srv.lock:
+                srv.calls.append((method, url.path))  # (as sent: a test sees what was wrong)
+            return self._reply(404, b"<html><body>Not Found</body></html>",
+                               {"Content-Type": "text/html"})
         with srv.lock:
             srv.calls.append((method, path))
             srv.queries.append(url.query)

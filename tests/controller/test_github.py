@@ -15,6 +15,7 @@ from gitscale.controller.errors import (
     RunnerBusy,
 )
 from gitscale.controller.github import Credentials, GitHub, Scope, credentials_from, scope_of
+from gitscale.controller.platform_github import settings
 from gitscale.redact import SECRET_ENV, SECRET_FILE_ENV, known_secrets, redact
 from tests.controller.github_fake import FakeGitHub
 
@@ -52,6 +53,55 @@ def test_scope_of_config_url(url: str, api: str, path: str) -> None:
 def test_scope_of_rejects_other_urls() -> None:
     with pytest.raises(InvalidRunnerSet, match="configURL"):
         scope_of("https://github.com/a/b/c")
+
+
+@pytest.mark.parametrize("url", [
+    pytest.param("https://api.github.com/acme", id="api.github.com"),
+    pytest.param("https://API.acme.ghe.com/acme", id="ghe-com-api"),
+    pytest.param("https://ghe.example.com/api/v3/orgs/acme", id="ghes-api-path"),
+])
+def test_a_config_url_of_the_api_is_refused_naming_the_web_address(url: str) -> None:
+    """Runners register at the web address (``--url`` of config.sh); the API is derived from it.
+    An API address given instead was taken for a GitHub Enterprise Server's host
+    (``https://api.github.com/api/v3``), or for a ``*.ghe.com`` tenant (``api.api.…``)."""
+    with pytest.raises(InvalidRunnerSet) as caught:
+        scope_of(url)
+    said = str(caught.value)
+    assert said.startswith(f"spec.github.configURL {url!r} is the REST API's address"), said
+    assert "https://github.com/ORG" in said and "https://HOST/ORG" in said
+    # ``validate`` and the controller's Ready condition see it where they check the settings
+    with pytest.raises(InvalidRunnerSet, match="is the REST API's address"):
+        settings({"configURL": url, "credentialsSecret": "gh"}, "linux")
+
+
+def test_a_ghe_com_tenant_named_api_is_not_taken_for_the_api() -> None:
+    assert scope_of("https://api.ghe.com/acme") == Scope("https://api.api.ghe.com", "orgs/acme")
+
+
+def test_an_enterprise_server_without_rate_limit_headers_registers_lists_and_removes() -> None:
+    """GitHub Enterprise Server with rate limiting off (its default) sends no x-ratelimit-*
+    header: nothing is waited for, the list is reused as long as its reader allows, and every
+    call goes to the API that configURL's host derives (``/api/v3`` once: the fake serves
+    nothing else)."""
+    server = FakeGitHub(TOKEN, rate_limits=False).start()
+    try:
+        scope = scope_of(f"{server.url}/acme")
+        assert scope == Scope(f"{server.url}/api/v3", "orgs/acme")
+        gh = GitHub(scope, Credentials(token=TOKEN), sleep=[].append)
+        registration = gh.register("linux-1", ["linux"], "gpu")
+        assert registration.jit_config == f"jit-linux-1-{registration.runner_id}"
+        assert server.runners[registration.runner_id].group_id == 7
+        assert set(gh.runners()) == {registration.runner_id}
+        assert gh._api.http.budget is None and gh.reuse(60) == 60
+        gh.unregister(registration.runner_id)
+        assert server.runners == {}
+        assert server.calls == [
+            ("GET", "/orgs/acme/actions/runner-groups"),
+            ("POST", "/orgs/acme/actions/runners/generate-jitconfig"),
+            ("GET", "/orgs/acme/actions/runners"),
+            ("DELETE", f"/orgs/acme/actions/runners/{registration.runner_id}")]
+    finally:
+        server.stop()
 
 
 def test_credentials_from_secret_never_show_the_secret() -> None:
@@ -265,7 +315,9 @@ def test_the_app_key_and_each_installation_token_are_held_for_masking_the_ids_ar
     finally:
         server.stop()
     assert creds.app_id == "4242"
-    assert known_secrets() == {pem.strip(), "ghs-installation-77"}
+    held = known_secrets()  # the key, the token it bought, and the JWT that bought it
+    assert {pem.strip(), "ghs-installation-77"} <= held and "4242" not in held
+    assert all(s in (pem.strip(), "ghs-installation-77") or s.startswith("eyJ") for s in held)
     said = redact(f"runner 4242 of installation 77: ghs-installation-77\n{pem}")
     assert said.startswith("runner 4242 of installation 77: ***") and "PRIVATE" not in said
 

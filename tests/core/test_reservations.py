@@ -7,7 +7,7 @@ import pytest
 
 from gitscale.core.model import Demand
 from gitscale.core.reservations import MAX_JOB_ID, Action, Book, Correction, Event, Reservation, \
-    apply, is_job_id, resync
+    apply, is_job_id, resync, without_unseen
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
 TEN = timedelta(minutes=10)
@@ -335,3 +335,23 @@ def test_apply_without_expiry_keeps_queued_reservations_past_their_time() -> Non
     kept = apply(book, [Event("s", 2, C, T0 + 2 * TEN)], T0 + 2 * TEN, TEN, 100, expire=False)
     assert [r.job for r in kept.reservations] == [1]
     assert apply(book, [], T0 + 2 * TEN, TEN, 100).reservations == ()
+
+
+def test_without_unseen_undoes_forgotten_tombstones_and_renewals_only() -> None:
+    """What no reader tells apart (tombstones past their time, renewals) is undone: equal to
+    the book before when that was all; a completion recorded, or a live tombstone dropped,
+    is no such change (None), and any other change stays."""
+    gone, live = (7, NOW - timedelta(seconds=1)), (8, NOW + TEN)
+    before = Book(_book((1, False, 0), (2, True, 0)).reservations, (gone, live))
+    forgot = apply(before, [], NOW, TEN, 100)
+    assert forgot.completed == (live,) and forgot != before
+    assert without_unseen(forgot, before, NOW) == before
+    renewed, correction = resync(before, {1: False, 2: True}, BEFORE, NOW, TEN, 100)
+    assert renewed.reservations != before.reservations
+    assert without_unseen(renewed, before, NOW, correction.renewed) == before
+    assert without_unseen(renewed, before, NOW) != before, "only what was renewed is undone"
+    completed = apply(before, [Event("s", 2, C, NOW)], NOW, TEN, 100)
+    assert without_unseen(completed, before, NOW) is None
+    assert without_unseen(Book(before.reservations, (gone,)), before, NOW) is None
+    started = apply(before, [Event("s", 1, P, NOW)], NOW, TEN, 100)
+    assert without_unseen(started, before, NOW) not in (None, before)

@@ -19,6 +19,11 @@ covers the body only; a 304 still carries the fresh ``Link`` header, as GitHub's
 ``x-ratelimit-*`` headers (a 304 does not count against the limit), 401 without a valid
 ``Authorization`` header.
 
+GitHub Enterprise Server's shape, on demand: ``prefix="/api/v3"`` serves the API under that path
+(``url``, the apiUrl, ends with it; a request outside it is a 404 HTML page, as the server's web
+side answers) and ``rate_limits=False`` sends no ``x-ratelimit-*`` header at all (rate limiting is
+off by default on GHES: "Rate limits are disabled by default for GitHub Enterprise Server").
+
 Jobs are built from the ``workflow_job`` objects of the reference webhook payloads, runs and
 repos from their ``repository``, so bodies have GitHub's size and shape.
 
@@ -133,7 +138,10 @@ class FakeGitHub:
 
     def __init__(self, *, token: str | None = "ghp_fake_token", max_per_page: int = 30,
                  app: dict[str, Any] | None = None, link_on_304: bool = True,
-                 host: str = "127.0.0.1", max_runs_listed: int = 1000) -> None:
+                 host: str = "127.0.0.1", max_runs_listed: int = 1000, prefix: str = "",
+                 rate_limits: bool = True) -> None:
+        self.prefix = prefix.rstrip("/")  # "/api/v3": GitHub Enterprise Server's API path
+        self.rate_limits = rate_limits  # False: no x-ratelimit-* headers (GHES's default)
         self.tokens: set[str] = {token} if token else set()
         self.max_per_page = max_per_page
         # a runs list filtered by status stops here, as GitHub's does at 1,000 ("up to 1,000
@@ -159,9 +167,14 @@ class FakeGitHub:
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
-    def url(self) -> str:
+    def origin(self) -> str:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        """The apiUrl: the origin, and ``prefix`` (GHES: ``/api/v3``)."""
+        return self.origin + self.prefix
 
     def start(self) -> "FakeGitHub":
         self.thread.start()
@@ -419,20 +432,36 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             self._send(status, json.dumps(data).encode(), headers)
 
         def _limits(self, remaining: int | None = None) -> dict[str, str]:
+            if not fake.rate_limits:
+                return {}
             return {"x-ratelimit-limit": str(fake.rate_limit),
                     "x-ratelimit-remaining": str(fake.remaining if remaining is None
                                                  else remaining),
                     "x-ratelimit-reset": str(fake.reset), "x-ratelimit-resource": "core",
                     "x-ratelimit-used": str(fake.rate_limit - fake.remaining)}
 
+        def _api_path(self) -> str | None:
+            """The request's path under ``prefix``; None, after a 404 page, outside it."""
+            path = urlsplit(self.path).path
+            if not fake.prefix:
+                return path
+            if path.startswith(fake.prefix + "/"):
+                return path[len(fake.prefix):]
+            self._send(404, b"<html><body>Not Found</body></html>",
+                       content_type="text/html; charset=utf-8")
+            return None
+
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             if length:
                 self.rfile.read(length)
+            path = self._api_path()
+            if path is None:
+                return
             fault = fake.take_fault(self.path)
             if fault and self._fault(fault):
                 return
-            m = re.fullmatch(r"/app/installations/([^/]+)/access_tokens", urlsplit(self.path).path)
+            m = re.fullmatch(r"/app/installations/([^/]+)/access_tokens", path)
             if not m:
                 self._json(404, {"message": "Not Found"})
                 return
@@ -440,6 +469,8 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             self._json(status, body)
 
         def do_DELETE(self) -> None:  # noqa: N802
+            if self._api_path() is None:
+                return
             fault = fake.take_fault(self.path)
             if fault and self._fault(fault):
                 return
@@ -447,13 +478,16 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             split = urlsplit(self.path)
+            path = self._api_path()
+            if path is None:
+                return
             pairs = parse_qsl(split.query, keep_blank_values=True)
             query = dict(pairs)
             fault = fake.take_fault(self.path)
             if fault and fault.kind == "slow":
                 time.sleep(fault.delay)
                 fault = None
-            owner = re.fullmatch(r"/(orgs/[^/]+|repos/[^/]+/[^/]+)/installation", split.path)
+            owner = re.fullmatch(r"/(orgs/[^/]+|repos/[^/]+/[^/]+)/installation", path)
             if owner:  # an App's own call, with its JWT
                 self._json(*fake.installation_of(owner.group(1),
                                                  self.headers.get("Authorization")))
@@ -464,7 +498,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 return
             if fault and self._fault(fault):
                 return
-            found = fake.route(split.path, query)
+            found = fake.route(path, query)
             if found is None:
                 self._json(404, {"message": "Not Found",
                                  "documentation_url": "https://docs.github.com/rest"})
@@ -484,7 +518,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             headers = {"ETag": etag, "Cache-Control": "private, max-age=60, s-maxage=60",
                        "Vary": "Accept, Authorization, Cookie, X-GitHub-OTP",
                        "X-GitHub-Media-Type": "github.v3; format=json"}
-            link = self._link(split.path, pairs, page, last)
+            link = self._link(path, pairs, page, last)
             if link:
                 headers["Link"] = link
             sent = [t.strip() for t in (self.headers.get("If-None-Match") or "").split(",")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,29 @@ def test_the_ab_benchmark_runs_two_builds_and_checks_they_agree(tmp_path: Path,
     assert figures["params"]["checkout"] is checkout
     assert "B faster in" in done.stdout
     assert ("in a checkout" in done.stdout) is checkout
+
+
+def test_the_serve_restart_benchmark_times_a_restart_that_commits_nothing(
+        tmp_path: Path) -> None:
+    """benchmarks/bench_serve_restart.py on a tiny reservations file (`--modes plain`: the
+    resync mode's first resync alone waits two --window's): the settling start commits the
+    scale-up, the timed restart lands its first batch without a commit, and the one event is
+    the run's only commit."""
+    script = SCRIPT.with_name("bench_serve_restart.py")
+    out = tmp_path / "restart.json"
+    done = subprocess.run([sys.executable, str(script), "--reservations", "40", "--sets", "2",
+                           "--runs", "1", "--modes", "plain", "--timeout", "30",
+                           "--json", str(out)],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads(out.read_text())
+    assert figures["settle"]["commits"] == 1
+    [sample] = figures["samples"]
+    assert sample["mode"] == "plain"
+    assert sample["first_batch_commits"] == 0 and sample["commits"] == 1, sample["log"]
+    assert 0 < sample["listening_s"] < sample["first_batch_s"]
+    assert sample["rss_peak_mb"] >= sample["rss_first_batch_mb"] > 0
+    assert "batch of 1 event: committed" in "\n".join(sample["log"]), sample["log"]
+    assert "plain: commits of the first batch [0]" in done.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["restart.json"]  # its work directory: gone

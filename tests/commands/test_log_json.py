@@ -55,17 +55,22 @@ def objects(err: str) -> list[dict[str, Any]]:
     return found
 
 
-def test_run_logs_a_refused_push_as_one_masked_object(tmp_path: Path) -> None:
+def refused_run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """One pass of `run` whose push the remote's hook refuses (with a token in its words)."""
     checkout = make_repo(tmp_path, {
         "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
         "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
         "demand.yaml": "linux: {queued: 3, running: 0}\n",
     })
     refusing(checkout)
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "gitscale", "run", "--repo", str(checkout), "--interval", "1s",
          "--max-passes", "1"], capture_output=True, text=True, timeout=60,
-        env=environment(GITSCALE_LOG_FORMAT="json"))
+        env=environment(**env))
+
+
+def test_run_logs_a_refused_push_as_one_masked_object(tmp_path: Path) -> None:
+    result = refused_run(tmp_path, GITSCALE_LOG_FORMAT="json")
     assert result.returncode == 1, result.stderr  # the pass's: the push was refused
     assert TOKEN not in result.stderr
     said = objects(result.stderr)
@@ -82,15 +87,7 @@ def test_run_logs_a_refused_push_as_one_masked_object(tmp_path: Path) -> None:
 def test_run_logs_text_by_default(tmp_path: Path) -> None:
     """The same refusal without the variable: today's lines, a time and the message, its
     further lines as they are."""
-    checkout = make_repo(tmp_path, {
-        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
-        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
-        "demand.yaml": "linux: {queued: 3, running: 0}\n",
-    })
-    refusing(checkout)
-    result = subprocess.run(
-        [sys.executable, "-m", "gitscale", "run", "--repo", str(checkout), "--interval", "1s",
-         "--max-passes", "1"], capture_output=True, text=True, timeout=60, env=environment())
+    result = refused_run(tmp_path)
     assert result.returncode == 1, result.stderr
     failed = re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ pass failed \(1 in a row\): .*",
                        result.stderr, re.M)

@@ -169,7 +169,8 @@ class Kind:
     # The platform has no guard of its own against removing a runner that runs a job (GitHub
     # has one: its unregistration answers 422; deleting a Buildkite agent's pod stops it, busy
     # or not): a pass about to delete running runners' pods to scale down reads the list again
-    # first (``max_age`` 0), and keeps those it shows running a job (``registered.busy_now``).
+    # first (unless read this last second: ``registered.FRESH_MAX_AGE``), and keeps those it
+    # shows running a job (``registered.busy_now``).
     fresh_before_removal: bool = False
     # The settings that decide which jobs a runner takes (GitHub: scope, labels, runner group;
     # Buildkite: queue, tags), as strings: a runner made for others than the set has now is

@@ -27,6 +27,10 @@ from gitscale.controller.platform import Adapter, Listed, Unavailable
 from gitscale.controller.remove import Removed
 
 log = logging.getLogger("gitscale.controller")
+# How old the list read again before a removal may be (``busy_now``): a list the pass itself
+# read for its decision (or another set's pass on the same credentials, a moment ago) is that
+# list; read again, it would say the same at twice the requests.
+FRESH_MAX_AGE = 1.0
 
 
 def refused(ctx: Context, view: RunnerSetView, removed: Removed, report: Report) -> None:
@@ -163,7 +167,7 @@ def busy_now(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[Ra
     asked = {d.name for d in (*actions.deletes, *actions.standby)
              if d.reason is DeleteReason.SURPLUS and d.name in live}
     try:
-        fresh = platform.registered(0)
+        fresh = platform.registered(FRESH_MAX_AGE)
     except ControllerError as exc:
         ctx.platforms.refused(view, exc)
         report.unheard = str(exc)

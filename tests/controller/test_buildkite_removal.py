@@ -131,3 +131,17 @@ def test_a_fresh_read_that_fails_falls_back_to_the_graceful_stop_and_says_so_onc
     said = [r.getMessage() for r in caplog.records if "could not be read again before" in
             r.getMessage()]
     assert len(said) == 1 and "finishes" in said[0], said
+
+
+def test_a_list_read_by_the_pass_itself_is_not_read_again_for_its_removals(
+        harness: Harness, buildkite: FakeBuildkite) -> None:
+    """A list older than a removal allows (15 s) is read by the pass before it decides: read
+    again at once before the removals, it would say the same at twice the requests (each a
+    walk of the organization's agents, page by page)."""
+    running_agents(harness, buildkite, 2)
+    harness.write("bk", 1, 0)
+    harness.clock.advance(20)  # older than a removal allows: the pass reads it for the decision
+    before = lists(buildkite)
+    report = harness.sync("bk")
+    assert len(report.deleted) == 1 and len(harness.names("bk")) == 1
+    assert lists(buildkite) - before == 1

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from gitscale.config.load import RunnerSetConfig
 
 
-_NUMBERS = re.compile(r"\d[\d,.]*")
+# A count or duration in a warning ("1,003 runs", "2.5 s"): a number standing alone, not a
+# digit of a name (a repo "svc2", a queue "deploy-1", a host "10.0.0.5"), whose warnings differ
+_NUMBERS = re.compile(r"(?<![\w./-])\d[\d,]*(?:\.\d+)?(?![\w-]|[.,]\w)")
 
 
 class SourceError(GitscaleError):

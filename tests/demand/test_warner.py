@@ -33,3 +33,15 @@ def test_without_a_memory_every_warning_is_said() -> None:
     warn("a")
     warn("a")
     assert lines == ["warning: a", "warning: a"]
+
+
+def test_warnings_of_names_that_differ_in_a_digit_are_each_said() -> None:
+    """Only the counts make two warnings the same: repos `acme/svc1` and `acme/svc2`, queues
+    `deploy-1` and `deploy-2` are different warnings, each said in its first pass."""
+    lines: list[str] = []
+    warn = warner(lines.append, {}, clock=lambda: 0.0)
+    for repo in ("acme/svc1", "acme/svc2", "acme/svc-1", "acme/svc-2"):
+        warn(f"github: {repo}: GitHub counts 1,003 queued runs and lists 1,000")
+    for queue in ("deploy-1", "deploy-2"):
+        warn(f"buildkite: queue {queue} (jobIds): job ids not used this pass")
+    assert len(lines) == 6, lines

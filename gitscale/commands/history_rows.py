@@ -146,13 +146,13 @@ def unknown_set_error(ws: Workspace, config_path: str, only: str) -> str | None:
     (the checkout's, or the branch's over a URL) nor any scaling commit names it (a typo) —
     else None (a set that never scaled, or not in the window, or removed from the config:
     an empty table says that). Not said when either cannot be known: a config that cannot
-    be read, a clone of recent commits only (``--since`` over a URL)."""
+    be read, a clone of recent commits only (``--since`` over a URL, a shallow checkout)."""
     configured = _config_sets(ws, config_path)
     if configured is None or only in configured:
         return None
     from gitscale.record.history import iter_history
 
-    if ws.mode != "checkout" and ws.git.is_shallow():
+    if ws.git.is_shallow():  # a --since clone, or a CI checkout of the last commit(s)
         return None  # older commits, not fetched, may name it
     seen = sorted({entry.set for entry in iter_history(ws.git, details=False)})
     if only in seen:

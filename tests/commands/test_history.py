@@ -75,6 +75,27 @@ def test_an_empty_history_of_a_known_set_is_no_error(tmp_path: Path, capsys) -> 
                    "scaling commits that name it\n")
 
 
+def test_a_shallow_checkout_cannot_tell_a_removed_set_from_a_typo(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A CI checkout of the last commit only (actions/checkout's default depth): the commits
+    that named a set since removed from the config are not in it, so `--set` of that set is no
+    error (older commits may name it), as over a URL cloned with --since."""
+    from tests.helpers import git
+
+    checkout, remote = setup(tmp_path)
+    land_sequence(capsys, checkout, tmp_path)
+    config = checkout / "gitscale.yaml"
+    config.write_text(config.read_text().replace("name: linux", "name: gpu"))
+    git(checkout, "commit", "-qam", "the set renamed gpu")
+    git(checkout, "push", "-q")
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", remote.resolve().as_uri(),
+                    str(shallow)], check=True)
+    code, out, err = run(capsys, "history", "--repo", str(shallow), "--set", "linux")
+    assert code == 0 and "(no scaling commits of set 'linux')" in out, (out, err)
+    assert "error" not in err, err
+
+
 def test_history_over_a_url_fetches_once(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
                                          monkeypatch) -> None:
     """The clone without trees is the only fetch: git log must not go back to the remote for

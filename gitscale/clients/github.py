@@ -99,7 +99,9 @@ class GitHub:
 
     def workflow_runs(self, repo: str, status: str) -> Runs:
         """``repo``'s runs of ``status``: at most ``RUNS_LISTED``, and GitHub's count of them
-        (the largest ``total_count`` of its pages: runs come and go while they are read)."""
+        (the smallest ``total_count`` of its pages: runs come and go while they are read, and
+        a run that left the status between two pages — picked up, finished — is no run left
+        unlisted: the largest would count it here and again under the status it went to)."""
         totals: list[int] = []
 
         def seen(body: Any) -> None:
@@ -110,7 +112,7 @@ class GitHub:
         listed = self.http.paginate(f"{self.api}/repos/{repo}/actions/runs",
                                     {"status": status, "per_page": PER_PAGE}, "workflow_runs",
                                     seen=seen)
-        return Runs(listed, max(totals) if totals else None)
+        return Runs(listed, min(totals) if totals else None)
 
     def run_jobs(self, repo: str, run_id: int) -> list[Any]:
         return self.http.paginate(f"{self.api}/repos/{repo}/actions/runs/{run_id}/jobs",

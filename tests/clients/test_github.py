@@ -62,6 +62,30 @@ def test_a_status_query_lists_1000_runs_and_says_how_many_there_are(github: Fake
     assert (len(running.listed), running.total, running.unlisted) == (1, 1, 0)
 
 
+def test_runs_that_leave_a_status_while_its_pages_are_read_are_not_unlisted(
+        github: FakeGitHub) -> None:
+    """150 queued runs, the 3 oldest picked up between the first page and the second: GitHub
+    listed every queued run there was (its count fell to 147), none past its 1,000. Counted as
+    unlisted they were 3 queued jobs that do not exist — and the same runs, now in progress,
+    were counted again from that list."""
+    github.max_per_page = 100
+    repo = github.add_repo("acme", "busy")
+    oldest = [github.add_run(repo, "queued", []) for _ in range(3)]
+    for _ in range(147):
+        github.add_run(repo, "queued", [])
+    route = github.route
+
+    def picked_up_between_pages(path: str, query: dict[str, str]) -> object:
+        if query.get("page") == "2":
+            for run in oldest:
+                run.status = "in_progress"
+        return route(path, query)
+
+    github.route = picked_up_between_pages  # type: ignore[method-assign]
+    queued = GitHub(github.url, lambda: GH_TOKEN).workflow_runs(repo, "queued")
+    assert (len(queued.listed), queued.unlisted) == (147, 0)
+
+
 def test_a_matrix_of_256_jobs_is_read_over_three_pages(github: FakeGitHub) -> None:
     """A matrix expands to at most 256 jobs a run; GitHub pages a run's jobs 100 at a time and
     names the pages after the first by the repo's id: all 256 are read."""

@@ -16,7 +16,7 @@ does not verify) is one line, never retried: the next push reads the file again.
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from typing import Protocol, Sequence
 from urllib.parse import urlsplit
 
 from gitscale import logline
@@ -28,7 +28,10 @@ from gitscale.notify.payloads import NotReady, Pushed, Request, request
 from gitscale.redact import redact
 from gitscale.config.notify_targets import Target
 
-Log = Callable[[str], None]
+class Log(Protocol):
+    """Where the lines go (``logline.log``): a failure at level "warning" (in a JSON log)."""
+
+    def __call__(self, message: str, *, level: logline.Level | None = None) -> None: ...
 
 
 def notify_all(targets: Sequence[Target], pushed: Pushed, *, log: Log = logline.log,
@@ -58,8 +61,8 @@ def notify_all(targets: Sequence[Target], pushed: Pushed, *, log: Log = logline.
             else:
                 said = told.failed(target.label, problem) if told is not None else \
                     f"notify {target.label} failed: {problem}; {POLL_STILL}"
-            if said is not None:
-                log(said)
+            if said is not None:  # a failing target degrades the push: a warning in JSON
+                log(said, level="info" if problem is None else "warning")
     finally:
         client.close()
         if unverified is not None:

@@ -5,6 +5,7 @@ counted and said; and at a stop, the last batch.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -33,6 +34,7 @@ from gitscale.streak import Dropped, Streak, duration
 # a retry is a fetch (and a push) — cheap for the remote, and the events land within a minute
 # of the remote coming back (at 5 minutes, a 10-minute outage cost every job 4 more minutes).
 MAX_BACKOFF = 60.0
+_COUNTS = re.compile(r"\d[\d,.]*")  # a partial listing's counts: not what tells it apart
 RETRY_FLOOR = 1.0  # seconds: a failed batch is retried after at least twice this, any window
 
 
@@ -64,6 +66,9 @@ class Batch:
     notify: NotifyStreaks = field(default_factory=NotifyStreaks)  # failing notify targets
     started: datetime = field(default_factory=utcnow)
     resynced: bool = False  # a batch applied a resync's listing since the start
+    # sets GitHub did not list every run for: said at the first listing, then every 30 minutes
+    # while it lasts (by the words without their counts), not at every resync
+    partial: dict[str, Streak] = field(default_factory=dict)
 
     def expire(self, now: datetime) -> bool:
         """Whether queued reservations expire in a batch without a listing: not at a start
@@ -137,8 +142,8 @@ class Batch:
             self.batcher.held_since = format_time(held_since) if held_since else None
         for name, correction in corrected.items():
             log(f"resync {name}: {correction.describe()}", runner_set=name)
-        for name, why in (listing.partial.items() if listing is not None else ()):
-            log(f"resync {name}: {why}", level="warning", runner_set=name)
+        if listing is not None:
+            self._tell_partial(listing)
         if listing is not None and not corrected:
             sets = len(listing.jobs)
             log(f"resync: reservations match GitHub ({sets} set{'' if sets == 1 else 's'})")
@@ -177,6 +182,19 @@ class Batch:
                     f"it lasts): {what}")
         return (f"batch still failing, {streak.count} tries in a row for {streak.lasted()}, "
                 f"{_events(waiting)} kept: {what}")
+
+    def _tell_partial(self, listing: Listing) -> None:
+        """The sets GitHub did not list every run for (past its 1,000 a status): said once
+        and then every 30 minutes while it lasts, as the sources' warning is in `run` — GitHub
+        can stay past that for hours, and its counts change at every resync."""
+        self.partial = {name: streak for name, streak in self.partial.items()
+                        if name in listing.partial}  # (a set listed whole again starts anew)
+        for name, why in listing.partial.items():
+            streak = self.partial.setdefault(name, Streak())
+            if streak.failed(_COUNTS.sub("#", why)):
+                log(f"resync {name}: {why}" + (f" (said again every {duration(streak.remind)} "
+                                               "while it lasts)" if streak.count == 1 else ""),
+                    level="warning", runner_set=name)
 
     def _tell_dropped(self, unrouted: list[JobEvent]) -> None:
         """Events for jobs no served set takes: counted in /healthz, said at most every 10

@@ -124,3 +124,34 @@ def test_serve_says_a_missing_notify_secret_once_and_counts_every_failure(
     said = [line for line in err.splitlines() if "notify argocd" in line]
     assert len(said) == 1, err
     assert "environment variable ARGOCD_WEBHOOK_SECRET is not set" in said[0]
+
+
+def test_a_failing_notify_is_a_warning_in_a_json_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """GITSCALE_LOG_FORMAT=json: a target that fails is level "warning" (an alert on warnings
+    sees a notify secret that is not set), its recovery "info" (was: both "info", as a
+    routine line)."""
+    import json
+
+    monkeypatch.setenv("FLUX_RECEIVER_TOKEN", TOKEN)
+    monkeypatch.setenv("GITSCALE_LOG_FORMAT", "json")
+    demand = tmp_path / "demand.yaml"
+    demand.write_text("linux: {queued: 3, running: 0}\n")
+    receiver = Receiver("gitscale", "flux-system", TOKEN)
+    with Scripted(receiver, demand, [500]) as flux:
+        checkout = repo(tmp_path, f"""\
+notify:
+  - flux: {{url: {flux.base}, receiver: {{name: gitscale, namespace: flux-system}},
+            token: {{env: FLUX_RECEIVER_TOKEN}}}}
+""")
+        code, _, err = run(capsys, "run", "--repo", str(checkout), "--demand", str(demand),
+                           "--interval", "1s", "--max-passes", "2")
+    assert code == 0, err
+    label = f"flux ({flux.base})"
+    said = [(entry["level"], entry["msg"]) for entry in map(json.loads, err.splitlines())
+            if entry["msg"].startswith(f"notify {label} ")]
+    assert [level for level, _ in said] == ["warning", "info"], said
+    assert said[0][1].startswith(f"notify {label} failed: HTTP 500"), said
+    assert said[1][1].startswith(f"notify {label} works again"), said
+    no_secret_in(err)

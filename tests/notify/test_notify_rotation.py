@@ -87,6 +87,10 @@ def test_the_send_after_a_rotation_signs_with_the_volume_s_new_secret(  # type: 
     header = {"argocd": "x-hub-signature-256", "webhook": "x-gitscale-signature-256",
               "flux": "x-signature"}[kind]
     logged: list[str] = []
+
+    def log(message: str, *, level: str | None = None) -> None:
+        logged.append(message)
+
     with fake:
         # flux: the webhook-receiver's base URL and the Receiver's name: the hook path is
         # derived from the token, so it follows the rotation too
@@ -94,15 +98,15 @@ def test_the_send_after_a_rotation_signs_with_the_volume_s_new_secret(  # type: 
                         {"env": variable}, repo_url=PUSHED.repo_url if kind == "argocd" else None,
                         receiver=("gitscale", "flux-system") if kind == "flux" else None,
                         where="gitscale.yaml:9")
-        assert notify_all([target], PUSHED, log=logged.append) == (target.label,)
+        assert notify_all([target], PUSHED, log=log) == (target.label,)
         if kind == "flux":
             receiver.token = NEW
         else:
             fake.secret = NEW
-        assert notify_all([target], PUSHED, log=logged.append) == ()
+        assert notify_all([target], PUSHED, log=log) == ()
         assert len(fake.seen) == 2  # refused once: no retry
         volume.update({variable: NEW})
-        assert notify_all([target], PUSHED, log=logged.append) == (target.label,)
+        assert notify_all([target], PUSHED, log=log) == (target.label,)
     first, refused, rotated = fake.seen
     assert first.status == 200 and rotated.status == 200
     assert refused.status == {"argocd": 400, "webhook": 401, "flux": 404}[kind]

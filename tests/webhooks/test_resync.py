@@ -123,6 +123,39 @@ def test_a_resync_that_github_did_not_list_every_run_for_removes_nothing(
             "reservations of jobs it does not list are kept") in err, err
 
 
+def test_a_partial_listing_is_said_once_not_at_every_resync(
+        github: FakeGitHub, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub past its 1,000 runs a status stays so for hours: its warning is said at the first
+    resync and then every 30 minutes while it lasts, as the sources' own warning is in `run`
+    (was: one line per resync, every --resync, the counts in it changing)."""
+    import time
+
+    import gitscale.commands.serve as serve
+
+    monkeypatch.setattr(serve, "MIN_RESYNC", "1s")
+    github.max_runs_listed = 1
+    github.add_run("octo-org/octo-repo", "queued", [("queued", LINUX)])
+    github.add_run("octo-org/octo-repo", "queued", [("queued", LINUX)])
+    repo = checkout(tmp_path, github.url, LOST_COMPLETED)
+    server = Server(repo, window="1s", resync="1s")
+    err = ""
+    try:
+        deadline = time.monotonic() + 30
+        while "resync: reservations match GitHub" not in err:  # a second listing applied
+            assert time.monotonic() < deadline, err
+            time.sleep(0.2)
+            err += capfd.readouterr().err
+    finally:
+        server.close()
+    err += capfd.readouterr().err
+    assert err.count("resync linux: GitHub did not list every run") == 1, err
+    assert err.count("resync gpu: GitHub did not list every run") == 1, err
+    assert ("resync linux: GitHub did not list every run (octo-org/octo-repo: 1 of 2 queued): "
+            "reservations of jobs it does not list are kept (said again every 30m while it "
+            "lasts)") in err, err
+
+
 def test_a_failed_resync_changes_nothing(github: FakeGitHub, tmp_path: Path,
                                          capfd: pytest.CaptureFixture[str]) -> None:
     """GitHub unreachable or rate limited: the reservations stay as the webhooks made them."""

@@ -129,7 +129,9 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         status = streaming = 0
-        arrival = self.server.arrived()
+        # recorded as the answer goes out (``_send_json``), not after: a client that has its
+        # answer finds the call in ``server.log`` (a list's last page was missing from it)
+        self._arrival, self._recorded, self._hidden = self.server.arrived(), False, False
         try:
             raw = self._read_body()
             doc = discovery.document(self.server, url.path) if method == "GET" else None
@@ -154,11 +156,11 @@ class Handler(BaseHTTPRequestHandler):
                 return
             lost = self.server.after_call(verb, route.resource)
             if lost is not None:  # made, but its answer is lost: the client sees the error
-                real, self.wfile = self.wfile, io.BytesIO()
+                real, self.wfile, self._hidden = self.wfile, io.BytesIO(), True
                 try:
                     self._dispatch(verb, route, params, raw)
                 finally:
-                    self.wfile = real
+                    self.wfile, self._hidden = real, False
                 raise lost
             status = self._dispatch(verb, route, params, raw)
         except APIError as exc:
@@ -172,7 +174,8 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             if isinstance(self.wfile, _SlowWriter):
                 self.wfile = self.wfile.inner
-            self.server.record(f"{method} {self.path}", status, arrival)
+            if not self._recorded:  # (a watch's stream, or an answer never sent)
+                self.server.record(f"{method} {self.path}", status, self._arrival)
 
     def _dispatch(self, verb: str, route: Route, params: dict[str, str], raw: bytes) -> int:
         store, rt, ns = self.server.store, route.rt, route.namespace or ""
@@ -270,6 +273,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, code: int, body: Any) -> int:
         data = json.dumps(body, separators=(",", ":")).encode()
+        if not self._hidden and not self._recorded:
+            self._recorded = True
+            self.server.record(f"{self.command} {self.path}", code, self._arrival)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -470,9 +470,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="gitscale", standalone_mode=False)
     except GitscaleError as exc:
+        from gitscale.logline import last_words
         from gitscale.redact import redact
 
-        click.echo(f"error: {redact(str(exc))}", err=True)
+        last_words(f"error: {redact(str(exc))}")
         return exc.exit_code
     except click.exceptions.Abort as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):  # click's word for Ctrl-C
@@ -494,13 +495,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception:  # noqa: BLE001 - the last line of defence: a bug (gitscale/crash.py)
         from gitscale import crash  # imported here: only a crash needs its traceback module
+        from gitscale.logline import last_words
 
         path = crash.write_report()
         if path is None:  # nowhere to write it (a read-only root filesystem): the log keeps it
-            click.echo("gitscale crashed: this is a bug, please report it with this report (no "
-                       f"file could be written for it):\n{crash.report()}", err=True)
+            last_words("gitscale crashed: this is a bug, please report it with this report (no "
+                       f"file could be written for it):\n{crash.report()}")
         else:
-            click.echo(f"gitscale crashed: this is a bug, please report it with {path}", err=True)
+            last_words(f"gitscale crashed: this is a bug, please report it with {path}")
         return crash.EXIT_CRASH
     return result if isinstance(result, int) else 0
 

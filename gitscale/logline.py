@@ -100,3 +100,16 @@ def warn(message: str) -> None:
         log(WARNING + message, level="warning")
     else:
         click.echo(WARNING + message, err=True)
+
+
+def last_words(message: str) -> None:
+    """What a command says as it ends on an error or a crash (``error: …``, ``gitscale
+    crashed: …``): as it is on stderr, or, in a JSON log, one object of level "error" (a
+    collector that parses every line of a `run` pod found this last one plain)."""
+    import click
+
+    if _json() is not None:
+        log(message, level="error")
+    else:
+        click.echo(message, err=True)
+

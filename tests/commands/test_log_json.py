@@ -164,3 +164,20 @@ def test_an_unknown_log_format_stops_the_command_at_its_start(tmp_path: Path,
     assert result.returncode == 1
     assert result.stderr == ("error: GITSCALE_LOG_FORMAT: 'logfmt' is not a log format: use "
                              "text or json (default text)\n")
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_the_error_a_run_ends_on_is_a_log_object_too(tmp_path: Path, log_format: str) -> None:
+    """`run` (a pod's whole log) ending on an error: in a JSON log its last line is an object
+    of level error too, not the one plain line a collector cannot parse; text as before."""
+    result = subprocess.run(
+        [sys.executable, "-m", "gitscale", "run", "--repo", str(tmp_path / "nowhere"),
+         "--max-passes", "1"], capture_output=True, text=True, timeout=60,
+        env=environment(GITSCALE_LOG_FORMAT=log_format))
+    assert result.returncode == 1, result.stderr
+    said = f"error: {tmp_path / 'nowhere'}: no such directory, and not a URL"
+    if log_format == "text":
+        assert result.stderr == said + "\n"
+        return
+    (last,) = objects(result.stderr)
+    assert last == {"time": last["time"], "level": "error", "component": "run", "msg": said}

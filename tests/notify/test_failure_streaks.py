@@ -64,21 +64,29 @@ class Scripted(FakeFlux):
         return super().answer(path, headers, body)
 
 
-def test_run_says_a_failing_notify_once_and_when_it_works_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("FLUX_RECEIVER_TOKEN", TOKEN)
+def run_against_flux(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                     statuses: list[int], passes: int) -> tuple[int, str, Scripted]:
+    """`run --max-passes` with a Flux receiver that answers ``statuses`` first, then 200:
+    the exit code, stderr and the receiver (what it saw, its address)."""
     demand = tmp_path / "demand.yaml"
     demand.write_text("linux: {queued: 3, running: 0}\n")
     receiver = Receiver("gitscale", "flux-system", TOKEN)
-    with Scripted(receiver, demand, [500, 500, 500]) as flux:
+    with Scripted(receiver, demand, statuses) as flux:
         checkout = repo(tmp_path, f"""\
 notify:
   - flux: {{url: {flux.base}, receiver: {{name: gitscale, namespace: flux-system}},
             token: {{env: FLUX_RECEIVER_TOKEN}}}}
 """)
         code, _, err = run(capsys, "run", "--repo", str(checkout), "--demand", str(demand),
-                           "--interval", "1s", "--max-passes", "4")
+                           "--interval", "1s", "--max-passes", str(passes))
+    return code, err, flux
+
+
+def test_run_says_a_failing_notify_once_and_when_it_works_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("FLUX_RECEIVER_TOKEN", TOKEN)
+    code, err, flux = run_against_flux(tmp_path, capsys, [500, 500, 500], 4)
     assert code == 0, err
     assert [s.status for s in flux.seen] == [500, 500, 500, 200], err
     label = f"flux ({flux.base})"
@@ -136,17 +144,7 @@ def test_a_failing_notify_is_a_warning_in_a_json_log(
 
     monkeypatch.setenv("FLUX_RECEIVER_TOKEN", TOKEN)
     monkeypatch.setenv("GITSCALE_LOG_FORMAT", "json")
-    demand = tmp_path / "demand.yaml"
-    demand.write_text("linux: {queued: 3, running: 0}\n")
-    receiver = Receiver("gitscale", "flux-system", TOKEN)
-    with Scripted(receiver, demand, [500]) as flux:
-        checkout = repo(tmp_path, f"""\
-notify:
-  - flux: {{url: {flux.base}, receiver: {{name: gitscale, namespace: flux-system}},
-            token: {{env: FLUX_RECEIVER_TOKEN}}}}
-""")
-        code, _, err = run(capsys, "run", "--repo", str(checkout), "--demand", str(demand),
-                           "--interval", "1s", "--max-passes", "2")
+    code, err, flux = run_against_flux(tmp_path, capsys, [500], 2)
     assert code == 0, err
     label = f"flux ({flux.base})"
     said = [(entry["level"], entry["msg"]) for entry in map(json.loads, err.splitlines())

@@ -20,6 +20,21 @@ def _traced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return events
 
 
+def _reconcile_traced(checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                      capsys) -> tuple[str, list[list[str]]]:  # type: ignore[no-untyped-def]
+    """Push what the test committed, then one traced `reconcile` in the checkout: its stderr
+    and the argv (less `git`) of every git process the pass itself started."""
+    git(checkout, "push", "--quiet")
+    events = _traced(tmp_path, monkeypatch)
+    monkeypatch.chdir(checkout)
+    code, out, err = run(capsys, "reconcile", "--demand", "demand.yaml")
+    assert code == 0, err
+    assert "pushed to origin/main" in out
+    seen = [json.loads(line) for line in events.read_text().splitlines()]
+    return err, [e["argv"][1:] for e in seen
+                 if e["event"] == "start" and e["sid"].count("/") == 0]
+
+
 @pytest.mark.parametrize("url", [pytest.param(False, id="bare path"),
                                  pytest.param(True, id="file URL")])
 def test_a_pass_reads_head_once_and_flushes_nothing_in_its_clone(
@@ -124,15 +139,8 @@ def test_a_pass_in_a_checkout_asks_git_each_question_once(
     (checkout / crd).write_text(_older_runnerset_crd())
     git(checkout, "add", crd)
     git(checkout, "commit", "--quiet", "-m", "an older CRD")
-    git(checkout, "push", "--quiet")
-    events = _traced(tmp_path, monkeypatch)
-    monkeypatch.chdir(checkout)
-    code, out, err = run(capsys, "reconcile", "--demand", "demand.yaml")
-    assert code == 0, err
-    assert "pushed to origin/main" in out
+    err, ours = _reconcile_traced(checkout, tmp_path, monkeypatch, capsys)
     assert f"warning: {crd}: older than this gitscale's RunnerSet CRD" in err
-    seen = [json.loads(line) for line in events.read_text().splitlines()]
-    ours = [e["argv"][1:] for e in seen if e["event"] == "start" and e["sid"].count("/") == 0]
     verbs = [argv[0] for argv in ours]
     assert verbs.count("config") == 1 and ["config", "--null", "--list"] in ours, ours
     assert [a for a in ours if "--git-path" in a] == [
@@ -156,14 +164,8 @@ def test_a_crd_the_pass_changes_is_listed_again_after_the_push_in_a_checkout(
     config = (checkout / "gitscale.yaml").read_text()
     (checkout / "gitscale.yaml").write_text(config.replace("sets/linux.yaml", moved))
     git(checkout, "commit", "--quiet", "-am", "the set where a CRD may be")
-    git(checkout, "push", "--quiet")
-    events = _traced(tmp_path, monkeypatch)
-    monkeypatch.chdir(checkout)
-    code, out, err = run(capsys, "reconcile", "--demand", "demand.yaml")
-    assert code == 0, err
-    assert "pushed to origin/main" in out
-    seen = [json.loads(line) for line in events.read_text().splitlines()]
-    verbs = [e["argv"][1] for e in seen if e["event"] == "start" and e["sid"].count("/") == 0]
+    _, ours = _reconcile_traced(checkout, tmp_path, monkeypatch, capsys)
+    verbs = [argv[0] for argv in ours]
     assert verbs.count("ls-files") == verbs.count("diff-files") == 2, verbs
     assert verbs.index("push") < len(verbs) - 1 - verbs[::-1].index("diff-files")
 

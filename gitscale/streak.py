@@ -5,11 +5,21 @@ error at once; and one line when the streak ends, saying how long it lasted.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 REMIND_EVERY = 1800.0  # seconds: an error that lasts is said again this often
+# A count or duration in a message ("1,003 runs", "2.5 s"): a number standing alone, not a
+# digit of a name (a repo "svc2", a queue "deploy-1", a host "10.0.0.5"), whose messages differ
+_COUNTS = re.compile(r"(?<![\w./-])\d[\d,]*(?:\.\d+)?(?![\w-]|[.,]\w)")
+
+
+def without_counts(message: str) -> str:
+    """``message`` with its counts and durations as ``#``: what tells one lasting condition
+    from another when its numbers change at every pass (a warning said once per streak)."""
+    return _COUNTS.sub("#", message)
 
 
 @dataclass

@@ -6,7 +6,6 @@ an error is left untouched by the pass (never scaled down on a guess).
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,14 +14,10 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 from gitscale.clients.errors import RateLimited as RateLimited
 from gitscale.core.model import Demand
 from gitscale.errors import GitscaleError
+from gitscale.streak import without_counts
 
 if TYPE_CHECKING:
     from gitscale.config.load import RunnerSetConfig
-
-
-# A count or duration in a warning ("1,003 runs", "2.5 s"): a number standing alone, not a
-# digit of a name (a repo "svc2", a queue "deploy-1", a host "10.0.0.5"), whose warnings differ
-_NUMBERS = re.compile(r"(?<![\w./-])\d[\d,]*(?:\.\d+)?(?![\w-]|[.,]\w)")
 
 
 class SourceError(GitscaleError):
@@ -44,7 +39,7 @@ def warner(report: Callable[[str], None] | None, said: dict[str, float] | None =
     if report is not None:
         def say(message: str) -> None:
             if said is not None:
-                shape, now = _NUMBERS.sub("#", message), clock()
+                shape, now = without_counts(message), clock()
                 last = said.get(shape)
                 if last is not None and now - last < REMIND:
                     return

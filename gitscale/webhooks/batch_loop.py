@@ -5,7 +5,6 @@ counted and said; and at a stop, the last batch.
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,13 +27,12 @@ from gitscale.webhooks.delivery import JobEvent
 from gitscale.webhooks.hold import Hold
 from gitscale.webhooks.resync import Listing
 from gitscale.webhooks.served import Serving
-from gitscale.streak import Dropped, Streak, duration
+from gitscale.streak import Dropped, Streak, duration, without_counts
 
 # A failed batch is retried at least this often: its events are jobs waiting for runners, and
 # a retry is a fetch (and a push) — cheap for the remote, and the events land within a minute
 # of the remote coming back (at 5 minutes, a 10-minute outage cost every job 4 more minutes).
 MAX_BACKOFF = 60.0
-_COUNTS = re.compile(r"\d[\d,.]*")  # a partial listing's counts: not what tells it apart
 RETRY_FLOOR = 1.0  # seconds: a failed batch is retried after at least twice this, any window
 
 
@@ -191,7 +189,7 @@ class Batch:
                         if name in listing.partial}  # (a set listed whole again starts anew)
         for name, why in listing.partial.items():
             streak = self.partial.setdefault(name, Streak())
-            if streak.failed(_COUNTS.sub("#", why)):
+            if streak.failed(without_counts(why)):
                 log(f"resync {name}: {why}" + (f" (said again every {duration(streak.remind)} "
                                                "while it lasts)" if streak.count == 1 else ""),
                     level="warning", runner_set=name)

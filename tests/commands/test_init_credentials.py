@@ -55,8 +55,8 @@ def uncomment_job_ids(root: Path, buildkite: FakeBuildkite) -> None:
     text = config.read_text()
     commented = ("        # jobIds:\n"
                  "        #   token: {env: BUILDKITE_GRAPHQL_TOKEN}\n"
-                 "        #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # omit for an unclustered"
-                 " queue\n")
+                 "        #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # its Cluster ID (Agents >"
+                 " the cluster > Settings); omit for an unclustered queue\n")
     assert commented in text
     text = text.replace(commented, "        jobIds:\n"
                         "          token: {env: BUILDKITE_GRAPHQL_TOKEN}\n"

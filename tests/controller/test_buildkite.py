@@ -320,6 +320,22 @@ def test_an_agent_stopping_with_a_job_is_busy_and_kept_on_scale_down(
     assert harness.names("bk") == [stopping]
 
 
+def test_the_failing_hint_names_a_missing_agent_token_secret_too() -> None:
+    """The commonest day-zero failure is no Secret at all (created in another namespace, or
+    under another key): the pod never starts (CreateContainerConfigError, failed after 5
+    minutes), so it has no log to read and Buildkite refused nothing. The hint says that case
+    and where the kubelet says which it is, not only "refused by Buildkite"."""
+    from gitscale.controller.platform_buildkite import BuildkiteSettings, failing_hint
+
+    hint = failing_hint(BuildkiteSettings("linux", (), "bk-token", None, None), "ci")
+    assert ("a pod that never started (CreateContainerConfigError) has no log: the Secret "
+            "ci/bk-token, or its key token, is missing") in hint, hint
+    assert "kubectl -n ci describe pod POD" in hint, hint
+    # without agentTokenSecret the template gives the token: no Secret of ours to name
+    assert "CreateContainerConfigError" not in failing_hint(
+        BuildkiteSettings("linux", (), None, None, None), "ci")
+
+
 def test_the_failing_hint_names_the_organization_agents_are_listed_in() -> None:
     """Agents whose token joins them to another organization than spec.buildkite.organization
     run, are never listed by the agents API, and are replaced after the registration timeout,

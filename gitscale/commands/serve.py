@@ -161,11 +161,13 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             log(f"listening on {host}:{server.port}{path}; one commit per {window} "
                 f"window; " + _resync_said(resync, resync_s, webhook_sets) + "; "
                 + _held_said(hold, held, bool(resync_s), hold_given))
-            if resync_s and duration.total_seconds() < resync_s:
-                log(f"warning: --reservation {reservation} is shorter than --resync {resync}: "
-                    f"a job queued for longer than {reservation} loses its runner until the "
-                    "next resync finds it still queued (a scale-down, then a scale-up); give "
-                    "--reservation at least --resync")
+            # (equal is not enough: a renewal runs from the batch that applies a listing, and
+            # the next such batch comes up to a poll and a window after the next due time)
+            if resync_s and duration.total_seconds() <= resync_s:
+                log(f"warning: --reservation {reservation} is not longer than --resync "
+                    f"{resync}: a job queued for longer than {reservation} can lose its runner "
+                    "before the next resync finds it still queued (a scale-down, then a "
+                    "scale-up); give --reservation more than --resync")
             if metrics_listen:
                 metrics_server = start_listener(metrics_listen, metrics.registry)
                 log(f"metrics at {url_of(metrics_server)}")

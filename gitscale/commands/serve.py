@@ -25,7 +25,7 @@ from gitscale.config.load import load_config
 from gitscale.config.secrets import SecretError, env_name_problem
 from gitscale.demand.resolve import Sources
 from gitscale.errors import GitscaleError, InputError
-from gitscale.files import default_cache_dir
+from gitscale.files import default_cache_dir, warn_through
 from gitscale.http_server import HttpServer, Limits
 from gitscale.metrics import LoopMetrics, listen_address, start_listener, url_of
 from gitscale.plan.cache import LOOP_LIMIT, StateCache
@@ -113,6 +113,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     ``--secret-env`` was on the command line (not its default). ``hold``: ``--hold``, None
     when not given (``default_hold``)."""
     logline.start("serve")
+    warn_through(logline.warn)  # the cache's warnings: an object in a JSON log too
     window_s, duration, resync_s = _durations(window, reservation, resync)
     hold_given = hold is not None
     hold = hold if hold is not None else default_hold(bool(resync_s))

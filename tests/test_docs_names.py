@@ -1,0 +1,265 @@
+"""What the docs quote by name is what the code has: the ``GITSCALE_*`` variables, the
+``gitscale.dev/`` annotations and labels, the keys of gitscale.yaml, the labels (and label
+values) of each metric, and the option defaults the command table and the prose state.
+
+Each check is a scan of text, well under a second; each has a counterpart that shows it still
+finds what it looks for (a pattern that stopped matching would pass everything). Options named
+in the docs exist (tests/test_docs_examples.py), metric names exist (tests/test_metrics.py),
+and every variable gitscale reads is in `--help` and the README (tests/commands/test_help.py):
+these are the other direction, or what those leave out.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from gitscale.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md")),
+         *sorted((ROOT / "deploy").rglob("README.md"))]
+
+
+def section(title: str, text: str | None = None) -> str:
+    """The README's ``## title`` section, its subsections included."""
+    text = README.read_text() if text is None else text
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
+# --- GITSCALE_* variables -------------------------------------------------------------------
+
+def code_text() -> str:
+    """Everything that reads (or, for the CI files init writes, sets) a variable: the package,
+    the scripts and the tests (GITSCALE_TEST_IMAGE and the like are the suite's)."""
+    paths = [*ROOT.joinpath("gitscale").rglob("*.py"), *ROOT.joinpath("scripts").iterdir(),
+             *ROOT.joinpath("tests").rglob("*.py"), ROOT / "Dockerfile"]
+    return "\n".join(p.read_text(errors="replace") for p in paths
+                     if p.is_file() and p != Path(__file__))
+
+
+VARIABLE = re.compile(r"\bGITSCALE_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def variables_unknown(pages: dict[str, str], code: str) -> list[tuple[str, str]]:
+    known = set(VARIABLE.findall(code))
+    return sorted({(page, name) for page, text in pages.items()
+                   for name in VARIABLE.findall(text) if name not in known})
+
+
+def test_every_gitscale_variable_the_docs_name_is_one_the_code_knows() -> None:
+    """A variable renamed in the code and not in the docs is one a user sets for nothing."""
+    pages = {str(p.relative_to(ROOT)): p.read_text() for p in PAGES}
+    named = {n for text in pages.values() for n in re.findall(r"\bGITSCALE_[A-Z0-9_]+", text)}
+    assert {"GITSCALE_GIT_TOKEN", "GITSCALE_CACHE_DIR", "GITSCALE_LOG_FORMAT"} <= named
+    assert variables_unknown(pages, code_text()) == []
+
+
+def test_the_variable_check_catches_a_name_no_code_has() -> None:
+    code = 'os.environ.get("GITSCALE_GIT_TOKEN")'
+    assert variables_unknown({"p": "`GITSCALE_GIT_TOKENS` and GITSCALE_GIT_TOKEN"}, code) == [
+        ("p", "GITSCALE_GIT_TOKENS")]
+
+
+# --- gitscale.dev/ annotations and labels ---------------------------------------------------
+
+API_GROUP = "gitscale.dev/v1alpha1"
+
+
+def dev_names(text: str) -> set[str]:
+    return {n for n in re.findall(r"\bgitscale\.dev/[a-z][a-z0-9-]*[a-z0-9]\b", text)
+            if n != API_GROUP}
+
+
+def test_every_gitscale_dev_name_in_the_docs_is_in_the_code_and_back() -> None:
+    """Annotations and labels are an interface: a user sets `gitscale.dev/paused`, a selector
+    reads `gitscale.dev/runnerset`. The docs quote each one the code writes or reads, and no
+    other."""
+    code = "\n".join(p.read_text() for p in ROOT.joinpath("gitscale").rglob("*.py"))
+    in_code = {n.strip('"') for n in re.findall(r'"gitscale\.dev/[a-z][a-z0-9-]*"', code)}
+    in_docs = set().union(*(dev_names(p.read_text()) for p in PAGES))
+    assert {"gitscale.dev/paused", "gitscale.dev/runnerset"} <= in_code & in_docs
+    assert in_docs - in_code == set(), "quoted in the docs, in no code"
+    assert in_code - in_docs == set(), "in the code, in no page"
+
+
+def test_the_dev_name_check_tells_a_name_from_the_api_group() -> None:
+    assert dev_names("`gitscale.dev/v1alpha1` `gitscale.dev/paused: \"true\"` "
+                     "gitscale.dev/runners.") == {"gitscale.dev/paused", "gitscale.dev/runners"}
+
+
+# --- gitscale.yaml's keys -------------------------------------------------------------------
+
+def schema_keys(schema: Any, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The path of every key the schema allows, through lists and alternatives."""
+    found: set[tuple[str, ...]] = set()
+    if not isinstance(schema, dict):
+        return found
+    for key, sub in (schema.get("properties") or {}).items():
+        found.add((*path, key))
+        found |= schema_keys(sub, (*path, key))
+    for sub in (schema.get("items"), schema.get("additionalProperties")):
+        found |= schema_keys(sub, path)
+    for sub in [*schema.get("oneOf", []), *schema.get("anyOf", []), *schema.get("allOf", [])]:
+        found |= schema_keys(sub, path)
+    return found
+
+
+def unnamed_keys(text: str) -> list[str]:
+    from gitscale.config.schemas import CONFIG
+
+    return sorted(".".join(path) for path in schema_keys(CONFIG)
+                  if not re.search(rf"(?<![\w-]){re.escape(path[-1])}(?=:|`)", text))
+
+
+def test_every_key_of_gitscale_yaml_is_named_where_the_config_file_is_described() -> None:
+    """A key the schema accepts and the README's "The config file" (with "Scaling semantics",
+    where the forecast lives) never names is a setting nobody finds; `source.github.concurrency`
+    was one."""
+    from gitscale.config.schemas import CONFIG
+
+    text = section("The config file") + section("Scaling semantics")
+    assert len(schema_keys(CONFIG)) > 50
+    assert unnamed_keys(text) == []
+
+
+def test_the_key_check_wants_the_key_as_yaml_or_code() -> None:
+    assert "runnerSets.source.github.concurrency" in unnamed_keys("the concurrency of polls")
+    assert "runnerSets.source.github.concurrency" not in unnamed_keys("concurrency: 8")
+
+
+# --- metrics: labels and label values -------------------------------------------------------
+
+def metric_rows() -> dict[str, tuple[str, str]]:
+    """``name → (labels cell, what cell)`` of the README's metric table (a counter as
+    ``_total``)."""
+    rows = re.findall(r"^\| `(gitscale_\w+)` \| \w+ \|([^|]*)\| (.*) \|$",
+                      section("Metrics"), re.MULTILINE)
+    return {name.removesuffix("_total"): (labels.strip(), what) for name, labels, what in rows}
+
+
+def label_names(cell: str) -> list[str]:
+    """`set`, `reason` → [set, reason]; `result` (`ok`, `error`) → [result]."""
+    return re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", cell))
+
+
+def label_values(cell: str) -> dict[str, set[str]]:
+    """The values a labels cell lists in parentheses after a label."""
+    return {label: set(re.findall(r"`([\w-]+)`", values))
+            for label, values in re.findall(r"`(\w+)` \(([^)]*)\)", cell)}
+
+
+def registered() -> dict[str, list[str]]:
+    """``name → label names`` of every metric the loop and the controller register."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from gitscale.controller.metrics import ControllerMetrics
+    from gitscale.metrics import LoopMetrics, SetGauges
+
+    found = {name: ["set"] for name, _ in SetGauges.FAMILIES}
+    for metrics in (LoopMetrics(webhooks=True), ControllerMetrics()):
+        for value in vars(metrics).values():
+            if isinstance(value, MetricWrapperBase):
+                found[value._name] = list(value._labelnames)
+    return found
+
+
+def test_the_metric_table_gives_each_metric_its_labels() -> None:
+    rows, metrics = metric_rows(), registered()
+    assert set(rows) == set(metrics)  # (tests/test_metrics.py: the names alone)
+    wrong = {name: (label_names(rows[name][0]), labels) for name, labels in metrics.items()
+             if label_names(rows[name][0]) != labels}
+    assert wrong == {}
+
+
+def test_the_metric_table_lists_each_labels_values() -> None:
+    """The values a query filters on: `result="partial"`, `state="busy"`, `reason="drain"`."""
+    from gitscale.config.notify_targets import Kind
+    from gitscale.controller.metrics import RUNNER_STATES
+    from gitscale.core.model import Reason
+    from gitscale.metrics import DELIVERY_RESULTS, ERROR_KINDS, PASS_RESULTS
+
+    rows = metric_rows()
+    assert label_values(rows["gitscale_passes"][0]) == {"result": set(PASS_RESULTS)}
+    assert label_values(rows["gitscale_notifications"][0]) == {
+        "engine": set(Kind.__args__), "result": {"sent", "failed"}}
+    assert label_values(rows["gitscale_controller_runners"][0]) == {"state": set(RUNNER_STATES)}
+
+    def quoted(name: str) -> set[str]:
+        return set(re.findall(r"`([\w-]+)`", rows[name][1]))
+
+    not_written = {Reason.UNCHANGED, Reason.DEMAND_UNKNOWN, Reason.PAUSED}
+    assert quoted("gitscale_set_writes") == {r.value for r in Reason if r not in not_written}
+    assert quoted("gitscale_errors") - {"serve"} == set(ERROR_KINDS)  # ("a poll of `serve`")
+    assert quoted("gitscale_webhook_deliveries") == set(DELIVERY_RESULTS)
+
+
+def test_the_label_parsers_read_the_tables_cells() -> None:
+    cell = "`engine` (`flux`, `argocd`), `result` (`sent`, `failed`)"
+    assert label_names(cell) == ["engine", "result"]
+    assert label_values(cell) == {"engine": {"flux", "argocd"}, "result": {"sent", "failed"}}
+    assert label_names("") == []
+
+
+# --- option defaults ------------------------------------------------------------------------
+
+def defaults_stated(text: str) -> list[tuple[str, str, str]]:
+    """(command or "", option, value) of each default the text states: a command table's
+    `cmd [--opt VALUE]` (a literal value, not a placeholder in capitals, not a choice), and
+    "`--opt` (default `VALUE`)" or "`--opt`, default `VALUE`" in prose."""
+    found = []
+    for command, rest in re.findall(r"^\| `(\w+) ([^`]*)` \|", text, re.MULTILINE):
+        found += [(command, option, value)
+                  for option, value in re.findall(r"\[(--[a-z-]+) ([a-z0-9.][^\s\]\\]*)(?=[\s\]])", rest)]
+    found += [("", option, value) for option, value in re.findall(
+        r"`(--[a-z-]+)`,? \(?default `([^`]+)`", text)]
+    return found
+
+
+def option_defaults() -> dict[tuple[str, str], str]:
+    """(command, option) → the default `--help` shows (a computed one: its show_default)."""
+    found = {}
+    for name, command in cli.commands.items():  # type: ignore[attr-defined]
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            default = param.show_default if isinstance(param.show_default, str) \
+                else param.default
+            if default is not None and not callable(default):
+                for option in param.opts:
+                    found[(name, option)] = str(default)
+    return found
+
+
+def test_every_default_the_docs_state_is_the_options() -> None:
+    defaults = option_defaults()
+    stated = [(str(p.relative_to(ROOT)), *found) for p in PAGES
+              for found in defaults_stated(p.read_text())]
+    assert len(stated) >= 6
+    wrong = []
+    for page, command, option, value in stated:
+        actual = {d for (c, o), d in defaults.items() if o == option and command in ("", c)}
+        if not any(d == value or d.split(";")[0] == value for d in actual):
+            wrong.append((page, command, option, value, sorted(actual)))
+    assert wrong == []
+
+
+def test_the_default_check_reads_the_table_and_the_prose() -> None:
+    text = ("| `run [--interval 30s] [--demand F] [--output text\\|json]` | … |\n"
+            "`--leader-election-id` (default `gitscale-controller`), `--path`, default `x`")
+    assert defaults_stated(text) == [("run", "--interval", "30s"),
+                                     ("", "--leader-election-id", "gitscale-controller"),
+                                     ("", "--path", "x")]
+
+
+@pytest.mark.parametrize(("command", "option", "value"), [("serve", "--hold", "5m"),
+                                                          ("run", "--interval", "30s")])
+def test_the_default_check_knows_a_computed_default(command: str, option: str,
+                                                    value: str) -> None:
+    assert option_defaults()[(command, option)].split(";")[0] == value

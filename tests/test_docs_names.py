@@ -310,3 +310,41 @@ def test_the_path_check_catches_a_moved_module() -> None:
     assert missing_paths("`gitscale/metrics.py`, `gitscale/metric.py`, `deploy/scaler/x.yaml`, "
                          "`tests/*/conftest.py`, `tests/nothing/*.py`") == [
         "gitscale/metric.py", "tests/nothing/*.py"]
+
+
+# --- options in code blocks -----------------------------------------------------------------
+
+def options_in_blocks(text: str, commands: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(command, option) of every `gitscale COMMAND … --option` in a fenced or indented code
+    block (a `\\` continuation joined to its line; a pipe, `;`, `&` or `#` ends the command).
+    tests/test_docs_examples.py checks the options of code spans; these are the lines a
+    reader pastes."""
+    blocks = [m.group(2) for m in re.finditer(r"^( *)```[\w-]*\n(.*?)^\1```$", text,
+                                              re.MULTILINE | re.DOTALL)]
+    blocks += ["\n".join(re.findall(r"^    (\S.*)$", text, re.MULTILINE))]
+    found = []
+    for block in blocks:
+        for match in re.finditer(r"\bgitscale\s+([a-z]+)\b([^|;&#\n]*)",
+                                 re.sub(r"\\\n\s*", " ", block)):
+            if match.group(1) in commands:
+                found += [(match.group(1), option) for option in
+                          re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", match.group(2))]
+    return found
+
+
+def test_every_option_a_code_block_gives_a_command_is_one_of_its_options() -> None:
+    from tests.test_docs_examples import command_options
+
+    commands = command_options()
+    named = [(str(page.relative_to(ROOT)), *found) for page in PAGES
+             for found in options_in_blocks(page.read_text(), commands)]
+    assert len(named) > 40
+    assert [n for n in named if n[2] not in commands[n[1]] | {"--help"}] == []
+
+
+def test_the_block_check_reads_continuations_and_stops_at_a_pipe() -> None:
+    commands = {"plan": {"--set"}, "serve": {"--window"}}
+    text = ("```sh\ngitscale plan --set a \\\n    --sets b | grep --count x\n```\n\n"
+            "    gitscale serve --windows 5s\n")
+    assert options_in_blocks(text, commands) == [("plan", "--set"), ("plan", "--sets"),
+                                                 ("serve", "--windows")]

@@ -348,3 +348,39 @@ def test_the_block_check_reads_continuations_and_stops_at_a_pipe() -> None:
             "    gitscale serve --windows 5s\n")
     assert options_in_blocks(text, commands) == [("plan", "--set"), ("plan", "--sets"),
                                                  ("serve", "--windows")]
+
+
+# --- the benchmarks' options ----------------------------------------------------------------
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def benchmark_options_unknown(text: str) -> list[tuple[str, str]]:
+    """(script, option) of every `benchmarks/SCRIPT.py … --option` (or `SCRIPT.py --option`)
+    the text gives that the script does not define as a string (its argparse)."""
+    found = []
+    for script, rest in re.findall(r"\b((?:bench_\w+|outcomes)\.py)\b([^`|;&#\n]*)",
+                                   re.sub(r"\\\n\s*", " ", text)):
+        path = BENCHMARKS / script
+        source = path.read_text() if path.exists() else ""
+        found += [(script, option) for option in
+                  re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", rest)
+                  if f'"{option}"' not in source and f"'{option}'" not in source]
+    return found
+
+
+def test_every_option_the_docs_give_a_benchmark_is_the_scripts() -> None:
+    """The README's figures say how they were measured; a renamed flag makes that
+    unrepeatable."""
+    pages = [*PAGES, BENCHMARKS / "README.md"]
+    named = [p for page in pages
+             for p in re.findall(r"\b(?:bench_\w+|outcomes)\.py --", page.read_text())]
+    assert len(named) > 10
+    assert {str(page.relative_to(ROOT)): unknown for page in pages
+            if (unknown := benchmark_options_unknown(page.read_text()))} == {}
+
+
+def test_the_benchmark_check_catches_an_option_the_script_lacks() -> None:
+    assert benchmark_options_unknown(
+        "`.venv/bin/python benchmarks/bench_reconcile.py --sets 200 --setz 3`, "
+        "`bench_nothing.py --x`") == [("bench_reconcile.py", "--setz"), ("bench_nothing.py", "--x")]

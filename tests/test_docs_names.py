@@ -384,3 +384,39 @@ def test_the_benchmark_check_catches_an_option_the_script_lacks() -> None:
     assert benchmark_options_unknown(
         "`.venv/bin/python benchmarks/bench_reconcile.py --sets 200 --setz 3`, "
         "`bench_nothing.py --x`") == [("bench_reconcile.py", "--setz"), ("bench_nothing.py", "--x")]
+
+
+# --- the README's table of variables --------------------------------------------------------
+
+def variable_rows(text: str) -> list[tuple[list[str], set[str]]]:
+    """(variables, commands) of each row of the README's **Help.** table whose "read by" cell
+    names commands (`plan`, `serve`'s resync); rows that say it in words are left out."""
+    from gitscale.commands.helptext import COMMANDS
+
+    table = text[text.index("**Help.**"):text.index("**Shell completion**")]
+    rows = []
+    for first, read_by in re.findall(r"^\| (`[^|]+) \| ([^|]+) \|", table, re.MULTILINE):
+        commands = {c for c in re.findall(r"`(\w+)`", read_by) if c in COMMANDS}
+        if commands:
+            rows.append((re.findall(r"`([A-Z][A-Z0-9_]*)`", first), commands))
+    return rows
+
+
+def test_the_readme_says_which_commands_read_each_variable_as_help_does() -> None:
+    """`gitscale COMMAND --help` lists the variables the command reads
+    (commands/helptext.py); the README's table says the same per variable."""
+    from gitscale.commands.helptext import COMMANDS
+
+    rows = variable_rows(README.read_text())
+    assert len(rows) >= 5
+    wrong = [(names, read_by, helps) for names, read_by in rows
+             if read_by != (helps := {c for c, (_, reads) in COMMANDS.items()
+                                      if any(n in reads for n in names)})]
+    assert wrong == []
+
+
+def test_the_variable_rows_are_read_with_their_commands() -> None:
+    text = ("**Help.**\n| variable | read by | what |\n|---|---|---|\n"
+            "| `GITHUB_TOKEN`, `BUILDKITE_AGENT_TOKEN` | `plan`, `serve`'s resync | a token |\n"
+            "| `GITSCALE_AUTHOR` | commands that commit | … |\n**Shell completion**")
+    assert variable_rows(text) == [(["GITHUB_TOKEN", "BUILDKITE_AGENT_TOKEN"], {"plan", "serve"})]

@@ -5,7 +5,8 @@ Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the 
 the scaler's pods), a GitHub set whose RunnerSet registers runners with other labels
 than its source counts jobs for, a Buildkite set whose agents take another queue's jobs
 than its source counts, a RunnerSet whose first container, taken as the runner by position (none
-named ``runner``), runs no runner image while a later one does, an object gitscale wrote that no set manages (a set removed
+named ``runner``), runs no runner image while a later one does, a Buildkite RunnerSet whose agent gets no token
+(no ``agentTokenSecret``, no ``BUILDKITE_AGENT_TOKEN``), an object gitscale wrote that no set manages (a set removed
 from gitscale.yaml, its manifest left), and a RunnerSet CRD in the repo that is not this gitscale's (an
 upgrade done in the wrong order). A RunnerSet its schema accepts but the controller would refuse
 (``InvalidSpec``) is a problem too, found by the controller's own checks."""
@@ -58,6 +59,7 @@ def run_validate(opts: RepoOptions) -> int:
             warnings += label_drift(config, runner_set, target)
             warnings += queue_drift(config, runner_set, target)
             warnings += runner_by_position(target)
+            warnings += agent_token_missing(target)
         for path, sets in by_file.items():
             problems += placeholder_problems(path, texts[path])
             result = validation.check(path, texts[path], [target.obj for _, target in sets])
@@ -315,6 +317,42 @@ def runner_by_position(target: Target) -> list[str]:
             "as the runner: it gets the platform's environment and the pod is judged by it, "
             f"not by {meant[0].get('name')!r}; name the runner's container "
             f"{RUNNER_CONTAINER!r} (or list it first)"]
+
+
+# Where a buildkite/agent container may find its token besides spec.buildkite.agentTokenSecret
+TOKEN_ENV = ("BUILDKITE_AGENT_TOKEN", "BUILDKITE_AGENT_TOKEN_PATH")
+
+
+def agent_token_missing(target: Target) -> list[str]:
+    """A warning when a Buildkite RunnerSet names no ``agentTokenSecret`` and its runner
+    container (``buildkite/agent``'s image, whose config file holds no token) gets none from
+    its own ``env`` or any ``envFrom``: every agent would exit at start, unregistered, and the
+    set's pods fail over and over."""
+    if target.kind != KIND or target.api_version != API_VERSION:
+        return []
+    from gitscale.controller.observe import runner_container
+
+    spec: Any = target.obj.get("spec")
+    settings = spec.get("buildkite") if isinstance(spec, dict) else None
+    template = spec.get("template") if isinstance(spec, dict) else None
+    if not isinstance(settings, dict) or settings.get("agentTokenSecret") or \
+            not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        return []
+    containers = template["spec"].get("containers")
+    if not isinstance(containers, list) or not containers or \
+            not all(isinstance(c, dict) for c in containers):
+        return []  # (a malformed list: the schema's)
+    name = runner_container(template)
+    runner = next((c for c in containers if c.get("name") == name), containers[0])
+    env = runner.get("env") if isinstance(runner.get("env"), list) else []
+    if "buildkite/agent" not in str(runner.get("image") or "") or runner.get("envFrom") or \
+            any(isinstance(e, dict) and e.get("name") in TOKEN_ENV for e in env):
+        return []  # (an image of its own may hold the token; envFrom may give it)
+    line = target.documents[target.index].line_of(["spec", "buildkite"])
+    return [f"{_at(target.path, line)}: RunnerSet {target.name}: spec.buildkite names no "
+            f"agentTokenSecret and container {name!r} gets no BUILDKITE_AGENT_TOKEN: its "
+            "agents would exit at start, unregistered; add `agentTokenSecret: "
+            "buildkite-agent-token` (the Secret's key `token`: docs/credentials.md)"]
 
 
 def _label_set(labels: list[str]) -> set[str]:

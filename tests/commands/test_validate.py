@@ -170,6 +170,45 @@ def test_a_runner_container_taken_by_position_before_another_is_a_warning(  # ty
     assert out.rstrip().endswith(", 0 problems, 1 warning"), out
 
 
+TOKEN_SECRET = "    agentTokenSecret: buildkite-agent-token\n"
+AGENT = "        - name: agent\n          image: buildkite/agent:3.137.0\n"
+
+
+@pytest.mark.parametrize(("secret", "container", "warned"), [
+    pytest.param(True, AGENT, False, id="agent-token-secret"),
+    pytest.param(False, AGENT, True, id="no-token-at-all"),
+    pytest.param(False, AGENT + "          env:\n            - name: BUILDKITE_AGENT_TOKEN\n"
+                 "              valueFrom: {secretKeyRef: {name: bk, key: token}}\n", False,
+                 id="token-in-env"),
+    pytest.param(False, AGENT + "          envFrom:\n            - secretRef: {name: bk}\n",
+                 False, id="env-from"),
+    pytest.param(False, AGENT.replace("buildkite/agent:3.137.0", "acme/agent:1"), False,
+                 id="an-image-of-its-own"),
+])
+def test_a_buildkite_agent_given_no_token_is_a_warning(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, secret: bool, container: str, warned: bool) -> None:
+    """A RunnerSet without `agentTokenSecret` whose agent container gets no token otherwise:
+    every agent exits at start, unregistered, and the set's pods fail over and over — found by
+    `validate`, not on the cluster."""
+    manifest = BUILDKITE_MANIFEST.format(queue="linux").replace(AGENT, container)
+    if not secret:
+        manifest = manifest.replace(TOKEN_SECRET, "")
+    config = BUILDKITE_CONFIG.format(queue="linux")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config, "sets/linux.yaml": manifest})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err
+    if not warned:
+        assert err == "" and out.rstrip().endswith(", 0 problems"), out + err
+        return
+    assert err.splitlines() == [
+        f"warning: sets/linux.yaml:{line_of(manifest, 'buildkite:')}: RunnerSet linux: "
+        "spec.buildkite names no agentTokenSecret and container 'agent' gets no "
+        "BUILDKITE_AGENT_TOKEN: its agents would exit at start, unregistered; add "
+        "`agentTokenSecret: buildkite-agent-token` (the Secret's key `token`: "
+        "docs/credentials.md)"], err
+    assert out.rstrip().endswith(", 0 problems, 1 warning"), out
+
+
 @pytest.mark.skipif(shutil.which("kubeconform") is not None, reason="in-process validation")
 @pytest.mark.parametrize(("api_version", "kind", "hint"), [
     ("actions.summerwind.dev/v1alpha1", "RunnerDeployment",

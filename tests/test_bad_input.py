@@ -243,6 +243,13 @@ CONFIG_CASES += [
                                      "owner's repositories"], id="app-over-two-owners"),
     pytest.param(_config_with(name="~"), "gitscale.yaml:2",
                  ["name: null is not of type string"], id="null-name"),
+    # init's commented jobIds example, uncommented with its placeholder left in: the reader is
+    # told what the value is and where Buildkite shows it, not a regular expression
+    pytest.param(_config_with(source="{buildkite: {queue: linux, jobIds: {token: {env: T}, "
+                              "cluster: UUID-OF-THE-QUEUE-S-CLUSTER}}}"),
+                 "gitscale.yaml:4", ["jobIds.cluster: 'UUID-OF-THE-QUEUE-S-CLUSTER' is not a "
+                                     "cluster's UUID", "Cluster ID", "leave cluster out"],
+                 id="jobids-cluster-placeholder"),
     pytest.param(_config_with(manifest="true"), "gitscale.yaml:3",
                  ["manifest: true is not of type string"], id="boolean-manifest"),
 ]

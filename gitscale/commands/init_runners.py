@@ -225,7 +225,7 @@ BUILDKITE_SOURCE = """\
         # (docs/credentials.md of gitscale, "Job ids").
         # jobIds:
         #   token: {{env: BUILDKITE_GRAPHQL_TOKEN}}
-        #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # omit for an unclustered queue
+        #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # its Cluster ID (Agents > the cluster > Settings); omit for an unclustered queue
     policy: default
 """
 

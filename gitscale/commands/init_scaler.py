@@ -178,11 +178,14 @@ def scaler_files(choices: Choices) -> dict[str, str]:
     for name, (comment, objects) in manifests.items():
         files[f"deploy/scaler/{name}"] = comment + "---\n".join(
             hinted(dump(o, width=100), REPO_URL_HINT) for o in objects)
-    swap = ("deployment-run.yaml, or with deployment-serve.yaml + service-serve.yaml (one of the "
-            "three)" if choices.platform == "github" else "deployment-run.yaml (one of the two)")
+    # serve takes GitHub's webhooks: a Buildkite scaffold has no serve manifest to swap in
+    swap = ("for `run` or `serve` replace cronjob.yaml and cache-pvc.yaml\n# with "
+            "deployment-run.yaml, or with deployment-serve.yaml + service-serve.yaml (one of the "
+            "three)" if choices.platform == "github" else
+            "for `run` replace cronjob.yaml and cache-pvc.yaml\n# with deployment-run.yaml (one "
+            "of the two; a Buildkite set is polled: no `serve`)")
     files["deploy/scaler/kustomization.yaml"] = (
-        "# The CronJob by default; for `run` or `serve` replace cronjob.yaml and cache-pvc.yaml\n"
-        f"# with {swap}.\n"
+        f"# The CronJob by default; {swap}.\n"
         + dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                 "namespace": NAMESPACE,
                 "resources": ["serviceaccount.yaml", "cache-pvc.yaml", "cronjob.yaml"]},

@@ -4,7 +4,8 @@ tracked file may be one of the credential files init's steps write (problems: ex
 Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps source,
 the scaler's pods), a GitHub set whose RunnerSet registers runners with other labels
 than its source counts jobs for, a Buildkite set whose agents take another queue's jobs
-than its source counts, an object gitscale wrote that no set manages (a set removed
+than its source counts, a RunnerSet whose first container, taken as the runner by position (none
+named ``runner``), runs no runner image while a later one does, an object gitscale wrote that no set manages (a set removed
 from gitscale.yaml, its manifest left), and a RunnerSet CRD in the repo that is not this gitscale's (an
 upgrade done in the wrong order). A RunnerSet its schema accepts but the controller would refuse
 (``InvalidSpec``) is a problem too, found by the controller's own checks."""
@@ -56,6 +57,7 @@ def run_validate(opts: RepoOptions) -> int:
             by_file.setdefault(runner_set.manifest, []).append((runner_set, target))
             warnings += label_drift(config, runner_set, target)
             warnings += queue_drift(config, runner_set, target)
+            warnings += runner_by_position(target)
         for path, sets in by_file.items():
             problems += placeholder_problems(path, texts[path])
             result = validation.check(path, texts[path], [target.obj for _, target in sets])
@@ -273,6 +275,46 @@ def queue_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> 
             f"{_at(target.path, manifest_line)}: the source counts the jobs of queue "
             f"{counted!r}, and these agents take only the jobs of queue {agents!r} (keep the "
             "two equal)"]
+
+
+# Images that run a runner (the ones the docs and init use): a container of one of them below
+# a first container of none is the runner the author meant, taken by position for a sidecar.
+RUNNER_IMAGES = ("buildkite/agent", "actions-runner")
+
+
+def runner_by_position(target: Target) -> list[str]:
+    """A warning when a RunnerSet's template has several containers, none named ``runner``,
+    and the first (which the controller then takes as the runner:
+    ``controller.observe.runner_container``) runs no runner image while a later one does — a
+    sidecar listed above the agent (init names a Buildkite set's container ``agent``) would
+    get the platform's environment and judge the pod, and the agent none of it."""
+    if target.kind != KIND or target.api_version != API_VERSION:
+        return []
+    from gitscale.controller.observe import RUNNER_CONTAINER
+
+    spec: Any = target.obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    pod = template.get("spec") if isinstance(template, dict) else None
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    if not isinstance(containers, list) or len(containers) < 2 or \
+            not all(isinstance(c, dict) for c in containers) or \
+            any(c.get("name") == RUNNER_CONTAINER for c in containers):
+        return []  # (one container, or one named runner: no guess; a malformed list: schema's)
+
+    def runs_a_runner(container: dict[str, Any]) -> bool:
+        return any(image in str(container.get("image") or "") for image in RUNNER_IMAGES)
+
+    first, *rest = containers
+    meant = [c for c in rest if runs_a_runner(c)]
+    if runs_a_runner(first) or not meant:
+        return []
+    line = target.documents[target.index].line_of(
+        ["spec", "template", "spec", "containers", 0, "name"])
+    return [f"{_at(target.path, line)}: RunnerSet {target.name}: no container is named "
+            f"{RUNNER_CONTAINER!r}, so the controller takes the first, {first.get('name')!r}, "
+            "as the runner: it gets the platform's environment and the pod is judged by it, "
+            f"not by {meant[0].get('name')!r}; name the runner's container "
+            f"{RUNNER_CONTAINER!r} (or list it first)"]
 
 
 def _label_set(labels: list[str]) -> set[str]:

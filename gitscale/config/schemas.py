@@ -72,7 +72,7 @@ POLICY_CHOICE: dict[str, Any] = {"oneOf": [{"type": "string", "pattern": r"^[A-Z
                                            POLICY]}
 
 from gitscale.config.secrets import SECRET_REF  # noqa: E402  (the notify schema uses it)
-from gitscale.config.sources import API_URL, SOURCE  # noqa: E402  (each source's schema is
+from gitscale.config.sources import API_URL, CLUSTER_UUID, SOURCE  # noqa: E402  (each source's schema is
 # in its entry)
 
 # Where to tell a GitOps engine that a push landed (see gitscale/notify/). URLs carry no
@@ -354,6 +354,10 @@ def _explain(problem: Any) -> str:
         return (f"{value} is not an API's base URL: https://HOST or https://HOST/PATH, "
                 "without credentials, query or fragment (a token goes in {env: NAME} or "
                 "{file: PATH})")
+    if problem.validator == "pattern" and problem.schema is CLUSTER_UUID:
+        return (f"{value} is not a cluster's UUID: the Cluster ID that Buildkite shows on the "
+                "cluster's Settings page (Agents > the cluster > Settings), such as "
+                "0190c3a5-6a6e-7c4f-9e3b-5d2c8a1f4b7e; for an unclustered queue, leave cluster out")
     if problem.validator == "pattern" and problem.schema is NOTIFY_URL:
         return (f"{value} is not an http(s) URL without credentials (a secret goes in "
                 "{env: NAME} or {file: PATH})")

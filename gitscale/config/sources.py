@@ -143,6 +143,10 @@ class BuildkiteSettings:
 # (the client appends paths and its own query: `?access_token=` would be sent on every call)
 API_URL = {"type": "string", "pattern": r"^https?://[^\s@/?#]+(/[^\s@?#]*)?$",
            "maxLength": 2048}
+# A Buildkite cluster's UUID, as its Settings page shows it (Cluster ID); config/schemas.py
+# explains a mismatch in those words rather than by the pattern.
+CLUSTER_UUID = {"type": "string",
+                "pattern": "^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$"}
 
 GITHUB: dict[str, Any] = {
     "type": "object",
@@ -185,8 +189,7 @@ BUILDKITE: dict[str, Any] = {
             "properties": {
                 "token": SECRET_REF,
                 "graphqlUrl": API_URL,
-                "cluster": {"type": "string",  # a cluster's UUID, as Buildkite shows it
-                            "pattern": "^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$"},
+                "cluster": CLUSTER_UUID,
             },
         },
     },

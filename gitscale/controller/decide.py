@@ -114,6 +114,9 @@ class Runner:
     created_at: datetime | None = None
     spec_time: datetime | None = None  # effectiveTime of the spec that created it, if known
     unschedulable: Unschedulable | None = None  # PENDING: the scheduler cannot place its pod
+    # PENDING: why a container of its pod cannot start, in the kubelet's words (a Secret or
+    # key missing, an image that cannot be pulled): reported at once, failed after 5 minutes
+    cannot_start: str | None = None
     # Made for job-matching settings the set no longer has (GitHub's labels, runner group or
     # scope; Buildkite's queue or tags): it can take none of the jobs the set is scaled for.
     outdated: bool = False

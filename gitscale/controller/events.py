@@ -13,7 +13,8 @@ Normal, from what the pass did: ``RunnersCreated``, ``RunnersDeleted``, ``Unregi
 Warning, from the status the pass left: Ready False with its reason (``CreateFailed``,
 ``QuotaExceeded``, ``ApplyFailed``, ``CredentialsMissing``, ``CredentialsRefused``,
 ``PlatformUnavailable``, ``InvalidSpec``,
-``RunnersMissing``, ``RunnersUnschedulable``, ``Backoff``, ``Interrupted``: the reasons of
+``RunnersMissing``, ``RunnersUnschedulable``, ``RunnersCannotStart``, ``Backoff``,
+``Interrupted``: the reasons of
 ``status.py``), and
 ``RepeatedFailures`` while RunnersFailing is True — posted on every pass the condition holds,
 so the first one marks the transition and the repeats only count.

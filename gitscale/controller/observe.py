@@ -200,7 +200,8 @@ def runner_of(pod: Mapping[str, Any], registered: Mapping[Any, Registered] | Non
         stuck_since = _stuck(pod, now)
         if stuck_since is not None:  # it would hold its slot forever: back off and replace it
             return make(Phase.FAILED, stuck_since)
-        return replace(make(Phase.PENDING), unschedulable=unschedulable_of(pod))
+        return replace(make(Phase.PENDING), unschedulable=unschedulable_of(pod),
+                       cannot_start=cannot_start_of(pod))
     if (busy_until is not None and now < busy_until) or running is None:
         return make(Phase.BUSY)
     phase = running(str(meta.get("name")), notes, runner_id, registered)
@@ -250,6 +251,21 @@ STUCK_AFTER = timedelta(minutes=5)
 # A running runner never seen online this long after it started is failed and replaced (with
 # the failed runners' backoff), as actions-runner-controller's registration timeout does.
 REGISTRATION_TIMEOUT = timedelta(minutes=10)
+
+
+def cannot_start_of(pod: Mapping[str, Any]) -> str | None:
+    """The kubelet's word on a container of the pod that waits for a reason that does not
+    clear by itself (``STUCK_REASONS``), such as ``container agent: CreateContainerConfigError:
+    secret "buildkite-agent-token" not found``; None while every container may still start."""
+    status = pod.get("status") or {}
+    for cs in [*(status.get("initContainerStatuses") or []),
+               *(status.get("containerStatuses") or [])]:
+        waiting = (cs.get("state") or {}).get("waiting") if isinstance(cs, dict) else None
+        if isinstance(waiting, dict) and waiting.get("reason") in STUCK_REASONS:
+            message = str(waiting.get("message") or "").strip()
+            said = f"container {cs.get('name')}: {waiting['reason']}"
+            return f"{said}: {message[:500]}" if message else said
+    return None
 
 
 def _stuck(pod: Mapping[str, Any], now: datetime) -> datetime | None:

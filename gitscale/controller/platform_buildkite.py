@@ -175,6 +175,12 @@ def failing_hint(settings: BuildkiteSettings, namespace: str) -> str:
     not retried) and its pod fails, again and again: the usual cause, and where it is said."""
     token = (f"Secret {namespace}/{settings.agent_token_secret}, key {TOKEN_KEY}"
              if settings.agent_token_secret else "BUILDKITE_AGENT_TOKEN of the runner container")
+    # No Secret at all (made in another namespace, or under another key) is no refusal: the
+    # pod never starts, so it has no log, and the kubelet's event says which is missing.
+    missing = (f"; a pod that never started (CreateContainerConfigError) has no log: the "
+               f"Secret {namespace}/{settings.agent_token_secret}, or its key {TOKEN_KEY}, is "
+               f"missing (kubectl -n {namespace} describe pod POD says which)"
+               if settings.agent_token_secret else "")
     listed = (f"; agents that run but are replaced after {REGISTRATION_TIMEOUT.seconds // 60} minutes were "
               f"never listed in organization {settings.organization!r} "
               "(spec.buildkite.organization): the one their token joins them to?"
@@ -182,7 +188,7 @@ def failing_hint(settings: BuildkiteSettings, namespace: str) -> str:
     return (f"an agent that exits soon after it starts was most often refused by Buildkite: its "
             f"agent token ({token}) wrong, revoked or rotated, or of another organization or "
             f"cluster than queue {settings.queue!r} — the failed pod's log says "
-            f"(kubectl -n {namespace} logs POD){listed}")
+            f"(kubectl -n {namespace} logs POD){missing}{listed}")
 
 
 def running(name: str, annotations: Mapping[str, Any], runner_id: int | None,

@@ -250,7 +250,9 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.unschedulable = unscheduled.count
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now,
                                unschedulable=unscheduled,
-                               hint=view.kind.failing_hint(view.settings, view.namespace))
+                               hint=view.kind.failing_hint(view.settings, view.namespace),
+                               not_starting=st.cannot_start(
+                                   r for r in runners if r.name not in gone))
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
     others = len(report.errors) - len(created.errors)  # errors not of its creations

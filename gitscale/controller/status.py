@@ -10,7 +10,9 @@ generation of the spec the status describes:
   ``Interrupted`` (the controller stopped before it was done), ``RunnersMissing`` (runners
   went away while the write was already applied, and their replacements are not made yet),
   ``RunnersUnschedulable`` (pending runners the scheduler has not placed for
-  ``UNSCHEDULABLE_GRACE``: reported, not replaced, see ``unscheduled``), ``Backoff`` (failed
+  ``UNSCHEDULABLE_GRACE``: reported, not replaced, see ``unscheduled``), ``RunnersCannotStart``
+  (pending runners whose container waits for a reason that does not clear by itself, in the
+  kubelet's words: ``cannot_start``; failed after ``observe.STUCK_AFTER``), ``Backoff`` (failed
   runners wait to be replaced), ``ApplyFailed``, ``InvalidSpec``, ``CredentialsMissing`` (the
   credentials Secret or a key of it does not exist), ``CredentialsRefused`` (the platform
   answered 401/403), ``PlatformUnavailable`` (an outage: a 5xx, no answer, a rate limit, the
@@ -45,6 +47,7 @@ READY, RECONCILING, STALLED, FAILING = "Ready", "Reconciling", "Stalled", "Runne
 BUSY = "BusyKnown"
 STALLED_AFTER = timedelta(minutes=5)
 UNSCHEDULABLE = "RunnersUnschedulable"
+CANNOT_START = "RunnersCannotStart"
 CREDENTIALS_MISSING, CREDENTIALS_REFUSED = "CredentialsMissing", "CredentialsRefused"
 UNAVAILABLE = "PlatformUnavailable"
 # How long a pending runner may stay unschedulable before Ready says so: a cluster autoscaler
@@ -170,14 +173,24 @@ def unscheduled(runners: Iterable[Runner], now: datetime,
                        max(min(waits), 0.0) if waits else None)
 
 
+def cannot_start(runners: Iterable[Runner]) -> tuple[int, str]:
+    """Pure. How many pending runners cannot start (``Runner.cannot_start``) and the kubelet's
+    word on the first of them; (0, "") when none."""
+    said = [r.cannot_start for r in runners
+            if r.phase is Phase.PENDING and r.cannot_start is not None]
+    return len(said), said[0] if said else ""
+
+
 def conditions(counts: Status | None, problem: Problem | None,
                failing: tuple[tuple[str, int], ...], current: Mapping[str, Any] | None,
                now: datetime, creating: int = 0,
-               unschedulable: Unscheduled | None = None, hint: str = "") -> list[Condition]:
+               unschedulable: Unscheduled | None = None, hint: str = "",
+               not_starting: tuple[int, str] = (0, "")) -> list[Condition]:
     """Ready, Reconciling, Stalled and RunnersFailing after a pass (or, with ``creating``,
     before a pass's creations: ``Creating``); ``hint``: the platform's word on where to look
-    when its runners keep failing (``Kind.failing_hint``)."""
-    ready = _ready(counts, problem, creating, unschedulable)
+    when its runners keep failing (``Kind.failing_hint``); ``not_starting``: ``cannot_start``
+    of the runners left."""
+    ready = _ready(counts, problem, creating, unschedulable, not_starting)
     stuck = problem is not None or ready.reason == UNSCHEDULABLE
     stalled = not ready.status and stuck and (
         (problem is not None and problem.person) or _false_since(current, now) >= STALLED_AFTER)
@@ -193,7 +206,8 @@ def conditions(counts: Status | None, problem: Problem | None,
 
 
 def _ready(counts: Status | None, problem: Problem | None, creating: int,
-           unschedulable: Unscheduled | None) -> Condition:
+           unschedulable: Unscheduled | None,
+           not_starting: tuple[int, str] = (0, "")) -> Condition:
     if counts is None:
         assert problem is not None, "a pass that could not count has a problem"
         return Condition(READY, False, problem.reason, problem.message[:1000])
@@ -207,6 +221,11 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int,
         return Condition(READY, False, "RunnersMissing",
                          f"{missing}: they went away after patch {counts.observed_patch_id} was "
                          "applied (deleted or evicted?); they are replaced without a new write")
+    if not_starting[0]:  # (5 minutes: observe.STUCK_AFTER, which imports this module)
+        return Condition(READY, False, CANNOT_START, (
+            f"{not_starting[0]} of {counts.wanted} runner(s) cannot start: {not_starting[1]} "
+            "(a pod that stays so for 5 minutes counts as failed and is replaced; kubectl "
+            "describe pod says more)")[:1000])
     if unschedulable is not None and unschedulable.late:
         return Condition(READY, False, UNSCHEDULABLE, (
             f"{unschedulable.late} of {counts.wanted} runner(s) cannot be scheduled: "

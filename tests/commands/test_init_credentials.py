@@ -55,8 +55,8 @@ def uncomment_job_ids(root: Path, buildkite: FakeBuildkite) -> None:
     text = config.read_text()
     commented = ("        # jobIds:\n"
                  "        #   token: {env: BUILDKITE_GRAPHQL_TOKEN}\n"
-                 "        #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # omit for an unclustered"
-                 " queue\n")
+                 "        #   cluster: UUID-OF-THE-QUEUE-S-CLUSTER  # its Cluster ID (Agents >"
+                 " the cluster > Settings); omit for an unclustered queue\n")
     assert commented in text
     text = text.replace(commented, "        jobIds:\n"
                         "          token: {env: BUILDKITE_GRAPHQL_TOKEN}\n"
@@ -292,3 +292,43 @@ def test_the_agent_token_step_says_where_a_clustered_token_and_queue_live(  # ty
     comment = " ".join(line.lstrip("# ") for line in step.splitlines()[-4:])
     assert "Agents > the cluster > Agent Tokens" in comment, comment
     assert "queue linux must exist in that cluster" in comment, comment
+
+
+def glance_rows() -> list[list[str]]:
+    """The cells of each row of docs/credentials.md's "Every Secret at a glance"."""
+    from tests.ship.shipfiles import ROOT
+
+    text = (ROOT / "docs" / "credentials.md").read_text()
+    section = text[text.index("## Every Secret at a glance"):]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 8, rows
+    return rows
+
+
+@pytest.mark.parametrize(("gitops", "variant"), [("flux", "buildkite"), ("flux", "github"),
+                                                 ("argocd", "github")])
+def test_every_secret_init_prints_is_in_the_secrets_at_a_glance(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, gitops: str, variant: str) -> None:
+    """Each `kubectl create secret` line init prints (sync in seconds' included) has its row in
+    credentials.md's table of every Secret: its namespace, its name (or, in the runners'
+    namespace, the RunnerSet field that names it) and each key. Flux's Receiver token Secret
+    was missing from it."""
+    root, out = init(tmp_path, capsys, gitops, *options(gitops, variant, True, "cluster"))
+    runnerset = next(yaml.safe_load_all((root / "clusters/prod/runnersets").glob(
+        "*.yaml").__next__().read_text()))
+    fields = {f"spec.{platform}.{field}": value for platform in ("github", "buildkite")
+              for field, value in (runnerset["spec"].get(platform) or {}).items()}
+    commands = re.sub(r"\\\n\s*", " ", out).splitlines()
+    created = [c.split() for c in commands if " create secret generic " in c]
+    assert len(created) >= 4, out
+    rows = glance_rows()
+    for words in created:
+        namespace, name = words[2], words[6]
+        keys = [w.split("=")[1] for w in words if w.startswith(("--from-file=",
+                                                                 "--from-literal="))]
+        named_by = [field for field, value in fields.items() if value == name]
+        row = [r for r in rows if f"`{namespace}`" in r[0] and (
+            f"`{name}`" in r[1] or any(f"`{field}`" in r[1] for field in named_by))]
+        assert row, f"no row for Secret {namespace}/{name}: {' '.join(words)}"
+        assert all(f"`{key}`" in " ".join(row[0]) for key in keys), (row, keys)

@@ -273,13 +273,18 @@ def test_each_secret_mount_is_named_after_its_secret() -> None:
 @pytest.mark.parametrize("variant", ["github", "buildkite"])
 def test_the_steps_offer_serve_only_where_init_wrote_it(tmp_path: Path, capsys,  # type: ignore[no-untyped-def]
                                                          variant: str) -> None:
-    """`serve` takes GitHub's webhooks: a Buildkite scaffold has no serve Deployment, and its
-    step 5 does not send the reader to deploy/scaler/README.md for one."""
+    """`serve` takes GitHub's webhooks: a Buildkite scaffold has no serve Deployment, and
+    neither its step 5 nor the comment of deploy/scaler/kustomization.yaml (what to swap in
+    for `run` or `serve`) sends the reader to one."""
     root, out = init(tmp_path, capsys, "flux", *options("flux", variant, True))
     (step,) = [line for line in out.splitlines() if line.startswith("5. ")]
     has_serve = (root / "deploy/scaler/deployment-serve.yaml").exists()
     assert has_serve == (variant == "github")
     assert ("`serve`" in step) == has_serve, step
+    swap = (root / "deploy/scaler/kustomization.yaml").read_text().split("apiVersion:")[0]
+    assert ("deployment-serve.yaml" in swap) == has_serve, swap
+    assert ("`run` or `serve`" in swap) == has_serve, swap
+    assert "deployment-run.yaml" in swap and "`run`" in swap, swap
     assert "`run`" in step
     readme = (root / "deploy/scaler/README.md").read_text()
     assert "Create the namespaces, then" in readme

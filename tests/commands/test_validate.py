@@ -131,6 +131,45 @@ def test_buildkite_queue_drift_is_a_warning_naming_both_lines(  # type: ignore[n
     assert out.rstrip().endswith(", 0 problems, 1 warning"), out
 
 
+SIDECAR = "        - name: {name}\n          image: {image}\n"
+
+
+@pytest.mark.parametrize(("before", "after", "warned"), [
+    pytest.param("", "", False, id="one-container"),
+    pytest.param("", SIDECAR.format(name="logs", image="fluent-bit:3"), False,
+                 id="sidecar-after-the-agent"),
+    pytest.param(SIDECAR.format(name="dind", image="docker:dind"), "", True,
+                 id="sidecar-before-the-agent"),
+    pytest.param(SIDECAR.format(name="dind", image="docker:dind"), "", False,
+                 id="the-agent-named-runner"),
+])
+def test_a_runner_container_taken_by_position_before_another_is_a_warning(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, before: str, after: str, warned: bool, request) -> None:
+    """init names a Buildkite set's container `agent`; the controller takes the container named
+    `runner` as the runner, else the first. A sidecar listed before `agent` (a docker:dind a
+    newcomer adds above it) silently becomes the runner: it gets the agent's environment and
+    the pod is judged by it, while the agent starts with no token, tags or name."""
+    manifest = BUILDKITE_MANIFEST.format(queue="linux").replace(
+        "        - name: agent\n", before + "        - name: agent\n")
+    manifest += after
+    if request.node.callspec.id == "the-agent-named-runner":
+        manifest = manifest.replace("- name: agent", "- name: runner")
+    config = BUILDKITE_CONFIG.format(queue="linux")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config, "sets/linux.yaml": manifest})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err  # a warning: the controller does as documented
+    if not warned:
+        assert err == "" and out.rstrip().endswith(", 0 problems"), out + err
+        return
+    (warning,) = err.splitlines()
+    assert warning == (
+        f"warning: sets/linux.yaml:{line_of(manifest, '- name: dind')}: RunnerSet linux: "
+        "no container is named 'runner', so the controller takes the first, 'dind', as the "
+        "runner: it gets the platform's environment and the pod is judged by it, not by "
+        "'agent'; name the runner's container 'runner' (or list it first)"), warning
+    assert out.rstrip().endswith(", 0 problems, 1 warning"), out
+
+
 @pytest.mark.skipif(shutil.which("kubeconform") is not None, reason="in-process validation")
 @pytest.mark.parametrize(("api_version", "kind", "hint"), [
     ("actions.summerwind.dev/v1alpha1", "RunnerDeployment",

@@ -320,6 +320,49 @@ def test_an_agent_stopping_with_a_job_is_busy_and_kept_on_scale_down(
     assert harness.names("bk") == [stopping]
 
 
+def test_agents_whose_token_secret_is_missing_make_ready_false_at_once(harness: Harness) -> None:
+    """No agent-token Secret (made in another namespace, or under another key): the kubelet
+    cannot create the agent's container, and says why. Ready was True ("2 pending") for the
+    5 minutes before such pods count as failed; it is False at once now, with the kubelet's
+    word, which names the Secret."""
+    harness.write("bk", 2, 1, spec=buildkite_spec())
+    harness.sync("bk")
+    names = harness.names("bk")
+    said = 'secret "bk-token" not found'
+    for name in names:
+        harness.api.set_pod_phase(NS, name, "Pending", [{"name": "agent", "ready": False,
+                                  "state": {"waiting": {"reason": "CreateContainerConfigError",
+                                                        "message": said}}}])
+    report = harness.sync("bk")
+    assert (report.created, report.deleted) == ([], [])  # not replaced before their 5 minutes
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "RunnersCannotStart"), ready
+    assert ready["message"].startswith(
+        "2 of 2 runner(s) cannot start: container agent: CreateContainerConfigError: "
+        + said), ready
+    from gitscale.controller.observe import STUCK_AFTER
+
+    assert f"stays so for {STUCK_AFTER.seconds // 60} minutes counts as failed" in ready["message"]
+    events = [e["message"] for e in harness.events("bk") if e.get("reason") == "RunnersCannotStart"]
+    assert events and said in events[-1], events
+
+
+def test_the_failing_hint_names_a_missing_agent_token_secret_too() -> None:
+    """The commonest day-zero failure is no Secret at all (created in another namespace, or
+    under another key): the pod never starts (CreateContainerConfigError, failed after 5
+    minutes), so it has no log to read and Buildkite refused nothing. The hint says that case
+    and where the kubelet says which it is, not only "refused by Buildkite"."""
+    from gitscale.controller.platform_buildkite import BuildkiteSettings, failing_hint
+
+    hint = failing_hint(BuildkiteSettings("linux", (), "bk-token", None, None), "ci")
+    assert ("a pod that never started (CreateContainerConfigError) has no log: the Secret "
+            "ci/bk-token, or its key token, is missing") in hint, hint
+    assert "kubectl -n ci describe pod POD" in hint, hint
+    # without agentTokenSecret the template gives the token: no Secret of ours to name
+    assert "CreateContainerConfigError" not in failing_hint(
+        BuildkiteSettings("linux", (), None, None, None), "ci")
+
+
 def test_the_failing_hint_names_the_organization_agents_are_listed_in() -> None:
     """Agents whose token joins them to another organization than spec.buildkite.organization
     run, are never listed by the agents API, and are replaced after the registration timeout,

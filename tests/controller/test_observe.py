@@ -57,6 +57,25 @@ def test_stuck_pending_pods_are_failed_runners(age: timedelta, reason: str | Non
         assert later.finished_at == runner.finished_at
 
 
+@pytest.mark.parametrize(("reason", "message", "said"), [
+    pytest.param("CreateContainerConfigError", 'secret "bk-token" not found',
+                 'container runner: CreateContainerConfigError: secret "bk-token" not found',
+                 id="missing-secret"),
+    pytest.param("ImagePullBackOff", None, "container runner: ImagePullBackOff", id="no-message"),
+    pytest.param("ContainerCreating", None, None, id="slow-but-normal"),
+    pytest.param(None, None, None, id="unscheduled"),
+])
+def test_a_pending_runner_says_why_its_container_cannot_start(
+        reason: str | None, message: str | None, said: str | None) -> None:
+    """Before its 5 minutes are up, a pod waiting for a reason that does not clear by itself is
+    a pending runner that says the kubelet's reason and message (what Ready quotes)."""
+    young = pod(timedelta(minutes=1), reason)
+    if message is not None:
+        young["status"]["containerStatuses"][0]["state"]["waiting"]["message"] = message
+    runner = runner_of(young, None, None, NOW)
+    assert (runner.phase, runner.cannot_start) == (Phase.PENDING, said)
+
+
 def running_pod(runner_state: dict[str, Any], *, started: datetime) -> dict[str, Any]:
     """A Running pod with a sidecar (dind) started at ``started`` and the runner container in
     ``runner_state``, its runner id 7."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -185,15 +185,19 @@ def controller_pass(pool: Pool, spec: Spec) -> None:
     """One pass of gitscale's controller over ``pool``: the pure decide(), its effects applied.
 
     Pods carry what the controller's pods carry: the patch ID and effectiveTime of the spec that
-    created them, a creationTimestamp at 1 s resolution, and when they finished; the pool keeps
-    the last write a pass fully applied, as the controller keeps it in status (every creation
-    succeeds in the model, so each acting pass records its write).
+    created them, a creationTimestamp, and when they finished; the pool keeps the last write a
+    pass fully applied, as the controller keeps it in status (every creation succeeds in the
+    model, so each acting pass records its write). Times are read as the controller reads them,
+    at 1 s resolution (``_second``): the spec's effectiveTime as a manifest holds it, a pod's
+    creationTimestamp and finishedAt as Kubernetes keeps them — so a runner that finished in
+    the second of the write counts as finished before it, and its slot is refilled.
     """
     clock = pool.clock
+    spec = replace(spec, effective_time=_second(spec.effective_time))
     runners = [Runner(name=p.name, patch_id=p.patch_id, phase=p.phase,
-                      finished_at=clock.time(p.finished_at) if p.finished_at is not None
+                      finished_at=_second(clock.time(p.finished_at)) if p.finished_at is not None
                       else None,
-                      created_at=clock.time(int(p.created)), spec_time=p.spec_time)
+                      created_at=_second(clock.time(p.created)), spec_time=p.spec_time)
                for p in pool.pods.values()]
     actions = decide(spec, runners, clock.time(clock.now), pool.last_applied, pool.refilled)
     for _ in range(actions.successors):
@@ -203,3 +207,9 @@ def controller_pass(pool: Pool, spec: Spec) -> None:
     if actions.refills:
         pool.refilled = refilled_after(spec, pool.refilled, len(actions.refills))
     pool.last_applied = record(spec, pool.last_applied, all_created=True)
+
+
+def _second(when: datetime | None) -> datetime | None:
+    """A time as an RFC 3339 timestamp of the API server or a manifest keeps it: whole seconds
+    (``timeutil.format_time``; Kubernetes' ``metav1.Time``)."""
+    return None if when is None else when.replace(microsecond=0)

@@ -202,3 +202,33 @@ def test_a_slot_freed_after_effective_time_is_refilled_only_by_a_new_spec() -> N
     # the write at 300 is newer than the finish: the finished runner is cleared, its slot
     # refilled, and job 2 starts when the new runner is ready (345)
     assert pool.created == 3 and pool.waits[2] == 145.0
+
+
+# The controller reads times at 1 s resolution: a pod's ``finishedAt`` (Kubernetes' RFC 3339
+# seconds) and the spec's ``effectiveTime`` (as gitscale writes it, and ARC's listener too): a
+# runner that finished in the write's second counts as finished before it, and its slot is
+# refilled by the pass that acts on the write. The model feeds decide() the same.
+@pytest.mark.parametrize(("written", "finished", "held"), [
+    pytest.param(100, 100.6, False, id="in-the-write's-second-refilled"),
+    pytest.param(100.4, 100.9, False, id="a-fractional-write-same-second-refilled"),
+    pytest.param(100, 99.5, False, id="before-the-write-refilled"),
+    pytest.param(100, 101.0, True, id="the-next-second-held"),
+    pytest.param(100.7, 101.2, True, id="a-fractional-write-next-second-held"),
+])
+def test_model_reads_times_at_1s_as_the_controller(written: float, finished: float,
+                                                   held: bool) -> None:
+    spec = Spec(2, 2, at(written))
+    # what the controller reads from the API server: whole seconds
+    seen = [Runner("b", 1, B, created_at=at(50), spec_time=at(50)),
+            Runner("f", 1, F, finished_at=at(int(finished)), created_at=at(50),
+                   spec_time=at(50))]
+    actions = decide(Spec(2, 2, at(int(written))), seen, at(110))
+    assert (actions.held, actions.create) == ((("f",), 0) if held else ((), 1))
+    clock = Clock(DEFAULT_START)
+    clock.run(110)
+    pool = Pool(clock, "set", pod_start=45.0)
+    pool.pods["b"] = Pod("b", 1, at(50), 50, B)
+    pool.pods["f"] = Pod("f", 1, at(50), 50, F, finished_at=finished)
+    controller_pass(pool, spec)
+    assert ("f" in pool.pods) is held
+    assert len(pool.pods) == 2  # held, or replaced by one new runner

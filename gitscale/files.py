@@ -21,8 +21,13 @@ from gitscale.errors import InputError
 
 MAX_BYTES = 64 * 1024 * 1024  # a 100,000-set gitscale.yaml or a million-job demand file fit
 # Whether this process has said that its cache cannot be written: once is enough for a loop
-# that would otherwise repeat it every pass (the one piece of process state here, on purpose).
+# that would otherwise repeat it every pass (process state, on purpose).
 _cache_warned: list[str] = []
+# Where this module's warnings go (a cache file not loaded, the cache not written): stderr as
+# they are, or a long-running command's log (``warn_through``: `run`, `serve` and the
+# controller give ``logline.warn``, an object of level warning in a JSON log); ``logline`` is
+# of this module's layer, so it is given, not imported.
+_warn_with: list[Callable[[str], None]] = []
 _distrust_warned: list[str] = []  # (a cache file not loaded: said once)
 # The cache directories whose stale temporary files this process has removed (once each).
 _swept: set[str] = set()
@@ -194,13 +199,10 @@ def load_cache(path: Path | None) -> bytes | None:
     except UntrustedCache as exc:
         if not _distrust_warned:
             _distrust_warned.append(str(path))
-            import click
-
-            click.echo(f"warning: not loading gitscale's cache file {exc}: its caches run "
-                       "code when loaded, so only files of this user that no one else may "
-                       "write are read. Remove it, or set GITSCALE_CACHE_DIR to a directory "
-                       "of this user's own; meanwhile every run starts without it (slower, "
-                       "never wrong).", err=True)
+            _warn(f"not loading gitscale's cache file {exc}: its caches run code when "
+                  "loaded, so only files of this user that no one else may write are read. "
+                  "Remove it, or set GITSCALE_CACHE_DIR to a directory of this user's own; "
+                  "meanwhile every run starts without it (slower, never wrong).")
         return None
     except OSError:
         return None
@@ -297,10 +299,23 @@ def cache_write_failed(directory: Path, exc: OSError) -> None:
     if _cache_warned:
         return
     _cache_warned.append(str(directory))
+    why = exc.strerror or type(exc).__name__
+    _warn(f"cannot write gitscale's cache in {directory}: {why}; the next process (a "
+          "restart, the next CronJob run) starts without what this one learns (slower, never "
+          "wrong). Free space or make it writable, or set GITSCALE_CACHE_DIR to another "
+          "directory (empty: no disk cache).")
+
+
+def warn_through(say: Callable[[str], None]) -> None:
+    """Say this module's warnings through ``say`` (given ``message``, without ``warning: ``)
+    from now on in this process."""
+    _warn_with[:] = [say]
+
+
+def _warn(message: str) -> None:
+    if _warn_with:
+        _warn_with[0](message)
+        return
     import click
 
-    why = exc.strerror or type(exc).__name__
-    click.echo(f"warning: cannot write gitscale's cache in {directory}: {why}; the next "
-               "process (a restart, the next CronJob run) starts without what this one learns "
-               "(slower, never wrong). Free space or make it writable, or set "
-               "GITSCALE_CACHE_DIR to another directory (empty: no disk cache).", err=True)
+    click.echo(f"warning: {message}", err=True)

@@ -42,9 +42,11 @@ _QUERY_SECRET = re.compile(
 # Tokens known by their shape, masked even when this process never read them (a token pasted
 # into a wrong option, a server's echo of another credential): GitHub's (ghp_, gho_, ghu_,
 # ghs_, ghr_ and fine-grained github_pat_), Buildkite's API access tokens (bkua_), and JWTs (a
-# GitHub App's, a Kubernetes service account's: base64url of '{"' starts header and payload)
+# GitHub App's, a Kubernetes service account's: base64url of '{"' starts header and payload).
+# At a word's start, or right after an escape that glues it to a word: a URL's or a form's %XX
+# (``Bearer%20ghp_…``, ``token%3Aghp_…``) and a repr's ``\n``, ``\r`` or ``\t``
 _TOKEN_SHAPES = re.compile(
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,}|bkua_[A-Za-z0-9]{30,}"
+    r"(?:\b|(?<=%[0-9A-Fa-f]{2})|(?<=\\[nrt]))(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,}|bkua_[A-Za-z0-9]{30,}"
     r"|eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,})")
 SHORTEST = 4  # shorter "secrets" would mask ordinary words
 # The variables gitscale documents as holding a credential (README, "Help"), and the one that

@@ -16,10 +16,22 @@ REMIND_EVERY = 1800.0  # seconds: an error that lasts is said again this often
 _COUNTS = re.compile(r"(?<![\w./-])\d[\d,]*(?:\.\d+)?(?![\w-]|[.,]\w)")
 
 
+# An id a server puts in each answer (a request id, a UUID, a trace id): a word of 16 or more
+# letters, digits, '-' and '_' with a digit in it
+_IDS = re.compile(r"(?<![\w-])(?=[\w-]*\d)[\w-]{16,}(?![\w-])")
+
+
 def without_counts(message: str) -> str:
     """``message`` with its counts and durations as ``#``: what tells one lasting condition
     from another when its numbers change at every pass (a warning said once per streak)."""
     return _COUNTS.sub("#", message)
+
+
+def without_ids(message: str) -> str:
+    """``message`` without its counts (``without_counts``) and the ids a server puts in each
+    answer, as ``#``: what tells one server's lasting error from another when its answer
+    differs at every request."""
+    return without_counts(_IDS.sub("#", message))
 
 
 @dataclass

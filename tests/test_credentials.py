@@ -76,6 +76,14 @@ def test_a_token_in_the_remote_url_of_a_checkout_is_not_in_git_errors(tmp_path: 
     ("bkua_" + "0f" * 20 + ", ghs_" + "Zz9" * 12, "***, ***"),
     ("Bearer eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOjEyMzR9.c2lnbmF0dXJlLXBhcnQ", "Bearer ***"),
     ("branch ghp_short, commit 1f0c3a9e4b, tag eyJ.eyJ.x", "branch ghp_short, commit 1f0c3a9e4b, tag eyJ.eyJ.x"),
+    # ... and escaped as a URL, a form or a repr shows them: glued to a %XX or a \n escape,
+    # where no word boundary is (they were left whole)
+    ("GET /?q=Bearer%20ghp_" + "A1b2" * 9, "GET /?q=Bearer%20***"),
+    ("x-access-token%3Abkua_" + "0f" * 20 + "@h", "x-access-token%3A***@h"),
+    ("header 'Bearer\\nghs_" + "Zz9" * 12 + "'", "header 'Bearer\\n***'"),
+    ("a=1%2CeyJhbGciOiJSUzI1NiJ9.eyJpc3MiOjEyMzR9.c2lnbmF0dXJlLXBhcnQ", "a=1%2C***"),
+    # a set, repo or word that merely starts like one is kept
+    ("set weighs_gpu, repo acme/ghs_tools, highs_" + "x" * 8, "set weighs_gpu, repo acme/ghs_tools, highs_" + "x" * 8),
 ])
 def test_redact(text: str, want: str) -> None:
     assert redact(text).startswith(want)

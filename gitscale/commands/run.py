@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
 from gitscale import crash, logline
-from gitscale.files import default_cache_dir
+from gitscale.files import default_cache_dir, warn_through
 from gitscale.plan.cache import LOOP_LIMIT, StateCache
 from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, log,
                                stop_on_signals)
@@ -93,6 +93,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
     from gitscale.metrics import LoopMetrics, start_listener, url_of
 
     logline.start("run")
+    warn_through(logline.warn)  # the cache's warnings: an object in a JSON log too
     try:
         seconds = parse_duration(interval).total_seconds()
     except ValueError as exc:

@@ -25,7 +25,7 @@ from gitscale.config.load import load_config
 from gitscale.config.secrets import SecretError, env_name_problem
 from gitscale.demand.resolve import Sources
 from gitscale.errors import GitscaleError, InputError
-from gitscale.files import default_cache_dir
+from gitscale.files import default_cache_dir, warn_through
 from gitscale.http_server import HttpServer, Limits
 from gitscale.metrics import LoopMetrics, listen_address, start_listener, url_of
 from gitscale.plan.cache import LOOP_LIMIT, StateCache
@@ -113,6 +113,7 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     ``--secret-env`` was on the command line (not its default). ``hold``: ``--hold``, None
     when not given (``default_hold``)."""
     logline.start("serve")
+    warn_through(logline.warn)  # the cache's warnings: an object in a JSON log too
     window_s, duration, resync_s = _durations(window, reservation, resync)
     hold_given = hold is not None
     hold = hold if hold is not None else default_hold(bool(resync_s))
@@ -161,11 +162,13 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
             log(f"listening on {host}:{server.port}{path}; one commit per {window} "
                 f"window; " + _resync_said(resync, resync_s, webhook_sets) + "; "
                 + _held_said(hold, held, bool(resync_s), hold_given))
-            if resync_s and duration.total_seconds() < resync_s:
-                log(f"warning: --reservation {reservation} is shorter than --resync {resync}: "
-                    f"a job queued for longer than {reservation} loses its runner until the "
-                    "next resync finds it still queued (a scale-down, then a scale-up); give "
-                    "--reservation at least --resync")
+            # (equal is not enough: a renewal runs from the batch that applies a listing, and
+            # the next such batch comes up to a poll and a window after the next due time)
+            if resync_s and duration.total_seconds() <= resync_s:
+                log(f"warning: --reservation {reservation} is not longer than --resync "
+                    f"{resync}: a job queued for longer than {reservation} can lose its runner "
+                    "before the next resync finds it still queued (a scale-down, then a "
+                    "scale-up); give --reservation more than --resync")
             if metrics_listen:
                 metrics_server = start_listener(metrics_listen, metrics.registry)
                 log(f"metrics at {url_of(metrics_server)}")

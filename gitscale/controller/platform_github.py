@@ -30,6 +30,7 @@ from gitscale.controller.platform import (
 )
 from gitscale.controller.podspec import JIT_KEY
 from gitscale.controller.status import BUSY, Condition
+from gitscale.redact import redact
 
 if TYPE_CHECKING:
     from gitscale.controller.github import GitHub
@@ -85,9 +86,11 @@ def where(config_url: str) -> tuple[str, str]:
     url = urlsplit(config_url)
     parts = [p for p in url.path.split("/") if p]
     host = url.netloc.lower()
+    # (said in the RunnerSet's status, which is not masked: a token in its query is, here)
+    shown = redact(config_url)
     if is_api_host(url.hostname or "") or parts[:2] == ["api", "v3"]:
         raise InvalidRunnerSet(
-            f"spec.github.configURL {config_url!r} is the REST API's address: give where "
+            f"spec.github.configURL {shown!r} is the REST API's address: give where "
             "runners register, the organization's, repository's or enterprise's web address "
             "(https://github.com/ORG, https://SUBDOMAIN.ghe.com/ORG; GitHub Enterprise Server: "
             "https://HOST/ORG); the API's address is derived from it")
@@ -103,7 +106,7 @@ def where(config_url: str) -> tuple[str, str]:
         return api, f"orgs/{parts[0]}"
     if len(parts) == 2:
         return api, f"repos/{parts[0]}/{parts[1]}"
-    raise InvalidRunnerSet(f"spec.github.configURL {config_url!r} is not an organization, "
+    raise InvalidRunnerSet(f"spec.github.configURL {shown!r} is not an organization, "
                            "repository or enterprise URL (e.g. https://github.com/acme)")
 
 

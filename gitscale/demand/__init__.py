@@ -29,21 +29,26 @@ class SourceError(GitscaleError):
 REMIND = 1800.0  # seconds: a loop's warning of the same shape is said again this often
 
 
-def warner(report: Callable[[str], None] | None, said: dict[str, float] | None = None,
+def warner(report: Callable[[str], None] | None,
+           said: dict[str, tuple[float, float]] | None = None,
            clock: Callable[[], float] = time.monotonic) -> Callable[[str], None]:
     """How a source says a warning (what it counted otherwise than as read, such as runs an
     API would not list): through the loop's log (timestamped) in `run` and `serve`, straight
     to stderr in a CLI run. A loop says each warning once and then every ``REMIND`` seconds
-    while it comes back (``said``: when each was last said, by its words with the numbers
-    left out, kept by the loop's ``Sources``), not once a pass."""
+    while it comes back (``said``: when each was last said and last seen, by its words with
+    the numbers left out, kept by the loop's ``Sources``), not once a pass. One not seen for
+    more than ``REMIND`` seconds has ended: back, it is said as new, not as lasting."""
     if report is not None:
         def say(message: str) -> None:
             if said is not None:
                 shape, now = without_counts(message), clock()
-                last = said.get(shape)
+                last, seen = said.get(shape, (None, None))
+                if seen is not None and now - seen > REMIND:
+                    last = None  # it ended (no pass saw it for that long): a new one
                 if last is not None and now - last < REMIND:
+                    said[shape] = (last, now)
                     return
-                said[shape] = now
+                said[shape] = (now, now)
                 message += (" (said again every 30 min while it lasts)" if last is None
                             else " (still, 30 min on)")
             report(f"warning: {message}")

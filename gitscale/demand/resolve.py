@@ -39,9 +39,9 @@ class Sources:
     # told when a credential file the clients read changes (``config/rotating.py``): run and
     # serve log it
     report: Callable[[str], None] | None = None
-    # when each of the sources' warnings was last said (``demand.warner``): in a loop, once and
-    # then every 30 minutes, not once a pass
-    warned: dict[str, float] = field(default_factory=dict)
+    # when each of the sources' warnings was last said and last seen (``demand.warner``): in a
+    # loop, once and then every 30 minutes while it lasts, not once a pass
+    warned: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def client(self, key: tuple[str, ...], make: Callable[[], K]) -> K:
         """The client kept under ``key`` (a kind, an API and a credential), made on first

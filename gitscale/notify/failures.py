@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from gitscale.streak import REMIND_EVERY, Streak, duration
+from gitscale.streak import REMIND_EVERY, Streak, duration, without_ids
 
 POLL_STILL = "the engine's own poll still applies"
 
@@ -25,9 +25,10 @@ class NotifyStreaks:
     streaks: dict[str, Streak] = field(default_factory=dict)
 
     def failed(self, label: str, problem: str) -> str | None:
-        """The line to log for this failure, or None: said already in this streak."""
+        """The line to log for this failure, or None: said already in this streak (the same
+        error: an answer that differs only by a request id or a count is the same)."""
         streak = self.streaks.setdefault(label, Streak(self.remind, self.clock))
-        if not streak.failed(problem):
+        if not streak.failed(_same(problem)):
             return None
         if streak.count == 1:
             return (f"notify {label} failed: {problem}; {POLL_STILL} (said again when the error "
@@ -44,3 +45,12 @@ class NotifyStreaks:
             return None
         return (f"notify {label} works again, after {ended[0]} failed "
                 f"push{'es' if ended[0] != 1 else ''} in {ended[1]}")
+
+
+def _same(problem: str) -> str:
+    """What tells one failure from another: the answer's status, and its text without the
+    counts and ids a server changes at every request."""
+    status, colon, text = problem.partition(": ")
+    if status.startswith("HTTP "):
+        return status + colon + without_ids(text)
+    return without_ids(problem)

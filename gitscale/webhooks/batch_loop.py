@@ -143,8 +143,13 @@ class Batch:
         if listing is not None:
             self._tell_partial(listing)
         if listing is not None and not corrected:
-            sets = len(listing.jobs)
-            log(f"resync: reservations match GitHub ({sets} set{'' if sets == 1 else 's'})")
+            sets = f"{len(listing.jobs)} set{'' if len(listing.jobs) == 1 else 's'}"
+            if listing.partial:  # (GitHub left runs out: a match of what it listed, no more)
+                log(f"resync: reservations match what GitHub listed ({sets}; "
+                    f"{len(listing.partial)} listed in part, their unlisted jobs' "
+                    "reservations kept)")
+            else:
+                log(f"resync: reservations match GitHub ({sets})")
         # a commit (of events, of what was held, of expiry), events, or a resync's correction
         # (held or committed: said either way)
         if events or landed.commit or corrected:

@@ -181,3 +181,30 @@ def test_the_error_a_run_ends_on_is_a_log_object_too(tmp_path: Path, log_format:
         return
     (last,) = objects(result.stderr)
     assert last == {"time": last["time"], "level": "error", "component": "run", "msg": said}
+
+
+def test_a_cache_that_cannot_be_written_is_a_warning_object_in_a_json_log(
+        tmp_path: Path) -> None:
+    """The cache's warnings (``gitscale.files``: not written, not loaded) are said once a
+    process, on stderr: in a JSON log an object of level warning like every other line (it was
+    the one plain line), in text as before."""
+    checkout = make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+        "demand.yaml": "linux: {queued: 3, running: 0}\n",
+    })
+    (tmp_path / "a-file").write_text("")
+    nowhere = tmp_path / "a-file" / "cache"  # under a file: no one, root included, writes it
+    said = f"warning: cannot write gitscale's cache in {nowhere}: Not a directory; "
+    for log_format in ("json", "text"):
+        result = subprocess.run(
+            [sys.executable, "-m", "gitscale", "run", "--repo", str(checkout), "--interval",
+             "1s", "--max-passes", "1"], capture_output=True, text=True, timeout=60,
+            env=environment(GITSCALE_LOG_FORMAT=log_format, GITSCALE_CACHE_DIR=str(nowhere)))
+        assert result.returncode == 0, result.stderr
+        if log_format == "text":
+            assert result.stderr.count(said) == 1, result.stderr
+            continue
+        warned = [line for line in objects(result.stderr) if line["msg"].startswith(said)]
+        assert len(warned) == 1 and warned[0]["level"] == "warning", result.stderr
+        assert warned[0]["component"] == "run"

@@ -56,6 +56,21 @@ def test_scope_of_rejects_other_urls() -> None:
 
 
 @pytest.mark.parametrize("url", [
+    pytest.param("https://api.github.com/acme?access_token=SECRETq1", id="api-address"),
+    pytest.param("https://github.com/?token=SECRETq1", id="no-scope"),
+    pytest.param("https://github.com/a/b/c#ghp_" + "A1b2" * 9, id="token-shape"),
+])
+def test_a_refused_config_url_is_said_without_its_credential(url: str) -> None:
+    """The refusal is the RunnerSet's Ready condition (status, not masked there) and what
+    `validate` says: a token in the URL's query is masked, as user info is refused unsaid."""
+    with pytest.raises(InvalidRunnerSet) as caught:
+        settings({"configURL": url, "credentialsSecret": "gh"}, "linux")
+    said = str(caught.value)
+    assert "spec.github.configURL 'https://" in said and "***" in said, said
+    assert "SECRETq1" not in said and "A1b2A1b2" not in said, said
+
+
+@pytest.mark.parametrize("url", [
     pytest.param("https://api.github.com/acme", id="api.github.com"),
     pytest.param("https://API.acme.ghe.com/acme", id="ghe-com-api"),
     pytest.param("https://ghe.example.com/api/v3/orgs/acme", id="ghes-api-path"),

@@ -7,7 +7,7 @@ from gitscale.demand import REMIND, warner
 
 def test_a_loop_says_a_warning_once_then_every_half_hour() -> None:
     lines: list[str] = []
-    said: dict[str, float] = {}
+    said: dict[str, tuple[float, float]] = {}
     now = [1000.0]
     warn = warner(lines.append, said, clock=lambda: now[0])
     warn("github: acme/busy: GitHub counts 1,003 queued runs and lists 1,000")
@@ -23,6 +23,27 @@ def test_a_loop_says_a_warning_once_then_every_half_hour() -> None:
         "(said again every 30 min while it lasts)",
         "warning: github: acme/busy: GitHub counts 1,100 queued runs and lists 1,000 "
         "(still, 30 min on)",
+    ]
+
+
+def test_a_warning_that_comes_back_after_it_ended_is_said_as_new() -> None:
+    """Not seen for 30 minutes, a warning has ended: when it comes back (the next morning's
+    flood) it is said at once as a first time, not as still lasting."""
+    lines: list[str] = []
+    now = [1000.0]
+    warn = warner(lines.append, {}, clock=lambda: now[0])
+    warn("github: acme/busy: GitHub counts 1,003 queued runs and lists 1,000")
+    now[0] += 60
+    warn("github: acme/busy: GitHub counts 1,010 queued runs and lists 1,000")  # unsaid
+    now[0] += 20 * 3600  # passes without it (the flood is over), then back
+    warn("github: acme/busy: GitHub counts 1,500 queued runs and lists 1,000")
+    now[0] += REMIND - 1  # seen again within the half hour: the same episode, unsaid
+    warn("github: acme/busy: GitHub counts 1,400 queued runs and lists 1,000")
+    assert lines == [
+        "warning: github: acme/busy: GitHub counts 1,003 queued runs and lists 1,000 "
+        "(said again every 30 min while it lasts)",
+        "warning: github: acme/busy: GitHub counts 1,500 queued runs and lists 1,000 "
+        "(said again every 30 min while it lasts)",
     ]
 
 

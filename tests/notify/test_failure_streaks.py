@@ -48,6 +48,28 @@ def test_a_streak_is_said_first_on_a_change_every_reminder_and_at_its_end() -> N
         told.streaks[flux].count == 1, "a new streak"
 
 
+def test_an_answer_that_differs_only_by_its_request_id_or_counts_is_the_same_error() -> None:
+    """An engine (or the proxy before it) that puts a request id, a time or a count in its
+    error answer: each push's answer differed, so each was said as a new error, a line per
+    push for as long as it lasted. Said once per streak now; the line shows the answer as it
+    came; another error is still said at once."""
+    clock = Clock()
+    told = NotifyStreaks(remind=1800, clock=clock)
+    flux = "flux (http://a)"
+
+    def answer(request_id: str, retry: int) -> str:
+        return (f'HTTP 503: {{"error": "upstream unavailable", "requestId": "{request_id}", '
+                f'"retryAfter": {retry}}}')
+
+    first = told.failed(flux, answer("9f1c2e4a-6b7d-4e21-9a0b-3c5d7e9f1a2b", 30))
+    assert first is not None and "9f1c2e4a-6b7d-4e21-9a0b-3c5d7e9f1a2b" in first
+    clock.now = 30
+    assert told.failed(flux, answer("0c8e7d6f-5a4b-4c3d-8e2f-1a0b9c8d7e6f", 45)) is None
+    assert told.failed(flux, answer("req_01HX3K9V2M7Q8R4T6Y0Z5W1N3B", 45)) is None
+    assert told.failed(flux, "HTTP 401: bad token") is not None, "another error: said"
+    assert told.streaks[flux].count == 4
+
+
 class Scripted(FakeFlux):
     """Flux answering ``statuses`` in turn (then as Flux does), each request moving the demand
     so that the next pass pushes again."""

@@ -142,7 +142,7 @@ def test_a_partial_listing_is_said_once_not_at_every_resync(
     err = ""
     try:
         deadline = time.monotonic() + 30
-        while "resync: reservations match GitHub" not in err:  # a second listing applied
+        while "resync: reservations match" not in err:  # a second listing applied
             assert time.monotonic() < deadline, err
             time.sleep(0.2)
             err += capfd.readouterr().err
@@ -154,6 +154,10 @@ def test_a_partial_listing_is_said_once_not_at_every_resync(
     assert ("resync linux: GitHub did not list every run (octo-org/octo-repo: 1 of 2 queued): "
             "reservations of jobs it does not list are kept (said again every 30m while it "
             "lasts)") in err, err
+    # (what matches is what GitHub listed: not "match GitHub", which it did not show whole)
+    assert ("resync: reservations match what GitHub listed (2 sets; 2 listed in part, their "
+            "unlisted jobs' reservations kept)") in err, err
+    assert "resync: reservations match GitHub" not in err, err
 
 
 def test_a_failed_resync_changes_nothing(github: FakeGitHub, tmp_path: Path,

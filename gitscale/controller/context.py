@@ -51,6 +51,8 @@ class Report:
     created: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
+    # Failed by the registration timeout, but online and idle in a list read again: kept
+    online: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     # Failed calls not listed in ``errors`` (said within another error, or only in the log:
     # the sweep of Secrets left behind), counted in the metrics all the same

@@ -25,7 +25,8 @@ from gitscale.controller.status import Condition
 # (a scale-down choosing idle ones, a set being deleted, a runner that may have timed out);
 # STATUS_LIST_MAX_AGE for the others (their status counts, the leftover sweep). A list read
 # earlier is safe for a removal on GitHub: a runner that took a job since is refused (422) and
-# kept. A platform with no such guard reads its list again right before (``Kind.fresh_before_removal``).
+# kept. A platform with no such guard reads its list again right before a pass removes a
+# running runner (``Kind.fresh_before_removal``).
 LIST_MAX_AGE = 15.0
 STATUS_LIST_MAX_AGE = 4 * LIST_MAX_AGE
 
@@ -168,9 +169,10 @@ class Kind:
     registration_labels: Callable[[Any], frozenset[str]] | None = None
     # The platform has no guard of its own against removing a runner that runs a job (GitHub
     # has one: its unregistration answers 422; deleting a Buildkite agent's pod stops it, busy
-    # or not): a pass about to delete running runners' pods to scale down reads the list again
-    # first (unless read this last second: ``registered.FRESH_MAX_AGE``), and keeps those it
-    # shows running a job (``registered.busy_now``).
+    # or not): a pass about to delete running runners' pods — to scale down, an outdated
+    # runner's, one past its registration timeout — reads the list again first (once, unless
+    # read this last second: ``registered.FRESH_MAX_AGE``), and keeps those it shows running a
+    # job, and the timed-out ones it shows online (``registered.busy_now``).
     fresh_before_removal: bool = False
     # The settings that decide which jobs a runner takes (GitHub: scope, labels, runner group;
     # Buildkite: queue, tags), as strings: a runner made for others than the set has now is

@@ -11,9 +11,11 @@ agent).
 
 Idle or busy: with ``spec.buildkite.organization`` and ``apiTokenSecret`` (a REST API token
 with the read_agents scope, key ``token``), the agents API (``buildkite.py``) says which agents
-are connected and which run a job; a scale-down that deletes running agents' pods reads that
-list again right before (the one it decided on may be 15 s old, and Buildkite has no guard
-against stopping an agent that took a job since), and keeps those it shows running one.
+are connected and which run a job; a pass that deletes running agents' pods (a scale-down,
+agents of another queue or tags, one past its registration timeout) reads that list again
+first (the one it decided on may be 15 s old, 60 s for outdated agents, and Buildkite has no
+guard against stopping an agent that took a job since), and keeps those it shows running one
+(and a timed-out one it shows connected).
 Without them, or when the API cannot be read, a running
 agent is idle unless its pod says ``gitscale.dev/busy: "true"`` (the agent's ``environment``
 hook can set it and its ``pre-exit`` hook clear it). Scale-down stays safe either way: the pod
@@ -288,7 +290,7 @@ BUILDKITE = Kind(
     secrets=_secrets, busy_known=busy_known, matching=matching, check_template=check_template,
     failing_hint=failing_hint,
     # The agents list is reused up to LIST_MAX_AGE, and a pod deleted is an agent stopped,
-    # whatever job it took since: a scale-down reads the list again first.
+    # whatever job it took since: a pass that deletes running agents reads the list again first.
     fresh_before_removal=True,
     # SIGTERM makes the agent finish its job before exiting: give it the time to.
     pod_defaults={"terminationGracePeriodSeconds": 3600},

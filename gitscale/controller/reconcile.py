@@ -200,10 +200,15 @@ def reconcile(ctx: Context, key: str) -> Report:
             problem = st.Problem("ApplyFailed", "; ".join(st.said_once(report.errors)[:3]))
             return finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
                 "status"), now), now, generation=generation, observed=_patch_id(obj))
+    # Buildkite (no 422 there): the running runners this pass would stop that a list read again
+    # shows busy (or, past their registration timeout, online after all) are kept — read before
+    # the failed and outdated runners' successors are made, so a runner kept is not replaced.
+    fresh = busy_now(ctx, view, platform, pods, actions, live, report)
     # A failed runner whose pod still runs is unregistered before its successor is created.
     actions, retired = retire(ctx.memory, ctx.pool, ctx.halt, view, platform, actions, dead,
-                              now)
+                              now, fresh)
     report.busy += retired.busy
+    report.online += retired.online
     report.errors += retired.errors
     report.folded += retired.folded
     refused(ctx, view, retired, report)
@@ -219,11 +224,9 @@ def reconcile(ctx: Context, key: str) -> Report:
     report.created = created.names
     report.errors += created.errors
     report.folded += created.folded
-    # Buildkite: the agents that took a job since the list was read are kept (no 422 there).
-    busy = busy_now(ctx, view, platform, pods, actions, live, report)
     removed = remove_runners(ctx.kube, ctx.pods, ctx.memory, ctx.pool, ctx.halt, view, platform,
                              actions, now, keep=created.unreplaced, dead=dead, live=live,
-                             busy=busy)
+                             busy=frozenset(fresh))
     report.deleted = removed.deleted
     report.busy += removed.busy
     report.errors += removed.errors
@@ -299,6 +302,9 @@ def _adjust(actions: Actions, runners: dict[str, Runner], report: Report,
     for name in standby & set(report.busy):  # it took a job too
         if runners[name].phase is Phase.IDLE:
             idle, busy = idle - 1, busy + 1
+    for name in set(report.online) - surplus - standby:  # timed out, online after all
+        if runners[name].phase is Phase.FAILED:
+            failed, idle = failed - 1, idle + 1
     for name in set(report.busy) - surplus - standby:  # replaced, but it runs a job (a 422)
         phase = runners[name].phase
         if phase is Phase.FAILED:

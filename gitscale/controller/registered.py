@@ -2,8 +2,9 @@
 deleted that has none left, seen out all the same: ``without_platform``), and the platform's
 list of the set's registered runners (``registered_of``), read only when the pass needs it, no
 older than the pass allows, and swept of the registrations a crash left without a pod
-(``leftovers.py``); read once more right before a scale-down that stops running runners on a
-platform with no guard of its own (``busy_now``). An unregistration the credentials were refused for is told to the platform
+(``leftovers.py``); read once more before a pass removes running runners (a scale-down, an
+outdated runner, one past its registration timeout) on a platform with no guard of its own
+(``busy_now``). An unregistration the credentials were refused for is told to the platform
 registry (``refused``), so the next pass reads the Secret again.
 """
 from __future__ import annotations
@@ -150,36 +151,59 @@ def _list_age(ctx: Context, view: RunnerSetView, pods: list[RawObject], now: dat
     return platforms.status_list_max_age
 
 
+# The removals of a running runner a list read again may stop (``busy_now``): the scale-down's
+# (its surplus and ``standby``), an outdated runner's and a failed one's (a running pod is
+# failed only by its registration timeout).
+FRESH_REASONS = frozenset({DeleteReason.SURPLUS, DeleteReason.OUTDATED, DeleteReason.FAILED})
+
+
 def busy_now(ctx: Context, view: RunnerSetView, platform: Adapter, pods: list[RawObject],
-             actions: Actions, live: set[str], report: Report) -> frozenset[str]:
-    """The running runners of the pass's scale-down (its surplus and ``standby``) that a list
-    read now shows running a job, on a platform with no guard against removing one
+             actions: Actions, live: set[str], report: Report) -> dict[str, Phase]:
+    """The running runners the pass is about to remove that a list read now says to keep, with
+    the phase it gives them, on a platform with no guard against removing one
     (``Kind.fresh_before_removal``: Buildkite). The pass decided on a list up to
-    ``LIST_MAX_AGE`` old, and an agent that took a job since would be stopped mid-job (it
-    finishes it in its grace period, but the scale-down removed a busy runner, not an idle
-    one): these are kept, and the next of the order goes in their place (``remove_runners``).
-    Read only when the surplus holds a running runner: a pass that stops none asks nothing
+    ``LIST_MAX_AGE`` old (``STATUS_LIST_MAX_AGE`` for outdated runners), and an agent that took
+    a job since would be stopped mid-job (it finishes it in its grace period, but a busy
+    runner went, not an idle one):
+
+    - a surplus runner (or one of ``standby``) it shows running a job: BUSY, kept, and the
+      next of the scale-down's order goes in its place (``remove_runners``);
+    - an outdated one it shows running a job: BUSY, kept until it is done, not replaced
+      (``retire``);
+    - one failed by its registration timeout (the pass's list never showed it) that it shows
+      online: BUSY or IDLE as it says — online after all, not failed: kept, not replaced
+      (``retire``).
+
+    Read once, before the pass creates the successors of the runners it removes, and only
+    when it removes a running runner for one of these reasons (a list read this last second,
+    the pass's own, is that list: ``FRESH_MAX_AGE``): a pass that stops none asks nothing
     more. A list that cannot be read leaves the removals as decided (the graceful-stop rule,
     said once in the log, and by ``BusyKnown``)."""
     if not view.kind.fresh_before_removal or ctx.halt.is_set() or not any(
-            d.reason is DeleteReason.SURPLUS and d.name in live for d in actions.deletes):
-        return frozenset()
-    asked = {d.name for d in (*actions.deletes, *actions.standby)
-             if d.reason is DeleteReason.SURPLUS and d.name in live}
+            d.reason in FRESH_REASONS and d.name in live for d in actions.deletes):
+        return {}
+    asked = {d.name: d.reason for d in (*actions.deletes, *actions.standby)
+             if d.reason in FRESH_REASONS and d.name in live}
     try:
         fresh = platform.registered(FRESH_MAX_AGE)
     except ControllerError as exc:
         ctx.platforms.refused(view, exc)
         report.unheard = str(exc)
         if ctx.memory.say(view.key, "fresh", str(exc)):
-            log.warning("%s: the runner list could not be read again before a scale-down (%s): "
-                        "runners are removed as the list read before says, and one that took "
-                        "a job since finishes it on SIGTERM", view.key, exc)
-        return frozenset()
+            log.warning("%s: the runner list could not be read again before running runners "
+                        "are removed (%s): they are removed as the list read before says, and "
+                        "one that took a job since finishes it on SIGTERM", view.key, exc)
+        return {}
     ctx.memory.say(view.key, "fresh", "")  # read again: a later failure is said anew
     if fresh is None:
-        return frozenset()
-    return frozenset(
-        name for pod in pods if (name := pod["metadata"]["name"]) in asked
-        and view.kind.running(name, pod["metadata"].get("annotations") or {}, None, fresh)
-        is Phase.BUSY)
+        return {}
+    kept: dict[str, Phase] = {}
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        if name not in asked:
+            continue
+        phase = view.kind.running(name, pod["metadata"].get("annotations") or {}, None, fresh)
+        if phase is Phase.BUSY or (phase is Phase.IDLE
+                                   and asked[name] is DeleteReason.FAILED):
+            kept[name] = phase
+    return kept

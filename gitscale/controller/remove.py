@@ -1,7 +1,8 @@
 """Removing a pass's runners: wave by wave (idle before pending), each unregistered first;
 and, before a pass creates anything, unregistering the failed runners it replaces (``retire``).
 
-A runner whose unregistration answers 422 (GitHub: it runs a job) is kept, said once, and not
+A runner whose unregistration answers 422 (GitHub: it runs a job), or that a list read again
+right before shows running one (Buildkite: ``registered.busy_now``), is kept, said once, and not
 asked again for ``BUSY_RETRY``; a surplus runner kept so gives its place to the next of the
 scale-down's order (``Actions.standby``) in the same pass. A runner that stopped for good
 (evicted, OOM-killed mid-job) goes even while GitHub still counts it busy: its registration is
@@ -15,12 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Executor
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from gitscale.controller.cache import Store
-from gitscale.controller.decide import Actions, Delete, DeleteReason
+from gitscale.controller.decide import Actions, Delete, DeleteReason, Phase
 from gitscale.controller.errors import (
     ControllerError,
     CredentialsError,
@@ -49,6 +50,8 @@ class Removed:
 
     deleted: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
+    # Failed by the registration timeout, shown online and idle by a list read again: kept
+    online: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     refused: CredentialsError | None = None
     outage: PlatformOutage | None = None  # the platform failed (Ready: PlatformUnavailable)
@@ -89,7 +92,8 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
     they could not be unregistered; ``live``: runners whose pods run (they may be connected,
     idle or busy, whatever a list said), only ever removed once unregistered. ``busy``:
     surplus runners a list read again right before shows running a job (``busy_now``: a
-    platform with no 422 of its own), kept and replaced from ``standby`` as a 422 would."""
+    platform with no 422 of its own), kept and replaced from ``standby`` as a 422 would (the
+    failed and outdated ones it keeps, ``retire`` has taken out of ``actions`` already)."""
     out = Removed()
     todo = [d for d in actions.deletes if d.name not in keep]
     standby = list(actions.standby)
@@ -101,7 +105,7 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
             batch.remove(delete)
             _busy(out, memory, view, delete.name, now,
                   "took a job since the runner list was read: kept")
-            if standby:
+            if delete.reason is DeleteReason.SURPLUS and standby:
                 todo.append(standby.pop(0))
         futures = [(d, pool.submit(_remove_one, kube, pods, halt, view, platform, d,
                                    d.name in dead, d.name in live)) for d in batch]
@@ -121,8 +125,8 @@ def remove_runners(kube: Kube, pods: Store, memory: Memory, pool: Executor,
 
 
 def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSetView,
-           platform: Adapter, actions: Actions, dead: set[str],
-           now: datetime) -> tuple[Actions, Removed]:
+           platform: Adapter, actions: Actions, dead: set[str], now: datetime,
+           fresh: Mapping[str, Phase] | None = None) -> tuple[Actions, Removed]:
     """Failed runners to be replaced whose pods have not stopped (past their registration
     timeout, judged on a list that may be a little old; stuck), and outdated ones (made for
     job settings the set no longer has), are unregistered *before* their successors are
@@ -131,27 +135,41 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
     (patch > 0) never scales down —; one that could not be unregistered (a 5xx, no answer,
     a rate limit) is kept, not replaced, and tried again by the next pass. The others go
     as usual (their pods after their successors exist), without being unregistered twice.
+    ``fresh``: failed and outdated runners a list read again right before shows should stay
+    (``registered.busy_now``: a platform with no 422 of its own, Buildkite), with the phase it
+    gives them — kept and not replaced as a 422 would, whether a successor was due or not; a
+    failed one it shows online idle is online after all (not busy: counted idle, ``online``).
     Returns the actions without the runners kept, and what was kept (busy, errors)."""
     out = Removed()
     why = {d.name: d.reason for d in actions.deletes}
+    kept: set[str] = set()
+    for name, phase in (fresh or {}).items():
+        if why.get(name) not in (DeleteReason.FAILED, DeleteReason.OUTDATED):
+            continue  # (a surplus one: ``remove_runners`` keeps it, and replaces it)
+        kept.add(name)
+        if phase is Phase.BUSY:
+            _busy(out, memory, view, name, now, _kept_busy(why[name]))
+        else:  # a failed one, listed online and idle: no registration timeout for it any more
+            out.online.append(name)
+            memory.mark_online(view.key, name)
+            log.info("%s: runner %s, past its registration timeout on the runner list read "
+                     "before, is online in the one read again: kept, not replaced",
+                     view.key, name)
     ids = {d.name: d.runner_id for d in actions.deletes
            if d.reason in (DeleteReason.FAILED, DeleteReason.OUTDATED)
-           and d.runner_id is not None}
+           and d.runner_id is not None and d.name not in kept}
     todo = [n for n in actions.replaced if n not in dead and n in ids]
-    if not todo or halt.is_set():  # (halted: no successor is created anyway)
+    if (not todo or halt.is_set()) and not kept:  # (halted: no successor is created anyway)
         return actions, out
-    futures = [(n, pool.submit(platform.unregister, ids[n])) for n in todo]
-    kept: set[str] = set()
+    futures = [] if halt.is_set() else [(n, pool.submit(platform.unregister, ids[n]))
+                                        for n in todo]
     failures: dict[str, tuple[list[str], ControllerError]] = {}  # by cause: said once
     for name, future in futures:
         try:
             future.result()
         except RunnerBusy:
             kept.add(name)
-            _busy(out, memory, view, name, now, "made for other job settings, took a job: "
-                  "kept until it is done, not replaced" if why[name] is DeleteReason.OUTDATED
-                  else "never seen online in the runner list, is running a job: kept, not "
-                  "replaced")
+            _busy(out, memory, view, name, now, _kept_busy(why[name]))
         except ControllerError as exc:
             kept.add(name)
             failures.setdefault(str(exc), ([], exc))[0].append(name)
@@ -164,12 +182,19 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
                        f"unregistered first ({cause})", error)
             out._grouped += len(names) - 1
     index = [i for i, n in enumerate(actions.replaced) if n not in kept]
-    gone = set(todo) - kept
+    gone = {n for n, _ in futures} - kept
     return replace(
         actions, retries=tuple(actions.retries[i] for i in index),
         replaced=tuple(actions.replaced[i] for i in index),
         deletes=tuple(replace(d, runner_id=None) if d.name in gone else d
                       for d in actions.deletes if d.name not in kept)), out
+
+
+def _kept_busy(reason: DeleteReason) -> str:
+    """What is said of a failed or outdated runner kept because it runs a job."""
+    if reason is DeleteReason.OUTDATED:
+        return "made for other job settings, took a job: kept until it is done, not replaced"
+    return "never seen online in the runner list, is running a job: kept, not replaced"
 
 
 def _some(names: list[str], shown: int = 3) -> str:

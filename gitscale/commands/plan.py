@@ -19,7 +19,7 @@ from gitscale.plan.forecasts import read_forecasts
 from gitscale.manifest.target import SPEC_PATCH, owned_for
 from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
-from gitscale.timeutil import format_time
+from gitscale.timeutil import format_time, utcnow
 from gitscale.plan.landing import HOLD_WAIT, plan_problems, say_on_stderr
 from gitscale.repo.opening import Begun, open_workspace
 
@@ -45,6 +45,8 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
             ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
             reading = read_demand(ws.root, config if demand else ours,
                                   demand_path(demand))  # closes its clients
+            if now is None:  # the time the demand was read, as `reconcile` stamps it
+                clock = utcnow()
             forecasts = read_forecasts(ws, ours, cache, clock, window)
             with Progress("planning", None, show=output == "text") as bar:
                 plan = compute_plan(ws.root, ours, reading, clock, ws.base(), cache=cache,

@@ -1,7 +1,7 @@
 """`gitscale reconcile`: plan, edit, validate, commit and push one pass."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ from gitscale.progress import Progress
 from gitscale.webhooks.reservations_file import leave_served
 from gitscale.repo.opening import Begun, open_workspace
 from gitscale.repo.workspace import Workspace
+from gitscale.timeutil import utcnow
 
 if TYPE_CHECKING:
     from gitscale.repo.index import Tree
@@ -34,15 +35,23 @@ class Planner:
     attempt decides from the same numbers. ``progress``: a bar on a terminal while it plans
     (when that takes a while: thousands of sets on a first pass). ``window``: the time until
     the next pass, which a forecast's count must serve (`run` knows it). ``pinned_clock``:
-    ``now`` is `reconcile --now`, not the host's clock (`run` never pins it)."""
+    ``clock`` is `reconcile --now`, not the host's clock (`run` never pins it).
 
-    def __init__(self, ws: Workspace, opts: RepoOptions, demand: str | None, now: datetime,
-                 cache: StateCache, sources: Sources | None = None, *,
-                 progress: bool = False, window: timedelta = DEFAULT_WINDOW,
-                 pinned_clock: bool = False) -> None:
-        self.ws, self.opts, self.demand, self.now = ws, opts, demand, now
+    The pass's time (``now``: every write's ``spec.effectiveTime``) is read from ``clock``
+    once the demand is read, not when the pass begins: the controller refills the slot of a
+    runner that finished before it (the write counted its job as gone) and holds one that
+    finished after, so a job that ended during a read of some seconds (a clone, an API paged
+    through) would have had its slot held, the job queued in its place left waiting. Every
+    attempt of the pass keeps that time, as it keeps the demand."""
+
+    def __init__(self, ws: Workspace, opts: RepoOptions, demand: str | None,
+                 clock: Callable[[], datetime], cache: StateCache,
+                 sources: Sources | None = None, *, progress: bool = False,
+                 window: timedelta = DEFAULT_WINDOW, pinned_clock: bool = False) -> None:
+        self.ws, self.opts, self.demand, self.clock = ws, opts, demand, clock
         self.cache, self.sources, self.progress = cache, sources, progress
         self.window, self.pinned_clock = window, pinned_clock
+        self.now: datetime | None = None  # set as the demand is read
         self.reading: DemandReading | None = None
         self.tree: Tree | None = None  # the last plan's (its base commit's files)
 
@@ -51,9 +60,10 @@ class Planner:
         tree, config = pass_inputs(self.ws, self.opts.config, self.cache)
         self.tree = tree
         ours, left = leave_served(root, config)  # sets `gitscale serve` scales
-        if self.reading is None:
+        if self.reading is None or self.now is None:
             self.reading = read_demand(root, config if self.demand else ours,
                                        demand_path(self.demand), self.sources)
+            self.now = self.clock()
         forecasts = read_forecasts(self.ws, ours, self.cache, self.now, self.window)
         with Progress("planning", None, show=self.progress) as bar:
             plan = compute_plan(root, ours, self.reading, self.now, self.ws.base(),
@@ -123,12 +133,12 @@ def crd_warnings(ws: Workspace, base: Tree | None = None,
 def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
                   push: bool, every: str | None = None, begun: Begun | None = None) -> int:
     """One pass; ``begun``: the clone ``opening.begin`` started for ``opts.repo``."""
-    clock, date = resolve_now(now)
+    pinned, date = resolve_now(now)
     window = resolve_every(every)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, push=push, sparse=True, begun=begun) as ws:
-        planner = Planner(ws, opts, demand, clock, cache, progress=True, window=window,
-                          pinned_clock=now is not None)
+        planner = Planner(ws, opts, demand, (lambda: pinned) if now is not None else utcnow,
+                          cache, progress=True, window=window, pinned_clock=now is not None)
         try:
             landed = land(ws, planner, cache=cache, date=date)
         finally:

@@ -214,7 +214,7 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
     """``fresh``: the workspace was opened for this pass (a clone just made needs no sync)."""
     now, started = clock(), time.monotonic()
     state.git_failed = False
-    planner = Planner(ws, opts, demand, now, cache, sources, progress=number == 0,
+    planner = Planner(ws, opts, demand, clock, cache, sources, progress=number == 0,
                       window=timedelta(seconds=state.interval))
     try:
         if not fresh and ws.mode == "clone":

@@ -77,3 +77,41 @@ def test_a_stepped_clock_moves_no_wait_and_is_said_where_it_changes_a_decision(
     assert times == ["2026-11-27T09:05:00Z", "2026-11-27T07:00:00Z", "2026-11-27T09:00:00Z"]
     held = [line for line in err.splitlines() if "no change: nothing to commit" in line]
     assert len(held) == 2, err  # the passes at T0+1m and T0+6m: held by the delay
+
+
+def test_effective_time_is_when_the_demand_was_read_not_when_the_pass_began(
+        tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The controller refills the slot of a runner that finished before ``effectiveTime`` (the
+    write counted its job as gone) and holds one that finished after (its job was counted). A
+    pass that stamped the time it began, before a demand read of some seconds (a clone, an API
+    paging through repos), told the controller that a job which ended during the read was
+    still counted: its slot was held while the job queued in its place waited, and with
+    nothing else changing no later pass wrote again. The stamp is now taken once the demand
+    is read (here the clock reads T0 until the demand is read, T0+7s after)."""
+    import gitscale.commands.reconcile as reconcile
+
+    read: list[bool] = []
+    real = reconcile.read_demand
+
+    def read_demand(*args, **kwargs):  # type: ignore[no-untyped-def]
+        reading = real(*args, **kwargs)
+        read.append(True)
+        return reading
+
+    monkeypatch.setattr(reconcile, "read_demand", read_demand)
+    make_repo(tmp_path, {
+        "gitscale.yaml": simple_config({"linux": "{minReplicas: 0, maxReplicas: 20}"}),
+        "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+    })
+    remote = tmp_path / "remote.git"
+    demand = tmp_path / "demand.yaml"
+    demand.write_text("linux: {queued: 3, running: 0}\n")
+
+    def clock() -> datetime:
+        return T0 + timedelta(seconds=7) if read else T0
+
+    code = run_loop(RepoOptions(str(remote), None, "gitscale.yaml"), interval="30s",
+                    demand=str(demand), max_passes=1, stop=threading.Event(), clock=clock)
+    assert code == 0, capsys.readouterr().err
+    spec = yaml.safe_load(git(remote, "show", "main:sets/linux.yaml"))["spec"]
+    assert (spec["replicas"], spec["effectiveTime"]) == (3, "2026-11-27T09:00:07Z")

@@ -82,7 +82,9 @@ QUOTA = st.Problem("QuotaExceeded", 'create pod default/linux-ab12-000001: 403 F
     pytest.param(Report("ci/linux", actions(deletes=(delete("a", DeleteReason.SURPLUS),)),
                         busy=["a"], before=READY), READY,
                  [("Normal", "UnregisterRefused", "kept 1 runner running a job (a): the platform "
-                   "refused to unregister it; tried again later, never deleted while busy")],
+                   "says it is busy (GitHub refuses to unregister a busy runner; Buildkite's "
+                   "agents list, read right before, shows the job); tried again later, never "
+                   "deleted while busy")],
                  id="busy-runner-kept-is-normal"),
     pytest.param(Report("ci/linux", actions(), leftovers=["x", "y"], before=READY), READY,
                  [("Normal", "LeftoversRemoved",

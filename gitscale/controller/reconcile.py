@@ -255,7 +255,10 @@ def reconcile(ctx: Context, key: str) -> Report:
                                unschedulable=unscheduled,
                                hint=view.kind.failing_hint(view.settings, view.namespace),
                                not_starting=st.cannot_start(
-                                   r for r in runners if r.name not in gone))
+                                   r for r in runners if r.name not in gone),
+                               runners=[*(r for r in runners if r.name not in gone),
+                                        *(Runner(name, 0, Phase.PENDING, created_at=now)
+                                          for name in report.created)])
     configured, why = platform.busy_source()
     conditions.append(view.kind.busy_known(configured, report.unheard or why))
     others = len(report.errors) - len(created.errors)  # errors not of its creations

@@ -185,13 +185,16 @@ def conditions(counts: Status | None, problem: Problem | None,
                failing: tuple[tuple[str, int], ...], current: Mapping[str, Any] | None,
                now: datetime, creating: int = 0,
                unschedulable: Unscheduled | None = None, hint: str = "",
-               not_starting: tuple[int, str] = (0, "")) -> list[Condition]:
+               not_starting: tuple[int, str] = (0, ""),
+               runners: Iterable[Runner] = ()) -> list[Condition]:
     """Ready, Reconciling, Stalled and RunnersFailing after a pass (or, with ``creating``,
     before a pass's creations: ``Creating``); ``hint``: the platform's word on where to look
     when its runners keep failing (``Kind.failing_hint``); ``not_starting``: ``cannot_start``
-    of the runners left."""
+    of the runners left, and ``runners`` those runners (``_still_not_starting``)."""
     ready = _ready(counts, problem, creating, unschedulable, not_starting)
-    stuck = problem is not None or ready.reason == UNSCHEDULABLE
+    if ready.status and counts is not None:
+        ready = _still_not_starting(current, runners) or ready
+    stuck = problem is not None or ready.reason in (UNSCHEDULABLE, CANNOT_START)
     stalled = not ready.status and stuck and (
         (problem is not None and problem.person) or _false_since(current, now) >= STALLED_AFTER)
     if stalled:
@@ -256,6 +259,29 @@ def _failing(runners: tuple[tuple[str, int], ...], hint: str = "") -> Condition:
     return Condition(FAILING, True, "RepeatedFailures",
                      f"runners keep failing and are replaced with backoff: {named}"
                      + (f"; {hint}" if hint else ""))
+
+
+def _still_not_starting(current: Mapping[str, Any] | None,
+                        runners: Iterable[Runner]) -> Condition | None:
+    """Ready as the last pass left it when that said ``RunnersCannotStart`` and the runners
+    made since (the successors of those replaced after 5 minutes) are pending, none of them
+    started yet: the pass that replaced them had nothing to say of them (no container status
+    yet) and said Ready True between two RunnersCannotStart — Ready flapped every few minutes,
+    a ``Reconciled`` Event each time, and never stalled. A runner made since that started
+    ends it (the cause was fixed), as does a pass with none pending."""
+    previous = ready_of(current)
+    if previous.get("status") != "False" or previous.get("reason") != CANNOT_START:
+        return None
+    try:
+        since = parse_time(str(previous.get("lastTransitionTime")))
+    except ValueError:
+        return None
+    made = [r for r in runners if r.created_at is not None
+            and r.created_at >= since - timedelta(seconds=1)]  # (creationTimestamp: 1 s)
+    if not any(r.phase is Phase.PENDING for r in made) or any(
+            r.phase in (Phase.IDLE, Phase.BUSY, Phase.FINISHED) for r in made):
+        return None
+    return Condition(READY, False, CANNOT_START, str(previous.get("message") or "")[:1000])
 
 
 def _false_since(current: Mapping[str, Any] | None, now: datetime) -> timedelta:

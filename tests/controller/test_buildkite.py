@@ -345,6 +345,14 @@ def test_agents_whose_token_secret_is_missing_make_ready_false_at_once(harness: 
     assert f"stays so for {STUCK_AFTER.seconds // 60} minutes counts as failed" in ready["message"]
     events = [e["message"] for e in harness.events("bk") if e.get("reason") == "RunnersCannotStart"]
     assert events and said in events[-1], events
+    # 5 minutes on they count as failed and are replaced: their successors, just made, have no
+    # container status yet — Ready stays False (it said True, "Reconciled", between the two)
+    harness.clock.advance(STUCK_AFTER.total_seconds() + 1)
+    report = harness.sync("bk")
+    assert sorted(report.deleted) == sorted(names) and len(report.created) == 2, report
+    ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "RunnersCannotStart"), ready
+    assert not [e for e in harness.events("bk") if e.get("reason") == "Reconciled"]
 
 
 def test_the_failing_hint_names_a_missing_agent_token_secret_too() -> None:

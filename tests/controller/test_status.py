@@ -77,6 +77,45 @@ def test_stalled_after_the_progress_deadline() -> None:
     assert late[2].message.startswith("no progress for 5m: 2 of 3 runner(s) missing")
 
 
+SAID = 'container agent: CreateContainerConfigError: secret "bk-token" not found'
+
+
+def test_runners_that_cannot_start_stay_not_ready_across_their_replacement_then_stall() -> None:
+    """A pod whose container cannot start (a Secret missing) is failed after 5 minutes and
+    replaced; its successor is pending with no container status yet. That pass said Ready True
+    ("Reconciled", a Normal Event) between two RunnersCannotStart: Ready flapped every few
+    minutes and never stalled. While the runners made since are pending, none started, Ready
+    keeps it; False for 5 minutes, it is Stalled (a person must act); a runner made since that
+    started ends it, as does a pass with none of them pending."""
+    since = {"conditions": [{"type": "Ready", "status": "False", "reason": "RunnersCannotStart",
+                             "message": f"2 of 2 runner(s) cannot start: {SAID}",
+                             "lastTransitionTime": format_time(T0)}]}
+    later = T0 + timedelta(minutes=5)
+
+    def runner(name: str, phase: Phase, made: datetime) -> Runner:
+        return Runner(name, 4, phase, created_at=made)
+
+    first = by_type(st.conditions(counts(2, pending=2), None, (), None, T0,
+                                  not_starting=(2, SAID)))
+    assert first["Ready"] == (False, "RunnersCannotStart") and not first["Stalled"][0]
+    successors = [runner("c", Phase.PENDING, later), runner("d", Phase.PENDING, later)]
+    replaced = st.conditions(counts(2, pending=2), None, (), since, later, runners=successors)
+    assert by_type(replaced)["Ready"] == (False, "RunnersCannotStart")
+    assert replaced[0].message == f"2 of 2 runner(s) cannot start: {SAID}"
+    assert by_type(replaced)["Stalled"] == (True, "RunnersCannotStart")
+    assert not by_type(replaced)["Reconciling"][0]
+    started = [runner("c", Phase.IDLE, later), runner("d", Phase.PENDING, later)]
+    fixed = by_type(st.conditions(counts(2, pending=1, idle=1), None, (), since, later,
+                                  runners=started))
+    assert fixed["Ready"] == (True, "Reconciled"), "a runner made since started: fixed"
+    before = [runner("a", Phase.PENDING, T0 - timedelta(minutes=1))]
+    assert by_type(st.conditions(counts(1, pending=1), None, (), since, later,
+                                 runners=before))["Ready"] == (True, "Reconciled")
+    other = {"conditions": [{**since["conditions"][0], "reason": "Backoff"}]}
+    assert by_type(st.conditions(counts(2, pending=2), None, (), other, later,
+                                 runners=successors))["Ready"] == (True, "Reconciled")
+
+
 CPU = "0/3 nodes are available: 3 Insufficient cpu."
 
 

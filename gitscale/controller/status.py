@@ -20,7 +20,7 @@ generation of the spec the status describes:
   (``platform_reason``);
 - ``Reconciling``: True while Ready is False and the controller keeps working on it;
 - ``Stalled``: True when it cannot get there by itself: an invalid spec at once, any other
-  failure (unschedulable runners too) once Ready has been False for ``STALLED_AFTER`` (a
+  failure (unschedulable runners, runners that cannot start, too) once Ready has been False for ``STALLED_AFTER`` (a
   progress deadline);
 - ``RunnersFailing``: runners failing again and again (each replaced after its backoff);
 - ``BusyKnown``: whether the platform says which runners run a job (GitHub's runner list,

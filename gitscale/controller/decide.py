@@ -329,16 +329,21 @@ def decide(spec: Spec, runners: Sequence[Runner], now: datetime,
     deletes: list[Delete] = []
     gone: set[str] = set()
 
-    # Scale-down: patch 0 only, never a busy runner. Failed runners and pending ones the
-    # scheduler cannot place first (neither can take a job), then idle, then pending last.
+    # Scale-down: patch 0 only, never a busy runner. Failed runners, pending ones the
+    # scheduler cannot place and pending ones whose container cannot start first (none can
+    # take a job), then idle, then pending last.
     total = len(pending) + len(idle) + len(busy) + len(failed)
     standby: list[Delete] = []
     outdated = [r for r in pending + idle if r.outdated]
     if acting and spec.patch_id == 0 and total > spec.replicas:
         # (outdated runners, which can take none of the set's jobs, go before idle ones)
         stuck = [r for r in pending if r.unschedulable is not None and not r.outdated]
-        placed = [r for r in pending if r.unschedulable is None and not r.outdated]
+        broken = [r for r in pending if r.unschedulable is None and r.cannot_start is not None
+                  and not r.outdated]
+        placed = [r for r in pending if r.unschedulable is None and r.cannot_start is None
+                  and not r.outdated]
         order = ([(r, 1) for r in failed] + [(r, 1) for r in _longest_stuck_first(stuck)]
+                 + [(r, 1) for r in _oldest_first(broken)]
                  + [(r, 1) for r in _oldest_first(outdated)]
                  + [(r, 1) for r in _oldest_first([r for r in idle if not r.outdated])]
                  + [(r, 2) for r in _newest_first(placed)])

@@ -153,6 +153,12 @@ def stuck(name: str, since: float | None, created: float) -> Runner:
                    unschedulable=Unschedulable(at(since) if since is not None else None, "cpu"))
 
 
+def broken(name: str, created: float) -> Runner:
+    """A pending runner whose container cannot start (a Secret missing, an image not pulled)."""
+    return replace(r(name, 0, P, created=created),
+                   cannot_start="container runner: CreateContainerConfigError: secret not found")
+
+
 @pytest.mark.parametrize(("replicas", "runners", "deletes"), [
     pytest.param(2, [r("i", 0, I, created=1), r("p", 0, P, created=2), stuck("s", 3, 3)],
                  [("s", 1)], id="unschedulable-before-idle"),
@@ -163,11 +169,18 @@ def stuck(name: str, since: float | None, created: float) -> Runner:
                  [("s2", 1), ("s1", 1)], id="unknown-since-counts-as-longest"),
     pytest.param(2, [r("x", 0, X, ended=9, failures=3), stuck("s", 1, 2), r("i", 0, I)],
                  [("x", 1)], id="failed-still-first"),
+    pytest.param(2, [r("i", 0, I, created=1), r("p", 0, P, created=2), broken("c", 3)],
+                 [("c", 1)], id="cannot-start-before-idle"),
+    pytest.param(1, [r("i", 0, I, created=1), broken("c1", 2), stuck("s", 4, 3),
+                     broken("c2", 4), r("p", 0, P, created=5)],
+                 [("s", 1), ("c1", 1), ("c2", 1), ("i", 1)],
+                 id="unschedulable-then-cannot-start-oldest-first-placed-pending-last"),
 ])
 def test_scale_down_removes_unschedulable_runners_before_idle_ones(
         replicas: int, runners: list[Runner], deletes: list[tuple[str, int]]) -> None:
-    """A pending runner the scheduler cannot place can take no job: it goes with the failed
-    ones, before an idle runner that can; a placed pending runner still goes last."""
+    """A pending runner the scheduler cannot place, or whose container cannot start, can take
+    no job: it goes with the failed ones, before an idle runner that can; a placed pending
+    runner that may still start goes last."""
     actions = decide(Spec(replicas, 0), runners, at(10))
     assert [(d.name, d.wave) for d in actions.deletes] == deletes
     # the order names each runner once: a stuck runner is not also a placed pending one

@@ -299,8 +299,9 @@ def test_two_sets_on_one_object_are_refused(tmp_path: Path, capsys) -> None:  # 
               "policy: {maxReplicas: 50}}\n")
     checkout = repo_with(tmp_path, config=config,
                          demand="linux: {queued: 1, running: 0}\nlinux-big: {queued: 9, running: 0}\n")
-    assert_refused(capsys, checkout, "sets/linux.yaml", "'linux' and 'linux-big'",
-                   "RunnerSet linux")
+    assert_refused(capsys, checkout, "gitscale.yaml:3: runner set 'linux-big': resolves to "
+                   "RunnerSet linux in sets/linux.yaml, the object of runner set 'linux' "
+                   "(gitscale.yaml:2)")
 
 
 def test_manifest_through_symlink(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -310,6 +310,19 @@ def object_key(ref: ObjectRef) -> str:
     return "object" if ref != ObjectRef() else "manifest"
 
 
+def shared_object(config: Config, runner_set: RunnerSetConfig, owner: str, kind: str,
+                  name: str) -> ConfigError:
+    """``runner_set`` resolves to the object (``kind`` ``name``) of the set ``owner``: both
+    would write it, the last one winning while the commit describes both (an entry copied
+    without changing its ``object``). Said at the set's line, naming the owner's."""
+    theirs = object_key(config.get(owner).object)
+    return config.blame(
+        runner_set.name, object_key(runner_set.object),
+        f"resolves to {kind} {name} in {runner_set.manifest}, the object of runner set "
+        f"{owner!r} ({config.path}:{config.line(owner, theirs)}): two sets would write one "
+        "object; give this set its own `object: {kind: ..., name: ...}`")
+
+
 def locate(path: str, text: str, ref: ObjectRef, documents: list[Document] | None = None,
            kept: KeptReads | None = None) -> Located:
     """``ref``'s object in ``text``, without the parsed file. A pass locates the sets whose

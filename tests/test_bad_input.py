@@ -452,7 +452,7 @@ def test_object_not_in_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-
     checkout = repo_with(tmp_path, config=config,
                          manifest=RUNNERSET.format(name="other", replicas=2))
     assert_refused(capsys, checkout, "gitscale.yaml:4", "no object matches",
-                   "name=linux", "sets/linux.yaml")
+                   "name=linux", "the file holds RunnerSet other (line 1) in sets/linux.yaml")
 
 
 def test_missing_manifest(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -480,7 +480,8 @@ def test_objects_that_match_several_name_the_config_line(tmp_path: Path, capsys)
     manifest = (RUNNERSET.format(name="linux", replicas=2) + "---\n"
                 + RUNNERSET.format(name="linux2", replicas=2))
     assert_refused(capsys, repo_with(tmp_path, manifest=manifest), "gitscale.yaml:3",
-                   "2 objects match", "sets/linux.yaml")
+                   "2 objects match", "sets/linux.yaml",
+                   "RunnerSet linux (line 1), RunnerSet linux2 (line 15) in sets/linux.yaml")
 
 
 def test_a_missing_demand_file_names_the_config_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -494,6 +494,18 @@ def test_a_missing_demand_file_names_the_config_line(tmp_path: Path, capsys) -> 
     assert code == 1 and "gitscale.yaml:4: " in err and "left untouched" in err, err
 
 
+def test_a_renamed_set_without_its_demand_entry_names_the_entries_left(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A set renamed in gitscale.yaml while the job that writes its demand file still writes
+    the old name: the set is left untouched, and the error names the entry no set reads."""
+    config = simple_config({"linux-x64": "default"}).replace("sets/linux-x64", "sets/linux")
+    checkout = repo_with(tmp_path, config=config)  # demand.yaml: linux (and gpu? no: one)
+    code, out, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 1, out + err
+    assert "linux-x64  error: demand.yaml: no entry for this set (the file's entries no set "\
+        "reading it takes: linux; a renamed set's old name?)" in out, out
+
+
 DEMAND_CASES = [
     pytest.param("linux: {queued: -1, running: 0}\n", "demand.yaml:1", ["queued", "-1"],
                  id="negative"),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from gitscale.controller.cache import Store
-from gitscale.controller.decide import Actions, Delete, DeleteReason, Phase
+from gitscale.controller.decide import FAILING_AFTER, Actions, Delete, DeleteReason, Phase
 from gitscale.controller.errors import (
     ControllerError,
     CredentialsError,
@@ -139,7 +139,8 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
     (``registered.busy_now``: a platform with no 422 of its own, Buildkite), with the phase it
     gives them — kept and not replaced as a 422 would, whether a successor was due or not; a
     failed one it shows online idle is online after all (not busy: counted idle, ``online``).
-    Returns the actions without the runners kept, and what was kept (busy, errors)."""
+    Returns the actions without the runners kept (a failed one kept as busy or online no
+    longer one more failure in ``failing``), and what was kept (busy, errors)."""
     out = Removed()
     why = {d.name: d.reason for d in actions.deletes}
     kept: set[str] = set()
@@ -183,9 +184,14 @@ def retire(memory: Memory, pool: Executor, halt: threading.Event, view: RunnerSe
             out._grouped += len(names) - 1
     index = [i for i, n in enumerate(actions.replaced) if n not in kept]
     gone = {n for n, _ in futures} - kept
+    # A failed runner kept as busy or online is no failure after all: its streak in
+    # RunnersFailing is its predecessors' (``decide`` counted it as one more).
+    revived = {n for n in (*out.busy, *out.online) if why.get(n) is DeleteReason.FAILED}
+    failing = tuple((n, count - (n in revived)) for n, count in actions.failing
+                    if count - (n in revived) >= FAILING_AFTER)
     return replace(
         actions, retries=tuple(actions.retries[i] for i in index),
-        replaced=tuple(actions.replaced[i] for i in index),
+        replaced=tuple(actions.replaced[i] for i in index), failing=failing,
         deletes=tuple(replace(d, runner_id=None) if d.name in gone else d
                       for d in actions.deletes if d.name not in kept)), out
 

@@ -277,3 +277,33 @@ def test_a_read_that_fails_before_outdated_agents_go_removes_them_as_decided_sai
     assert said(caplog) == 1
     cond = busy_known(harness, "bk")
     assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
+
+
+def test_a_timed_out_agent_kept_as_online_is_no_failure_in_runners_failing(
+        harness: Harness, buildkite: FakeBuildkite) -> None:
+    """The third agent of a lineage whose first two failed is past its registration timeout
+    on the decision's list, and online in the one read again: kept, not replaced, counted idle
+    — and not one more failure in a row either (RunnersFailing, with its Warning, said it
+    was: 3 in a row, "replaced with backoff", for an agent online and idle)."""
+    harness.write("bk", 1, 1, spec=with_api(buildkite.url))
+    (agent,) = harness.sync("bk").created
+    for _ in range(2):  # it exits at once, twice: its successor carries 2 failures in a row
+        harness.api.set_pod_phase(NS, agent, "Failed")
+        harness.clock.advance(5)
+        (agent,) = harness.sync("bk").created
+    harness.api.set_pod_phase(NS, agent, "Running")
+    harness.write("bk2", 1, 1, spec=with_api(buildkite.url))
+    (other,) = harness.sync("bk2").created
+    harness.api.set_pod_phase(NS, other, "Running")
+    buildkite.connect(other)
+    harness.clock.advance(10 * 60)
+    harness.sync("bk2")  # the shared list, read without bk's agent
+    buildkite.connect(agent)  # it connects now
+    harness.clock.advance(11)  # its backoff (10 s after two failures) is over: due
+    report = harness.sync("bk")
+    assert (report.online, report.created, report.deleted) == ([agent], [], [])
+    status = harness.status("bk")
+    assert (status["idle"], status["failed"]) == (1, 0)
+    failing = next(c for c in status["conditions"] if c["type"] == "RunnersFailing")
+    assert (failing["status"], failing["reason"]) == ("False", "NoRepeatedFailures"), failing
+    assert not [e for e in harness.events("bk") if e["reason"] == "RepeatedFailures"]

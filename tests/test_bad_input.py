@@ -299,8 +299,9 @@ def test_two_sets_on_one_object_are_refused(tmp_path: Path, capsys) -> None:  # 
               "policy: {maxReplicas: 50}}\n")
     checkout = repo_with(tmp_path, config=config,
                          demand="linux: {queued: 1, running: 0}\nlinux-big: {queued: 9, running: 0}\n")
-    assert_refused(capsys, checkout, "sets/linux.yaml", "'linux' and 'linux-big'",
-                   "RunnerSet linux")
+    assert_refused(capsys, checkout, "gitscale.yaml:3: runner set 'linux-big': resolves to "
+                   "RunnerSet linux in sets/linux.yaml, the object of runner set 'linux' "
+                   "(gitscale.yaml:2)")
 
 
 def test_manifest_through_symlink(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -451,7 +452,7 @@ def test_object_not_in_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-
     checkout = repo_with(tmp_path, config=config,
                          manifest=RUNNERSET.format(name="other", replicas=2))
     assert_refused(capsys, checkout, "gitscale.yaml:4", "no object matches",
-                   "name=linux", "sets/linux.yaml")
+                   "name=linux", "the file holds RunnerSet other (line 1) in sets/linux.yaml")
 
 
 def test_missing_manifest(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -479,7 +480,8 @@ def test_objects_that_match_several_name_the_config_line(tmp_path: Path, capsys)
     manifest = (RUNNERSET.format(name="linux", replicas=2) + "---\n"
                 + RUNNERSET.format(name="linux2", replicas=2))
     assert_refused(capsys, repo_with(tmp_path, manifest=manifest), "gitscale.yaml:3",
-                   "2 objects match", "sets/linux.yaml")
+                   "2 objects match", "sets/linux.yaml",
+                   "RunnerSet linux (line 1), RunnerSet linux2 (line 15) in sets/linux.yaml")
 
 
 def test_a_missing_demand_file_names_the_config_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -490,6 +492,18 @@ def test_a_missing_demand_file_names_the_config_line(tmp_path: Path, capsys) -> 
         "found" in out, out
     code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
     assert code == 1 and "gitscale.yaml:4: " in err and "left untouched" in err, err
+
+
+def test_a_renamed_set_without_its_demand_entry_names_the_entries_left(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A set renamed in gitscale.yaml while the job that writes its demand file still writes
+    the old name: the set is left untouched, and the error names the entry no set reads."""
+    config = simple_config({"linux-x64": "default"}).replace("sets/linux-x64", "sets/linux")
+    checkout = repo_with(tmp_path, config=config)  # demand.yaml: linux (and gpu? no: one)
+    code, out, err = run(capsys, "plan", "--repo", str(checkout))
+    assert code == 1, out + err
+    assert "linux-x64  error: demand.yaml: no entry for this set (the file's entries no set "\
+        "reading it takes: linux; a renamed set's old name?)" in out, out
 
 
 DEMAND_CASES = [

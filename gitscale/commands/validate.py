@@ -4,12 +4,14 @@ tracked file may be one of the credential files init's steps write (problems: ex
 Warnings (exit 0): a ``CHANGE-ME`` left in any other YAML file of the repo (the GitOps source,
 the scaler's pods), a GitHub set whose RunnerSet registers runners with other labels
 than its source counts jobs for, a Buildkite set whose agents take another queue's jobs
-than its source counts, a RunnerSet whose first container, taken as the runner by position (none
+than its source counts, a set whose source is another CI system than its RunnerSet's
+``platform`` (a source changed from github to buildkite), a RunnerSet whose first container, taken as the runner by position (none
 named ``runner``), runs no runner image while a later one does, a Buildkite RunnerSet whose agent gets no token
 (no ``agentTokenSecret``, no ``BUILDKITE_AGENT_TOKEN``), an object gitscale wrote that no set manages (a set removed
 from gitscale.yaml, its manifest left), and a RunnerSet CRD in the repo that is not this gitscale's (an
 upgrade done in the wrong order). A RunnerSet its schema accepts but the controller would refuse
-(``InvalidSpec``) is a problem too, found by the controller's own checks."""
+(``InvalidSpec``) is a problem too, found by the controller's own checks, and so are two sets
+that resolve to one object, which `plan` and `reconcile` refuse."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,7 +26,7 @@ from gitscale.config.load import Config, RunnerSetConfig, load_config
 from gitscale.errors import InputError
 from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import (A_DRAINED, A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, NoSuchObject,
-                                      Target, read_target)
+                                      Target, read_target, shared_object)
 from gitscale.yamlio.read import load_documents
 from gitscale.manifest.validate import Validation
 from gitscale.repo.git import Git
@@ -46,6 +48,7 @@ def run_validate(opts: RepoOptions) -> int:
         validation = Validation(ws.root, lambda: listed)
         by_file: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
         texts: dict[str, str] = {}
+        owners: dict[tuple[str, int], str] = {}
         for runner_set in config.sets:
             try:  # (one set's unreadable manifest is one problem: the others are checked)
                 text = read_manifest(ws.root, runner_set, config)
@@ -54,10 +57,16 @@ def run_validate(opts: RepoOptions) -> int:
                 if str(exc) not in problems:  # (a file of several sets: said once)
                     problems.append(str(exc))
                 continue
+            owner = owners.setdefault((target.path, target.index), runner_set.name)
+            if owner != runner_set.name:
+                problems.append(str(shared_object(config, runner_set, owner, target.kind,
+                                                  target.name)))
+                continue
             texts[runner_set.manifest] = text
             by_file.setdefault(runner_set.manifest, []).append((runner_set, target))
             warnings += label_drift(config, runner_set, target)
             warnings += queue_drift(config, runner_set, target)
+            warnings += platform_drift(config, runner_set, target)
             warnings += runner_by_position(target)
             warnings += agent_token_missing(target)
         for path, sets in by_file.items():
@@ -277,6 +286,26 @@ def queue_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> 
             f"{_at(target.path, manifest_line)}: the source counts the jobs of queue "
             f"{counted!r}, and these agents take only the jobs of queue {agents!r} (keep the "
             "two equal)"]
+
+
+def platform_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> list[str]:
+    """A warning when a set's source counts the jobs of another CI system than its RunnerSet's
+    runners take (``spec.platform``): a source changed on day two, its RunnerSet left as it
+    was. A file source feeds either."""
+    kind = runner_set.source.kind
+    if kind == "file" or target.kind != "RunnerSet" or \
+            not target.api_version.startswith(f"{GROUP}/"):
+        return []
+    spec: Any = target.obj.get("spec")
+    platform = spec.get("platform") if isinstance(spec, dict) else None
+    if not isinstance(platform, str) or platform == kind:
+        return []  # (no platform: the schema's problem, said by it)
+    manifest_line = target.documents[target.index].line_of(["spec", "platform"])
+    line = config.line_at(runner_set.name, ["source", kind])
+    return [f"{_at(config.path, line)}: runner set {runner_set.name!r}: its source counts "
+            f"{kind} jobs, and its RunnerSet at {_at(target.path, manifest_line)} runs "
+            f"platform {platform}: these runners never take the jobs counted (a {platform} "
+            f"source, or platform: {kind})"]
 
 
 # Images that run a runner (the ones the docs and init use): a container of one of them below

@@ -113,9 +113,12 @@ def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPoli
     at = (now + policy.lead).astimezone(zone)
     past = policy.past_days(at)
     if not past or not times or times[0] > past[0].timestamp():
-        held = 0.0 if not times else max(now.timestamp() - times[0], 0.0) / 86400
-        return Forecast(None, f"forecast: {held:.1f}d of history, needs "
-                        f"{_days(policy.lookback)}: reactive until then")
+        needs = f"needs {_days(policy.lookback)}: reactive until then"
+        if not times:
+            return Forecast(None, "forecast: no scaling commit of this set in the history read "
+                            f"(a new set, or a renamed one: its commits name the old name), {needs}")
+        held = max(now.timestamp() - times[0], 0.0) / 86400
+        return Forecast(None, f"forecast: {held:.1f}d of history, {needs}")
     reach = policy.reach(window).total_seconds()
     if reach <= 0:
         return Forecast(0, f"forecast: none needed, a write's runners come within "

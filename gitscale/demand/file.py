@@ -102,11 +102,20 @@ class FileSource:
             if unknown:
                 raise self._unknown(unknown, [s.name for s in sets])
         reading = DemandReading()
+        missing = f"{self.label}: no entry for this set"
         for runner_set in sets:
             if runner_set.name in demands:
                 reading.demands[runner_set.name] = demands[runner_set.name]
             else:
-                reading.errors[runner_set.name] = f"{self.label}: no entry for this set"
+                reading.errors[runner_set.name] = missing
+        if reading.errors and not self.strict:
+            # (a set renamed in gitscale.yaml, the file still written with its old name)
+            known = {s.name for s in sets}
+            left = [name for name in demands if name not in known]
+            if left:
+                said = f"{missing} (the file's entries no set reading it takes: " \
+                    f"{_some(left, len(left))}; a renamed set's old name?)"
+                reading.errors = {name: said for name in reading.errors}
         return reading
 
 

@@ -182,10 +182,13 @@ def read_target(path: str, text: str, ref: ObjectRef,
         candidates.append(index)
     wanted = _describe(ref)
     if not candidates:
-        raise NoSuchObject(path, f"no object matches {wanted}")
+        held = [i for i, doc in enumerate(documents) if isinstance(doc.data, dict)]
+        raise NoSuchObject(path, f"no object matches {wanted}" + (
+            f"; the file holds {_objects(documents, held)}" if held else ""))
     if len(candidates) > 1:
         raise NoSuchObject(path, f"{len(candidates)} objects match {wanted}; set `object: "
-                           "{kind: ..., name: ...}` for this set")
+                           "{kind: ..., name: ...}` for this set to one of "
+                           f"{_objects(documents, candidates)}")
     index = candidates[0]
     doc = documents[index]
     data = doc.data
@@ -206,6 +209,19 @@ def read_target(path: str, text: str, ref: ObjectRef,
     current = _current(path, doc, data, owned)
     return Target(path, text, tuple(documents), index, str(api_version), data["kind"],
                   meta["name"], owned, current)
+
+
+def _objects(documents: list[Document], indexes: list[int], most: int = 5) -> str:
+    """The objects at ``indexes`` as a person finds them: kind, name and line."""
+    def one(index: int) -> str:
+        data = documents[index].data
+        meta = data.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        said = name if isinstance(name, str) and 0 < len(name) <= 253 else shown(name)
+        return f"{data.get('kind')} {said} " \
+               f"(line {documents[index].line_of([])})"
+    said = ", ".join(one(i) for i in indexes[:most])
+    return said + (f" and {len(indexes) - most} more" if len(indexes) > most else "")
 
 
 def _describe(ref: ObjectRef) -> str:
@@ -308,6 +324,19 @@ def object_key(ref: ObjectRef) -> str:
     """The config key to blame for an object that cannot be found: ``object`` when the set
     names one, else ``manifest`` (the file holds none, or several)."""
     return "object" if ref != ObjectRef() else "manifest"
+
+
+def shared_object(config: Config, runner_set: RunnerSetConfig, owner: str, kind: str,
+                  name: str) -> ConfigError:
+    """``runner_set`` resolves to the object (``kind`` ``name``) of the set ``owner``: both
+    would write it, the last one winning while the commit describes both (an entry copied
+    without changing its ``object``). Said at the set's line, naming the owner's."""
+    theirs = object_key(config.get(owner).object)
+    return config.blame(
+        runner_set.name, object_key(runner_set.object),
+        f"resolves to {kind} {name} in {runner_set.manifest}, the object of runner set "
+        f"{owner!r} ({config.path}:{config.line(owner, theirs)}): two sets would write one "
+        "object; give this set its own `object: {kind: ..., name: ...}`")
 
 
 def locate(path: str, text: str, ref: ObjectRef, documents: list[Document] | None = None,

@@ -22,7 +22,6 @@ from gitscale.core.forecast import Forecast
 from gitscale.core.limits import caps
 from gitscale.core.model import Current, Decision, Demand, Reason
 from gitscale.demand import DemandReading
-from gitscale.errors import ManifestError
 from gitscale.repo.index import Tree
 from gitscale.manifest import target as tgt
 from gitscale.progress import Progress, steps
@@ -169,7 +168,13 @@ class _Pass:
                                                      blob, demand, seconds, self.cache_writes)
                 if answer is not None:
                     settled[runner_set.name] = answer
-        return settled
+        # Sets on one file are settled together or not at all: `locate` checks that no two
+        # sets resolve to one object among the sets it looks up, and a set whose entry changed
+        # (a copied entry still naming the other's object) is looked up while a remembered one
+        # would not be, and both would be written.
+        looked_up = {s.manifest for s in sets if s.name not in settled}
+        return {s.name: settled[s.name] for s in sets
+                if s.name in settled and s.manifest not in looked_up}
 
     def locate(self, sets: list[RunnerSetConfig], errors: dict[str, str]) -> list[_Found]:
         """Each set's object and its state (from the cache when git vouches for the file), each
@@ -186,15 +191,12 @@ class _Pass:
             except tgt.NoSuchObject as exc:
                 raise exc.blamed(self.config, runner_set) from None
             # Two sets on one object would both be written, the last one winning, while the
-            # commit described both: refuse, as for any manifest that cannot be edited as
-            # asked. (Sets on one file share its blob, so they are settled, or decided,
-            # together.)
+            # commit described both: refuse. (Sets on one file are settled, or looked up,
+            # together: `settled`.)
             other = owners.setdefault((path, located.index), runner_set.name)
             if other != runner_set.name:
-                raise ManifestError(path, f"runner sets {other!r} and {runner_set.name!r} both "
-                                    f"resolve to {located.kind} {located.name}; give each its "
-                                    f"own object (`object: {{kind: ..., name: ...}}` in "
-                                    f"{self.config.path})")
+                raise tgt.shared_object(self.config, runner_set, other, located.kind,
+                                        located.name)
             current = located.current
             if current.fingerprint is not None and current.fingerprint in jobs:
                 current = replace(current, jobs=jobs[current.fingerprint])

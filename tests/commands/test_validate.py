@@ -563,3 +563,46 @@ def test_a_set_removed_from_the_config_whose_manifest_stays_is_a_warning(  # typ
         "warning: sets/linux.yaml:20: RunnerSet arm was written by gitscale but no runner set "
         "of gitscale.yaml manages it: it stays at replicas 3, unscaled (a set removed from "
         "gitscale.yaml: remove its manifest too, or add the set back)"], err
+
+
+@pytest.mark.parametrize(("source", "platform"), [
+    pytest.param("buildkite", "github", id="buildkite-source-github-runners"),
+    pytest.param("github", "buildkite", id="github-source-buildkite-agents"),
+])
+def test_a_source_of_another_platform_than_the_runners_is_a_warning(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, source: str, platform: str) -> None:
+    """A set's source changed on day two (github → buildkite) while its RunnerSet still runs
+    the other platform's runners: they scale with jobs they can never take."""
+    config = BUILDKITE_CONFIG.format(queue="linux") if source == "buildkite" else \
+        CONFIG.format(labels="[self-hosted, linux]")
+    manifest = BUILDKITE_MANIFEST.format(queue="linux") if platform == "buildkite" else \
+        MANIFEST.format(labels="    labels: [self-hosted, linux]\n")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config, "sets/linux.yaml": manifest})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 0, err
+    (warning,) = err.splitlines()
+    assert warning == (
+        f"warning: gitscale.yaml:{line_of(config, f'{source}:')}: runner set 'linux': its "
+        f"source counts {source} jobs, and its RunnerSet at "
+        f"sets/linux.yaml:{line_of(manifest, 'platform:')} runs platform {platform}: these "
+        f"runners never take the jobs counted (a {platform} source, or platform: {source})"), \
+        warning
+
+
+def test_two_sets_on_one_object_are_a_problem_naming_both_lines(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """An entry copied on day two without changing its `object`: `plan` and `reconcile`
+    refuse it, so `validate` (the review of the pull request) does too."""
+    config = CONFIG.format(labels="[self-hosted, linux]") + (
+        "  - name: linux-big\n    manifest: sets/linux.yaml\n    object: {name: linux}\n"
+        "    source: {file: demand.yaml}\n    policy: default\n")
+    manifest = MANIFEST.format(labels="    labels: [self-hosted, linux]\n")
+    checkout = make_repo(tmp_path, {"gitscale.yaml": config, "sets/linux.yaml": manifest,
+                                    "demand.yaml": "linux-big: {queued: 0, running: 0}\n"})
+    code, out, err = run(capsys, "validate", "--repo", str(checkout))
+    assert code == 1, out + err
+    assert err.splitlines() == [
+        f"error: gitscale.yaml:{line_of(config, 'object:')}: runner set 'linux-big': resolves "
+        "to RunnerSet linux in sets/linux.yaml, the object of runner set 'linux' "
+        "(gitscale.yaml:3): two sets would write one object; "
+        "give this set its own `object: {kind: ..., name: ...}`"], err

@@ -7,6 +7,7 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gitscale.commands import demand_path
@@ -226,6 +227,69 @@ def test_push_race_retries_on_top_of_a_foreign_commit(git_server: GitDaemon,
     assert msg.sets["linux-x64"]["replicas"] == "6" and msg.sets["linux-x64"]["patch"] == "8"
     assert seed.show(bare, "HEAD", "README.md").endswith("Owned by platform.\n")
     linux = seed.runner_set(seed.show(bare, "HEAD", RUNNERS), "linux-x64")
+    assert (linux["spec"]["replicas"], linux["spec"]["patchID"]) == (6, 8)
+
+
+# -- 3c. the race is with a person's hand edit of the same set's count ------------------------
+@pytest.mark.parametrize("pause", [False, True], ids=["count", "pause-and-count"])
+def test_a_hand_edit_that_wins_the_race_is_the_retrys_starting_point(
+        git_server: GitDaemon, tmp_path: Path, pause: bool) -> None:
+    """A person pushes `replicas: 9` for linux-x64 while a pass is in flight. The retry
+    recomputes on the person's commit: it scales from 9 (the commit says 9→6), or, when the
+    person paused the set in the same commit, leaves the person's count and patch 0 as they
+    are (README, "Changing a working setup")."""
+    bare = git_server.create(seed.FILES)
+    url = git_server.url()
+    other = seed.fresh_clone(url, tmp_path / "other")
+    demand = tmp_path / "demand.yaml"
+    demand.write_text(seed.demand_text((6, 0)))
+    calls: list[str] = []
+
+    def push_hand_edit() -> str:
+        text = (other / RUNNERS).read_text()
+        edited = text.replace("  replicas: 2      # written by gitscale",
+                              "  replicas: 9      # written by gitscale")
+        if pause:
+            edited = edited.replace('    team.example.com/owner: "platform"',
+                                    '    team.example.com/owner: "platform"\n'
+                                    '    gitscale.dev/paused: "true"').replace(
+                "  patchID: 7\n", "  patchID: 0\n")
+        assert edited != text
+        (other / RUNNERS).write_text(edited)
+        seed.git(other, "-c", "user.name=Human", "-c", "user.email=human@example.com",
+                 "commit", "--quiet", "-am", "linux-x64 to 9 by hand")
+        seed.git(other, "push", "--quiet", "origin", "HEAD:main")
+        return seed.git(other, "rev-parse", "HEAD")
+
+    foreign: list[str] = []
+    with open_workspace(url, None) as ws:
+        reading = None
+
+        def make_plan() -> Plan:
+            nonlocal reading
+            config = load_config(ws.root, "gitscale.yaml")
+            if reading is None:
+                reading = read_demand(ws.root, config, demand_path(str(demand)))
+            plan = compute_plan(ws.root, config, reading, parse_time(NOW), ws.base())
+            calls.append(plan.base)
+            if len(calls) == 1:
+                foreign.append(push_hand_edit())  # the person's push wins the race
+            return plan
+
+        landed = land(ws, make_plan, date=NOW, sleep=lambda _: None)
+
+    assert landed.attempts == 2 and calls[1] == foreign[0], (landed, calls)
+    linux = seed.runner_set(seed.show(bare, "HEAD", RUNNERS), "linux-x64")
+    if pause:
+        assert (linux["spec"]["replicas"], linux["spec"]["patchID"]) == (9, 0)
+        assert landed.pushed and seed.message(bare).parent == foreign[0], landed
+        assert set(seed.message(bare).sets) == {"gpu"}  # the paused set is left as written
+        return
+    assert landed.pushed, landed
+    msg = seed.message(bare)
+    assert msg.parent == foreign[0]
+    assert (msg.sets["linux-x64"]["previous"], msg.sets["linux-x64"]["replicas"],
+            msg.sets["linux-x64"]["patch"]) == ("9", "6", "8")
     assert (linux["spec"]["replicas"], linux["spec"]["patchID"]) == (6, 8)
 
 

@@ -197,3 +197,33 @@ def test_settled_answers_are_those_of_deciding_anew(tmp_path_factory, passes) ->
         assert plan.files == expected.files
         ours.save()
         _apply(checkout, plan)
+
+
+def test_a_set_pointed_at_a_settled_sets_object_is_refused(tmp_path: Path) -> None:
+    """A day-two edit that points a second set at an object another set manages (a copied
+    entry whose `object` was not changed) is refused even when the first set's answer is
+    remembered: the remembered set is not looked up, and was the one check that saw both."""
+    from gitscale.errors import InputError
+
+    import pytest
+
+    checkout = _repo(tmp_path)
+    cache = StateCache()
+    at = NOW + timedelta(hours=1)
+    quiet = reading({n: Demand(0, 1) for n in "abcd"})
+    first = compute_plan(checkout, load_config(checkout, cache=cache.configs), quiet, at, "base",
+                         cache=cache, tree=Tree.read(Git(checkout)))
+    cache.apply(first.cache_writes)
+    _apply(checkout, first)
+    second = compute_plan(checkout, load_config(checkout, cache=cache.configs), quiet, at,
+                          "base", cache=cache, tree=Tree.read(Git(checkout)))
+    cache.apply(second.cache_writes)
+    assert "b" in cache.settled  # b's answer is remembered
+    (checkout / "gitscale.yaml").write_text(CONFIG.replace("object: {name: c}",
+                                                           "object: {name: b}"))
+    git(checkout, "commit", "--quiet", "-am", "c copied from b")
+    with pytest.raises(InputError) as refused:
+        compute_plan(checkout, load_config(checkout, cache=cache.configs), quiet, at, "base",
+                     cache=cache, tree=Tree.read(Git(checkout)))
+    message = str(refused.value)
+    assert "gitscale.yaml:6" in message and "'b'" in message and "'c'" in message, message

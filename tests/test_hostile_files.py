@@ -101,13 +101,32 @@ def test_an_alias_bomb_in_the_repo(checkout: Path, file: str) -> None:
 
 
 def test_a_shared_anchor_is_still_fine(checkout: Path) -> None:
-    """Anchors are how people share a policy between sets: a thousand uses stay well inside."""
+    """Anchors are how people share a policy between sets: a thousand uses stay well inside.
+    (Each set its own object: two sets on one object are refused, once per object.)"""
     sets = "".join(f"  - {{name: s{i}, manifest: sets/linux.yaml, source: {{file: demand.yaml}}, "
-                   f"policy: *p, object: {{name: linux}}}}\n" if i else
+                   f"policy: *p, object: {{name: linux-{i}}}}}\n" if i else
                    "  - {name: s0, manifest: sets/linux.yaml, source: {file: demand.yaml}, "
-                   "policy: &p {minReplicas: 0, maxReplicas: 5, scaleDownDelay: 5m}}\n"
+                   "policy: &p {minReplicas: 0, maxReplicas: 5, scaleDownDelay: 5m}, "
+                   "object: {name: linux-0}}\n"
                    for i in range(1000))
     (checkout / "gitscale.yaml").write_text("runnerSets:\n" + sets)
+    (checkout / "sets" / "linux.yaml").write_text("---\n".join(
+        RUNNERSET.format(name=f"linux-{i}", replicas=2) for i in range(1000)))
     result = gitscale("validate", "--repo", str(checkout))
     assert result.returncode == 0, result
     assert "1000 checked" in result.stdout, result
+
+
+def test_a_thousand_sets_on_one_object_are_one_problem_said_at_once(checkout: Path) -> None:
+    """999 entries copied without changing their object: one problem for the object, naming the
+    first copy's line and a few more (each line looked up costs a read of gitscale.yaml: one
+    problem per set took minutes)."""
+    sets = "".join(f"  - {{name: s{i}, manifest: sets/linux.yaml, source: {{file: demand.yaml}}, "
+                   "policy: {maxReplicas: 5}, object: {name: linux}}\n" for i in range(1000))
+    (checkout / "gitscale.yaml").write_text("runnerSets:\n" + sets)
+    result = gitscale("validate", "--repo", str(checkout))
+    assert result.returncode == 1, result
+    problems = [line for line in result.stderr.splitlines() if "resolves to" in line]
+    assert len(problems) == 1, result.stderr
+    assert problems[0].startswith("error: gitscale.yaml:3: runner set 's1': "), problems
+    assert problems[0].endswith("(so do runner sets 's2', 's3', 's4' and 995 more)"), problems

@@ -23,11 +23,11 @@ import click
 from gitscale import files
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
 from gitscale.config.load import Config, RunnerSetConfig, load_config
-from gitscale.errors import InputError
+from gitscale.errors import InputError, ManifestError
 from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import (A_DRAINED, A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, NoSuchObject,
                                       Target, read_target, shared_object)
-from gitscale.yamlio.read import load_documents
+from gitscale.yamlio.read import Document, load_documents
 from gitscale.manifest.validate import Validation
 from gitscale.repo.git import Git
 from gitscale.repo.opening import open_workspace
@@ -49,18 +49,26 @@ def run_validate(opts: RepoOptions) -> int:
         by_file: dict[str, list[tuple[RunnerSetConfig, Target]]] = {}
         texts: dict[str, str] = {}
         owners: dict[tuple[str, int], str] = {}
+        shared: dict[tuple[str, int], tuple[Target, list[RunnerSetConfig]]] = {}
+        # each file read and parsed once, whatever the number of sets in it (a thousand sets
+        # in one file of a thousand objects held a thousand parses of it)
+        parsed: dict[str, tuple[str, list[Document]]] = {}
         for runner_set in config.sets:
             try:  # (one set's unreadable manifest is one problem: the others are checked)
-                text = read_manifest(ws.root, runner_set, config)
-                target = read_set_target(config, runner_set, text)
+                if runner_set.manifest not in parsed:
+                    text = read_manifest(ws.root, runner_set, config)
+                    parsed[runner_set.manifest] = (text, load_documents(
+                        text, runner_set.manifest, ManifestError))
+                text, documents = parsed[runner_set.manifest]
+                target = read_set_target(config, runner_set, text, documents)
             except InputError as exc:
                 if str(exc) not in problems:  # (a file of several sets: said once)
                     problems.append(str(exc))
                 continue
             owner = owners.setdefault((target.path, target.index), runner_set.name)
-            if owner != runner_set.name:
-                problems.append(str(shared_object(config, runner_set, owner, target.kind,
-                                                  target.name)))
+            if owner != runner_set.name:  # (said once per object, below)
+                shared.setdefault((target.path, target.index), (target, []))[1].append(
+                    runner_set)
                 continue
             texts[runner_set.manifest] = text
             by_file.setdefault(runner_set.manifest, []).append((runner_set, target))
@@ -69,6 +77,13 @@ def run_validate(opts: RepoOptions) -> int:
             warnings += platform_drift(config, runner_set, target)
             warnings += runner_by_position(target)
             warnings += agent_token_missing(target)
+        for key, (target, others) in shared.items():
+            said = str(shared_object(config, others[0], owners[key], target.kind, target.name))
+            if len(others) > 1:  # (each line looked up costs a read of gitscale.yaml)
+                names = ", ".join(repr(s.name) for s in others[1:4])
+                said += (f" (so do runner sets {names}"
+                         f"{f' and {len(others) - 4} more' if len(others) > 4 else ''})")
+            problems.append(said)
         for path, sets in by_file.items():
             problems += placeholder_problems(path, texts[path])
             result = validation.check(path, texts[path], [target.obj for _, target in sets])
@@ -100,11 +115,12 @@ def run_validate(opts: RepoOptions) -> int:
     return EXIT_ERROR if problems else EXIT_OK
 
 
-def read_set_target(config: Config, runner_set: RunnerSetConfig, text: str) -> Target:
-    """The set's object in its manifest's ``text``; an ``object`` that matches none or several
-    is the config's mistake, said at the set's line in it."""
+def read_set_target(config: Config, runner_set: RunnerSetConfig, text: str,
+                    documents: list[Document] | None = None) -> Target:
+    """The set's object in its manifest's ``text`` (``documents``: parsed already); an
+    ``object`` that matches none or several is the config's mistake, said at the set's line."""
     try:
-        return read_target(runner_set.manifest, text, runner_set.object)
+        return read_target(runner_set.manifest, text, runner_set.object, documents)
     except NoSuchObject as exc:
         raise exc.blamed(config, runner_set) from None
 

@@ -62,6 +62,7 @@ class Report:
     reason: str | None = None  # Ready's reason for its errors, when not ApplyFailed
     counts: Status | None = None  # the set at the end of the pass (None: it could not count)
     unschedulable: int = 0  # pending runners left whose pods the scheduler could not place
+    unapplied: str = ""  # a count written by hand the gate does not act on (``st.unapplied``)
     before: dict[str, Any] = field(default_factory=dict, repr=False)  # status at the start
     status_written: bool = False
     # The set was written since the pass read it (a 409 on a write conditional on that

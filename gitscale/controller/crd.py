@@ -129,6 +129,13 @@ STATUS: dict[str, Any] = {
         "appliedEffectiveTime": {"type": "string", "format": "date-time",
                                  "description": "effectiveTime of the write appliedPatchID "
                                                 "names."},
+        "appliedReplicas": {
+            "type": "integer", "minimum": 0,
+            "description": "spec.replicas of the write appliedPatchID names, as it was applied. "
+                           "A spec.replicas written by hand over that write (patchID and "
+                           "effectiveTime unchanged, patchID above 0) is not acted on: Ready's "
+                           "message says so.",
+        },
         "refilled": {
             "type": "integer", "minimum": 0,
             "description": "Slots the controller refilled from the backlog of the write "

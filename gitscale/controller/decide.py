@@ -37,7 +37,7 @@ patch-ID model, adapted so that a write applied in part is completed):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 from datetime import datetime, timedelta
 from enum import Enum
@@ -67,10 +67,16 @@ class DeleteReason(str, Enum):
 @dataclass(frozen=True)
 class Write:
     """One spec write, as gitscale makes it: a patch ID and an effectiveTime (every write sets
-    both; a hand-written spec may lack the time: then it is compared by patch ID alone)."""
+    both; a hand-written spec may lack the time: then it is compared by patch ID alone).
+
+    ``replicas``: the count it carried (None: unknown, a record of an older controller). Not
+    part of the write's identity — the gate never compares it —: kept with the record so that
+    a count written by hand over it, which the gate does not act on, can be said
+    (``status.unapplied``)."""
 
     patch_id: int
     effective_time: datetime | None = None
+    replicas: int | None = field(default=None, compare=False)
 
     def same(self, other: Write | None) -> bool:
         """The same write? Times compare at 1 s resolution (status and labels keep seconds)."""
@@ -87,7 +93,7 @@ class Spec:
 
     @property
     def write(self) -> Write:
-        return Write(self.patch_id, self.effective_time)
+        return Write(self.patch_id, self.effective_time, self.replicas)
 
 
 @dataclass(frozen=True)
@@ -228,10 +234,16 @@ def record(spec: Spec, last_applied: Write | None, all_created: bool) -> Write:
 
     The spec's write once every creation the pass decided succeeded (a pass with nothing to
     create counts, so does one whose gate was shut); otherwise what was kept before, and for a
-    set with no record yet ``NOTHING_APPLIED``, so the next pass acts on the write again."""
-    if all_created:
-        return spec.write
-    return last_applied if last_applied is not None else NOTHING_APPLIED
+    set with no record yet ``NOTHING_APPLIED``, so the next pass acts on the write again.
+
+    With the count the write was applied with: the spec's, unless the gate was shut (the
+    spec's write is the one recorded, patch ID above 0) — then ``spec.replicas`` may be a
+    count written by hand that the pass did not act on, and the count recorded stays."""
+    if not all_created:
+        return last_applied if last_applied is not None else NOTHING_APPLIED
+    if last_applied is not None and spec.patch_id != 0 and spec.write.same(last_applied):
+        return replace(spec.write, replicas=last_applied.replicas)
+    return spec.write
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ per pass; ``body`` and ``repeat`` are what the API receives. ``recorder.py`` wri
 Normal, from what the pass did: ``RunnersCreated``, ``RunnersDeleted``, ``UnregisterRefused``
 (runners running a job kept: GitHub refused to unregister them, or Buildkite's agents list
 read right before showed them with a job), ``LeftoversRemoved``
-(registrations left without a pod), and ``Reconciled`` when Ready turns True again.
+(registrations left without a pod), ``Reconciled`` when Ready turns True again, and
+``ReplicasNotApplied`` when Ready's message first says that ``spec.replicas`` was written by
+hand over the write applied (``status.unapplied``): the gate does not act on it.
 Warning, from the status the pass left: Ready False with its reason (``CreateFailed``,
 ``QuotaExceeded``, ``ApplyFailed``, ``CredentialsMissing``, ``CredentialsRefused``,
 ``PlatformUnavailable``, ``InvalidSpec``,
@@ -91,6 +93,11 @@ def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
     # (the status could not say them; a stale pass's next pass says what holds, with its reason)
     if report.errors and ready.get("status") != "False" and not report.stale:
         out.append(Event("Warning", "ApplyFailed", "; ".join(st.said_once(report.errors)[:3])))
+    # A count written by hand the gate does not act on: once, as the status first says it —
+    # not every pass, nor again after a restart or a change of leader (the status said it).
+    if report.unapplied and report.unapplied in str(ready.get("message") or "") and (
+            report.unapplied not in str(said.get("message") or "")):
+        out.append(Event("Normal", "ReplicasNotApplied", report.unapplied))
     failing = st.condition_of(after, st.FAILING)
     if failing.get("status") == "True":
         out.append(Event("Warning", str(failing.get("reason") or "RepeatedFailures"),

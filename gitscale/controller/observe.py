@@ -117,15 +117,19 @@ def parse_runnerset(obj: Mapping[str, Any], kind_of: Callable[[object], Kind]) -
 
 
 def applied_write(status: Any) -> Write | None:
-    """``status.appliedPatchID`` and ``appliedEffectiveTime``: what the controller recorded as
-    the last write it fully applied. Missing or unreadable: None (the gate then falls back to
-    the runners' labels), never an error: status is the controller's own field."""
+    """``status.appliedPatchID``, ``appliedEffectiveTime`` and ``appliedReplicas``: what the
+    controller recorded as the last write it fully applied, and its count. Missing or
+    unreadable: None (the gate then falls back to the runners' labels; a count alone: its
+    ``replicas`` None), never an error: status is the controller's own field."""
     if not isinstance(status, dict):
         return None
     patch_id = status.get("appliedPatchID")
     if isinstance(patch_id, bool) or not isinstance(patch_id, int) or patch_id < 0:
         return None
-    return Write(patch_id, _time(status.get("appliedEffectiveTime")))
+    replicas = status.get("appliedReplicas")  # (none from an older controller: unknown)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        replicas = None
+    return Write(patch_id, _time(status.get("appliedEffectiveTime")), replicas)
 
 
 def refilled_of(status: Any) -> Refilled | None:

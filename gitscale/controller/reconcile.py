@@ -251,8 +251,10 @@ def reconcile(ctx: Context, key: str) -> Report:
     gone = set(report.deleted)
     unscheduled = st.unscheduled((r for r in runners if r.name not in gone), now)
     report.unschedulable = unscheduled.count
+    if not view.deleting:  # (a set being deleted is acted on as (0, 0): nothing to say)
+        report.unapplied = st.unapplied(view.spec, view.applied)
     conditions = st.conditions(counts, trouble, actions.failing, obj.get("status"), now,
-                               unschedulable=unscheduled,
+                               unschedulable=unscheduled, unapplied=report.unapplied,
                                hint=view.kind.failing_hint(view.settings, view.namespace),
                                not_starting=st.cannot_start(
                                    r for r in runners if r.name not in gone),

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gitscale.controller.decide import Phase, Refilled, Runner, Status, Write
+from gitscale.controller.decide import Phase, Refilled, Runner, Spec, Status, Write
 from gitscale.controller.errors import ControllerError, CredentialsError, CredentialsMissing
 from gitscale.timeutil import format_time, parse_time
 
@@ -53,9 +53,10 @@ UNAVAILABLE = "PlatformUnavailable"
 # How long a pending runner may stay unschedulable before Ready says so: a cluster autoscaler
 # or Karpenter adding a node takes about a minute or two, and Ready must not flap on each.
 UNSCHEDULABLE_GRACE = timedelta(minutes=2)
+READY_MESSAGE_MAX = 1000  # characters of Ready's message (a problem's message is cut there)
 COUNTS = ("replicas", "pending", "idle", "busy", "failed", "terminating")
-KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime", "refilled",
-        "refilledPatchID", "refilledEffectiveTime", "observedGeneration")
+KEPT = (*COUNTS, "observedPatchID", "appliedPatchID", "appliedEffectiveTime", "appliedReplicas",
+        "refilled", "refilledPatchID", "refilledEffectiveTime", "observedGeneration")
 
 
 @dataclass(frozen=True)
@@ -181,19 +182,53 @@ def cannot_start(runners: Iterable[Runner]) -> tuple[int, str]:
     return len(said), said[0] if said else ""
 
 
+def unapplied(spec: Spec, applied: Write | None) -> str:
+    """Pure. What to say of a count written by hand: ``spec.replicas`` differs from the count
+    of the write last applied (``applied``, kept with ``decide.record``) while the gate is
+    shut on that write — ``spec.patchID`` above 0 and ``spec.patchID``/``effectiveTime`` as
+    recorded —, so the controller does not act on it (``decide.gate_open``: the gate is the
+    contract, a count is no write). "" when there is nothing to say: the gate is open (a new
+    write, patch 0: the count is applied), the count is the one applied, or the record has
+    no count (none yet; one an older controller wrote) — never a guess. gitscale's own writes
+    change the patch ID or the effectiveTime, so they never make one."""
+    if (applied is None or applied.replicas is None or spec.patch_id == 0
+            or not spec.write.same(applied) or spec.replicas == applied.replicas):
+        return ""
+    when = (f" (effectiveTime {format_time(applied.effective_time)})"
+            if applied.effective_time is not None else "")
+    said = (f"spec.replicas {spec.replicas} is not applied: patch {applied.patch_id}{when} was "
+            f"applied with {applied.replicas}, and a count written by hand that keeps "
+            "spec.patchID and spec.effectiveTime is no new write: ")
+    if spec.replicas < applied.replicas:  # (a patch above 0 removes no runner anyway)
+        return said + (f"no runner is removed for it (those above {spec.replicas} go as their "
+                       "jobs end); write it with spec.patchID: 0 to remove the idle ones now "
+                       "(never a busy one)")
+    # A shut gate still refills a slot with no runner (one lost from outside), up to
+    # spec.replicas; a slot a finished runner holds waits for the next write.
+    return said + ("only slots with no runner at all get one, not those finished runners hold "
+                   "until the next write; write it with spec.patchID: 0 (or a new patch ID)")
+
+
 def conditions(counts: Status | None, problem: Problem | None,
                failing: tuple[tuple[str, int], ...], current: Mapping[str, Any] | None,
                now: datetime, creating: int = 0,
                unschedulable: Unscheduled | None = None, hint: str = "",
                not_starting: tuple[int, str] = (0, ""),
-               runners: Iterable[Runner] = ()) -> list[Condition]:
+               runners: Iterable[Runner] = (), unapplied: str = "") -> list[Condition]:
     """Ready, Reconciling, Stalled and RunnersFailing after a pass (or, with ``creating``,
     before a pass's creations: ``Creating``); ``hint``: the platform's word on where to look
     when its runners keep failing (``Kind.failing_hint``); ``not_starting``: ``cannot_start``
-    of the runners left, and ``runners`` those runners (``_still_not_starting``)."""
+    of the runners left, and ``runners`` those runners (``_still_not_starting``);
+    ``unapplied``: a count written by hand not acted on (``unapplied``), said at the end of
+    Ready's message, whatever its status (True: the runners match the write applied), and
+    never cut."""
     ready = _ready(counts, problem, creating, unschedulable, not_starting)
     if ready.status and counts is not None:
         ready = _still_not_starting(current, runners) or ready
+    if unapplied and counts is not None:
+        head = ready.message[:max(READY_MESSAGE_MAX - len(unapplied) - len("; "), 0)]
+        ready = Condition(READY, ready.status, ready.reason,
+                          f"{head}; {unapplied}" if head else unapplied)
     stuck = problem is not None or ready.reason in (UNSCHEDULABLE, CANNOT_START)
     stalled = not ready.status and stuck and (
         (problem is not None and problem.person) or _false_since(current, now) >= STALLED_AFTER)
@@ -213,13 +248,13 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int,
            not_starting: tuple[int, str] = (0, "")) -> Condition:
     if counts is None:
         assert problem is not None, "a pass that could not count has a problem"
-        return Condition(READY, False, problem.reason, problem.message[:1000])
+        return Condition(READY, False, problem.reason, problem.message[:READY_MESSAGE_MAX])
     missing = f"{counts.short} of {counts.wanted} runner(s) missing"
     if creating:
         return Condition(READY, False, "Creating", f"creating {creating} runner(s): {missing}")
     if problem is not None:
         message = f"{missing}: {problem.message}" if counts.short else problem.message
-        return Condition(READY, False, problem.reason, message[:1000])
+        return Condition(READY, False, problem.reason, message[:READY_MESSAGE_MAX])
     if counts.short:
         return Condition(READY, False, "RunnersMissing",
                          f"{missing}: they went away after patch {counts.observed_patch_id} was "
@@ -228,12 +263,12 @@ def _ready(counts: Status | None, problem: Problem | None, creating: int,
         return Condition(READY, False, CANNOT_START, (
             f"{not_starting[0]} of {counts.wanted} runner(s) cannot start: {not_starting[1]} "
             "(a pod that stays so for 5 minutes counts as failed and is replaced; kubectl "
-            "describe pod says more)")[:1000])
+            "describe pod says more)")[:READY_MESSAGE_MAX])
     if unschedulable is not None and unschedulable.late:
         return Condition(READY, False, UNSCHEDULABLE, (
             f"{unschedulable.late} of {counts.wanted} runner(s) cannot be scheduled: "
             f"{unschedulable.message} (they stay pending, not replaced, until a node fits "
-            "them)")[:1000])
+            "them)")[:READY_MESSAGE_MAX])
     if counts.waiting:
         return Condition(READY, False, "Backoff", f"{counts.waiting} runner(s) failed: each is "
                          "replaced once its backoff has passed")
@@ -281,7 +316,8 @@ def _still_not_starting(current: Mapping[str, Any] | None,
     if not any(r.phase is Phase.PENDING for r in made) or any(
             r.phase in (Phase.IDLE, Phase.BUSY, Phase.FINISHED) for r in made):
         return None
-    return Condition(READY, False, CANNOT_START, str(previous.get("message") or "")[:1000])
+    return Condition(READY, False, CANNOT_START,
+                     str(previous.get("message") or "")[:READY_MESSAGE_MAX])
 
 
 def _false_since(current: Mapping[str, Any] | None, now: datetime) -> timedelta:
@@ -321,6 +357,10 @@ def build(current: Mapping[str, Any] | None, counts: Status | None,
             status["appliedEffectiveTime"] = format_time(applied.effective_time)
         else:
             status.pop("appliedEffectiveTime", None)
+        if applied.replicas is not None:
+            status["appliedReplicas"] = applied.replicas
+        else:
+            status.pop("appliedReplicas", None)
     if refilled is not None:
         status.update(with_refilled({}, refilled))
     if generation is not None:

@@ -631,6 +631,35 @@ def test_a_first_pass_cut_short_leaves_a_record_that_keeps_the_gate_open() -> No
     assert record(spec, None, all_created=True) == spec.write
 
 
+# -- the count a write was applied with: a count written by hand is kept apart -----------------
+@pytest.mark.parametrize(("spec", "last", "all_created", "count"), [
+    pytest.param(Spec(5, 12, at(0)), Write(11, at(-60), 3), True, 5, id="a-new-write-its-count"),
+    pytest.param(Spec(8, 12, at(0)), Write(12, at(0), 5), True, 5,
+                 id="gate-shut-keeps-the-count-applied-not-the-hand-edit"),
+    pytest.param(Spec(8, 12, None), Write(12, None, 5), True, 5, id="no-times-by-patch"),
+    pytest.param(Spec(8, 0, at(0)), Write(0, at(0), 5), True, 8, id="patch-0-applies-its-count"),
+    pytest.param(Spec(8, 13, at(9)), Write(11, at(-60), 5), False, 5,
+                 id="cut-short-keeps-the-record"),
+    pytest.param(Spec(8, 12, at(0)), Write(12, at(0)), True, None,
+                 id="a-record-without-a-count-an-older-controller-stays-without"),
+    pytest.param(Spec(8, 12, at(0)), None, True, 8, id="the-first-record"),
+])
+def test_the_record_keeps_the_count_its_write_was_applied_with(
+        spec: Spec, last: Write | None, all_created: bool, count: int | None) -> None:
+    kept = record(spec, last, all_created)
+    assert kept.replicas == count
+    assert kept.same(spec.write if all_created else last)  # (the gate's record is as before)
+    assert (kept.patch_id, kept.effective_time) == (
+        (spec.patch_id, spec.effective_time) if all_created
+        else (last.patch_id, last.effective_time) if last else (0, None))
+
+
+def test_a_write_is_the_same_whatever_count_it_carries() -> None:
+    # The gate compares patch ID and effectiveTime only: the count is kept, never compared.
+    assert Write(12, at(0), 5) == Write(12, at(0), 8) == Write(12, at(0))
+    assert Spec(8, 12, at(0)).write.replicas == 8
+
+
 @pytest.mark.parametrize(("spec", "record", "expected"), [
     pytest.param(Spec(1, 0, at(0)), Write(0, at(0)), True, id="patch-0-always"),
     pytest.param(Spec(1, 3, at(5)), Write(3, at(5)), False, id="recorded-shut"),

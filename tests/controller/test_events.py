@@ -12,7 +12,7 @@ import pytest
 
 from gitscale.controller import status as st
 from gitscale.controller.context import Report
-from gitscale.controller.decide import Actions, Delete, DeleteReason, Status
+from gitscale.controller.decide import Actions, Delete, DeleteReason, Spec, Status, Write
 from gitscale.controller.events import (
     COMBINED,
     COMPONENT,
@@ -129,6 +129,29 @@ QUOTA = st.Problem("QuotaExceeded", 'create pod default/linux-ab12-000001: 403 F
 ])
 def test_events_of_a_pass(report: Report, after: dict[str, Any],
                           expected: list[tuple[str, str, str]]) -> None:
+    assert [(e.type, e.reason, e.message) for e in of_pass(report, after)] == expected
+
+
+HAND = st.unapplied(Spec(2, 3, T0), Write(3, T0, 4))  # spec.replicas 4 → 2 by hand
+NOTICED = st.build(None, counts(2, idle=4), st.conditions(counts(2, idle=4), None, (), None, T0,
+                                                          unapplied=HAND), T0)
+
+
+@pytest.mark.parametrize(("report", "after", "expected"), [
+    pytest.param(Report("ci/linux", actions(), unapplied=HAND, before=READY), NOTICED,
+                 [("Normal", "ReplicasNotApplied", HAND)], id="said-once-when-it-appears"),
+    pytest.param(Report("ci/linux", actions(), unapplied=HAND, before=NOTICED), NOTICED, [],
+                 id="not-every-pass-nor-after-a-restart"),
+    pytest.param(Report("ci/linux", actions(), unapplied=HAND, before=READY), READY, [],
+                 id="not-while-the-status-does-not-say-it"),  # (its write failed)
+    pytest.param(Report("ci/linux", actions(), unapplied=HAND, before=READY, stale=True),
+                 NOTICED, [], id="not-by-a-stale-pass"),
+    pytest.param(Report("ci/linux", actions(), before=NOTICED), READY, [],
+                 id="cleared-without-an-event"),
+])
+def test_a_count_written_by_hand_is_one_normal_event(
+        report: Report, after: dict[str, Any], expected: list[tuple[str, str, str]]) -> None:
+    assert HAND.startswith("spec.replicas 2 is not applied: patch 3 ")
     assert [(e.type, e.reason, e.message) for e in of_pass(report, after)] == expected
 
 

@@ -6,9 +6,21 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from gitscale.controller import status as st
-from gitscale.controller.decide import Phase, Runner, Status, Unschedulable
+from gitscale.controller.decide import (
+    Phase,
+    Runner,
+    Spec,
+    Status,
+    Unschedulable,
+    Write,
+    record,
+)
+from gitscale.core.model import next_patch_id
+from gitscale.runnerset_api import PATCH_ID_MAX
 from gitscale.controller.errors import (
     ControllerError,
     CredentialsError,
@@ -178,6 +190,73 @@ def test_conditions_and_status_carry_the_observed_generation() -> None:
                    T0, generation=7)
     assert new["observedGeneration"] == 7
     assert {c["observedGeneration"] for c in new["conditions"]} == {7}
+
+
+# -- a count written by hand: said where a person looks, never acted on --------------------------
+LOWERED = ("spec.replicas 3 is not applied: patch 12 (effectiveTime 2026-11-23T09:00:00Z) was "
+           "applied with 5, and a count written by hand that keeps spec.patchID and "
+           "spec.effectiveTime is no new write: no runner is removed for it (those above 3 go "
+           "as their jobs end); write it with spec.patchID: 0 to remove the idle ones now "
+           "(never a busy one)")
+RAISED = ("spec.replicas 8 is not applied: patch 12 (effectiveTime 2026-11-23T09:00:00Z) was "
+          "applied with 5, and a count written by hand that keeps spec.patchID and "
+          "spec.effectiveTime is no new write: only slots with no runner at all get one, not "
+          "those finished runners hold until the next write; write it with spec.patchID: 0 (or "
+          "a new patch ID)")
+
+
+@pytest.mark.parametrize(("spec", "applied", "said"), [
+    pytest.param(Spec(3, 12, T0), Write(12, T0, 5), LOWERED, id="lowered-by-hand"),
+    pytest.param(Spec(8, 12, T0), Write(12, T0, 5), RAISED, id="raised-by-hand"),
+    pytest.param(Spec(3, 12, None), Write(12, None, 5), LOWERED.replace(
+        " (effectiveTime 2026-11-23T09:00:00Z)", ""), id="a-spec-without-times"),
+    pytest.param(Spec(5, 12, T0), Write(12, T0, 5), "", id="the-count-applied"),
+    pytest.param(Spec(3, 13, T0), Write(12, T0, 5), "", id="a-new-patch-is-acted-on"),
+    pytest.param(Spec(3, 12, T0 + timedelta(seconds=1)), Write(12, T0, 5), "",
+                 id="a-new-effective-time-is-acted-on"),
+    pytest.param(Spec(3, 0, T0), Write(0, T0, 5), "", id="patch-0-is-acted-on"),
+    pytest.param(Spec(3, 12, T0), None, "", id="no-record"),
+    pytest.param(Spec(3, 12, T0), Write(12, T0), "", id="a-record-of-an-older-controller"),
+])
+def test_a_count_written_by_hand_is_said(spec: Spec, applied: Write | None, said: str) -> None:
+    assert st.unapplied(spec, applied) == said
+
+
+@settings(max_examples=200, deadline=None)
+@given(previous=hs.integers(0, PATCH_ID_MAX), applied=hs.integers(0, 10000),
+       replicas=hs.integers(0, 10000), force=hs.booleans(), seconds=hs.integers(0, 10**6),
+       created=hs.booleans())
+def test_gitscales_own_writes_never_say_it(previous: int, applied: int, replicas: int,
+                                           force: bool, seconds: int, created: bool) -> None:
+    # Each write gitscale makes is the next patch ID (or 0) at a new effectiveTime: the gate
+    # opens, so the count is not "written by hand" — neither before its pass nor after it
+    # (recorded, whether or not all its runners were made).
+    last = Write(previous, T0, applied)
+    spec = Spec(replicas, 0 if force else next_patch_id(previous),
+                T0 + timedelta(seconds=seconds))
+    assert st.unapplied(spec, last) == ""
+    assert st.unapplied(spec, record(spec, last, created)) == ""
+
+
+def test_ready_stays_true_and_says_the_count_not_applied() -> None:
+    conds = st.conditions(counts(3, idle=5), None, (), None, T0, unapplied=LOWERED)
+    ready = conds[0]
+    assert (ready.type, ready.status, ready.reason) == ("Ready", True, "Reconciled")
+    assert ready.message == ("5 of 3 runner(s): 0 pending, 5 idle, 0 busy; the surplus goes on "
+                             "the next patch-0 write (never a busy runner); " + LOWERED)
+    # A long message of a problem is cut, never the notice (the Event is keyed on it).
+    problem = st.Problem("CreateFailed", "webhook said: " + "no " * 500)
+    short = st.conditions(counts(8, idle=5), problem, (), None, T0, unapplied=RAISED)[0]
+    assert not short.status and len(short.message) <= 1000 and short.message.endswith(RAISED)
+
+
+def test_the_status_keeps_the_count_applied() -> None:
+    conds = st.conditions(counts(3, idle=3), None, (), None, T0)
+    new = st.build(None, counts(3, idle=3), conds, T0, applied=Write(12, T0, 3))
+    assert (new["appliedPatchID"], new["appliedReplicas"]) == (12, 3)
+    older = st.build(new, counts(3, idle=3), conds, T0, applied=Write(12, T0))
+    assert "appliedReplicas" not in older  # (unknown: no count to compare a hand edit with)
+    assert st.build(new, None, conds, T0)["appliedReplicas"] == 3  # kept when not recorded
 
 
 def _kstatus(obj: dict[str, Any]) -> str:

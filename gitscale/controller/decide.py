@@ -12,8 +12,9 @@ patch-ID model, adapted so that a write applied in part is completed):
   older controller) the gate falls back to the runners: shut once the newest runner carries the
   write (``applied``);
 - an acting pass creates *every* missing runner at once (no requeue per pod), removes finished runners, and
-  scales down only on patch 0: failed runners and pending ones the scheduler cannot place
-  first, then idle runners, other pending runners last, busy never;
+  scales down only on patch 0: failed runners, pending ones the scheduler cannot place and
+  pending ones whose container cannot start first, then outdated runners, then idle runners,
+  other pending runners last, busy never;
   a pass whose gate is shut removes only the finished runners beyond the slots ``replicas``
   wants (the others mark their slots until the next write);
 - a slot freed by a runner that finished after ``spec.effectiveTime`` is not refilled until the
@@ -132,9 +133,9 @@ class Runner:
 class Delete:
     """Remove one runner: unregister it first when ``runner_id`` is set, then delete its pod.
 
-    Deletes run in waves (0: clean-up, 1: failed, unschedulable and idle surplus, 2: pending
-    surplus): a wave starts when the previous one is done, so idle runners always go before
-    pending ones the scheduler has placed.
+    Deletes run in waves (0: clean-up, 1: failed, unschedulable, cannot-start, outdated and
+    idle surplus, 2: pending surplus): a wave starts when the previous one is done, so idle
+    runners always go before pending ones that may still start.
     """
 
     name: str

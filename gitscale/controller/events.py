@@ -8,8 +8,8 @@ repeated every pass updates one object's ``count`` and ``lastTimestamp`` instead
 per pass; ``body`` and ``repeat`` are what the API receives. ``recorder.py`` writes them.
 
 Normal, from what the pass did: ``RunnersCreated``, ``RunnersDeleted``, ``UnregisterRefused``
-(runners running a job kept: GitHub refused to unregister them, or Buildkite's agents list
-read right before showed them with a job), ``LeftoversRemoved``
+(runners running a job kept: GitHub refused to unregister them, or Buildkite's agents list,
+read again before running agents are removed, showed them with a job), ``LeftoversRemoved``
 (registrations left without a pod), ``Reconciled`` when Ready turns True again, and
 ``ReplicasNotApplied`` when Ready's message first says that ``spec.replicas`` was written by
 hand over the write applied (``status.unapplied``): the gate does not act on it.
@@ -75,8 +75,8 @@ def of_pass(report: Report, after: Mapping[str, Any] | None) -> list[Event]:
         out.append(Event("Normal", "UnregisterRefused", (
             f"kept {_runners(report.busy)} running a job ({_names(report.busy)}): the platform "
             f"says {'it is' if len(report.busy) == 1 else 'they are'} busy (GitHub refuses "
-            "to unregister a busy runner; Buildkite's agents list, read right before, shows "
-            "the job); tried again later, never deleted while busy")))
+            "to unregister a busy runner; Buildkite's agents list, read again before running "
+            "agents are removed, shows the job); tried again later, never deleted while busy")))
     if report.leftovers:
         out.append(Event("Normal", "LeftoversRemoved", (
             f"removed {len(report.leftovers)} registration(s) left without a pod "

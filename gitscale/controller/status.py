@@ -196,7 +196,8 @@ def unapplied(spec: Spec, applied: Write | None) -> str:
         return ""
     when = (f" (effectiveTime {format_time(applied.effective_time)})"
             if applied.effective_time is not None else "")
-    said = (f"spec.replicas {spec.replicas} is not applied: patch {applied.patch_id}{when} was "
+    said = (f"spec.replicas {spec.replicas} is not acted on as a write: patch "
+            f"{applied.patch_id}{when} was "
             f"applied with {applied.replicas}, and a count written by hand that keeps "
             "spec.patchID and spec.effectiveTime is no new write: ")
     if spec.replicas < applied.replicas:  # (a patch above 0 removes no runner anyway)

@@ -83,8 +83,8 @@ QUOTA = st.Problem("QuotaExceeded", 'create pod default/linux-ab12-000001: 403 F
                         busy=["a"], before=READY), READY,
                  [("Normal", "UnregisterRefused", "kept 1 runner running a job (a): the platform "
                    "says it is busy (GitHub refuses to unregister a busy runner; Buildkite's "
-                   "agents list, read right before, shows the job); tried again later, never "
-                   "deleted while busy")],
+                   "agents list, read again before running agents are removed, shows the job); "
+                   "tried again later, never deleted while busy")],
                  id="busy-runner-kept-is-normal"),
     pytest.param(Report("ci/linux", actions(), leftovers=["x", "y"], before=READY), READY,
                  [("Normal", "LeftoversRemoved",
@@ -151,7 +151,7 @@ NOTICED = st.build(None, counts(2, idle=4), st.conditions(counts(2, idle=4), Non
 ])
 def test_a_count_written_by_hand_is_one_normal_event(
         report: Report, after: dict[str, Any], expected: list[tuple[str, str, str]]) -> None:
-    assert HAND.startswith("spec.replicas 2 is not applied: patch 3 ")
+    assert HAND.startswith("spec.replicas 2 is not acted on as a write: patch 3 ")
     assert [(e.type, e.reason, e.message) for e in of_pass(report, after)] == expected
 
 

@@ -16,7 +16,7 @@ from gitscale.controller.loop import Controller
 from gitscale.controller.platforms import Platforms
 from tests.controller.harness import NS, Elapsed, Harness
 
-NOTICE = "is not applied: patch"
+NOTICE = "is not acted on as a write: patch"
 
 
 def by_hand(harness: Harness, replicas: int) -> None:
@@ -45,7 +45,7 @@ def test_a_count_written_by_hand_is_said_once_and_not_acted_on(harness: Harness)
     by_hand(harness, 1)
     report = harness.sync("rs")
     assert report.deleted == [] and report.created == []  # the gate is the contract
-    said = ("spec.replicas 1 is not applied: patch 12 (effectiveTime 2026-11-23T09:00:00Z) was "
+    said = ("spec.replicas 1 is not acted on as a write: patch 12 (effectiveTime 2026-11-23T09:00:00Z) was "
             "applied with 3, and a count written by hand that keeps spec.patchID and "
             "spec.effectiveTime is no new write: no runner is removed for it")
     assert (ready(harness)["status"], ready(harness)["reason"]) == ("True", "Reconciled")
@@ -88,7 +88,7 @@ def test_a_count_written_by_hand_is_said_once_and_not_acted_on(harness: Harness)
     harness.clock.advance(30)
     by_hand(harness, 4)
     assert len(harness.sync("rs").created) == 1
-    assert "spec.replicas 4 is not applied: patch 12" in ready(harness)["message"]
+    assert "spec.replicas 4 is not acted on as a write: patch 12" in ready(harness)["message"]
     assert len(noticed(harness)) == 2
 
     # Written with patch 0, the count is applied: the notice clears, the record moves on.

@@ -193,12 +193,12 @@ def test_conditions_and_status_carry_the_observed_generation() -> None:
 
 
 # -- a count written by hand: said where a person looks, never acted on --------------------------
-LOWERED = ("spec.replicas 3 is not applied: patch 12 (effectiveTime 2026-11-23T09:00:00Z) was "
+LOWERED = ("spec.replicas 3 is not acted on as a write: patch 12 (effectiveTime 2026-11-23T09:00:00Z) was "
            "applied with 5, and a count written by hand that keeps spec.patchID and "
            "spec.effectiveTime is no new write: no runner is removed for it (those above 3 go "
            "as their jobs end); write it with spec.patchID: 0 to remove the idle ones now "
            "(never a busy one)")
-RAISED = ("spec.replicas 8 is not applied: patch 12 (effectiveTime 2026-11-23T09:00:00Z) was "
+RAISED = ("spec.replicas 8 is not acted on as a write: patch 12 (effectiveTime 2026-11-23T09:00:00Z) was "
           "applied with 5, and a count written by hand that keeps spec.patchID and "
           "spec.effectiveTime is no new write: only slots with no runner at all get one, not "
           "those finished runners hold until the next write; write it with spec.patchID: 0 (or "

@@ -182,6 +182,13 @@ def cannot_start(runners: Iterable[Runner]) -> tuple[int, str]:
     return len(said), said[0] if said else ""
 
 
+_UNAPPLIED_LEAD = "is not acted on as a write: patch "
+# The notice at the end of Ready's message, as ``conditions`` appends it: taken off the last
+# pass's message where it is carried over (``_still_not_starting``), or it is said twice.
+_UNAPPLIED_SAID = re.compile(
+    r"(?:; )?spec\.replicas \d+ " + re.escape(_UNAPPLIED_LEAD) + r".*\Z", re.DOTALL)
+
+
 def unapplied(spec: Spec, applied: Write | None) -> str:
     """Pure. What to say of a count written by hand: ``spec.replicas`` differs from the count
     of the write last applied (``applied``, kept with ``decide.record``) while the gate is
@@ -196,8 +203,7 @@ def unapplied(spec: Spec, applied: Write | None) -> str:
         return ""
     when = (f" (effectiveTime {format_time(applied.effective_time)})"
             if applied.effective_time is not None else "")
-    said = (f"spec.replicas {spec.replicas} is not acted on as a write: patch "
-            f"{applied.patch_id}{when} was "
+    said = (f"spec.replicas {spec.replicas} {_UNAPPLIED_LEAD}{applied.patch_id}{when} was "
             f"applied with {applied.replicas}, and a count written by hand that keeps "
             "spec.patchID and spec.effectiveTime is no new write: ")
     if spec.replicas < applied.replicas:  # (a patch above 0 removes no runner anyway)
@@ -317,8 +323,10 @@ def _still_not_starting(current: Mapping[str, Any] | None,
     if not any(r.phase is Phase.PENDING for r in made) or any(
             r.phase in (Phase.IDLE, Phase.BUSY, Phase.FINISHED) for r in made):
         return None
-    return Condition(READY, False, CANNOT_START,
-                     str(previous.get("message") or "")[:READY_MESSAGE_MAX])
+    # (without the last pass's notice of a count written by hand: ``conditions`` appends
+    # this pass's, which may be none)
+    return Condition(READY, False, CANNOT_START, _UNAPPLIED_SAID.sub(
+        "", str(previous.get("message") or ""), count=1)[:READY_MESSAGE_MAX])
 
 
 def _false_since(current: Mapping[str, Any] | None, now: datetime) -> timedelta:

@@ -375,3 +375,27 @@ def test_errors_that_differ_only_by_their_runner_are_said_once_with_how_many() -
         "GitHub DELETE https://api.github.com/orgs/acme/actions/runners/7 answered 401 (and 1 "
         "more runner alike)",
         "something else"]
+
+
+def test_a_count_written_by_hand_is_said_once_while_runners_cannot_start() -> None:
+    """RunnersCannotStart carries Ready's last message across the replacement of the pods that
+    cannot start; that message ends with the hand-written count's notice, which the pass
+    appends again: it was said twice, then three times, one more each pass — and after a
+    patch-0 write (nothing to say) it still said the count was not acted on."""
+    first = st.conditions(counts(3, pending=5), None, (), None, T0, not_starting=(5, SAID),
+                          unapplied=LOWERED)
+    assert first[0].reason == "RunnersCannotStart" and first[0].message.count(LOWERED) == 1
+    status = st.build(None, counts(3, pending=5), first, T0)
+    later = T0 + timedelta(minutes=5)
+    successors = [Runner(f"r{i}", 12, Phase.PENDING, created_at=later) for i in range(5)]
+    for n in range(1, 4):
+        conds = st.conditions(counts(3, pending=5), None, (), status, later + timedelta(
+            seconds=n), runners=successors, unapplied=LOWERED)
+        assert conds[0].reason == "RunnersCannotStart"
+        assert conds[0].message == first[0].message, f"pass {n}"
+        status = st.build(status, counts(3, pending=5), conds, later)
+    cleared = st.conditions(counts(3, pending=5), None, (), status, later + timedelta(minutes=1),
+                            runners=successors)
+    assert cleared[0].reason == "RunnersCannotStart"
+    assert cleared[0].message == f"5 of 3 runner(s) cannot start: {SAID} (a pod that stays so " \
+        "for 5 minutes counts as failed and is replaced; kubectl describe pod says more)"

@@ -130,3 +130,34 @@ def test_a_thousand_sets_on_one_object_are_one_problem_said_at_once(checkout: Pa
     assert len(problems) == 1, result.stderr
     assert problems[0].startswith("error: gitscale.yaml:3: runner set 's1': "), problems
     assert problems[0].endswith("(so do runner sets 's2', 's3', 's4' and 995 more)"), problems
+
+
+def test_a_thousand_sets_on_one_broken_file_are_one_problem_said_at_once(checkout: Path) -> None:
+    """A file of a thousand objects, one per set, whose YAML breaks at its end: read and
+    parsed once, its error said once (it was parsed again for each set, the last error found
+    only after minutes)."""
+    sets = "".join(f"  - {{name: s{i}, manifest: sets/linux.yaml, source: {{file: demand.yaml}}, "
+                   f"policy: {{maxReplicas: 5}}, object: {{name: linux-{i}}}}}\n"
+                   for i in range(1000))
+    (checkout / "gitscale.yaml").write_text("runnerSets:\n" + sets)
+    (checkout / "sets" / "linux.yaml").write_text("---\n".join(
+        RUNNERSET.format(name=f"linux-{i}", replicas=2) for i in range(1000)) + "---\nx: [\n")
+    result = gitscale("validate", "--repo", str(checkout))
+    assert result.returncode == 1, result
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: sets/linux.yaml:"), result.stderr
+    assert "not valid YAML" in errors[0], result.stderr
+
+
+def test_a_missing_file_of_many_sets_is_one_problem(checkout: Path) -> None:
+    """The manifest of 300 sets missing: said once, at the first set's line (not once per
+    set, each looking its line up in gitscale.yaml)."""
+    sets = "".join(f"  - {{name: s{i}, manifest: sets/gone.yaml, source: {{file: demand.yaml}}, "
+                   f"policy: {{maxReplicas: 5}}, object: {{name: linux-{i}}}}}\n"
+                   for i in range(300))
+    (checkout / "gitscale.yaml").write_text("runnerSets:\n" + sets)
+    result = gitscale("validate", "--repo", str(checkout))
+    assert result.returncode == 1, result
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: gitscale.yaml:2: runner set 's0': manifest sets/gone.yaml not "
+                      "found in the config repo"], result.stderr

@@ -53,12 +53,17 @@ def run_validate(opts: RepoOptions) -> int:
         # each file read and parsed once, whatever the number of sets in it (a thousand sets
         # in one file of a thousand objects held a thousand parses of it)
         parsed: dict[str, tuple[str, list[Document]]] = {}
+        unreadable: set[str] = set()  # ... and one that cannot be read or parsed, tried once
         for runner_set in config.sets:
+            if runner_set.manifest in unreadable:  # (said for the first set of the file)
+                continue
             try:  # (one set's unreadable manifest is one problem: the others are checked)
                 if runner_set.manifest not in parsed:
+                    unreadable.add(runner_set.manifest)
                     text = read_manifest(ws.root, runner_set, config)
                     parsed[runner_set.manifest] = (text, load_documents(
                         text, runner_set.manifest, ManifestError))
+                    unreadable.discard(runner_set.manifest)
                 text, documents = parsed[runner_set.manifest]
                 target = read_set_target(config, runner_set, text, documents)
             except InputError as exc:

@@ -115,8 +115,10 @@ def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPoli
     if not past or not times or times[0] > past[0].timestamp():
         needs = f"needs {_days(policy.lookback)}: reactive until then"
         if not times:
+            # (gitscale commits a change only: a set quiet for that long has none either)
             return Forecast(None, "forecast: no scaling commit of this set in the history read "
-                            f"(a new set, or a renamed one: its commits name the old name), {needs}")
+                            "(a new set, one that has not scaled in that time, or a renamed "
+                            f"one: its commits name the old name), {needs}")
         held = max(now.timestamp() - times[0], 0.0) / 86400
         return Forecast(None, f"forecast: {held:.1f}d of history, {needs}")
     reach = policy.reach(window).total_seconds()

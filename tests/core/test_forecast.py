@@ -316,12 +316,13 @@ def test_less_history_than_the_lookback_falls_back(history_days: float, lookback
 
 
 def test_no_history_at_all_falls_back() -> None:
-    """A new set, or one renamed (its commits name the old name): said as such, not as
-    0.0 days of history."""
+    """A new set, one quiet for longer than the history read, or one renamed (its commits
+    name the old name): said as such, not as 0.0 days of history."""
     found = forecast([], [], POLICY, MONDAY)
     assert found.extra is None and found.detail == (
-        "forecast: no scaling commit of this set in the history read (a new set, or a renamed "
-        "one: its commits name the old name), needs 14d: reactive until then")
+        "forecast: no scaling commit of this set in the history read (a new set, one that has "
+        "not scaled in that time, or a renamed one: its commits name the old name), needs 14d: "
+        "reactive until then")
 
 
 def test_a_first_commit_at_the_burst_shows_no_rise() -> None:

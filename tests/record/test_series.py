@@ -222,3 +222,23 @@ def test_a_pass_with_a_later_clock_does_not_leave_the_next_ones_without_history(
     again.series.update(Git(checkout), policy.history_needed(on_time))
     times, levels = again.series.of("linux")
     assert forecast(times, levels, policy, on_time) == expected
+
+
+def test_a_set_quiet_for_longer_than_the_history_read_is_not_said_to_be_new(
+        tmp_path: Path) -> None:
+    """A set whose last scaling commit is older than what a forecast reads (the lookback and
+    a week: quiet at its count over a month's holidays, gitscale commits only a change) has no
+    commit in the history read, as a new or renamed set has: the fallback says that it may
+    not have scaled, not only that it is new or renamed (a rename to look for)."""
+    checkout = make_repo(tmp_path, {"README": "x\n"}, bare_remote=False)
+    scaling_commit(checkout, START, 3, 0)
+    now = START + timedelta(days=30)
+    policy = ForecastPolicy()
+    series = DemandSeries()
+    series.update(Git(checkout), policy.history_needed(now))
+    found = forecast(*series.of("linux"), policy, now)
+    assert found.extra is None
+    assert found.detail == (
+        "forecast: no scaling commit of this set in the history read (a new set, one that has "
+        "not scaled in that time, or a renamed one: its commits name the old name), needs 14d: "
+        "reactive until then")

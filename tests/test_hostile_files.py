@@ -161,3 +161,25 @@ def test_a_missing_file_of_many_sets_is_one_problem(checkout: Path) -> None:
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert errors == ["error: gitscale.yaml:2: runner set 's0': manifest sets/gone.yaml not "
                       "found in the config repo"], result.stderr
+
+
+def test_a_thousand_sets_each_with_a_warning_are_said_at_once(checkout: Path) -> None:
+    """A thousand sets whose source was moved to Buildkite while their RunnerSets (one file of
+    a thousand) still run GitHub runners: a warning each, at its lines. Each warning composed
+    gitscale.yaml again for its line, and the manifest's whole text for its document's (a
+    minute and more each, one set per file or all in one)."""
+    sets = "".join(f"  - {{name: s{i}, manifest: sets/linux.yaml, source: {{buildkite: "
+                   f"{{queue: q}}}}, policy: {{maxReplicas: 5}}, object: {{name: linux-{i}}}}}\n"
+                   for i in range(1000))
+    (checkout / "gitscale.yaml").write_text("runnerSets:\n" + sets)
+    (checkout / "sets" / "linux.yaml").write_text("---\n".join(
+        RUNNERSET.format(name=f"linux-{i}", replicas=2) for i in range(1000)))
+    result = gitscale("validate", "--repo", str(checkout))
+    assert result.returncode == 0, result
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1000, result.stderr[-2000:]
+    per_object = RUNNERSET.count("\n") + 1  # (and its "---" line)
+    assert warnings[-1].startswith(
+        f"warning: gitscale.yaml:1001: runner set 's999': its source counts buildkite jobs, "
+        f"and its RunnerSet at sets/linux.yaml:{999 * per_object + 7} runs platform github"), \
+        warnings[-1]

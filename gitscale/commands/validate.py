@@ -22,12 +22,12 @@ import click
 
 from gitscale import files
 from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
-from gitscale.config.load import Config, RunnerSetConfig, load_config
+from gitscale.config.load import Config, ConfigLines, RunnerSetConfig, load_config
 from gitscale.errors import InputError, ManifestError
 from gitscale.plan.manifest_files import read_manifest
 from gitscale.manifest.target import (A_DRAINED, A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, NoSuchObject,
                                       Target, read_target, shared_object)
-from gitscale.yamlio.read import Document, load_documents
+from gitscale.yamlio.read import Document, compose_together, load_documents
 from gitscale.manifest.validate import Validation
 from gitscale.repo.git import Git
 from gitscale.repo.opening import open_workspace
@@ -53,6 +53,7 @@ def run_validate(opts: RepoOptions) -> int:
         # each file read and parsed once, whatever the number of sets in it (a thousand sets
         # in one file of a thousand objects held a thousand parses of it)
         parsed: dict[str, tuple[str, list[Document]]] = {}
+        lines = config.lines()  # (a warning's line in gitscale.yaml: its text composed once)
         unreadable: set[str] = set()  # ... and one that cannot be read or parsed, tried once
         for runner_set in config.sets:
             if runner_set.manifest in unreadable:  # (said for the first set of the file)
@@ -63,6 +64,7 @@ def run_validate(opts: RepoOptions) -> int:
                     text = read_manifest(ws.root, runner_set, config)
                     parsed[runner_set.manifest] = (text, load_documents(
                         text, runner_set.manifest, ManifestError))
+                    compose_together(parsed[runner_set.manifest][1])  # (a warning's line)
                     unreadable.discard(runner_set.manifest)
                 text, documents = parsed[runner_set.manifest]
                 target = read_set_target(config, runner_set, text, documents)
@@ -77,9 +79,9 @@ def run_validate(opts: RepoOptions) -> int:
                 continue
             texts[runner_set.manifest] = text
             by_file.setdefault(runner_set.manifest, []).append((runner_set, target))
-            warnings += label_drift(config, runner_set, target)
-            warnings += queue_drift(config, runner_set, target)
-            warnings += platform_drift(config, runner_set, target)
+            warnings += label_drift(config, lines, runner_set, target)
+            warnings += queue_drift(config, lines, runner_set, target)
+            warnings += platform_drift(config, lines, runner_set, target)
             warnings += runner_by_position(target)
             warnings += agent_token_missing(target)
         for key, (target, others) in shared.items():
@@ -250,7 +252,8 @@ def crd_drift(texts: Mapping[str, str]) -> list[str]:
     return found
 
 
-def label_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> list[str]:
+def label_drift(config: Config, lines: ConfigLines, runner_set: RunnerSetConfig,
+                target: Target) -> list[str]:
     """A warning when a GitHub set's source counts jobs for other labels than its RunnerSet's
     runners register with. A job is counted when each of its labels other than ``self-hosted``
     is among the source's labels (case aside), and GitHub gives it only to a runner that has
@@ -277,14 +280,15 @@ def label_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> 
                    "runners never take them")
     manifest_line = target.documents[target.index].line_of(["spec", "github", "labels"])
     source = "spec.github.labels" if written else f"spec.github.labels (unset: [{target.name}])"
-    line = config.line_at(runner_set.name, ["source", "github", "labels"])
+    line = lines.at(runner_set.name, ["source", "github", "labels"])
     return [f"{_at(config.path, line)}: runner set {runner_set.name!r}: source labels "
             f"[{', '.join(counted)}] differ from {source} [{', '.join(runners)}] at "
             f"{_at(target.path, manifest_line)}: {'; '.join(why)} (keep the two equal, "
             "self-hosted aside)"]
 
 
-def queue_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> list[str]:
+def queue_drift(config: Config, lines: ConfigLines, runner_set: RunnerSetConfig,
+                target: Target) -> list[str]:
     """A warning when a Buildkite set's source counts the jobs of another queue than its
     RunnerSet's agents take (``spec.buildkite.queue``): the agents scale with jobs they never
     take, and the jobs they would take are not counted. Compared as written, as both are sent
@@ -301,7 +305,7 @@ def queue_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> 
     if agents == counted:
         return []
     manifest_line = target.documents[target.index].line_of(["spec", "buildkite", "queue"])
-    line = config.line_at(runner_set.name, ["source", "buildkite", "queue"])
+    line = lines.at(runner_set.name, ["source", "buildkite", "queue"])
     return [f"{_at(config.path, line)}: runner set {runner_set.name!r}: source queue "
             f"{counted!r} differs from spec.buildkite.queue {agents!r} at "
             f"{_at(target.path, manifest_line)}: the source counts the jobs of queue "
@@ -309,7 +313,8 @@ def queue_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> 
             "two equal)"]
 
 
-def platform_drift(config: Config, runner_set: RunnerSetConfig, target: Target) -> list[str]:
+def platform_drift(config: Config, lines: ConfigLines, runner_set: RunnerSetConfig,
+                   target: Target) -> list[str]:
     """A warning when a set's source counts the jobs of another CI system than its RunnerSet's
     runners take (``spec.platform``): a source changed on day two, its RunnerSet left as it
     was. A file source feeds either."""
@@ -322,7 +327,7 @@ def platform_drift(config: Config, runner_set: RunnerSetConfig, target: Target) 
     if not isinstance(platform, str) or platform == kind:
         return []  # (no platform: the schema's problem, said by it)
     manifest_line = target.documents[target.index].line_of(["spec", "platform"])
-    line = config.line_at(runner_set.name, ["source", kind])
+    line = lines.at(runner_set.name, ["source", kind])
     return [f"{_at(config.path, line)}: runner set {runner_set.name!r}: its source counts "
             f"{kind} jobs, and its RunnerSet at {_at(target.path, manifest_line)} runs "
             f"platform {platform}: these runners never take the jobs counted (a {platform} "

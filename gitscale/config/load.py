@@ -85,6 +85,11 @@ class Config:
             return None
         return Document(None, self.text, self.document).line_of(["runnerSets", index, *path])
 
+    def lines(self) -> ConfigLines:
+        """``line_at`` for many sets, the text composed once (``line_at`` composes it at each
+        call: a thousand warnings, one per set, took a minute and more)."""
+        return ConfigLines(self)
+
     def secret_line(self, name: str, ref: SecretRef) -> int | None:
         """The line of runner set ``name``'s source that writes ``ref`` (``env: NAME``), or
         None when the source does not write it (a default, such as ``{env: GITHUB_TOKEN}``)."""
@@ -112,6 +117,23 @@ class Config:
                 return runner_set
         known = ", ".join(s.name for s in self.sets) or "none"
         raise ConfigError(self.path, f"no runner set named {name!r} (known: {known})")
+
+
+class ConfigLines:
+    """The lines of many sets' keys, for a command that says something of each (``validate``'s
+    warnings): the config's text composed once, and dropped with this object (never kept with
+    the ``Config``, which the config store pickles)."""
+
+    def __init__(self, config: Config) -> None:
+        self._document = Document(None, config.text, config.document) if config.text else None
+        self._index = {s.name: i for i, s in enumerate(config.sets)}
+
+    def at(self, name: str, path: Sequence[str | int]) -> int | None:
+        """As ``Config.line_at``."""
+        index = self._index.get(name)
+        if index is None or self._document is None:
+            return None
+        return self._document.line_of(["runnerSets", index, *path])
 
 
 def load_config(root: Path, config_path: str = DEFAULT_CONFIG,

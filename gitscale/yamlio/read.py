@@ -59,23 +59,28 @@ class Document:
     """One YAML document's plain data. Line numbers are found on demand: building and keeping
     node trees for every file costs more than parsing them, and only errors need them."""
 
-    __slots__ = ("data", "_text", "_index", "_node")
+    __slots__ = ("data", "_text", "_index", "_node", "_shared")
 
     def __init__(self, data: Any, text: str, index: int) -> None:
         self.data = data
         self._text = text
         self._index = index
         self._node: yaml.Node | None = None
+        self._shared: list[list[yaml.Node] | None] | None = None  # ``compose_together``
 
     @property
     def node(self) -> yaml.Node | None:
         if self._node is None:
             import yaml
 
-            try:
-                nodes = list(yaml.compose_all(self._text, Loader=_loader()))
-            except yaml.YAMLError:
-                return None
+            nodes = self._shared[0] if self._shared is not None else None
+            if nodes is None:
+                try:
+                    nodes = list(yaml.compose_all(self._text, Loader=_loader()))
+                except yaml.YAMLError:
+                    return None
+                if self._shared is not None:
+                    self._shared[0] = nodes
             self._node = nodes[self._index] if self._index < len(nodes) else None
         return self._node
 
@@ -284,6 +289,17 @@ def check_aliases(text: str, source: str, error: type[InputError] = InputError) 
                 open_nodes[-1][1] += size
     except yaml.YAMLError:
         return  # not YAML at all: the loader reports it with its line
+
+
+def compose_together(documents: list[Document]) -> None:
+    """The documents of one text, each of which may be asked for lines (a command saying
+    something of each, ``validate``): composed once, when the first is asked, for them all —
+    each composes the whole text for its own node otherwise (a file of a thousand documents,
+    a warning each: a thousand compositions of it). Their nodes are then kept while any of
+    them is: for a command's documents, not for those a long-running pass keeps."""
+    holder: list[list[Any] | None] = [None]
+    for document in documents:
+        document._shared = holder
 
 
 def load_documents(text: str, source: str, error: type[InputError] = InputError) -> list[Document]:

@@ -283,6 +283,10 @@ def history(**kw: Any) -> int:
 @click.option("--cold-cache", is_flag=True,
               help="Model a CLI run whose state cache is not kept between runs: the decision "
                    "does not know the last write's job ids.")
+@click.option("--scaler-clock-offset", default=0.0, show_default=True, type=float,
+              metavar="SECONDS",
+              help="gitscale's clock minus the cluster's (negative: behind), as the "
+                   "controller compares an effectiveTime with a runner's finishedAt.")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
               help="Also run actions-runner-controller's listener and HRA, and pod-per-job.")
 @click.option("--serve", is_flag=True,

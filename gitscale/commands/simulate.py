@@ -7,6 +7,7 @@ and the oracle run on the same trace.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 from contextlib import ExitStack
@@ -35,6 +36,7 @@ DEFAULT_SET = "default"
 # seconds: the least `serve` takes (its MIN_WINDOW, MIN_RESERVATION, MIN_RESYNC)
 MIN_WINDOW, MIN_RESERVATION, MIN_RESYNC = 1.0, 60.0, 10.0
 MAX_HOURS = 24 * 28  # four weeks of synthetic jobs (a forecast's lookback, and a week more)
+MAX_CLOCK_OFFSET = 3600.0  # seconds: --scaler-clock-offset beyond an hour is not skew to model
 
 
 def simulate_command(*, repo: str | None, branch: str | None, config: str,
@@ -53,7 +55,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
                  output: str, chart: str | None, repo_given: bool,
                  report_from: str | None = None, serve: bool = False, window: str = "10s",
                  reservation: str = "10m", resync: str = "5m", hold: str | None = None,
-                 until: str | None = None) -> int:
+                 until: str | None = None, scaler_clock_offset: float = 0.0) -> int:
     if sum((trace is not None, synthetic is not None, from_history)) != 1:
         raise InputError("simulate", "give one of --trace FILE, --synthetic SHAPE or "
                          "--from-history")
@@ -70,6 +72,7 @@ def run_simulate(opts: RepoOptions, *, trace: str | None, synthetic: str | None,
         reservation=_seconds("--reservation", reservation, minimum=MIN_RESERVATION),
         resync=resync_s,
         hold=0.0 if hold.strip() == "0" else _seconds("--hold", hold),
+        scaler_clock_offset=_offset(scaler_clock_offset),
     )
     root = Path(opts.repo).expanduser()
     with ExitStack() as stack:
@@ -130,6 +133,14 @@ def _report_from(text: str, trace: traces.Trace) -> float:
     if not 0 <= seconds < trace.hours * 3600:
         raise InputError("--report-from", f"{text!r} is not within the trace (it starts "
                          f"{trace.start.isoformat()} and lasts {trace.hours:g} h)")
+    return seconds
+
+
+def _offset(seconds: float) -> float:
+    """``--scaler-clock-offset``: seconds, either way, within ``MAX_CLOCK_OFFSET``."""
+    if not math.isfinite(seconds) or abs(seconds) > MAX_CLOCK_OFFSET:
+        raise InputError("--scaler-clock-offset", f"{seconds:g} is not a number of seconds "
+                         f"between -{MAX_CLOCK_OFFSET:g} and {MAX_CLOCK_OFFSET:g}")
     return seconds
 
 

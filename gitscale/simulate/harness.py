@@ -29,6 +29,10 @@ class Settings:
     hold: float = 300.0  # `serve --hold`: a change to the reservations alone waits this long
     report_from: float = 0.0  # seconds into the trace from which outcomes are counted
     max_total_replicas: int | None = None  # gitscale.yaml's limits.maxTotalReplicas
+    # gitscale's clock minus the cluster's, in seconds (negative: the scaler's runs behind):
+    # its passes, batches and every effectiveTime it writes read that clock, the controller's
+    # pods (finishedAt) the cluster's
+    scaler_clock_offset: float = 0.0
 
 
 @dataclass

@@ -82,6 +82,8 @@ def as_text(rows: Sequence[Metrics], trace: Trace, settings: Settings) -> str:
                if settings.report_from else []),
              f"decisions every {settings.interval:g}s, {sync}, pod start "
              f"{settings.pod_start:g}s"
+             + (f"; gitscale's clock {settings.scaler_clock_offset:+g}s from the cluster's"
+                if settings.scaler_clock_offset else "")
              + (f"; serve: window {settings.window:g}s, reservation {settings.reservation:g}s, "
                 f"hold {settings.hold:g}s"
                 if any(r.name == "gitscale serve" for r in rows) else ""), ""]

@@ -3,6 +3,8 @@
 - ``gitscale``: every ``interval`` the decision ``reconcile`` runs (``gitscale.core.decide``)
   reads the queue, each write is a commit, applied ``sync_delay`` later (or at the GitOps
   engine's next poll), and gitscale's controller acts on it (``model.controller_pass``).
+  Its passes read their own clock, ``Settings.scaler_clock_offset`` from the cluster's
+  (``scaler_time``): each effectiveTime it writes, against the runners' finishedAt.
 - ``gitscale serve`` (``simulate --serve``): webhook mode — each job's ``queued``,
   ``in_progress`` and ``completed`` events batched per ``window`` into capacity reservations
   by the rules `serve` runs (``gitscale.core.reservations``), the same decision on their
@@ -126,7 +128,7 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
     counts = {"commits": 0, "patch_only": 0}
 
     def tick() -> None:
-        now = clock.time(clock.now)
+        now = scaler_time(clock, settings)
         wrote, patch_only = False, True
         demands = {name: Demand(*pool.demand()) for name, pool in pools.items()}
         for name, (decision, before) in writer.decide(demands, now).items():
@@ -142,6 +144,13 @@ def run_gitscale(trace: Trace, policies: dict[str, Policy], settings: Settings,
 
     return _committing("gitscale", label, clock, pools, trace, settings, writer.follow, tick,
                        counts)
+
+
+def scaler_time(clock: Clock, settings: Settings) -> datetime:
+    """The time on gitscale's clock (``Settings.scaler_clock_offset`` from the cluster's): what
+    its decisions and every effectiveTime it writes read. The controller compares that time
+    with the kubelet's finishedAt, on the cluster's clock."""
+    return clock.time(clock.now + settings.scaler_clock_offset)
 
 
 def _synced(committed: float, settings: Settings) -> float:
@@ -188,7 +197,7 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
 
     def changed(pool: Pool) -> None:
         # the webhooks of what just changed, in the order GitHub sends them
-        at, events = clock.time(clock.now), pending[pool.name]
+        at, events = scaler_time(clock, settings), pending[pool.name]
         sent, busy = told[pool.name], started[pool.name]
         for job in [*pool.queue, *pool.running.values()]:
             if job.id not in sent:
@@ -208,7 +217,7 @@ def run_serve(trace: Trace, policies: dict[str, Policy], settings: Settings,
         if due or any(pending.values()) or clock.now - last[0] >= EXPIRY_CHECK:
             last[0] = clock.now
             listed[0] = clock.now if due else listed[0]
-            now = clock.time(clock.now)
+            now = scaler_time(clock, settings)
             wrote = booked = False
             patch_only = True
             for name in pools:

@@ -41,7 +41,8 @@ def test_json_output(capsys, tmp_path: Path, monkeypatch) -> None:  # type: igno
     assert doc["settings"] == {"interval": 15.0, "sync_delay": 5.0, "sync_poll": None,
                                "pod_start": 30.0, "sample_every": 30.0, "job_memory": True,
                                "report_from": 0.0, "window": 10.0, "reservation": 600.0,
-                               "resync": 300.0, "hold": 300.0, "max_total_replicas": None}
+                               "resync": 300.0, "hold": 300.0, "max_total_replicas": None,
+                               "scaler_clock_offset": 0.0}
     results = doc["results"]
     assert [r["name"] for r in results] == STRATEGIES
     assert results[0]["policy"] == "preset default"
@@ -82,6 +83,10 @@ def test_text_output_has_a_row_per_strategy(capsys, tmp_path: Path,  # type: ign
                        "--no-baselines", "--sync-poll", "3m")
     assert code == 0 and "GitOps poll 180s" in out.splitlines()[1]
     assert [row.split()[0] for row in out.splitlines()[4:]] == ["gitscale", "oracle"]
+    code, out, _ = run(capsys, "simulate", "--synthetic", "burst", "--hours", "2",
+                       "--no-baselines", "--scaler-clock-offset", "-1.5")
+    assert code == 0 and out.splitlines()[1] == "decisions every 10s, sync 10s, pod start " \
+                                                "45s; gitscale's clock -1.5s from the cluster's"
 
 
 def test_sets_from_the_config_and_set(capsys, two_sets: Path) -> None:  # type: ignore[no-untyped-def]
@@ -167,6 +172,10 @@ def test_bad_policy_exits_1_naming_policy(capsys, tmp_path: Path, monkeypatch,  
     (["--synthetic", "steady", "--sync-delay", "soon"], "error: --sync-delay: 'soon' is not a"),
     (["--synthetic", "steady", "--pod-start", "-5s"], "error: --pod-start: '-5s' is not a"),
     (["--synthetic", "wavy"], "Invalid value for '--synthetic'"),
+    (["--synthetic", "steady", "--scaler-clock-offset", "nan"],
+     "error: --scaler-clock-offset: nan is not a number of seconds between -3600 and 3600"),
+    (["--synthetic", "steady", "--scaler-clock-offset", "-3601"],
+     "error: --scaler-clock-offset: -3601 is not"),
 ])
 def test_bad_options(capsys, tmp_path: Path, monkeypatch, argv: list[str],  # type: ignore[no-untyped-def]
                      message: str) -> None:

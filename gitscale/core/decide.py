@@ -35,6 +35,10 @@ FOREVER = datetime.max.replace(tzinfo=timezone.utc)
 # clock ran ahead (a VM with a bad clock, `reconcile --now` in the future): not a time to hold a
 # scale-down from. Past a few minutes no NTP-synced pair of hosts disagrees.
 CLOCK_SKEW_TOLERANCE = timedelta(minutes=5)
+# Jobs that still wait this long after a RunnerSet's last write, its count covering them, are
+# re-affirmed for (``still_waiting``): more than a pass, a 3-minute GitOps poll, a new node and
+# a pod start of a large runner image together
+STILL_WAITING = timedelta(minutes=10)
 DRAINED = Why(drain=Drain.DRAINED)
 
 
@@ -232,6 +236,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     4. target below the current count (the delay has run out) → scale down, patch + 1; a
        ``forecast`` set with nothing queued: patch 0, so the idle runners of a falling cushion
        go at once;
+    4b. a RunnerSet's jobs still wait ``STILL_WAITING`` after its last write, its count
+       covering them → the same count, patch + 1 (``still_waiting``);
     5. a RunnerSet's backlog covers more than waits now (no job beyond the count) → the target
        without the delay, backlog 0, patch + 1: the controller stops refilling;
     6. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
@@ -311,6 +317,12 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                          f"{why}; nothing waits: patch 0 lets the controller remove the idle "
                          "runners above the count")
         return write(target.value, patch, Reason.SCALE_DOWN, why)
+    if still_waiting(current, demand, have, now):
+        waited = int((now - (current.written_at or now)).total_seconds() // 60)
+        return write(have, patch, Reason.REAFFIRM,
+                     f"{why}; jobs still wait {waited}m after the last write, with runners "
+                     "counted for them: re-affirm so that slots held by runners that finished "
+                     "as it was written refill")
     if current.backlog and not backlog_of(demand.assigned, have):
         return write(target.unheld, patch,
                      Reason.SCALE_DOWN if target.unheld < have else Reason.REAFFIRM,
@@ -327,7 +339,31 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                     why=target.facts)
 
 
-def settled_until(current: Current, policy: Policy, now: datetime) -> datetime | None:
+def still_waiting(current: Current, demand: Demand, have: int, now: datetime) -> bool:
+    """Do jobs still wait long after the last write of a RunnerSet, its count covering them
+    (queued + running ≤ replicas: not a saturation, which the backlog serves)?
+
+    The controller holds the slot of a runner that finished after the write's
+    ``effectiveTime`` (the write counted its job as running). A runner whose job GitHub marked
+    completed before the pass read the demand but whose pod exited a few seconds later (the
+    runner deregisters and stops), or one on a cluster whose clock runs ahead of the scaler's,
+    looks finished after it: the write counted its job as gone and a queued one in its place,
+    and that one waits with the slot held — until another job starts or ends; in a quiet set,
+    for ever (``simulate --scaler-clock-offset``, README "Outcomes"). A re-affirm with a new
+    time frees such slots.
+
+    Long: ``STILL_WAITING``, more than a pass, a GitOps poll, a new node and a pod start
+    together, so that no job on its way is re-affirmed for. Jobs a re-affirm does not start
+    wait for something else (a cluster too full to place the pods, a job no runner of the set
+    may take): the re-affirm comes again every ``STILL_WAITING`` while they do, six commits an
+    hour at most, each saying why."""
+    return (current.backlog is not None and current.written_at is not None
+            and demand.queued > 0 and demand.assigned <= have
+            and now >= current.written_at + STILL_WAITING)
+
+
+def settled_until(current: Current, policy: Policy, now: datetime,
+                  waiting: bool = False) -> datetime | None:
     """Until when ``decide`` gives the answer it gave at ``now`` again, for the same state,
     demand and policy: the clock enters only through the scale-down delay (constant before
     it runs out, and after) and scheduled windows. ``None``: a schedule is in play, whose
@@ -341,13 +377,18 @@ def settled_until(current: Current, policy: Policy, now: datetime) -> datetime |
     state cache)."""
     if policy.schedules or policy.forecast is not None:
         return None
+    until = FOREVER
     if current.last_scale_up is not None:
         if current.last_scale_up - now > CLOCK_SKEW_TOLERANCE:
             return None
         held_until = current.last_scale_up + policy.scale_down_delay
         if now < held_until:
-            return held_until
-    return FOREVER
+            until = held_until
+    if waiting and current.backlog is not None and current.written_at is not None:
+        again = current.written_at + STILL_WAITING  # jobs queued: ``still_waiting`` from then
+        if now < again:
+            until = min(until, again)
+    return until
 
 
 def drain(current: Current) -> Decision:

@@ -48,6 +48,9 @@ class Current:
     # spec.backlog as written (jobs the replicas could not cover, refilled by the controller
     # without a new write); None: the kind has no such field (only RunnerSets do).
     backlog: int | None = None
+    # spec.effectiveTime of the last write, on a kind whose controller holds the slots of
+    # runners that finished after it (a RunnerSet: ``backlog`` not None); None otherwise
+    written_at: datetime | None = None
 
     def job_changes(self, demand: Demand) -> tuple[int, int] | None:
         """(arrived, completed) jobs since the last write; None when the ids are unknown."""
@@ -72,6 +75,7 @@ class Current:
             paused=self.paused,
             jobs=demand.jobs if demand is not None else self.jobs,
             backlog=decision.backlog if self.backlog is not None else None,
+            written_at=now if self.backlog is not None else None,
         )
 
 

@@ -297,6 +297,13 @@ def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Cu
     if owned.backlog is not None:  # absent: none
         backlog = _int_field(path, doc, list(owned.backlog), _get(data, owned.backlog),
                              BACKLOG_MAX) or 0
+    written_at = None  # (read where the controller holds slots by it: with a backlog)
+    if owned.backlog is not None and owned.effective_time is not None:
+        raw_time = _get(data, owned.effective_time)
+        try:
+            written_at = parse_time(str(raw_time)) if raw_time is not None else None
+        except ValueError:
+            written_at = None  # (the schema's to refuse; no re-affirm before a write)
     return Current(
         replicas=replicas,
         patch_id=patch_id,
@@ -305,6 +312,7 @@ def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Cu
         drained=_flag(path, doc, owned, annotations, A_DRAINED),
         paused=_flag(path, doc, owned, annotations, A_PAUSED),
         backlog=backlog,
+        written_at=written_at,
     )
 
 

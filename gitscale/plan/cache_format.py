@@ -27,20 +27,22 @@ from gitscale.core.model import NO_WHY, Cap, CapBy, Current, Drain, Reason, Why
 from gitscale.files import write_cache
 from gitscale.manifest.target import Located, owned_for
 
-FORMAT = 13  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
+FORMAT = 14  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
 # 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS); 10: no
 # settled answer on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE); 11: a
 # settled decision's ``why`` (held until, cap, drain), so a cached one still explains itself;
 # 12: an absent replicas read as the kind's default (``Owned.unset``: 1 for apps/v1 kinds);
 # 13: a paused/drained annotation that is not "true" or "false" is refused (a row kept from
 # before read it as false), and so are configs a parse kept from before the checks of paths,
-# zones and API URLs were tightened
+# zones and API URLs were tightened; 14: a row keeps a RunnerSet's spec.effectiveTime (jobs
+# that still wait long after it are re-affirmed for: core.decide.still_waiting)
 STAMP = (FORMAT, __version__)  # what a file must begin with to be read
 
 # (document index, apiVersion, kind, name, replicas, patch ID, last scale-up, fingerprint,
-# drained, paused, backlog): where the owned fields are is the kind's row of target.KINDS
+# drained, paused, backlog, written at): where the owned fields are is the kind's row of
+# target.KINDS
 Row = tuple[int, str, str, str, "int | None", "int | None", "str | None", "str | None", bool,
-            bool, "int | None"]  # the time as ISO 8601: datetimes pickle 3× slower
+            bool, "int | None", "str | None"]  # times as ISO 8601: datetimes pickle 3× slower
 # set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
 # replicas, patch ID, reason, detail, held until (ISO 8601), capped by, cap, drain) of a
 # decision that wrote nothing; the last four are its ``why`` (core.model.Why)
@@ -56,15 +58,16 @@ def row_key(blob: str, ref: ObjectRef) -> str:
 def as_row(found: Located) -> Row:
     c = found.current
     last_up = c.last_scale_up.isoformat() if c.last_scale_up is not None else None
+    written = c.written_at.isoformat() if c.written_at is not None else None
     return (found.index, found.api_version, found.kind, found.name, c.replicas, c.patch_id,
-            last_up, c.fingerprint, c.drained, c.paused, c.backlog)
+            last_up, c.fingerprint, c.drained, c.paused, c.backlog, written)
 
 
 def as_located(row: Row) -> Located | None:
     """The row as a pass uses it; None when the kind is no longer in the table, or the row is
     not one gitscale wrote (the file is read again, and the row replaced)."""
     (index, api_version, kind, name, replicas, patch_id, last_up, fingerprint, drained,
-     paused, backlog) = row  # (``malformed`` checked that it is an 11-tuple)
+     paused, backlog, written) = row  # (``malformed`` checked that it is a 12-tuple)
     if not (type(index) is int and type(name) is str and _int_or_none(replicas)
             and _int_or_none(patch_id) and _int_or_none(backlog)
             and (fingerprint is None or type(fingerprint) is str)
@@ -73,13 +76,14 @@ def as_located(row: Row) -> Located | None:
     try:
         owned = owned_for(api_version, kind)
         when = datetime.fromisoformat(last_up) if last_up is not None else None
+        written_at = datetime.fromisoformat(written) if written is not None else None
     except (TypeError, ValueError):
         return None
     if owned is None:
         return None
     return Located(index, api_version, kind, name, owned,
                    Current(replicas, patch_id, when, fingerprint, drained, paused,
-                           backlog=backlog))
+                           backlog=backlog, written_at=written_at))
 
 
 def _int_or_none(value: object) -> bool:
@@ -136,7 +140,7 @@ def malformed(rows: object, jobs: object, settled: object) -> str | None:
     (tens of thousands) are checked for their shape here and for their fields when used."""
     if not (isinstance(rows, dict) and isinstance(jobs, dict) and isinstance(settled, dict)):
         return "not the tables gitscale writes"
-    if not all(type(row) is tuple and len(row) == 11 for row in rows.values()):
+    if not all(type(row) is tuple and len(row) == 12 for row in rows.values()):
         return "a manifest row is not one gitscale writes"
     if not all(type(ids) is frozenset for ids in jobs.values()):
         return "a job-id set is not one gitscale writes"

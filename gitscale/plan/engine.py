@@ -251,7 +251,8 @@ class _Pass:
         decision = decide(current, demand, runner_set.policy, self.now,
                           forecast=self.forecasts.get(runner_set.name),
                           pinned_clock=self.pinned_clock)
-        until = settled_until(current, runner_set.policy, self.now)
+        until = settled_until(current, runner_set.policy, self.now,
+                              waiting=demand is not None and demand.queued > 0)
         blob = self.files.blob(runner_set.manifest)
         if decision.write or demand is None or blob is None or until is None:
             if runner_set.name in self.cache.settled:

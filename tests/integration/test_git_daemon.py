@@ -5,6 +5,7 @@ import difflib
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -203,19 +204,7 @@ def test_push_race_retries_on_top_of_a_foreign_commit(git_server: GitDaemon,
 
     foreign: list[str] = []
     with open_workspace(url, None) as ws:
-        reading = None
-
-        def make_plan() -> Plan:
-            nonlocal reading
-            config = load_config(ws.root, "gitscale.yaml")
-            if reading is None:
-                reading = read_demand(ws.root, config, demand_path(str(demand)))
-            plan = compute_plan(ws.root, config, reading, parse_time(NOW), ws.base())
-            calls.append(plan.base)
-            if len(calls) == 1:
-                foreign.append(push_foreign_commit())  # another writer wins the race
-            return plan
-
+        make_plan = racing_plan(ws, demand, calls, push_foreign_commit, foreign)
         landed = land(ws, make_plan, date=NOW, sleep=lambda _: None)
 
     assert landed.pushed and landed.attempts == 2, landed
@@ -228,6 +217,27 @@ def test_push_race_retries_on_top_of_a_foreign_commit(git_server: GitDaemon,
     assert seed.show(bare, "HEAD", "README.md").endswith("Owned by platform.\n")
     linux = seed.runner_set(seed.show(bare, "HEAD", RUNNERS), "linux-x64")
     assert (linux["spec"]["replicas"], linux["spec"]["patchID"]) == (6, 8)
+
+
+def racing_plan(ws, demand: Path, calls: list[str], push: Callable[[], str],  # type: ignore[no-untyped-def]
+                foreign: list[str]) -> Callable[[], Plan]:
+    """A make_plan that decides from one demand read (as `reconcile` does: every attempt on
+    the same numbers) and, on its first call, has ``push`` land another writer's commit first
+    (its id appended to ``foreign``); ``calls``: each attempt's base commit."""
+    reading = None
+
+    def make_plan() -> Plan:
+        nonlocal reading
+        config = load_config(ws.root, "gitscale.yaml")
+        if reading is None:
+            reading = read_demand(ws.root, config, demand_path(str(demand)))
+        plan = compute_plan(ws.root, config, reading, parse_time(NOW), ws.base())
+        calls.append(plan.base)
+        if len(calls) == 1:
+            foreign.append(push())  # the other writer wins the race
+        return plan
+
+    return make_plan
 
 
 # -- 3c. the race is with a person's hand edit of the same set's count ------------------------
@@ -263,19 +273,7 @@ def test_a_hand_edit_that_wins_the_race_is_the_retrys_starting_point(
 
     foreign: list[str] = []
     with open_workspace(url, None) as ws:
-        reading = None
-
-        def make_plan() -> Plan:
-            nonlocal reading
-            config = load_config(ws.root, "gitscale.yaml")
-            if reading is None:
-                reading = read_demand(ws.root, config, demand_path(str(demand)))
-            plan = compute_plan(ws.root, config, reading, parse_time(NOW), ws.base())
-            calls.append(plan.base)
-            if len(calls) == 1:
-                foreign.append(push_hand_edit())  # the person's push wins the race
-            return plan
-
+        make_plan = racing_plan(ws, demand, calls, push_hand_edit, foreign)
         landed = land(ws, make_plan, date=NOW, sleep=lambda _: None)
 
     assert landed.attempts == 2 and calls[1] == foreign[0], (landed, calls)

@@ -339,24 +339,33 @@ def platform_drift(config: Config, lines: ConfigLines, runner_set: RunnerSetConf
 RUNNER_IMAGES = ("buildkite/agent", "actions-runner")
 
 
+def _containers(target: Target) -> list[dict[str, Any]] | None:
+    """The containers of a RunnerSet's pod template (of this gitscale's RunnerSet only); None
+    when there are none or the list is malformed (the schema says so, not a warning)."""
+    if target.kind != KIND or target.api_version != API_VERSION:
+        return None
+    spec: Any = target.obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    pod = template.get("spec") if isinstance(template, dict) else None
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    if not isinstance(containers, list) or not containers or \
+            not all(isinstance(c, dict) for c in containers):
+        return None
+    return containers
+
+
 def runner_by_position(target: Target) -> list[str]:
     """A warning when a RunnerSet's template has several containers, none named ``runner``,
     and the first (which the controller then takes as the runner:
     ``controller.observe.runner_container``) runs no runner image while a later one does — a
     sidecar listed above the agent (init names a Buildkite set's container ``agent``) would
     get the platform's environment and judge the pod, and the agent none of it."""
-    if target.kind != KIND or target.api_version != API_VERSION:
-        return []
     from gitscale.controller.observe import RUNNER_CONTAINER
 
-    spec: Any = target.obj.get("spec")
-    template = spec.get("template") if isinstance(spec, dict) else None
-    pod = template.get("spec") if isinstance(template, dict) else None
-    containers = pod.get("containers") if isinstance(pod, dict) else None
-    if not isinstance(containers, list) or len(containers) < 2 or \
-            not all(isinstance(c, dict) for c in containers) or \
+    containers = _containers(target)
+    if containers is None or len(containers) < 2 or \
             any(c.get("name") == RUNNER_CONTAINER for c in containers):
-        return []  # (one container, or one named runner: no guess; a malformed list: schema's)
+        return []  # (one container, or one named runner: no guess)
 
     def runs_a_runner(container: dict[str, Any]) -> bool:
         return any(image in str(container.get("image") or "") for image in RUNNER_IMAGES)
@@ -383,23 +392,18 @@ def agent_token_missing(target: Target) -> list[str]:
     container (``buildkite/agent``'s image, whose config file holds no token) gets none from
     its own ``env`` or any ``envFrom``: every agent would exit at start, unregistered, and the
     set's pods fail over and over."""
-    if target.kind != KIND or target.api_version != API_VERSION:
-        return []
-    from gitscale.controller.observe import runner_container
+    from gitscale.controller.observe import RUNNER_CONTAINER
 
+    containers = _containers(target)
     spec: Any = target.obj.get("spec")
     settings = spec.get("buildkite") if isinstance(spec, dict) else None
-    template = spec.get("template") if isinstance(spec, dict) else None
-    if not isinstance(settings, dict) or settings.get("agentTokenSecret") or \
-            not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+    if containers is None or not isinstance(settings, dict) or \
+            settings.get("agentTokenSecret"):
         return []
-    containers = template["spec"].get("containers")
-    if not isinstance(containers, list) or not containers or \
-            not all(isinstance(c, dict) for c in containers):
-        return []  # (a malformed list: the schema's)
-    name = runner_container(template)
-    runner = next((c for c in containers if c.get("name") == name), containers[0])
-    env = runner.get("env") if isinstance(runner.get("env"), list) else []
+    # the runner as the controller takes it (``observe.runner_container``)
+    runner = next((c for c in containers if c.get("name") == RUNNER_CONTAINER), containers[0])
+    name = runner.get("name")
+    env: list[Any] = runner["env"] if isinstance(runner.get("env"), list) else []
     if "buildkite/agent" not in str(runner.get("image") or "") or runner.get("envFrom") or \
             any(isinstance(e, dict) and e.get("name") in TOKEN_ENV for e in env):
         return []  # (an image of its own may hold the token; envFrom may give it)

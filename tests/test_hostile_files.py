@@ -100,6 +100,12 @@ def test_an_alias_bomb_in_the_repo(checkout: Path, file: str) -> None:
     assert f"{file}:" in said and "aliases expand to more than 100,000 values" in said, said
 
 
+def thousand_objects(checkout: Path) -> None:
+    """sets/linux.yaml as one file of a thousand RunnerSets, linux-0 to linux-999."""
+    (checkout / "sets" / "linux.yaml").write_text("---\n".join(
+        RUNNERSET.format(name=f"linux-{i}", replicas=2) for i in range(1000)))
+
+
 def test_a_shared_anchor_is_still_fine(checkout: Path) -> None:
     """Anchors are how people share a policy between sets: a thousand uses stay well inside.
     (Each set its own object: two sets on one object are refused, once per object.)"""
@@ -110,8 +116,7 @@ def test_a_shared_anchor_is_still_fine(checkout: Path) -> None:
                    "object: {name: linux-0}}\n"
                    for i in range(1000))
     (checkout / "gitscale.yaml").write_text("runnerSets:\n" + sets)
-    (checkout / "sets" / "linux.yaml").write_text("---\n".join(
-        RUNNERSET.format(name=f"linux-{i}", replicas=2) for i in range(1000)))
+    thousand_objects(checkout)
     result = gitscale("validate", "--repo", str(checkout))
     assert result.returncode == 0, result
     assert "1000 checked" in result.stdout, result
@@ -172,8 +177,7 @@ def test_a_thousand_sets_each_with_a_warning_are_said_at_once(checkout: Path) ->
                    f"{{queue: q}}}}, policy: {{maxReplicas: 5}}, object: {{name: linux-{i}}}}}\n"
                    for i in range(1000))
     (checkout / "gitscale.yaml").write_text("runnerSets:\n" + sets)
-    (checkout / "sets" / "linux.yaml").write_text("---\n".join(
-        RUNNERSET.format(name=f"linux-{i}", replicas=2) for i in range(1000)))
+    thousand_objects(checkout)
     result = gitscale("validate", "--repo", str(checkout))
     assert result.returncode == 0, result
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]

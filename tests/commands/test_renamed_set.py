@@ -95,6 +95,11 @@ def test_a_renamed_forecast_set_keeps_its_history(capsys: pytest.CaptureFixture[
     assert scaling == [("linux-x64", 2), ("linux", 0), ("linux", 40), ("linux", 1),
                        ("linux", 0), ("linux", 40), ("linux", 1)]
 
+    # over a URL (commit messages only; the names from the branch's gitscale.yaml): the same
+    code, out, _ = run(capsys, "history", "--repo", f"file://{tmp_path / 'remote.git'}",
+                       "--set", "linux-x64", "--output", "json")
+    assert code == 0 and [(row["set"], row["replicas"]) for row in json.loads(out)] == scaling
+
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
     assert code == 0
     # its own commits only (and the config's edits, `*`, as for any --set in a checkout)

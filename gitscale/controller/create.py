@@ -232,13 +232,15 @@ def _attempt(stop: threading.Event, kube: Kube, pods: Store, memory: Memory,
 def _for_all(exc: ControllerError) -> bool:
     """Would every creation of the set meet this refusal: the API server refusing the object
     (a 4xx: a quota, a webhook, validation, RBAC; not a 409, one name taken, nor a 408 or a
-    429, one request timed out or throttled by API priority and fairness), or the platform
-    refusing a registration (its credentials, its answer; not a name taken)? A 5xx or no
-    answer may be one request's: the others go on (the platform's own outages stop its calls
-    in ``outage.py``); and Interrupted stops the others by itself."""
+    429, one request timed out or throttled by API priority and fairness), the API server not
+    reachable at all (no connection made: down, restarting — each creation not started would
+    register its runner with the platform, then unregister it), or the platform refusing a
+    registration (its credentials, its answer; not a name taken)? A 5xx or no answer on a
+    connection made may be one request's: the others go on (the platform's own outages stop
+    its calls in ``outage.py``); and Interrupted stops the others by itself."""
     if isinstance(exc, KubeError):
-        return 400 <= exc.status < 500 and exc.status not in (408, 429) \
-            and not isinstance(exc, Conflict)
+        return exc.unreachable or (400 <= exc.status < 500 and exc.status not in (408, 429)
+                                   and not isinstance(exc, Conflict))
     return isinstance(exc, PlatformError) and not isinstance(exc, (PlatformOutage,
                                                                    RunnerNameTaken))
 

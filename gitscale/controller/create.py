@@ -6,7 +6,8 @@ with it). The Secret comes first so that no pod ever waits for a Secret that wil
 a crash before the pod leaves only a registration (and maybe its Secret) with no pod, which
 ``leftovers.py`` removes. A failure undoes what the runner got so far, unless the pod may
 exist after all (no answer, or a 5xx): it is looked for, and when that cannot be known the
-registration and its Secret are left, for the sweep (no pod shows up) or the pod (one does).
+registration and its Secret are left, for the sweep (no pod shows up) or the pod (one does),
+and the next pass looks for it again before it counts the set's runners (``look_again``).
 A Secret that could not be handed to its pod is handed over by a later pass (``hand_over``),
 or deleted once the pod is gone.
 
@@ -271,15 +272,16 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
     try:
         pod = kube.create_pod(body)
     except ControllerError as exc:
-        if registration is None:
-            raise
         made = _made_anyway(kube, view.namespace, name, exc)
-        if made is False:  # refused: undo
+        if made is False and registration is not None:  # refused: undo
             _quietly(kube.delete_secret, view.namespace, name)
             _quietly(platform.unregister, registration.runner_id)
+        if made is None:
+            # Unknown: the next pass looks for it before it counts its runners (``look_again``:
+            # the watch may not bring it in time). The registration and its Secret stay: with
+            # no pod, the leftover sweep removes them; the pod, if it exists after all, runs.
+            memory.maybe_created(view.key, name)
         if not isinstance(made, dict):
-            # (None: unknown. The registration and its Secret stay: with no pod, the leftover
-            # sweep removes them; the pod, if it exists after all, runs.)
             raise
         log.info("%s: pod %s was created though its creation answered: %s", view.key, name, exc)
         pod = made
@@ -345,6 +347,25 @@ def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> A
             continue
         memory.owned(view.key, name)
     return errors
+
+
+def look_again(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> str | None:
+    """The set's pods whose creation got no answer and could not be looked for then (the API
+    server restarting): looked for now, before the pass counts its runners. The watch may not
+    have brought them (down too, or backing off), and a pass that counted without them would
+    fill their slots again, beyond ``replicas``. Each found goes into the cache. The error,
+    when one still cannot be looked for: the pass then decides nothing."""
+    for name in memory.maybe_created_of(view.key):
+        if pods.get(f"{view.namespace}/{name}") is None:
+            try:
+                found = kube.find_pod(view.namespace, name)
+            except ControllerError as exc:
+                return (f"{exc} (its creation got no answer: no runner created or removed "
+                        "until it is known whether it exists)")
+            if found is not None:
+                pods.put(found)
+        memory.known(view.key, name)
+    return None
 
 
 def _made_anyway(kube: Kube, namespace: str, name: str,

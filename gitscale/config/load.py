@@ -280,15 +280,16 @@ def _previous_names(item: dict[str, Any], name: str, at: list[str | int],
     none its own name."""
     names = item.get("previousNames") or []
     for number, previous in enumerate(names):
-        line = document.line_of([*at, "previousNames", number])
+        # (lines only for an error: they compose the whole file's node tree)
         if previous == name:
             raise ConfigError(config_path, f"runner set {name!r}: previousNames: {previous!r} "
                               "is the set's own name (list only the names it had before a "
-                              "rename)", line)
+                              "rename)", document.line_of([*at, "previousNames", number]))
         if previous in names[:number]:
             first = document.line_of([*at, "previousNames", names.index(previous)])
             raise ConfigError(config_path, f"runner set {name!r}: previousNames: {previous!r} "
-                              f"is listed twice (first at line {first})", line)
+                              f"is listed twice (first at line {first})",
+                              document.line_of([*at, "previousNames", number]))
     return tuple(names)
 
 
@@ -300,6 +301,10 @@ def _check_renames(sets: list[RunnerSetConfig], seen: dict[str, int], document: 
     claimed: dict[str, int] = {}
     for index, runner_set in enumerate(sets):
         for number, previous in enumerate(runner_set.previous_names):
+            if previous not in seen and previous not in claimed:
+                claimed[previous] = index
+                continue
+            # (lines only for an error: they compose the whole file's node tree)
             line = document.line_of(["runnerSets", index, "previousNames", number])
             if previous in seen:
                 other = document.line_of(["runnerSets", seen[previous], "name"])
@@ -315,7 +320,6 @@ def _check_renames(sets: list[RunnerSetConfig], seen: dict[str, int], document: 
                                   f"{previous!r} is also a previous name of set {owner!r} (line "
                                   f"{first}): a name's scaling commits are one set's history; "
                                   "keep it on the set that took over its runners", line)
-            claimed[previous] = index
 
 
 def _top_key_line(text: str, key: str) -> int | None:

@@ -55,7 +55,7 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     serving = serving if serving is not None else Serving()
     picked = pick(config, serving.names)
     _check_owner(state, state_path, serving, picked)
-    check_claims(root, state_path, picked.names)
+    check_claims(root, state_path, picked.sets)
     serving.picked, serving.found = picked, state.served
     routed: dict[str, list[Event]] = {}
     counts: Counter[str] = Counter()

@@ -14,8 +14,8 @@ from gitscale.core.reservations import Action
 from gitscale.plan.cache import StateCache
 from gitscale.webhooks.batch import batch_plan
 from gitscale.webhooks.delivery import JobEvent
-from gitscale.webhooks.reservations_file import leave_served, parse_state
-from gitscale.webhooks.served import pick
+from gitscale.webhooks.reservations_file import ReservationsError, leave_served, parse_state
+from gitscale.webhooks.served import Serving, pick
 from tests.helpers import RUNNERSET
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=timezone.utc)
@@ -94,3 +94,28 @@ def test_serve_set_may_name_a_previous_name(tmp_path: Path, names: list[str],
     (tmp_path / "gitscale.yaml").write_text(config("linux-x64", "    previousNames: [linux]\n"))
     picked = pick(load_config(tmp_path), names)
     assert (picked.names, picked.unservable) == (served, unservable)
+
+
+@pytest.mark.parametrize("names", [
+    pytest.param(["linux-x64"], id="started-with-the-new-name"),
+    pytest.param(["linux"], id="started-with-the-old-name"),
+])
+def test_a_claim_under_a_previous_name_is_another_serves(tmp_path: Path,
+                                                         names: list[str]) -> None:
+    """Another serve's file still claims the set as ``linux`` (its next batch writes the new
+    name): a second serve of the renamed set would plan it from empty reservations, a
+    scale-down while the first one's jobs wait. `run` and `reconcile` honour that claim
+    (``leave_served``); a serve must too, as it does under the set's own name."""
+    (tmp_path / "sets").mkdir()
+    (tmp_path / "sets/linux.yaml").write_text(RUNNERSET.format(name="linux", replicas=2))
+    (tmp_path / "gitscale.yaml").write_text(config("linux-x64", "    previousNames: [linux]\n"))
+    (tmp_path / ".gitscale").mkdir()
+    (tmp_path / ".gitscale/first.yaml").write_text(
+        "served: [linux]\nsets:\n  linux:\n    reservations:\n"
+        "      - {job: 1, running: false, created: '2026-11-27T09:00:00Z', "
+        "expires: '2026-11-27T09:10:00Z'}\n")
+    with pytest.raises(ReservationsError) as raised:
+        batch_plan(tmp_path, "base", "gitscale.yaml", [], T0, timedelta(minutes=10),
+                   ".gitscale/second.yaml", StateCache(), serving=Serving(tuple(names)))
+    assert "linux-x64 (as linux) already served by .gitscale/first.yaml" in str(raised.value)
+    assert not (tmp_path / ".gitscale/second.yaml").exists()

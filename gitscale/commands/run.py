@@ -145,7 +145,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                 if max_passes is not None and passes >= max_passes:
                     break
                 wait = max(0.0, state.delay() - (time.monotonic() - started))
-                if state.said:
+                if state.said and not stop.is_set():  # (stopped mid-pass: no next one)
                     log(f"next pass in {wait:.0f}s")
                 stop.wait(wait)
     finally:

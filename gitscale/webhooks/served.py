@@ -58,11 +58,15 @@ def pick(config: Config, names: Sequence[str] | None) -> Picked:
     polled = tuple(f"{s.name} ({s.source.kind})" for s in config.sets if not takes_webhooks(s))
     if names is None:
         return Picked(webhook, {}, polled=polled)
-    wanted = set(names)
     by_name = {s.name: s for s in config.sets}
+    # a name a set had before (previousNames): a serve started with --set OLD goes on
+    # serving the set after the rename lands
+    renamed = {old: s for s in config.sets for old in s.previous_names}
+    wanted: set[str] = set()
     unservable: dict[str, str] = {}
     for name in dict.fromkeys(names):
-        found = by_name.get(name)
+        found = by_name.get(name) or renamed.get(name)
+        wanted.add(found.name if found is not None else name)
         if found is None:
             unservable[name] = f"not a runner set of {config.path}"
         elif not takes_webhooks(found):

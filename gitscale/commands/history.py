@@ -10,7 +10,7 @@ import click
 
 from gitscale.commands import EXIT_OK, RepoOptions, option_time
 from gitscale.commands.history_output import history_lines, json_lines, unread_line
-from gitscale.commands.history_rows import Row, hand_rows, merged, set_names, \
+from gitscale.commands.history_rows import Row, config_sets, hand_rows, merged, set_names, \
     unknown_set_error, unseen_note
 from gitscale.errors import InputError
 from gitscale.record.history import Entry, Skipped, between, history_since, iter_history, \
@@ -39,12 +39,19 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     rows_shown = [0]  # none of a --set: it may be a set that does not exist
     with open_workspace(opts.repo, opts.branch, history=True, since=recent,
                         writes=False) as ws:
-        # a set's previousNames: their commits are its history too (shown under their name)
-        names, note = set_names(ws, opts.config, only)
+        # --set: the config says which names are sets (a broken one is an error at its line,
+        # before any row); a set's previousNames: their commits are its history too (shown
+        # under their name)
+        configured = config_sets(ws, opts.config) if only is not None else None
+        names, note = set_names(configured, opts.config, only)
         if chart_path is not None:  # a chart needs every entry first
             with Progress("reading scaling commits", None, show=output == "text") as bar:
                 everything = read_history(ws.git, only=names, progress=bar.if_shown(),
                                           skipped=skipped)
+            if only is not None and configured is not None and not everything:
+                error = unknown_set_error(ws, configured, opts.config, only)
+                if error:  # a typo, said as without a chart (not "nothing to draw")
+                    raise InputError("--set", error)
             _write_chart(everything, chart_path, only, start, end, zone)
             found: Iterable[Entry] = between(everything, start, end)
         else:
@@ -73,8 +80,9 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
             else f"(no scaling commits of set {only!r}, nor of its previousNames: "
                  f"{', '.join(names[1:])})")
         _stream(lines)
-        if only is not None and not rows_shown[0] and chart_path is None:
-            error = unknown_set_error(ws, opts.config, only)
+        if only is not None and configured is not None and not rows_shown[0] \
+                and chart_path is None:
+            error = unknown_set_error(ws, configured, opts.config, only)
     if skipped:
         click.echo(unread_line(skipped), err=True)
     if error:  # a typo: an error (exit 1), not an empty table

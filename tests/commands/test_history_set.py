@@ -1,0 +1,93 @@
+"""`gitscale history --set NAME` alike in a checkout and over a URL: a name nobody knows is an
+error naming the known names."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import git, run
+from tests.one_set import reconcile, setup
+
+
+def _scaled(tmp_path: Path, capsys) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    """The one-set repo after one scaling commit (linux 1→3), its remote serving filters."""
+    checkout, remote = setup(tmp_path)
+    reconcile(capsys, checkout, tmp_path, 2, 0, "2026-11-21T09:00:00Z")
+    subprocess.run(["git", "config", "uploadpack.allowFilter", "true"], cwd=remote, check=True)
+    return checkout, remote
+
+
+def _push_config(checkout: Path, text: str, subject: str) -> None:
+    (checkout / "gitscale.yaml").write_text(text)
+    git(checkout, "commit", "-qam", subject)
+    git(checkout, "push", "-q")
+
+
+def _where(checkout: Path, remote: Path) -> list[str]:
+    return [str(checkout), remote.resolve().as_uri()]
+
+
+def test_a_typo_is_an_error_in_a_checkout_after_a_config_edit_too(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """A hand edit of gitscale.yaml (a row of set `*`) was listed under any `--set` in a
+    checkout, so `--set linx` showed it, exit 0, and never said the name was a typo; over a URL
+    the same command was an error. A config edit is a row of no set: `--set` shows the set's
+    own rows (the README's "narrow it"), the edit is shown without `--set`."""
+    checkout, remote = _scaled(tmp_path, capsys)
+    config = (checkout / "gitscale.yaml").read_text()
+    _push_config(checkout, config.replace("maxReplicas: 3", "maxReplicas: 4"), "max 4")
+    said = ("error: --set: no scaling commit names set 'linx', and gitscale.yaml has no such "
+            "set: did you mean 'linux'? (sets in the scaling commits: linux; in gitscale.yaml: "
+            "linux)\n")
+    for where in _where(checkout, remote):
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linx")
+        assert (code, out.splitlines()[1:], err) == (
+            1, ["(no scaling commits of set 'linx')"], said), where
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linx",
+                             "--output", "json")
+        assert (code, out, err) == (1, "[]\n", said), where
+
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux",
+                         "--output", "json")
+    assert code == 0 and [(r["set"], r["reason"]) for r in json.loads(out)] == [
+        ("linux", "first-write")], (out, err)
+    code, out, err = run(capsys, "history", "--repo", str(checkout), "--output", "json")
+    assert code == 0 and [(r["set"], r["reason"]) for r in json.loads(out)] == [
+        (None, "manual"), ("linux", "first-write")], (out, err)
+
+
+def test_the_known_names_are_said_closest_first(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A previous name counts as known, and the names are listed with the nearest first."""
+    checkout, remote = _scaled(tmp_path, capsys)
+    config = (checkout / "gitscale.yaml").read_text()
+    _push_config(checkout, config.replace("name: linux", "name: arm64\n"
+                                          "    previousNames: [linux]")
+                 + config.replace("runnerSets:\n", "").replace("linux", "linux-x64"),
+                 "rename linux, add linux-x64")
+    (checkout / "sets/linux-x64.yaml").write_text((checkout / "sets/linux.yaml").read_text())
+    git(checkout, "add", "sets")
+    git(checkout, "commit", "-qm", "linux-x64's manifest")
+    git(checkout, "push", "-q")
+    said = ("error: --set: no scaling commit names set 'linux-x46', and gitscale.yaml has no "
+            "such set: did you mean 'linux-x64'? (sets in the scaling commits: linux; in "
+            "gitscale.yaml: linux-x64, arm64 (previously linux))\n")
+    for where in _where(checkout, remote):
+        code, _, err = run(capsys, "history", "--repo", where, "--set", "linux-x46")
+        assert (code, err) == (1, said), where
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linux")
+        assert code == 0 and out.count(" linux ") == 1, (where, out, err)
+
+
+def test_a_typo_with_a_chart_is_the_same_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """With --chart the typo was `no scaling commits of set 'linx' to draw`: no known names."""
+    pytest.importorskip("matplotlib")
+    checkout, remote = _scaled(tmp_path, capsys)
+    for where in _where(checkout, remote):
+        code, _, err = run(capsys, "history", "--repo", where, "--set", "linx", "--chart",
+                           str(tmp_path / "c.svg"))
+        assert code == 1 and err.startswith(
+            "error: --set: no scaling commit names set 'linx'"), (where, err)
+    assert not (tmp_path / "c.svg").exists()

@@ -180,35 +180,19 @@ def _names(names: list[str]) -> str:
             or "none")
 
 
-def config_sets(ws: Workspace, config_path: str) -> dict[str, tuple[str, ...]] | None:
-    """The set names of the config, each with its ``previousNames``: the checkout's file
-    (validated, as a pass reads it), or over a URL the branch's (a partial clone fetches that
-    one blob; its names only), or None when it cannot be read."""
-    from gitscale.config.load import load_config
-    from gitscale.errors import GitscaleError
+def config_sets(ws: Workspace, config_path: str) -> dict[str, tuple[str, ...]]:
+    """The set names of the config, each with its ``previousNames``, read and validated as a
+    pass reads it: the checkout's file, or over a URL the branch's (a clone of commit messages
+    fetches that blob, and the presets of ``policies/`` it names). A config that cannot be read
+    is a ``ConfigError`` at its line, in both."""
+    from gitscale.config.load import config_from_commit, load_config
 
     if ws.mode == "checkout":
-        try:
-            return {s.name: s.previous_names for s in load_config(ws.root, config_path).sets}
-        except GitscaleError:
-            return None
-    import yaml
-
-    text = ws.git.blob(f"HEAD:{config_path}")
-    try:
-        doc = yaml.safe_load(text) if text is not None else None
-    except yaml.YAMLError:
-        return None
-    sets = doc.get("runnerSets") if isinstance(doc, dict) else None
-    if not isinstance(sets, list):
-        return None
-    found: dict[str, tuple[str, ...]] = {}
-    for item in sets:
-        if isinstance(item, dict) and isinstance(item.get("name"), str):
-            previous = item.get("previousNames")
-            found[item["name"]] = tuple(n for n in previous if isinstance(n, str)) \
-                if isinstance(previous, list) else ()
-    return found
+        config = load_config(ws.root, config_path)
+    else:
+        config = config_from_commit(config_path, ws.git.blob(f"HEAD:{config_path}"),
+                                    lambda name: ws.git.blob(f"HEAD:policies/{name}.yaml"))
+    return {s.name: s.previous_names for s in config.sets}
 
 
 def set_names(configured: dict[str, tuple[str, ...]] | None, config_path: str,

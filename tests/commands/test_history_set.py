@@ -1,5 +1,6 @@
 """`gitscale history --set NAME` alike in a checkout and over a URL: a name nobody knows is an
-error naming the known names."""
+error naming the known names, and the config it is checked against is read by gitscale's own
+loader (a broken one is an error at its line)."""
 from __future__ import annotations
 
 import json
@@ -91,3 +92,75 @@ def test_a_typo_with_a_chart_is_the_same_error(tmp_path: Path, capsys) -> None: 
         assert code == 1 and err.startswith(
             "error: --set: no scaling commit names set 'linx'"), (where, err)
     assert not (tmp_path / "c.svg").exists()
+
+
+BROKEN = [  # (what is replaced in the config, by what, the error)
+    pytest.param("manifest: sets/linux.yaml", "manifest: [sets/linux.yaml",
+                 "gitscale.yaml:4: not valid YAML", id="yaml-syntax"),
+    pytest.param("name: linux", "name: linux\n    previousNames: [linux]",
+                 "gitscale.yaml:3: runner set 'linux': previousNames: 'linux' is the set's own "
+                 "name", id="previous-own-name"),
+    pytest.param("name: linux", "name: linux\n    previousNames: [7]",
+                 "gitscale.yaml:3: runner set 'linux' previousNames.0: 7 is not of type "
+                 "string", id="previous-not-a-name"),
+    pytest.param("manifest: sets/linux.yaml", "manifest: ../linux.yaml",
+                 "gitscale.yaml:3: '../linux.yaml' must be a path inside the config repo",
+                 id="manifest-outside"),
+    pytest.param("minReplicas: 1,", "minReplicas: 1.0,",
+                 "gitscale.yaml:5: runner set 'linux' policy.minReplicas: 1.0 is not an integer",
+                 id="policy"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "said"), BROKEN)
+def test_a_broken_config_is_an_error_at_its_line_in_both_modes(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, old: str, new: str, said: str) -> None:
+    """Over a URL the branch's gitscale.yaml was read with plain yaml.safe_load: a YAML error
+    was ignored (a table as if all was well) and previousNames were taken unchecked; in a
+    checkout a config that failed to load was ignored too. Both read it as a pass does:
+    `gitscale.yaml:LINE: …`, exit 1, nothing on stdout."""
+    checkout, remote = _scaled(tmp_path, capsys)
+    config = (checkout / "gitscale.yaml").read_text()
+    assert old in config
+    _push_config(checkout, config.replace(old, new, 1), "broken")
+    for where in _where(checkout, remote):
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linux")
+        assert (code, out) == (1, ""), (where, out, err)
+        assert err.startswith(f"error: {said}") and err.count("\n") == 1, (where, err)
+    # without --set the config is not needed: the scaling rows show (as before)
+    code, out, err = run(capsys, "history", "--repo", remote.resolve().as_uri())
+    assert code == 0 and out.count(" linux ") == 1, (out, err)
+
+
+def test_a_missing_config_is_said_in_both_modes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    checkout, remote = _scaled(tmp_path, capsys)
+    for where in _where(checkout, remote):
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linux",
+                             "--config", "other.yaml")
+        assert (code, out, err) == (1, "", "error: other.yaml: not found in the config repo "
+                                    "(run `gitscale init`?)\n"), where
+
+
+def test_a_preset_of_the_config_repo_is_read_over_a_url(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A clone of commit messages has no policies/ folder on disk: the branch's preset is
+    read from the commit, as a checkout reads it from its file."""
+    checkout, remote = _scaled(tmp_path, capsys)
+    (checkout / "policies").mkdir()
+    (checkout / "policies/team.yaml").write_text("minReplicas: 1\nmaxReplicas: 3\n")
+    config = (checkout / "gitscale.yaml").read_text()
+    (checkout / "gitscale.yaml").write_text(config.replace(
+        "policy: {minReplicas: 1, maxReplicas: 3, buffer: 1, scaleDownDelay: 0s}",
+        "policy: team"))
+    git(checkout, "add", "--all")
+    git(checkout, "commit", "-qm", "a preset of our own")
+    git(checkout, "push", "-q")
+    for where in _where(checkout, remote):
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linux")
+        assert code == 0 and out.count(" linux ") == 1, (where, out, err)
+    (checkout / "policies/team.yaml").write_text("minReplicas: 1\nmaxReplicas: three\n")
+    git(checkout, "commit", "-qam", "a broken preset")
+    git(checkout, "push", "-q")
+    for where in _where(checkout, remote):
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linux")
+        assert (code, out) == (1, "") and err.startswith(
+            "error: policies/team.yaml:2: "), (where, err)

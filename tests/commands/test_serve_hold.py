@@ -13,13 +13,16 @@ import yaml
 
 import gitscale.commands.serve
 from gitscale.timeutil import format_time, parse_time, utcnow
-from gitscale.webhooks.batch_loop import batch_delay
 from tests.commands.test_serve import SECRET, Server, job, wait_for_commit
 from tests.commands.test_serve_sets import commits, remote, replicas, shown, until
 from tests.helpers import RUNNERSET, git, make_repo
 
 LINUX = ["self-hosted", "linux"]
 STATE = ".gitscale/reservations.yaml"
+# (each test waits for one delivery's batch at a time; what is held, and for how long, follows
+# --hold and the clock, not the window)
+pytestmark = pytest.mark.usefixtures("quick_batches")
+
 HELD = "reservations held (committed with the next scaling change, or in the first batch from "
 
 
@@ -36,15 +39,6 @@ LINUX_SET = """\
 def make(tmp_path: Path, delay: str = "10m") -> Path:
     return make_repo(tmp_path, {"gitscale.yaml": "runnerSets:\n" + LINUX_SET % delay,
                                 "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0)})
-
-
-@pytest.fixture(autouse=True)
-def quick_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch every quarter of the 1 s window (each test here waits for one event's batch at
-    a time, never for two events to share one): the same batches, sooner. What is held, and
-    for how long, follows --hold and the clock, not the window."""
-    monkeypatch.setattr(gitscale.commands.serve, "batch_delay",
-                        lambda window, failures: batch_delay(window, failures) / 4)
 
 
 @pytest.fixture

@@ -1,0 +1,16 @@
+"""``quick_batches``: `gitscale serve` run in-process (tests/commands/test_serve.py's Server)
+batches as if its window were a quarter of the 1 s the tests give (the least --window takes),
+for the tests that wait for one delivery's batch at a time, never for two deliveries to share
+a batch: the same batches, sooner. A failed batch's backoff is serve's own."""
+from __future__ import annotations
+
+import pytest
+
+import gitscale.commands.serve
+from gitscale.webhooks.batch_loop import batch_delay
+
+
+@pytest.fixture
+def quick_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gitscale.commands.serve, "batch_delay",
+                        lambda window, failures: batch_delay(window / 4, failures))

@@ -351,7 +351,8 @@ def validate(**kw: Any) -> int:
 @click.option("--leftover-grace", default=60.0, type=Finite(0, 86400), hidden=True,
               help="Seconds a GitHub registration must stay without a pod before it is removed.")
 @click.option("--leader-elect", is_flag=True,
-              help="Act only while holding a coordination.k8s.io Lease (run 2 replicas).")
+              help="Act only while holding a coordination.k8s.io Lease (run 2 replicas; "
+                   "without it, run one, with strategy: Recreate).")
 @click.option("--leader-election-namespace", default=None,
               help="Namespace of the Lease (default: the controller's own).")
 @click.option("--leader-election-id", default="gitscale-controller", show_default=True,

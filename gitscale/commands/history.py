@@ -10,8 +10,8 @@ import click
 
 from gitscale.commands import EXIT_OK, RepoOptions, option_time
 from gitscale.commands.history_output import history_lines, json_lines, unread_line
-from gitscale.commands.history_rows import Row, hand_rows, merged, unknown_set_error, \
-    unknown_set_note, unseen_note
+from gitscale.commands.history_rows import Row, hand_rows, merged, set_names, \
+    unknown_set_error, unseen_note
 from gitscale.errors import InputError
 from gitscale.record.history import Entry, Skipped, between, history_since, iter_history, \
     read_history, within
@@ -39,9 +39,11 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     rows_shown = [0]  # none of a --set: it may be a set that does not exist
     with open_workspace(opts.repo, opts.branch, history=True, since=recent,
                         writes=False) as ws:
+        # a set's previousNames: their commits are its history too (shown under their name)
+        names, note = set_names(ws, opts.config, only)
         if chart_path is not None:  # a chart needs every entry first
             with Progress("reading scaling commits", None, show=output == "text") as bar:
-                everything = read_history(ws.git, only=only, progress=bar.if_shown(),
+                everything = read_history(ws.git, only=names, progress=bar.if_shown(),
                                           skipped=skipped)
             _write_chart(everything, chart_path, only, start, end, zone)
             found: Iterable[Entry] = between(everything, start, end)
@@ -50,14 +52,13 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 shown = bar.if_shown()
                 # streamed: the first rows show while git still walks the history; with a
                 # bar on the terminal, read under the bar and shown once it is erased
-                scaling = iter_history(ws.git, only=only, progress=shown,
+                scaling = iter_history(ws.git, only=names, progress=shown,
                                        details=output == "json", skipped=skipped)
                 rows: Iterable[Row] = scaling
                 if ws.mode == "checkout":  # commits by people, read alongside (trees here)
                     rows = merged(scaling, hand_rows(ws, opts.config, only))
-                    note = unknown_set_note(ws, opts.config, only)
                 else:
-                    note = unseen_note(ws)
+                    note = "\n".join(n for n in (note, unseen_note(ws)) if n) or None
                 if start or end:
                     rows = (e for e in rows if within(e, start, end))  # type: ignore[arg-type]
                 found = rows  # type: ignore[assignment]
@@ -68,7 +69,9 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
         found = _counted(found, rows_shown)  # type: ignore[assignment]
         lines = json_lines(found) if output == "json" else history_lines(
             found, zone, "(no scaling commits)" if only is None
-            else f"(no scaling commits of set {only!r})")
+            else f"(no scaling commits of set {only!r})" if names is None or len(names) < 2
+            else f"(no scaling commits of set {only!r}, nor of its previousNames: "
+                 f"{', '.join(names[1:])})")
         _stream(lines)
         if only is not None and not rows_shown[0] and chart_path is None:
             error = unknown_set_error(ws, opts.config, only)

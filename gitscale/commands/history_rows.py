@@ -143,12 +143,14 @@ def unseen_note(ws: Workspace) -> str | None:
 
 def unknown_set_error(ws: Workspace, config_path: str, only: str) -> str | None:
     """When no row of ``only`` was found: why, if it is no set at all — neither the config
-    (the checkout's, or the branch's over a URL) nor any scaling commit names it (a typo) —
-    else None (a set that never scaled, or not in the window, or removed from the config:
-    an empty table says that). Not said when either cannot be known: a config that cannot
-    be read, a clone of recent commits only (``--since`` over a URL, a shallow checkout)."""
+    (the checkout's, or the branch's over a URL, its ``previousNames`` included) nor any
+    scaling commit names it (a typo) — else None (a set that never scaled, or not in the
+    window, or removed from the config: an empty table says that). Not said when either
+    cannot be known: a config that cannot be read, a clone of recent commits only
+    (``--since`` over a URL, a shallow checkout)."""
     configured = _config_sets(ws, config_path)
-    if configured is None or only in configured:
+    if configured is None or only in configured or any(only in previous for previous
+                                                       in configured.values()):
         return None
     from gitscale.record.history import iter_history
 
@@ -158,7 +160,8 @@ def unknown_set_error(ws: Workspace, config_path: str, only: str) -> str | None:
     if only in seen:
         return None
     return (f"no scaling commit names set {only!r}, and {config_path} has no such set (sets "
-            f"in the scaling commits: {_names(seen)}; in {config_path}: {_names(configured)})")
+            f"in the scaling commits: {_names(seen)}; in {config_path}: "
+            f"{_names(list(configured))})")
 
 
 def _names(names: list[str]) -> str:
@@ -167,16 +170,16 @@ def _names(names: list[str]) -> str:
             or "none")
 
 
-def _config_sets(ws: Workspace, config_path: str) -> list[str] | None:
-    """The set names of the config: the checkout's file (validated, as a pass reads it), or
-    over a URL the branch's (a partial clone fetches that one blob; its names only), or None
-    when it cannot be read."""
+def _config_sets(ws: Workspace, config_path: str) -> dict[str, tuple[str, ...]] | None:
+    """The set names of the config, each with its ``previousNames``: the checkout's file
+    (validated, as a pass reads it), or over a URL the branch's (a partial clone fetches that
+    one blob; its names only), or None when it cannot be read."""
     from gitscale.config.load import load_config
     from gitscale.errors import GitscaleError
 
     if ws.mode == "checkout":
         try:
-            return [s.name for s in load_config(ws.root, config_path).sets]
+            return {s.name: s.previous_names for s in load_config(ws.root, config_path).sets}
         except GitscaleError:
             return None
     import yaml
@@ -189,22 +192,36 @@ def _config_sets(ws: Workspace, config_path: str) -> list[str] | None:
     sets = doc.get("runnerSets") if isinstance(doc, dict) else None
     if not isinstance(sets, list):
         return None
-    return [s["name"] for s in sets if isinstance(s, dict) and isinstance(s.get("name"), str)]
+    found: dict[str, tuple[str, ...]] = {}
+    for item in sets:
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            previous = item.get("previousNames")
+            found[item["name"]] = tuple(n for n in previous if isinstance(n, str)) \
+                if isinstance(previous, list) else ()
+    return found
 
 
-def unknown_set_note(ws: Workspace, config_path: str, only: str | None) -> str | None:
-    """In a checkout, a --set that gitscale.yaml does not name (a typo, or a set removed since,
-    whose commits are still shown) is said on stderr, with the names it has."""
-    from gitscale.config.load import load_config
-    from gitscale.errors import GitscaleError
-
+def set_names(ws: Workspace, config_path: str, only: str | None
+              ) -> tuple[tuple[str, ...] | None, str | None]:
+    """The names whose scaling commits ``--set ONLY`` shows, and a note for stderr. A set of
+    the config with ``previousNames`` shows theirs too (each row under its commit's own name:
+    the history as it was written); an old name shows its own commits, with a note naming
+    the set it became; a name the config does not have at all is said in a checkout (a typo,
+    or a set removed since, whose commits are still shown)."""
     if only is None:
-        return None
-    try:
-        names = [s.name for s in load_config(ws.root, config_path).sets]
-    except GitscaleError:
-        return None
-    if only in names:
-        return None
-    return (f"history: {only!r} is not a set of {config_path} (its sets: "
-            f"{', '.join(names) or 'none'}); showing the scaling commits that name it")
+        return None, None
+    configured = _config_sets(ws, config_path)
+    if configured is None:
+        return (only,), None
+    if only in configured:
+        return (only, *configured[only]), None
+    became = next((name for name, previous in configured.items() if only in previous), None)
+    if became is not None:
+        return (only,), (f"history: {only!r} is a previous name of set {became!r} (its "
+                         f"previousNames in {config_path}): showing the scaling commits that "
+                         f"name {only!r}; --set {became} shows them with those since the rename")
+    if ws.mode != "checkout":
+        return (only,), None  # (over a URL, unknown_set_error says what a typo is)
+    return (only,), (f"history: {only!r} is not a set of {config_path} (its sets: "
+                     f"{', '.join(configured) or 'none'}); showing the scaling commits that "
+                     "name it")

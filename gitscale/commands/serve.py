@@ -241,6 +241,6 @@ def _check_sets(ws: Workspace, config_path: str, state_file: str, cache: StateCa
     except GitscaleError:
         return None
     check(config, serving.names)
-    names = pick(config, serving.names).names
-    check_claims(ws.root, state_file, names)
-    return len(names)
+    picked = pick(config, serving.names)
+    check_claims(ws.root, state_file, picked.sets)
+    return len(picked.sets)

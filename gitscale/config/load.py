@@ -52,6 +52,14 @@ class RunnerSetConfig:
     object: ObjectRef
     source: Source
     policy: Policy
+    # ``previousNames``: what the set was called before a rename. Its scaling commits under
+    # them are its own: `history --set`, a forecast's series and serve's reservations read them
+    previous_names: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Its name, then the names it had before (newest rename first, as written)."""
+        return (self.name, *self.previous_names)
 
     @cached_property
     def decision_key(self) -> str:
@@ -252,7 +260,9 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
                                            Source(kind, SOURCES[kind].settings(settings))))
             if isinstance(settings, str) else Source(kind, SOURCES[kind].settings(settings)),
             policy=policy,
+            previous_names=_previous_names(item, name, at, document, config_path),
         ))
+    _check_renames(sets, seen, document, config_path)
     total = (document.data.get("limits") or {}).get("maxTotalReplicas")
     if total is not None and sum(s.policy.min_replicas for s in sets) > total:
         raise ConfigError(config_path, f"limits.maxTotalReplicas {total} is less than the sets' "
@@ -262,6 +272,54 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
 
     return Config(config_path, tuple(sets), total, parse_targets(document, config_path), text,
                   document.index)
+
+
+def _previous_names(item: dict[str, Any], name: str, at: list[str | int],
+                    document: Document, config_path: str) -> tuple[str, ...]:
+    """A set's ``previousNames`` (strings of a set name's form: the schema's), each once and
+    none its own name."""
+    names = item.get("previousNames") or []
+    for number, previous in enumerate(names):
+        # (lines only for an error: they compose the whole file's node tree)
+        if previous == name:
+            raise ConfigError(config_path, f"runner set {name!r}: previousNames: {previous!r} "
+                              "is the set's own name (list only the names it had before a "
+                              "rename)", document.line_of([*at, "previousNames", number]))
+        if previous in names[:number]:
+            first = document.line_of([*at, "previousNames", names.index(previous)])
+            raise ConfigError(config_path, f"runner set {name!r}: previousNames: {previous!r} "
+                              f"is listed twice (first at line {first})",
+                              document.line_of([*at, "previousNames", number]))
+    return tuple(names)
+
+
+def _check_renames(sets: list[RunnerSetConfig], seen: dict[str, int], document: Document,
+                   config_path: str) -> None:
+    """A previous name is no current set's name, nor another set's previous name: each
+    scaling commit of the history belongs to one set (a name given up and taken by a new
+    set is the new set's, from then on and before)."""
+    claimed: dict[str, int] = {}
+    for index, runner_set in enumerate(sets):
+        for number, previous in enumerate(runner_set.previous_names):
+            if previous not in seen and previous not in claimed:
+                claimed[previous] = index
+                continue
+            # (lines only for an error: they compose the whole file's node tree)
+            line = document.line_of(["runnerSets", index, "previousNames", number])
+            if previous in seen:
+                other = document.line_of(["runnerSets", seen[previous], "name"])
+                raise ConfigError(config_path, f"runner set {runner_set.name!r}: previousNames: "
+                                  f"{previous!r} is the name of another set of this file (line "
+                                  f"{other}): its scaling commits would be read as both sets' "
+                                  "history; remove it from previousNames, or rename that set",
+                                  line)
+            if previous in claimed:
+                owner = sets[claimed[previous]].name
+                first = document.line_of(["runnerSets", claimed[previous], "previousNames"])
+                raise ConfigError(config_path, f"runner set {runner_set.name!r}: previousNames: "
+                                  f"{previous!r} is also a previous name of set {owner!r} (line "
+                                  f"{first}): a name's scaling commits are one set's history; "
+                                  "keep it on the set that took over its runners", line)
 
 
 def _top_key_line(text: str, key: str) -> int | None:

@@ -152,6 +152,9 @@ CONFIG: dict[str, Any] = {
                 "required": ["name", "manifest", "source", "policy"],
                 "properties": {
                     "name": NAME,
+                    # the names the set had before a rename: its history (the scaling
+                    # commits' trailers) under them is its own (config.load checks the rest)
+                    "previousNames": {"type": "array", "items": NAME, "maxItems": 100},
                     "manifest": {"type": "string", "minLength": 1, "maxLength": 1024},
                     "object": {
                         "type": "object",

@@ -6,7 +6,8 @@ with it). The Secret comes first so that no pod ever waits for a Secret that wil
 a crash before the pod leaves only a registration (and maybe its Secret) with no pod, which
 ``leftovers.py`` removes. A failure undoes what the runner got so far, unless the pod may
 exist after all (no answer, or a 5xx): it is looked for, and when that cannot be known the
-registration and its Secret are left, for the sweep (no pod shows up) or the pod (one does).
+registration and its Secret are left, for the sweep (no pod shows up) or the pod (one does),
+and the next pass looks for it again before it counts the set's runners (``look_again``).
 A Secret that could not be handed to its pod is handed over by a later pass (``hand_over``),
 or deleted once the pod is gone.
 
@@ -232,13 +233,15 @@ def _attempt(stop: threading.Event, kube: Kube, pods: Store, memory: Memory,
 def _for_all(exc: ControllerError) -> bool:
     """Would every creation of the set meet this refusal: the API server refusing the object
     (a 4xx: a quota, a webhook, validation, RBAC; not a 409, one name taken, nor a 408 or a
-    429, one request timed out or throttled by API priority and fairness), or the platform
-    refusing a registration (its credentials, its answer; not a name taken)? A 5xx or no
-    answer may be one request's: the others go on (the platform's own outages stop its calls
-    in ``outage.py``); and Interrupted stops the others by itself."""
+    429, one request timed out or throttled by API priority and fairness), the API server not
+    reachable at all (no connection made: down, restarting — each creation not started would
+    register its runner with the platform, then unregister it), or the platform refusing a
+    registration (its credentials, its answer; not a name taken)? A 5xx or no answer on a
+    connection made may be one request's: the others go on (the platform's own outages stop
+    its calls in ``outage.py``); and Interrupted stops the others by itself."""
     if isinstance(exc, KubeError):
-        return 400 <= exc.status < 500 and exc.status not in (408, 429) \
-            and not isinstance(exc, Conflict)
+        return exc.unreachable or (400 <= exc.status < 500 and exc.status not in (408, 429)
+                                   and not isinstance(exc, Conflict))
     return isinstance(exc, PlatformError) and not isinstance(exc, (PlatformOutage,
                                                                    RunnerNameTaken))
 
@@ -269,15 +272,16 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
     try:
         pod = kube.create_pod(body)
     except ControllerError as exc:
-        if registration is None:
-            raise
         made = _made_anyway(kube, view.namespace, name, exc)
-        if made is False:  # refused: undo
+        if made is False and registration is not None:  # refused: undo
             _quietly(kube.delete_secret, view.namespace, name)
             _quietly(platform.unregister, registration.runner_id)
+        if made is None:
+            # Unknown: the next pass looks for it before it counts its runners (``look_again``:
+            # the watch may not bring it in time). The registration and its Secret stay: with
+            # no pod, the leftover sweep removes them; the pod, if it exists after all, runs.
+            memory.maybe_created(view.key, name)
         if not isinstance(made, dict):
-            # (None: unknown. The registration and its Secret stay: with no pod, the leftover
-            # sweep removes them; the pod, if it exists after all, runs.)
             raise
         log.info("%s: pod %s was created though its creation answered: %s", view.key, name, exc)
         pod = made
@@ -343,6 +347,25 @@ def hand_over(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> A
             continue
         memory.owned(view.key, name)
     return errors
+
+
+def look_again(kube: Kube, pods: Store, memory: Memory, view: RunnerSetView) -> str | None:
+    """The set's pods whose creation got no answer and could not be looked for then (the API
+    server restarting): looked for now, before the pass counts its runners. The watch may not
+    have brought them (down too, or backing off), and a pass that counted without them would
+    fill their slots again, beyond ``replicas``. Each found goes into the cache. The error,
+    when one still cannot be looked for: the pass then decides nothing."""
+    for name in memory.maybe_created_of(view.key):
+        if pods.get(f"{view.namespace}/{name}") is None:
+            try:
+                found = kube.find_pod(view.namespace, name)
+            except ControllerError as exc:
+                return (f"{exc} (its creation got no answer: no runner created or removed "
+                        "until it is known whether it exists)")
+            if found is not None:
+                pods.put(found)
+        memory.known(view.key, name)
+    return None
 
 
 def _made_anyway(kube: Kube, namespace: str, name: str,

@@ -22,12 +22,16 @@ class UnsupportedPlatform(InvalidRunnerSet):
 
 
 class KubeError(ControllerError):
-    """The Kubernetes API refused or failed. ``status`` is the HTTP code (0: no answer)."""
+    """The Kubernetes API refused or failed. ``status`` is the HTTP code (0: no answer).
+    ``unreachable``: not even a connection could be made (refused, its name not resolved, its
+    connect timed out): the API server is down or away, for every call, not for this one."""
 
-    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+    def __init__(self, message: str, status: int = 0, reason: str = "", *,
+                 unreachable: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.unreachable = unreachable
 
 
 class NotFound(KubeError):

@@ -57,7 +57,10 @@ def call(what: str, fn: Callable[[], T]) -> T:
         late = overdue(exc)
         if late is not None:  # (no traceback: its cause is the deadline, not a bug)
             raise KubeError(f"{what}: the API server answered too slowly ({late})") from None
-        raise KubeError(f"{what}: the API server did not answer ({_no_answer(exc)})") from None
+        # (urllib3's NewConnectionError and NameResolutionError are ConnectTimeoutErrors)
+        raise KubeError(f"{what}: the API server did not answer ({_no_answer(exc)})",
+                        unreachable=isinstance(exc, urllib3.exceptions.ConnectTimeoutError)
+                        ) from None
 
 
 def overdue(exc: BaseException) -> Overdue | None:

@@ -3,7 +3,9 @@
 Runners GitHub called busy (a 422 on unregister), runners seen online, the sets whose last creations were refused
 (slow start, and the backoff before the next try), JIT Secrets whose handover to their pod
 failed, registrations suspected to be crash leftovers (seen with no pod; removed once they
-stay so for a grace period), and when each set's Secrets were last swept. All of it may be
+stay so for a grace period), pods whose creation got no answer and could not be looked for
+(the next pass looks again before it counts the set's runners), and when each set's Secrets
+were last swept. All of it may be
 lost on a restart (or a change of leader): each item only saves API calls or delays an
 action, and is learnt again — the Secrets whose handover failed, by the next sweep of the
 set's labelled Secrets (``leftovers.sweep_secrets``).
@@ -41,6 +43,7 @@ class Memory:
         self._swept: dict[str, datetime] = {}
         self._secrets_swept: dict[str, datetime] = {}
         self._said_of: dict[tuple[str, str], str] = {}
+        self._maybe: dict[str, set[str]] = {}
 
     # -- refused creations: slow start and backoff -------------------------------------------
     def refusal(self, set_key: str) -> Refusal | None:
@@ -66,6 +69,24 @@ class Memory:
             for topic in [t for t in self._said_of if t[0] == set_key]:
                 del self._said_of[topic]
             self._unowned.pop(set_key, None)  # (the set's Secrets go with it)
+            self._maybe.pop(set_key, None)
+
+    # -- pods whose creation got no answer, not found nor ruled out yet ------------------------
+    def maybe_created(self, set_key: str, pod: str) -> None:
+        with self._lock:
+            self._maybe.setdefault(set_key, set()).add(pod)
+
+    def maybe_created_of(self, set_key: str) -> list[str]:
+        with self._lock:
+            return sorted(self._maybe.get(set_key, set()))
+
+    def known(self, set_key: str, pod: str) -> None:
+        """Whether ``pod`` exists is known now (it is in the cache, or it is not stored)."""
+        with self._lock:
+            names = self._maybe.get(set_key, set())
+            names.discard(pod)
+            if not names:
+                self._maybe.pop(set_key, None)
 
     # -- JIT Secrets not handed to their pod (still the set's) --------------------------------
     def unowned(self, set_key: str) -> list[str]:

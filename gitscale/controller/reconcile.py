@@ -22,7 +22,13 @@ from datetime import timedelta
 
 from gitscale.controller import status as st
 from gitscale.controller.context import ERROR_RETRY, Context, Report
-from gitscale.controller.create import Created, create_runners, hand_over, held_back
+from gitscale.controller.create import (
+    Created,
+    create_runners,
+    hand_over,
+    held_back,
+    look_again,
+)
 from gitscale.controller.decide import (
     Actions,
     DeleteReason,
@@ -115,6 +121,13 @@ def reconcile(ctx: Context, key: str) -> Report:
         if ctx.memory.say(key, "secrets", said):
             log.warning("%s: JIT Secrets left behind not swept (tried again in %d minutes): %s",
                         key, EVERY.total_seconds() // 60, said)
+    unknown = look_again(ctx.kube, ctx.pods, ctx.memory, view)
+    if unknown is not None:  # a runner that may exist: the set's runners cannot be counted
+        report.errors.append(unknown)
+        report.failed()
+        problem = st.Problem("ApplyFailed", unknown)
+        return finish(ctx, obj, report, None, st.conditions(None, problem, (), obj.get(
+            "status"), now), now, generation=generation, observed=_patch_id(obj))
     pods = [p for p in ctx.pods.group(key) if _owned_by(p, view.uid)]
     unavailable = platform.reason if isinstance(platform, Unavailable) else None
     try:

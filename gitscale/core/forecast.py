@@ -118,7 +118,8 @@ def forecast(times: Sequence[float], levels: Sequence[int], policy: ForecastPoli
             # (gitscale commits a change only: a set quiet for that long has none either)
             return Forecast(None, "forecast: no scaling commit of this set in the history read "
                             "(a new set, one that has not scaled in that time, or a renamed "
-                            f"one: its commits name the old name), {needs}")
+                            "one: its commits name the old name, which `previousNames: [OLD]` "
+                            f"on the set makes its own), {needs}")
         held = max(now.timestamp() - times[0], 0.0) / 86400
         return Forecast(None, f"forecast: {held:.1f}d of history, {needs}")
     reach = policy.reach(window).total_seconds()

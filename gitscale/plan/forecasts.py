@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from gitscale.config.load import Config, RunnerSetConfig
 from gitscale.core.forecast import DEFAULT_WINDOW, Forecast, forecast
 from gitscale.plan.cache import StateCache
+from gitscale.record.series import DemandSeries
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import format_time
 
@@ -34,11 +35,41 @@ def read_forecasts(ws: Workspace, config: Config, cache: StateCache, now: dateti
     for runner_set in sets:
         policy = runner_set.policy.forecast
         assert policy is not None
-        times, levels = cache.series.of(runner_set.name)
+        times, levels = cache.series.of(*runner_set.names)  # its previousNames' too
         found[runner_set.name] = forecast(times, levels, policy, now, window)
+    if any(f.extra is None for f in found.values()):
+        _rename_hints(cache.series, config, sets, found)
     if ws.mode == "checkout" and any(f.extra is None for f in found.values()):
         _shallow_reason(ws, sets, found, now)
     return found
+
+
+def _rename_hints(series: DemandSeries, config: Config, sets: list[RunnerSetConfig],
+                  found: dict[str, Forecast]) -> None:
+    """A set reactive for want of history, where the history read names a set that
+    gitscale.yaml no longer has (nor as a ``previousNames``) whose commits end before this
+    set's begin: a rename not declared, most likely. Say which name, and how to declare it."""
+    known = {name for runner_set in config.sets for name in runner_set.names}
+    gone = {name: times[-1] for name, (times, _) in series.sets.items()
+            if name not in known and times}
+    if not gone:
+        return
+    for runner_set in sets:
+        if found[runner_set.name].extra is not None:
+            continue
+        times, _ = series.of(*runner_set.names)
+        first = times[0] if times else float("inf")
+        older = sorted((name for name, last in gone.items() if last <= first),
+                       key=lambda name: -gone[name])[:3]  # the latest to stop first
+        if not older:
+            continue
+        names = ", ".join(older)
+        found[runner_set.name] = Forecast(None, (
+            f"{found[runner_set.name].detail}; the history read names "
+            f"{'a set' if len(older) == 1 else 'sets'} gitscale.yaml no longer has, whose "
+            f"commits end before this set's begin: {names}: if "
+            f"{'it' if len(older) == 1 else 'one'} was this set's name, add `previousNames: "
+            f"[{older[0] if len(older) == 1 else 'NAME'}]` to the set"))
 
 
 def _shallow_reason(ws: Workspace, sets: list[RunnerSetConfig], found: dict[str, Forecast],

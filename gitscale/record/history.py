@@ -5,7 +5,7 @@ import re
 import time
 from functools import lru_cache
 from datetime import datetime, timedelta
-from typing import Iterable, Iterator, NamedTuple
+from typing import Collection, Iterable, Iterator, NamedTuple
 
 from gitscale.record.commitmsg import WRITTEN, body_details, parse_trailer
 from gitscale.repo.git import Git
@@ -75,11 +75,21 @@ class Skipped(NamedTuple):
     value: str
 
 
-def iter_history(repo_git: Git, *, only: str | None = None, details: bool = True,
+Only = str | Collection[str] | None  # one set's name, or its names (``previousNames`` too)
+
+
+def _wanted(only: Only) -> frozenset[str] | None:
+    if not only:
+        return None
+    return frozenset((only,) if isinstance(only, str) else only)
+
+
+def iter_history(repo_git: Git, *, only: Only = None, details: bool = True,
                  progress: Progress | None = None,
                  skipped: list[Skipped] | None = None) -> Iterator[Entry]:
     """Every scaling commit reachable from HEAD, newest first, as git walks them (the first
-    rows of a long history come at once); ``only`` keeps one set; ``details`` False leaves
+    rows of a long history come at once); ``only`` keeps one set (or the names given: a
+    renamed set's old ones too, each row under the name its commit gives); ``details`` False leaves
     ``Entry.detail`` empty (the table does not show it). With ``progress`` the commits are
     listed first, then read with a bar that knows their number. The trailers that could not
     be read go to ``skipped``."""
@@ -96,7 +106,7 @@ def iter_history(repo_git: Git, *, only: str | None = None, details: bool = True
         yield from parse_record(record, only=only, details=details, skipped=skipped)
 
 
-def parse_record(record: str, *, only: str | None = None, details: bool = True,
+def parse_record(record: str, *, only: Only = None, details: bool = True,
                  skipped: list[Skipped] | None = None) -> list[Entry]:
     """The entries of one ``git log`` record (commit, committer time in seconds, message);
     the ``Gitscale-Set`` trailers it cannot read (of ``only``, or of any set) go to
@@ -104,19 +114,20 @@ def parse_record(record: str, *, only: str | None = None, details: bool = True,
     return list(parse_block(record, only=only, details=details, skipped=skipped))
 
 
-def parse_block(text: str, *, only: str | None = None, details: bool = True,
+def parse_block(text: str, *, only: Only = None, details: bool = True,
                 skipped: list[Skipped] | None = None) -> Iterator[Entry]:
     """The entries of the ``git log`` records in ``text``, each ended by ``\\x1e`` (the last
     may not be), as ``parse_record`` reads each: a record as gitscale writes it in one match
     of ``_RECORD``, any other by the general reader."""
     pos, end = 0, len(text)
     match = _RECORD.match
+    wanted = _wanted(only)
     while pos < end:
         found = match(text, pos)
         if found is None:
             stop = text.find("\x1e", pos)
             stop = end if stop < 0 else stop
-            yield from _read_record(text[pos:stop], only, details, skipped)
+            yield from _read_record(text[pos:stop], wanted, details, skipped)
             pos = stop + 1
             continue
         pos = found.end()
@@ -127,7 +138,7 @@ def parse_block(text: str, *, only: str | None = None, details: bool = True,
         for name, replicas, previous, patch, queued, running, reason in (
                 [groups[3:10]] if not more else
                 [groups[3:10], *(line.groups() for line in _MORE_WRITTEN.finditer(more))]):
-            if only and name != only:
+            if wanted is not None and name not in wanted:
                 continue
             if known is None:
                 known = body_details(message)
@@ -137,7 +148,7 @@ def parse_block(text: str, *, only: str | None = None, details: bool = True,
                         None if running == "-" else int(running), reason, known.get(name, ""))
 
 
-def _read_record(record: str, only: str | None, details: bool,
+def _read_record(record: str, wanted: frozenset[str] | None, details: bool,
                  skipped: list[Skipped] | None) -> list[Entry]:
     """The general reader of one record: any message, any spelling of the trailer."""
     fields = record.strip("\n").split("\x1f")
@@ -161,7 +172,7 @@ def _read_record(record: str, only: str | None, details: bool,
         written = WRITTEN.fullmatch(value)  # set_trailers stripped it
         if written:
             name, replicas, previous, patch, queued, running, reason = written.groups()
-            if only and name != only:
+            if wanted is not None and name not in wanted:
                 continue
             if known is None:
                 known = body_details(message)
@@ -173,10 +184,10 @@ def _read_record(record: str, only: str | None, details: bool,
             continue
         line = parse_trailer(value)
         if line is None:
-            if skipped is not None and (not only or value.partition(" ")[0] == only):
+            if skipped is not None and (wanted is None or value.partition(" ")[0] in wanted):
                 skipped.append(Skipped(sha, value))
             continue
-        if only and line.name != only:
+        if wanted is not None and line.name not in wanted:
             continue
         if known is None:
             known = body_details(message)
@@ -231,7 +242,7 @@ def history_since(since: datetime | None) -> str | None:
     return None if since is None else format_time(since - MARGIN)
 
 
-def read_history(repo_git: Git, *, only: str | None = None, since: str | None = None,
+def read_history(repo_git: Git, *, only: Only = None, since: str | None = None,
                  progress: Progress | None = None,
                  skipped: list[Skipped] | None = None) -> list[Entry]:
     """``iter_history`` as a list; ``since`` (RFC 3339) keeps the entries from then on."""

@@ -41,9 +41,15 @@ class DemandSeries:
     sets: dict[str, tuple[list[float], list[int]]] = field(default_factory=dict)
     logs: int = 0  # `git log` runs so far (the tests count them)
 
-    def of(self, name: str) -> tuple[Sequence[float], Sequence[int]]:
-        """(times, levels) of one set; empty when it has no scaling commit read."""
-        return self.sets.get(name, ([], []))
+    def of(self, name: str, *previous: str) -> tuple[Sequence[float], Sequence[int]]:
+        """(times, levels) of one set; empty when it has no scaling commit read. With the
+        names it had before a rename (``previousNames``), their commits are its own too:
+        one series, in time order. (Every name's commits are read and kept, whatever the
+        config says, so a name added to ``previousNames`` needs no read of git.)"""
+        found = [self.sets[n] for n in (name, *previous) if n in self.sets]
+        if len(found) <= 1:
+            return found[0] if found else ([], [])
+        return joined(found)
 
     def update(self, git: Git, needed: datetime,
                deepen: Callable[[datetime], None] | None = None) -> bool:
@@ -148,6 +154,27 @@ class DemandSeries:
             return cls()  # read from git again
         return cls(head if isinstance(head, str) else None, float(head_time), float(since),
                    sets)
+
+
+def joined(series: Sequence[tuple[Sequence[float], Sequence[int]]]
+           ) -> tuple[list[float], list[int]]:
+    """Several names' series as one, in time order. Within one second the later name in
+    ``series`` comes first (``previousNames`` after the name: a rename's older name before
+    the commits of the name it took), each name's own order kept."""
+    spans = sorted(((times[0], times[-1], -rank) for rank, (times, _) in enumerate(series)
+                    if times))
+    if all(earlier[1] < later[0] for earlier, later in zip(spans, spans[1:])):
+        # a rename: one name's commits end before the next one's begin (nearly always)
+        times_out: list[float] = []
+        levels_out: list[int] = []
+        for _, _, rank in spans:
+            times_out += series[-rank][0]
+            levels_out += series[-rank][1]
+        return times_out, levels_out
+    points = sorted((when, -rank, index) for rank, (times, _) in enumerate(series)
+                    for index, when in enumerate(times))
+    return ([when for when, _, _ in points],
+            [series[-negated][1][index] for _, negated, index in points])
 
 
 def add(times: list[float], levels: list[int], when: float, level: int) -> None:

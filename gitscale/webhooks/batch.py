@@ -55,7 +55,7 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     serving = serving if serving is not None else Serving()
     picked = pick(config, serving.names)
     _check_owner(state, state_path, serving, picked)
-    check_claims(root, state_path, picked.names)
+    check_claims(root, state_path, picked.sets)
     serving.picked, serving.found = picked, state.served
     routed: dict[str, list[Event]] = {}
     counts: Counter[str] = Counter()
@@ -71,8 +71,9 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     reading = DemandReading()
     webhook_sets = picked.sets
     # A set removed from gitscale.yaml (or fed otherwise now, or no longer named by --set)
-    # takes its reservations with it: nothing would ever expire them.
-    books = {s.name: state.books.get(s.name, Book()) for s in webhook_sets}
+    # takes its reservations with it: nothing would ever expire them. A renamed one keeps
+    # those of its previousNames (the file names it as it was until this batch writes it).
+    books = {s.name: _book(state, s.names) for s in webhook_sets}
     corrections = corrected if corrected is not None else {}
     corrections.clear()
     renewed: dict[str, tuple[int, ...]] = {}
@@ -126,15 +127,25 @@ def batch_plan(root: Path, base: str, config_path: str, events: list[JobEvent], 
     plan.events = recorded
     plan.notes = notes
     if set(state.served) != names:
-        dropped = sorted(set(state.served) - names)
+        renamed = {old: s.name for s in webhook_sets for old in s.previous_names
+                   if old in state.served and s.name not in state.served}
+        dropped = sorted(set(state.served) - names - renamed.keys())
         plan.notes.append(f"served by webhooks: {', '.join(sorted(names)) or 'none'} "
                           f"(`gitscale run` and `reconcile` leave them alone)"
+                          + "".join(f"; {old} is {new} now (previousNames): its reservations "
+                                    "kept" for old, new in sorted(renamed.items()))
                           + (f"; no longer: {', '.join(dropped)}" if dropped else ""))
     if state_path in plan.files and not recorded and not plan.changes and not plan.notes:
         # no event, no scaling: the commit says what changed in the file (a bare `gitscale:`)
         before = state if text == committed else parse_state(committed, state_path)
         plan.notes.append(_book_changes(before.books, books, state_path))
     return plan
+
+
+def _book(state: State, names: tuple[str, ...]) -> Book:
+    """A set's reservations: under its name, else under the first of its previous names the
+    file has (written before the rename landed)."""
+    return next((state.books[name] for name in names if name in state.books), Book())
 
 
 def _check_owner(state: State, path: str, serving: Serving, picked: Picked) -> None:

@@ -241,7 +241,9 @@ class Batch:
                 said.append(f"polled, not served: {', '.join(picked.polled)} (their sources "
                             "take no webhooks: `gitscale run` or `reconcile` scales them, "
                             "beside serve)")
-            dropped = sorted(set(serving.found) - set(picked.names))
+            # (a set's previousNames are not dropped: its reservations were kept)
+            dropped = sorted(set(serving.found) - set(picked.names)
+                             - {old for s in picked.sets for old in s.previous_names})
             if dropped:
                 said.append(f"no longer served here: {', '.join(dropped)} (reservations dropped; "
                             "a `gitscale serve` that serves them needs its own --state-file)")

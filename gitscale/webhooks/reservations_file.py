@@ -135,8 +135,13 @@ def served_sets(root: Path, skip: str | None = None) -> dict[str, str]:
 def leave_served(root: Path, config: Config) -> tuple[Config, dict[str, str]]:
     """``config`` without the sets `gitscale serve` scales, and those sets with the reason."""
     served = served_sets(root)
-    left = {s.name: f"served by webhooks (`gitscale serve`, {served[s.name]}): left alone"
-            for s in config.sets if s.name in served}
+    if not served:
+        return config, {}
+    # a renamed set is served under its old name until serve's next batch writes the new one
+    left = {s.name: f"served by webhooks (`gitscale serve`, {served[name]}"
+            f"{'' if name == s.name else f', as {name}'}): left alone"
+            for s in config.sets
+            for name in [next((n for n in s.names if n in served), None)] if name is not None}
     if not left:
         return config, {}
     return replace(config, sets=tuple(s for s in config.sets if s.name not in left)), left

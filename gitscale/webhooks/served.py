@@ -58,11 +58,15 @@ def pick(config: Config, names: Sequence[str] | None) -> Picked:
     polled = tuple(f"{s.name} ({s.source.kind})" for s in config.sets if not takes_webhooks(s))
     if names is None:
         return Picked(webhook, {}, polled=polled)
-    wanted = set(names)
     by_name = {s.name: s for s in config.sets}
+    # a name a set had before (previousNames): a serve started with --set OLD goes on
+    # serving the set after the rename lands
+    renamed = {old: s for s in config.sets for old in s.previous_names}
+    wanted: set[str] = set()
     unservable: dict[str, str] = {}
     for name in dict.fromkeys(names):
-        found = by_name.get(name)
+        found = by_name.get(name) or renamed.get(name)
+        wanted.add(found.name if found is not None else name)
         if found is None:
             unservable[name] = f"not a runner set of {config.path}"
         elif not takes_webhooks(found):
@@ -86,13 +90,20 @@ def check(config: Config, names: Sequence[str] | None) -> None:
     raise InputError("--set", f"{said} ({known})")
 
 
-def check_claims(root: Path, state_path: str, serving: Sequence[str]) -> None:
-    """No other reservations file lists a set this serve scales under ``served:``: two servers
-    writing one set's replicas from two files would undo each other's reservations."""
+def check_claims(root: Path, state_path: str, serving: Sequence[RunnerSetConfig]) -> None:
+    """No other reservations file lists a set this serve scales under ``served:``, by its
+    name or a ``previousNames`` (a file written before the rename, as ``leave_served`` reads
+    it): two servers writing one set's replicas from two files would undo each other's
+    reservations."""
     others = served_sets(root, skip=state_path)
-    taken = sorted(name for name in serving if name in others)
-    if taken:
-        where = sorted({others[name] for name in taken})
+    if not others:
+        return
+    claims = sorted((s.name, name) for s in serving
+                    for name in [next((n for n in s.names if n in others), None)]
+                    if name is not None)
+    if claims:
+        taken = [name if claim == name else f"{name} (as {claim})" for name, claim in claims]
+        where = sorted({others[claim] for _, claim in claims})
         raise ReservationsError(
             "--state-file", f"{', '.join(taken)} already served by {', '.join(where)} (another "
             f"`gitscale serve`'s --state-file, listing it under `served:`): give each serve "

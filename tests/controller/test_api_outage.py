@@ -22,8 +22,10 @@ from gitscale.controller.cache import BACKOFF_MAX, Informer, Store, runner_pod_f
 from gitscale.controller.errors import KubeError
 from gitscale.controller.kube import Kube
 from gitscale.controller.kube_config import client_for, load
+from gitscale.controller.loop import Controller
 from gitscale.controller.observe import LABEL_SET
-from tests.controller.harness import NS, Harness, buildkite_spec, start
+from gitscale.controller.platforms import Platforms
+from tests.controller.harness import NS, Elapsed, Harness, buildkite_spec, start
 from tests.controller.test_kube_config import kubeconfig
 from tests.helpers import wait_for
 from tests.kubeapi.proxy import BlackHoleProxy
@@ -324,7 +326,7 @@ def test_a_cluster_without_the_crd_is_told_how_to_install_it(
     """A 404 on the RunnerSets' list is a CRD that is not installed (the controller deployed
     before it, or its namespace's kustomization without it): the warning says so and how to
     install it, not only "the server could not find the requested resource"."""
-    from gitscale.controller.loop import CRD_MISSING, Controller
+    from gitscale.controller.loop import CRD_MISSING
 
     caplog.set_level(logging.INFO, "gitscale.controller")
     api.inject_error("list", "runnersets", code=404, reason="NotFound",
@@ -346,3 +348,36 @@ def test_a_cluster_without_the_crd_is_told_how_to_install_it(
     assert "could not find the requested resource" in warnings[0]
     assert f": {CRD_MISSING} (retrying in 0.05s)" in warnings[0]
     assert "gitscale crd | kubectl apply -f -" in CRD_MISSING
+
+
+def test_an_api_server_gone_mid_wave_ends_the_creations_not_started(harness: Harness) -> None:
+    """The API server goes away during a wave (a restart: connections refused). Every creation
+    not started yet would meet that too, and each would first register its runner with GitHub,
+    then unregister it: two content-creating requests a runner, where GitHub allows 80 a
+    minute (a 60-runner wave sent 120, a 500-runner one 1,000, in a second). The first
+    connection refused ends them, as a refusal of the API server does."""
+    proxy = BlackHoleProxy(harness.api.server_address).start()  # the API server's address
+    kube = Kube(client_for(proxy.url))
+    controller = Controller(kube, clock=harness.clock, concurrency=4, platforms=Platforms(
+        kube.read_secret, list_max_age=0, clock=Elapsed(harness.clock)))
+    creations: list[str] = []
+
+    def restart(verb: str, resource: str, query: dict[str, str]) -> None:
+        if (verb, resource) == ("create", "pods") and "dryRun" not in query:
+            creations.append(verb)
+            if len(creations) == 3:
+                proxy.stop()  # down: this answer lost, every connection after it refused
+    harness.write("rs", 60, 1)
+    controller.start(workers=False)
+    try:
+        assert controller.synced(5)
+        wait_for(lambda: controller.runnersets.get(f"{NS}/rs"), 5)
+        harness.api.on_call(restart)
+        report = controller.reconcile(f"{NS}/rs")
+    finally:
+        controller.stop()
+        kube.close()
+    registered = harness.github.count("POST", "generate-jitconfig")
+    assert registered <= 3 * 4, registered  # (a few for each of the 4 in flight, not 60)
+    assert report.errors[0].startswith("create ") and "the API server did not answer" in \
+        report.errors[0] and len(report.created) < 10

@@ -280,6 +280,35 @@ def test_when_nobody_can_say_whether_the_pod_exists_the_sweep_decides(harness: H
     assert [r.name for r in harness.github.runners.values()] == [made]
 
 
+@pytest.mark.parametrize("lookup", ["answered", "failed"])
+def test_a_pod_stored_though_its_answer_was_lost_is_not_made_again(
+        harness: Harness, lookup: str) -> None:
+    """A Buildkite pod's creation answered 504 (or not at all: the API server restarting) was
+    stored all the same, and the pod watch is down, so the cache cannot say. The pod is looked
+    for at once, or, when that fails too, by the next pass before it counts its runners: its
+    slot is not filled a second time, beyond replicas (it was: 3 pods for replicas 2)."""
+    harness.write("bk", 2, 1, spec=buildkite_spec())
+    harness.catch_up()
+    watches = harness.api.call_count("watch", "pods")
+    held = harness.api.hang("watch", "pods")  # the pod watch, down until the end
+    harness.api.drop_watches()
+    eventually(lambda: harness.api.call_count("watch", "pods") > watches, 5)
+    harness.api.inject_error("create", "pods", applied=True, **TIMEOUT)
+    if lookup == "failed":
+        harness.api.inject_error("list", "pods", **TIMEOUT)  # the look for it
+    first = harness.controller.reconcile(f"{NS}/bk")
+    assert len(harness.pods("bk")) == 2
+    if lookup == "answered":
+        assert len(first.created) == 2 and first.errors == []
+    else:
+        assert len(first.created) == 1 and "504 Timeout" in first.errors[0]
+    harness.clock.advance(10)
+    second = harness.controller.reconcile(f"{NS}/bk")
+    held.set()
+    assert second.created == [] and len(harness.pods("bk")) == 2, second.errors
+    assert second.errors == []
+
+
 def test_a_secret_not_handed_to_its_pod_is_handed_over_or_deleted_later(
         harness: Harness) -> None:
     """The handover of the JIT Secret from the set to the pod failed: still the set's, it

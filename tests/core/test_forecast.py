@@ -321,8 +321,8 @@ def test_no_history_at_all_falls_back() -> None:
     found = forecast([], [], POLICY, MONDAY)
     assert found.extra is None and found.detail == (
         "forecast: no scaling commit of this set in the history read (a new set, one that has "
-        "not scaled in that time, or a renamed one: its commits name the old name), needs 14d: "
-        "reactive until then")
+        "not scaled in that time, or a renamed one: its commits name the old name, which "
+        "`previousNames: [OLD]` on the set makes its own), needs 14d: reactive until then")
 
 
 def test_a_first_commit_at_the_burst_shows_no_rise() -> None:

@@ -240,5 +240,5 @@ def test_a_set_quiet_for_longer_than_the_history_read_is_not_said_to_be_new(
     assert found.extra is None
     assert found.detail == (
         "forecast: no scaling commit of this set in the history read (a new set, one that has "
-        "not scaled in that time, or a renamed one: its commits name the old name), needs 14d: "
-        "reactive until then")
+        "not scaled in that time, or a renamed one: its commits name the old name, which "
+        "`previousNames: [OLD]` on the set makes its own), needs 14d: reactive until then")

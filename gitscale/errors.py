@@ -56,7 +56,14 @@ class GitError(GitscaleError):
 
 
 class PushRejected(GitError):
-    """The remote refused the push for a reason retrying cannot fix (hook, branch protection)."""
+    """The remote refused the push for a reason retrying cannot fix (hook, branch protection).
+    Its message is `reconcile`'s, which gives up ("not retried"); ``retried()`` is the same
+    refusal as said by a loop that tries again (`run`, `serve`)."""
+
+    FINAL = "; not retried."
+
+    def retried(self) -> str:
+        return str(self).replace(self.FINAL, ".", 1)
 
 
 class PushRaced(GitError):

@@ -23,12 +23,13 @@ from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, log
 from gitscale.commands.reconcile import Planner
 from gitscale.plan.pass_watch import PassWatch, stall_limit
 from gitscale.demand.resolve import Sources
-from gitscale.errors import GitError, GitscaleError, InputError
+from gitscale.errors import GitError, GitscaleError, InputError, PushRejected
 from gitscale.redact import redact
 from gitscale.notify.failures import NotifyStreaks
 from gitscale.plan.landing import describe_landing, land
 from gitscale.streak import Streak
 from gitscale.timeutil import backoff, format_time, parse_duration, utcnow
+from gitscale.repo.git_output import refused_push_remedy
 from gitscale.repo.opening import open_workspace
 from gitscale.repo.workspace import Workspace
 
@@ -144,7 +145,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                 if max_passes is not None and passes >= max_passes:
                     break
                 wait = max(0.0, state.delay() - (time.monotonic() - started))
-                if state.said:
+                if state.said and not stop.is_set():  # (stopped mid-pass: no next one)
                     log(f"next pass in {wait:.0f}s")
                 stop.wait(wait)
     finally:
@@ -220,6 +221,12 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: State
         if not fresh and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
         landed = land(ws, planner, cache=cache, say=log, told=state.notify)
+    except PushRejected as exc:  # `reconcile` gives up on it; the loop tries again
+        _failed(state, metrics, exc, now, started, redact(exc.retried()),
+                report="\nrun tries again at every pass; to land its changes, "
+                + refused_push_remedy("run", ws.remote_branch or ws.branch))
+        state.git_failed = True
+        return exc.exit_code
     except GitscaleError as exc:
         _failed(state, metrics, exc, now, started, redact(str(exc)))
         state.git_failed = isinstance(exc, GitError)

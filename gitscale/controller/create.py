@@ -372,9 +372,10 @@ def _made_anyway(kube: Kube, namespace: str, name: str,
                  exc: ControllerError) -> RawObject | Literal[False] | None:
     """After a pod creation failed: the pod if it exists all the same, False if it surely
     does not, None if that cannot be known. No answer (or a 5xx, such as a timeout between the
-    API server and etcd) does not say the pod was not stored: look for it."""
-    if not isinstance(exc, KubeError) or 0 < exc.status < 500:
-        return False  # refused (quota, webhook, validation, conflict): it was not created
+    API server and etcd) does not say the pod was not stored: look for it. No connection at
+    all (``unreachable``) does: the request never left."""
+    if not isinstance(exc, KubeError) or 0 < exc.status < 500 or exc.unreachable:
+        return False  # refused (quota, webhook, validation, conflict) or never sent
     try:
         found = kube.find_pod(namespace, name)
     except ControllerError:

@@ -45,11 +45,19 @@ def push_failure(remote: str, branch: str, result: Result) -> GitError:
         return PushRejected(
             "the remote refused the push"
             + (f" ({reason.group(1)})" if reason else "")
-            + " — branch protection or a server hook; not retried.\n"
+            + f" — branch protection or a server hook{PushRejected.FINAL}\n"
             + redact("\n".join(hook_says)).strip())
     if "[rejected]" in text and re.search(r"fetch first|non-fast-forward|stale info", text):
         return PushRaced("the branch moved while we were working (non-fast-forward)")
     return GitError(describe_failure(("push", remote, branch), result))
+
+
+def refused_push_remedy(who: str, branch: str) -> str:
+    """What a person can change when the remote refuses every push of ``who`` (`run`,
+    `serve`) to ``branch``: one wording for both loops."""
+    return (f"let the identity {who} pushes as (GITSCALE_GIT_TOKEN's user, the deploy key) "
+            f"push to {branch} (a bypass of the branch protection rule or hook), or give "
+            f"{who} a branch it may push to (--branch)")
 
 
 def describe_failure(args: Sequence[str], result: Result) -> str:

@@ -19,6 +19,7 @@ from gitscale.plan.cache import StateCache
 from gitscale.plan.forecasts import read_forecasts
 from gitscale.plan.landing import Landed, describe_landing, land
 from gitscale.redact import redact
+from gitscale.repo.git_output import refused_push_remedy
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import backoff, format_time, utcnow
 from gitscale.webhooks.batch import batch_plan
@@ -105,9 +106,9 @@ class Batch:
             self.metrics.failed(exc, time.monotonic() - started)
             self.batcher.give_back(events)
             bug = not isinstance(exc, GitscaleError)
-            what = crash.summary(exc) if bug else redact(str(exc))
-            if isinstance(exc, PushRejected):  # final for `reconcile`; serve tries again
-                what = what.replace("; not retried.", ".")  # (in /healthz as in the log)
+            what = crash.summary(exc) if bug else redact(
+                exc.retried() if isinstance(exc, PushRejected)  # (serve tries again: in
+                else str(exc))                                  # /healthz as in the log)
             with self.batcher.lock:
                 self.batcher.failures += 1
                 self.batcher.last_error = what
@@ -174,10 +175,8 @@ class Batch:
         streak = self.streak
         if isinstance(exc, PushRejected):
             what += (f"\nserve keeps the events and tries again every {MAX_BACKOFF:g} s; to "
-                     f"land them, let the identity serve pushes as (GITSCALE_GIT_TOKEN's user, "
-                     f"the deploy key) push to {self.ws.remote_branch or self.ws.branch} (a "
-                     "bypass of the branch protection rule or hook), or serve a branch it may "
-                     "push to (--branch)")
+                     "land them, " + refused_push_remedy(
+                         "serve", self.ws.remote_branch or self.ws.branch))
         if streak.count == 1:
             return (f"batch failed, {_events(waiting)} kept for the next try (retried with "
                     f"backoff up to {MAX_BACKOFF:g} s; /healthz says degraded; this error is "

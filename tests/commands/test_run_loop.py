@@ -152,6 +152,32 @@ def test_a_bug_in_a_pass_is_reported_and_the_loop_goes_on(
     assert EXIT_CRASH == 70
 
 
+def test_a_stop_during_a_pass_announces_no_next_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGTERM while a pass pushes: the pass lands, then the loop stops. It said `next pass
+    in 0s` between the two, a pass that never came."""
+    import gitscale.commands.run as run_module
+    from gitscale.commands import RepoOptions
+
+    checkout = setup(tmp_path)
+    real_land = run_module.land
+    stop = threading.Event()
+
+    def land_then_stop(*args, **kwargs):  # type: ignore[no-untyped-def]
+        stop.set()  # (the signal handler's doing, mid-pass)
+        return real_land(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "land", land_then_stop)
+    code = run_module.run_loop(RepoOptions(str(checkout), None, "gitscale.yaml"),
+                               interval="1s", demand=None, max_passes=None, stop=stop)
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert code == 0
+    assert lines[-2].startswith("pass at ") and "linux 0→3; committed " in lines[-2], lines
+    assert lines[-1] == "stopped after 1 passes", lines
+    assert not any(line.startswith("next pass in") for line in lines), lines
+
+
 def test_a_forecast_in_run_serves_until_the_next_pass(tmp_path: Path) -> None:
     """`run --interval 30s`: a forecast set's cushion counts the jobs that arrived within
     reach = 30s + 1m lead - 30s wait = 1m of each other (a single CLI pass, which does not

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from gitscale.controller.cache import BACKOFF_MAX, Informer, Store, runner_pod_fields
+from gitscale.controller.create import _made_anyway
 from gitscale.controller.errors import KubeError
 from gitscale.controller.kube import Kube
 from gitscale.controller.kube_config import client_for, load
@@ -381,3 +382,22 @@ def test_an_api_server_gone_mid_wave_ends_the_creations_not_started(harness: Har
     assert registered <= 3 * 4, registered  # (a few for each of the 4 in flight, not 60)
     assert report.errors[0].startswith("create ") and "the API server did not answer" in \
         report.errors[0] and len(report.created) < 10
+
+
+def test_a_pod_creation_that_made_no_connection_made_no_pod() -> None:
+    """A creation that got no answer may have been stored: it is looked for, and when the
+    look-up fails too, nobody knows (None: the registration stays, the next pass looks again).
+    One that made no connection at all was never sent: surely no pod (False: undone at once),
+    without a look-up that could not answer either."""
+    with socket.socket() as sock:  # a port nothing listens on: connections refused
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    kube = Kube(client_for(url))
+    try:
+        no_answer = KubeError("create pod: the API server did not answer (reset)")
+        refused = KubeError("create pod: the API server did not answer (refused)",
+                            unreachable=True)
+        assert _made_anyway(kube, NS, "rs-abc", no_answer) is None
+        assert _made_anyway(kube, NS, "rs-abc", refused) is False
+    finally:
+        kube.close()

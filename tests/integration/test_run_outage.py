@@ -181,3 +181,31 @@ def test_a_clone_made_again_that_meets_an_input_error_is_a_failed_pass(tmp_path:
         return lambda: git(remote, "symbolic-ref", "HEAD", "refs/heads/main")
 
     break_the_kept_clone_then(tmp_path, lose_the_default_branch, failed="does not exist there")
+
+
+def test_a_push_refused_by_a_hook_says_that_run_tries_again_and_what_to_change(
+        tmp_path: Path) -> None:
+    """Branch protection (a pre-receive hook that declines): the loop said `reconcile`'s "not
+    retried" while it tried again at every pass, and not what a person could change; serve
+    said both. Now the first failure says the hook's words, that run tries again, and what to
+    change; a repeat is the hook's line (the refusal's cause), not the advice."""
+    remote = make_bare(tmp_path, "remote.git", FILES)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'GH006: Protected branch update failed for "
+                    "refs/heads/main.' >&2\nexit 1\n")
+    os.chmod(hook, 0o755)
+    result = subprocess.run(
+        [sys.executable, "-c", FAST_RUN, "run", "--repo", str(remote), "--interval", "1s",
+         "--max-passes", "2"], capture_output=True, text=True, timeout=60,
+        env=cli_env({"GITSCALE_CACHE_DIR": str(tmp_path / "cache")}))
+    err = result.stderr
+    assert result.returncode == 1, err
+    assert "not retried" not in err, err
+    assert err.count("GH006: Protected branch update failed") == 2, err
+    assert ("run tries again at every pass; to land its changes, let the identity run pushes "
+            "as (GITSCALE_GIT_TOKEN's user, the deploy key) push to main") in err, err
+    assert "(--branch)" in err
+    [repeat] = [line for line in err.splitlines() if "pass failed (2 in a row since " in line]
+    assert repeat.endswith(": the same error again: remote: GH006: Protected branch update "
+                           "failed for refs/heads/main."), err
+    assert "Traceback" not in err

@@ -71,6 +71,13 @@ class Streak:
         return ended
 
 
+def told(ended: tuple[int, str], one: str, many: str) -> str:
+    """A streak that ended (``Streak.ended``) in words: ``1 failed poll in 5s``, ``3 failed
+    polls in 2m00s`` (``one``/``many``: the noun for one failure and for several)."""
+    count, lasted = ended
+    return f"{count} failed {one if count == 1 else many} in {lasted}"
+
+
 @dataclass(frozen=True)
 class Tally:
     """What was dropped since it was last said."""

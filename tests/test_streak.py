@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitscale.streak import Dropped, Streak, duration
+from gitscale.streak import Dropped, Streak, duration, told
 
 
 class Clock:
@@ -50,3 +50,13 @@ def test_dropped_events_are_said_at_once_then_at_most_every_interval_with_a_coun
 ])
 def test_durations_are_said_briefly(seconds: float, said: str) -> None:
     assert duration(seconds) == said
+
+
+@pytest.mark.parametrize(("ended", "one", "many", "said"), [
+    pytest.param((1, "5s"), "poll", "polls", "1 failed poll in 5s", id="one"),
+    pytest.param((3, "2m00s"), "try", "tries", "3 failed tries in 2m00s", id="several"),
+    pytest.param((2, "1s"), "push", "pushes", "2 failed pushes in 1s", id="irregular"),
+])
+def test_an_ended_streak_is_told_in_the_right_number(ended: tuple[int, str], one: str,
+                                                     many: str, said: str) -> None:
+    assert told(ended, one, many) == said

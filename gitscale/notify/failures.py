@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from gitscale.streak import REMIND_EVERY, Streak, duration, without_ids
+from gitscale.streak import REMIND_EVERY, Streak, duration, told, without_ids
 
 POLL_STILL = "the engine's own poll still applies"
 
@@ -43,8 +43,7 @@ class NotifyStreaks:
         ended = streak.ended() if streak is not None else None
         if ended is None:
             return None
-        return (f"notify {label} works again, after {ended[0]} failed "
-                f"push{'es' if ended[0] != 1 else ''} in {ended[1]}")
+        return f"notify {label} works again, after {told(ended, 'push', 'pushes')}"
 
 
 def _same(problem: str) -> str:

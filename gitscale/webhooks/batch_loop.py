@@ -28,7 +28,7 @@ from gitscale.webhooks.delivery import JobEvent
 from gitscale.webhooks.hold import Hold
 from gitscale.webhooks.resync import Listing
 from gitscale.webhooks.served import Serving
-from gitscale.streak import Dropped, Streak, duration, without_counts
+from gitscale.streak import Dropped, Streak, duration, told, without_counts
 
 # A failed batch is retried at least this often: its events are jobs waiting for runners, and
 # a retry is a fetch (and a push) — cheap for the remote, and the events land within a minute
@@ -128,7 +128,7 @@ class Batch:
         held_since = hold.waiting()
         ended = self.streak.ended()
         if ended is not None:
-            log(f"batches land again, after {ended[0]} failed tries in {ended[1]}")
+            log(f"batches land again, after {told(ended, 'try', 'tries')}")
         self.metrics.landed(landed, time.monotonic() - started)
         self._tell_dropped(unrouted)
         self._tell_served()

@@ -19,7 +19,7 @@ from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import utcnow
 from gitscale.webhooks.resync import Listing, list_jobs
 from gitscale.webhooks.served import Serving, pick
-from gitscale.streak import Streak, duration
+from gitscale.streak import Streak, duration, told
 
 CLOSE_GRACE = 5.0  # seconds a resync poll in flight at a stop has to finish
 
@@ -80,7 +80,7 @@ class Resyncer:
                 return None
             ended = self.streak.ended()
             if ended is not None:
-                log(f"resync works again, after {ended[0]} failed polls in {ended[1]}")
+                log(f"resync works again, after {told(ended, 'poll', 'polls')}")
             self.ready = polled
         listing, self.ready = self.ready, None
         return listing

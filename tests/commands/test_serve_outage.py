@@ -57,6 +57,7 @@ def wait_until(check: object, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_a_git_server_gone_for_a_while_is_one_line_and_every_event_lands(
         repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Each retry logged the whole git error again (three lines each, every backoff); now the
@@ -93,6 +94,7 @@ def test_a_git_server_gone_for_a_while_is_one_line_and_every_event_lands(
     assert "Traceback" not in err and TOKEN not in err
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_a_push_refused_for_good_says_what_to_do_once(
         repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Branch protection: the refusal said "not retried" (in the log, then in /healthz's
@@ -137,6 +139,7 @@ def test_a_push_refused_for_good_says_what_to_do_once(
                  ".gitscale/reservations.yaml:5: not a reservations file gitscale wrote "
                  "(running: 'maybe' is not true or false)", id="reservations"),
 ])
+@pytest.mark.usefixtures("quick_batches")
 def test_a_file_broken_by_hand_while_serve_runs_is_named_and_the_fix_lands_the_events(
         repo: Path, capfd: pytest.CaptureFixture[str], path: str, broken: str,
         where: str) -> None:
@@ -202,6 +205,7 @@ def test_deliveries_no_set_takes_are_counted_said_and_not_stored(
     assert not any(f"job: {n}," in book for n in (1, 2, 4))
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_a_batch_held_by_a_push_that_never_ends_is_stuck_then_fails_and_lands(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A push that hangs (here the remote's pre-receive hook) held serve's batch for ever while

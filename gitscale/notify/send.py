@@ -99,7 +99,18 @@ def _notify(client: HttpClient, target: Target, pushed: Pushed) -> str | None:
     text = _clean(" ".join(answer.text.split()), secret, req)
     if len(text) > ANSWER_SHOWN:
         text = text[:ANSWER_SHOWN] + "…"
-    return f"HTTP {answer.status}" + (f": {text}" if text else "")
+    return f"HTTP {answer.status}" + (f": {text}" if text else "") + _refused(target, answer.status)
+
+
+def _refused(target: Target, status: int) -> str:
+    """For a refusal (401/403) of a target with a secret: which one, as gitscale.yaml declares
+    it and where (the person paged must not map a URL back to a credential by hand)."""
+    if status not in (401, 403) or target.secret is None:
+        return ""
+    ((kind, where),) = dict(target.secret).items()
+    what = "token" if target.kind == "flux" else "secret"
+    at = f" at {target.where}" if target.where else ""
+    return f" (the {what} from {{{kind}: {where}}}{at}, read again for each notification)"
 
 
 ANSWER_SHOWN = 160  # characters of an error answer in the log line

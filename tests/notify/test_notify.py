@@ -436,6 +436,11 @@ notify:
     assert code == 0, err
     (line,) = [line for line in err.splitlines() if "notify" in line]
     assert 'failed: HTTP 401: {"message": "secret *** does not match"}' in line, line
+    # which credential it refused, where gitscale.yaml declares it
+    lines = (checkout / "gitscale.yaml").read_text().splitlines()
+    (number,) = [n for n, text in enumerate(lines, 1) if "HOOK_SECRET" in text]
+    assert (f"(the secret from {{env: HOOK_SECRET}} at gitscale.yaml:{number}, read again for "
+            "each notification)") in line, line
     for shown in (secret, echoed, "hook-", "77aa"):
         assert shown not in out + err
 

@@ -190,8 +190,7 @@ def config_sets(ws: Workspace, config_path: str) -> dict[str, tuple[str, ...]]:
     if ws.mode == "checkout":
         config = load_config(ws.root, config_path)
     else:
-        config = config_from_commit(config_path, ws.git.blob(f"HEAD:{config_path}"),
-                                    lambda name: ws.git.blob(f"HEAD:policies/{name}.yaml"))
+        config = config_from_commit(config_path, lambda path: ws.git.entry("HEAD", path))
     return {s.name: s.previous_names for s in config.sets}
 
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 SourceKind = str  # a key of gitscale.config.sources.SOURCES
 # a commit's policies/NAME.yaml by NAME: its text, or None when the commit has none
 PresetReader = Callable[[str], Optional[str]]
+# a path of a commit: its git mode and, for a file, its bytes (``Git.entry``); None: no such path
+CommitEntry = Callable[[str], Optional[tuple[str, Optional[bytes]]]]
+SYMLINK = "120000"  # git's mode of a symlink
 MAX_SETS = 100_000  # runnerSets' maxItems in schemas.CONFIG
 
 
@@ -175,24 +178,50 @@ def load_config(root: Path, config_path: str = DEFAULT_CONFIG,
     return config
 
 
-def config_from_commit(config_path: str, data: bytes | None,
-                       presets: Callable[[str], bytes | None]) -> Config:
+def config_from_commit(config_path: str, entry: CommitEntry) -> Config:
     """The config of a commit that is not checked out (`history`'s clone of a URL holds commit
-    messages, no files): ``data`` is its config file (None: the commit has none) and
-    ``presets(NAME)`` its ``policies/NAME.yaml`` (None: gitscale's own preset of that name).
-    Validated as ``load_config`` validates a checkout's, each error at its line; the paths as
-    written (there is no file on disk to be a link)."""
-    relative_path(config_path, config_path, ConfigError)
-    if data is None:
+    messages, no files): ``entry(PATH)`` is a path of the commit as git keeps it (its mode and
+    a file's bytes; None: the commit has no such path), read for the config file and the
+    ``policies/NAME.yaml`` presets it names (none: gitscale's own preset of that name).
+    Validated as ``load_config`` validates a checkout's, each error at its line, with its words
+    for a folder or a symlink where a file belongs."""
+    pure = relative_path(config_path, config_path, ConfigError)
+    found = _committed(entry, pure, config_path)
+    if found is None:
         raise ConfigError(config_path, "not found in the config repo (run `gitscale init`?)")
+    if found[1] is None:
+        raise ConfigError(config_path, "is a directory, not a config file (--config names "
+                          "the file in the config repo, such as gitscale.yaml)")
 
     def preset(name: str) -> str | None:
-        found = presets(name)
-        return None if found is None else _blob_text(found, f"policies/{name}.yaml")
+        label = f"policies/{name}.yaml"
+        for path in ("policies", label):
+            if (mode := entry(path)) is not None and mode[0] == SYMLINK:
+                raise ConfigError(path, "is a symlink (gitscale reads only regular files in "
+                                  "the config repo)")
+        text = entry(label)
+        # (a folder of that name is not a preset: the shipped one applies, as in a checkout)
+        return None if text is None or text[1] is None else _blob_text(text[1], label)
 
-    config = _parse(None, config_path, _blob_text(data, config_path), preset)
+    config = _parse(None, config_path, _blob_text(found[1], config_path), preset)
     hold_named(config.secrets)
     return config
+
+
+def _committed(entry: CommitEntry, pure: PurePosixPath,
+               source: str) -> tuple[str, bytes | None] | None:
+    """``pure`` in a commit; a symlink on its way is an error, as ``safe_repo_path`` says it."""
+    for depth in range(1, len(pure.parts) + 1):
+        path = "/".join(pure.parts[:depth])
+        found = entry(path)
+        if found is None:
+            return None
+        if found[0] == SYMLINK:
+            raise ConfigError(source, f"{source!r} goes through a symlink ({path}); gitscale "
+                              "edits only regular files inside the config repo")
+        if depth == len(pure.parts):
+            return found
+    return None
 
 
 def _blob_text(data: bytes, label: str) -> str:

@@ -164,3 +164,29 @@ def test_a_preset_of_the_config_repo_is_read_over_a_url(tmp_path: Path, capsys) 
         code, out, err = run(capsys, "history", "--repo", where, "--set", "linux")
         assert (code, out) == (1, "") and err.startswith(
             "error: policies/team.yaml:2: "), (where, err)
+
+
+def test_a_config_path_is_read_alike_in_both_modes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Over a URL the branch's config was asked of git as `HEAD:<--config>`: `./gitscale.yaml`
+    (which a checkout, and `plan` over a URL, read) was "not found", and a folder's listing
+    was parsed as the config (`'tree HEAD:sets\\n…' is not of type object`), a symlink's
+    target as its text."""
+    checkout, remote = _scaled(tmp_path, capsys)
+    (checkout / "link.yaml").symlink_to("gitscale.yaml")
+    git(checkout, "add", "link.yaml")
+    git(checkout, "commit", "-qm", "a link")
+    git(checkout, "push", "-q")
+    for where in _where(checkout, remote):
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linux",
+                             "--config", "./gitscale.yaml")
+        assert code == 0 and out.count(" linux ") == 1, (where, out, err)
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linux",
+                             "--config", "sets")
+        assert (code, out, err) == (1, "", "error: sets: is a directory, not a config file "
+                                    "(--config names the file in the config repo, such as "
+                                    "gitscale.yaml)\n"), where
+        code, out, err = run(capsys, "history", "--repo", where, "--set", "linux",
+                             "--config", "link.yaml")
+        assert (code, out, err) == (1, "", "error: link.yaml: 'link.yaml' goes through a "
+                                    "symlink (link.yaml); gitscale edits only regular files "
+                                    "inside the config repo\n"), where

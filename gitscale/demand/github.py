@@ -293,11 +293,14 @@ class GitHubPoller:
                      "must be accepted on its installation; docs/credentials.md")
         app, name = self.settings.app, self.client.http.name
         if app is not None:
+            # (``GitHubAuth.refused``: only a 401 drops the token for another exchange)
+            again = (", exchanged again after a refusal unless it is less than 30 s old"
+                     if exc.status == 401 else
+                     "; a 403 refuses a permission: not exchanged again")
             return CredentialRefused(
                 f"GitHub refused the installation token of GitHub App {app.app_id} (minted "
                 f"with the key from {declared(app.private_key)}",
-                ", exchanged again after a refusal unless it is less than 30 s old): "
-                f"{str(exc).removeprefix(name + ': ')}; "
+                f"{again}): {str(exc).removeprefix(name + ': ')}; "
                 f"{APP_CHECK if check is TOKEN_CHECK else check}", app.private_key)
         assert self.settings.token is not None  # (settings name a token or an app)
         return refusal("GitHub", "token", self.settings.token, exc, name, check)

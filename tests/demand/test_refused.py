@@ -205,3 +205,20 @@ def test_serves_resync_names_the_refused_credential_at_its_line(gh: FakeGitHub,
         f"refused the token from {{file: {token}}} (read again after the refusal: still "
         f"refused): GET {gh.url}/orgs/acme/repos?per_page=100&type=all answered 401: Bad "
         f"credentials; {GITHUB_CHECK}")
+
+
+def test_a_permission_refused_to_an_app_is_not_said_to_exchange_its_token_again(
+        app_github: FakeGitHub, tmp_path: Path) -> None:
+    """A 403 refuses a permission, not the token: the App's token is not exchanged again for
+    it (only a 401 does that), and the message said it was."""
+    app_github.fail("forbidden", "/orgs/acme/repos")
+    root = tmp_path / "repo"
+    key = app_github.key_path  # type: ignore[attr-defined]
+    config = write_config(root, [{"name": "linux", "source": app_source(app_github, key)}])
+    error = error_of(root, config)
+    assert error.startswith(
+        f"gitscale.yaml:{line_of(root, f'file: {key}')}: runner set 'linux': GitHub refused "
+        f"the installation token of GitHub App 4242 (minted with the key from {{file: {key}}}; "
+        "a 403 refuses a permission: not exchanged again): GET "), error
+    assert "answered 403: Resource not accessible by integration; it lacks" in error
+    assert len(app_github.issued) == 1

@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 from gitscale import logline
 from gitscale.clients.errors import Unreachable
 from gitscale.clients.http import HttpClient, tls_context
-from gitscale.config.secrets import SecretError, read_secret
+from gitscale.config.secrets import SecretError, SecretRef, read_secret, secret_file
+from gitscale.files import FILE_SUFFIX
 from gitscale.notify.failures import POLL_STILL, NotifyStreaks
 from gitscale.notify.payloads import NotReady, Pushed, Request, request
 from gitscale.redact import redact
@@ -107,10 +108,15 @@ def _refused(target: Target, status: int) -> str:
     it and where (the person paged must not map a URL back to a credential by hand)."""
     if status not in (401, 403) or target.secret is None:
         return ""
-    ((kind, where),) = dict(target.secret).items()
+    ref = SecretRef.parse(target.secret)
     what = "token" if target.kind == "flux" else "secret"
     at = f" at {target.where}" if target.where else ""
-    return f" (the {what} from {{{kind}: {where}}}{at}, read again for each notification)"
+    path = secret_file(ref)  # (a variable's value is the process's: reading it again is no fix)
+    if path is None:
+        return (f" (the {what} from {{{ref.kind}: {ref.where}}}{at}: an environment variable, "
+                "a new value needs a restart)")
+    via = f" ({ref.where}{FILE_SUFFIX}={path})" if ref.kind == "env" else ""
+    return f" (the {what} from {{{ref.kind}: {ref.where}}}{via}{at}, read again for each notification)"
 
 
 ANSWER_SHOWN = 160  # characters of an error answer in the log line

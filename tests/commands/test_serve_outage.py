@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import time
 from pathlib import Path
 from typing import Iterator
@@ -88,7 +89,10 @@ def test_a_git_server_gone_for_a_while_is_one_line_and_every_event_lands(
     err = failed + capfd.readouterr().err
     assert err.count("batch failed, ") == 1, err
     assert "batch still failing" not in err  # (a reminder comes after 30 minutes)
-    assert "3 events kept for the next try (retried with backoff up to 60 s" in err
+    # the three deliveries may straddle a batch (one every quarter second: quick_batches),
+    # so the first failed batch may keep 1, 2 or 3 of them; all three kept: pending_events
+    assert re.search(r"batch failed, [123] events? kept for the next try \(retried with "
+                     r"backoff up to 60 s", err), err
     assert "logged again when it changes, and every 30m while it lasts" in err
     assert "batches land again, after " in err and " failed tries in " in err
     assert "Traceback" not in err and TOKEN not in err

@@ -2,9 +2,10 @@
 of commits by people are ``history_rows``; the table and the JSON, ``history_output``."""
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import click
 
@@ -35,8 +36,6 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     recent = history_since(start) if chart_path is None else None
     skipped: list[Skipped] = []
     note: str | None = None
-    error: str | None = None
-    rows_shown = [0]  # none of a --set: it may be a set that does not exist
     with open_workspace(opts.repo, opts.branch, history=True, since=recent,
                         writes=False) as ws:
         # --set: the config says which names are sets (a broken one is an error at its line,
@@ -71,32 +70,32 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 found = rows  # type: ignore[assignment]
                 if shown is not None:
                     found = list(found)
-        # Filtered here rather than by `git log --since`, which stops walking at the first
-        # older commit and so can miss commits whose dates are out of order.
-        found = _counted(found, rows_shown)  # type: ignore[assignment]
+            if only is not None and configured is not None and only not in configured \
+                    and not any(only in previous for previous in configured.values()):
+                # a name the config does not have: a typo is an error before any output,
+                # not after an empty table's header
+                remaining = iter(found)
+                first = next(remaining, None)
+                if first is None:
+                    error = unknown_set_error(ws, configured, opts.config, only)
+                    if error:
+                        raise InputError("--set", error)
+                    found = []
+                else:
+                    found = itertools.chain([first], remaining)
+        # (--since/--until filtered here rather than by `git log --since`, which stops walking
+        # at the first older commit and so can miss commits whose dates are out of order)
         lines = json_lines(found) if output == "json" else history_lines(
             found, zone, "(no scaling commits)" if only is None
             else f"(no scaling commits of set {only!r})" if names is None or len(names) < 2
             else f"(no scaling commits of set {only!r}, nor of its previousNames: "
                  f"{', '.join(names[1:])})")
         _stream(lines)
-        if only is not None and configured is not None and not rows_shown[0] \
-                and chart_path is None:
-            error = unknown_set_error(ws, configured, opts.config, only)
     if skipped:
         click.echo(unread_line(skipped), err=True)
-    if error:  # a typo: an error (exit 1), not an empty table
-        raise InputError("--set", error)
     if note:
         click.echo(note, err=True)
     return EXIT_OK
-
-
-def _counted(rows: Iterable[Row], shown: list[int]) -> Iterator[Row]:
-    """``rows``, counted into ``shown[0]`` as they are read."""
-    for row in rows:
-        shown[0] += 1
-        yield row
 
 
 def _stream(lines: Iterable[str]) -> None:

@@ -38,7 +38,7 @@ def test_a_set_neither_the_config_nor_a_commit_names_is_an_error(tmp_path: Path,
             "set: did you mean 'linux'? (sets in the scaling commits: linux; in gitscale.yaml: "
             "linux)\n")
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linx")
-    assert code == 1 and out.splitlines()[1:] == ["(no scaling commits of set 'linx')"], out
+    assert code == 1 and out == "", out  # the error alone, no empty table before it
     assert err == said
     # over a URL too: the config is read from the branch's commit (a partial clone of
     # commits only fetches that blob)
@@ -46,7 +46,7 @@ def test_a_set_neither_the_config_nor_a_commit_names_is_an_error(tmp_path: Path,
     for url in (str(remote), remote.resolve().as_uri()):
         code, out, err = run(capsys, "history", "--repo", url, "--set", "linx",
                              "--output", "json")
-        assert code == 1 and out == "[]\n" and err == said
+        assert code == 1 and out == "" and err == said
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "linux")
     assert code == 0 and out.count("linux") == 5 and err == "", err
 
@@ -159,7 +159,7 @@ def test_unreadable_trailers_are_counted_in_one_line(tmp_path: Path, capsys) -> 
     code, out, err = run(capsys, "history", "--repo", str(checkout), "--set", "gpu",
                          "--output", "json")
     # another set's: not counted (gpu is no set of this config nor of a commit: an error)
-    assert code == 1 and json.loads(out) == [] and "could not be read" not in err
+    assert code == 1 and out == "" and "could not be read" not in err
     assert err.startswith("error: --set: no scaling commit names set 'gpu'"), err
 
 

@@ -57,7 +57,8 @@ def given(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
 
 # Options several commands take, alike.
 DEMAND = click.option("--demand", type=str, callback=a_path,
-                      help="Demand file replacing every source.")
+                      help="Demand file replacing every source; - reads standard input "
+                           "(a pipe, as <(…), is read once too).")
 EVERY = click.option("--every", default=None, metavar="DURATION",
                      help="How often this runs (a cron's period, e.g. 5m): a forecast's cushion "
                           "must serve until the next run. Default 1m.")

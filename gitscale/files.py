@@ -2,9 +2,12 @@
 writing gitscale's own cache files (``write_cache``).
 
 ``open()`` on a FIFO waits for a writer that may never come, and ``/dev/zero`` never ends: both
-hung or exhausted memory when given as ``--demand`` or as a manifest. The file is opened without
-blocking, checked with ``fstat`` on the open descriptor (no window between check and read), and
-read to at most ``MAX_BYTES``.
+hung or exhausted memory when found in the config repo (a manifest, a ``source: {file: …}``) or
+given as ``--demand``. The file is opened without blocking, checked with ``fstat`` on the open
+descriptor (no window between check and read), and read to at most ``MAX_BYTES``. Only what the
+user hands over on the command line on purpose — ``--demand -`` (standard input) or a pipe
+(``--demand <(…)``, a FIFO named there) — is read as a stream (``read_stream``): once, to at
+most ``MAX_BYTES`` too.
 """
 from __future__ import annotations
 
@@ -52,19 +55,33 @@ def read_bytes(path: Path, label: str, error: type[InputError], *,
         if info.st_size > limit:
             raise error(label, f"is {info.st_size:,} bytes; gitscale reads files of at most "
                         f"{limit:,} bytes")
-        chunks = []
-        size = 0
-        while size <= limit:  # the file may grow while we read it
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise error(label, f"is larger than {limit:,} bytes (gitscale's limit)")
-        return b"".join(chunks)
+        return _read_at_most(fd, label, error, limit)  # (the file may grow while we read it)
     finally:
         os.close(fd)
+
+
+def read_stream(fd: int, label: str, error: type[InputError], *,
+                limit: int = MAX_BYTES) -> bytes:
+    """The bytes of the open descriptor ``fd`` up to its end, whatever it is (standard input,
+    a pipe, a FIFO named on the command line): for input the user hands gitscale on the
+    command line, read once, never for files of the config repo (``read_bytes``). More than
+    ``limit`` bytes (``< /dev/zero``) raise ``error`` naming ``label`` once ``limit`` + 1 are
+    read: memory stays bounded. It waits for the writer as ``cat`` does."""
+    return _read_at_most(fd, label, error, limit)
+
+
+def _read_at_most(fd: int, label: str, error: type[InputError], limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while size <= limit:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise error(label, f"is larger than {limit:,} bytes (gitscale's limit)")
+    return b"".join(chunks)
 
 
 def read_text(path: Path, label: str, error: type[InputError], *,

@@ -6,7 +6,6 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from gitscale.errors import InputError
@@ -15,6 +14,8 @@ from gitscale.timeutil import format_time, parse_duration, parse_time, utcnow
 
 if TYPE_CHECKING:
     import threading
+
+    from gitscale.demand.file import FileSource
 
     from gitscale.plan.cache import StateCache
     from gitscale.config.load import Config
@@ -100,8 +101,21 @@ class Checkpoint:
             self.last = self.clock()
 
 
-def demand_path(demand: str | None) -> Path | None:
-    return Path(demand).expanduser().resolve() if demand else None
+def given_demand(demand: str | None) -> "FileSource | None":
+    """``--demand`` as typed, once per command: a file is read at each pass; ``-`` (standard
+    input) and a pipe (``<(…)``, a FIFO) are read here, before the pass, and what they held
+    serves every attempt and pass (``demand.file.given``)."""
+    if not demand:
+        return None
+    import sys
+
+    from gitscale.demand.file import STDIN, given
+
+    if demand == STDIN and sys.stdin is not None and sys.stdin.isatty():
+        import click
+
+        click.echo("reading --demand from standard input (end it with Ctrl-D)", err=True)
+    return given(demand)
 
 
 def stop_on_signals(what: str) -> "threading.Event":

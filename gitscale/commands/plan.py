@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, \
+from gitscale.commands import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, RepoOptions, given_demand, \
     pass_inputs, resolve_every, resolve_now
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
@@ -34,6 +34,7 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
     """One pass that writes nothing; ``begun``: the clone ``opening.begin`` started."""
     clock, _ = resolve_now(now)
     window = resolve_every(every)
+    given = given_demand(demand)  # (stdin or a pipe: read now, while the clone runs)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, sparse=True, writes=False,
                         begun=begun) as ws:
@@ -43,8 +44,8 @@ def run_plan(opts: RepoOptions, *, demand: str | None, now: str | None, output: 
             for name in only:
                 config.get(name)  # a clear error for a set gitscale.yaml does not have
             ours, left = leave_served(ws.root, config)  # sets `gitscale serve` scales
-            reading = read_demand(ws.root, config if demand else ours,
-                                  demand_path(demand))  # closes its clients
+            reading = read_demand(ws.root, config if given else ours,
+                                  given)  # closes its clients
             if now is None:  # the time the demand was read, as `reconcile` stamps it
                 clock = utcnow()
             forecasts = read_forecasts(ws, ours, cache, clock, window)

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, demand_path, pass_inputs, \
+from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions, given_demand, pass_inputs, \
     resolve_every, resolve_now
 from gitscale.commands.plan import plan_text
 from gitscale.demand import DemandReading
+from gitscale.demand.file import FileSource
 from gitscale.errors import GitscaleError
 from gitscale.files import default_cache_dir
 from gitscale.plan.cache import StateCache
@@ -42,9 +43,12 @@ class Planner:
     runner that finished before it (the write counted its job as gone) and holds one that
     finished after, so a job that ended during a read of some seconds (a clone, an API paged
     through) would have had its slot held, the job queued in its place left waiting. Every
-    attempt of the pass keeps that time, as it keeps the demand."""
+    attempt of the pass keeps that time, as it keeps the demand.
 
-    def __init__(self, ws: Workspace, opts: RepoOptions, demand: str | None,
+    ``demand``: ``--demand`` (``given_demand``), read by the first attempt (a file) or already
+    read when the command started (standard input, a pipe: never read again)."""
+
+    def __init__(self, ws: Workspace, opts: RepoOptions, demand: FileSource | None,
                  clock: Callable[[], datetime], cache: StateCache,
                  sources: Sources | None = None, *, progress: bool = False,
                  window: timedelta = DEFAULT_WINDOW, pinned_clock: bool = False) -> None:
@@ -62,7 +66,7 @@ class Planner:
         ours, left = leave_served(root, config)  # sets `gitscale serve` scales
         if self.reading is None or self.now is None:
             self.reading = read_demand(root, config if self.demand else ours,
-                                       demand_path(self.demand), self.sources)
+                                       self.demand, self.sources)
             self.now = self.clock()
         forecasts = read_forecasts(self.ws, ours, self.cache, self.now, self.window)
         with Progress("planning", None, show=self.progress) as bar:
@@ -135,9 +139,10 @@ def run_reconcile(opts: RepoOptions, *, demand: str | None, now: str | None,
     """One pass; ``begun``: the clone ``opening.begin`` started for ``opts.repo``."""
     pinned, date = resolve_now(now)
     window = resolve_every(every)
+    given = given_demand(demand)  # (stdin or a pipe: read now, once, while the clone runs)
     cache = StateCache.load(default_cache_dir())
     with open_workspace(opts.repo, opts.branch, push=push, sparse=True, begun=begun) as ws:
-        planner = Planner(ws, opts, demand, (lambda: pinned) if now is not None else utcnow,
+        planner = Planner(ws, opts, given, (lambda: pinned) if now is not None else utcnow,
                           cache, progress=True, window=window, pinned_clock=now is not None)
         try:
             landed = land(ws, planner, cache=cache, date=date)

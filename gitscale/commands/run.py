@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 from gitscale import crash, logline
 from gitscale.files import default_cache_dir, warn_through
 from gitscale.plan.cache import LOOP_LIMIT, StateCache
-from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, log,
+from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, given_demand, log,
                                stop_on_signals)
 from gitscale.commands.reconcile import Planner
 from gitscale.plan.pass_watch import PassWatch, stall_limit
@@ -34,6 +34,7 @@ from gitscale.repo.opening import open_workspace
 from gitscale.repo.workspace import Workspace
 
 if TYPE_CHECKING:
+    from gitscale.demand.file import FileSource
     from gitscale.metrics import LoopMetrics
 
 # After failed passes the wait doubles from --interval up to max(--interval, BACKOFF_CAP): a
@@ -101,6 +102,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
         raise InputError("--interval", str(exc)) from None
     if seconds < 1:
         raise InputError("--interval", "must be at least 1s")
+    given = given_demand(demand)  # a file: read at each pass; stdin or a pipe: here, once
     metrics = LoopMetrics()
     watch = PassWatch(stall_limit())
     listener = start_listener(metrics_listen, metrics.registry, health=watch.health) \
@@ -131,7 +133,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
                 if ws is None:
                     ws = _open(kept, opts, state, clock, metrics, again=passes > 0)
                 last_code = EXIT_ERROR if ws is None else _one_pass(
-                    ws, opts, demand, cache, sources, state, clock, passes, metrics,
+                    ws, opts, given, cache, sources, state, clock, passes, metrics,
                     fresh=fresh)
                 if ws is not None and ws.mode == "clone" and state.git_failed:
                     # git failed in the kept clone: the remote, or the clone itself (a fetch
@@ -209,7 +211,7 @@ def _failed(state: LoopState, metrics: "LoopMetrics", exc: Exception, now: datet
     log(f"pass {what} ({state.failures} in a row): {said}{report}", level="error")
 
 
-def _one_pass(ws: Workspace, opts: RepoOptions, demand: str | None, cache: StateCache,
+def _one_pass(ws: Workspace, opts: RepoOptions, demand: FileSource | None, cache: StateCache,
               sources: Sources, state: LoopState, clock: Callable[[], datetime],
               number: int, metrics: "LoopMetrics", *, fresh: bool = False) -> int:
     """``fresh``: the workspace was opened for this pass (a clone just made needs no sync)."""

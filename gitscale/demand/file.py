@@ -1,7 +1,18 @@
-"""The ``file`` source and ``--demand FILE``: ``set name → {queued, running, jobs}``."""
+"""The ``file`` source and ``--demand FILE``: ``set name → {queued, running, jobs}``.
+
+``--demand`` may also be ``-`` (standard input) or a pipe (``--demand <(…)``, a FIFO named on
+the command line): that is read once, when the command starts (``given``), and what it held is
+kept — a pass that loses a push race and decides again, and `run`'s later passes, decide from
+it; reading the pipe again would find it empty. A ``source: {file: …}`` of the config repo is
+only ever a regular file (``files.read_bytes``).
+"""
 from __future__ import annotations
 
+import os
 import re
+import stat
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -26,6 +37,10 @@ class MissingDemandFile(DemandError):
     repo: the config line that names it is to blame."""
 
 
+STDIN = "-"  # --demand -
+STDIN_LABEL = "--demand (stdin)"  # what its errors name
+
+
 def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
     """Read and validate one demand file. Raises DemandError naming ``label`` and the line."""
     try:
@@ -36,6 +51,12 @@ def parse_demand_file(path: Path, label: str) -> dict[str, Demand]:
         raise MissingDemandFile(label, "is a directory, not a demand file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DemandError(label, f"cannot be read: {exc}") from None
+    return parse_demand_text(text, label)
+
+
+def parse_demand_text(text: str, label: str) -> dict[str, Demand]:
+    """Validate the text of one demand file (or of standard input). Raises DemandError naming
+    ``label`` and the line."""
     documents = [d for d in load_documents(text, label, DemandError) if d.data is not None]
     if len(documents) != 1:
         raise DemandError(label, "expected one YAML or JSON mapping of set name → "
@@ -86,16 +107,28 @@ def plain_demands(data: Any) -> dict[str, Demand] | None:
     return found
 
 
-class FileSource:
-    """Demand from a file. ``strict`` (``--demand``) also rejects names that match no set."""
+@dataclass(frozen=True)
+class Held:
+    """What standard input or a pipe held, read once: its text (for an error's line) and the
+    demands parsed from it."""
 
-    def __init__(self, path: Path, label: str, *, strict: bool = False) -> None:
-        self.path = path
+    text: str
+    demands: dict[str, Demand]
+
+
+class FileSource:
+    """Demand from a file (read at every ``read``: an edit between `run`'s passes counts), or
+    from what standard input or a pipe held (``Held``). ``strict`` (``--demand``) also rejects
+    names that match no set."""
+
+    def __init__(self, origin: Path | Held, label: str, *, strict: bool = False) -> None:
+        self.origin = origin
         self.label = label
         self.strict = strict
 
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
-        demands = parse_demand_file(self.path, self.label)
+        demands = self.origin.demands if isinstance(self.origin, Held) \
+            else parse_demand_file(self.origin, self.label)
         if self.strict:
             known = {s.name for s in sets}
             unknown = [name for name in demands if name not in known]  # in the file's order
@@ -136,10 +169,13 @@ class FileSource:
 
     def _line(self, name: str) -> int | None:
         """The line of ``name``'s entry (the file read again: only an error needs it)."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
+        if isinstance(self.origin, Held):
+            text = self.origin.text
+        else:
+            try:
+                text = self.origin.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
         documents = [d for d in load_documents(text, self.label, DemandError)
                      if d.data is not None]
         return documents[0].key_line([], name) if documents else None
@@ -155,3 +191,41 @@ def source(where: Where, settings: FileSettings) -> FileSource:
     """The registry's client factory: the file, inside the checkout the pass reads."""
     path = safe_repo_path(where.root, settings.path, "source.file", MissingDemandFile)
     return FileSource(path, settings.path)
+
+
+def given(typed: str) -> FileSource:
+    """``--demand`` as typed: ``-`` is standard input, a path to a pipe (``<(…)``'s
+    ``/dev/fd/63``, a FIFO made with ``mkfifo``) is that pipe — either read now, once, to at
+    most ``files.MAX_BYTES``, and parsed (a DemandError naming ``--demand (stdin)`` or the path
+    as typed, with the line, as for a file) — and anything else is a file read at each pass
+    (the path as typed names it in errors: ``demand file not found``)."""
+    if typed == STDIN:
+        if sys.stdin is None:  # closed at start (`<&-`): descriptor 0 may be another file now
+            raise DemandError(STDIN_LABEL, "standard input is closed: pipe the demand into "
+                              "gitscale, or give a file")
+        return FileSource(_held(0, STDIN_LABEL), STDIN_LABEL, strict=True)
+    path = Path(typed).expanduser()
+    try:
+        is_pipe = stat.S_ISFIFO(os.stat(path).st_mode)  # (through /dev/fd/N's link)
+    except (OSError, ValueError):
+        is_pipe = False  # not there (said when read, as for any file), or not a path at all
+    if not is_pipe:
+        return FileSource(path, typed, strict=True)
+    try:  # a FIFO no one has opened yet waits for its writer here, as `cat` would
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise DemandError(typed, f"cannot be read: {exc.strerror}") from None
+    try:
+        return FileSource(_held(fd, typed), typed, strict=True)
+    finally:
+        os.close(fd)
+
+
+def _held(fd: int, label: str) -> Held:
+    """What ``fd`` holds, read to its end and parsed."""
+    try:
+        data = files.read_stream(fd, label, DemandError)
+    except OSError as exc:  # (standard input closed, `<&-`; a read that failed)
+        raise DemandError(label, f"cannot be read: {exc.strerror}") from None
+    text = files.decode(data, label, DemandError)
+    return Held(text, parse_demand_text(text, label))

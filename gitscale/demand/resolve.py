@@ -61,15 +61,16 @@ class Sources:
             client.close()
 
 
-def read_demand(root: Path, config: Config, demand_file: Path | None,
+def read_demand(root: Path, config: Config, demand: FileSource | None,
                 sources: Sources | None = None) -> DemandReading:
-    """``--demand FILE`` replaces every source; otherwise each set's own source is asked, once
-    per group of sets that one read serves.
+    """``--demand`` (``file.given``: a file, or what standard input or a pipe held) replaces
+    every source; otherwise each set's own source is asked, once per group of sets that one
+    read serves.
 
     A broken source affects only its sets: they get an error and stay untouched.
     """
-    if demand_file is not None:
-        return FileSource(demand_file, str(demand_file), strict=True).read(config.sets)
+    if demand is not None:
+        return demand.read(config.sets)
     from gitscale.demand.registry import Where  # the sources' clients: not for --demand FILE
 
     own = sources is None

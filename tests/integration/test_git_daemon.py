@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gitscale.commands import demand_path
+from gitscale.commands import given_demand
 from gitscale.config.load import load_config
 from gitscale.demand.resolve import read_demand
 from gitscale.plan.engine import Plan, compute_plan
@@ -230,7 +230,7 @@ def racing_plan(ws, demand: Path, calls: list[str], push: Callable[[], str],  # 
         nonlocal reading
         config = load_config(ws.root, "gitscale.yaml")
         if reading is None:
-            reading = read_demand(ws.root, config, demand_path(str(demand)))
+            reading = read_demand(ws.root, config, given_demand(str(demand)))
         plan = compute_plan(ws.root, config, reading, parse_time(NOW), ws.base())
         calls.append(plan.base)
         if len(calls) == 1:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gitscale.commands import demand_path
+from gitscale.commands import given_demand
 from gitscale.config.load import load_config
 from gitscale.demand.resolve import read_demand
 from gitscale.plan.engine import Plan, compute_plan
@@ -67,7 +67,7 @@ def _racing_plan(ws, demand: Path, other: Path, races: int) -> tuple[list[str], 
         nonlocal reading
         config = load_config(ws.root, "gitscale.yaml")
         if reading is None:
-            reading = read_demand(ws.root, config, demand_path(str(demand)))
+            reading = read_demand(ws.root, config, given_demand(str(demand)))
         plan = compute_plan(ws.root, config, reading, parse_time(NOW), ws.base())
         bases.append(plan.base)
         if len(bases) <= races:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitscale.plan.cache import StateCache
-from gitscale.commands import RepoOptions, pass_inputs
+from gitscale.commands import RepoOptions, given_demand, pass_inputs
 from gitscale.commands.reconcile import Planner
 from gitscale.errors import GitError
 from gitscale.repo.git import Git
@@ -234,7 +234,7 @@ def test_a_kept_clone_follows_the_remote(git_server: GitDaemon, tmp_path: Path,
     with open_workspace(git_server.url(), None, sparse=True, kept=kept) as ws:
         assert ws.git.promisor == (None if kept else "origin")
         first = demand(tmp_path, {"s01": 3}, "first")
-        landed = land(ws, Planner(ws, opts, first, lambda: now, cache), cache=cache)
+        landed = land(ws, Planner(ws, opts, given_demand(first), lambda: now, cache), cache=cache)
         assert landed.pushed and rev(bare) == landed.commit
 
         other = tmp_path / "other"
@@ -249,7 +249,7 @@ def test_a_kept_clone_follows_the_remote(git_server: GitDaemon, tmp_path: Path,
         ws.sync()
         assert (ws.root / "policies/team.yaml").read_text() == TEAM_POLICY.replace("50", "40")
         second = demand(tmp_path, {"s01": 3, "s05": 4}, "second")
-        landed = land(ws, Planner(ws, opts, second, lambda: now, cache), cache=cache)
+        landed = land(ws, Planner(ws, opts, given_demand(second), lambda: now, cache), cache=cache)
         assert landed.pushed and landed.commit == rev(bare)
         assert git(bare, "rev-parse", "HEAD~1") == theirs
         change = {c.name: c for c in landed.plan.changes}["s05"]
@@ -313,7 +313,8 @@ def test_the_crd_check_after_a_pass_lists_the_tree_the_pass_listed(
 
     cache = StateCache()
     with open_workspace(git_server.url(), None, sparse=True) as ws:
-        planner = Planner(ws, opts, demand(tmp_path, {"s01": 3}, "listed"), lambda: now, cache)
+        listed = given_demand(demand(tmp_path, {"s01": 3}, "listed"))
+        planner = Planner(ws, opts, listed, lambda: now, cache)
         landed = land(ws, planner, cache=cache)
         assert landed.pushed and "sets/s01.yaml" in landed.plan.changed_paths
         assert ours not in landed.plan.changed_paths
@@ -377,9 +378,9 @@ def test_the_crd_check_after_a_pass_fetches_only_the_file_that_holds_our_crd(
     for server_gone in (False, True):
         cache = StateCache()
         with open_workspace(git_server.url(), None, sparse=True) as ws:
-            landed = land(ws, Planner(ws, opts, demand(tmp_path, {"s01": 3 + server_gone},
-                                                       f"crd-{server_gone}"), lambda: now, cache),
-                          cache=cache)
+            given = given_demand(demand(tmp_path, {"s01": 3 + server_gone},
+                                        f"crd-{server_gone}"))
+            landed = land(ws, Planner(ws, opts, given, lambda: now, cache), cache=cache)
             assert landed.pushed and rev(bare) == landed.commit
             blobs = Tree.read(ws.git, sparse=True).files()
             unrelated = {blobs[p] for p in UNRELATED}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import stat
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -45,8 +46,10 @@ def _install_barrier(bare: Path, directory: Path) -> None:
     hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def _race(git_server: GitDaemon, tmp_path: Path, round_no: int, barrier: bool) -> int:
-    """One round; returns how many of the two reconcilers had to retry."""
+def _race(git_server: GitDaemon, tmp_path: Path, round_no: int, barrier: bool, *,
+          stdin: bool = False) -> int:
+    """One round; returns how many of the two reconcilers had to retry. ``stdin``: each is
+    given its demand as `--demand -`, read once: the loser recomputes from what it read."""
     name = f"race-{round_no}.git"
     bare = git_server.create(seed.FILES, name)
     original = rev(bare)
@@ -64,10 +67,14 @@ def _race(git_server: GitDaemon, tmp_path: Path, round_no: int, barrier: bool) -
         for label in ("A", "B"):  # back to back: both clone the same base
             procs[label] = subprocess.Popen(
                 cli_argv("reconcile", "--repo", git_server.url(name), "--demand",
-                         str(files[label]), "--now", NOW),
+                         "-" if stdin else str(files[label]), "--now", NOW),
                 cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True)
-        outputs = {label: proc.communicate(timeout=CLI_TIMEOUT) for label, proc in procs.items()}
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, text=True)
+        with ThreadPoolExecutor(2) as pool:  # (at once: each waits for its standard input)
+            talks = {label: pool.submit(proc.communicate, files[label].read_text()
+                                        if stdin else None, CLI_TIMEOUT)
+                     for label, proc in procs.items()}
+            outputs = {label: talk.result() for label, talk in talks.items()}
     finally:
         for proc in procs.values():
             if proc.poll() is None:
@@ -130,6 +137,13 @@ def test_two_reconcilers_racing_both_land_linearly(git_server: GitDaemon,
                                                               barrier)
     # With the barrier, both pushes are on the server at once in every such round: one loses.
     assert retried["barrier"] == ROUNDS // 2, retried
+
+
+def test_a_race_lost_with_the_demand_on_standard_input_is_retried_from_it(
+        git_server: GitDaemon, tmp_path: Path) -> None:
+    """`--demand -`: the loser decides again from the demand it read at its start (standard
+    input, read again, would be empty: an error instead of a retry)."""
+    assert _race(git_server, tmp_path, 0, barrier=True, stdin=True) == 1
 
 
 def test_hook_that_mentions_locks_is_still_a_refusal(git_server: GitDaemon,

@@ -347,6 +347,7 @@ def test_the_readme_quickstart_runs_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr  # the last line: history
     out = done.stdout
     assert "Plan: 2 to change" in out and '"format_version": 1' in out, out
+    assert "demand 8 (queued 8, running 0)" in out, out  # the what-if on standard input
     assert "pushed to origin/main" in out, out  # the what-if, to the demo's remote
     rows = [line.split()[2:5] for line in out.splitlines() if "scale-up" in line]
     assert ["linux-x64", "5→20", "6"] in rows and ["gpu", "0→1", "1"] in rows, out

@@ -2,15 +2,16 @@
 of commits by people are ``history_rows``; the table and the JSON, ``history_output``."""
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import click
 
 from gitscale.commands import EXIT_OK, RepoOptions, option_time
 from gitscale.commands.history_output import history_lines, json_lines, unread_line
-from gitscale.commands.history_rows import Row, hand_rows, merged, set_names, \
+from gitscale.commands.history_rows import Row, config_sets, hand_rows, merged, set_names, \
     unknown_set_error, unseen_note
 from gitscale.errors import InputError
 from gitscale.record.history import Entry, Skipped, between, history_since, iter_history, \
@@ -35,16 +36,21 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
     recent = history_since(start) if chart_path is None else None
     skipped: list[Skipped] = []
     note: str | None = None
-    error: str | None = None
-    rows_shown = [0]  # none of a --set: it may be a set that does not exist
     with open_workspace(opts.repo, opts.branch, history=True, since=recent,
                         writes=False) as ws:
-        # a set's previousNames: their commits are its history too (shown under their name)
-        names, note = set_names(ws, opts.config, only)
+        # --set: the config says which names are sets (a broken one is an error at its line,
+        # before any row); a set's previousNames: their commits are its history too (shown
+        # under their name)
+        configured = config_sets(ws, opts.config) if only is not None else None
+        names, note = set_names(configured, opts.config, only)
         if chart_path is not None:  # a chart needs every entry first
             with Progress("reading scaling commits", None, show=output == "text") as bar:
                 everything = read_history(ws.git, only=names, progress=bar.if_shown(),
                                           skipped=skipped)
+            if only is not None and configured is not None and not everything:
+                error = unknown_set_error(ws, configured, opts.config, only)
+                if error:  # a typo, said as without a chart (not "nothing to draw")
+                    raise InputError("--set", error)
             _write_chart(everything, chart_path, only, start, end, zone)
             found: Iterable[Entry] = between(everything, start, end)
         else:
@@ -64,31 +70,32 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 found = rows  # type: ignore[assignment]
                 if shown is not None:
                     found = list(found)
-        # Filtered here rather than by `git log --since`, which stops walking at the first
-        # older commit and so can miss commits whose dates are out of order.
-        found = _counted(found, rows_shown)  # type: ignore[assignment]
+            if only is not None and configured is not None and only not in configured \
+                    and not any(only in previous for previous in configured.values()):
+                # a name the config does not have: a typo is an error before any output,
+                # not after an empty table's header
+                remaining = iter(found)
+                first = next(remaining, None)
+                if first is None:
+                    error = unknown_set_error(ws, configured, opts.config, only)
+                    if error:
+                        raise InputError("--set", error)
+                    found = []
+                else:
+                    found = itertools.chain([first], remaining)
+        # (--since/--until filtered here rather than by `git log --since`, which stops walking
+        # at the first older commit and so can miss commits whose dates are out of order)
         lines = json_lines(found) if output == "json" else history_lines(
             found, zone, "(no scaling commits)" if only is None
             else f"(no scaling commits of set {only!r})" if names is None or len(names) < 2
             else f"(no scaling commits of set {only!r}, nor of its previousNames: "
                  f"{', '.join(names[1:])})")
         _stream(lines)
-        if only is not None and not rows_shown[0] and chart_path is None:
-            error = unknown_set_error(ws, opts.config, only)
     if skipped:
         click.echo(unread_line(skipped), err=True)
-    if error:  # a typo: an error (exit 1), not an empty table
-        raise InputError("--set", error)
     if note:
         click.echo(note, err=True)
     return EXIT_OK
-
-
-def _counted(rows: Iterable[Row], shown: list[int]) -> Iterator[Row]:
-    """``rows``, counted into ``shown[0]`` as they are read."""
-    for row in rows:
-        shown[0] += 1
-        yield row
 
 
 def _stream(lines: Iterable[str]) -> None:

@@ -34,8 +34,8 @@ def hand_rows(ws: Workspace, config_path: str, only: str | None) -> Iterator[Han
     """The commits that are not gitscale's and change what gitscale owns in a managed manifest
     (of ``only``, when given) or the config file, newest first: a row per set whose owned
     fields (replicas, patch ID, the paused and drained annotations) each changed, with what the
-    set's object says before and after it; one row (set None) for a change of the config file
-    (any: what it means is the config's business). A manifest edit that leaves them as they
+    set's object says before and after it; without ``only``, one row (set None) for a change of
+    the config file (any: what it means is the config's business). A manifest edit that leaves them as they
     were (a label, an image bumped by a bot) is no row. The managed paths are those of the
     config in the checkout; a config that cannot be read shows none (the scaling rows still
     do). A merge is compared with its first parent, and is a row only for what it made
@@ -55,8 +55,9 @@ def hand_rows(ws: Workspace, config_path: str, only: str | None) -> Iterator[Han
             by_path.setdefault(runner_set.manifest, []).append((runner_set.name,
                                                                 runner_set.object))
     owned = _OwnedReader()
-    for commit, blobs in with_blobs(ws.git, iter_manual(ws.git, [config.path, *by_path]),
-                                    by_path):
+    # a config edit is a row of no set: shown without --set only (--set narrows to the set)
+    watched = [*by_path] if only is not None else [config.path, *by_path]
+    for commit, blobs in with_blobs(ws.git, iter_manual(ws.git, watched), by_path):
         touched = [c for c in commit.changes if c.path in by_path]
         if not touched:
             yield HandRow(commit.commit, commit.time, None, None, None, None, commit.author,
@@ -141,27 +142,36 @@ def unseen_note(ws: Workspace) -> str | None:
             f"{'them' if count != 1 else 'it'} as rows, or `git log {newest[:10]}..`")
 
 
-def unknown_set_error(ws: Workspace, config_path: str, only: str) -> str | None:
+def unknown_set_error(ws: Workspace, configured: dict[str, tuple[str, ...]], config_path: str,
+                      only: str) -> str | None:
     """When no row of ``only`` was found: why, if it is no set at all — neither the config
-    (the checkout's, or the branch's over a URL, its ``previousNames`` included) nor any
-    scaling commit names it (a typo) — else None (a set that never scaled, or not in the
-    window, or removed from the config: an empty table says that). Not said when either
-    cannot be known: a config that cannot be read, a clone of recent commits only
-    (``--since`` over a URL, a shallow checkout)."""
-    configured = _config_sets(ws, config_path)
-    if configured is None or only in configured or any(only in previous for previous
-                                                       in configured.values()):
+    (``configured``: the checkout's, or the branch's over a URL, its ``previousNames``
+    included) nor any scaling commit names it (a typo), with the known names, the nearest
+    first — else None (a set that never scaled, or not in the window, or removed from the
+    config: an empty table says that). Not said when it cannot be known: a clone of recent
+    commits only (``--since`` over a URL, a shallow checkout)."""
+    if only in configured or any(only in previous for previous in configured.values()):
         return None
     from gitscale.record.history import iter_history
 
     if ws.git.is_shallow():  # a --since clone, or a CI checkout of the last commit(s)
         return None  # older commits, not fetched, may name it
-    seen = sorted({entry.set for entry in iter_history(ws.git, details=False)})
+    seen = {entry.set for entry in iter_history(ws.git, details=False)}
     if only in seen:
         return None
-    return (f"no scaling commit names set {only!r}, and {config_path} has no such set (sets "
-            f"in the scaling commits: {_names(seen)}; in {config_path}: "
-            f"{_names(list(configured))})")
+    import difflib  # (an error's only)
+
+    def likeness(*names: str) -> float:
+        return max(difflib.SequenceMatcher(None, only, name).ratio() for name in names)
+
+    known = [*configured, *(n for previous in configured.values() for n in previous), *seen]
+    near = difflib.get_close_matches(only, dict.fromkeys(known), n=1)
+    sets = [name + (f" (previously {', '.join(configured[name])})" if configured[name] else "")
+            for name in sorted(configured, key=lambda n: -likeness(n, *configured[n]))]
+    return (f"no scaling commit names set {only!r}, and {config_path} has no such set"
+            f"{f': did you mean {near[0]!r}?' if near else ''} (sets in the scaling commits: "
+            f"{_names(sorted(sorted(seen), key=lambda n: -likeness(n)))}; in {config_path}: "
+            f"{_names(sets)})")
 
 
 def _names(names: list[str]) -> str:
@@ -170,49 +180,30 @@ def _names(names: list[str]) -> str:
             or "none")
 
 
-def _config_sets(ws: Workspace, config_path: str) -> dict[str, tuple[str, ...]] | None:
-    """The set names of the config, each with its ``previousNames``: the checkout's file
-    (validated, as a pass reads it), or over a URL the branch's (a partial clone fetches that
-    one blob; its names only), or None when it cannot be read."""
-    from gitscale.config.load import load_config
-    from gitscale.errors import GitscaleError
+def config_sets(ws: Workspace, config_path: str) -> dict[str, tuple[str, ...]]:
+    """The set names of the config, each with its ``previousNames``, read and validated as a
+    pass reads it: the checkout's file, or over a URL the branch's (a clone of commit messages
+    fetches that blob, and the presets of ``policies/`` it names). A config that cannot be read
+    is a ``ConfigError`` at its line, in both."""
+    from gitscale.config.load import config_from_commit, load_config
 
     if ws.mode == "checkout":
-        try:
-            return {s.name: s.previous_names for s in load_config(ws.root, config_path).sets}
-        except GitscaleError:
-            return None
-    import yaml
-
-    text = ws.git.blob(f"HEAD:{config_path}")
-    try:
-        doc = yaml.safe_load(text) if text is not None else None
-    except yaml.YAMLError:
-        return None
-    sets = doc.get("runnerSets") if isinstance(doc, dict) else None
-    if not isinstance(sets, list):
-        return None
-    found: dict[str, tuple[str, ...]] = {}
-    for item in sets:
-        if isinstance(item, dict) and isinstance(item.get("name"), str):
-            previous = item.get("previousNames")
-            found[item["name"]] = tuple(n for n in previous if isinstance(n, str)) \
-                if isinstance(previous, list) else ()
-    return found
+        config = load_config(ws.root, config_path)
+    else:
+        config = config_from_commit(config_path, lambda path: ws.git.entry("HEAD", path))
+    return {s.name: s.previous_names for s in config.sets}
 
 
-def set_names(ws: Workspace, config_path: str, only: str | None
-              ) -> tuple[tuple[str, ...] | None, str | None]:
+def set_names(configured: dict[str, tuple[str, ...]] | None, config_path: str,
+              only: str | None) -> tuple[tuple[str, ...] | None, str | None]:
     """The names whose scaling commits ``--set ONLY`` shows, and a note for stderr. A set of
-    the config with ``previousNames`` shows theirs too (each row under its commit's own name:
-    the history as it was written); an old name shows its own commits, with a note naming
-    the set it became; a name the config does not have at all is said in a checkout (a typo,
-    or a set removed since, whose commits are still shown)."""
-    if only is None:
+    the config (``configured``, read when ``only`` is given) with ``previousNames`` shows
+    theirs too (each row under its commit's own name: the history as it was written); an old
+    name shows its own commits, with a note naming the set it became; a name the config does
+    not have at all is said (a typo, which ``unknown_set_error`` tells once the commits are
+    read, or a set removed since, whose commits are still shown)."""
+    if only is None or configured is None:
         return None, None
-    configured = _config_sets(ws, config_path)
-    if configured is None:
-        return (only,), None
     if only in configured:
         return (only, *configured[only]), None
     became = next((name for name, previous in configured.items() if only in previous), None)
@@ -220,8 +211,6 @@ def set_names(ws: Workspace, config_path: str, only: str | None
         return (only,), (f"history: {only!r} is a previous name of set {became!r} (its "
                          f"previousNames in {config_path}): showing the scaling commits that "
                          f"name {only!r}; --set {became} shows them with those since the rename")
-    if ws.mode != "checkout":
-        return (only,), None  # (over a URL, unknown_set_error says what a typo is)
     return (only,), (f"history: {only!r} is not a set of {config_path} (its sets: "
                      f"{', '.join(configured) or 'none'}); showing the scaling commits that "
                      "name it")

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 # a CLI start.
 
 SourceKind = str  # a key of gitscale.config.sources.SOURCES
+# a commit's policies/NAME.yaml by NAME: its text, or None when the commit has none
+PresetReader = Callable[[str], Optional[str]]
+# a path of a commit: its git mode and, for a file, its bytes (``Git.entry``); None: no such path
+CommitEntry = Callable[[str], Optional[tuple[str, Optional[bytes]]]]
+SYMLINK = "120000"  # git's mode of a symlink
 MAX_SETS = 100_000  # runnerSets' maxItems in schemas.CONFIG
 
 
@@ -173,6 +178,59 @@ def load_config(root: Path, config_path: str = DEFAULT_CONFIG,
     return config
 
 
+def config_from_commit(config_path: str, entry: CommitEntry) -> Config:
+    """The config of a commit that is not checked out (`history`'s clone of a URL holds commit
+    messages, no files): ``entry(PATH)`` is a path of the commit as git keeps it (its mode and
+    a file's bytes; None: the commit has no such path), read for the config file and the
+    ``policies/NAME.yaml`` presets it names (none: gitscale's own preset of that name).
+    Validated as ``load_config`` validates a checkout's, each error at its line, with its words
+    for a folder or a symlink where a file belongs."""
+    pure = relative_path(config_path, config_path, ConfigError)
+    found = _committed(entry, pure, config_path)
+    if found is None:
+        raise ConfigError(config_path, "not found in the config repo (run `gitscale init`?)")
+    if found[1] is None:
+        raise ConfigError(config_path, "is a directory, not a config file (--config names "
+                          "the file in the config repo, such as gitscale.yaml)")
+
+    def preset(name: str) -> str | None:
+        label = f"policies/{name}.yaml"
+        for path in ("policies", label):
+            if (mode := entry(path)) is not None and mode[0] == SYMLINK:
+                raise ConfigError(path, "is a symlink (gitscale reads only regular files in "
+                                  "the config repo)")
+        text = entry(label)
+        # (a folder of that name is not a preset: the shipped one applies, as in a checkout)
+        return None if text is None or text[1] is None else _blob_text(text[1], label)
+
+    config = _parse(None, config_path, _blob_text(found[1], config_path), preset)
+    hold_named(config.secrets)
+    return config
+
+
+def _committed(entry: CommitEntry, pure: PurePosixPath,
+               source: str) -> tuple[str, bytes | None] | None:
+    """``pure`` in a commit; a symlink on its way is an error, as ``safe_repo_path`` says it."""
+    for depth in range(1, len(pure.parts) + 1):
+        path = "/".join(pure.parts[:depth])
+        found = entry(path)
+        if found is None:
+            return None
+        if found[0] == SYMLINK:
+            raise ConfigError(source, f"{source!r} goes through a symlink ({path}); gitscale "
+                              "edits only regular files inside the config repo")
+        if depth == len(pure.parts):
+            return found
+    return None
+
+
+def _blob_text(data: bytes, label: str) -> str:
+    if len(data) > files.MAX_BYTES:  # as a checkout's file (``files.read_bytes``)
+        raise ConfigError(label, f"is {len(data):,} bytes; gitscale reads files of at most "
+                          f"{files.MAX_BYTES:,} bytes")
+    return files.decode(data, label, ConfigError)
+
+
 def _cache_key(root: Path, config_path: str, text: str) -> str:
     digest = hashlib.sha256(f"{config_path}\0{text}".encode())
     policies = root / "policies"
@@ -189,7 +247,11 @@ def _cache_key(root: Path, config_path: str, text: str) -> str:
     return digest.hexdigest()
 
 
-def _parse(root: Path, config_path: str, text: str) -> Config:
+def _parse(root: Path | None, config_path: str, text: str,
+           read_preset: PresetReader | None = None) -> Config:
+    """``root``: the checkout, whose files are checked (no link on a manifest's path) and
+    whose ``policies/`` is read; None: ``read_preset`` reads a commit's
+    (``config_from_commit``)."""
     document = load_single(text, config_path, ConfigError)
 
     def describe(p: list[Any]) -> str:
@@ -226,8 +288,12 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
                               f"(first at line {first})", document.line_of([*at, "name"]))
         seen[name] = index
         manifest = item["manifest"]
-        safe_repo_path(root, manifest, config_path, ConfigError,
-                       partial(document.line_of, [*at, "manifest"]))
+        if root is None:
+            relative_path(manifest, config_path, ConfigError,
+                          partial(document.line_of, [*at, "manifest"]))
+        else:
+            safe_repo_path(root, manifest, config_path, ConfigError,
+                           partial(document.line_of, [*at, "manifest"]))
         (kind, settings), = item["source"].items()
         if kind == "github" and "app" in settings and len(owners := sorted(
                 {repo.split("/")[0].lower() for repo in settings.get("repos", ())})) > 1:
@@ -243,7 +309,8 @@ def _parse(root: Path, config_path: str, text: str) -> Config:
         if isinstance(raw_policy, str):
             if raw_policy not in presets:
                 presets[raw_policy] = load_preset(root, raw_policy, config_path,
-                                                  partial(document.line_of, [*at, "policy"]))
+                                                  partial(document.line_of, [*at, "policy"]),
+                                                  read_preset)
             policy = presets[raw_policy]
         else:
             policy = build_policy(raw_policy, document, [*at, "policy"], config_path)
@@ -336,27 +403,18 @@ def _line(line: LineRef) -> int | None:
     return line() if callable(line) else line
 
 
-def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
-    """A named policy: the config repo's ``policies/NAME.yaml`` first, then gitscale's own."""
+def load_preset(root: Path | None, name: str, source: str, line: LineRef,
+                read: PresetReader | None = None) -> Policy:
+    """A named policy: the config repo's ``policies/NAME.yaml`` first, then gitscale's own.
+    ``read`` (with ``root`` None): the file as a commit has it (``config_from_commit``)."""
     from importlib import resources
 
-    local = root / "policies" / f"{name}.yaml"
     label = f"policies/{name}.yaml"
-    try:
-        for path, where in ((local.parent, "policies"), (local, label)):
-            if path.is_symlink():  # as for manifests: a link could point anywhere
-                raise ConfigError(where, "is a symlink (gitscale reads only regular files in "
-                                  "the config repo)")
-        is_file = local.is_file()
-    except (OSError, ValueError):  # a name no file can have (too long; simulate's --policy)
-        raise ConfigError(source, f"unknown policy preset {shown(name)} (shipped: "
-                          f"{', '.join(preset_names())})", _line(line)) from None
-    if is_file:  # (a folder of that name is not a preset: the shipped one applies)
-        try:
-            text = files.read_text(local, label, ConfigError)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(label, f"cannot be read: {exc}") from None
+    if root is None:
+        text = read(name) if read is not None else None
     else:
+        text = _local_preset(root, name, label, source, line)
+    if text is None:
         shipped = resources.files("gitscale.presets").joinpath(f"{name}.yaml")
         try:
             known = shipped.is_file()
@@ -372,6 +430,26 @@ def load_preset(root: Path, name: str, source: str, line: LineRef) -> Policy:
     return build_policy(document.data, document, [], label)
 
 
+def _local_preset(root: Path, name: str, label: str, source: str, line: LineRef) -> str | None:
+    """The text of ``root``'s ``policies/NAME.yaml``; None when it has no such file."""
+    local = root / "policies" / f"{name}.yaml"
+    try:
+        for path, where in ((local.parent, "policies"), (local, label)):
+            if path.is_symlink():  # as for manifests: a link could point anywhere
+                raise ConfigError(where, "is a symlink (gitscale reads only regular files in "
+                                  "the config repo)")
+        is_file = local.is_file()
+    except (OSError, ValueError):  # a name no file can have (too long; simulate's --policy)
+        raise ConfigError(source, f"unknown policy preset {shown(name)} (shipped: "
+                          f"{', '.join(preset_names())})", _line(line)) from None
+    if not is_file:  # (a folder of that name is not a preset: the shipped one applies)
+        return None
+    try:
+        return files.read_text(local, label, ConfigError)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(label, f"cannot be read: {exc}") from None
+
+
 def preset_names() -> list[str]:
     from importlib import resources
 
@@ -382,13 +460,10 @@ def preset_names() -> list[str]:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigError] | Any,
-                   line: LineRef = None, checked: set[Path] | None = None) -> Path:
-    """``root/relative``, refusing absolute paths, ``..`` escapes and symlinks on the way.
-
-    A manifest reached through a symlink could point anywhere on the machine running gitscale;
-    git would also commit the link, not the file we edited.
-    """
+def relative_path(relative: str, source: str, error: type[ConfigError] | Any,
+                  line: LineRef = None) -> PurePosixPath:
+    """``relative`` as a path inside the repo, or ``error``: absolute, ``..``, ``~``, a
+    control character, the top folder, or inside ``.git``."""
     if _CONTROL.search(relative):  # a NUL no file name holds; a newline, a tab: a typo
         raise error(source, f"{shown(relative)} holds a control character (a line break, a "
                     "tab, a NUL); name a file of the config repo", _line(line))
@@ -401,6 +476,17 @@ def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigErr
     if ".git" in pure.parts:
         raise error(source, f"{relative!r} is inside .git (git's own files); name a file the "
                     "repo tracks", _line(line))
+    return pure
+
+
+def safe_repo_path(root: Path, relative: str, source: str, error: type[ConfigError] | Any,
+                   line: LineRef = None, checked: set[Path] | None = None) -> Path:
+    """``root/relative``, refusing absolute paths, ``..`` escapes and symlinks on the way.
+
+    A manifest reached through a symlink could point anywhere on the machine running gitscale;
+    git would also commit the link, not the file we edited.
+    """
+    pure = relative_path(relative, source, error, line)
     # Relative, no "..", no symlink on the way: the path cannot leave the repo.
     current = root
     for depth, part in enumerate(pure.parts, start=1):

@@ -26,8 +26,9 @@ class BuildkiteAgents:
     """The agents REST API for one organization and token. Thread-safe: passes share it."""
 
     def __init__(self, api_url: str, organization: str, token: str, *, timeout: float = 15.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, source: str = "") -> None:
         self._api = Agents(api_url, organization, token, timeout=timeout)
+        self._source = source  # where the token was read ("Secret NS/NAME, key token")
         self.url = self._api.url
         self._clock = clock
         self._lock = threading.Lock()
@@ -52,7 +53,8 @@ class BuildkiteAgents:
                 if age < max_age:
                     return Listed(self._listed[1], max(age, 0.0))
         read_at = self._clock()
-        listed = self.outage.ask(self._api.connected, translate)
+        listed = self.outage.ask(self._api.connected,
+                                 lambda e: translate(e, self._source))
         self.accepted = True
         found: dict[str, Registered] = {}
         for agent in listed:
@@ -65,12 +67,14 @@ class BuildkiteAgents:
         return Listed(found, max(self._clock() - read_at, 0.0))
 
 
-def translate(exc: ApiError) -> PlatformError:
+def translate(exc: ApiError, source: str = "") -> PlatformError:
+    """The client's error as the controller's; a refusal names the token's ``source``."""
+    named = f" (the credential of {source})" if source else ""
     if isinstance(exc, Unsendable):  # a token the Secret holds broken: read it again
-        return CredentialsError(str(exc))
+        return CredentialsError(f"{exc}{named}")
     if isinstance(exc, (RateLimited, Unreachable)) or exc.status >= 500:
         return PlatformOutage(str(exc))
     if exc.status in (401, 403):
         return CredentialsError(f"{exc}: the API token was refused (it needs the read_agents "
-                                "scope)")
+                                f"scope){named}")
     return PlatformError(str(exc))

@@ -95,7 +95,7 @@ def credentials_from(data: Mapping[str, str], source: str) -> Credentials:
     """Read credentials from a Secret's (decoded) data; ``source`` names it in errors. The
     token or the private key is held for masking (each read: the most recent stay held)."""
     if data.get("github_token"):
-        return Credentials(token=hold(data["github_token"]).strip())
+        return Credentials(token=hold(data["github_token"]).strip(), source=source)
     app = {k: data.get(f"github_app_{k}", "").strip()
            for k in ("id", "installation_id", "private_key")}
     if app["id"] and app["private_key"]:
@@ -134,6 +134,11 @@ class GitHub:
             installation_name=_key(credentials, "github_app_installation_id"), timeout=timeout,
             clock=clock)
         token = self._app.get if self._app is not None else (lambda: credentials.token or "")
+        # which credential a refusal refused, in its message: where the person paged fixes it
+        self._credential = (
+            f"the credential of {_key(credentials, 'github_token')}" if credentials.token else
+            f"the installation token of GitHub App {credentials.app_id}, minted with "
+            f"{_key(credentials, 'github_app_private_key')}")
         # No retries: the controller's next pass is the retry (a POST is never sent twice).
         self._api = GitHubAPI(scope.api, token, timeout=timeout, retries=0, max_wait=max_wait,
                               sleep=sleep)
@@ -296,7 +301,8 @@ class GitHub:
             if memo is not None and now < memo[1]:
                 raise StillRefused(memo[0], memo[1] - now, refused)
         try:
-            answer = self.outage.ask(lambda: verb(*args), lambda e: translate(e, call))
+            answer = self.outage.ask(lambda: verb(*args),
+                                     lambda e: translate(e, call, self._credential))
         except StillRefused:
             raise
         except CredentialsError as exc:
@@ -324,18 +330,20 @@ class GitHub:
                 self.answered = {*self.answered, call}  # (copy on write: read unlocked)
 
 
-def translate(exc: ApiError, call: str | None = None) -> PlatformError:
+def translate(exc: ApiError, call: str | None = None, credential: str = "") -> PlatformError:
     """The client's error as the controller's: the same message, a class to branch on. A 403
-    refuses a permission, for ``call`` (the kind of call sent) alone; a 401 the credential."""
+    refuses a permission, for ``call`` (the kind of call sent) alone; a 401 the credential. A
+    refusal names ``credential`` (which Secret and key), when given."""
     message = str(exc)
+    named = f" ({credential})" if credential else ""
     if isinstance(exc, (RateLimited, Unreachable, BadAnswer)) or exc.status >= 500:
         return PlatformOutage(message)
     if exc.status == 403 and "not accessible by" in exc.detail:
-        return CredentialsError(message + _permission_hint(exc), call)
+        return CredentialsError(message + _permission_hint(exc) + named, call)
     if exc.status == 403 and not isinstance(exc, Unsendable):
-        return CredentialsError(message, call)
+        return CredentialsError(message + named, call)
     if exc.status == 401 or isinstance(exc, Unsendable):
-        return CredentialsError(message)
+        return CredentialsError(message + named)
     if exc.status == 409:
         return RunnerNameTaken(message)
     if exc.status == 422 and exc.method == "DELETE":

@@ -266,7 +266,8 @@ def adapter(clients: Clients, namespace: str, settings: BuildkiteSettings) -> Ad
         if not token:
             raise CredentialsMissing(f"Secret {namespace}/{secret}: needs the key {TOKEN_KEY} (a "
                                    "Buildkite REST API token with the read_agents scope)")
-        return BuildkiteAgents(settings.api_url, org, token, clock=clients.clock)
+        return BuildkiteAgents(settings.api_url, org, token, clock=clients.clock,
+                               source=f"Secret {namespace}/{secret}, key {TOKEN_KEY}")
 
     try:
         client = clients.cached(("buildkite", namespace, secret, settings.api_url, org), make)

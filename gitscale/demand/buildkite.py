@@ -16,15 +16,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import urlencode
 
 from gitscale.clients.buildkite import Metrics, QueueJobs
-from gitscale.clients.errors import ApiError, Unsendable
+from gitscale.clients.errors import ApiError
 from gitscale.clients.etags import EtagCache, cache_file
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.rotating import Rotating
-from gitscale.config.secrets import SecretError, read_token
+from gitscale.config.secrets import read_token
 from gitscale.config.sources import BuildkiteSettings
 from gitscale.core.model import Demand
 from gitscale.demand import DemandReading, SourceError, warner
 from gitscale.demand.buildkite_jobs import JobIdReader
+from gitscale.demand.refused import is_refusal, refusal
 from gitscale.runnerset_api import JOB_LIMIT
 from gitscale.timeutil import parse_duration
 
@@ -32,9 +33,11 @@ if TYPE_CHECKING:
     from gitscale.demand.registry import Where
 
 POLL_HEADER = "Buildkite-Agent-Metrics-Poll-Duration"
-REFUSED = ("Buildkite refused the token: the metrics API takes an agent token of the queue's "
-           "organization (Agents > Agent Tokens; for a queue in a cluster, one of that "
-           "cluster's agent tokens), not an API access token, and refuses a revoked one")
+# What to check of a refused agent token: a setup has three Buildkite tokens (agent, REST,
+# GraphQL), and an API access token given here is the likely mistake.
+REFUSED = ("the metrics API takes an agent token of the queue's organization (Agents > Agent "
+           "Tokens; for a queue in a cluster, one of that cluster's agent tokens), not an API "
+           "access token, and refuses a revoked one")
 MAX_POLL_INTERVAL = 3600.0  # seconds
 
 
@@ -108,11 +111,11 @@ class QueueSource:
         try:
             answer = self.client.queue(queue)
         except ApiError as exc:
-            if exc.status not in (401, 403) or isinstance(exc, Unsendable):
+            if not is_refusal(exc):
                 raise
             # the credential's line of gitscale.yaml is to blame (``resolve.secret_error``)
-            raise SecretError(f"buildkite agent token: {exc}: {REFUSED}",
-                              self.settings.token) from None
+            raise refusal("Buildkite", "agent token", self.settings.token, exc,
+                          self.client.http.name, REFUSED) from None
         body = answer.body
         url = f"{self.client.api}/metrics/queue?{urlencode({'name': queue})}"
         where = f"queue {queue} (GET {url})"

@@ -32,20 +32,21 @@ from typing import Any, Callable
 
 
 from gitscale.clients.buildkite import QueueJobs
-from gitscale.clients.errors import ApiError, Unsendable
+from gitscale.clients.errors import ApiError
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.sources import BuildkiteJobIds
 from gitscale.core.model import Demand
 from gitscale.demand import warner
+from gitscale.demand.refused import is_refusal, refusal
 
 SCHEDULED = ("SCHEDULED",)
 RUNNING = ("ASSIGNED", "ACCEPTED", "RUNNING", "CANCELING", "TIMING_OUT")
 WAITING = ("WAITING",)
 # A setup has three Buildkite tokens (agent, REST, GraphQL): say which one was refused, and what
 # it must be (an agent token given here is the likely mistake).
-REFUSED = ("Buildkite refused jobIds.token: the GraphQL API takes an API access token with "
-           "GraphQL API access (Personal Settings > API Access Tokens), not an agent token, "
-           "and refuses a revoked one")
+REFUSED = ("the GraphQL API takes an API access token with GraphQL API access (Personal "
+           "Settings > API Access Tokens), not an agent token, and refuses a revoked one; its "
+           "user must see the queue's pipelines")
 
 
 def counted_states(count_waiting: bool) -> tuple[str, ...]:
@@ -106,8 +107,9 @@ class JobIdReader:
             jobs = self.client.jobs(organization, self.queue, counted_states(waiting),
                                     self.settings.cluster)
         except ApiError as exc:
-            refused = exc.status in (401, 403) and not isinstance(exc, Unsendable)
-            self._fallback(names, f"{exc}: {REFUSED}" if refused else str(exc))
+            self._fallback(names, str(refusal(
+                "Buildkite", "jobIds.token", self.settings.token, exc, self.client.http.name,
+                REFUSED, article="")) if is_refusal(exc) else str(exc))
             return
         for runner_set in sets:
             if runner_set.name not in demands:

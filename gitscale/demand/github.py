@@ -30,11 +30,12 @@ from gitscale.clients.github import RUNS_LISTED, GitHub
 from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.rotating import Rotating
-from gitscale.config.secrets import SecretError, read_secret, read_token, source_of
+from gitscale.config.secrets import SecretError, read_secret, read_token
 from gitscale.config.sources import GitHubSettings
 from gitscale.core.model import Demand
 from gitscale.core.reservations import MAX_JOB_ID, is_job_id
 from gitscale.demand import DemandReading, SourceError, warner
+from gitscale.demand.refused import CredentialRefused, declared, is_refusal, refusal, via
 from gitscale.runnerset_api import JOB_LIMIT
 
 if TYPE_CHECKING:
@@ -42,6 +43,12 @@ if TYPE_CHECKING:
     from gitscale.demand.resolve import Sources
 
 KEY_NAME = "github app private key"
+# What to check of a refused credential: the permissions of the README's credentials table.
+PERMISSIONS = "the repository permissions Actions: Read-only and Metadata: Read-only"
+TOKEN_CHECK = (f"check that it is not revoked or expired and that it has {PERMISSIONS} (a "
+               "classic token: repo, for private repositories; docs/credentials.md)")
+APP_CHECK = (f"check that the App is installed on the repositories polled, with {PERMISSIONS}, "
+             "and that its installation is not suspended (docs/credentials.md)")
 QUEUED = frozenset({"queued", "requested"})
 RUNNING = frozenset({"in_progress"})
 # Not counted, the jobs GitHub holds, which need no runner yet: `waiting` for an environment's
@@ -168,12 +175,18 @@ class GitHubAuth:
         self._app = None if app is None else InstallationToken(
             settings.api_url, app.app_id, lambda: read_secret(app.private_key, KEY_NAME),
             installation=app.installation_id, error=SecretError,
-            key_name=f"{KEY_NAME} ({source_of(app.private_key)})",
+            key_name=f"{KEY_NAME} {declared(app.private_key)}{via(app.private_key)} (read "
+                     "again for each exchange)",
             installation_name="source.github.app.installationId", owner=owner)
 
     def token(self) -> str:
         if self._app is not None:
-            return self._app.get()
+            try:
+                return self._app.get()
+            except SecretError as exc:  # the key refused or unusable: blamed on its line
+                if exc.ref is None and KEY_NAME in str(exc) and self.settings.app is not None:
+                    raise SecretError(str(exc), self.settings.app.private_key) from None
+                raise
         if self._token is None:  # (settings always name one or the other)
             raise SecretError("github token: the source names neither a token nor an app")
         return self._token.get()
@@ -219,17 +232,7 @@ class GitHubPoller:
 
     def read(self, sets: Sequence[RunnerSetConfig]) -> DemandReading:
         """Demand for each of ``sets`` (of this scope), from one poll."""
-        try:
-            poll = self.poll()
-        except ApiError as exc:
-            if exc.status != 403 or "not accessible by" not in exc.detail:
-                raise
-            wanted = exc.headers.get("x-accepted-github-permissions")
-            said = f"; GitHub asked for {wanted}" if wanted else ""
-            raise SourceError(f"{exc} (the token or the GitHub App's installation lacks the "
-                              "repository permissions Actions: Read-only and Metadata: "
-                              f"Read-only{said}: grant them — an App's new permissions must be "
-                              "accepted on its installation; docs/credentials.md)") from None
+        poll = self.poll()
         for runs in poll.unlisted:
             self.warn(runs.note(self.api, [s.name for s in sets
                                            if runs.charges(s.source.settings.labels)]))
@@ -271,8 +274,39 @@ class GitHubPoller:
         return self.poll().jobs
 
     def poll(self) -> Poll:
-        """Every queued or in-progress job in scope, and the runs GitHub did not list.
-        Requests run on a few threads, first the runs of every repo, then the jobs of every
+        """Every queued or in-progress job in scope, and the runs GitHub did not list; a
+        credential GitHub refused is a ``CredentialRefused`` naming it as gitscale.yaml does."""
+        try:
+            return self._poll()
+        except ApiError as exc:
+            if not is_refusal(exc):
+                raise
+            raise self._refused(exc) from None
+
+    def _refused(self, exc: ApiError) -> CredentialRefused:
+        """``exc``, a refusal, said of the credential as the config declares it."""
+        check = TOKEN_CHECK
+        if exc.status == 403 and "not accessible by" in exc.detail:
+            wanted = exc.headers.get("x-accepted-github-permissions")
+            said = f"; GitHub asked for {wanted}" if wanted else ""
+            check = (f"it lacks {PERMISSIONS}{said}: grant them — an App's new permissions "
+                     "must be accepted on its installation; docs/credentials.md")
+        app, name = self.settings.app, self.client.http.name
+        if app is not None:
+            # (``GitHubAuth.refused``: only a 401 drops the token for another exchange)
+            again = (", exchanged again after a refusal unless it is less than 30 s old"
+                     if exc.status == 401 else
+                     "; a 403 refuses a permission: not exchanged again")
+            return CredentialRefused(
+                f"GitHub refused the installation token of GitHub App {app.app_id} (minted "
+                f"with the key from {declared(app.private_key)}",
+                f"{again}): {str(exc).removeprefix(name + ': ')}; "
+                f"{APP_CHECK if check is TOKEN_CHECK else check}", app.private_key)
+        assert self.settings.token is not None  # (settings name a token or an app)
+        return refusal("GitHub", "token", self.settings.token, exc, name, check)
+
+    def _poll(self) -> Poll:
+        """(``poll``.) Requests run on a few threads, first the runs of every repo, then the jobs of every
         run: at real API latency a sequential poll of 100 repos takes half a minute, and one
         busy repo must not serialise the rest."""
         found: dict[int, Job] = {}

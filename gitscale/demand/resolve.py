@@ -9,6 +9,7 @@ from gitscale.files import default_cache_dir
 from gitscale.config.load import Config, RunnerSetConfig
 from gitscale.demand import DemandReading, RateLimited
 from gitscale.demand.file import FileSource, MissingDemandFile
+from gitscale.demand.refused import CredentialRefused
 from gitscale.config.sources import SOURCES
 from gitscale.errors import ConfigError, GitscaleError
 from gitscale.config.secrets import SecretError
@@ -123,5 +124,7 @@ def secret_error(config: Config, runner_set: RunnerSetConfig, exc: SecretError) 
     line = config.secret_line(runner_set.name, exc.ref) if exc.ref is not None else None
     if line is not None:
         return str(ConfigError(config.path, f"runner set {runner_set.name!r}: {exc}", line))
+    if isinstance(exc, CredentialRefused):  # (it names the credential: said to be the default)
+        return str(config.blame(runner_set.name, "source", exc.with_default()))
     default = f" (the default, {{{exc.ref.kind}: {exc.ref.where}}})" if exc.ref else ""
     return str(config.blame(runner_set.name, "source", f"{exc}{default}"))

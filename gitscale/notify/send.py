@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 from gitscale import logline
 from gitscale.clients.errors import Unreachable
 from gitscale.clients.http import HttpClient, tls_context
-from gitscale.config.secrets import SecretError, read_secret
+from gitscale.config.secrets import SecretError, SecretRef, read_secret, secret_file
+from gitscale.files import FILE_SUFFIX
 from gitscale.notify.failures import POLL_STILL, NotifyStreaks
 from gitscale.notify.payloads import NotReady, Pushed, Request, request
 from gitscale.redact import redact
@@ -99,7 +100,26 @@ def _notify(client: HttpClient, target: Target, pushed: Pushed) -> str | None:
     text = _clean(" ".join(answer.text.split()), secret, req)
     if len(text) > ANSWER_SHOWN:
         text = text[:ANSWER_SHOWN] + "…"
-    return f"HTTP {answer.status}" + (f": {text}" if text else "")
+    return f"HTTP {answer.status}" + (f": {text}" if text else "") + _refused(target, answer.status)
+
+
+def _refused(target: Target, status: int) -> str:
+    """For a refusal (401/403; a 400, Argo CD's and Flux's answer to a signature that does not
+    verify) of a target with a secret: which one, as gitscale.yaml declares it and where (the
+    person paged must not map a URL back to a credential by hand)."""
+    if status not in (400, 401, 403) or target.secret is None:
+        return ""
+    ref = SecretRef.parse(target.secret)
+    what = "token" if target.kind == "flux" else "secret"
+    # (a 400 may be something else: said as a possibility)
+    lead = f" (if the signature did not verify: the {what}" if status == 400 else f" (the {what}"
+    at = f" at {target.where}" if target.where else ""
+    path = secret_file(ref)  # (a variable's value is the process's: reading it again is no fix)
+    if path is None:
+        return (f"{lead} from {{{ref.kind}: {ref.where}}}{at}: an environment variable, "
+                "a new value needs a restart)")
+    via = f" ({ref.where}{FILE_SUFFIX}={path})" if ref.kind == "env" else ""
+    return f"{lead} from {{{ref.kind}: {ref.where}}}{via}{at}, read again for each notification)"
 
 
 ANSWER_SHOWN = 160  # characters of an error answer in the log line

@@ -317,6 +317,18 @@ class Git:
         stdout, _, code = self._start(("show", spec), text=False).finish()
         return stdout if code == 0 else None
 
+    def entry(self, rev: str, path: str) -> tuple[str, bytes | None] | None:
+        """``path`` in ``rev`` as git keeps it: its mode (``100644``, ``100755``; ``120000`` a
+        symlink, ``040000`` a folder) and a file's bytes (None for the others); None when
+        ``rev`` has no such path. A path through a symlink or a folder of ``rev`` has none."""
+        listed = self.run_bytes("ls-tree", "-z", rev, "--", path).split(b"\0", 1)[0]
+        meta, tab, name = listed.partition(b"\t")
+        if not tab or name.decode(errors="replace") != path:
+            return None
+        mode, kind, oid = meta.decode().split()
+        return mode, self.run_bytes("cat-file", "blob", oid) if kind == "blob" and \
+            mode != "120000" else None
+
     def parents(self, rev: str) -> list[str]:
         return self.out("rev-list", "--parents", "-n", "1", rev).split()[1:]
 

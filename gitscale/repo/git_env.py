@@ -151,8 +151,12 @@ def auth_hint(output: str) -> str:
     """Say what to do when the server wanted credentials that git could not give it."""
     if not re.search(r"Authentication failed|could not read (Username|Password)", output):
         return ""
-    if os.environ.get("GITSCALE_GIT_TOKEN") or os.environ.get("GITSCALE_GIT_TOKEN_FILE"):
-        return ("\nhint: the server refused the token from GITSCALE_GIT_TOKEN / "
-                "GITSCALE_GIT_TOKEN_FILE (wrong, expired, or without access to this repo)")
+    file = os.environ.get("GITSCALE_GIT_TOKEN_FILE")
+    if os.environ.get("GITSCALE_GIT_TOKEN") or file:
+        which = ("GITSCALE_GIT_TOKEN (a variable: a new value needs a restart)"
+                 if os.environ.get("GITSCALE_GIT_TOKEN") else
+                 f"GITSCALE_GIT_TOKEN_FILE={file} (read again for each git command)")
+        return (f"\nhint: the server refused the token from {which}: wrong, expired, or "
+                "without Contents: Read and write on this repo")
     return ("\nhint: the server wants credentials: set GITSCALE_GIT_TOKEN (or "
             "GITSCALE_GIT_TOKEN_FILE) to a token that may push, or configure a credential helper")

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
-from gitscale.config.load import RunnerSetConfig
-from gitscale.demand.resolve import Sources
+from gitscale.config.load import Config, RunnerSetConfig
+from gitscale.config.secrets import SecretError
+from gitscale.demand.resolve import Sources, secret_error
 from gitscale.errors import GitscaleError
 from gitscale.config.sources import SOURCES
 
@@ -37,9 +38,12 @@ class Listing:
     partial: dict[str, str] = field(default_factory=dict)
 
 
-def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: datetime) -> Listing:
+def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: datetime,
+              config: Config | None = None) -> Listing:
     """One poll per scope and credential. All or nothing: a job of a scope that could not be
-    read might belong to an earlier set, so a partial list could move it to the wrong one."""
+    read might belong to an earlier set, so a partial list could move it to the wrong one. A
+    credential that could not be read or was refused is said at the line of ``config`` (the
+    sets') that declares it, as a pass says it."""
     from gitscale.demand.github import QUEUED, RUNNING, Poll, matches, poller
 
     github = [s for s in sets if SOURCES[s.source.kind].webhooks]
@@ -52,6 +56,9 @@ def list_jobs(sets: Sequence[RunnerSetConfig], sources: Sources, started: dateti
                 continue
             try:
                 polled[key] = poller(sources, settings).poll()
+            except SecretError as exc:
+                said = str(exc) if config is None else secret_error(config, runner_set, exc)
+                return Listing(started, error=f"{runner_set.name}: {said}")
             except GitscaleError as exc:
                 return Listing(started, error=f"{runner_set.name}: {exc}")
     finally:

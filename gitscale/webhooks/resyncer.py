@@ -54,7 +54,7 @@ class Resyncer:
         sets = pick(config, self.serving.names).sets  # only the served sets' scopes
         if not sets:  # no served set takes webhooks (yet): no resync to run, no API call
             return
-        self.future = self.pool.submit(list_jobs, sets, self.sources, utcnow())
+        self.future = self.pool.submit(list_jobs, sets, self.sources, utcnow(), config)
 
     def take(self) -> Listing | None:
         """The newest listing, once its poll is done (None before)."""

@@ -168,7 +168,9 @@ def test_set_since_until_and_tz(tmp_path: Path, capsys) -> None:  # type: ignore
     pytest.param(["--until", "9am"], "--until: '9am' is not an RFC 3339 time", id="until"),
 ])
 def test_bad_options_are_clear_errors(tmp_path, capsys, args, message):  # type: ignore[no-untyped-def]
-    checkout = make_repo(tmp_path, {"gitscale.yaml": simple_config({})}, bare_remote=False)
+    # a set of the config that never scaled ("nope": nothing to draw, not a typo)
+    checkout = make_repo(tmp_path, {"gitscale.yaml": simple_config({"nope": "default"})},
+                         bare_remote=False)
     code, out, err = run(capsys, "history", "--repo", str(checkout),
                          *[a.format(tmp=tmp_path) for a in args])
     assert code == 1 and message in err and "Traceback" not in out + err, err

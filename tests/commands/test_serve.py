@@ -446,6 +446,7 @@ def test_bad_content_length_and_slow_clients(repo: Path, monkeypatch: pytest.Mon
     assert "Traceback" not in capfd.readouterr().err
 
 
+@pytest.mark.usefixtures("quick_batches")  # (one delivery accepted)
 def test_a_reservations_file_edited_into_nonsense_is_reported_not_a_crash(repo: Path) -> None:
     """A time without an offset was a TypeError that killed the server (and its events)."""
     (repo / ".gitscale").mkdir()
@@ -472,6 +473,7 @@ def test_a_reservations_file_edited_into_nonsense_is_reported_not_a_crash(repo: 
         server.close()
 
 
+@pytest.mark.usefixtures("quick_batches")  # (one delivery accepted)
 def test_a_symlinked_reservations_file_is_never_written_through(repo: Path) -> None:
     """The write followed the link out of the repo, and the commit (holding only the link)
     said the reservations were updated."""
@@ -498,6 +500,7 @@ def test_a_symlinked_reservations_file_is_never_written_through(repo: Path) -> N
     assert remote_state(repo)[0] == before
 
 
+@pytest.mark.usefixtures("quick_batches")  # (one delivery accepted)
 def test_reservations_of_a_removed_set_are_dropped(repo: Path) -> None:
     """Nothing would ever expire them: they stayed in the file for good."""
     (repo / ".gitscale").mkdir()
@@ -646,6 +649,7 @@ def test_a_failed_batch_backs_off_whatever_the_window(window: float, failures: i
     assert batch_delay(window, 0) == window
 
 
+@pytest.mark.usefixtures("quick_batches")  # (one delivery accepted)
 def test_a_job_id_beyond_int64_is_refused_and_never_written(repo: Path) -> None:
     server = Server(repo, window="1s")
     try:
@@ -663,6 +667,7 @@ def test_a_job_id_beyond_int64_is_refused_and_never_written(repo: Path) -> None:
     assert all(s.strip() != "gitscale:" for s in subjects), subjects
 
 
+@pytest.mark.usefixtures("quick_batches")  # (one delivery accepted)
 def test_a_job_without_a_list_of_labels_is_refused_and_reserves_nothing(
         repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """`"labels": null`, or no labels at all, was taken as a job without labels, which every
@@ -748,6 +753,7 @@ def test_a_batch_that_only_expires_reservations_says_so(repo: Path) -> None:
     assert yaml.safe_load(git(remote, "show", "main:sets/linux.yaml"))["spec"]["replicas"] == 0
 
 
+@pytest.mark.usefixtures("quick_batches")  # (one delivery accepted)
 def test_serve_saves_what_it_learnt_at_each_checkpoint_not_only_at_its_stop(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a checkpoint after every batch, the state cache is on disk while serve runs: a

@@ -19,6 +19,10 @@ from tests.helpers import RUNNERSET, git, make_repo
 
 LINUX = ["self-hosted", "linux"]
 STATE = ".gitscale/reservations.yaml"
+# (each test waits for one delivery's batch at a time; what is held, and for how long, follows
+# --hold and the clock, not the window)
+pytestmark = pytest.mark.usefixtures("quick_batches")
+
 HELD = "reservations held (committed with the next scaling change, or in the first batch from "
 
 

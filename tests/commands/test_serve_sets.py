@@ -113,6 +113,7 @@ def test_only_the_named_set_is_served_and_the_loop_scales_the_other(
     assert (replicas(repo, "linux"), replicas(repo, "gpu"), replicas(repo, "batch")) == (2, 3, 1)
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_a_batch_counts_its_events_in_words(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = Server(repo, window="1s", sets=("linux",))
     try:
@@ -173,6 +174,7 @@ def test_serve_says_buildkite_sets_are_polled_not_served(
                         "do (the sets of gitscale.yaml with a github source: linux)\n"), err
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_a_job_goes_to_the_first_served_set(repo: Path) -> None:
     """A job labelled only `self-hosted` matches every set: without --set it goes to linux,
     the first in gitscale.yaml; served only gpu, it is gpu's."""
@@ -213,6 +215,7 @@ def test_a_set_serve_cannot_serve_is_refused_and_nothing_is_written(
     assert not (repo / ".gitscale").exists() and git(repo, "status", "--porcelain") == ""
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_a_served_set_gone_from_gitscale_yaml_is_said_once_and_the_rest_served(
         repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """serve reloads gitscale.yaml per batch (here on a clone of the remote, as over a URL)."""
@@ -259,6 +262,7 @@ def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
         yield fake
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_the_resync_reads_only_the_served_sets_scopes(github: FakeGitHub,
                                                       tmp_path: Path) -> None:
     api = f"apiUrl: '{github.url}', token: {{env: GH_TOKEN}}"
@@ -289,6 +293,7 @@ runnerSets:
     assert (replicas(repo, "linux"), replicas(repo, "gpu")) == (1, 0)
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_two_serves_with_their_own_files_share_a_repo(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     linux = Server(remote(repo), window="1s", sets=("linux",),
@@ -328,6 +333,7 @@ def test_two_serves_with_their_own_files_share_a_repo(
     assert git(remote(repo), "rev-parse", "main") == head
 
 
+@pytest.mark.usefixtures("quick_batches")
 def test_two_serves_on_one_file_the_overwritten_one_stops_writing(
         repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Each batch rewrites the whole file with its own sets: two serves with other sets on

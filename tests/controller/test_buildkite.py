@@ -107,6 +107,7 @@ def test_a_refused_token_is_said_and_the_set_still_served(harness: Harness,
     cond = busy_known(harness, "bk")
     assert (cond["status"], cond["reason"]) == ("False", "AgentsAPIUnavailable")
     assert "401" in cond["message"] and "wrong" not in str(harness.status("bk"))
+    assert f"(the credential of Secret {NS}/bk-api, key token)" in cond["message"], cond
     ready = next(c for c in harness.status("bk")["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"  # served all the same, under the graceful-stop rule
 

@@ -251,3 +251,23 @@ def test_an_app_refused_a_permission_keeps_its_token_for_the_next_attempts(
     harness.sync("rs")
     ended = [r.getMessage() for r in caplog.records if "accepted again" in r.getMessage()]
     assert len(ended) == 1, ended
+
+
+def test_a_refused_token_names_the_secret_and_key_it_was_read_from(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """The person paged finds the credential from the message alone: the Secret and its key,
+    in Ready and in the log; never the token."""
+    harness.write("rs", 1, 1)
+    harness.sync("rs")
+    for name in harness.names("rs"):
+        harness.running(name)
+    harness.sync("rs")
+    caplog.set_level(logging.INFO, "gitscale.controller")
+    harness.github.tokens = {"ghp-only-the-new-one"}
+    harness.clock.advance(10)
+    harness.sync("rs")
+    message = ready(harness, "rs")["message"]
+    assert "answered 401: Bad credentials" in message, message
+    assert f"(the credential of Secret {NS}/gh-creds: key github_token)" in message, message
+    assert f"Secret {NS}/gh-creds: key github_token" in warned(caplog)[0]
+    assert TOKEN not in message and TOKEN not in caplog.text

@@ -102,12 +102,13 @@ def test_a_wrong_token_is_a_clear_error_without_the_token(buildkite: FakeBuildki
     (number,) = [n for n, line in enumerate(lines, 1) if line.strip() == "env: BK_TOKEN"]
     # the line of gitscale.yaml that names the token, and what the metrics API takes: a
     # Buildkite user's API access token (bkua_…) here is the usual mistake
-    assert error == (f"gitscale.yaml:{number}: runner set 'deploy': buildkite agent token: "
-                     f"buildkite ({buildkite.url}): GET {buildkite.url}/metrics/queue?name=deploy "
-                     "answered 401: Invalid or missing agent token: Buildkite refused the "
-                     "token: the metrics API takes an agent token of the queue's organization "
-                     "(Agents > Agent Tokens; for a queue in a cluster, one of that cluster's "
-                     "agent tokens), not an API access token, and refuses a revoked one")
+    assert error == (f"gitscale.yaml:{number}: runner set 'deploy': Buildkite refused the agent "
+                     "token from {env: BK_TOKEN} (an environment variable: not read again, a new "
+                     f"value needs a restart): GET {buildkite.url}/metrics/queue?name=deploy "
+                     "answered 401: Invalid or missing agent token; the metrics API takes an "
+                     "agent token of the queue's organization (Agents > Agent Tokens; for a "
+                     "queue in a cluster, one of that cluster's agent tokens), not an API access "
+                     "token, and refuses a revoked one")
     assert "bkua_NotTheRightOne0000" not in error
     assert [r.status for r in buildkite.log] == [401]
 

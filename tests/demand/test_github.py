@@ -478,7 +478,8 @@ def test_github_app_with_the_wrong_key_is_a_clear_error(app_github: FakeGitHub,
         {"name": "linux", "source": app_source(app_github, other)}])
     error = read(tmp_path / "repo", config).errors["linux"]
     assert f"POST {app_github.url}/app/installations/77/access_tokens answered 401" in error
-    assert f"github app private key ({other}) is not a private key of GitHub App 4242" in error
+    assert (f"github app private key {{file: {other}}} (read again for each exchange) is not "
+            "a private key of GitHub App 4242") in error
     assert "BEGIN" not in error and [r.method for r in app_github.log] == ["POST"]
 
 
@@ -491,9 +492,9 @@ def test_github_app_with_its_public_key_is_a_clear_error_not_a_crash(app_github:
     config = write_config(tmp_path / "repo", [
         {"name": "linux", "source": app_source(app_github, public)}])
     error = read(tmp_path / "repo", config).errors["linux"]
-    assert error.startswith(f"gitscale.yaml:4: runner set 'linux': github app private key "
-                            f"({public}): cannot sign a JWT: a public key, not the private "
-                            "key"), error
+    assert error.startswith(f"gitscale.yaml:13: runner set 'linux': github app private key "
+                            f"{{file: {public}}} (read again for each exchange): cannot sign a "
+                            "JWT: a public key, not the private key"), error
     assert app_github.log == []
 
 
@@ -516,8 +517,9 @@ def test_github_app_with_a_key_that_is_not_a_key_is_a_clear_error(app_github: Fa
     config = write_config(tmp_path / "repo", [
         {"name": "linux", "source": app_source(app_github, bogus)}])
     error = read(tmp_path / "repo", config).errors["linux"]
-    assert error.startswith("gitscale.yaml:4: runner set 'linux': github app private key "
-                            f"({bogus}): cannot sign a JWT"), error
+    assert error.startswith("gitscale.yaml:13: runner set 'linux': github app private key "
+                            f"{{file: {bogus}}} (read again for each exchange): cannot sign a "
+                            "JWT"), error
     assert "not a key" not in error and app_github.log == []
 
 

@@ -122,7 +122,8 @@ def test_a_wrong_or_missing_token_fails_clearly(http_git_server: GitHTTPServer, 
     assert "Authentication failed" in result.err or "could not read Username" in result.err, \
         result
     assert f"127.0.0.1:{server.port}/config.git" in result.err, result
-    hint = "refused the token" if env else "wants credentials: set GITSCALE_GIT_TOKEN"
+    hint = ("refused the token from GITSCALE_GIT_TOKEN (a variable" if env else
+            "wants credentials: set GITSCALE_GIT_TOKEN")
     assert hint in result.err, result
     assert "Traceback" not in result.out + result.err
     _assert_no_secret(server.token, result.out, result.err)
@@ -130,6 +131,19 @@ def test_a_wrong_or_missing_token_fails_clearly(http_git_server: GitHTTPServer, 
         _assert_no_secret(secret, result.out, result.err)
     assert all(" 200 " not in line for line in server.log), server.log
     assert seed.commits(bare) == [original]
+
+
+def test_a_refused_token_file_is_named_with_its_path(http_git_server: GitHTTPServer,
+                                                     tmp_path: Path) -> None:
+    token_file = tmp_path / "git-token"
+    token_file.write_text("wrong-token-0123456789\n")
+    result = _reconcile(http_git_server, tmp_path, (4, 0),
+                        {"GITSCALE_GIT_TOKEN_FILE": str(token_file)})
+    assert result.code == 1, result
+    assert (f"hint: the server refused the token from GITSCALE_GIT_TOKEN_FILE={token_file} "
+            "(read again for each git command): wrong, expired, or without Contents: Read and "
+            "write on this repo") in result.err, result
+    _assert_no_secret("wrong-token-0123456789", result.out, result.err)
 
 
 @pytest.mark.parametrize("command", ["reconcile", "history", "plan"])

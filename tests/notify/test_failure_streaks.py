@@ -144,9 +144,16 @@ def test_serve_says_a_missing_notify_secret_once_and_counts_every_failure(
                 assert time.monotonic() < deadline, "no commit"
                 time.sleep(0.1)
         assert server.port is not None
-        _, _, samples = scrape(server.port)
-        failed = value(samples, "gitscale_notifications_total", engine="argocd",
-                       result="failed")
+        # (the notification follows the push: the last one may not be counted yet when its
+        # commit is on the remote)
+        deadline = time.monotonic() + 10
+        while True:
+            _, _, samples = scrape(server.port)
+            failed = value(samples, "gitscale_notifications_total", engine="argocd",
+                           result="failed")
+            if failed >= 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     finally:
         server.close()
     assert failed == 3, "every failure counted"

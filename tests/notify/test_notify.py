@@ -406,6 +406,13 @@ notify:
     assert len(lines) == 3, err
     for line in lines:
         assert "failed: HTTP 400: " in line and "bad sig sha" in line and "***" in line, line
+    # a 400 is how Argo CD and Flux refuse a signature: which secret signed it, said so
+    argocd, flux, hook = lines
+    assert "(if the signature did not verify: the secret from {env: ARGOCD_WEBHOOK_SECRET} " \
+        "at gitscale.yaml:" in argocd, argocd
+    assert "(if the signature did not verify: the token from {env: FLUX_RECEIVER_TOKEN} " \
+        "at gitscale.yaml:" in flux, flux
+    assert "(if the signature did not verify: the secret from {env: HOOK_SECRET} " in hook, hook
     for signature in sent:
         digest = signature.partition("=")[2]
         assert digest not in err and digest[:20] not in err, err
@@ -436,8 +443,37 @@ notify:
     assert code == 0, err
     (line,) = [line for line in err.splitlines() if "notify" in line]
     assert 'failed: HTTP 401: {"message": "secret *** does not match"}' in line, line
+    # which credential it refused, where gitscale.yaml declares it
+    lines = (checkout / "gitscale.yaml").read_text().splitlines()
+    (number,) = [n for n, text in enumerate(lines, 1) if "HOOK_SECRET" in text]
+    # (a variable: reading it again gives the refused value until a restart)
+    assert (f"(the secret from {{env: HOOK_SECRET}} at gitscale.yaml:{number}: an environment "
+            "variable, a new value needs a restart)") in line, line
     for shown in (secret, echoed, "hook-", "77aa"):
         assert shown not in out + err
+
+
+def test_a_refused_secret_of_a_file_is_said_read_again_with_its_path(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``{env: HOOK_SECRET}`` read through ``HOOK_SECRET_FILE``: the file is read at each
+    notification, so putting a valid secret there is the fix (its path said)."""
+    secret_file = tmp_path / "hook-secret"
+    secret_file.write_text("not-the-receivers-secret-31\n")
+    monkeypatch.delenv("HOOK_SECRET")
+    monkeypatch.setenv("HOOK_SECRET_FILE", str(secret_file))
+    with FakeFlux() as hook:
+        hook.answer = lambda *_: (403, "forbidden")  # type: ignore[method-assign,assignment]
+        checkout = repo(tmp_path, f"""\
+notify:
+  - webhook: {{url: "{hook.base}/pushed", secret: {{env: HOOK_SECRET}}}}
+""")
+        code, out, err = run(capsys, "reconcile", "--repo", str(checkout))
+    assert code == 0, err
+    (line,) = [line for line in err.splitlines() if "notify" in line]
+    assert (f"failed: HTTP 403: forbidden (the secret from {{env: HOOK_SECRET}} "
+            f"(HOOK_SECRET_FILE={secret_file}) at gitscale.yaml:") in line, line
+    assert ", read again for each notification)" in line, line
+    assert "not-the-receivers" not in out + err
 
 
 def test_a_notify_secret_read_through_its_file_variable_rotates_between_passes(  # type: ignore[no-untyped-def]

@@ -91,13 +91,17 @@ def image_venv() -> Iterator[ImageVenv]:
         venv = root / "gitscale"
         sh(sys.executable, "-m", "venv", "--without-pip", venv)
         target = [*pip, "--python", venv / "bin" / "python"]
-        sh(*target, "install", "--require-hashes", "--no-deps", "-r",
+        # Byte-compiled after the pruning, not before it: the venv ends as the image's (every
+        # module kept has its .pyc, the pruned ones are gone), without compiling the 41 MB
+        # pruned first (pip's compiling was 14 s of the fixture's 37)
+        sh(*target, "install", "--no-compile", "--require-hashes", "--no-deps", "-r",
            context / "requirements" / "image.txt", env=env)
         site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
             "site-packages"
         for part in PRUNED:  # as the Dockerfile removes them
             assert (site / part).is_dir(), f"{part} is not in the venv: change PRUNED"
             shutil.rmtree(site / part)
+        sh(venv / "bin" / "python", "-m", "compileall", "-q", site)
         sh(*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", root / "wheels",
            context, env=env)
         (wheel,) = (root / "wheels").glob("gitscale-*.whl")

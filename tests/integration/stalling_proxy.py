@@ -15,6 +15,7 @@ class StallingProxy:
         self.target = ("127.0.0.1", target_port)
         self.hung = threading.Event()
         self.connections = 0  # accepted so far
+        self.stalled = 0  # connections accepted, and reads held back, since ``hang``
         self._server = socket.create_server(("127.0.0.1", 0))
         self._held: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -53,6 +54,7 @@ class StallingProxy:
             with self._lock:
                 self._held.append(client)
             if self.hung.is_set():
+                self.stalled += 1
                 continue  # accepted, never answered
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
@@ -71,12 +73,14 @@ class StallingProxy:
                 data = source.recv(65536)
             except OSError:
                 return
-            if not data or self.hung.is_set():
+            if self.hung.is_set():  # held back, its end too: the other side hears nothing
+                self.stalled += 1
                 if not data:
-                    _shut(sink)
                     return
-                self.hung.wait()  # (set: what came is held back, and what follows)
                 continue
+            if not data:
+                _shut(sink)
+                return
             try:
                 sink.sendall(data)
             except OSError:

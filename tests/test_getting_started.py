@@ -234,6 +234,37 @@ def test_every_printed_line_the_guide_shows_is_printed(variants: list[Variant]) 
     assert (wrong := true_of_one(blocks, output_claims, variants)) == [], "\n".join(wrong)
 
 
+def transcripts(text: str) -> list[tuple[list[str], list[str]]]:
+    """(argv, the lines shown) of each ```text block that starts with ``$ gitscale …``."""
+    found = []
+    for block in fenced_blocks(text, "text"):
+        first, *shown = block.rstrip("\n").splitlines()
+        if first.startswith("$ gitscale "):
+            found.append((shlex.split(first[2:])[1:], shown))
+    return found
+
+
+def test_a_transcript_shows_all_that_its_command_prints(variants: list[Variant]) -> None:
+    """A ``$ gitscale validate --repo .`` block is what a reader sees, every line: its summary
+    line, on stdout after the errors, was left out once. Run from each variant's folder."""
+    shown = transcripts(GUIDE.read_text())
+    assert shown
+    wrong = []
+    for argv, lines in shown:
+        outputs = []
+        for variant in variants:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.chdir(variant.root)
+                patch.setenv("GITSCALE_CACHE_DIR", "")  # no cache outside tmp
+                # the guide's transcript is the in-process check's (as on a machine without
+                # kubeconform): the same whether or not this one has it on PATH
+                patch.setattr("gitscale.manifest.validate.kubeconform_path", lambda: None)
+                outputs.append(call(argv)[1])
+        if lines not in outputs:
+            wrong.append((argv, lines, outputs))
+    assert wrong == []
+
+
 def test_the_runnerset_table_shows_the_crds_columns() -> None:
     (crd,) = [d for d in yaml.safe_load_all(CRD.read_text()) if d]
     (version,) = crd["spec"]["versions"]

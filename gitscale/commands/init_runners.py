@@ -70,6 +70,14 @@ JOB_IDS_SHELL = "BUILDKITE_GRAPHQL_TOKEN"  # what the printed steps write its fi
 REST_TOKEN_FILE = "./buildkite-api-token"  # the controller's (read_agents)
 
 
+def token_to_file(variable: str, file: str) -> str:
+    """The printed line that writes a token the reader gave ``variable`` (``read -rs``) to
+    ``file``, without a newline. Pasted before the variable has a value, it stops and says so,
+    writing nothing: an empty file would become a Secret holding an empty token, which kubectl
+    creates without a word."""
+    return f"printf '%s' \"${{{variable}:?not set: read -rs {variable}}}\" > {file}"
+
+
 def optional_secrets(choices: Choices) -> list[SourceSecret]:
     """The credentials gitscale.yaml names only in a comment (Buildkite's jobIds)."""
     return [JOB_IDS_TOKEN] if choices.platform == "buildkite" else []
@@ -103,7 +111,7 @@ def job_ids_steps(choices: Choices) -> list[str]:
             "# access, read-only (docs/credentials.md, \"Job ids\"); one token that has "
             "read_agents too may",
             f"# serve the controller as well: then give {REST_TOKEN_FILE} here instead",
-            f"# printf '%s' \"${JOB_IDS_SHELL}\" > {s.file}", *give]
+            f"# {token_to_file(JOB_IDS_SHELL, s.file)}", *give]
 
 
 SCALER_DIR = f"{SECRET_MOUNTS}/scaler"  # gitscale-scaler's keys, one file each
@@ -151,12 +159,12 @@ def controller_secret_commands(choices: Choices) -> list[str]:
                 "one of its\n# agent tokens (Agents > the cluster > Agent Tokens), and the "
                 f"queue {choices.buildkite_queue} must exist in\n# that cluster before the "
                 "agents start; unclustered: Agents > Agent Tokens",
-                "printf '%s' \"$BUILDKITE_AGENT_TOKEN\" > ./buildkite-agent-token",
+                token_to_file("BUILDKITE_AGENT_TOKEN", "./buildkite-agent-token"),
                 f"kubectl -n {ns} create secret generic {AGENT_TOKEN_SECRET} "
                 "--from-file=token=./buildkite-agent-token",
                 "# a REST API token with read_agents only, to see which agent is busy "
                 "(Buildkite: Personal\n# Settings > API Access Tokens)",
-                f"printf '%s' \"$BUILDKITE_API_TOKEN\" > {REST_TOKEN_FILE}",
+                token_to_file("BUILDKITE_API_TOKEN", REST_TOKEN_FILE),
                 f"kubectl -n {ns} create secret generic {API_TOKEN_SECRET} "
                 f"--from-file=token={REST_TOKEN_FILE}"]
     if choices.github_app is not None:

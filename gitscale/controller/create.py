@@ -17,13 +17,16 @@ every set. So, where the platform registers runners, one Secret and one pod of t
 first created with ``dryRun=All`` (authorization, admission — quota, webhooks — and
 validation, nothing stored; the ResourceQuota plugin evaluates dry runs,
 kubernetes/kubernetes#66391): when either is refused, no runner is registered at all. A
-refusal every creation would meet (a 4xx, the platform refusing) also ends the pass's
-creations not started yet: a quota met at the 20th of 10,000 runners costs no more. After a pass whose creations were refused (a quota, an admission
-webhook, GitHub down), the set's creations wait ``CREATE_RETRY`` seconds, doubling with each
-pass refused in a row up to ``CREATE_RETRY_MAX`` (any runner created, a changed template or
-platform setting, or a refusal more than ``CREATE_RETRY_MAX`` after the last one was due starts
-it again from ``CREATE_RETRY``; a pass with nothing to create ends it); then they come in
-slow-start batches of 1, 2, 4… that stop at the first failure, like the ReplicaSet controller.
+refusal every creation would meet (a 4xx, the platform refusing), or the API server failing
+several creations in a row (a brownout: ``wave.py``), also ends the pass's creations not
+started yet: a quota met at the 20th of 10,000 runners costs no more. After a pass whose
+creations failed (a quota, an admission webhook, GitHub down, the API server's 5xx), the set's
+creations wait ``CREATE_RETRY`` seconds, doubling with each pass failed in a row up to
+``CREATE_RETRY_MAX``, or the longest ``Retry-After`` its API server's answers asked for when
+that is longer (any runner created, a changed template or platform setting, or a refusal more
+than ``CREATE_RETRY_MAX`` after the last one was due starts it again from ``CREATE_RETRY``; a
+pass with nothing to create ends it); then they come in slow-start batches of 1, 2, 4… that
+stop at the first failure, like the ReplicaSet controller.
 
 When the controller stops (or loses its leadership), creations not yet started are skipped
 (``Interrupted``), and so is the pod of a creation in flight, its registration undone; the
@@ -44,15 +47,12 @@ from gitscale.controller.cache import Store
 from gitscale.controller.decide import Actions
 from gitscale.controller.status import Alike, platform_reason
 from gitscale.controller.errors import (
-    Conflict,
     ControllerError,
     CredentialsError,
     Interrupted,
     KubeError,
     NotFound,
-    PlatformError,
     PlatformOutage,
-    RunnerNameTaken,
 )
 from gitscale.controller.kube import Kube
 from gitscale.controller.memory import Memory, Refusal
@@ -60,6 +60,7 @@ from gitscale.controller.observe import RawObject, RunnerSetView
 from gitscale.controller.platform import Adapter
 from gitscale.controller.platforms import Platforms
 from gitscale.controller.podspec import jit_secret, new_name, pod_owner, runner_pod
+from gitscale.controller.wave import WAVE_FAILURES, Wave
 from gitscale.timeutil import format_time
 
 log = logging.getLogger("gitscale.controller")
@@ -133,23 +134,25 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             message = f"{exc} (a dry run: no runner registered)"
             reason = "QuotaExceeded" if _quota(exc) else "CreateFailed"
             refusal = _refused(memory, view, now, made=False, message=message, reason=reason,
-                               credentials=credentials)
+                               credentials=credentials, at_least=_retry_after(exc))
             return _not_tried(out, len(lineage), predecessors, refusal.message, reason,
                               (refusal.until - now).total_seconds())
     todo = list(enumerate(zip(names, lineage)))
     batch = 1 if memory.refusal(view.key) is not None else len(todo)
     refused = False
     alike = Alike()  # (one cause met by many runners: said once, with how many)
-    # Set by the first refusal that the others would meet too (``_for_all``): the batch's
-    # creations not started yet are not tried (a quota met at the 20th of 10,000 runners must
-    # not cost 9,980 refusals, nor as many GitHub registrations made and undone).
-    stop = threading.Event()
+    # Stopped by the first refusal that the others would meet too, or by the API server
+    # failing creations in a row (``wave.py``): the pass's creations not started yet are not
+    # tried (a quota met at the 20th of 10,000 runners must not cost 9,980 refusals, nor as
+    # many GitHub registrations made and undone).
+    wave = Wave()
+    wait_at_least: float | None = None  # the longest Retry-After the API server asked for
     unhanded: list[tuple[str, str]] = []  # (runner, why) whose Secret is not its pod's yet
     while todo and not refused:
         tried, todo = todo[:batch], todo[batch:]
         batch *= 2
         futures: list[tuple[int, str, Future[str]]] = [
-            (i, name, pool.submit(_attempt, stop, kube, pods, memory, halt, view, platform,
+            (i, name, pool.submit(_attempt, wave, kube, pods, memory, halt, view, platform,
                                   name, actions.create_patch_id, failures, unhanded))
             for i, (name, failures) in tried]
         wait([f for _, _, f in futures])
@@ -166,6 +169,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             except ControllerError as exc:
                 platforms.refused(view, exc)
                 refused, message = True, str(exc)
+                wait_at_least = max(filter(None, (wait_at_least, _retry_after(exc))),
+                                    default=None)
                 if out.reason is None and _quota(exc):
                     out.reason = "QuotaExceeded"
                 elif out.reason is None and isinstance(exc, (CredentialsError,
@@ -180,7 +185,9 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
     if todo:  # (only after a refusal)
         out.failed += len(todo)
         out.unreplaced.update(predecessors[i] for i, _ in todo if i < len(predecessors))
-        out.errors.append(f"{len(todo)} more runner(s) not tried after that")
+        out.errors.append(f"{len(todo)} more runner(s) not tried after " + (
+            f"{WAVE_FAILURES} failures of the API server in a row" if wave.browned_out
+            else "that"))
     if out.failed and out.reason is None:
         out.reason = "CreateFailed"
     if out.reason != "Interrupted":
@@ -189,7 +196,8 @@ def create_runners(kube: Kube, pods: Store, platforms: Platforms, memory: Memory
             # the log and the Event stay as they are until something changes.
             refusal = _refused(memory, view, now, made=bool(out.names),
                                message="; ".join(out.errors[:3]),
-                               reason=out.reason or "CreateFailed", credentials=credentials)
+                               reason=out.reason or "CreateFailed", credentials=credentials,
+                               at_least=wait_at_least)
             out.folded += len(out.errors) - 1  # (still counted apart: the errors metric)
             out.errors = [refusal.message]
             out.retry_after = (refusal.until - now).total_seconds()
@@ -214,36 +222,21 @@ class _NotTried(Exception):
     """A creation not started: another of its pass was refused first."""
 
 
-def _attempt(stop: threading.Event, kube: Kube, pods: Store, memory: Memory,
-             halt: threading.Event, view: RunnerSetView, platform: Adapter, name: str,
-             patch_id: int, failures: int, unhanded: list[tuple[str, str]]) -> str:
-    """``_create_one``, unless a creation of the pass was refused already (``stop``), for a
-    reason the others would meet too (``_for_all``), which sets it."""
-    if stop.is_set():
+def _attempt(wave: Wave, kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
+             view: RunnerSetView, platform: Adapter, name: str, patch_id: int, failures: int,
+             unhanded: list[tuple[str, str]]) -> str:
+    """``_create_one``, unless the pass's creations not started yet are not tried any more
+    (``wave.stop``); its outcome counted in ``wave``, which stops them (``wave.py``)."""
+    if wave.stop.is_set():
         raise _NotTried()
     try:
-        return _create_one(kube, pods, memory, halt, view, platform, name, patch_id, failures,
+        name = _create_one(kube, pods, memory, halt, view, platform, name, patch_id, failures,
                            unhanded)
     except ControllerError as exc:
-        if _for_all(exc):
-            stop.set()
+        wave.failed(exc)
         raise
-
-
-def _for_all(exc: ControllerError) -> bool:
-    """Would every creation of the set meet this refusal: the API server refusing the object
-    (a 4xx: a quota, a webhook, validation, RBAC; not a 409, one name taken, nor a 408 or a
-    429, one request timed out or throttled by API priority and fairness), the API server not
-    reachable at all (no connection made: down, restarting — each creation not started would
-    register its runner with the platform, then unregister it), or the platform refusing a
-    registration (its credentials, its answer; not a name taken)? A 5xx or no answer on a
-    connection made may be one request's: the others go on (the platform's own outages stop
-    its calls in ``outage.py``); and Interrupted stops the others by itself."""
-    if isinstance(exc, KubeError):
-        return exc.unreachable or (400 <= exc.status < 500 and exc.status not in (408, 429)
-                                   and not isinstance(exc, Conflict))
-    return isinstance(exc, PlatformError) and not isinstance(exc, (PlatformOutage,
-                                                                   RunnerNameTaken))
+    wave.created()
+    return name
 
 
 def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
@@ -298,18 +291,19 @@ def _create_one(kube: Kube, pods: Store, memory: Memory, halt: threading.Event,
 
 
 def _refused(memory: Memory, view: RunnerSetView, now: datetime, *, made: bool, message: str,
-             reason: str, credentials: str) -> Refusal:
+             reason: str, credentials: str, at_least: float | None = None) -> Refusal:
     """Creations refused: back off, from ``CREATE_RETRY`` again if any runner was made, if the
     pods are made otherwise than when the last refusal came (a changed template or platform
     setting), or if that refusal is old (not "in a row": due more than ``CREATE_RETRY_MAX``
-    ago). Returns the refusal it keeps."""
+    ago); for ``at_least`` seconds when that is longer (a ``Retry-After``; up to
+    ``CREATE_RETRY_MAX`` still). Returns the refusal it keeps."""
     before = memory.refusal(view.key)
     made_as = shape(view, credentials)
     count = 1
     if not made and before is not None and before.shape == made_as and (
             now - before.until).total_seconds() <= CREATE_RETRY_MAX:
         count = before.count + 1
-    wait = min(CREATE_RETRY * 2 ** (count - 1), CREATE_RETRY_MAX)
+    wait = min(max(CREATE_RETRY * 2 ** (count - 1), at_least or 0.0), CREATE_RETRY_MAX)
     until = now + timedelta(seconds=wait)
     refusal = Refusal(count, until, (
         f"{message}; creations failed {count} pass(es) in a row, tried again from "
@@ -381,6 +375,11 @@ def _made_anyway(kube: Kube, namespace: str, name: str,
     except ControllerError:
         return None
     return found if found is not None else False
+
+
+def _retry_after(exc: ControllerError) -> float | None:
+    """The seconds the API server asked to be given, if it said (a 429's ``Retry-After``)."""
+    return exc.retry_after if isinstance(exc, KubeError) else None
 
 
 def _quota(exc: ControllerError) -> bool:

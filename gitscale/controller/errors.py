@@ -24,14 +24,17 @@ class UnsupportedPlatform(InvalidRunnerSet):
 class KubeError(ControllerError):
     """The Kubernetes API refused or failed. ``status`` is the HTTP code (0: no answer).
     ``unreachable``: not even a connection could be made (refused, its name not resolved, its
-    connect timed out): the API server is down or away, for every call, not for this one."""
+    connect timed out): the API server is down or away, for every call, not for this one.
+    ``retry_after``: the seconds the API server asked to be given (its ``Retry-After``: a 429
+    of API Priority and Fairness, some 5xx), if it said."""
 
     def __init__(self, message: str, status: int = 0, reason: str = "", *,
-                 unreachable: bool = False) -> None:
+                 unreachable: bool = False, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.unreachable = unreachable
+        self.retry_after = retry_after
 
 
 class NotFound(KubeError):

@@ -99,10 +99,11 @@ def _translate(what: str, exc: ApiException) -> KubeError:
     status = int(exc.status or 0)
     if status == 0:  # the client's word for no answer it could read: a TLS failure
         return KubeError(redact(f"{what}: the API server did not answer ({_no_status(exc)})"))
-    reason, message = str(exc.reason or ""), ""
+    reason, message, details = str(exc.reason or ""), "", None
     try:
         body = json.loads(exc.body or "{}")
         reason, message = str(body.get("reason") or reason), str(body.get("message") or "")
+        details = body.get("details") or {}
     except (ValueError, TypeError, AttributeError):
         pass
     # The API server's words may echo a credential (an admission webhook's URL with user info):
@@ -110,7 +111,21 @@ def _translate(what: str, exc: ApiException) -> KubeError:
     text = redact(f"{what}: {status} {reason}" + (f": {message}" if message else "")
                   + _what_to_fix(status, message))
     cls = {404: NotFound, 409: Conflict, 410: Gone, 422: Invalid}.get(status, KubeError)
-    return cls(text, status, reason)
+    return cls(text, status, reason, retry_after=_retry_after(exc.headers, details))
+
+
+def _retry_after(headers: Any, details: Any) -> float | None:
+    """The seconds an answer asks to be given: its ``Retry-After`` header (the API server
+    sends seconds), else its Status's ``details.retryAfterSeconds``; None when it says
+    neither (or nonsense)."""
+    said = headers.get("Retry-After") if headers is not None else None
+    if said is None and isinstance(details, dict):
+        said = details.get("retryAfterSeconds")
+    try:
+        seconds = float(said) if said is not None else None
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds is not None and 0 <= seconds < float("inf") else None
 
 
 def _no_status(exc: ApiException) -> str:

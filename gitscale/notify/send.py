@@ -104,19 +104,22 @@ def _notify(client: HttpClient, target: Target, pushed: Pushed) -> str | None:
 
 
 def _refused(target: Target, status: int) -> str:
-    """For a refusal (401/403) of a target with a secret: which one, as gitscale.yaml declares
-    it and where (the person paged must not map a URL back to a credential by hand)."""
-    if status not in (401, 403) or target.secret is None:
+    """For a refusal (401/403; a 400, Argo CD's and Flux's answer to a signature that does not
+    verify) of a target with a secret: which one, as gitscale.yaml declares it and where (the
+    person paged must not map a URL back to a credential by hand)."""
+    if status not in (400, 401, 403) or target.secret is None:
         return ""
     ref = SecretRef.parse(target.secret)
     what = "token" if target.kind == "flux" else "secret"
+    # (a 400 may be something else: said as a possibility)
+    lead = f" (if the signature did not verify: the {what}" if status == 400 else f" (the {what}"
     at = f" at {target.where}" if target.where else ""
     path = secret_file(ref)  # (a variable's value is the process's: reading it again is no fix)
     if path is None:
-        return (f" (the {what} from {{{ref.kind}: {ref.where}}}{at}: an environment variable, "
+        return (f"{lead} from {{{ref.kind}: {ref.where}}}{at}: an environment variable, "
                 "a new value needs a restart)")
     via = f" ({ref.where}{FILE_SUFFIX}={path})" if ref.kind == "env" else ""
-    return f" (the {what} from {{{ref.kind}: {ref.where}}}{via}{at}, read again for each notification)"
+    return f"{lead} from {{{ref.kind}: {ref.where}}}{via}{at}, read again for each notification)"
 
 
 ANSWER_SHOWN = 160  # characters of an error answer in the log line

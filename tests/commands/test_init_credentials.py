@@ -83,7 +83,8 @@ def test_job_ids_token_reaches_gitscale_from_the_ci_secret_init_printed(  # type
     optional = {name: file for name, (file, commented) in printed.items() if commented}
     (name,) = optional
     assert optional[name] == "./buildkite-graphql-token"
-    assert "printf '%s' \"$BUILDKITE_GRAPHQL_TOKEN\" > ./buildkite-graphql-token" in out
+    assert ("printf '%s' \"${BUILDKITE_GRAPHQL_TOKEN:?not set: read -rs BUILDKITE_GRAPHQL_TOKEN}\""
+            " > ./buildkite-graphql-token") in out
     assert "may\n# serve the controller as well" in out  # one token with both may serve both
     kind = "repository secret" if run_in == "github-actions" else "CI/CD variable"
     assert f"from the {kind} {name}" in config, config

@@ -364,7 +364,10 @@ def printed_steps(out: str, first: int, last: int) -> str:
     return "\n".join(c.split("\n", 1)[1] if "\n" in c else "" for c in keep)
 
 
-def paste(tmp_path: Path, root: Path, script: str) -> subprocess.CompletedProcess[str]:
+def paste(tmp_path: Path, root: Path, script: str,
+          unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """``script`` in ``sh -e`` from ``root``, the Buildkite tokens' variables set (those of
+    ``unset`` left out, as in a shell where they were not read yet)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     for name in ("kubectl", "gh", "glab"):
@@ -374,6 +377,7 @@ def paste(tmp_path: Path, root: Path, script: str) -> subprocess.CompletedProces
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
            "CALLS": str(tmp_path / "calls"), "BUILDKITE_AGENT_TOKEN": "bk-agent-token-1234",
            "BUILDKITE_API_TOKEN": "bk-api-token-5678"}
+    env = {name: value for name, value in env.items() if name not in unset}
     return subprocess.run(["sh", "-e", "-c", script], cwd=root, env=env, capture_output=True,
                           text=True, timeout=60)
 
@@ -398,6 +402,23 @@ def test_the_printed_steps_work_when_pasted_in_order(  # type: ignore[no-untyped
     assert "-value-0123456789" not in calls and "bk-a" not in calls  # files, never values
     if variant == "buildkite":
         assert (root / "buildkite-api-token").read_text() == "bk-api-token-5678"
+
+
+@pytest.mark.parametrize(("unset", "file"), [("BUILDKITE_AGENT_TOKEN", "buildkite-agent-token"),
+                                           ("BUILDKITE_API_TOKEN", "buildkite-api-token")])
+def test_a_buildkite_token_not_read_yet_stops_the_paste_before_its_file(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys, unset: str, file: str) -> None:
+    """Step 2 pasted in a shell where the token's variable was never read: `printf '%s'
+    "$BUILDKITE_AGENT_TOKEN"` wrote an empty file, and kubectl makes a Secret of an empty
+    file without a word (agents that cannot register). The line stops there instead, and
+    says how to give the variable its value."""
+    root, out = scaffold(tmp_path, capsys, "flux", "--repo-url", URL, *VARIANTS["buildkite"])
+    done = paste(tmp_path, root, printed_steps(out, 2, 2), unset=(unset,))
+    assert done.returncode != 0
+    assert f"read -rs {unset}" in done.stderr
+    assert not (root / file).exists()
+    calls = (tmp_path / "calls").read_text()
+    assert f"create secret generic {file} " not in calls
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

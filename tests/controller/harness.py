@@ -188,7 +188,7 @@ def _cached(store: Store, prefix: str) -> dict[str, str]:
 
 
 def start(clock: Clock | None = None, *, workers: bool = False, kube_timeout: float = 30.0,
-          platform_clock: Callable[[], float] | None = None,
+          platform_clock: Callable[[], float] | None = None, concurrency: int = 8,
           **controller_options: Any) -> Iterator[Harness]:
     """``platform_clock``: the monotonic seconds the platforms' clients keep time by (how old a
     runner list is, how long GitHub is given after failing, when credentials are read again);
@@ -199,7 +199,7 @@ def start(clock: Clock | None = None, *, workers: bool = False, kube_timeout: fl
     api = start_api_server(clock=clock)
     github = FakeGitHub(TOKEN).start()
     kube = Kube(client_for(api.url), timeout=kube_timeout)
-    controller = Controller(kube, clock=clock, concurrency=8,
+    controller = Controller(kube, clock=clock, concurrency=concurrency,
                             platforms=Platforms(kube.read_secret, list_max_age=0,
                                                 clock=platform_clock),
                             **controller_options)

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from gitscale.controller.cache import BACKOFF_MAX, Informer, Store, runner_pod_fields
-from gitscale.controller.create import _made_anyway
+from gitscale.controller import status as st
+from gitscale.controller.create import CREATE_RETRY, WAVE_FAILURES, _made_anyway
 from gitscale.controller.errors import KubeError
 from gitscale.controller.kube import Kube
 from gitscale.controller.kube_config import client_for, load
@@ -401,3 +402,62 @@ def test_a_pod_creation_that_made_no_connection_made_no_pod() -> None:
         assert _made_anyway(kube, NS, "rs-abc", refused) is False
     finally:
         kube.close()
+
+
+JIT = "generate-jitconfig"
+
+
+@pytest.mark.parametrize("code, reason, retry_after, backoff", [
+    pytest.param(503, "ServiceUnavailable", None, 10.0, id="503"),
+    pytest.param(429, "TooManyRequests", 45, 45.0, id="429-retry-after"),
+])
+def test_an_api_server_failing_every_creation_ends_the_wave_and_comes_back_slowly(
+        harness: Harness, code: int, reason: str, retry_after: int | None,
+        backoff: float) -> None:
+    """A brownout: the dry run passes, then every creation answers a 5xx (or a 429 of API
+    Priority and Fairness). Each creation registers its runner with GitHub first and
+    unregisters it when its Secret is refused: a 60-runner wave sent 60 registrations and 60
+    removals in a second (a 500-runner one 1,000, where GitHub allows 80 a minute).
+    ``WAVE_FAILURES`` server failures in a row end the wave's creations not started yet; the
+    pass says so, waits its backoff (a 429's Retry-After when longer), and the next pass comes
+    back in slow start."""
+    harness.api.inject_error("create", "secrets", code=code, reason=reason, skip=1,
+                             times=10**6, message="the server is busy",
+                             retry_after=retry_after)  # (the dry run's Secret passes)
+    harness.write("rs", 60, 1)
+    report = harness.sync("rs")
+    in_flight = 8  # the harness's --concurrency: creations started before the wave ended
+    assert report.created == []
+    registered = harness.github.count("POST", JIT)
+    assert registered < WAVE_FAILURES + in_flight, registered
+    assert harness.github.count("DELETE", "actions/runners/") == registered
+    assert harness.github.runners == {}  # every registration undone
+    cond = dict(st.ready_of(harness.status("rs")))
+    assert cond["reason"] == "CreateFailed", cond
+    assert f"{code} {reason}: the server is busy" in cond["message"]
+    assert f"{60 - registered} more runner(s) not tried after {WAVE_FAILURES} failures of " \
+           "the API server in a row" in cond["message"], cond["message"]
+    assert report.requeue_after == backoff
+    harness.api.clear_errors()  # over
+    harness.sync("rs")  # within the backoff: nothing tried
+    assert harness.github.count("POST", JIT) == registered
+    harness.clock.advance(backoff)
+    report = harness.sync("rs")  # slow start: batches of 1, 2, 4… 32, each one answered
+    assert len(report.created) == 60 and report.errors == []
+    assert harness.github.count("POST", JIT) == registered + 60
+
+
+def test_a_few_server_failures_in_a_wave_do_not_end_it(harness: Harness) -> None:
+    """A hiccup (fewer server failures in a row than end a wave): the other creations go on;
+    the runners missing are made by the next pass, after the backoff of a failed pass, as
+    before."""
+    harness.api.inject_error("create", "pods", code=500, message="etcdserver: leader changed",
+                             skip=1, times=WAVE_FAILURES - 1)  # (the dry run's pod passes)
+    harness.write("rs", 60, 1)
+    report = harness.sync("rs")
+    assert len(report.created) == 60 - (WAVE_FAILURES - 1)
+    assert harness.github.count("POST", JIT) == 60
+    assert report.requeue_after == CREATE_RETRY
+    harness.clock.advance(CREATE_RETRY)
+    assert len(harness.sync("rs").created) == WAVE_FAILURES - 1
+    assert len(harness.pods("rs")) == 60

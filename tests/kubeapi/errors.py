@@ -12,19 +12,25 @@ from tests.kubeapi.resources import ResourceType
 
 class APIError(Exception):
     def __init__(self, code: int, reason: str, message: str, *,
-                 details: dict[str, Any] | None = None) -> None:
+                 details: dict[str, Any] | None = None, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details
+        # seconds: sent as the ``Retry-After`` header and the Status's
+        # ``details.retryAfterSeconds``, as API Priority and Fairness answers a 429
+        self.retry_after = retry_after
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {},
                                 "status": "Failure", "message": self.message,
                                 "reason": self.reason, "code": self.code}
-        if self.details:
-            body["details"] = self.details
+        details = dict(self.details or {})
+        if self.retry_after is not None:
+            details["retryAfterSeconds"] = self.retry_after
+        if details:
+            body["details"] = details
         return body
 
 

@@ -164,7 +164,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise lost
             status = self._dispatch(verb, route, params, raw)
         except APIError as exc:
-            status = self._send_json(exc.code, exc.status())
+            status = self._send_json(exc.code, exc.status(), {} if exc.retry_after is None
+                                     else {"Retry-After": str(exc.retry_after)})
         except Exception as exc:  # a bug in the fake must still answer
             if streaming:
                 raise
@@ -271,7 +272,7 @@ class Handler(BaseHTTPRequestHandler):
             options.update({k: v for k, v in body.items() if v is not None})
         return options
 
-    def _send_json(self, code: int, body: Any) -> int:
+    def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> int:
         data = json.dumps(body, separators=(",", ":")).encode()
         if not self._hidden and not self._recorded:
             self._recorded = True
@@ -279,6 +280,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
         return code

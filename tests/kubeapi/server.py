@@ -275,13 +275,16 @@ class KubeAPIServer(ThreadingHTTPServer):
     def inject_error(self, verb: str | None = None, resource: str | None = None, *,
                      code: int = 500, reason: str = "InternalError",
                      message: str = "injected failure", times: int = 1,
-                     skip: int = 0, applied: bool = False) -> None:
+                     skip: int = 0, applied: bool = False,
+                     retry_after: int | None = None) -> None:
         """Fail the next ``times`` calls matching verb/resource with a Status of ``code``
         (after letting ``skip`` of them through). ``applied``: the call is made all the same,
-        only its answer is the error (a timeout after etcd stored the object)."""
+        only its answer is the error (a timeout after etcd stored the object). ``retry_after``:
+        seconds, in a ``Retry-After`` header and ``details.retryAfterSeconds`` (API Priority
+        and Fairness's 429)."""
         with self.store.lock:
-            self._errors.append(_InjectedError(verb, resource, APIError(code, reason, message),
-                                               times, skip, applied))
+            self._errors.append(_InjectedError(verb, resource, APIError(
+                code, reason, message, retry_after=retry_after), times, skip, applied))
 
     def hang(self, verb: str | None = None, resource: str | None = None) -> threading.Event:
         """Hold every matching call without an answer (a black-holed request) until the

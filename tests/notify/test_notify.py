@@ -406,6 +406,13 @@ notify:
     assert len(lines) == 3, err
     for line in lines:
         assert "failed: HTTP 400: " in line and "bad sig sha" in line and "***" in line, line
+    # a 400 is how Argo CD and Flux refuse a signature: which secret signed it, said so
+    argocd, flux, hook = lines
+    assert "(if the signature did not verify: the secret from {env: ARGOCD_WEBHOOK_SECRET} " \
+        "at gitscale.yaml:" in argocd, argocd
+    assert "(if the signature did not verify: the token from {env: FLUX_RECEIVER_TOKEN} " \
+        "at gitscale.yaml:" in flux, flux
+    assert "(if the signature did not verify: the secret from {env: HOOK_SECRET} " in hook, hook
     for signature in sent:
         digest = signature.partition("=")[2]
         assert digest not in err and digest[:20] not in err, err

@@ -177,6 +177,10 @@ def reconcile(no_push: bool, **kw: Any) -> int:
               help="Stop after this many passes (default: until SIGTERM).")
 @click.option("--metrics-listen", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (default: off).")
+@click.option("--shutdown-timeout", default="20s", show_default=True,
+              help="On SIGTERM, how long the pass in progress may take: git's pushes and "
+                   "fetches still running then are stopped and the pass is left to the next "
+                   "start. Keep it below the pod's terminationGracePeriodSeconds.")
 def run_command(**kw: Any) -> int:
     """Reconcile in a loop: one pass per interval, until SIGTERM."""
     from gitscale.commands.run import run_loop
@@ -215,6 +219,10 @@ def run_command(**kw: Any) -> int:
               help="Serve only this runner set (repeatable); the other sets with a github "
                    "source are left to `run`/`reconcile`. Default: every set with a github "
                    "source.")
+@click.option("--shutdown-timeout", default="20s", show_default=True,
+              help="On SIGTERM, how long the batch in flight and the last batch may take; what "
+                   "has not landed by then is named in the log, and the resync at the next "
+                   "start recovers it. Keep it below the pod's terminationGracePeriodSeconds.")
 def serve(**kw: Any) -> int:
     """Receive workflow_job webhooks; land reservations and scaling as one commit per window."""
     from gitscale.commands.serve import run_serve

@@ -70,6 +70,12 @@ class PushRaced(GitError):
     """The remote moved (non-fast-forward): fetch, recompute and retry."""
 
 
+class GitStopped(GitError):
+    """A git command that talks to a remote was ended (or not started) because the process is
+    stopping and its stop deadline passed (``repo.deadline.StopDeadline``): what it was doing
+    is left to the next start."""
+
+
 SHOWN = 80  # characters of a value an error message quotes
 
 

@@ -435,6 +435,10 @@ MANIFEST_CASES += [
                    id=f"{key}-{value}")
       for key, value, shown in [("paused", '"yes"', "'yes'"), ("paused", "maybe", "'maybe'"),
                                 ("paused", '"1"', "'1'"), ("drained", "[x]", "['x']")]],
+    *[pytest.param(_annotated("still-waiting", value), "sets/linux.yaml:6",
+                   [f"annotation gitscale.dev/still-waiting: {shown} is not a count (digits"],
+                   id=f"still-waiting-{value}")
+      for value, shown in [('"two"', "'two'"), ('"-1"', "'-1'"), ('""', "''")]],
     pytest.param("\0raw" + RUNNERSET.format(name="linux", replicas=2) + "# \x00\n",
                  "sets/linux.yaml:14", ["not valid YAML: U+0000 is not allowed"], id="nul-byte"),
 ]

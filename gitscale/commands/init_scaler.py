@@ -97,9 +97,16 @@ credentials", says what each mode picks up.
 
 
 METRICS_PORT = 9090
-# SIGTERM: `run` finishes its pass, `serve` its last batch — a push bounded by the git timeout
-# (120 s): Kubernetes' default 30 s would kill one a slow remote holds, its events with it.
-STOP_GRACE = 150
+# SIGTERM: `run` finishes its pass, `serve` its last batch, within --shutdown-timeout (git's
+# fetches and pushes still running then are stopped, and serve names what it could not land);
+# the grace period leaves 10 s more to say so and exit, before Kubernetes' SIGKILL. (150 s, for
+# a push bounded only by the git timeout, was still killed: serve tried 3 of them.)
+SHUTDOWN_TIMEOUT = 20
+STOP_GRACE = SHUTDOWN_TIMEOUT + 10
+STOPPING = ["--shutdown-timeout", f"{SHUTDOWN_TIMEOUT}s"]
+STOP_SAID = (f"# On SIGTERM it has --shutdown-timeout ({SHUTDOWN_TIMEOUT}s) to land what is in "
+             f"flight;\n# terminationGracePeriodSeconds ({STOP_GRACE}) leaves 10 s more: raise "
+             "both together.\n")
 METRICS = ["--metrics-listen", f"0.0.0.0:{METRICS_PORT}"]  # noqa: S104 - scraped in the pod network
 WEBHOOK_HOWTO = f"""\
 # serve only: GitHub's webhook secret, a random value (no newline). Give GitHub the same
@@ -163,16 +170,17 @@ def scaler_files(choices: Choices) -> dict[str, str]:
             "# passes, a rate limit's too, do not count. A pass that fails is logged and\n"
             "# counted, not a restart: alert when gitscale_passes_total{result=~\"ok|partial\"}\n"
             "# stops increasing (the loop lands no pass), and per set on\n"
-            "# gitscale_set_last_read_timestamp_seconds (README, Metrics).\n",
-            [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *METRICS], mounted)]),
+            "# gitscale_set_last_read_timestamp_seconds (README, Metrics).\n" + STOP_SAID,
+            [deployment("gitscale-run", ["run", *repo, "--interval", "30s", *STOPPING, *METRICS],
+                        mounted)]),
     }
     if choices.platform == "github":  # webhooks are GitHub's (workflow_job)
         manifests["deployment-serve.yaml"] = (
             "# `gitscale serve`: GitHub workflow_job webhooks at /webhook, one commit per 10 s\n"
-            "# window. Point the webhook at the Service (through your Ingress).\n",
+            "# window. Point the webhook at the Service (through your Ingress).\n" + STOP_SAID,
             [deployment("gitscale-serve", ["serve", *repo, "--listen", "0.0.0.0:8080",
                                            "--secret-file", f"{WEBHOOK_DIR}/secret",
-                                           *METRICS], mounted, serve=True)])
+                                           *STOPPING, *METRICS], mounted, serve=True)])
         manifests["service-serve.yaml"] = ("# Where GitHub's webhooks reach `gitscale serve`.\n",
                                            [service()])
     for name, (comment, objects) in manifests.items():

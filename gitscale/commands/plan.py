@@ -123,6 +123,7 @@ def why_json(why: Why) -> dict[str, Any]:
         "held_until": None if why.held_until is None else format_time(why.held_until),
         "capped": None if why.cap is None else {"by": why.cap.by.value, "at": why.cap.at},
         "drained": why.drain is Drain.DRAINED,
+        "reaffirm_at": None if why.reaffirm_at is None else format_time(why.reaffirm_at),
     }
 
 

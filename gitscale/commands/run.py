@@ -23,13 +23,14 @@ from gitscale.commands import (EXIT_ERROR, EXIT_OK, Checkpoint, RepoOptions, giv
 from gitscale.commands.reconcile import Planner
 from gitscale.plan.pass_watch import PassWatch, stall_limit
 from gitscale.demand.resolve import Sources
-from gitscale.errors import GitError, GitscaleError, InputError, PushRejected
+from gitscale.errors import GitError, GitscaleError, GitStopped, InputError, PushRejected
 from gitscale.redact import redact
 from gitscale.notify.failures import NotifyStreaks
 from gitscale.plan.landing import describe_landing, land
 from gitscale.streak import Streak
 from gitscale.timeutil import backoff, format_time, parse_duration, utcnow
 from gitscale.repo.git_output import refused_push_remedy
+from gitscale.repo.deadline import StopDeadline, seconds_of, stop_deadline, stopping_by
 from gitscale.repo.opening import open_workspace
 from gitscale.repo.workspace import Workspace
 
@@ -90,8 +91,10 @@ class LoopState:
 def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes: int | None,
              metrics_listen: str | None = None, stop: threading.Event | None = None,
              clock: Callable[[], datetime] = utcnow,
-             ready: Callable[[int], None] | None = None) -> int:
-    """``ready`` is told the metrics port once it listens (tests pass port 0)."""
+             ready: Callable[[int], None] | None = None, shutdown_timeout: str = "20s") -> int:
+    """``ready`` is told the metrics port once it listens (tests pass port 0).
+    ``shutdown_timeout``: from the stop, how long the pass in progress may take (its git
+    commands that talk to the remote are stopped then: ``repo.deadline.StopDeadline``)."""
     from gitscale.metrics import LoopMetrics, start_listener, url_of
 
     logline.start("run")
@@ -102,6 +105,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
         raise InputError("--interval", str(exc)) from None
     if seconds < 1:
         raise InputError("--interval", "must be at least 1s")
+    deadline = StopDeadline(seconds_of("--shutdown-timeout", shutdown_timeout))
     given = given_demand(demand)  # a file: read at each pass; stdin or a pipe: here, once
     metrics = LoopMetrics()
     watch = PassWatch(stall_limit())
@@ -111,7 +115,8 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
         log(f"metrics at {url_of(listener)}")
         if ready:
             ready(listener.port)
-    stop = stop or stop_on_signals("finishing the pass in progress")
+    stop = stop or stop_on_signals(f"finishing the pass in progress (up to "
+                                   f"{deadline.seconds:g}s)")
     state = LoopState(seconds)
     cache = StateCache.load(default_cache_dir(), limit=LOOP_LIMIT)  # kept for months
     sources = Sources(default_cache_dir(), report=log)  # a credential file rotated: said
@@ -124,7 +129,7 @@ def run_loop(opts: RepoOptions, *, interval: str, demand: str | None, max_passes
 
     checkpoint = Checkpoint(save)
     try:
-        with ExitStack() as kept:
+        with stopping_by(deadline, stop), ExitStack() as kept:
             ws: Workspace | None = None
             while not stop.is_set():
                 started = time.monotonic()
@@ -223,6 +228,15 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: FileSource | None, cache
         if not fresh and ws.mode == "clone":
             ws.sync()  # a clone kept between passes moves to the remote's newest commit
         landed = land(ws, planner, cache=cache, say=log, told=state.notify)
+    except GitStopped as exc:  # stopping, and the remote held the pass past the deadline
+        metrics.failed(exc, time.monotonic() - started)
+        state.git_failed = True
+        stopping = stop_deadline()
+        log(f"stopping: the pass in progress did not finish within "
+            f"{stopping.said() if stopping else 'the stop deadline'} "
+            f"({str(exc).split(':', 1)[0]} at the deadline): what it would have written is "
+            "left to the next start, whose first pass decides again", level="error")
+        return exc.exit_code
     except PushRejected as exc:  # `reconcile` gives up on it; the loop tries again
         _failed(state, metrics, exc, now, started, redact(exc.retried()),
                 report="\nrun tries again at every pass; to land its changes, "

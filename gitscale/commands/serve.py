@@ -32,7 +32,9 @@ from gitscale.plan.cache import LOOP_LIMIT, StateCache
 from gitscale.repo.opening import open_workspace
 from gitscale.repo.workspace import Workspace
 from gitscale.timeutil import parse_duration, utcnow
-from gitscale.webhooks.batch_loop import Batch, batch_delay, write_last_batch
+from gitscale.repo.deadline import StopDeadline, seconds_of, stopping_by
+from gitscale.webhooks.batch_loop import Batch, batch_delay
+from gitscale.webhooks.last_batch import write_last_batch
 from gitscale.webhooks.batcher import Batcher
 from gitscale.webhooks.delivery import MAX_BODY, Deliveries, RejectionLog
 from gitscale.webhooks.endpoints import log_refused, make_handler
@@ -107,11 +109,13 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
               secret_env: str, secret_file: str | None, state_file: str, resync: str = "5m",
               metrics_listen: str | None = None, stop: threading.Event | None = None,
               ready: Callable[[int], None] | None = None, sets: tuple[str, ...] = (),
-              secret_env_given: bool = False, hold: str | None = None) -> int:
+              secret_env_given: bool = False, hold: str | None = None,
+              shutdown_timeout: str = "20s") -> int:
     """``sets``: ``--set`` (none: every set whose source takes webhooks). ``ready`` is told the
     webhook port once deliveries are taken (tests pass port 0). ``secret_env_given``:
     ``--secret-env`` was on the command line (not its default). ``hold``: ``--hold``, None
-    when not given (``default_hold``)."""
+    when not given (``default_hold``). ``shutdown_timeout``: from the stop, how long the
+    batch in flight and the last batch may take (``webhooks.last_batch``)."""
     logline.start("serve")
     warn_through(logline.warn)  # the cache's warnings: an object in a JSON log too
     window_s, duration, resync_s = _durations(window, reservation, resync)
@@ -133,7 +137,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
     if metrics_listen is not None:
         listen_address("--metrics-listen", metrics_listen)
     check_path(state_file)
-    stop = stop or stop_on_signals("writing the last batch")
+    deadline = StopDeadline(seconds_of("--shutdown-timeout", shutdown_timeout))
+    stop = stop or stop_on_signals(f"writing the last batch (up to {deadline.seconds:g}s)")
     batcher = Batcher()
     metrics = LoopMetrics(webhooks=True)
     rejections = RejectionLog()
@@ -153,7 +158,8 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                         metrics, serving)
     metrics_server = None
     try:
-        with open_workspace(opts.repo, opts.branch, kept=True) as ws:  # for months
+        with stopping_by(deadline, stop), \
+                open_workspace(opts.repo, opts.branch, kept=True) as ws:  # for months
             # Before serve says it listens and answers a delivery: a refused --set stops it
             # with nothing written and no 202 given. Deliveries that come meanwhile wait in
             # the listen backlog (GitHub waits 10 s); the resync at start finds the rest.
@@ -192,9 +198,9 @@ def run_serve(opts: RepoOptions, *, listen: str, path: str, window: str, reserva
                         resyncer.give_back(listing)
                 checkpoint()
             # Stop taking deliveries (those in flight finish), then write a last batch: an
-            # accepted delivery is never left behind.
+            # accepted delivery is never left behind — or, past the deadline, named.
             server.stop()
-            write_last_batch(batch, batcher)
+            write_last_batch(batch, batcher, deadline)
     finally:
         for line in rejections.flush(everything=True):
             log(line)

@@ -25,8 +25,9 @@ from gitscale.commands import EXIT_ERROR, EXIT_OK, RepoOptions
 from gitscale.config.load import Config, ConfigLines, RunnerSetConfig, load_config
 from gitscale.errors import InputError, ManifestError
 from gitscale.plan.manifest_files import read_manifest
-from gitscale.manifest.target import (A_DRAINED, A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID, NoSuchObject,
-                                      Target, read_target, shared_object)
+from gitscale.manifest.target import (A_DRAINED, A_JOBS, A_LAST_SCALE_UP, A_PATCH_ID,
+                                      A_STILL_WAITING, NoSuchObject, Target, read_target,
+                                      shared_object)
 from gitscale.yamlio.read import Document, compose_together, load_documents
 from gitscale.manifest.validate import Validation
 from gitscale.repo.git import Git
@@ -201,7 +202,7 @@ def unmanaged_placeholders(texts: Mapping[str, str]) -> list[str]:
 
 
 # what only gitscale's writes put on an object (a person's `paused` aside)
-WRITTEN_BY_GITSCALE = (A_PATCH_ID, A_JOBS, A_LAST_SCALE_UP, A_DRAINED)
+WRITTEN_BY_GITSCALE = (A_PATCH_ID, A_JOBS, A_LAST_SCALE_UP, A_DRAINED, A_STILL_WAITING)
 
 
 def left_behind(texts: Mapping[str, str], managed: set[tuple[str, int]]) -> list[str]:

@@ -20,7 +20,7 @@ controller does with each write (README, "The controller"):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
@@ -29,16 +29,14 @@ from gitscale.core.forecast import Forecast
 from gitscale.core.model import Cap, CapBy, Current, Decision, Demand, Drain, Reason, Why, \
     next_patch_id
 from gitscale.core.policy import Policy
+from gitscale.core.still_waiting import reaffirm_due, reaffirm_interval, reaffirms_after, \
+    span, still_waiting
 
 FOREVER = datetime.max.replace(tzinfo=timezone.utc)
 # A last scale-up stamped later than this ahead of the pass's clock was written by a host whose
 # clock ran ahead (a VM with a bad clock, `reconcile --now` in the future): not a time to hold a
 # scale-down from. Past a few minutes no NTP-synced pair of hosts disagrees.
 CLOCK_SKEW_TOLERANCE = timedelta(minutes=5)
-# Jobs that still wait this long after a RunnerSet's last write, its count covering them, are
-# re-affirmed for (``still_waiting``): more than a pass, a 3-minute GitOps poll, a new node and
-# a pod start of a large runner image together
-STILL_WAITING = timedelta(minutes=10)
 DRAINED = Why(drain=Drain.DRAINED)
 
 
@@ -236,8 +234,10 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     4. target below the current count (the delay has run out) → scale down, patch + 1; a
        ``forecast`` set with nothing queued: patch 0, so the idle runners of a falling cushion
        go at once;
-    4b. a RunnerSet's jobs still wait ``STILL_WAITING`` after its last write, its count
-       covering them → the same count, patch + 1 (``still_waiting``);
+    4b. a RunnerSet's jobs still wait ``reaffirm_interval`` after its last write (10 minutes,
+       doubled for each still-waiting re-affirm in a row for the same jobs, at most 2 hours),
+       its count covering them → the same count, patch + 1, the count of re-affirms in a row
+       written (``still_waiting``, ``Decision.reaffirms``);
     5. a RunnerSet's backlog covers more than waits now (no job beyond the count) → the target
        without the delay, backlog 0, patch + 1: the controller stops refilling;
     6. target = current, nothing waits, patch ≠ 0 and the delay has run out → patch 0, once:
@@ -277,7 +277,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
     why = target.why
 
     def write(replicas: int, patch: int, reason: Reason, detail: str,
-              scaled_up: bool = False, facts: Why = target.facts) -> Decision:
+              scaled_up: bool = False, facts: Why = target.facts,
+              reaffirms: int = 0) -> Decision:
         if target.cut and have is not None and replicas < have and patch != 0:
             # The global limit cut what the delay or the step-down limit kept: on patch > 0
             # the controller would keep the idle runners above the count, beyond the limit.
@@ -286,7 +287,8 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         if backlog:
             detail += f"; backlog {backlog}: the controller refills up to {backlog} finished " \
                       "slot(s) without a new write"
-        return Decision(True, replicas, patch, reason, detail, scaled_up, backlog, facts)
+        return Decision(True, replicas, patch, reason, detail, scaled_up, backlog, facts,
+                        reaffirms)
 
     if current.patch_id is None or have is None:
         # no replicas in the file is none running (a RunnerSet's default): a first write
@@ -318,11 +320,16 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
                          "runners above the count")
         return write(target.value, patch, Reason.SCALE_DOWN, why)
     if still_waiting(current, demand, have, now):
-        waited = int((now - (current.written_at or now)).total_seconds() // 60)
+        waited = span(now - (current.written_at or now))
+        count = reaffirms_after(current, demand)
+        following = "" if count else " (the jobs changed since the last write)"
         return write(have, patch, Reason.REAFFIRM,
-                     f"{why}; jobs still wait {waited}m after the last write, with runners "
+                     f"{why}; jobs still wait {waited} after the last write, with runners "
                      "counted for them: re-affirm so that slots held by runners that finished "
-                     "as it was written refill")
+                     "as it was written refill; next re-affirm in "
+                     f"{span(reaffirm_interval(count))} if they still wait"
+                     + (following or f" ({count} in a row for these jobs)"),
+                     reaffirms=count)
     if current.backlog and not backlog_of(demand.assigned, have):
         return write(target.unheld, patch,
                      Reason.SCALE_DOWN if target.unheld < have else Reason.REAFFIRM,
@@ -335,38 +342,17 @@ def decide(current: Current, demand: Demand | None, policy: Policy, now: datetim
         return write(have, 0, Reason.QUIET_RESET,
                      f"{why}; nothing waits: patch 0 lets the controller remove idle "
                      "runners beyond the count")
-    return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why,
-                    why=target.facts)
-
-
-def still_waiting(current: Current, demand: Demand, have: int, now: datetime) -> bool:
-    """Do jobs still wait long after the last write of a RunnerSet, its count covering them
-    (queued + running ≤ replicas: not a saturation, which the backlog serves)?
-
-    The controller holds the slot of a runner that finished after the write's
-    ``effectiveTime`` (the write counted its job as running). A runner whose job GitHub marked
-    completed before the pass read the demand but whose pod exited a few seconds later (the
-    runner deregisters and stops), or one on a cluster whose clock runs ahead of the scaler's,
-    looks finished after it: the write counted its job as gone and a queued one in its place,
-    and that one waits with the slot held — until another job starts or ends; in a quiet set,
-    for ever (``simulate --scaler-clock-offset``, README "Outcomes"). A re-affirm with a new
-    time frees such slots.
-
-    Long: ``STILL_WAITING``, more than a pass, a GitOps poll, a new node and a pod start
-    together, so that no job on its way is re-affirmed for. Jobs a re-affirm does not start
-    wait for something else (a cluster too full to place the pods, a job no runner of the set
-    may take): the re-affirm comes again every ``STILL_WAITING`` while they do, six commits an
-    hour at most, each saying why."""
-    return (current.backlog is not None and current.written_at is not None
-            and demand.queued > 0 and demand.assigned <= have
-            and now >= current.written_at + STILL_WAITING)
+    due = reaffirm_due(current, demand)  # (later than now: ``still_waiting`` said no)
+    facts = target.facts if due is None else replace(target.facts, reaffirm_at=due)
+    return Decision(False, target.value, current.patch_id, Reason.UNCHANGED, why, why=facts)
 
 
 def settled_until(current: Current, policy: Policy, now: datetime,
-                  waiting: bool = False) -> datetime | None:
+                  demand: Demand | None = None) -> datetime | None:
     """Until when ``decide`` gives the answer it gave at ``now`` again, for the same state,
     demand and policy: the clock enters only through the scale-down delay (constant before
-    it runs out, and after) and scheduled windows. ``None``: a schedule is in play, whose
+    it runs out, and after), the re-affirm of jobs that still wait (``reaffirm_due`` of
+    ``demand``) and scheduled windows. ``None``: a schedule is in play, whose
     windows this does not follow, or a forecast, which moves with the clock and the history;
     decide again every pass. ``FOREVER``: no clock left in it.
 
@@ -384,10 +370,9 @@ def settled_until(current: Current, policy: Policy, now: datetime,
         held_until = current.last_scale_up + policy.scale_down_delay
         if now < held_until:
             until = held_until
-    if waiting and current.backlog is not None and current.written_at is not None:
-        again = current.written_at + STILL_WAITING  # jobs queued: ``still_waiting`` from then
-        if now < again:
-            until = min(until, again)
+    again = reaffirm_due(current, demand) if demand is not None else None
+    if again is not None and now < again:  # ``still_waiting`` from then, for this demand
+        until = min(until, again)
     return until
 
 

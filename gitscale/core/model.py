@@ -51,6 +51,10 @@ class Current:
     # spec.effectiveTime of the last write, on a kind whose controller holds the slots of
     # runners that finished after it (a RunnerSet: ``backlog`` not None); None otherwise
     written_at: datetime | None = None
+    # The still-waiting re-affirms in a row that the last write ends, all for the jobs of
+    # ``fingerprint`` (annotation gitscale.dev/still-waiting; 0, absent: the last write was
+    # another): each doubles the wait before the next (``core.decide.reaffirm_interval``)
+    reaffirms: int = 0
 
     def job_changes(self, demand: Demand) -> tuple[int, int] | None:
         """(arrived, completed) jobs since the last write; None when the ids are unknown."""
@@ -76,6 +80,7 @@ class Current:
             jobs=demand.jobs if demand is not None else self.jobs,
             backlog=decision.backlog if self.backlog is not None else None,
             written_at=now if self.backlog is not None else None,
+            reaffirms=decision.reaffirms,
         )
 
 
@@ -127,6 +132,9 @@ class Why:
     held_until: datetime | None = None  # scaleDownDelay holds a scale-down until then
     cap: Cap | None = None  # the count demand asked for was cut (``detail``: "capped at …")
     drain: Drain | None = None
+    # jobs wait with runners counted for them: re-affirmed for then if the same jobs still
+    # wait (``core.still_waiting.reaffirm_due``)
+    reaffirm_at: datetime | None = None
 
 
 NO_WHY = Why()
@@ -144,6 +152,9 @@ class Decision:
     scaled_up: bool = False
     backlog: int = 0  # spec.backlog to write (a RunnerSet's; README, "The controller")
     why: Why = NO_WHY  # what ``detail`` says held or capped it, as values
+    # a still-waiting re-affirm: how many in a row for the same jobs, this one included
+    # (gitscale.dev/still-waiting); 0 for any other write, which ends the count
+    reaffirms: int = 0
 
 
 def next_patch_id(previous: int | None) -> int:

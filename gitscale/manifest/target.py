@@ -22,6 +22,8 @@ A_PATCH_ID = "gitscale.dev/patch-id"
 A_JOBS = "gitscale.dev/jobs"
 A_LAST_SCALE_UP = "gitscale.dev/last-scale-up"
 A_DRAINED = "gitscale.dev/drained"
+# still-waiting re-affirms in a row for the jobs of A_JOBS (core.still_waiting); absent: none
+A_STILL_WAITING = "gitscale.dev/still-waiting"
 A_PAUSED = "gitscale.dev/paused"  # set by people: gitscale leaves the object alone
 LEGACY_GROUP = "actions.summerwind.dev"
 
@@ -293,6 +295,12 @@ def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Cu
             raise ManifestError(path, f"annotation {A_LAST_SCALE_UP}: {exc}",
                                 doc.line_of([*owned.annotations, A_LAST_SCALE_UP])) from None
     jobs = annotations.get(A_JOBS)
+    reaffirms = annotations.get(A_STILL_WAITING)
+    if reaffirms is not None and not is_digits(str(reaffirms)):
+        # read as 0 it would shorten a backoff, read as anything else lengthen it: refused
+        raise ManifestError(path, f"annotation {A_STILL_WAITING}: {shown(reaffirms)} is not a "
+                            "count (digits; gitscale writes it, and removes it when the wait "
+                            "ends)", doc.line_of([*owned.annotations, A_STILL_WAITING]))
     backlog = None
     if owned.backlog is not None:  # absent: none
         backlog = _int_field(path, doc, list(owned.backlog), _get(data, owned.backlog),
@@ -313,6 +321,7 @@ def _current(path: str, doc: Document, data: dict[str, Any], owned: Owned) -> Cu
         paused=_flag(path, doc, owned, annotations, A_PAUSED),
         backlog=backlog,
         written_at=written_at,
+        reaffirms=int(str(reaffirms)) if reaffirms is not None else 0,
     )
 
 

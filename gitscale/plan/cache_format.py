@@ -27,7 +27,7 @@ from gitscale.core.model import NO_WHY, Cap, CapBy, Current, Drain, Reason, Why
 from gitscale.files import write_cache
 from gitscale.manifest.target import Located, owned_for
 
-FORMAT = 14  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
+FORMAT = 15  # 6: settled decisions; 7: spec.backlog; 8: the demand series of forecast sets;
 # 9: a row names its kind's apiVersion (where the owned fields are: target.KINDS); 10: no
 # settled answer on a last scale-up in the future (core.decide.CLOCK_SKEW_TOLERANCE); 11: a
 # settled decision's ``why`` (held until, cap, drain), so a cached one still explains itself;
@@ -35,19 +35,24 @@ FORMAT = 14  # 6: settled decisions; 7: spec.backlog; 8: the demand series of fo
 # 13: a paused/drained annotation that is not "true" or "false" is refused (a row kept from
 # before read it as false), and so are configs a parse kept from before the checks of paths,
 # zones and API URLs were tightened; 14: a row keeps a RunnerSet's spec.effectiveTime (jobs
-# that still wait long after it are re-affirmed for: core.decide.still_waiting)
+# that still wait long after it are re-affirmed for: core.decide.still_waiting); 15: ... and
+# the still-waiting re-affirms in a row it ends (gitscale.dev/still-waiting: each doubles the
+# wait before the next, core.still_waiting), and a settled decision's ``why`` when the next
+# comes (``Why.reaffirm_at``)
 STAMP = (FORMAT, __version__)  # what a file must begin with to be read
 
 # (document index, apiVersion, kind, name, replicas, patch ID, last scale-up, fingerprint,
-# drained, paused, backlog, written at): where the owned fields are is the kind's row of
-# target.KINDS
+# drained, paused, backlog, written at, re-affirms in a row): where the owned fields are is
+# the kind's row of target.KINDS; times as ISO 8601 (datetimes pickle 3× slower)
 Row = tuple[int, str, str, str, "int | None", "int | None", "str | None", "str | None", bool,
-            bool, "int | None", "str | None"]  # times as ISO 8601: datetimes pickle 3× slower
+            bool, "int | None", "str | None", int]
 # set name → (config digest, blob id, queued, running, job ids, from, until (POSIX seconds),
-# replicas, patch ID, reason, detail, held until (ISO 8601), capped by, cap, drain) of a
-# decision that wrote nothing; the last four are its ``why`` (core.model.Why)
+# replicas, patch ID, reason, detail, held until (ISO 8601), capped by, cap, drain, re-affirm
+# at (ISO 8601)) of a decision that wrote nothing; the last five are its ``why``
+# (core.model.Why)
 Settled = tuple[str, str, int, int, "frozenset[str] | None", float, float, int, "int | None",
-                str, str, "str | None", "str | None", "int | None", "str | None"]
+                str, str, "str | None", "str | None", "int | None", "str | None",
+                "str | None"]
 
 
 def row_key(blob: str, ref: ObjectRef) -> str:
@@ -60,18 +65,19 @@ def as_row(found: Located) -> Row:
     last_up = c.last_scale_up.isoformat() if c.last_scale_up is not None else None
     written = c.written_at.isoformat() if c.written_at is not None else None
     return (found.index, found.api_version, found.kind, found.name, c.replicas, c.patch_id,
-            last_up, c.fingerprint, c.drained, c.paused, c.backlog, written)
+            last_up, c.fingerprint, c.drained, c.paused, c.backlog, written, c.reaffirms)
 
 
 def as_located(row: Row) -> Located | None:
     """The row as a pass uses it; None when the kind is no longer in the table, or the row is
     not one gitscale wrote (the file is read again, and the row replaced)."""
     (index, api_version, kind, name, replicas, patch_id, last_up, fingerprint, drained,
-     paused, backlog, written) = row  # (``malformed`` checked that it is a 12-tuple)
+     paused, backlog, written, reaffirms) = row  # (``malformed``: a 13-tuple)
     if not (type(index) is int and type(name) is str and _int_or_none(replicas)
             and _int_or_none(patch_id) and _int_or_none(backlog)
             and (fingerprint is None or type(fingerprint) is str)
-            and type(drained) is bool and type(paused) is bool):
+            and type(drained) is bool and type(paused) is bool
+            and type(reaffirms) is int and reaffirms >= 0):
         return None
     try:
         owned = owned_for(api_version, kind)
@@ -83,7 +89,7 @@ def as_located(row: Row) -> Located | None:
         return None
     return Located(index, api_version, kind, name, owned,
                    Current(replicas, patch_id, when, fingerprint, drained, paused,
-                           backlog=backlog, written_at=written_at))
+                           backlog=backlog, written_at=written_at, reaffirms=reaffirms))
 
 
 def _int_or_none(value: object) -> bool:
@@ -92,10 +98,10 @@ def _int_or_none(value: object) -> bool:
 
 def _settled_row(row: object) -> bool:
     """Is ``row`` a ``Settled`` as gitscale writes it (one per set: cheap to check all)?"""
-    if type(row) is not tuple or len(row) != 15:
+    if type(row) is not tuple or len(row) != 16:
         return False
     (key, blob, queued, running, jobs, since, until, replicas, patch, reason, detail,
-     held_until, capped_by, cap, drain) = row
+     held_until, capped_by, cap, drain, reaffirm_at) = row
     return (type(key) is str and type(blob) is str and type(queued) is int
             and type(running) is int and (jobs is None or type(jobs) is frozenset)
             and type(since) is float and type(until) is float and type(replicas) is int
@@ -103,7 +109,8 @@ def _settled_row(row: object) -> bool:
             and (held_until is None or type(held_until) is str)
             and (capped_by is None) == (cap is None)
             and (capped_by is None or (capped_by in _CAPS and type(cap) is int))
-            and (drain is None or drain in _DRAINS))
+            and (drain is None or drain in _DRAINS)
+            and (reaffirm_at is None or type(reaffirm_at) is str))
 
 
 _REASONS = frozenset(r.value for r in Reason)
@@ -111,28 +118,30 @@ _CAPS = frozenset(c.value for c in CapBy)
 _DRAINS = frozenset(d.value for d in Drain)
 
 
-def why_row(why: Why) -> tuple[str | None, str | None, int | None, str | None]:
-    """A decision's ``why`` as the last four items of its ``Settled`` row."""
+def why_row(why: Why) -> tuple[str | None, str | None, int | None, str | None, str | None]:
+    """A decision's ``why`` as the last five items of its ``Settled`` row."""
     held = why.held_until.isoformat() if why.held_until is not None else None
     cap = why.cap
+    again = why.reaffirm_at.isoformat() if why.reaffirm_at is not None else None
     return (held, cap.by.value if cap else None, cap.at if cap else None,
-            why.drain.value if why.drain else None)
+            why.drain.value if why.drain else None, again)
 
 
 def why_of(row: Settled) -> Why | None:
     """The ``why`` of a ``Settled`` row (``_settled_row`` checked its types); None when its
     time cannot be read (then the set is decided again)."""
-    held, capped_by, cap, drain = row[11:]
-    if held is None and capped_by is None and drain is None:
+    held, capped_by, cap, drain, again = row[11:]
+    if held is None and capped_by is None and drain is None and again is None:
         return NO_WHY  # nothing held it, as for nearly every settled set: 8 ms of 10,000 Whys
     try:
         when = datetime.fromisoformat(held) if held is not None else None
+        reaffirm_at = datetime.fromisoformat(again) if again is not None else None
     except ValueError:
         return None
     return Why(held_until=when,
                cap=Cap(CapBy(capped_by), cap) if capped_by is not None and cap is not None
                else None,
-               drain=Drain(drain) if drain is not None else None)
+               drain=Drain(drain) if drain is not None else None, reaffirm_at=reaffirm_at)
 
 
 def malformed(rows: object, jobs: object, settled: object) -> str | None:
@@ -140,7 +149,7 @@ def malformed(rows: object, jobs: object, settled: object) -> str | None:
     (tens of thousands) are checked for their shape here and for their fields when used."""
     if not (isinstance(rows, dict) and isinstance(jobs, dict) and isinstance(settled, dict)):
         return "not the tables gitscale writes"
-    if not all(type(row) is tuple and len(row) == 12 for row in rows.values()):
+    if not all(type(row) is tuple and len(row) == 13 for row in rows.values()):
         return "a manifest row is not one gitscale writes"
     if not all(type(ids) is frozenset for ids in jobs.values()):
         return "a job-id set is not one gitscale writes"

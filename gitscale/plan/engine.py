@@ -251,8 +251,7 @@ class _Pass:
         decision = decide(current, demand, runner_set.policy, self.now,
                           forecast=self.forecasts.get(runner_set.name),
                           pinned_clock=self.pinned_clock)
-        until = settled_until(current, runner_set.policy, self.now,
-                              waiting=demand is not None and demand.queued > 0)
+        until = settled_until(current, runner_set.policy, self.now, demand)
         blob = self.files.blob(runner_set.manifest)
         if decision.write or demand is None or blob is None or until is None:
             if runner_set.name in self.cache.settled:
@@ -351,10 +350,18 @@ def _values(target: tgt.Located, decision: Decision, demand: Demand | None,
         values[owned.annotation(tgt.A_JOBS)] = demand.fingerprint
     if decision.scaled_up:
         values[owned.annotation(tgt.A_LAST_SCALE_UP)] = stamp
+    if decision.reaffirms:
+        values[owned.annotation(tgt.A_STILL_WAITING)] = str(decision.reaffirms)
+    elif target.current.reaffirms:
+        from gitscale.manifest.edit import Remove  # (only for a key to remove: rare)
+
+        # any other write ends the count of still-waiting re-affirms (core.still_waiting):
+        # gone, "0" where the line cannot be cut cleanly
+        values[owned.annotation(tgt.A_STILL_WAITING)] = Remove("0")
     if decision.reason == Reason.DRAIN:
         values[owned.annotation(tgt.A_DRAINED)] = "true"
     elif decision.reason == Reason.RESUME:
-        from gitscale.manifest.edit import Remove  # (only `drain --resume` removes a key)
+        from gitscale.manifest.edit import Remove  # (only for a key to remove: rare)
 
         # gone, not "false": nothing left behind to read as a state; "false" only where the
         # line cannot be cut cleanly (a flow mapping, the only annotation)

@@ -15,7 +15,18 @@ from gitscale.core.model import NO_WHY, CapBy, Decision, Demand, Drain, Reason
 
 def unchanged_note(decision: Decision, demand: Demand | None) -> str | None:
     """A few words on why ``decision`` (which writes nothing) leaves the set where it is, or
-    None when there is nothing worth saying (demand is met)."""
+    None when there is nothing worth saying (demand is met); and when jobs that wait with
+    runners counted for them are re-affirmed for if they still wait."""
+    note = _held(decision, demand)
+    again = decision.why.reaffirm_at
+    if again is None:
+        return note
+    said = f"jobs wait with runners counted for them: re-affirm at {_utc(again)} UTC if " \
+           "they still wait"
+    return f"{note}; {said}" if note else said
+
+
+def _held(decision: Decision, demand: Demand | None) -> str | None:
     why, reason = decision.why, decision.reason
     if why is NO_WHY and reason is Reason.UNCHANGED:
         return None  # nearly every set of a pass: nothing held, capped or drained it

@@ -28,6 +28,7 @@ from gitscale.plan.cache import StateCache
 from gitscale.plan.engine import Plan, SetChange
 from gitscale.errors import GitError, PushRaced, ValidationError, WriteError
 from gitscale.notify.failures import NotifyStreaks
+from gitscale.repo.deadline import stop_deadline
 from gitscale.repo.fastimport import ask_commit_config, commit_files
 from gitscale.repo.index import files_containing, stage_files
 from gitscale.repo.workspace import Workspace, write_atomic
@@ -81,7 +82,10 @@ def land(ws: Workspace, make_plan: Callable[[], Plan], *, cache: StateCache | No
     ``say`` is told (default: stderr). The notify targets are told after the hold is let go:
     another process's pass need not wait for a GitOps engine's answer. ``told``: a
     long-running process's notify failures, said once per streak (``notify.failures``)."""
-    with ws.exclusive(2 * deadline, say or say_on_stderr):
+    stopping = stop_deadline()  # (a stopping process waits no longer than its deadline allows)
+    left = stopping.left() if stopping is not None else None
+    wait = 2 * deadline if left is None else min(2 * deadline, left)
+    with ws.exclusive(wait, say or say_on_stderr):
         landed = _land(ws, make_plan, cache, date, sleep, clock, deadline)
     if landed.pushed and landed.commit is not None:
         landed = replace(landed, notified=notify(ws, landed.plan, landed.commit, told))

@@ -8,14 +8,24 @@ without a word. Every git command gitscale starts is now given ``GITSCALE_GIT_TI
 (default 120 s; local commands take well under a second on 10,000 manifests), then stopped
 with its helpers and said as a ``GitError``; over HTTP(S) a transfer slower than 1 KB/s for 60 s
 is ended by git itself first (``GIT_HTTP_LOW_SPEED_LIMIT``/``_TIME``, unless set).
+
+A process that is stopping has a second bound, its stop deadline (``StopDeadline``: `serve`'s
+and `run`'s ``--shutdown-timeout`` after SIGTERM): a hung remote held serve's last batch for up
+to 3 tries of a fetch and a push of 120 s each, far past the pod's grace period, and Kubernetes
+killed it mid-push. Once the deadline passes, the git commands that talk to a remote (fetch,
+push, clone, ls-remote) are ended, or refused before they start, as a ``GitStopped``; local
+commands (a commit, a reset) are left to finish: they take well under a second, and one killed
+half-way could leave a checkout's ``index.lock`` behind.
 """
 from __future__ import annotations
 
 import os
 import threading
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Iterator, Mapping, Protocol
 
 from gitscale.errors import InputError
 from gitscale.timeutil import parse_duration
@@ -41,6 +51,97 @@ def git_timeout() -> float:
         raise InputError(TIMEOUT_VARIABLE, f"expected a positive duration such as 120, 90s "
                                            f"or 5m, got {text!r}")
     return seconds
+
+
+def seconds_of(option: str, text: str, *, least: float = 1.0, most: float = 3600.0) -> float:
+    """A number of seconds given as ``20``, ``20s`` or ``1m``, from ``least`` to ``most``;
+    anything else is refused, naming ``option``."""
+    text = text.strip()
+    try:
+        seconds = float(text) if text.replace(".", "", 1).isdigit() else \
+            parse_duration(text).total_seconds()
+    except ValueError:
+        seconds = -1.0
+    if not least <= seconds <= most:
+        raise InputError(option, f"expected a duration from {least:g}s to {most:g}s such as 20, "
+                                 f"20s or 1m, got {text!r}")
+    return seconds
+
+
+# The git commands that talk to a remote: the ones a stop deadline ends (``StopDeadline``).
+REMOTE_VERBS = frozenset({"clone", "fetch", "push", "ls-remote", "pull"})
+# How often a remote git command looks whether a stop deadline was set meanwhile (the stop
+# comes from another thread while git waits on the remote).
+STOP_POLL = 0.2  # seconds
+
+
+class StopDeadline:
+    """When a stopping process must be done with its remote: ``seconds`` after the stop (the
+    event ``follow`` watches) was asked for. ``at`` is None until then, then a
+    ``time.monotonic()`` time; set from a watching thread, read by the git commands of the
+    thread that runs ``stopping_by`` (a remote command started before the stop sees it too:
+    ``git.Started`` looks every ``STOP_POLL`` seconds)."""
+
+    def __init__(self, seconds: float, option: str = "--shutdown-timeout") -> None:
+        self.seconds, self.option = seconds, option
+        self.at: float | None = None
+        self._closed = threading.Event()
+
+    def start(self, now: float | None = None) -> None:
+        """The stop was asked for: the clock runs from now (from the first call only)."""
+        if self.at is None:
+            self.at = (time.monotonic() if now is None else now) + self.seconds
+
+    def left(self) -> float | None:
+        """Seconds left (0 once passed); None while no stop was asked for."""
+        return None if self.at is None else max(0.0, self.at - time.monotonic())
+
+    def passed(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+    def said(self) -> str:
+        """``--shutdown-timeout 20s``: the option and its value, for messages."""
+        return f"{self.option} {self.seconds:g}s"
+
+    def stopped(self, verb: str) -> str:
+        """What a remote command ended (or refused) at the deadline says."""
+        return (f"git {verb} was stopped: the process is stopping and its stop deadline "
+                f"({self.said()} after the stop) passed before git was done with the remote")
+
+    def follow(self, stop: threading.Event) -> None:
+        """Start the clock when ``stop`` is set, from a thread of its own, until ``close``."""
+        def watch() -> None:
+            while not self._closed.is_set():
+                if stop.wait(0.5):
+                    self.start()
+                    return
+        threading.Thread(target=watch, name="stop-deadline", daemon=True).start()
+
+    def close(self) -> None:
+        """The process is done: the watching thread ends."""
+        self._closed.set()
+
+
+_STOPPING: ContextVar[StopDeadline | None] = ContextVar("gitscale_stop_deadline", default=None)
+
+
+@contextmanager
+def stopping_by(deadline: StopDeadline, stop: threading.Event) -> Iterator[StopDeadline]:
+    """The git commands this thread starts inside keep ``deadline``, which starts when
+    ``stop`` is set (`serve`'s batches, `run`'s passes: the main thread); other threads' and
+    other processes' commands are not touched."""
+    deadline.follow(stop)
+    token = _STOPPING.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _STOPPING.reset(token)
+        deadline.close()
+
+
+def stop_deadline() -> StopDeadline | None:
+    """The stop deadline of this thread's commands (``stopping_by``), if any."""
+    return _STOPPING.get()
 
 
 def low_speed_env(environ: Mapping[str, str]) -> dict[str, str]:

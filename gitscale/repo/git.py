@@ -20,8 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from gitscale.errors import GitError
-from gitscale.repo.deadline import TIMEOUT_VARIABLE, ReadDeadline, end_tree, git_timeout
+from gitscale.errors import GitError, GitStopped
+from gitscale.repo.deadline import (REMOTE_VERBS, STOP_POLL, TIMEOUT_VARIABLE, ReadDeadline,
+                                    StopDeadline, end_tree, git_timeout, stop_deadline)
 from gitscale.repo.git_env import check_token, git_env, no_git_env
 from gitscale.repo.git_output import Result, describe_failure, push_failure
 
@@ -46,27 +47,44 @@ STOP_GRACE = 5.0
 
 class Started:
     """A git command started by ``Git.start``, still running or done. It may run until
-    ``deadline`` (``time.monotonic()``; ``deadline.py``): then it is stopped. Its output is
-    text, or bytes when started so (``Git._start(text=False)``)."""
+    ``deadline`` (``time.monotonic()``; ``deadline.py``): then it is stopped. A command that
+    talks to a remote is also stopped once ``stopping``'s deadline passes (a stop asked for
+    while it runs counts too). Its output is text, or bytes when started so
+    (``Git._start(text=False)``)."""
 
     def __init__(self, args: Sequence[str], proc: "subprocess.Popen[Any]", deadline: float,
-                 input: str | bytes | None = None) -> None:
+                 input: str | bytes | None = None,
+                 stopping: StopDeadline | None = None) -> None:
         self.args, self.proc, self.deadline = tuple(args), proc, deadline
         self._input = input
+        self.stopping = stopping
 
     def finish(self) -> tuple[Any, Any, int]:
         """Its stdout, stderr and exit code once it ends; a ``GitError`` when it ran past its
-        deadline (stopped, with what it started)."""
-        try:
-            stdout, stderr = self.proc.communicate(
-                self._input, timeout=max(0.0, self.deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.stop()
-            raise GitError(timed_out(self.args)) from None
-        except BaseException:  # (Ctrl-C too) as subprocess.run: git does not outlive us
-            self.stop()
-            raise
-        return stdout, stderr, self.proc.returncode
+        deadline, a ``GitStopped`` past the stop deadline (stopped, with what it started)."""
+        while True:
+            cut = self.stopping.at if self.stopping is not None else None
+            end = self.deadline if cut is None else min(self.deadline, cut)
+            wait = max(0.0, end - time.monotonic())
+            if self.stopping is not None and cut is None:
+                wait = min(wait, STOP_POLL)  # (a stop may come meanwhile)
+            # (input once: a later try resumes writing it, and refuses it given again)
+            given, self._input = self._input, None
+            try:
+                stdout, stderr = self.proc.communicate(given, timeout=wait)
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                if now >= self.deadline:
+                    self.stop()
+                    raise GitError(timed_out(self.args)) from None
+                if self.stopping is not None and self.stopping.passed():
+                    self.stop()
+                    raise GitStopped(self.stopping.stopped(_verb(self.args))) from None
+                continue  # (output is kept across tries: ``communicate`` resumes)
+            except BaseException:  # (Ctrl-C too) as subprocess.run: git does not outlive us
+                self.stop()
+                raise
+            return stdout, stderr, self.proc.returncode
 
     def wait(self, *, check: bool = True) -> Result:
         """Its result once it ends; a ``GitError`` as ``Git.run`` raises when it failed, or
@@ -196,12 +214,15 @@ class Git:
                input: str | bytes | None = None, *, text: bool = True) -> "Started":
         env = self.environment(extra_env)
         deadline = time.monotonic() + git_timeout()
+        stopping = stop_deadline() if _verb(args) in REMOTE_VERBS else None
+        if stopping is not None and stopping.passed():  # (past it: not started at all)
+            raise GitStopped(stopping.stopped(_verb(args)))
         decoding: dict[str, Any] = {"text": True, "errors": "replace"} if text else {}
         with _starting(args, self.cwd):
             proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,
                                     stdin=subprocess.PIPE if input is not None else None,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, **decoding)
-        return Started(args, proc, deadline, input)
+        return Started(args, proc, deadline, input, stopping)
 
     def run_bytes(self, *args: str, input: bytes | None = None) -> bytes:
         """``run`` for binary input and output (file contents, NUL-separated listings)."""

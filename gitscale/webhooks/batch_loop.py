@@ -1,7 +1,7 @@
 """`serve`'s batch loop: each window's batch landed — the queued events applied, a resync's
 listing, the expiry of reservations (``batch.batch_plan``), then one commit and push — a failed
 one kept for the next try with backoff and said once per streak, the events no served set takes
-counted and said; and at a stop, the last batch.
+counted and said. The last batch at a stop is ``webhooks.last_batch``'s.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from gitscale import crash
 from gitscale.core.reservations import Correction
-from gitscale.errors import GitscaleError, PushRejected
+from gitscale.errors import GitscaleError, GitStopped, PushRejected
 from gitscale.logline import log
 from gitscale.metrics import LoopMetrics
 from gitscale.notify.failures import NotifyStreaks
@@ -68,6 +68,7 @@ class Batch:
     # sets GitHub did not list every run for: said at the first listing, then every 30 minutes
     # while it lasts (by the words without their counts), not at every resync
     partial: dict[str, Streak] = field(default_factory=dict)
+    failure: Exception | None = None  # why the last batch failed (None: it landed)
 
     def expire(self, now: datetime) -> bool:
         """Whether queued reservations expire in a batch without a listing: not at a start
@@ -109,14 +110,18 @@ class Batch:
             what = crash.summary(exc) if bug else redact(
                 exc.retried() if isinstance(exc, PushRejected)  # (serve tries again: in
                 else str(exc))                                  # /healthz as in the log)
+            self.failure = exc
             with self.batcher.lock:
                 self.batcher.failures += 1
                 self.batcher.last_error = what
                 waiting = len(self.batcher.pending)
+            if isinstance(exc, GitStopped):  # stopping: the stop's last line says what is left
+                return False
             if self.streak.failed(what):  # the same error again: said once per streak
                 log(self._failure(what, waiting, exc) + (f"\n{crash.report()}" if bug else ""),
                     level="error")
             return False
+        self.failure = None
         self.resynced = self.resynced or listing is not None
         hold = self.hold
         if hold.dropped is not None and hold.dropped.since is not None:  # (renewals: unsaid)
@@ -248,28 +253,6 @@ class Batch:
                             "a `gitscale serve` that serves them needs its own --state-file)")
             log("; ".join(said))
         serving.claimed = picked.names
-
-
-def write_last_batch(batch: Batch, batcher: Batcher, attempts: int = 3) -> None:
-    """The events still queued at shutdown, with a few quick retries; what cannot be written
-    is named, for the resync at the next start corrects it."""
-    for attempt in range(attempts):
-        events = batcher.take()
-        # (renewals alone are not committed at a stop: ``gitscale.webhooks.hold``)
-        if (not events and batch.hold.waiting() is None) or batch.run(events, None, final=True):
-            return
-        if attempt + 1 < attempts:
-            time.sleep(2 ** attempt)
-    lost = batcher.take()
-    jobs = ", ".join(str(e.job) for e in lost[:20]) + (", …" if len(lost) > 20 else "")
-    held = batch.hold.waiting()
-    log((f"{len(lost)} accepted events could not be written (jobs {jobs})" if lost else "")
-        + (" and " if lost and held else "")
-        + (f"the reservations held since {format_time(held)} could not be committed"
-           if held else "") + "; "
-        + ("the resync at the next start corrects their reservations" if batch.resync_on else
-           "with --resync 0 nothing corrects their reservations: start serve with a resync "
-           "(--resync 5m) once, or they stay as they are until they expire"))
 
 
 def _why(landed: Landed, corrected: dict[str, Correction]) -> str:

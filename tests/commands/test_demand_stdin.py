@@ -138,10 +138,13 @@ def test_a_missing_file_is_named_as_typed(tmp_path: Path) -> None:
 
 
 class NoWait(threading.Event):
-    """`run`'s stop event, whose wait between passes returns at once."""
+    """`run`'s stop event, whose wait between passes (on the main thread) returns at once;
+    other threads' waits (the stop deadline's watch) wait as ever."""
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self.is_set()
+        if threading.current_thread() is threading.main_thread():
+            return self.is_set()
+        return super().wait(timeout)
 
 
 def test_run_reads_a_pipe_once_and_decides_every_pass_from_it(

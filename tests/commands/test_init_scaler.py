@@ -48,6 +48,27 @@ def source_variables(root: Path) -> set[str]:
     return {r.where for r in refs if r is not None and r.kind == "env"}
 
 
+def test_run_and_serve_stop_within_their_grace_period(  # type: ignore[no-untyped-def]
+        tmp_path: Path, capsys) -> None:
+    """Each long-running pod's --shutdown-timeout (what the pass or last batch in flight gets
+    after SIGTERM) leaves at least 10 s of its terminationGracePeriodSeconds: to say what was
+    not landed and exit before Kubernetes kills it (150 s were overrun by serve's 3 tries of a
+    push a hung git server held for up to 120 s each)."""
+    from gitscale.repo.deadline import seconds_of
+
+    root, _ = init(tmp_path, capsys, "flux", "--github-org", "acme", "--run-in", "cluster")
+    found = {}
+    for name, spec in pods(root):
+        if not name.startswith("deployment-"):
+            continue
+        args = spec["containers"][0]["args"]
+        timeout = seconds_of("--shutdown-timeout", args[args.index("--shutdown-timeout") + 1])
+        found[args[0]] = (timeout, spec["terminationGracePeriodSeconds"])
+    assert found == {"run": (20.0, 30), "serve": (20.0, 30)}
+    text = (root / "deploy/scaler/deployment-serve.yaml").read_text()
+    assert "terminationGracePeriodSeconds (30) leaves 10 s more: raise both together" in text
+
+
 @pytest.mark.parametrize(("gitops", "variant", "complete"), ALL)
 def test_the_scaler_reads_the_source_credential_from_the_documented_secret_keys(  # type: ignore[no-untyped-def]
         tmp_path: Path, capsys, gitops: str, variant: str, complete: bool) -> None:

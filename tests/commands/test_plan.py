@@ -238,7 +238,7 @@ def test_an_unchanged_set_taken_from_the_state_cache_still_says_why(  # type: ig
         "unchanged: scale-down held until 2026-11-21 09:10:00 UTC (scaleDownDelay)")
     assert _plan_line(text, "gpu").split() == ["gpu", "0", "unchanged"]
     assert linux["why"] == {"held_until": "2026-11-21T09:10:00Z", "capped": None,
-                            "drained": False}
+                            "drained": False, "reaffirm_at": None}
 
     busy = tmp_path / "busy.yaml"
     busy.write_text("linux: {queued: 7, running: 3}\ngpu: {queued: 0, running: 0}\n")
@@ -249,7 +249,7 @@ def test_an_unchanged_set_taken_from_the_state_cache_still_says_why(  # type: ig
     assert _plan_line(text, "linux").endswith(
         "unchanged: at max 3; demand 10 (7 queued, 3 running)")
     assert linux["why"] == {"held_until": None, "capped": {"by": "maxReplicas", "at": 3},
-                            "drained": False}
+                            "drained": False, "reaffirm_at": None}
 
     assert run(capsys, "drain", "--repo", str(checkout), "linux",
                "--now", "2026-11-21T09:30:00Z")[0] == 0
@@ -260,7 +260,8 @@ def test_an_unchanged_set_taken_from_the_state_cache_still_says_why(  # type: ig
     assert _plan_line(text, "linux").endswith(
         "unchanged: drained: held at 0 until `gitscale drain --resume`; demand 8 (8 queued, "
         "0 running)")
-    assert linux["why"] == {"held_until": None, "capped": None, "drained": True}
+    assert linux["why"] == {"held_until": None, "capped": None, "drained": True,
+                            "reaffirm_at": None}
 
 
 def test_a_set_capped_by_the_global_limit_says_so_in_text_and_json(  # type: ignore[no-untyped-def]
@@ -278,10 +279,11 @@ def test_a_set_capped_by_the_global_limit_says_so_in_text_and_json(  # type: ign
                          "--output", "json")
     assert code == 2, err
     whys = {c["set"]: c["why"] for c in json.loads(out)["changes"]}
-    assert whys["a"] == {"held_until": None, "drained": False,
+    assert whys["a"] == {"held_until": None, "drained": False, "reaffirm_at": None,
                          "capped": {"by": "limits.maxTotalReplicas", "at": 3}}
     assert whys["b"]["capped"] == {"by": "limits.maxTotalReplicas", "at": 1}
-    assert whys["c"] == {"held_until": None, "capped": None, "drained": False}
+    assert whys["c"] == {"held_until": None, "capped": None, "drained": False,
+                         "reaffirm_at": None}
     assert run(capsys, "reconcile", "--repo", str(checkout), "--now", NOW)[0] == 0
     code, out, err = run(capsys, "plan", "--repo", str(checkout), "--now", NOW)
     assert code == 0, err

@@ -55,7 +55,7 @@ def test_loop_follows_demand_and_stops_on_sigterm(tmp_path: Path, target: str) -
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    assert "SIGTERM: finishing the pass in progress, then stopping" in err
+    assert "SIGTERM: finishing the pass in progress (up to 20s), then stopping" in err
     assert "stopped after" in err and "Traceback" not in err
     log = git(remote, "log", "--format=%s", "main").splitlines()
     assert log[0] == "gitscale: linux 3→6"

@@ -292,6 +292,7 @@ def test_what_the_last_batch_cannot_commit_is_named(
     finally:
         server.close()
     assert commits(repo) == scaled and running(repo) == {1: False}
-    assert re.search(r"^\S+ the reservations held since \S+ could not be committed; with "
-                     r"--resync 0 nothing corrects their reservations", log(), re.M), log.text
-    assert "accepted events could not be written" not in log.text
+    assert re.search(r"^\S+ stopping: the last batch did not land after 3 tries \(.*\); not "
+                     r"committed: the reservations held since \S+ \(linux: job 1\); with "
+                     r"--resync 0 nothing recovers them", log(), re.M), log.text
+    assert "accepted event" not in log.text

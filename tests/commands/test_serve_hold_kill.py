@@ -16,7 +16,7 @@ import sys
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import pytest
 import yaml
@@ -69,10 +69,14 @@ runnerSets:
 class Serve:
     """`gitscale serve` as its own process, its stderr in a file."""
 
-    def __init__(self, repo: Path, log: Path) -> None:
+    def __init__(self, repo: Path, log: Path, *, url: str | None = None,
+                 extra: Sequence[str] = ()) -> None:
+        """``url``: the remote's (default: the bare repo's path); ``extra``: more options (a
+        repeated one wins over the one here)."""
         self.log = log
-        argv = [sys.executable, "-m", "gitscale", "serve", "--repo", str(remote(repo)),
-                "--listen", "127.0.0.1:0", "--window", "1s", "--hold", "5m", "--resync", "10s"]
+        argv = [sys.executable, "-m", "gitscale", "serve", "--repo", url or str(remote(repo)),
+                "--listen", "127.0.0.1:0", "--window", "1s", "--hold", "5m", "--resync", "10s",
+                *extra]
         assert SECRET not in argv and GH_TOKEN not in argv
         with log.open("wb") as err:
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err,

@@ -160,9 +160,11 @@ def test_events_the_last_batch_cannot_write_are_named(repo: Path,
     assert server.post(job(77, "queued", LINUX))[0] == 202
     server.close()
     err = capfd.readouterr().err
-    assert "1 accepted events could not be written (jobs 77)" in err
+    assert ("stopping: the last batch did not land after 3 tries (the remote refused the push "
+            "(pre-receive hook declined) — branch protection or a server hook); not committed: "
+            "1 accepted event (linux: queued job 77); ") in err, err
     # no resync (the test's --resync 0) would correct them at the next start: said so
-    assert "with --resync 0 nothing corrects their reservations" in err
+    assert "with --resync 0 nothing recovers them: start serve once with a resync" in err
 
 
 def test_a_body_too_large_is_logged_as_the_other_rejections(

@@ -443,7 +443,7 @@ def test_a_settled_held_until_that_is_not_a_time_is_decided_again(  # type: igno
                          "--now", "2026-11-21T09:00:00Z")
     assert code == 0 and err == "", err
     unchanged = json.loads(out)["unchanged"][0]
-    assert unchanged["why"] == {"held_until": None, "drained": False,
+    assert unchanged["why"] == {"held_until": None, "drained": False, "reaffirm_at": None,
                                 "capped": {"by": "maxReplicas", "at": 2}}
     assert _stored(_isolated_cache)[3]["linux"][11] is None  # decided again, and kept right
 

@@ -33,6 +33,13 @@ HELD = datetime(2026, 11, 21, 9, 10, tzinfo=timezone.utc)
                  "scale-down held until 2026-11-21 09:10:00 UTC (scaleDownDelay)", id="held"),
     pytest.param(Reason.DEMAND_UNKNOWN, NO_WHY, None,
                  "demand could not be read: left as it is", id="demand-unknown"),
+    pytest.param(Reason.UNCHANGED, Why(reaffirm_at=HELD), Demand(1, 2),
+                 "jobs wait with runners counted for them: re-affirm at 2026-11-21 09:10:00 "
+                 "UTC if they still wait", id="still-waiting"),
+    pytest.param(Reason.UNCHANGED, Why(held_until=HELD, reaffirm_at=HELD), Demand(1, 0),
+                 "scale-down held until 2026-11-21 09:10:00 UTC (scaleDownDelay); jobs wait "
+                 "with runners counted for them: re-affirm at 2026-11-21 09:10:00 UTC if they "
+                 "still wait", id="held-and-still-waiting"),
 ])
 def test_the_note_says_what_held_the_set(reason: Reason, why: Why, demand: Demand | None,
                                          note: str | None) -> None:

@@ -9,7 +9,7 @@ re-affirms it (effectiveTime: the pass's clock) so that A's slot refills. The co
 refills it when A finished (128, to the second) no later than the effectiveTime (to the
 second); otherwise A's slot is held as if the write had counted A as running, and with no
 other change no pass writes again until B has waited 10 minutes after that write
-(``core.decide.STILL_WAITING``): the re-affirm at 730 (synced at 740, ready at 785; serve's
+(``core.still_waiting.STILL_WAITING``): the re-affirm at 730 (synced at 740, ready at 785; serve's
 at its batch of the minute, 780: ready at 835). Without
 it B waited for the next job, C, at 1003 (ready at 1065); in a quiet set, for ever. Webhook
 mode (`serve`, window 10 s) batches the same events at the same times and decides alike.

@@ -24,11 +24,13 @@ from tests.helpers import RUNNERSET
 def _no_still_waiting_reaffirm(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests are about what serve holds and commits of its reservations alone. A job
     queued for more than 10 minutes with its runner counted is also re-affirmed for by the
-    scaling rule (``core.decide.still_waiting``: a commit every 10 minutes, which carries what
-    is held; tested in tests/plan/test_still_waiting.py): out of the way here."""
-    import gitscale.core.decide as decide
+    scaling rule (``core.still_waiting``: a commit 10, 20, 40... minutes after the last,
+    which carries what is held; tested in tests/plan/test_still_waiting.py): out of the way
+    here."""
+    import gitscale.core.still_waiting as still_waiting
 
-    monkeypatch.setattr(decide, "STILL_WAITING", timedelta(days=1))
+    monkeypatch.setattr(still_waiting, "STILL_WAITING", timedelta(days=1))
+    monkeypatch.setattr(still_waiting, "STILL_WAITING_MAX", timedelta(days=1))
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=timezone.utc)
 STATE = ".gitscale/reservations.yaml"

@@ -111,8 +111,10 @@ class StopDeadline:
     def follow(self, stop: threading.Event) -> None:
         """Start the clock when ``stop`` is set, from a thread of its own, until ``close``."""
         def watch() -> None:
-            while not self._closed.is_set():
-                if stop.wait(0.5):
+            # (looks at ``stop`` without waiting on it: a caller's stop object may count or
+            # answer its waits — the loop's wait between passes — and this is not one)
+            while not self._closed.wait(STOP_POLL):
+                if stop.is_set():
                     self.start()
                     return
         threading.Thread(target=watch, name="stop-deadline", daemon=True).start()

@@ -16,7 +16,7 @@ import yaml
 
 from gitscale.config.load import load_config
 from gitscale.plan.pass_watch import PassWatch
-from gitscale.repo.deadline import DEFAULT_TIMEOUT
+from gitscale.repo.deadline import seconds_of
 from gitscale.metrics import LoopMetrics, start_listener
 from tests.commands.test_init import reference_validator
 from tests.helpers import git, run
@@ -299,13 +299,15 @@ def test_runs_deployment_probes_the_health_its_metrics_port_answers(  # type: ig
     assert {"name": "metrics", "containerPort": 9090} in container["ports"]
     assert "--metrics-listen" in container["args"]
     assert "readinessProbe" not in container  # (no Service sends it traffic)
-    # SIGTERM: the pass in flight ends within a git timeout (its push), not Kubernetes' 30 s
-    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > \
-        DEFAULT_TIMEOUT
+    # SIGTERM: the pass in flight ends within --shutdown-timeout (its git commands that talk
+    # to the remote cut then), inside the grace period, not killed mid-push by Kubernetes
     (serve,) = docs(root / "deploy/scaler/deployment-serve.yaml")
     assert serve["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"][  # type: ignore[index]
         "port"] == "http"
-    assert serve["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > DEFAULT_TIMEOUT  # type: ignore[index]
+    for pod in (deployment["spec"]["template"]["spec"], serve["spec"]["template"]["spec"]):  # type: ignore[index]
+        args = pod["containers"][0]["args"]
+        stop = seconds_of("--shutdown-timeout", args[args.index("--shutdown-timeout") + 1])
+        assert stop + 5 <= pod["terminationGracePeriodSeconds"], pod
     server = start_listener("127.0.0.1:0", LoopMetrics().registry,
                             health=PassWatch(stall=900.0).health)
     try:

@@ -29,6 +29,9 @@ def test_a_pass_held_by_a_hung_git_server_ends_at_the_stop_deadline(
         assert wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"))
         proxy.hang()
         assert wait_for(lambda: proxy.stalled > 0), "no pass tried the hung server"
+        # (what the proxy first held may be the tail of the first pass's push, that pass
+        # done: past the 1 s interval the second pass is surely in its fetch, held)
+        time.sleep(1.5)
         began = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

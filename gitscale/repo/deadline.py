@@ -185,21 +185,37 @@ class Process(Protocol):
 
     def poll(self) -> int | None: ...
 
+    def terminate(self) -> None: ...
+
     def kill(self) -> None: ...
 
 
-def end_tree(proc: Process) -> None:
-    """Kill git and every process it started (read before git is killed: once it is gone
-    its children belong to init). A helper left running would hold its connection, and a
-    pipe of ours, until the remote answered — never, for a remote that does not."""
+# How long git is given to end when asked (SIGTERM) before it is killed.
+TERM_GRACE = 1.0  # seconds
+
+
+def end_tree(proc: Process, grace: float = TERM_GRACE) -> None:
+    """End git and every process it started (read before git ends: once it is gone its
+    children belong to init). The helpers are killed first, at once (a pid read is not left
+    time to be taken by another process): a helper left running would hold its connection,
+    and a pipe of ours, until the remote answered — never, for a remote that does not. Then
+    git is asked to end (SIGTERM), and given ``grace`` seconds before it is killed: it
+    removes the lock files it holds (a depth-1 fetch holds ``.git/shallow.lock`` while the
+    pack comes; a ref's update its ``.lock``), where killed outright it left them, and every
+    later fetch in that clone failed ('File exists')."""
     helpers = descendants(proc.pid) if proc.poll() is None else []
-    if proc.poll() is None:
-        proc.kill()
     for pid in helpers:
         try:
             os.kill(pid, 9)
         except (ProcessLookupError, PermissionError):
             pass
+    if proc.poll() is None:
+        proc.terminate()
+        until = time.monotonic() + grace
+        while proc.poll() is None and time.monotonic() < until:
+            time.sleep(0.01)
+    if proc.poll() is None:
+        proc.kill()
 
 
 class ReadDeadline:

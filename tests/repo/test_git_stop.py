@@ -30,7 +30,8 @@ def test_a_clone_whose_helper_holds_stderr_is_stopped_within_seconds(
         started.stop(grace=1.0)
         took = time.monotonic() - begun
         assert took < 4, f"stop() took {took:.1f} s"  # (it waited for `sleep 60` before)
-        assert started.proc.returncode == -signal.SIGKILL  # git ended and reaped
+        # git ended and reaped: on its helper's end (128) or asked to (SIGTERM)
+        assert started.proc.returncode in (128, -signal.SIGTERM), started.proc.returncode
         assert started.proc.stderr is not None and started.proc.stderr.closed
         deadline = time.monotonic() + 5  # the helper and its child were ended with git
         while any(alive(pid) for pid in pids) and time.monotonic() < deadline:

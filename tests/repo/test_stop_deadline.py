@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -107,3 +108,51 @@ def test_shutdown_timeout_refused_values_name_the_option(text: str) -> None:
     with pytest.raises(InputError, match=r"--shutdown-timeout.*expected a duration from 1s to "
                                          r"3600s such as 20, 20s or 1m"):
         seconds_of("--shutdown-timeout", text)
+
+
+# An upload-pack that sends the pack's start, then holds the rest back (a remote that stalls
+# mid-transfer): real git upload-pack behind a pipe that stops forwarding after "PACK".
+_STALLING_UPLOAD_PACK = """#!{python}
+import os, subprocess, sys, time
+proc = subprocess.Popen(["git", "upload-pack", *sys.argv[1:]], stdout=subprocess.PIPE)
+seen = b""
+while chunk := os.read(proc.stdout.fileno(), 65536):
+    at = (seen[-3:] + chunk).find(b"PACK")
+    if at >= 0:
+        os.write(1, chunk[:max(0, at - 3) + 16])
+        time.sleep(60)
+    os.write(1, chunk)
+    seen += chunk
+"""
+
+
+def _commit(repo: Path, name: str) -> None:
+    (repo / name).write_text(name)
+    ident = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    Git(repo).run("add", name)
+    Git(repo).run(*ident, "commit", "--quiet", "-m", name)
+
+
+def test_a_shallow_fetch_ended_at_the_deadline_leaves_no_lock_behind(tmp_path: Path) -> None:
+    """git holds ``.git/shallow.lock`` while a depth-1 fetch (a kept clone's sync) receives
+    the pack: killed outright there, the lock stayed, and every later fetch in that clone
+    failed ('Unable to create …/shallow.lock: File exists'). Asked to end, git removes it."""
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    Git(remote).run("init", "--quiet", "-b", "main")
+    _commit(remote, "one")
+    clone = tmp_path / "clone"
+    Git(tmp_path).run("clone", "--quiet", "--depth=1", f"file://{remote}", str(clone))
+    _commit(remote, "two")
+    wrapper = tmp_path / "upload-pack"
+    wrapper.write_text(_STALLING_UPLOAD_PACK.format(python=sys.executable))
+    wrapper.chmod(0o755)
+    Git(clone).run("config", "remote.origin.uploadpack", str(wrapper))
+    stop = threading.Event()
+    stop.set()
+    with stopping_by(StopDeadline(0.5), stop):
+        with pytest.raises(GitStopped):
+            Git(clone).fetch("origin", "main", depth=1)
+    assert not list((clone / ".git").glob("*.lock")), "git was killed holding its lock"
+    Git(clone).run("config", "--unset", "remote.origin.uploadpack")
+    assert Git(clone).fetch("origin", "main", depth=1) == Git(remote).head()

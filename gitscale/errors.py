@@ -73,7 +73,17 @@ class PushRaced(GitError):
 class GitStopped(GitError):
     """A git command that talks to a remote was ended (or not started) because the process is
     stopping and its stop deadline passed (``repo.deadline.StopDeadline``): what it was doing
-    is left to the next start."""
+    is left to the next start. ``verb``: the command (``push``); ``begun``: it was under way
+    when ended (a push may then have landed: the remote may have taken it and not answered),
+    not refused before it started."""
+
+    def __init__(self, message: str, verb: str = "", *, begun: bool = False) -> None:
+        super().__init__(message)
+        self.verb, self.begun = verb, begun
+
+    def may_have_landed(self) -> bool:
+        """A push ended before the remote answered: its commit may be on the remote."""
+        return self.verb == "push" and self.begun
 
 
 SHOWN = 80  # characters of a value an error message quotes

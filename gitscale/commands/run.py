@@ -232,10 +232,16 @@ def _one_pass(ws: Workspace, opts: RepoOptions, demand: FileSource | None, cache
         metrics.failed(exc, time.monotonic() - started)
         state.git_failed = True
         stopping = stop_deadline()
-        log(f"stopping: the pass in progress did not finish within "
-            f"{stopping.said() if stopping else 'the stop deadline'} "
-            f"({str(exc).split(':', 1)[0]} at the deadline): what it would have written is "
-            "left to the next start, whose first pass decides again", level="error")
+        within = stopping.said() if stopping else "the stop deadline"
+        stopped = str(exc).split(":", 1)[0]
+        if exc.may_have_landed():  # (the remote took the push, perhaps, and did not answer)
+            log(f"stopping: the pass in progress did not finish within {within} ({stopped} "
+                "at the deadline before the remote answered: what it pushed may have "
+                "landed); the next start's first pass decides again", level="error")
+        else:
+            log(f"stopping: the pass in progress did not finish within {within} ({stopped} "
+                "at the deadline): what it would have written is left to the next start, "
+                "whose first pass decides again", level="error")
         return exc.exit_code
     except PushRejected as exc:  # `reconcile` gives up on it; the loop tries again
         _failed(state, metrics, exc, now, started, redact(exc.retried()),

@@ -79,7 +79,8 @@ class Started:
                     raise GitError(timed_out(self.args)) from None
                 if self.stopping is not None and self.stopping.passed():
                     self.stop()
-                    raise GitStopped(self.stopping.stopped(_verb(self.args))) from None
+                    raise GitStopped(self.stopping.stopped(_verb(self.args)), _verb(self.args),
+                                     begun=True) from None
                 continue  # (output is kept across tries: ``communicate`` resumes)
             except BaseException:  # (Ctrl-C too) as subprocess.run: git does not outlive us
                 self.stop()
@@ -216,7 +217,7 @@ class Git:
         deadline = time.monotonic() + git_timeout()
         stopping = stop_deadline() if _verb(args) in REMOTE_VERBS else None
         if stopping is not None and stopping.passed():  # (past it: not started at all)
-            raise GitStopped(stopping.stopped(_verb(args)))
+            raise GitStopped(stopping.stopped(_verb(args)), _verb(args))
         decoding: dict[str, Any] = {"text": True, "errors": "replace"} if text else {}
         with _starting(args, self.cwd):
             proc = subprocess.Popen(["git", *args], cwd=self.cwd, env=env,

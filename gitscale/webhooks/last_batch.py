@@ -85,6 +85,12 @@ def _not_landed(batch: Batch, lost: list[JobEvent], deadline: StopDeadline | Non
                 "running jobs" if batch.resync_on else
                 "with --resync 0 nothing recovers them: start serve once with a resync (--resync "
                 "5m), or they stay as they are until they expire")
+    if deadline is not None and isinstance(failure, GitStopped) and failure.may_have_landed():
+        # (the push reached the remote, whose answer did not come: it may hold the commit,
+        # and the resync at the next start finds the reservations there, none twice)
+        return (f"stopping: the last batch may have landed: git push was stopped at the "
+                f"deadline ({deadline.said()}) before the remote answered; if it did not "
+                f"land, not committed: {' and '.join(said) or 'nothing'}; {recovers}")
     return (f"stopping: the last batch did not land{why}; not committed: "
             f"{' and '.join(said) or 'nothing'}; {recovers}")
 

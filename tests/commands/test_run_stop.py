@@ -52,3 +52,34 @@ def test_a_pass_held_by_a_hung_git_server_ends_at_the_stop_deadline(
     proxy.release()
     assert git(remote, "fsck", "--no-progress") == "" and no_lock_left(remote) == []
     assert checkout.is_dir()
+
+
+def test_a_push_that_landed_but_went_unanswered_is_said_to_have_maybe_landed(
+        tmp_path: Path, proxy: StallingProxy) -> None:  # noqa: F811
+    """The pass's push reaches the server, which takes it, and its answer never comes back:
+    stopped at the deadline, the pass is not said to have left its write to the next start."""
+    setup(tmp_path)
+    remote = tmp_path / "remote.git"
+    demand = tmp_path / "demand.yaml"
+    demand.write_text("linux: {queued: 3, running: 0}\n")
+    argv = [sys.executable, "-m", "gitscale", "run", "--repo", proxy.url("remote.git"),
+            "--interval", "1s", "--shutdown-timeout", "2s", "--demand", str(demand)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+    try:
+        assert wait_for(lambda: "replicas: 3" in git(remote, "show", "main:sets/linux.yaml"))
+        proxy.hang_answers()
+        demand.write_text("linux: {queued: 5, running: 0}\n")
+        assert wait_for(lambda: "replicas: 5" in git(remote, "show", "main:sets/linux.yaml"))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert ("stopping: the pass in progress did not finish within --shutdown-timeout 2s (git "
+            "push was stopped at the deadline before the remote answered: what it pushed may "
+            "have landed); the next start's first pass decides again") in err, err
+    assert "left to the next start" not in err, err
+    assert "Traceback" not in err and TOKEN not in err

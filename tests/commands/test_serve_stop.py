@@ -149,3 +149,33 @@ def test_what_the_stop_could_not_land_comes_back_from_the_resync_at_the_next_sta
     spec = yaml.safe_load(shown(repo, "sets/linux.yaml"))["spec"]
     assert spec["replicas"] == 2
     assert os.environ.get("GITSCALE_GIT_TIMEOUT") == "60"
+
+
+def test_a_push_that_landed_but_went_unanswered_is_not_said_to_be_uncommitted(
+        tmp_path: Path, git_server: GitHTTPServer, proxy: StallingProxy,
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The push reaches the server, which takes it; its answer never comes back (a proxy
+    that drops it, a post-receive hook that hangs). git push is stopped at the deadline with
+    the commit on the remote: the stop's line must not say the events were not committed."""
+    monkeypatch.setenv("TEST_WEBHOOK_SECRET", SECRET)
+    repo = make_repo(tmp_path, {"gitscale.yaml": CONFIG,
+                                "sets/linux.yaml": RUNNERSET.format(name="linux", replicas=0),
+                                "sets/gpu.yaml": RUNNERSET.format(name="gpu", replicas=0)})
+    server = Server(proxy.url("remote.git"), window="1h", shutdown_timeout="2s")
+    before = commits(repo)
+    for job_id, labels in ((1, LINUX), (3, GPU)):
+        assert server.post(job(job_id, "queued", labels))[0] == 202
+    proxy.hang_answers()
+    server.close()  # exit 0
+    err = capfd.readouterr().err
+    assert commits(repo) == before + 1, "the push did not land"
+    line = ("stopping: the last batch may have landed: git push was stopped at the deadline "
+            "(--shutdown-timeout 2s) before the remote answered; if it did not land, not "
+            "committed: 2 accepted events (gpu: queued job 3; linux: queued job 1); with "
+            "--resync 0 nothing recovers them")
+    assert line in err, err
+    assert "not landed" not in err and "did not land within" not in err, err
+    assert "Traceback" not in err and TOKEN not in err
+    proxy.release()
+    assert git(remote(repo), "fsck", "--no-progress") == ""
+    assert no_lock_left(remote(repo)) == []

@@ -2,7 +2,9 @@
 ``hang()`` on, every connection (open or new) is accepted and kept, and not a byte more goes
 either way — a git server, or a proxy or firewall before it, that stopped answering mid-way.
 ``release()`` closes what it held (without passing on what was held back, so nothing sent
-during the hang reaches the server: a push held there never lands)."""
+during the hang reaches the server: a push held there never lands). ``hang_answers()`` holds
+back only the answers to pushes: the push reaches the server and lands, and git never hears
+so (a proxy that drops the answer, a post-receive hook that hangs)."""
 from __future__ import annotations
 
 import socket
@@ -14,6 +16,7 @@ class StallingProxy:
     def __init__(self, target_port: int) -> None:
         self.target = ("127.0.0.1", target_port)
         self.hung = threading.Event()
+        self.answers_hung = threading.Event()  # the answer to a push (git-receive-pack) only
         self.connections = 0  # accepted so far
         self.stalled = 0  # connections accepted, and reads held back, since ``hang``
         self._server = socket.create_server(("127.0.0.1", 0))
@@ -31,6 +34,9 @@ class StallingProxy:
 
     def hang(self) -> None:
         self.hung.set()
+
+    def hang_answers(self) -> None:
+        self.answers_hung.set()
 
     def release(self) -> None:
         """Close every connection held (git's side sees them end)."""
@@ -64,16 +70,23 @@ class StallingProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._held.append(upstream)
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+            pushed = threading.Event()  # a push's request went up this connection
+            for source, sink, asks in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pipe, args=(source, sink, pushed, asks),
+                                 daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, pushed: threading.Event,
+              asks: bool) -> None:
         while True:
             try:
                 data = source.recv(65536)
             except OSError:
                 return
-            if self.hung.is_set():  # held back, its end too: the other side hears nothing
+            if asks and self.answers_hung.is_set() and b"POST " in data \
+                    and b"git-receive-pack" in data:
+                pushed.set()
+            held = not asks and pushed.is_set()  # the push's answer, and what follows
+            if self.hung.is_set() or held:  # held back, its end too: the other side hears nothing
                 self.stalled += 1
                 if not data:
                     return

@@ -54,8 +54,9 @@ def test_past_the_deadline_a_remote_command_is_not_started(
     deadline.start()
     with stopping_by(deadline, stop):
         for args in (("fetch", "stuck::nowhere", "main"), ("-c", "a.b=c", "push", "x", "y")):
-            with pytest.raises(GitStopped, match=rf"^git {args[-3]} was stopped"):
+            with pytest.raises(GitStopped, match=rf"^git {args[-3]} was stopped") as raised:
                 Git(tmp_path).run(*args)
+            assert not raised.value.may_have_landed()  # (refused: nothing reached the remote)
     assert not pids_file.exists(), "the remote helper was started"
 
 

@@ -179,3 +179,38 @@ def test_a_push_that_landed_but_went_unanswered_is_not_said_to_be_uncommitted(
     proxy.release()
     assert git(remote(repo), "fsck", "--no-progress") == ""
     assert no_lock_left(remote(repo)) == []
+
+
+def test_a_push_that_landed_unanswered_is_not_counted_twice_by_the_next_resync(
+        tmp_path: Path, github: FakeGitHub, git_server: GitHTTPServer,
+        proxy: StallingProxy) -> None:
+    """The stop's push landed without an answer; the next serve's resync finds the jobs
+    reserved already and adds none again."""
+    repo = make(tmp_path, github)
+    first = Serve(repo, tmp_path / "first.log",
+                  url=proxy.url("remote.git"), extra=["--shutdown-timeout", "2s"])
+    try:
+        first.said(MATCH)
+        started = commits(repo)
+        jobs = [github.add_run("octo-org/octo-repo", "queued", [("queued", LINUX)]).jobs[0]["id"]
+                for _ in range(2)]
+        proxy.hang_answers()
+        for one in jobs:
+            assert first.post(job(one, "queued", LINUX)) == 202
+        until(lambda: commits(repo) > started, "the push did not reach the server")
+        assert first.end(signal.SIGTERM) == 0
+    finally:
+        first.close()
+    assert "the last batch may have landed: git push was stopped" in first.text(), first.text()
+    proxy.release()
+    again = Serve(repo, tmp_path / "second.log", url=git_server.url("remote.git"),
+                  extra=["--window", "1s"])
+    try:
+        again.said(MATCH)  # (the jobs reserved already: none added again)
+        assert "added" not in again.text(), again.text()
+        assert again.end(signal.SIGTERM) == 0
+    finally:
+        again.close()
+    book = yaml.safe_load(shown(repo, STATE))["sets"]["linux"]
+    assert sorted(r["job"] for r in book["reservations"]) == sorted(jobs)
+    assert yaml.safe_load(shown(repo, "sets/linux.yaml"))["spec"]["replicas"] == 2

@@ -230,7 +230,8 @@ class Kube:
             masked = redact(str(exc), _secret_values(body))
             if masked == str(exc):
                 raise
-            raise type(exc)(masked, exc.status, exc.reason) from None
+            raise type(exc)(masked, exc.status, exc.reason, unreachable=exc.unreachable,
+                            retry_after=exc.retry_after) from None
         return body
 
     def own_secret(self, namespace: str, name: str, owners: list[dict[str, Any]]) -> None:

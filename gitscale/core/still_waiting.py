@@ -27,6 +27,10 @@ STILL_WAITING = timedelta(minutes=10)
 # to this (``reaffirm_interval``): jobs a re-affirm cannot start (pods that cannot start, jobs
 # GitHub routes elsewhere) cost 12 commits a day once at it, not 144
 STILL_WAITING_MAX = timedelta(hours=2)
+# The most still-waiting re-affirms in a row counted: the largest count the annotation is read
+# as (18 digits, ``manifest.target.is_digits``; reached only by a hand edit), so that the count
+# written is always one the next pass reads
+REAFFIRMS_MAX = 10**18 - 1
 
 def still_waiting(current: Current, demand: Demand, have: int, now: datetime) -> bool:
     """Do jobs still wait long after the last write of a RunnerSet, its count covering them
@@ -74,7 +78,7 @@ def reaffirms_after(current: Current, demand: Demand) -> int:
     they changed, so the next comes ``STILL_WAITING`` after it, as after any other write."""
     if current.fingerprint != demand.fingerprint:
         return 0
-    return current.reaffirms + 1
+    return min(current.reaffirms + 1, REAFFIRMS_MAX)
 
 
 def reaffirm_interval(reaffirms: int) -> timedelta:

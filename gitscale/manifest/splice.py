@@ -60,6 +60,12 @@ def render(value: Value, like: Span | None = None) -> str:
 def replace(text: str, key: Span, node: Span, value: Value, order: int) -> Splice:
     start, end = node.start, node.end
     rendered = render(value, node)
+    if node.style in ("|", ">"):
+        # a block scalar (a person's hand edit): its span runs to the next line's start, past
+        # its content's line break (and, kept with ``+``, blank lines): those stay, or the
+        # next key would join the value's line
+        while end > start and text[end - 1] in " \t\r\n":
+            end -= 1
     if start == end:  # an empty (null) value: `replicas:`; its mark may be on the next line
         colon = key.end
         while colon < len(text) and text[colon] in " \t":

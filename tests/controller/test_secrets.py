@@ -122,3 +122,23 @@ def test_a_jit_config_quoted_by_a_refusal_of_its_secret_is_masked(
     assert harness.sync("rs").created == []
     assert_masked(harness, caplog.text, 'data.jitconfig "***" (***) is not allowed', quoted)
     assert harness.github.runners == {}  # refused: unregistered
+
+
+def test_a_masked_refusal_of_a_secret_keeps_its_retry_after(harness: Harness) -> None:
+    """The masked copy of a Secret's refusal that quotes the JIT config is the same answer: it
+    keeps the ``Retry-After`` the API server asked for (the set's creations wait that long,
+    not 10 s) and whether the API server was reachable."""
+    def webhook(verb: str, resource: str, query: dict[str, str]) -> None:
+        if (verb, resource) != ("create", "secrets") or query.get("dryRun"):
+            return
+        with harness.github.lock:
+            runner = max(harness.github.runners.values(), key=lambda r: r.id)
+        harness.api.inject_error("create", "secrets", code=429, reason="TooManyRequests",
+                                 message=f"too many requests for jit-{runner.name}-{runner.id}",
+                                 retry_after=45)
+
+    harness.api.on_call(webhook)
+    harness.write("rs", 1, 0)
+    report = harness.sync("rs")
+    assert report.created == [] and "too many requests for ***" in report.errors[0], report
+    assert report.requeue_after == 45.0, report.requeue_after

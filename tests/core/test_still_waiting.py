@@ -11,6 +11,7 @@ import pytest
 from gitscale.core.decide import decide, settled_until
 from gitscale.core.model import Current, Demand, Reason
 from gitscale.core.policy import Policy
+from gitscale.manifest.target import is_digits
 from gitscale.core.still_waiting import STILL_WAITING, STILL_WAITING_MAX, reaffirm_interval, \
     span
 
@@ -138,3 +139,14 @@ def test_a_day_of_a_job_no_re_affirm_starts_costs_15_commits_not_144() -> None:
     assert [b[0] - a[0] for a, b in zip(writes[4:], writes[5:])] == [120] * (len(writes) - 5)
     # the first write, then 14 re-affirms; every 10 minutes it was 1 + 143
     assert len(writes) == 1 + 14
+
+
+def test_the_count_written_is_one_the_annotation_reader_takes() -> None:
+    """The largest count ``gitscale.dev/still-waiting`` is read as (18 digits: a hand edit)
+    is the largest written: one more would be refused at its line by the next pass, every
+    pass of the set failing until a person mends it."""
+    most = int("9" * 18)
+    for reaffirms in (most - 1, most):
+        decision = decide(state(reaffirms), WAITING, POLICY, T0 + STILL_WAITING_MAX)
+        assert decision.reason is Reason.REAFFIRM and decision.write, decision
+        assert is_digits(str(decision.reaffirms)) and decision.reaffirms == most, decision

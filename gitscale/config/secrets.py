@@ -121,6 +121,18 @@ def secret_file(ref: SecretRef) -> Path | None:
     return None if path is None else Path(path)
 
 
+def declared(ref: SecretRef) -> str:
+    """``ref`` as gitscale.yaml writes it: ``{file: PATH}``, ``{env: NAME}`` (never a value)."""
+    return f"{{{ref.kind}: {ref.where}}}"
+
+
+def via(ref: SecretRef) -> str:
+    """`` (NAME_FILE=PATH)`` for an ``{env: NAME}`` read from the file ``NAME_FILE`` names,
+    else nothing: where the value came from, when the declaration does not say."""
+    path = secret_file(ref) if ref.kind == "env" else None
+    return "" if path is None else f" ({ref.where}{FILE_SUFFIX}={path})"
+
+
 def source_of(ref: SecretRef) -> str:
     """Where ``ref``'s value is read from, in words that name no value."""
     if ref.kind == "file":

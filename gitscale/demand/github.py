@@ -30,12 +30,12 @@ from gitscale.clients.github import RUNS_LISTED, GitHub
 from gitscale.clients.github_app import InstallationToken
 from gitscale.config.load import RunnerSetConfig
 from gitscale.config.rotating import Rotating
-from gitscale.config.secrets import SecretError, read_secret, read_token
+from gitscale.config.secrets import SecretError, declared, read_secret, read_token, via
 from gitscale.config.sources import GitHubSettings
 from gitscale.core.model import Demand
 from gitscale.core.reservations import MAX_JOB_ID, is_job_id
 from gitscale.demand import DemandReading, SourceError, warner
-from gitscale.demand.refused import CredentialRefused, declared, is_refusal, refusal, via
+from gitscale.demand.refused import CredentialRefused, is_refusal, refusal
 from gitscale.runnerset_api import JOB_LIMIT
 
 if TYPE_CHECKING:

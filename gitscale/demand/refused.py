@@ -11,7 +11,7 @@ the API's words are the client's error, already masked (``clients/http.py``).
 from __future__ import annotations
 
 from gitscale.clients.errors import ApiError, RateLimited, Unsendable
-from gitscale.config.secrets import SecretError, SecretRef, secret_file
+from gitscale.config.secrets import SecretError, SecretRef, declared, secret_file
 from gitscale.files import FILE_SUFFIX
 
 
@@ -34,18 +34,6 @@ def is_refusal(exc: ApiError) -> bool:
     """A 401, or a 403 that is no rate limit: the credential (or a permission of it) refused.
     A credential that could not be sent (``Unsendable``) is said as such, not as a refusal."""
     return exc.status in (401, 403) and not isinstance(exc, (RateLimited, Unsendable))
-
-
-def declared(ref: SecretRef) -> str:
-    """``ref`` as gitscale.yaml writes it: ``{file: PATH}``, ``{env: NAME}``."""
-    return f"{{{ref.kind}: {ref.where}}}"
-
-
-def via(ref: SecretRef) -> str:
-    """`` (NAME_FILE=PATH)`` for an ``{env: NAME}`` read from the file ``NAME_FILE`` names,
-    else nothing: where the value came from, when the declaration does not say."""
-    path = secret_file(ref) if ref.kind == "env" else None
-    return "" if path is None else f" ({ref.where}{FILE_SUFFIX}={path})"
 
 
 def read_again(ref: SecretRef) -> str:

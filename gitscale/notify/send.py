@@ -22,8 +22,7 @@ from urllib.parse import urlsplit
 from gitscale import logline
 from gitscale.clients.errors import Unreachable
 from gitscale.clients.http import HttpClient, tls_context
-from gitscale.config.secrets import SecretError, SecretRef, read_secret, secret_file
-from gitscale.files import FILE_SUFFIX
+from gitscale.config.secrets import SecretError, SecretRef, declared, read_secret, secret_file, via
 from gitscale.notify.failures import POLL_STILL, NotifyStreaks
 from gitscale.notify.payloads import NotReady, Pushed, Request, request
 from gitscale.redact import redact
@@ -114,12 +113,11 @@ def _refused(target: Target, status: int) -> str:
     # (a 400 may be something else: said as a possibility)
     lead = f" (if the signature did not verify: the {what}" if status == 400 else f" (the {what}"
     at = f" at {target.where}" if target.where else ""
-    path = secret_file(ref)  # (a variable's value is the process's: reading it again is no fix)
-    if path is None:
-        return (f"{lead} from {{{ref.kind}: {ref.where}}}{at}: an environment variable, "
+    # (a variable's value is the process's: reading it again is no fix)
+    if secret_file(ref) is None:
+        return (f"{lead} from {declared(ref)}{at}: an environment variable, "
                 "a new value needs a restart)")
-    via = f" ({ref.where}{FILE_SUFFIX}={path})" if ref.kind == "env" else ""
-    return f"{lead} from {{{ref.kind}: {ref.where}}}{via}{at}, read again for each notification)"
+    return f"{lead} from {declared(ref)}{via(ref)}{at}, read again for each notification)"
 
 
 ANSWER_SHOWN = 160  # characters of an error answer in the log line

@@ -42,12 +42,8 @@ def git_timeout() -> float:
     text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
     if not text:
         return DEFAULT_TIMEOUT
-    try:
-        seconds = float(text) if text.replace(".", "", 1).isdigit() else \
-            parse_duration(text).total_seconds()
-    except ValueError:
-        seconds = 0.0
-    if seconds <= 0:
+    seconds = _seconds(text)
+    if seconds is None or seconds <= 0:
         raise InputError(TIMEOUT_VARIABLE, f"expected a positive duration such as 120, 90s "
                                            f"or 5m, got {text!r}")
     return seconds
@@ -57,15 +53,20 @@ def seconds_of(option: str, text: str, *, least: float = 1.0, most: float = 3600
     """A number of seconds given as ``20``, ``20s`` or ``1m``, from ``least`` to ``most``;
     anything else is refused, naming ``option``."""
     text = text.strip()
-    try:
-        seconds = float(text) if text.replace(".", "", 1).isdigit() else \
-            parse_duration(text).total_seconds()
-    except ValueError:
-        seconds = -1.0
-    if not least <= seconds <= most:
+    seconds = _seconds(text)
+    if seconds is None or not least <= seconds <= most:
         raise InputError(option, f"expected a duration from {least:g}s to {most:g}s such as 20, "
                                  f"20s or 1m, got {text!r}")
     return seconds
+
+
+def _seconds(text: str) -> float | None:
+    """``90``, ``90.5``, ``90s``, ``5m`` in seconds; None for anything else."""
+    try:
+        return float(text) if text.replace(".", "", 1).isdigit() else \
+            parse_duration(text).total_seconds()
+    except ValueError:
+        return None
 
 
 # The git commands that talk to a remote: the ones a stop deadline ends (``StopDeadline``).

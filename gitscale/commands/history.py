@@ -11,8 +11,8 @@ import click
 
 from gitscale.commands import EXIT_OK, RepoOptions, option_time
 from gitscale.commands.history_output import history_lines, json_lines, unread_line
-from gitscale.commands.history_rows import Row, config_sets, hand_rows, merged, set_names, \
-    unknown_set_error, unseen_note
+from gitscale.commands.history_rows import Row, config_sets, hand_rows, merged, \
+    names_a_set, set_names, unknown_set_error, unseen_note
 from gitscale.errors import InputError
 from gitscale.record.history import Entry, Skipped, between, history_since, iter_history, \
     read_history, within
@@ -70,8 +70,8 @@ def run_history(opts: RepoOptions, *, only: str | None, since: str | None, outpu
                 found = rows  # type: ignore[assignment]
                 if shown is not None:
                     found = list(found)
-            if only is not None and configured is not None and only not in configured \
-                    and not any(only in previous for previous in configured.values()):
+            if only is not None and configured is not None \
+                    and not names_a_set(configured, only):
                 # a name the config does not have: a typo is an error before any output,
                 # not after an empty table's header
                 remaining = iter(found)

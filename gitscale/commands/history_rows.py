@@ -142,6 +142,11 @@ def unseen_note(ws: Workspace) -> str | None:
             f"{'them' if count != 1 else 'it'} as rows, or `git log {newest[:10]}..`")
 
 
+def names_a_set(configured: dict[str, tuple[str, ...]], name: str) -> bool:
+    """Whether the config names ``name``: a set's name, or one of its ``previousNames``."""
+    return name in configured or any(name in previous for previous in configured.values())
+
+
 def unknown_set_error(ws: Workspace, configured: dict[str, tuple[str, ...]], config_path: str,
                       only: str) -> str | None:
     """When no row of ``only`` was found: why, if it is no set at all — neither the config
@@ -150,7 +155,7 @@ def unknown_set_error(ws: Workspace, configured: dict[str, tuple[str, ...]], con
     first — else None (a set that never scaled, or not in the window, or removed from the
     config: an empty table says that). Not said when it cannot be known: a clone of recent
     commits only (``--since`` over a URL, a shallow checkout)."""
-    if only in configured or any(only in previous for previous in configured.values()):
+    if names_a_set(configured, only):
         return None
     from gitscale.record.history import iter_history
 
